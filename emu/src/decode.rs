@@ -1,0 +1,272 @@
+//! Instruction classification: each translated block decoded once with capstone and cached.
+//!
+//! Unicorn tells the machine little about what a block does: flushes and fences produce no hook at
+//! all, a non-temporal store is indistinguishable from a cached one, privileged instructions simply
+//! run (the guest is at ring 0), and a block's hook carries only its address and byte size. The
+//! first time a block is entered, its bytes are decoded and the result kept: instruction boundaries
+//! (to count retired instructions exactly when a block stops early), how the block ends (calls and
+//! returns drive the shadow call stack), and the instructions that need a code hook of their own
+//! ([`Special`]). The cache is keyed by (address, size), so a block re-translated with other
+//! boundaries gets its own entry; it is dropped for a range whenever the guest's code there
+//! changes.
+
+use capstone::arch::x86::ArchMode;
+use capstone::arch::BuildsCapstone;
+use capstone::Capstone;
+use rustc_hash::FxHashMap;
+
+/// An instruction the machine must see executed, in program order, from a code hook at its PC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Special {
+    /// Would succeed at ring 0 but raises #GP in user mode on Linux.
+    Privileged,
+    /// RDRAND/RDSEED: hidden in CPUID, emulated from the seed if executed anyway.
+    Rand {
+        seed_insn: bool,
+    },
+    Flush(FlushOp),
+    Fence(FenceOp),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FlushOp {
+    Clflush,
+    Clflushopt,
+    Clwb,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FenceOp {
+    Sfence,
+    Mfence,
+    /// A locked read-modify-write or `xchg` with memory: a full fence on x86.
+    Locked,
+}
+
+/// How a block ends, as far as the shadow call stack cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Term {
+    /// A call at `pc`; the callee returns to `ret`.
+    Call {
+        pc: u64,
+        ret: u64,
+    },
+    Ret,
+    Other,
+}
+
+/// The memory-access character of one instruction, for the event stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AccessKind {
+    #[default]
+    Plain,
+    /// A non-temporal store.
+    NonTemporal,
+    /// One element of a `rep movs`/`rep stos`.
+    RepString,
+    /// A locked read-modify-write or `xchg` with memory.
+    Locked,
+}
+
+#[derive(Clone, Debug)]
+pub struct BlockInfo {
+    /// Start address of each instruction, in order.
+    pub insns: Box<[u64]>,
+    pub term: Term,
+    pub specials: Box<[(u64, Special)]>,
+    /// Instructions whose memory accesses are not plain, by PC.
+    pub access: Box<[(u64, AccessKind)]>,
+}
+
+impl BlockInfo {
+    /// Instructions of this block that retire before the one at `pc`.
+    pub fn retired_before(&self, pc: u64) -> u64 {
+        self.insns.partition_point(|a| *a < pc) as u64
+    }
+
+    pub fn access_kind(&self, pc: u64) -> AccessKind {
+        self.access
+            .iter()
+            .find(|(p, _)| *p == pc)
+            .map(|(_, k)| *k)
+            .unwrap_or_default()
+    }
+}
+
+pub struct Decoder {
+    cs: Capstone,
+    cache: FxHashMap<u64, BlockInfo>,
+}
+
+fn key(addr: u64, size: u32) -> u64 {
+    // User-space addresses fit in 48 bits; blocks are at most a few KiB.
+    addr ^ (u64::from(size) << 48)
+}
+
+impl Default for Decoder {
+    fn default() -> Self {
+        let cs = Capstone::new()
+            .x86()
+            .mode(ArchMode::Mode64)
+            .build()
+            .expect("capstone supports x86-64");
+        Decoder {
+            cs,
+            cache: FxHashMap::default(),
+        }
+    }
+}
+
+impl Decoder {
+    pub fn get(&self, addr: u64, size: u32) -> Option<&BlockInfo> {
+        self.cache.get(&key(addr, size))
+    }
+
+    /// Decodes `bytes` (the block at `addr`) and caches the result.
+    pub fn insert(&mut self, addr: u64, size: u32, bytes: &[u8]) -> &BlockInfo {
+        let info = self.decode(addr, bytes);
+        self.cache.entry(key(addr, size)).or_insert(info)
+    }
+
+    /// Forgets every block overlapping `[start, end)` (code was rewritten or unmapped).
+    pub fn invalidate(&mut self, start: u64, end: u64) {
+        self.cache.retain(|_, b| {
+            let lo = b.insns.first().copied().unwrap_or(0);
+            let hi = b.insns.last().map(|a| a + 16).unwrap_or(0);
+            hi <= start || lo >= end
+        });
+    }
+
+    fn decode(&self, addr: u64, bytes: &[u8]) -> BlockInfo {
+        let mut insns = Vec::new();
+        let mut specials = Vec::new();
+        let mut access = Vec::new();
+        let mut term = Term::Other;
+        if let Ok(list) = self.cs.disasm_all(bytes, addr) {
+            for i in list.iter() {
+                let pc = i.address();
+                insns.push(pc);
+                let m = i.mnemonic().unwrap_or("");
+                let ops = i.op_str().unwrap_or("");
+                let locked = has_lock_prefix(i.bytes());
+                let mem = ops.contains('[');
+                term = match m {
+                    "call" => Term::Call {
+                        pc,
+                        ret: pc + i.len() as u64,
+                    },
+                    "ret" => Term::Ret,
+                    _ => Term::Other,
+                };
+                if let Some(s) = classify(m, ops, locked, mem) {
+                    specials.push((pc, s));
+                }
+                let kind = match m {
+                    "movnti" | "movntdq" | "movntps" | "movntpd" | "movntq" | "maskmovdqu"
+                    | "movntsd" | "movntss" => AccessKind::NonTemporal,
+                    _ if (locked || m == "xchg") && mem => AccessKind::Locked,
+                    _ if m.starts_with("rep") && (ops.contains("movs") || ops.contains("stos")) => {
+                        AccessKind::RepString
+                    }
+                    _ if m.starts_with("rep") => {
+                        // capstone spells `rep movsb` as mnemonic "rep movsb" in some versions.
+                        if m.contains("movs") || m.contains("stos") {
+                            AccessKind::RepString
+                        } else {
+                            AccessKind::Plain
+                        }
+                    }
+                    _ => AccessKind::Plain,
+                };
+                if kind != AccessKind::Plain {
+                    access.push((pc, kind));
+                }
+            }
+        }
+        BlockInfo {
+            insns: insns.into_boxed_slice(),
+            term,
+            specials: specials.into_boxed_slice(),
+            access: access.into_boxed_slice(),
+        }
+    }
+}
+
+fn has_lock_prefix(bytes: &[u8]) -> bool {
+    for b in bytes {
+        match b {
+            0xf0 => return true,
+            0xf2 | 0xf3 | 0x2e | 0x36 | 0x3e | 0x26 | 0x64 | 0x65 | 0x66 | 0x67 => continue,
+            0x40..=0x4f => continue,
+            _ => return false,
+        }
+    }
+    false
+}
+
+fn classify(m: &str, ops: &str, locked: bool, mem: bool) -> Option<Special> {
+    let m = m.strip_prefix("lock ").unwrap_or(m);
+    Some(match m {
+        "clflush" => Special::Flush(FlushOp::Clflush),
+        "clflushopt" => Special::Flush(FlushOp::Clflushopt),
+        "clwb" => Special::Flush(FlushOp::Clwb),
+        "sfence" => Special::Fence(FenceOp::Sfence),
+        "mfence" => Special::Fence(FenceOp::Mfence),
+        "rdrand" => Special::Rand { seed_insn: false },
+        "rdseed" => Special::Rand { seed_insn: true },
+        "hlt" | "cli" | "sti" | "in" | "out" | "insb" | "insw" | "insd" | "outsb" | "outsw"
+        | "outsd" | "lgdt" | "lidt" | "lldt" | "ltr" | "lmsw" | "clts" | "invd" | "wbinvd"
+        | "invlpg" | "rdmsr" | "wrmsr" | "swapgs" | "sysret" | "sysexit" | "monitor" | "mwait"
+        | "iretq" | "iretd" | "iret" | "wrpkru" | "invpcid" | "xsetbv" => Special::Privileged,
+        "mov" if ops.contains("cr") && !mem || ops.contains("dr") && !mem && mov_debug(ops) => {
+            Special::Privileged
+        }
+        "xchg" if mem => Special::Fence(FenceOp::Locked),
+        _ if locked && mem => Special::Fence(FenceOp::Locked),
+        _ => return None,
+    })
+}
+
+/// Whether a register-to-register `mov` names a debug register (`dr0`..`dr7`), not e.g. `edx`.
+fn mov_debug(ops: &str) -> bool {
+    ops.split(|c: char| c == ',' || c == ' ')
+        .any(|w| w.len() == 3 && w.starts_with("dr") && w.as_bytes()[2].is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_persistence_and_privileged_instructions() {
+        let mut d = Decoder::default();
+        // clwb [rdi]; sfence; lock xadd [rdi], eax; hlt; mov rax, cr0; call +0; ret
+        let code = [
+            0x66, 0x0f, 0xae, 0x37, // clwb [rdi]
+            0x0f, 0xae, 0xf8, // sfence
+            0xf0, 0x0f, 0xc1, 0x07, // lock xadd [rdi], eax
+            0xf4, // hlt
+            0x0f, 0x20, 0xc0, // mov rax, cr0
+            0x48, 0x0f, 0xc3, 0x07, // movnti [rdi], rax
+            0x48, 0x89, 0xd0, // mov rax, rdx (not privileged)
+            0xe8, 0, 0, 0, 0, // call
+        ];
+        let b = d.insert(0x1000, code.len() as u32, &code).clone();
+        assert_eq!(b.insns.len(), 8);
+        let s: Vec<Special> = b.specials.iter().map(|x| x.1).collect();
+        assert_eq!(
+            s,
+            vec![
+                Special::Flush(FlushOp::Clwb),
+                Special::Fence(FenceOp::Sfence),
+                Special::Fence(FenceOp::Locked),
+                Special::Privileged,
+                Special::Privileged,
+            ]
+        );
+        assert_eq!(b.access_kind(0x1000 + 15), AccessKind::NonTemporal);
+        assert_eq!(b.access_kind(0x1000 + 7), AccessKind::Locked);
+        assert!(matches!(b.term, Term::Call { ret, .. } if ret == 0x1000 + code.len() as u64));
+        assert_eq!(b.retired_before(0x1000 + 11), 3);
+    }
+}

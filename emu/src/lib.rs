@@ -1,0 +1,14 @@
+//! ferrite's machine: the Unicorn engine, guest memory, instruction classification and the
+//! emulator's side of everything the guest executes.
+//!
+//! Nothing here knows about Linux system calls (the `syscalls` crate) or about any detector (the
+//! `analyses` crate): the machine runs guest code until it needs the outside world and says why.
+
+pub mod callstack;
+pub mod cpuid;
+pub mod decode;
+pub mod machine;
+pub mod memory;
+
+pub use machine::{sig, EmuError, Exit, Fault, Machine, MachineConfig, Reg};
+pub use memory::{Backing, HostBlock, MemError, Perm, Region, PAGE};

@@ -1,0 +1,755 @@
+//! The machine: one Unicorn x86-64 engine, its hooks, and the loop that runs the guest until
+//! something needs the outside world.
+//!
+//! [`Machine::run`] executes the current thread until one of: a `syscall` instruction, a fault or
+//! trap the guest would receive as a signal, an instruction that must be emulated outside the
+//! engine, or the instruction budget. It never switches threads, blocks or delivers signals itself:
+//! those happen in the caller after `emu_start` has returned, because Unicorn adds 2 to RIP after a
+//! SYSCALL hook and because stopping from inside a write hook would re-execute the store.
+//!
+//! Hooks (all of them record and stop; none may unwind a panic into C):
+//! - a block hook on all code counts retired instructions per translated block (never
+//!   `emu_start(count)`, which hooks every instruction and flushes translations) and keeps the
+//!   shadow call stack; a stop in the middle of a block is corrected from the decoded block;
+//! - raw `UC_HOOK_INSN` hooks answer CPUID from [`CpuidTable`] and RDTSC/RDTSCP from the virtual
+//!   clock, skipping the instruction;
+//! - code hooks at exactly the PCs of [`Special`] instructions, installed the first time a block
+//!   containing one is entered: the block hook then re-translates the block by writing RIP, which
+//!   leaves the translated block before its first instruction runs;
+//! - an interrupt hook mapping CPU exceptions to signals, and an invalid-memory hook recording the
+//!   faulting address.
+
+use std::ffi::c_void;
+
+use rustc_hash::FxHashSet;
+use unicorn_engine::unicorn_const::{uc_error, Arch, HookType, MemType, Mode};
+use unicorn_engine::{RegisterX86, Unicorn, X86Insn};
+use unicorn_engine_sys as ffi;
+
+use crate::callstack::CallStack;
+use crate::cpuid::CpuidTable;
+use crate::decode::{Decoder, Special, Term};
+use crate::memory::{MemError, Memory, Perm, Region};
+
+pub use unicorn_engine::RegisterX86 as Reg;
+
+/// Linux signal numbers used by the machine.
+pub mod sig {
+    pub const SIGILL: i32 = 4;
+    pub const SIGTRAP: i32 = 5;
+    pub const SIGABRT: i32 = 6;
+    pub const SIGBUS: i32 = 7;
+    pub const SIGFPE: i32 = 8;
+    pub const SIGKILL: i32 = 9;
+    pub const SIGSEGV: i32 = 11;
+
+    pub fn name(sig: i32) -> &'static str {
+        match sig {
+            1 => "SIGHUP",
+            2 => "SIGINT",
+            3 => "SIGQUIT",
+            4 => "SIGILL",
+            5 => "SIGTRAP",
+            6 => "SIGABRT",
+            7 => "SIGBUS",
+            8 => "SIGFPE",
+            9 => "SIGKILL",
+            10 => "SIGUSR1",
+            11 => "SIGSEGV",
+            12 => "SIGUSR2",
+            13 => "SIGPIPE",
+            14 => "SIGALRM",
+            15 => "SIGTERM",
+            _ => "signal",
+        }
+    }
+}
+
+/// A synchronous signal raised by an instruction, with what Linux puts in its siginfo.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fault {
+    pub signal: i32,
+    /// `si_code` (SEGV_MAPERR=1, SEGV_ACCERR=2, FPE_INTDIV=1, ILL_ILLOPN=2, SI_KERNEL=0x80, ...).
+    pub code: i32,
+    /// `si_addr`: the faulting data address for memory faults, the PC otherwise.
+    pub addr: u64,
+    /// The instruction that faulted.
+    pub pc: u64,
+    /// What happened, for a report.
+    pub what: String,
+}
+
+/// Why [`Machine::run`] returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// The guest executed `syscall`; RIP is past it, RAX holds the number.
+    Syscall,
+    /// An instruction raised a signal; RIP is at the instruction.
+    Fault(Fault),
+    /// The instruction budget ran out; RIP is at the next instruction to run.
+    Limit,
+}
+
+/// Settings fixed when the machine is built.
+#[derive(Clone, Debug)]
+pub struct MachineConfig {
+    pub cpuid: CpuidTable,
+    /// Retired-instruction budget for the whole run.
+    pub max_instructions: u64,
+    /// Virtual TSC ticks per retired instruction (the virtual CPU runs at 1 GHz, one instruction
+    /// per nanosecond).
+    pub tsc_per_insn: u64,
+    /// Seed for RDRAND/RDSEED if a guest executes them despite CPUID.
+    pub rand_seed: u64,
+}
+
+impl Default for MachineConfig {
+    fn default() -> Self {
+        MachineConfig {
+            cpuid: CpuidTable::default(),
+            max_instructions: u64::MAX,
+            tsc_per_insn: 1,
+            rand_seed: 0,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    Syscall,
+    Interrupt(u32),
+    Special(u64, Special),
+    Limit,
+    /// A hook failed; the message is in `HookState::error`.
+    Error,
+}
+
+/// State the hooks touch. Lives inside the engine (its user data), so hooks reach it without
+/// locks; everything else reaches it through [`Machine`].
+pub struct HookState {
+    /// Instructions retired before the current block.
+    block_base: u64,
+    /// The current block's address, size and instruction count.
+    block: (u64, u32, u64),
+    prev_term: Term,
+    decoder: Decoder,
+    callstack: CallStack,
+    /// PCs that already have a code hook for their [`Special`].
+    hooked: FxHashSet<u64>,
+    /// Specials found in a block, to be hooked before it runs.
+    to_hook: Vec<(u64, Special)>,
+    stop: Option<Stop>,
+    limit: u64,
+    invalid: Option<(MemType, u64)>,
+    cpuid: CpuidTable,
+    tsc_per_insn: u64,
+    error: Option<String>,
+}
+
+impl HookState {
+    /// Instructions retired before the instruction at `pc` in the current block.
+    fn count_at(&self, pc: u64) -> u64 {
+        let (addr, size, n) = self.block;
+        match self.decoder.get(addr, size) {
+            Some(b) if pc >= addr && pc <= addr + u64::from(size) => {
+                self.block_base + b.retired_before(pc)
+            }
+            _ => self.block_base + n,
+        }
+    }
+}
+
+pub struct Machine {
+    uc: Unicorn<'static, HookState>,
+    pub mem: Memory,
+    /// The exact retired-instruction count at the last stop.
+    icount: u64,
+    rand_state: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmuError {
+    #[error("the emulator could not be set up: {0:?}")]
+    Engine(uc_error),
+    #[error("guest memory: {0:?}")]
+    Memory(MemError),
+    #[error("host memory: {0}")]
+    Host(std::io::Error),
+}
+
+fn engine(e: uc_error) -> EmuError {
+    EmuError::Engine(e)
+}
+
+extern "C" fn cpuid_hook(uc: *mut ffi::uc_engine, user: *mut c_void) -> i32 {
+    // SAFETY: `user` is the engine's HookState, alive as long as the engine (see Machine::new).
+    let st = unsafe { &*(user as *const HookState) };
+    let mut eax = 0u64;
+    let mut ecx = 0u64;
+    // SAFETY: `uc` is the live engine calling us; register ids are valid for x86.
+    unsafe {
+        ffi::uc_reg_read(uc, RegisterX86::RAX as i32, (&raw mut eax).cast());
+        ffi::uc_reg_read(uc, RegisterX86::RCX as i32, (&raw mut ecx).cast());
+    }
+    let r = st.cpuid.query(eax as u32, ecx as u32);
+    for (reg, v) in [
+        RegisterX86::RAX,
+        RegisterX86::RBX,
+        RegisterX86::RCX,
+        RegisterX86::RDX,
+    ]
+    .iter()
+    .zip(r)
+    {
+        let v = u64::from(v);
+        // SAFETY: as above.
+        unsafe { ffi::uc_reg_write(uc, *reg as i32, (&raw const v).cast()) };
+    }
+    1
+}
+
+fn tsc_now(uc: *mut ffi::uc_engine, st: &HookState) -> u64 {
+    let mut rip = 0u64;
+    // SAFETY: `uc` is the live engine calling us.
+    unsafe { ffi::uc_reg_read(uc, RegisterX86::RIP as i32, (&raw mut rip).cast()) };
+    st.count_at(rip).wrapping_mul(st.tsc_per_insn)
+}
+
+fn write_edx_eax(uc: *mut ffi::uc_engine, v: u64) {
+    let (lo, hi) = (v & 0xffff_ffff, v >> 32);
+    // SAFETY: `uc` is the live engine calling us.
+    unsafe {
+        ffi::uc_reg_write(uc, RegisterX86::RAX as i32, (&raw const lo).cast());
+        ffi::uc_reg_write(uc, RegisterX86::RDX as i32, (&raw const hi).cast());
+    }
+}
+
+extern "C" fn rdtsc_hook(uc: *mut ffi::uc_engine, user: *mut c_void) -> i32 {
+    // SAFETY: see cpuid_hook.
+    let st = unsafe { &*(user as *const HookState) };
+    write_edx_eax(uc, tsc_now(uc, st));
+    1
+}
+
+extern "C" fn rdtscp_hook(uc: *mut ffi::uc_engine, user: *mut c_void) -> i32 {
+    // SAFETY: see cpuid_hook.
+    let st = unsafe { &*(user as *const HookState) };
+    write_edx_eax(uc, tsc_now(uc, st));
+    let zero = 0u64; // IA32_TSC_AUX: CPU 0
+                     // SAFETY: `uc` is the live engine calling us.
+    unsafe { ffi::uc_reg_write(uc, RegisterX86::RCX as i32, (&raw const zero).cast()) };
+    1
+}
+
+fn add_raw_insn_hook(
+    uc: &mut Unicorn<'static, HookState>,
+    insn: X86Insn,
+    cb: extern "C" fn(*mut ffi::uc_engine, *mut c_void) -> i32,
+) -> Result<(), EmuError> {
+    let user = (uc.get_data() as *const HookState)
+        .cast_mut()
+        .cast::<c_void>();
+    let mut hh: ffi::uc_hook = 0;
+    // SAFETY: the callback has the signature Unicorn expects for CPUID/RDTSC hooks and `user`
+    // points at the engine's own data, which outlives the hook.
+    let err = unsafe {
+        ffi::uc_hook_add(
+            uc.get_handle(),
+            &mut hh,
+            HookType::INSN.0 as i32,
+            cb as *mut c_void,
+            user,
+            1,
+            0,
+            insn as i32,
+        )
+    };
+    if err != uc_error::OK {
+        return Err(engine(err));
+    }
+    Ok(())
+}
+
+fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
+    let st = uc.get_data_mut();
+    if st.stop.is_some() {
+        return;
+    }
+    match std::mem::replace(&mut st.prev_term, Term::Other) {
+        Term::Call { pc, ret } => st.callstack.push(pc, ret),
+        Term::Ret => st.callstack.returned_to(addr),
+        Term::Other => {}
+    }
+    let (n, term) = match st.decoder.get(addr, size) {
+        Some(b) => (b.insns.len() as u64, b.term),
+        None => {
+            let mut bytes = vec![0u8; size as usize];
+            if uc.mem_read(addr, &mut bytes).is_err() {
+                bytes.clear();
+            }
+            let st = uc.get_data_mut();
+            let b = st.decoder.insert(addr, size, &bytes);
+            let (n, term) = (b.insns.len() as u64, b.term);
+            let fresh: Vec<(u64, Special)> = b
+                .specials
+                .iter()
+                .copied()
+                .filter(|(pc, _)| !st.hooked.contains(pc))
+                .collect();
+            if !fresh.is_empty() {
+                // Hook the specials, then leave this translation before it runs anything: writing
+                // RIP from a hook exits the block, and it is translated again with the hooks.
+                st.to_hook = fresh;
+                st.prev_term = Term::Other;
+                install_special_hooks(uc);
+                let _ = uc.ctl_remove_cache(addr, addr + u64::from(size));
+                let _ = uc.set_pc(addr);
+                return;
+            }
+            (n, term)
+        }
+    };
+    let st = uc.get_data_mut();
+    let base = st.block_base + st.block.2;
+    if base + n > st.limit {
+        st.block_base = base;
+        st.block = (addr, size, 0);
+        st.stop = Some(Stop::Limit);
+        let _ = uc.emu_stop();
+        let _ = uc.set_pc(addr);
+        return;
+    }
+    st.block_base = base;
+    st.block = (addr, size, n);
+    st.prev_term = term;
+}
+
+fn install_special_hooks(uc: &mut Unicorn<'_, HookState>) {
+    let list = std::mem::take(&mut uc.get_data_mut().to_hook);
+    for (pc, special) in list {
+        uc.get_data_mut().hooked.insert(pc);
+        let res = uc.add_code_hook(pc, pc, move |uc, at, _| on_special(uc, at, special));
+        if res.is_err() {
+            let st = uc.get_data_mut();
+            st.error = Some(format!("cannot hook the instruction at {pc:#x}"));
+            st.stop = Some(Stop::Error);
+            let _ = uc.emu_stop();
+        }
+    }
+}
+
+fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Special) {
+    match special {
+        // Flushes and fences reach the PM device through the event stream (not yet wired: they
+        // retire as the no-ops Unicorn makes them).
+        Special::Flush(_) | Special::Fence(_) => {}
+        Special::Privileged | Special::Rand { .. } => {
+            let st = uc.get_data_mut();
+            if st.stop.is_none() {
+                st.stop = Some(Stop::Special(pc, special));
+                let _ = uc.emu_stop();
+            }
+        }
+    }
+}
+
+fn on_interrupt(uc: &mut Unicorn<'_, HookState>, intno: u32) {
+    let st = uc.get_data_mut();
+    if st.stop.is_none() {
+        st.stop = Some(Stop::Interrupt(intno));
+    }
+    let _ = uc.emu_stop();
+}
+
+fn on_syscall(uc: &mut Unicorn<'_, HookState>) {
+    let st = uc.get_data_mut();
+    if st.stop.is_none() {
+        st.stop = Some(Stop::Syscall);
+    }
+    let _ = uc.emu_stop();
+}
+
+fn on_invalid(
+    uc: &mut Unicorn<'_, HookState>,
+    t: MemType,
+    addr: u64,
+    _size: usize,
+    _v: i64,
+) -> bool {
+    uc.get_data_mut().invalid = Some((t, addr));
+    false
+}
+
+impl Machine {
+    pub fn new(config: MachineConfig) -> Result<Machine, EmuError> {
+        let state = HookState {
+            block_base: 0,
+            block: (0, 0, 0),
+            prev_term: Term::Other,
+            decoder: Decoder::default(),
+            callstack: CallStack::default(),
+            hooked: FxHashSet::default(),
+            to_hook: Vec::new(),
+            stop: None,
+            limit: config.max_instructions,
+            invalid: None,
+            cpuid: config.cpuid.clone(),
+            tsc_per_insn: config.tsc_per_insn,
+            error: None,
+        };
+        let mut uc = Unicorn::new_with_data(Arch::X86, Mode::MODE_64, state).map_err(engine)?;
+        // Skylake-Server: the translator accepts CLWB, CLFLUSHOPT, SSE4.2 and POPCNT only if the
+        // selected model has them. What the guest is told comes from `cpuid` alone.
+        uc.ctl_set_cpu_model(unicorn_engine::unicorn_const::X86CpuModel::SKYLAKE_SERVER as i32)
+            .map_err(engine)?;
+        uc.add_block_hook(1, 0, on_block).map_err(engine)?;
+        uc.add_intr_hook(on_interrupt).map_err(engine)?;
+        uc.add_insn_sys_hook(X86Insn::SYSCALL, 1, 0, on_syscall)
+            .map_err(engine)?;
+        uc.add_mem_hook(HookType::MEM_INVALID, 1, 0, on_invalid)
+            .map_err(engine)?;
+        add_raw_insn_hook(&mut uc, X86Insn::CPUID, cpuid_hook)?;
+        add_raw_insn_hook(&mut uc, X86Insn::RDTSC, rdtsc_hook)?;
+        add_raw_insn_hook(&mut uc, X86Insn::RDTSCP, rdtscp_hook)?;
+        Ok(Machine {
+            uc,
+            mem: Memory::default(),
+            icount: 0,
+            rand_state: config.rand_seed | 1,
+        })
+    }
+
+    pub fn reg(&self, r: Reg) -> u64 {
+        self.uc.reg_read(r).unwrap_or(0)
+    }
+
+    pub fn set_reg(&mut self, r: Reg, v: u64) {
+        let _ = self.uc.reg_write(r, v);
+    }
+
+    pub fn pc(&self) -> u64 {
+        self.reg(Reg::RIP)
+    }
+
+    /// Retired instructions so far (exact at every stop).
+    pub fn icount(&self) -> u64 {
+        self.icount
+    }
+
+    /// Current PC followed by the call sites of the shadow stack, innermost first.
+    pub fn backtrace(&self) -> Vec<u64> {
+        let st = self.uc.get_data();
+        std::iter::once(self.pc())
+            .chain(st.callstack.call_sites())
+            .collect()
+    }
+
+    /// Maps a region (see [`Memory::map`]).
+    pub fn map(&mut self, region: Region) -> Result<(), MemError> {
+        self.mem.map(&mut self.uc, region)
+    }
+
+    pub fn unmap(&mut self, start: u64, end: u64) -> Vec<Region> {
+        let removed = self.mem.unmap(&mut self.uc, start, end);
+        if removed.iter().any(|r| r.perm.exec()) {
+            self.code_changed(start, end);
+        }
+        removed
+    }
+
+    pub fn protect(&mut self, start: u64, end: u64, perm: Perm) -> Result<(), MemError> {
+        self.mem.protect(&mut self.uc, start, end, perm)?;
+        // Code may become executable, or stop being so: forget translations either way.
+        self.code_changed(start, end);
+        Ok(())
+    }
+
+    pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
+        self.mem.read(addr, buf)
+    }
+
+    /// Writes as the kernel would (requires write permission unless `force`).
+    pub fn write(&mut self, addr: u64, data: &[u8], force: bool) -> Result<(), MemError> {
+        if self.mem.write(addr, data, force)? {
+            self.code_changed(addr, addr + data.len() as u64);
+        }
+        Ok(())
+    }
+
+    pub fn read_u64(&self, addr: u64) -> Result<u64, MemError> {
+        let mut b = [0u8; 8];
+        self.read(addr, &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    pub fn write_u64(&mut self, addr: u64, v: u64) -> Result<(), MemError> {
+        self.write(addr, &v.to_le_bytes(), false)
+    }
+
+    pub fn read_u32(&self, addr: u64) -> Result<u32, MemError> {
+        let mut b = [0u8; 4];
+        self.read(addr, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    /// A NUL-terminated string of at most `max` bytes (without the NUL).
+    pub fn read_cstr(&self, addr: u64, max: usize) -> Result<Vec<u8>, MemError> {
+        let mut out = Vec::new();
+        let mut at = addr;
+        while out.len() < max {
+            let chunk = (4096 - (at % 4096)) as usize;
+            let mut buf = vec![0u8; chunk.min(max - out.len()).max(1)];
+            self.read(at, &mut buf)?;
+            if let Some(i) = buf.iter().position(|b| *b == 0) {
+                out.extend_from_slice(&buf[..i]);
+                return Ok(out);
+            }
+            out.extend_from_slice(&buf);
+            at += buf.len() as u64;
+        }
+        Err(MemError::Protection(at))
+    }
+
+    /// Host-side writes to code (the loader, `read()` into code, MAP_FIXED) must drop stale
+    /// translations: Unicorn does not notice them.
+    pub fn code_changed(&mut self, start: u64, end: u64) {
+        let _ = self.uc.ctl_remove_cache(start, end.max(start + 1));
+        self.uc.get_data_mut().decoder.invalidate(start, end);
+    }
+
+    /// Runs the guest from RIP until it needs the outside world.
+    pub fn run(&mut self) -> Exit {
+        loop {
+            let begin = self.pc();
+            {
+                let st = self.uc.get_data_mut();
+                st.stop = None;
+                st.invalid = None;
+                st.block_base = self.icount;
+                st.block = (begin, 0, 0);
+                st.prev_term = Term::Other;
+            }
+            let res = self.uc.emu_start(begin, u64::MAX, 0, 0);
+            let pc = self.pc();
+            let st = self.uc.get_data_mut();
+            let stop = st.stop.take();
+            self.icount = st.count_at(pc);
+            match (res, stop) {
+                (_, Some(Stop::Syscall)) => return Exit::Syscall,
+                (_, Some(Stop::Limit)) => return Exit::Limit,
+                (_, Some(Stop::Interrupt(n))) => return Exit::Fault(self.interrupt_fault(n, pc)),
+                (_, Some(Stop::Special(at, s))) => {
+                    if let Some(f) = self.emulate_special(at, s) {
+                        return Exit::Fault(f);
+                    }
+                }
+                (_, Some(Stop::Error)) => {
+                    let what = st.error.take().unwrap_or_default();
+                    return Exit::Fault(Fault {
+                        signal: sig::SIGSEGV,
+                        code: 0x80,
+                        addr: 0,
+                        pc,
+                        what,
+                    });
+                }
+                (Ok(()), None) => {
+                    // emu_start returned by itself: only `hlt` does that (caught above as
+                    // privileged) or reaching the `until` address, which is not canonical.
+                    return Exit::Fault(Fault {
+                        signal: sig::SIGSEGV,
+                        code: 0x80,
+                        addr: 0,
+                        pc,
+                        what: "execution stopped unexpectedly".into(),
+                    });
+                }
+                (Err(e), None) => return Exit::Fault(self.error_fault(e, pc)),
+            }
+        }
+    }
+
+    fn interrupt_fault(&mut self, intno: u32, pc: u64) -> Fault {
+        // Faults leave RIP at the instruction; traps (int3) leave it after, where Linux also
+        // reports it.
+        let (signal, code, what) = match intno {
+            0 => (
+                sig::SIGFPE,
+                1,
+                "integer division by zero or overflow (#DE)".to_string(),
+            ),
+            1 => (sig::SIGTRAP, 2, "debug trap".to_string()),
+            3 => (sig::SIGTRAP, 0x80, "breakpoint (int3)".to_string()),
+            4 => (sig::SIGSEGV, 0x80, "overflow trap (into)".to_string()),
+            5 => (sig::SIGSEGV, 0x80, "bound range exceeded".to_string()),
+            6 => (sig::SIGILL, 2, "invalid opcode (#UD)".to_string()),
+            7 => (sig::SIGFPE, 0x80, "FPU not available".to_string()),
+            13 => (
+                sig::SIGSEGV,
+                0x80,
+                "general protection fault (#GP)".to_string(),
+            ),
+            16 => (
+                sig::SIGFPE,
+                0x80,
+                "x87 floating-point exception".to_string(),
+            ),
+            17 => (sig::SIGBUS, 2, "alignment check".to_string()),
+            19 => (
+                sig::SIGFPE,
+                0x80,
+                "SIMD floating-point exception".to_string(),
+            ),
+            0x80 => (
+                sig::SIGSEGV,
+                0x80,
+                "int 0x80 (the 32-bit system call gate) is not supported for 64-bit programs"
+                    .to_string(),
+            ),
+            n => (sig::SIGSEGV, 0x80, format!("CPU exception {n}")),
+        };
+        let addr = if matches!(intno, 0 | 6 | 16 | 19) {
+            pc
+        } else {
+            0
+        };
+        Fault {
+            signal,
+            code,
+            addr,
+            pc,
+            what,
+        }
+    }
+
+    fn error_fault(&mut self, e: uc_error, pc: u64) -> Fault {
+        let st = self.uc.get_data_mut();
+        let addr = st.invalid.map(|x| x.1).unwrap_or(pc);
+        let mapped = self.mem.find(addr).is_some();
+        let (signal, code, what) = match e {
+            uc_error::READ_UNMAPPED | uc_error::WRITE_UNMAPPED | uc_error::FETCH_UNMAPPED => {
+                let kind = match e {
+                    uc_error::READ_UNMAPPED => "read from",
+                    uc_error::WRITE_UNMAPPED => "write to",
+                    _ => "execution of",
+                };
+                (
+                    sig::SIGSEGV,
+                    1,
+                    format!("{kind} unmapped address {addr:#x}"),
+                )
+            }
+            uc_error::READ_PROT | uc_error::WRITE_PROT | uc_error::FETCH_PROT => {
+                let kind = match e {
+                    uc_error::READ_PROT => "read from",
+                    uc_error::WRITE_PROT => "write to",
+                    _ => "execution of",
+                };
+                (
+                    sig::SIGSEGV,
+                    if mapped { 2 } else { 1 },
+                    format!("{kind} protected address {addr:#x}"),
+                )
+            }
+            uc_error::INSN_INVALID => (sig::SIGILL, 2, "invalid instruction".to_string()),
+            uc_error::EXCEPTION => (sig::SIGILL, 2, "unhandled CPU exception".to_string()),
+            other => (sig::SIGSEGV, 0x80, format!("emulator error {other:?}")),
+        };
+        Fault {
+            signal,
+            code,
+            addr,
+            pc,
+            what,
+        }
+    }
+
+    /// Instructions stopped before execution by their code hook. Returns a fault for privileged
+    /// ones; emulates the rest and moves RIP past them.
+    fn emulate_special(&mut self, pc: u64, s: Special) -> Option<Fault> {
+        match s {
+            Special::Privileged => Some(Fault {
+                signal: sig::SIGSEGV,
+                code: 0x80,
+                addr: 0,
+                pc,
+                what: "privileged instruction in user mode".to_string(),
+            }),
+            Special::Rand { .. } => {
+                // Decode the destination register and width, then answer from the seeded stream
+                // with CF=1 (success), as the instruction would.
+                let mut bytes = [0u8; 16];
+                let _ = self.read(pc, &mut bytes);
+                let Some((reg, width, len)) = decode_rand(&bytes) else {
+                    return Some(Fault {
+                        signal: sig::SIGILL,
+                        code: 2,
+                        addr: pc,
+                        pc,
+                        what: "undecodable RDRAND/RDSEED".to_string(),
+                    });
+                };
+                self.rand_state ^= self.rand_state << 13;
+                self.rand_state ^= self.rand_state >> 7;
+                self.rand_state ^= self.rand_state << 17;
+                let v = match width {
+                    2 => self.rand_state & 0xffff,
+                    4 => self.rand_state & 0xffff_ffff,
+                    _ => self.rand_state,
+                };
+                self.set_reg(reg, v);
+                let flags = self.reg(Reg::EFLAGS);
+                self.set_reg(Reg::EFLAGS, (flags & !0x8d5) | 1);
+                self.set_reg(Reg::RIP, pc + len);
+                self.icount += 1;
+                None
+            }
+            Special::Flush(_) | Special::Fence(_) => None,
+        }
+    }
+}
+
+/// `[66] [REX] 0F C7 /6 (rdrand) or /7 (rdseed)`, register form: (register, width, length).
+fn decode_rand(b: &[u8; 16]) -> Option<(Reg, u32, u64)> {
+    let mut i = 0;
+    let mut width = 4;
+    let mut rex = 0u8;
+    if b[i] == 0x66 {
+        width = 2;
+        i += 1;
+    }
+    if (0x40..=0x4f).contains(&b[i]) {
+        rex = b[i];
+        i += 1;
+    }
+    if rex & 8 != 0 {
+        width = 8;
+    }
+    if b[i] != 0x0f || b[i + 1] != 0xc7 {
+        return None;
+    }
+    let modrm = b[i + 2];
+    if modrm >> 6 != 3 {
+        return None;
+    }
+    let n = (modrm & 7) | if rex & 1 != 0 { 8 } else { 0 };
+    const REGS: [Reg; 16] = [
+        Reg::RAX,
+        Reg::RCX,
+        Reg::RDX,
+        Reg::RBX,
+        Reg::RSP,
+        Reg::RBP,
+        Reg::RSI,
+        Reg::RDI,
+        Reg::R8,
+        Reg::R9,
+        Reg::R10,
+        Reg::R11,
+        Reg::R12,
+        Reg::R13,
+        Reg::R14,
+        Reg::R15,
+    ];
+    Some((REGS[n as usize], width, (i + 3) as u64))
+}

@@ -1,0 +1,519 @@
+//! Guest memory: host mappings owned by ferrite, and ferrite's table of them, which is the truth.
+//!
+//! Every guest mapping is backed by host memory that ferrite maps itself (anonymous memory, or a
+//! shared mapping of a PM file) and hands to Unicorn with `mem_map_ptr`. Unicorn never owns guest
+//! memory: its own region split on a partial `munmap`/`mprotect` copies the whole region, and glibc
+//! splits regions constantly (arenas, guard pages). Here a split only re-registers pieces of the same
+//! host memory, so nothing is copied and a PM mapping keeps writing into its file.
+//!
+//! The table keeps one [`Region`] per contiguous range with one protection and one backing;
+//! neighbours that could be one region are merged, so the number of Unicorn regions stays small.
+//! Reads and writes on behalf of the kernel go straight to the host pointers, checked against the
+//! table's protections the way `copy_from_user`/`copy_to_user` check them.
+
+use std::collections::BTreeMap;
+use std::ptr::NonNull;
+use std::rc::Rc;
+
+use unicorn_engine::{Prot, Unicorn};
+
+pub const PAGE: u64 = 4096;
+
+pub fn page_down(a: u64) -> u64 {
+    a & !(PAGE - 1)
+}
+
+pub fn page_up(a: u64) -> Option<u64> {
+    a.checked_add(PAGE - 1).map(page_down)
+}
+
+/// Access permissions of a guest mapping, as in `PROT_*`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Perm(pub u8);
+
+impl Perm {
+    pub const NONE: Perm = Perm(0);
+    pub const R: Perm = Perm(1);
+    pub const W: Perm = Perm(2);
+    pub const X: Perm = Perm(4);
+    pub const RW: Perm = Perm(3);
+    pub const RX: Perm = Perm(5);
+    pub const RWX: Perm = Perm(7);
+
+    /// From the guest's `PROT_*` bits (PROT_READ=1, PROT_WRITE=2, PROT_EXEC=4 as in Linux).
+    pub fn from_prot(prot: u64) -> Perm {
+        Perm((prot & 7) as u8)
+    }
+    pub fn read(self) -> bool {
+        self.0 & 1 != 0
+    }
+    pub fn write(self) -> bool {
+        self.0 & 2 != 0
+    }
+    pub fn exec(self) -> bool {
+        self.0 & 4 != 0
+    }
+    fn to_uc(self) -> Prot {
+        // Linux on x86-64 makes every writable or executable page readable as well.
+        let mut p = Prot::NONE;
+        if self.0 != 0 {
+            p |= Prot::READ;
+        }
+        if self.write() {
+            p |= Prot::WRITE;
+        }
+        if self.exec() {
+            p |= Prot::EXEC;
+        }
+        p
+    }
+}
+
+/// Host memory behind one or more guest regions. Unmapped from the host when the last region
+/// (or snapshot) holding it goes.
+#[derive(Debug)]
+pub struct HostBlock {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+impl HostBlock {
+    /// Zeroed anonymous memory. `MAP_NORESERVE`: a guest that reserves a large range and touches
+    /// little costs little, as on Linux.
+    pub fn anon(len: usize) -> std::io::Result<Rc<HostBlock>> {
+        // SAFETY: a fresh private anonymous mapping; the result is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len.max(1),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        Self::from_mmap(p, len)
+    }
+
+    /// A shared mapping of a host file, so that stores reach the file (PM pools).
+    pub fn file_shared(fd: i32, offset: u64, len: usize) -> std::io::Result<Rc<HostBlock>> {
+        // SAFETY: maps a file the caller opened read-write; the result is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len.max(1),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                offset as libc::off_t,
+            )
+        };
+        Self::from_mmap(p, len)
+    }
+
+    fn from_mmap(p: *mut libc::c_void, len: usize) -> std::io::Result<Rc<HostBlock>> {
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let ptr = NonNull::new(p.cast::<u8>())
+            .ok_or_else(|| std::io::Error::other("mmap returned null"))?;
+        Ok(Rc::new(HostBlock { ptr, len }))
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+impl Drop for HostBlock {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` came from a successful mmap and nothing refers to it any more.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len.max(1));
+        }
+    }
+}
+
+/// What a region holds, for `/proc/self/maps`, for the PM device, and for merging.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// Anonymous memory; the label names special ones (`[stack]`, `[heap]`).
+    Anon { label: Option<&'static str> },
+    /// A (private copy of a) file, at `offset` into it at the region's start.
+    File { path: String, offset: u64 },
+    /// A shared mapping of a file on the PM mount: device addresses are `file_id << 40 | offset`.
+    Pm {
+        path: String,
+        file_id: u32,
+        offset: u64,
+    },
+}
+
+impl Backing {
+    /// The backing of the part of a region that starts `delta` bytes further in.
+    fn advanced(&self, delta: u64) -> Backing {
+        match self {
+            Backing::Anon { label } => Backing::Anon { label: *label },
+            Backing::File { path, offset } => Backing::File {
+                path: path.clone(),
+                offset: offset + delta,
+            },
+            Backing::Pm {
+                path,
+                file_id,
+                offset,
+            } => Backing::Pm {
+                path: path.clone(),
+                file_id: *file_id,
+                offset: offset + delta,
+            },
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Region {
+    pub start: u64,
+    pub end: u64,
+    pub perm: Perm,
+    pub block: Rc<HostBlock>,
+    /// Offset of `start` within `block`.
+    pub block_off: usize,
+    pub backing: Backing,
+}
+
+impl Region {
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    fn host(&self, addr: u64) -> *mut u8 {
+        debug_assert!(addr >= self.start && addr <= self.end);
+        // SAFETY: in bounds of the block by the table's invariant (block_off + len <= block.len).
+        unsafe {
+            self.block
+                .as_ptr()
+                .add(self.block_off + (addr - self.start) as usize)
+        }
+    }
+
+    fn piece(&self, start: u64, end: u64) -> Region {
+        Region {
+            start,
+            end,
+            perm: self.perm,
+            block: self.block.clone(),
+            block_off: self.block_off + (start - self.start) as usize,
+            backing: self.backing.advanced(start - self.start),
+        }
+    }
+
+    /// Whether `next` continues this region exactly (same host memory, protection and backing).
+    fn continues_into(&self, next: &Region) -> bool {
+        self.end == next.start
+            && self.perm == next.perm
+            && Rc::ptr_eq(&self.block, &next.block)
+            && self.block_off + self.len() as usize == next.block_off
+            && self.backing.advanced(self.len()) == next.backing
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemError {
+    /// The range overlaps an existing mapping.
+    Overlap,
+    /// Part of the range is not mapped.
+    Unmapped(u64),
+    /// Part of the range does not allow the access.
+    Protection(u64),
+    /// The engine refused (alignment or an internal limit).
+    Engine,
+}
+
+/// The guest address space.
+#[derive(Default)]
+pub struct Memory {
+    regions: BTreeMap<u64, Region>,
+    /// Bytes mapped in total, for `--max-memory`.
+    mapped: u64,
+}
+
+fn uc_map<D>(uc: &mut Unicorn<'static, D>, r: &Region) -> Result<(), MemError> {
+    // SAFETY: the host memory stays mapped while the region is in the table (the table holds an Rc
+    // to the block), and the region is unmapped from Unicorn before it leaves the table.
+    unsafe { uc.mem_map_ptr(r.start, r.len(), r.perm.to_uc(), r.host(r.start).cast()) }
+        .map_err(|_| MemError::Engine)
+}
+
+impl Memory {
+    pub fn regions(&self) -> impl Iterator<Item = &Region> {
+        self.regions.values()
+    }
+
+    pub fn mapped_bytes(&self) -> u64 {
+        self.mapped
+    }
+
+    /// The region containing `addr`.
+    pub fn find(&self, addr: u64) -> Option<&Region> {
+        self.regions
+            .range(..=addr)
+            .next_back()
+            .map(|(_, r)| r)
+            .filter(|r| addr < r.end)
+    }
+
+    /// Whether any byte of `[start, end)` is mapped.
+    pub fn overlaps(&self, start: u64, end: u64) -> bool {
+        if let Some(r) = self.regions.range(..end).next_back().map(|(_, r)| r) {
+            return r.end > start;
+        }
+        false
+    }
+
+    /// Maps a new region into a free range.
+    pub fn map<D>(&mut self, uc: &mut Unicorn<'static, D>, region: Region) -> Result<(), MemError> {
+        if region.start % PAGE != 0 || region.end % PAGE != 0 || region.end <= region.start {
+            return Err(MemError::Engine);
+        }
+        if self.overlaps(region.start, region.end) {
+            return Err(MemError::Overlap);
+        }
+        uc_map(uc, &region)?;
+        self.mapped += region.len();
+        let (s0, e0) = (region.start, region.end);
+        self.regions.insert(region.start, region);
+        self.merge_range(uc, s0, e0);
+        Ok(())
+    }
+
+    /// Removes `[start, end)` from the address space, splitting regions that straddle its ends.
+    pub fn unmap<D>(&mut self, uc: &mut Unicorn<'static, D>, start: u64, end: u64) -> Vec<Region> {
+        self.carve(uc, start, end, None)
+    }
+
+    /// Changes the protection of `[start, end)`; every page of it must be mapped.
+    pub fn protect<D>(
+        &mut self,
+        uc: &mut Unicorn<'static, D>,
+        start: u64,
+        end: u64,
+        perm: Perm,
+    ) -> Result<(), MemError> {
+        if let Some(hole) = self.first_hole(start, end) {
+            return Err(MemError::Unmapped(hole));
+        }
+        self.carve(uc, start, end, Some(perm));
+        Ok(())
+    }
+
+    /// The first unmapped address in `[start, end)`.
+    pub fn first_hole(&self, start: u64, end: u64) -> Option<u64> {
+        let mut at = start;
+        while at < end {
+            match self.find(at) {
+                Some(r) => at = r.end,
+                None => return Some(at),
+            }
+        }
+        None
+    }
+
+    /// Takes `[start, end)` out of the engine; with `perm`, puts it back with that protection
+    /// (mprotect), otherwise returns the removed pieces (munmap).
+    fn carve<D>(
+        &mut self,
+        uc: &mut Unicorn<'static, D>,
+        start: u64,
+        end: u64,
+        perm: Option<Perm>,
+    ) -> Vec<Region> {
+        let keys: Vec<u64> = self
+            .regions
+            .range(..end)
+            .rev()
+            .take_while(|(_, r)| r.end > start)
+            .map(|(k, _)| *k)
+            .collect();
+        let mut removed = Vec::new();
+        for k in keys.into_iter().rev() {
+            let r = self.regions.remove(&k).expect("key from the table");
+            let _ = uc.mem_unmap(r.start, r.len());
+            self.mapped -= r.len();
+            let (lo, hi) = (r.start.max(start), r.end.min(end));
+            let mut pieces = Vec::new();
+            if r.start < lo {
+                pieces.push(r.piece(r.start, lo));
+            }
+            let mut middle = r.piece(lo, hi);
+            if let Some(p) = perm {
+                middle.perm = p;
+                pieces.push(middle);
+            } else {
+                removed.push(middle);
+            }
+            if hi < r.end {
+                pieces.push(r.piece(hi, r.end));
+            }
+            for p in pieces {
+                // Re-registering memory that was registered a moment ago cannot overlap.
+                let _ = uc_map(uc, &p);
+                self.mapped += p.len();
+                self.regions.insert(p.start, p);
+            }
+        }
+        if perm.is_some() {
+            self.merge_range(uc, start, end);
+        }
+        removed
+    }
+
+    /// Merges the regions of `[start, end)` and its two neighbours that continue each other.
+    fn merge_range<D>(&mut self, uc: &mut Unicorn<'static, D>, start: u64, end: u64) {
+        let mut cursor = self
+            .regions
+            .range(..start)
+            .next_back()
+            .map(|(k, _)| *k)
+            .unwrap_or(start);
+        while let Some(cur) = self.regions.range(cursor..).next().map(|(_, r)| r.clone()) {
+            if cur.start > end {
+                break;
+            }
+            match self.regions.get(&cur.end).cloned() {
+                Some(next) if cur.continues_into(&next) => {
+                    let _ = uc.mem_unmap(cur.start, cur.len());
+                    let _ = uc.mem_unmap(next.start, next.len());
+                    self.regions.remove(&next.start);
+                    let mut merged = cur;
+                    merged.end = next.end;
+                    let _ = uc_map(uc, &merged);
+                    self.regions.insert(merged.start, merged);
+                }
+                _ => cursor = cur.start + 1,
+            }
+        }
+    }
+
+    /// A free range of `len` bytes: at `hint` if that is free, else the highest free range below
+    /// `top` (Linux's top-down allocator, without randomisation).
+    pub fn find_free(&self, len: u64, hint: u64, bottom: u64, top: u64) -> Option<u64> {
+        if hint != 0 && hint % PAGE == 0 {
+            if let Some(end) = hint.checked_add(len) {
+                if hint >= bottom && end <= top && !self.overlaps(hint, end) {
+                    return Some(hint);
+                }
+            }
+        }
+        let mut ceiling = top;
+        for r in self.regions.range(..top).rev().map(|(_, r)| r) {
+            if r.end <= ceiling && ceiling - r.end >= len {
+                return Some(ceiling - len).filter(|s| *s >= bottom);
+            }
+            ceiling = ceiling.min(r.start);
+            if ceiling < bottom.saturating_add(len) {
+                return None;
+            }
+        }
+        ceiling.checked_sub(len).filter(|s| *s >= bottom)
+    }
+
+    /// Copies guest memory into `buf`, requiring read permission (as the kernel's copy_from_user).
+    pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
+        self.access(addr, buf.len() as u64, Perm::R, |r, a, off, n| {
+            // SAFETY: `a..a+n` lies inside region `r`, whose host memory is mapped.
+            unsafe { std::ptr::copy_nonoverlapping(r.host(a), buf.as_mut_ptr().add(off), n) }
+        })
+    }
+
+    /// Copies guest memory into `buf` whatever its protection (ferrite's own use: moving a
+    /// mapping, snapshots). Unmapped bytes read as zero.
+    pub fn read_unchecked(&self, addr: u64, buf: &mut [u8]) {
+        let end = addr.saturating_add(buf.len() as u64);
+        let mut at = addr;
+        while at < end {
+            let off = (at - addr) as usize;
+            match self.find(at) {
+                Some(r) => {
+                    let n = (r.end.min(end) - at) as usize;
+                    // SAFETY: `at..at+n` lies inside region `r`, whose host memory is mapped.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(r.host(at), buf.as_mut_ptr().add(off), n)
+                    };
+                    at += n as u64;
+                }
+                None => {
+                    let next = self
+                        .regions
+                        .range(at..)
+                        .next()
+                        .map(|(k, _)| *k)
+                        .unwrap_or(end)
+                        .min(end);
+                    buf[off..(next - addr) as usize].fill(0);
+                    at = next;
+                }
+            }
+        }
+    }
+
+    /// Copies `data` into guest memory, requiring write permission unless `force` (the loader and
+    /// the kernel writing to read-only pages they own). Returns whether executable memory changed.
+    pub fn write(&mut self, addr: u64, data: &[u8], force: bool) -> Result<bool, MemError> {
+        let mut exec = false;
+        let need = if force { Perm::NONE } else { Perm::W };
+        self.access(addr, data.len() as u64, need, |r, a, off, n| {
+            exec |= r.perm.exec();
+            // SAFETY: as in `read`.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr().add(off), r.host(a), n) }
+        })?;
+        Ok(exec)
+    }
+
+    /// Fills guest memory with zeros without a permission check.
+    pub fn zero(&mut self, addr: u64, len: u64) -> Result<(), MemError> {
+        self.access(addr, len, Perm::NONE, |r, a, _, n| {
+            // SAFETY: as in `read`.
+            unsafe { std::ptr::write_bytes(r.host(a), 0, n) }
+        })
+    }
+
+    fn access(
+        &self,
+        addr: u64,
+        len: u64,
+        need: Perm,
+        mut f: impl FnMut(&Region, u64, usize, usize),
+    ) -> Result<(), MemError> {
+        let end = addr.checked_add(len).ok_or(MemError::Unmapped(addr))?;
+        // Check the whole range first: a failing copy must not have written half of it.
+        let mut at = addr;
+        while at < end {
+            let r = self.find(at).ok_or(MemError::Unmapped(at))?;
+            if r.perm.0 & need.0 != need.0 || (need.0 != 0 && r.perm == Perm::NONE) {
+                return Err(MemError::Protection(at));
+            }
+            at = r.end;
+        }
+        let mut at = addr;
+        while at < end {
+            let r = self.find(at).expect("checked above");
+            let n = (r.end.min(end) - at) as usize;
+            f(r, at, (at - addr) as usize, n);
+            at += n as u64;
+        }
+        Ok(())
+    }
+}

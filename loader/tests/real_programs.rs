@@ -1,0 +1,246 @@
+//! Loading and symbolizing programs built by the system gcc: static,
+//! static-PIE and dynamic executables, a shared library and `ld.so`.
+
+mod common;
+
+use common::*;
+use loader::{load_elf, ElfKind, Image, LoadError, NotExecutableKind, Symbolizer, PAGE_SIZE};
+
+const PIE_BASE: u64 = 0x5555_5555_4000;
+
+/// Checks what must hold for every image, whatever its kind.
+fn check_layout(bytes: &[u8], image: &Image) {
+    assert!(!image.segments.is_empty());
+    for pair in image.segments.windows(2) {
+        assert!(
+            pair[0].end() <= pair[1].vaddr,
+            "segments overlap or are out of order: {:#x}..{:#x} then {:#x}",
+            pair[0].vaddr,
+            pair[0].end(),
+            pair[1].vaddr
+        );
+    }
+    for s in &image.segments {
+        assert!(s.data.len() as u64 <= s.memsz);
+        assert!(image.lowest <= s.vaddr && s.end() <= image.highest);
+        assert!(image.brk_start >= s.end());
+    }
+    assert_eq!(image.lowest % PAGE_SIZE, 0);
+    assert_eq!(image.highest % PAGE_SIZE, 0);
+    assert_eq!(image.brk_start, image.highest);
+    assert!(
+        image
+            .segments
+            .iter()
+            .any(|s| s.prot.exec && s.vaddr <= image.entry && image.entry < s.end()),
+        "entry {:#x} is not in an executable segment",
+        image.entry
+    );
+    assert_eq!(image.phent, 56);
+    // AT_PHDR must point at a copy of the file's program headers.
+    let phoff = u64::from_le_bytes(bytes[32..40].try_into().unwrap()) as usize;
+    let table = &bytes[phoff..phoff + 56 * image.phnum as usize];
+    let segment = image
+        .segments
+        .iter()
+        .find(|s| s.vaddr <= image.phdr_addr && image.phdr_addr < s.vaddr + s.data.len() as u64)
+        .expect("AT_PHDR is not inside a segment's file data");
+    let off = (image.phdr_addr - segment.vaddr) as usize;
+    assert_eq!(segment.data.get(off..off + table.len()), Some(table));
+}
+
+/// Checks symbols and line lookups of a build of [`PROGRAM`].
+fn check_symbols(bytes: Vec<u8>, image: &Image) {
+    let symbolizer = Symbolizer::new(bytes, image.load_bias);
+    let main = symbolizer.symbol_address("main").expect("no main symbol");
+    assert!(image
+        .segments
+        .iter()
+        .any(|s| s.prot.exec && s.vaddr <= main && main < s.end()));
+
+    let loc = symbolizer.lookup(main);
+    assert_eq!(loc.function.as_deref(), Some("main"));
+    let file = loc.file.expect("no file for main");
+    assert!(
+        file.ends_with("prog_static.c") || file.ends_with("prog_static_pie.c"),
+        "{file}"
+    );
+    assert!(
+        file.starts_with('/'),
+        "DWARF paths should be joined with comp_dir: {file}"
+    );
+    let want = line_of(PROGRAM, "int main");
+    let line = loc.line.expect("no line for main");
+    assert!(
+        line.abs_diff(want) <= 1,
+        "main is on line {want}, lookup says {line}"
+    );
+
+    // Without DWARF (libc is not built with it) the symbol table still
+    // names the function.
+    let printf = symbolizer
+        .symbol_address("printf")
+        .expect("no printf symbol");
+    let loc = symbolizer.lookup(printf + 1);
+    assert_eq!(loc.function.as_deref(), Some("printf"));
+    assert_eq!(loc.file, None);
+
+    // Functions are listed with their guest addresses.
+    let (_, addr, size) = symbolizer
+        .symbols()
+        .find(|(name, _, _)| *name == "helper")
+        .expect("helper not listed");
+    assert_eq!(Some(addr), symbolizer.symbol_address("helper"));
+    assert!(size > 0);
+    assert_eq!(symbolizer.lookup(addr).function.as_deref(), Some("helper"));
+
+    // Somewhere in main's code is the inlined body of `bump`, reported as
+    // the innermost function with its own lines.
+    let (_, main_addr, main_size) = symbolizer.symbols().find(|(n, _, _)| *n == "main").unwrap();
+    let bump_lines = line_of(PROGRAM, "sink += x")..=line_of(PROGRAM, "sink ^= 3");
+    let inlined = (main_addr..main_addr + main_size)
+        .map(|pc| symbolizer.lookup(pc))
+        .find(|loc| loc.function.as_deref() == Some("bump"))
+        .expect("no address in main is attributed to the inlined bump");
+    assert!(bump_lines.contains(&inlined.line.unwrap()), "{inlined:?}");
+
+    // Lookups are cached and give the same answer twice.
+    assert_eq!(symbolizer.lookup(main), symbolizer.lookup(main));
+    // Addresses outside the program know nothing.
+    assert_eq!(symbolizer.lookup(0x10).function, None);
+    assert_eq!(symbolizer.symbol_address("no_such_symbol_anywhere"), None);
+}
+
+fn check_tls(image: &Image) {
+    let tls = image.tls.expect("no PT_TLS");
+    // `counter` (initialised) and the 4 KiB `buffer` are in the template.
+    assert!(tls.filesz >= 4 && tls.memsz >= 4096 + 4, "{tls:?}");
+    assert!(tls.filesz <= tls.memsz);
+    assert!(image.lowest <= tls.vaddr && tls.vaddr < image.highest);
+}
+
+#[test]
+fn static_executable() {
+    let bytes = static_program();
+    let image = load_elf(&bytes, PIE_BASE).unwrap();
+    assert_eq!(image.kind, ElfKind::Static);
+    assert_eq!(image.load_bias, 0);
+    assert_eq!(image.interp, None);
+    assert!(!image.stack_exec);
+    check_layout(&bytes, &image);
+    check_tls(&image);
+    check_symbols(bytes, &image);
+}
+
+#[test]
+fn static_pie_executable() {
+    let bytes = static_pie_program();
+    let image = load_elf(&bytes, PIE_BASE).unwrap();
+    assert_eq!(image.kind, ElfKind::StaticPie);
+    assert_eq!(image.load_bias, PIE_BASE);
+    assert_eq!(image.lowest, PIE_BASE);
+    assert_eq!(image.interp, None);
+    check_layout(&bytes, &image);
+    check_tls(&image);
+    check_symbols(bytes.clone(), &image);
+
+    // Another base moves everything by the difference.
+    let other = load_elf(&bytes, 0x7000_0000_0000).unwrap();
+    assert_eq!(other.entry - other.load_bias, image.entry - image.load_bias);
+    // An unaligned base is rounded down to a page.
+    let unaligned = load_elf(&bytes, PIE_BASE + 123).unwrap();
+    assert_eq!(unaligned.load_bias, PIE_BASE);
+}
+
+#[test]
+fn dynamic_executables() {
+    for (name, flags, e_type_is_dyn) in [
+        ("prog_dyn_pie", &["-g", "-O1", "-pie", "-fPIE"][..], true),
+        ("prog_dyn_nopie", &["-g", "-O1", "-no-pie"][..], false),
+    ] {
+        let bytes = compile_bytes(name, PROGRAM, flags);
+        let image = load_elf(&bytes, PIE_BASE).unwrap();
+        assert_eq!(image.kind, ElfKind::Dynamic, "{name}");
+        assert_eq!(image.interp.as_deref(), Some("/lib64/ld-linux-x86-64.so.2"));
+        assert_eq!(image.load_bias, if e_type_is_dyn { PIE_BASE } else { 0 });
+        check_layout(&bytes, &image);
+        // `main` is found through the symbol table and DWARF of a PIE too.
+        let symbolizer = Symbolizer::new(&bytes, image.load_bias);
+        let main = symbolizer.symbol_address("main").unwrap();
+        assert_eq!(symbolizer.lookup(main).function.as_deref(), Some("main"));
+    }
+}
+
+#[test]
+fn interpreter_loads_as_shared_object() {
+    let Ok(bytes) = std::fs::read("/lib64/ld-linux-x86-64.so.2") else {
+        eprintln!("skipped: no /lib64/ld-linux-x86-64.so.2 on this machine");
+        return;
+    };
+    let image = load_elf(&bytes, 0x7fff_f7fc_0000).unwrap();
+    assert_eq!(image.kind, ElfKind::SharedObject);
+    assert_eq!(image.interp, None);
+    assert_eq!(image.lowest, 0x7fff_f7fc_0000);
+    check_layout(&bytes, &image);
+    // The dynamic symbol table is enough to find exported functions.
+    let symbolizer = Symbolizer::new(&bytes, image.load_bias);
+    let dl = symbolizer
+        .symbol_address("_dl_catch_exception")
+        .or_else(|| symbolizer.symbol_address("__tls_get_addr"))
+        .expect("no exported symbol in ld.so");
+    assert!(image.lowest <= dl && dl < image.highest);
+}
+
+#[test]
+fn shared_library_without_entry_is_refused() {
+    let bytes = compile_bytes(
+        "libshared.so",
+        "int f(int x) { return x + 1; }\n",
+        &["-shared", "-fPIC"],
+    );
+    let err = load_elf(&bytes, PIE_BASE).unwrap_err();
+    assert_eq!(
+        err,
+        LoadError::NotExecutable(NotExecutableKind::SharedLibrary)
+    );
+    assert_eq!(
+        err.to_string(),
+        "not an executable: this is a shared library without an entry point"
+    );
+}
+
+#[test]
+fn object_file_is_refused() {
+    let bytes = compile_bytes("object.o", PROGRAM, &["-c", "-g"]);
+    let err = load_elf(&bytes, PIE_BASE).unwrap_err();
+    assert_eq!(
+        err,
+        LoadError::NotExecutable(NotExecutableKind::Relocatable)
+    );
+    // The symbolizer does not care what kind of ELF file it reads.
+    let symbolizer = Symbolizer::new(&bytes, 0);
+    assert!(symbolizer.symbol_address("main").is_some());
+}
+
+#[test]
+fn stripped_program_has_no_names() {
+    let bytes = compile_bytes("prog_stripped", PROGRAM, &["-static", "-O1", "-s"]);
+    let image = load_elf(&bytes, PIE_BASE).unwrap();
+    check_layout(&bytes, &image);
+    let symbolizer = Symbolizer::new(bytes, image.load_bias);
+    assert_eq!(symbolizer.symbol_address("main"), None);
+    assert_eq!(symbolizer.lookup(image.entry), Default::default());
+}
+
+#[test]
+fn executable_stack_is_reported() {
+    let bytes = compile_bytes(
+        "tiny_execstack",
+        TINY,
+        &["-static", "-nostdlib", "-z", "execstack"],
+    );
+    let image = load_elf(&bytes, PIE_BASE).unwrap();
+    assert!(image.stack_exec);
+    assert_eq!(image.kind, ElfKind::Static);
+    assert_eq!(image.tls, None);
+}

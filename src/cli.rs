@@ -1,0 +1,148 @@
+//! The command line: what each subcommand takes, with help that teaches.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ferrite",
+    version,
+    about = "Finds concurrency and crash-consistency bugs in persistent-memory programs",
+    long_about = "ferrite runs an unmodified x86-64 Linux program inside a deterministic emulator. The \
+program maps files from a persistent-memory (PM) mount; ferrite models what each cache line would keep \
+after a crash, runs detectors over the execution, and reports findings with source lines. Every run is \
+defined by its inputs and a seed, so every finding replays exactly.\n\n\
+Exit status: the guest's own status when there are no findings; 128+N when the guest was killed by \
+signal N (as a shell reports it); 66 when there are findings (--findings-exit-code); 2 when ferrite \
+itself or its input is at fault (not an ELF, a bad option, a corrupt report).",
+    after_help = "Examples:\n  ferrite run -- ./my_log /mnt/pmem0/pool\n  ferrite run --report out.json --seed 7 -- ./kv /mnt/pmem0/kv 1000\n  ferrite replay out.json"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a program under ferrite and report what it finds.
+    Run(RunArgs),
+    /// Run a report's program again with the same inputs and seed, and check it reproduces.
+    Replay(ReplayArgs),
+    /// Measure emulation speed against native execution of the same program.
+    Bench(BenchArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunOptions {
+    /// Seed for everything the guest could observe as nondeterminism (scheduling, time offsets,
+    /// randomness). The same seed and inputs give the same execution, bit for bit.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+
+    /// Host directory behind the guest's PM mount. Without it, a fresh temporary directory is used
+    /// and removed afterwards.
+    #[arg(long, value_name = "DIR")]
+    pub pm_dir: Option<PathBuf>,
+
+    /// Where the PM mount appears in the guest's file namespace.
+    #[arg(long, value_name = "PATH", default_value = "/mnt/pmem0")]
+    pub pm_mount: String,
+
+    /// Write the report here; the format follows the extension: .json, .ron or .sarif.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+
+    /// Stop the guest after this many retired instructions and report a `hang`.
+    #[arg(long, value_name = "N", default_value_t = 20_000_000_000)]
+    pub max_instructions: u64,
+
+    /// Most guest memory (bytes; K, M, G suffixes) the guest may map; beyond it mmap and brk fail
+    /// with ENOMEM.
+    #[arg(long, value_name = "BYTES", default_value = "4G", value_parser = parse_size)]
+    pub max_memory: u64,
+
+    /// Exit status when there are findings (like ThreadSanitizer's exitcode).
+    #[arg(long, value_name = "N", default_value_t = 66)]
+    pub findings_exit_code: i32,
+
+    /// Number of CPUs the guest is told it has.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub cpus: u32,
+
+    /// Start the guest with an empty environment (plus any --env).
+    #[arg(long)]
+    pub env_clear: bool,
+
+    /// Set a variable in the guest's environment (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+
+    /// Print nothing of ferrite's own but errors (the guest's output still passes through).
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub opts: RunOptions,
+
+    /// The program to run, then its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        value_name = "PROGRAM [ARGS]..."
+    )]
+    pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// A report written by `ferrite run --report`.
+    pub report: PathBuf,
+
+    /// Replay the run that exposed this finding and check the finding comes back.
+    #[arg(long, value_name = "ID")]
+    pub finding: Option<u32>,
+
+    /// Write the replay's own report here.
+    #[arg(long, value_name = "FILE")]
+    pub report_out: Option<PathBuf>,
+
+    /// Host directory behind the PM mount for the replay (default: a fresh temporary one).
+    #[arg(long, value_name = "DIR")]
+    pub pm_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Runs of each configuration; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    pub runs: u32,
+
+    /// The program to measure, then its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        value_name = "PROGRAM [ARGS]..."
+    )]
+    pub command: Vec<String>,
+}
+
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mul) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
+        Some('T' | 't') => (&s[..s.len() - 1], 1 << 40),
+        _ => (s, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mul))
+        .ok_or_else(|| {
+            format!("`{s}` is not a size (a number with an optional K, M, G or T suffix)")
+        })
+}

@@ -1,0 +1,306 @@
+//! The `ferrite` command: run, replay and measure guests.
+
+mod cli;
+mod report;
+mod session;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Parser;
+
+use cli::{BenchArgs, Cli, Command, ReplayArgs, RunArgs, RunOptions};
+use report::{ExitInfo, Report, RunInfo};
+use session::{GuestEnd, RunSpec};
+use syscalls::ProcessExit;
+
+/// ferrite's own failures (bad input, unreadable files): exit 2 with one `error:` line.
+struct Fatal(String);
+
+impl<E: std::fmt::Display> From<E> for Fatal {
+    fn from(e: E) -> Fatal {
+        Fatal(e.to_string())
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let res = match cli.command {
+        Command::Run(a) => cmd_run(a),
+        Command::Replay(a) => cmd_replay(a),
+        Command::Bench(a) => cmd_bench(a),
+    };
+    match res {
+        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        Err(Fatal(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Holds the PM directory of a run: the user's, or a temporary one removed afterwards.
+enum PmDir {
+    User(PathBuf),
+    Temp(tempfile::TempDir),
+}
+
+impl PmDir {
+    fn new(user: Option<PathBuf>) -> Result<PmDir, Fatal> {
+        Ok(match user {
+            Some(p) => {
+                if !p.is_dir() {
+                    return Err(Fatal(format!(
+                        "--pm-dir `{}` is not a directory",
+                        p.display()
+                    )));
+                }
+                PmDir::User(p)
+            }
+            None => PmDir::Temp(tempfile::Builder::new().prefix("ferrite-pm-").tempdir()?),
+        })
+    }
+
+    fn path(&self) -> PathBuf {
+        match self {
+            PmDir::User(p) => p.clone(),
+            PmDir::Temp(t) => t.path().to_path_buf(),
+        }
+    }
+}
+
+fn guest_env(opts: &RunOptions) -> Result<Vec<String>, Fatal> {
+    let mut env: Vec<String> = if opts.env_clear {
+        Vec::new()
+    } else {
+        std::env::vars_os()
+            .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
+            .collect()
+    };
+    for kv in &opts.env {
+        let Some((k, _)) = kv.split_once('=') else {
+            return Err(Fatal(format!("--env `{kv}` is not KEY=VALUE")));
+        };
+        env.retain(|e| e.split_once('=').map(|(ek, _)| ek) != Some(k));
+        env.push(kv.clone());
+    }
+    Ok(env)
+}
+
+fn exit_info(end: GuestEnd) -> ExitInfo {
+    match end {
+        GuestEnd::Exited(ProcessExit::Code(c)) => ExitInfo {
+            code: Some(c),
+            ..ExitInfo::default()
+        },
+        GuestEnd::Exited(ProcessExit::Signal(s)) => ExitInfo {
+            signal: Some(s),
+            ..ExitInfo::default()
+        },
+        GuestEnd::Hang => ExitInfo {
+            hang: true,
+            ..ExitInfo::default()
+        },
+    }
+}
+
+/// The status ferrite exits with: a signal's 128+N first (what a shell would have seen natively),
+/// then the findings code, then the guest's own status.
+fn exit_status(end: GuestEnd, findings: usize, findings_code: i32) -> i32 {
+    match end {
+        GuestEnd::Exited(ProcessExit::Signal(s)) => 128 + s,
+        _ if findings > 0 => findings_code,
+        GuestEnd::Exited(ProcessExit::Code(c)) => c,
+        GuestEnd::Hang => findings_code,
+    }
+}
+
+fn execute(spec: &RunSpec) -> Result<(Report, session::RunOutcome), Fatal> {
+    let out = session::run(spec)?;
+    let report = Report {
+        ferrite: env!("CARGO_PKG_VERSION").into(),
+        run: RunInfo {
+            program: spec.program.display().to_string(),
+            program_hash: out.program_hash.clone(),
+            args: spec.argv.clone(),
+            env: spec.env.clone(),
+            seed: spec.seed,
+            exit: exit_info(out.end),
+            instructions: out.instructions,
+            threads: 1,
+            trace_hash: out.trace_hash.clone(),
+            pm_mount: spec.pm_mount.clone(),
+            max_instructions: spec.max_instructions,
+            max_memory: spec.max_memory,
+            cpus: spec.cpus,
+            inputs: out.inputs.clone(),
+        },
+        findings: out.findings.clone(),
+    };
+    Ok((report, out))
+}
+
+fn cmd_run(a: RunArgs) -> Result<i32, Fatal> {
+    let opts = a.opts;
+    if let Some(r) = &opts.report {
+        // Refuse an unknown report format before spending time on the run.
+        if !matches!(
+            r.extension().and_then(|e| e.to_str()),
+            Some("json" | "ron" | "sarif")
+        ) {
+            return Err(Fatal(format!(
+                "--report `{}`: use a .json, .ron or .sarif file name",
+                r.display()
+            )));
+        }
+    }
+    let pm = PmDir::new(opts.pm_dir.clone())?;
+    let spec = RunSpec {
+        program: PathBuf::from(&a.command[0]),
+        argv: a.command.clone(),
+        env: guest_env(&opts)?,
+        seed: opts.seed,
+        pm_dir: pm.path(),
+        pm_mount: opts.pm_mount.clone(),
+        max_instructions: opts.max_instructions,
+        max_memory: opts.max_memory,
+        cpus: opts.cpus,
+        quiet: opts.quiet,
+    };
+    let (report, out) = execute(&spec)?;
+    if !opts.quiet {
+        report::print_findings(&report.findings);
+    }
+    if let Some(path) = &opts.report {
+        report.write(path)?;
+    }
+    Ok(exit_status(
+        out.end,
+        report.findings.len(),
+        opts.findings_exit_code,
+    ))
+}
+
+fn cmd_replay(a: ReplayArgs) -> Result<i32, Fatal> {
+    let orig = Report::read(&a.report)?;
+    let program = PathBuf::from(&orig.run.program);
+    let bytes = std::fs::read(&program)
+        .map_err(|e| Fatal(format!("cannot read program `{}`: {e}", program.display())))?;
+    if blake3::hash(&bytes).to_hex().as_str() != orig.run.program_hash {
+        return Err(Fatal(format!(
+            "program `{}` changed since the report was written (its hash differs); the run cannot be replayed",
+            program.display()
+        )));
+    }
+    let wanted = match a.finding {
+        Some(id) => Some(
+            orig.findings
+                .iter()
+                .find(|f| f.id == id)
+                .cloned()
+                .ok_or_else(|| Fatal(format!("the report has no finding {id}")))?,
+        ),
+        None => None,
+    };
+    let pm = PmDir::new(a.pm_dir)?;
+    let spec = RunSpec {
+        program,
+        argv: orig.run.args.clone(),
+        env: orig.run.env.clone(),
+        seed: wanted.as_ref().map(|f| f.seed).unwrap_or(orig.run.seed),
+        pm_dir: pm.path(),
+        pm_mount: orig.run.pm_mount.clone(),
+        max_instructions: orig.run.max_instructions,
+        max_memory: orig.run.max_memory,
+        cpus: orig.run.cpus,
+        quiet: false,
+    };
+    let (report, out) = execute(&spec)?;
+    report::print_findings(&report.findings);
+    if let Some(path) = &a.report_out {
+        report.write(path)?;
+    }
+    let mut changed: Vec<String> = Vec::new();
+    for (path, hash) in &orig.run.inputs {
+        match report.run.inputs.get(path) {
+            Some(h) if h == hash => {}
+            Some(_) => changed.push(format!("input file `{path}` changed")),
+            None => changed.push(format!("input file `{path}` was not read")),
+        }
+    }
+    if report.run.trace_hash != orig.run.trace_hash {
+        let why = if changed.is_empty() {
+            "the execution took another path".to_string()
+        } else {
+            changed.join("; ")
+        };
+        eprintln!(
+            "ferrite: replay diverged: trace hash {} instead of {} ({why})",
+            report.run.trace_hash, orig.run.trace_hash
+        );
+        return Ok(1);
+    }
+    if let Some(f) = wanted {
+        if !report.findings.iter().any(|g| g.key() == f.key()) {
+            eprintln!(
+                "ferrite: replay diverged: finding {} did not come back",
+                f.id
+            );
+            return Ok(1);
+        }
+        eprintln!(
+            "ferrite: replay reproduced finding {} (trace hash {})",
+            f.id, report.run.trace_hash
+        );
+    } else {
+        eprintln!(
+            "ferrite: replay reproduced the run (trace hash {})",
+            report.run.trace_hash
+        );
+    }
+    Ok(exit_status(out.end, report.findings.len(), 66))
+}
+
+fn cmd_bench(a: BenchArgs) -> Result<i32, Fatal> {
+    use std::process::{Command as Proc, Stdio};
+    let exe = std::env::current_exe()?;
+    let time = |cmd: &mut Proc| -> Result<f64, Fatal> {
+        let t = Instant::now();
+        let st = cmd.stdout(Stdio::null()).stderr(Stdio::null()).status()?;
+        if !st.success() {
+            return Err(Fatal(format!("benchmark command failed: {st}")));
+        }
+        Ok(t.elapsed().as_secs_f64())
+    };
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    let runs = a.runs.max(1);
+    let mut native = Vec::new();
+    let mut emulated = Vec::new();
+    let tmp = tempfile::NamedTempFile::with_suffix(".json")?;
+    for _ in 0..runs {
+        native.push(time(Proc::new(&a.command[0]).args(&a.command[1..]))?);
+        emulated.push(time(
+            Proc::new(&exe)
+                .args(["run", "--quiet", "--report"])
+                .arg(tmp.path())
+                .arg("--")
+                .args(&a.command),
+        )?);
+    }
+    let report = Report::read(tmp.path())?;
+    let (n, e) = (median(native), median(emulated));
+    let mips = report.run.instructions as f64 / e / 1e6;
+    println!("program            {}", a.command.join(" "));
+    println!("instructions       {}", report.run.instructions);
+    println!("native             {:.3} s (median of {runs})", n);
+    println!(
+        "ferrite            {:.3} s (median of {runs}), {:.0} M guest instructions/s",
+        e, mips
+    );
+    println!("slowdown           {:.1}x native", e / n);
+    Ok(0)
+}

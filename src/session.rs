@@ -1,0 +1,207 @@
+//! One run of a guest: build the machine and the kernel, start the program, run it to its end,
+//! and turn what happened into findings.
+//!
+//! The loop is the only place where the machine and the kernel meet: the machine runs until it
+//! needs the outside world, the kernel answers, and every such exchange is folded into the run's
+//! trace hash (instruction count, system call number, arguments, result), so two runs with the
+//! same hash took the same path.
+
+use std::path::PathBuf;
+
+use analyses::{Finding, Frame, Location};
+use emu::{sig, Exit, Machine, MachineConfig, Reg};
+use loader::Symbolizer;
+use syscalls::{Kernel, KernelConfig, Outcome, ProcessExit};
+
+/// Everything that defines a run.
+#[derive(Clone, Debug)]
+pub struct RunSpec {
+    pub program: PathBuf,
+    /// argv, with argv[0] as the user gave the program.
+    pub argv: Vec<String>,
+    pub env: Vec<String>,
+    pub seed: u64,
+    pub pm_dir: PathBuf,
+    pub pm_mount: String,
+    pub max_instructions: u64,
+    pub max_memory: u64,
+    pub cpus: u32,
+    pub quiet: bool,
+}
+
+/// How the guest ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GuestEnd {
+    Exited(ProcessExit),
+    /// Stopped by the instruction budget.
+    Hang,
+}
+
+pub struct RunOutcome {
+    pub end: GuestEnd,
+    pub instructions: u64,
+    pub trace_hash: String,
+    pub findings: Vec<Finding>,
+    pub inputs: std::collections::BTreeMap<String, String>,
+    pub program_hash: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("cannot read program `{0}`: {1}")]
+    Program(String, std::io::Error),
+    #[error("`{0}` cannot be run: {1}")]
+    Exec(String, syscalls::ExecError),
+    #[error("the emulator failed: {0}")]
+    Emu(#[from] emu::EmuError),
+    #[error("working directory: {0}")]
+    Cwd(std::io::Error),
+}
+
+/// Turns PCs into frames with the program's symbols and DWARF lines.
+pub struct Symbols {
+    sym: Symbolizer,
+}
+
+impl Symbols {
+    pub fn frames(&self, pcs: &[u64]) -> Vec<Frame> {
+        pcs.iter()
+            .map(|&pc| {
+                let l = self.sym.lookup(pc);
+                Frame {
+                    pc,
+                    function: l.function,
+                    file: l.file,
+                    line: l.line,
+                }
+            })
+            .collect()
+    }
+}
+
+pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
+    let name = spec.program.display().to_string();
+    let bytes = std::fs::read(&spec.program).map_err(|e| SessionError::Program(name.clone(), e))?;
+    let cwd = std::env::current_dir().map_err(SessionError::Cwd)?;
+    let exe = std::fs::canonicalize(&spec.program).unwrap_or_else(|_| spec.program.clone());
+    let mut m = Machine::new(MachineConfig {
+        max_instructions: spec.max_instructions,
+        rand_seed: spec.seed,
+        ..MachineConfig::default()
+    })?;
+    let mut k = Kernel::new(KernelConfig {
+        seed: spec.seed,
+        pm_mount: spec.pm_mount.trim_end_matches('/').to_string(),
+        pm_dir: spec.pm_dir.clone(),
+        cwd,
+        max_memory: spec.max_memory,
+        exe: exe.display().to_string(),
+        cpus: spec.cpus,
+    });
+    let argv: Vec<Vec<u8>> = spec.argv.iter().map(|a| a.clone().into_bytes()).collect();
+    let envp: Vec<Vec<u8>> = spec.env.iter().map(|a| a.clone().into_bytes()).collect();
+    let started = syscalls::exec(&mut m, &mut k, &bytes, &argv, &envp)
+        .map_err(|e| SessionError::Exec(name, e))?;
+    let symbols = Symbols {
+        sym: Symbolizer::new(bytes.as_slice(), started.image.load_bias),
+    };
+    let program_hash = blake3::hash(&bytes).to_hex().to_string();
+
+    let mut trace = blake3::Hasher::new();
+    trace.update(program_hash.as_bytes());
+    let mut findings = Vec::new();
+    let mut reported_unsupported = 0;
+    let end = loop {
+        match m.run() {
+            Exit::Syscall => {
+                let nr = m.reg(Reg::RAX);
+                trace.update(&m.icount().to_le_bytes());
+                trace.update(&nr.to_le_bytes());
+                for r in [Reg::RDI, Reg::RSI, Reg::RDX] {
+                    trace.update(&m.reg(r).to_le_bytes());
+                }
+                let outcome = k.syscall(&mut m);
+                trace.update(&m.reg(Reg::RAX).to_le_bytes());
+                while reported_unsupported < k.unsupported.len() {
+                    let u = &k.unsupported[reported_unsupported];
+                    reported_unsupported += 1;
+                    let at = symbols.frames(&[u.pc]).remove(0).describe();
+                    eprintln!(
+                        "ferrite: warning: unsupported system call {} (number {}) at {:#x} in {at}; it returned ENOSYS",
+                        u.name, u.nr, u.pc
+                    );
+                }
+                if let Outcome::Exit(e) = outcome {
+                    break GuestEnd::Exited(e);
+                }
+            }
+            Exit::Fault(f) => {
+                let bt = symbols.frames(&m.backtrace());
+                let name = sig::name(f.signal);
+                findings.push(Finding {
+                    id: 0,
+                    analysis: "fault".into(),
+                    kind: name.into(),
+                    message: format!("{name}: {}", f.what),
+                    seed: spec.seed,
+                    locations: vec![Location::from_backtrace("fault", 1, bt)],
+                });
+                break GuestEnd::Exited(ProcessExit::Signal(f.signal));
+            }
+            Exit::Limit => {
+                let bt = symbols.frames(&m.backtrace());
+                findings.push(Finding {
+                    id: 0,
+                    analysis: "hang".into(),
+                    kind: "instruction-budget".into(),
+                    message: format!(
+                        "the guest did not finish within {} instructions (--max-instructions)",
+                        spec.max_instructions
+                    ),
+                    seed: spec.seed,
+                    locations: vec![Location::from_backtrace("running", 1, bt)],
+                });
+                break GuestEnd::Hang;
+            }
+        }
+    };
+    // A guest killed by a signal it sent itself (abort, assert) is a finding too, at the call
+    // that raised it.
+    if let GuestEnd::Exited(ProcessExit::Signal(s)) = end {
+        if findings.is_empty() {
+            let bt = symbols.frames(&m.backtrace());
+            let name = sig::name(s);
+            let what = if s == sig::SIGABRT {
+                "the program aborted (abort or a failed assert)"
+            } else {
+                "the program killed itself"
+            };
+            findings.push(Finding {
+                id: 0,
+                analysis: "fault".into(),
+                kind: name.into(),
+                message: format!("{name}: {what}"),
+                seed: spec.seed,
+                locations: vec![Location::from_backtrace("raised", 1, bt)],
+            });
+        }
+    }
+    let end_code: i64 = match end {
+        GuestEnd::Exited(ProcessExit::Code(c)) => i64::from(c),
+        GuestEnd::Exited(ProcessExit::Signal(s)) => -i64::from(s),
+        GuestEnd::Hang => i64::MIN,
+    };
+    trace.update(&end_code.to_le_bytes());
+    trace.update(&m.icount().to_le_bytes());
+    for (i, f) in findings.iter_mut().enumerate() {
+        f.id = i as u32 + 1;
+    }
+    Ok(RunOutcome {
+        end,
+        instructions: m.icount(),
+        trace_hash: trace.finalize().to_hex()[..32].to_string(),
+        findings,
+        inputs: std::mem::take(&mut k.inputs),
+        program_hash,
+    })
+}

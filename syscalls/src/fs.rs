@@ -1,0 +1,710 @@
+//! Path-based calls: open, stat, directories, links, renames, sizes.
+//!
+//! Host files are opened for real (read-only outside the writable roots, see [`crate::vfs`]).
+//! What `stat` reports is virtualised so that a run does not depend on the host's file system:
+//! device and inode numbers are derived from the guest path, every timestamp is the virtual epoch,
+//! owners are the guest's own identity, and block counts follow from the size. Directory listings
+//! are sorted by name, with `.` and `..` first.
+//!
+//! Left out: hard links and symbolic links created by the guest (refused with EPERM), extended
+//! attributes, `O_TMPFILE` (EOPNOTSUPP), file locks beyond granting them.
+
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::Path;
+
+use emu::Machine;
+
+use crate::fd::{Description, Kind};
+use crate::vfs::{Target, VirtualFile};
+use crate::{err, Errno, Kernel, SysResult};
+
+/// The virtual epoch: every timestamp the guest sees in `stat` (2024-01-01T00:00:00Z).
+pub const EPOCH: i64 = 1_704_067_200;
+
+#[derive(Clone, Debug)]
+pub struct DirEntry {
+    pub name: Vec<u8>,
+    pub ino: u64,
+    pub dtype: u8,
+}
+
+/// What `stat` says about a file, before it is laid out for `stat` or `statx`.
+struct StatInfo {
+    dev: u64,
+    ino: u64,
+    nlink: u64,
+    mode: u32,
+    size: u64,
+    rdev: u64,
+}
+
+fn path_ino(path: &str) -> u64 {
+    let h = blake3::hash(path.as_bytes());
+    let b = h.as_bytes();
+    u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) >> 16 | 2
+}
+
+fn dev_for(pm: bool) -> u64 {
+    // makedev(259, 0) for the PM namespace (as /dev/pmem0 would be), makedev(8, 1) otherwise.
+    if pm {
+        (259 << 8) | 0
+    } else {
+        (8 << 8) | 1
+    }
+}
+
+fn stat_of_meta(meta: &std::fs::Metadata, guest: &str, pm: bool) -> StatInfo {
+    let ft = meta.file_type();
+    StatInfo {
+        dev: dev_for(pm),
+        ino: path_ino(guest),
+        nlink: if ft.is_dir() { 2 } else { 1 },
+        mode: meta.mode() & !0o022 | if ft.is_dir() { 0 } else { 0 },
+        size: if ft.is_dir() { 4096 } else { meta.len() },
+        rdev: if ft.is_char_device() || ft.is_block_device() {
+            meta.rdev()
+        } else {
+            0
+        },
+    }
+}
+
+fn stat_of_virtual(v: VirtualFile, guest: &str) -> StatInfo {
+    let (mode, rdev) = match v {
+        VirtualFile::Null => (libc::S_IFCHR | 0o666, (1 << 8) | 3),
+        VirtualFile::Zero => (libc::S_IFCHR | 0o666, (1 << 8) | 5),
+        VirtualFile::Urandom => (libc::S_IFCHR | 0o666, (1 << 8) | 9),
+        VirtualFile::Dir => (libc::S_IFDIR | 0o555, 0),
+        _ => (libc::S_IFREG | 0o444, 0),
+    };
+    StatInfo {
+        dev: 5,
+        ino: path_ino(guest),
+        nlink: 1,
+        mode,
+        size: 0,
+        rdev,
+    }
+}
+
+impl StatInfo {
+    fn to_stat(&self) -> [u8; 144] {
+        let mut b = [0u8; 144];
+        let put = |b: &mut [u8; 144], off: usize, v: u64| {
+            b[off..off + 8].copy_from_slice(&v.to_le_bytes())
+        };
+        put(&mut b, 0, self.dev);
+        put(&mut b, 8, self.ino);
+        put(&mut b, 16, self.nlink);
+        b[24..28].copy_from_slice(&self.mode.to_le_bytes());
+        b[28..32].copy_from_slice(&(crate::process::UID as u32).to_le_bytes());
+        b[32..36].copy_from_slice(&(crate::process::UID as u32).to_le_bytes());
+        put(&mut b, 40, self.rdev);
+        put(&mut b, 48, self.size);
+        put(&mut b, 56, 4096);
+        put(&mut b, 64, self.size.div_ceil(4096) * 8);
+        for off in [72, 88, 104] {
+            put(&mut b, off, EPOCH as u64);
+        }
+        b
+    }
+
+    fn to_statx(&self) -> [u8; 256] {
+        let mut b = [0u8; 256];
+        let p32 = |b: &mut [u8; 256], off: usize, v: u32| {
+            b[off..off + 4].copy_from_slice(&v.to_le_bytes())
+        };
+        let p64 = |b: &mut [u8; 256], off: usize, v: u64| {
+            b[off..off + 8].copy_from_slice(&v.to_le_bytes())
+        };
+        p32(&mut b, 0, 0x7ff); // STATX_BASIC_STATS | STATX_BTIME
+        p32(&mut b, 4, 4096);
+        p32(&mut b, 16, self.nlink as u32);
+        p32(&mut b, 20, crate::process::UID as u32);
+        p32(&mut b, 24, crate::process::UID as u32);
+        b[28..30].copy_from_slice(&(self.mode as u16).to_le_bytes());
+        p64(&mut b, 32, self.ino);
+        p64(&mut b, 40, self.size);
+        p64(&mut b, 48, self.size.div_ceil(4096) * 8);
+        for off in [64, 80, 96, 112] {
+            p64(&mut b, off, EPOCH as u64);
+        }
+        p32(&mut b, 128, (self.rdev >> 8) as u32);
+        p32(&mut b, 132, (self.rdev & 0xff) as u32);
+        p32(&mut b, 136, (self.dev >> 8) as u32);
+        p32(&mut b, 140, (self.dev & 0xff) as u32);
+        b
+    }
+}
+
+impl Kernel {
+    pub(crate) fn path_arg(&self, m: &Machine, dirfd: i32, addr: u64) -> Result<String, Errno> {
+        let raw = m.read_cstr(addr, 4096).map_err(|e| match e {
+            emu::MemError::Protection(_) if m.read_cstr(addr, 1 << 20).is_ok() => {
+                Errno(libc::ENAMETOOLONG)
+            }
+            _ => Errno(libc::EFAULT),
+        })?;
+        if raw.is_empty() {
+            return err(libc::ENOENT);
+        }
+        let s = String::from_utf8(raw).map_err(|_| Errno(libc::ENOENT))?;
+        self.guest_path(dirfd, &s)
+    }
+
+    fn virtual_contents(&mut self, m: &Machine, v: VirtualFile) -> Vec<u8> {
+        match v {
+            VirtualFile::Maps => crate::process::proc_maps(m).into_bytes(),
+            VirtualFile::Status => crate::process::proc_status(m, &self.cfg.exe).into_bytes(),
+            VirtualFile::CpuInfo => emu::cpuid::CpuidTable::default()
+                .proc_cpuinfo(self.cfg.cpus)
+                .into_bytes(),
+            VirtualFile::CpuOnline => {
+                if self.cfg.cpus <= 1 {
+                    b"0\n".to_vec()
+                } else {
+                    format!("0-{}\n", self.cfg.cpus - 1).into_bytes()
+                }
+            }
+            VirtualFile::Uuid => {
+                let mut r = [0u8; 16];
+                self.rng.fill(&mut r);
+                r[6] = (r[6] & 0x0f) | 0x40;
+                r[8] = (r[8] & 0x3f) | 0x80;
+                let h: String = r.iter().map(|b| format!("{b:02x}")).collect();
+                format!(
+                    "{}-{}-{}-{}-{}\n",
+                    &h[0..8],
+                    &h[8..12],
+                    &h[12..16],
+                    &h[16..20],
+                    &h[20..32]
+                )
+                .into_bytes()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn record_input(&mut self, guest: &str, file: &std::fs::File) {
+        if self.inputs.contains_key(guest) {
+            return;
+        }
+        let mut h = blake3::Hasher::new();
+        let ok = file
+            .try_clone()
+            .ok()
+            .and_then(|f| h.update_reader(f).ok().map(|_| ()))
+            .is_some();
+        // The reader moved the shared offset; put it back.
+        let _ = std::io::Seek::seek(&mut &*file, std::io::SeekFrom::Start(0));
+        if ok {
+            self.inputs
+                .insert(guest.to_string(), h.finalize().to_hex().to_string());
+        }
+    }
+
+    pub(crate) fn openat(
+        &mut self,
+        m: &mut Machine,
+        dirfd: i32,
+        path: u64,
+        flags: i32,
+        mode: u32,
+    ) -> SysResult {
+        let guest = self.path_arg(m, dirfd, path)?;
+        let cloexec = flags & libc::O_CLOEXEC != 0;
+        if flags & libc::O_TMPFILE == libc::O_TMPFILE {
+            return err(libc::EOPNOTSUPP);
+        }
+        let acc = flags & libc::O_ACCMODE;
+        let wants_write = acc != libc::O_RDONLY || flags & (libc::O_CREAT | libc::O_TRUNC) != 0;
+        let desc = match self.resolve(&guest)? {
+            Target::Virtual(v) => {
+                if wants_write
+                    && !matches!(
+                        v,
+                        VirtualFile::Null | VirtualFile::Zero | VirtualFile::Urandom
+                    )
+                {
+                    return err(libc::EACCES);
+                }
+                let kind = match v {
+                    VirtualFile::Null => Kind::Null,
+                    VirtualFile::Zero => Kind::Zero,
+                    VirtualFile::Urandom => Kind::Urandom,
+                    VirtualFile::Dir => Kind::Dir {
+                        host: Path::new("/nonexistent-virtual").into(),
+                        entries: Some(Vec::new()),
+                        pos: 0,
+                    },
+                    v => Kind::Virtual {
+                        data: self.virtual_contents(m, v),
+                        pos: 0,
+                    },
+                };
+                Description {
+                    kind,
+                    guest_path: guest,
+                    flags,
+                }
+            }
+            Target::Host { host, pm, .. } => {
+                let host = if wants_write {
+                    let (h, _) = self.resolve_for_write(&guest).map_err(|e| {
+                        // Creating or writing a file outside the writable roots.
+                        if e.0 == libc::EACCES
+                            && !Path::new(&guest).starts_with(&self.cfg.cwd)
+                            && !pm
+                        {
+                            Errno(libc::EACCES)
+                        } else {
+                            e
+                        }
+                    })?;
+                    h
+                } else {
+                    host
+                };
+                let mut o = std::fs::OpenOptions::new();
+                o.read(acc != libc::O_WRONLY)
+                    .write(acc != libc::O_RDONLY)
+                    .append(flags & libc::O_APPEND != 0)
+                    .truncate(flags & libc::O_TRUNC != 0 && acc != libc::O_RDONLY)
+                    .mode(mode & 0o777)
+                    .custom_flags(
+                        flags
+                            & (libc::O_EXCL
+                                | libc::O_NOFOLLOW
+                                | libc::O_DIRECTORY
+                                | libc::O_NONBLOCK),
+                    );
+                if flags & libc::O_CREAT != 0 {
+                    if flags & libc::O_EXCL != 0 {
+                        o.create_new(true);
+                    } else {
+                        o.create(true);
+                    }
+                }
+                if flags & libc::O_TRUNC != 0 && acc == libc::O_RDONLY {
+                    return err(libc::EACCES);
+                }
+                let meta = std::fs::metadata(&host);
+                if let Ok(md) = &meta {
+                    if md.is_dir() {
+                        if acc != libc::O_RDONLY {
+                            return err(libc::EISDIR);
+                        }
+                        let kind = Kind::Dir {
+                            host: host.clone(),
+                            entries: None,
+                            pos: 0,
+                        };
+                        let d = Description {
+                            kind,
+                            guest_path: guest,
+                            flags,
+                        };
+                        return self.fds.insert(d, cloexec).map(|n| n as u64);
+                    }
+                } else if flags & libc::O_DIRECTORY != 0 && flags & libc::O_CREAT == 0 {
+                    return Err(meta.err().map(Errno::from).unwrap_or(Errno(libc::ENOENT)));
+                }
+                let file = o.open(&host)?;
+                if !wants_write && !pm {
+                    self.record_input(&guest, &file);
+                }
+                Description {
+                    kind: Kind::File { file, host, pm },
+                    guest_path: guest,
+                    flags,
+                }
+            }
+        };
+        self.fds.insert(desc, cloexec).map(|n| n as u64)
+    }
+
+    fn stat_path(&self, guest: &str, follow: bool) -> Result<StatInfo, Errno> {
+        match self.resolve(guest)? {
+            Target::Virtual(v) => Ok(stat_of_virtual(v, guest)),
+            Target::Host { host, pm, .. } => {
+                let meta = if follow {
+                    std::fs::metadata(&host)?
+                } else {
+                    std::fs::symlink_metadata(&host)?
+                };
+                Ok(stat_of_meta(&meta, guest, pm))
+            }
+        }
+    }
+
+    fn stat_fd(&self, fd: i32) -> Result<StatInfo, Errno> {
+        let f = self.fds.get(fd)?;
+        let d = f.desc.borrow();
+        let guest = d.guest_path.clone();
+        Ok(match &d.kind {
+            Kind::File { file, pm, .. } => stat_of_meta(&file.metadata()?, &guest, *pm),
+            Kind::Dir { host, .. } => match std::fs::metadata(host) {
+                Ok(md) => stat_of_meta(&md, &guest, false),
+                Err(_) => stat_of_virtual(VirtualFile::Dir, &guest),
+            },
+            Kind::Virtual { data, .. } => StatInfo {
+                size: data.len() as u64,
+                ..stat_of_virtual(VirtualFile::Maps, &guest)
+            },
+            Kind::Null => stat_of_virtual(VirtualFile::Null, &guest),
+            Kind::Zero => stat_of_virtual(VirtualFile::Zero, &guest),
+            Kind::Urandom => stat_of_virtual(VirtualFile::Urandom, &guest),
+            Kind::PipeRead(_) | Kind::PipeWrite(_) => StatInfo {
+                dev: 12,
+                ino: fd as u64 + 1000,
+                nlink: 1,
+                mode: libc::S_IFIFO | 0o600,
+                size: 0,
+                rdev: 0,
+            },
+            // Standard streams look like pipes whatever ferrite's own are, so the guest's
+            // buffering does not depend on how ferrite was started.
+            Kind::Stdin | Kind::Stdout | Kind::Stderr => StatInfo {
+                dev: 12,
+                ino: fd as u64 + 1,
+                nlink: 1,
+                mode: libc::S_IFIFO | 0o600,
+                size: 0,
+                rdev: 0,
+            },
+        })
+    }
+
+    pub(crate) fn fstat(&mut self, m: &mut Machine, fd: i32, buf: u64) -> SysResult {
+        let st = self.stat_fd(fd)?;
+        m.write(buf, &st.to_stat(), false)?;
+        Ok(0)
+    }
+
+    fn stat_at(&self, m: &Machine, dirfd: i32, path: u64, flags: i32) -> Result<StatInfo, Errno> {
+        if flags & libc::AT_EMPTY_PATH != 0
+            && m.read_cstr(path, 1).map(|s| s.is_empty()).unwrap_or(false)
+        {
+            return if dirfd == libc::AT_FDCWD {
+                self.stat_path(&self.guest_cwd(), true)
+            } else {
+                self.stat_fd(dirfd)
+            };
+        }
+        let guest = self.path_arg(m, dirfd, path)?;
+        self.stat_path(&guest, flags & libc::AT_SYMLINK_NOFOLLOW == 0)
+    }
+
+    pub(crate) fn fstatat(
+        &mut self,
+        m: &mut Machine,
+        dirfd: i32,
+        path: u64,
+        buf: u64,
+        flags: i32,
+    ) -> SysResult {
+        let st = self.stat_at(m, dirfd, path, flags)?;
+        m.write(buf, &st.to_stat(), false)?;
+        Ok(0)
+    }
+
+    pub(crate) fn statx(
+        &mut self,
+        m: &mut Machine,
+        dirfd: i32,
+        path: u64,
+        flags: i32,
+        buf: u64,
+    ) -> SysResult {
+        let st = self.stat_at(m, dirfd, path, flags)?;
+        m.write(buf, &st.to_statx(), false)?;
+        Ok(0)
+    }
+
+    pub(crate) fn faccessat(
+        &mut self,
+        m: &mut Machine,
+        dirfd: i32,
+        path: u64,
+        mode: i32,
+    ) -> SysResult {
+        let guest = self.path_arg(m, dirfd, path)?;
+        let st = self.stat_path(&guest, true)?;
+        if mode & libc::W_OK != 0 && self.resolve_for_write(&guest).is_err() {
+            return err(libc::EACCES);
+        }
+        if mode & libc::X_OK != 0 && st.mode & 0o111 == 0 {
+            return err(libc::EACCES);
+        }
+        Ok(0)
+    }
+
+    pub(crate) fn getdents64(&mut self, m: &mut Machine, fd: i32, buf: u64, len: u64) -> SysResult {
+        let f = self.fds.get(fd)?.clone();
+        let mut d = f.desc.borrow_mut();
+        let guest = d.guest_path.clone();
+        let Kind::Dir { host, entries, pos } = &mut d.kind else {
+            return err(libc::ENOTDIR);
+        };
+        if entries.is_none() {
+            let mut list = vec![
+                DirEntry {
+                    name: b".".to_vec(),
+                    ino: path_ino(&guest),
+                    dtype: libc::DT_DIR,
+                },
+                DirEntry {
+                    name: b"..".to_vec(),
+                    ino: path_ino(&crate::vfs::normalize(&guest, "..")),
+                    dtype: libc::DT_DIR,
+                },
+            ];
+            let mut rest: Vec<DirEntry> = std::fs::read_dir(&*host)?
+                .filter_map(|e| e.ok())
+                .map(|e| {
+                    let name = e.file_name().into_encoded_bytes();
+                    let dtype = match e.file_type() {
+                        Ok(t) if t.is_dir() => libc::DT_DIR,
+                        Ok(t) if t.is_symlink() => libc::DT_LNK,
+                        Ok(t) if t.is_file() => libc::DT_REG,
+                        _ => libc::DT_UNKNOWN,
+                    };
+                    let child = format!(
+                        "{}/{}",
+                        guest.trim_end_matches('/'),
+                        String::from_utf8_lossy(&name)
+                    );
+                    DirEntry {
+                        ino: path_ino(&child),
+                        name,
+                        dtype,
+                    }
+                })
+                .collect();
+            rest.sort_by(|a, b| a.name.cmp(&b.name));
+            list.extend(rest);
+            *entries = Some(list);
+        }
+        let list = entries.as_ref().expect("filled above");
+        let mut out = Vec::new();
+        while *pos < list.len() {
+            let e = &list[*pos];
+            let reclen = (19 + e.name.len() + 1).div_ceil(8) * 8;
+            if out.len() + reclen > len as usize {
+                break;
+            }
+            let start = out.len();
+            out.extend_from_slice(&e.ino.to_le_bytes());
+            out.extend_from_slice(&((*pos + 1) as u64).to_le_bytes());
+            out.extend_from_slice(&(reclen as u16).to_le_bytes());
+            out.push(e.dtype);
+            out.extend_from_slice(&e.name);
+            out.resize(start + reclen, 0);
+            *pos += 1;
+        }
+        if out.is_empty() && *pos < list.len() {
+            return err(libc::EINVAL);
+        }
+        m.write(buf, &out, false)?;
+        Ok(out.len() as u64)
+    }
+
+    pub(crate) fn mkdirat(
+        &mut self,
+        m: &mut Machine,
+        dirfd: i32,
+        path: u64,
+        mode: u32,
+    ) -> SysResult {
+        let guest = self.path_arg(m, dirfd, path)?;
+        let (host, _) = self.write_target(&guest)?;
+        std::fs::DirBuilder::new().mode(mode & 0o777).create(host)?;
+        Ok(0)
+    }
+
+    /// A path the guest changes: inside a writable root, or EROFS/EACCES.
+    fn write_target(&self, guest: &str) -> Result<(std::path::PathBuf, bool), Errno> {
+        match self.resolve(guest)? {
+            Target::Host {
+                writable: false,
+                host,
+                ..
+            } if host.exists() => err(libc::EROFS),
+            _ => self.resolve_for_write(guest),
+        }
+    }
+
+    pub(crate) fn unlinkat(
+        &mut self,
+        m: &mut Machine,
+        dirfd: i32,
+        path: u64,
+        flags: i32,
+    ) -> SysResult {
+        let guest = self.path_arg(m, dirfd, path)?;
+        let (host, _) = self.write_target(&guest)?;
+        if flags & libc::AT_REMOVEDIR != 0 {
+            std::fs::remove_dir(host)?;
+        } else {
+            let md = std::fs::symlink_metadata(&host)?;
+            if md.is_dir() {
+                return err(libc::EISDIR);
+            }
+            std::fs::remove_file(host)?;
+        }
+        Ok(0)
+    }
+
+    pub(crate) fn renameat(
+        &mut self,
+        m: &mut Machine,
+        olddir: i32,
+        old: u64,
+        newdir: i32,
+        new: u64,
+    ) -> SysResult {
+        let from = self.path_arg(m, olddir, old)?;
+        let to = self.path_arg(m, newdir, new)?;
+        let (hf, _) = self.write_target(&from)?;
+        let (ht, _) = self.write_target(&to)?;
+        std::fs::rename(hf, ht)?;
+        Ok(0)
+    }
+
+    pub(crate) fn readlinkat(
+        &mut self,
+        m: &mut Machine,
+        dirfd: i32,
+        path: u64,
+        buf: u64,
+        len: u64,
+    ) -> SysResult {
+        let guest = self.path_arg(m, dirfd, path)?;
+        let target: Vec<u8> = if guest == "/proc/self/exe" {
+            self.cfg.exe.clone().into_bytes()
+        } else if guest == "/proc/self/cwd" {
+            self.guest_cwd().into_bytes()
+        } else if let Some(n) = guest.strip_prefix("/proc/self/fd/") {
+            let fd: i32 = n.parse().map_err(|_| Errno(libc::ENOENT))?;
+            self.fds
+                .get(fd)
+                .map_err(|_| Errno(libc::ENOENT))?
+                .desc
+                .borrow()
+                .guest_path
+                .clone()
+                .into_bytes()
+        } else {
+            match self.resolve(&guest)? {
+                Target::Host { host, .. } => std::fs::read_link(host)?
+                    .into_os_string()
+                    .into_encoded_bytes(),
+                Target::Virtual(_) => return err(libc::EINVAL),
+            }
+        };
+        let n = target.len().min(len as usize);
+        m.write(buf, &target[..n], false)?;
+        Ok(n as u64)
+    }
+
+    pub(crate) fn getcwd(&mut self, m: &mut Machine, buf: u64, len: u64) -> SysResult {
+        let mut cwd = self.guest_cwd().into_bytes();
+        cwd.push(0);
+        if cwd.len() as u64 > len {
+            return err(libc::ERANGE);
+        }
+        m.write(buf, &cwd, false)?;
+        Ok(cwd.len() as u64)
+    }
+
+    pub(crate) fn chdir(&mut self, m: &mut Machine, path: u64) -> SysResult {
+        let guest = self.path_arg(m, libc::AT_FDCWD, path)?;
+        let st = self.stat_path(&guest, true)?;
+        if st.mode & libc::S_IFMT != libc::S_IFDIR {
+            return err(libc::ENOTDIR);
+        }
+        self.proc.cwd = Some(guest);
+        Ok(0)
+    }
+
+    pub(crate) fn umask(&mut self, mask: u32) -> SysResult {
+        Ok(u64::from(std::mem::replace(
+            &mut self.proc.umask,
+            mask & 0o777,
+        )))
+    }
+
+    fn statfs_bytes(pm: bool) -> [u8; 120] {
+        let mut b = [0u8; 120];
+        let vals: [u64; 7] = [0xef53, 4096, 1 << 24, 1 << 23, 1 << 23, 1 << 20, 1 << 19];
+        for (i, v) in vals.iter().enumerate() {
+            b[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        b[56..64].copy_from_slice(&(if pm { 0x2_0000_0001u64 } else { 1 }).to_le_bytes());
+        b[64..72].copy_from_slice(&255u64.to_le_bytes());
+        b[72..80].copy_from_slice(&4096u64.to_le_bytes());
+        b
+    }
+
+    pub(crate) fn statfs(&mut self, m: &mut Machine, path: u64, buf: u64) -> SysResult {
+        let guest = self.path_arg(m, libc::AT_FDCWD, path)?;
+        self.stat_path(&guest, true)?;
+        let pm = matches!(self.resolve(&guest)?, Target::Host { pm: true, .. });
+        m.write(buf, &Self::statfs_bytes(pm), false)?;
+        Ok(0)
+    }
+
+    pub(crate) fn fstatfs(&mut self, m: &mut Machine, fd: i32, buf: u64) -> SysResult {
+        let pm = matches!(
+            self.fds.get(fd)?.desc.borrow().kind,
+            Kind::File { pm: true, .. }
+        );
+        m.write(buf, &Self::statfs_bytes(pm), false)?;
+        Ok(0)
+    }
+
+    pub(crate) fn truncate(&mut self, m: &mut Machine, path: u64, len: u64) -> SysResult {
+        let guest = self.path_arg(m, libc::AT_FDCWD, path)?;
+        let (host, _) = self.write_target(&guest)?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(host)?
+            .set_len(len)?;
+        Ok(0)
+    }
+
+    pub(crate) fn ftruncate(&mut self, fd: i32, len: u64) -> SysResult {
+        if (len as i64) < 0 {
+            return err(libc::EINVAL);
+        }
+        let f = self.fds.get(fd)?.clone();
+        let d = f.desc.borrow();
+        match &d.kind {
+            Kind::File { file, .. } if d.flags & libc::O_ACCMODE != libc::O_RDONLY => {
+                file.set_len(len)?;
+                Ok(0)
+            }
+            Kind::File { .. } => err(libc::EINVAL),
+            _ => err(libc::EINVAL),
+        }
+    }
+
+    pub(crate) fn fallocate(&mut self, fd: i32, mode: i32, off: u64, len: u64) -> SysResult {
+        let f = self.fds.get(fd)?.clone();
+        let d = f.desc.borrow();
+        let Kind::File { file, .. } = &d.kind else {
+            return err(libc::ENODEV);
+        };
+        if mode != 0 {
+            return err(libc::EOPNOTSUPP);
+        }
+        let end = off.checked_add(len).ok_or(Errno(libc::EFBIG))?;
+        if file.metadata()?.len() < end {
+            file.set_len(end)?;
+        }
+        Ok(0)
+    }
+}
+
+use std::os::unix::fs::DirBuilderExt;

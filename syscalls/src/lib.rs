@@ -1,0 +1,262 @@
+//! The Linux x86-64 system-call layer that ferrite's guests run on.
+//!
+//! One module per family, behind the dispatch table in [`Kernel::syscall`]: [`fd`] (descriptors,
+//! read/write and friends, pipes), [`fs`] (paths: open, stat, directories), [`vfs`] (how a guest
+//! path maps to the host, the sandbox, and the virtual files that hide the host), [`mem`]
+//! (brk, mmap and friends), [`process`] (start-up, exit, identities, limits, signals as far as
+//! glibc's start-up and `abort` need them), [`time`] (the virtual clock and randomness). Each
+//! handler says which Linux semantics it follows and what it leaves out.
+//!
+//! Everything the guest can observe is a function of the run's inputs and seed: time advances with
+//! retired instructions, randomness comes from the seed, identities and stat fields are fixed or
+//! derived from paths, directory listings are sorted. Host files the guest reads are hashed into
+//! [`Kernel::inputs`] so a replay can tell when they changed.
+//!
+//! An unknown system call returns `-ENOSYS`, as Linux does, and is recorded once (name, PC) in
+//! [`Kernel::unsupported`] for the caller to report with a source line.
+
+pub mod fd;
+pub mod fs;
+pub mod mem;
+pub mod names;
+pub mod process;
+pub mod time;
+pub mod vfs;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use emu::{Machine, Reg};
+
+pub use process::{exec, ExecError, ProcessExit};
+
+/// A Linux errno value (positive).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Errno(pub i32);
+
+pub type SysResult = Result<u64, Errno>;
+
+pub(crate) fn err<T>(e: i32) -> Result<T, Errno> {
+    Err(Errno(e))
+}
+
+impl From<emu::MemError> for Errno {
+    fn from(_: emu::MemError) -> Errno {
+        Errno(libc::EFAULT)
+    }
+}
+
+impl From<std::io::Error> for Errno {
+    fn from(e: std::io::Error) -> Errno {
+        Errno(e.raw_os_error().unwrap_or(libc::EIO))
+    }
+}
+
+/// What the user allowed and chose for this run.
+#[derive(Clone, Debug)]
+pub struct KernelConfig {
+    pub seed: u64,
+    /// Where PM appears in the guest's namespace (`/mnt/pmem0`).
+    pub pm_mount: String,
+    /// The host directory behind the PM mount.
+    pub pm_dir: PathBuf,
+    /// The guest's working directory, a host directory it may write under.
+    pub cwd: PathBuf,
+    /// Bytes of guest memory the guest may map in total.
+    pub max_memory: u64,
+    /// The program as the guest names it (`/proc/self/exe`, `AT_EXECFN`).
+    pub exe: String,
+    /// Number of CPUs the guest is told it has.
+    pub cpus: u32,
+}
+
+/// The outcome of one system call for the run loop.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Continue,
+    Exit(ProcessExit),
+}
+
+/// A system call the guest made that ferrite does not implement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unsupported {
+    pub nr: u64,
+    pub name: &'static str,
+    pub pc: u64,
+}
+
+/// The guest's view of the kernel: descriptors, memory layout, identities, signal dispositions.
+pub struct Kernel {
+    pub cfg: KernelConfig,
+    pub(crate) fds: fd::FdTable,
+    pub(crate) mm: mem::MemLayout,
+    pub(crate) proc: process::ProcState,
+    pub(crate) rng: time::SeededRng,
+    /// Host files the guest read, by guest path, with the BLAKE3 hash of their contents.
+    pub inputs: BTreeMap<String, String>,
+    /// Unknown system calls, each recorded once.
+    pub unsupported: Vec<Unsupported>,
+}
+
+impl Kernel {
+    pub fn new(cfg: KernelConfig) -> Kernel {
+        let rng = time::SeededRng::new(cfg.seed);
+        Kernel {
+            fds: fd::FdTable::with_stdio(),
+            mm: mem::MemLayout::default(),
+            proc: process::ProcState::default(),
+            rng,
+            inputs: BTreeMap::new(),
+            unsupported: Vec::new(),
+            cfg,
+        }
+    }
+
+    /// Handles the system call the machine stopped at (RIP already past the instruction).
+    pub fn syscall(&mut self, m: &mut Machine) -> Outcome {
+        let nr = m.reg(Reg::RAX);
+        let a = [
+            m.reg(Reg::RDI),
+            m.reg(Reg::RSI),
+            m.reg(Reg::RDX),
+            m.reg(Reg::R10),
+            m.reg(Reg::R8),
+            m.reg(Reg::R9),
+        ];
+        let res = match self.dispatch(m, nr, a) {
+            Dispatch::Ret(r) => r,
+            Dispatch::Exit(e) => return Outcome::Exit(e),
+        };
+        let v = match res {
+            Ok(v) => v,
+            Err(Errno(e)) => (-(e as i64)) as u64,
+        };
+        m.set_reg(Reg::RAX, v);
+        Outcome::Continue
+    }
+
+    fn dispatch(&mut self, m: &mut Machine, nr: u64, a: [u64; 6]) -> Dispatch {
+        use Dispatch::Ret;
+        let i = |x: u64| x as i32;
+        Ret(match nr {
+            // fd
+            0 => self.read(m, i(a[0]), a[1], a[2]),
+            1 => self.write(m, i(a[0]), a[1], a[2]),
+            3 => self.close(i(a[0])),
+            8 => self.lseek(i(a[0]), a[1] as i64, i(a[2])),
+            16 => self.ioctl(m, i(a[0]), a[1], a[2]),
+            17 => self.pread(m, i(a[0]), a[1], a[2], a[3]),
+            18 => self.pwrite(m, i(a[0]), a[1], a[2], a[3]),
+            19 => self.readv(m, i(a[0]), a[1], a[2]),
+            20 => self.writev(m, i(a[0]), a[1], a[2]),
+            22 => self.pipe2(m, a[0], 0),
+            32 => self.dup(i(a[0])),
+            33 => self.dup3(i(a[0]), i(a[1]), 0, true),
+            72 => self.fcntl(i(a[0]), i(a[1]), a[2]),
+            74 | 75 => self.fsync(i(a[0])),
+            292 => self.dup3(i(a[0]), i(a[1]), i(a[2]), false),
+            293 => self.pipe2(m, a[0], i(a[1])),
+            436 => self.close_range(i(a[0]) as u32, i(a[1]) as u32),
+            // fs
+            2 => self.openat(m, libc::AT_FDCWD, a[0], i(a[1]), a[2] as u32),
+            4 => self.fstatat(m, libc::AT_FDCWD, a[0], a[1], 0),
+            5 => self.fstat(m, i(a[0]), a[1]),
+            6 => self.fstatat(m, libc::AT_FDCWD, a[0], a[1], libc::AT_SYMLINK_NOFOLLOW),
+            21 => self.faccessat(m, libc::AT_FDCWD, a[0], i(a[1])),
+            76 => self.truncate(m, a[0], a[1]),
+            77 => self.ftruncate(i(a[0]), a[1]),
+            79 => self.getcwd(m, a[0], a[1]),
+            80 => self.chdir(m, a[0]),
+            82 => self.renameat(m, libc::AT_FDCWD, a[0], libc::AT_FDCWD, a[1]),
+            83 => self.mkdirat(m, libc::AT_FDCWD, a[0], a[1] as u32),
+            84 => self.unlinkat(m, libc::AT_FDCWD, a[0], libc::AT_REMOVEDIR),
+            87 => self.unlinkat(m, libc::AT_FDCWD, a[0], 0),
+            89 => self.readlinkat(m, libc::AT_FDCWD, a[0], a[1], a[2]),
+            90 | 91 | 268 => Ok(0), // chmod, fchmod, fchmodat: permissions are not modelled
+            95 => self.umask(a[0] as u32),
+            137 => self.statfs(m, a[0], a[1]),
+            138 => self.fstatfs(m, i(a[0]), a[1]),
+            217 => self.getdents64(m, i(a[0]), a[1], a[2]),
+            257 => self.openat(m, i(a[0]), a[1], i(a[2]), a[3] as u32),
+            258 => self.mkdirat(m, i(a[0]), a[1], a[2] as u32),
+            262 => self.fstatat(m, i(a[0]), a[1], a[2], i(a[3])),
+            263 => self.unlinkat(m, i(a[0]), a[1], i(a[2])),
+            264 => self.renameat(m, i(a[0]), a[1], i(a[2]), a[3]),
+            267 => self.readlinkat(m, i(a[0]), a[1], a[2], a[3]),
+            269 | 439 => self.faccessat(m, i(a[0]), a[1], i(a[2])),
+            285 => self.fallocate(i(a[0]), i(a[1]), a[2], a[3]),
+            316 => self.renameat(m, i(a[0]), a[1], i(a[2]), a[3]),
+            332 => self.statx(m, i(a[0]), a[1], i(a[2]), a[4]),
+            // mem
+            9 => self.mmap(m, a[0], a[1], a[2], a[3], i(a[4]), a[5]),
+            10 => self.mprotect(m, a[0], a[1], a[2]),
+            11 => self.munmap(m, a[0], a[1]),
+            12 => self.brk(m, a[0]),
+            25 => self.mremap(m, a[0], a[1], a[2], a[3], a[4]),
+            26 => self.msync(m, a[0], a[1], i(a[2])),
+            28 => self.madvise(m, a[0], a[1], i(a[2])),
+            149 | 150 => Ok(0), // mlock, munlock: nothing is ever swapped
+            // process
+            39 => Ok(u64::from(process::PID)),
+            186 => Ok(u64::from(process::PID)),
+            110 => Ok(1),                                   // getppid
+            102 | 104 | 107 | 108 => Ok(process::UID),      // getuid, getgid, geteuid, getegid
+            111 | 121 | 124 => Ok(u64::from(process::PID)), // getpgrp, getpgid, getsid
+            118 | 120 => self.getresid(m, a),
+            13 => self.rt_sigaction(m, i(a[0]), a[1], a[2], a[3]),
+            14 => self.rt_sigprocmask(m, i(a[0]), a[1], a[2], a[3]),
+            131 => self.sigaltstack(m, a[0], a[1]),
+            62 | 200 | 234 => match self.kill(i(a[if nr == 234 { 2 } else { 1 }])) {
+                Ok(Some(exit)) => return Dispatch::Exit(exit),
+                Ok(None) => Ok(0),
+                Err(e) => Err(e),
+            },
+            60 | 231 => return Dispatch::Exit(ProcessExit::Code((a[0] & 0xff) as i32)),
+            63 => self.uname(m, a[0]),
+            97 => self.prlimit(m, 0, a[0], 0, a[1]),
+            160 => err(libc::EPERM), // setrlimit: limits are part of the run's definition
+            302 => self.prlimit(m, a[0], a[1], a[2], a[3]),
+            99 => self.sysinfo(m, a[0]),
+            158 => self.arch_prctl(m, i(a[0]), a[1]),
+            157 => self.prctl(i(a[0])),
+            218 => Ok(u64::from(process::PID)), // set_tid_address
+            273 => Ok(0),                       // set_robust_list: walked at thread exit (threads)
+            334 => err(libc::ENOSYS),           // rseq: glibc falls back cleanly
+            204 => self.sched_getaffinity(m, a[1], a[2]),
+            203 => Ok(0), // sched_setaffinity
+            309 => self.getcpu(m, a[0], a[1]),
+            24 => Ok(0), // sched_yield: one thread, nothing to yield to
+            56 | 57 | 58 | 322 | 435 => {
+                err(libc::ENOSYS).inspect_err(|_| self.note_unsupported(m, nr))
+            }
+            // time and randomness
+            201 => self.time(m, a[0]),
+            228 => self.clock_gettime(m, i(a[0]), a[1]),
+            229 => self.clock_getres(m, a[1]),
+            96 => self.gettimeofday(m, a[0]),
+            35 => self.nanosleep(m, a[0], a[1]),
+            230 => self.clock_nanosleep(m, i(a[0]), i(a[1]), a[2], a[3]),
+            318 => self.getrandom(m, a[0], a[1]),
+            _ => {
+                self.note_unsupported(m, nr);
+                err(libc::ENOSYS)
+            }
+        })
+    }
+
+    fn note_unsupported(&mut self, m: &Machine, nr: u64) {
+        if !self.unsupported.iter().any(|u| u.nr == nr) {
+            // RIP is past the two-byte `syscall`.
+            self.unsupported.push(Unsupported {
+                nr,
+                name: names::name(nr),
+                pc: m.pc().wrapping_sub(2),
+            });
+        }
+    }
+}
+
+enum Dispatch {
+    Ret(SysResult),
+    Exit(ProcessExit),
+}

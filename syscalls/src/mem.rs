@@ -1,0 +1,393 @@
+//! Memory calls: brk, mmap, munmap, mprotect, mremap, madvise, msync.
+//!
+//! Placement follows Linux without address randomisation: the program where it was linked (PIEs
+//! at 0x555555554000), the heap right after it, the stack below 0x7ffffffff000 with room for
+//! `RLIMIT_STACK`, and mappings allocated top-down below the stack's gap. A hint is honoured when
+//! the range is free; `MAP_FIXED` replaces what was there; `MAP_FIXED_NOREPLACE` fails with EEXIST
+//! instead. `--max-memory` is enforced on the total mapped, as `RLIMIT_AS` would be.
+//!
+//! File mappings: `MAP_SHARED` of a file on the PM mount maps the host file itself, so stores
+//! reach it (the PM device models what a crash would keep). Every other file mapping is a private
+//! copy of the file's bytes at the time of the call; `MAP_SHARED` of an ordinary writable file is
+//! refused with ENODEV rather than silently diverging from the host file.
+
+use std::os::fd::AsRawFd;
+
+use emu::{Backing, HostBlock, Machine, MemError, Perm, Region, PAGE};
+
+use crate::fd::Kind;
+use crate::{err, Errno, Kernel, SysResult};
+
+pub const STACK_TOP: u64 = 0x7fff_ffff_f000;
+pub const STACK_LIMIT: u64 = 8 << 20;
+/// Linux leaves at least 128 MiB between the stack limit and the mmap base.
+pub const MMAP_TOP: u64 = STACK_TOP - STACK_LIMIT - (128 << 20);
+/// `vm.mmap_min_addr`.
+pub const MMAP_BOTTOM: u64 = 0x10000;
+
+const MAP_SHARED: u64 = 0x01;
+const MAP_PRIVATE: u64 = 0x02;
+const MAP_SHARED_VALIDATE: u64 = 0x03;
+const MAP_FIXED: u64 = 0x10;
+const MAP_ANONYMOUS: u64 = 0x20;
+const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
+const MAP_SYNC: u64 = 0x8_0000;
+const MREMAP_MAYMOVE: u64 = 1;
+const MREMAP_FIXED: u64 = 2;
+
+/// Where the heap is.
+#[derive(Debug, Default)]
+pub struct MemLayout {
+    pub brk_start: u64,
+    pub brk: u64,
+}
+
+fn page_up(x: u64) -> Option<u64> {
+    emu::memory::page_up(x)
+}
+
+impl Kernel {
+    fn check_budget(&self, m: &Machine, extra: u64) -> Result<(), Errno> {
+        if m.mem.mapped_bytes().saturating_add(extra) > self.cfg.max_memory {
+            return err(libc::ENOMEM);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn brk(&mut self, m: &mut Machine, want: u64) -> SysResult {
+        let cur = self.mm.brk;
+        if want < self.mm.brk_start {
+            return Ok(cur);
+        }
+        let (old_end, new_end) = match (page_up(cur), page_up(want)) {
+            (Some(a), Some(b)) => (a, b),
+            _ => return Ok(cur),
+        };
+        if new_end > old_end {
+            if m.mem.overlaps(old_end, new_end) || self.check_budget(m, new_end - old_end).is_err()
+            {
+                return Ok(cur);
+            }
+            let Ok(block) = HostBlock::anon((new_end - old_end) as usize) else {
+                return Ok(cur);
+            };
+            let r = Region {
+                start: old_end,
+                end: new_end,
+                perm: Perm::RW,
+                block,
+                block_off: 0,
+                backing: Backing::Anon {
+                    label: Some("[heap]"),
+                },
+            };
+            if m.map(r).is_err() {
+                return Ok(cur);
+            }
+        } else if new_end < old_end {
+            m.unmap(new_end, old_end);
+        }
+        self.mm.brk = want;
+        Ok(want)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn mmap(
+        &mut self,
+        m: &mut Machine,
+        addr: u64,
+        len: u64,
+        prot: u64,
+        flags: u64,
+        fd: i32,
+        off: u64,
+    ) -> SysResult {
+        let kind = flags & 0x0f;
+        if len == 0
+            || off % PAGE != 0
+            || !matches!(kind, MAP_SHARED | MAP_PRIVATE | MAP_SHARED_VALIDATE)
+        {
+            return err(libc::EINVAL);
+        }
+        if flags & MAP_SYNC != 0 && kind != MAP_SHARED_VALIDATE {
+            // Linux ignores MAP_SYNC without MAP_SHARED_VALIDATE.
+        }
+        let len = page_up(len).ok_or(Errno(libc::ENOMEM))?;
+        let fixed = flags & (MAP_FIXED | MAP_FIXED_NOREPLACE) != 0;
+        if fixed && addr % PAGE != 0 {
+            return err(libc::EINVAL);
+        }
+        let end = addr.checked_add(len).ok_or(Errno(libc::ENOMEM))?;
+        if fixed && (addr < MMAP_BOTTOM || end > STACK_TOP) {
+            return err(if addr < MMAP_BOTTOM {
+                libc::EPERM
+            } else {
+                libc::ENOMEM
+            });
+        }
+        if flags & MAP_FIXED_NOREPLACE != 0 && m.mem.overlaps(addr, end) {
+            return err(libc::EEXIST);
+        }
+        self.check_budget(m, len)?;
+        let perm = Perm::from_prot(prot);
+        let (block, block_off, backing) = if flags & MAP_ANONYMOUS != 0 {
+            (
+                HostBlock::anon(len as usize).map_err(|_| Errno(libc::ENOMEM))?,
+                0,
+                Backing::Anon { label: None },
+            )
+        } else {
+            self.file_block(fd, off, len, kind, perm, flags)?
+        };
+        let start = if fixed {
+            if flags & MAP_FIXED != 0 {
+                m.unmap(addr, end);
+            }
+            addr
+        } else {
+            let hint = if addr % PAGE == 0 { addr } else { 0 };
+            m.mem
+                .find_free(len, hint, MMAP_BOTTOM, MMAP_TOP)
+                .ok_or(Errno(libc::ENOMEM))?
+        };
+        let region = Region {
+            start,
+            end: start + len,
+            perm,
+            block,
+            block_off,
+            backing,
+        };
+        m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
+        if perm.exec() {
+            m.code_changed(start, start + len);
+        }
+        Ok(start)
+    }
+
+    /// The host memory behind a file mapping.
+    fn file_block(
+        &mut self,
+        fd: i32,
+        off: u64,
+        len: u64,
+        kind: u64,
+        perm: Perm,
+        flags: u64,
+    ) -> Result<(std::rc::Rc<HostBlock>, usize, Backing), Errno> {
+        let f = self.fds.get(fd)?.clone();
+        let d = f.desc.borrow();
+        let acc = d.flags & libc::O_ACCMODE;
+        let shared = kind != MAP_PRIVATE;
+        match &d.kind {
+            Kind::File { file, host, pm } => {
+                if acc == libc::O_WRONLY || (shared && perm.write() && acc == libc::O_RDONLY) {
+                    return err(libc::EACCES);
+                }
+                if shared && *pm {
+                    let file_id = self.pm_file_id(host);
+                    let block = HostBlock::file_shared(file.as_raw_fd(), off, len as usize)
+                        .map_err(|_| Errno(libc::ENOMEM))?;
+                    return Ok((
+                        block,
+                        0,
+                        Backing::Pm {
+                            path: d.guest_path.clone(),
+                            file_id,
+                            offset: off,
+                        },
+                    ));
+                }
+                if flags & MAP_SYNC != 0 && kind == MAP_SHARED_VALIDATE {
+                    // MAP_SYNC needs a DAX file: only the PM mount is one.
+                    return err(libc::EOPNOTSUPP);
+                }
+                if shared && perm.write() {
+                    return err(libc::ENODEV);
+                }
+                let block = HostBlock::anon(len as usize).map_err(|_| Errno(libc::ENOMEM))?;
+                let size = file.metadata()?.len();
+                if off < size {
+                    let n = ((size - off).min(len)) as usize;
+                    // SAFETY: the block is `len` bytes of fresh host memory owned here.
+                    let dst = unsafe { std::slice::from_raw_parts_mut(block.as_ptr(), n) };
+                    std::os::unix::fs::FileExt::read_exact_at(file, dst, off)?;
+                }
+                Ok((
+                    block,
+                    0,
+                    Backing::File {
+                        path: d.guest_path.clone(),
+                        offset: off,
+                    },
+                ))
+            }
+            Kind::Zero | Kind::Null => Ok((
+                HostBlock::anon(len as usize).map_err(|_| Errno(libc::ENOMEM))?,
+                0,
+                Backing::Anon { label: None },
+            )),
+            _ => err(libc::ENODEV),
+        }
+    }
+
+    /// A stable id per PM file for device addresses (`file_id << 40 | offset`).
+    fn pm_file_id(&mut self, host: &std::path::Path) -> u32 {
+        let key = host.to_string_lossy().into_owned();
+        let next = self.proc.pm_files.len() as u32 + 1;
+        *self.proc.pm_files.entry(key).or_insert(next)
+    }
+
+    pub(crate) fn munmap(&mut self, m: &mut Machine, addr: u64, len: u64) -> SysResult {
+        if addr % PAGE != 0 || len == 0 {
+            return err(libc::EINVAL);
+        }
+        let end = page_up(len)
+            .and_then(|l| addr.checked_add(l))
+            .ok_or(Errno(libc::EINVAL))?;
+        m.unmap(addr, end);
+        Ok(0)
+    }
+
+    pub(crate) fn mprotect(
+        &mut self,
+        m: &mut Machine,
+        addr: u64,
+        len: u64,
+        prot: u64,
+    ) -> SysResult {
+        if addr % PAGE != 0 || prot & !0x7 & !0x0100_0000 & !0x0200_0000 != 0 {
+            return err(libc::EINVAL);
+        }
+        let end = page_up(len)
+            .and_then(|l| addr.checked_add(l))
+            .ok_or(Errno(libc::ENOMEM))?;
+        if end == addr {
+            return Ok(0);
+        }
+        match m.protect(addr, end, Perm::from_prot(prot)) {
+            Ok(()) => Ok(0),
+            Err(MemError::Unmapped(_)) => err(libc::ENOMEM),
+            Err(_) => err(libc::EACCES),
+        }
+    }
+
+    pub(crate) fn mremap(
+        &mut self,
+        m: &mut Machine,
+        old: u64,
+        old_len: u64,
+        new_len: u64,
+        flags: u64,
+        new_addr: u64,
+    ) -> SysResult {
+        if old % PAGE != 0 || new_len == 0 || flags & !(MREMAP_MAYMOVE | MREMAP_FIXED | 4) != 0 {
+            return err(libc::EINVAL);
+        }
+        if flags & MREMAP_FIXED != 0 {
+            // Moving to a chosen address: rare outside allocators that ferrite's guests use.
+            return err(libc::EINVAL);
+        }
+        let old_len = page_up(old_len).ok_or(Errno(libc::EINVAL))?;
+        let new_len = page_up(new_len).ok_or(Errno(libc::EINVAL))?;
+        let old_end = old.checked_add(old_len).ok_or(Errno(libc::EFAULT))?;
+        let r = m.mem.find(old).cloned().ok_or(Errno(libc::EFAULT))?;
+        if r.end < old_end {
+            return err(libc::EFAULT);
+        }
+        if new_len <= old_len {
+            m.unmap(old + new_len, old_end);
+            return Ok(old);
+        }
+        let grow = new_len - old_len;
+        self.check_budget(m, grow)?;
+        let can_extend = r.end == old_end
+            && !m.mem.overlaps(old_end, old_end + grow)
+            && old_end + grow <= MMAP_TOP;
+        if can_extend && matches!(r.backing, Backing::Anon { .. }) {
+            let block = HostBlock::anon(grow as usize).map_err(|_| Errno(libc::ENOMEM))?;
+            let ext = Region {
+                start: old_end,
+                end: old_end + grow,
+                perm: r.perm,
+                block,
+                block_off: 0,
+                backing: r.backing.clone(),
+            };
+            m.map(ext).map_err(|_| Errno(libc::ENOMEM))?;
+            return Ok(old);
+        }
+        if flags & MREMAP_MAYMOVE == 0 {
+            return err(libc::ENOMEM);
+        }
+        if !matches!(r.backing, Backing::Anon { .. }) {
+            return err(libc::EINVAL);
+        }
+        let start = m
+            .mem
+            .find_free(new_len, 0, MMAP_BOTTOM, MMAP_TOP)
+            .ok_or(Errno(libc::ENOMEM))?;
+        let block = HostBlock::anon(new_len as usize).map_err(|_| Errno(libc::ENOMEM))?;
+        // Copy the old contents host-side: the old range may not be readable by the guest.
+        let mut data = vec![0u8; old_len as usize];
+        m.mem.read_unchecked(old, &mut data);
+        // SAFETY: the new block is `new_len >= old_len` bytes of fresh host memory owned here.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), block.as_ptr(), data.len()) };
+        let region = Region {
+            start,
+            end: start + new_len,
+            perm: r.perm,
+            block,
+            block_off: 0,
+            backing: r.backing.clone(),
+        };
+        m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
+        m.unmap(old, old_end);
+        Ok(start)
+    }
+
+    pub(crate) fn madvise(
+        &mut self,
+        m: &mut Machine,
+        addr: u64,
+        len: u64,
+        advice: i32,
+    ) -> SysResult {
+        if addr % PAGE != 0 {
+            return err(libc::EINVAL);
+        }
+        let end = page_up(len)
+            .and_then(|l| addr.checked_add(l))
+            .ok_or(Errno(libc::EINVAL))?;
+        if m.mem.first_hole(addr, end).is_some() {
+            return err(libc::ENOMEM);
+        }
+        if advice == libc::MADV_DONTNEED {
+            // Private anonymous pages read back as zeros afterwards; file copies likewise lose
+            // their changes (approximated as zeros) and PM pages keep their contents (shared).
+            let pm = m
+                .mem
+                .find(addr)
+                .map(|r| matches!(r.backing, Backing::Pm { .. }))
+                .unwrap_or(false);
+            if !pm {
+                let _ = m.mem.zero(addr, end - addr);
+            }
+        }
+        Ok(0)
+    }
+
+    pub(crate) fn msync(&mut self, m: &mut Machine, addr: u64, len: u64, flags: i32) -> SysResult {
+        if addr % PAGE != 0 || flags & !(libc::MS_ASYNC | libc::MS_SYNC | libc::MS_INVALIDATE) != 0
+        {
+            return err(libc::EINVAL);
+        }
+        let end = page_up(len)
+            .and_then(|l| addr.checked_add(l))
+            .ok_or(Errno(libc::ENOMEM))?;
+        if m.mem.first_hole(addr, end).is_some() {
+            return err(libc::ENOMEM);
+        }
+        Ok(0)
+    }
+}

@@ -1,0 +1,501 @@
+//! The process: start-up (the kernel's part of `execve`), exit, identities, limits, the machine
+//! description (`uname`, `sysinfo`, CPU affinity), and signals as far as start-up and `abort`
+//! need them.
+//!
+//! Identities are fixed: pid and tid 1000, uid/gid 1000, parent 1. The machine is `ferrite`,
+//! Linux 6.1.0 on x86_64. Limits are those of a default Linux login (8 MiB stack, 1024 files).
+//!
+//! Signals here: dispositions are recorded (`rt_sigaction`), masks kept (`rt_sigprocmask`), and a
+//! signal sent to the process itself (`kill`, `tgkill`, `tkill`) takes its default action. Running
+//! a guest's handler needs a signal frame (the OS issue); until then a signal for which the guest
+//! installed a handler also takes the default action, and the run notes it as unsupported.
+
+use std::collections::BTreeMap;
+
+use emu::{Backing, HostBlock, Machine, Perm, Reg, Region, PAGE};
+use loader::{build_initial_stack, load_elf, Image, LoadError, StackSpec};
+
+use crate::mem::{STACK_LIMIT, STACK_TOP};
+use crate::{err, Errno, Kernel, SysResult};
+
+pub const PID: u32 = 1000;
+pub const UID: u64 = 1000;
+/// Where position-independent executables are placed (Linux's ELF_ET_DYN_BASE without ASLR).
+pub const PIE_BASE: u64 = 0x5555_5555_4000;
+
+/// How the guest process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcessExit {
+    Code(i32),
+    Signal(i32),
+}
+
+impl ProcessExit {
+    /// The status a shell reports: the code, or 128 + the signal number.
+    pub fn shell_status(self) -> i32 {
+        match self {
+            ProcessExit::Code(c) => c,
+            ProcessExit::Signal(s) => 128 + s,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct ProcState {
+    pub cwd: Option<String>,
+    pub umask: u32,
+    /// Per signal: handler address (0 = SIG_DFL, 1 = SIG_IGN), flags, restorer, mask.
+    pub sigactions: [[u64; 4]; 65],
+    pub sigmask: u64,
+    pub altstack: [u64; 3],
+    pub fs_base: u64,
+    pub stdin_hash: blake3::Hasher,
+    /// PM files by host path, numbered from 1 in the order the guest first mapped them.
+    pub pm_files: BTreeMap<String, u32>,
+}
+
+impl Default for ProcState {
+    fn default() -> Self {
+        ProcState {
+            cwd: None,
+            umask: 0o022,
+            sigactions: [[0; 4]; 65],
+            sigmask: 0,
+            altstack: [0, 2, 0], // ss_sp, ss_flags = SS_DISABLE, ss_size
+            fs_base: 0,
+            stdin_hash: blake3::Hasher::new(),
+            pm_files: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("{0}")]
+    Load(#[from] LoadError),
+    #[error(
+        "dynamically linked programs are not supported yet (interpreter {0}); link with -static"
+    )]
+    Dynamic(String),
+    #[error("cannot set up the guest's memory: {0}")]
+    Memory(String),
+}
+
+/// What the caller needs to know about the started program.
+pub struct Started {
+    pub image: Image,
+}
+
+/// Loads `program` into a fresh machine and sets up the initial stack and registers, as Linux's
+/// `execve` does for a static executable.
+pub fn exec(
+    m: &mut Machine,
+    k: &mut Kernel,
+    program: &[u8],
+    argv: &[Vec<u8>],
+    envp: &[Vec<u8>],
+) -> Result<Started, ExecError> {
+    let image = load_elf(program, PIE_BASE)?;
+    if let Some(interp) = &image.interp {
+        return Err(ExecError::Dynamic(interp.clone()));
+    }
+    let mem_err = |what: &str, e: emu::MemError| ExecError::Memory(format!("{what}: {e:?}"));
+    // One host block for the whole image; pages take the union of the protections of the
+    // segments that cover them (segments may share a page).
+    let span = image.highest - image.lowest;
+    let block = HostBlock::anon(span as usize).map_err(|e| ExecError::Memory(e.to_string()))?;
+    let mut pages: BTreeMap<u64, Perm> = BTreeMap::new();
+    for s in &image.segments {
+        let p = Perm((s.prot.read as u8) | (s.prot.write as u8) << 1 | (s.prot.exec as u8) << 2);
+        let mut a = s.vaddr & !(PAGE - 1);
+        while a < s.end() {
+            let e = pages.entry(a).or_insert(Perm::NONE);
+            *e = Perm(e.0 | p.0);
+            a += PAGE;
+        }
+    }
+    let mut runs: Vec<(u64, u64, Perm)> = Vec::new();
+    for (&a, &p) in &pages {
+        match runs.last_mut() {
+            Some((_, end, q)) if *end == a && *q == p => *end += PAGE,
+            _ => runs.push((a, a + PAGE, p)),
+        }
+    }
+    for (start, end, perm) in runs {
+        let r = Region {
+            start,
+            end,
+            perm,
+            block: block.clone(),
+            block_off: (start - image.lowest) as usize,
+            backing: Backing::File {
+                path: k.cfg.exe.clone(),
+                offset: start - image.lowest,
+            },
+        };
+        m.map(r).map_err(|e| mem_err("program segments", e))?;
+    }
+    for s in &image.segments {
+        m.write(s.vaddr, &s.data, true)
+            .map_err(|e| mem_err("program contents", e))?;
+    }
+    k.mm.brk_start = image.brk_start;
+    k.mm.brk = image.brk_start;
+
+    let stack =
+        HostBlock::anon(STACK_LIMIT as usize).map_err(|e| ExecError::Memory(e.to_string()))?;
+    let stack_perm = if image.stack_exec {
+        Perm::RWX
+    } else {
+        Perm::RW
+    };
+    let r = Region {
+        start: STACK_TOP - STACK_LIMIT,
+        end: STACK_TOP,
+        perm: stack_perm,
+        block: stack,
+        block_off: 0,
+        backing: Backing::Anon {
+            label: Some("[stack]"),
+        },
+    };
+    m.map(r).map_err(|e| mem_err("stack", e))?;
+    let mut random = [0u8; 16];
+    k.rng.fill(&mut random);
+    let cpuid = emu::cpuid::CpuidTable::default();
+    let spec = StackSpec {
+        argv,
+        envp,
+        execfn: k.cfg.exe.as_bytes(),
+        platform: b"x86_64",
+        random,
+        hwcap: cpuid.hwcap(),
+        hwcap2: cpuid.hwcap2(),
+        pagesz: PAGE,
+        clktck: 100,
+        uid: UID,
+        euid: UID,
+        gid: UID,
+        egid: UID,
+        secure: 0,
+        base: 0,
+        minsigstksz: 2048,
+    };
+    let st = build_initial_stack(STACK_TOP, &spec, &image);
+    if STACK_TOP - st.sp > STACK_LIMIT / 4 {
+        return Err(ExecError::Memory(
+            "arguments and environment exceed a quarter of the stack (E2BIG)".into(),
+        ));
+    }
+    m.write(st.sp, &st.bytes, true)
+        .map_err(|e| mem_err("initial stack", e))?;
+    m.set_reg(Reg::RSP, st.sp);
+    m.set_reg(Reg::RIP, image.entry);
+    // The ABI's start state: RDX holds a function for atexit (none), the rest is zero.
+    m.set_reg(Reg::RDX, 0);
+    Ok(Started { image })
+}
+
+/// `/proc/self/maps`, from ferrite's own mapping table.
+pub fn proc_maps(m: &Machine) -> String {
+    let mut out = String::new();
+    for r in m.mem.regions() {
+        let p = r.perm;
+        let perms = format!(
+            "{}{}{}{}",
+            if p.read() || p.0 != 0 { 'r' } else { '-' },
+            if p.write() { 'w' } else { '-' },
+            if p.exec() { 'x' } else { '-' },
+            if matches!(r.backing, Backing::Pm { .. }) {
+                's'
+            } else {
+                'p'
+            },
+        );
+        let (off, dev, ino, name) = match &r.backing {
+            Backing::Anon { label } => (0, "00:00", 0, label.unwrap_or("").to_string()),
+            Backing::File { path, offset } => (*offset, "08:01", 1, path.clone()),
+            Backing::Pm {
+                path,
+                offset,
+                file_id,
+            } => (*offset, "103:00", u64::from(*file_id) + 1, path.clone()),
+        };
+        let line = format!("{:x}-{:x} {perms} {off:08x} {dev} {ino}", r.start, r.end);
+        if name.is_empty() {
+            out.push_str(&line);
+            out.push('\n');
+        } else {
+            out.push_str(&format!("{line:<73}{name}\n"));
+        }
+    }
+    out
+}
+
+pub fn proc_status(m: &Machine, exe: &str) -> String {
+    let name = exe.rsplit('/').next().unwrap_or(exe);
+    let kb = m.mem.mapped_bytes() / 1024;
+    format!(
+        "Name:\t{name}\nUmask:\t0022\nState:\tR (running)\nTgid:\t{PID}\nNgid:\t0\nPid:\t{PID}\nPPid:\t1\n\
+         TracerPid:\t0\nUid:\t{UID}\t{UID}\t{UID}\t{UID}\nGid:\t{UID}\t{UID}\t{UID}\t{UID}\n\
+         VmSize:\t{kb} kB\nVmRSS:\t{kb} kB\nThreads:\t1\nCpus_allowed_list:\t0\n"
+    )
+}
+
+impl Kernel {
+    pub(crate) fn getresid(&mut self, m: &mut Machine, a: [u64; 6]) -> SysResult {
+        for p in &a[..3] {
+            m.write(*p, &(UID as u32).to_le_bytes(), false)?;
+        }
+        Ok(0)
+    }
+
+    pub(crate) fn uname(&mut self, m: &mut Machine, buf: u64) -> SysResult {
+        let fields: [&str; 6] = [
+            "Linux",
+            "ferrite",
+            "6.1.0",
+            "#1 SMP PREEMPT_DYNAMIC ferrite",
+            "x86_64",
+            "(none)",
+        ];
+        let mut b = vec![0u8; 65 * 6];
+        for (i, f) in fields.iter().enumerate() {
+            b[i * 65..i * 65 + f.len()].copy_from_slice(f.as_bytes());
+        }
+        m.write(buf, &b, false)?;
+        Ok(0)
+    }
+
+    fn rlimit(&self, res: u64) -> Option<(u64, u64)> {
+        const INF: u64 = u64::MAX;
+        Some(match res {
+            0 => (INF, INF),                                 // CPU
+            1 => (INF, INF),                                 // FSIZE
+            2 => (INF, INF),                                 // DATA
+            3 => (STACK_LIMIT, INF),                         // STACK
+            4 => (0, INF),                                   // CORE
+            5 => (INF, INF),                                 // RSS
+            6 => (63_704, 63_704),                           // NPROC
+            7 => (self.fds.limit as u64, 4096),              // NOFILE
+            8 => (8 << 20, 8 << 20),                         // MEMLOCK
+            9 => (self.cfg.max_memory, self.cfg.max_memory), // AS
+            10 => (INF, INF),                                // LOCKS
+            11 => (63_704, 63_704),                          // SIGPENDING
+            12 => (819_200, 819_200),                        // MSGQUEUE
+            13 => (0, 0),                                    // NICE
+            14 => (0, 0),                                    // RTPRIO
+            15 => (INF, INF),                                // RTTIME
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn prlimit(
+        &mut self,
+        m: &mut Machine,
+        pid: u64,
+        res: u64,
+        new: u64,
+        old: u64,
+    ) -> SysResult {
+        if pid != 0 && pid != u64::from(PID) {
+            return err(libc::ESRCH);
+        }
+        let (cur, max) = self.rlimit(res).ok_or(Errno(libc::EINVAL))?;
+        if new != 0 {
+            // Limits are part of the run's definition; lowering them is accepted and ignored
+            // except for the file limit, which the descriptor table enforces.
+            if res == 7 {
+                let c = m.read_u64(new)?;
+                if c > 4096 {
+                    return err(libc::EPERM);
+                }
+                self.fds.limit = c as i32;
+            }
+        }
+        if old != 0 {
+            let mut b = [0u8; 16];
+            b[..8].copy_from_slice(&cur.to_le_bytes());
+            b[8..].copy_from_slice(&max.to_le_bytes());
+            m.write(old, &b, false)?;
+        }
+        Ok(0)
+    }
+
+    pub(crate) fn sysinfo(&mut self, m: &mut Machine, buf: u64) -> SysResult {
+        let mut b = [0u8; 112];
+        let uptime = (m.icount() / 1_000_000_000) as i64 + 1;
+        b[0..8].copy_from_slice(&uptime.to_le_bytes());
+        let total: u64 = 16 << 30;
+        b[32..40].copy_from_slice(&total.to_le_bytes()); // totalram
+        b[40..48].copy_from_slice(&(total / 2).to_le_bytes()); // freeram
+        b[80..82].copy_from_slice(&1u16.to_le_bytes()); // procs
+        b[104..108].copy_from_slice(&1u32.to_le_bytes()); // mem_unit
+        m.write(buf, &b, false)?;
+        Ok(0)
+    }
+
+    pub(crate) fn arch_prctl(&mut self, m: &mut Machine, code: i32, addr: u64) -> SysResult {
+        match code {
+            0x1002 => {
+                // ARCH_SET_FS
+                if addr >= 0x8000_0000_0000 {
+                    return err(libc::EPERM);
+                }
+                m.set_reg(Reg::FS_BASE, addr);
+                self.proc.fs_base = addr;
+                Ok(0)
+            }
+            0x1003 => {
+                m.write_u64(addr, m.reg(Reg::FS_BASE))?;
+                Ok(0)
+            }
+            0x1001 => {
+                m.set_reg(Reg::GS_BASE, addr);
+                Ok(0)
+            }
+            0x1004 => {
+                m.write_u64(addr, m.reg(Reg::GS_BASE))?;
+                Ok(0)
+            }
+            0x3001 => err(libc::EINVAL), // ARCH_CET_STATUS: no shadow stack
+            _ => err(libc::EINVAL),
+        }
+    }
+
+    pub(crate) fn prctl(&mut self, option: i32) -> SysResult {
+        match option {
+            // PR_SET_NAME, PR_GET_NAME, PR_SET_VMA, PR_SET_DUMPABLE, PR_GET_DUMPABLE
+            15 | 16 | 0x53564d41 | 4 | 3 => Ok(0),
+            _ => err(libc::EINVAL),
+        }
+    }
+
+    pub(crate) fn sched_getaffinity(&mut self, m: &mut Machine, len: u64, mask: u64) -> SysResult {
+        let bytes = 8usize;
+        if (len as usize) < bytes || len % 8 != 0 {
+            return err(libc::EINVAL);
+        }
+        let cpus = self.cfg.cpus.clamp(1, 64);
+        let bits: u64 = if cpus == 64 {
+            u64::MAX
+        } else {
+            (1u64 << cpus) - 1
+        };
+        m.write(mask, &bits.to_le_bytes(), false)?;
+        Ok(bytes as u64)
+    }
+
+    pub(crate) fn getcpu(&mut self, m: &mut Machine, cpu: u64, node: u64) -> SysResult {
+        if cpu != 0 {
+            m.write(cpu, &0u32.to_le_bytes(), false)?;
+        }
+        if node != 0 {
+            m.write(node, &0u32.to_le_bytes(), false)?;
+        }
+        Ok(0)
+    }
+
+    pub(crate) fn rt_sigaction(
+        &mut self,
+        m: &mut Machine,
+        sig: i32,
+        act: u64,
+        old: u64,
+        size: u64,
+    ) -> SysResult {
+        if !(1..=64).contains(&sig) || size != 8 {
+            return err(libc::EINVAL);
+        }
+        let s = sig as usize;
+        if old != 0 {
+            let mut b = [0u8; 32];
+            for (i, v) in self.proc.sigactions[s].iter().enumerate() {
+                b[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+            }
+            m.write(old, &b, false)?;
+        }
+        if act != 0 {
+            if sig == 9 || sig == 19 {
+                return err(libc::EINVAL);
+            }
+            let mut v = [0u64; 4];
+            for (i, x) in v.iter_mut().enumerate() {
+                *x = m.read_u64(act + 8 * i as u64)?;
+            }
+            self.proc.sigactions[s] = v;
+        }
+        Ok(0)
+    }
+
+    pub(crate) fn rt_sigprocmask(
+        &mut self,
+        m: &mut Machine,
+        how: i32,
+        set: u64,
+        old: u64,
+        size: u64,
+    ) -> SysResult {
+        if size != 8 {
+            return err(libc::EINVAL);
+        }
+        let prev = self.proc.sigmask;
+        if set != 0 {
+            let s = m.read_u64(set)? & !((1 << 8) | (1 << 18)); // SIGKILL, SIGSTOP unblockable
+            self.proc.sigmask = match how {
+                0 => prev | s,
+                1 => prev & !s,
+                2 => s,
+                _ => return err(libc::EINVAL),
+            };
+        }
+        if old != 0 {
+            m.write_u64(old, prev)?;
+        }
+        Ok(0)
+    }
+
+    pub(crate) fn sigaltstack(&mut self, m: &mut Machine, ss: u64, old: u64) -> SysResult {
+        if old != 0 {
+            let mut b = [0u8; 24];
+            for (i, v) in self.proc.altstack.iter().enumerate() {
+                b[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+            }
+            m.write(old, &b, false)?;
+        }
+        if ss != 0 {
+            for i in 0..3 {
+                self.proc.altstack[i] = m.read_u64(ss + 8 * i as u64)?;
+            }
+        }
+        Ok(0)
+    }
+
+    /// A signal sent to the process itself. Returns the exit it causes, if any.
+    pub(crate) fn kill(&mut self, sig: i32) -> Result<Option<ProcessExit>, Errno> {
+        if sig == 0 {
+            return Ok(None);
+        }
+        if !(1..=64).contains(&sig) {
+            return err(libc::EINVAL);
+        }
+        let handler = self.proc.sigactions[sig as usize][0];
+        // Default action "ignore": SIGCHLD, SIGURG, SIGWINCH, SIGCONT.
+        let ignored_by_default = matches!(sig, 17 | 23 | 28 | 18);
+        match handler {
+            1 => Ok(None),
+            0 if ignored_by_default => Ok(None),
+            0 => Ok(Some(ProcessExit::Signal(sig))),
+            _ => {
+                if !self.unsupported.iter().any(|u| u.name == "signal handler") {
+                    self.unsupported.push(crate::Unsupported {
+                        nr: 1000 + sig as u64,
+                        name: "signal handler",
+                        pc: 0,
+                    });
+                }
+                Ok(Some(ProcessExit::Signal(sig)))
+            }
+        }
+    }
+}

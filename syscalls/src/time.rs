@@ -1,0 +1,196 @@
+//! The virtual clock and the seeded randomness.
+//!
+//! The guest's CPU runs at a virtual 1 GHz retiring one instruction per nanosecond: every clock
+//! (`CLOCK_REALTIME` from the virtual epoch 2024-01-01T00:00:00Z, the monotonic and CPU-time
+//! clocks from boot) is a function of the retired-instruction count, as RDTSC is in the machine.
+//! Sleeping advances a per-process offset instead of waiting, so a sleep costs no host time and
+//! a run takes the same virtual time on any host.
+//!
+//! Randomness (getrandom, /dev/urandom, AT_RANDOM, UUIDs) comes from one xoshiro256** stream
+//! seeded from the run's seed: a different seed gives different bytes, the same seed the same.
+
+use emu::Machine;
+
+use crate::fs::EPOCH;
+use crate::{err, Kernel, SysResult};
+
+/// xoshiro256** (Blackman & Vigna), seeded through splitmix64.
+#[derive(Clone, Debug)]
+pub struct SeededRng {
+    s: [u64; 4],
+    /// Virtual nanoseconds added by sleeps.
+    pub slept_ns: u64,
+}
+
+impl SeededRng {
+    pub fn new(seed: u64) -> SeededRng {
+        let mut x = seed;
+        let mut next = || {
+            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        SeededRng {
+            s: [next(), next(), next(), next()],
+            slept_ns: 0,
+        }
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let r = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
+        let t = self.s[1] << 17;
+        self.s[2] ^= self.s[0];
+        self.s[3] ^= self.s[1];
+        self.s[1] ^= self.s[2];
+        self.s[0] ^= self.s[3];
+        self.s[2] ^= t;
+        self.s[3] = self.s[3].rotate_left(45);
+        r
+    }
+
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            let v = self.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+    }
+}
+
+const CLOCK_REALTIME: i32 = 0;
+const CLOCK_MONOTONIC: i32 = 1;
+const CLOCK_PROCESS_CPUTIME_ID: i32 = 2;
+const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+const CLOCK_MONOTONIC_RAW: i32 = 4;
+const CLOCK_REALTIME_COARSE: i32 = 5;
+const CLOCK_MONOTONIC_COARSE: i32 = 6;
+const CLOCK_BOOTTIME: i32 = 7;
+const TIMER_ABSTIME: i32 = 1;
+
+/// The guest has been "up" for this long when it starts (seconds), so monotonic time is never 0.
+const BOOT_UPTIME_S: u64 = 1000;
+
+impl Kernel {
+    /// Nanoseconds since boot on the virtual clock.
+    fn now_ns(&self, m: &Machine) -> u64 {
+        BOOT_UPTIME_S * 1_000_000_000 + m.icount() + self.rng.slept_ns
+    }
+
+    fn clock_ns(&self, m: &Machine, clock: i32) -> Option<u64> {
+        let boot = self.now_ns(m);
+        Some(match clock {
+            CLOCK_REALTIME | CLOCK_REALTIME_COARSE => {
+                EPOCH as u64 * 1_000_000_000 + boot - BOOT_UPTIME_S * 1_000_000_000
+            }
+            CLOCK_MONOTONIC | CLOCK_MONOTONIC_RAW | CLOCK_MONOTONIC_COARSE | CLOCK_BOOTTIME => boot,
+            CLOCK_PROCESS_CPUTIME_ID | CLOCK_THREAD_CPUTIME_ID => m.icount(),
+            _ => return None,
+        })
+    }
+
+    fn write_timespec(m: &mut Machine, addr: u64, ns: u64) -> Result<(), crate::Errno> {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&(ns / 1_000_000_000).to_le_bytes());
+        b[8..].copy_from_slice(&(ns % 1_000_000_000).to_le_bytes());
+        m.write(addr, &b, false)?;
+        Ok(())
+    }
+
+    fn read_timespec(m: &Machine, addr: u64) -> Result<u64, crate::Errno> {
+        let s = m.read_u64(addr)? as i64;
+        let ns = m.read_u64(addr + 8)? as i64;
+        if s < 0 || !(0..1_000_000_000).contains(&ns) {
+            return err(libc::EINVAL);
+        }
+        Ok((s as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(ns as u64))
+    }
+
+    pub(crate) fn clock_gettime(&mut self, m: &mut Machine, clock: i32, ts: u64) -> SysResult {
+        let ns = self.clock_ns(m, clock).ok_or(crate::Errno(libc::EINVAL))?;
+        Self::write_timespec(m, ts, ns)?;
+        Ok(0)
+    }
+
+    pub(crate) fn clock_getres(&mut self, m: &mut Machine, ts: u64) -> SysResult {
+        if ts != 0 {
+            Self::write_timespec(m, ts, 1)?;
+        }
+        Ok(0)
+    }
+
+    pub(crate) fn gettimeofday(&mut self, m: &mut Machine, tv: u64) -> SysResult {
+        if tv != 0 {
+            let ns = self.clock_ns(m, CLOCK_REALTIME).unwrap_or(0);
+            let mut b = [0u8; 16];
+            b[..8].copy_from_slice(&(ns / 1_000_000_000).to_le_bytes());
+            b[8..].copy_from_slice(&((ns % 1_000_000_000) / 1000).to_le_bytes());
+            m.write(tv, &b, false)?;
+        }
+        Ok(0)
+    }
+
+    pub(crate) fn time(&mut self, m: &mut Machine, out: u64) -> SysResult {
+        let s = self.clock_ns(m, CLOCK_REALTIME).unwrap_or(0) / 1_000_000_000;
+        if out != 0 {
+            m.write_u64(out, s)?;
+        }
+        Ok(s)
+    }
+
+    pub(crate) fn nanosleep(&mut self, m: &mut Machine, req: u64, rem: u64) -> SysResult {
+        let ns = Self::read_timespec(m, req)?;
+        self.rng.slept_ns += ns;
+        if rem != 0 {
+            Self::write_timespec(m, rem, 0)?;
+        }
+        Ok(0)
+    }
+
+    pub(crate) fn clock_nanosleep(
+        &mut self,
+        m: &mut Machine,
+        clock: i32,
+        flags: i32,
+        req: u64,
+        rem: u64,
+    ) -> SysResult {
+        let now = self.clock_ns(m, clock).ok_or(crate::Errno(libc::EINVAL))?;
+        let t = Self::read_timespec(m, req)?;
+        let ns = if flags & TIMER_ABSTIME != 0 {
+            t.saturating_sub(now)
+        } else {
+            t
+        };
+        self.rng.slept_ns += ns;
+        if rem != 0 && flags & TIMER_ABSTIME == 0 {
+            Self::write_timespec(m, rem, 0)?;
+        }
+        Ok(0)
+    }
+
+    pub(crate) fn getrandom(&mut self, m: &mut Machine, buf: u64, len: u64) -> SysResult {
+        let len = len.min(33_554_431);
+        let mut b = vec![0u8; len as usize];
+        self.rng.fill(&mut b);
+        m.write(buf, &b, false)?;
+        Ok(len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SeededRng;
+
+    #[test]
+    fn same_seed_same_stream_different_seed_different_stream() {
+        let (mut a, mut b, mut c) = (SeededRng::new(1), SeededRng::new(1), SeededRng::new(2));
+        let xs: Vec<u64> = (0..4).map(|_| a.next_u64()).collect();
+        let ys: Vec<u64> = (0..4).map(|_| b.next_u64()).collect();
+        let zs: Vec<u64> = (0..4).map(|_| c.next_u64()).collect();
+        assert_eq!(xs, ys);
+        assert_ne!(xs, zs);
+    }
+}
