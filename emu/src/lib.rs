@@ -9,6 +9,7 @@ pub mod cpuid;
 pub mod decode;
 pub mod machine;
 pub mod memory;
+pub mod pm;
 
 pub use machine::{sig, EmuError, Exit, Fault, Machine, MachineConfig, Reg};
 pub use memory::{Backing, HostBlock, MemError, Perm, Region, PAGE};

@@ -68,7 +68,7 @@ static void test_heap(void)
     static size_t sz[NBLK];
     for (int i = 0; i < NBLK; i++) {
         if (i % 50 == 49)
-            sz[i] = 150000 + (size_t)i * 1000; /* above the mmap threshold */
+            sz[i] = 140000 + (size_t)i * 100; /* above the 128 KiB mmap threshold */
         else
             sz[i] = 1 + lcg() % (i < 150 ? 64 : 4096);
         blk[i] = malloc(sz[i]);
@@ -103,11 +103,11 @@ static void test_heap(void)
     printf("calloc nonzero ints: %ld\n", nz);
     free(z);
 
-    /* realloc growth from 16 bytes to 1 MiB, crossing the 128 KiB mmap threshold */
+    /* realloc growth from 16 bytes to 512 KiB, crossing the 128 KiB mmap threshold */
     size_t cap = 16, used = 0;
     unsigned char *buf = malloc(cap);
     int steps = 0;
-    while (cap < (1u << 20)) {
+    while (cap < (1u << 19)) {
         for (; used < cap; used++)
             buf[used] = (unsigned char)(used * 7 + 3);
         cap *= 2;

@@ -50,20 +50,24 @@ def trace(name, args, timeout, tmp):
     args = [a.replace("{pool}", pool) for a in args]
     out = os.path.join(tmp, name.replace(" ", "_") + ".trace")
     cmd = ["strace", "-f", "-X", "raw", "-o", out, "-E", "FERRITE_TEST=x", binary] + args
+    # Own session so a hung guest (endless_loop) and its strace can be killed
+    # together as one process group without touching anything else.
     p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, cwd=tmp)
+                         stderr=subprocess.DEVNULL, cwd=tmp, start_new_session=True)
     try:
         p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        p.send_signal(2)
+        os.killpg(p.pid, 9)
         p.communicate()
     calls = []
     ending = ""
     with open(out) as f:
         for raw in f:
             raw = re.sub(r"^\d+\s+", "", raw.rstrip("\n"))
-            if raw.startswith("+++") or raw.startswith("---"):
-                ending += raw + " "
+            if raw.startswith("+++"):
+                ending = raw.strip("+ ")
+                continue
+            if raw.startswith("---"):
                 continue
             m = LINE.match(raw)
             if m:
@@ -87,7 +91,7 @@ def main():
                 continue
             counts[c] = counts.get(c, 0) + 1
         s = ", ".join(f"{c}" + (f"×{n}" if n > 1 else "") for c, n in counts.items())
-        ending = re.sub(r"\{.*\}", "", ending).replace("+++", "").replace("---", "").strip()
+        ending = ending or "(killed by the tool)"
         print(f"| {name} | {s} | {ending} |")
 
 

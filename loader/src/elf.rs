@@ -83,7 +83,7 @@ impl Prot {
 }
 
 /// One `PT_LOAD` segment, already moved by the load bias.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Segment {
     /// Guest address of the first byte: `p_vaddr` plus the load bias. Not
     /// necessarily page aligned; the bytes of the page before it (and after
@@ -96,6 +96,19 @@ pub struct Segment {
     pub data: Vec<u8>,
     pub prot: Prot,
     pub file_offset: u64,
+}
+
+/// Shows the size of `data` rather than megabytes of it.
+impl fmt::Debug for Segment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Segment")
+            .field("vaddr", &format_args!("{:#x}", self.vaddr))
+            .field("memsz", &format_args!("{:#x}", self.memsz))
+            .field("data", &format_args!("<{:#x} bytes>", self.data.len()))
+            .field("prot", &self.prot)
+            .field("file_offset", &format_args!("{:#x}", self.file_offset))
+            .finish()
+    }
 }
 
 impl Segment {

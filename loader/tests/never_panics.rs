@@ -29,7 +29,8 @@ struct Target {
 
 fn target(bytes: Vec<u8>) -> Target {
     let file = object::File::parse(&*bytes).unwrap();
-    let mut regions = vec![0..64];
+    let mut regions: Vec<Range<usize>> = Vec::new();
+    regions.push(0..64);
     let phoff = u64::from_le_bytes(bytes[32..40].try_into().unwrap()) as usize;
     let phnum = u16::from_le_bytes(bytes[56..58].try_into().unwrap()) as usize;
     regions.push(phoff..phoff + 56 * phnum);

@@ -244,3 +244,38 @@ fn executable_stack_is_reported() {
     assert_eq!(image.kind, ElfKind::Static);
     assert_eq!(image.tls, None);
 }
+
+#[test]
+fn compressed_and_older_dwarf() {
+    for (name, flag) in [("prog_gz", "-gz=zlib"), ("prog_dwarf4", "-gdwarf-4")] {
+        let bytes = compile_bytes(name, PROGRAM, &["-static", "-g", "-O1", flag]);
+        let image = load_elf(&bytes, PIE_BASE).unwrap();
+        let symbolizer = Symbolizer::new(bytes, image.load_bias);
+        let loc = symbolizer.lookup(symbolizer.symbol_address("main").unwrap());
+        assert_eq!(loc.function.as_deref(), Some("main"), "{name}");
+        assert!(loc.file.unwrap().ends_with(&format!("{name}.c")), "{name}");
+        assert!(
+            loc.line.unwrap().abs_diff(line_of(PROGRAM, "int main")) <= 1,
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn cpp_names_are_demangled() {
+    const CPP: &str = "namespace ns {\n\
+        __attribute__((noinline)) int f(int x) { return x + 1; }\n\
+        }\n\
+        int main(int argc, char **) { return ns::f(argc); }\n";
+    for (name, debug) in [("cpp_dwarf", "-g"), ("cpp_symtab", "-g0")] {
+        let bytes = compile_bytes(name, CPP, &["-x", "c++", "-static", "-O1", debug]);
+        let image = load_elf(&bytes, PIE_BASE).unwrap();
+        let symbolizer = Symbolizer::new(bytes, image.load_bias);
+        // Symbol names are looked up as they are in the symbol table.
+        let f = symbolizer
+            .symbol_address("_ZN2ns1fEi")
+            .expect("no ns::f symbol");
+        let function = symbolizer.lookup(f).function.unwrap();
+        assert!(function.starts_with("ns::f"), "{name}: {function}");
+    }
+}

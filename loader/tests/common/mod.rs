@@ -11,6 +11,8 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 /// A C program with thread-locals, an inlined helper and a `main` whose
 /// line the tests look for.
@@ -64,6 +66,11 @@ pub fn line_of(source: &str, needle: &str) -> u32 {
 /// Compiles `source` (saved as `<name>.c`) with `gcc <flags>` and returns
 /// the path of the output. Panics with gcc's message if it fails.
 pub fn compile(name: &str, source: &str, flags: &[&str]) -> PathBuf {
+    // Tests in one process share programs; compiling each once is faster.
+    static LOCK: Mutex<()> = Mutex::new(());
+    static UNIQUE: AtomicU64 = AtomicU64::new(0);
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+
     let mut hasher = DefaultHasher::new();
     (source, flags).hash(&mut hasher);
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -75,10 +82,17 @@ pub fn compile(name: &str, source: &str, flags: &[&str]) -> PathBuf {
         return output;
     }
     std::fs::create_dir_all(&dir).expect("cannot create the test scratch directory");
-    std::fs::write(&c_file, source).expect("cannot write the C source");
-    // Compile under a unique name and rename, so that concurrent test
-    // processes never see a half-written file.
-    let partial = dir.join(format!("{name}.partial-{}", std::process::id()));
+    // Other test processes may be compiling the same program: write under
+    // unique names and rename, so nobody reads a half-written file.
+    let unique = format!(
+        "{}-{}",
+        std::process::id(),
+        UNIQUE.fetch_add(1, Ordering::Relaxed)
+    );
+    let partial_c = dir.join(format!("{name}.c.{unique}"));
+    std::fs::write(&partial_c, source).expect("cannot write the C source");
+    std::fs::rename(&partial_c, &c_file).expect("cannot move the C source into place");
+    let partial = dir.join(format!("{name}.partial-{unique}"));
     let result = Command::new("gcc")
         .args(flags)
         .arg("-o")
