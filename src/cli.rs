@@ -40,6 +40,10 @@ pub struct RunOptions {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 
+    /// Detectors to run, comma-separated: unpersisted, or all, or none.
+    #[arg(long, value_name = "A,B", value_delimiter = ',', default_value = "all")]
+    pub analyses: Vec<String>,
+
     /// Host directory behind the guest's PM mount. Without it, a fresh temporary directory is used
     /// and removed afterwards.
     #[arg(long, value_name = "DIR")]

@@ -134,6 +134,7 @@ fn execute(spec: &RunSpec) -> Result<(Report, session::RunOutcome), Fatal> {
             max_instructions: spec.max_instructions,
             max_memory: spec.max_memory,
             cpus: spec.cpus,
+            analyses: spec.analyses.clone(),
             inputs: out.inputs.clone(),
         },
         findings: out.findings.clone(),
@@ -166,7 +167,7 @@ fn cmd_run(a: RunArgs) -> Result<i32, Fatal> {
         max_instructions: opts.max_instructions,
         max_memory: opts.max_memory,
         cpus: opts.cpus,
-        quiet: opts.quiet,
+        analyses: opts.analyses.clone(),
     };
     let (report, out) = execute(&spec)?;
     if !opts.quiet {
@@ -214,7 +215,7 @@ fn cmd_replay(a: ReplayArgs) -> Result<i32, Fatal> {
         max_instructions: orig.run.max_instructions,
         max_memory: orig.run.max_memory,
         cpus: orig.run.cpus,
-        quiet: false,
+        analyses: orig.run.analyses.clone(),
     };
     let (report, out) = execute(&spec)?;
     report::print_findings(&report.findings);

@@ -43,6 +43,8 @@ pub struct RunInfo {
     pub max_instructions: u64,
     pub max_memory: u64,
     pub cpus: u32,
+    /// The analyses that ran.
+    pub analyses: Vec<String>,
     /// Host files the guest read, with the BLAKE3 of their contents.
     pub inputs: BTreeMap<String, String>,
 }
@@ -186,7 +188,15 @@ impl Report {
 /// The findings on standard error, like a sanitizer's report.
 pub fn print_findings(findings: &[Finding]) {
     for f in findings {
-        eprintln!("ferrite: finding {} [{}] {}", f.id, f.analysis, f.message);
+        let times = if f.occurrences > 1 {
+            format!(" (x{})", f.occurrences)
+        } else {
+            String::new()
+        };
+        eprintln!(
+            "ferrite: finding {} [{}] {}{times}",
+            f.id, f.analysis, f.message
+        );
         for l in &f.locations {
             for (i, fr) in l.backtrace.iter().enumerate() {
                 let lead = if i == 0 {

@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use analyses::{Finding, Frame, Location};
+use analyses::{Finding, Frame, Location, Passes, RawFinding};
 use emu::{sig, Exit, Machine, MachineConfig, Reg};
 use loader::Symbolizer;
 use syscalls::{Kernel, KernelConfig, Outcome, ProcessExit};
@@ -26,7 +26,7 @@ pub struct RunSpec {
     pub max_instructions: u64,
     pub max_memory: u64,
     pub cpus: u32,
-    pub quiet: bool,
+    pub analyses: Vec<String>,
 }
 
 /// How the guest ended.
@@ -56,6 +56,8 @@ pub enum SessionError {
     Emu(#[from] emu::EmuError),
     #[error("working directory: {0}")]
     Cwd(std::io::Error),
+    #[error("--analyses: {0}")]
+    Analyses(String),
 }
 
 /// Turns PCs into frames with the program's symbols and DWARF lines.
@@ -64,6 +66,28 @@ pub struct Symbols {
 }
 
 impl Symbols {
+    /// A raw finding's locations, with backtraces from the interned stacks.
+    fn finding(&self, m: &Machine, raw: RawFinding, seed: u64) -> Finding {
+        let locations = raw
+            .locations
+            .iter()
+            .map(|l| {
+                let mut pcs = vec![l.pc];
+                pcs.extend(m.stacks().call_sites(l.stack));
+                Location::from_backtrace(l.role, l.tid, self.frames(&pcs))
+            })
+            .collect();
+        Finding {
+            id: 0,
+            analysis: raw.analysis.into(),
+            kind: raw.kind.into(),
+            message: raw.message,
+            seed,
+            occurrences: raw.occurrences,
+            locations,
+        }
+    }
+
     pub fn frames(&self, pcs: &[u64]) -> Vec<Frame> {
         pcs.iter()
             .map(|&pc| {
@@ -98,6 +122,8 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
         exe: exe.display().to_string(),
         cpus: spec.cpus,
     });
+    let passes = analyses::build(&spec.analyses).map_err(SessionError::Analyses)?;
+    m.set_observer(Box::new(Passes::new(passes)));
     let argv: Vec<Vec<u8>> = spec.argv.iter().map(|a| a.clone().into_bytes()).collect();
     let envp: Vec<Vec<u8>> = spec.env.iter().map(|a| a.clone().into_bytes()).collect();
     let started = syscalls::exec(&mut m, &mut k, &bytes, &argv, &envp)
@@ -115,6 +141,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
         match m.run() {
             Exit::Syscall => {
                 let nr = m.reg(Reg::RAX);
+                trace.update(&m.pm_hash().to_le_bytes());
                 trace.update(&m.icount().to_le_bytes());
                 trace.update(&nr.to_le_bytes());
                 for r in [Reg::RDI, Reg::RSI, Reg::RDX] {
@@ -144,6 +171,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
                     kind: name.into(),
                     message: format!("{name}: {}", f.what),
                     seed: spec.seed,
+                    occurrences: 1,
                     locations: vec![Location::from_backtrace("fault", 1, bt)],
                 });
                 break GuestEnd::Exited(ProcessExit::Signal(f.signal));
@@ -159,12 +187,25 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
                         spec.max_instructions
                     ),
                     seed: spec.seed,
+                    occurrences: 1,
                     locations: vec![Location::from_backtrace("running", 1, bt)],
                 });
                 break GuestEnd::Hang;
             }
         }
     };
+    // The run is over: the passes report what they saw (a hang is no end of the program, so
+    // what is unpersisted at that moment is not reported).
+    if let Some(obs) = m.take_observer() {
+        let any: Box<dyn std::any::Any> = obs;
+        if let Ok(mut passes) = any.downcast::<Passes>() {
+            if end != GuestEnd::Hang {
+                for raw in passes.finish(m.pm()) {
+                    findings.push(symbols.finding(&m, raw, spec.seed));
+                }
+            }
+        }
+    }
     // A guest killed by a signal it sent itself (abort, assert) is a finding too, at the call
     // that raised it.
     if let GuestEnd::Exited(ProcessExit::Signal(s)) = end {
@@ -182,6 +223,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
                 kind: name.into(),
                 message: format!("{name}: {what}"),
                 seed: spec.seed,
+                occurrences: 1,
                 locations: vec![Location::from_backtrace("raised", 1, bt)],
             });
         }
@@ -192,10 +234,9 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
         GuestEnd::Hang => i64::MIN,
     };
     trace.update(&end_code.to_le_bytes());
+    trace.update(&m.pm_hash().to_le_bytes());
     trace.update(&m.icount().to_le_bytes());
-    for (i, f) in findings.iter_mut().enumerate() {
-        f.id = i as u32 + 1;
-    }
+    let findings = Finding::merge(findings);
     Ok(RunOutcome {
         end,
         instructions: m.icount(),

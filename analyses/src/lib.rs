@@ -5,8 +5,124 @@
 //! stable kind, a one-line message, the seed of the run that exposed it, and its source
 //! locations with backtraces. Findings are deduplicated by [`Finding::key`], which leaves out
 //! everything that may differ between runs that hit the same bug (thread ids, instruction counts).
+//!
+//! A detector is an [`Analysis`]: it declares which events it needs, observes them in program
+//! order, and at the end returns [`RawFinding`]s whose locations are PCs and interned stacks; the
+//! caller symbolises them. [`Passes`] runs the selected analyses side by side over one execution
+//! as the machine's single [`Observer`], so the machine builds only events some pass wants.
 
+pub mod unpersisted;
+
+use emu::callstack::StackId;
+use emu::events::{Event, Interest, Observer};
+use emu::pm::PmDevice;
 use serde::{Deserialize, Serialize};
+
+/// A place in the program before symbolisation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawLocation {
+    pub role: &'static str,
+    pub pc: u64,
+    pub stack: StackId,
+    pub tid: u32,
+}
+
+/// A finding before symbolisation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawFinding {
+    pub analysis: &'static str,
+    pub kind: &'static str,
+    pub message: String,
+    /// How many events this finding stands for (stores left unpersisted, flushes, ...).
+    pub occurrences: u64,
+    pub locations: Vec<RawLocation>,
+}
+
+/// A detector: a pass over the event stream.
+pub trait Analysis {
+    fn name(&self) -> &'static str;
+    fn interest(&self) -> Interest;
+    fn on_event(&mut self, ev: &Event, device: &PmDevice);
+    /// The run is over (every thread has exited); report.
+    fn finish(&mut self, device: &PmDevice) -> Vec<RawFinding>;
+}
+
+/// Names of the analyses `--analyses` accepts.
+pub const AVAILABLE: &[&str] = &["unpersisted"];
+
+/// Builds the analyses named in `names` (`all` selects every one, `none` nothing).
+pub fn build(names: &[String]) -> Result<Vec<Box<dyn Analysis>>, String> {
+    let mut wanted: Vec<&'static str> = Vec::new();
+    for n in names {
+        match n.as_str() {
+            "all" => wanted.extend(AVAILABLE),
+            "none" | "" => {}
+            n => match AVAILABLE.iter().find(|a| **a == n) {
+                Some(a) => wanted.push(a),
+                None => {
+                    return Err(format!(
+                        "unknown analysis `{n}` (available: {}, or all, or none)",
+                        AVAILABLE.join(", ")
+                    ))
+                }
+            },
+        }
+    }
+    wanted.sort_unstable();
+    wanted.dedup();
+    Ok(wanted
+        .into_iter()
+        .map(|w| match w {
+            _ => Box::new(unpersisted::Unpersisted::default()) as Box<dyn Analysis>,
+        })
+        .collect())
+}
+
+/// The selected analyses, fed side by side.
+pub struct Passes {
+    passes: Vec<(Interest, Box<dyn Analysis>)>,
+}
+
+impl Passes {
+    pub fn new(passes: Vec<Box<dyn Analysis>>) -> Passes {
+        Passes {
+            passes: passes.into_iter().map(|p| (p.interest(), p)).collect(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.passes.is_empty()
+    }
+
+    pub fn finish(&mut self, device: &PmDevice) -> Vec<RawFinding> {
+        self.passes
+            .iter_mut()
+            .flat_map(|(_, p)| p.finish(device))
+            .collect()
+    }
+}
+
+impl Observer for Passes {
+    fn interest(&self) -> Interest {
+        self.passes
+            .iter()
+            .fold(Interest::NONE, |a, (i, _)| a.union(*i))
+    }
+
+    fn on_event(&mut self, ev: &Event, device: &PmDevice) {
+        use emu::events::EventKind;
+        let kind = match ev.kind {
+            EventKind::Load => Interest::LOADS,
+            EventKind::Flush(_) | EventKind::Fence(_) => Interest::PERSIST,
+            _ => Interest::STORES,
+        };
+        for (i, p) in &mut self.passes {
+            if i.has(kind) {
+                p.on_event(ev, device);
+            }
+        }
+    }
+}
 
 /// One frame of a backtrace, symbolised.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,16 +202,50 @@ pub struct Finding {
     pub kind: String,
     pub message: String,
     pub seed: u64,
+    /// How many events this finding stands for; findings at the same source lines are merged.
+    #[serde(default = "one")]
+    pub occurrences: u64,
     pub locations: Vec<Location>,
 }
 
+fn one() -> u64 {
+    1
+}
+
 impl Finding {
-    /// What identifies the same bug across runs and schedules.
+    /// What identifies the same bug across runs and schedules: the analysis, the kind, and each
+    /// location's role, source line (or PC without one) and callers.
     pub fn key(&self) -> String {
         let mut k = format!("{}/{}", self.analysis, self.kind);
         for l in &self.locations {
-            k.push_str(&format!("|{}@{:#x}", l.role, l.pc));
+            match (&l.file, l.line) {
+                (Some(f), Some(n)) => k.push_str(&format!("|{}@{f}:{n}", l.role)),
+                _ => k.push_str(&format!("|{}@{:#x}", l.role, l.pc)),
+            }
+            for fr in l.backtrace.iter().skip(1) {
+                k.push_str(&format!(",{:#x}", fr.pc));
+            }
         }
         k
+    }
+
+    /// Merges findings with the same [`key`](Finding::key) (several instructions of one source
+    /// line, say), keeping the first and adding up occurrences, and numbers them from 1.
+    pub fn merge(findings: Vec<Finding>) -> Vec<Finding> {
+        let mut out: Vec<Finding> = Vec::new();
+        let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        for f in findings {
+            match index.get(&f.key()) {
+                Some(&i) => out[i].occurrences += f.occurrences,
+                None => {
+                    index.insert(f.key(), out.len());
+                    out.push(f);
+                }
+            }
+        }
+        for (i, f) in out.iter_mut().enumerate() {
+            f.id = i as u32 + 1;
+        }
+        out
     }
 }

@@ -1,4 +1,5 @@
-//! A shadow call stack, kept from the blocks the guest enters, for cheap backtraces.
+//! A shadow call stack kept from the blocks the guest enters, with every stack it ever had
+//! interned, so an event carries its backtrace as one `u32` ([`StackId`]).
 //!
 //! Optimised C has no frame pointers and DWARF unwinding at every event would cost far too much, so
 //! the machine keeps its own stack of call sites: when a block that ended in `call` is followed by
@@ -6,17 +7,76 @@
 //! return address, frames are popped down to the one that call returns to. A `longjmp`, a C++
 //! unwind or a thread switch that skips returns is repaired at the next `ret` whose target is found
 //! deeper in the stack; a `ret` to an address no frame expects (hand-written code pushing its own
-//! return address) leaves the stack unchanged. Depth is capped so that runaway recursion costs
-//! bounded memory; the outermost frames are then lost, never the innermost.
+//! return address) leaves the stack unchanged. Depth is capped so runaway recursion costs bounded
+//! memory; the outermost frames are then lost, never the innermost.
+//!
+//! Interning: the stacks form a tree (a trie of call sites); each node is (parent, call site). A
+//! push looks its node up (allocating only the first time that stack is seen), a pop is a
+//! truncation. Memory follows the number of distinct call paths, not the number of calls.
+
+use rustc_hash::FxHashMap;
 
 const MAX_DEPTH: usize = 4096;
 
+/// An interned call stack: 0 is the empty stack.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StackId(pub u32);
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Frame {
-    /// The call instruction.
-    pub call_pc: u64,
-    /// Where the callee returns to.
-    pub ret: u64,
+struct Frame {
+    call_pc: u64,
+    ret: u64,
+    node: StackId,
+}
+
+/// Every call stack seen, as a tree of call sites.
+#[derive(Clone, Debug)]
+pub struct StackTable {
+    /// Node i: (parent, call site). Node 0 is the root.
+    nodes: Vec<(StackId, u64)>,
+    index: FxHashMap<(StackId, u64), StackId>,
+}
+
+impl Default for StackTable {
+    fn default() -> Self {
+        StackTable {
+            nodes: vec![(StackId(0), 0)],
+            index: FxHashMap::default(),
+        }
+    }
+}
+
+impl StackTable {
+    fn child(&mut self, parent: StackId, call_pc: u64) -> StackId {
+        if let Some(id) = self.index.get(&(parent, call_pc)) {
+            return *id;
+        }
+        let id = StackId(self.nodes.len() as u32);
+        self.nodes.push((parent, call_pc));
+        self.index.insert((parent, call_pc), id);
+        id
+    }
+
+    /// Call sites of a stack, innermost first.
+    pub fn call_sites(&self, mut id: StackId) -> Vec<u64> {
+        let mut out = Vec::new();
+        while id.0 != 0 {
+            let Some(&(parent, pc)) = self.nodes.get(id.0 as usize) else {
+                break;
+            };
+            out.push(pc);
+            id = parent;
+        }
+        out
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.len() <= 1
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -25,11 +85,18 @@ pub struct CallStack {
 }
 
 impl CallStack {
-    pub fn push(&mut self, call_pc: u64, ret: u64) {
+    pub fn push(&mut self, table: &mut StackTable, call_pc: u64, ret: u64) {
         if self.frames.len() == MAX_DEPTH {
+            // Rebase: forget the outermost frame and re-intern the rest from the root.
             self.frames.remove(0);
+            let mut parent = StackId(0);
+            for f in &mut self.frames {
+                parent = table.child(parent, f.call_pc);
+                f.node = parent;
+            }
         }
-        self.frames.push(Frame { call_pc, ret });
+        let node = table.child(self.id(), call_pc);
+        self.frames.push(Frame { call_pc, ret, node });
     }
 
     /// A `ret` landed at `target`.
@@ -37,6 +104,11 @@ impl CallStack {
         if let Some(i) = self.frames.iter().rposition(|f| f.ret == target) {
             self.frames.truncate(i);
         }
+    }
+
+    /// The interned id of the current stack.
+    pub fn id(&self) -> StackId {
+        self.frames.last().map(|f| f.node).unwrap_or_default()
     }
 
     /// Call sites, innermost first.
@@ -59,17 +131,26 @@ mod tests {
 
     #[test]
     fn pops_to_the_matching_return_and_survives_longjmp() {
+        let mut t = StackTable::default();
         let mut s = CallStack::default();
-        s.push(0x10, 0x15);
-        s.push(0x20, 0x25);
-        s.push(0x30, 0x35);
+        s.push(&mut t, 0x10, 0x15);
+        s.push(&mut t, 0x20, 0x25);
+        let inner = s.id();
+        s.push(&mut t, 0x30, 0x35);
         s.returned_to(0x35);
         assert_eq!(s.call_sites().collect::<Vec<_>>(), vec![0x20, 0x10]);
-        s.push(0x40, 0x45);
+        assert_eq!(s.id(), inner);
+        assert_eq!(t.call_sites(inner), vec![0x20, 0x10]);
+        s.push(&mut t, 0x40, 0x45);
         // longjmp out of two frames, then a return into the outermost one.
         s.returned_to(0x15);
         assert_eq!(s.depth(), 0);
+        assert_eq!(s.id(), StackId(0));
         s.returned_to(0x99);
         assert_eq!(s.depth(), 0);
+        // The same path interns to the same id.
+        s.push(&mut t, 0x10, 0x15);
+        s.push(&mut t, 0x20, 0x25);
+        assert_eq!(s.id(), inner);
     }
 }

@@ -10,10 +10,24 @@
 //! boundaries gets its own entry; it is dropped for a range whenever the guest's code there
 //! changes.
 
-use capstone::arch::x86::ArchMode;
-use capstone::arch::BuildsCapstone;
-use capstone::Capstone;
+use capstone::arch::x86::{ArchMode, X86OperandType};
+use capstone::arch::{ArchOperand, BuildsCapstone, DetailsArchInsn};
+use capstone::{Capstone, RegId};
 use rustc_hash::FxHashMap;
+use unicorn_engine::RegisterX86 as Reg;
+
+/// A memory operand, enough to compute its effective address from the registers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct MemRef {
+    pub base: Option<Reg>,
+    pub index: Option<Reg>,
+    pub scale: u8,
+    pub disp: i64,
+    /// RIP-relative: the base is the address of the next instruction.
+    pub next_pc: Option<u64>,
+    /// An `fs:`/`gs:` segment override adds that segment's base.
+    pub segment: Option<Reg>,
+}
 
 /// An instruction the machine must see executed, in program order, from a code hook at its PC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -24,7 +38,7 @@ pub enum Special {
     Rand {
         seed_insn: bool,
     },
-    Flush(FlushOp),
+    Flush(FlushOp, MemRef),
     Fence(FenceOp),
 }
 
@@ -95,6 +109,8 @@ impl BlockInfo {
 
 pub struct Decoder {
     cs: Capstone,
+    /// With operand details, for the few instructions whose operands the machine needs.
+    detailed: Capstone,
     cache: FxHashMap<u64, BlockInfo>,
 }
 
@@ -110,8 +126,15 @@ impl Default for Decoder {
             .mode(ArchMode::Mode64)
             .build()
             .expect("capstone supports x86-64");
+        let detailed = Capstone::new()
+            .x86()
+            .mode(ArchMode::Mode64)
+            .detail(true)
+            .build()
+            .expect("capstone supports x86-64");
         Decoder {
             cs,
+            detailed,
             cache: FxHashMap::default(),
         }
     }
@@ -158,8 +181,14 @@ impl Decoder {
                     "ret" => Term::Ret,
                     _ => Term::Other,
                 };
-                if let Some(s) = classify(m, ops, locked, mem) {
-                    specials.push((pc, s));
+                match classify(m, ops, locked, mem) {
+                    Some(Special::Flush(op, _)) => {
+                        if let Some(r) = self.mem_operand(i.bytes(), pc) {
+                            specials.push((pc, Special::Flush(op, r)));
+                        }
+                    }
+                    Some(s) => specials.push((pc, s)),
+                    None => {}
                 }
                 let kind = match m {
                     "movnti" | "movntdq" | "movntps" | "movntpd" | "movntq" | "maskmovdqu"
@@ -192,6 +221,76 @@ impl Decoder {
     }
 }
 
+impl Decoder {
+    /// The memory operand of the single instruction in `bytes` at `pc`.
+    fn mem_operand(&self, bytes: &[u8], pc: u64) -> Option<MemRef> {
+        let list = self.detailed.disasm_count(bytes, pc, 1).ok()?;
+        let insn = list.iter().next()?;
+        let detail = self.detailed.insn_detail(insn).ok()?;
+        let arch = detail.arch_detail();
+        let x86 = arch.x86()?;
+        let reg = |id: RegId| -> Option<Reg> {
+            if id.0 == 0 {
+                return None;
+            }
+            reg_by_name(&self.detailed.reg_name(id)?)
+        };
+        for op in x86.operands() {
+            if let X86OperandType::Mem(m) = op.op_type {
+                let base_name = self.detailed.reg_name(m.base()).unwrap_or_default();
+                let next_pc = (base_name == "rip").then(|| pc + insn.len() as u64);
+                return Some(MemRef {
+                    base: if next_pc.is_some() {
+                        None
+                    } else {
+                        reg(m.base())
+                    },
+                    index: reg(m.index()),
+                    scale: m.scale() as u8,
+                    disp: m.disp(),
+                    next_pc,
+                    segment: reg(m.segment()).filter(|r| matches!(r, Reg::FS | Reg::GS)),
+                });
+            }
+        }
+        let _ = ArchOperand::X86Operand;
+        None
+    }
+}
+
+/// Unicorn's register for a capstone register name (64-bit general registers and segments).
+fn reg_by_name(name: &str) -> Option<Reg> {
+    Some(match name {
+        "rax" => Reg::RAX,
+        "rbx" => Reg::RBX,
+        "rcx" => Reg::RCX,
+        "rdx" => Reg::RDX,
+        "rsi" => Reg::RSI,
+        "rdi" => Reg::RDI,
+        "rbp" => Reg::RBP,
+        "rsp" => Reg::RSP,
+        "r8" => Reg::R8,
+        "r9" => Reg::R9,
+        "r10" => Reg::R10,
+        "r11" => Reg::R11,
+        "r12" => Reg::R12,
+        "r13" => Reg::R13,
+        "r14" => Reg::R14,
+        "r15" => Reg::R15,
+        "eax" => Reg::EAX,
+        "ebx" => Reg::EBX,
+        "ecx" => Reg::ECX,
+        "edx" => Reg::EDX,
+        "esi" => Reg::ESI,
+        "edi" => Reg::EDI,
+        "ebp" => Reg::EBP,
+        "esp" => Reg::ESP,
+        "fs" => Reg::FS,
+        "gs" => Reg::GS,
+        _ => return None,
+    })
+}
+
 fn has_lock_prefix(bytes: &[u8]) -> bool {
     for b in bytes {
         match b {
@@ -207,9 +306,9 @@ fn has_lock_prefix(bytes: &[u8]) -> bool {
 fn classify(m: &str, ops: &str, locked: bool, mem: bool) -> Option<Special> {
     let m = m.strip_prefix("lock ").unwrap_or(m);
     Some(match m {
-        "clflush" => Special::Flush(FlushOp::Clflush),
-        "clflushopt" => Special::Flush(FlushOp::Clflushopt),
-        "clwb" => Special::Flush(FlushOp::Clwb),
+        "clflush" => Special::Flush(FlushOp::Clflush, MemRef::default()),
+        "clflushopt" => Special::Flush(FlushOp::Clflushopt, MemRef::default()),
+        "clwb" => Special::Flush(FlushOp::Clwb, MemRef::default()),
         "sfence" => Special::Fence(FenceOp::Sfence),
         "mfence" => Special::Fence(FenceOp::Mfence),
         "rdrand" => Special::Rand { seed_insn: false },
@@ -254,10 +353,15 @@ mod tests {
         let b = d.insert(0x1000, code.len() as u32, &code).clone();
         assert_eq!(b.insns.len(), 8);
         let s: Vec<Special> = b.specials.iter().map(|x| x.1).collect();
+        let rdi = MemRef {
+            base: Some(Reg::RDI),
+            scale: 1,
+            ..MemRef::default()
+        };
         assert_eq!(
             s,
             vec![
-                Special::Flush(FlushOp::Clwb),
+                Special::Flush(FlushOp::Clwb, rdi),
                 Special::Fence(FenceOp::Sfence),
                 Special::Fence(FenceOp::Locked),
                 Special::Privileged,

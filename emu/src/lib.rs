@@ -7,6 +7,7 @@
 pub mod callstack;
 pub mod cpuid;
 pub mod decode;
+pub mod events;
 pub mod machine;
 pub mod memory;
 pub mod pm;

@@ -26,10 +26,12 @@ use unicorn_engine::unicorn_const::{uc_error, Arch, HookType, MemType, Mode};
 use unicorn_engine::{RegisterX86, Unicorn, X86Insn};
 use unicorn_engine_sys as ffi;
 
-use crate::callstack::CallStack;
+use crate::callstack::{CallStack, StackId, StackTable};
 use crate::cpuid::CpuidTable;
-use crate::decode::{Decoder, Special, Term};
-use crate::memory::{MemError, Memory, Perm, Region};
+use crate::decode::{AccessKind, Decoder, FenceOp, FlushOp, MemRef, Special, Term};
+use crate::events::{Event, EventKind, Interest, Observer};
+use crate::memory::{Backing, MemError, Memory, Perm, Region};
+use crate::pm::{device_addr, FenceKind, FlushKind, PmConfig, PmDevice, StoreKind};
 
 pub use unicorn_engine::RegisterX86 as Reg;
 
@@ -101,6 +103,7 @@ pub struct MachineConfig {
     pub tsc_per_insn: u64,
     /// Seed for RDRAND/RDSEED if a guest executes them despite CPUID.
     pub rand_seed: u64,
+    pub pm: PmConfig,
 }
 
 impl Default for MachineConfig {
@@ -110,6 +113,7 @@ impl Default for MachineConfig {
             max_instructions: u64::MAX,
             tsc_per_insn: 1,
             rand_seed: 0,
+            pm: PmConfig::default(),
         }
     }
 }
@@ -144,9 +148,69 @@ pub struct HookState {
     cpuid: CpuidTable,
     tsc_per_insn: u64,
     error: Option<String>,
+    /// The running guest thread.
+    tid: u32,
+    stacks: StackTable,
+    pm: PmDevice,
+    /// PM mappings: (start, end, device address of start), sorted.
+    windows: Vec<(u64, u64, u64)>,
+    observer: Option<Box<dyn Observer>>,
+    interest: Interest,
+    /// Rolling hash of every PM store, flush and fence, folded into the trace hash.
+    pm_hash: u64,
 }
 
 impl HookState {
+    fn access_kind(&self, pc: u64) -> AccessKind {
+        let (addr, size, _) = self.block;
+        self.decoder
+            .get(addr, size)
+            .map(|b| b.access_kind(pc))
+            .unwrap_or_default()
+    }
+
+    fn device_of(&self, va: u64) -> Option<u64> {
+        let i = self.windows.partition_point(|w| w.0 <= va);
+        let &(start, end, dev) = self.windows.get(i.checked_sub(1)?)?;
+        (va < end).then(|| dev + (va - start))
+    }
+
+    fn mix(&mut self, words: [u64; 4]) {
+        for w in words {
+            self.pm_hash = (self.pm_hash ^ w)
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                .rotate_left(29);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn emit(
+        &mut self,
+        kind: EventKind,
+        pc: u64,
+        addr: u64,
+        dev: u64,
+        size: u32,
+        old: u64,
+        new: u64,
+    ) -> Event {
+        Event {
+            kind,
+            tid: self.tid,
+            pc,
+            addr,
+            dev,
+            size,
+            old,
+            new,
+            stack: self.callstack.id(),
+            icount: self.count_at(pc),
+            store: None,
+            flush: None,
+            fence: None,
+        }
+    }
+
     /// Instructions retired before the instruction at `pc` in the current block.
     fn count_at(&self, pc: u64) -> u64 {
         let (addr, size, n) = self.block;
@@ -162,6 +226,8 @@ impl HookState {
 pub struct Machine {
     uc: Unicorn<'static, HookState>,
     pub mem: Memory,
+    /// Hooks of each PM window, by window start.
+    pm_hooks: Vec<(u64, Vec<unicorn_engine::UcHookId>)>,
     /// The exact retired-instruction count at the last stop.
     icount: u64,
     rand_state: u64,
@@ -276,7 +342,7 @@ fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
         return;
     }
     match std::mem::replace(&mut st.prev_term, Term::Other) {
-        Term::Call { pc, ret } => st.callstack.push(pc, ret),
+        Term::Call { pc, ret } => st.callstack.push(&mut st.stacks, pc, ret),
         Term::Ret => st.callstack.returned_to(addr),
         Term::Other => {}
     }
@@ -338,11 +404,63 @@ fn install_special_hooks(uc: &mut Unicorn<'_, HookState>) {
     }
 }
 
+fn effective_address(uc: &Unicorn<'_, HookState>, m: &MemRef) -> u64 {
+    let r = |x: Option<Reg>| x.map(|x| uc.reg_read(x).unwrap_or(0)).unwrap_or(0);
+    let base = m.next_pc.unwrap_or_else(|| r(m.base));
+    let seg = match m.segment {
+        Some(Reg::FS) => uc.reg_read(Reg::FS_BASE).unwrap_or(0),
+        Some(Reg::GS) => uc.reg_read(Reg::GS_BASE).unwrap_or(0),
+        _ => 0,
+    };
+    base.wrapping_add(r(m.index).wrapping_mul(u64::from(m.scale)))
+        .wrapping_add(m.disp as u64)
+        .wrapping_add(seg)
+}
+
 fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Special) {
     match special {
-        // Flushes and fences reach the PM device through the event stream (not yet wired: they
-        // retire as the no-ops Unicorn makes them).
-        Special::Flush(_) | Special::Fence(_) => {}
+        Special::Flush(op, mref) => {
+            if uc.get_data().windows.is_empty() {
+                return;
+            }
+            let ea = effective_address(uc, &mref);
+            let st = uc.get_data_mut();
+            let Some(dev) = st.device_of(ea) else { return };
+            let kind = match op {
+                FlushOp::Clflush => FlushKind::Clflush,
+                FlushOp::Clflushopt => FlushKind::Clflushopt,
+                FlushOp::Clwb => FlushKind::Clwb,
+            };
+            let out = st.pm.flush(st.tid, dev, kind);
+            st.mix([1, dev, op as u64, u64::from(st.tid)]);
+            if st.interest.has(Interest::PERSIST) {
+                let mut ev = st.emit(EventKind::Flush(op), pc, ea, dev, 64, 0, 0);
+                ev.flush = Some(out);
+                if let Some(o) = st.observer.as_mut() {
+                    o.on_event(&ev, &st.pm);
+                }
+            }
+        }
+        Special::Fence(op) => {
+            let st = uc.get_data_mut();
+            if st.windows.is_empty() {
+                return;
+            }
+            let kind = match op {
+                FenceOp::Sfence => FenceKind::Sfence,
+                FenceOp::Mfence => FenceKind::Mfence,
+                FenceOp::Locked => FenceKind::Locked,
+            };
+            let out = st.pm.fence(st.tid, kind);
+            st.mix([2, op as u64, u64::from(st.tid), 0]);
+            if st.interest.has(Interest::PERSIST) {
+                let mut ev = st.emit(EventKind::Fence(op), pc, 0, 0, 0, 0, 0);
+                ev.fence = Some(out);
+                if let Some(o) = st.observer.as_mut() {
+                    o.on_event(&ev, &st.pm);
+                }
+            }
+        }
         Special::Privileged | Special::Rand { .. } => {
             let st = uc.get_data_mut();
             if st.stop.is_none() {
@@ -350,6 +468,98 @@ fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Special) {
                 let _ = uc.emu_stop();
             }
         }
+    }
+}
+
+/// A guest store into a PM window (`start` maps to device address `dev_base`), before Unicorn
+/// performs it. Accesses wider than 8 bytes arrive split into 8-byte hooks.
+fn on_pm_write(
+    uc: &mut Unicorn<'_, HookState>,
+    addr: u64,
+    size: usize,
+    value: i64,
+    start: u64,
+    dev_base: u64,
+) {
+    if size == 0 || size > 8 {
+        return;
+    }
+    let mut old = [0u8; 8];
+    let _ = uc.mem_read(addr, &mut old[..size]);
+    // The lines the store touches, as memory holds them now, for lines the device does not
+    // track yet.
+    let first = addr & !63;
+    let mut lines = [0u8; 128];
+    let _ = uc.mem_read(first, &mut lines[..64]);
+    if (addr + size as u64 - 1) & !63 != first {
+        let _ = uc.mem_read(first + 64, &mut lines[64..]);
+    }
+    let pc = uc.pc_read().unwrap_or(0);
+    let st = uc.get_data_mut();
+    let access = st.access_kind(pc);
+    let new = (value as u64).to_le_bytes();
+    if access == AccessKind::Locked && old[..size] == new[..size] {
+        // A failed `lock cmpxchg` writes its unchanged value back: no store for the model.
+        return;
+    }
+    let dev = dev_base + (addr - start);
+    let kind = match access {
+        AccessKind::NonTemporal => StoreKind::NonTemporal,
+        AccessKind::RepString => StoreKind::RepString {
+            seq: st.count_at(pc),
+        },
+        _ => StoreKind::Cached,
+    };
+    let first_dev = dev & !63;
+    let id = st
+        .pm
+        .store(st.tid, dev, &old[..size], &new[..size], kind, |line| {
+            let off = (line * 64).wrapping_sub(first_dev) as usize;
+            let mut out = [0u8; 64];
+            if off <= 64 {
+                out.copy_from_slice(&lines[off..off + 64]);
+            }
+            out
+        });
+    let oldv = u64::from_le_bytes(old);
+    let mut newb = [0u8; 8];
+    newb[..size].copy_from_slice(&new[..size]);
+    let newv = u64::from_le_bytes(newb);
+    st.mix([3, dev, size as u64, newv]);
+    if st.interest.has(Interest::STORES) {
+        let ek = match access {
+            AccessKind::NonTemporal => EventKind::NtStore,
+            AccessKind::Locked => EventKind::RmwStore,
+            _ => EventKind::Store,
+        };
+        let mut ev = st.emit(ek, pc, addr, dev, size as u32, oldv, newv);
+        ev.store = Some(id);
+        if let Some(o) = st.observer.as_mut() {
+            o.on_event(&ev, &st.pm);
+        }
+    }
+}
+
+fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, start: u64, dev_base: u64) {
+    if size == 0 || size > 8 {
+        return;
+    }
+    let mut v = [0u8; 8];
+    let _ = uc.mem_read(addr, &mut v[..size]);
+    let pc = uc.pc_read().unwrap_or(0);
+    let st = uc.get_data_mut();
+    let dev = dev_base + (addr - start);
+    let ev = st.emit(
+        EventKind::Load,
+        pc,
+        addr,
+        dev,
+        size as u32,
+        u64::from_le_bytes(v),
+        0,
+    );
+    if let Some(o) = st.observer.as_mut() {
+        o.on_event(&ev, &st.pm);
     }
 }
 
@@ -396,6 +606,13 @@ impl Machine {
             cpuid: config.cpuid.clone(),
             tsc_per_insn: config.tsc_per_insn,
             error: None,
+            tid: 1,
+            stacks: StackTable::default(),
+            pm: PmDevice::new(config.pm),
+            windows: Vec::new(),
+            observer: None,
+            interest: Interest::NONE,
+            pm_hash: 0,
         };
         let mut uc = Unicorn::new_with_data(Arch::X86, Mode::MODE_64, state).map_err(engine)?;
         // Skylake-Server: the translator accepts CLWB, CLFLUSHOPT, SSE4.2 and POPCNT only if the
@@ -414,6 +631,7 @@ impl Machine {
         Ok(Machine {
             uc,
             mem: Memory::default(),
+            pm_hooks: Vec::new(),
             icount: 0,
             rand_state: config.rand_seed | 1,
         })
@@ -444,9 +662,19 @@ impl Machine {
             .collect()
     }
 
-    /// Maps a region (see [`Memory::map`]).
+    /// Maps a region (see [`Memory::map`]). A PM region becomes a window of the device.
     pub fn map(&mut self, region: Region) -> Result<(), MemError> {
-        self.mem.map(&mut self.uc, region)
+        let pm = match &region.backing {
+            Backing::Pm {
+                file_id, offset, ..
+            } => Some((region.start, region.end, device_addr(*file_id, *offset))),
+            _ => None,
+        };
+        self.mem.map(&mut self.uc, region)?;
+        if let Some(w) = pm {
+            self.add_window(w);
+        }
+        Ok(())
     }
 
     pub fn unmap(&mut self, start: u64, end: u64) -> Vec<Region> {
@@ -454,7 +682,117 @@ impl Machine {
         if removed.iter().any(|r| r.perm.exec()) {
             self.code_changed(start, end);
         }
+        if removed
+            .iter()
+            .any(|r| matches!(r.backing, Backing::Pm { .. }))
+        {
+            self.cut_windows(start, end);
+        }
         removed
+    }
+
+    /// Starts watching a PM window: stores always, loads if an observer wants them.
+    fn add_window(&mut self, (start, end, dev): (u64, u64, u64)) {
+        let mut ids = Vec::new();
+        let w = self.uc.add_mem_hook(
+            HookType::MEM_WRITE,
+            start,
+            end - 1,
+            move |uc, _t, addr, size, value| {
+                on_pm_write(uc, addr, size, value, start, dev);
+                true
+            },
+        );
+        ids.extend(w);
+        if self.uc.get_data().interest.has(Interest::LOADS) {
+            let r = self.uc.add_mem_hook(
+                HookType::MEM_READ,
+                start,
+                end - 1,
+                move |uc, _t, addr, size, _v| {
+                    on_pm_read(uc, addr, size, start, dev);
+                    true
+                },
+            );
+            ids.extend(r);
+        }
+        self.pm_hooks.push((start, ids));
+        let st = self.uc.get_data_mut();
+        st.windows.push((start, end, dev));
+        st.windows.sort_unstable();
+        // Code translated before the hooks existed would not call them.
+        let _ = self.uc.ctl_flush_tb();
+    }
+
+    /// Stops watching `[start, end)`; windows that straddle it keep their outer parts.
+    fn cut_windows(&mut self, start: u64, end: u64) {
+        let affected: Vec<(u64, u64, u64)> = self
+            .uc
+            .get_data()
+            .windows
+            .iter()
+            .copied()
+            .filter(|w| w.0 < end && w.1 > start)
+            .collect();
+        for w in &affected {
+            if let Some(i) = self.pm_hooks.iter().position(|h| h.0 == w.0) {
+                for id in self.pm_hooks.remove(i).1 {
+                    let _ = self.uc.remove_hook(id);
+                }
+            }
+            self.uc.get_data_mut().windows.retain(|x| x != w);
+        }
+        for (s, e, d) in affected {
+            if s < start {
+                self.add_window((s, start, d));
+            }
+            if e > end {
+                self.add_window((end, e, d + (end - s)));
+            }
+        }
+    }
+
+    /// Installs the analyses' observer. Call before the guest maps PM.
+    pub fn set_observer(&mut self, obs: Box<dyn Observer>) {
+        let st = self.uc.get_data_mut();
+        st.interest = obs.interest();
+        st.observer = Some(obs);
+    }
+
+    pub fn take_observer(&mut self) -> Option<Box<dyn Observer>> {
+        let st = self.uc.get_data_mut();
+        st.interest = Interest::NONE;
+        st.observer.take()
+    }
+
+    pub fn pm(&self) -> &PmDevice {
+        &self.uc.get_data().pm
+    }
+
+    pub fn pm_mut(&mut self) -> &mut PmDevice {
+        &mut self.uc.get_data_mut().pm
+    }
+
+    /// The device address of a guest address in a PM window.
+    pub fn pm_device_addr(&self, va: u64) -> Option<u64> {
+        self.uc.get_data().device_of(va)
+    }
+
+    /// Hash of every PM store, flush and fence so far.
+    pub fn pm_hash(&self) -> u64 {
+        self.uc.get_data().pm_hash
+    }
+
+    pub fn stacks(&self) -> &StackTable {
+        &self.uc.get_data().stacks
+    }
+
+    pub fn stack_id(&self) -> StackId {
+        self.uc.get_data().callstack.id()
+    }
+
+    pub fn tid(&self) -> u32 {
+        self.uc.get_data().tid
     }
 
     pub fn protect(&mut self, start: u64, end: u64, perm: Perm) -> Result<(), MemError> {
@@ -704,7 +1042,7 @@ impl Machine {
                 self.icount += 1;
                 None
             }
-            Special::Flush(_) | Special::Fence(_) => None,
+            Special::Flush(..) | Special::Fence(_) => None,
         }
     }
 }

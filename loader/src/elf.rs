@@ -8,14 +8,56 @@
 //! broken process: overlapping or misordered segments, an entry point
 //! outside executable code, and sizes past 1 TiB are rejected up front.
 //!
+//! The parsing is goblin's: [`Elf::parse_header`] reads the ELF header,
+//! [`ProgramHeader::parse`] the program header table and [`Dynamic::parse`]
+//! the `PT_DYNAMIC` entries (for `DF_1_PIE`), and the ELF constants are
+//! goblin's too. goblin reads what the bytes say and no more, so ferrite
+//! checks on top of it:
+//! - the identification bytes, before goblin sees the file, so that a file
+//!   cut off inside `e_ident` still gets the specific error (32-bit, which
+//!   machine a big-endian file is for) rather than "truncated";
+//! - that `e_phentsize` is 56 and the table is no larger than Linux
+//!   accepts, before goblin reads it;
+//! - that every range a segment claims lies inside the file, telling a
+//!   cut-off file ([`LoadError::Truncated`]) from a corrupt one by whether
+//!   the section header table at the end of the file is still there;
+//! - segment sizes (`p_filesz <= p_memsz`, at most 1 TiB, no wrap-around),
+//!   address order and overlap of the `PT_LOAD`s, the user-space limit
+//!   after relocation, and that the entry point is in an executable
+//!   segment;
+//! - the `PT_INTERP` path as Linux does (NUL-terminated, no inner NUL, at
+//!   most `PATH_MAX`), and that it is UTF-8.
+//!
+//! goblin's errors are mapped onto [`LoadError`]: bad magic is
+//! [`LoadError::NotElf`], a read past the end of the file goes through the
+//! same truncated-or-corrupt test as ferrite's own range checks, and any
+//! other complaint becomes [`LoadError::Corrupt`].
+//!
+//! goblin's all-in-one [`Elf::parse`] is not used: it also reads section
+//! headers, symbol tables and relocations, which the kernel never looks at,
+//! and fails on a file whose section headers are cut off although Linux
+//! runs it. Only goblin's bounds-checked readers for the three structures
+//! above are called, each on a table whose size ferrite has already
+//! capped, so that no input, however mangled, can make loading panic or
+//! allocate more than the file's own size.
+//!
 //! Left out: section headers (the kernel never reads them, so neither do
 //! we, except to tell a cut-off file from a corrupt one), relocation, the
 //! contents of `PT_DYNAMIC` beyond the PIE flag, `PT_GNU_PROPERTY` (IBT and
-//! shadow stacks), `PT_GNU_RELRO`, and `p_align` beyond the page size. The
-//! parser is hand-written with checked reads rather than built on a general
-//! ELF library so that no input, however mangled, can make it panic.
+//! shadow stacks), `PT_GNU_RELRO`, and `p_align` beyond the page size.
 
 use std::fmt;
+
+use goblin::container::{Container, Ctx, Endian};
+use goblin::elf::dynamic::DF_1_PIE;
+use goblin::elf::header::{
+    EI_CLASS, EI_DATA, ELFCLASS32, ELFCLASS64, ELFDATA2LSB, ELFDATA2MSB, ELFMAG, EM_X86_64,
+    ET_CORE, ET_DYN, ET_EXEC, ET_REL,
+};
+use goblin::elf::program_header::{PT_DYNAMIC, PT_GNU_STACK, PT_INTERP, PT_LOAD, PT_PHDR, PT_TLS};
+use goblin::elf::{Dynamic, Elf, Header, ProgramHeader};
+use goblin::elf64::header::SIZEOF_EHDR;
+use goblin::elf64::program_header::SIZEOF_PHDR;
 
 use crate::LoadError;
 
@@ -30,39 +72,18 @@ pub const USER_ADDRESS_LIMIT: u64 = 0x7fff_ffff_f000;
 /// terabyte segment, and the emulator would try to allocate it.
 const MAX_SIZE: u64 = 1 << 40;
 
-const EHDR_SIZE: usize = 64;
-const PHDR_SIZE: u64 = 56;
+/// The size of one program header, as a `u64` for offset arithmetic.
+const PHDR_SIZE: u64 = SIZEOF_PHDR as u64;
 /// Linux refuses program header tables larger than this (`elf_read_phdrs`).
 const MAX_PHDR_TABLE: u64 = 65536;
 /// Linux's `PATH_MAX`, the longest interpreter path it accepts.
 const MAX_INTERP_LEN: u64 = 4096;
 
-const ELFCLASS32: u8 = 1;
-const ELFCLASS64: u8 = 2;
-const ELFDATA2LSB: u8 = 1;
-const ELFDATA2MSB: u8 = 2;
-
-const ET_REL: u16 = 1;
-const ET_EXEC: u16 = 2;
-const ET_DYN: u16 = 3;
-const ET_CORE: u16 = 4;
-
-const EM_X86_64: u16 = 62;
-
-const PT_LOAD: u32 = 1;
-const PT_DYNAMIC: u32 = 2;
-const PT_INTERP: u32 = 3;
-const PT_PHDR: u32 = 6;
-const PT_TLS: u32 = 7;
-const PT_GNU_STACK: u32 = 0x6474_e551;
-
-const PF_X: u32 = 1;
-const PF_W: u32 = 2;
-const PF_R: u32 = 4;
-
-const DT_NULL: u64 = 0;
-const DT_FLAGS_1: u64 = 0x6fff_fffb;
-const DF_1_PIE: u64 = 0x0800_0000;
+/// How goblin is to read the file: 64-bit, little-endian.
+const CTX: Ctx = Ctx {
+    container: Container::Big,
+    le: Endian::Little,
+};
 
 /// Access rights of a segment, from its `p_flags`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,11 +94,11 @@ pub struct Prot {
 }
 
 impl Prot {
-    fn from_flags(flags: u32) -> Self {
+    fn from_phdr(ph: &ProgramHeader) -> Self {
         Prot {
-            read: flags & PF_R != 0,
-            write: flags & PF_W != 0,
-            exec: flags & PF_X != 0,
+            read: ph.is_read(),
+            write: ph.is_write(),
+            exec: ph.is_executable(),
         }
     }
 }
@@ -227,7 +248,7 @@ pub struct Image {
 /// segment starts at `pie_base` rounded down to a page; Linux would
 /// randomise that address.
 pub fn load_elf(bytes: &[u8], pie_base: u64) -> Result<Image, LoadError> {
-    let header = Header::parse(bytes)?;
+    let header = parse_header(bytes)?;
     let file = File { bytes, header };
     file.load(pie_base)
 }
@@ -254,87 +275,74 @@ pub(crate) fn machine_description(machine: u16) -> String {
     format!("programs for {name} (machine type {machine})")
 }
 
-/// The fields of the ELF header the loader uses.
-struct Header {
-    e_type: u16,
-    e_entry: u64,
-    e_phoff: u64,
-    e_shoff: u64,
-    e_phentsize: u16,
-    e_phnum: u16,
-    e_shentsize: u16,
-    e_shnum: u16,
-}
-
-impl Header {
-    fn parse(bytes: &[u8]) -> Result<Header, LoadError> {
-        if bytes.get(..4) != Some(b"\x7fELF".as_slice()) {
-            return Err(LoadError::NotElf);
+/// Checks the identification bytes, then has goblin read the ELF header,
+/// and refuses anything that is not an x86-64 program.
+fn parse_header(bytes: &[u8]) -> Result<Header, LoadError> {
+    if !bytes.starts_with(ELFMAG) {
+        return Err(LoadError::NotElf);
+    }
+    // goblin wants all of `e_ident` and then the whole header before it
+    // says anything; the class and byte order are looked at first so that
+    // a 32-bit file gets the helpful error however short it is.
+    match bytes.get(EI_CLASS) {
+        None => return Err(LoadError::Truncated),
+        Some(&ELFCLASS64) => {}
+        Some(&ELFCLASS32) => return Err(LoadError::Class32),
+        Some(&class) => return Err(corrupt(format!("unknown ELF class {class}"))),
+    }
+    match bytes.get(EI_DATA) {
+        None => return Err(LoadError::Truncated),
+        Some(&ELFDATA2LSB) => {}
+        Some(&ELFDATA2MSB) => {
+            // Every big-endian ELF is for some other machine; say which,
+            // even when the file ends soon after `e_machine`.
+            let machine = match Elf::parse_header(bytes) {
+                Ok(header) => header.e_machine,
+                Err(_) => bytes
+                    .get(18..20)
+                    .map(|b| u16::from_be_bytes([b[0], b[1]]))
+                    .ok_or(LoadError::Truncated)?,
+            };
+            return if machine == EM_X86_64 {
+                Err(corrupt("big-endian ELF file claims to be x86-64"))
+            } else {
+                Err(LoadError::WrongMachine(machine))
+            };
         }
-        // The class decides how long the header is, so it is checked before
-        // demanding a 64-byte header: a 32-bit file gets the helpful error.
-        match bytes.get(4) {
-            None => return Err(LoadError::Truncated),
-            Some(&ELFCLASS64) => {}
-            Some(&ELFCLASS32) => return Err(LoadError::Class32),
-            Some(&class) => return Err(corrupt(format!("unknown ELF class {class}"))),
-        }
-        match bytes.get(5) {
-            None => return Err(LoadError::Truncated),
-            Some(&ELFDATA2LSB) => {}
-            Some(&ELFDATA2MSB) => {
-                // Every big-endian ELF is for some other machine; say which.
-                return match read_u16_be(bytes, 18) {
-                    None => Err(LoadError::Truncated),
-                    Some(EM_X86_64) => Err(corrupt("big-endian ELF file claims to be x86-64")),
-                    Some(machine) => Err(LoadError::WrongMachine(machine)),
-                };
-            }
-            Some(&data) => return Err(corrupt(format!("unknown ELF data encoding {data}"))),
-        }
-        if bytes.len() < EHDR_SIZE {
-            return Err(LoadError::Truncated);
-        }
-        let h = |off| read_u16(bytes, off).ok_or(LoadError::Truncated);
-        let q = |off| read_u64(bytes, off).ok_or(LoadError::Truncated);
-        let header = Header {
-            e_type: h(16)?,
-            e_entry: q(24)?,
-            e_phoff: q(32)?,
-            e_shoff: q(40)?,
-            e_phentsize: h(54)?,
-            e_phnum: h(56)?,
-            e_shentsize: h(58)?,
-            e_shnum: h(60)?,
-        };
-        let machine = h(18)?;
-        if machine != EM_X86_64 {
-            return Err(LoadError::WrongMachine(machine));
-        }
-        match header.e_type {
-            ET_EXEC | ET_DYN => {}
-            ET_REL => return Err(LoadError::NotExecutable(NotExecutableKind::Relocatable)),
-            ET_CORE => return Err(LoadError::NotExecutable(NotExecutableKind::Core)),
-            other => return Err(LoadError::NotExecutable(NotExecutableKind::Other(other))),
-        }
-        Ok(header)
+        Some(&data) => return Err(corrupt(format!("unknown ELF data encoding {data}"))),
+    }
+    if bytes.len() < SIZEOF_EHDR {
+        return Err(LoadError::Truncated);
+    }
+    let header = Elf::parse_header(bytes).map_err(|e| from_goblin(e, || LoadError::Truncated))?;
+    if header.e_machine != EM_X86_64 {
+        return Err(LoadError::WrongMachine(header.e_machine));
+    }
+    match header.e_type {
+        ET_EXEC | ET_DYN => Ok(header),
+        ET_REL => Err(LoadError::NotExecutable(NotExecutableKind::Relocatable)),
+        ET_CORE => Err(LoadError::NotExecutable(NotExecutableKind::Core)),
+        other => Err(LoadError::NotExecutable(NotExecutableKind::Other(other))),
     }
 }
 
-/// One program header.
+/// One program header as goblin read it, with its index in the table for
+/// messages.
 #[derive(Clone, Copy)]
-struct Phdr {
-    index: u16,
-    p_type: u32,
-    p_flags: u32,
-    p_offset: u64,
-    p_vaddr: u64,
-    p_filesz: u64,
-    p_memsz: u64,
-    p_align: u64,
+struct Phdr<'a> {
+    index: usize,
+    ph: &'a ProgramHeader,
 }
 
-impl Phdr {
+impl std::ops::Deref for Phdr<'_> {
+    type Target = ProgramHeader;
+
+    fn deref(&self) -> &ProgramHeader {
+        self.ph
+    }
+}
+
+impl Phdr<'_> {
     /// One past the last byte of the segment's file image, if that is
     /// representable at all.
     fn file_end(&self) -> Option<u64> {
@@ -384,7 +392,9 @@ impl File<'_> {
             .ok_or(LoadError::Truncated)
     }
 
-    fn program_headers(&self) -> Result<Vec<Phdr>, LoadError> {
+    /// The program header table, read by goblin once its size is known to
+    /// be sane.
+    fn program_headers(&self) -> Result<Vec<ProgramHeader>, LoadError> {
         let h = &self.header;
         if h.e_phnum == 0 {
             return Err(corrupt("there are no program headers, so nothing to load"));
@@ -402,23 +412,13 @@ impl File<'_> {
                 h.e_phnum
             )));
         }
-        let table = self.range(h.e_phoff, table_size, "the program header table")?;
-        let mut phdrs = Vec::with_capacity(usize::from(h.e_phnum));
-        for (index, entry) in (0..h.e_phnum).zip(table.chunks_exact(PHDR_SIZE as usize)) {
-            let w = |off| read_u32(entry, off).ok_or(LoadError::Truncated);
-            let q = |off| read_u64(entry, off).ok_or(LoadError::Truncated);
-            phdrs.push(Phdr {
-                index,
-                p_type: w(0)?,
-                p_flags: w(4)?,
-                p_offset: q(8)?,
-                p_vaddr: q(16)?,
-                p_filesz: q(32)?,
-                p_memsz: q(40)?,
-                p_align: q(48)?,
-            });
-        }
-        Ok(phdrs)
+        // goblin takes a `usize` offset; one that does not fit is past the
+        // end of any file.
+        let Ok(offset) = usize::try_from(h.e_phoff) else {
+            return Err(self.past_end("the program header table"));
+        };
+        ProgramHeader::parse(self.bytes, offset, usize::from(h.e_phnum), CTX)
+            .map_err(|e| from_goblin(e, || self.past_end("the program header table")))
     }
 
     fn load(&self, pie_base: u64) -> Result<Image, LoadError> {
@@ -428,28 +428,29 @@ impl File<'_> {
         let mut interp: Option<String> = None;
         let mut phdr_vaddr: Option<u64> = None;
         let mut tls: Option<Phdr> = None;
-        let mut dynamic: Option<Phdr> = None;
+        let mut has_dynamic = false;
         let mut stack_exec = false;
-        for ph in &phdrs {
+        for (index, ph) in phdrs.iter().enumerate() {
+            let ph = Phdr { index, ph };
             match ph.p_type {
                 PT_LOAD => {
-                    self.check_load(ph)?;
+                    self.check_load(&ph)?;
                     // Empty segments map nothing, so where they claim to be
                     // does not matter.
                     if ph.p_memsz == 0 {
                         continue;
                     }
                     if let Some(prev) = loads.last() {
-                        check_order(prev, ph)?;
+                        check_order(prev, &ph)?;
                     }
-                    loads.push(*ph);
+                    loads.push(ph);
                 }
                 // Like Linux, only the first of each is honoured.
-                PT_INTERP if interp.is_none() => interp = Some(self.interp_path(ph)?),
+                PT_INTERP if interp.is_none() => interp = Some(self.interp_path(&ph)?),
                 PT_PHDR if phdr_vaddr.is_none() => phdr_vaddr = Some(ph.p_vaddr),
-                PT_TLS if tls.is_none() => tls = Some(self.check_tls(ph)?),
-                PT_DYNAMIC if dynamic.is_none() => dynamic = Some(*ph),
-                PT_GNU_STACK => stack_exec = ph.p_flags & PF_X != 0,
+                PT_TLS if tls.is_none() => tls = Some(self.check_tls(&ph)?),
+                PT_DYNAMIC => has_dynamic = true,
+                PT_GNU_STACK => stack_exec = ph.is_executable(),
                 _ => {}
             }
         }
@@ -500,7 +501,7 @@ impl File<'_> {
                 vaddr,
                 memsz: ph.p_memsz,
                 data,
-                prot: Prot::from_flags(ph.p_flags),
+                prot: Prot::from_phdr(ph),
                 file_offset: ph.p_offset,
             });
         }
@@ -511,20 +512,16 @@ impl File<'_> {
             .and_then(|s| page_up(s.end()))
             .unwrap_or(lowest);
 
-        let pie_flagged = match &dynamic {
-            Some(dynamic) => self.has_pie_flag(dynamic),
-            None => true,
-        };
         let kind = match (&interp, self.header.e_type) {
             (Some(_), _) => ElfKind::Dynamic,
             (None, ET_EXEC) => ElfKind::Static,
-            (None, _) if pie_flagged => ElfKind::StaticPie,
+            (None, _) if !has_dynamic || self.has_pie_flag(&phdrs) => ElfKind::StaticPie,
             (None, _) => ElfKind::SharedObject,
         };
 
         let e_entry = self.header.e_entry;
         let in_code = loads.iter().any(|ph| {
-            ph.p_flags & PF_X != 0 && ph.p_vaddr <= e_entry && e_entry - ph.p_vaddr < ph.p_memsz
+            ph.is_executable() && ph.p_vaddr <= e_entry && e_entry - ph.p_vaddr < ph.p_memsz
         });
         if !in_code {
             if kind == ElfKind::SharedObject && e_entry == 0 {
@@ -595,7 +592,7 @@ impl File<'_> {
         Ok(())
     }
 
-    fn check_tls(&self, ph: &Phdr) -> Result<Phdr, LoadError> {
+    fn check_tls<'a>(&self, ph: &Phdr<'a>) -> Result<Phdr<'a>, LoadError> {
         if ph.p_filesz > ph.p_memsz {
             return Err(corrupt(format!(
                 "the PT_TLS segment has more bytes in the file ({:#x}) than in memory ({:#x})",
@@ -615,6 +612,9 @@ impl File<'_> {
 
     /// The interpreter path, checked as Linux does: a NUL-terminated string
     /// of at most `PATH_MAX` bytes.
+    ///
+    /// goblin's `Elf::parse` would take the `p_filesz - 1` bytes as the path
+    /// without looking at the terminator, so this reads the bytes itself.
     fn interp_path(&self, ph: &Phdr) -> Result<String, LoadError> {
         if ph.p_filesz < 2 || ph.p_filesz > MAX_INTERP_LEN {
             return Err(corrupt(format!(
@@ -633,23 +633,14 @@ impl File<'_> {
             .map_err(|_| corrupt("the PT_INTERP path is not valid UTF-8"))
     }
 
-    /// Whether `PT_DYNAMIC` carries `DF_1_PIE`. A malformed dynamic section
-    /// just means "no": this only picks between two kinds that load alike.
-    fn has_pie_flag(&self, dynamic: &Phdr) -> bool {
-        let Ok(table) = self.range(dynamic.p_offset, dynamic.p_filesz, "PT_DYNAMIC") else {
-            return false;
-        };
-        for entry in table.chunks_exact(16) {
-            let (Some(tag), Some(val)) = (read_u64(entry, 0), read_u64(entry, 8)) else {
-                return false;
-            };
-            match tag {
-                DT_NULL => return false,
-                DT_FLAGS_1 => return val & DF_1_PIE != 0,
-                _ => {}
-            }
+    /// Whether the first `PT_DYNAMIC` carries `DF_1_PIE`, as goblin reads
+    /// it (up to the first `DT_NULL`). A malformed dynamic section just
+    /// means "no": this only picks between two kinds that load alike.
+    fn has_pie_flag(&self, phdrs: &[ProgramHeader]) -> bool {
+        match Dynamic::parse(self.bytes, phdrs, CTX) {
+            Ok(Some(dynamic)) => dynamic.info.flags_1 & DF_1_PIE != 0,
+            Ok(None) | Err(_) => false,
         }
-        false
     }
 
     /// `AT_PHDR` without `PT_PHDR`: Linux's rule of looking for the
@@ -697,6 +688,33 @@ fn check_order(prev: &Phdr, ph: &Phdr) -> Result<(), LoadError> {
     Ok(())
 }
 
+/// Maps an error from goblin onto a [`LoadError`].
+///
+/// goblin reports a read past the end of the bytes as a scroll error or as
+/// `BufferTooShort`; `past_end` says whether that is truncation or
+/// corruption where the error happened. goblin's own messages are made to
+/// follow [`LoadError`]'s rules: one line, lowercase start, no period.
+fn from_goblin(err: goblin::error::Error, past_end: impl FnOnce() -> LoadError) -> LoadError {
+    use goblin::error::Error;
+    match err {
+        Error::BadMagic(_) => LoadError::NotElf,
+        Error::Scroll(_) | Error::BufferTooShort(..) => past_end(),
+        Error::Malformed(msg) => corrupt(as_clause(&msg)),
+        other => corrupt(as_clause(&other.to_string())),
+    }
+}
+
+/// `msg` as one line starting in lowercase, without a trailing period.
+fn as_clause(msg: &str) -> String {
+    let line = msg.split_whitespace().collect::<Vec<_>>().join(" ");
+    let line = line.trim_end_matches('.');
+    let mut chars = line.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => "goblin could not read the file".to_string(),
+    }
+}
+
 fn corrupt(msg: impl Into<String>) -> LoadError {
     LoadError::Corrupt(msg.into())
 }
@@ -709,22 +727,31 @@ fn page_up(addr: u64) -> Option<u64> {
     addr.checked_add(PAGE_SIZE - 1).map(page_down)
 }
 
-fn read_array<const N: usize>(bytes: &[u8], off: usize) -> Option<[u8; N]> {
-    bytes.get(off..off.checked_add(N)?)?.try_into().ok()
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn read_u16(bytes: &[u8], off: usize) -> Option<u16> {
-    read_array(bytes, off).map(u16::from_le_bytes)
-}
-
-fn read_u16_be(bytes: &[u8], off: usize) -> Option<u16> {
-    read_array(bytes, off).map(u16::from_be_bytes)
-}
-
-fn read_u32(bytes: &[u8], off: usize) -> Option<u32> {
-    read_array(bytes, off).map(u32::from_le_bytes)
-}
-
-fn read_u64(bytes: &[u8], off: usize) -> Option<u64> {
-    read_array(bytes, off).map(u64::from_le_bytes)
+    #[test]
+    fn goblin_errors_map_onto_load_errors() {
+        use goblin::error::Error;
+        let truncated = || LoadError::Truncated;
+        assert_eq!(
+            from_goblin(Error::BadMagic(0), truncated),
+            LoadError::NotElf
+        );
+        assert_eq!(
+            from_goblin(Error::BufferTooShort(9, "program headers"), truncated),
+            LoadError::Truncated
+        );
+        let scroll = Elf::parse_header(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\x02\0")
+            .expect_err("goblin read a header from 18 bytes");
+        assert_eq!(from_goblin(scroll, truncated), LoadError::Truncated);
+        assert_eq!(
+            from_goblin(
+                Error::Malformed("Invalid PT_DYNAMIC size.\nSorry.".into()),
+                truncated
+            ),
+            LoadError::Corrupt("invalid PT_DYNAMIC size. Sorry".into())
+        );
+    }
 }

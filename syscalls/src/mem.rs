@@ -279,7 +279,7 @@ impl Kernel {
         old_len: u64,
         new_len: u64,
         flags: u64,
-        new_addr: u64,
+        _new_addr: u64,
     ) -> SysResult {
         if old % PAGE != 0 || new_len == 0 || flags & !(MREMAP_MAYMOVE | MREMAP_FIXED | 4) != 0 {
             return err(libc::EINVAL);

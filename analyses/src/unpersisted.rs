@@ -1,0 +1,193 @@
+//! `unpersisted`: the persistence checks of pmemcheck (Valgrind's PM tool), as a baseline.
+//!
+//! # What it reports
+//! - **unpersisted-store**: a store to PM that is still not durable when the program ends (no
+//!   flush of its line followed by a fence, no msync, no `pwrite` over it). Durability is the
+//!   hardware rule (`durable_hw`): any thread's flush and that thread's fence count. One finding
+//!   per store site (PC and call stack), with the number of stores and bytes it left.
+//! - **flush-without-fence**: a `clwb`/`clflushopt` whose line is still only captured at the end
+//!   (the flushing thread never fenced afterwards), at the flush.
+//! - **nt-store-without-fence**: a non-temporal store still pending in a write-combining buffer
+//!   at the end.
+//! - **flush-clean-line**: a flush of a line that had nothing unpersisted (pmemcheck's
+//!   "redundant flush"): wasted work, and often a sign that the flush was meant for another
+//!   address.
+//! - **redundant-fence**: an explicit `sfence`/`mfence` with nothing to order (no flush captured
+//!   and no NT store pending for its thread). Locked instructions are fences too but are never
+//!   reported: they are there for atomicity.
+//!
+//! # How
+//! The device answers every question; the pass only remembers where things came from: the PC and
+//! interned stack of each store that is not yet durable (pruned against the device so memory
+//! follows what is unpersisted, not how many stores ran), and of the last flush per line.
+//!
+//! # What it can miss, and why it reports no false positives
+//! It checks one execution: stores on paths not taken are not checked, and "durable at exit" says
+//! nothing about the order in which things became durable (that is crash testing's question).
+//! Every report is a fact about the device's exact model of this execution: a store reported as
+//! unpersisted was not durable under the model when the program ended. Whether that is a bug
+//! depends on whether recovery needs the data; a program that leaves scratch data unpersisted on
+//! purpose will be reported.
+
+use std::collections::BTreeMap;
+
+use emu::callstack::StackId;
+use emu::decode::FenceOp;
+use emu::events::{Event, EventKind, Interest};
+use emu::pm::{DurabilityRule, PmDevice};
+use rustc_hash::FxHashMap;
+
+use crate::{Analysis, RawFinding, RawLocation};
+
+type Site = (u64, StackId);
+
+#[derive(Default)]
+pub struct Unpersisted {
+    /// Where each not-yet-durable store came from, by store id.
+    origin: FxHashMap<u64, (Site, u32)>,
+    inserts_since_prune: usize,
+    /// Last flush of each line by each thread.
+    last_flush: FxHashMap<(u32, u64), Site>,
+    clean_flushes: BTreeMap<Site, (u32, u64)>,
+    redundant_fences: BTreeMap<Site, (u32, u64)>,
+}
+
+const PRUNE_EVERY: usize = 1 << 16;
+
+impl Unpersisted {
+    fn prune(&mut self, device: &PmDevice) {
+        let live: rustc_hash::FxHashSet<u64> = device
+            .unpersisted(DurabilityRule::Hw)
+            .iter()
+            .map(|u| u.store.0)
+            .collect();
+        self.origin.retain(|id, _| live.contains(id));
+        self.inserts_since_prune = 0;
+    }
+}
+
+fn loc(role: &'static str, site: Site, tid: u32) -> RawLocation {
+    RawLocation {
+        role,
+        pc: site.0,
+        stack: site.1,
+        tid,
+    }
+}
+
+impl Analysis for Unpersisted {
+    fn name(&self) -> &'static str {
+        "unpersisted"
+    }
+
+    fn interest(&self) -> Interest {
+        Interest::STORES.union(Interest::PERSIST)
+    }
+
+    fn on_event(&mut self, ev: &Event, device: &PmDevice) {
+        let site = (ev.pc, ev.stack);
+        match ev.kind {
+            EventKind::Store | EventKind::NtStore | EventKind::RmwStore => {
+                if let Some(id) = ev.store {
+                    self.origin.entry(id.0).or_insert((site, ev.tid));
+                    self.inserts_since_prune += 1;
+                    if self.inserts_since_prune >= PRUNE_EVERY {
+                        self.prune(device);
+                    }
+                }
+            }
+            EventKind::Flush(_) => {
+                self.last_flush.insert((ev.tid, ev.dev / 64), site);
+                if let Some(f) = ev.flush {
+                    if !f.dirty || f.already_captured {
+                        self.clean_flushes.entry(site).or_insert((ev.tid, 0)).1 += 1;
+                    }
+                }
+            }
+            EventKind::Fence(op) => {
+                if let Some(f) = ev.fence {
+                    if f.redundant && matches!(op, FenceOp::Sfence | FenceOp::Mfence) {
+                        self.redundant_fences.entry(site).or_insert((ev.tid, 0)).1 += 1;
+                    }
+                }
+            }
+            EventKind::Load => {}
+        }
+    }
+
+    fn finish(&mut self, device: &PmDevice) -> Vec<RawFinding> {
+        let mut out = Vec::new();
+        // Unpersisted stores, grouped by site.
+        let mut by_site: BTreeMap<Site, (u32, u64, u64, bool)> = BTreeMap::new();
+        for u in device.unpersisted(DurabilityRule::Hw) {
+            let (site, tid) = self
+                .origin
+                .get(&u.store.0)
+                .copied()
+                .unwrap_or(((0, StackId(0)), u.tid));
+            let e = by_site.entry(site).or_insert((tid, 0, 0, false));
+            e.1 += 1;
+            e.2 += u.bytes;
+            e.3 |= u.nt;
+        }
+        for (site, (tid, n, bytes, nt)) in by_site {
+            let (kind, what) = if nt {
+                (
+                    "nt-store-without-fence",
+                    "non-temporal store to PM still pending without a fence",
+                )
+            } else {
+                (
+                    "unpersisted-store",
+                    "store to PM never made durable (no flush and fence of its line)",
+                )
+            };
+            let _ = bytes;
+            out.push(RawFinding {
+                analysis: "unpersisted",
+                kind,
+                message: format!("{what} before the program ended"),
+                occurrences: n,
+                locations: vec![loc("store", site, tid)],
+            });
+        }
+        let mut unfenced: BTreeMap<Site, (u32, u64)> = BTreeMap::new();
+        for tid in device.threads_with_pending() {
+            for f in device.unfenced_flushes(tid) {
+                if let Some(site) = self.last_flush.get(&(tid, f.line)) {
+                    unfenced.entry(*site).or_insert((tid, 0)).1 += 1;
+                }
+            }
+        }
+        for (site, (tid, n)) in unfenced {
+            out.push(RawFinding {
+                analysis: "unpersisted",
+                kind: "flush-without-fence",
+                message: "flushed line never fenced afterwards: the flush may not have completed"
+                    .into(),
+                occurrences: n,
+                locations: vec![loc("flush", site, tid)],
+            });
+        }
+        for (site, (tid, n)) in std::mem::take(&mut self.clean_flushes) {
+            out.push(RawFinding {
+                analysis: "unpersisted",
+                kind: "flush-clean-line",
+                message: "flush of a line with nothing unpersisted (redundant flush)".into(),
+                occurrences: n,
+                locations: vec![loc("flush", site, tid)],
+            });
+        }
+        for (site, (tid, n)) in std::mem::take(&mut self.redundant_fences) {
+            out.push(RawFinding {
+                analysis: "unpersisted",
+                kind: "redundant-fence",
+                message: "fence with no flush or non-temporal store to order (redundant fence)"
+                    .into(),
+                occurrences: n,
+                locations: vec![loc("fence", site, tid)],
+            });
+        }
+        out
+    }
+}
