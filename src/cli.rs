@@ -70,6 +70,19 @@ pub struct RunOptions {
     #[arg(long, value_name = "N", default_value_t = 66)]
     pub findings_exit_code: i32,
 
+    /// Scheduling strategy: random (seeded preemption), pct (Burckhardt et al.'s probabilistic
+    /// concurrency testing, see --pct-depth) or fifo (no preemption).
+    #[arg(long, value_name = "S", default_value = "random", value_parser = ["random", "pct", "fifo"])]
+    pub strategy: String,
+
+    /// Bug depth d for --strategy pct: d-1 priority change points per run.
+    #[arg(long, value_name = "D", default_value_t = 3)]
+    pub pct_depth: u32,
+
+    /// Most guest threads alive at once; beyond it clone fails with EAGAIN.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_threads: usize,
+
     /// Number of CPUs the guest is told it has.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub cpus: u32,
@@ -93,11 +106,7 @@ pub struct RunArgs {
     pub opts: RunOptions,
 
     /// The program to run, then its arguments.
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        value_name = "PROGRAM [ARGS]..."
-    )]
+    #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]...")]
     pub command: Vec<String>,
 }
 
@@ -126,11 +135,7 @@ pub struct BenchArgs {
     pub runs: u32,
 
     /// The program to measure, then its arguments.
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        value_name = "PROGRAM [ARGS]..."
-    )]
+    #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]...")]
     pub command: Vec<String>,
 }
 
@@ -146,7 +151,5 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     num.parse::<u64>()
         .ok()
         .and_then(|n| n.checked_mul(mul))
-        .ok_or_else(|| {
-            format!("`{s}` is not a size (a number with an optional K, M, G or T suffix)")
-        })
+        .ok_or_else(|| format!("`{s}` is not a size (a number with an optional K, M, G or T suffix)"))
 }

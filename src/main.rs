@@ -51,10 +51,7 @@ impl PmDir {
         Ok(match user {
             Some(p) => {
                 if !p.is_dir() {
-                    return Err(Fatal(format!(
-                        "--pm-dir `{}` is not a directory",
-                        p.display()
-                    )));
+                    return Err(Fatal(format!("--pm-dir `{}` is not a directory", p.display())));
                 }
                 PmDir::User(p)
             }
@@ -74,9 +71,7 @@ fn guest_env(opts: &RunOptions) -> Result<Vec<String>, Fatal> {
     let mut env: Vec<String> = if opts.env_clear {
         Vec::new()
     } else {
-        std::env::vars_os()
-            .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
-            .collect()
+        std::env::vars_os().map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy())).collect()
     };
     for kv in &opts.env {
         let Some((k, _)) = kv.split_once('=') else {
@@ -88,20 +83,33 @@ fn guest_env(opts: &RunOptions) -> Result<Vec<String>, Fatal> {
     Ok(env)
 }
 
+/// PCT needs the number of scheduling points it spreads its change points over; without a
+/// profiling run, this estimate (PCT's k) is used.
+const PCT_EXPECTED_POINTS: u64 = 10_000;
+
+fn strategy(name: &str, depth: u32) -> emu::sched::Strategy {
+    match name {
+        "pct" => emu::sched::Strategy::Pct { depth: depth.max(1), expected_points: PCT_EXPECTED_POINTS },
+        "fifo" => emu::sched::Strategy::Fifo,
+        _ => emu::sched::Strategy::Random,
+    }
+}
+
+fn spec_strategy_name(s: emu::sched::Strategy) -> String {
+    match s {
+        emu::sched::Strategy::Random => "random",
+        emu::sched::Strategy::Pct { .. } => "pct",
+        emu::sched::Strategy::Fifo => "fifo",
+    }
+    .into()
+}
+
 fn exit_info(end: GuestEnd) -> ExitInfo {
     match end {
-        GuestEnd::Exited(ProcessExit::Code(c)) => ExitInfo {
-            code: Some(c),
-            ..ExitInfo::default()
-        },
-        GuestEnd::Exited(ProcessExit::Signal(s)) => ExitInfo {
-            signal: Some(s),
-            ..ExitInfo::default()
-        },
-        GuestEnd::Hang => ExitInfo {
-            hang: true,
-            ..ExitInfo::default()
-        },
+        GuestEnd::Exited(ProcessExit::Code(c)) => ExitInfo { code: Some(c), ..ExitInfo::default() },
+        GuestEnd::Exited(ProcessExit::Signal(s)) => ExitInfo { signal: Some(s), ..ExitInfo::default() },
+        GuestEnd::Hang => ExitInfo { hang: true, ..ExitInfo::default() },
+        GuestEnd::Deadlock => ExitInfo { deadlock: true, ..ExitInfo::default() },
     }
 }
 
@@ -112,7 +120,7 @@ fn exit_status(end: GuestEnd, findings: usize, findings_code: i32) -> i32 {
         GuestEnd::Exited(ProcessExit::Signal(s)) => 128 + s,
         _ if findings > 0 => findings_code,
         GuestEnd::Exited(ProcessExit::Code(c)) => c,
-        GuestEnd::Hang => findings_code,
+        GuestEnd::Hang | GuestEnd::Deadlock => findings_code,
     }
 }
 
@@ -128,7 +136,14 @@ fn execute(spec: &RunSpec) -> Result<(Report, session::RunOutcome), Fatal> {
             seed: spec.seed,
             exit: exit_info(out.end),
             instructions: out.instructions,
-            threads: 1,
+            threads: out.threads,
+            switches: out.switches,
+            strategy: spec_strategy_name(spec.strategy),
+            pct_depth: match spec.strategy {
+                emu::sched::Strategy::Pct { depth, .. } => depth,
+                _ => 0,
+            },
+            max_threads: spec.max_threads,
             trace_hash: out.trace_hash.clone(),
             pm_mount: spec.pm_mount.clone(),
             max_instructions: spec.max_instructions,
@@ -146,14 +161,8 @@ fn cmd_run(a: RunArgs) -> Result<i32, Fatal> {
     let opts = a.opts;
     if let Some(r) = &opts.report {
         // Refuse an unknown report format before spending time on the run.
-        if !matches!(
-            r.extension().and_then(|e| e.to_str()),
-            Some("json" | "ron" | "sarif")
-        ) {
-            return Err(Fatal(format!(
-                "--report `{}`: use a .json, .ron or .sarif file name",
-                r.display()
-            )));
+        if !matches!(r.extension().and_then(|e| e.to_str()), Some("json" | "ron" | "sarif")) {
+            return Err(Fatal(format!("--report `{}`: use a .json, .ron or .sarif file name", r.display())));
         }
     }
     let pm = PmDir::new(opts.pm_dir.clone())?;
@@ -168,6 +177,8 @@ fn cmd_run(a: RunArgs) -> Result<i32, Fatal> {
         max_memory: opts.max_memory,
         cpus: opts.cpus,
         analyses: opts.analyses.clone(),
+        strategy: strategy(&opts.strategy, opts.pct_depth),
+        max_threads: opts.max_threads,
     };
     let (report, out) = execute(&spec)?;
     if !opts.quiet {
@@ -176,18 +187,14 @@ fn cmd_run(a: RunArgs) -> Result<i32, Fatal> {
     if let Some(path) = &opts.report {
         report.write(path)?;
     }
-    Ok(exit_status(
-        out.end,
-        report.findings.len(),
-        opts.findings_exit_code,
-    ))
+    Ok(exit_status(out.end, report.findings.len(), opts.findings_exit_code))
 }
 
 fn cmd_replay(a: ReplayArgs) -> Result<i32, Fatal> {
     let orig = Report::read(&a.report)?;
     let program = PathBuf::from(&orig.run.program);
-    let bytes = std::fs::read(&program)
-        .map_err(|e| Fatal(format!("cannot read program `{}`: {e}", program.display())))?;
+    let bytes =
+        std::fs::read(&program).map_err(|e| Fatal(format!("cannot read program `{}`: {e}", program.display())))?;
     if blake3::hash(&bytes).to_hex().as_str() != orig.run.program_hash {
         return Err(Fatal(format!(
             "program `{}` changed since the report was written (its hash differs); the run cannot be replayed",
@@ -216,6 +223,8 @@ fn cmd_replay(a: ReplayArgs) -> Result<i32, Fatal> {
         max_memory: orig.run.max_memory,
         cpus: orig.run.cpus,
         analyses: orig.run.analyses.clone(),
+        strategy: strategy(&orig.run.strategy, orig.run.pct_depth),
+        max_threads: orig.run.max_threads,
     };
     let (report, out) = execute(&spec)?;
     report::print_findings(&report.findings);
@@ -231,11 +240,7 @@ fn cmd_replay(a: ReplayArgs) -> Result<i32, Fatal> {
         }
     }
     if report.run.trace_hash != orig.run.trace_hash {
-        let why = if changed.is_empty() {
-            "the execution took another path".to_string()
-        } else {
-            changed.join("; ")
-        };
+        let why = if changed.is_empty() { "the execution took another path".to_string() } else { changed.join("; ") };
         eprintln!(
             "ferrite: replay diverged: trace hash {} instead of {} ({why})",
             report.run.trace_hash, orig.run.trace_hash
@@ -244,21 +249,12 @@ fn cmd_replay(a: ReplayArgs) -> Result<i32, Fatal> {
     }
     if let Some(f) = wanted {
         if !report.findings.iter().any(|g| g.key() == f.key()) {
-            eprintln!(
-                "ferrite: replay diverged: finding {} did not come back",
-                f.id
-            );
+            eprintln!("ferrite: replay diverged: finding {} did not come back", f.id);
             return Ok(1);
         }
-        eprintln!(
-            "ferrite: replay reproduced finding {} (trace hash {})",
-            f.id, report.run.trace_hash
-        );
+        eprintln!("ferrite: replay reproduced finding {} (trace hash {})", f.id, report.run.trace_hash);
     } else {
-        eprintln!(
-            "ferrite: replay reproduced the run (trace hash {})",
-            report.run.trace_hash
-        );
+        eprintln!("ferrite: replay reproduced the run (trace hash {})", report.run.trace_hash);
     }
     Ok(exit_status(out.end, report.findings.len(), 66))
 }
@@ -285,11 +281,7 @@ fn cmd_bench(a: BenchArgs) -> Result<i32, Fatal> {
     for _ in 0..runs {
         native.push(time(Proc::new(&a.command[0]).args(&a.command[1..]))?);
         emulated.push(time(
-            Proc::new(&exe)
-                .args(["run", "--quiet", "--report"])
-                .arg(tmp.path())
-                .arg("--")
-                .args(&a.command),
+            Proc::new(&exe).args(["run", "--quiet", "--report"]).arg(tmp.path()).arg("--").args(&a.command),
         )?);
     }
     let report = Report::read(tmp.path())?;
@@ -298,10 +290,7 @@ fn cmd_bench(a: BenchArgs) -> Result<i32, Fatal> {
     println!("program            {}", a.command.join(" "));
     println!("instructions       {}", report.run.instructions);
     println!("native             {:.3} s (median of {runs})", n);
-    println!(
-        "ferrite            {:.3} s (median of {runs}), {:.0} M guest instructions/s",
-        e, mips
-    );
+    println!("ferrite            {:.3} s (median of {runs}), {:.0} M guest instructions/s", e, mips);
     println!("slowdown           {:.1}x native", e / n);
     Ok(0)
 }

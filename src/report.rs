@@ -24,6 +24,8 @@ pub struct ExitInfo {
     pub signal: Option<i32>,
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub hang: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub deadlock: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -37,7 +39,13 @@ pub struct RunInfo {
     pub seed: u64,
     pub exit: ExitInfo,
     pub instructions: u64,
+    /// Most guest threads alive at once.
     pub threads: u32,
+    /// Thread switches the scheduler made.
+    pub switches: u64,
+    pub strategy: String,
+    pub pct_depth: u32,
+    pub max_threads: usize,
     pub trace_hash: String,
     pub pm_mount: String,
     pub max_instructions: u64,
@@ -68,12 +76,7 @@ enum Format {
 }
 
 fn format_of(path: &Path) -> Option<Format> {
-    match path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(|e| e.to_ascii_lowercase())
-        .as_deref()
-    {
+    match path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase()).as_deref() {
         Some("json") => Some(Format::Json),
         Some("ron") => Some(Format::Ron),
         Some("sarif") => Some(Format::Sarif),
@@ -86,11 +89,10 @@ impl Report {
         let name = path.display().to_string();
         let text = match format_of(path).ok_or_else(|| ReportError::Format(name.clone()))? {
             Format::Json => serde_json::to_string_pretty(self).expect("reports serialise"),
-            Format::Ron => ron::ser::to_string_pretty(self, ron::ser::PrettyConfig::default())
-                .expect("reports serialise"),
-            Format::Sarif => {
-                serde_json::to_string_pretty(&self.sarif()).expect("reports serialise")
+            Format::Ron => {
+                ron::ser::to_string_pretty(self, ron::ser::PrettyConfig::default()).expect("reports serialise")
             }
+            Format::Sarif => serde_json::to_string_pretty(&self.sarif()).expect("reports serialise"),
         };
         std::fs::write(path, text + "\n").map_err(|e| ReportError::Write(name, e))
     }
@@ -99,16 +101,11 @@ impl Report {
         let name = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ReportError::Read(name.clone(), e))?;
         match format_of(path) {
-            Some(Format::Json) => {
-                serde_json::from_str(&text).map_err(|e| ReportError::Corrupt(name, e.to_string()))
-            }
-            Some(Format::Ron) => {
-                ron::from_str(&text).map_err(|e| ReportError::Corrupt(name, e.to_string()))
-            }
+            Some(Format::Json) => serde_json::from_str(&text).map_err(|e| ReportError::Corrupt(name, e.to_string())),
+            Some(Format::Ron) => ron::from_str(&text).map_err(|e| ReportError::Corrupt(name, e.to_string())),
             Some(Format::Sarif) => Err(ReportError::Corrupt(
                 name,
-                "SARIF reports are for code-scanning tools; replay needs the .json or .ron report"
-                    .into(),
+                "SARIF reports are for code-scanning tools; replay needs the .json or .ron report".into(),
             )),
             None => Err(ReportError::Format(name)),
         }
@@ -117,11 +114,7 @@ impl Report {
     /// SARIF 2.1.0: one result per finding, rule = analysis/kind, with code flows for backtraces.
     fn sarif(&self) -> serde_json::Value {
         use serde_json::json;
-        let mut rules: Vec<String> = self
-            .findings
-            .iter()
-            .map(|f| format!("{}/{}", f.analysis, f.kind))
-            .collect();
+        let mut rules: Vec<String> = self.findings.iter().map(|f| format!("{}/{}", f.analysis, f.kind)).collect();
         rules.sort();
         rules.dedup();
         let phys = |file: &Option<String>, line: Option<u32>| {
@@ -188,22 +181,11 @@ impl Report {
 /// The findings on standard error, like a sanitizer's report.
 pub fn print_findings(findings: &[Finding]) {
     for f in findings {
-        let times = if f.occurrences > 1 {
-            format!(" (x{})", f.occurrences)
-        } else {
-            String::new()
-        };
-        eprintln!(
-            "ferrite: finding {} [{}] {}{times}",
-            f.id, f.analysis, f.message
-        );
+        let times = if f.occurrences > 1 { format!(" (x{})", f.occurrences) } else { String::new() };
+        eprintln!("ferrite: finding {} [{}] {}{times}", f.id, f.analysis, f.message);
         for l in &f.locations {
             for (i, fr) in l.backtrace.iter().enumerate() {
-                let lead = if i == 0 {
-                    format!("  {:>8}", l.role)
-                } else {
-                    format!("  {:>8}", format!("#{i}"))
-                };
+                let lead = if i == 0 { format!("  {:>8}", l.role) } else { format!("  {:>8}", format!("#{i}")) };
                 eprintln!("{lead}  {}  [{:#x}]", fr.describe(), fr.pc);
             }
         }

@@ -9,9 +9,24 @@
 use std::path::PathBuf;
 
 use analyses::{Finding, Frame, Location, Passes, RawFinding};
+use emu::sched::Point;
 use emu::{sig, Exit, Machine, MachineConfig, Reg};
 use loader::Symbolizer;
-use syscalls::{Kernel, KernelConfig, Outcome, ProcessExit};
+use syscalls::{Deadlock, Kernel, KernelConfig, Outcome, ProcessExit};
+
+fn deadlock_finding(symbols: &Symbols, d: &Deadlock, seed: u64) -> Finding {
+    let locations =
+        d.threads.iter().map(|(tid, bt)| Location::from_backtrace("blocked", *tid, symbols.frames(bt))).collect();
+    Finding {
+        id: 0,
+        analysis: "deadlock".into(),
+        kind: "all-threads-blocked".into(),
+        message: format!("deadlock: all {} live threads are blocked and none can wake the others", d.threads.len()),
+        seed,
+        occurrences: 1,
+        locations,
+    }
+}
 
 /// Everything that defines a run.
 #[derive(Clone, Debug)]
@@ -27,6 +42,8 @@ pub struct RunSpec {
     pub max_memory: u64,
     pub cpus: u32,
     pub analyses: Vec<String>,
+    pub strategy: emu::sched::Strategy,
+    pub max_threads: usize,
 }
 
 /// How the guest ended.
@@ -35,10 +52,16 @@ pub enum GuestEnd {
     Exited(ProcessExit),
     /// Stopped by the instruction budget.
     Hang,
+    /// Every live thread blocked for good.
+    Deadlock,
 }
 
 pub struct RunOutcome {
     pub end: GuestEnd,
+    /// Most threads alive at once.
+    pub threads: u32,
+    /// Thread switches the scheduler made.
+    pub switches: u64,
     pub instructions: u64,
     pub trace_hash: String,
     pub findings: Vec<Finding>,
@@ -92,12 +115,7 @@ impl Symbols {
         pcs.iter()
             .map(|&pc| {
                 let l = self.sym.lookup(pc);
-                Frame {
-                    pc,
-                    function: l.function,
-                    file: l.file,
-                    line: l.line,
-                }
+                Frame { pc, function: l.function, file: l.file, line: l.line }
             })
             .collect()
     }
@@ -111,6 +129,8 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
     let mut m = Machine::new(MachineConfig {
         max_instructions: spec.max_instructions,
         rand_seed: spec.seed,
+        strategy: spec.strategy,
+        sched_seed: spec.seed,
         ..MachineConfig::default()
     })?;
     let mut k = Kernel::new(KernelConfig {
@@ -121,28 +141,30 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
         max_memory: spec.max_memory,
         exe: exe.display().to_string(),
         cpus: spec.cpus,
+        max_threads: spec.max_threads,
     });
+    m.set_main_tid(k.current);
     let passes = analyses::build(&spec.analyses).map_err(SessionError::Analyses)?;
     m.set_observer(Box::new(Passes::new(passes)));
     let argv: Vec<Vec<u8>> = spec.argv.iter().map(|a| a.clone().into_bytes()).collect();
     let envp: Vec<Vec<u8>> = spec.env.iter().map(|a| a.clone().into_bytes()).collect();
-    let started = syscalls::exec(&mut m, &mut k, &bytes, &argv, &envp)
-        .map_err(|e| SessionError::Exec(name, e))?;
-    let symbols = Symbols {
-        sym: Symbolizer::new(bytes.as_slice(), started.image.load_bias),
-    };
+    let started = syscalls::exec(&mut m, &mut k, &bytes, &argv, &envp).map_err(|e| SessionError::Exec(name, e))?;
+    let symbols = Symbols { sym: Symbolizer::new(bytes.as_slice(), started.image.load_bias) };
     let program_hash = blake3::hash(&bytes).to_hex().to_string();
 
     let mut trace = blake3::Hasher::new();
     trace.update(program_hash.as_bytes());
     let mut findings = Vec::new();
     let mut reported_unsupported = 0;
+    let mut max_threads_seen = 1usize;
     let end = loop {
-        match m.run() {
+        let exit = m.run();
+        match exit {
             Exit::Syscall => {
                 let nr = m.reg(Reg::RAX);
                 trace.update(&m.pm_hash().to_le_bytes());
                 trace.update(&m.icount().to_le_bytes());
+                trace.update(&k.current.to_le_bytes());
                 trace.update(&nr.to_le_bytes());
                 for r in [Reg::RDI, Reg::RSI, Reg::RDX] {
                     trace.update(&m.reg(r).to_le_bytes());
@@ -158,8 +180,30 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
                         u.name, u.nr, u.pc
                     );
                 }
-                if let Outcome::Exit(e) = outcome {
-                    break GuestEnd::Exited(e);
+                max_threads_seen = max_threads_seen.max(k.live_threads());
+                let point = match outcome {
+                    Outcome::Exit(e) => break GuestEnd::Exited(e),
+                    Outcome::Continue => {
+                        let others = k.runnable().len().saturating_sub(1);
+                        m.set_runnable_others(others);
+                        if others == 0 || !m.scheduler().wants_switch(others) {
+                            continue;
+                        }
+                        (Point::Optional, false)
+                    }
+                    Outcome::Yield => (Point::Yield, false),
+                    Outcome::Block => (Point::Forced, false),
+                    Outcome::ThreadExit => (Point::Forced, true),
+                };
+                if let Err(d) = k.schedule(&mut m, point.0, point.1) {
+                    findings.push(deadlock_finding(&symbols, &d, spec.seed));
+                    break GuestEnd::Deadlock;
+                }
+            }
+            Exit::Preempt => {
+                if let Err(d) = k.schedule(&mut m, Point::Optional, false) {
+                    findings.push(deadlock_finding(&symbols, &d, spec.seed));
+                    break GuestEnd::Deadlock;
                 }
             }
             Exit::Fault(f) => {
@@ -172,7 +216,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
                     message: format!("{name}: {}", f.what),
                     seed: spec.seed,
                     occurrences: 1,
-                    locations: vec![Location::from_backtrace("fault", 1, bt)],
+                    locations: vec![Location::from_backtrace("fault", m.tid(), bt)],
                 });
                 break GuestEnd::Exited(ProcessExit::Signal(f.signal));
             }
@@ -188,7 +232,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
                     ),
                     seed: spec.seed,
                     occurrences: 1,
-                    locations: vec![Location::from_backtrace("running", 1, bt)],
+                    locations: vec![Location::from_backtrace("running", m.tid(), bt)],
                 });
                 break GuestEnd::Hang;
             }
@@ -199,7 +243,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
     if let Some(obs) = m.take_observer() {
         let any: Box<dyn std::any::Any> = obs;
         if let Ok(mut passes) = any.downcast::<Passes>() {
-            if end != GuestEnd::Hang {
+            if !matches!(end, GuestEnd::Hang | GuestEnd::Deadlock) {
                 for raw in passes.finish(m.pm()) {
                     findings.push(symbols.finding(&m, raw, spec.seed));
                 }
@@ -212,6 +256,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
         if findings.is_empty() {
             let bt = symbols.frames(&m.backtrace());
             let name = sig::name(s);
+            let tid = m.tid();
             let what = if s == sig::SIGABRT {
                 "the program aborted (abort or a failed assert)"
             } else {
@@ -224,7 +269,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
                 message: format!("{name}: {what}"),
                 seed: spec.seed,
                 occurrences: 1,
-                locations: vec![Location::from_backtrace("raised", 1, bt)],
+                locations: vec![Location::from_backtrace("raised", tid, bt)],
             });
         }
     }
@@ -232,13 +277,17 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
         GuestEnd::Exited(ProcessExit::Code(c)) => i64::from(c),
         GuestEnd::Exited(ProcessExit::Signal(s)) => -i64::from(s),
         GuestEnd::Hang => i64::MIN,
+        GuestEnd::Deadlock => i64::MIN + 1,
     };
     trace.update(&end_code.to_le_bytes());
     trace.update(&m.pm_hash().to_le_bytes());
     trace.update(&m.icount().to_le_bytes());
     let findings = Finding::merge(findings);
+    let switches = m.scheduler().switches;
     Ok(RunOutcome {
         end,
+        threads: max_threads_seen as u32,
+        switches,
         instructions: m.icount(),
         trace_hash: trace.finalize().to_hex()[..32].to_string(),
         findings,

@@ -85,9 +85,7 @@ pub struct Passes {
 
 impl Passes {
     pub fn new(passes: Vec<Box<dyn Analysis>>) -> Passes {
-        Passes {
-            passes: passes.into_iter().map(|p| (p.interest(), p)).collect(),
-        }
+        Passes { passes: passes.into_iter().map(|p| (p.interest(), p)).collect() }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -95,18 +93,13 @@ impl Passes {
     }
 
     pub fn finish(&mut self, device: &PmDevice) -> Vec<RawFinding> {
-        self.passes
-            .iter_mut()
-            .flat_map(|(_, p)| p.finish(device))
-            .collect()
+        self.passes.iter_mut().flat_map(|(_, p)| p.finish(device)).collect()
     }
 }
 
 impl Observer for Passes {
     fn interest(&self) -> Interest {
-        self.passes
-            .iter()
-            .fold(Interest::NONE, |a, (i, _)| a.union(*i))
+        self.passes.iter().fold(Interest::NONE, |a, (i, _)| a.union(*i))
     }
 
     fn on_event(&mut self, ev: &Event, device: &PmDevice) {
@@ -170,17 +163,12 @@ impl Location {
     /// A location whose summary is the innermost frame with a source line (the program's own
     /// code rather than the libc function it called), keeping the whole backtrace.
     pub fn from_backtrace(role: &str, thread: u32, backtrace: Vec<Frame>) -> Location {
-        let top = backtrace
-            .iter()
-            .find(|f| f.line.is_some())
-            .or(backtrace.first())
-            .cloned()
-            .unwrap_or(Frame {
-                pc: 0,
-                function: None,
-                file: None,
-                line: None,
-            });
+        let top = backtrace.iter().find(|f| f.line.is_some()).or(backtrace.first()).cloned().unwrap_or(Frame {
+            pc: 0,
+            function: None,
+            file: None,
+            line: None,
+        });
         Location {
             role: role.to_string(),
             pc: top.pc,

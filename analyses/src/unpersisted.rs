@@ -56,23 +56,15 @@ const PRUNE_EVERY: usize = 1 << 16;
 
 impl Unpersisted {
     fn prune(&mut self, device: &PmDevice) {
-        let live: rustc_hash::FxHashSet<u64> = device
-            .unpersisted(DurabilityRule::Hw)
-            .iter()
-            .map(|u| u.store.0)
-            .collect();
+        let live: rustc_hash::FxHashSet<u64> =
+            device.unpersisted(DurabilityRule::Hw).iter().map(|u| u.store.0).collect();
         self.origin.retain(|id, _| live.contains(id));
         self.inserts_since_prune = 0;
     }
 }
 
 fn loc(role: &'static str, site: Site, tid: u32) -> RawLocation {
-    RawLocation {
-        role,
-        pc: site.0,
-        stack: site.1,
-        tid,
-    }
+    RawLocation { role, pc: site.0, stack: site.1, tid }
 }
 
 impl Analysis for Unpersisted {
@@ -120,11 +112,7 @@ impl Analysis for Unpersisted {
         // Unpersisted stores, grouped by site.
         let mut by_site: BTreeMap<Site, (u32, u64, u64, bool)> = BTreeMap::new();
         for u in device.unpersisted(DurabilityRule::Hw) {
-            let (site, tid) = self
-                .origin
-                .get(&u.store.0)
-                .copied()
-                .unwrap_or(((0, StackId(0)), u.tid));
+            let (site, tid) = self.origin.get(&u.store.0).copied().unwrap_or(((0, StackId(0)), u.tid));
             let e = by_site.entry(site).or_insert((tid, 0, 0, false));
             e.1 += 1;
             e.2 += u.bytes;
@@ -132,15 +120,9 @@ impl Analysis for Unpersisted {
         }
         for (site, (tid, n, bytes, nt)) in by_site {
             let (kind, what) = if nt {
-                (
-                    "nt-store-without-fence",
-                    "non-temporal store to PM still pending without a fence",
-                )
+                ("nt-store-without-fence", "non-temporal store to PM still pending without a fence")
             } else {
-                (
-                    "unpersisted-store",
-                    "store to PM never made durable (no flush and fence of its line)",
-                )
+                ("unpersisted-store", "store to PM never made durable (no flush and fence of its line)")
             };
             let _ = bytes;
             out.push(RawFinding {
@@ -163,8 +145,7 @@ impl Analysis for Unpersisted {
             out.push(RawFinding {
                 analysis: "unpersisted",
                 kind: "flush-without-fence",
-                message: "flushed line never fenced afterwards: the flush may not have completed"
-                    .into(),
+                message: "flushed line never fenced afterwards: the flush may not have completed".into(),
                 occurrences: n,
                 locations: vec![loc("flush", site, tid)],
             });
@@ -182,8 +163,7 @@ impl Analysis for Unpersisted {
             out.push(RawFinding {
                 analysis: "unpersisted",
                 kind: "redundant-fence",
-                message: "fence with no flush or non-temporal store to order (redundant fence)"
-                    .into(),
+                message: "fence with no flush or non-temporal store to order (redundant fence)".into(),
                 occurrences: n,
                 locations: vec![loc("fence", site, tid)],
             });

@@ -39,10 +39,7 @@ pub struct StackTable {
 
 impl Default for StackTable {
     fn default() -> Self {
-        StackTable {
-            nodes: vec![(StackId(0), 0)],
-            index: FxHashMap::default(),
-        }
+        StackTable { nodes: vec![(StackId(0), 0)], index: FxHashMap::default() }
     }
 }
 

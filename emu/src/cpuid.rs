@@ -75,23 +75,12 @@ impl Default for CpuidTable {
         let vendor = *b"GenuineIntel";
         let word = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
         let mut entries = vec![
-            (
-                (0, 0),
-                [
-                    0xb,
-                    word(&vendor[0..4]),
-                    word(&vendor[8..12]),
-                    word(&vendor[4..8]),
-                ],
-            ),
+            ((0, 0), [0xb, word(&vendor[0..4]), word(&vendor[8..12]), word(&vendor[4..8])]),
             // Family 6, model 0x55 (Skylake-SP / Cascade Lake, the Optane DC platform), stepping 4.
             ((1, 0), [0x0005_0654, leaf1_ebx, leaf1_ecx, leaf1_edx]),
             ((7, 0), [0, CLFLUSHOPT | CLWB, 0, 0]),
             ((0x8000_0000, 0), [0x8000_0008, 0, 0, 0]),
-            (
-                (0x8000_0001, 0),
-                [0, 0, LAHF_LM | ABM | PREFETCHW, SYSCALL | NX | RDTSCP | LM],
-            ),
+            ((0x8000_0001, 0), [0, 0, LAHF_LM | ABM | PREFETCHW, SYSCALL | NX | RDTSCP | LM]),
             // L2: 1 MiB, 16-way, 64-byte lines (ECX = size KiB << 16 | assoc code << 12 | line).
             ((0x8000_0006, 0), [0, 0, (1024 << 16) | (0x8 << 12) | 64, 0]),
             // Invariant TSC: the virtual clock never stops or changes rate.
@@ -117,12 +106,7 @@ impl Default for CpuidTable {
         entries.push(((0xb, 1), [0, 1, (2 << 8) | 1, 0]));
         entries.push(((0xb, 2), [0, 0, 2, 0]));
         for (i, chunk) in BRAND.chunks(16).enumerate() {
-            let regs = [
-                word(&chunk[0..4]),
-                word(&chunk[4..8]),
-                word(&chunk[8..12]),
-                word(&chunk[12..16]),
-            ];
+            let regs = [word(&chunk[0..4]), word(&chunk[4..8]), word(&chunk[8..12]), word(&chunk[12..16])];
             entries.push(((0x8000_0002 + i as u32, 0), regs));
         }
         entries.sort_by_key(|e| e.0);
@@ -173,18 +157,8 @@ impl CpuidTable {
             (SSE2, "sse2"),
         ];
         flags.extend(edx1.iter().filter(|(b, _)| self.has(1, 3, *b)).map(|f| f.1));
-        let ext_edx = [
-            (SYSCALL, "syscall"),
-            (NX, "nx"),
-            (RDTSCP, "rdtscp"),
-            (LM, "lm"),
-        ];
-        flags.extend(
-            ext_edx
-                .iter()
-                .filter(|(b, _)| self.has(0x8000_0001, 3, *b))
-                .map(|f| f.1),
-        );
+        let ext_edx = [(SYSCALL, "syscall"), (NX, "nx"), (RDTSCP, "rdtscp"), (LM, "lm")];
+        flags.extend(ext_edx.iter().filter(|(b, _)| self.has(0x8000_0001, 3, *b)).map(|f| f.1));
         let ecx1 = [
             (SSE3, "pni"),
             (PCLMULQDQ, "pclmulqdq"),
@@ -197,17 +171,8 @@ impl CpuidTable {
             (AES, "aes"),
         ];
         flags.extend(ecx1.iter().filter(|(b, _)| self.has(1, 2, *b)).map(|f| f.1));
-        let ext_ecx = [
-            (LAHF_LM, "lahf_lm"),
-            (ABM, "abm"),
-            (PREFETCHW, "3dnowprefetch"),
-        ];
-        flags.extend(
-            ext_ecx
-                .iter()
-                .filter(|(b, _)| self.has(0x8000_0001, 2, *b))
-                .map(|f| f.1),
-        );
+        let ext_ecx = [(LAHF_LM, "lahf_lm"), (ABM, "abm"), (PREFETCHW, "3dnowprefetch")];
+        flags.extend(ext_ecx.iter().filter(|(b, _)| self.has(0x8000_0001, 2, *b)).map(|f| f.1));
         let ebx7 = [(CLFLUSHOPT, "clflushopt"), (CLWB, "clwb")];
         flags.extend(ebx7.iter().filter(|(b, _)| self.has(7, 1, *b)).map(|f| f.1));
         flags
@@ -221,9 +186,7 @@ impl CpuidTable {
                 bytes.extend_from_slice(&r.to_le_bytes());
             }
         }
-        String::from_utf8_lossy(&bytes)
-            .trim_end_matches('\0')
-            .to_string()
+        String::from_utf8_lossy(&bytes).trim_end_matches('\0').to_string()
     }
 
     /// `/proc/cpuinfo` for `cpus` identical processors.

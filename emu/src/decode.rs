@@ -99,11 +99,7 @@ impl BlockInfo {
     }
 
     pub fn access_kind(&self, pc: u64) -> AccessKind {
-        self.access
-            .iter()
-            .find(|(p, _)| *p == pc)
-            .map(|(_, k)| *k)
-            .unwrap_or_default()
+        self.access.iter().find(|(p, _)| *p == pc).map(|(_, k)| *k).unwrap_or_default()
     }
 }
 
@@ -121,22 +117,10 @@ fn key(addr: u64, size: u32) -> u64 {
 
 impl Default for Decoder {
     fn default() -> Self {
-        let cs = Capstone::new()
-            .x86()
-            .mode(ArchMode::Mode64)
-            .build()
-            .expect("capstone supports x86-64");
-        let detailed = Capstone::new()
-            .x86()
-            .mode(ArchMode::Mode64)
-            .detail(true)
-            .build()
-            .expect("capstone supports x86-64");
-        Decoder {
-            cs,
-            detailed,
-            cache: FxHashMap::default(),
-        }
+        let cs = Capstone::new().x86().mode(ArchMode::Mode64).build().expect("capstone supports x86-64");
+        let detailed =
+            Capstone::new().x86().mode(ArchMode::Mode64).detail(true).build().expect("capstone supports x86-64");
+        Decoder { cs, detailed, cache: FxHashMap::default() }
     }
 }
 
@@ -174,10 +158,7 @@ impl Decoder {
                 let locked = has_lock_prefix(i.bytes());
                 let mem = ops.contains('[');
                 term = match m {
-                    "call" => Term::Call {
-                        pc,
-                        ret: pc + i.len() as u64,
-                    },
+                    "call" => Term::Call { pc, ret: pc + i.len() as u64 },
                     "ret" => Term::Ret,
                     _ => Term::Other,
                 };
@@ -191,8 +172,9 @@ impl Decoder {
                     None => {}
                 }
                 let kind = match m {
-                    "movnti" | "movntdq" | "movntps" | "movntpd" | "movntq" | "maskmovdqu"
-                    | "movntsd" | "movntss" => AccessKind::NonTemporal,
+                    "movnti" | "movntdq" | "movntps" | "movntpd" | "movntq" | "maskmovdqu" | "movntsd" | "movntss" => {
+                        AccessKind::NonTemporal
+                    }
                     _ if (locked || m == "xchg") && mem => AccessKind::Locked,
                     _ if m.starts_with("rep") && (ops.contains("movs") || ops.contains("stos")) => {
                         AccessKind::RepString
@@ -240,11 +222,7 @@ impl Decoder {
                 let base_name = self.detailed.reg_name(m.base()).unwrap_or_default();
                 let next_pc = (base_name == "rip").then(|| pc + insn.len() as u64);
                 return Some(MemRef {
-                    base: if next_pc.is_some() {
-                        None
-                    } else {
-                        reg(m.base())
-                    },
+                    base: if next_pc.is_some() { None } else { reg(m.base()) },
                     index: reg(m.index()),
                     scale: m.scale() as u8,
                     disp: m.disp(),
@@ -313,13 +291,12 @@ fn classify(m: &str, ops: &str, locked: bool, mem: bool) -> Option<Special> {
         "mfence" => Special::Fence(FenceOp::Mfence),
         "rdrand" => Special::Rand { seed_insn: false },
         "rdseed" => Special::Rand { seed_insn: true },
-        "hlt" | "cli" | "sti" | "in" | "out" | "insb" | "insw" | "insd" | "outsb" | "outsw"
-        | "outsd" | "lgdt" | "lidt" | "lldt" | "ltr" | "lmsw" | "clts" | "invd" | "wbinvd"
-        | "invlpg" | "rdmsr" | "wrmsr" | "swapgs" | "sysret" | "sysexit" | "monitor" | "mwait"
-        | "iretq" | "iretd" | "iret" | "wrpkru" | "invpcid" | "xsetbv" => Special::Privileged,
-        "mov" if ops.contains("cr") && !mem || ops.contains("dr") && !mem && mov_debug(ops) => {
+        "hlt" | "cli" | "sti" | "in" | "out" | "insb" | "insw" | "insd" | "outsb" | "outsw" | "outsd" | "lgdt"
+        | "lidt" | "lldt" | "ltr" | "lmsw" | "clts" | "invd" | "wbinvd" | "invlpg" | "rdmsr" | "wrmsr" | "swapgs"
+        | "sysret" | "sysexit" | "monitor" | "mwait" | "iretq" | "iretd" | "iret" | "wrpkru" | "invpcid" | "xsetbv" => {
             Special::Privileged
         }
+        "mov" if ops.contains("cr") && !mem || ops.contains("dr") && !mem && mov_debug(ops) => Special::Privileged,
         "xchg" if mem => Special::Fence(FenceOp::Locked),
         _ if locked && mem => Special::Fence(FenceOp::Locked),
         _ => return None,
@@ -353,11 +330,7 @@ mod tests {
         let b = d.insert(0x1000, code.len() as u32, &code).clone();
         assert_eq!(b.insns.len(), 8);
         let s: Vec<Special> = b.specials.iter().map(|x| x.1).collect();
-        let rdi = MemRef {
-            base: Some(Reg::RDI),
-            scale: 1,
-            ..MemRef::default()
-        };
+        let rdi = MemRef { base: Some(Reg::RDI), scale: 1, ..MemRef::default() };
         assert_eq!(
             s,
             vec![

@@ -11,6 +11,7 @@ pub mod events;
 pub mod machine;
 pub mod memory;
 pub mod pm;
+pub mod sched;
 
 pub use machine::{sig, EmuError, Exit, Fault, Machine, MachineConfig, Reg};
 pub use memory::{Backing, HostBlock, MemError, Perm, Region, PAGE};

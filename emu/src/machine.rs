@@ -32,6 +32,7 @@ use crate::decode::{AccessKind, Decoder, FenceOp, FlushOp, MemRef, Special, Term
 use crate::events::{Event, EventKind, Interest, Observer};
 use crate::memory::{Backing, MemError, Memory, Perm, Region};
 use crate::pm::{device_addr, FenceKind, FlushKind, PmConfig, PmDevice, StoreKind};
+use crate::sched::{Scheduler, Strategy};
 
 pub use unicorn_engine::RegisterX86 as Reg;
 
@@ -90,6 +91,9 @@ pub enum Exit {
     Fault(Fault),
     /// The instruction budget ran out; RIP is at the next instruction to run.
     Limit,
+    /// A scheduling point: the caller asks the scheduler which thread runs next. RIP is at the
+    /// next instruction to run.
+    Preempt,
 }
 
 /// Settings fixed when the machine is built.
@@ -104,6 +108,9 @@ pub struct MachineConfig {
     /// Seed for RDRAND/RDSEED if a guest executes them despite CPUID.
     pub rand_seed: u64,
     pub pm: PmConfig,
+    pub strategy: Strategy,
+    /// Seed of the scheduler.
+    pub sched_seed: u64,
 }
 
 impl Default for MachineConfig {
@@ -114,6 +121,8 @@ impl Default for MachineConfig {
             tsc_per_insn: 1,
             rand_seed: 0,
             pm: PmConfig::default(),
+            strategy: Strategy::Random,
+            sched_seed: 0,
         }
     }
 }
@@ -124,6 +133,9 @@ enum Stop {
     Interrupt(u32),
     Special(u64, Special),
     Limit,
+    /// A scheduling point where the scheduler wants to consider another thread; RIP is at the
+    /// next instruction to run.
+    Preempt,
     /// A hook failed; the message is in `HookState::error`.
     Error,
 }
@@ -158,15 +170,22 @@ pub struct HookState {
     interest: Interest,
     /// Rolling hash of every PM store, flush and fence, folded into the trace hash.
     pm_hash: u64,
+    pub(crate) sched: Scheduler,
+    /// Runnable threads other than the running one (kept by the caller through the machine).
+    runnable_others: usize,
+    /// Retired-instruction count at which the running thread's quantum ends.
+    quantum_end: u64,
+    /// A PM store asked for a switch: take it at the next block start.
+    preempt_next_block: bool,
+    /// The instruction (by retired count) last considered as a scheduling point, so that an
+    /// instruction re-executed after a stop, or firing several hooks, is one point.
+    last_point: u64,
 }
 
 impl HookState {
     fn access_kind(&self, pc: u64) -> AccessKind {
         let (addr, size, _) = self.block;
-        self.decoder
-            .get(addr, size)
-            .map(|b| b.access_kind(pc))
-            .unwrap_or_default()
+        self.decoder.get(addr, size).map(|b| b.access_kind(pc)).unwrap_or_default()
     }
 
     fn device_of(&self, va: u64) -> Option<u64> {
@@ -175,25 +194,27 @@ impl HookState {
         (va < end).then(|| dev + (va - start))
     }
 
+    /// A scheduling point at the instruction at `pc`: whether to stop for the scheduler.
+    fn point(&mut self, pc: u64) -> bool {
+        if self.runnable_others == 0 {
+            return false;
+        }
+        let at = self.count_at(pc);
+        if at == self.last_point {
+            return false;
+        }
+        self.last_point = at;
+        self.sched.wants_switch(self.runnable_others)
+    }
+
     fn mix(&mut self, words: [u64; 4]) {
         for w in words {
-            self.pm_hash = (self.pm_hash ^ w)
-                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                .rotate_left(29);
+            self.pm_hash = (self.pm_hash ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
         }
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn emit(
-        &mut self,
-        kind: EventKind,
-        pc: u64,
-        addr: u64,
-        dev: u64,
-        size: u32,
-        old: u64,
-        new: u64,
-    ) -> Event {
+    fn emit(&mut self, kind: EventKind, pc: u64, addr: u64, dev: u64, size: u32, old: u64, new: u64) -> Event {
         Event {
             kind,
             tid: self.tid,
@@ -215,12 +236,17 @@ impl HookState {
     fn count_at(&self, pc: u64) -> u64 {
         let (addr, size, n) = self.block;
         match self.decoder.get(addr, size) {
-            Some(b) if pc >= addr && pc <= addr + u64::from(size) => {
-                self.block_base + b.retired_before(pc)
-            }
+            Some(b) if pc >= addr && pc <= addr + u64::from(size) => self.block_base + b.retired_before(pc),
             _ => self.block_base + n,
         }
     }
+}
+
+/// A thread that is not running: its registers and its shadow call stack.
+struct Parked {
+    tid: u32,
+    ctx: unicorn_engine::Context,
+    callstack: CallStack,
 }
 
 pub struct Machine {
@@ -228,6 +254,8 @@ pub struct Machine {
     pub mem: Memory,
     /// Hooks of each PM window, by window start.
     pm_hooks: Vec<(u64, Vec<unicorn_engine::UcHookId>)>,
+    /// Guest threads that are not running, by tid; the running one lives in the engine.
+    parked: Vec<Parked>,
     /// The exact retired-instruction count at the last stop.
     icount: u64,
     rand_state: u64,
@@ -241,6 +269,8 @@ pub enum EmuError {
     Memory(MemError),
     #[error("host memory: {0}")]
     Host(std::io::Error),
+    #[error("no guest thread {0}")]
+    NoThread(u32),
 }
 
 fn engine(e: uc_error) -> EmuError {
@@ -258,15 +288,7 @@ extern "C" fn cpuid_hook(uc: *mut ffi::uc_engine, user: *mut c_void) -> i32 {
         ffi::uc_reg_read(uc, RegisterX86::RCX as i32, (&raw mut ecx).cast());
     }
     let r = st.cpuid.query(eax as u32, ecx as u32);
-    for (reg, v) in [
-        RegisterX86::RAX,
-        RegisterX86::RBX,
-        RegisterX86::RCX,
-        RegisterX86::RDX,
-    ]
-    .iter()
-    .zip(r)
-    {
+    for (reg, v) in [RegisterX86::RAX, RegisterX86::RBX, RegisterX86::RCX, RegisterX86::RDX].iter().zip(r) {
         let v = u64::from(v);
         // SAFETY: as above.
         unsafe { ffi::uc_reg_write(uc, *reg as i32, (&raw const v).cast()) };
@@ -312,23 +334,12 @@ fn add_raw_insn_hook(
     insn: X86Insn,
     cb: extern "C" fn(*mut ffi::uc_engine, *mut c_void) -> i32,
 ) -> Result<(), EmuError> {
-    let user = (uc.get_data() as *const HookState)
-        .cast_mut()
-        .cast::<c_void>();
+    let user = (uc.get_data() as *const HookState).cast_mut().cast::<c_void>();
     let mut hh: ffi::uc_hook = 0;
     // SAFETY: the callback has the signature Unicorn expects for CPUID/RDTSC hooks and `user`
     // points at the engine's own data, which outlives the hook.
     let err = unsafe {
-        ffi::uc_hook_add(
-            uc.get_handle(),
-            &mut hh,
-            HookType::INSN.0 as i32,
-            cb as *mut c_void,
-            user,
-            1,
-            0,
-            insn as i32,
-        )
+        ffi::uc_hook_add(uc.get_handle(), &mut hh, HookType::INSN.0 as i32, cb as *mut c_void, user, 1, 0, insn as i32)
     };
     if err != uc_error::OK {
         return Err(engine(err));
@@ -356,12 +367,8 @@ fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
             let st = uc.get_data_mut();
             let b = st.decoder.insert(addr, size, &bytes);
             let (n, term) = (b.insns.len() as u64, b.term);
-            let fresh: Vec<(u64, Special)> = b
-                .specials
-                .iter()
-                .copied()
-                .filter(|(pc, _)| !st.hooked.contains(pc))
-                .collect();
+            let fresh: Vec<(u64, Special)> =
+                b.specials.iter().copied().filter(|(pc, _)| !st.hooked.contains(pc)).collect();
             if !fresh.is_empty() {
                 // Hook the specials, then leave this translation before it runs anything: writing
                 // RIP from a hook exits the block, and it is translated again with the hooks.
@@ -377,10 +384,20 @@ fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
     };
     let st = uc.get_data_mut();
     let base = st.block_base + st.block.2;
-    if base + n > st.limit {
+    let stop = if base + n > st.limit {
+        Some(Stop::Limit)
+    } else if st.runnable_others > 0 && (st.preempt_next_block || base + n > st.quantum_end) && base != st.last_point {
+        // Stop before this block runs: the quantum ended or a PM store asked for a switch.
+        st.last_point = base;
+        Some(Stop::Preempt)
+    } else {
+        None
+    };
+    if let Some(stop) = stop {
+        st.preempt_next_block = false;
         st.block_base = base;
         st.block = (addr, size, 0);
-        st.stop = Some(Stop::Limit);
+        st.stop = Some(stop);
         let _ = uc.emu_stop();
         let _ = uc.set_pc(addr);
         return;
@@ -412,9 +429,7 @@ fn effective_address(uc: &Unicorn<'_, HookState>, m: &MemRef) -> u64 {
         Some(Reg::GS) => uc.reg_read(Reg::GS_BASE).unwrap_or(0),
         _ => 0,
     };
-    base.wrapping_add(r(m.index).wrapping_mul(u64::from(m.scale)))
-        .wrapping_add(m.disp as u64)
-        .wrapping_add(seg)
+    base.wrapping_add(r(m.index).wrapping_mul(u64::from(m.scale))).wrapping_add(m.disp as u64).wrapping_add(seg)
 }
 
 fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Special) {
@@ -443,6 +458,12 @@ fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Special) {
         }
         Special::Fence(op) => {
             let st = uc.get_data_mut();
+            if op == FenceOp::Locked && st.point(pc) {
+                // Switch before the locked instruction runs; it is a point only once.
+                st.stop = Some(Stop::Preempt);
+                let _ = uc.emu_stop();
+                return;
+            }
             if st.windows.is_empty() {
                 return;
             }
@@ -473,14 +494,7 @@ fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Special) {
 
 /// A guest store into a PM window (`start` maps to device address `dev_base`), before Unicorn
 /// performs it. Accesses wider than 8 bytes arrive split into 8-byte hooks.
-fn on_pm_write(
-    uc: &mut Unicorn<'_, HookState>,
-    addr: u64,
-    size: usize,
-    value: i64,
-    start: u64,
-    dev_base: u64,
-) {
+fn on_pm_write(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, value: i64, start: u64, dev_base: u64) {
     if size == 0 || size > 8 {
         return;
     }
@@ -505,27 +519,27 @@ fn on_pm_write(
     let dev = dev_base + (addr - start);
     let kind = match access {
         AccessKind::NonTemporal => StoreKind::NonTemporal,
-        AccessKind::RepString => StoreKind::RepString {
-            seq: st.count_at(pc),
-        },
+        AccessKind::RepString => StoreKind::RepString { seq: st.count_at(pc) },
         _ => StoreKind::Cached,
     };
     let first_dev = dev & !63;
-    let id = st
-        .pm
-        .store(st.tid, dev, &old[..size], &new[..size], kind, |line| {
-            let off = (line * 64).wrapping_sub(first_dev) as usize;
-            let mut out = [0u8; 64];
-            if off <= 64 {
-                out.copy_from_slice(&lines[off..off + 64]);
-            }
-            out
-        });
+    let id = st.pm.store(st.tid, dev, &old[..size], &new[..size], kind, |line| {
+        let off = (line * 64).wrapping_sub(first_dev) as usize;
+        let mut out = [0u8; 64];
+        if off <= 64 {
+            out.copy_from_slice(&lines[off..off + 64]);
+        }
+        out
+    });
     let oldv = u64::from_le_bytes(old);
     let mut newb = [0u8; 8];
     newb[..size].copy_from_slice(&new[..size]);
     let newv = u64::from_le_bytes(newb);
     st.mix([3, dev, size as u64, newv]);
+    if st.point(pc) {
+        // Never from a write hook: the store would run twice. At the next block start instead.
+        st.preempt_next_block = true;
+    }
     if st.interest.has(Interest::STORES) {
         let ek = match access {
             AccessKind::NonTemporal => EventKind::NtStore,
@@ -548,16 +562,20 @@ fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, start: u6
     let _ = uc.mem_read(addr, &mut v[..size]);
     let pc = uc.pc_read().unwrap_or(0);
     let st = uc.get_data_mut();
+    if st.stop.is_some() {
+        return;
+    }
+    if st.point(pc) {
+        // Before the instruction: Unicorn rewinds RIP to it and runs it again on resume.
+        st.stop = Some(Stop::Preempt);
+        let _ = uc.emu_stop();
+        return;
+    }
+    if !st.interest.has(Interest::LOADS) {
+        return;
+    }
     let dev = dev_base + (addr - start);
-    let ev = st.emit(
-        EventKind::Load,
-        pc,
-        addr,
-        dev,
-        size as u32,
-        u64::from_le_bytes(v),
-        0,
-    );
+    let ev = st.emit(EventKind::Load, pc, addr, dev, size as u32, u64::from_le_bytes(v), 0);
     if let Some(o) = st.observer.as_mut() {
         o.on_event(&ev, &st.pm);
     }
@@ -579,13 +597,7 @@ fn on_syscall(uc: &mut Unicorn<'_, HookState>) {
     let _ = uc.emu_stop();
 }
 
-fn on_invalid(
-    uc: &mut Unicorn<'_, HookState>,
-    t: MemType,
-    addr: u64,
-    _size: usize,
-    _v: i64,
-) -> bool {
+fn on_invalid(uc: &mut Unicorn<'_, HookState>, t: MemType, addr: u64, _size: usize, _v: i64) -> bool {
     uc.get_data_mut().invalid = Some((t, addr));
     false
 }
@@ -613,18 +625,20 @@ impl Machine {
             observer: None,
             interest: Interest::NONE,
             pm_hash: 0,
+            sched: Scheduler::new(config.strategy, config.sched_seed),
+            runnable_others: 0,
+            quantum_end: u64::MAX,
+            preempt_next_block: false,
+            last_point: u64::MAX,
         };
         let mut uc = Unicorn::new_with_data(Arch::X86, Mode::MODE_64, state).map_err(engine)?;
         // Skylake-Server: the translator accepts CLWB, CLFLUSHOPT, SSE4.2 and POPCNT only if the
         // selected model has them. What the guest is told comes from `cpuid` alone.
-        uc.ctl_set_cpu_model(unicorn_engine::unicorn_const::X86CpuModel::SKYLAKE_SERVER as i32)
-            .map_err(engine)?;
+        uc.ctl_set_cpu_model(unicorn_engine::unicorn_const::X86CpuModel::SKYLAKE_SERVER as i32).map_err(engine)?;
         uc.add_block_hook(1, 0, on_block).map_err(engine)?;
         uc.add_intr_hook(on_interrupt).map_err(engine)?;
-        uc.add_insn_sys_hook(X86Insn::SYSCALL, 1, 0, on_syscall)
-            .map_err(engine)?;
-        uc.add_mem_hook(HookType::MEM_INVALID, 1, 0, on_invalid)
-            .map_err(engine)?;
+        uc.add_insn_sys_hook(X86Insn::SYSCALL, 1, 0, on_syscall).map_err(engine)?;
+        uc.add_mem_hook(HookType::MEM_INVALID, 1, 0, on_invalid).map_err(engine)?;
         add_raw_insn_hook(&mut uc, X86Insn::CPUID, cpuid_hook)?;
         add_raw_insn_hook(&mut uc, X86Insn::RDTSC, rdtsc_hook)?;
         add_raw_insn_hook(&mut uc, X86Insn::RDTSCP, rdtscp_hook)?;
@@ -632,6 +646,7 @@ impl Machine {
             uc,
             mem: Memory::default(),
             pm_hooks: Vec::new(),
+            parked: Vec::new(),
             icount: 0,
             rand_state: config.rand_seed | 1,
         })
@@ -657,17 +672,13 @@ impl Machine {
     /// Current PC followed by the call sites of the shadow stack, innermost first.
     pub fn backtrace(&self) -> Vec<u64> {
         let st = self.uc.get_data();
-        std::iter::once(self.pc())
-            .chain(st.callstack.call_sites())
-            .collect()
+        std::iter::once(self.pc()).chain(st.callstack.call_sites()).collect()
     }
 
     /// Maps a region (see [`Memory::map`]). A PM region becomes a window of the device.
     pub fn map(&mut self, region: Region) -> Result<(), MemError> {
         let pm = match &region.backing {
-            Backing::Pm {
-                file_id, offset, ..
-            } => Some((region.start, region.end, device_addr(*file_id, *offset))),
+            Backing::Pm { file_id, offset, .. } => Some((region.start, region.end, device_addr(*file_id, *offset))),
             _ => None,
         };
         self.mem.map(&mut self.uc, region)?;
@@ -682,10 +693,7 @@ impl Machine {
         if removed.iter().any(|r| r.perm.exec()) {
             self.code_changed(start, end);
         }
-        if removed
-            .iter()
-            .any(|r| matches!(r.backing, Backing::Pm { .. }))
-        {
+        if removed.iter().any(|r| matches!(r.backing, Backing::Pm { .. })) {
             self.cut_windows(start, end);
         }
         removed
@@ -694,28 +702,17 @@ impl Machine {
     /// Starts watching a PM window: stores always, loads if an observer wants them.
     fn add_window(&mut self, (start, end, dev): (u64, u64, u64)) {
         let mut ids = Vec::new();
-        let w = self.uc.add_mem_hook(
-            HookType::MEM_WRITE,
-            start,
-            end - 1,
-            move |uc, _t, addr, size, value| {
-                on_pm_write(uc, addr, size, value, start, dev);
-                true
-            },
-        );
+        let w = self.uc.add_mem_hook(HookType::MEM_WRITE, start, end - 1, move |uc, _t, addr, size, value| {
+            on_pm_write(uc, addr, size, value, start, dev);
+            true
+        });
         ids.extend(w);
-        if self.uc.get_data().interest.has(Interest::LOADS) {
-            let r = self.uc.add_mem_hook(
-                HookType::MEM_READ,
-                start,
-                end - 1,
-                move |uc, _t, addr, size, _v| {
-                    on_pm_read(uc, addr, size, start, dev);
-                    true
-                },
-            );
-            ids.extend(r);
-        }
+        // Loads are scheduling points whatever the analyses, so they are always hooked.
+        let r = self.uc.add_mem_hook(HookType::MEM_READ, start, end - 1, move |uc, _t, addr, size, _v| {
+            on_pm_read(uc, addr, size, start, dev);
+            true
+        });
+        ids.extend(r);
         self.pm_hooks.push((start, ids));
         let st = self.uc.get_data_mut();
         st.windows.push((start, end, dev));
@@ -726,14 +723,8 @@ impl Machine {
 
     /// Stops watching `[start, end)`; windows that straddle it keep their outer parts.
     fn cut_windows(&mut self, start: u64, end: u64) {
-        let affected: Vec<(u64, u64, u64)> = self
-            .uc
-            .get_data()
-            .windows
-            .iter()
-            .copied()
-            .filter(|w| w.0 < end && w.1 > start)
-            .collect();
+        let affected: Vec<(u64, u64, u64)> =
+            self.uc.get_data().windows.iter().copied().filter(|w| w.0 < end && w.1 > start).collect();
         for w in &affected {
             if let Some(i) = self.pm_hooks.iter().position(|h| h.0 == w.0) {
                 for id in self.pm_hooks.remove(i).1 {
@@ -750,6 +741,83 @@ impl Machine {
                 self.add_window((end, e, d + (end - s)));
             }
         }
+    }
+
+    /// Creates a guest thread `tid` with the running thread's registers changed by `regs` (clone:
+    /// every register inherited, RAX = 0, a new stack and TLS). It starts parked.
+    pub fn spawn_thread(&mut self, tid: u32, regs: &[(Reg, u64)]) -> Result<(), EmuError> {
+        let mut ctx = self.uc.context_init().map_err(engine)?;
+        for (r, v) in regs {
+            ctx.reg_write(*r, *v).map_err(engine)?;
+        }
+        self.parked.push(Parked { tid, ctx, callstack: CallStack::default() });
+        self.uc.get_data_mut().sched.thread_created(tid);
+        Ok(())
+    }
+
+    /// Makes `tid` the running thread; the running one is parked (unless it `exited`, then it is
+    /// dropped).
+    pub fn switch_to(&mut self, tid: u32, exited: bool) -> Result<(), EmuError> {
+        let cur = self.tid();
+        if cur == tid {
+            return Ok(());
+        }
+        let i = self.parked.iter().position(|p| p.tid == tid).ok_or(EmuError::NoThread(tid))?;
+        let next = self.parked.remove(i);
+        if !exited {
+            let ctx = self.uc.context_init().map_err(engine)?;
+            let callstack = std::mem::take(&mut self.uc.get_data_mut().callstack);
+            self.parked.push(Parked { tid: cur, ctx, callstack });
+        }
+        self.uc.context_restore(&next.ctx).map_err(engine)?;
+        let st = self.uc.get_data_mut();
+        st.callstack = next.callstack;
+        st.tid = tid;
+        st.prev_term = Term::Other;
+        Ok(())
+    }
+
+    /// Drops a parked thread (it exited while another ran, or the process is going).
+    pub fn forget_thread(&mut self, tid: u32) {
+        self.parked.retain(|p| p.tid != tid);
+    }
+
+    /// Sets a register of a parked thread (a blocked system call's result).
+    pub fn set_parked_reg(&mut self, tid: u32, r: Reg, v: u64) {
+        if tid == self.tid() {
+            self.set_reg(r, v);
+        } else if let Some(p) = self.parked.iter_mut().find(|p| p.tid == tid) {
+            let _ = p.ctx.reg_write(r, v);
+        }
+    }
+
+    /// PC and call sites of any thread, innermost first.
+    pub fn thread_backtrace(&self, tid: u32) -> Vec<u64> {
+        if tid == self.tid() {
+            return self.backtrace();
+        }
+        match self.parked.iter().find(|p| p.tid == tid) {
+            Some(p) => std::iter::once(p.ctx.reg_read(Reg::RIP).unwrap_or(0)).chain(p.callstack.call_sites()).collect(),
+            None => Vec::new(),
+        }
+    }
+
+    pub fn scheduler(&mut self) -> &mut Scheduler {
+        &mut self.uc.get_data_mut().sched
+    }
+
+    /// Tells the hooks how many other threads could run now, and starts a new quantum for the
+    /// running thread.
+    pub fn set_runnable_others(&mut self, n: usize) {
+        self.uc.get_data_mut().runnable_others = n;
+    }
+
+    pub fn new_quantum(&mut self) {
+        let icount = self.icount;
+        let st = self.uc.get_data_mut();
+        let q = st.sched.quantum();
+        st.quantum_end = icount.saturating_add(q);
+        st.preempt_next_block = false;
     }
 
     /// Installs the analyses' observer. Call before the guest maps PM.
@@ -793,6 +861,13 @@ impl Machine {
 
     pub fn tid(&self) -> u32 {
         self.uc.get_data().tid
+    }
+
+    /// Names the first thread (before the guest runs).
+    pub fn set_main_tid(&mut self, tid: u32) {
+        let st = self.uc.get_data_mut();
+        st.tid = tid;
+        st.sched.thread_created(tid);
     }
 
     pub fn protect(&mut self, start: u64, end: u64, perm: Perm) -> Result<(), MemError> {
@@ -875,6 +950,7 @@ impl Machine {
             match (res, stop) {
                 (_, Some(Stop::Syscall)) => return Exit::Syscall,
                 (_, Some(Stop::Limit)) => return Exit::Limit,
+                (_, Some(Stop::Preempt)) => return Exit::Preempt,
                 (_, Some(Stop::Interrupt(n))) => return Exit::Fault(self.interrupt_fault(n, pc)),
                 (_, Some(Stop::Special(at, s))) => {
                     if let Some(f) = self.emulate_special(at, s) {
@@ -883,13 +959,7 @@ impl Machine {
                 }
                 (_, Some(Stop::Error)) => {
                     let what = st.error.take().unwrap_or_default();
-                    return Exit::Fault(Fault {
-                        signal: sig::SIGSEGV,
-                        code: 0x80,
-                        addr: 0,
-                        pc,
-                        what,
-                    });
+                    return Exit::Fault(Fault { signal: sig::SIGSEGV, code: 0x80, addr: 0, pc, what });
                 }
                 (Ok(()), None) => {
                     // emu_start returned by itself: only `hlt` does that (caught above as
@@ -911,53 +981,26 @@ impl Machine {
         // Faults leave RIP at the instruction; traps (int3) leave it after, where Linux also
         // reports it.
         let (signal, code, what) = match intno {
-            0 => (
-                sig::SIGFPE,
-                1,
-                "integer division by zero or overflow (#DE)".to_string(),
-            ),
+            0 => (sig::SIGFPE, 1, "integer division by zero or overflow (#DE)".to_string()),
             1 => (sig::SIGTRAP, 2, "debug trap".to_string()),
             3 => (sig::SIGTRAP, 0x80, "breakpoint (int3)".to_string()),
             4 => (sig::SIGSEGV, 0x80, "overflow trap (into)".to_string()),
             5 => (sig::SIGSEGV, 0x80, "bound range exceeded".to_string()),
             6 => (sig::SIGILL, 2, "invalid opcode (#UD)".to_string()),
             7 => (sig::SIGFPE, 0x80, "FPU not available".to_string()),
-            13 => (
-                sig::SIGSEGV,
-                0x80,
-                "general protection fault (#GP)".to_string(),
-            ),
-            16 => (
-                sig::SIGFPE,
-                0x80,
-                "x87 floating-point exception".to_string(),
-            ),
+            13 => (sig::SIGSEGV, 0x80, "general protection fault (#GP)".to_string()),
+            16 => (sig::SIGFPE, 0x80, "x87 floating-point exception".to_string()),
             17 => (sig::SIGBUS, 2, "alignment check".to_string()),
-            19 => (
-                sig::SIGFPE,
-                0x80,
-                "SIMD floating-point exception".to_string(),
-            ),
+            19 => (sig::SIGFPE, 0x80, "SIMD floating-point exception".to_string()),
             0x80 => (
                 sig::SIGSEGV,
                 0x80,
-                "int 0x80 (the 32-bit system call gate) is not supported for 64-bit programs"
-                    .to_string(),
+                "int 0x80 (the 32-bit system call gate) is not supported for 64-bit programs".to_string(),
             ),
             n => (sig::SIGSEGV, 0x80, format!("CPU exception {n}")),
         };
-        let addr = if matches!(intno, 0 | 6 | 16 | 19) {
-            pc
-        } else {
-            0
-        };
-        Fault {
-            signal,
-            code,
-            addr,
-            pc,
-            what,
-        }
+        let addr = if matches!(intno, 0 | 6 | 16 | 19) { pc } else { 0 };
+        Fault { signal, code, addr, pc, what }
     }
 
     fn error_fault(&mut self, e: uc_error, pc: u64) -> Fault {
@@ -971,11 +1014,7 @@ impl Machine {
                     uc_error::WRITE_UNMAPPED => "write to",
                     _ => "execution of",
                 };
-                (
-                    sig::SIGSEGV,
-                    1,
-                    format!("{kind} unmapped address {addr:#x}"),
-                )
+                (sig::SIGSEGV, 1, format!("{kind} unmapped address {addr:#x}"))
             }
             uc_error::READ_PROT | uc_error::WRITE_PROT | uc_error::FETCH_PROT => {
                 let kind = match e {
@@ -983,23 +1022,13 @@ impl Machine {
                     uc_error::WRITE_PROT => "write to",
                     _ => "execution of",
                 };
-                (
-                    sig::SIGSEGV,
-                    if mapped { 2 } else { 1 },
-                    format!("{kind} protected address {addr:#x}"),
-                )
+                (sig::SIGSEGV, if mapped { 2 } else { 1 }, format!("{kind} protected address {addr:#x}"))
             }
             uc_error::INSN_INVALID => (sig::SIGILL, 2, "invalid instruction".to_string()),
             uc_error::EXCEPTION => (sig::SIGILL, 2, "unhandled CPU exception".to_string()),
             other => (sig::SIGSEGV, 0x80, format!("emulator error {other:?}")),
         };
-        Fault {
-            signal,
-            code,
-            addr,
-            pc,
-            what,
-        }
+        Fault { signal, code, addr, pc, what }
     }
 
     /// Instructions stopped before execution by their code hook. Returns a fault for privileged

@@ -115,8 +115,7 @@ impl HostBlock {
         if p == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
-        let ptr = NonNull::new(p.cast::<u8>())
-            .ok_or_else(|| std::io::Error::other("mmap returned null"))?;
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| std::io::Error::other("mmap returned null"))?;
         Ok(Rc::new(HostBlock { ptr, len }))
     }
 
@@ -150,11 +149,7 @@ pub enum Backing {
     /// A (private copy of a) file, at `offset` into it at the region's start.
     File { path: String, offset: u64 },
     /// A shared mapping of a file on the PM mount: device addresses are `file_id << 40 | offset`.
-    Pm {
-        path: String,
-        file_id: u32,
-        offset: u64,
-    },
+    Pm { path: String, file_id: u32, offset: u64 },
 }
 
 impl Backing {
@@ -162,19 +157,10 @@ impl Backing {
     fn advanced(&self, delta: u64) -> Backing {
         match self {
             Backing::Anon { label } => Backing::Anon { label: *label },
-            Backing::File { path, offset } => Backing::File {
-                path: path.clone(),
-                offset: offset + delta,
-            },
-            Backing::Pm {
-                path,
-                file_id,
-                offset,
-            } => Backing::Pm {
-                path: path.clone(),
-                file_id: *file_id,
-                offset: offset + delta,
-            },
+            Backing::File { path, offset } => Backing::File { path: path.clone(), offset: offset + delta },
+            Backing::Pm { path, file_id, offset } => {
+                Backing::Pm { path: path.clone(), file_id: *file_id, offset: offset + delta }
+            }
         }
     }
 }
@@ -202,11 +188,7 @@ impl Region {
     fn host(&self, addr: u64) -> *mut u8 {
         debug_assert!(addr >= self.start && addr <= self.end);
         // SAFETY: in bounds of the block by the table's invariant (block_off + len <= block.len).
-        unsafe {
-            self.block
-                .as_ptr()
-                .add(self.block_off + (addr - self.start) as usize)
-        }
+        unsafe { self.block.as_ptr().add(self.block_off + (addr - self.start) as usize) }
     }
 
     fn piece(&self, start: u64, end: u64) -> Region {
@@ -253,8 +235,7 @@ pub struct Memory {
 fn uc_map<D>(uc: &mut Unicorn<'static, D>, r: &Region) -> Result<(), MemError> {
     // SAFETY: the host memory stays mapped while the region is in the table (the table holds an Rc
     // to the block), and the region is unmapped from Unicorn before it leaves the table.
-    unsafe { uc.mem_map_ptr(r.start, r.len(), r.perm.to_uc(), r.host(r.start).cast()) }
-        .map_err(|_| MemError::Engine)
+    unsafe { uc.mem_map_ptr(r.start, r.len(), r.perm.to_uc(), r.host(r.start).cast()) }.map_err(|_| MemError::Engine)
 }
 
 impl Memory {
@@ -268,11 +249,7 @@ impl Memory {
 
     /// The region containing `addr`.
     pub fn find(&self, addr: u64) -> Option<&Region> {
-        self.regions
-            .range(..=addr)
-            .next_back()
-            .map(|(_, r)| r)
-            .filter(|r| addr < r.end)
+        self.regions.range(..=addr).next_back().map(|(_, r)| r).filter(|r| addr < r.end)
     }
 
     /// Whether any byte of `[start, end)` is mapped.
@@ -333,20 +310,9 @@ impl Memory {
 
     /// Takes `[start, end)` out of the engine; with `perm`, puts it back with that protection
     /// (mprotect), otherwise returns the removed pieces (munmap).
-    fn carve<D>(
-        &mut self,
-        uc: &mut Unicorn<'static, D>,
-        start: u64,
-        end: u64,
-        perm: Option<Perm>,
-    ) -> Vec<Region> {
-        let keys: Vec<u64> = self
-            .regions
-            .range(..end)
-            .rev()
-            .take_while(|(_, r)| r.end > start)
-            .map(|(k, _)| *k)
-            .collect();
+    fn carve<D>(&mut self, uc: &mut Unicorn<'static, D>, start: u64, end: u64, perm: Option<Perm>) -> Vec<Region> {
+        let keys: Vec<u64> =
+            self.regions.range(..end).rev().take_while(|(_, r)| r.end > start).map(|(k, _)| *k).collect();
         let mut removed = Vec::new();
         for k in keys.into_iter().rev() {
             let r = self.regions.remove(&k).expect("key from the table");
@@ -382,12 +348,7 @@ impl Memory {
 
     /// Merges the regions of `[start, end)` and its two neighbours that continue each other.
     fn merge_range<D>(&mut self, uc: &mut Unicorn<'static, D>, start: u64, end: u64) {
-        let mut cursor = self
-            .regions
-            .range(..start)
-            .next_back()
-            .map(|(k, _)| *k)
-            .unwrap_or(start);
+        let mut cursor = self.regions.range(..start).next_back().map(|(k, _)| *k).unwrap_or(start);
         while let Some(cur) = self.regions.range(cursor..).next().map(|(_, r)| r.clone()) {
             if cur.start > end {
                 break;
@@ -449,19 +410,11 @@ impl Memory {
                 Some(r) => {
                     let n = (r.end.min(end) - at) as usize;
                     // SAFETY: `at..at+n` lies inside region `r`, whose host memory is mapped.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(r.host(at), buf.as_mut_ptr().add(off), n)
-                    };
+                    unsafe { std::ptr::copy_nonoverlapping(r.host(at), buf.as_mut_ptr().add(off), n) };
                     at += n as u64;
                 }
                 None => {
-                    let next = self
-                        .regions
-                        .range(at..)
-                        .next()
-                        .map(|(k, _)| *k)
-                        .unwrap_or(end)
-                        .min(end);
+                    let next = self.regions.range(at..).next().map(|(k, _)| *k).unwrap_or(end).min(end);
                     buf[off..(next - addr) as usize].fill(0);
                     at = next;
                 }

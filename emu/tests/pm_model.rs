@@ -43,13 +43,7 @@ struct Sim {
 
 impl Sim {
     fn new(config: PmConfig) -> Sim {
-        Sim {
-            dev: PmDevice::new(config),
-            mem: BTreeMap::new(),
-            init: |_| [0; 64],
-            write_first: false,
-            next_seq: 1,
-        }
+        Sim { dev: PmDevice::new(config), mem: BTreeMap::new(), init: |_| [0; 64], write_first: false, next_seq: 1 }
     }
 
     fn adr() -> Sim {
@@ -61,9 +55,7 @@ impl Sim {
     }
 
     fn read(&self, addr: u64, len: usize) -> Vec<u8> {
-        (0..len as u64)
-            .map(|i| self.line((addr + i) / 64)[((addr + i) % 64) as usize])
-            .collect()
+        (0..len as u64).map(|i| self.line((addr + i) / 64)[((addr + i) % 64) as usize]).collect()
     }
 
     fn write(&mut self, addr: u64, bytes: &[u8]) {
@@ -81,9 +73,7 @@ impl Sim {
             self.write(addr, bytes);
         }
         let (mem, init) = (&self.mem, self.init);
-        let id = self.dev.store(tid, addr, &old, bytes, kind, |l| {
-            mem.get(&l).copied().unwrap_or_else(|| init(l))
-        });
+        let id = self.dev.store(tid, addr, &old, bytes, kind, |l| mem.get(&l).copied().unwrap_or_else(|| init(l)));
         if !self.write_first {
             self.write(addr, bytes);
         }
@@ -105,14 +95,7 @@ impl Sim {
         bytes
             .chunks(elem)
             .enumerate()
-            .map(|(i, c)| {
-                self.store(
-                    tid,
-                    addr + (i * elem) as u64,
-                    c,
-                    StoreKind::RepString { seq },
-                )
-            })
+            .map(|(i, c)| self.store(tid, addr + (i * elem) as u64, c, StoreKind::RepString { seq }))
             .collect()
     }
 
@@ -127,22 +110,14 @@ impl Sim {
     /// Every distinct tuple of the bytes at `addrs` over all crash images.
     fn values(&self, addrs: &[u64]) -> BTreeSet<Vec<u8>> {
         let space = self.dev.crash_space();
-        assert!(
-            space.count().unwrap() <= 1 << 16,
-            "space too big for a litmus test"
-        );
+        assert!(space.count().unwrap() <= 1 << 16, "space too big for a litmus test");
         space
             .enumerate()
             .map(|(_, image)| {
                 let lines: BTreeMap<u64, [u8; 64]> = image.into_iter().collect();
                 addrs
                     .iter()
-                    .map(|&a| {
-                        lines
-                            .get(&(a / 64))
-                            .copied()
-                            .unwrap_or_else(|| self.line(a / 64))[(a % 64) as usize]
-                    })
+                    .map(|&a| lines.get(&(a / 64)).copied().unwrap_or_else(|| self.line(a / 64))[(a % 64) as usize])
                     .collect()
             })
             .collect()
@@ -191,10 +166,7 @@ fn different_lines_persist_independently() {
     let mut s = Sim::adr();
     s.st(A, X, 1);
     s.st(A, Y, 2);
-    assert_eq!(
-        s.values(&[X, Y]),
-        set(&[&[0, 0], &[1, 0], &[0, 2], &[1, 2]])
-    );
+    assert_eq!(s.values(&[X, Y]), set(&[&[0, 0], &[1, 0], &[0, 2], &[1, 2]]));
     assert_eq!(s.dev.crash_space().count(), Some(4));
 }
 
@@ -220,16 +192,12 @@ fn another_threads_flush_and_fence_is_durable_hw_not_own() {
     let id = s.st(A, X, 1);
     s.clwb(B, X);
     let mut reported = Vec::new();
-    s.dev
-        .fence_with(B, FenceKind::Sfence, |p| reported.push(*p));
+    s.dev.fence_with(B, FenceKind::Sfence, |p| reported.push(*p));
     assert!(s.dev.durable_hw(X, 1));
     assert!(!s.dev.durable_own(X, 1));
     assert_eq!(s.values(&[X]), set(&[&[1]]));
     assert_eq!(reported.len(), 1);
-    assert_eq!(
-        (reported[0].store, reported[0].hw, reported[0].own),
-        (id, true, false)
-    );
+    assert_eq!((reported[0].store, reported[0].hw, reported[0].own), (id, true, false));
     let info = s.dev.persist_info(X).unwrap();
     assert_eq!(info.writer, A);
     assert_eq!(info.hw.unwrap().tid, B);
@@ -265,10 +233,7 @@ fn clflush_persists_at_once_under_intel_but_needs_a_fence_under_strict() {
     assert!(s.dev.durable_own(X, 1));
     assert_eq!(s.values(&[X]), set(&[&[1]]));
 
-    let mut s = Sim::new(PmConfig {
-        flush_model: FlushModel::Strict,
-        ..PmConfig::default()
-    });
+    let mut s = Sim::new(PmConfig { flush_model: FlushModel::Strict, ..PmConfig::default() });
     s.st(A, X, 1);
     let f = s.dev.flush(A, X, FlushKind::Clflush);
     assert!(f.dirty && !f.persisted);
@@ -335,10 +300,7 @@ fn nt_chunks_are_independent_8_byte_pieces() {
     // A 16-byte movntdq arrives as two 8-byte accesses; a 16-byte NT store in one call splits too.
     let mut s = Sim::adr();
     s.nt(A, X, &[1; 16]);
-    assert_eq!(
-        s.values(&[X, X + 8]),
-        set(&[&[0, 0], &[1, 0], &[0, 1], &[1, 1]])
-    );
+    assert_eq!(s.values(&[X, X + 8]), set(&[&[0, 0], &[1, 0], &[0, 1], &[1, 1]]));
 }
 
 #[test]
@@ -363,10 +325,7 @@ fn pending_nt_chunk_is_not_ordered_with_later_cached_stores() {
     let mut s = Sim::adr();
     s.nt(A, X, &[1; 8]);
     s.st(A, X2, 2);
-    assert_eq!(
-        s.values(&[X, X2]),
-        set(&[&[0, 0], &[1, 0], &[0, 2], &[1, 2]])
-    );
+    assert_eq!(s.values(&[X, X2]), set(&[&[0, 0], &[1, 0], &[0, 2], &[1, 2]]));
     // After the fence the chunk is durable at its program-order position: under the (still
     // unflushed) cached store, over the floor.
     let mut s = Sim::adr();
@@ -404,10 +363,7 @@ fn pending_nt_chunk_may_land_over_a_persisted_younger_store() {
 
 #[test]
 fn eadr_cached_stores_are_durable_nt_stores_are_not() {
-    let mut s = Sim::new(PmConfig {
-        persistency: Persistency::Eadr,
-        ..PmConfig::default()
-    });
+    let mut s = Sim::new(PmConfig { persistency: Persistency::Eadr, ..PmConfig::default() });
     s.st(A, X, 1);
     assert!(s.dev.durable_own(X, 1));
     assert!(s.dev.crash_space().is_empty());
@@ -426,17 +382,11 @@ fn eadr_cached_stores_are_durable_nt_stores_are_not() {
 
 #[test]
 fn word8_atomicity_lets_words_of_a_line_persist_independently() {
-    let cfg = PmConfig {
-        atomicity: Atomicity::Word8,
-        ..PmConfig::default()
-    };
+    let cfg = PmConfig { atomicity: Atomicity::Word8, ..PmConfig::default() };
     let mut s = Sim::new(cfg);
     s.st(A, X, 1);
     s.st(A, X2, 2);
-    assert_eq!(
-        s.values(&[X, X2]),
-        set(&[&[0, 0], &[1, 0], &[0, 2], &[1, 2]])
-    );
+    assert_eq!(s.values(&[X, X2]), set(&[&[0, 0], &[1, 0], &[0, 2], &[1, 2]]));
     // Within one word, bytes stay ordered (a word does not tear).
     let mut s = Sim::new(cfg);
     s.st(A, X, 1);
@@ -465,10 +415,7 @@ fn persist_range_makes_a_range_durable() {
 fn a_store_crossing_lines_is_split() {
     let mut s = Sim::adr();
     s.store(A, 60, &[9; 8], StoreKind::Cached);
-    assert_eq!(
-        s.values(&[60, 64]),
-        set(&[&[0, 0], &[9, 0], &[0, 9], &[9, 9]])
-    );
+    assert_eq!(s.values(&[60, 64]), set(&[&[0, 0], &[9, 0], &[0, 9], &[9, 9]]));
     let u = s.dev.unpersisted(DurabilityRule::Hw);
     assert_eq!(u.len(), 1);
     assert_eq!((u[0].addr, u[0].len, u[0].bytes), (60, 8, 8));
@@ -527,9 +474,7 @@ fn fence_reports_persisted_stores_in_line_order() {
     s.clwb(A, Y);
     s.clwb(A, X);
     let mut r = Vec::new();
-    let o = s.dev.fence_with(A, FenceKind::Mfence, |p| {
-        r.push((p.line, p.store, p.hw, p.own))
-    });
+    let o = s.dev.fence_with(A, FenceKind::Mfence, |p| r.push((p.line, p.store, p.hw, p.own)));
     assert_eq!(r, vec![(0, x, true, true), (1, y, true, true)]);
     assert_eq!((o.lines_persisted, o.stores_hw, o.stores_own), (2, 2, 2));
     assert_eq!(s.dev.persist_info(X), None);
@@ -628,25 +573,10 @@ enum RKind {
 
 #[derive(Clone, Debug)]
 enum REv {
-    Store {
-        tid: Tid,
-        addr: u64,
-        data: Vec<u8>,
-        kind: RKind,
-    },
-    Flush {
-        tid: Tid,
-        line: u64,
-        kind: FlushKind,
-    },
-    Fence {
-        tid: Tid,
-    },
-    Persist {
-        tid: Tid,
-        start: u64,
-        len: u64,
-    },
+    Store { tid: Tid, addr: u64, data: Vec<u8>, kind: RKind },
+    Flush { tid: Tid, line: u64, kind: FlushKind },
+    Fence { tid: Tid },
+    Persist { tid: Tid, start: u64, len: u64 },
 }
 
 /// One write to one line: a cached unit (a plain store, or all of one rep instruction's elements
@@ -679,11 +609,7 @@ impl Reference {
     /// First event of the rep instruction run event `i` belongs to.
     fn run_start(&self, i: usize) -> usize {
         let key = |j: usize| match &self.evs[j] {
-            REv::Store {
-                tid,
-                kind: RKind::Rep(s),
-                ..
-            } => Some((*tid, *s)),
+            REv::Store { tid, kind: RKind::Rep(s), .. } => Some((*tid, *s)),
             _ => None,
         };
         let k = key(i);
@@ -698,13 +624,7 @@ impl Reference {
     fn writes(&self, line: u64) -> Vec<RWrite> {
         let mut out: Vec<RWrite> = Vec::new();
         for (i, ev) in self.evs.iter().enumerate() {
-            let REv::Store {
-                tid,
-                addr,
-                data,
-                kind,
-            } = ev
-            else {
+            let REv::Store { tid, addr, data, kind } = ev else {
                 continue;
             };
             let mine: Vec<(usize, u8)> = data
@@ -727,8 +647,7 @@ impl Reference {
                 }),
                 RKind::Nt => {
                     for w in 0..8 {
-                        let part: Vec<(usize, u8)> =
-                            mine.iter().copied().filter(|(o, _)| o / 8 == w).collect();
+                        let part: Vec<(usize, u8)> = mine.iter().copied().filter(|(o, _)| o / 8 == w).collect();
                         if !part.is_empty() {
                             out.push(RWrite {
                                 ev: i,
@@ -743,9 +662,7 @@ impl Reference {
                 }
                 RKind::Rep(_) => {
                     let start = self.run_start(i);
-                    let same_unit = out
-                        .last()
-                        .is_some_and(|w| !w.nt && w.ev == start && start != i);
+                    let same_unit = out.last().is_some_and(|w| !w.nt && w.ev == start && start != i);
                     if same_unit {
                         let w = out.last_mut().unwrap();
                         w.last_ev = i;
@@ -770,20 +687,12 @@ impl Reference {
     }
 
     fn is_rep(&self, w: &RWrite) -> bool {
-        matches!(
-            &self.evs[w.ev],
-            REv::Store {
-                kind: RKind::Rep(_),
-                ..
-            }
-        )
+        matches!(&self.evs[w.ev], REv::Store { kind: RKind::Rep(_), .. })
     }
 
     /// Does a flush-like event of `tid` on `line` at index `e` count as persisted by a fence?
     fn fenced_after(&self, tid: Tid, e: usize) -> bool {
-        self.evs[e + 1..]
-            .iter()
-            .any(|ev| matches!(ev, REv::Fence { tid: t } if *t == tid))
+        self.evs[e + 1..].iter().any(|ev| matches!(ev, REv::Fence { tid: t } if *t == tid))
     }
 
     fn persist_covers(&self, ev: &REv, tid: Option<Tid>, line: u64) -> bool {
@@ -799,26 +708,18 @@ impl Reference {
         for (i, ev) in self.evs.iter().enumerate() {
             match ev {
                 REv::Flush { tid, line: l, kind } if *l == line => {
-                    let immediate =
-                        *kind == FlushKind::Clflush && self.cfg.flush_model == FlushModel::Intel;
+                    let immediate = *kind == FlushKind::Clflush && self.cfg.flush_model == FlushModel::Intel;
                     if immediate || self.fenced_after(*tid, i) {
                         v.push((i, *tid));
                     }
                 }
-                REv::Store {
-                    tid,
-                    addr,
-                    data,
-                    kind: RKind::Nt,
-                } if Self::line_range(*addr, data.len() as u64).contains(&line)
-                    && self.fenced_after(*tid, i) =>
+                REv::Store { tid, addr, data, kind: RKind::Nt }
+                    if Self::line_range(*addr, data.len() as u64).contains(&line) && self.fenced_after(*tid, i) =>
                 {
                     v.push((i, *tid));
                 }
                 _ if self.persist_covers(ev, None, line) => {
-                    let REv::Persist { tid, .. } = ev else {
-                        unreachable!()
-                    };
+                    let REv::Persist { tid, .. } = ev else { unreachable!() };
                     v.push((i, *tid));
                 }
                 _ => {}
@@ -833,18 +734,13 @@ impl Reference {
         if self.cfg.persistency == Persistency::Eadr {
             return units.len();
         }
-        self.persist_points(line)
-            .iter()
-            .map(|&(e, _)| units.iter().filter(|u| u.ev < e).count())
-            .max()
-            .unwrap_or(0)
+        self.persist_points(line).iter().map(|&(e, _)| units.iter().filter(|u| u.ev < e).count()).max().unwrap_or(0)
     }
 
     fn nt_complete(&self, w: &RWrite, line: u64) -> bool {
-        self.evs[w.ev + 1..].iter().any(|ev| {
-            matches!(ev, REv::Fence { tid } if *tid == w.tid)
-                || self.persist_covers(ev, Some(w.tid), line)
-        })
+        self.evs[w.ev + 1..]
+            .iter()
+            .any(|ev| matches!(ev, REv::Fence { tid } if *tid == w.tid) || self.persist_covers(ev, Some(w.tid), line))
     }
 
     fn current(&self, line: u64) -> [u8; 64] {
@@ -886,11 +782,7 @@ impl Reference {
     }
 
     fn pending(&self, line: u64, writes: &[RWrite]) -> Vec<RWrite> {
-        writes
-            .iter()
-            .filter(|w| w.nt && !self.nt_complete(w, line))
-            .cloned()
-            .collect()
+        writes.iter().filter(|w| w.nt && !self.nt_complete(w, line)).cloned().collect()
     }
 
     /// The cached-version contents allowed for `line` (Line atomicity), before pending chunks.
@@ -902,10 +794,7 @@ impl Reference {
         for cut in f..=units.len() {
             out.insert(self.cut_content(line, &writes, cut, None));
             if cut > f && self.is_rep(units[cut - 1]) {
-                let words = units[cut - 1]
-                    .bytes
-                    .keys()
-                    .fold(0u8, |m, o| m | 1 << (o / 8));
+                let words = units[cut - 1].bytes.keys().fold(0u8, |m, o| m | 1 << (o / 8));
                 for sub in 1..=255u8 {
                     if sub & !words == 0 {
                         out.insert(self.cut_content(line, &writes, cut, Some(sub)));
@@ -1007,9 +896,7 @@ impl Reference {
         if self.cfg.persistency == Persistency::Eadr {
             return true;
         }
-        self.persist_points(line)
-            .iter()
-            .any(|&(p, t)| t == w.tid && p > e)
+        self.persist_points(line).iter().any(|&(p, t)| t == w.tid && p > e)
     }
 
     /// (durable_hw, durable_own) of every byte of `line`.
@@ -1036,11 +923,7 @@ impl Reference {
             for o in 0..64 {
                 if let Some((k, w, e)) = self.latest(&writes, o) {
                     let hw = self.latest_hw(line, &writes, k, &w);
-                    let ok = if own {
-                        hw && self.latest_own(line, &w, e)
-                    } else {
-                        hw
-                    };
+                    let ok = if own { hw && self.latest_own(line, &w, e) } else { hw };
                     if !ok {
                         *out.entry(w.ev).or_insert(0) += 1;
                     }
@@ -1057,39 +940,12 @@ impl Reference {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Store {
-        tid: u8,
-        line: u8,
-        off: u8,
-        size: u8,
-    },
-    Nt {
-        tid: u8,
-        line: u8,
-        off: u8,
-        size: u8,
-    },
-    Rep {
-        tid: u8,
-        line: u8,
-        off: u8,
-        len: u8,
-        elem: u8,
-    },
-    Flush {
-        tid: u8,
-        line: u8,
-        kind: u8,
-    },
-    Fence {
-        tid: u8,
-        kind: u8,
-    },
-    Persist {
-        tid: u8,
-        line: u8,
-        lines: u8,
-    },
+    Store { tid: u8, line: u8, off: u8, size: u8 },
+    Nt { tid: u8, line: u8, off: u8, size: u8 },
+    Rep { tid: u8, line: u8, off: u8, len: u8, elem: u8 },
+    Flush { tid: u8, line: u8, kind: u8 },
+    Fence { tid: u8, kind: u8 },
+    Persist { tid: u8, line: u8, lines: u8 },
 }
 
 fn op(threads: u8, lines: u8) -> impl Strategy<Value = Op> {
@@ -1111,22 +967,10 @@ fn op(threads: u8, lines: u8) -> impl Strategy<Value = Op> {
 
 fn config() -> impl Strategy<Value = PmConfig> {
     (any::<bool>(), any::<bool>(), 0u8..4).prop_map(|(w8, strict, p)| PmConfig {
-        atomicity: if w8 {
-            Atomicity::Word8
-        } else {
-            Atomicity::Line
-        },
-        flush_model: if strict {
-            FlushModel::Strict
-        } else {
-            FlushModel::Intel
-        },
+        atomicity: if w8 { Atomicity::Word8 } else { Atomicity::Line },
+        flush_model: if strict { FlushModel::Strict } else { FlushModel::Intel },
         // eADR a quarter of the time.
-        persistency: if p == 0 {
-            Persistency::Eadr
-        } else {
-            Persistency::Adr
-        },
+        persistency: if p == 0 { Persistency::Eadr } else { Persistency::Adr },
     })
 }
 
@@ -1136,11 +980,7 @@ fn check(cfg: PmConfig, ops: &[Op], write_first: bool, limit_images: usize) {
     let mut sim = Sim::new(cfg);
     sim.init = pattern;
     sim.write_first = write_first;
-    let mut r = Reference {
-        cfg,
-        init: pattern,
-        evs: Vec::new(),
-    };
+    let mut r = Reference { cfg, init: pattern, evs: Vec::new() };
     // Device store id of each reference event (stores only).
     let mut ids: BTreeMap<usize, StoreId> = BTreeMap::new();
     let mut val: u8 = 0;
@@ -1156,42 +996,16 @@ fn check(cfg: PmConfig, ops: &[Op], write_first: bool, limit_images: usize) {
     let tid = |t: u8| Tid::from(t) + 1;
     for op in ops {
         match *op {
-            Op::Store {
-                tid: t,
-                line,
-                off,
-                size,
-            }
-            | Op::Nt {
-                tid: t,
-                line,
-                off,
-                size,
-            } => {
+            Op::Store { tid: t, line, off, size } | Op::Nt { tid: t, line, off, size } => {
                 let nt = matches!(op, Op::Nt { .. });
                 let addr = u64::from(line) * 64 + u64::from(off);
                 let data = vals(usize::from(size));
-                let kind = if nt {
-                    StoreKind::NonTemporal
-                } else {
-                    StoreKind::Cached
-                };
+                let kind = if nt { StoreKind::NonTemporal } else { StoreKind::Cached };
                 ids.insert(r.evs.len(), sim.store(tid(t), addr, &data, kind));
                 touched.extend(Reference::line_range(addr, data.len() as u64));
-                r.evs.push(REv::Store {
-                    tid: tid(t),
-                    addr,
-                    data,
-                    kind: if nt { RKind::Nt } else { RKind::Cached },
-                });
+                r.evs.push(REv::Store { tid: tid(t), addr, data, kind: if nt { RKind::Nt } else { RKind::Cached } });
             }
-            Op::Rep {
-                tid: t,
-                line,
-                off,
-                len,
-                elem,
-            } => {
+            Op::Rep { tid: t, line, off, len, elem } => {
                 let addr = u64::from(line) * 64 + u64::from(off);
                 let data = vals(usize::from(len));
                 let seq = sim.next_seq;
@@ -1200,43 +1014,24 @@ fn check(cfg: PmConfig, ops: &[Op], write_first: bool, limit_images: usize) {
                     let a = addr + (i * usize::from(elem)) as u64;
                     ids.insert(r.evs.len(), got[i]);
                     touched.extend(Reference::line_range(a, c.len() as u64));
-                    r.evs.push(REv::Store {
-                        tid: tid(t),
-                        addr: a,
-                        data: c.to_vec(),
-                        kind: RKind::Rep(seq),
-                    });
+                    r.evs.push(REv::Store { tid: tid(t), addr: a, data: c.to_vec(), kind: RKind::Rep(seq) });
                 }
             }
             Op::Flush { tid: t, line, kind } => {
-                let kind =
-                    [FlushKind::Clflush, FlushKind::Clflushopt, FlushKind::Clwb][usize::from(kind)];
+                let kind = [FlushKind::Clflush, FlushKind::Clflushopt, FlushKind::Clwb][usize::from(kind)];
                 let l = u64::from(line);
                 sim.dev.flush(tid(t), l * 64 + 5, kind);
-                r.evs.push(REv::Flush {
-                    tid: tid(t),
-                    line: l,
-                    kind,
-                });
+                r.evs.push(REv::Flush { tid: tid(t), line: l, kind });
             }
             Op::Fence { tid: t, kind } => {
-                let kind =
-                    [FenceKind::Sfence, FenceKind::Mfence, FenceKind::Locked][usize::from(kind)];
+                let kind = [FenceKind::Sfence, FenceKind::Mfence, FenceKind::Locked][usize::from(kind)];
                 sim.dev.fence(tid(t), kind);
                 r.evs.push(REv::Fence { tid: tid(t) });
             }
-            Op::Persist {
-                tid: t,
-                line,
-                lines,
-            } => {
+            Op::Persist { tid: t, line, lines } => {
                 let (start, len) = (u64::from(line) * 64 + 3, u64::from(lines) * 64 - 10);
                 sim.dev.persist_range(tid(t), start, len);
-                r.evs.push(REv::Persist {
-                    tid: tid(t),
-                    start,
-                    len,
-                });
+                r.evs.push(REv::Persist { tid: tid(t), start, len });
             }
         }
         // Durability of every byte of every touched line, after every event.
@@ -1244,11 +1039,7 @@ fn check(cfg: PmConfig, ops: &[Op], write_first: bool, limit_images: usize) {
             for (o, (hw, own)) in r.durable(l).into_iter().enumerate() {
                 let a = l * 64 + o as u64;
                 assert_eq!(sim.dev.durable_hw(a, 1), hw, "durable_hw({a}) after {op:?}");
-                assert_eq!(
-                    sim.dev.durable_own(a, 1),
-                    own,
-                    "durable_own({a}) after {op:?}"
-                );
+                assert_eq!(sim.dev.durable_own(a, 1), own, "durable_own({a}) after {op:?}");
             }
         }
     }
@@ -1261,17 +1052,9 @@ fn check(cfg: PmConfig, ops: &[Op], write_first: bool, limit_images: usize) {
     }
     // Exit-check lists.
     for (own, rule) in [(false, DurabilityRule::Hw), (true, DurabilityRule::Own)] {
-        let want: BTreeMap<StoreId, u64> = r
-            .unpersisted(&touched, own)
-            .into_iter()
-            .map(|(ev, n)| (ids[&ev], n))
-            .collect();
-        let got: BTreeMap<StoreId, u64> = sim
-            .dev
-            .unpersisted(rule)
-            .into_iter()
-            .map(|u| (u.store, u.bytes))
-            .collect();
+        let want: BTreeMap<StoreId, u64> =
+            r.unpersisted(&touched, own).into_iter().map(|(ev, n)| (ids[&ev], n)).collect();
+        let got: BTreeMap<StoreId, u64> = sim.dev.unpersisted(rule).into_iter().map(|u| (u.store, u.bytes)).collect();
         assert_eq!(got, want, "unpersisted({rule:?})");
     }
     // Crash images, line by line.
@@ -1293,10 +1076,7 @@ fn check(cfg: PmConfig, ops: &[Op], write_first: bool, limit_images: usize) {
                 .enumerate()
                 .map(|(_, img)| {
                     let m: BTreeMap<u64, [u8; 64]> = img.into_iter().collect();
-                    touched
-                        .iter()
-                        .map(|l| m.get(l).copied().unwrap_or(sim.line(*l)))
-                        .collect()
+                    touched.iter().map(|l| m.get(l).copied().unwrap_or(sim.line(*l))).collect()
                 })
                 .collect();
             let mut want: BTreeSet<Vec<[u8; 64]>> = [Vec::new()].into_iter().collect();
@@ -1340,56 +1120,12 @@ fn clamp(o: Op, threads: u8, lines: u8) -> Op {
     let t = |x: u8| x % threads;
     let l = |x: u8| x % lines;
     match o {
-        Op::Store {
-            tid,
-            line,
-            off,
-            size,
-        } => Op::Store {
-            tid: t(tid),
-            line: l(line),
-            off,
-            size,
-        },
-        Op::Nt {
-            tid,
-            line,
-            off,
-            size,
-        } => Op::Nt {
-            tid: t(tid),
-            line: l(line),
-            off,
-            size,
-        },
-        Op::Rep {
-            tid,
-            line,
-            off,
-            len,
-            elem,
-        } => Op::Rep {
-            tid: t(tid),
-            line: l(line),
-            off,
-            len,
-            elem,
-        },
-        Op::Flush { tid, line, kind } => Op::Flush {
-            tid: t(tid),
-            line: l(line),
-            kind,
-        },
+        Op::Store { tid, line, off, size } => Op::Store { tid: t(tid), line: l(line), off, size },
+        Op::Nt { tid, line, off, size } => Op::Nt { tid: t(tid), line: l(line), off, size },
+        Op::Rep { tid, line, off, len, elem } => Op::Rep { tid: t(tid), line: l(line), off, len, elem },
+        Op::Flush { tid, line, kind } => Op::Flush { tid: t(tid), line: l(line), kind },
         Op::Fence { tid, kind } => Op::Fence { tid: t(tid), kind },
-        Op::Persist {
-            tid,
-            line,
-            lines: n,
-        } => Op::Persist {
-            tid: t(tid),
-            line: l(line),
-            lines: n,
-        },
+        Op::Persist { tid, line, lines: n } => Op::Persist { tid: t(tid), line: l(line), lines: n },
     }
 }
 
@@ -1400,13 +1136,8 @@ fn device_line_images(space: &CrashSpace, l: u64, current: [u8; 64]) -> BTreeSet
         return [current].into_iter().collect();
     };
     assert!(ls.versions.len() > 1 || !ls.chunks.is_empty());
-    let dims: Vec<usize> = (0..space.dims().len())
-        .filter(|&i| space.dims()[i].line == l)
-        .collect();
-    let total: usize = dims
-        .iter()
-        .map(|&i| space.dims()[i].size as usize)
-        .product();
+    let dims: Vec<usize> = (0..space.dims().len()).filter(|&i| space.dims()[i].line == l).collect();
+    let total: usize = dims.iter().map(|&i| space.dims()[i].size as usize).product();
     let mut set = BTreeSet::new();
     for mut k in 0..total {
         let mut choice = vec![0u32; space.dims().len()];
@@ -1433,41 +1164,19 @@ fn run_op(sim: &mut Sim, op: &Op, val: &mut u8) -> Vec<u64> {
     };
     let tid = |t: u8| Tid::from(t) + 1;
     match *op {
-        Op::Store {
-            tid: t,
-            line,
-            off,
-            size,
-        }
-        | Op::Nt {
-            tid: t,
-            line,
-            off,
-            size,
-        } => {
+        Op::Store { tid: t, line, off, size } | Op::Nt { tid: t, line, off, size } => {
             let addr = u64::from(line) * 64 + u64::from(off);
-            let kind = if matches!(op, Op::Nt { .. }) {
-                StoreKind::NonTemporal
-            } else {
-                StoreKind::Cached
-            };
+            let kind = if matches!(op, Op::Nt { .. }) { StoreKind::NonTemporal } else { StoreKind::Cached };
             sim.store(tid(t), addr, &vals(size), kind);
             Reference::line_range(addr, u64::from(size)).collect()
         }
-        Op::Rep {
-            tid: t,
-            line,
-            off,
-            len,
-            elem,
-        } => {
+        Op::Rep { tid: t, line, off, len, elem } => {
             let addr = u64::from(line) * 64 + u64::from(off);
             sim.rep(tid(t), addr, &vals(len), usize::from(elem));
             Reference::line_range(addr, u64::from(len)).collect()
         }
         Op::Flush { tid: t, line, kind } => {
-            let kind =
-                [FlushKind::Clflush, FlushKind::Clflushopt, FlushKind::Clwb][usize::from(kind)];
+            let kind = [FlushKind::Clflush, FlushKind::Clflushopt, FlushKind::Clwb][usize::from(kind)];
             sim.dev.flush(tid(t), u64::from(line) * 64, kind);
             Vec::new()
         }
@@ -1475,13 +1184,8 @@ fn run_op(sim: &mut Sim, op: &Op, val: &mut u8) -> Vec<u64> {
             sim.dev.fence(tid(t), FenceKind::Sfence);
             Vec::new()
         }
-        Op::Persist {
-            tid: t,
-            line,
-            lines,
-        } => {
-            sim.dev
-                .persist_range(tid(t), u64::from(line) * 64, u64::from(lines) * 64);
+        Op::Persist { tid: t, line, lines } => {
+            sim.dev.persist_range(tid(t), u64::from(line) * 64, u64::from(lines) * 64);
             Vec::new()
         }
     }
@@ -1524,135 +1228,46 @@ fn reference_agrees_on_tricky_sequences() {
     let cases: Vec<Vec<Op>> = vec![
         // NT, younger cached store over it, another thread persists the line, then the fence.
         vec![
-            Nt {
-                tid: 0,
-                line: 0,
-                off: 0,
-                size: 8,
-            },
-            Store {
-                tid: 1,
-                line: 0,
-                off: 2,
-                size: 2,
-            },
-            Flush {
-                tid: 1,
-                line: 0,
-                kind: 2,
-            },
+            Nt { tid: 0, line: 0, off: 0, size: 8 },
+            Store { tid: 1, line: 0, off: 2, size: 2 },
+            Flush { tid: 1, line: 0, kind: 2 },
             Fence { tid: 1, kind: 0 },
-            Store {
-                tid: 0,
-                line: 0,
-                off: 4,
-                size: 4,
-            },
+            Store { tid: 0, line: 0, off: 4, size: 4 },
             Fence { tid: 0, kind: 0 },
         ],
         // Two pending chunks on one word, completed in different orders.
         vec![
-            Nt {
-                tid: 0,
-                line: 0,
-                off: 0,
-                size: 8,
-            },
-            Nt {
-                tid: 1,
-                line: 0,
-                off: 0,
-                size: 8,
-            },
-            Store {
-                tid: 0,
-                line: 0,
-                off: 1,
-                size: 1,
-            },
+            Nt { tid: 0, line: 0, off: 0, size: 8 },
+            Nt { tid: 1, line: 0, off: 0, size: 8 },
+            Store { tid: 0, line: 0, off: 1, size: 1 },
             Fence { tid: 1, kind: 0 },
-            Flush {
-                tid: 0,
-                line: 0,
-                kind: 0,
-            },
+            Flush { tid: 0, line: 0, kind: 0 },
             Fence { tid: 0, kind: 1 },
         ],
         // Rep over two lines, flushed by another thread midway through the lines.
         vec![
-            Rep {
-                tid: 0,
-                line: 0,
-                off: 50,
-                len: 23,
-                elem: 1,
-            },
-            Flush {
-                tid: 1,
-                line: 0,
-                kind: 1,
-            },
-            Store {
-                tid: 0,
-                line: 1,
-                off: 0,
-                size: 8,
-            },
+            Rep { tid: 0, line: 0, off: 50, len: 23, elem: 1 },
+            Flush { tid: 1, line: 0, kind: 1 },
+            Store { tid: 0, line: 1, off: 0, size: 8 },
             Fence { tid: 1, kind: 2 },
-            Persist {
-                tid: 0,
-                line: 1,
-                lines: 1,
-            },
+            Persist { tid: 0, line: 1, lines: 1 },
         ],
         // Stale capture after the line was forgotten and re-created.
         vec![
-            Store {
-                tid: 0,
-                line: 0,
-                off: 0,
-                size: 8,
-            },
-            Flush {
-                tid: 1,
-                line: 0,
-                kind: 2,
-            },
-            Flush {
-                tid: 0,
-                line: 0,
-                kind: 0,
-            },
-            Nt {
-                tid: 0,
-                line: 0,
-                off: 8,
-                size: 8,
-            },
+            Store { tid: 0, line: 0, off: 0, size: 8 },
+            Flush { tid: 1, line: 0, kind: 2 },
+            Flush { tid: 0, line: 0, kind: 0 },
+            Nt { tid: 0, line: 0, off: 8, size: 8 },
             Fence { tid: 1, kind: 0 },
-            Store {
-                tid: 1,
-                line: 0,
-                off: 3,
-                size: 4,
-            },
+            Store { tid: 1, line: 0, off: 3, size: 4 },
         ],
     ];
     for ops in &cases {
         for cfg in [
             PmConfig::default(),
-            PmConfig {
-                atomicity: Atomicity::Word8,
-                ..PmConfig::default()
-            },
-            PmConfig {
-                flush_model: FlushModel::Strict,
-                ..PmConfig::default()
-            },
-            PmConfig {
-                persistency: Persistency::Eadr,
-                ..PmConfig::default()
-            },
+            PmConfig { atomicity: Atomicity::Word8, ..PmConfig::default() },
+            PmConfig { flush_model: FlushModel::Strict, ..PmConfig::default() },
+            PmConfig { persistency: Persistency::Eadr, ..PmConfig::default() },
         ] {
             for write_first in [false, true] {
                 check(cfg, ops, write_first, 1 << 16);

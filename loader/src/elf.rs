@@ -37,9 +37,10 @@
 //! headers, symbol tables and relocations, which the kernel never looks at,
 //! and fails on a file whose section headers are cut off although Linux
 //! runs it. Only goblin's bounds-checked readers for the three structures
-//! above are called, each on a table whose size ferrite has already
-//! capped, so that no input, however mangled, can make loading panic or
-//! allocate more than the file's own size.
+//! above are called: the program header table once ferrite has capped its
+//! size at Linux's limit, the dynamic section only as far as the file goes
+//! (goblin checks that), so that no input, however mangled, can make
+//! loading panic or allocate more than the file's own size.
 //!
 //! Left out: section headers (the kernel never reads them, so neither do
 //! we, except to tell a cut-off file from a corrupt one), relocation, the
@@ -51,8 +52,8 @@ use std::fmt;
 use goblin::container::{Container, Ctx, Endian};
 use goblin::elf::dynamic::DF_1_PIE;
 use goblin::elf::header::{
-    EI_CLASS, EI_DATA, ELFCLASS32, ELFCLASS64, ELFDATA2LSB, ELFDATA2MSB, ELFMAG, EM_X86_64,
-    ET_CORE, ET_DYN, ET_EXEC, ET_REL,
+    EI_CLASS, EI_DATA, ELFCLASS32, ELFCLASS64, ELFDATA2LSB, ELFDATA2MSB, ELFMAG, EM_X86_64, ET_CORE, ET_DYN, ET_EXEC,
+    ET_REL,
 };
 use goblin::elf::program_header::{PT_DYNAMIC, PT_GNU_STACK, PT_INTERP, PT_LOAD, PT_PHDR, PT_TLS};
 use goblin::elf::{Dynamic, Elf, Header, ProgramHeader};
@@ -80,10 +81,7 @@ const MAX_PHDR_TABLE: u64 = 65536;
 const MAX_INTERP_LEN: u64 = 4096;
 
 /// How goblin is to read the file: 64-bit, little-endian.
-const CTX: Ctx = Ctx {
-    container: Container::Big,
-    le: Endian::Little,
-};
+const CTX: Ctx = Ctx { container: Container::Big, le: Endian::Little };
 
 /// Access rights of a segment, from its `p_flags`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,11 +93,7 @@ pub struct Prot {
 
 impl Prot {
     fn from_phdr(ph: &ProgramHeader) -> Self {
-        Prot {
-            read: ph.is_read(),
-            write: ph.is_write(),
-            exec: ph.is_executable(),
-        }
+        Prot { read: ph.is_read(), write: ph.is_write(), exec: ph.is_executable() }
     }
 }
 
@@ -179,9 +173,7 @@ impl fmt::Display for NotExecutableKind {
                 f.write_str("a relocatable object file (ET_REL); link it into a program first")
             }
             NotExecutableKind::Core => f.write_str("a core dump (ET_CORE)"),
-            NotExecutableKind::SharedLibrary => {
-                f.write_str("a shared library without an entry point")
-            }
+            NotExecutableKind::SharedLibrary => f.write_str("a shared library without an entry point"),
             NotExecutableKind::Other(t) => write!(f, "an ELF file of unknown type {t:#x}"),
         }
     }
@@ -298,10 +290,7 @@ fn parse_header(bytes: &[u8]) -> Result<Header, LoadError> {
             // even when the file ends soon after `e_machine`.
             let machine = match Elf::parse_header(bytes) {
                 Ok(header) => header.e_machine,
-                Err(_) => bytes
-                    .get(18..20)
-                    .map(|b| u16::from_be_bytes([b[0], b[1]]))
-                    .ok_or(LoadError::Truncated)?,
+                Err(_) => bytes.get(18..20).map(|b| u16::from_be_bytes([b[0], b[1]])).ok_or(LoadError::Truncated)?,
             };
             return if machine == EM_X86_64 {
                 Err(corrupt("big-endian ELF file claims to be x86-64"))
@@ -367,12 +356,8 @@ impl File<'_> {
     /// the very end, so if it is missing too the file was cut short.
     fn past_end(&self, what: impl fmt::Display) -> LoadError {
         let sh_size = u64::from(self.header.e_shnum) * u64::from(self.header.e_shentsize);
-        let cut = self.header.e_shoff == 0
-            || self
-                .header
-                .e_shoff
-                .checked_add(sh_size)
-                .is_none_or(|end| end > self.len());
+        let cut =
+            self.header.e_shoff == 0 || self.header.e_shoff.checked_add(sh_size).is_none_or(|end| end > self.len());
         if cut {
             LoadError::Truncated
         } else {
@@ -387,9 +372,7 @@ impl File<'_> {
             return Err(self.past_end(what));
         };
         // Both fit in usize: they are at most the slice's length.
-        self.bytes
-            .get(offset as usize..end as usize)
-            .ok_or(LoadError::Truncated)
+        self.bytes.get(offset as usize..end as usize).ok_or(LoadError::Truncated)
     }
 
     /// The program header table, read by goblin once its size is known to
@@ -407,10 +390,7 @@ impl File<'_> {
         }
         let table_size = u64::from(h.e_phnum) * PHDR_SIZE;
         if table_size > MAX_PHDR_TABLE {
-            return Err(corrupt(format!(
-                "there are {} program headers, more than Linux accepts",
-                h.e_phnum
-            )));
+            return Err(corrupt(format!("there are {} program headers, more than Linux accepts", h.e_phnum)));
         }
         // goblin takes a `usize` offset; one that does not fit is past the
         // end of any file.
@@ -455,41 +435,28 @@ impl File<'_> {
             }
         }
         let Some(first) = loads.first() else {
-            return Err(corrupt(
-                "there is no non-empty PT_LOAD segment, so nothing to load",
-            ));
+            return Err(corrupt("there is no non-empty PT_LOAD segment, so nothing to load"));
         };
         let first_page = page_down(first.p_vaddr);
 
         // Every link-time address is moved as `base + (vaddr - first_page)`,
         // which cannot wrap around for addresses at or above `first_page`,
         // unlike adding a (possibly "negative") bias.
-        let base = if self.header.e_type == ET_DYN {
-            page_down(pie_base)
-        } else {
-            first_page
-        };
+        let base = if self.header.e_type == ET_DYN { page_down(pie_base) } else { first_page };
         let load_bias = base.wrapping_sub(first_page);
         let relocate = |vaddr: u64, what: &dyn fmt::Display| -> Result<u64, LoadError> {
             vaddr
                 .checked_sub(first_page)
                 .and_then(|delta| base.checked_add(delta))
                 .filter(|&addr| addr < USER_ADDRESS_LIMIT)
-                .ok_or_else(|| {
-                    corrupt(format!(
-                        "{what} at {vaddr:#x} does not fit in the user address space"
-                    ))
-                })
+                .ok_or_else(|| corrupt(format!("{what} at {vaddr:#x} does not fit in the user address space")))
         };
 
         let mut segments = Vec::with_capacity(loads.len());
         for ph in &loads {
             let what = format!("PT_LOAD segment {}", ph.index);
             let vaddr = relocate(ph.p_vaddr, &what)?;
-            let end = vaddr
-                .checked_add(ph.p_memsz)
-                .and_then(page_up)
-                .filter(|&end| end <= USER_ADDRESS_LIMIT);
+            let end = vaddr.checked_add(ph.p_memsz).and_then(page_up).filter(|&end| end <= USER_ADDRESS_LIMIT);
             if end.is_none() {
                 return Err(corrupt(format!(
                     "{what} at {:#x} with size {:#x} does not fit in the user address space",
@@ -507,10 +474,7 @@ impl File<'_> {
         }
         let lowest = segments.first().map_or(0, |s| page_down(s.vaddr));
         // Checked above: every segment's end rounds up without overflow.
-        let highest = segments
-            .last()
-            .and_then(|s| page_up(s.end()))
-            .unwrap_or(lowest);
+        let highest = segments.last().and_then(|s| page_up(s.end())).unwrap_or(lowest);
 
         let kind = match (&interp, self.header.e_type) {
             (Some(_), _) => ElfKind::Dynamic,
@@ -520,16 +484,13 @@ impl File<'_> {
         };
 
         let e_entry = self.header.e_entry;
-        let in_code = loads.iter().any(|ph| {
-            ph.is_executable() && ph.p_vaddr <= e_entry && e_entry - ph.p_vaddr < ph.p_memsz
-        });
+        let in_code =
+            loads.iter().any(|ph| ph.is_executable() && ph.p_vaddr <= e_entry && e_entry - ph.p_vaddr < ph.p_memsz);
         if !in_code {
             if kind == ElfKind::SharedObject && e_entry == 0 {
                 return Err(LoadError::NotExecutable(NotExecutableKind::SharedLibrary));
             }
-            return Err(corrupt(format!(
-                "the entry point {e_entry:#x} is not inside any executable segment"
-            )));
+            return Err(corrupt(format!("the entry point {e_entry:#x} is not inside any executable segment")));
         }
         let entry = relocate(e_entry, &"the entry point")?;
 
@@ -575,16 +536,10 @@ impl File<'_> {
             )));
         }
         if ph.p_memsz > MAX_SIZE {
-            return Err(corrupt(format!(
-                "PT_LOAD segment {i} has an absurd size of {:#x} bytes",
-                ph.p_memsz
-            )));
+            return Err(corrupt(format!("PT_LOAD segment {i} has an absurd size of {:#x} bytes", ph.p_memsz)));
         }
         if ph.p_vaddr.checked_add(ph.p_memsz).is_none() {
-            return Err(corrupt(format!(
-                "PT_LOAD segment {i} at {:#x} wraps around the address space",
-                ph.p_vaddr
-            )));
+            return Err(corrupt(format!("PT_LOAD segment {i} at {:#x} wraps around the address space", ph.p_vaddr)));
         }
         if ph.file_end().is_none_or(|end| end > self.len()) {
             return Err(self.past_end(format_args!("PT_LOAD segment {i}")));
@@ -600,9 +555,7 @@ impl File<'_> {
             )));
         }
         if ph.p_memsz > MAX_SIZE || ph.p_align > MAX_SIZE {
-            return Err(corrupt(
-                "the PT_TLS segment has an absurd size or alignment",
-            ));
+            return Err(corrupt("the PT_TLS segment has an absurd size or alignment"));
         }
         if ph.file_end().is_none_or(|end| end > self.len()) {
             return Err(self.past_end("the PT_TLS segment"));
@@ -629,8 +582,7 @@ impl File<'_> {
         if path.contains(&0) {
             return Err(corrupt("the PT_INTERP path contains a NUL byte"));
         }
-        String::from_utf8(path.to_vec())
-            .map_err(|_| corrupt("the PT_INTERP path is not valid UTF-8"))
+        String::from_utf8(path.to_vec()).map_err(|_| corrupt("the PT_INTERP path is not valid UTF-8"))
     }
 
     /// Whether the first `PT_DYNAMIC` carries `DF_1_PIE`, as goblin reads
@@ -657,9 +609,10 @@ impl File<'_> {
                 // Both segment fields were validated, so this cannot
                 // overflow unless the segment sits at the very top, which
                 // `relocate` rejects.
-                let vaddr = ph.p_vaddr.checked_add(phoff - ph.p_offset).ok_or_else(|| {
-                    corrupt("the program header table is mapped outside the address space")
-                })?;
+                let vaddr = ph
+                    .p_vaddr
+                    .checked_add(phoff - ph.p_offset)
+                    .ok_or_else(|| corrupt("the program header table is mapped outside the address space"))?;
                 return relocate(vaddr, &"the program header table");
             }
         }
@@ -735,22 +688,13 @@ mod tests {
     fn goblin_errors_map_onto_load_errors() {
         use goblin::error::Error;
         let truncated = || LoadError::Truncated;
-        assert_eq!(
-            from_goblin(Error::BadMagic(0), truncated),
-            LoadError::NotElf
-        );
-        assert_eq!(
-            from_goblin(Error::BufferTooShort(9, "program headers"), truncated),
-            LoadError::Truncated
-        );
+        assert_eq!(from_goblin(Error::BadMagic(0), truncated), LoadError::NotElf);
+        assert_eq!(from_goblin(Error::BufferTooShort(9, "program headers"), truncated), LoadError::Truncated);
         let scroll = Elf::parse_header(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\x02\0")
             .expect_err("goblin read a header from 18 bytes");
         assert_eq!(from_goblin(scroll, truncated), LoadError::Truncated);
         assert_eq!(
-            from_goblin(
-                Error::Malformed("Invalid PT_DYNAMIC size.\nSorry.".into()),
-                truncated
-            ),
+            from_goblin(Error::Malformed("Invalid PT_DYNAMIC size.\nSorry.".into()), truncated),
             LoadError::Corrupt("invalid PT_DYNAMIC size. Sorry".into())
         );
     }

@@ -30,15 +30,11 @@ mod elf;
 mod stack;
 mod symbols;
 
-pub use elf::{
-    load_elf, ElfKind, Image, NotExecutableKind, Prot, Segment, TlsTemplate, PAGE_SIZE,
-    USER_ADDRESS_LIMIT,
-};
+pub use elf::{load_elf, ElfKind, Image, NotExecutableKind, Prot, Segment, TlsTemplate, PAGE_SIZE, USER_ADDRESS_LIMIT};
 pub use stack::{
-    build_initial_stack, InitialStack, StackSpec, AT_BASE, AT_BASE_PLATFORM, AT_CLKTCK, AT_EGID,
-    AT_ENTRY, AT_EUID, AT_EXECFD, AT_EXECFN, AT_FLAGS, AT_GID, AT_HWCAP, AT_HWCAP2, AT_IGNORE,
-    AT_MINSIGSTKSZ, AT_NOTELF, AT_NULL, AT_PAGESZ, AT_PHDR, AT_PHENT, AT_PHNUM, AT_PLATFORM,
-    AT_RANDOM, AT_SECURE, AT_SYSINFO_EHDR, AT_UID,
+    build_initial_stack, InitialStack, StackSpec, AT_BASE, AT_BASE_PLATFORM, AT_CLKTCK, AT_EGID, AT_ENTRY, AT_EUID,
+    AT_EXECFD, AT_EXECFN, AT_FLAGS, AT_GID, AT_HWCAP, AT_HWCAP2, AT_IGNORE, AT_MINSIGSTKSZ, AT_NOTELF, AT_NULL,
+    AT_PAGESZ, AT_PHDR, AT_PHENT, AT_PHNUM, AT_PLATFORM, AT_RANDOM, AT_SECURE, AT_SYSINFO_EHDR, AT_UID,
 };
 pub use symbols::{SourceLoc, Symbolizer};
 

@@ -105,28 +105,14 @@ pub fn build_initial_stack(stack_top: u64, spec: &StackSpec, image: &Image) -> I
     // `copy_strings` fills from the top down, last string first, so the
     // strings end up in their natural order in memory.
     let execfn = push_str(&mut p, spec.execfn);
-    let mut env_ptrs: Vec<u64> = spec
-        .envp
-        .iter()
-        .rev()
-        .map(|s| push_str(&mut p, s))
-        .collect();
+    let mut env_ptrs: Vec<u64> = spec.envp.iter().rev().map(|s| push_str(&mut p, s)).collect();
     env_ptrs.reverse();
-    let mut arg_ptrs: Vec<u64> = spec
-        .argv
-        .iter()
-        .rev()
-        .map(|s| push_str(&mut p, s))
-        .collect();
+    let mut arg_ptrs: Vec<u64> = spec.argv.iter().rev().map(|s| push_str(&mut p, s)).collect();
     arg_ptrs.reverse();
 
     // `arch_align_stack`, minus its random offset.
     p &= !15;
-    let platform = if spec.platform.is_empty() {
-        None
-    } else {
-        Some(push_str(&mut p, spec.platform))
-    };
+    let platform = if spec.platform.is_empty() { None } else { Some(push_str(&mut p, spec.platform)) };
     p = p.wrapping_sub(spec.random.len() as u64);
     let random = p;
     writes.push((random, spec.random.to_vec()));
@@ -177,9 +163,7 @@ pub fn build_initial_stack(stack_top: u64, spec: &StackSpec, image: &Image) -> I
     let mut bytes = vec![0u8; usize::try_from(size).unwrap_or(0)];
     for (addr, data) in writes {
         let start = usize::try_from(addr.wrapping_sub(sp)).unwrap_or(usize::MAX);
-        let dst = start
-            .checked_add(data.len())
-            .and_then(|end| bytes.get_mut(start..end));
+        let dst = start.checked_add(data.len()).and_then(|end| bytes.get_mut(start..end));
         if let Some(dst) = dst {
             dst.copy_from_slice(&data);
         }
@@ -282,29 +266,14 @@ mod tests {
     }
 
     fn aux(parsed: &Parsed, key: u64) -> u64 {
-        let found: Vec<u64> = parsed
-            .auxv
-            .iter()
-            .filter(|(k, _)| *k == key)
-            .map(|(_, v)| *v)
-            .collect();
-        assert_eq!(
-            found.len(),
-            1,
-            "auxv key {key} appears {} times",
-            found.len()
-        );
+        let found: Vec<u64> = parsed.auxv.iter().filter(|(k, _)| *k == key).map(|(_, v)| *v).collect();
+        assert_eq!(found.len(), 1, "auxv key {key} appears {} times", found.len());
         found[0]
     }
 
     #[test]
     fn round_trip() {
-        let argv = vec![
-            b"prog".to_vec(),
-            b"--flag".to_vec(),
-            Vec::new(),
-            b"last".to_vec(),
-        ];
+        let argv = vec![b"prog".to_vec(), b"--flag".to_vec(), Vec::new(), b"last".to_vec()];
         let envp = vec![b"PATH=/bin".to_vec(), b"HOME=/root".to_vec()];
         let top = 0x7fff_ffff_e000;
         let image = image();

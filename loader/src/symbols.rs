@@ -74,10 +74,7 @@ impl Rank {
             (false, false) => 0,
         };
         let underscores = name.bytes().take_while(|&b| b == b'_').count().min(8) as u8;
-        Rank {
-            binding,
-            plain: 8 - underscores,
-        }
+        Rank { binding, plain: 8 - underscores }
     }
 }
 
@@ -123,12 +120,7 @@ impl Symbolizer {
             return symbolizer;
         };
         symbolizer.read_symbols(&file);
-        symbolizer.dwarf = load_dwarf(&file).map(|context| {
-            Mutex::new(Dwarf {
-                context,
-                cache: HashMap::new(),
-            })
-        });
+        symbolizer.dwarf = load_dwarf(&file).map(|context| Mutex::new(Dwarf { context, cache: HashMap::new() }));
         symbolizer
     }
 
@@ -155,11 +147,7 @@ impl Symbolizer {
                 if let Some(loc) = cache.get(&addr) {
                     return loc.clone();
                 }
-                let loc = SourceLoc {
-                    function: self.symbol_name(addr),
-                    file: None,
-                    line: None,
-                };
+                let loc = SourceLoc { function: self.symbol_name(addr), file: None, line: None };
                 cache_insert(&mut cache, addr, &loc);
                 loc
             }
@@ -170,18 +158,14 @@ impl Symbolizer {
     /// `name` (not demangled, no version suffix). For an IFUNC such as
     /// glibc's `memcpy` that is the resolver's address.
     pub fn symbol_address(&self, name: &str) -> Option<u64> {
-        self.by_name
-            .get(name)
-            .map(|&(addr, _)| addr.wrapping_add(self.load_bias))
+        self.by_name.get(name).map(|&(addr, _)| addr.wrapping_add(self.load_bias))
     }
 
     /// Every function symbol as (name, guest address, size), sorted by
     /// address. Names are as in the symbol table, not demangled; aliases
     /// appear once each.
     pub fn symbols(&self) -> impl Iterator<Item = (&str, u64, u64)> + '_ {
-        self.functions
-            .iter()
-            .map(|s| (s.name.as_str(), s.addr.wrapping_add(self.load_bias), s.size))
+        self.functions.iter().map(|s| (s.name.as_str(), s.addr.wrapping_add(self.load_bias), s.size))
     }
 
     fn read_symbols(&mut self, file: &ElfFile64<'_, Endianness>) {
@@ -210,27 +194,16 @@ impl Symbolizer {
                 })
                 .or_insert((addr, rank));
             if kind == SymbolKind::Text {
-                let section_end = file
-                    .section_by_index(section_index)
-                    .ok()
-                    .and_then(|s| s.address().checked_add(s.size()));
+                let section_end =
+                    file.section_by_index(section_index).ok().and_then(|s| s.address().checked_add(s.size()));
                 let size = symbol.size();
-                let sym = Sym {
-                    name: name.to_string(),
-                    addr,
-                    size,
-                    end: addr.saturating_add(size),
-                    rank,
-                };
+                let sym = Sym { name: name.to_string(), addr, size, end: addr.saturating_add(size), rank };
                 functions.push((sym, section_end));
             }
         }
         // `.symtab` repeats what `.dynsym` has; keep the best-ranked copy.
-        functions.sort_by(|(a, _), (b, _)| {
-            (a.addr, &a.name, Reverse(a.rank)).cmp(&(b.addr, &b.name, Reverse(b.rank)))
-        });
-        functions
-            .dedup_by(|(later, _), (kept, _)| later.addr == kept.addr && later.name == kept.name);
+        functions.sort_by(|(a, _), (b, _)| (a.addr, &a.name, Reverse(a.rank)).cmp(&(b.addr, &b.name, Reverse(b.rank))));
+        functions.dedup_by(|(later, _), (kept, _)| later.addr == kept.addr && later.name == kept.name);
         functions.sort_by_key(|(s, _)| (s.addr, s.rank));
 
         // Unsized symbols reach up to the next symbol, within their section.
@@ -251,11 +224,7 @@ impl Symbolizer {
     fn symbol_name(&self, addr: u64) -> Option<String> {
         let after = self.functions.partition_point(|s| s.addr <= addr);
         let candidates = self.functions.get(..after)?;
-        let sym = candidates
-            .iter()
-            .rev()
-            .take(BACKWARD_SCAN)
-            .find(|s| addr < s.end)?;
+        let sym = candidates.iter().rev().take(BACKWARD_SCAN).find(|s| addr < s.end)?;
         Some(addr2line::demangle_auto(Cow::Borrowed(sym.name.as_str()), None).into_owned())
     }
 }
@@ -264,11 +233,7 @@ impl Symbolizer {
 /// them if needed. `None` when there is no usable DWARF.
 fn load_dwarf(file: &ElfFile64<'_, Endianness>) -> Option<Context<Reader>> {
     file.section_by_name(".debug_info")?;
-    let endian = if file.is_little_endian() {
-        RunTimeEndian::Little
-    } else {
-        RunTimeEndian::Big
-    };
+    let endian = if file.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
     let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
         let data: Arc<[u8]> = file
             .section_by_name(id.name())
@@ -323,9 +288,7 @@ fn cache_insert(cache: &mut HashMap<u64, SourceLoc>, addr: u64, loc: &SourceLoc)
 /// A panic while holding the lock leaves only a cache behind, which is
 /// still consistent, so poisoning is ignored.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

@@ -11,14 +11,8 @@ const BASE: u64 = 0x5555_5555_4000;
 fn err(bytes: &[u8]) -> LoadError {
     let e = load_elf(bytes, BASE).expect_err("the loader accepted a bad file");
     let msg = e.to_string();
-    assert!(
-        !msg.contains('\n') && !msg.ends_with('.'),
-        "badly formed message: {msg:?}"
-    );
-    assert!(
-        !msg.starts_with(|c: char| c.is_uppercase()),
-        "message not lowercase: {msg:?}"
-    );
+    assert!(!msg.contains('\n') && !msg.ends_with('.'), "badly formed message: {msg:?}");
+    assert!(!msg.starts_with(|c: char| c.is_uppercase()), "message not lowercase: {msg:?}");
     e
 }
 
@@ -71,10 +65,7 @@ fn class32() {
     put16(&mut v, 18, 3);
     assert_eq!(err(&v), LoadError::Class32);
     assert_eq!(err(&v[..5]), LoadError::Class32);
-    assert_eq!(
-        LoadError::Class32.to_string(),
-        "32-bit ELF is not supported: ferrite runs x86-64 programs"
-    );
+    assert_eq!(LoadError::Class32.to_string(), "32-bit ELF is not supported: ferrite runs x86-64 programs");
 }
 
 #[test]
@@ -107,10 +98,7 @@ fn wrong_machine() {
 fn not_executable() {
     let mut v = minimal_static();
     put16(&mut v, 16, 1);
-    assert_eq!(
-        err(&v),
-        LoadError::NotExecutable(NotExecutableKind::Relocatable)
-    );
+    assert_eq!(err(&v), LoadError::NotExecutable(NotExecutableKind::Relocatable));
     assert_eq!(
         err(&v).to_string(),
         "not an executable: this is a relocatable object file (ET_REL); link it into a program first"
@@ -118,15 +106,9 @@ fn not_executable() {
     put16(&mut v, 16, 4);
     assert_eq!(err(&v), LoadError::NotExecutable(NotExecutableKind::Core));
     put16(&mut v, 16, 0);
-    assert_eq!(
-        err(&v),
-        LoadError::NotExecutable(NotExecutableKind::Other(0))
-    );
+    assert_eq!(err(&v), LoadError::NotExecutable(NotExecutableKind::Other(0)));
     let object = compile_bytes("object_err.o", "int f(void) { return 1; }\n", &["-c"]);
-    assert_eq!(
-        err(&object),
-        LoadError::NotExecutable(NotExecutableKind::Relocatable)
-    );
+    assert_eq!(err(&object), LoadError::NotExecutable(NotExecutableKind::Relocatable));
 }
 
 #[test]
@@ -151,109 +133,33 @@ fn inconsistent_headers() {
     let rx = PF_R | PF_X;
     let rw = PF_R | PF_W;
     corrupt(&elf(2, 0x400100, &[], 0x200), "no program headers");
+    corrupt(&elf(2, 0x400100, &[Ph { p_type: 4, ..load(rx, 0, 0x400000, 0x200) }], 0x200), "no non-empty PT_LOAD");
+    corrupt(&elf(2, 0x400100, &[load(rx, 0, 0x400000, 0)], 0x200), "no non-empty PT_LOAD");
     corrupt(
-        &elf(
-            2,
-            0x400100,
-            &[Ph {
-                p_type: 4,
-                ..load(rx, 0, 0x400000, 0x200)
-            }],
-            0x200,
-        ),
-        "no non-empty PT_LOAD",
-    );
-    corrupt(
-        &elf(2, 0x400100, &[load(rx, 0, 0x400000, 0)], 0x200),
-        "no non-empty PT_LOAD",
-    );
-    corrupt(
-        &elf(
-            2,
-            0x400100,
-            &[Ph {
-                filesz: 0x300,
-                ..load(rx, 0, 0x400000, 0x200)
-            }],
-            0x400,
-        ),
+        &elf(2, 0x400100, &[Ph { filesz: 0x300, ..load(rx, 0, 0x400000, 0x200) }], 0x400),
         "more bytes in the file",
     );
+    corrupt(&elf(2, 0x400100, &[load(rx, 0, 0x400000, 0x200), load(rw, 0, 0x400100, 0x200)], 0x200), "overlaps");
     corrupt(
-        &elf(
-            2,
-            0x400100,
-            &[load(rx, 0, 0x400000, 0x200), load(rw, 0, 0x400100, 0x200)],
-            0x200,
-        ),
-        "overlaps",
-    );
-    corrupt(
-        &elf(
-            2,
-            0x600100,
-            &[load(rx, 0, 0x600000, 0x200), load(rw, 0, 0x400000, 0x200)],
-            0x200,
-        ),
+        &elf(2, 0x600100, &[load(rx, 0, 0x600000, 0x200), load(rw, 0, 0x400000, 0x200)], 0x200),
         "out of address order",
     );
+    corrupt(&elf(2, 0x500000, &[load(rx, 0, 0x400000, 0x200)], 0x200), "entry point 0x500000");
     corrupt(
-        &elf(2, 0x500000, &[load(rx, 0, 0x400000, 0x200)], 0x200),
-        "entry point 0x500000",
-    );
-    corrupt(
-        &elf(
-            2,
-            0x400100,
-            &[load(rx, 0, 0x400000, 0x100), load(rw, 0, 0x400100, 0x100)],
-            0x200,
-        ),
+        &elf(2, 0x400100, &[load(rx, 0, 0x400000, 0x100), load(rw, 0, 0x400100, 0x100)], 0x200),
         "not inside any executable segment",
     );
+    corrupt(&elf(2, 0x400100, &[Ph { memsz: 1 << 41, ..load(rx, 0, 0x400000, 0x200) }], 0x200), "absurd size");
     corrupt(
-        &elf(
-            2,
-            0x400100,
-            &[Ph {
-                memsz: 1 << 41,
-                ..load(rx, 0, 0x400000, 0x200)
-            }],
-            0x200,
-        ),
-        "absurd size",
-    );
-    corrupt(
-        &elf(
-            2,
-            0x400100,
-            &[Ph {
-                memsz: 1 << 20,
-                ..load(rx, 0, u64::MAX - 0x1000, 0x200)
-            }],
-            0x200,
-        ),
+        &elf(2, 0x400100, &[Ph { memsz: 1 << 20, ..load(rx, 0, u64::MAX - 0x1000, 0x200) }], 0x200),
         "wraps around",
     );
-    corrupt(
-        &elf(
-            2,
-            0x400100,
-            &[load(rx, 0, 0xffff_8000_0000_0000, 0x200)],
-            0x200,
-        ),
-        "user address space",
-    );
+    corrupt(&elf(2, 0x400100, &[load(rx, 0, 0xffff_8000_0000_0000, 0x200)], 0x200), "user address space");
     // An ET_DYN pushed past the top of user space by its base.
     let mut pie = elf(3, 0x100, &[load(rx, 0, 0, 0x200)], 0x200);
     assert!(load_elf(&pie, BASE).is_ok());
-    assert!(matches!(
-        load_elf(&pie, 0x7fff_ffff_f000),
-        Err(LoadError::Corrupt(_))
-    ));
-    assert!(matches!(
-        load_elf(&pie, u64::MAX),
-        Err(LoadError::Corrupt(_))
-    ));
+    assert!(matches!(load_elf(&pie, 0x7fff_ffff_f000), Err(LoadError::Corrupt(_))));
+    assert!(matches!(load_elf(&pie, u64::MAX), Err(LoadError::Corrupt(_))));
     put16(&mut pie, 54, 32);
     corrupt(&pie, "32 bytes long instead of 56");
 

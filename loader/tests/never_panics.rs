@@ -40,10 +40,7 @@ fn target(bytes: Vec<u8>) -> Target {
     for section in file.sections() {
         let name = section.name().unwrap_or("");
         let wanted = name.starts_with(".debug")
-            || [
-                ".symtab", ".strtab", ".dynsym", ".dynstr", ".dynamic", ".interp", ".tdata",
-            ]
-            .contains(&name);
+            || [".symtab", ".strtab", ".dynsym", ".dynstr", ".dynamic", ".interp", ".tdata"].contains(&name);
         if let (true, Some((off, size))) = (wanted, section.file_range()) {
             if size > 0 {
                 regions.push(off as usize..(off + size) as usize);
@@ -60,11 +57,7 @@ fn target(bytes: Vec<u8>) -> Target {
             probes.extend([addr, addr + 1, addr + 4, addr + 9]);
         }
     }
-    Target {
-        bytes,
-        regions,
-        probes,
-    }
+    Target { bytes, regions, probes }
 }
 
 fn static_target() -> &'static Target {
@@ -105,19 +98,11 @@ fn edit() -> impl Strategy<Value = Edit> {
         0u64..0x200,
         any::<u64>(),
     ];
-    prop_oneof![
-        any::<u8>().prop_map(Edit::Byte),
-        (0u8..8).prop_map(Edit::FlipBit),
-        word.prop_map(Edit::Word),
-    ]
+    prop_oneof![any::<u8>().prop_map(Edit::Byte), (0u8..8).prop_map(Edit::FlipBit), word.prop_map(Edit::Word),]
 }
 
 fn mutation() -> impl Strategy<Value = Mutation> {
-    (any::<usize>(), any::<usize>(), edit()).prop_map(|(region, pos, edit)| Mutation {
-        region,
-        pos,
-        edit,
-    })
+    (any::<usize>(), any::<usize>(), edit()).prop_map(|(region, pos, edit)| Mutation { region, pos, edit })
 }
 
 fn apply(target: &Target, mutations: &[Mutation], truncate: Option<usize>) -> Vec<u8> {
@@ -146,10 +131,7 @@ fn exercise(target: &Target, bytes: &[u8]) -> Result<(), TestCaseError> {
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         let bias = match load_elf(bytes, BASE) {
             Ok(image) => {
-                assert!(image
-                    .segments
-                    .iter()
-                    .all(|s| s.data.len() as u64 <= s.memsz));
+                assert!(image.segments.iter().all(|s| s.data.len() as u64 <= s.memsz));
                 image.load_bias
             }
             Err(e) => {
@@ -176,10 +158,7 @@ fn exercise(target: &Target, bytes: &[u8]) -> Result<(), TestCaseError> {
 
 /// `PROPTEST_CASES` overrides the case count, for longer runs by hand.
 fn config(cases: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(cases);
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(cases);
     ProptestConfig {
         cases,
         // Failures are saved next to this file and replayed first.

@@ -29,10 +29,7 @@ fn check_layout(bytes: &[u8], image: &Image) {
     assert_eq!(image.highest % PAGE_SIZE, 0);
     assert_eq!(image.brk_start, image.highest);
     assert!(
-        image
-            .segments
-            .iter()
-            .any(|s| s.prot.exec && s.vaddr <= image.entry && image.entry < s.end()),
+        image.segments.iter().any(|s| s.prot.exec && s.vaddr <= image.entry && image.entry < s.end()),
         "entry {:#x} is not in an executable segment",
         image.entry
     );
@@ -53,43 +50,26 @@ fn check_layout(bytes: &[u8], image: &Image) {
 fn check_symbols(bytes: Vec<u8>, image: &Image) {
     let symbolizer = Symbolizer::new(bytes, image.load_bias);
     let main = symbolizer.symbol_address("main").expect("no main symbol");
-    assert!(image
-        .segments
-        .iter()
-        .any(|s| s.prot.exec && s.vaddr <= main && main < s.end()));
+    assert!(image.segments.iter().any(|s| s.prot.exec && s.vaddr <= main && main < s.end()));
 
     let loc = symbolizer.lookup(main);
     assert_eq!(loc.function.as_deref(), Some("main"));
     let file = loc.file.expect("no file for main");
-    assert!(
-        file.ends_with("prog_static.c") || file.ends_with("prog_static_pie.c"),
-        "{file}"
-    );
-    assert!(
-        file.starts_with('/'),
-        "DWARF paths should be joined with comp_dir: {file}"
-    );
+    assert!(file.ends_with("prog_static.c") || file.ends_with("prog_static_pie.c"), "{file}");
+    assert!(file.starts_with('/'), "DWARF paths should be joined with comp_dir: {file}");
     let want = line_of(PROGRAM, "int main");
     let line = loc.line.expect("no line for main");
-    assert!(
-        line.abs_diff(want) <= 1,
-        "main is on line {want}, lookup says {line}"
-    );
+    assert!(line.abs_diff(want) <= 1, "main is on line {want}, lookup says {line}");
 
     // Without DWARF (libc is not built with it) the symbol table still
     // names the function.
-    let printf = symbolizer
-        .symbol_address("printf")
-        .expect("no printf symbol");
+    let printf = symbolizer.symbol_address("printf").expect("no printf symbol");
     let loc = symbolizer.lookup(printf + 1);
     assert_eq!(loc.function.as_deref(), Some("printf"));
     assert_eq!(loc.file, None);
 
     // Functions are listed with their guest addresses.
-    let (_, addr, size) = symbolizer
-        .symbols()
-        .find(|(name, _, _)| *name == "helper")
-        .expect("helper not listed");
+    let (_, addr, size) = symbolizer.symbols().find(|(name, _, _)| *name == "helper").expect("helper not listed");
     assert_eq!(Some(addr), symbolizer.symbol_address("helper"));
     assert!(size > 0);
     assert_eq!(symbolizer.lookup(addr).function.as_deref(), Some("helper"));
@@ -193,30 +173,17 @@ fn interpreter_loads_as_shared_object() {
 
 #[test]
 fn shared_library_without_entry_is_refused() {
-    let bytes = compile_bytes(
-        "libshared.so",
-        "int f(int x) { return x + 1; }\n",
-        &["-shared", "-fPIC"],
-    );
+    let bytes = compile_bytes("libshared.so", "int f(int x) { return x + 1; }\n", &["-shared", "-fPIC"]);
     let err = load_elf(&bytes, PIE_BASE).unwrap_err();
-    assert_eq!(
-        err,
-        LoadError::NotExecutable(NotExecutableKind::SharedLibrary)
-    );
-    assert_eq!(
-        err.to_string(),
-        "not an executable: this is a shared library without an entry point"
-    );
+    assert_eq!(err, LoadError::NotExecutable(NotExecutableKind::SharedLibrary));
+    assert_eq!(err.to_string(), "not an executable: this is a shared library without an entry point");
 }
 
 #[test]
 fn object_file_is_refused() {
     let bytes = compile_bytes("object.o", PROGRAM, &["-c", "-g"]);
     let err = load_elf(&bytes, PIE_BASE).unwrap_err();
-    assert_eq!(
-        err,
-        LoadError::NotExecutable(NotExecutableKind::Relocatable)
-    );
+    assert_eq!(err, LoadError::NotExecutable(NotExecutableKind::Relocatable));
     // The symbolizer does not care what kind of ELF file it reads.
     let symbolizer = Symbolizer::new(&bytes, 0);
     assert!(symbolizer.symbol_address("main").is_some());
@@ -234,11 +201,7 @@ fn stripped_program_has_no_names() {
 
 #[test]
 fn executable_stack_is_reported() {
-    let bytes = compile_bytes(
-        "tiny_execstack",
-        TINY,
-        &["-static", "-nostdlib", "-z", "execstack"],
-    );
+    let bytes = compile_bytes("tiny_execstack", TINY, &["-static", "-nostdlib", "-z", "execstack"]);
     let image = load_elf(&bytes, PIE_BASE).unwrap();
     assert!(image.stack_exec);
     assert_eq!(image.kind, ElfKind::Static);
@@ -254,10 +217,7 @@ fn compressed_and_older_dwarf() {
         let loc = symbolizer.lookup(symbolizer.symbol_address("main").unwrap());
         assert_eq!(loc.function.as_deref(), Some("main"), "{name}");
         assert!(loc.file.unwrap().ends_with(&format!("{name}.c")), "{name}");
-        assert!(
-            loc.line.unwrap().abs_diff(line_of(PROGRAM, "int main")) <= 1,
-            "{name}"
-        );
+        assert!(loc.line.unwrap().abs_diff(line_of(PROGRAM, "int main")) <= 1, "{name}");
     }
 }
 
@@ -272,9 +232,7 @@ fn cpp_names_are_demangled() {
         let image = load_elf(&bytes, PIE_BASE).unwrap();
         let symbolizer = Symbolizer::new(bytes, image.load_bias);
         // Symbol names are looked up as they are in the symbol table.
-        let f = symbolizer
-            .symbol_address("_ZN2ns1fEi")
-            .expect("no ns::f symbol");
+        let f = symbolizer.symbol_address("_ZN2ns1fEi").expect("no ns::f symbol");
         let function = symbolizer.lookup(f).function.unwrap();
         assert!(function.starts_with("ns::f"), "{name}: {function}");
     }

@@ -92,31 +92,12 @@ pub struct FdTable {
 
 impl FdTable {
     pub fn with_stdio() -> FdTable {
-        let mut t = FdTable {
-            fds: BTreeMap::new(),
-            limit: 1024,
-        };
-        for (n, kind, path) in [
-            (0, Kind::Stdin, "/dev/stdin"),
-            (1, Kind::Stdout, "/dev/stdout"),
-            (2, Kind::Stderr, "/dev/stderr"),
-        ] {
-            let flags = if n == 0 {
-                libc::O_RDONLY
-            } else {
-                libc::O_WRONLY
-            };
-            t.fds.insert(
-                n,
-                Fd::new(
-                    Description {
-                        kind,
-                        guest_path: path.into(),
-                        flags,
-                    },
-                    false,
-                ),
-            );
+        let mut t = FdTable { fds: BTreeMap::new(), limit: 1024 };
+        for (n, kind, path) in
+            [(0, Kind::Stdin, "/dev/stdin"), (1, Kind::Stdout, "/dev/stdout"), (2, Kind::Stderr, "/dev/stderr")]
+        {
+            let flags = if n == 0 { libc::O_RDONLY } else { libc::O_WRONLY };
+            t.fds.insert(n, Fd::new(Description { kind, guest_path: path.into(), flags }, false));
         }
         t
     }
@@ -148,10 +129,7 @@ impl FdTable {
 
 impl Fd {
     pub fn new(desc: Description, cloexec: bool) -> Fd {
-        Fd {
-            desc: Rc::new(RefCell::new(desc)),
-            cloexec,
-        }
+        Fd { desc: Rc::new(RefCell::new(desc)), cloexec }
     }
 }
 
@@ -225,9 +203,7 @@ impl Kernel {
     fn write_bytes(&mut self, fd: i32, data: &[u8], at: Option<u64>) -> SysResult {
         let d = self.desc(fd)?;
         let mut d = d.borrow_mut();
-        if d.flags & libc::O_ACCMODE == libc::O_RDONLY
-            && !matches!(d.kind, Kind::Stdout | Kind::Stderr)
-        {
+        if d.flags & libc::O_ACCMODE == libc::O_RDONLY && !matches!(d.kind, Kind::Stdout | Kind::Stderr) {
             return err(libc::EBADF);
         }
         let n = match &mut d.kind {
@@ -267,14 +243,7 @@ impl Kernel {
         Ok(data.len() as u64)
     }
 
-    pub(crate) fn pread(
-        &mut self,
-        m: &mut Machine,
-        fd: i32,
-        buf: u64,
-        len: u64,
-        off: u64,
-    ) -> SysResult {
+    pub(crate) fn pread(&mut self, m: &mut Machine, fd: i32, buf: u64, len: u64, off: u64) -> SysResult {
         if (off as i64) < 0 {
             return err(libc::EINVAL);
         }
@@ -290,14 +259,7 @@ impl Kernel {
         self.write_bytes(fd, &data, None)
     }
 
-    pub(crate) fn pwrite(
-        &mut self,
-        m: &mut Machine,
-        fd: i32,
-        buf: u64,
-        len: u64,
-        off: u64,
-    ) -> SysResult {
+    pub(crate) fn pwrite(&mut self, m: &mut Machine, fd: i32, buf: u64, len: u64, off: u64) -> SysResult {
         if (off as i64) < 0 {
             return err(libc::EINVAL);
         }
@@ -309,9 +271,7 @@ impl Kernel {
 
     fn check_seekable(&self, fd: i32) -> Result<(), Errno> {
         match self.desc(fd)?.borrow().kind {
-            Kind::PipeRead(_) | Kind::PipeWrite(_) | Kind::Stdin | Kind::Stdout | Kind::Stderr => {
-                err(libc::ESPIPE)
-            }
+            Kind::PipeRead(_) | Kind::PipeWrite(_) | Kind::Stdin | Kind::Stdout | Kind::Stderr => err(libc::ESPIPE),
             _ => Ok(()),
         }
     }
@@ -320,9 +280,7 @@ impl Kernel {
         if cnt > 1024 {
             return err(libc::EINVAL);
         }
-        (0..cnt)
-            .map(|k| Ok((m.read_u64(iov + 16 * k)?, m.read_u64(iov + 16 * k + 8)?)))
-            .collect()
+        (0..cnt).map(|k| Ok((m.read_u64(iov + 16 * k)?, m.read_u64(iov + 16 * k + 8)?))).collect()
     }
 
     pub(crate) fn readv(&mut self, m: &mut Machine, fd: i32, iov: u64, cnt: u64) -> SysResult {
@@ -353,21 +311,11 @@ impl Kernel {
     }
 
     pub(crate) fn close(&mut self, fd: i32) -> SysResult {
-        self.fds
-            .fds
-            .remove(&fd)
-            .map(|_| 0)
-            .ok_or(Errno(libc::EBADF))
+        self.fds.fds.remove(&fd).map(|_| 0).ok_or(Errno(libc::EBADF))
     }
 
     pub(crate) fn close_range(&mut self, lo: u32, hi: u32) -> SysResult {
-        let keys: Vec<i32> = self
-            .fds
-            .fds
-            .range(lo as i32..)
-            .map(|(k, _)| *k)
-            .filter(|k| *k as u32 <= hi)
-            .collect();
+        let keys: Vec<i32> = self.fds.fds.range(lo as i32..).map(|(k, _)| *k).filter(|k| *k as u32 <= hi).collect();
         for k in keys {
             self.fds.fds.remove(&k);
         }
@@ -394,10 +342,7 @@ impl Kernel {
                     libc::SEEK_END => data.len() as i64,
                     _ => return err(libc::EINVAL),
                 };
-                let new = base
-                    .checked_add(off)
-                    .filter(|p| *p >= 0)
-                    .ok_or(Errno(libc::EINVAL))?;
+                let new = base.checked_add(off).filter(|p| *p >= 0).ok_or(Errno(libc::EINVAL))?;
                 *pos = new as usize;
                 new as u64
             }
@@ -413,40 +358,18 @@ impl Kernel {
 
     pub(crate) fn dup(&mut self, fd: i32) -> SysResult {
         let f = self.fds.get(fd)?.clone();
-        self.fds
-            .insert_from(
-                0,
-                Fd {
-                    cloexec: false,
-                    ..f
-                },
-            )
-            .map(|n| n as u64)
+        self.fds.insert_from(0, Fd { cloexec: false, ..f }).map(|n| n as u64)
     }
 
     pub(crate) fn dup3(&mut self, old: i32, new: i32, flags: i32, is_dup2: bool) -> SysResult {
         let f = self.fds.get(old)?.clone();
         if old == new {
-            return if is_dup2 {
-                Ok(new as u64)
-            } else {
-                err(libc::EINVAL)
-            };
+            return if is_dup2 { Ok(new as u64) } else { err(libc::EINVAL) };
         }
         if new < 0 || new >= self.fds.limit || flags & !libc::O_CLOEXEC != 0 {
-            return err(if flags & !libc::O_CLOEXEC != 0 {
-                libc::EINVAL
-            } else {
-                libc::EBADF
-            });
+            return err(if flags & !libc::O_CLOEXEC != 0 { libc::EINVAL } else { libc::EBADF });
         }
-        self.fds.fds.insert(
-            new,
-            Fd {
-                cloexec: flags & libc::O_CLOEXEC != 0,
-                ..f
-            },
-        );
+        self.fds.fds.insert(new, Fd { cloexec: flags & libc::O_CLOEXEC != 0, ..f });
         Ok(new as u64)
     }
 
@@ -454,22 +377,11 @@ impl Kernel {
         if flags & !(libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_DIRECT) != 0 {
             return err(libc::EINVAL);
         }
-        let p = Rc::new(RefCell::new(Pipe {
-            readers: 1,
-            writers: 1,
-            ..Pipe::default()
-        }));
+        let p = Rc::new(RefCell::new(Pipe { readers: 1, writers: 1, ..Pipe::default() }));
         let cloexec = flags & libc::O_CLOEXEC != 0;
-        let r = Description {
-            kind: Kind::PipeRead(p.clone()),
-            guest_path: "pipe:".into(),
-            flags: libc::O_RDONLY | flags,
-        };
-        let w = Description {
-            kind: Kind::PipeWrite(p),
-            guest_path: "pipe:".into(),
-            flags: libc::O_WRONLY | flags,
-        };
+        let r =
+            Description { kind: Kind::PipeRead(p.clone()), guest_path: "pipe:".into(), flags: libc::O_RDONLY | flags };
+        let w = Description { kind: Kind::PipeWrite(p), guest_path: "pipe:".into(), flags: libc::O_WRONLY | flags };
         let rfd = self.fds.insert(r, cloexec)?;
         let wfd = match self.fds.insert(w, cloexec) {
             Ok(n) => n,
@@ -494,9 +406,7 @@ impl Kernel {
             libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
                 let f = self.fds.get(fd)?.clone();
                 let cloexec = cmd == libc::F_DUPFD_CLOEXEC;
-                self.fds
-                    .insert_from(arg as i32, Fd { cloexec, ..f })
-                    .map(|n| n as u64)
+                self.fds.insert_from(arg as i32, Fd { cloexec, ..f }).map(|n| n as u64)
             }
             libc::F_GETFD => Ok(u64::from(self.fds.get(fd)?.cloexec)),
             libc::F_SETFD => {
@@ -508,11 +418,7 @@ impl Kernel {
             libc::F_SETFL => {
                 let d = self.desc(fd)?;
                 let mut d = d.borrow_mut();
-                let settable = libc::O_APPEND
-                    | libc::O_NONBLOCK
-                    | libc::O_ASYNC
-                    | libc::O_DIRECT
-                    | libc::O_NOATIME;
+                let settable = libc::O_APPEND | libc::O_NONBLOCK | libc::O_ASYNC | libc::O_DIRECT | libc::O_NOATIME;
                 d.flags = (d.flags & !settable) | (arg as i32 & settable);
                 Ok(0)
             }

@@ -61,11 +61,7 @@ fn stat_of_meta(meta: &std::fs::Metadata, guest: &str, pm: bool) -> StatInfo {
         nlink: if ft.is_dir() { 2 } else { 1 },
         mode: meta.mode() & !0o022 | if ft.is_dir() { 0 } else { 0 },
         size: if ft.is_dir() { 4096 } else { meta.len() },
-        rdev: if ft.is_char_device() || ft.is_block_device() {
-            meta.rdev()
-        } else {
-            0
-        },
+        rdev: if ft.is_char_device() || ft.is_block_device() { meta.rdev() } else { 0 },
     }
 }
 
@@ -77,22 +73,13 @@ fn stat_of_virtual(v: VirtualFile, guest: &str) -> StatInfo {
         VirtualFile::Dir => (libc::S_IFDIR | 0o555, 0),
         _ => (libc::S_IFREG | 0o444, 0),
     };
-    StatInfo {
-        dev: 5,
-        ino: path_ino(guest),
-        nlink: 1,
-        mode,
-        size: 0,
-        rdev,
-    }
+    StatInfo { dev: 5, ino: path_ino(guest), nlink: 1, mode, size: 0, rdev }
 }
 
 impl StatInfo {
     fn to_stat(&self) -> [u8; 144] {
         let mut b = [0u8; 144];
-        let put = |b: &mut [u8; 144], off: usize, v: u64| {
-            b[off..off + 8].copy_from_slice(&v.to_le_bytes())
-        };
+        let put = |b: &mut [u8; 144], off: usize, v: u64| b[off..off + 8].copy_from_slice(&v.to_le_bytes());
         put(&mut b, 0, self.dev);
         put(&mut b, 8, self.ino);
         put(&mut b, 16, self.nlink);
@@ -111,12 +98,8 @@ impl StatInfo {
 
     fn to_statx(&self) -> [u8; 256] {
         let mut b = [0u8; 256];
-        let p32 = |b: &mut [u8; 256], off: usize, v: u32| {
-            b[off..off + 4].copy_from_slice(&v.to_le_bytes())
-        };
-        let p64 = |b: &mut [u8; 256], off: usize, v: u64| {
-            b[off..off + 8].copy_from_slice(&v.to_le_bytes())
-        };
+        let p32 = |b: &mut [u8; 256], off: usize, v: u32| b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+        let p64 = |b: &mut [u8; 256], off: usize, v: u64| b[off..off + 8].copy_from_slice(&v.to_le_bytes());
         p32(&mut b, 0, 0x7ff); // STATX_BASIC_STATS | STATX_BTIME
         p32(&mut b, 4, 4096);
         p32(&mut b, 16, self.nlink as u32);
@@ -140,9 +123,7 @@ impl StatInfo {
 impl Kernel {
     pub(crate) fn path_arg(&self, m: &Machine, dirfd: i32, addr: u64) -> Result<String, Errno> {
         let raw = m.read_cstr(addr, 4096).map_err(|e| match e {
-            emu::MemError::Protection(_) if m.read_cstr(addr, 1 << 20).is_ok() => {
-                Errno(libc::ENAMETOOLONG)
-            }
+            emu::MemError::Protection(_) if m.read_cstr(addr, 1 << 20).is_ok() => Errno(libc::ENAMETOOLONG),
             _ => Errno(libc::EFAULT),
         })?;
         if raw.is_empty() {
@@ -156,9 +137,7 @@ impl Kernel {
         match v {
             VirtualFile::Maps => crate::process::proc_maps(m).into_bytes(),
             VirtualFile::Status => crate::process::proc_status(m, &self.cfg.exe).into_bytes(),
-            VirtualFile::CpuInfo => emu::cpuid::CpuidTable::default()
-                .proc_cpuinfo(self.cfg.cpus)
-                .into_bytes(),
+            VirtualFile::CpuInfo => emu::cpuid::CpuidTable::default().proc_cpuinfo(self.cfg.cpus).into_bytes(),
             VirtualFile::CpuOnline => {
                 if self.cfg.cpus <= 1 {
                     b"0\n".to_vec()
@@ -172,15 +151,7 @@ impl Kernel {
                 r[6] = (r[6] & 0x0f) | 0x40;
                 r[8] = (r[8] & 0x3f) | 0x80;
                 let h: String = r.iter().map(|b| format!("{b:02x}")).collect();
-                format!(
-                    "{}-{}-{}-{}-{}\n",
-                    &h[0..8],
-                    &h[8..12],
-                    &h[12..16],
-                    &h[16..20],
-                    &h[20..32]
-                )
-                .into_bytes()
+                format!("{}-{}-{}-{}-{}\n", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32]).into_bytes()
             }
             _ => Vec::new(),
         }
@@ -191,27 +162,15 @@ impl Kernel {
             return;
         }
         let mut h = blake3::Hasher::new();
-        let ok = file
-            .try_clone()
-            .ok()
-            .and_then(|f| h.update_reader(f).ok().map(|_| ()))
-            .is_some();
+        let ok = file.try_clone().ok().and_then(|f| h.update_reader(f).ok().map(|_| ())).is_some();
         // The reader moved the shared offset; put it back.
         let _ = std::io::Seek::seek(&mut &*file, std::io::SeekFrom::Start(0));
         if ok {
-            self.inputs
-                .insert(guest.to_string(), h.finalize().to_hex().to_string());
+            self.inputs.insert(guest.to_string(), h.finalize().to_hex().to_string());
         }
     }
 
-    pub(crate) fn openat(
-        &mut self,
-        m: &mut Machine,
-        dirfd: i32,
-        path: u64,
-        flags: i32,
-        mode: u32,
-    ) -> SysResult {
+    pub(crate) fn openat(&mut self, m: &mut Machine, dirfd: i32, path: u64, flags: i32, mode: u32) -> SysResult {
         let guest = self.path_arg(m, dirfd, path)?;
         let cloexec = flags & libc::O_CLOEXEC != 0;
         if flags & libc::O_TMPFILE == libc::O_TMPFILE {
@@ -221,42 +180,25 @@ impl Kernel {
         let wants_write = acc != libc::O_RDONLY || flags & (libc::O_CREAT | libc::O_TRUNC) != 0;
         let desc = match self.resolve(&guest)? {
             Target::Virtual(v) => {
-                if wants_write
-                    && !matches!(
-                        v,
-                        VirtualFile::Null | VirtualFile::Zero | VirtualFile::Urandom
-                    )
-                {
+                if wants_write && !matches!(v, VirtualFile::Null | VirtualFile::Zero | VirtualFile::Urandom) {
                     return err(libc::EACCES);
                 }
                 let kind = match v {
                     VirtualFile::Null => Kind::Null,
                     VirtualFile::Zero => Kind::Zero,
                     VirtualFile::Urandom => Kind::Urandom,
-                    VirtualFile::Dir => Kind::Dir {
-                        host: Path::new("/nonexistent-virtual").into(),
-                        entries: Some(Vec::new()),
-                        pos: 0,
-                    },
-                    v => Kind::Virtual {
-                        data: self.virtual_contents(m, v),
-                        pos: 0,
-                    },
+                    VirtualFile::Dir => {
+                        Kind::Dir { host: Path::new("/nonexistent-virtual").into(), entries: Some(Vec::new()), pos: 0 }
+                    }
+                    v => Kind::Virtual { data: self.virtual_contents(m, v), pos: 0 },
                 };
-                Description {
-                    kind,
-                    guest_path: guest,
-                    flags,
-                }
+                Description { kind, guest_path: guest, flags }
             }
             Target::Host { host, pm, .. } => {
                 let host = if wants_write {
                     let (h, _) = self.resolve_for_write(&guest).map_err(|e| {
                         // Creating or writing a file outside the writable roots.
-                        if e.0 == libc::EACCES
-                            && !Path::new(&guest).starts_with(&self.cfg.cwd)
-                            && !pm
-                        {
+                        if e.0 == libc::EACCES && !Path::new(&guest).starts_with(&self.cfg.cwd) && !pm {
                             Errno(libc::EACCES)
                         } else {
                             e
@@ -272,13 +214,7 @@ impl Kernel {
                     .append(flags & libc::O_APPEND != 0)
                     .truncate(flags & libc::O_TRUNC != 0 && acc != libc::O_RDONLY)
                     .mode(mode & 0o777)
-                    .custom_flags(
-                        flags
-                            & (libc::O_EXCL
-                                | libc::O_NOFOLLOW
-                                | libc::O_DIRECTORY
-                                | libc::O_NONBLOCK),
-                    );
+                    .custom_flags(flags & (libc::O_EXCL | libc::O_NOFOLLOW | libc::O_DIRECTORY | libc::O_NONBLOCK));
                 if flags & libc::O_CREAT != 0 {
                     if flags & libc::O_EXCL != 0 {
                         o.create_new(true);
@@ -295,16 +231,8 @@ impl Kernel {
                         if acc != libc::O_RDONLY {
                             return err(libc::EISDIR);
                         }
-                        let kind = Kind::Dir {
-                            host: host.clone(),
-                            entries: None,
-                            pos: 0,
-                        };
-                        let d = Description {
-                            kind,
-                            guest_path: guest,
-                            flags,
-                        };
+                        let kind = Kind::Dir { host: host.clone(), entries: None, pos: 0 };
+                        let d = Description { kind, guest_path: guest, flags };
                         return self.fds.insert(d, cloexec).map(|n| n as u64);
                     }
                 } else if flags & libc::O_DIRECTORY != 0 && flags & libc::O_CREAT == 0 {
@@ -314,11 +242,7 @@ impl Kernel {
                 if !wants_write && !pm {
                     self.record_input(&guest, &file);
                 }
-                Description {
-                    kind: Kind::File { file, host, pm },
-                    guest_path: guest,
-                    flags,
-                }
+                Description { kind: Kind::File { file, host, pm }, guest_path: guest, flags }
             }
         };
         self.fds.insert(desc, cloexec).map(|n| n as u64)
@@ -328,11 +252,7 @@ impl Kernel {
         match self.resolve(guest)? {
             Target::Virtual(v) => Ok(stat_of_virtual(v, guest)),
             Target::Host { host, pm, .. } => {
-                let meta = if follow {
-                    std::fs::metadata(&host)?
-                } else {
-                    std::fs::symlink_metadata(&host)?
-                };
+                let meta = if follow { std::fs::metadata(&host)? } else { std::fs::symlink_metadata(&host)? };
                 Ok(stat_of_meta(&meta, guest, pm))
             }
         }
@@ -348,31 +268,20 @@ impl Kernel {
                 Ok(md) => stat_of_meta(&md, &guest, false),
                 Err(_) => stat_of_virtual(VirtualFile::Dir, &guest),
             },
-            Kind::Virtual { data, .. } => StatInfo {
-                size: data.len() as u64,
-                ..stat_of_virtual(VirtualFile::Maps, &guest)
-            },
+            Kind::Virtual { data, .. } => {
+                StatInfo { size: data.len() as u64, ..stat_of_virtual(VirtualFile::Maps, &guest) }
+            }
             Kind::Null => stat_of_virtual(VirtualFile::Null, &guest),
             Kind::Zero => stat_of_virtual(VirtualFile::Zero, &guest),
             Kind::Urandom => stat_of_virtual(VirtualFile::Urandom, &guest),
-            Kind::PipeRead(_) | Kind::PipeWrite(_) => StatInfo {
-                dev: 12,
-                ino: fd as u64 + 1000,
-                nlink: 1,
-                mode: libc::S_IFIFO | 0o600,
-                size: 0,
-                rdev: 0,
-            },
+            Kind::PipeRead(_) | Kind::PipeWrite(_) => {
+                StatInfo { dev: 12, ino: fd as u64 + 1000, nlink: 1, mode: libc::S_IFIFO | 0o600, size: 0, rdev: 0 }
+            }
             // Standard streams look like pipes whatever ferrite's own are, so the guest's
             // buffering does not depend on how ferrite was started.
-            Kind::Stdin | Kind::Stdout | Kind::Stderr => StatInfo {
-                dev: 12,
-                ino: fd as u64 + 1,
-                nlink: 1,
-                mode: libc::S_IFIFO | 0o600,
-                size: 0,
-                rdev: 0,
-            },
+            Kind::Stdin | Kind::Stdout | Kind::Stderr => {
+                StatInfo { dev: 12, ino: fd as u64 + 1, nlink: 1, mode: libc::S_IFIFO | 0o600, size: 0, rdev: 0 }
+            }
         })
     }
 
@@ -383,52 +292,26 @@ impl Kernel {
     }
 
     fn stat_at(&self, m: &Machine, dirfd: i32, path: u64, flags: i32) -> Result<StatInfo, Errno> {
-        if flags & libc::AT_EMPTY_PATH != 0
-            && m.read_cstr(path, 1).map(|s| s.is_empty()).unwrap_or(false)
-        {
-            return if dirfd == libc::AT_FDCWD {
-                self.stat_path(&self.guest_cwd(), true)
-            } else {
-                self.stat_fd(dirfd)
-            };
+        if flags & libc::AT_EMPTY_PATH != 0 && m.read_cstr(path, 1).map(|s| s.is_empty()).unwrap_or(false) {
+            return if dirfd == libc::AT_FDCWD { self.stat_path(&self.guest_cwd(), true) } else { self.stat_fd(dirfd) };
         }
         let guest = self.path_arg(m, dirfd, path)?;
         self.stat_path(&guest, flags & libc::AT_SYMLINK_NOFOLLOW == 0)
     }
 
-    pub(crate) fn fstatat(
-        &mut self,
-        m: &mut Machine,
-        dirfd: i32,
-        path: u64,
-        buf: u64,
-        flags: i32,
-    ) -> SysResult {
+    pub(crate) fn fstatat(&mut self, m: &mut Machine, dirfd: i32, path: u64, buf: u64, flags: i32) -> SysResult {
         let st = self.stat_at(m, dirfd, path, flags)?;
         m.write(buf, &st.to_stat(), false)?;
         Ok(0)
     }
 
-    pub(crate) fn statx(
-        &mut self,
-        m: &mut Machine,
-        dirfd: i32,
-        path: u64,
-        flags: i32,
-        buf: u64,
-    ) -> SysResult {
+    pub(crate) fn statx(&mut self, m: &mut Machine, dirfd: i32, path: u64, flags: i32, buf: u64) -> SysResult {
         let st = self.stat_at(m, dirfd, path, flags)?;
         m.write(buf, &st.to_statx(), false)?;
         Ok(0)
     }
 
-    pub(crate) fn faccessat(
-        &mut self,
-        m: &mut Machine,
-        dirfd: i32,
-        path: u64,
-        mode: i32,
-    ) -> SysResult {
+    pub(crate) fn faccessat(&mut self, m: &mut Machine, dirfd: i32, path: u64, mode: i32) -> SysResult {
         let guest = self.path_arg(m, dirfd, path)?;
         let st = self.stat_path(&guest, true)?;
         if mode & libc::W_OK != 0 && self.resolve_for_write(&guest).is_err() {
@@ -449,11 +332,7 @@ impl Kernel {
         };
         if entries.is_none() {
             let mut list = vec![
-                DirEntry {
-                    name: b".".to_vec(),
-                    ino: path_ino(&guest),
-                    dtype: libc::DT_DIR,
-                },
+                DirEntry { name: b".".to_vec(), ino: path_ino(&guest), dtype: libc::DT_DIR },
                 DirEntry {
                     name: b"..".to_vec(),
                     ino: path_ino(&crate::vfs::normalize(&guest, "..")),
@@ -470,16 +349,8 @@ impl Kernel {
                         Ok(t) if t.is_file() => libc::DT_REG,
                         _ => libc::DT_UNKNOWN,
                     };
-                    let child = format!(
-                        "{}/{}",
-                        guest.trim_end_matches('/'),
-                        String::from_utf8_lossy(&name)
-                    );
-                    DirEntry {
-                        ino: path_ino(&child),
-                        name,
-                        dtype,
-                    }
+                    let child = format!("{}/{}", guest.trim_end_matches('/'), String::from_utf8_lossy(&name));
+                    DirEntry { ino: path_ino(&child), name, dtype }
                 })
                 .collect();
             rest.sort_by(|a, b| a.name.cmp(&b.name));
@@ -510,13 +381,7 @@ impl Kernel {
         Ok(out.len() as u64)
     }
 
-    pub(crate) fn mkdirat(
-        &mut self,
-        m: &mut Machine,
-        dirfd: i32,
-        path: u64,
-        mode: u32,
-    ) -> SysResult {
+    pub(crate) fn mkdirat(&mut self, m: &mut Machine, dirfd: i32, path: u64, mode: u32) -> SysResult {
         let guest = self.path_arg(m, dirfd, path)?;
         let (host, _) = self.write_target(&guest)?;
         std::fs::DirBuilder::new().mode(mode & 0o777).create(host)?;
@@ -526,22 +391,12 @@ impl Kernel {
     /// A path the guest changes: inside a writable root, or EROFS/EACCES.
     fn write_target(&self, guest: &str) -> Result<(std::path::PathBuf, bool), Errno> {
         match self.resolve(guest)? {
-            Target::Host {
-                writable: false,
-                host,
-                ..
-            } if host.exists() => err(libc::EROFS),
+            Target::Host { writable: false, host, .. } if host.exists() => err(libc::EROFS),
             _ => self.resolve_for_write(guest),
         }
     }
 
-    pub(crate) fn unlinkat(
-        &mut self,
-        m: &mut Machine,
-        dirfd: i32,
-        path: u64,
-        flags: i32,
-    ) -> SysResult {
+    pub(crate) fn unlinkat(&mut self, m: &mut Machine, dirfd: i32, path: u64, flags: i32) -> SysResult {
         let guest = self.path_arg(m, dirfd, path)?;
         let (host, _) = self.write_target(&guest)?;
         if flags & libc::AT_REMOVEDIR != 0 {
@@ -556,14 +411,7 @@ impl Kernel {
         Ok(0)
     }
 
-    pub(crate) fn renameat(
-        &mut self,
-        m: &mut Machine,
-        olddir: i32,
-        old: u64,
-        newdir: i32,
-        new: u64,
-    ) -> SysResult {
+    pub(crate) fn renameat(&mut self, m: &mut Machine, olddir: i32, old: u64, newdir: i32, new: u64) -> SysResult {
         let from = self.path_arg(m, olddir, old)?;
         let to = self.path_arg(m, newdir, new)?;
         let (hf, _) = self.write_target(&from)?;
@@ -572,14 +420,7 @@ impl Kernel {
         Ok(0)
     }
 
-    pub(crate) fn readlinkat(
-        &mut self,
-        m: &mut Machine,
-        dirfd: i32,
-        path: u64,
-        buf: u64,
-        len: u64,
-    ) -> SysResult {
+    pub(crate) fn readlinkat(&mut self, m: &mut Machine, dirfd: i32, path: u64, buf: u64, len: u64) -> SysResult {
         let guest = self.path_arg(m, dirfd, path)?;
         let target: Vec<u8> = if guest == "/proc/self/exe" {
             self.cfg.exe.clone().into_bytes()
@@ -587,19 +428,10 @@ impl Kernel {
             self.guest_cwd().into_bytes()
         } else if let Some(n) = guest.strip_prefix("/proc/self/fd/") {
             let fd: i32 = n.parse().map_err(|_| Errno(libc::ENOENT))?;
-            self.fds
-                .get(fd)
-                .map_err(|_| Errno(libc::ENOENT))?
-                .desc
-                .borrow()
-                .guest_path
-                .clone()
-                .into_bytes()
+            self.fds.get(fd).map_err(|_| Errno(libc::ENOENT))?.desc.borrow().guest_path.clone().into_bytes()
         } else {
             match self.resolve(&guest)? {
-                Target::Host { host, .. } => std::fs::read_link(host)?
-                    .into_os_string()
-                    .into_encoded_bytes(),
+                Target::Host { host, .. } => std::fs::read_link(host)?.into_os_string().into_encoded_bytes(),
                 Target::Virtual(_) => return err(libc::EINVAL),
             }
         };
@@ -629,10 +461,7 @@ impl Kernel {
     }
 
     pub(crate) fn umask(&mut self, mask: u32) -> SysResult {
-        Ok(u64::from(std::mem::replace(
-            &mut self.proc.umask,
-            mask & 0o777,
-        )))
+        Ok(u64::from(std::mem::replace(&mut self.proc.umask, mask & 0o777)))
     }
 
     fn statfs_bytes(pm: bool) -> [u8; 120] {
@@ -656,10 +485,7 @@ impl Kernel {
     }
 
     pub(crate) fn fstatfs(&mut self, m: &mut Machine, fd: i32, buf: u64) -> SysResult {
-        let pm = matches!(
-            self.fds.get(fd)?.desc.borrow().kind,
-            Kind::File { pm: true, .. }
-        );
+        let pm = matches!(self.fds.get(fd)?.desc.borrow().kind, Kind::File { pm: true, .. });
         m.write(buf, &Self::statfs_bytes(pm), false)?;
         Ok(0)
     }
@@ -667,10 +493,7 @@ impl Kernel {
     pub(crate) fn truncate(&mut self, m: &mut Machine, path: u64, len: u64) -> SysResult {
         let guest = self.path_arg(m, libc::AT_FDCWD, path)?;
         let (host, _) = self.write_target(&guest)?;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(host)?
-            .set_len(len)?;
+        std::fs::OpenOptions::new().write(true).open(host)?.set_len(len)?;
         Ok(0)
     }
 

@@ -20,6 +20,7 @@ pub mod fs;
 pub mod mem;
 pub mod names;
 pub mod process;
+pub mod thread;
 pub mod time;
 pub mod vfs;
 
@@ -29,6 +30,7 @@ use std::path::PathBuf;
 use emu::{Machine, Reg};
 
 pub use process::{exec, ExecError, ProcessExit};
+pub use thread::Deadlock;
 
 /// A Linux errno value (positive).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,12 +70,20 @@ pub struct KernelConfig {
     pub exe: String,
     /// Number of CPUs the guest is told it has.
     pub cpus: u32,
+    /// Most threads alive at once (`--max-threads`); clone fails with EAGAIN beyond.
+    pub max_threads: usize,
 }
 
 /// The outcome of one system call for the run loop.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     Continue,
+    /// The calling thread blocked; its result is set when it is woken.
+    Block,
+    /// The calling thread yielded the CPU.
+    Yield,
+    /// The calling thread exited; others remain.
+    ThreadExit,
     Exit(ProcessExit),
 }
 
@@ -96,6 +106,12 @@ pub struct Kernel {
     pub inputs: BTreeMap<String, String>,
     /// Unknown system calls, each recorded once.
     pub unsupported: Vec<Unsupported>,
+    pub(crate) threads: BTreeMap<u32, thread::KThread>,
+    /// The running thread.
+    pub current: u32,
+    pub(crate) next_tid: u32,
+    pub(crate) max_threads: usize,
+    pub(crate) wait_counter: u64,
 }
 
 impl Kernel {
@@ -108,6 +124,11 @@ impl Kernel {
             rng,
             inputs: BTreeMap::new(),
             unsupported: Vec::new(),
+            threads: BTreeMap::from([(process::PID, thread::KThread::new(process::PID))]),
+            current: process::PID,
+            next_tid: process::PID + 1,
+            max_threads: cfg.max_threads,
+            wait_counter: 0,
             cfg,
         }
     }
@@ -115,17 +136,16 @@ impl Kernel {
     /// Handles the system call the machine stopped at (RIP already past the instruction).
     pub fn syscall(&mut self, m: &mut Machine) -> Outcome {
         let nr = m.reg(Reg::RAX);
-        let a = [
-            m.reg(Reg::RDI),
-            m.reg(Reg::RSI),
-            m.reg(Reg::RDX),
-            m.reg(Reg::R10),
-            m.reg(Reg::R8),
-            m.reg(Reg::R9),
-        ];
+        let a = [m.reg(Reg::RDI), m.reg(Reg::RSI), m.reg(Reg::RDX), m.reg(Reg::R10), m.reg(Reg::R8), m.reg(Reg::R9)];
         let res = match self.dispatch(m, nr, a) {
             Dispatch::Ret(r) => r,
             Dispatch::Exit(e) => return Outcome::Exit(e),
+            Dispatch::Block => return Outcome::Block,
+            Dispatch::Yield => {
+                m.set_reg(Reg::RAX, 0);
+                return Outcome::Yield;
+            }
+            Dispatch::ThreadExit => return Outcome::ThreadExit,
         };
         let v = match res {
             Ok(v) => v,
@@ -198,7 +218,7 @@ impl Kernel {
             149 | 150 => Ok(0), // mlock, munlock: nothing is ever swapped
             // process
             39 => Ok(u64::from(process::PID)),
-            186 => Ok(u64::from(process::PID)),
+            186 => Ok(u64::from(self.current)),
             110 => Ok(1),                                   // getppid
             102 | 104 | 107 | 108 => Ok(process::UID),      // getuid, getgid, geteuid, getegid
             111 | 121 | 124 => Ok(u64::from(process::PID)), // getpgrp, getpgid, getsid
@@ -211,7 +231,22 @@ impl Kernel {
                 Ok(None) => Ok(0),
                 Err(e) => Err(e),
             },
-            60 | 231 => return Dispatch::Exit(ProcessExit::Code((a[0] & 0xff) as i32)),
+            231 => return Dispatch::Exit(ProcessExit::Code((a[0] & 0xff) as i32)),
+            60 => {
+                return if self.exit_thread(m) {
+                    Dispatch::Exit(ProcessExit::Code((a[0] & 0xff) as i32))
+                } else {
+                    Dispatch::ThreadExit
+                }
+            }
+            56 => self.clone_thread(m, a[0], a[1], a[2], a[3], a[4]),
+            435 => self.clone3(m, a[0], a[1]),
+            202 => match self.futex(m, a[0], i(a[1]), a[2], a[3], a[4], a[5]) {
+                Ok(Some(v)) => Ok(v),
+                Ok(None) => return Dispatch::Block,
+                Err(e) => Err(e),
+            },
+            24 => return Dispatch::Yield,
             63 => self.uname(m, a[0]),
             97 => self.prlimit(m, 0, a[0], 0, a[1]),
             160 => err(libc::EPERM), // setrlimit: limits are part of the run's definition
@@ -219,23 +254,31 @@ impl Kernel {
             99 => self.sysinfo(m, a[0]),
             158 => self.arch_prctl(m, i(a[0]), a[1]),
             157 => self.prctl(i(a[0])),
-            218 => Ok(u64::from(process::PID)), // set_tid_address
-            273 => Ok(0),                       // set_robust_list: walked at thread exit (threads)
-            334 => err(libc::ENOSYS),           // rseq: glibc falls back cleanly
+            218 => self.set_tid_address(a[0]),
+            273 => self.set_robust_list(a[0], a[1]),
+            334 => err(libc::ENOSYS), // rseq: glibc falls back cleanly
             204 => self.sched_getaffinity(m, a[1], a[2]),
             203 => Ok(0), // sched_setaffinity
             309 => self.getcpu(m, a[0], a[1]),
-            24 => Ok(0), // sched_yield: one thread, nothing to yield to
-            56 | 57 | 58 | 322 | 435 => {
-                err(libc::ENOSYS).inspect_err(|_| self.note_unsupported(m, nr))
+            57 | 58 | 322 => {
+                self.note_named(m, nr, "fork, vfork and execve (one process per run)");
+                err(libc::ENOSYS)
             }
             // time and randomness
             201 => self.time(m, a[0]),
             228 => self.clock_gettime(m, i(a[0]), a[1]),
             229 => self.clock_getres(m, a[1]),
             96 => self.gettimeofday(m, a[0]),
-            35 => self.nanosleep(m, a[0], a[1]),
-            230 => self.clock_nanosleep(m, i(a[0]), i(a[1]), a[2], a[3]),
+            35 => match self.nanosleep(m, a[0], a[1]) {
+                Ok(Some(v)) => Ok(v),
+                Ok(None) => return Dispatch::Block,
+                Err(e) => Err(e),
+            },
+            230 => match self.clock_nanosleep(m, i(a[0]), i(a[1]), a[2], a[3]) {
+                Ok(Some(v)) => Ok(v),
+                Ok(None) => return Dispatch::Block,
+                Err(e) => Err(e),
+            },
             318 => self.getrandom(m, a[0], a[1]),
             _ => {
                 self.note_unsupported(m, nr);
@@ -244,14 +287,17 @@ impl Kernel {
         })
     }
 
+    /// Records a refused feature by name (once), as for an unknown system call.
+    pub(crate) fn note_named(&mut self, m: &Machine, nr: u64, name: &'static str) {
+        if !self.unsupported.iter().any(|u| u.name == name) {
+            self.unsupported.push(Unsupported { nr, name, pc: m.pc().wrapping_sub(2) });
+        }
+    }
+
     fn note_unsupported(&mut self, m: &Machine, nr: u64) {
         if !self.unsupported.iter().any(|u| u.nr == nr) {
             // RIP is past the two-byte `syscall`.
-            self.unsupported.push(Unsupported {
-                nr,
-                name: names::name(nr),
-                pc: m.pc().wrapping_sub(2),
-            });
+            self.unsupported.push(Unsupported { nr, name: names::name(nr), pc: m.pc().wrapping_sub(2) });
         }
     }
 }
@@ -259,4 +305,7 @@ impl Kernel {
 enum Dispatch {
     Ret(SysResult),
     Exit(ProcessExit),
+    Block,
+    Yield,
+    ThreadExit,
 }

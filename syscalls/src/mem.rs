@@ -64,8 +64,7 @@ impl Kernel {
             _ => return Ok(cur),
         };
         if new_end > old_end {
-            if m.mem.overlaps(old_end, new_end) || self.check_budget(m, new_end - old_end).is_err()
-            {
+            if m.mem.overlaps(old_end, new_end) || self.check_budget(m, new_end - old_end).is_err() {
                 return Ok(cur);
             }
             let Ok(block) = HostBlock::anon((new_end - old_end) as usize) else {
@@ -77,9 +76,7 @@ impl Kernel {
                 perm: Perm::RW,
                 block,
                 block_off: 0,
-                backing: Backing::Anon {
-                    label: Some("[heap]"),
-                },
+                backing: Backing::Anon { label: Some("[heap]") },
             };
             if m.map(r).is_err() {
                 return Ok(cur);
@@ -103,10 +100,7 @@ impl Kernel {
         off: u64,
     ) -> SysResult {
         let kind = flags & 0x0f;
-        if len == 0
-            || off % PAGE != 0
-            || !matches!(kind, MAP_SHARED | MAP_PRIVATE | MAP_SHARED_VALIDATE)
-        {
+        if len == 0 || off % PAGE != 0 || !matches!(kind, MAP_SHARED | MAP_PRIVATE | MAP_SHARED_VALIDATE) {
             return err(libc::EINVAL);
         }
         if flags & MAP_SYNC != 0 && kind != MAP_SHARED_VALIDATE {
@@ -119,11 +113,7 @@ impl Kernel {
         }
         let end = addr.checked_add(len).ok_or(Errno(libc::ENOMEM))?;
         if fixed && (addr < MMAP_BOTTOM || end > STACK_TOP) {
-            return err(if addr < MMAP_BOTTOM {
-                libc::EPERM
-            } else {
-                libc::ENOMEM
-            });
+            return err(if addr < MMAP_BOTTOM { libc::EPERM } else { libc::ENOMEM });
         }
         if flags & MAP_FIXED_NOREPLACE != 0 && m.mem.overlaps(addr, end) {
             return err(libc::EEXIST);
@@ -131,11 +121,7 @@ impl Kernel {
         self.check_budget(m, len)?;
         let perm = Perm::from_prot(prot);
         let (block, block_off, backing) = if flags & MAP_ANONYMOUS != 0 {
-            (
-                HostBlock::anon(len as usize).map_err(|_| Errno(libc::ENOMEM))?,
-                0,
-                Backing::Anon { label: None },
-            )
+            (HostBlock::anon(len as usize).map_err(|_| Errno(libc::ENOMEM))?, 0, Backing::Anon { label: None })
         } else {
             self.file_block(fd, off, len, kind, perm, flags)?
         };
@@ -146,18 +132,9 @@ impl Kernel {
             addr
         } else {
             let hint = if addr % PAGE == 0 { addr } else { 0 };
-            m.mem
-                .find_free(len, hint, MMAP_BOTTOM, MMAP_TOP)
-                .ok_or(Errno(libc::ENOMEM))?
+            m.mem.find_free(len, hint, MMAP_BOTTOM, MMAP_TOP).ok_or(Errno(libc::ENOMEM))?
         };
-        let region = Region {
-            start,
-            end: start + len,
-            perm,
-            block,
-            block_off,
-            backing,
-        };
+        let region = Region { start, end: start + len, perm, block, block_off, backing };
         m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
         if perm.exec() {
             m.code_changed(start, start + len);
@@ -186,17 +163,9 @@ impl Kernel {
                 }
                 if shared && *pm {
                     let file_id = self.pm_file_id(host);
-                    let block = HostBlock::file_shared(file.as_raw_fd(), off, len as usize)
-                        .map_err(|_| Errno(libc::ENOMEM))?;
-                    return Ok((
-                        block,
-                        0,
-                        Backing::Pm {
-                            path: d.guest_path.clone(),
-                            file_id,
-                            offset: off,
-                        },
-                    ));
+                    let block =
+                        HostBlock::file_shared(file.as_raw_fd(), off, len as usize).map_err(|_| Errno(libc::ENOMEM))?;
+                    return Ok((block, 0, Backing::Pm { path: d.guest_path.clone(), file_id, offset: off }));
                 }
                 if flags & MAP_SYNC != 0 && kind == MAP_SHARED_VALIDATE {
                     // MAP_SYNC needs a DAX file: only the PM mount is one.
@@ -213,20 +182,11 @@ impl Kernel {
                     let dst = unsafe { std::slice::from_raw_parts_mut(block.as_ptr(), n) };
                     std::os::unix::fs::FileExt::read_exact_at(file, dst, off)?;
                 }
-                Ok((
-                    block,
-                    0,
-                    Backing::File {
-                        path: d.guest_path.clone(),
-                        offset: off,
-                    },
-                ))
+                Ok((block, 0, Backing::File { path: d.guest_path.clone(), offset: off }))
             }
-            Kind::Zero | Kind::Null => Ok((
-                HostBlock::anon(len as usize).map_err(|_| Errno(libc::ENOMEM))?,
-                0,
-                Backing::Anon { label: None },
-            )),
+            Kind::Zero | Kind::Null => {
+                Ok((HostBlock::anon(len as usize).map_err(|_| Errno(libc::ENOMEM))?, 0, Backing::Anon { label: None }))
+            }
             _ => err(libc::ENODEV),
         }
     }
@@ -242,26 +202,16 @@ impl Kernel {
         if addr % PAGE != 0 || len == 0 {
             return err(libc::EINVAL);
         }
-        let end = page_up(len)
-            .and_then(|l| addr.checked_add(l))
-            .ok_or(Errno(libc::EINVAL))?;
+        let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(Errno(libc::EINVAL))?;
         m.unmap(addr, end);
         Ok(0)
     }
 
-    pub(crate) fn mprotect(
-        &mut self,
-        m: &mut Machine,
-        addr: u64,
-        len: u64,
-        prot: u64,
-    ) -> SysResult {
+    pub(crate) fn mprotect(&mut self, m: &mut Machine, addr: u64, len: u64, prot: u64) -> SysResult {
         if addr % PAGE != 0 || prot & !0x7 & !0x0100_0000 & !0x0200_0000 != 0 {
             return err(libc::EINVAL);
         }
-        let end = page_up(len)
-            .and_then(|l| addr.checked_add(l))
-            .ok_or(Errno(libc::ENOMEM))?;
+        let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(Errno(libc::ENOMEM))?;
         if end == addr {
             return Ok(0);
         }
@@ -301,9 +251,7 @@ impl Kernel {
         }
         let grow = new_len - old_len;
         self.check_budget(m, grow)?;
-        let can_extend = r.end == old_end
-            && !m.mem.overlaps(old_end, old_end + grow)
-            && old_end + grow <= MMAP_TOP;
+        let can_extend = r.end == old_end && !m.mem.overlaps(old_end, old_end + grow) && old_end + grow <= MMAP_TOP;
         if can_extend && matches!(r.backing, Backing::Anon { .. }) {
             let block = HostBlock::anon(grow as usize).map_err(|_| Errno(libc::ENOMEM))?;
             let ext = Region {
@@ -323,53 +271,32 @@ impl Kernel {
         if !matches!(r.backing, Backing::Anon { .. }) {
             return err(libc::EINVAL);
         }
-        let start = m
-            .mem
-            .find_free(new_len, 0, MMAP_BOTTOM, MMAP_TOP)
-            .ok_or(Errno(libc::ENOMEM))?;
+        let start = m.mem.find_free(new_len, 0, MMAP_BOTTOM, MMAP_TOP).ok_or(Errno(libc::ENOMEM))?;
         let block = HostBlock::anon(new_len as usize).map_err(|_| Errno(libc::ENOMEM))?;
         // Copy the old contents host-side: the old range may not be readable by the guest.
         let mut data = vec![0u8; old_len as usize];
         m.mem.read_unchecked(old, &mut data);
         // SAFETY: the new block is `new_len >= old_len` bytes of fresh host memory owned here.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), block.as_ptr(), data.len()) };
-        let region = Region {
-            start,
-            end: start + new_len,
-            perm: r.perm,
-            block,
-            block_off: 0,
-            backing: r.backing.clone(),
-        };
+        let region =
+            Region { start, end: start + new_len, perm: r.perm, block, block_off: 0, backing: r.backing.clone() };
         m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
         m.unmap(old, old_end);
         Ok(start)
     }
 
-    pub(crate) fn madvise(
-        &mut self,
-        m: &mut Machine,
-        addr: u64,
-        len: u64,
-        advice: i32,
-    ) -> SysResult {
+    pub(crate) fn madvise(&mut self, m: &mut Machine, addr: u64, len: u64, advice: i32) -> SysResult {
         if addr % PAGE != 0 {
             return err(libc::EINVAL);
         }
-        let end = page_up(len)
-            .and_then(|l| addr.checked_add(l))
-            .ok_or(Errno(libc::EINVAL))?;
+        let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(Errno(libc::EINVAL))?;
         if m.mem.first_hole(addr, end).is_some() {
             return err(libc::ENOMEM);
         }
         if advice == libc::MADV_DONTNEED {
             // Private anonymous pages read back as zeros afterwards; file copies likewise lose
             // their changes (approximated as zeros) and PM pages keep their contents (shared).
-            let pm = m
-                .mem
-                .find(addr)
-                .map(|r| matches!(r.backing, Backing::Pm { .. }))
-                .unwrap_or(false);
+            let pm = m.mem.find(addr).map(|r| matches!(r.backing, Backing::Pm { .. })).unwrap_or(false);
             if !pm {
                 let _ = m.mem.zero(addr, end - addr);
             }
@@ -378,13 +305,10 @@ impl Kernel {
     }
 
     pub(crate) fn msync(&mut self, m: &mut Machine, addr: u64, len: u64, flags: i32) -> SysResult {
-        if addr % PAGE != 0 || flags & !(libc::MS_ASYNC | libc::MS_SYNC | libc::MS_INVALIDATE) != 0
-        {
+        if addr % PAGE != 0 || flags & !(libc::MS_ASYNC | libc::MS_SYNC | libc::MS_INVALIDATE) != 0 {
             return err(libc::EINVAL);
         }
-        let end = page_up(len)
-            .and_then(|l| addr.checked_add(l))
-            .ok_or(Errno(libc::ENOMEM))?;
+        let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(Errno(libc::ENOMEM))?;
         if m.mem.first_hole(addr, end).is_some() {
             return err(libc::ENOMEM);
         }

@@ -73,9 +73,7 @@ impl Default for ProcState {
 pub enum ExecError {
     #[error("{0}")]
     Load(#[from] LoadError),
-    #[error(
-        "dynamically linked programs are not supported yet (interpreter {0}); link with -static"
-    )]
+    #[error("dynamically linked programs are not supported yet (interpreter {0}); link with -static")]
     Dynamic(String),
     #[error("cannot set up the guest's memory: {0}")]
     Memory(String),
@@ -128,36 +126,25 @@ pub fn exec(
             perm,
             block: block.clone(),
             block_off: (start - image.lowest) as usize,
-            backing: Backing::File {
-                path: k.cfg.exe.clone(),
-                offset: start - image.lowest,
-            },
+            backing: Backing::File { path: k.cfg.exe.clone(), offset: start - image.lowest },
         };
         m.map(r).map_err(|e| mem_err("program segments", e))?;
     }
     for s in &image.segments {
-        m.write(s.vaddr, &s.data, true)
-            .map_err(|e| mem_err("program contents", e))?;
+        m.write(s.vaddr, &s.data, true).map_err(|e| mem_err("program contents", e))?;
     }
     k.mm.brk_start = image.brk_start;
     k.mm.brk = image.brk_start;
 
-    let stack =
-        HostBlock::anon(STACK_LIMIT as usize).map_err(|e| ExecError::Memory(e.to_string()))?;
-    let stack_perm = if image.stack_exec {
-        Perm::RWX
-    } else {
-        Perm::RW
-    };
+    let stack = HostBlock::anon(STACK_LIMIT as usize).map_err(|e| ExecError::Memory(e.to_string()))?;
+    let stack_perm = if image.stack_exec { Perm::RWX } else { Perm::RW };
     let r = Region {
         start: STACK_TOP - STACK_LIMIT,
         end: STACK_TOP,
         perm: stack_perm,
         block: stack,
         block_off: 0,
-        backing: Backing::Anon {
-            label: Some("[stack]"),
-        },
+        backing: Backing::Anon { label: Some("[stack]") },
     };
     m.map(r).map_err(|e| mem_err("stack", e))?;
     let mut random = [0u8; 16];
@@ -183,12 +170,9 @@ pub fn exec(
     };
     let st = build_initial_stack(STACK_TOP, &spec, &image);
     if STACK_TOP - st.sp > STACK_LIMIT / 4 {
-        return Err(ExecError::Memory(
-            "arguments and environment exceed a quarter of the stack (E2BIG)".into(),
-        ));
+        return Err(ExecError::Memory("arguments and environment exceed a quarter of the stack (E2BIG)".into()));
     }
-    m.write(st.sp, &st.bytes, true)
-        .map_err(|e| mem_err("initial stack", e))?;
+    m.write(st.sp, &st.bytes, true).map_err(|e| mem_err("initial stack", e))?;
     m.set_reg(Reg::RSP, st.sp);
     m.set_reg(Reg::RIP, image.entry);
     // The ABI's start state: RDX holds a function for atexit (none), the rest is zero.
@@ -206,20 +190,12 @@ pub fn proc_maps(m: &Machine) -> String {
             if p.read() || p.0 != 0 { 'r' } else { '-' },
             if p.write() { 'w' } else { '-' },
             if p.exec() { 'x' } else { '-' },
-            if matches!(r.backing, Backing::Pm { .. }) {
-                's'
-            } else {
-                'p'
-            },
+            if matches!(r.backing, Backing::Pm { .. }) { 's' } else { 'p' },
         );
         let (off, dev, ino, name) = match &r.backing {
             Backing::Anon { label } => (0, "00:00", 0, label.unwrap_or("").to_string()),
             Backing::File { path, offset } => (*offset, "08:01", 1, path.clone()),
-            Backing::Pm {
-                path,
-                offset,
-                file_id,
-            } => (*offset, "103:00", u64::from(*file_id) + 1, path.clone()),
+            Backing::Pm { path, offset, file_id } => (*offset, "103:00", u64::from(*file_id) + 1, path.clone()),
         };
         let line = format!("{:x}-{:x} {perms} {off:08x} {dev} {ino}", r.start, r.end);
         if name.is_empty() {
@@ -251,14 +227,7 @@ impl Kernel {
     }
 
     pub(crate) fn uname(&mut self, m: &mut Machine, buf: u64) -> SysResult {
-        let fields: [&str; 6] = [
-            "Linux",
-            "ferrite",
-            "6.1.0",
-            "#1 SMP PREEMPT_DYNAMIC ferrite",
-            "x86_64",
-            "(none)",
-        ];
+        let fields: [&str; 6] = ["Linux", "ferrite", "6.1.0", "#1 SMP PREEMPT_DYNAMIC ferrite", "x86_64", "(none)"];
         let mut b = vec![0u8; 65 * 6];
         for (i, f) in fields.iter().enumerate() {
             b[i * 65..i * 65 + f.len()].copy_from_slice(f.as_bytes());
@@ -290,14 +259,7 @@ impl Kernel {
         })
     }
 
-    pub(crate) fn prlimit(
-        &mut self,
-        m: &mut Machine,
-        pid: u64,
-        res: u64,
-        new: u64,
-        old: u64,
-    ) -> SysResult {
+    pub(crate) fn prlimit(&mut self, m: &mut Machine, pid: u64, res: u64, new: u64, old: u64) -> SysResult {
         if pid != 0 && pid != u64::from(PID) {
             return err(libc::ESRCH);
         }
@@ -377,11 +339,7 @@ impl Kernel {
             return err(libc::EINVAL);
         }
         let cpus = self.cfg.cpus.clamp(1, 64);
-        let bits: u64 = if cpus == 64 {
-            u64::MAX
-        } else {
-            (1u64 << cpus) - 1
-        };
+        let bits: u64 = if cpus == 64 { u64::MAX } else { (1u64 << cpus) - 1 };
         m.write(mask, &bits.to_le_bytes(), false)?;
         Ok(bytes as u64)
     }
@@ -396,14 +354,7 @@ impl Kernel {
         Ok(0)
     }
 
-    pub(crate) fn rt_sigaction(
-        &mut self,
-        m: &mut Machine,
-        sig: i32,
-        act: u64,
-        old: u64,
-        size: u64,
-    ) -> SysResult {
+    pub(crate) fn rt_sigaction(&mut self, m: &mut Machine, sig: i32, act: u64, old: u64, size: u64) -> SysResult {
         if !(1..=64).contains(&sig) || size != 8 {
             return err(libc::EINVAL);
         }
@@ -428,14 +379,7 @@ impl Kernel {
         Ok(0)
     }
 
-    pub(crate) fn rt_sigprocmask(
-        &mut self,
-        m: &mut Machine,
-        how: i32,
-        set: u64,
-        old: u64,
-        size: u64,
-    ) -> SysResult {
+    pub(crate) fn rt_sigprocmask(&mut self, m: &mut Machine, how: i32, set: u64, old: u64, size: u64) -> SysResult {
         if size != 8 {
             return err(libc::EINVAL);
         }
@@ -488,11 +432,7 @@ impl Kernel {
             0 => Ok(Some(ProcessExit::Signal(sig))),
             _ => {
                 if !self.unsupported.iter().any(|u| u.name == "signal handler") {
-                    self.unsupported.push(crate::Unsupported {
-                        nr: 1000 + sig as u64,
-                        name: "signal handler",
-                        pc: 0,
-                    });
+                    self.unsupported.push(crate::Unsupported { nr: 1000 + sig as u64, name: "signal handler", pc: 0 });
                 }
                 Ok(Some(ProcessExit::Signal(sig)))
             }

@@ -32,10 +32,7 @@ impl SeededRng {
             z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
             z ^ (z >> 31)
         };
-        SeededRng {
-            s: [next(), next(), next(), next()],
-            slept_ns: 0,
-        }
+        SeededRng { s: [next(), next(), next(), next()], slept_ns: 0 }
     }
 
     pub fn next_u64(&mut self) -> u64 {
@@ -73,8 +70,13 @@ const BOOT_UPTIME_S: u64 = 1000;
 
 impl Kernel {
     /// Nanoseconds since boot on the virtual clock.
-    fn now_ns(&self, m: &Machine) -> u64 {
+    pub(crate) fn now_ns(&self, m: &Machine) -> u64 {
         BOOT_UPTIME_S * 1_000_000_000 + m.icount() + self.rng.slept_ns
+    }
+
+    /// CLOCK_REALTIME minus the boot clock, in ns.
+    pub(crate) fn realtime_offset_ns(&self) -> u64 {
+        (EPOCH as u64 - BOOT_UPTIME_S) * 1_000_000_000
     }
 
     fn clock_ns(&self, m: &Machine, clock: i32) -> Option<u64> {
@@ -103,9 +105,7 @@ impl Kernel {
         if s < 0 || !(0..1_000_000_000).contains(&ns) {
             return err(libc::EINVAL);
         }
-        Ok((s as u64)
-            .saturating_mul(1_000_000_000)
-            .saturating_add(ns as u64))
+        Ok((s as u64).saturating_mul(1_000_000_000).saturating_add(ns as u64))
     }
 
     pub(crate) fn clock_gettime(&mut self, m: &mut Machine, clock: i32, ts: u64) -> SysResult {
@@ -140,13 +140,13 @@ impl Kernel {
         Ok(s)
     }
 
-    pub(crate) fn nanosleep(&mut self, m: &mut Machine, req: u64, rem: u64) -> SysResult {
+    pub(crate) fn nanosleep(&mut self, m: &mut Machine, req: u64, rem: u64) -> Result<Option<u64>, crate::Errno> {
         let ns = Self::read_timespec(m, req)?;
-        self.rng.slept_ns += ns;
         if rem != 0 {
             Self::write_timespec(m, rem, 0)?;
         }
-        Ok(0)
+        let deadline = self.now_ns(m).saturating_add(ns);
+        Ok(self.sleep_until(m, deadline))
     }
 
     pub(crate) fn clock_nanosleep(
@@ -156,19 +156,15 @@ impl Kernel {
         flags: i32,
         req: u64,
         rem: u64,
-    ) -> SysResult {
+    ) -> Result<Option<u64>, crate::Errno> {
         let now = self.clock_ns(m, clock).ok_or(crate::Errno(libc::EINVAL))?;
         let t = Self::read_timespec(m, req)?;
-        let ns = if flags & TIMER_ABSTIME != 0 {
-            t.saturating_sub(now)
-        } else {
-            t
-        };
-        self.rng.slept_ns += ns;
+        let ns = if flags & TIMER_ABSTIME != 0 { t.saturating_sub(now) } else { t };
         if rem != 0 && flags & TIMER_ABSTIME == 0 {
             Self::write_timespec(m, rem, 0)?;
         }
-        Ok(0)
+        let deadline = self.now_ns(m).saturating_add(ns);
+        Ok(self.sleep_until(m, deadline))
     }
 
     pub(crate) fn getrandom(&mut self, m: &mut Machine, buf: u64, len: u64) -> SysResult {

@@ -24,11 +24,7 @@ use crate::{err, Errno, Kernel};
 pub enum Target {
     /// A host path; `writable` if inside the working directory or the PM mount; `pm` if inside the
     /// PM mount.
-    Host {
-        host: PathBuf,
-        writable: bool,
-        pm: bool,
-    },
+    Host { host: PathBuf, writable: bool, pm: bool },
     /// A file whose contents ferrite generates.
     Virtual(VirtualFile),
 }
@@ -50,11 +46,7 @@ pub enum VirtualFile {
 /// Joins `path` onto `base` (both guest paths) and removes `.`, `..` and repeated slashes.
 pub fn normalize(base: &str, path: &str) -> String {
     let mut parts: Vec<&str> = Vec::new();
-    let full = if path.starts_with('/') {
-        path.to_string()
-    } else {
-        format!("{base}/{path}")
-    };
+    let full = if path.starts_with('/') { path.to_string() } else { format!("{base}/{path}") };
     for c in full.split('/') {
         match c {
             "" | "." => {}
@@ -72,19 +64,14 @@ fn under(path: &str, root: &str) -> Option<String> {
     if path == root {
         Some(String::new())
     } else {
-        path.strip_prefix(root)
-            .and_then(|r| r.strip_prefix('/'))
-            .map(|r| r.to_string())
+        path.strip_prefix(root).and_then(|r| r.strip_prefix('/')).map(|r| r.to_string())
     }
 }
 
 impl Kernel {
     /// The guest's working directory as a guest path.
     pub(crate) fn guest_cwd(&self) -> String {
-        self.proc
-            .cwd
-            .clone()
-            .unwrap_or_else(|| self.cfg.cwd.to_string_lossy().into_owned())
+        self.proc.cwd.clone().unwrap_or_else(|| self.cfg.cwd.to_string_lossy().into_owned())
     }
 
     /// The guest path `path` names relative to `dirfd` (`AT_FDCWD` or a directory descriptor).
@@ -108,16 +95,8 @@ impl Kernel {
     /// Maps a normalised guest path into the host or a virtual file.
     pub(crate) fn resolve(&self, guest: &str) -> Result<Target, Errno> {
         if let Some(rest) = under(guest, &self.cfg.pm_mount) {
-            let host = if rest.is_empty() {
-                self.cfg.pm_dir.clone()
-            } else {
-                self.cfg.pm_dir.join(rest)
-            };
-            return Ok(Target::Host {
-                host,
-                writable: true,
-                pm: true,
-            });
+            let host = if rest.is_empty() { self.cfg.pm_dir.clone() } else { self.cfg.pm_dir.join(rest) };
+            return Ok(Target::Host { host, writable: true, pm: true });
         }
         let virt = match guest {
             "/dev/null" => Some(VirtualFile::Null),
@@ -126,13 +105,9 @@ impl Kernel {
             "/proc/self/maps" => Some(VirtualFile::Maps),
             "/proc/self/status" => Some(VirtualFile::Status),
             "/proc/cpuinfo" => Some(VirtualFile::CpuInfo),
-            "/sys/devices/system/cpu/online" | "/sys/devices/system/cpu/possible" => {
-                Some(VirtualFile::CpuOnline)
-            }
+            "/sys/devices/system/cpu/online" | "/sys/devices/system/cpu/possible" => Some(VirtualFile::CpuOnline),
             "/proc/sys/kernel/random/uuid" => Some(VirtualFile::Uuid),
-            "/proc" | "/proc/self" | "/proc/self/fd" | "/sys" | "/sys/devices/system/cpu" => {
-                Some(VirtualFile::Dir)
-            }
+            "/proc" | "/proc/self" | "/proc/self/fd" | "/sys" | "/sys/devices/system/cpu" => Some(VirtualFile::Dir),
             _ => None,
         };
         if let Some(v) = virt {
@@ -144,22 +119,14 @@ impl Kernel {
         }
         let cwd = self.cfg.cwd.to_string_lossy().into_owned();
         let writable = under(guest, &cwd).is_some();
-        Ok(Target::Host {
-            host: PathBuf::from(guest),
-            writable,
-            pm: false,
-        })
+        Ok(Target::Host { host: PathBuf::from(guest), writable, pm: false })
     }
 
     /// Resolves a path the guest wants to create, change or remove; refuses it outside the
     /// writable roots, also when symbolic links would lead there.
     pub(crate) fn resolve_for_write(&self, guest: &str) -> Result<(PathBuf, bool), Errno> {
         match self.resolve(guest)? {
-            Target::Host {
-                host,
-                writable: true,
-                pm,
-            } => {
+            Target::Host { host, writable: true, pm } => {
                 self.check_inside_roots(&host)?;
                 Ok((host, pm))
             }
@@ -169,10 +136,7 @@ impl Kernel {
     }
 
     fn roots(&self) -> Vec<PathBuf> {
-        [&self.cfg.cwd, &self.cfg.pm_dir]
-            .iter()
-            .filter_map(|p| std::fs::canonicalize(p).ok())
-            .collect()
+        [&self.cfg.cwd, &self.cfg.pm_dir].iter().filter_map(|p| std::fs::canonicalize(p).ok()).collect()
     }
 
     fn check_inside_roots(&self, host: &Path) -> Result<(), Errno> {
@@ -206,9 +170,6 @@ mod tests {
         assert_eq!(normalize("/a/b", "../../../etc/passwd"), "/etc/passwd");
         assert_eq!(normalize("/a", "./x//y/../z"), "/a/x/z");
         assert_eq!(normalize("/", "/"), "/");
-        assert_eq!(
-            normalize("/w", "/mnt/pmem0/../pmem0/pool"),
-            "/mnt/pmem0/pool"
-        );
+        assert_eq!(normalize("/w", "/mnt/pmem0/../pmem0/pool"), "/mnt/pmem0/pool");
     }
 }

@@ -45,11 +45,7 @@ pub fn guest(name: &str) -> PathBuf {
         panic!("building the guests failed: {e}");
     }
     let path = repo().join("guests/build").join(name);
-    assert!(
-        path.is_file(),
-        "guest `{}` does not exist after make",
-        path.display()
-    );
+    assert!(path.is_file(), "guest `{}` does not exist after make", path.display());
     path
 }
 
@@ -67,14 +63,8 @@ pub fn guest_source(file: &str) -> PathBuf {
 /// comment such as `/* FAULT */`).
 pub fn marker_line(file: &str, marker: &str) -> u32 {
     let path = guest_source(file);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    let hits: Vec<usize> = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| l.contains(marker))
-        .map(|(i, _)| i + 1)
-        .collect();
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let hits: Vec<usize> = text.lines().enumerate().filter(|(_, l)| l.contains(marker)).map(|(i, _)| i + 1).collect();
     assert_eq!(
         hits.len(),
         1,
@@ -122,13 +112,7 @@ impl Run {
     /// Asserts the exit status, showing the whole run otherwise.
     #[track_caller]
     pub fn assert_code(&self, code: i32) -> &Run {
-        assert_eq!(
-            self.code,
-            code,
-            "unexpected exit status of `{}`\n{}",
-            self.cmdline,
-            self.describe()
-        );
+        assert_eq!(self.code, code, "unexpected exit status of `{}`\n{}", self.cmdline, self.describe());
         self
     }
 
@@ -145,18 +129,13 @@ impl Run {
 }
 
 pub fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("{} is not JSON: {e}\n{text}", path.display()))
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}\n{text}", path.display()))
 }
 
 /// A fresh scratch directory.
 pub fn scratch() -> TempDir {
-    tempfile::Builder::new()
-        .prefix("ferrite-test-")
-        .tempdir()
-        .expect("cannot create a temporary directory")
+    tempfile::Builder::new().prefix("ferrite-test-").tempdir().expect("cannot create a temporary directory")
 }
 
 fn quote(args: &[OsString]) -> String {
@@ -200,6 +179,7 @@ pub struct Ferrite {
     args: Vec<OsString>,
     env: Vec<(String, String)>,
     env_clear: bool,
+    host_env: Vec<(String, String)>,
     allow_unsupported: bool,
     dir: Option<TempDir>,
 }
@@ -214,6 +194,7 @@ impl Ferrite {
             args: Vec::new(),
             env: Vec::new(),
             env_clear: true,
+            host_env: Vec::new(),
             allow_unsupported: false,
             dir: None,
         }
@@ -228,6 +209,7 @@ impl Ferrite {
             args: Vec::new(),
             env: Vec::new(),
             env_clear: false,
+            host_env: Vec::new(),
             allow_unsupported: false,
             dir: None,
         }
@@ -248,6 +230,18 @@ impl Ferrite {
     /// Sets a variable in the guest's environment.
     pub fn env(mut self, key: &str, value: &str) -> Ferrite {
         self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Leaves out `--env-clear`: the guest inherits ferrite's environment.
+    pub fn inherit_env(mut self) -> Ferrite {
+        self.env_clear = false;
+        self
+    }
+
+    /// Sets a variable in ferrite's own environment.
+    pub fn host_env(mut self, key: &str, value: &str) -> Ferrite {
+        self.host_env.push((key.into(), value.into()));
         self
     }
 
@@ -285,16 +279,15 @@ impl Ferrite {
         let argv = self.argv();
         let mut cmd = ferrite();
         cmd.args(&argv);
+        for (k, v) in &self.host_env {
+            cmd.env(k, v);
+        }
         let mut shown = vec![OsString::from("ferrite")];
         shown.extend(argv);
         let dir = self.dir.unwrap_or_else(scratch);
         let run = run_command(cmd, dir, quote(&shown));
         if !self.allow_unsupported {
-            let bad: Vec<&str> = run
-                .stderr
-                .lines()
-                .filter(|l| l.starts_with(UNSUPPORTED))
-                .collect();
+            let bad: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with(UNSUPPORTED)).collect();
             assert!(
                 bad.is_empty(),
                 "the guest used system calls ferrite does not support:\n{}\n\n{}",
@@ -374,14 +367,9 @@ pub fn assert_same_stdout(native: &Run, emu: &Run) {
 #[track_caller]
 pub fn assert_same_status(native: &Run, emu: &Run) {
     assert_eq!(
-        native.code,
-        emu.code,
+        native.code, emu.code,
         "exit status differs: native `{}` exited {}, ferrite `{}` exited {}\n--- ferrite stderr\n{}",
-        native.cmdline,
-        native.code,
-        emu.cmdline,
-        emu.code,
-        emu.stderr
+        native.cmdline, native.code, emu.cmdline, emu.code, emu.stderr
     );
 }
 
@@ -400,10 +388,7 @@ pub fn get<'a>(v: &'a Value, path: &str) -> &'a Value {
             Err(_) => cur.get(part),
         };
         cur = next.unwrap_or_else(|| {
-            panic!(
-                "`{path}` is missing (at `{part}`) in\n{}",
-                serde_json::to_string_pretty(v).unwrap()
-            )
+            panic!("`{path}` is missing (at `{part}`) in\n{}", serde_json::to_string_pretty(v).unwrap())
         });
     }
     cur

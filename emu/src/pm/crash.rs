@@ -109,9 +109,7 @@ fn line_space(atomicity: Atomicity, line: u64, l: &Line) -> Option<LineSpace> {
     let log = &l.log;
     // Completed NT chunks are applied whatever version is chosen: those after the cut are
     // applied on top, in program order (they are durable and nothing after the cut is).
-    let nt_idx: Vec<usize> = (0..log.len())
-        .filter(|&i| log[i].kind == EntryKind::Nt)
-        .collect();
+    let nt_idx: Vec<usize> = (0..log.len()).filter(|&i| log[i].kind == EntryKind::Nt).collect();
     let with_nt_after = |mut c: [u8; LINE], from: usize| {
         for &j in &nt_idx[nt_idx.partition_point(|&j| j < from)..] {
             apply(&mut c, log[j].mask, &log[j].data);
@@ -119,11 +117,7 @@ fn line_space(atomicity: Atomicity, line: u64, l: &Line) -> Option<LineSpace> {
         c
     };
     let word8 = atomicity == Atomicity::Word8;
-    let mut versions = vec![Version {
-        content: with_nt_after(l.base, 0),
-        upto: None,
-        rep_words: None,
-    }];
+    let mut versions = vec![Version { content: with_nt_after(l.base, 0), upto: None, rep_words: None }];
     let mut word_options: [Vec<u32>; 8] = Default::default();
     if word8 {
         for w in &mut word_options {
@@ -136,26 +130,14 @@ fn line_space(atomicity: Atomicity, line: u64, l: &Line) -> Option<LineSpace> {
             apply(&mut s, e.mask, &e.data);
             continue;
         }
-        let words = (0..8).fold(0u8, |m, w| {
-            if e.mask & word_mask(w) != 0 {
-                m | 1 << w
-            } else {
-                m
-            }
-        });
+        let words = (0..8).fold(0u8, |m, w| if e.mask & word_mask(w) != 0 { m | 1 << w } else { m });
         if e.kind == EntryKind::Rep && !word8 {
             // Every proper non-empty subset of the instruction's words in this line.
             for sub in 1..words {
                 if sub & !words != 0 {
                     continue;
                 }
-                let sub_mask = (0..8).fold(0u64, |m, w| {
-                    if sub >> w & 1 == 1 {
-                        m | word_mask(w)
-                    } else {
-                        m
-                    }
-                });
+                let sub_mask = (0..8).fold(0u64, |m, w| if sub >> w & 1 == 1 { m | word_mask(w) } else { m });
                 let mut c = s;
                 apply(&mut c, e.mask & sub_mask, &e.data);
                 versions.push(Version {
@@ -167,11 +149,7 @@ fn line_space(atomicity: Atomicity, line: u64, l: &Line) -> Option<LineSpace> {
         }
         apply(&mut s, e.mask, &e.data);
         let index = versions.len() as u32;
-        versions.push(Version {
-            content: with_nt_after(s, i + 1),
-            upto: Some(StoreId(e.last)),
-            rep_words: None,
-        });
+        versions.push(Version { content: with_nt_after(s, i + 1), upto: Some(StoreId(e.last)), rep_words: None });
         if word8 {
             for (w, opts) in word_options.iter_mut().enumerate() {
                 if words >> w & 1 == 1 {
@@ -183,45 +161,23 @@ fn line_space(atomicity: Atomicity, line: u64, l: &Line) -> Option<LineSpace> {
     let chunks: Vec<PendingChunk> = l
         .pending
         .iter()
-        .map(|c| PendingChunk {
-            store: StoreId(c.id),
-            tid: c.tid,
-            word: c.word,
-            mask: c.mask,
-            data: c.data,
-        })
+        .map(|c| PendingChunk { store: StoreId(c.id), tid: c.tid, word: c.word, mask: c.mask, data: c.data })
         .collect();
     if versions.len() == 1 && chunks.is_empty() {
         return None;
     }
-    Some(LineSpace {
-        line,
-        versions,
-        word_options,
-        chunks,
-        merged: l.merged,
-    })
+    Some(LineSpace { line, versions, word_options, chunks, merged: l.merged })
 }
 
 impl CrashSpace {
     /// Builds the space from the device's lines, which must come sorted by line.
-    pub(crate) fn build<'a>(
-        atomicity: Atomicity,
-        lines: impl Iterator<Item = (u64, &'a Line)>,
-    ) -> CrashSpace {
-        let lines: Vec<LineSpace> = lines
-            .filter_map(|(n, l)| line_space(atomicity, n, l))
-            .collect();
+    pub(crate) fn build<'a>(atomicity: Atomicity, lines: impl Iterator<Item = (u64, &'a Line)>) -> CrashSpace {
+        let lines: Vec<LineSpace> = lines.filter_map(|(n, l)| line_space(atomicity, n, l)).collect();
         let mut dims = Vec::new();
         for (li, ls) in lines.iter().enumerate() {
             let mut push = |kind, size: usize| {
                 if size > 1 {
-                    dims.push(Dim {
-                        line_index: li,
-                        line: ls.line,
-                        kind,
-                        size: size as u32,
-                    });
+                    dims.push(Dim { line_index: li, line: ls.line, kind, size: size as u32 });
                 }
             };
             match atomicity {
@@ -236,11 +192,7 @@ impl CrashSpace {
                 push(DimKind::Chunk(i as u32), 2);
             }
         }
-        CrashSpace {
-            atomicity,
-            lines,
-            dims,
-        }
+        CrashSpace { atomicity, lines, dims }
     }
 
     pub fn atomicity(&self) -> Atomicity {
@@ -265,9 +217,7 @@ impl CrashSpace {
 
     /// Number of choice vectors (an upper bound on distinct images); `None` if it overflows.
     pub fn count(&self) -> Option<u128> {
-        self.dims
-            .iter()
-            .try_fold(1u128, |n, d| n.checked_mul(u128::from(d.size)))
+        self.dims.iter().try_fold(1u128, |n, d| n.checked_mul(u128::from(d.size)))
     }
 
     /// log2 of the number of choice vectors.
@@ -284,18 +234,11 @@ impl CrashSpace {
     /// bytes, sorted by line. Lines not listed keep their current contents.
     pub fn image(&self, choice: &[u32]) -> Result<Vec<(u64, [u8; 64])>, PmError> {
         if choice.len() != self.dims.len() {
-            return Err(PmError::ChoiceLength {
-                got: choice.len(),
-                expected: self.dims.len(),
-            });
+            return Err(PmError::ChoiceLength { got: choice.len(), expected: self.dims.len() });
         }
         for (i, (&c, d)) in choice.iter().zip(&self.dims).enumerate() {
             if c >= d.size {
-                return Err(PmError::ChoiceRange {
-                    dim: i,
-                    value: c,
-                    size: d.size,
-                });
+                return Err(PmError::ChoiceRange { dim: i, value: c, size: d.size });
             }
         }
         let mut k = 0;
@@ -333,10 +276,7 @@ impl CrashSpace {
     /// Every choice vector with its image, in lexicographic order of choices. Eager: for small
     /// spaces (test oracles); check `count` first.
     pub fn enumerate(&self) -> Enumerate<'_> {
-        Enumerate {
-            space: self,
-            next: Some(vec![0; self.dims.len()]),
-        }
+        Enumerate { space: self, next: Some(vec![0; self.dims.len()]) }
     }
 }
 
@@ -351,10 +291,7 @@ impl Iterator for Enumerate<'_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         let cur = self.next.take()?;
-        let image = self
-            .space
-            .image(&cur)
-            .expect("enumerate only produces valid choices");
+        let image = self.space.image(&cur).expect("enumerate only produces valid choices");
         let mut succ = cur.clone();
         let mut i = succ.len();
         while i > 0 {

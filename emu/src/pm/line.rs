@@ -203,21 +203,13 @@ impl Line {
                 return;
             }
         }
-        self.lives.push(Live {
-            id,
-            tid,
-            nt,
-            mask,
-            hw: None,
-            own: None,
-        });
+        self.lives.push(Live { id, tid, nt, mask, hw: None, own: None });
     }
 
     /// A cached (or rep-string) store under ADR: a new version above the floor, or, for the next
     /// element of the same rep instruction, a larger last version.
     pub fn store_cached(&mut self, id: u64, tid: Tid, rep: bool, mask: u64, data: &[u8; LINE]) {
-        let extend =
-            rep && matches!(self.log.last(), Some(e) if e.kind == EntryKind::Rep && e.id == id);
+        let extend = rep && matches!(self.log.last(), Some(e) if e.kind == EntryKind::Rep && e.id == id);
         if extend {
             let e = self.log.last_mut().expect("checked above");
             e.mask |= mask;
@@ -226,11 +218,7 @@ impl Line {
             self.log.push(Entry {
                 id,
                 last: id,
-                kind: if rep {
-                    EntryKind::Rep
-                } else {
-                    EntryKind::Cached
-                },
+                kind: if rep { EntryKind::Rep } else { EntryKind::Cached },
                 mask,
                 data: *data,
             });
@@ -269,14 +257,7 @@ impl Line {
                 data[p % WORD] = bytes[p - off];
                 mask |= 1 << (p % WORD);
             }
-            self.pending.push(Chunk {
-                id,
-                tid,
-                word: word as u8,
-                mask,
-                data,
-                shadow: 0,
-            });
+            self.pending.push(Chunk { id, tid, word: word as u8, mask, data, shadow: 0 });
             i = end - off;
         }
         let mask = range_mask(off, bytes.len());
@@ -358,16 +339,7 @@ impl Line {
                 let w = usize::from(c.word) * WORD;
                 data[w..w + WORD].copy_from_slice(&c.data);
                 let pos = self.log.partition_point(|e| e.id < c.id);
-                self.log.insert(
-                    pos,
-                    Entry {
-                        id: c.id,
-                        last: c.id,
-                        kind: EntryKind::Nt,
-                        mask: c.line_mask(),
-                        data,
-                    },
-                );
+                self.log.insert(pos, Entry { id: c.id, last: c.id, kind: EntryKind::Nt, mask: c.line_mask(), data });
             }
         }
         n
@@ -387,11 +359,7 @@ impl Line {
         sink: &mut S,
     ) {
         for l in &mut self.lives {
-            let done = if l.nt {
-                !self.pending.iter().any(|c| c.id == l.id)
-            } else {
-                l.id <= self.floor
-            };
+            let done = if l.nt { !self.pending.iter().any(|c| c.id == l.id) } else { l.id <= self.floor };
             let hw_now = done && l.hw.is_none();
             let own_now = done && l.own.is_none() && l.tid == p.tid && (l.nt || l.id <= own_cap);
             if hw_now {
@@ -403,14 +371,7 @@ impl Line {
                 out.stores_own += 1;
             }
             if hw_now || own_now {
-                sink(&Persisted {
-                    store: StoreId(l.id),
-                    writer: l.tid,
-                    line,
-                    mask: l.mask,
-                    hw: hw_now,
-                    own: own_now,
-                });
+                sink(&Persisted { store: StoreId(l.id), writer: l.tid, line, mask: l.mask, hw: hw_now, own: own_now });
             }
         }
         self.lives.retain(|l| l.hw.is_none() || l.own.is_none());
@@ -431,11 +392,7 @@ impl Line {
             hw |= c.line_mask();
         }
         self.hw_open = hw;
-        self.own_open = self
-            .lives
-            .iter()
-            .filter(|l| l.own.is_none())
-            .fold(0, |m, l| m | l.mask);
+        self.own_open = self.lives.iter().filter(|l| l.own.is_none()).fold(0, |m, l| m | l.mask);
         if self.is_idle() {
             self.merged = false;
         }
@@ -458,10 +415,7 @@ impl Line {
                 && r + 1 < n
                 && self.log[r].kind != EntryKind::Nt
                 && self.log[r + 1].kind != EntryKind::Nt
-                && !self
-                    .pending
-                    .iter()
-                    .any(|c| c.id > self.log[r].last && c.id < self.log[r + 1].id);
+                && !self.pending.iter().any(|c| c.id > self.log[r].last && c.id < self.log[r + 1].id);
             if pair {
                 let next = self.log[r + 1].clone();
                 let mut e = self.log[r].clone();

@@ -168,11 +168,7 @@ pub struct PmConfig {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PmError {
     #[error("unknown {what} `{value}` (expected {expected})")]
-    UnknownOption {
-        what: &'static str,
-        value: String,
-        expected: &'static str,
-    },
+    UnknownOption { what: &'static str, value: String, expected: &'static str },
     #[error("crash choice has {got} entries, the crash space has {expected} dimensions")]
     ChoiceLength { got: usize, expected: usize },
     #[error("crash choice {value} for dimension {dim} is out of range (size {size})")]
@@ -469,11 +465,7 @@ impl PmDevice {
     {
         assert_eq!(old.len(), new.len(), "store: old and new differ in length");
         let id = match (kind, self.last_rep) {
-            (StoreKind::RepString { seq }, Some((t, s, id)))
-                if t == tid && s == seq && id + 1 == self.next_event =>
-            {
-                id
-            }
+            (StoreKind::RepString { seq }, Some((t, s, id))) if t == tid && s == seq && id + 1 == self.next_event => id,
             (StoreKind::RepString { seq }, _) => {
                 let id = self.bump();
                 self.last_rep = Some((tid, seq, id));
@@ -486,16 +478,7 @@ impl PmDevice {
             let a = addr + off as u64;
             let lo = (a % LINE_SIZE) as usize;
             let n = (LINE_SIZE as usize - lo).min(new.len() - off);
-            self.store_piece(
-                tid,
-                id,
-                a / LINE_SIZE,
-                lo,
-                &old[off..off + n],
-                &new[off..off + n],
-                kind,
-                &mut read_line,
-            );
+            self.store_piece(tid, id, a / LINE_SIZE, lo, &old[off..off + n], &new[off..off + n], kind, &mut read_line);
             off += n;
         }
         StoreId(id)
@@ -568,12 +551,7 @@ impl PmDevice {
     ) -> FlushOutcome {
         let seq = self.bump();
         let line = line_of(addr);
-        let mut out = FlushOutcome {
-            line,
-            dirty: false,
-            already_captured: false,
-            persisted: false,
-        };
+        let mut out = FlushOutcome { line, dirty: false, already_captured: false, persisted: false };
         let Some(l) = self.lines.get_mut(&line) else {
             return out;
         };
@@ -583,11 +561,7 @@ impl PmDevice {
             return out;
         }
         if kind == FlushKind::Clflush && self.config.flush_model == FlushModel::Intel {
-            let p = Persister {
-                tid,
-                seq,
-                cause: PersistCause::Clflush,
-            };
+            let p = Persister { tid, seq, cause: PersistCause::Clflush };
             out.persisted = l.raise_floor(u64::MAX);
             l.mark(line, p, u64::MAX, &mut FenceOutcome::default(), &mut sink);
             if l.is_idle() {
@@ -609,18 +583,9 @@ impl PmDevice {
     }
 
     /// `fence`, reporting each latest store that becomes durable, in line order.
-    pub fn fence_with<S: FnMut(&Persisted)>(
-        &mut self,
-        tid: Tid,
-        kind: FenceKind,
-        mut sink: S,
-    ) -> FenceOutcome {
+    pub fn fence_with<S: FnMut(&Persisted)>(&mut self, tid: Tid, kind: FenceKind, mut sink: S) -> FenceOutcome {
         let seq = self.bump();
-        let mut out = FenceOutcome {
-            seq,
-            redundant: true,
-            ..FenceOutcome::default()
-        };
+        let mut out = FenceOutcome { seq, redundant: true, ..FenceOutcome::default() };
         let Some(t) = self.threads.get_mut(&tid) else {
             return out;
         };
@@ -628,11 +593,7 @@ impl PmDevice {
             return out;
         }
         out.redundant = false;
-        let p = Persister {
-            tid,
-            seq,
-            cause: PersistCause::Fence(kind),
-        };
+        let p = Persister { tid, seq, cause: PersistCause::Fence(kind) };
         let mut work = std::mem::take(&mut self.scratch);
         work.clear();
         work.extend(t.captures.drain());
@@ -681,16 +642,8 @@ impl PmDevice {
         mut sink: S,
     ) -> FenceOutcome {
         let seq = self.bump();
-        let mut out = FenceOutcome {
-            seq,
-            redundant: true,
-            ..FenceOutcome::default()
-        };
-        let p = Persister {
-            tid,
-            seq,
-            cause: PersistCause::Range,
-        };
+        let mut out = FenceOutcome { seq, redundant: true, ..FenceOutcome::default() };
+        let p = Persister { tid, seq, cause: PersistCause::Range };
         for line in self.lines_in(start, len) {
             let l = self.lines.get_mut(&line).expect("listed by lines_in");
             out.redundant = false;
@@ -725,16 +678,9 @@ impl PmDevice {
         let last = line_of(start.saturating_add(len - 1));
         let span = last - first + 1;
         if span <= self.lines.len() as u64 {
-            (first..=last)
-                .filter(|l| self.lines.contains_key(l))
-                .collect()
+            (first..=last).filter(|l| self.lines.contains_key(l)).collect()
         } else {
-            let mut v: Vec<u64> = self
-                .lines
-                .keys()
-                .copied()
-                .filter(|l| (first..=last).contains(l))
-                .collect();
+            let mut v: Vec<u64> = self.lines.keys().copied().filter(|l| (first..=last).contains(l)).collect();
             v.sort_unstable();
             v
         }
@@ -758,18 +704,14 @@ impl PmDevice {
     /// Every byte's latest store is durable by the hardware rule, and no pending NT chunk
     /// covers it: every crash image holds the current value.
     pub fn durable_hw(&self, addr: u64, len: u64) -> bool {
-        Self::for_pieces(addr, len, |line, mask| {
-            self.lines.get(&line).is_none_or(|l| l.hw_open & mask == 0)
-        })
+        Self::for_pieces(addr, len, |line, mask| self.lines.get(&line).is_none_or(|l| l.hw_open & mask == 0))
     }
 
     /// `durable_hw`, and every byte's latest store was persisted by its writer's own flush and
     /// fence (or clflush, persist_range, eADR).
     pub fn durable_own(&self, addr: u64, len: u64) -> bool {
         Self::for_pieces(addr, len, |line, mask| {
-            self.lines
-                .get(&line)
-                .is_none_or(|l| (l.hw_open | l.own_open) & mask == 0)
+            self.lines.get(&line).is_none_or(|l| (l.hw_open | l.own_open) & mask == 0)
         })
     }
 
@@ -849,16 +791,10 @@ impl PmDevice {
             .filter(|(line, &cap)| {
                 self.lines.get(line).is_some_and(|l| {
                     cap.min(l.current) > l.floor
-                        || l.lives
-                            .iter()
-                            .any(|lv| lv.tid == tid && !lv.nt && lv.id <= cap && lv.own.is_none())
+                        || l.lives.iter().any(|lv| lv.tid == tid && !lv.nt && lv.id <= cap && lv.own.is_none())
                 })
             })
-            .map(|(&line, &cap)| UnfencedFlush {
-                tid,
-                line,
-                captured: StoreId(cap),
-            })
+            .map(|(&line, &cap)| UnfencedFlush { tid, line, captured: StoreId(cap) })
             .collect();
         v.sort_unstable_by_key(|u| u.line);
         v
@@ -890,12 +826,7 @@ impl PmDevice {
             }
         }
         acc.into_iter()
-            .map(|(id, (lo, hi))| PendingNt {
-                store: StoreId(id),
-                tid,
-                addr: lo,
-                len: hi - lo + 1,
-            })
+            .map(|(id, (lo, hi))| PendingNt { store: StoreId(id), tid, addr: lo, len: hi - lo + 1 })
             .collect()
     }
 
@@ -925,11 +856,7 @@ impl PmDevice {
     }
 
     pub fn stats(&self) -> PmStats {
-        let mut s = PmStats {
-            lines: self.lines.len(),
-            merged_versions: self.merged_versions,
-            ..PmStats::default()
-        };
+        let mut s = PmStats { lines: self.lines.len(), merged_versions: self.merged_versions, ..PmStats::default() };
         for l in self.lines.values() {
             s.versions += l.log.len();
             s.pending_chunks += l.pending.len();
@@ -942,10 +869,7 @@ impl PmDevice {
     pub fn crash_space(&self) -> CrashSpace {
         let mut keys: Vec<u64> = self.lines.keys().copied().collect();
         keys.sort_unstable();
-        CrashSpace::build(
-            self.config.atomicity,
-            keys.into_iter().map(|k| (k, &self.lines[&k])),
-        )
+        CrashSpace::build(self.config.atomicity, keys.into_iter().map(|k| (k, &self.lines[&k])))
     }
 }
 

@@ -11,45 +11,25 @@ impl PmDevice {
     fn assert_invariants(&self) {
         for (&n, l) in &self.lines {
             assert!(!l.is_idle(), "line {n}: idle lines are forgotten");
-            assert!(
-                l.floor <= l.current || l.current == 0,
-                "line {n}: floor above current"
-            );
-            assert!(
-                l.log.windows(2).all(|w| w[0].id <= w[1].id),
-                "line {n}: log out of order"
-            );
+            assert!(l.floor <= l.current || l.current == 0, "line {n}: floor above current");
+            assert!(l.log.windows(2).all(|w| w[0].id <= w[1].id), "line {n}: log out of order");
             if let Some(f) = l.log.first() {
-                assert_ne!(
-                    f.kind,
-                    EntryKind::Nt,
-                    "line {n}: completed chunk left at the front"
-                );
+                assert_ne!(f.kind, EntryKind::Nt, "line {n}: completed chunk left at the front");
                 assert!(f.id > l.floor, "line {n}: durable entry not folded");
             }
             assert!(
                 !l.log.iter().any(|e| e.kind == EntryKind::Nt),
                 "line {n}: a fence leaves no completed chunk in the log"
             );
-            assert!(
-                l.pending.windows(2).all(|w| w[0].id <= w[1].id),
-                "line {n}: pending out of order"
-            );
+            assert!(l.pending.windows(2).all(|w| w[0].id <= w[1].id), "line {n}: pending out of order");
             let mut seen = 0u64;
             for lv in &l.lives {
                 assert_eq!(lv.mask & seen, 0, "line {n}: live masks overlap");
                 assert_ne!(lv.mask, 0, "line {n}: empty live kept");
-                assert!(
-                    lv.hw.is_none() || lv.own.is_none(),
-                    "line {n}: durable live kept"
-                );
+                assert!(lv.hw.is_none() || lv.own.is_none(), "line {n}: durable live kept");
                 seen |= lv.mask;
             }
-            let own: u64 = l
-                .lives
-                .iter()
-                .filter(|x| x.own.is_none())
-                .fold(0, |m, x| m | x.mask);
+            let own: u64 = l.lives.iter().filter(|x| x.own.is_none()).fold(0, |m, x| m | x.mask);
             assert_eq!(own, l.own_open, "line {n}: own_open stale");
             let mut copy = l.clone();
             copy.recompute();
@@ -62,10 +42,7 @@ impl PmDevice {
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         (self.0 >> 33) % n
     }
 }
@@ -75,21 +52,9 @@ fn invariants_hold_under_random_events() {
     for seed in 0..300u64 {
         let mut r = Lcg(seed);
         let cfg = PmConfig {
-            atomicity: if r.next(2) == 0 {
-                Atomicity::Line
-            } else {
-                Atomicity::Word8
-            },
-            flush_model: if r.next(2) == 0 {
-                FlushModel::Intel
-            } else {
-                FlushModel::Strict
-            },
-            persistency: if r.next(4) == 0 {
-                Persistency::Eadr
-            } else {
-                Persistency::Adr
-            },
+            atomicity: if r.next(2) == 0 { Atomicity::Line } else { Atomicity::Word8 },
+            flush_model: if r.next(2) == 0 { FlushModel::Intel } else { FlushModel::Strict },
+            persistency: if r.next(4) == 0 { Persistency::Eadr } else { Persistency::Adr },
         };
         let mut d = PmDevice::new(cfg);
         d.set_version_limit(if seed % 3 == 0 { 3 } else { 0 });
@@ -109,19 +74,11 @@ fn invariants_hold_under_random_events() {
                 5 => {
                     let seq = step;
                     for i in 0..r.next(20) {
-                        d.store(
-                            tid,
-                            addr + i,
-                            &[1],
-                            &[1],
-                            StoreKind::RepString { seq },
-                            |_| [0; 64],
-                        );
+                        d.store(tid, addr + i, &[1], &[1], StoreKind::RepString { seq }, |_| [0; 64]);
                     }
                 }
                 6 | 7 => {
-                    let k = [FlushKind::Clflush, FlushKind::Clflushopt, FlushKind::Clwb]
-                        [r.next(3) as usize];
+                    let k = [FlushKind::Clflush, FlushKind::Clflushopt, FlushKind::Clwb][r.next(3) as usize];
                     d.flush(tid, addr, k);
                 }
                 8 => {
@@ -133,10 +90,7 @@ fn invariants_hold_under_random_events() {
             }
             d.assert_invariants();
             let space = d.crash_space();
-            assert_eq!(
-                space.image(&space.oldest_choice()).unwrap().len(),
-                space.lines().len()
-            );
+            assert_eq!(space.image(&space.oldest_choice()).unwrap().len(), space.lines().len());
         }
         // Everything persisted by everyone: nothing is left.
         for t in 0..3 {
@@ -168,11 +122,8 @@ fn completed_chunk_inside_the_log_lands_between_versions() {
     let cur = l.current_content();
     assert_eq!((cur[0], cur[8], cur[9]), (1, 5, 9));
     let space = CrashSpace::build(Atomicity::Line, [(0u64, &l)].into_iter());
-    let v: Vec<(u8, u8, u8)> = space.lines()[0]
-        .versions
-        .iter()
-        .map(|v| (v.content[0], v.content[8], v.content[9]))
-        .collect();
+    let v: Vec<(u8, u8, u8)> =
+        space.lines()[0].versions.iter().map(|v| (v.content[0], v.content[8], v.content[9])).collect();
     // Floor: chunk applied on top; after v1: same; after v2: v2 over the chunk.
     assert_eq!(v, vec![(0, 9, 9), (1, 9, 9), (1, 5, 9)]);
     // Raising the floor over v1 folds v1 and the chunk.
@@ -201,9 +152,7 @@ fn version_limit_does_not_merge_across_a_pending_chunk() {
     d.fence(1, FenceKind::Sfence);
     assert_eq!(d.lines[&0].base[8], 7);
     let space = d.crash_space();
-    assert!(space
-        .enumerate()
-        .all(|(_, img)| img[0].1[9] == 7 && img[0].1[0] == 1));
+    assert!(space.enumerate().all(|(_, img)| img[0].1[9] == 7 && img[0].1[0] == 1));
     assert!(space.enumerate().any(|(_, img)| img[0].1[8] == 2));
 }
 

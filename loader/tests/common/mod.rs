@@ -56,10 +56,8 @@ __attribute__((noreturn)) void _start(void)
 
 /// The 1-based line of the first line of `source` containing `needle`.
 pub fn line_of(source: &str, needle: &str) -> u32 {
-    let index = source
-        .lines()
-        .position(|l| l.contains(needle))
-        .unwrap_or_else(|| panic!("{needle:?} not in the source"));
+    let index =
+        source.lines().position(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle:?} not in the source"));
     index as u32 + 1
 }
 
@@ -84,11 +82,7 @@ pub fn compile(name: &str, source: &str, flags: &[&str]) -> PathBuf {
     std::fs::create_dir_all(&dir).expect("cannot create the test scratch directory");
     // Other test processes may be compiling the same program: write under
     // unique names and rename, so nobody reads a half-written file.
-    let unique = format!(
-        "{}-{}",
-        std::process::id(),
-        UNIQUE.fetch_add(1, Ordering::Relaxed)
-    );
+    let unique = format!("{}-{}", std::process::id(), UNIQUE.fetch_add(1, Ordering::Relaxed));
     let partial_c = dir.join(format!("{name}.c.{unique}"));
     std::fs::write(&partial_c, source).expect("cannot write the C source");
     std::fs::rename(&partial_c, &c_file).expect("cannot move the C source into place");
@@ -100,11 +94,7 @@ pub fn compile(name: &str, source: &str, flags: &[&str]) -> PathBuf {
         .arg(&c_file)
         .output()
         .expect("cannot run gcc: the loader tests need the system C compiler");
-    assert!(
-        result.status.success(),
-        "gcc {flags:?} failed:\n{}",
-        String::from_utf8_lossy(&result.stderr)
-    );
+    assert!(result.status.success(), "gcc {flags:?} failed:\n{}", String::from_utf8_lossy(&result.stderr));
     std::fs::rename(&partial, &output).expect("cannot move the compiled program into place");
     output
 }
@@ -118,25 +108,11 @@ pub fn static_program() -> Vec<u8> {
 }
 
 pub fn static_pie_program() -> Vec<u8> {
-    compile_bytes(
-        "prog_static_pie",
-        PROGRAM,
-        &["-static-pie", "-fPIE", "-g", "-O1"],
-    )
+    compile_bytes("prog_static_pie", PROGRAM, &["-static-pie", "-fPIE", "-g", "-O1"])
 }
 
 pub fn tiny_program() -> Vec<u8> {
-    compile_bytes(
-        "tiny",
-        TINY,
-        &[
-            "-static",
-            "-nostdlib",
-            "-g",
-            "-O1",
-            "-fno-asynchronous-unwind-tables",
-        ],
-    )
+    compile_bytes("tiny", TINY, &["-static", "-nostdlib", "-g", "-O1", "-fno-asynchronous-unwind-tables"])
 }
 
 /// One program header for [`elf`].
@@ -157,14 +133,7 @@ pub const PF_R: u32 = 4;
 
 /// A `PT_LOAD` of `size` bytes from file offset `offset`.
 pub fn load(flags: u32, offset: u64, vaddr: u64, size: u64) -> Ph {
-    Ph {
-        p_type: PT_LOAD,
-        flags,
-        offset,
-        vaddr,
-        filesz: size,
-        memsz: size,
-    }
+    Ph { p_type: PT_LOAD, flags, offset, vaddr, filesz: size, memsz: size }
 }
 
 /// A hand-made x86-64 ELF of `len` bytes: header, program headers at

@@ -1,0 +1,248 @@
+//! The deterministic scheduler: which guest thread runs, decided from the seed at well-defined
+//! scheduling points, so that a seed names one interleaving and replays it exactly.
+//!
+//! All guest threads run in one engine, one at a time. A switch can happen only at a
+//! *scheduling point*: a system call, a locked instruction (before it runs), a PM load (before it
+//! runs) or store (at the next block start after it), and when the running thread's instruction
+//! quantum runs out (at the next block start). Points are defined over retired instructions and
+//! events, never over which hooks happen to be installed: the same seed with other `--analyses`
+//! makes the same decisions. When only one thread exists, points consume nothing, so a
+//! single-threaded run is independent of the strategy.
+//!
+//! Strategies:
+//! - [`Strategy::Random`]: at each point, switch with probability 1/8 to a uniformly chosen other
+//!   runnable thread; quanta are drawn uniformly from 1,000..=50,000 instructions.
+//! - [`Strategy::Pct`]: Burckhardt et al., "A Randomized Scheduler with Probabilistic Guarantees of
+//!   Finding Bugs" (ASPLOS'10). Threads get distinct random priorities; the highest-priority
+//!   runnable thread always runs; `depth - 1` change points, drawn uniformly over the expected
+//!   number of points, each lower the running thread's priority below all initial ones. A bug of
+//!   depth d is found with probability at least 1/(n k^(d-1)) per run for n threads and k points.
+//! - [`Strategy::Fifo`]: no preemption at all: a thread runs until it blocks, yields or exits, and
+//!   the next is the lowest-numbered runnable thread. The baseline, and what `--explore` prefixes
+//!   with.
+
+/// xoshiro256** seeded through splitmix64: small, fast, and the same on every host.
+#[derive(Clone, Debug)]
+pub struct Rng {
+    s: [u64; 4],
+}
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        let mut x = seed;
+        let mut next = || {
+            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        Rng { s: [next(), next(), next(), next()] }
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let r = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
+        let t = self.s[1] << 17;
+        self.s[2] ^= self.s[0];
+        self.s[3] ^= self.s[1];
+        self.s[1] ^= self.s[2];
+        self.s[0] ^= self.s[3];
+        self.s[2] ^= t;
+        self.s[3] = self.s[3].rotate_left(45);
+        r
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    Random,
+    Pct { depth: u32, expected_points: u64 },
+    Fifo,
+}
+
+/// Why the scheduler is asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Point {
+    /// The running thread may continue.
+    Optional,
+    /// The running thread yielded: prefer another.
+    Yield,
+    /// The running thread cannot continue (blocked or exited).
+    Forced,
+}
+
+#[derive(Clone, Debug)]
+pub struct Scheduler {
+    pub strategy: Strategy,
+    rng: Rng,
+    /// PCT priorities by thread id (higher runs first).
+    priorities: Vec<(u32, u64)>,
+    change_points: Vec<u64>,
+    next_low_priority: u64,
+    /// Scheduling points seen so far (with more than one thread).
+    pub points: u64,
+    /// Switches made, for the report.
+    pub switches: u64,
+}
+
+const SWITCH_ODDS: u64 = 8;
+const QUANTUM_MIN: u64 = 1_000;
+const QUANTUM_MAX: u64 = 50_000;
+
+impl Scheduler {
+    pub fn new(strategy: Strategy, seed: u64) -> Scheduler {
+        let mut rng = Rng::new(seed ^ 0x5eed_5c4e_d01e);
+        let mut change_points = Vec::new();
+        if let Strategy::Pct { depth, expected_points } = strategy {
+            for _ in 1..depth.max(1) {
+                change_points.push(rng.below(expected_points.max(1)));
+            }
+            change_points.sort_unstable();
+        }
+        Scheduler { strategy, rng, priorities: Vec::new(), change_points, next_low_priority: 0, points: 0, switches: 0 }
+    }
+
+    /// A new thread exists.
+    pub fn thread_created(&mut self, tid: u32) {
+        if matches!(self.strategy, Strategy::Pct { .. }) {
+            // Initial priorities sit above every change-point priority (which count up from 0).
+            let p = (1 << 32) + self.rng.below(1 << 31);
+            self.priorities.push((tid, p));
+        }
+    }
+
+    /// Instructions the running thread may retire before a preemption point.
+    pub fn quantum(&mut self) -> u64 {
+        match self.strategy {
+            Strategy::Random => QUANTUM_MIN + self.rng.below(QUANTUM_MAX - QUANTUM_MIN + 1),
+            Strategy::Pct { .. } => QUANTUM_MAX,
+            Strategy::Fifo => u64::MAX,
+        }
+    }
+
+    fn priority(&self, tid: u32) -> u64 {
+        self.priorities.iter().find(|p| p.0 == tid).map(|p| p.1).unwrap_or(0)
+    }
+
+    /// Whether an optional point in the running thread should switch (cheap: called from hooks).
+    pub fn wants_switch(&mut self, runnable_others: usize) -> bool {
+        if runnable_others == 0 {
+            return false;
+        }
+        self.points += 1;
+        match self.strategy {
+            Strategy::Random => self.rng.below(SWITCH_ODDS) == 0,
+            Strategy::Pct { .. } => {
+                if self.change_points.first() == Some(&self.points) || self.change_points.contains(&self.points) {
+                    // Decided in `pick`, which lowers the running thread.
+                    return true;
+                }
+                false
+            }
+            Strategy::Fifo => false,
+        }
+    }
+
+    /// Chooses the thread to run next among `runnable` (sorted, non-empty), given the thread that
+    /// was running.
+    pub fn pick(&mut self, runnable: &[u32], current: u32, point: Point) -> u32 {
+        debug_assert!(!runnable.is_empty());
+        let chosen = match self.strategy {
+            Strategy::Fifo => {
+                if point == Point::Optional && runnable.contains(&current) {
+                    current
+                } else {
+                    // Round robin from the current thread, so yields alternate.
+                    *runnable.iter().find(|t| **t > current).unwrap_or(&runnable[0])
+                }
+            }
+            Strategy::Random => {
+                let others: Vec<u32> = runnable.iter().copied().filter(|t| *t != current).collect();
+                if others.is_empty() {
+                    current
+                } else if point == Point::Yield {
+                    // A yield on Linux may return at once (another CPU is free) or let another
+                    // thread in: any runnable thread, the yielder included.
+                    runnable[self.rng.below(runnable.len() as u64) as usize]
+                } else {
+                    // Forced, or an optional point that `wants_switch` approved: another thread.
+                    others[self.rng.below(others.len() as u64) as usize]
+                }
+            }
+            Strategy::Pct { .. } => {
+                if point != Point::Forced && self.change_points.contains(&self.points) {
+                    self.change_points.retain(|p| *p != self.points);
+                    let low = self.next_low_priority;
+                    self.next_low_priority += 1;
+                    if let Some(p) = self.priorities.iter_mut().find(|p| p.0 == current) {
+                        p.1 = low;
+                    }
+                }
+                let candidates: Vec<u32> = if point == Point::Yield && runnable.len() > 1 {
+                    runnable.iter().copied().filter(|t| *t != current).collect()
+                } else {
+                    runnable.to_vec()
+                };
+                *candidates
+                    .iter()
+                    .max_by_key(|t| (self.priority(**t), u64::MAX - u64::from(**t)))
+                    .unwrap_or(&runnable[0])
+            }
+        };
+        if chosen != current {
+            self.switches += 1;
+        }
+        chosen
+    }
+
+    /// A random index in `0..n`, for seeded choices outside scheduling (which futex waiter wakes).
+    pub fn choose(&mut self, n: usize) -> usize {
+        if n <= 1 {
+            0
+        } else {
+            self.rng.below(n as u64) as usize
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_seed_same_decisions() {
+        let run = |seed| {
+            let mut s = Scheduler::new(Strategy::Random, seed);
+            (0..200)
+                .map(|_| if s.wants_switch(2) { s.pick(&[1, 2, 3], 1, Point::Optional) } else { 1 })
+                .collect::<Vec<u32>>()
+        };
+        assert_eq!(run(5), run(5));
+        assert_ne!(run(5), run(6));
+    }
+
+    #[test]
+    fn pct_runs_the_highest_priority_thread() {
+        let mut s = Scheduler::new(Strategy::Pct { depth: 1, expected_points: 10 }, 1);
+        for t in [1, 2, 3] {
+            s.thread_created(t);
+        }
+        let first = s.pick(&[1, 2, 3], 1, Point::Forced);
+        for _ in 0..10 {
+            assert_eq!(s.pick(&[1, 2, 3], first, Point::Optional), first);
+        }
+    }
+
+    #[test]
+    fn fifo_round_robins_on_yield() {
+        let mut s = Scheduler::new(Strategy::Fifo, 0);
+        assert_eq!(s.pick(&[1, 2, 3], 1, Point::Yield), 2);
+        assert_eq!(s.pick(&[1, 2, 3], 3, Point::Yield), 1);
+        assert_eq!(s.pick(&[1, 2, 3], 2, Point::Optional), 2);
+    }
+}

@@ -1,0 +1,473 @@
+//! Threads: clone and clone3, thread exit, futexes, yielding and sleeping, and the scheduling
+//! decision after each point.
+//!
+//! Follows Linux for what pthreads use: `clone`/`clone3` with CLONE_VM|CLONE_THREAD and the
+//! usual companions (SIGHAND, SETTLS, PARENT_SETTID, CHILD_SETTID, CHILD_CLEARTID); the child
+//! inherits every register (general, XMM, MXCSR, x87) with RAX = 0, runs on `stack` (clone) or
+//! `stack + stack_size` (clone3), and PARENT_SETTID is written before either thread runs. At
+//! thread exit CHILD_CLEARTID is zeroed and futex-woken, and the robust-futex list is walked
+//! (FUTEX_OWNER_DIED). `exit` ends one thread, `exit_group` the process.
+//!
+//! Futexes: WAIT, WAKE, WAIT_BITSET, WAKE_BITSET, REQUEUE, CMP_REQUEUE and WAKE_OP, private or
+//! not (one process: the same). Timeouts are relative for WAIT and absolute for WAIT_BITSET, on
+//! the virtual clock. Which of several waiters a wake picks is a seeded choice of the scheduler,
+//! as Linux gives no order. PI futexes are refused (ENOSYS, named once).
+//!
+//! Left out: fork, vfork and posix_spawn (no second address space: refused with ENOSYS and named),
+//! CLONE_PIDFD, namespaces. Asynchronous signals never interrupt a wait, so EINTR never happens.
+
+use emu::sched::Point;
+use emu::{Machine, Reg};
+
+use crate::{err, Errno, Kernel, SysResult};
+
+const CLONE_VM: u64 = 0x100;
+const CLONE_FS: u64 = 0x200;
+const CLONE_FILES: u64 = 0x400;
+const CLONE_SIGHAND: u64 = 0x800;
+const CLONE_THREAD: u64 = 0x10000;
+const CLONE_SYSVSEM: u64 = 0x40000;
+const CLONE_SETTLS: u64 = 0x80000;
+const CLONE_PARENT_SETTID: u64 = 0x10_0000;
+const CLONE_CHILD_CLEARTID: u64 = 0x20_0000;
+const CLONE_DETACHED: u64 = 0x40_0000;
+const CLONE_CHILD_SETTID: u64 = 0x100_0000;
+const THREAD_FLAGS: u64 = CLONE_VM
+    | CLONE_FS
+    | CLONE_FILES
+    | CLONE_SIGHAND
+    | CLONE_THREAD
+    | CLONE_SYSVSEM
+    | CLONE_SETTLS
+    | CLONE_PARENT_SETTID
+    | CLONE_CHILD_CLEARTID
+    | CLONE_DETACHED
+    | CLONE_CHILD_SETTID;
+
+const FUTEX_WAITERS: u32 = 0x8000_0000;
+const FUTEX_OWNER_DIED: u32 = 0x4000_0000;
+const FUTEX_TID_MASK: u32 = 0x3fff_ffff;
+const ALL_BITS: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Blocked in FUTEX_WAIT on `addr` until woken (or `deadline`, virtual ns since boot).
+    Futex { addr: u64, bitset: u32, deadline: Option<u64> },
+    /// Sleeping until `deadline`.
+    Sleep { deadline: u64 },
+}
+
+#[derive(Clone, Debug)]
+pub struct KThread {
+    pub tid: u32,
+    pub clear_child_tid: u64,
+    pub robust_list: u64,
+    pub wait: Option<Wait>,
+    /// Order of arrival among waiters, for fairness of the seeded choice's candidates.
+    pub wait_seq: u64,
+    /// Backtrace where it blocked, for deadlock reports.
+    pub blocked_at: Vec<u64>,
+}
+
+/// What the scheduler found when nothing could run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Deadlock {
+    /// Each live thread with the backtrace of its blocking call.
+    pub threads: Vec<(u32, Vec<u64>)>,
+}
+
+impl KThread {
+    pub fn new(tid: u32) -> KThread {
+        KThread { tid, clear_child_tid: 0, robust_list: 0, wait: None, wait_seq: 0, blocked_at: Vec::new() }
+    }
+}
+
+impl Kernel {
+    fn thread_mut(&mut self, tid: u32) -> &mut KThread {
+        self.threads.entry(tid).or_insert_with(|| KThread::new(tid))
+    }
+
+    /// Threads that can run now, sorted.
+    pub fn runnable(&self) -> Vec<u32> {
+        self.threads.values().filter(|t| t.wait.is_none()).map(|t| t.tid).collect()
+    }
+
+    pub fn live_threads(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// clone(2): `flags, stack, parent_tid, child_tid, tls`.
+    pub(crate) fn clone_thread(
+        &mut self,
+        m: &mut Machine,
+        flags: u64,
+        stack: u64,
+        ptid: u64,
+        ctid: u64,
+        tls: u64,
+    ) -> SysResult {
+        if flags & CLONE_VM == 0 || flags & CLONE_THREAD == 0 {
+            self.note_named(m, 56, "fork (clone without CLONE_VM|CLONE_THREAD)");
+            return err(libc::ENOSYS);
+        }
+        if flags & !(THREAD_FLAGS | 0xff) != 0 {
+            self.note_named(m, 56, "clone with unsupported flags");
+            return err(libc::EINVAL);
+        }
+        if self.threads.len() >= self.max_threads {
+            return err(libc::EAGAIN);
+        }
+        let tid = self.next_tid;
+        self.next_tid += 1;
+        if flags & CLONE_PARENT_SETTID != 0 {
+            m.write(ptid, &tid.to_le_bytes(), false)?;
+        }
+        if flags & CLONE_CHILD_SETTID != 0 {
+            m.write(ctid, &tid.to_le_bytes(), false)?;
+        }
+        let mut regs = vec![(Reg::RAX, 0)];
+        if stack != 0 {
+            regs.push((Reg::RSP, stack));
+        }
+        if flags & CLONE_SETTLS != 0 {
+            regs.push((Reg::FS_BASE, tls));
+        }
+        m.spawn_thread(tid, &regs).map_err(|_| Errno(libc::ENOMEM))?;
+        let t = self.thread_mut(tid);
+        if flags & CLONE_CHILD_CLEARTID != 0 {
+            t.clear_child_tid = ctid;
+        }
+        Ok(u64::from(tid))
+    }
+
+    /// clone3(2): a `struct clone_args` of 64, 80 or 88 bytes.
+    pub(crate) fn clone3(&mut self, m: &mut Machine, args: u64, size: u64) -> SysResult {
+        if !(64..=4096).contains(&size) {
+            return err(libc::EINVAL);
+        }
+        let f = |i: u64| m.read_u64(args + 8 * i);
+        let (flags, _pidfd, ctid, ptid, exit_signal, stack, stack_size, tls) =
+            (f(0)?, f(1)?, f(2)?, f(3)?, f(4)?, f(5)?, f(6)?, f(7)?);
+        if size >= 80 && f(9)? != 0 {
+            return err(libc::EINVAL); // set_tid
+        }
+        if exit_signal != 0 && flags & CLONE_THREAD != 0 {
+            return err(libc::EINVAL);
+        }
+        let top = if stack != 0 { stack.checked_add(stack_size).ok_or(Errno(libc::EINVAL))? } else { 0 };
+        self.clone_thread(m, flags, top, ptid, ctid, tls)
+    }
+
+    pub(crate) fn set_tid_address(&mut self, ptr: u64) -> SysResult {
+        let cur = self.current;
+        self.thread_mut(cur).clear_child_tid = ptr;
+        Ok(u64::from(cur))
+    }
+
+    pub(crate) fn set_robust_list(&mut self, head: u64, len: u64) -> SysResult {
+        if len != 24 {
+            return err(libc::EINVAL);
+        }
+        let cur = self.current;
+        self.thread_mut(cur).robust_list = head;
+        Ok(0)
+    }
+
+    /// The running thread ends (`exit`). Returns whether it was the last.
+    pub(crate) fn exit_thread(&mut self, m: &mut Machine) -> bool {
+        let cur = self.current;
+        let t = self.threads.get(&cur).cloned().unwrap_or_else(|| KThread::new(cur));
+        self.walk_robust_list(m, cur, t.robust_list);
+        if t.clear_child_tid != 0 && m.write(t.clear_child_tid, &0u32.to_le_bytes(), false).is_ok() {
+            self.wake(m, t.clear_child_tid, 1, ALL_BITS);
+        }
+        self.threads.remove(&cur);
+        self.threads.is_empty()
+    }
+
+    fn walk_robust_list(&mut self, m: &mut Machine, tid: u32, head: u64) {
+        if head == 0 {
+            return;
+        }
+        let (Ok(first), Ok(offset), Ok(pending)) = (m.read_u64(head), m.read_u64(head + 8), m.read_u64(head + 16))
+        else {
+            return;
+        };
+        let mut entries = Vec::new();
+        let mut e = first;
+        // Bounded like Linux's ROBUST_LIST_LIMIT, so a corrupt list cannot hang the kernel.
+        for _ in 0..2048 {
+            if e == head || e == 0 {
+                break;
+            }
+            entries.push(e);
+            match m.read_u64(e) {
+                Ok(next) => e = next,
+                Err(_) => break,
+            }
+        }
+        if pending != 0 {
+            entries.push(pending);
+        }
+        for e in entries {
+            let word = e.wrapping_add(offset);
+            let Ok(v) = m.read_u32(word) else { continue };
+            if v & FUTEX_TID_MASK == tid {
+                let nv = (v & FUTEX_WAITERS) | FUTEX_OWNER_DIED;
+                if m.write(word, &nv.to_le_bytes(), false).is_ok() && v & FUTEX_WAITERS != 0 {
+                    self.wake(m, word, 1, ALL_BITS);
+                }
+            }
+        }
+    }
+
+    /// Wakes up to `n` waiters on `addr` whose bitset meets `bits`; which ones is the seeded
+    /// scheduler's choice. Returns how many woke.
+    fn wake(&mut self, m: &mut Machine, addr: u64, n: u64, bits: u32) -> u64 {
+        let mut woken = 0;
+        while woken < n {
+            let mut cands: Vec<(u64, u32)> = self
+                .threads
+                .values()
+                .filter(
+                    |t| matches!(t.wait, Some(Wait::Futex { addr: a, bitset, .. }) if a == addr && bitset & bits != 0),
+                )
+                .map(|t| (t.wait_seq, t.tid))
+                .collect();
+            if cands.is_empty() {
+                break;
+            }
+            cands.sort_unstable();
+            let pick = cands[m.scheduler().choose(cands.len())].1;
+            self.resume(m, pick, 0);
+            woken += 1;
+        }
+        woken
+    }
+
+    /// Makes a blocked thread runnable with `ret` as its system call's result.
+    fn resume(&mut self, m: &mut Machine, tid: u32, ret: u64) {
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.wait = None;
+            t.blocked_at.clear();
+        }
+        m.set_parked_reg(tid, Reg::RAX, ret);
+    }
+
+    fn block(&mut self, m: &Machine, w: Wait) {
+        let cur = self.current;
+        let seq = self.wait_counter;
+        self.wait_counter += 1;
+        let bt = m.backtrace();
+        let t = self.thread_mut(cur);
+        t.wait = Some(w);
+        t.wait_seq = seq;
+        t.blocked_at = bt;
+    }
+
+    fn read_timeout(&self, m: &Machine, addr: u64) -> Result<u64, Errno> {
+        let s = m.read_u64(addr)? as i64;
+        let ns = m.read_u64(addr + 8)? as i64;
+        if s < 0 || !(0..1_000_000_000).contains(&ns) {
+            return err(libc::EINVAL);
+        }
+        Ok((s as u64).saturating_mul(1_000_000_000).saturating_add(ns as u64))
+    }
+
+    /// futex(2). Returns `Ok(None)` when the calling thread blocked.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn futex(
+        &mut self,
+        m: &mut Machine,
+        addr: u64,
+        op: i32,
+        val: u64,
+        timeout: u64,
+        addr2: u64,
+        val3: u64,
+    ) -> Result<Option<u64>, Errno> {
+        let cmd = op & 0x7f;
+        let realtime = op & 256 != 0;
+        match cmd {
+            0 | 9 => {
+                let bitset = if cmd == 9 { val3 as u32 } else { ALL_BITS };
+                if bitset == 0 {
+                    return err(libc::EINVAL);
+                }
+                if addr % 4 != 0 {
+                    return err(libc::EINVAL);
+                }
+                if m.read_u32(addr)? != val as u32 {
+                    return err(libc::EAGAIN);
+                }
+                let deadline = if timeout == 0 {
+                    None
+                } else {
+                    let t = self.read_timeout(m, timeout)?;
+                    let now = self.now_ns(m);
+                    Some(if cmd == 9 {
+                        // Absolute, on CLOCK_MONOTONIC (or CLOCK_REALTIME with the flag).
+                        if realtime {
+                            t.saturating_sub(self.realtime_offset_ns())
+                        } else {
+                            t
+                        }
+                    } else {
+                        now.saturating_add(t)
+                    })
+                };
+                if let Some(d) = deadline {
+                    if d <= self.now_ns(m) {
+                        return err(libc::ETIMEDOUT);
+                    }
+                }
+                self.block(m, Wait::Futex { addr, bitset, deadline });
+                Ok(None)
+            }
+            1 | 10 => {
+                let bits = if cmd == 10 { val3 as u32 } else { ALL_BITS };
+                if bits == 0 {
+                    return err(libc::EINVAL);
+                }
+                Ok(Some(self.wake(m, addr, val.min(i32::MAX as u64), bits)))
+            }
+            3 | 4 => {
+                if cmd == 4 && m.read_u32(addr)? != val3 as u32 {
+                    return err(libc::EAGAIN);
+                }
+                let woken = self.wake(m, addr, val.min(i32::MAX as u64), ALL_BITS);
+                // The requeue count is passed in the timeout argument's register.
+                let mut moved = 0;
+                let mut waiters: Vec<(u64, u32)> = self
+                    .threads
+                    .values()
+                    .filter(|t| matches!(t.wait, Some(Wait::Futex { addr: a, .. }) if a == addr))
+                    .map(|t| (t.wait_seq, t.tid))
+                    .collect();
+                waiters.sort_unstable();
+                for (_, tid) in waiters.into_iter().take(timeout as usize) {
+                    if let Some(Wait::Futex { bitset, deadline, .. }) = self.threads[&tid].wait {
+                        self.thread_mut(tid).wait = Some(Wait::Futex { addr: addr2, bitset, deadline });
+                        moved += 1;
+                    }
+                }
+                Ok(Some(woken + if cmd == 4 { moved } else { 0 }))
+            }
+            5 => {
+                // WAKE_OP: *addr2 = op(*addr2, oparg); wake val on addr; if cmp(old, cmparg) wake val2 on addr2.
+                let encoded = val3 as u32;
+                let kind = (encoded >> 28) & 7;
+                let shift = encoded >> 31 != 0;
+                let cmp = (encoded >> 24) & 15;
+                let mut oparg = (encoded >> 12) & 0xfff;
+                let cmparg = encoded & 0xfff;
+                if shift {
+                    oparg = 1u32.checked_shl(oparg).unwrap_or(0);
+                }
+                let old = m.read_u32(addr2)?;
+                let new = match kind {
+                    0 => oparg,
+                    1 => old.wrapping_add(oparg),
+                    2 => old | oparg,
+                    3 => old & !oparg,
+                    4 => old ^ oparg,
+                    _ => return err(libc::ENOSYS),
+                };
+                m.write(addr2, &new.to_le_bytes(), false)?;
+                let mut woken = self.wake(m, addr, val.min(i32::MAX as u64), ALL_BITS);
+                let (o, c) = (old as i32, cmparg as i32);
+                let hit = match cmp {
+                    0 => o == c,
+                    1 => o != c,
+                    2 => o < c,
+                    3 => o <= c,
+                    4 => o > c,
+                    5 => o >= c,
+                    _ => return err(libc::ENOSYS),
+                };
+                if hit {
+                    woken += self.wake(m, addr2, timeout.min(i32::MAX as u64), ALL_BITS);
+                }
+                Ok(Some(woken))
+            }
+            6 | 7 | 8 | 11 | 12 | 13 => {
+                self.note_named(m, 202, "futex with a priority-inheritance operation");
+                err(libc::ENOSYS)
+            }
+            _ => err(libc::ENOSYS),
+        }
+    }
+
+    /// nanosleep and clock_nanosleep: with other threads, the sleeper blocks until the virtual
+    /// clock passes its deadline; alone, the clock jumps there.
+    pub(crate) fn sleep_until(&mut self, m: &Machine, deadline: u64) -> Option<u64> {
+        if self.threads.len() <= 1 {
+            let now = self.now_ns(m);
+            self.rng.slept_ns += deadline.saturating_sub(now);
+            return Some(0);
+        }
+        self.block(m, Wait::Sleep { deadline });
+        None
+    }
+
+    /// After a scheduling point: wakes expired waits, picks the thread to run, switches to it.
+    /// `exited` says the running thread is gone. Returns the deadlock if no thread can ever run.
+    pub fn schedule(&mut self, m: &mut Machine, point: Point, exited: bool) -> Result<(), Deadlock> {
+        let cur = self.current;
+        let mut runnable = self.wake_expired(m);
+        if runnable.is_empty() {
+            // Nothing runs: jump the virtual clock to the earliest deadline, if any.
+            let earliest = self
+                .threads
+                .values()
+                .filter_map(|t| match t.wait {
+                    Some(Wait::Futex { deadline: Some(d), .. }) | Some(Wait::Sleep { deadline: d }) => Some(d),
+                    _ => None,
+                })
+                .min();
+            match earliest {
+                Some(d) => {
+                    let now = self.now_ns(m);
+                    self.rng.slept_ns += d.saturating_sub(now);
+                    runnable = self.wake_expired(m);
+                }
+                None => {
+                    let threads = self.threads.values().map(|t| (t.tid, t.blocked_at.clone())).collect();
+                    return Err(Deadlock { threads });
+                }
+            }
+        }
+        let next = if runnable.len() == 1 && !exited && runnable[0] == cur {
+            cur
+        } else {
+            m.scheduler().pick(&runnable, cur, point)
+        };
+        if next != cur || exited {
+            // A switch cannot fail for a thread the kernel knows: both sides are kept together.
+            let _ = m.switch_to(next, exited);
+            self.current = next;
+        }
+        m.set_runnable_others(runnable.len().saturating_sub(1));
+        m.new_quantum();
+        Ok(())
+    }
+
+    /// Wakes every wait whose deadline passed; returns the runnable threads.
+    fn wake_expired(&mut self, m: &mut Machine) -> Vec<u32> {
+        let now = self.now_ns(m);
+        let expired: Vec<(u32, bool)> = self
+            .threads
+            .values()
+            .filter_map(|t| match t.wait {
+                Some(Wait::Futex { deadline: Some(d), .. }) if d <= now => Some((t.tid, true)),
+                Some(Wait::Sleep { deadline }) if deadline <= now => Some((t.tid, false)),
+                _ => None,
+            })
+            .collect();
+        for (tid, futex) in expired {
+            let ret = if futex { (-(libc::ETIMEDOUT as i64)) as u64 } else { 0 };
+            self.resume(m, tid, ret);
+        }
+        self.runnable()
+    }
+}

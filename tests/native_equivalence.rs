@@ -1,0 +1,277 @@
+//! Native equivalence: every terminating guest, run under ferrite, writes byte-for-byte the same
+//! stdout as the same binary run natively (same argv[0], same environment, a fresh scratch
+//! directory each) and ends with the same exit status as a shell would see (128 + N for a death
+//! by signal N). The persistent-memory guests also leave the same pool file behind.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+
+/// Runs `name args` natively and under ferrite with `env`, and asserts the same stdout and exit
+/// status. Returns both runs for further checks.
+fn equivalent(name: &str, args: &[&str], env: &[(&str, &str)]) -> (Run, Run) {
+    let prog = guest(name);
+    let nat = native(&prog, args, env);
+    let emu = emulated(&prog, args, env);
+    assert_same_stdout(&nat, &emu);
+    assert_same_status(&nat, &emu);
+    (nat, emu)
+}
+
+#[test]
+fn libc_workout() {
+    let (nat, emu) = equivalent("libc_workout", &["alpha", "beta"], &[("FERRITE_TEST", "hello")]);
+    // Guard against comparing two equally broken runs: the guest's own checks passed.
+    assert!(nat.stdout_str().contains("failures: 0\n"), "{}", nat.describe());
+    assert!(emu.stdout_str().contains("FERRITE_TEST: hello\n"));
+    assert_eq!(emu.code, 3);
+}
+
+#[test]
+fn libc_workout_pie() {
+    let (_, emu) = equivalent("libc_workout.pie", &["alpha", "beta"], &[("FERRITE_TEST", "hello")]);
+    assert!(emu.stdout_str().contains("failures: 0\n"), "{}", emu.describe());
+}
+
+#[test]
+fn libc_workout_without_the_variable() {
+    // With an empty environment the guest must see the variable as unset, under ferrite too.
+    let (_, emu) = equivalent("libc_workout", &[], &[]);
+    assert!(emu.stdout_str().contains("FERRITE_TEST: (unset)\n"));
+}
+
+#[test]
+fn cxx_exceptions() {
+    let (_, emu) = equivalent("cxx_exceptions", &[], &[]);
+    assert!(emu.stdout_str().contains("cxx_exceptions done"));
+    assert_eq!(emu.code, 0);
+}
+
+#[test]
+fn cxx_exceptions_pie() {
+    equivalent("cxx_exceptions.pie", &[], &[]);
+}
+
+#[test]
+fn setjmp_longjmp() {
+    let (_, emu) = equivalent("setjmp_longjmp", &[], &[]);
+    assert!(emu.stdout_str().contains("setjmp_longjmp done"));
+}
+
+#[test]
+fn setjmp_longjmp_pie() {
+    equivalent("setjmp_longjmp.pie", &[], &[]);
+}
+
+#[test]
+fn write_stderr_streams_separately() {
+    let (nat, emu) = equivalent("write_stderr", &[], &[]);
+    // No findings, so ferrite adds nothing of its own: stderr is the guest's alone.
+    assert_same_bytes("stderr", &nat, nat.stderr.as_bytes(), &emu, emu.stderr.as_bytes());
+    assert!(nat.stderr.contains("stderr done"));
+}
+
+#[test]
+fn exit_status_9() {
+    let (_, emu) = equivalent("exit_status", &["9"], &[]);
+    assert_eq!(emu.code, 9);
+}
+
+#[test]
+fn exit_status_is_taken_modulo_256() {
+    for status in ["256", "-1", "300", "255"] {
+        equivalent("exit_status", &[status], &[]);
+    }
+}
+
+#[test]
+fn relative_program_path() {
+    // argv[0] is `./workout` (a copy of libc_workout in the working directory), natively and
+    // under ferrite; the guest prints argv[0]'s basename.
+    let src = guest("libc_workout");
+    let dirs = [scratch(), scratch()];
+    for d in &dirs {
+        std::fs::copy(&src, d.path().join("workout")).unwrap();
+    }
+    let [ndir, edir] = dirs;
+    let prog = Path::new("./workout");
+    let nat = native_in(ndir, prog, &["x"], &[]);
+    let emu = Ferrite::run(prog).args(&["x"]).in_dir(edir).go();
+    assert_same_stdout(&nat, &emu);
+    assert_same_status(&nat, &emu);
+    assert!(emu.stdout_str().contains("argv[0] basename: workout\n"));
+}
+
+#[test]
+fn environment_is_inherited_without_env_clear() {
+    let prog = guest("libc_workout");
+    let run = Ferrite::run(&prog).inherit_env().host_env("FERRITE_TEST", "from-the-host").go();
+    run.assert_code(3);
+    assert!(run.stdout_str().contains("FERRITE_TEST: from-the-host\n"), "{}", run.describe());
+    // --env overrides an inherited variable.
+    let run = Ferrite::run(&prog)
+        .inherit_env()
+        .host_env("FERRITE_TEST", "from-the-host")
+        .env("FERRITE_TEST", "override")
+        .go();
+    assert!(run.stdout_str().contains("FERRITE_TEST: override\n"), "{}", run.describe());
+}
+
+#[test]
+fn exit_group_direct_loses_buffered_text() {
+    let (_, emu) = equivalent("exit_group_direct", &[], &[]);
+    assert_eq!(emu.stdout, b"before _exit\n");
+    assert_eq!(emu.code, 5);
+}
+
+#[test]
+fn cpu_bound_small() {
+    let (_, emu) = equivalent("cpu_bound", &["0.01"], &[]);
+    assert!(emu.stdout_str().contains("checksum: "));
+}
+
+#[test]
+fn null_deref() {
+    let (_, emu) = equivalent("null_deref", &[], &[]);
+    assert_eq!(emu.code, 139);
+    assert_eq!(emu.stdout, b"about to dereference NULL\n");
+}
+
+#[test]
+fn assert_fail() {
+    let (nat, emu) = equivalent("assert_fail", &[], &[]);
+    assert_eq!(emu.code, 134);
+    // glibc's assertion message comes first on stderr, then ferrite's finding.
+    assert!(nat.stderr.contains("Assertion `x == 42' failed."));
+    assert!(
+        emu.stderr.starts_with(&nat.stderr),
+        "ferrite's stderr should start with the guest's own message {:?}\n{}",
+        nat.stderr,
+        emu.describe()
+    );
+}
+
+#[test]
+fn div_zero() {
+    let (_, emu) = equivalent("div_zero", &[], &[]);
+    assert_eq!(emu.code, 136);
+    assert_eq!(emu.stdout, b"dividing by 0\n");
+}
+
+#[test]
+fn div_zero_with_argument_divides_by_one() {
+    let (_, emu) = equivalent("div_zero", &["x"], &[]);
+    assert_eq!(emu.code, 0);
+}
+
+/// Runs a PM guest natively with its pool at `<native tmp>/pool` and under ferrite with the pool
+/// at `/mnt/pmem0/pool` backed by `--pm-dir <tmp>`. The PM guests never print the pool path
+/// (only the data they read back), so stdout is compared unmodified.
+fn pm_equivalent(name: &str, extra: &[&str]) -> (Run, Run, tempfile::TempDir) {
+    let prog = guest(name);
+    let ndir = scratch();
+    let npool = ndir.path().join("pool");
+    let npool = npool.to_str().unwrap().to_string();
+    let mut nargs = vec![npool.as_str()];
+    nargs.extend(extra);
+    let nat = native_in(ndir, &prog, &nargs, &[]);
+
+    let pm = scratch();
+    let mut eargs = vec!["/mnt/pmem0/pool"];
+    eargs.extend(extra);
+    let emu = Ferrite::run(&prog)
+        .opts(&["--pm-dir".as_ref(), pm.path().as_os_str()])
+        .opts(&["--report", "r.json"])
+        .args(&eargs)
+        .go();
+    assert_same_stdout(&nat, &emu);
+    // The guest's own status, unless ferrite found something (then --findings-exit-code, 66).
+    let report = emu.json("r.json");
+    let findings = get(&report, "findings").as_array().unwrap().len();
+    assert_eq!(
+        get(&report, "run.exit.code").as_i64(),
+        Some(i64::from(nat.code)),
+        "the guest's own exit status differs from native\n{}",
+        emu.describe()
+    );
+    let expected = if findings == 0 { nat.code } else { 66 };
+    emu.assert_code(expected);
+    (nat, emu, pm)
+}
+
+/// The pool file ferrite left in the PM directory equals the one the native run left.
+fn assert_same_pool(nat: &Run, pm: &Path) {
+    let n = std::fs::read(nat.path("pool")).expect("native pool");
+    let e = std::fs::read(pm.join("pool")).expect("ferrite should create the pool in --pm-dir");
+    assert_eq!(n.len(), e.len(), "pool sizes differ");
+    if let Some(i) = (0..n.len()).find(|&i| n[i] != e[i]) {
+        panic!("pool contents differ from native first at byte {i} (native {:#04x}, ferrite {:#04x})", n[i], e[i]);
+    }
+}
+
+#[test]
+fn pm_log() {
+    let (nat, emu, pm) = pm_equivalent("pm_log", &[]);
+    assert!(emu.stdout_str().contains("log has 5 entries"));
+    assert_same_pool(&nat, pm.path());
+}
+
+#[test]
+fn pm_log_fixed() {
+    let (nat, _, pm) = pm_equivalent("pm_log_fixed", &[]);
+    assert_same_pool(&nat, pm.path());
+}
+
+#[test]
+fn pm_log_fixed_recovers_its_pool() {
+    // A second run in check mode opens the pool the first run left (without O_CREAT) and
+    // verifies it, natively and under ferrite.
+    let prog = guest("pm_log_fixed");
+    let (nat, _, pm) = pm_equivalent("pm_log_fixed", &[]);
+    let npool = nat.path("pool");
+    let ncheck = native(&prog, &[npool.to_str().unwrap(), "check"], &[]);
+    let echeck = Ferrite::run(&prog)
+        .opts(&["--pm-dir".as_ref(), pm.path().as_os_str()])
+        .args(&["/mnt/pmem0/pool", "check"])
+        .go();
+    assert_same_stdout(&ncheck, &echeck);
+    assert_same_status(&ncheck, &echeck);
+    assert_eq!(echeck.stdout_str(), "recovery ok: 5 entries\n");
+}
+
+#[test]
+fn pm_mount_option_moves_the_mount() {
+    let prog = guest("pm_log_fixed");
+    let ndir = scratch();
+    let npool = ndir.path().join("pool");
+    let nat = native_in(ndir, &prog, &[npool.to_str().unwrap()], &[]);
+    let pm = scratch();
+    let emu = Ferrite::run(&prog)
+        .opts(&["--pm-dir".as_ref(), pm.path().as_os_str()])
+        .opts(&["--pm-mount", "/data/pm"])
+        .args(&["/data/pm/pool"])
+        .go();
+    assert_same_stdout(&nat, &emu);
+    assert_same_status(&nat, &emu);
+    assert_same_pool(&nat, pm.path());
+}
+
+#[test]
+fn pm_insns() {
+    let (nat, _, pm) = pm_equivalent("pm_insns", &[]);
+    assert_same_pool(&nat, pm.path());
+}
+
+#[test]
+fn pm_unflushed_fence() {
+    let (nat, _, pm) = pm_equivalent("pm_unflushed_fence", &[]);
+    assert_same_pool(&nat, pm.path());
+}
+
+#[test]
+fn pm_redundant_flush() {
+    let (nat, _, pm) = pm_equivalent("pm_redundant_flush", &[]);
+    assert_same_pool(&nat, pm.path());
+}
