@@ -70,6 +70,12 @@ pub struct RunOptions {
     #[arg(long, value_name = "N", default_value_t = 66)]
     pub findings_exit_code: i32,
 
+    /// Run N schedules derived from the seed, in parallel on all cores, and merge their findings
+    /// (each keeps the seed that exposed it, for `ferrite replay --finding`). Only the first run's
+    /// output is shown; every run starts from a copy of the PM directory.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub explore: u32,
+
     /// Scheduling strategy: random (seeded preemption), pct (Burckhardt et al.'s probabilistic
     /// concurrency testing, see --pct-depth) or fifo (no preemption).
     #[arg(long, value_name = "S", default_value = "random", value_parser = ["random", "pct", "fifo"])]

@@ -150,6 +150,7 @@ fn execute(spec: &RunSpec) -> Result<(Report, session::RunOutcome), Fatal> {
             max_memory: spec.max_memory,
             cpus: spec.cpus,
             analyses: spec.analyses.clone(),
+            schedules: 1,
             inputs: out.inputs.clone(),
         },
         findings: out.findings.clone(),
@@ -159,12 +160,7 @@ fn execute(spec: &RunSpec) -> Result<(Report, session::RunOutcome), Fatal> {
 
 fn cmd_run(a: RunArgs) -> Result<i32, Fatal> {
     let opts = a.opts;
-    if let Some(r) = &opts.report {
-        // Refuse an unknown report format before spending time on the run.
-        if !matches!(r.extension().and_then(|e| e.to_str()), Some("json" | "ron" | "sarif")) {
-            return Err(Fatal(format!("--report `{}`: use a .json, .ron or .sarif file name", r.display())));
-        }
-    }
+    check_report_path("--report", opts.report.as_deref())?;
     let pm = PmDir::new(opts.pm_dir.clone())?;
     let spec = RunSpec {
         program: PathBuf::from(&a.command[0]),
@@ -179,10 +175,19 @@ fn cmd_run(a: RunArgs) -> Result<i32, Fatal> {
         analyses: opts.analyses.clone(),
         strategy: strategy(&opts.strategy, opts.pct_depth),
         max_threads: opts.max_threads,
+        discard_output: false,
     };
-    let (report, out) = execute(&spec)?;
+    let (report, out) = if opts.explore > 1 { explore(&spec, opts.explore)? } else { execute(&spec)? };
     if !opts.quiet {
         report::print_findings(&report.findings);
+        if opts.explore > 1 {
+            eprintln!(
+                "ferrite: explored {} schedules from seed {}; {} distinct finding(s)",
+                opts.explore,
+                opts.seed,
+                report.findings.len()
+            );
+        }
     }
     if let Some(path) = &opts.report {
         report.write(path)?;
@@ -190,7 +195,75 @@ fn cmd_run(a: RunArgs) -> Result<i32, Fatal> {
     Ok(exit_status(out.end, report.findings.len(), opts.findings_exit_code))
 }
 
+/// The seed of exploration run `i` (run 0 uses the base seed itself).
+fn explore_seed(base: u64, i: u64) -> u64 {
+    if i == 0 {
+        return base;
+    }
+    let mut z = base ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Copies the PM directory's files, so that every exploration run starts from the same pool
+/// and none changes the user's.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        let dst = to.join(e.file_name());
+        if e.file_type()?.is_dir() {
+            std::fs::create_dir_all(&dst)?;
+            copy_dir(&e.path(), &dst)?;
+        } else if e.file_type()?.is_file() {
+            std::fs::copy(e.path(), dst)?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs `n` schedules derived from the spec's seed in parallel (one engine per worker) and
+/// merges their findings; each finding keeps the seed of the run that exposed it. The first
+/// run's output passes through; the others' is discarded.
+fn explore(spec: &RunSpec, n: u32) -> Result<(Report, session::RunOutcome), Fatal> {
+    use rayon::prelude::*;
+    let results: Vec<Result<(Report, session::RunOutcome), Fatal>> = (0..u64::from(n))
+        .into_par_iter()
+        .map(|i| {
+            let dir = tempfile::Builder::new().prefix("ferrite-pm-").tempdir()?;
+            copy_dir(&spec.pm_dir, dir.path())?;
+            let mut s = spec.clone();
+            s.seed = explore_seed(spec.seed, i);
+            s.pm_dir = dir.path().to_path_buf();
+            s.discard_output = i > 0;
+            execute(&s)
+        })
+        .collect();
+    let mut all = results.into_iter();
+    let (mut report, first) = all.next().ok_or_else(|| Fatal("--explore needs at least one run".into()))??;
+    let mut findings = report.findings.clone();
+    for r in all {
+        findings.extend(r?.0.findings);
+    }
+    report.findings = analyses::Finding::merge(findings);
+    report.run.seed = spec.seed;
+    report.run.schedules = n;
+    Ok((report, first))
+}
+
+/// Refuses an unknown report format before any time is spent on a run.
+fn check_report_path(option: &str, path: Option<&std::path::Path>) -> Result<(), Fatal> {
+    if let Some(r) = path {
+        let ext = r.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase());
+        if !matches!(ext.as_deref(), Some("json" | "ron" | "sarif")) {
+            return Err(Fatal(format!("{option} `{}`: use a .json, .ron or .sarif file name", r.display())));
+        }
+    }
+    Ok(())
+}
+
 fn cmd_replay(a: ReplayArgs) -> Result<i32, Fatal> {
+    check_report_path("--report-out", a.report_out.as_deref())?;
     let orig = Report::read(&a.report)?;
     let program = PathBuf::from(&orig.run.program);
     let bytes =
@@ -225,6 +298,7 @@ fn cmd_replay(a: ReplayArgs) -> Result<i32, Fatal> {
         analyses: orig.run.analyses.clone(),
         strategy: strategy(&orig.run.strategy, orig.run.pct_depth),
         max_threads: orig.run.max_threads,
+        discard_output: false,
     };
     let (report, out) = execute(&spec)?;
     report::print_findings(&report.findings);

@@ -53,8 +53,15 @@ pub struct RunInfo {
     pub cpus: u32,
     /// The analyses that ran.
     pub analyses: Vec<String>,
+    /// Schedules explored (`--explore`); the rest of `run` describes the first.
+    #[serde(default = "one")]
+    pub schedules: u32,
     /// Host files the guest read, with the BLAKE3 of their contents.
     pub inputs: BTreeMap<String, String>,
+}
+
+fn one() -> u32 {
+    1
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -44,6 +44,8 @@ pub struct RunSpec {
     pub analyses: Vec<String>,
     pub strategy: emu::sched::Strategy,
     pub max_threads: usize,
+    /// Drop the guest's stdout and stderr (exploration runs after the first).
+    pub discard_output: bool,
 }
 
 /// How the guest ended.
@@ -142,6 +144,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
         exe: exe.display().to_string(),
         cpus: spec.cpus,
         max_threads: spec.max_threads,
+        discard_output: spec.discard_output,
     });
     m.set_main_tid(k.current);
     let passes = analyses::build(&spec.analyses).map_err(SessionError::Analyses)?;

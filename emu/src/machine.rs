@@ -136,6 +136,8 @@ enum Stop {
     /// A scheduling point where the scheduler wants to consider another thread; RIP is at the
     /// next instruction to run.
     Preempt,
+    /// The budget runs out at the instruction at this PC, in the block about to run.
+    ArmLimit(u64),
     /// A hook failed; the message is in `HookState::error`.
     Error,
 }
@@ -180,6 +182,8 @@ pub struct HookState {
     /// The instruction (by retired count) last considered as a scheduling point, so that an
     /// instruction re-executed after a stop, or firing several hooks, is one point.
     last_point: u64,
+    /// The PC where the instruction budget runs out, once hooked.
+    limit_pc: Option<u64>,
 }
 
 impl HookState {
@@ -384,8 +388,14 @@ fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
     };
     let st = uc.get_data_mut();
     let base = st.block_base + st.block.2;
-    let stop = if base + n > st.limit {
-        Some(Stop::Limit)
+    let stop = if base + n > st.limit && st.limit_pc.is_none() {
+        // The budget ends inside (or at the start of) this block. At its start, stop here;
+        // otherwise stop here, hook the first instruction past the budget, and run up to it.
+        let k = st.limit - base;
+        match st.decoder.get(addr, size).and_then(|b| b.insns.get(k as usize).copied()) {
+            Some(pc) if k > 0 => Some(Stop::ArmLimit(pc)),
+            _ => Some(Stop::Limit),
+        }
     } else if st.runnable_others > 0 && (st.preempt_next_block || base + n > st.quantum_end) && base != st.last_point {
         // Stop before this block runs: the quantum ended or a PM store asked for a switch.
         st.last_point = base;
@@ -630,6 +640,7 @@ impl Machine {
             quantum_end: u64::MAX,
             preempt_next_block: false,
             last_point: u64::MAX,
+            limit_pc: None,
         };
         let mut uc = Unicorn::new_with_data(Arch::X86, Mode::MODE_64, state).map_err(engine)?;
         // Skylake-Server: the translator accepts CLWB, CLFLUSHOPT, SSE4.2 and POPCNT only if the
@@ -951,6 +962,22 @@ impl Machine {
                 (_, Some(Stop::Syscall)) => return Exit::Syscall,
                 (_, Some(Stop::Limit)) => return Exit::Limit,
                 (_, Some(Stop::Preempt)) => return Exit::Preempt,
+                (_, Some(Stop::ArmLimit(at))) => {
+                    // Stop exactly at the budget: a code hook before the first instruction past
+                    // it, and the block translated again so it calls the hook.
+                    self.uc.get_data_mut().limit_pc = Some(at);
+                    let hooked = self.uc.add_code_hook(at, at, |uc, _, _| {
+                        let st = uc.get_data_mut();
+                        if st.stop.is_none() {
+                            st.stop = Some(Stop::Limit);
+                            let _ = uc.emu_stop();
+                        }
+                    });
+                    if hooked.is_err() {
+                        return Exit::Limit;
+                    }
+                    self.code_changed(at, at + 1);
+                }
                 (_, Some(Stop::Interrupt(n))) => return Exit::Fault(self.interrupt_fault(n, pc)),
                 (_, Some(Stop::Special(at, s))) => {
                     if let Some(f) = self.emulate_special(at, s) {

@@ -72,6 +72,8 @@ pub struct KernelConfig {
     pub cpus: u32,
     /// Most threads alive at once (`--max-threads`); clone fails with EAGAIN beyond.
     pub max_threads: usize,
+    /// Drop what the guest writes to its standard output and error.
+    pub discard_output: bool,
 }
 
 /// The outcome of one system call for the run loop.
