@@ -140,6 +140,12 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3)]
     pub runs: u32,
 
+    /// ferrite configurations to measure, as --analyses values (repeatable); the first is the
+    /// baseline of plain emulation. `/mnt/pmem0` in the program's arguments becomes a temporary
+    /// directory for the native run.
+    #[arg(long = "config", value_name = "ANALYSES", default_values = ["none", "all"])]
+    pub configs: Vec<String>,
+
     /// The program to measure, then its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]...")]
     pub command: Vec<String>,

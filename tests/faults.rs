@@ -105,7 +105,9 @@ fn endless_loop_is_a_hang_at_the_spin_line() {
     assert_eq!(get(&report, "run.exit.hang"), &Value::Bool(true));
     assert!(report["run"]["exit"].get("code").is_none());
     assert!(report["run"]["exit"].get("signal").is_none());
-    assert_eq!(get(&report, "run.instructions").as_u64(), Some(50_000_000));
+    // About the budget (exactness is hang_stops_exactly_at_the_budget's business).
+    let n = get(&report, "run.instructions").as_u64().unwrap();
+    assert!((49_000_000..=50_000_000).contains(&n), "{n} instructions");
     let f = only_finding(&report);
     assert_eq!(get(f, "analysis"), "hang");
     assert_location(f, "endless_loop.c", line);

@@ -894,10 +894,89 @@ impl Machine {
 
     /// Writes as the kernel would (requires write permission unless `force`).
     pub fn write(&mut self, addr: u64, data: &[u8], force: bool) -> Result<(), MemError> {
+        let end = addr.saturating_add(data.len() as u64);
+        let into_pm = self.uc.get_data().windows.iter().any(|w| w.0 < end && w.1 > addr);
+        if into_pm {
+            // The kernel storing into PM (read() into a PM buffer): unpersisted stores, made
+            // by the calling thread at the system call, as the guest's own would be.
+            let mut old = vec![0u8; data.len()];
+            self.mem.read_unchecked(addr, &mut old);
+            self.kernel_pm_stores(addr, &old, data);
+        }
         if self.mem.write(addr, data, force)? {
-            self.code_changed(addr, addr + data.len() as u64);
+            self.code_changed(addr, end);
         }
         Ok(())
+    }
+
+    /// Feeds the device the parts of a kernel write `[addr, addr + new.len())` that land in PM
+    /// windows, in 8-byte pieces like the guest's own stores.
+    fn kernel_pm_stores(&mut self, addr: u64, old: &[u8], new: &[u8]) {
+        let pc = self.pc().wrapping_sub(2);
+        for (i, (o, n)) in old.chunks(8).zip(new.chunks(8)).enumerate() {
+            let va = addr + 8 * i as u64;
+            let Some(dev) = self.pm_device_addr(va) else { continue };
+            let mut lines = [0u8; 128];
+            self.mem.read_unchecked(va & !63, &mut lines);
+            let first = dev & !63;
+            let st = self.uc.get_data_mut();
+            let id = st.pm.store(st.tid, dev, o, n, StoreKind::Cached, |line| {
+                let off = (line * 64).wrapping_sub(first) as usize;
+                let mut out = [0u8; 64];
+                if off <= 64 {
+                    out.copy_from_slice(&lines[off..off + 64]);
+                }
+                out
+            });
+            let mut nb = [0u8; 8];
+            nb[..n.len()].copy_from_slice(n);
+            let newv = u64::from_le_bytes(nb);
+            st.mix([3, dev, n.len() as u64, newv]);
+            if st.interest.has(Interest::STORES) {
+                let mut ob = [0u8; 8];
+                ob[..o.len()].copy_from_slice(o);
+                let mut ev = st.emit(EventKind::Store, pc, va, dev, n.len() as u32, u64::from_le_bytes(ob), newv);
+                ev.store = Some(id);
+                if let Some(obs) = st.observer.as_mut() {
+                    obs.on_event(&ev, &st.pm);
+                }
+            }
+        }
+    }
+
+    /// msync of `[start, end)`: every PM line mapped there becomes durable.
+    pub fn pm_persist_mapped(&mut self, start: u64, end: u64) {
+        let windows: Vec<(u64, u64, u64)> = self.uc.get_data().windows.clone();
+        for (ws, we, dev) in windows {
+            let (lo, hi) = (ws.max(start), we.min(end));
+            if lo < hi {
+                self.pm_persist_device(dev + (lo - ws), hi - lo);
+            }
+        }
+    }
+
+    /// fsync of a PM file, or the durable part of a `pwrite`: device range `[dev, dev + len)`.
+    pub fn pm_persist_device(&mut self, dev: u64, len: u64) {
+        let st = self.uc.get_data_mut();
+        st.pm.persist_range(st.tid, dev, len);
+        st.mix([4, dev, len, u64::from(st.tid)]);
+    }
+
+    /// A `pwrite` into a PM file changed `[dev, dev + new.len())` behind the guest's mappings:
+    /// a store of those bytes, durable at once. Only lines of mapped files are tracked.
+    pub fn pm_file_written(&mut self, dev: u64, old: &[u8], new: &[u8]) {
+        let windows: Vec<(u64, u64, u64)> = self.uc.get_data().windows.clone();
+        for (ws, we, wdev) in windows {
+            let wlen = we - ws;
+            let (lo, hi) = (wdev.max(dev), (wdev + wlen).min(dev + new.len() as u64));
+            if lo >= hi {
+                continue;
+            }
+            let (a, b) = ((lo - dev) as usize, (hi - dev) as usize);
+            let va = ws + (lo - wdev);
+            self.kernel_pm_stores(va, &old[a..b], &new[a..b]);
+            self.pm_persist_device(lo, hi - lo);
+        }
     }
 
     pub fn read_u64(&self, addr: u64) -> Result<u64, MemError> {

@@ -257,7 +257,47 @@ impl Kernel {
     pub(crate) fn write(&mut self, m: &mut Machine, fd: i32, buf: u64, len: u64) -> SysResult {
         let mut data = vec![0u8; len.min(MAX_RW) as usize];
         m.read(buf, &mut data)?;
-        self.write_bytes(fd, &data, None)
+        self.write_tracked(m, fd, &data, None)
+    }
+
+    /// A write that, on a mapped PM file, also tells the device: the written bytes are durable
+    /// (write(2) to a DAX file goes straight to the media), as are the lines they cover.
+    fn write_tracked(&mut self, m: &mut Machine, fd: i32, data: &[u8], at: Option<u64>) -> SysResult {
+        let target = self.pm_target(fd, at);
+        let old = target.as_ref().map(|(_, off, file)| {
+            let mut old = vec![0u8; data.len()];
+            let n = file.read_at(&mut old, *off).unwrap_or(0);
+            old[n..].fill(0);
+            old
+        });
+        let n = self.write_bytes(fd, data, at)?;
+        if let (Some((id, off, _)), Some(old)) = (target, old) {
+            let n = n as usize;
+            m.pm_file_written(emu::pm::device_addr(id, off), &old[..n], &data[..n]);
+        }
+        Ok(n as u64)
+    }
+
+    /// For a PM file the guest has mapped: its device file id, the offset a write at `at` (or
+    /// at the current position) lands on, and a handle to read the old bytes.
+    fn pm_target(&self, fd: i32, at: Option<u64>) -> Option<(u32, u64, std::fs::File)> {
+        let d = self.desc(fd).ok()?;
+        let d = d.borrow();
+        let Kind::File { file, host, pm: true } = &d.kind else { return None };
+        let id = *self.proc.pm_files.get(&host.to_string_lossy().into_owned())?;
+        let mut f = file.try_clone().ok()?;
+        let off = match at {
+            Some(o) => o,
+            None if d.flags & libc::O_APPEND != 0 => f.metadata().ok()?.len(),
+            None => f.stream_position().ok()?,
+        };
+        Some((id, off, f))
+    }
+
+    /// The device range of a whole mapped PM file, for fsync.
+    fn pm_file_range(&self, fd: i32) -> Option<(u64, u64)> {
+        let (id, _, f) = self.pm_target(fd, Some(0))?;
+        Some((emu::pm::device_addr(id, 0), f.metadata().ok()?.len()))
     }
 
     pub(crate) fn pwrite(&mut self, m: &mut Machine, fd: i32, buf: u64, len: u64, off: u64) -> SysResult {
@@ -267,7 +307,7 @@ impl Kernel {
         self.check_seekable(fd)?;
         let mut data = vec![0u8; len.min(MAX_RW) as usize];
         m.read(buf, &mut data)?;
-        self.write_bytes(fd, &data, Some(off))
+        self.write_tracked(m, fd, &data, Some(off))
     }
 
     fn check_seekable(&self, fd: i32) -> Result<(), Errno> {
@@ -308,7 +348,7 @@ impl Kernel {
             data.resize(start + len.min(MAX_RW) as usize, 0);
             m.read(base, &mut data[start..])?;
         }
-        self.write_bytes(fd, &data, None)
+        self.write_tracked(m, fd, &data, None)
     }
 
     pub(crate) fn close(&mut self, fd: i32) -> SysResult {
@@ -456,7 +496,10 @@ impl Kernel {
         }
     }
 
-    pub(crate) fn fsync(&mut self, fd: i32) -> SysResult {
+    pub(crate) fn fsync(&mut self, m: &mut Machine, fd: i32) -> SysResult {
+        if let Some((dev, len)) = self.pm_file_range(fd) {
+            m.pm_persist_device(dev, len);
+        }
         let d = self.desc(fd)?;
         let d = d.borrow();
         if let Kind::File { file, .. } = &d.kind {

@@ -175,7 +175,7 @@ impl Kernel {
             32 => self.dup(i(a[0])),
             33 => self.dup3(i(a[0]), i(a[1]), 0, true),
             72 => self.fcntl(i(a[0]), i(a[1]), a[2]),
-            74 | 75 => self.fsync(i(a[0])),
+            74 | 75 => self.fsync(m, i(a[0])),
             292 => self.dup3(i(a[0]), i(a[1]), i(a[2]), false),
             293 => self.pipe2(m, a[0], i(a[1])),
             436 => self.close_range(i(a[0]) as u32, i(a[1]) as u32),

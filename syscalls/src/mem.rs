@@ -312,6 +312,8 @@ impl Kernel {
         if m.mem.first_hole(addr, end).is_some() {
             return err(libc::ENOMEM);
         }
+        // On a DAX file system msync writes back the CPU caches of the range: durable.
+        m.pm_persist_mapped(addr, end);
         Ok(0)
     }
 }
