@@ -153,6 +153,16 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
     let envp: Vec<Vec<u8>> = spec.env.iter().map(|a| a.clone().into_bytes()).collect();
     let started = syscalls::exec(&mut m, &mut k, &bytes, &argv, &envp).map_err(|e| SessionError::Exec(name, e))?;
     let symbols = Symbols { sym: Symbolizer::new(bytes.as_slice(), started.image.load_bias) };
+    m.set_sync_functions(
+        emu::sync::SyncKind::STANDARD
+            .iter()
+            .filter_map(|(name, kind)| symbols.sym.symbol_address(name).map(|a| (a, *kind))),
+    );
+    m.set_sync_functions(
+        emu::sync::SyncKind::STANDARD
+            .iter()
+            .filter_map(|(name, kind)| symbols.sym.symbol_address(name).map(|a| (a, *kind))),
+    );
     let program_hash = blake3::hash(&bytes).to_hex().to_string();
 
     let mut trace = blake3::Hasher::new();
@@ -184,6 +194,12 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
                     );
                 }
                 max_threads_seen = max_threads_seen.max(k.live_threads());
+                for (tid, handle) in std::mem::take(&mut k.created) {
+                    m.emit_thread_event(emu::events::EventKind::ThreadCreate, handle, u64::from(tid));
+                }
+                if outcome == Outcome::ThreadExit {
+                    m.emit_thread_event(emu::events::EventKind::ThreadExit, 0, 0);
+                }
                 let point = match outcome {
                     Outcome::Exit(e) => break GuestEnd::Exited(e),
                     Outcome::Continue => {

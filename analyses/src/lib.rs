@@ -107,6 +107,9 @@ impl Observer for Passes {
         let kind = match ev.kind {
             EventKind::Load => Interest::LOADS,
             EventKind::Flush(_) | EventKind::Fence(_) => Interest::PERSIST,
+            EventKind::SyncEnter(_) | EventKind::SyncReturn(_) | EventKind::ThreadCreate | EventKind::ThreadExit => {
+                Interest::SYNC
+            }
             _ => Interest::STORES,
         };
         for (i, p) in &mut self.passes {

@@ -103,7 +103,7 @@ impl Analysis for Unpersisted {
                     }
                 }
             }
-            EventKind::Load => {}
+            _ => {}
         }
     }
 

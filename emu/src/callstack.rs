@@ -16,6 +16,8 @@
 
 use rustc_hash::FxHashMap;
 
+use crate::sync::SyncKind;
+
 const MAX_DEPTH: usize = 4096;
 
 /// An interned call stack: 0 is the empty stack.
@@ -27,6 +29,8 @@ struct Frame {
     call_pc: u64,
     ret: u64,
     node: StackId,
+    /// A recognised synchronisation function this frame called, with its first argument.
+    sync: Option<(SyncKind, u64)>,
 }
 
 /// Every call stack seen, as a tree of call sites.
@@ -83,6 +87,11 @@ pub struct CallStack {
 
 impl CallStack {
     pub fn push(&mut self, table: &mut StackTable, call_pc: u64, ret: u64) {
+        self.push_sync(table, call_pc, ret, None);
+    }
+
+    /// A call to a recognised synchronisation function (`sync`: its kind and first argument).
+    pub fn push_sync(&mut self, table: &mut StackTable, call_pc: u64, ret: u64, sync: Option<(SyncKind, u64)>) {
         if self.frames.len() == MAX_DEPTH {
             // Rebase: forget the outermost frame and re-intern the rest from the root.
             self.frames.remove(0);
@@ -93,14 +102,21 @@ impl CallStack {
             }
         }
         let node = table.child(self.id(), call_pc);
-        self.frames.push(Frame { call_pc, ret, node });
+        self.frames.push(Frame { call_pc, ret, node, sync });
     }
 
-    /// A `ret` landed at `target`.
-    pub fn returned_to(&mut self, target: u64) {
-        if let Some(i) = self.frames.iter().rposition(|f| f.ret == target) {
-            self.frames.truncate(i);
-        }
+    /// A `ret` landed at `target`. Returns the synchronisation call that returned, if the frame
+    /// it returns from was one.
+    pub fn returned_to(&mut self, target: u64) -> Option<(SyncKind, u64)> {
+        let i = self.frames.iter().rposition(|f| f.ret == target)?;
+        let sync = self.frames[i].sync;
+        self.frames.truncate(i);
+        sync
+    }
+
+    /// The synchronisation call the innermost frame is in, if any (for a call just pushed).
+    pub fn top_sync(&self) -> Option<(SyncKind, u64)> {
+        self.frames.last().and_then(|f| f.sync)
     }
 
     /// The interned id of the current stack.

@@ -10,6 +10,7 @@
 use crate::callstack::StackId;
 use crate::decode::{FenceOp, FlushOp};
 use crate::pm::{FenceOutcome, FlushOutcome, PmDevice, StoreId};
+use crate::sync::SyncKind;
 
 /// What kinds of event an observer wants, as bits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -20,6 +21,8 @@ impl Interest {
     pub const LOADS: Interest = Interest(1);
     pub const STORES: Interest = Interest(2);
     pub const PERSIST: Interest = Interest(4);
+    /// Entries and returns of synchronisation functions, thread creation, join and exit.
+    pub const SYNC: Interest = Interest(8);
 
     pub fn has(self, other: Interest) -> bool {
         self.0 & other.0 != 0
@@ -41,6 +44,16 @@ pub enum EventKind {
     RmwStore,
     Flush(FlushOp),
     Fence(FenceOp),
+    /// A recognised synchronisation function was entered: `addr` is its first argument, `old`
+    /// its second.
+    SyncEnter(SyncKind),
+    /// It returned: `addr` is its first argument (at entry), `new` the return value.
+    SyncReturn(SyncKind),
+    /// The running thread created thread `new` (`addr`: its handle, the TLS pointer glibc passes
+    /// to clone, which is also its `pthread_t`).
+    ThreadCreate,
+    /// The running thread exits.
+    ThreadExit,
 }
 
 /// One event. Addresses of flushes are the flushed address; fences have none.

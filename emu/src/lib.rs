@@ -12,6 +12,7 @@ pub mod machine;
 pub mod memory;
 pub mod pm;
 pub mod sched;
+pub mod sync;
 
 pub use machine::{sig, EmuError, Exit, Fault, Machine, MachineConfig, Reg};
 pub use memory::{Backing, HostBlock, MemError, Perm, Region, PAGE};

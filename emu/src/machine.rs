@@ -33,6 +33,7 @@ use crate::events::{Event, EventKind, Interest, Observer};
 use crate::memory::{Backing, MemError, Memory, Perm, Region};
 use crate::pm::{device_addr, FenceKind, FlushKind, PmConfig, PmDevice, StoreKind};
 use crate::sched::{Scheduler, Strategy};
+use crate::sync::SyncKind;
 
 pub use unicorn_engine::RegisterX86 as Reg;
 
@@ -184,6 +185,8 @@ pub struct HookState {
     last_point: u64,
     /// The PC where the instruction budget runs out, once hooked.
     limit_pc: Option<u64>,
+    /// Recognised synchronisation functions by entry address.
+    sync_fns: rustc_hash::FxHashMap<u64, SyncKind>,
 }
 
 impl HookState {
@@ -357,10 +360,35 @@ fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
         return;
     }
     match std::mem::replace(&mut st.prev_term, Term::Other) {
-        Term::Call { pc, ret } => st.callstack.push(&mut st.stacks, pc, ret),
-        Term::Ret => st.callstack.returned_to(addr),
+        Term::Call { pc, ret } => {
+            let sync = if st.interest.has(Interest::SYNC) { st.sync_fns.get(&addr).copied() } else { None };
+            match sync {
+                None => st.callstack.push(&mut st.stacks, pc, ret),
+                Some(kind) => {
+                    let arg0 = uc.reg_read(Reg::RDI).unwrap_or(0);
+                    let arg1 = uc.reg_read(Reg::RSI).unwrap_or(0);
+                    let st = uc.get_data_mut();
+                    st.callstack.push_sync(&mut st.stacks, pc, ret, Some((kind, arg0)));
+                    let ev = st.emit(EventKind::SyncEnter(kind), addr, arg0, 0, 0, arg1, 0);
+                    if let Some(o) = st.observer.as_mut() {
+                        o.on_event(&ev, &st.pm);
+                    }
+                }
+            }
+        }
+        Term::Ret => {
+            if let Some((kind, arg0)) = st.callstack.returned_to(addr) {
+                let rax = uc.reg_read(Reg::RAX).unwrap_or(0);
+                let st = uc.get_data_mut();
+                let ev = st.emit(EventKind::SyncReturn(kind), addr, arg0, 0, 0, 0, rax);
+                if let Some(o) = st.observer.as_mut() {
+                    o.on_event(&ev, &st.pm);
+                }
+            }
+        }
         Term::Other => {}
     }
+    let st = uc.get_data_mut();
     let (n, term) = match st.decoder.get(addr, size) {
         Some(b) => (b.insns.len() as u64, b.term),
         None => {
@@ -641,6 +669,7 @@ impl Machine {
             preempt_next_block: false,
             last_point: u64::MAX,
             limit_pc: None,
+            sync_fns: rustc_hash::FxHashMap::default(),
         };
         let mut uc = Unicorn::new_with_data(Arch::X86, Mode::MODE_64, state).map_err(engine)?;
         // Skylake-Server: the translator accepts CLWB, CLFLUSHOPT, SSE4.2 and POPCNT only if the
@@ -829,6 +858,25 @@ impl Machine {
         let q = st.sched.quantum();
         st.quantum_end = icount.saturating_add(q);
         st.preempt_next_block = false;
+    }
+
+    /// The synchronisation functions to report, by entry address.
+    pub fn set_sync_functions(&mut self, fns: impl IntoIterator<Item = (u64, SyncKind)>) {
+        self.uc.get_data_mut().sync_fns = fns.into_iter().collect();
+    }
+
+    /// Reports an event the kernel sees (thread creation and exit) to the observer, as made by
+    /// the running thread at its current PC.
+    pub fn emit_thread_event(&mut self, kind: EventKind, handle: u64, other: u64) {
+        let pc = self.pc();
+        let st = self.uc.get_data_mut();
+        if !st.interest.has(Interest::SYNC) {
+            return;
+        }
+        let ev = st.emit(kind, pc, handle, 0, 0, 0, other);
+        if let Some(o) = st.observer.as_mut() {
+            o.on_event(&ev, &st.pm);
+        }
     }
 
     /// Installs the analyses' observer. Call before the guest maps PM.

@@ -114,6 +114,9 @@ pub struct Kernel {
     pub(crate) next_tid: u32,
     pub(crate) max_threads: usize,
     pub(crate) wait_counter: u64,
+    /// Threads created by the last system call: (tid, handle), the handle being the TLS pointer
+    /// (glibc's `pthread_t`). The caller drains it to report thread creation.
+    pub created: Vec<(u32, u64)>,
 }
 
 impl Kernel {
@@ -131,6 +134,7 @@ impl Kernel {
             next_tid: process::PID + 1,
             max_threads: cfg.max_threads,
             wait_counter: 0,
+            created: Vec::new(),
             cfg,
         }
     }

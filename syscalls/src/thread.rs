@@ -137,6 +137,7 @@ impl Kernel {
         if flags & CLONE_CHILD_CLEARTID != 0 {
             t.clear_child_tid = ctid;
         }
+        self.created.push((tid, if flags & CLONE_SETTLS != 0 { tls } else { 0 }));
         Ok(u64::from(tid))
     }
 

@@ -393,3 +393,73 @@ pub fn get<'a>(v: &'a Value, path: &str) -> &'a Value {
     }
     cur
 }
+
+/// [`run_command`], but kills the command and fails the test if it has not ended within `limit`
+/// (for guests that hang natively, where a bug in ferrite would hang the test too).
+fn run_command_within(mut cmd: Command, dir: TempDir, cmdline: String, limit: std::time::Duration) -> Run {
+    use std::io::Read;
+    let mut child = cmd
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start `{cmdline}`: {e}"));
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = pipe.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("piped stdout")));
+    let err = drain(Box::new(child.stderr.take().expect("piped stderr")));
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap_or_else(|e| panic!("cannot wait for `{cmdline}`: {e}")) {
+            break Some(st);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let stdout = out.join().expect("stdout reader");
+    let stderr = String::from_utf8_lossy(&err.join().expect("stderr reader")).into_owned();
+    let Some(status) = status else {
+        panic!(
+            "`{cmdline}` did not end within {limit:?}; killed it\n--- stdout\n{}--- stderr\n{stderr}---",
+            String::from_utf8_lossy(&stdout)
+        );
+    };
+    Run { stdout, stderr, code: shell_status(status), dir, cmdline }
+}
+
+impl Ferrite {
+    /// [`Ferrite::go`] with a time limit: kills ferrite and fails the test if the run takes
+    /// longer than `limit`.
+    pub fn go_within(self, limit: std::time::Duration) -> Run {
+        let argv = self.argv();
+        let mut cmd = ferrite();
+        cmd.args(&argv);
+        for (k, v) in &self.host_env {
+            cmd.env(k, v);
+        }
+        let mut shown = vec![OsString::from("ferrite")];
+        shown.extend(argv);
+        let dir = self.dir.unwrap_or_else(scratch);
+        let run = run_command_within(cmd, dir, quote(&shown), limit);
+        if !self.allow_unsupported {
+            let bad: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with(UNSUPPORTED)).collect();
+            assert!(
+                bad.is_empty(),
+                "the guest used system calls ferrite does not support:\n{}\n\n{}",
+                bad.join("\n"),
+                run.describe()
+            );
+        }
+        run
+    }
+}
