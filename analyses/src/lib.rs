@@ -11,6 +11,7 @@
 //! caller symbolises them. [`Passes`] runs the selected analyses side by side over one execution
 //! as the machine's single [`Observer`], so the machine builds only events some pass wants.
 
+pub mod sync;
 pub mod unpersisted;
 
 use emu::callstack::StackId;
@@ -105,6 +106,8 @@ impl Observer for Passes {
     fn on_event(&mut self, ev: &Event, device: &PmDevice) {
         use emu::events::EventKind;
         let kind = match ev.kind {
+            // Accesses outside PM reach only passes that asked for all memory.
+            EventKind::Load | EventKind::Store | EventKind::RmwStore if ev.dev == 0 => Interest::MEMORY,
             EventKind::Load => Interest::LOADS,
             EventKind::Flush(_) | EventKind::Fence(_) => Interest::PERSIST,
             EventKind::SyncEnter(_) | EventKind::SyncReturn(_) | EventKind::ThreadCreate | EventKind::ThreadExit => {
@@ -112,8 +115,9 @@ impl Observer for Passes {
             }
             _ => Interest::STORES,
         };
+        let pm_access = kind == Interest::LOADS || kind == Interest::STORES;
         for (i, p) in &mut self.passes {
-            if i.has(kind) {
+            if i.has(kind) || (pm_access && i.has(Interest::MEMORY)) {
                 p.on_event(ev, device);
             }
         }

@@ -23,6 +23,9 @@ impl Interest {
     pub const PERSIST: Interest = Interest(4);
     /// Entries and returns of synchronisation functions, thread creation, join and exit.
     pub const SYNC: Interest = Interest(8);
+    /// Every load and store, DRAM included (`dev` is 0 outside PM). Costly: every access of the
+    /// program calls into ferrite. Wanted by data-race and atomicity detectors.
+    pub const MEMORY: Interest = Interest(16);
 
     pub fn has(self, other: Interest) -> bool {
         self.0 & other.0 != 0

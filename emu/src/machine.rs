@@ -619,6 +619,33 @@ fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, start: u6
     }
 }
 
+/// Any access outside the PM windows, for observers that want all memory (PM accesses are
+/// reported by the window hooks).
+fn on_dram_access(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, value: Option<i64>) {
+    if size == 0 || size > 8 || uc.get_data().device_of(addr).is_some() {
+        return;
+    }
+    let mut cur = [0u8; 8];
+    let _ = uc.mem_read(addr, &mut cur[..size]);
+    let pc = uc.pc_read().unwrap_or(0);
+    let st = uc.get_data_mut();
+    if st.stop.is_some() {
+        return;
+    }
+    let cur = u64::from_le_bytes(cur);
+    let ev = match value {
+        Some(v) => {
+            let kind = if st.access_kind(pc) == AccessKind::Locked { EventKind::RmwStore } else { EventKind::Store };
+            let mask = if size == 8 { u64::MAX } else { (1u64 << (8 * size)) - 1 };
+            st.emit(kind, pc, addr, 0, size as u32, cur, v as u64 & mask)
+        }
+        None => st.emit(EventKind::Load, pc, addr, 0, size as u32, cur, 0),
+    };
+    if let Some(o) = st.observer.as_mut() {
+        o.on_event(&ev, &st.pm);
+    }
+}
+
 fn on_interrupt(uc: &mut Unicorn<'_, HookState>, intno: u32) {
     let st = uc.get_data_mut();
     if st.stop.is_none() {
@@ -883,7 +910,22 @@ impl Machine {
     pub fn set_observer(&mut self, obs: Box<dyn Observer>) {
         let st = self.uc.get_data_mut();
         st.interest = obs.interest();
+        if st.interest.has(Interest::MEMORY) {
+            // All memory includes PM.
+            st.interest = st.interest.union(Interest::LOADS).union(Interest::STORES);
+        }
         st.observer = Some(obs);
+        if st.interest.has(Interest::MEMORY) {
+            let _ = self.uc.add_mem_hook(HookType::MEM_WRITE, 1, 0, |uc, _t, addr, size, value| {
+                on_dram_access(uc, addr, size, Some(value));
+                true
+            });
+            let _ = self.uc.add_mem_hook(HookType::MEM_READ, 1, 0, |uc, _t, addr, size, _v| {
+                on_dram_access(uc, addr, size, None);
+                true
+            });
+            let _ = self.uc.ctl_flush_tb();
+        }
     }
 
     pub fn take_observer(&mut self) -> Option<Box<dyn Observer>> {

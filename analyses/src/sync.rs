@@ -1,0 +1,312 @@
+//! The synchronisation vocabulary every detector shares: raw sync events from the machine turned
+//! into lock operations and happens-before operations, and vector clocks.
+//!
+//! The machine reports recognised functions at entry and return ([`EventKind::SyncEnter`],
+//! [`EventKind::SyncReturn`]) and thread creation and exit. [`SyncAdapter`] turns them into
+//! [`SyncOp`]s with the conventions the papers use:
+//! - an acquisition is seen when the lock call *returns* successfully (try-locks included, with
+//!   their success value), a release when the unlock call is *entered*;
+//! - `pthread_cond_wait(cond, mutex)` releases the mutex at entry and reacquires it at return,
+//!   and its return is an ordering *wait* on the condition variable, whose `signal`/`broadcast`
+//!   entries are *posts* (OSCS's "release, ordering acquire, acquire");
+//! - barrier entry posts to the barrier, barrier return waits on it (all arrivals happen before
+//!   all departures); `sem_post` posts, a successful `sem_wait`/`sem_trywait` waits;
+//! - thread creation, join (the joined thread found by its handle, glibc's `pthread_t`, which is
+//!   the TLS pointer passed to clone) and exit.
+//!
+//! [`HappensBefore`] keeps vector clocks for the ordering operations a detector chooses to
+//! honour (HawkSet honours only create and join; HMTRace and OSCS honour all of them).
+
+use emu::events::{Event, EventKind};
+use emu::sync::SyncKind;
+use rustc_hash::FxHashMap;
+
+/// How a lock is held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mode {
+    Exclusive,
+    Shared,
+}
+
+/// A synchronisation operation by the thread of the event it came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncOp {
+    Acquire {
+        lock: u64,
+        mode: Mode,
+    },
+    Release {
+        lock: u64,
+    },
+    /// An ordering release on an object (condition variable signal, barrier arrival, sem_post).
+    Post {
+        obj: u64,
+    },
+    /// An ordering acquire from an object (condition wait return, barrier departure, sem_wait).
+    Wait {
+        obj: u64,
+    },
+    Create {
+        child: u32,
+    },
+    Join {
+        child: u32,
+    },
+    Exit,
+}
+
+/// Turns the machine's sync events into [`SyncOp`]s.
+#[derive(Default, Debug)]
+pub struct SyncAdapter {
+    /// Thread handle (pthread_t) → tid.
+    handles: FxHashMap<u64, u32>,
+    /// The mutex each thread passed to a condition wait it is in.
+    cond_mutex: FxHashMap<u32, u64>,
+}
+
+impl SyncAdapter {
+    /// Calls `out` with each operation `ev` stands for (none for non-sync events).
+    pub fn translate(&mut self, ev: &Event, mut out: impl FnMut(SyncOp)) {
+        match ev.kind {
+            EventKind::ThreadCreate => {
+                let child = ev.new as u32;
+                if ev.addr != 0 {
+                    self.handles.insert(ev.addr, child);
+                }
+                out(SyncOp::Create { child });
+            }
+            EventKind::ThreadExit => out(SyncOp::Exit),
+            EventKind::SyncEnter(kind) => match kind {
+                SyncKind::MutexUnlock | SyncKind::RwUnlock | SyncKind::SpinUnlock | SyncKind::CustomRelease => {
+                    out(SyncOp::Release { lock: ev.addr })
+                }
+                SyncKind::CondWait => {
+                    self.cond_mutex.insert(ev.tid, ev.old);
+                    out(SyncOp::Release { lock: ev.old });
+                }
+                SyncKind::CondSignal | SyncKind::CondBroadcast | SyncKind::SemPost | SyncKind::BarrierWait => {
+                    out(SyncOp::Post { obj: ev.addr })
+                }
+                _ => {}
+            },
+            EventKind::SyncReturn(kind) => {
+                let ok = kind.succeeded(ev.new);
+                match kind {
+                    SyncKind::MutexLock
+                    | SyncKind::MutexTrylock
+                    | SyncKind::SpinLock
+                    | SyncKind::SpinTrylock
+                    | SyncKind::RwWrlock
+                    | SyncKind::RwTryWrlock
+                    | SyncKind::CustomAcquire
+                    | SyncKind::CustomTryAcquire { .. }
+                        if ok =>
+                    {
+                        out(SyncOp::Acquire { lock: ev.addr, mode: Mode::Exclusive })
+                    }
+                    SyncKind::RwRdlock | SyncKind::RwTryRdlock if ok => {
+                        out(SyncOp::Acquire { lock: ev.addr, mode: Mode::Shared })
+                    }
+                    SyncKind::CondWait => {
+                        // The mutex is reacquired even when the wait times out.
+                        out(SyncOp::Wait { obj: ev.addr });
+                        if let Some(m) = self.cond_mutex.remove(&ev.tid) {
+                            out(SyncOp::Acquire { lock: m, mode: Mode::Exclusive });
+                        }
+                    }
+                    SyncKind::BarrierWait | SyncKind::SemWait | SyncKind::SemTrywait if ok => {
+                        out(SyncOp::Wait { obj: ev.addr })
+                    }
+                    SyncKind::Join if ok => {
+                        if let Some(&child) = self.handles.get(&ev.addr) {
+                            out(SyncOp::Join { child });
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A vector clock over thread ids (dense by first appearance, so clocks stay short).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VectorClock(pub Vec<u32>);
+
+impl VectorClock {
+    pub fn get(&self, slot: usize) -> u32 {
+        self.0.get(slot).copied().unwrap_or(0)
+    }
+
+    pub fn set(&mut self, slot: usize, v: u32) {
+        if self.0.len() <= slot {
+            self.0.resize(slot + 1, 0);
+        }
+        self.0[slot] = v;
+    }
+
+    pub fn join(&mut self, other: &VectorClock) {
+        if self.0.len() < other.0.len() {
+            self.0.resize(other.0.len(), 0);
+        }
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            *a = (*a).max(*b);
+        }
+    }
+
+    /// `self` ≤ `other` pointwise: everything `self` saw, `other` saw too.
+    pub fn le(&self, other: &VectorClock) -> bool {
+        self.0.iter().enumerate().all(|(i, v)| *v <= other.get(i))
+    }
+}
+
+/// Which ordering operations create happens-before edges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Edges {
+    pub create_join: bool,
+    /// Post/wait on condition variables, barriers, semaphores.
+    pub objects: bool,
+    /// Release → later acquire of the same lock.
+    pub locks: bool,
+}
+
+/// Vector clocks per thread, per sync object and per lock.
+#[derive(Debug)]
+pub struct HappensBefore {
+    edges: Edges,
+    slots: FxHashMap<u32, usize>,
+    threads: FxHashMap<u32, VectorClock>,
+    objects: FxHashMap<u64, VectorClock>,
+    locks: FxHashMap<u64, VectorClock>,
+    exited: FxHashMap<u32, VectorClock>,
+}
+
+impl HappensBefore {
+    pub fn new(edges: Edges) -> HappensBefore {
+        HappensBefore {
+            edges,
+            slots: FxHashMap::default(),
+            threads: FxHashMap::default(),
+            objects: FxHashMap::default(),
+            locks: FxHashMap::default(),
+            exited: FxHashMap::default(),
+        }
+    }
+
+    /// The dense slot of a thread id.
+    pub fn slot(&mut self, tid: u32) -> usize {
+        let n = self.slots.len();
+        *self.slots.entry(tid).or_insert(n)
+    }
+
+    /// The thread's current clock (its own component at least 1).
+    pub fn clock(&mut self, tid: u32) -> &VectorClock {
+        self.ensure(tid);
+        &self.threads[&tid]
+    }
+
+    fn ensure(&mut self, tid: u32) {
+        let s = self.slot(tid);
+        let c = self.threads.entry(tid).or_default();
+        if c.get(s) == 0 {
+            c.set(s, 1);
+        }
+    }
+
+    /// Advances the thread's own component (a new epoch after it released something).
+    fn tick(&mut self, tid: u32) {
+        self.ensure(tid);
+        let s = self.slot(tid);
+        let c = self.threads.get_mut(&tid).expect("ensured");
+        let v = c.get(s) + 1;
+        c.set(s, v);
+    }
+
+    /// Applies one operation by `tid`.
+    pub fn apply(&mut self, tid: u32, op: SyncOp) {
+        self.ensure(tid);
+        match op {
+            SyncOp::Create { child } if self.edges.create_join => {
+                let c = self.threads[&tid].clone();
+                self.ensure(child);
+                self.threads.get_mut(&child).expect("ensured").join(&c);
+                self.tick(tid);
+            }
+            SyncOp::Join { child } if self.edges.create_join => {
+                if let Some(c) = self.exited.get(&child).cloned().or_else(|| self.threads.get(&child).cloned()) {
+                    self.threads.get_mut(&tid).expect("ensured").join(&c);
+                }
+            }
+            SyncOp::Exit => {
+                let c = self.threads[&tid].clone();
+                self.exited.insert(tid, c);
+            }
+            SyncOp::Post { obj } if self.edges.objects => {
+                let c = self.threads[&tid].clone();
+                self.objects.entry(obj).or_default().join(&c);
+                self.tick(tid);
+            }
+            SyncOp::Wait { obj } if self.edges.objects => {
+                if let Some(c) = self.objects.get(&obj).cloned() {
+                    self.threads.get_mut(&tid).expect("ensured").join(&c);
+                }
+            }
+            SyncOp::Release { lock } if self.edges.locks => {
+                let c = self.threads[&tid].clone();
+                self.locks.insert(lock, c);
+                self.tick(tid);
+            }
+            SyncOp::Acquire { lock, .. } if self.edges.locks => {
+                if let Some(c) = self.locks.get(&lock).cloned() {
+                    self.threads.get_mut(&tid).expect("ensured").join(&c);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether the event at clock `earlier` (by thread `t1`) happens before thread `t2` now.
+    pub fn ordered_before(&mut self, earlier: &VectorClock, t2: u32) -> bool {
+        self.ensure(t2);
+        earlier.le(&self.threads[&t2])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_join_and_objects_order_threads() {
+        let mut hb = HappensBefore::new(Edges { create_join: true, objects: true, locks: false });
+        let before_create = hb.clock(1).clone();
+        hb.apply(1, SyncOp::Create { child: 2 });
+        assert!(hb.ordered_before(&before_create, 2));
+        let child_work = hb.clock(2).clone();
+        assert!(!hb.ordered_before(&child_work, 1));
+        hb.apply(2, SyncOp::Post { obj: 9 });
+        hb.apply(1, SyncOp::Wait { obj: 9 });
+        assert!(hb.ordered_before(&child_work, 1));
+        let late = hb.clock(2).clone();
+        hb.apply(2, SyncOp::Exit);
+        hb.apply(1, SyncOp::Join { child: 2 });
+        assert!(hb.ordered_before(&late, 1));
+    }
+
+    #[test]
+    fn locks_order_only_when_asked() {
+        let mut hb = HappensBefore::new(Edges { create_join: true, objects: true, locks: false });
+        hb.apply(1, SyncOp::Create { child: 2 });
+        let w = hb.clock(1).clone();
+        hb.apply(1, SyncOp::Release { lock: 5 });
+        hb.apply(2, SyncOp::Acquire { lock: 5, mode: Mode::Exclusive });
+        assert!(!hb.ordered_before(&w, 2));
+        let mut hb = HappensBefore::new(Edges { create_join: true, objects: true, locks: true });
+        hb.apply(1, SyncOp::Create { child: 2 });
+        let w = hb.clock(1).clone();
+        hb.apply(1, SyncOp::Release { lock: 5 });
+        hb.apply(2, SyncOp::Acquire { lock: 5, mode: Mode::Exclusive });
+        assert!(hb.ordered_before(&w, 2));
+    }
+}
