@@ -185,15 +185,24 @@ impl Report {
     }
 }
 
-/// The findings on standard error, like a sanitizer's report.
+/// Frames of each backtrace printed on the terminal (the report keeps them all).
+const PRINTED_FRAMES: usize = 16;
+
+/// The findings on standard error, like a sanitizer's report. Write errors (a closed pipe) are
+/// ignored: the report file, if any, still gets everything.
 pub fn print_findings(findings: &[Finding]) {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
     for f in findings {
         let times = if f.occurrences > 1 { format!(" (x{})", f.occurrences) } else { String::new() };
-        eprintln!("ferrite: finding {} [{}] {}{times}", f.id, f.analysis, f.message);
+        let _ = writeln!(err, "ferrite: finding {} [{}] {}{times}", f.id, f.analysis, f.message);
         for l in &f.locations {
-            for (i, fr) in l.backtrace.iter().enumerate() {
+            for (i, fr) in l.backtrace.iter().take(PRINTED_FRAMES).enumerate() {
                 let lead = if i == 0 { format!("  {:>8}", l.role) } else { format!("  {:>8}", format!("#{i}")) };
-                eprintln!("{lead}  {}  [{:#x}]", fr.describe(), fr.pc);
+                let _ = writeln!(err, "{lead}  {}  [{:#x}]", fr.describe(), fr.pc);
+            }
+            if l.backtrace.len() > PRINTED_FRAMES {
+                let _ = writeln!(err, "  {:>8}  ... {} more frames", "", l.backtrace.len() - PRINTED_FRAMES);
             }
         }
     }

@@ -170,93 +170,122 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
     let mut findings = Vec::new();
     let mut reported_unsupported = 0;
     let mut max_threads_seen = 1usize;
-    let end = loop {
-        let exit = m.run();
-        match exit {
-            Exit::Syscall => {
-                let nr = m.reg(Reg::RAX);
-                trace.update(&m.pm_hash().to_le_bytes());
-                trace.update(&m.icount().to_le_bytes());
-                trace.update(&k.current.to_le_bytes());
-                trace.update(&nr.to_le_bytes());
-                for r in [Reg::RDI, Reg::RSI, Reg::RDX] {
-                    trace.update(&m.reg(r).to_le_bytes());
-                }
-                let outcome = k.syscall(&mut m);
-                trace.update(&m.reg(Reg::RAX).to_le_bytes());
-                while reported_unsupported < k.unsupported.len() {
-                    let u = &k.unsupported[reported_unsupported];
-                    reported_unsupported += 1;
-                    let at = symbols.frames(&[u.pc]).remove(0).describe();
-                    eprintln!(
+    let end =
+        loop {
+            let exit = m.run();
+            match exit {
+                Exit::Syscall => {
+                    let nr = m.reg(Reg::RAX);
+                    trace.update(&m.pm_hash().to_le_bytes());
+                    trace.update(&m.icount().to_le_bytes());
+                    trace.update(&k.current.to_le_bytes());
+                    trace.update(&nr.to_le_bytes());
+                    for r in [Reg::RDI, Reg::RSI, Reg::RDX] {
+                        trace.update(&m.reg(r).to_le_bytes());
+                    }
+                    let outcome = k.syscall(&mut m);
+                    trace.update(&m.reg(Reg::RAX).to_le_bytes());
+                    while reported_unsupported < k.unsupported.len() {
+                        let u = &k.unsupported[reported_unsupported];
+                        reported_unsupported += 1;
+                        let at = symbols.frames(&[u.pc]).remove(0).describe();
+                        say!(
                         "ferrite: warning: unsupported system call {} (number {}) at {:#x} in {at}; it returned ENOSYS",
                         u.name, u.nr, u.pc
                     );
-                }
-                max_threads_seen = max_threads_seen.max(k.live_threads());
-                for (tid, handle) in std::mem::take(&mut k.created) {
-                    m.emit_thread_event(emu::events::EventKind::ThreadCreate, handle, u64::from(tid));
-                }
-                if outcome == Outcome::ThreadExit {
-                    m.emit_thread_event(emu::events::EventKind::ThreadExit, 0, 0);
-                }
-                let point = match outcome {
-                    Outcome::Exit(e) => break GuestEnd::Exited(e),
-                    Outcome::Continue => {
-                        let others = k.runnable().len().saturating_sub(1);
-                        m.set_runnable_others(others);
-                        if others == 0 || !m.scheduler().wants_switch(others) {
-                            continue;
-                        }
-                        (Point::Optional, false)
                     }
-                    Outcome::Yield => (Point::Yield, false),
-                    Outcome::Block => (Point::Forced, false),
-                    Outcome::ThreadExit => (Point::Forced, true),
-                };
-                if let Err(d) = k.schedule(&mut m, point.0, point.1) {
-                    findings.push(deadlock_finding(&symbols, &d, spec.seed));
-                    break GuestEnd::Deadlock;
+                    max_threads_seen = max_threads_seen.max(k.live_threads());
+                    for (tid, handle) in std::mem::take(&mut k.created) {
+                        m.emit_thread_event(emu::events::EventKind::ThreadCreate, handle, u64::from(tid));
+                    }
+                    if outcome == Outcome::ThreadExit {
+                        m.emit_thread_event(emu::events::EventKind::ThreadExit, 0, 0);
+                    }
+                    // Signals the call raised for this thread (raise, abort with a handler).
+                    let mut killed = None;
+                    for info in k.take_pending() {
+                        if let Err(e) = k.deliver(&mut m, info, false) {
+                            killed = Some(e);
+                            break;
+                        }
+                    }
+                    if let Some(e) = killed {
+                        break GuestEnd::Exited(e);
+                    }
+                    let point = match outcome {
+                        Outcome::Exit(e) => break GuestEnd::Exited(e),
+                        Outcome::Continue => {
+                            let others = k.runnable().len().saturating_sub(1);
+                            m.set_runnable_others(others);
+                            if others == 0 || !m.scheduler().wants_switch(others) {
+                                continue;
+                            }
+                            (Point::Optional, false)
+                        }
+                        Outcome::Yield => (Point::Yield, false),
+                        Outcome::Block => (Point::Forced, false),
+                        Outcome::ThreadExit => (Point::Forced, true),
+                    };
+                    if let Err(d) = k.schedule(&mut m, point.0, point.1) {
+                        findings.push(deadlock_finding(&symbols, &d, spec.seed));
+                        break GuestEnd::Deadlock;
+                    }
+                }
+                Exit::Preempt => {
+                    if let Err(d) = k.schedule(&mut m, Point::Optional, false) {
+                        findings.push(deadlock_finding(&symbols, &d, spec.seed));
+                        break GuestEnd::Deadlock;
+                    }
+                }
+                Exit::Fault(f) => {
+                    // The guest's own handler gets the first chance.
+                    let exit = match k.deliver(&mut m, syscalls::SigInfo::from_fault(&f), true) {
+                        Ok(()) => continue,
+                        Err(e) => e,
+                    };
+                    let bt = symbols.frames(&m.backtrace());
+                    let name = sig::name(f.signal);
+                    let below_stack = m.mem.regions().any(|r| {
+                        r.backing == emu::Backing::Anon { label: Some("[stack]") }
+                            && f.addr < r.start
+                            && r.start - f.addr <= 1 << 20
+                    });
+                    let what = if f.signal == sig::SIGSEGV && below_stack {
+                        format!("stack overflow ({})", f.what)
+                    } else if exit == ProcessExit::Signal(f.signal) {
+                        f.what.clone()
+                    } else {
+                        format!("{} (and the signal frame could not be written)", f.what)
+                    };
+                    findings.push(Finding {
+                        id: 0,
+                        analysis: "fault".into(),
+                        kind: name.into(),
+                        message: format!("{name}: {what}"),
+                        seed: spec.seed,
+                        occurrences: 1,
+                        locations: vec![Location::from_backtrace("fault", m.tid(), bt)],
+                    });
+                    break GuestEnd::Exited(exit);
+                }
+                Exit::Limit => {
+                    let bt = symbols.frames(&m.backtrace());
+                    findings.push(Finding {
+                        id: 0,
+                        analysis: "hang".into(),
+                        kind: "instruction-budget".into(),
+                        message: format!(
+                            "the guest did not finish within {} instructions (--max-instructions)",
+                            spec.max_instructions
+                        ),
+                        seed: spec.seed,
+                        occurrences: 1,
+                        locations: vec![Location::from_backtrace("running", m.tid(), bt)],
+                    });
+                    break GuestEnd::Hang;
                 }
             }
-            Exit::Preempt => {
-                if let Err(d) = k.schedule(&mut m, Point::Optional, false) {
-                    findings.push(deadlock_finding(&symbols, &d, spec.seed));
-                    break GuestEnd::Deadlock;
-                }
-            }
-            Exit::Fault(f) => {
-                let bt = symbols.frames(&m.backtrace());
-                let name = sig::name(f.signal);
-                findings.push(Finding {
-                    id: 0,
-                    analysis: "fault".into(),
-                    kind: name.into(),
-                    message: format!("{name}: {}", f.what),
-                    seed: spec.seed,
-                    occurrences: 1,
-                    locations: vec![Location::from_backtrace("fault", m.tid(), bt)],
-                });
-                break GuestEnd::Exited(ProcessExit::Signal(f.signal));
-            }
-            Exit::Limit => {
-                let bt = symbols.frames(&m.backtrace());
-                findings.push(Finding {
-                    id: 0,
-                    analysis: "hang".into(),
-                    kind: "instruction-budget".into(),
-                    message: format!(
-                        "the guest did not finish within {} instructions (--max-instructions)",
-                        spec.max_instructions
-                    ),
-                    seed: spec.seed,
-                    occurrences: 1,
-                    locations: vec![Location::from_backtrace("running", m.tid(), bt)],
-                });
-                break GuestEnd::Hang;
-            }
-        }
-    };
+        };
     // The run is over: the passes report what they saw (a hang is no end of the program, so
     // what is unpersisted at that moment is not reported).
     if let Some(obs) = m.take_observer() {

@@ -727,6 +727,15 @@ impl Machine {
         let _ = self.uc.reg_write(r, v);
     }
 
+    /// A register wider than 64 bits (XMM, x87 ST) as little-endian bytes.
+    pub fn reg_bytes(&self, r: Reg) -> Vec<u8> {
+        self.uc.reg_read_long(r).map(|b| b.to_vec()).unwrap_or_default()
+    }
+
+    pub fn set_reg_bytes(&mut self, r: Reg, v: &[u8]) {
+        let _ = self.uc.reg_write_long(r, v);
+    }
+
     pub fn pc(&self) -> u64 {
         self.reg(Reg::RIP)
     }

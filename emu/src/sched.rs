@@ -18,8 +18,8 @@
 //!   number of points, each lower the running thread's priority below all initial ones. A bug of
 //!   depth d is found with probability at least 1/(n k^(d-1)) per run for n threads and k points.
 //! - [`Strategy::Fifo`]: no preemption at all: a thread runs until it blocks, yields or exits, and
-//!   the next is the lowest-numbered runnable thread. The baseline, and what `--explore` prefixes
-//!   with.
+//!   the next is the runnable thread with the next higher id, wrapping round (round robin). Futex
+//!   wakes pick the oldest waiter, so FIFO never consults the seed: the baseline schedule.
 
 /// xoshiro256** seeded through splitmix64: small, fast, and the same on every host.
 #[derive(Clone, Debug)]
@@ -100,7 +100,8 @@ impl Scheduler {
         let mut change_points = Vec::new();
         if let Strategy::Pct { depth, expected_points } = strategy {
             for _ in 1..depth.max(1) {
-                change_points.push(rng.below(expected_points.max(1)));
+                // Points are counted from 1.
+                change_points.push(1 + rng.below(expected_points.max(1)));
             }
             change_points.sort_unstable();
         }
@@ -200,9 +201,10 @@ impl Scheduler {
         chosen
     }
 
-    /// A random index in `0..n`, for seeded choices outside scheduling (which futex waiter wakes).
+    /// An index in `0..n` for choices outside scheduling (which futex waiter wakes): seeded under
+    /// the random strategies, the oldest (0) under FIFO, which never consults the seed.
     pub fn choose(&mut self, n: usize) -> usize {
-        if n <= 1 {
+        if n <= 1 || self.strategy == Strategy::Fifo {
             0
         } else {
             self.rng.below(n as u64) as usize

@@ -20,6 +20,7 @@ pub mod fs;
 pub mod mem;
 pub mod names;
 pub mod process;
+pub mod signal;
 pub mod thread;
 pub mod time;
 pub mod vfs;
@@ -30,6 +31,7 @@ use std::path::PathBuf;
 use emu::{Machine, Reg};
 
 pub use process::{exec, ExecError, ProcessExit};
+pub use signal::SigInfo;
 pub use thread::Deadlock;
 
 /// A Linux errno value (positive).
@@ -117,6 +119,8 @@ pub struct Kernel {
     /// Threads created by the last system call: (tid, handle), the handle being the TLS pointer
     /// (glibc's `pthread_t`). The caller drains it to report thread creation.
     pub created: Vec<(u32, u64)>,
+    /// Signals raised by system calls, to deliver to their thread when the call returns.
+    pub(crate) pending: Vec<(u32, signal::SigInfo)>,
 }
 
 impl Kernel {
@@ -135,6 +139,7 @@ impl Kernel {
             max_threads: cfg.max_threads,
             wait_counter: 0,
             created: Vec::new(),
+            pending: Vec::new(),
             cfg,
         }
     }
@@ -152,6 +157,8 @@ impl Kernel {
                 return Outcome::Yield;
             }
             Dispatch::ThreadExit => return Outcome::ThreadExit,
+            // The registers came back from the signal frame, RAX included.
+            Dispatch::Restored => return Outcome::Continue,
         };
         let v = match res {
             Ok(v) => v,
@@ -232,6 +239,12 @@ impl Kernel {
             13 => self.rt_sigaction(m, i(a[0]), a[1], a[2], a[3]),
             14 => self.rt_sigprocmask(m, i(a[0]), a[1], a[2], a[3]),
             131 => self.sigaltstack(m, a[0], a[1]),
+            15 => {
+                return match self.rt_sigreturn(m) {
+                    Ok(()) => Dispatch::Restored,
+                    Err(e) => Dispatch::Exit(e),
+                }
+            }
             62 | 200 | 234 => match self.kill(i(a[if nr == 234 { 2 } else { 1 }])) {
                 Ok(Some(exit)) => return Dispatch::Exit(exit),
                 Ok(None) => Ok(0),
@@ -314,4 +327,5 @@ enum Dispatch {
     Block,
     Yield,
     ThreadExit,
+    Restored,
 }

@@ -46,8 +46,6 @@ pub struct ProcState {
     pub umask: u32,
     /// Per signal: handler address (0 = SIG_DFL, 1 = SIG_IGN), flags, restorer, mask.
     pub sigactions: [[u64; 4]; 65],
-    pub sigmask: u64,
-    pub altstack: [u64; 3],
     pub fs_base: u64,
     pub stdin_hash: blake3::Hasher,
     /// PM files by host path, numbered from 1 in the order the guest first mapped them.
@@ -60,8 +58,6 @@ impl Default for ProcState {
             cwd: None,
             umask: 0o022,
             sigactions: [[0; 4]; 65],
-            sigmask: 0,
-            altstack: [0, 2, 0], // ss_sp, ss_flags = SS_DISABLE, ss_size
             fs_base: 0,
             stdin_hash: blake3::Hasher::new(),
             pm_files: BTreeMap::new(),
@@ -352,90 +348,5 @@ impl Kernel {
             m.write(node, &0u32.to_le_bytes(), false)?;
         }
         Ok(0)
-    }
-
-    pub(crate) fn rt_sigaction(&mut self, m: &mut Machine, sig: i32, act: u64, old: u64, size: u64) -> SysResult {
-        if !(1..=64).contains(&sig) || size != 8 {
-            return err(libc::EINVAL);
-        }
-        let s = sig as usize;
-        if old != 0 {
-            let mut b = [0u8; 32];
-            for (i, v) in self.proc.sigactions[s].iter().enumerate() {
-                b[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
-            }
-            m.write(old, &b, false)?;
-        }
-        if act != 0 {
-            if sig == 9 || sig == 19 {
-                return err(libc::EINVAL);
-            }
-            let mut v = [0u64; 4];
-            for (i, x) in v.iter_mut().enumerate() {
-                *x = m.read_u64(act + 8 * i as u64)?;
-            }
-            self.proc.sigactions[s] = v;
-        }
-        Ok(0)
-    }
-
-    pub(crate) fn rt_sigprocmask(&mut self, m: &mut Machine, how: i32, set: u64, old: u64, size: u64) -> SysResult {
-        if size != 8 {
-            return err(libc::EINVAL);
-        }
-        let prev = self.proc.sigmask;
-        if set != 0 {
-            let s = m.read_u64(set)? & !((1 << 8) | (1 << 18)); // SIGKILL, SIGSTOP unblockable
-            self.proc.sigmask = match how {
-                0 => prev | s,
-                1 => prev & !s,
-                2 => s,
-                _ => return err(libc::EINVAL),
-            };
-        }
-        if old != 0 {
-            m.write_u64(old, prev)?;
-        }
-        Ok(0)
-    }
-
-    pub(crate) fn sigaltstack(&mut self, m: &mut Machine, ss: u64, old: u64) -> SysResult {
-        if old != 0 {
-            let mut b = [0u8; 24];
-            for (i, v) in self.proc.altstack.iter().enumerate() {
-                b[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
-            }
-            m.write(old, &b, false)?;
-        }
-        if ss != 0 {
-            for i in 0..3 {
-                self.proc.altstack[i] = m.read_u64(ss + 8 * i as u64)?;
-            }
-        }
-        Ok(0)
-    }
-
-    /// A signal sent to the process itself. Returns the exit it causes, if any.
-    pub(crate) fn kill(&mut self, sig: i32) -> Result<Option<ProcessExit>, Errno> {
-        if sig == 0 {
-            return Ok(None);
-        }
-        if !(1..=64).contains(&sig) {
-            return err(libc::EINVAL);
-        }
-        let handler = self.proc.sigactions[sig as usize][0];
-        // Default action "ignore": SIGCHLD, SIGURG, SIGWINCH, SIGCONT.
-        let ignored_by_default = matches!(sig, 17 | 23 | 28 | 18);
-        match handler {
-            1 => Ok(None),
-            0 if ignored_by_default => Ok(None),
-            0 => Ok(Some(ProcessExit::Signal(sig))),
-            _ => {
-                if !self.unsupported.iter().any(|u| u.name == "signal handler") {
-                    self.unsupported.push(crate::Unsupported { nr: 1000 + sig as u64, name: "signal handler", pc: 0 });
-                }
-                Ok(Some(ProcessExit::Signal(sig)))
-            }
-        }
     }
 }

@@ -67,6 +67,10 @@ pub struct KThread {
     pub wait_seq: u64,
     /// Backtrace where it blocked, for deadlock reports.
     pub blocked_at: Vec<u64>,
+    /// Blocked signals.
+    pub sigmask: u64,
+    /// The alternate signal stack: ss_sp, ss_flags, ss_size.
+    pub altstack: [u64; 3],
 }
 
 /// What the scheduler found when nothing could run.
@@ -78,7 +82,16 @@ pub struct Deadlock {
 
 impl KThread {
     pub fn new(tid: u32) -> KThread {
-        KThread { tid, clear_child_tid: 0, robust_list: 0, wait: None, wait_seq: 0, blocked_at: Vec::new() }
+        KThread {
+            tid,
+            clear_child_tid: 0,
+            robust_list: 0,
+            wait: None,
+            wait_seq: 0,
+            blocked_at: Vec::new(),
+            sigmask: 0,
+            altstack: [0, 2, 0],
+        }
     }
 }
 
@@ -133,7 +146,11 @@ impl Kernel {
             regs.push((Reg::FS_BASE, tls));
         }
         m.spawn_thread(tid, &regs).map_err(|_| Errno(libc::ENOMEM))?;
+        let mask = self.threads.get(&self.current).map(|t| t.sigmask).unwrap_or(0);
         let t = self.thread_mut(tid);
+        // The child inherits the signal mask; a thread sharing the address space starts without
+        // an alternate stack.
+        t.sigmask = mask;
         if flags & CLONE_CHILD_CLEARTID != 0 {
             t.clear_child_tid = ctid;
         }

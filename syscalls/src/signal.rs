@@ -1,0 +1,398 @@
+//! Signals: dispositions, masks, the alternate stack, delivery with a Linux-exact frame, and
+//! `rt_sigreturn`.
+//!
+//! Follows Linux x86-64 (`arch/x86/kernel/signal.c`): a handler runs on the thread's stack below
+//! the 128-byte red zone, or at the top of the alternate stack (SA_ONSTACK, when one is set and
+//! the thread is not already on it). The frame is `struct rt_sigframe`: the return address
+//! (`sa_restorer`, required as on Linux x86-64), the kernel's `struct ucontext` (flags, link,
+//! the alternate stack, `struct sigcontext` with every general register, RIP, RFLAGS, the
+//! segment selectors, error code, trap number, old mask, CR2 and a pointer to the FP state, then
+//! the signal mask) and the 128-byte `siginfo`; the FXSAVE-format FP state (x87, MXCSR, XMM0-15)
+//! lies above it, 64-byte aligned. The handler gets RDI = signal, RSI = &siginfo, RDX = &ucontext,
+//! RAX = 0, and the stack aligned as after a call. SA_NODEFER, SA_RESETHAND and the handler's
+//! `sa_mask` apply; `rt_sigreturn` restores the registers, FP state and mask from the frame, so a
+//! handler may change them (siglongjmp needs nothing special).
+//!
+//! Synchronous faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP) go to a handler if one is
+//! installed and the signal is not blocked; otherwise, as Linux's `force_sig`, they kill the
+//! process. A signal a thread sends to the process (`kill`, `tgkill`, `tkill`) is delivered when
+//! that system call returns: asynchronous signals arrive only at such recorded points.
+//!
+//! Left out: signals between processes, real-time signal queues (one pending instance per
+//! signal), `sigsuspend`/`sigtimedwait`/`signalfd`, the XSAVE frame format (the CPU model has no
+//! XSAVE, so the FXSAVE format with no FP_XSTATE magic is what Linux would build too).
+
+use emu::{Fault, Machine, Reg};
+
+use crate::{err, Errno, Kernel, ProcessExit, SysResult};
+
+const SA_SIGINFO: u64 = 0x4;
+const SA_ONSTACK: u64 = 0x0800_0000;
+const SA_RESTORER: u64 = 0x0400_0000;
+const SA_NODEFER: u64 = 0x4000_0000;
+const SA_RESETHAND: u64 = 0x8000_0000;
+const SS_ONSTACK: u64 = 1;
+const SS_DISABLE: u64 = 2;
+const SIG_DFL: u64 = 0;
+const SIG_IGN: u64 = 1;
+
+/// What `siginfo` says beyond the signal number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SigInfo {
+    pub signo: i32,
+    pub code: i32,
+    /// `si_addr` for faults; for kill/tgkill, the sender's pid in the low half.
+    pub addr: u64,
+    pub from_kill: bool,
+}
+
+impl SigInfo {
+    pub fn from_fault(f: &Fault) -> SigInfo {
+        SigInfo { signo: f.signal, code: f.code, addr: f.addr, from_kill: false }
+    }
+
+    fn bytes(&self) -> [u8; 128] {
+        let mut b = [0u8; 128];
+        b[0..4].copy_from_slice(&self.signo.to_le_bytes());
+        b[8..12].copy_from_slice(&self.code.to_le_bytes());
+        if self.from_kill {
+            b[16..20].copy_from_slice(&crate::process::PID.to_le_bytes());
+            b[20..24].copy_from_slice(&(crate::process::UID as u32).to_le_bytes());
+        } else {
+            b[16..24].copy_from_slice(&self.addr.to_le_bytes());
+        }
+        b
+    }
+}
+
+/// The general registers in `struct sigcontext` order (r8..r15, rdi, rsi, rbp, rbx, rdx, rax,
+/// rcx, rsp, rip, eflags).
+const SIGCONTEXT_REGS: [Reg; 18] = [
+    Reg::R8,
+    Reg::R9,
+    Reg::R10,
+    Reg::R11,
+    Reg::R12,
+    Reg::R13,
+    Reg::R14,
+    Reg::R15,
+    Reg::RDI,
+    Reg::RSI,
+    Reg::RBP,
+    Reg::RBX,
+    Reg::RDX,
+    Reg::RAX,
+    Reg::RCX,
+    Reg::RSP,
+    Reg::RIP,
+    Reg::EFLAGS,
+];
+const XMM: [Reg; 16] = [
+    Reg::XMM0,
+    Reg::XMM1,
+    Reg::XMM2,
+    Reg::XMM3,
+    Reg::XMM4,
+    Reg::XMM5,
+    Reg::XMM6,
+    Reg::XMM7,
+    Reg::XMM8,
+    Reg::XMM9,
+    Reg::XMM10,
+    Reg::XMM11,
+    Reg::XMM12,
+    Reg::XMM13,
+    Reg::XMM14,
+    Reg::XMM15,
+];
+const ST: [Reg; 8] = [Reg::ST0, Reg::ST1, Reg::ST2, Reg::ST3, Reg::ST4, Reg::ST5, Reg::ST6, Reg::ST7];
+
+/// Offsets in the frame (from its start, where the return address is).
+const UC: u64 = 8;
+const UC_STACK: u64 = UC + 16;
+const UC_MCONTEXT: u64 = UC + 40;
+const UC_SIGMASK: u64 = UC_MCONTEXT + 256;
+const SIGINFO: u64 = UC_SIGMASK + 8 + 120; // the kernel's ucontext is padded to its full sigset area
+const FRAME_SIZE: u64 = SIGINFO + 128;
+const FPSTATE_SIZE: u64 = 512;
+
+fn fxsave(m: &Machine) -> [u8; 512] {
+    let mut b = [0u8; 512];
+    b[0..2].copy_from_slice(&(m.reg(Reg::FPCW) as u16).to_le_bytes());
+    b[2..4].copy_from_slice(&(m.reg(Reg::FPSW) as u16).to_le_bytes());
+    // The abridged tag word: one bit per register, set when not empty.
+    let full_tag = m.reg(Reg::FPTAG) as u16;
+    let mut abridged = 0u8;
+    for i in 0..8 {
+        if (full_tag >> (2 * i)) & 3 != 3 {
+            abridged |= 1 << i;
+        }
+    }
+    b[4] = abridged;
+    b[24..28].copy_from_slice(&(m.reg(Reg::MXCSR) as u32).to_le_bytes());
+    b[28..32].copy_from_slice(&0xffffu32.to_le_bytes()); // MXCSR_MASK
+    for (i, r) in ST.iter().enumerate() {
+        let v = m.reg_bytes(*r);
+        let n = v.len().min(10);
+        b[32 + 16 * i..32 + 16 * i + n].copy_from_slice(&v[..n]);
+    }
+    for (i, r) in XMM.iter().enumerate() {
+        let v = m.reg_bytes(*r);
+        let n = v.len().min(16);
+        b[160 + 16 * i..160 + 16 * i + n].copy_from_slice(&v[..n]);
+    }
+    b
+}
+
+fn fxrstor(m: &mut Machine, b: &[u8; 512]) {
+    m.set_reg(Reg::FPCW, u64::from(u16::from_le_bytes([b[0], b[1]])));
+    m.set_reg(Reg::FPSW, u64::from(u16::from_le_bytes([b[2], b[3]])));
+    m.set_reg(Reg::MXCSR, u64::from(u32::from_le_bytes([b[24], b[25], b[26], b[27]])));
+    for (i, r) in ST.iter().enumerate() {
+        m.set_reg_bytes(*r, &b[32 + 16 * i..32 + 16 * i + 10]);
+    }
+    for (i, r) in XMM.iter().enumerate() {
+        m.set_reg_bytes(*r, &b[160 + 16 * i..160 + 16 * i + 16]);
+    }
+}
+
+impl Kernel {
+    fn sigmask(&self) -> u64 {
+        self.threads.get(&self.current).map(|t| t.sigmask).unwrap_or(0)
+    }
+
+    fn set_sigmask(&mut self, mask: u64) {
+        // SIGKILL and SIGSTOP cannot be blocked.
+        let mask = mask & !((1 << 8) | (1 << 18));
+        if let Some(t) = self.threads.get_mut(&self.current) {
+            t.sigmask = mask;
+        }
+    }
+
+    pub(crate) fn rt_sigaction(&mut self, m: &mut Machine, sig: i32, act: u64, old: u64, size: u64) -> SysResult {
+        if !(1..=64).contains(&sig) || size != 8 {
+            return err(libc::EINVAL);
+        }
+        let s = sig as usize;
+        let mut new = None;
+        if act != 0 {
+            if sig == 9 || sig == 19 {
+                return err(libc::EINVAL);
+            }
+            let mut v = [0u64; 4];
+            for (i, x) in v.iter_mut().enumerate() {
+                *x = m.read_u64(act + 8 * i as u64)?;
+            }
+            new = Some(v);
+        }
+        if old != 0 {
+            let mut b = [0u8; 32];
+            for (i, v) in self.proc.sigactions[s].iter().enumerate() {
+                b[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+            }
+            m.write(old, &b, false)?;
+        }
+        if let Some(v) = new {
+            self.proc.sigactions[s] = v;
+        }
+        Ok(0)
+    }
+
+    pub(crate) fn rt_sigprocmask(&mut self, m: &mut Machine, how: i32, set: u64, old: u64, size: u64) -> SysResult {
+        if size != 8 {
+            return err(libc::EINVAL);
+        }
+        let prev = self.sigmask();
+        if set != 0 {
+            let s = m.read_u64(set)?;
+            let mask = match how {
+                0 => prev | s,
+                1 => prev & !s,
+                2 => s,
+                _ => return err(libc::EINVAL),
+            };
+            self.set_sigmask(mask);
+        }
+        if old != 0 {
+            m.write_u64(old, prev)?;
+        }
+        Ok(0)
+    }
+
+    fn on_altstack(&self, sp: u64) -> bool {
+        let [ss_sp, ss_flags, ss_size] = self.altstack();
+        ss_flags & SS_DISABLE == 0 && sp > ss_sp && sp <= ss_sp.wrapping_add(ss_size)
+    }
+
+    fn altstack(&self) -> [u64; 3] {
+        self.threads.get(&self.current).map(|t| t.altstack).unwrap_or([0, SS_DISABLE, 0])
+    }
+
+    pub(crate) fn sigaltstack(&mut self, m: &mut Machine, ss: u64, old: u64) -> SysResult {
+        let sp = m.reg(Reg::RSP);
+        let on = self.on_altstack(sp);
+        if old != 0 {
+            let [ss_sp, ss_flags, ss_size] = self.altstack();
+            let flags = if on { SS_ONSTACK } else { ss_flags & SS_DISABLE };
+            let mut b = [0u8; 24];
+            b[0..8].copy_from_slice(&ss_sp.to_le_bytes());
+            b[8..12].copy_from_slice(&(flags as u32).to_le_bytes());
+            b[16..24].copy_from_slice(&ss_size.to_le_bytes());
+            m.write(old, &b, false)?;
+        }
+        if ss != 0 {
+            if on {
+                return err(libc::EPERM);
+            }
+            let ss_sp = m.read_u64(ss)?;
+            let flags = u64::from(m.read_u32(ss + 8)?);
+            let ss_size = m.read_u64(ss + 16)?;
+            if flags & !(SS_DISABLE | (1 << 31)) != 0 {
+                return err(libc::EINVAL);
+            }
+            if flags & SS_DISABLE == 0 && ss_size < 2048 {
+                return err(libc::ENOMEM);
+            }
+            let cur = self.current;
+            if let Some(t) = self.threads.get_mut(&cur) {
+                t.altstack = if flags & SS_DISABLE != 0 { [0, SS_DISABLE, 0] } else { [ss_sp, 0, ss_size] };
+            }
+        }
+        Ok(0)
+    }
+
+    /// A signal the running thread sends to its own process. Returns the exit it causes, if
+    /// any; a handled signal is delivered when the system call returns.
+    pub(crate) fn kill(&mut self, sig: i32) -> Result<Option<ProcessExit>, Errno> {
+        if sig == 0 {
+            return Ok(None);
+        }
+        if !(1..=64).contains(&sig) {
+            return err(libc::EINVAL);
+        }
+        let handler = self.proc.sigactions[sig as usize][0];
+        // Default action "ignore": SIGCHLD, SIGCONT, SIGURG, SIGWINCH.
+        let ignored_by_default = matches!(sig, 17 | 18 | 23 | 28);
+        match handler {
+            SIG_IGN => Ok(None),
+            SIG_DFL if ignored_by_default => Ok(None),
+            SIG_DFL => Ok(Some(ProcessExit::Signal(sig))),
+            _ => {
+                self.pending.push((self.current, SigInfo { signo: sig, code: -6, addr: 0, from_kill: true }));
+                Ok(None)
+            }
+        }
+    }
+
+    /// Signals raised for the running thread by its last system call, to deliver now.
+    pub fn take_pending(&mut self) -> Vec<SigInfo> {
+        let cur = self.current;
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending).into_iter().partition(|p| p.0 == cur);
+        self.pending = rest;
+        mine.into_iter().map(|p| p.1).collect()
+    }
+
+    /// Delivers `info` to the running thread: runs its handler, or returns how the process ends
+    /// (default action, or a blocked or ignored synchronous fault, which Linux forces).
+    pub fn deliver(&mut self, m: &mut Machine, info: SigInfo, synchronous: bool) -> Result<(), ProcessExit> {
+        let sig = info.signo;
+        let [handler, flags, restorer, mask] = self.proc.sigactions[sig as usize];
+        let blocked = self.sigmask() & (1 << (sig - 1)) != 0;
+        if handler == SIG_DFL || (synchronous && (handler == SIG_IGN || blocked)) {
+            return Err(ProcessExit::Signal(sig));
+        }
+        if handler == SIG_IGN {
+            return Ok(());
+        }
+        if flags & SA_RESTORER == 0 {
+            // x86-64 Linux has no vDSO return trampoline for signals: without a restorer the
+            // handler cannot return. glibc always sets one.
+            return Err(ProcessExit::Signal(sig));
+        }
+        let sp = m.reg(Reg::RSP);
+        let [ss_sp, ss_flags, ss_size] = self.altstack();
+        let use_alt = flags & SA_ONSTACK != 0 && ss_flags & SS_DISABLE == 0 && !self.on_altstack(sp);
+        let top = if use_alt { ss_sp.wrapping_add(ss_size) } else { sp.wrapping_sub(128) };
+        let fp = (top.wrapping_sub(FPSTATE_SIZE)) & !63;
+        let frame = ((fp.wrapping_sub(FRAME_SIZE)) & !15).wrapping_sub(8);
+        let old_mask = self.sigmask();
+        let mut b = vec![0u8; (FRAME_SIZE) as usize];
+        let put =
+            |b: &mut Vec<u8>, off: u64, v: u64| b[off as usize..off as usize + 8].copy_from_slice(&v.to_le_bytes());
+        put(&mut b, 0, restorer);
+        put(&mut b, UC_STACK, ss_sp);
+        b[(UC_STACK + 8) as usize..(UC_STACK + 12) as usize].copy_from_slice(
+            &((if self.on_altstack(sp) { SS_ONSTACK } else { ss_flags & SS_DISABLE }) as u32).to_le_bytes(),
+        );
+        put(&mut b, UC_STACK + 16, ss_size);
+        for (i, r) in SIGCONTEXT_REGS.iter().enumerate() {
+            put(&mut b, UC_MCONTEXT + 8 * i as u64, m.reg(*r));
+        }
+        // cs, gs, fs, ss selectors as a user-mode x86-64 process has them.
+        b[(UC_MCONTEXT + 144) as usize..(UC_MCONTEXT + 146) as usize].copy_from_slice(&0x33u16.to_le_bytes());
+        b[(UC_MCONTEXT + 150) as usize..(UC_MCONTEXT + 152) as usize].copy_from_slice(&0x2bu16.to_le_bytes());
+        let trapno: u64 = match sig {
+            11 | 7 => 14,
+            8 => 0,
+            4 => 6,
+            5 => 3,
+            _ => 0,
+        };
+        put(&mut b, UC_MCONTEXT + 160, if synchronous { trapno } else { 0 });
+        put(&mut b, UC_MCONTEXT + 168, old_mask);
+        put(&mut b, UC_MCONTEXT + 176, if sig == 11 || sig == 7 { info.addr } else { 0 });
+        put(&mut b, UC_MCONTEXT + 184, fp);
+        put(&mut b, UC_SIGMASK, old_mask);
+        b[SIGINFO as usize..(SIGINFO + 128) as usize].copy_from_slice(&info.bytes());
+        let fpstate = fxsave(m);
+        if m.write(fp, &fpstate, false).is_err() || m.write(frame, &b, false).is_err() {
+            // The frame cannot be written (stack overflow without an alternate stack): Linux
+            // kills the process with SIGSEGV.
+            return Err(ProcessExit::Signal(11));
+        }
+        let mut new_mask = old_mask | mask;
+        if flags & SA_NODEFER == 0 {
+            new_mask |= 1 << (sig - 1);
+        }
+        self.set_sigmask(new_mask);
+        if flags & SA_RESETHAND != 0 {
+            self.proc.sigactions[sig as usize] = [SIG_DFL, 0, 0, 0];
+        }
+        m.set_reg(Reg::RSP, frame);
+        m.set_reg(Reg::RIP, handler);
+        m.set_reg(Reg::RDI, sig as u64);
+        m.set_reg(Reg::RSI, frame + SIGINFO);
+        m.set_reg(Reg::RDX, frame + UC);
+        m.set_reg(Reg::RAX, 0);
+        // The direction flag is clear on handler entry (ABI).
+        let fl = m.reg(Reg::EFLAGS) & !(1 << 10);
+        m.set_reg(Reg::EFLAGS, fl);
+        let _ = flags & SA_SIGINFO;
+        Ok(())
+    }
+
+    /// rt_sigreturn: RSP points just past the popped return address, at the ucontext.
+    pub(crate) fn rt_sigreturn(&mut self, m: &mut Machine) -> Result<(), ProcessExit> {
+        let frame = m.reg(Reg::RSP).wrapping_sub(8);
+        let mut b = vec![0u8; FRAME_SIZE as usize];
+        if m.read(frame, &mut b).is_err() {
+            return Err(ProcessExit::Signal(11));
+        }
+        let get = |off: u64| u64::from_le_bytes(b[off as usize..off as usize + 8].try_into().expect("8 bytes"));
+        let fp = get(UC_MCONTEXT + 184);
+        if fp != 0 {
+            let mut f = [0u8; 512];
+            if m.read(fp, &mut f).is_ok() {
+                fxrstor(m, &f);
+            }
+        }
+        for (i, r) in SIGCONTEXT_REGS.iter().enumerate() {
+            let v = get(UC_MCONTEXT + 8 * i as u64);
+            // Only the arithmetic, direction, trap-free flags may be changed by the handler.
+            let v = if *r == Reg::EFLAGS { (m.reg(Reg::EFLAGS) & !0x4_0dd5) | (v & 0x4_0dd5) } else { v };
+            m.set_reg(*r, v);
+        }
+        self.set_sigmask(get(UC_SIGMASK));
+        Ok(())
+    }
+}
