@@ -1,0 +1,111 @@
+//! The `unpersisted` pass (pmemcheck's checks) on PM guests: each bug at its source line, each
+//! fixed twin silent, and the kernel's own accesses to PM counted (read() into PM is a store,
+//! msync and pwrite make data durable). A store persisted by another thread's flush and fence
+//! is durable under the hardware rule the pass uses.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+fn pm_run(prog: &str, args: &[&str]) -> (Run, Value) {
+    let run = Ferrite::run(&guest(prog)).opts(&["--analyses", "unpersisted", "--report", "r.json"]).args(args).go();
+    let report = run.json("r.json");
+    (run, report)
+}
+
+fn kinds_at(report: &Value) -> Vec<(String, String, u64)> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let file = f["locations"][0]["file"].as_str().unwrap_or("").rsplit('/').next().unwrap_or("").to_string();
+            (f["kind"].as_str().unwrap().to_string(), file, f["locations"][0]["line"].as_u64().unwrap_or(0))
+        })
+        .collect()
+}
+
+#[test]
+fn log_entry_never_persisted_is_reported_at_its_store() {
+    let line = u64::from(marker_line("pm_log.c", "/* BUG: entry stored but never persisted */"));
+    let (run, report) = pm_run("pm_log", &["/mnt/pmem0/log"]);
+    run.assert_code(66);
+    assert_eq!(kinds_at(&report), vec![("unpersisted-store".to_string(), "pm_log.c".to_string(), line)]);
+    // 5 entries of 64 bytes, stored as 16-byte moves split into 8-byte accesses.
+    assert_eq!(report["findings"][0]["occurrences"].as_u64(), Some(40));
+}
+
+#[test]
+fn fixed_log_and_instruction_workout_are_clean() {
+    for (prog, args) in [("pm_log_fixed", vec!["/mnt/pmem0/log"]), ("pm_insns", vec![])] {
+        let (run, report) = pm_run(prog, &args);
+        run.assert_code(0);
+        assert_eq!(report["findings"], serde_json::json!([]), "{prog}\n{}", run.describe());
+    }
+}
+
+#[test]
+fn flush_without_fence_and_redundant_flush() {
+    let store = u64::from(marker_line("pm_unflushed_fence.c", "/* STORE: unfenced line */"));
+    let flush = u64::from(marker_line("pm_unflushed_fence.c", "/* BUG: flush without fence */"));
+    let (run, report) = pm_run("pm_unflushed_fence", &[]);
+    run.assert_code(66);
+    let got = kinds_at(&report);
+    assert!(got.contains(&("unpersisted-store".into(), "pm_unflushed_fence.c".into(), store)), "{got:?}");
+    assert!(got.contains(&("flush-without-fence".into(), "pm_unflushed_fence.c".into(), flush)), "{got:?}");
+
+    let redundant = u64::from(marker_line("pm_redundant_flush.c", "/* BUG: redundant flush */"));
+    let (run, report) = pm_run("pm_redundant_flush", &[]);
+    run.assert_code(66);
+    let got = kinds_at(&report);
+    assert!(got.contains(&("flush-clean-line".into(), "pm_redundant_flush.c".into(), redundant)), "{got:?}");
+    assert!(!got.iter().any(|k| k.0 == "unpersisted-store"), "{got:?}");
+}
+
+#[test]
+fn kernel_accesses_to_pm_count() {
+    let (run, report) = pm_run("pm_kernel_io", &["msync"]);
+    run.assert_code(0);
+    assert_eq!(report["findings"], serde_json::json!([]), "msync makes the stores durable");
+
+    let read_line = u64::from(marker_line("pm_kernel_io.c", "/* KERNEL STORE */"));
+    let (run, report) = pm_run("pm_kernel_io", &["read"]);
+    run.assert_code(66);
+    let f = &report["findings"][0];
+    assert_eq!(get(f, "kind"), "unpersisted-store");
+    let frames = f["locations"][0]["backtrace"].as_array().unwrap();
+    assert!(
+        frames.iter().any(|fr| fr["line"].as_u64() == Some(read_line)),
+        "the read() call's line is in the store's backtrace: {f}"
+    );
+
+    let not_covered = u64::from(marker_line("pm_kernel_io.c", "/* NOT COVERED */"));
+    let (run, report) = pm_run("pm_kernel_io", &["pwrite"]);
+    run.assert_code(66);
+    assert_eq!(kinds_at(&report), vec![("unpersisted-store".to_string(), "pm_kernel_io.c".to_string(), not_covered)]);
+}
+
+#[test]
+fn another_threads_flush_and_fence_persist_under_the_hardware_rule() {
+    let (run, report) = pm_run("pm_cross_thread_persist", &[]);
+    run.assert_code(0);
+    assert_eq!(report["findings"], serde_json::json!([]), "{}", run.describe());
+    assert!(get(&report, "run.threads").as_u64().unwrap() >= 2);
+}
+
+#[test]
+fn pool_on_the_host_holds_the_final_contents() {
+    let pm = scratch();
+    let run = Ferrite::run(&guest("pm_log_fixed"))
+        .opts(&["--pm-dir".to_string(), pm.path().display().to_string()])
+        .args(&["/mnt/pmem0/log"])
+        .go();
+    run.assert_code(0);
+    let check = Ferrite::run(&guest("pm_log_fixed"))
+        .opts(&["--pm-dir".to_string(), pm.path().display().to_string()])
+        .args(&["/mnt/pmem0/log", "check"])
+        .go();
+    check.assert_code(0);
+    assert_eq!(check.stdout_str(), "recovery ok: 5 entries\n");
+}
