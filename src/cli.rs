@@ -29,8 +29,44 @@ pub enum Command {
     Run(RunArgs),
     /// Run a report's program again with the same inputs and seed, and check it reproduces.
     Replay(ReplayArgs),
+    /// Test crash consistency: recover from every crash image the PM model allows.
+    Crash(CrashArgs),
     /// Measure emulation speed against native execution of the same program.
     Bench(BenchArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CrashArgs {
+    #[command(flatten)]
+    pub opts: RunOptions,
+
+    /// Recovery command (program and arguments, split at spaces), run on each crash image.
+    /// Default: the program itself with its arguments.
+    #[arg(long, value_name = "CMD ARGS")]
+    pub recover: Option<String>,
+
+    /// A checker run after each successful recovery on the same files; a non-zero exit is a
+    /// failure.
+    #[arg(long, value_name = "CMD ARGS")]
+    pub check: Option<String>,
+
+    /// Where crashes happen: `fences` (before every fence, clflush or msync that persists
+    /// something, and at exit) or `stores` (also after every PM store).
+    #[arg(long, value_name = "WHERE", default_value = "fences", value_parser = ["fences", "stores"])]
+    pub crash_points: String,
+
+    /// Images per crash point above which the point is sampled (targeted images first) instead
+    /// of enumerated.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_images: usize,
+
+    /// Recoveries run in parallel (default: the number of CPUs).
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+
+    /// The workload program, then its arguments.
+    #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]...")]
+    pub command: Vec<String>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -17,6 +17,7 @@ macro_rules! out {
 }
 
 mod cli;
+mod crash;
 mod report;
 mod session;
 
@@ -26,13 +27,13 @@ use std::time::Instant;
 
 use clap::Parser;
 
-use cli::{BenchArgs, Cli, Command, ReplayArgs, RunArgs, RunOptions};
+use cli::{BenchArgs, Cli, Command, CrashArgs, ReplayArgs, RunArgs, RunOptions};
 use report::{ExitInfo, Report, RunInfo};
 use session::{GuestEnd, RunSpec};
 use syscalls::ProcessExit;
 
 /// ferrite's own failures (bad input, unreadable files): exit 2 with one `error:` line.
-struct Fatal(String);
+pub(crate) struct Fatal(pub(crate) String);
 
 impl<E: std::fmt::Display> From<E> for Fatal {
     fn from(e: E) -> Fatal {
@@ -45,6 +46,7 @@ fn main() -> ExitCode {
     let res = match cli.command {
         Command::Run(a) => cmd_run(a),
         Command::Replay(a) => cmd_replay(a),
+        Command::Crash(a) => cmd_crash(a),
         Command::Bench(a) => cmd_bench(a),
     };
     match res {
@@ -141,7 +143,14 @@ fn exit_status(end: GuestEnd, findings: usize, findings_code: i32) -> i32 {
 }
 
 fn execute(spec: &RunSpec) -> Result<(Report, session::RunOutcome), Fatal> {
-    let out = session::run(spec)?;
+    execute_with(spec, None)
+}
+
+fn execute_with(
+    spec: &RunSpec,
+    crash: Option<std::rc::Rc<std::cell::RefCell<crash::CrashLog>>>,
+) -> Result<(Report, session::RunOutcome), Fatal> {
+    let out = session::run_with(spec, crash)?;
     let report = Report {
         ferrite: env!("CARGO_PKG_VERSION").into(),
         run: RunInfo {
@@ -170,8 +179,137 @@ fn execute(spec: &RunSpec) -> Result<(Report, session::RunOutcome), Fatal> {
             inputs: out.inputs.clone(),
         },
         findings: out.findings.clone(),
+        crash: None,
     };
     Ok((report, out))
+}
+
+fn run_spec(opts: &RunOptions, command: &[String], pm_dir: PathBuf) -> Result<RunSpec, Fatal> {
+    Ok(RunSpec {
+        program: PathBuf::from(&command[0]),
+        argv: command.to_vec(),
+        env: guest_env(opts)?,
+        seed: opts.seed,
+        pm_dir,
+        pm_mount: opts.pm_mount.clone(),
+        max_instructions: opts.max_instructions,
+        max_memory: opts.max_memory,
+        cpus: opts.cpus,
+        analyses: opts.analyses.clone(),
+        strategy: strategy(&opts.strategy, opts.pct_depth),
+        max_threads: opts.max_threads,
+        discard_output: false,
+    })
+}
+
+fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
+    let opts = &a.opts;
+    check_report_path("--report", opts.report.as_deref())?;
+    let split = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<String>>();
+    let recover = a.recover.as_deref().map(split).unwrap_or_else(|| a.command.clone());
+    if recover.is_empty() {
+        return Err(Fatal("--recover needs a program".into()));
+    }
+    let check = a.check.as_deref().map(split).filter(|c| !c.is_empty());
+    // The workload runs on a copy: the user's PM directory is never changed.
+    let user = PmDir::new(opts.pm_dir.clone())?;
+    let work = tempfile::Builder::new().prefix("ferrite-crash-").tempdir()?;
+    copy_dir(&user.path(), work.path())?;
+    let spec = run_spec(opts, &a.command, work.path().to_path_buf())?;
+    let log = crash::CrashLog::new(work.path(), a.crash_points == "stores");
+    let (mut report, out) = execute_with(&spec, Some(log.clone()))?;
+    let log = std::rc::Rc::try_unwrap(log).map_err(|_| Fatal("internal: crash log still shared".into()))?.into_inner();
+    let plan = crash::Plan {
+        recover,
+        check,
+        base: RunSpec { analyses: vec!["none".into()], discard_output: true, ..spec.clone() },
+        // Recovery is allowed ten times the workload's instructions, and at least 100 million.
+        budget: out.instructions.saturating_mul(10).max(100_000_000).min(opts.max_instructions),
+        jobs: a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
+        max_images: a.max_images,
+        quiet: opts.quiet,
+    };
+    let tested = crash::test_all(&log, &plan)?;
+    let mut findings = report.findings.clone();
+    findings.extend(tested.findings);
+    report.findings = analyses::Finding::merge(findings);
+    report.crash = Some(report::CrashSummary {
+        crash_points: log.points.len() as u64,
+        images: tested.images,
+        unique_images: tested.unique_images,
+        recoveries: tested.recoveries,
+        failures: tested.failures,
+        sampled_points: tested.sampled_points,
+        max_space_log2: tested.max_space_log2,
+        recover: plan.recover.clone(),
+        check: plan.check.clone(),
+        crash_point_mode: a.crash_points.clone(),
+        max_images: a.max_images,
+    });
+    if !opts.quiet {
+        report::print_findings(&report.findings);
+        let c = report.crash.as_ref().expect("set above");
+        say!(
+            "ferrite: crash testing: {} crash points, {} images, {} unique, {} recoveries, {} failing{}",
+            c.crash_points,
+            c.images,
+            c.unique_images,
+            c.recoveries,
+            c.failures,
+            if c.sampled_points > 0 {
+                format!(" ({} points sampled; largest space 2^{:.1} images)", c.sampled_points, c.max_space_log2)
+            } else {
+                " (every image of every point)".to_string()
+            }
+        );
+    }
+    if let Some(path) = &opts.report {
+        report.write(path)?;
+    }
+    Ok(exit_status(out.end, report.findings.len(), opts.findings_exit_code))
+}
+
+/// Rebuilds a crash finding's image from a fresh workload run with its seed and recovers it.
+fn replay_crash(
+    spec: &RunSpec,
+    c: &report::CrashSummary,
+    f: &analyses::Finding,
+    image: &analyses::CrashImageRef,
+) -> Result<i32, Fatal> {
+    let work = tempfile::Builder::new().prefix("ferrite-crash-").tempdir()?;
+    copy_dir(&spec.pm_dir, work.path())?;
+    let spec = RunSpec { pm_dir: work.path().to_path_buf(), ..spec.clone() };
+    let log = crash::CrashLog::new(work.path(), c.crash_point_mode == "stores");
+    let (_, out) = execute_with(&spec, Some(log.clone()))?;
+    let log = std::rc::Rc::try_unwrap(log).map_err(|_| Fatal("internal: crash log still shared".into()))?.into_inner();
+    let points = log.point_data();
+    let Some(point) = points.get(image.point as usize) else {
+        say!("ferrite: replay diverged: the workload has {} crash points, not {}", points.len(), image.point + 1);
+        return Ok(1);
+    };
+    let Some(files) = crash::image_files(point, &image.choice, &log.file_paths) else {
+        say!("ferrite: replay diverged: crash point {} has another crash space", image.point);
+        return Ok(1);
+    };
+    let plan = crash::Plan {
+        recover: c.recover.clone(),
+        check: c.check.clone(),
+        base: RunSpec { analyses: vec!["none".into()], discard_output: false, ..spec.clone() },
+        budget: out.instructions.saturating_mul(10).max(100_000_000).min(spec.max_instructions),
+        jobs: 1,
+        max_images: c.max_images,
+        quiet: true,
+    };
+    match crash::recover(&plan, &files)? {
+        crash::Verdict::Failed { what, .. } => {
+            say!("ferrite: replay reproduced finding {}: {what}", f.id);
+            Ok(66)
+        }
+        crash::Verdict::Passed => {
+            say!("ferrite: replay diverged: recovery passed on the rebuilt crash image of finding {}", f.id);
+            Ok(1)
+        }
+    }
 }
 
 fn cmd_run(a: RunArgs) -> Result<i32, Fatal> {
@@ -316,6 +454,11 @@ fn cmd_replay(a: ReplayArgs) -> Result<i32, Fatal> {
         max_threads: orig.run.max_threads,
         discard_output: false,
     };
+    if let (Some(f), Some(c)) = (&wanted, &orig.crash) {
+        if let Some(image) = &f.crash_image {
+            return replay_crash(&spec, c, f, image);
+        }
+    }
     let (report, out) = execute(&spec)?;
     report::print_findings(&report.findings);
     if let Some(path) = &a.report_out {

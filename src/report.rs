@@ -13,6 +13,34 @@ pub struct Report {
     pub ferrite: String,
     pub run: RunInfo,
     pub findings: Vec<Finding>,
+    /// For `ferrite crash`: what crash testing covered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crash: Option<CrashSummary>,
+}
+
+/// What `ferrite crash` did.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct CrashSummary {
+    /// Distinct crash points of the workload run.
+    pub crash_points: u64,
+    /// Images tried over all points (before deduplication).
+    pub images: u64,
+    /// Images with distinct file contents.
+    pub unique_images: u64,
+    /// Recovery runs, minimisation included.
+    pub recoveries: u64,
+    /// Unique images whose recovery failed.
+    pub failures: u64,
+    /// Points whose space was sampled rather than enumerated.
+    pub sampled_points: u64,
+    /// log2 of the largest crash space met.
+    pub max_space_log2: f64,
+    /// How recovery was run, for replay.
+    pub recover: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Vec<String>>,
+    pub crash_point_mode: String,
+    pub max_images: usize,
 }
 
 /// How the guest ended: exactly one of `code`, `signal` or `hang`.

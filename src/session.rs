@@ -6,7 +6,11 @@
 //! trace hash (instruction count, system call number, arguments, result), so two runs with the
 //! same hash took the same path.
 
+use std::cell::RefCell;
 use std::path::PathBuf;
+use std::rc::Rc;
+
+use crate::crash::{CrashLog, Recorder};
 
 use analyses::{Finding, Frame, Location, Passes, RawFinding};
 use emu::sched::Point;
@@ -24,6 +28,7 @@ fn deadlock_finding(symbols: &Symbols, d: &Deadlock, seed: u64) -> Finding {
         message: format!("deadlock: all {} live threads are blocked and none can wake the others", d.threads.len()),
         seed,
         occurrences: 1,
+        crash_image: None,
         locations,
     }
 }
@@ -110,6 +115,7 @@ impl Symbols {
             seed,
             occurrences: raw.occurrences,
             locations,
+            crash_image: None,
         }
     }
 
@@ -124,6 +130,11 @@ impl Symbols {
 }
 
 pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
+    run_with(spec, None)
+}
+
+/// A run that also records crash points into `crash` (`ferrite crash`'s workload run).
+pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<RunOutcome, SessionError> {
     let name = spec.program.display().to_string();
     let bytes = std::fs::read(&spec.program).map_err(|e| SessionError::Program(name.clone(), e))?;
     let cwd = std::env::current_dir().map_err(SessionError::Cwd)?;
@@ -147,7 +158,10 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
         discard_output: spec.discard_output,
     });
     m.set_main_tid(k.current);
-    let passes = analyses::build(&spec.analyses).map_err(SessionError::Analyses)?;
+    let mut passes = analyses::build(&spec.analyses).map_err(SessionError::Analyses)?;
+    if let Some(log) = &crash {
+        passes.push(Box::new(Recorder(log.clone())));
+    }
     m.set_observer(Box::new(Passes::new(passes)));
     let argv: Vec<Vec<u8>> = spec.argv.iter().map(|a| a.clone().into_bytes()).collect();
     let envp: Vec<Vec<u8>> = spec.env.iter().map(|a| a.clone().into_bytes()).collect();
@@ -264,6 +278,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
                         message: format!("{name}: {what}"),
                         seed: spec.seed,
                         occurrences: 1,
+                        crash_image: None,
                         locations: vec![Location::from_backtrace("fault", m.tid(), bt)],
                     });
                     break GuestEnd::Exited(exit);
@@ -280,6 +295,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
                         ),
                         seed: spec.seed,
                         occurrences: 1,
+                        crash_image: None,
                         locations: vec![Location::from_backtrace("running", m.tid(), bt)],
                     });
                     break GuestEnd::Hang;
@@ -288,6 +304,29 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
         };
     // The run is over: the passes report what they saw (a hang is no end of the program, so
     // what is unpersisted at that moment is not reported).
+    if crash.is_some() && matches!(end, GuestEnd::Exited(_)) {
+        // The program's end is a crash point too: what it left unpersisted may be lost.
+        m.crash_point_here();
+    }
+    if let Some(log) = &crash {
+        let mut log = log.borrow_mut();
+        for p in &mut log.points {
+            let mut pcs = vec![p.pc];
+            pcs.extend(m.stacks().call_sites(p.stack));
+            p.frames = symbols.frames(&pcs);
+        }
+        let sites: Vec<(u64, (u64, emu::callstack::StackId))> = log.store_sites.iter().map(|(k, v)| (*k, *v)).collect();
+        for (id, (pc, stack)) in sites {
+            let mut pcs = vec![pc];
+            pcs.extend(m.stacks().call_sites(stack));
+            log.store_frames.insert(id, symbols.frames(&pcs));
+        }
+        for (host, id) in k.pm_files() {
+            if let Ok(rel) = std::path::Path::new(host).strip_prefix(&spec.pm_dir) {
+                log.file_paths.insert(*id, rel.to_path_buf());
+            }
+        }
+    }
     if let Some(obs) = m.take_observer() {
         let any: Box<dyn std::any::Any> = obs;
         if let Ok(mut passes) = any.downcast::<Passes>() {
@@ -317,6 +356,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
                 message: format!("{name}: {what}"),
                 seed: spec.seed,
                 occurrences: 1,
+                crash_image: None,
                 locations: vec![Location::from_backtrace("raised", tid, bt)],
             });
         }

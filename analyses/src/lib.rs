@@ -113,6 +113,7 @@ impl Observer for Passes {
             EventKind::SyncEnter(_) | EventKind::SyncReturn(_) | EventKind::ThreadCreate | EventKind::ThreadExit => {
                 Interest::SYNC
             }
+            EventKind::CrashPoint => Interest::CRASH,
             _ => Interest::STORES,
         };
         let pm_access = kind == Interest::LOADS || kind == Interest::STORES;
@@ -201,6 +202,18 @@ pub struct Finding {
     #[serde(default = "one")]
     pub occurrences: u64,
     pub locations: Vec<Location>,
+    /// For `crash` findings: which crash point and image of the workload run failed recovery,
+    /// so that `ferrite replay --finding` can rebuild it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crash_image: Option<CrashImageRef>,
+}
+
+/// A crash image of a workload run: the crash point's index and the value of each dimension of
+/// its crash space (see `emu::pm::CrashSpace`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CrashImageRef {
+    pub point: u32,
+    pub choice: Vec<u32>,
 }
 
 fn one() -> u64 {

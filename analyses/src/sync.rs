@@ -130,6 +130,38 @@ impl SyncAdapter {
     }
 }
 
+/// Which threads are inside a recognised synchronisation function (between its
+/// [`EventKind::SyncEnter`] and [`EventKind::SyncReturn`]): the memory accesses of the primitive
+/// itself (lock words, futex state, barrier counters) are not the program's and a detector that
+/// watches all memory ignores them. Counts nest; a thread's count is dropped when it exits.
+#[derive(Default, Debug)]
+pub struct SyncBracket {
+    depth: FxHashMap<u32, u32>,
+}
+
+impl SyncBracket {
+    /// Follows one event (call before translating it: a return ends the bracket first).
+    pub fn observe(&mut self, ev: &Event) {
+        match ev.kind {
+            EventKind::SyncEnter(_) => *self.depth.entry(ev.tid).or_insert(0) += 1,
+            EventKind::SyncReturn(_) => {
+                if let Some(d) = self.depth.get_mut(&ev.tid) {
+                    *d = d.saturating_sub(1);
+                }
+            }
+            EventKind::ThreadExit => {
+                self.depth.remove(&ev.tid);
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether `tid` is inside a synchronisation function now.
+    pub fn inside(&self, tid: u32) -> bool {
+        self.depth.get(&tid).is_some_and(|d| *d > 0)
+    }
+}
+
 /// A vector clock over thread ids (dense by first appearance, so clocks stay short).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct VectorClock(pub Vec<u32>);

@@ -26,6 +26,9 @@ impl Interest {
     /// Every load and store, DRAM included (`dev` is 0 outside PM). Costly: every access of the
     /// program calls into ferrite. Wanted by data-race and atomicity detectors.
     pub const MEMORY: Interest = Interest(16);
+    /// Crash points: just before every event that raises a persisted floor (a fence or locked
+    /// instruction with flushes or NT stores pending, a clflush, msync/fsync, a durable write).
+    pub const CRASH: Interest = Interest(32);
 
     pub fn has(self, other: Interest) -> bool {
         self.0 & other.0 != 0
@@ -57,6 +60,9 @@ pub enum EventKind {
     ThreadCreate,
     /// The running thread exits.
     ThreadExit,
+    /// A crash point: the device is about to make something durable (the event's PC is the
+    /// instruction or system call about to do it). Observers may take the crash space now.
+    CrashPoint,
 }
 
 /// One event. Addresses of flushes are the flushed address; fences have none.

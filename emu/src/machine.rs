@@ -214,6 +214,14 @@ impl HookState {
         self.sched.wants_switch(self.runnable_others)
     }
 
+    /// Tells the observer a crash point is here, before the device changes.
+    fn crash_point(&mut self, pc: u64) {
+        let ev = self.emit(EventKind::CrashPoint, pc, 0, 0, 0, 0, 0);
+        if let Some(o) = self.observer.as_mut() {
+            o.on_event(&ev, &self.pm);
+        }
+    }
+
     fn mix(&mut self, words: [u64; 4]) {
         for w in words {
             self.pm_hash = (self.pm_hash ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
@@ -484,6 +492,9 @@ fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Special) {
                 FlushOp::Clflushopt => FlushKind::Clflushopt,
                 FlushOp::Clwb => FlushKind::Clwb,
             };
+            if st.interest.has(Interest::CRASH) && kind == FlushKind::Clflush {
+                st.crash_point(pc);
+            }
             let out = st.pm.flush(st.tid, dev, kind);
             st.mix([1, dev, op as u64, u64::from(st.tid)]);
             if st.interest.has(Interest::PERSIST) {
@@ -510,6 +521,9 @@ fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Special) {
                 FenceOp::Mfence => FenceKind::Mfence,
                 FenceOp::Locked => FenceKind::Locked,
             };
+            if st.interest.has(Interest::CRASH) && st.pm.threads_with_pending().contains(&st.tid) {
+                st.crash_point(pc);
+            }
             let out = st.pm.fence(st.tid, kind);
             st.mix([2, op as u64, u64::from(st.tid), 0]);
             if st.interest.has(Interest::PERSIST) {
@@ -901,6 +915,15 @@ impl Machine {
         self.uc.get_data_mut().sync_fns = fns.into_iter().collect();
     }
 
+    /// A crash point at the current PC (program exit), if an observer wants crash points.
+    pub fn crash_point_here(&mut self) {
+        let pc = self.pc();
+        let st = self.uc.get_data_mut();
+        if st.interest.has(Interest::CRASH) {
+            st.crash_point(pc);
+        }
+    }
+
     /// Reports an event the kernel sees (thread creation and exit) to the observer, as made by
     /// the running thread at its current PC.
     pub fn emit_thread_event(&mut self, kind: EventKind, handle: u64, other: u64) {
@@ -1056,7 +1079,11 @@ impl Machine {
 
     /// fsync of a PM file, or the durable part of a `pwrite`: device range `[dev, dev + len)`.
     pub fn pm_persist_device(&mut self, dev: u64, len: u64) {
+        let pc = self.pc().wrapping_sub(2);
         let st = self.uc.get_data_mut();
+        if st.interest.has(Interest::CRASH) {
+            st.crash_point(pc);
+        }
         st.pm.persist_range(st.tid, dev, len);
         st.mix([4, dev, len, u64::from(st.tid)]);
     }

@@ -306,6 +306,11 @@ impl Kernel {
         })
     }
 
+    /// The PM files the guest mapped: host path → device file id.
+    pub fn pm_files(&self) -> &BTreeMap<String, u32> {
+        &self.proc.pm_files
+    }
+
     /// Records a refused feature by name (once), as for an unknown system call.
     pub(crate) fn note_named(&mut self, m: &Machine, nr: u64, name: &'static str) {
         if !self.unsupported.iter().any(|u| u.name == name) {

@@ -200,6 +200,11 @@ impl Ferrite {
         }
     }
 
+    /// `ferrite crash [opts] -- program args...` with `--env-clear`.
+    pub fn crash(program: &Path) -> Ferrite {
+        Ferrite { subcommand: "crash", ..Ferrite::run(program) }
+    }
+
     /// `ferrite replay <report> [opts]`.
     pub fn replay(report: &Path) -> Ferrite {
         Ferrite {

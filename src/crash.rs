@@ -1,0 +1,560 @@
+//! `ferrite crash`: every crash image the PM model allows at every crash point, recovered by
+//! running the program (or `--recover CMD`) on a private copy of the PM files.
+//!
+//! 1. **Workload run.** The program runs once, deterministically, with a recorder among its
+//!    passes. At every crash point (just before a fence or locked instruction with flushes or
+//!    NT stores pending, a clflush, msync/fsync or a durable write, and at exit; with
+//!    `--crash-points stores`, also after every PM store) the recorder takes the device's crash
+//!    space (each non-durable line's allowed versions, each pending NT chunk) and the PM files'
+//!    bytes. Consecutive identical states are recorded once.
+//! 2. **Images.** A point whose space has at most `--max-images` images is enumerated
+//!    exhaustively; a larger one is sampled, targeted images first: each line alone left at each
+//!    older version (a store persisted without the stores after it), then pairs of lines, up to
+//!    the limit, and the covered fraction is reported (log2 of the space).
+//! 3. **Recovery.** Each image is materialised as files (the point's PM files with the chosen
+//!    line versions written in), deduplicated by the hash of those bytes, and recovered once,
+//!    in parallel (`--jobs`), by a fresh deterministic run. It fails on a non-zero exit, a
+//!    signal (fault, abort), a deadlock, or a hang (an instruction budget from the workload's).
+//!    `--check CMD` runs a checker on the recovered files afterwards.
+//! 4. **Minimisation.** For a failing image, ddmin finds a smallest set of lines that must be
+//!    left unpersisted for recovery to fail; the finding names the crash point, those lines'
+//!    lost stores, and where recovery failed, and carries the point and image so that
+//!    `ferrite replay --finding` rebuilds it.
+//!
+//! Not yet: Jaaru-style constraint refinement (recovery reading open lines lazily), snapshots
+//! (recovery re-runs the program from its start), non-PM files "as of their last fsync".
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use analyses::{Analysis, CrashImageRef, Finding, Frame, Location, RawFinding};
+use emu::callstack::StackId;
+use emu::events::{Event, EventKind, Interest};
+use emu::pm::{CrashSpace, DimKind, PmDevice};
+use rustc_hash::FxHashMap;
+
+/// The PM files' contents at a crash point, by path relative to the PM directory.
+pub type Files = BTreeMap<PathBuf, Vec<u8>>;
+
+pub struct CrashPoint {
+    /// Instructions retired before the crash.
+    pub icount: u64,
+    pub pc: u64,
+    pub stack: StackId,
+    pub tid: u32,
+    /// Symbolised after the run.
+    pub frames: Vec<Frame>,
+    pub files: Rc<Files>,
+    pub space: CrashSpace,
+}
+
+/// What the recorder collects during the workload run.
+pub struct CrashLog {
+    pm_dir: PathBuf,
+    every_store: bool,
+    pub points: Vec<CrashPoint>,
+    /// Where each store came from, by store id.
+    pub store_sites: FxHashMap<u64, (u64, StackId)>,
+    /// Symbolised store sites, filled after the run.
+    pub store_frames: FxHashMap<u64, Vec<Frame>>,
+    /// PM file id → path relative to the PM directory.
+    pub file_paths: BTreeMap<u32, PathBuf>,
+    pub duplicates: u64,
+}
+
+impl CrashLog {
+    pub fn new(pm_dir: &Path, every_store: bool) -> Rc<RefCell<CrashLog>> {
+        Rc::new(RefCell::new(CrashLog {
+            pm_dir: pm_dir.to_path_buf(),
+            every_store,
+            points: Vec::new(),
+            store_sites: FxHashMap::default(),
+            store_frames: FxHashMap::default(),
+            file_paths: BTreeMap::new(),
+            duplicates: 0,
+        }))
+    }
+
+    fn snapshot_files(&self) -> Files {
+        let mut out = Files::new();
+        let mut stack = vec![self.pm_dir.clone()];
+        while let Some(dir) = stack.pop() {
+            let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+            for e in rd.flatten() {
+                let p = e.path();
+                match e.file_type() {
+                    Ok(t) if t.is_dir() => stack.push(p),
+                    Ok(t) if t.is_file() => {
+                        if let (Ok(rel), Ok(bytes)) = (p.strip_prefix(&self.pm_dir), std::fs::read(&p)) {
+                            out.insert(rel.to_path_buf(), bytes);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+
+    /// Records the device's state as a crash point.
+    pub fn record(&mut self, icount: u64, pc: u64, stack: StackId, tid: u32, device: &PmDevice) {
+        let space = device.crash_space();
+        let files = self.snapshot_files();
+        if let Some(last) = self.points.last() {
+            if *last.files == files && last.space == space {
+                self.duplicates += 1;
+                return;
+            }
+        }
+        let files = match self.points.last() {
+            Some(last) if *last.files == files => last.files.clone(),
+            _ => Rc::new(files),
+        };
+        self.points.push(CrashPoint { icount, pc, stack, tid, frames: Vec::new(), files, space });
+    }
+}
+
+/// The recorder, run as one more pass over the workload.
+pub struct Recorder(pub Rc<RefCell<CrashLog>>);
+
+impl Analysis for Recorder {
+    fn name(&self) -> &'static str {
+        "crash-recorder"
+    }
+
+    fn interest(&self) -> Interest {
+        Interest::CRASH.union(Interest::STORES)
+    }
+
+    fn on_event(&mut self, ev: &Event, device: &PmDevice) {
+        let mut log = self.0.borrow_mut();
+        match ev.kind {
+            EventKind::CrashPoint => log.record(ev.icount, ev.pc, ev.stack, ev.tid, device),
+            EventKind::Store | EventKind::NtStore | EventKind::RmwStore if ev.dev != 0 => {
+                if let Some(id) = ev.store {
+                    log.store_sites.entry(id.0).or_insert((ev.pc, ev.stack));
+                }
+                if log.every_store {
+                    log.record(ev.icount + 1, ev.pc, ev.stack, ev.tid, device);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(&mut self, _device: &PmDevice) -> Vec<RawFinding> {
+        Vec::new()
+    }
+}
+
+/// One image of one crash point: a value per dimension of its space.
+#[derive(Clone, Debug)]
+pub struct Image {
+    pub point: usize,
+    pub choice: Vec<u32>,
+}
+
+/// The choice where everything is persisted (every dimension at its newest value).
+fn persisted(space: &CrashSpace) -> Vec<u32> {
+    space.dims().iter().map(|d| d.size - 1).collect()
+}
+
+/// The images to try at one point: all of them if there are at most `max`, else targeted
+/// ones. Returns the images and whether the space was covered exhaustively.
+pub fn images_of(space: &CrashSpace, max: usize) -> (Vec<Vec<u32>>, bool) {
+    if space.is_empty() {
+        return (Vec::new(), true);
+    }
+    if let Some(n) = space.count() {
+        if n <= max as u128 {
+            return (space.enumerate().map(|(c, _)| c).collect(), true);
+        }
+    }
+    let full = persisted(space);
+    let mut out: Vec<Vec<u32>> = Vec::new();
+    let mut seen: BTreeSet<Vec<u32>> = BTreeSet::new();
+    let mut push = |c: Vec<u32>, out: &mut Vec<Vec<u32>>| {
+        if out.len() < max && seen.insert(c.clone()) {
+            out.push(c);
+        }
+    };
+    // Single dimensions at each older value: a line whose newest stores are lost while every
+    // other line persisted (a store persisted without the store it depends on).
+    for (i, d) in space.dims().iter().enumerate() {
+        for v in 0..d.size - 1 {
+            let mut c = full.clone();
+            c[i] = v;
+            push(c, &mut out);
+        }
+    }
+    // Pairs of dimensions at their oldest values.
+    'pairs: for i in 0..space.dims().len() {
+        for j in i + 1..space.dims().len() {
+            if out.len() >= max {
+                break 'pairs;
+            }
+            let mut c = full.clone();
+            c[i] = 0;
+            c[j] = 0;
+            push(c, &mut out);
+        }
+    }
+    push(space.oldest_choice(), &mut out);
+    (out, false)
+}
+
+/// What recovery needs of a crash point, shareable across worker threads.
+#[derive(Clone)]
+pub struct PointData {
+    pub files: Arc<Files>,
+    pub space: CrashSpace,
+}
+
+impl CrashLog {
+    /// The points as plain data for the recovery workers (files shared between equal points).
+    pub fn point_data(&self) -> Vec<PointData> {
+        let mut shared: Vec<(*const Files, Arc<Files>)> = Vec::new();
+        self.points
+            .iter()
+            .map(|p| {
+                let ptr = Rc::as_ptr(&p.files);
+                let files = match shared.iter().find(|s| s.0 == ptr) {
+                    Some(s) => s.1.clone(),
+                    None => {
+                        let a = Arc::new((*p.files).clone());
+                        shared.push((ptr, a.clone()));
+                        a
+                    }
+                };
+                PointData { files, space: p.space.clone() }
+            })
+            .collect()
+    }
+}
+
+/// The point's files with the image's line versions written in.
+pub fn image_files(point: &PointData, choice: &[u32], file_paths: &BTreeMap<u32, PathBuf>) -> Option<Files> {
+    let mut files: Files = (*point.files).clone();
+    for (line, content) in point.space.image(choice).ok()? {
+        let dev = line * 64;
+        let id = (dev >> emu::pm::FILE_SHIFT) as u32;
+        let off = (dev & ((1 << emu::pm::FILE_SHIFT) - 1)) as usize;
+        if let Some(bytes) = file_paths.get(&id).and_then(|p| files.get_mut(p)) {
+            if off < bytes.len() {
+                let n = (bytes.len() - off).min(64);
+                bytes[off..off + n].copy_from_slice(&content[..n]);
+            }
+        }
+    }
+    Some(files)
+}
+
+/// Writes files into `dir`.
+pub fn materialise(files: &Files, dir: &Path) -> std::io::Result<()> {
+    for (rel, bytes) in files {
+        let p = dir.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(p, bytes)?;
+    }
+    Ok(())
+}
+
+/// The hash of an image's files: equal hashes recover identically.
+pub fn files_key(files: &Files) -> String {
+    let mut h = blake3::Hasher::new();
+    for (rel, bytes) in files {
+        h.update(rel.as_os_str().as_encoded_bytes());
+        h.update(&(bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    }
+    h.finalize().to_hex().to_string()
+}
+
+/// Lines of an image that are not at their newest version, as dimension indices.
+pub fn stale_dims(space: &CrashSpace, choice: &[u32]) -> Vec<usize> {
+    space.dims().iter().enumerate().filter(|(i, d)| choice[*i] != d.size - 1).map(|(i, _)| i).collect()
+}
+
+/// The image with only `keep` of its stale dimensions left stale.
+pub fn with_only(space: &CrashSpace, choice: &[u32], keep: &[usize]) -> Vec<u32> {
+    let mut c = persisted(space);
+    for &i in keep {
+        c[i] = choice[i];
+    }
+    c
+}
+
+/// ddmin (Zeller & Hildebrandt): a 1-minimal subset of `items` on which `fails` holds, given
+/// that it holds on all of them; `budget` bounds the number of tests.
+pub fn ddmin(items: Vec<usize>, budget: usize, mut fails: impl FnMut(&[usize]) -> bool) -> Vec<usize> {
+    let mut cur = items;
+    let mut n = 2usize;
+    let mut tests = 0;
+    while cur.len() >= 2 && tests < budget {
+        let chunk = cur.len().div_ceil(n);
+        let parts: Vec<Vec<usize>> = cur.chunks(chunk).map(|c| c.to_vec()).collect();
+        let mut reduced = false;
+        for p in &parts {
+            tests += 1;
+            if fails(p) {
+                cur = p.clone();
+                n = 2;
+                reduced = true;
+                break;
+            }
+        }
+        if !reduced {
+            for i in 0..parts.len() {
+                let complement: Vec<usize> =
+                    parts.iter().enumerate().filter(|(j, _)| *j != i).flat_map(|(_, p)| p.clone()).collect();
+                tests += 1;
+                if fails(&complement) {
+                    cur = complement;
+                    n = (n - 1).max(2);
+                    reduced = true;
+                    break;
+                }
+            }
+        }
+        if !reduced {
+            if n >= cur.len() {
+                break;
+            }
+            n = (2 * n).min(cur.len());
+        }
+    }
+    cur
+}
+
+/// The locations of a crash finding: the crash point, the newest lost store of each minimised
+/// line, and where recovery failed.
+pub fn finding_for(
+    log: &CrashLog,
+    image: &Image,
+    minimal: &[usize],
+    verdict: &str,
+    recovery_locations: Vec<Location>,
+    seed: u64,
+) -> Finding {
+    let point = &log.points[image.point];
+    let mut locations = vec![Location::from_backtrace("crash point", point.tid, point.frames.clone())];
+    let mut lines_desc = Vec::new();
+    for &d in minimal {
+        let dim = point.space.dims()[d];
+        let ls = &point.space.lines()[dim.line_index];
+        let (file_id, off) =
+            ((dim.line * 64) >> emu::pm::FILE_SHIFT, (dim.line * 64) & ((1 << emu::pm::FILE_SHIFT) - 1));
+        let file = log.file_paths.get(&(file_id as u32)).map(|p| p.display().to_string()).unwrap_or_default();
+        let what = match dim.kind {
+            DimKind::Version => {
+                let lost = (ls.versions.len() - 1) as u32 - image.choice[d];
+                format!("{file}+{off:#x} without its last {lost} version(s)")
+            }
+            DimKind::Word(w) => format!("{file}+{:#x} (word {w}) at an older version", off + 8 * u64::from(w)),
+            DimKind::Chunk(_) => format!("{file}+{off:#x} without its pending non-temporal store"),
+        };
+        lines_desc.push(what);
+        if let Some(store) = ls.versions.last().and_then(|v| v.upto) {
+            if let Some(frames) = log.store_frames.get(&store.0) {
+                locations.push(Location::from_backtrace("lost store", point.tid, frames.clone()));
+            }
+        }
+    }
+    locations.extend(recovery_locations);
+    let at = point
+        .frames
+        .iter()
+        .find(|f| f.line.is_some())
+        .or(point.frames.first())
+        .map(|f| f.describe())
+        .unwrap_or_default();
+    Finding {
+        id: 0,
+        analysis: "crash".into(),
+        kind: "recovery-failed".into(),
+        message: format!(
+            "recovery failed ({verdict}) after a crash at instruction {} in {at} that left {} unpersisted: {}",
+            point.icount,
+            if minimal.len() == 1 { "one line".to_string() } else { format!("{} lines", minimal.len()) },
+            lines_desc.join(", ")
+        ),
+        seed,
+        occurrences: 1,
+        locations,
+        crash_image: Some(CrashImageRef {
+            point: image.point as u32,
+            choice: with_only(&point.space, &image.choice, minimal),
+        }),
+    }
+}
+
+/// How to test: the recovery and checker commands and the limits.
+pub struct Plan {
+    pub recover: Vec<String>,
+    pub check: Option<Vec<String>>,
+    /// The workload's run specification; recoveries change program, arguments and PM directory.
+    pub base: crate::session::RunSpec,
+    /// Instruction budget of one recovery (beyond it: a hang).
+    pub budget: u64,
+    pub jobs: usize,
+    pub max_images: usize,
+    pub quiet: bool,
+}
+
+/// What testing found and covered.
+#[derive(Default)]
+pub struct Tested {
+    pub findings: Vec<Finding>,
+    pub images: u64,
+    pub unique_images: u64,
+    pub recoveries: u64,
+    pub failures: u64,
+    pub sampled_points: u64,
+    pub max_space_log2: f64,
+}
+
+/// How one recovery ended.
+#[derive(Clone, Debug)]
+pub enum Verdict {
+    Passed,
+    Failed { what: String, locations: Vec<Location> },
+}
+
+impl Verdict {
+    fn failed(&self) -> bool {
+        matches!(self, Verdict::Failed { .. })
+    }
+}
+
+fn run_on(plan: &Plan, argv: &[String], dir: &Path) -> Result<crate::session::RunOutcome, crate::Fatal> {
+    let mut spec = plan.base.clone();
+    spec.program = PathBuf::from(&argv[0]);
+    spec.argv = argv.to_vec();
+    spec.pm_dir = dir.to_path_buf();
+    spec.max_instructions = plan.budget;
+    Ok(crate::session::run(&spec)?)
+}
+
+fn verdict_of(out: &crate::session::RunOutcome, who: &str) -> Verdict {
+    use crate::session::GuestEnd;
+    use syscalls::ProcessExit;
+    let what = match out.end {
+        GuestEnd::Exited(ProcessExit::Code(0)) => return Verdict::Passed,
+        GuestEnd::Exited(ProcessExit::Code(c)) => format!("{who} exited with status {c}"),
+        GuestEnd::Exited(ProcessExit::Signal(s)) => format!("{who} was killed by {}", emu::sig::name(s)),
+        GuestEnd::Hang => format!("{who} hung"),
+        GuestEnd::Deadlock => format!("{who} deadlocked"),
+    };
+    let locations = out
+        .findings
+        .iter()
+        .flat_map(|f| f.locations.iter().cloned())
+        .map(|mut l| {
+            l.role = format!("{who} {}", l.role);
+            l
+        })
+        .collect();
+    Verdict::Failed { what, locations }
+}
+
+/// Recovers one image's files in a private directory; runs the checker if recovery passed.
+pub fn recover(plan: &Plan, files: &Files) -> Result<Verdict, crate::Fatal> {
+    let dir = tempfile::Builder::new().prefix("ferrite-recovery-").tempdir()?;
+    materialise(files, dir.path())?;
+    let out = run_on(plan, &plan.recover, dir.path())?;
+    let v = verdict_of(&out, "recovery");
+    match (&v, &plan.check) {
+        (Verdict::Passed, Some(check)) => Ok(verdict_of(&run_on(plan, check, dir.path())?, "check")),
+        _ => Ok(v),
+    }
+}
+
+/// Tests every crash point of the workload run.
+pub fn test_all(log: &CrashLog, plan: &Plan) -> Result<Tested, crate::Fatal> {
+    use rayon::prelude::*;
+    let points = log.point_data();
+    let mut tested = Tested::default();
+    // Every image of every point, deduplicated by the bytes it leaves in the files.
+    let mut unique: BTreeMap<String, (usize, Vec<u32>, Files)> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    for (i, p) in points.iter().enumerate() {
+        tested.max_space_log2 = tested.max_space_log2.max(p.space.count_log2());
+        let (images, exhaustive) = images_of(&p.space, plan.max_images);
+        if !exhaustive {
+            tested.sampled_points += 1;
+        }
+        // The image where nothing was lost is the point's own state: recovery must pass on it
+        // too (it is what a crash right there with everything flushed leaves).
+        let mut all = images;
+        all.push(persisted(&p.space));
+        for choice in all {
+            tested.images += 1;
+            let Some(files) = image_files(p, &choice, &log.file_paths) else { continue };
+            let key = files_key(&files);
+            if !unique.contains_key(&key) {
+                order.push(key.clone());
+                unique.insert(key, (i, choice, files));
+            }
+        }
+    }
+    tested.unique_images = unique.len() as u64;
+    let bar =
+        if plan.quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(order.len() as u64) };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("recovering {pos}/{len} crash images [{bar:30}] {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let failing = std::sync::atomic::AtomicU64::new(0);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(plan.jobs.max(1))
+        .build()
+        .map_err(|e| crate::Fatal(format!("cannot start {} recovery workers: {e}", plan.jobs)))?;
+    let verdicts: Vec<Result<Verdict, crate::Fatal>> = pool.install(|| {
+        order
+            .par_iter()
+            .map(|key| {
+                let v = recover(plan, &unique[key].2);
+                if matches!(v, Ok(Verdict::Failed { .. })) {
+                    let n = failing.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                    bar.set_message(format!("{n} failing"));
+                }
+                bar.inc(1);
+                v
+            })
+            .collect()
+    });
+    bar.finish_and_clear();
+    tested.recoveries = order.len() as u64;
+    for (key, v) in order.iter().zip(verdicts) {
+        let Verdict::Failed { what, locations } = v? else { continue };
+        tested.failures += 1;
+        let (point, choice, _) = &unique[key];
+        let p = &points[*point];
+        // The smallest set of lines that must stay unpersisted for recovery to fail.
+        let stale = stale_dims(&p.space, choice);
+        let mut errors = None;
+        let minimal = ddmin(stale.clone(), 24, |keep| {
+            let c = with_only(&p.space, choice, keep);
+            let Some(files) = image_files(p, &c, &log.file_paths) else { return false };
+            tested.recoveries += 1;
+            match recover(plan, &files) {
+                Ok(v) => v.failed(),
+                Err(e) => {
+                    errors = Some(e);
+                    false
+                }
+            }
+        });
+        if let Some(e) = errors {
+            return Err(e);
+        }
+        let image = Image { point: *point, choice: choice.clone() };
+        tested.findings.push(finding_for(log, &image, &minimal, &what, locations, plan.base.seed));
+    }
+    Ok(tested)
+}
