@@ -8,7 +8,7 @@ use emu::pm::PmDevice;
 use rustc_hash::FxHashMap;
 
 use crate::sync::{Edges, HappensBefore, Mode, SyncAdapter, SyncBracket, SyncOp, VectorClock};
-use crate::{Analysis, RawFinding, RawLocation};
+use crate::{Analysis, CodeInfo, RawFinding, RawLocation};
 
 /// Bytes per granule: MTE's tag granule, the unit whose owner the pass records.
 const GRANULE: u64 = 16;
@@ -208,24 +208,24 @@ impl Default for Options {
 }
 
 impl Options {
-    /// Options from `FERRITE_HMTRACE` (comma-separated: `no-ilu`), until the command line has
-    /// its own.
-    pub fn from_env() -> Options {
+    /// Parses `--analyses hmtrace:KEY=VALUE[:KEY=VALUE]...`: `ilu=on|off`.
+    pub fn parse(spec: &str) -> Result<Options, String> {
         let mut o = Options::default();
-        if let Ok(v) = std::env::var("FERRITE_HMTRACE") {
-            for w in v.split(',').map(str::trim) {
-                if w == "no-ilu" {
-                    o.ilu = false;
-                }
+        for kv in spec.split(':').filter(|s| !s.is_empty()) {
+            let (k, v) = kv.split_once('=').ok_or_else(|| format!("`{kv}`: expected KEY=VALUE"))?;
+            match k {
+                "ilu" => o.ilu = crate::oscs::on_off(k, v)?,
+                _ => return Err(format!("unknown hmtrace option `{k}` (ilu)")),
             }
         }
-        o
+        Ok(o)
     }
 }
 
 /// The `hmtrace` pass.
 pub struct Hmtrace {
     opts: Options,
+    code: CodeInfo,
     adapter: SyncAdapter,
     bracket: SyncBracket,
     hb: HappensBefore,
@@ -264,6 +264,7 @@ impl Hmtrace {
     pub fn new(opts: Options) -> Hmtrace {
         Hmtrace {
             opts,
+            code: CodeInfo::default(),
             adapter: SyncAdapter::default(),
             bracket: SyncBracket::default(),
             hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: false }),
@@ -356,6 +357,8 @@ impl Hmtrace {
         let tid = ev.tid;
         let write = !matches!(ev.kind, EventKind::Load);
         let locked = matches!(ev.kind, EventKind::RmwStore);
+        // Library internals take part only through their synchronisation.
+        let library = self.code.is_library(ev.pc);
         let (lo, hi) = (ev.addr, ev.addr.saturating_add(u64::from(ev.size.max(1))));
         let mut gi = lo >> GRANULE_SHIFT;
         while gi << GRANULE_SHIFT < hi {
@@ -386,7 +389,7 @@ impl Hmtrace {
                     self.apply(tid, op);
                 }
                 let plain = m & !sync;
-                if plain != 0 {
+                if plain != 0 && !library {
                     self.check(ev, gi, plain, write);
                 }
             }
@@ -432,7 +435,7 @@ impl Hmtrace {
                     if !self.locks.excludes(e.ls, ls) {
                         found.push(("data-race", *e, both));
                     }
-                } else if self.opts.ilu && (e.ls != 0 || ls != 0) && !self.locks.common(e.ls, ls) {
+                } else if self.opts.ilu && e.ls != 0 && ls != 0 && !self.locks.common(e.ls, ls) {
                     found.push(("inconsistent-lock-usage", *e, both));
                 }
             }
@@ -530,6 +533,10 @@ impl Analysis for Hmtrace {
         }
     }
 
+    fn set_code(&mut self, code: &CodeInfo) {
+        self.code = code.clone().sorted();
+    }
+
     fn finish(&mut self, _device: &PmDevice) -> Vec<RawFinding> {
         let mut out = Vec::new();
         for ((kind, first, second), r) in std::mem::take(&mut self.reports) {
@@ -553,8 +560,8 @@ impl Analysis for Hmtrace {
                 )
             } else {
                 format!(
-                    "inconsistent lock usage: reads by thread {} and thread {} of {} byte(s) at {:#x} hold no \
-                     lock in common although one of them holds a lock",
+                    "inconsistent lock usage: reads by thread {} and thread {} of {} byte(s) at {:#x}, not \
+                     ordered by happens-before, each holding locks but none in common",
                     r.first_tid, r.second_tid, r.len, r.addr
                 )
             };

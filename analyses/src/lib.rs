@@ -11,8 +11,12 @@
 //! caller symbolises them. [`Passes`] runs the selected analyses side by side over one execution
 //! as the machine's single [`Observer`], so the machine builds only events some pass wants.
 
+pub mod hawkset;
+pub mod hmtrace;
+pub mod oscs;
 pub mod sync;
 pub mod unpersisted;
+pub mod vardalith;
 
 use emu::callstack::StackId;
 use emu::events::{Event, Interest, Observer};
@@ -46,17 +50,77 @@ pub trait Analysis {
     fn on_event(&mut self, ev: &Event, device: &PmDevice);
     /// The run is over (every thread has exited); report.
     fn finish(&mut self, device: &PmDevice) -> Vec<RawFinding>;
+    /// What is known of the program's code (before the first event); passes that watch all
+    /// memory use it to leave library internals out.
+    fn set_code(&mut self, _code: &CodeInfo) {}
+}
+
+/// The program's code as the session knows it from symbols and the line table.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CodeInfo {
+    /// `[start, end)` ranges of library code: functions without source lines (libc, the
+    /// dynamic linker), whose internal accesses are not the program's own.
+    pub library: Vec<(u64, u64)>,
+    /// `[start, end)` ranges of the memory and string functions (memcpy, memmove, memset,
+    /// strcpy, ... and their ifunc variants): their accesses count as their caller's.
+    pub copy: Vec<(u64, u64)>,
+}
+
+impl CodeInfo {
+    fn within(ranges: &[(u64, u64)], pc: u64) -> bool {
+        let i = ranges.partition_point(|r| r.0 <= pc);
+        i > 0 && pc < ranges[i - 1].1
+    }
+
+    /// Sorts the ranges (call once before [`CodeInfo::is_library`]).
+    pub fn sorted(mut self) -> CodeInfo {
+        self.library.sort_unstable();
+        self.copy.sort_unstable();
+        self
+    }
+
+    /// Whether an access at `pc` is a library's own (not a copy made for the caller).
+    pub fn is_library(&self, pc: u64) -> bool {
+        !self.library.is_empty() && CodeInfo::within(&self.library, pc) && !CodeInfo::within(&self.copy, pc)
+    }
 }
 
 /// Names of the analyses `--analyses` accepts.
-pub const AVAILABLE: &[&str] = &["unpersisted"];
+///
+/// A name may carry options for its pass after a colon, `NAME:KEY=VALUE[:KEY=VALUE]...`
+/// (`hawkset:irh=0`, `vardalith:mode=hb`); each pass documents its keys.
+pub const AVAILABLE: &[&str] = &["hawkset", "hmtrace", "oscs", "unpersisted", "vardalith"];
+
+/// Analyses `all` leaves out until asked for by name: they watch every memory access (a costly
+/// hook on every load and store) and report on DRAM-only programs too.
+pub const OPT_IN: &[&str] = &["hmtrace", "oscs"];
 
 /// Builds the analyses named in `names` (`all` selects every one, `none` nothing).
 pub fn build(names: &[String]) -> Result<Vec<Box<dyn Analysis>>, String> {
     let mut wanted: Vec<&'static str> = Vec::new();
+    // Options given as `NAME:KEY=VALUE...`, checked here, applied when the pass is built.
+    let mut specs: std::collections::HashMap<&'static str, String> = std::collections::HashMap::new();
     for n in names {
+        if let Some((base, spec)) = n.split_once(':') {
+            let Some(a) = AVAILABLE.iter().find(|a| **a == base) else {
+                return Err(format!(
+                    "unknown analysis `{base}` (available: {}, or all, or none)",
+                    AVAILABLE.join(", ")
+                ));
+            };
+            match *a {
+                "hawkset" => hawkset::HawksetOptions::parse(spec).map(|_| ())?,
+                "vardalith" => vardalith::VardalithOptions::parse(spec).map(|_| ())?,
+                "hmtrace" => hmtrace::Options::parse(spec).map(|_| ())?,
+                "oscs" => oscs::Options::parse(spec).map(|_| ())?,
+                _ => return Err(format!("analysis `{a}` takes no options")),
+            }
+            wanted.push(a);
+            specs.insert(a, spec.to_string());
+            continue;
+        }
         match n.as_str() {
-            "all" => wanted.extend(AVAILABLE),
+            "all" => wanted.extend(AVAILABLE.iter().filter(|a| !OPT_IN.contains(a))),
             "none" | "" => {}
             n => match AVAILABLE.iter().find(|a| **a == n) {
                 Some(a) => wanted.push(a),
@@ -74,6 +138,19 @@ pub fn build(names: &[String]) -> Result<Vec<Box<dyn Analysis>>, String> {
     Ok(wanted
         .into_iter()
         .map(|w| match w {
+            "hmtrace" => Box::new(hmtrace::Hmtrace::new(
+                hmtrace::Options::parse(specs.get("hmtrace").map_or("", |s| s)).unwrap_or_default(),
+            )) as Box<dyn Analysis>,
+            "oscs" => Box::new(oscs::Oscs::new(oscs::Options::parse(specs.get("oscs").map_or("", |s| s)).unwrap_or_default()))
+                as Box<dyn Analysis>,
+            "hawkset" => {
+                Box::new(hawkset::Hawkset::from_spec(specs.get("hawkset").map_or("", |s| s)).unwrap_or_default())
+                    as Box<dyn Analysis>
+            }
+            "vardalith" => {
+                Box::new(vardalith::Vardalith::from_spec(specs.get("vardalith").map_or("", |s| s)).unwrap_or_default())
+                    as Box<dyn Analysis>
+            }
             _ => Box::new(unpersisted::Unpersisted::default()) as Box<dyn Analysis>,
         })
         .collect())
@@ -95,6 +172,13 @@ impl Passes {
 
     pub fn finish(&mut self, device: &PmDevice) -> Vec<RawFinding> {
         self.passes.iter_mut().flat_map(|(_, p)| p.finish(device)).collect()
+    }
+
+    /// Hands every pass what is known of the program's code.
+    pub fn set_code(&mut self, code: &CodeInfo) {
+        for (_, p) in &mut self.passes {
+            p.set_code(code);
+        }
     }
 }
 

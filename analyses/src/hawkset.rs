@@ -1,0 +1,1426 @@
+//! `hawkset`: persistence-induced races predicted from one execution with PM-aware, timed
+//! locksets (Oliveira, Gonçalves & Matos, *HawkSet: Automatic, Application-Agnostic, and Efficient
+//! Concurrent PM Bug Detection*, EuroSys 2025; digest `shared/docs/digests/000_hawkset.md`).
+//!
+//! # The bug
+//! A *persistence-induced race* (the paper's Definition 1): thread T2 loads a PM value that
+//! thread T1 stored and that is not yet guaranteed durable. If T2 acts on the value (answers a
+//! client, derives another PM store from it) and the machine then crashes before T1's persist,
+//! the effect survives and its cause does not. Such code can be free of data races: the store
+//! and the load may both hold the same mutex (Fig. 1c: the persist is just outside the critical
+//! section). Only store→load pairs count; store–store pairs carry no causal dependency (§3.1.1).
+//!
+//! # The algorithm
+//! HawkSet does not need to observe the racy interleaving. For every PM store it computes the
+//! **effective lockset**: the locks held continuously from the store until the end of its
+//! *window*, which ends when the writer makes the store durable (its own flush, then its own
+//! fence: [`DurabilityRule::Own`], the paper's worst-case cache), or when the writer overwrites
+//! the bytes, or when the writer exits. A lock counts only if it is held *in the same
+//! acquisition* at both ends: each thread numbers its acquisitions (try-locks included) and each
+//! held lock carries its number, so unlock–relock between the store and the persist (Fig. 2b)
+//! leaves the lock out (*timed locksets*, §3.1.2). Every PM load records the thread's lockset.
+//! At the end of the run a store record and a load record race when
+//! - they are by different threads and share at least one byte (size-aware: an 8-byte store and
+//!   a 4-byte load at offset 4 share bytes 4..7);
+//! - their vector clocks are concurrent, where clocks advance **only at thread creation and
+//!   join** (§3.1.2; locks, condition variables, semaphores and barriers order nothing here:
+//!   lock protection is the lockset's business), and the store's clock is taken at the **end**
+//!   of its window: a store made before `pthread_create` but persisted after it races with the
+//!   new thread (Fig. 3, Store3/Persist3);
+//! - no lock is in both the store's effective lockset and the load's lockset (timestamps are
+//!   ignored across threads; a read-write lock protects unless both hold it shared).
+//!
+//! The **initialization removal heuristic** (IRH, §3.1.3) drops stores that were made durable
+//! before any second thread touched their bytes: fresh memory is commonly initialised without
+//! a lock, persisted, and only then published. Publication is tracked per byte; with threshold N
+//! (`irh=N`, default 1, 0 disables) a byte is published when N+1 distinct threads have accessed
+//! it. Loads are filtered when they happen (the publishing access itself is kept); stores are
+//! filtered *when their window closes by a persist*, so a store still pending when another
+//! thread touches its bytes survives, and stores that were never persisted (overwritten, or
+//! left at exit) always survive.
+//!
+//! Reports are grouped like HawkSet's: by (store site, site that ended the window, whether the
+//! store had been flushed), each with the loads that race with it. A finding's locations are the
+//! `store`, then the `fence` that persisted it (or the `overwrite` that replaced it; none when the
+//! thread exited with the store pending), then up to [`MAX_LOADS`] racing `load`s.
+//!
+//! # Definitions and choices where the paper is open
+//! - **Acquire and release** come from [`SyncAdapter`]: an acquisition when a lock call returns
+//!   successfully, a release when an unlock call is entered. Mutexes, spinlocks, read-write locks
+//!   (shared or exclusive), the mutex of a condition wait, and custom lock functions from the
+//!   user's configuration ([`emu::sync::SyncKind::CustomAcquire`] and friends) are all locks.
+//!   Recursive acquisitions are kept as separate entries.
+//! - **Fences** are `sfence`, `mfence` and every locked instruction or `xchg` with memory, on PM
+//!   or not, as the device treats them; a PM-targeted locked RMW is first a fence, then a store
+//!   (its own implicit fence does not persist it). `clflush` persists at once under the default
+//!   `--flush-model intel`; under `strict` it needs a fence, as in HawkSet's code.
+//! - **Durability** is asked of the device rather than re-simulated: after a flush or fence of
+//!   the writer, a byte's window is closed when the device says it is durable by the chosen rule
+//!   ([`DurabilityRule::Own`] by default; `persist_owner=any` switches to the hardware rule,
+//!   where any thread's flush and that thread's fence persist what was visible). A byte whose
+//!   latest store now belongs to another thread is closed when its writer flushed and fenced it
+//!   (HawkSet's per-thread cache).
+//! - **Non-temporal stores** (`nt=paper`, the default): the NT store's data is recorded as
+//!   already flushed, so it is durable at the writer's next fence, as the paper says ("require a
+//!   fence"). `nt=source` follows HawkSet's code: the NT store only flushes its line and its data
+//!   is not recorded.
+//! - **A fence inside an unlock call** (`unlock_fence=on`, the default): glibc releases a mutex or
+//!   rwlock with a locked instruction, which is also a fence, so a `clwb` just before
+//!   `pthread_mutex_unlock` is persisted by the very instruction that releases the lock; no other
+//!   thread can acquire the lock in between. Such a fence is credited with the lockset held
+//!   before the release. HawkSet itself sees the release at the call's entry and would report it;
+//!   `unlock_fence=off` restores that.
+//! - **Records left at exit** (`unpersisted=on`, the default, which the paper's evaluation
+//!   scripts pass as `-unpersisted`): a store overwritten by its own thread before being
+//!   persisted, or still pending when its thread exits (or when the program ends), is a record
+//!   whose window ended there; with `unpersisted=off` such stores are never reported.
+//! - **msync, fsync and durable pwrite** persist without an event in the stream; a store they
+//!   made durable is noticed at its thread's next flush or fence or at its exit, and its window
+//!   is closed there.
+//!
+//! # What it can miss
+//! It is predictive only over the accesses this run executed: code paths not taken, and loads of
+//! bytes no other thread stored to in this run, are not checked. Locks taken by inlined code or
+//! hand-written spin loops that are not named as custom locks look like no lock at all (more
+//! reports, not fewer). The IRH can hide a real race when the first thread persisted a store
+//! before a second thread ever touched the bytes, yet a third thread later reads them while that
+//! first thread rewrites them — the rewrite is kept; only the pre-publication stores are dropped.
+//!
+//! # Sources of false positives, and the options for them
+//! A report means "no lock and no create/join edge orders this load after the persist". It is
+//! not proof that the race can happen:
+//! - **Other synchronisation**: semaphores, condition variables, barriers, flags and atomics
+//!   order nothing for HawkSet (guest `pi_sem_persist`). Vardalith's windows do honour them.
+//! - **Lock-free code**: loads that are correct by design (validated by a version, a CAS) race
+//!   with every persisted store; HawkSet's authors classify these as benign by hand.
+//! - **Memory reuse**: memory freed and reallocated is already published, so its unlocked
+//!   re-initialisation is reported (the paper's memcached FPs).
+//! - **Flush-on-read**: a reader that flushes what it read is safe under the hardware rule;
+//!   `persist_owner=any` accepts it.
+//! - **CAS-based locks** not named as custom locks.
+
+use std::collections::BTreeMap;
+
+use emu::callstack::StackId;
+use emu::decode::FlushOp;
+use emu::events::{Event, EventKind, Interest};
+use emu::pm::{DurabilityRule, PmDevice, LINE_SIZE};
+use emu::sync::SyncKind;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::sync::{Edges, HappensBefore, Mode, SyncAdapter, SyncOp, VectorClock};
+use crate::{Analysis, RawFinding, RawLocation};
+
+/// At most this many racing load sites are listed per finding (all are counted).
+pub const MAX_LOADS: usize = 8;
+
+/// A program point: PC and interned call stack.
+pub(crate) type Site = (u64, StackId);
+
+/// How non-temporal stores are treated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NtSemantics {
+    /// The NT store's data is pending as if already flushed: durable at the writer's next fence.
+    Paper,
+    /// HawkSet's code: the NT store flushes its line; its own data is not recorded.
+    Source,
+}
+
+/// The pass's options; see the module documentation. Set from `--analyses
+/// hawkset:irh=0:unpersisted=off` (see [`HawksetOptions::parse`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HawksetOptions {
+    /// Initialization removal heuristic: a byte is published once `irh + 1` distinct threads
+    /// have accessed it; 0 disables the heuristic.
+    pub irh: u32,
+    /// Report stores whose window ended without a persist (overwritten, or pending at exit).
+    pub unpersisted: bool,
+    /// Whose flush and fence make a store durable.
+    pub persist_owner: DurabilityRule,
+    pub nt: NtSemantics,
+    /// A fence executed inside an unlock call persists under the lockset held before the unlock.
+    pub unlock_fence: bool,
+}
+
+impl Default for HawksetOptions {
+    fn default() -> Self {
+        HawksetOptions {
+            irh: 1,
+            unpersisted: true,
+            persist_owner: DurabilityRule::Own,
+            nt: NtSemantics::Paper,
+            unlock_fence: true,
+        }
+    }
+}
+
+/// Splits `key=value:key=value` (an empty string is no option).
+pub(crate) fn option_pairs(spec: &str) -> Result<Vec<(&str, &str)>, String> {
+    spec.split(':')
+        .filter(|s| !s.is_empty())
+        .map(|kv| kv.split_once('=').ok_or_else(|| format!("option `{kv}` is not KEY=VALUE")))
+        .collect()
+}
+
+pub(crate) fn parse_bool(key: &str, v: &str) -> Result<bool, String> {
+    match v {
+        "on" | "true" | "1" | "yes" => Ok(true),
+        "off" | "false" | "0" | "no" => Ok(false),
+        _ => Err(format!("{key}={v}: expected on or off")),
+    }
+}
+
+pub(crate) fn parse_owner(key: &str, v: &str) -> Result<DurabilityRule, String> {
+    match v {
+        "own" | "writer" => Ok(DurabilityRule::Own),
+        "any" | "hw" => Ok(DurabilityRule::Hw),
+        _ => Err(format!("{key}={v}: expected own or any")),
+    }
+}
+
+impl HawksetOptions {
+    /// Parses `irh=N`, `unpersisted=on|off`, `persist_owner=own|any`, `nt=paper|source`,
+    /// `unlock_fence=on|off`, separated by `:`.
+    pub fn parse(spec: &str) -> Result<HawksetOptions, String> {
+        let mut o = HawksetOptions::default();
+        for (k, v) in option_pairs(spec)? {
+            match k {
+                "irh" => o.irh = v.parse().map_err(|_| format!("irh={v}: expected a number"))?,
+                "unpersisted" => o.unpersisted = parse_bool(k, v)?,
+                "persist_owner" => o.persist_owner = parse_owner(k, v)?,
+                "nt" => {
+                    o.nt = match v {
+                        "paper" => NtSemantics::Paper,
+                        "source" => NtSemantics::Source,
+                        _ => return Err(format!("nt={v}: expected paper or source")),
+                    }
+                }
+                "unlock_fence" => o.unlock_fence = parse_bool(k, v)?,
+                _ => {
+                    return Err(format!(
+                        "unknown hawkset option `{k}` (irh, unpersisted, persist_owner, nt, unlock_fence)"
+                    ))
+                }
+            }
+        }
+        Ok(o)
+    }
+}
+
+/// Interns values as dense ids.
+#[derive(Debug)]
+pub(crate) struct Interner<T: std::hash::Hash + Eq + Clone> {
+    ids: FxHashMap<T, u32>,
+    pub(crate) values: Vec<T>,
+}
+
+impl<T: std::hash::Hash + Eq + Clone> Default for Interner<T> {
+    fn default() -> Self {
+        Interner { ids: FxHashMap::default(), values: Vec::new() }
+    }
+}
+
+impl<T: std::hash::Hash + Eq + Clone> Interner<T> {
+    pub(crate) fn id(&mut self, v: T) -> u32 {
+        if let Some(&id) = self.ids.get(&v) {
+            return id;
+        }
+        let id = self.values.len() as u32;
+        self.values.push(v.clone());
+        self.ids.insert(v, id);
+        id
+    }
+
+    pub(crate) fn get(&self, id: u32) -> &T {
+        &self.values[id as usize]
+    }
+}
+
+/// The line pieces of an access: `(line, byte mask within the line)`.
+pub(crate) fn pieces(dev: u64, size: u32) -> impl Iterator<Item = (u64, u64)> {
+    let end = dev + u64::from(size.max(1));
+    let mut a = dev;
+    std::iter::from_fn(move || {
+        if a >= end {
+            return None;
+        }
+        let line = a / LINE_SIZE;
+        let lo = a % LINE_SIZE;
+        let n = (LINE_SIZE - lo).min(end - a);
+        a += n;
+        let mask = if n == 64 { u64::MAX } else { ((1u64 << n) - 1) << lo };
+        Some((line, mask))
+    })
+}
+
+/// Of the bytes `mask` of `line` that thread `writer` stored, those that are durable now: durable
+/// by `rule` on the device, or (when the writer has flushed them and is fencing now,
+/// `owner_fenced`) bytes whose latest store is another thread's, which the writer's flush and
+/// fence covered.
+pub(crate) fn durable_bytes(
+    device: &PmDevice,
+    rule: DurabilityRule,
+    line: u64,
+    mask: u64,
+    writer: u32,
+    owner_fenced: bool,
+) -> u64 {
+    let base = line * LINE_SIZE;
+    // Fast path: one contiguous run, all durable.
+    let lo = mask.trailing_zeros() as u64;
+    let hi = 64 - mask.leading_zeros() as u64;
+    if device.durable(rule, base + lo, hi - lo) {
+        return mask;
+    }
+    let mut out = 0;
+    let mut m = mask;
+    while m != 0 {
+        let b = m.trailing_zeros() as u64;
+        m &= m - 1;
+        let a = base + b;
+        let ok =
+            device.durable(rule, a, 1) || (owner_fenced && device.persist_info(a).is_some_and(|i| i.writer != writer));
+        if ok {
+            out |= 1 << b;
+        }
+    }
+    out
+}
+
+/// Which operations are releases for [`HawksetOptions::unlock_fence`]: the unlock-like calls.
+pub(crate) fn is_release_call(kind: SyncKind) -> bool {
+    matches!(
+        kind,
+        SyncKind::MutexUnlock
+            | SyncKind::RwUnlock
+            | SyncKind::SpinUnlock
+            | SyncKind::CustomRelease
+            | SyncKind::CondWait
+    )
+}
+
+/// A lock held by a thread, with the thread's acquisition number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Held {
+    lock: u64,
+    mode: Mode,
+    ts: u32,
+}
+
+/// A store not yet out of its window: bytes `mask` of its line.
+#[derive(Clone, Copy, Debug)]
+struct Piece {
+    tid: u32,
+    mask: u64,
+    site: Site,
+    /// Timed lockset (id) at the store.
+    ls: u32,
+    /// The writer flushed these bytes after the store (or it was an NT store).
+    flushed: bool,
+}
+
+/// What ended a store's window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum End {
+    /// A fence (or clflush) made it durable.
+    Fence(Site),
+    /// The writer stored to the bytes again first.
+    Overwrite(Site),
+    /// The writer exited (or the program ended) with the store pending.
+    Exit,
+    /// Durable without a fence the pass saw (msync, fsync), noticed at exit.
+    Durable,
+}
+
+/// A store whose window has ended, deduplicated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct StoreRec {
+    line: u64,
+    mask: u64,
+    tid: u32,
+    site: Site,
+    end: End,
+    flushed: bool,
+    /// Effective lockset (untimed id).
+    eff: u32,
+    /// Writer's clock at the end of the window.
+    vc: u32,
+}
+
+/// A load, deduplicated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct LoadRec {
+    line: u64,
+    mask: u64,
+    tid: u32,
+    site: Site,
+    /// Lockset (untimed id).
+    ls: u32,
+    vc: u32,
+}
+
+#[derive(Default, Debug)]
+struct Thread {
+    held: Vec<Held>,
+    acquisitions: u32,
+    /// Cached ids of the current timed lockset and vector clock.
+    ls: Option<u32>,
+    vc: Option<u32>,
+    /// Inside an unlock call: the timed lockset before the release.
+    pre_release: Option<u32>,
+    /// Lines where the thread has pending pieces.
+    lines: FxHashSet<u64>,
+    /// Lines flushed (or NT-stored) since the thread's last fence: what its next fence checks.
+    flushed: FxHashSet<u64>,
+    exited: bool,
+}
+
+/// Publication state of one line for the IRH.
+#[derive(Default, Debug)]
+struct IrhLine {
+    published: u64,
+    /// Threads that touched unpublished bytes, with those bytes.
+    seen: Vec<(u32, u64)>,
+}
+
+pub struct Hawkset {
+    opts: HawksetOptions,
+    sync: SyncAdapter,
+    hb: HappensBefore,
+    threads: FxHashMap<u32, Thread>,
+    timed: Interner<Vec<Held>>,
+    plain: Interner<Vec<(u64, Mode)>>,
+    clocks: Interner<Vec<u32>>,
+    inter: FxHashMap<(u32, u32), u32>,
+    pending: FxHashMap<u64, Vec<Piece>>,
+    irh: FxHashMap<u64, IrhLine>,
+    stores: FxHashMap<StoreRec, u64>,
+    loads: FxHashMap<LoadRec, u64>,
+    ops: Vec<SyncOp>,
+}
+
+impl Default for Hawkset {
+    fn default() -> Self {
+        Hawkset::new(HawksetOptions::default())
+    }
+}
+
+impl Hawkset {
+    pub fn new(opts: HawksetOptions) -> Hawkset {
+        Hawkset {
+            opts,
+            sync: SyncAdapter::default(),
+            hb: HappensBefore::new(Edges { create_join: true, objects: false, locks: false }),
+            threads: FxHashMap::default(),
+            timed: Interner::default(),
+            plain: Interner::default(),
+            clocks: Interner::default(),
+            inter: FxHashMap::default(),
+            pending: FxHashMap::default(),
+            irh: FxHashMap::default(),
+            stores: FxHashMap::default(),
+            loads: FxHashMap::default(),
+            ops: Vec::new(),
+        }
+    }
+
+    /// From an option string (`irh=0:unpersisted=off`).
+    pub fn from_spec(spec: &str) -> Result<Hawkset, String> {
+        Ok(Hawkset::new(HawksetOptions::parse(spec)?))
+    }
+
+    fn thread(&mut self, tid: u32) -> &mut Thread {
+        self.threads.entry(tid).or_default()
+    }
+
+    /// The thread's current timed lockset id.
+    fn lockset(&mut self, tid: u32) -> u32 {
+        if let Some(id) = self.thread(tid).ls {
+            return id;
+        }
+        let mut held = self.thread(tid).held.clone();
+        held.sort_unstable();
+        let id = self.timed.id(held);
+        self.thread(tid).ls = Some(id);
+        id
+    }
+
+    /// The lockset a fence by `tid` persists under (see `unlock_fence`).
+    fn fence_lockset(&mut self, tid: u32) -> u32 {
+        let pre = self.thread(tid).pre_release;
+        match pre {
+            Some(ls) if self.opts.unlock_fence => ls,
+            _ => self.lockset(tid),
+        }
+    }
+
+    /// The thread's current vector clock id.
+    fn clock(&mut self, tid: u32) -> u32 {
+        if let Some(id) = self.thread(tid).vc {
+            return id;
+        }
+        let mut v = self.hb.clock(tid).0.clone();
+        while v.last() == Some(&0) {
+            v.pop();
+        }
+        let id = self.clocks.id(v);
+        self.thread(tid).vc = Some(id);
+        id
+    }
+
+    /// Timed intersection of two timed locksets, as an untimed lockset id.
+    fn effective(&mut self, a: u32, b: u32) -> u32 {
+        if let Some(&id) = self.inter.get(&(a, b)) {
+            return id;
+        }
+        let (x, y) = (self.timed.get(a), self.timed.get(b));
+        let mut set: Vec<(u64, Mode)> = x.iter().filter(|h| y.contains(h)).map(|h| (h.lock, h.mode)).collect();
+        set.sort_unstable();
+        set.dedup();
+        let id = self.plain.id(set);
+        self.inter.insert((a, b), id);
+        id
+    }
+
+    /// The untimed lockset of a timed one.
+    fn untimed(&mut self, timed: u32) -> u32 {
+        self.effective(timed, timed)
+    }
+
+    /// IRH: registers an access by `tid` to `mask` of `line`; returns the bytes of `mask` that
+    /// are published (after this access).
+    fn touch(&mut self, tid: u32, line: u64, mask: u64) -> u64 {
+        if self.opts.irh == 0 {
+            return mask;
+        }
+        let e = self.irh.entry(line).or_default();
+        let fresh = mask & !e.published;
+        if fresh == 0 {
+            return mask;
+        }
+        match e.seen.iter_mut().find(|(t, _)| *t == tid) {
+            Some((_, m)) => *m |= fresh,
+            None => e.seen.push((tid, fresh)),
+        }
+        let mut m = fresh;
+        while m != 0 {
+            let b = m.trailing_zeros();
+            m &= m - 1;
+            let n = e.seen.iter().filter(|(_, s)| s >> b & 1 == 1).count();
+            if n as u32 > self.opts.irh {
+                e.published |= 1 << b;
+            }
+        }
+        let p = e.published;
+        for s in &mut e.seen {
+            s.1 &= !p;
+        }
+        e.seen.retain(|s| s.1 != 0);
+        mask & p
+    }
+
+    fn published(&self, line: u64, mask: u64) -> u64 {
+        if self.opts.irh == 0 {
+            return mask;
+        }
+        self.irh.get(&line).map_or(0, |e| e.published & mask)
+    }
+
+    /// Ends the window of bytes `mask` of `piece` (of `line`) with `end`, under the writer's
+    /// timed lockset `end_ls`.
+    fn record(&mut self, line: u64, piece: Piece, mask: u64, end: End, end_ls: u32) {
+        let mask = match end {
+            End::Fence(_) | End::Durable => self.published(line, mask),
+            End::Overwrite(_) | End::Exit if !self.opts.unpersisted => 0,
+            _ => mask,
+        };
+        if mask == 0 {
+            return;
+        }
+        let eff = self.effective(piece.ls, end_ls);
+        let vc = self.clock(piece.tid);
+        let rec = StoreRec { line, mask, tid: piece.tid, site: piece.site, end, flushed: piece.flushed, eff, vc };
+        *self.stores.entry(rec).or_insert(0) += 1;
+    }
+
+    fn on_store(&mut self, ev: &Event, device: &PmDevice, nt: bool) {
+        let tid = ev.tid;
+        let site = (ev.pc, ev.stack);
+        let ls = self.lockset(tid);
+        let durable_now = device.durable(self.opts.persist_owner, ev.dev, u64::from(ev.size));
+        for (line, mask) in pieces(ev.dev, ev.size) {
+            self.touch(tid, line, mask);
+            // Same-thread overwrite of pending bytes ends their window.
+            let mut ended: Vec<(Piece, u64)> = Vec::new();
+            if let Some(list) = self.pending.get_mut(&line) {
+                for p in list.iter_mut().filter(|p| p.tid == tid && p.mask & mask != 0) {
+                    ended.push((*p, p.mask & mask));
+                    p.mask &= !mask;
+                }
+                list.retain(|p| p.mask != 0);
+            }
+            for (p, m) in ended {
+                self.record(line, p, m, End::Overwrite(site), ls);
+            }
+            if nt {
+                // The NT store first acts as a flush of its line by this thread.
+                self.flush_line(tid, line);
+                if self.opts.nt == NtSemantics::Source {
+                    continue;
+                }
+            }
+            if durable_now && !nt {
+                // eADR: durable as it executes; its window is empty.
+                continue;
+            }
+            let piece = Piece { tid, mask, site, ls, flushed: nt };
+            self.pending.entry(line).or_default().push(piece);
+            let t = self.thread(tid);
+            t.lines.insert(line);
+            if nt {
+                t.flushed.insert(line);
+            }
+        }
+    }
+
+    /// A flush of `line` by `tid`: its pending bytes there are now flushed, and its next fence
+    /// looks at the line.
+    fn flush_line(&mut self, tid: u32, line: u64) {
+        let any = self.opts.persist_owner == DurabilityRule::Hw;
+        let mut touched = false;
+        if let Some(list) = self.pending.get_mut(&line) {
+            for p in list.iter_mut() {
+                if p.tid == tid {
+                    p.flushed = true;
+                    touched = true;
+                } else if any {
+                    touched = true;
+                }
+            }
+        }
+        if touched {
+            self.thread(tid).flushed.insert(line);
+        }
+    }
+
+    /// Closes the windows on `lines` that are durable now, by an event of `tid` ending at `end`
+    /// (`fencing`: the event is a fence of `tid`).
+    fn settle(&mut self, device: &PmDevice, tid: u32, lines: &[u64], end: End, fencing: bool) {
+        let rule = self.opts.persist_owner;
+        let any = rule == DurabilityRule::Hw;
+        for &line in lines {
+            let Some(list) = self.pending.get_mut(&line) else { continue };
+            let mut closed: Vec<(Piece, u64)> = Vec::new();
+            for p in list.iter_mut().filter(|p| p.tid == tid || any) {
+                let owner_fenced = fencing && p.tid == tid && p.flushed;
+                let d = durable_bytes(device, rule, line, p.mask, p.tid, owner_fenced);
+                if d != 0 {
+                    closed.push((*p, d));
+                    p.mask &= !d;
+                }
+            }
+            list.retain(|p| p.mask != 0);
+            if list.is_empty() {
+                self.pending.remove(&line);
+            }
+            for (p, m) in closed {
+                let end_ls = if p.tid == tid { self.fence_lockset(tid) } else { self.lockset(p.tid) };
+                self.record(line, p, m, end, end_ls);
+            }
+        }
+    }
+
+    /// The thread exits (or the program ends): every pending store of it ends its window.
+    fn exit_thread(&mut self, device: &PmDevice, tid: u32) {
+        let lines: Vec<u64> = {
+            let t = self.thread(tid);
+            t.flushed.clear();
+            let mut v: Vec<u64> = t.lines.drain().collect();
+            v.sort_unstable();
+            v
+        };
+        let ls = self.lockset(tid);
+        let rule = self.opts.persist_owner;
+        for line in lines {
+            let Some(list) = self.pending.get_mut(&line) else { continue };
+            let mine: Vec<Piece> = list.iter().copied().filter(|p| p.tid == tid).collect();
+            list.retain(|p| p.tid != tid);
+            if list.is_empty() {
+                self.pending.remove(&line);
+            }
+            for p in mine {
+                let d = durable_bytes(device, rule, line, p.mask, p.tid, false);
+                if d != 0 {
+                    self.record(line, p, d, End::Durable, ls);
+                }
+                if p.mask & !d != 0 {
+                    self.record(line, p, p.mask & !d, End::Exit, ls);
+                }
+            }
+        }
+        self.thread(tid).exited = true;
+    }
+
+    fn on_load(&mut self, ev: &Event) {
+        let tid = ev.tid;
+        let site = (ev.pc, ev.stack);
+        let mut ls = None;
+        for (line, mask) in pieces(ev.dev, ev.size) {
+            let m = self.touch(tid, line, mask);
+            if m == 0 {
+                continue;
+            }
+            let l = match ls {
+                Some(l) => l,
+                None => {
+                    let timed = self.lockset(tid);
+                    let u = self.untimed(timed);
+                    ls = Some(u);
+                    u
+                }
+            };
+            let vc = self.clock(tid);
+            *self.loads.entry(LoadRec { line, mask: m, tid, site, ls: l, vc }).or_insert(0) += 1;
+        }
+    }
+
+    fn on_sync(&mut self, ev: &Event, device: &PmDevice) {
+        let tid = ev.tid;
+        if let EventKind::SyncEnter(k) = ev.kind {
+            if is_release_call(k) {
+                let ls = self.lockset(tid);
+                self.thread(tid).pre_release = Some(ls);
+            }
+        }
+        if let EventKind::SyncReturn(k) = ev.kind {
+            if is_release_call(k) {
+                self.thread(tid).pre_release = None;
+            }
+        }
+        let mut ops = std::mem::take(&mut self.ops);
+        ops.clear();
+        self.sync.translate(ev, |op| ops.push(op));
+        for &op in &ops {
+            match op {
+                SyncOp::Acquire { lock, mode } => {
+                    let t = self.thread(tid);
+                    t.acquisitions += 1;
+                    let ts = t.acquisitions;
+                    t.held.push(Held { lock, mode, ts });
+                    t.ls = None;
+                }
+                SyncOp::Release { lock } => {
+                    let t = self.thread(tid);
+                    if let Some(i) = t.held.iter().rposition(|h| h.lock == lock) {
+                        t.held.remove(i);
+                        t.ls = None;
+                    }
+                }
+                SyncOp::Create { child } => {
+                    self.hb.apply(tid, op);
+                    self.thread(tid).vc = None;
+                    self.thread(child).vc = None;
+                }
+                SyncOp::Join { .. } => {
+                    self.hb.apply(tid, op);
+                    self.thread(tid).vc = None;
+                }
+                SyncOp::Exit => {
+                    self.exit_thread(device, tid);
+                    self.hb.apply(tid, op);
+                }
+                SyncOp::Post { .. } | SyncOp::Wait { .. } => {}
+            }
+        }
+        self.ops = ops;
+    }
+
+    /// Whether `a` (an untimed effective lockset) and `b` share a lock held exclusively by at
+    /// least one side.
+    fn protects(&self, a: u32, b: u32) -> bool {
+        let (x, y) = (self.plain.get(a), self.plain.get(b));
+        x.iter().any(|&(l, m)| y.iter().any(|&(l2, m2)| l == l2 && (m == Mode::Exclusive || m2 == Mode::Exclusive)))
+    }
+
+    fn concurrent(&self, a: u32, b: u32) -> bool {
+        let (x, y) = (VectorClock(self.clocks.get(a).clone()), VectorClock(self.clocks.get(b).clone()));
+        !x.le(&y) && !y.le(&x)
+    }
+}
+
+/// A finding under construction: the loads racing with one group of store records.
+#[derive(Default)]
+struct Group {
+    store_tid: u32,
+    /// Load site → (thread, pairs).
+    loads: BTreeMap<Site, (u32, u64)>,
+    pairs: u64,
+}
+
+impl Analysis for Hawkset {
+    fn name(&self) -> &'static str {
+        "hawkset"
+    }
+
+    fn interest(&self) -> Interest {
+        Interest::LOADS.union(Interest::STORES).union(Interest::PERSIST).union(Interest::SYNC)
+    }
+
+    fn on_event(&mut self, ev: &Event, device: &PmDevice) {
+        match ev.kind {
+            EventKind::Store | EventKind::RmwStore if ev.dev != 0 => self.on_store(ev, device, false),
+            EventKind::NtStore if ev.dev != 0 => self.on_store(ev, device, true),
+            EventKind::Load if ev.dev != 0 => self.on_load(ev),
+            EventKind::Flush(op) => {
+                let line = ev.dev / LINE_SIZE;
+                self.flush_line(ev.tid, line);
+                if op == FlushOp::Clflush {
+                    self.settle(device, ev.tid, &[line], End::Fence((ev.pc, ev.stack)), false);
+                }
+            }
+            EventKind::Fence(_) => {
+                let mut lines: Vec<u64> = self.thread(ev.tid).flushed.drain().collect();
+                if lines.is_empty() {
+                    return;
+                }
+                lines.sort_unstable();
+                self.settle(device, ev.tid, &lines, End::Fence((ev.pc, ev.stack)), true);
+            }
+            EventKind::SyncEnter(_) | EventKind::SyncReturn(_) | EventKind::ThreadCreate | EventKind::ThreadExit => {
+                self.on_sync(ev, device)
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(&mut self, device: &PmDevice) -> Vec<RawFinding> {
+        let mut live: Vec<u32> = self.threads.iter().filter(|(_, t)| !t.exited).map(|(&k, _)| k).collect();
+        live.sort_unstable();
+        for tid in live {
+            self.exit_thread(device, tid);
+        }
+        // Store records by line.
+        let mut stores: Vec<(StoreRec, u64)> = self.stores.iter().map(|(k, v)| (*k, *v)).collect();
+        stores.sort_unstable_by_key(|(s, _)| (s.line, s.site, s.end, s.tid, s.mask, s.eff, s.vc, s.flushed));
+        let mut by_line: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
+        for (i, (s, _)) in stores.iter().enumerate() {
+            by_line.entry(s.line).or_default().push(i);
+        }
+        let mut groups: BTreeMap<(Site, End, bool), Group> = BTreeMap::new();
+        let mut conc: FxHashMap<(u32, u32), bool> = FxHashMap::default();
+        let mut prot: FxHashMap<(u32, u32), bool> = FxHashMap::default();
+        for l in self.loads.keys() {
+            let Some(idx) = by_line.get(&l.line) else { continue };
+            for &i in idx {
+                let s = &stores[i].0;
+                if s.tid == l.tid || s.mask & l.mask == 0 {
+                    continue;
+                }
+                if !*conc.entry((s.vc, l.vc)).or_insert_with(|| self.concurrent(s.vc, l.vc)) {
+                    continue;
+                }
+                if *prot.entry((s.eff, l.ls)).or_insert_with(|| self.protects(s.eff, l.ls)) {
+                    continue;
+                }
+                let g = groups
+                    .entry((s.site, s.end, s.flushed))
+                    .or_insert_with(|| Group { store_tid: s.tid, ..Group::default() });
+                g.store_tid = g.store_tid.min(s.tid);
+                let e = g.loads.entry(l.site).or_insert((l.tid, 0));
+                e.0 = e.0.min(l.tid);
+                e.1 += 1;
+                g.pairs += 1;
+            }
+        }
+        let mut out = Vec::new();
+        for ((site, end, flushed), g) in groups {
+            let mut locations = vec![RawLocation { role: "store", pc: site.0, stack: site.1, tid: g.store_tid }];
+            let how = match end {
+                End::Fence(f) => {
+                    locations.push(RawLocation { role: "fence", pc: f.0, stack: f.1, tid: g.store_tid });
+                    "persisted by a fence outside the locks its readers hold".to_string()
+                }
+                End::Overwrite(o) => {
+                    locations.push(RawLocation { role: "overwrite", pc: o.0, stack: o.1, tid: g.store_tid });
+                    format!(
+                        "overwritten by its own thread before it was persisted{}",
+                        if flushed { " (flushed, not fenced)" } else { "" }
+                    )
+                }
+                End::Exit => {
+                    format!("never persisted by its thread{}", if flushed { " (flushed, never fenced)" } else { "" })
+                }
+                End::Durable => "made durable only by msync/fsync, after the locks were released".to_string(),
+            };
+            let n = g.loads.len();
+            for (ls, (tid, _)) in g.loads.iter().take(MAX_LOADS) {
+                locations.push(RawLocation { role: "load", pc: ls.0, stack: ls.1, tid: *tid });
+            }
+            out.push(RawFinding {
+                analysis: "hawkset",
+                kind: "persistence-induced-race",
+                message: format!(
+                    "persistence-induced race: a PM store {how}; {n} load site{} in other threads, holding no common \
+                     lock and not ordered by create/join, can read it before it is durable",
+                    if n == 1 { "" } else { "s" }
+                ),
+                occurrences: g.pairs,
+                locations,
+            });
+        }
+        out
+    }
+}
+
+/// A synthetic execution for unit tests: drives the PM device and a pass with the events the
+/// machine would produce.
+#[cfg(test)]
+pub(crate) mod testkit {
+    use emu::callstack::StackId;
+    use emu::decode::{FenceOp, FlushOp};
+    use emu::events::{Event, EventKind};
+    use emu::pm::{device_addr, FenceKind, FlushKind, PmDevice, StoreKind};
+    use emu::sync::SyncKind;
+
+    use crate::{Analysis, RawFinding};
+
+    pub struct Sim<'a> {
+        pub dev: PmDevice,
+        pub pass: &'a mut dyn Analysis,
+    }
+
+    /// Device address of PM byte `off`.
+    pub fn pm(off: u64) -> u64 {
+        device_addr(1, off)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn ev(kind: EventKind, tid: u32, pc: u64, addr: u64, dev: u64, size: u32, old: u64, new: u64) -> Event {
+        Event {
+            kind,
+            tid,
+            pc,
+            addr,
+            dev,
+            size,
+            old,
+            new,
+            stack: StackId(0),
+            icount: 0,
+            store: None,
+            flush: None,
+            fence: None,
+        }
+    }
+
+    impl<'a> Sim<'a> {
+        pub fn new(pass: &'a mut dyn Analysis) -> Sim<'a> {
+            Sim { dev: PmDevice::default(), pass }
+        }
+
+        fn feed(&mut self, e: Event) {
+            self.pass.on_event(&e, &self.dev);
+        }
+
+        fn store_kind(&mut self, tid: u32, pc: u64, off: u64, size: u32, kind: StoreKind, ek: EventKind) {
+            let d = pm(off);
+            let old = vec![0u8; size as usize];
+            let new = vec![0xabu8; size as usize];
+            let id = self.dev.store(tid, d, &old, &new, kind, |_| [0u8; 64]);
+            let mut e = ev(ek, tid, pc, 0x7000_0000 + off, d, size, 0, 0xab);
+            e.store = Some(id);
+            self.feed(e);
+        }
+
+        pub fn store(&mut self, tid: u32, pc: u64, off: u64, size: u32) {
+            self.store_kind(tid, pc, off, size, StoreKind::Cached, EventKind::Store);
+        }
+
+        pub fn nt_store(&mut self, tid: u32, pc: u64, off: u64) {
+            self.store_kind(tid, pc, off, 8, StoreKind::NonTemporal, EventKind::NtStore);
+        }
+
+        pub fn load(&mut self, tid: u32, pc: u64, off: u64, size: u32) {
+            self.feed(ev(EventKind::Load, tid, pc, 0x7000_0000 + off, pm(off), size, 0, 0));
+        }
+
+        pub fn clwb(&mut self, tid: u32, off: u64) {
+            let out = self.dev.flush(tid, pm(off), FlushKind::Clwb);
+            let mut e = ev(EventKind::Flush(FlushOp::Clwb), tid, 0xf1, 0x7000_0000 + off, pm(off), 64, 0, 0);
+            e.flush = Some(out);
+            self.feed(e);
+        }
+
+        pub fn fence_kind(&mut self, tid: u32, pc: u64, kind: FenceKind, op: FenceOp) {
+            let out = self.dev.fence(tid, kind);
+            let mut e = ev(EventKind::Fence(op), tid, pc, 0, 0, 0, 0, 0);
+            e.fence = Some(out);
+            self.feed(e);
+        }
+
+        pub fn sfence(&mut self, tid: u32, pc: u64) {
+            self.fence_kind(tid, pc, FenceKind::Sfence, FenceOp::Sfence);
+        }
+
+        /// clwb + sfence of the line of `off`.
+        pub fn persist(&mut self, tid: u32, pc: u64, off: u64) {
+            self.clwb(tid, off);
+            self.sfence(tid, pc);
+        }
+
+        pub fn enter(&mut self, tid: u32, kind: SyncKind, arg0: u64, arg1: u64) {
+            self.feed(ev(EventKind::SyncEnter(kind), tid, 0x5000, arg0, 0, 0, arg1, 0));
+        }
+
+        pub fn ret(&mut self, tid: u32, kind: SyncKind, arg0: u64, rv: u64) {
+            self.feed(ev(EventKind::SyncReturn(kind), tid, 0x5000, arg0, 0, 0, 0, rv));
+        }
+
+        /// A call that enters and returns `rv`.
+        pub fn call(&mut self, tid: u32, kind: SyncKind, arg0: u64, rv: u64) {
+            self.enter(tid, kind, arg0, 0);
+            self.ret(tid, kind, arg0, rv);
+        }
+
+        pub fn lock(&mut self, tid: u32, l: u64) {
+            self.call(tid, SyncKind::MutexLock, l, 0);
+        }
+
+        pub fn unlock(&mut self, tid: u32, l: u64) {
+            self.call(tid, SyncKind::MutexUnlock, l, 0);
+        }
+
+        /// An unlock whose releasing instruction is locked (glibc's mutexes): a fence inside.
+        pub fn unlock_fencing(&mut self, tid: u32, l: u64) {
+            self.enter(tid, SyncKind::MutexUnlock, l, 0);
+            self.fence_kind(tid, 0x5001, FenceKind::Locked, FenceOp::Locked);
+            self.ret(tid, SyncKind::MutexUnlock, l, 0);
+        }
+
+        /// `parent` creates `child` (whose handle is `0x1000 + child`).
+        pub fn create(&mut self, parent: u32, child: u32) {
+            self.feed(ev(
+                EventKind::ThreadCreate,
+                parent,
+                0x6000,
+                0x1000 + u64::from(child),
+                0,
+                0,
+                0,
+                u64::from(child),
+            ));
+        }
+
+        pub fn exit(&mut self, tid: u32) {
+            self.feed(ev(EventKind::ThreadExit, tid, 0x6001, 0, 0, 0, 0, 0));
+        }
+
+        pub fn join(&mut self, tid: u32, child: u32) {
+            self.call(tid, SyncKind::Join, 0x1000 + u64::from(child), 0);
+        }
+
+        pub fn finish(&mut self) -> Vec<RawFinding> {
+            self.pass.finish(&self.dev)
+        }
+    }
+
+    /// Each finding as (store pc, load pcs).
+    pub fn pairs(f: &[RawFinding]) -> Vec<(u64, Vec<u64>)> {
+        f.iter()
+            .map(|f| {
+                let store = f.locations.iter().find(|l| l.role == "store").map_or(0, |l| l.pc);
+                let loads = f.locations.iter().filter(|l| l.role == "load").map(|l| l.pc).collect();
+                (store, loads)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use super::testkit::{pairs, Sim};
+    use emu::decode::FenceOp;
+    use emu::pm::FenceKind;
+    use emu::sync::SyncKind;
+
+    const L: u64 = 0x100;
+    const M: u64 = 0x200;
+
+    /// Main (1) initialises and persists bytes 0..32 (publishing them for the IRH once a second
+    /// thread touches them) and creates threads 2 and 3.
+    fn start(sim: &mut Sim) {
+        for off in (0..32).step_by(8) {
+            sim.store(1, 0x10, off, 8);
+        }
+        sim.persist(1, 0x11, 0);
+        sim.create(1, 2);
+        sim.create(1, 3);
+    }
+
+    fn run(opts: &str, body: impl FnOnce(&mut Sim)) -> Vec<(u64, Vec<u64>)> {
+        let mut h = Hawkset::from_spec(opts).unwrap();
+        let mut sim = Sim::new(&mut h);
+        start(&mut sim);
+        body(&mut sim);
+        pairs(&sim.finish())
+    }
+
+    /// Fig. 1c: stored under L, persisted after unlocking, loaded under L.
+    fn fig1c(s: &mut Sim) {
+        s.lock(2, L);
+        s.store(2, 0xa, 0, 8);
+        s.unlock(2, L);
+        s.persist(2, 0xf, 0);
+        s.lock(3, L);
+        s.load(3, 0xb, 0, 8);
+        s.unlock(3, L);
+    }
+
+    #[test]
+    fn persist_after_unlock_is_reported_and_inside_is_not() {
+        assert_eq!(run("", fig1c), vec![(0xa, vec![0xb])]);
+        // The load may come first: the analysis is predictive.
+        let r = run("", |s| {
+            s.lock(3, L);
+            s.load(3, 0xb, 0, 8);
+            s.unlock(3, L);
+            s.lock(2, L);
+            s.store(2, 0xa, 0, 8);
+            s.unlock(2, L);
+            s.persist(2, 0xf, 0);
+        });
+        assert_eq!(r, vec![(0xa, vec![0xb])]);
+        let r = run("", |s| {
+            s.lock(2, L);
+            s.store(2, 0xa, 0, 8);
+            s.persist(2, 0xf, 0);
+            s.unlock(2, L);
+            s.lock(3, L);
+            s.load(3, 0xb, 0, 8);
+            s.unlock(3, L);
+        });
+        assert!(r.is_empty(), "{r:x?}");
+    }
+
+    #[test]
+    fn unlock_relock_gets_a_new_timestamp() {
+        let r = run("", |s| {
+            s.lock(2, L);
+            s.store(2, 0xa, 0, 8);
+            s.unlock(2, L);
+            s.lock(2, L);
+            s.persist(2, 0xf, 0);
+            s.unlock(2, L);
+            s.lock(3, L);
+            s.load(3, 0xb, 0, 8);
+            s.unlock(3, L);
+        });
+        assert_eq!(r, vec![(0xa, vec![0xb])]);
+        // A recursive acquisition inside keeps the outer one.
+        let r = run("", |s| {
+            s.lock(2, L);
+            s.store(2, 0xa, 0, 8);
+            s.lock(2, L);
+            s.unlock(2, L);
+            s.persist(2, 0xf, 0);
+            s.unlock(2, L);
+            s.lock(3, L);
+            s.load(3, 0xb, 0, 8);
+            s.unlock(3, L);
+        });
+        assert!(r.is_empty(), "{r:x?}");
+    }
+
+    #[test]
+    fn different_locks_race() {
+        let r = run("", |s| {
+            s.lock(2, L);
+            s.store(2, 0xa, 0, 8);
+            s.persist(2, 0xf, 0);
+            s.unlock(2, L);
+            s.lock(3, M);
+            s.load(3, 0xb, 0, 8);
+            s.unlock(3, M);
+        });
+        assert_eq!(r, vec![(0xa, vec![0xb])]);
+    }
+
+    #[test]
+    fn try_locks_count_only_when_they_succeed() {
+        let body = |ok: bool| {
+            move |s: &mut Sim| {
+                s.call(2, SyncKind::MutexTrylock, L, if ok { 0 } else { 16 });
+                s.store(2, 0xa, 0, 8);
+                s.persist(2, 0xf, 0);
+                if ok {
+                    s.unlock(2, L);
+                }
+                s.lock(3, L);
+                s.load(3, 0xb, 0, 8);
+                s.unlock(3, L);
+            }
+        };
+        assert!(run("", body(true)).is_empty());
+        assert_eq!(run("", body(false)), vec![(0xa, vec![0xb])]);
+    }
+
+    #[test]
+    fn spinlocks_and_custom_locks_protect() {
+        for (acq, rel) in [
+            (SyncKind::SpinLock, SyncKind::SpinUnlock),
+            (SyncKind::CustomAcquire, SyncKind::CustomRelease),
+            (SyncKind::CustomTryAcquire { success: 1 }, SyncKind::CustomRelease),
+        ] {
+            let rv = if matches!(acq, SyncKind::CustomTryAcquire { .. }) { 1 } else { 0 };
+            let r = run("", |s| {
+                s.call(2, acq, L, rv);
+                s.store(2, 0xa, 0, 8);
+                s.persist(2, 0xf, 0);
+                s.call(2, rel, L, 0);
+                s.call(3, acq, L, rv);
+                s.load(3, 0xb, 0, 8);
+                s.call(3, rel, L, 0);
+            });
+            assert!(r.is_empty(), "{acq:?}: {r:x?}");
+        }
+    }
+
+    #[test]
+    fn rwlocks_protect_unless_both_sides_are_shared() {
+        let body = |writer: SyncKind| {
+            move |s: &mut Sim| {
+                s.call(2, writer, L, 0);
+                s.store(2, 0xa, 0, 8);
+                s.persist(2, 0xf, 0);
+                s.call(2, SyncKind::RwUnlock, L, 0);
+                s.call(3, SyncKind::RwRdlock, L, 0);
+                s.load(3, 0xb, 0, 8);
+                s.call(3, SyncKind::RwUnlock, L, 0);
+            }
+        };
+        assert!(run("", body(SyncKind::RwWrlock)).is_empty());
+        assert_eq!(run("", body(SyncKind::RwRdlock)), vec![(0xa, vec![0xb])]);
+    }
+
+    #[test]
+    fn clocks_are_taken_at_the_end_of_the_window() {
+        // Stored and persisted before creating the reader: ordered.
+        let mut h = Hawkset::default();
+        let mut s = Sim::new(&mut h);
+        s.create(1, 2);
+        s.join(1, 2); // thread 2 never touches byte 0: publish it with thread 2 below
+        s.store(1, 0x10, 0, 8);
+        s.persist(1, 0x11, 0);
+        s.create(1, 3);
+        s.load(3, 0xb, 0, 8);
+        assert!(pairs(&s.finish()).is_empty());
+        // Stored before, persisted after creating the reader: Fig. 3's Store3.
+        let mut h = Hawkset::default();
+        let mut s = Sim::new(&mut h);
+        s.create(1, 2);
+        s.store(2, 0x12, 0, 8);
+        s.persist(2, 0x13, 0);
+        s.exit(2);
+        s.join(1, 2);
+        s.store(1, 0xa, 0, 8);
+        s.create(1, 3);
+        s.persist(1, 0xf, 0);
+        s.load(3, 0xb, 0, 8);
+        assert_eq!(pairs(&s.finish()), vec![(0xa, vec![0xb])]);
+    }
+
+    #[test]
+    fn join_orders_the_joined_thread_before_the_joiner() {
+        let r = run("", |s| {
+            s.store(2, 0xa, 0, 8); // never persisted: a record at thread 2's exit
+            s.exit(2);
+            s.join(1, 2);
+            s.load(1, 0xb, 0, 8);
+        });
+        assert!(r.is_empty(), "{r:x?}");
+        // ... but not a thread that is still running.
+        let r = run("", |s| {
+            s.store(2, 0xa, 0, 8);
+            s.exit(2);
+            s.load(3, 0xb, 0, 8);
+        });
+        assert_eq!(r, vec![(0xa, vec![0xb])]);
+    }
+
+    #[test]
+    fn initialization_removal_heuristic() {
+        // Bytes 64.. were never touched by main: thread 2 initialises and persists them before
+        // thread 3 reads them.
+        let body = |s: &mut Sim| {
+            s.store(2, 0xa, 64, 8);
+            s.persist(2, 0xf, 64);
+            s.lock(3, L);
+            s.load(3, 0xb, 64, 8);
+            s.unlock(3, L);
+        };
+        assert!(run("", body).is_empty());
+        assert_eq!(run("irh=0", body), vec![(0xa, vec![0xb])]);
+        // Still pending when the second thread touches the bytes: kept.
+        let r = run("", |s| {
+            s.store(2, 0xa, 64, 8);
+            s.load(3, 0xb, 64, 8);
+            s.persist(2, 0xf, 64);
+        });
+        assert_eq!(r, vec![(0xa, vec![0xb])]);
+        // irh=2: a third thread is needed to publish.
+        let r = run("irh=2", |s| {
+            s.store(1, 0x10, 128, 8);
+            s.persist(1, 0x11, 128);
+            s.store(2, 0xa, 128, 8);
+            s.persist(2, 0xf, 128);
+            s.load(3, 0xb, 128, 8);
+        });
+        assert!(r.is_empty(), "{r:x?}");
+    }
+
+    #[test]
+    fn bytes_match_by_range() {
+        let body = |load_off: u64, size: u32| {
+            move |s: &mut Sim| {
+                s.store(2, 0xa, 0, 8);
+                s.persist(2, 0xf, 0);
+                s.load(3, 0xb, load_off, size);
+            }
+        };
+        assert_eq!(run("", body(4, 4)), vec![(0xa, vec![0xb])]);
+        assert_eq!(run("", body(6, 4)), vec![(0xa, vec![0xb])]);
+        assert!(run("", body(8, 4)).is_empty());
+        assert!(run("", body(16, 8)).is_empty());
+    }
+
+    #[test]
+    fn locked_instructions_are_fences() {
+        let r = run("", |s| {
+            s.lock(2, L);
+            s.store(2, 0xa, 0, 8);
+            s.clwb(2, 0);
+            s.fence_kind(2, 0xf, FenceKind::Locked, FenceOp::Locked);
+            s.unlock(2, L);
+            s.lock(3, L);
+            s.load(3, 0xb, 0, 8);
+            s.unlock(3, L);
+        });
+        assert!(r.is_empty(), "{r:x?}");
+    }
+
+    #[test]
+    fn a_fence_inside_the_unlock_persists_under_the_lock() {
+        let body = |s: &mut Sim| {
+            s.lock(2, L);
+            s.store(2, 0xa, 0, 8);
+            s.clwb(2, 0);
+            s.unlock_fencing(2, L);
+            s.lock(3, L);
+            s.load(3, 0xb, 0, 8);
+            s.unlock(3, L);
+        };
+        assert!(run("", body).is_empty());
+        assert_eq!(run("unlock_fence=off", body), vec![(0xa, vec![0xb])]);
+    }
+
+    #[test]
+    fn overwrites_and_exits_end_windows() {
+        // Overwritten outside the lock before any persist.
+        let body = |s: &mut Sim| {
+            s.lock(2, L);
+            s.store(2, 0xa, 0, 8);
+            s.unlock(2, L);
+            s.store(2, 0xc, 0, 8);
+            s.lock(2, L);
+            s.persist(2, 0xf, 0);
+            s.unlock(2, L);
+            s.lock(3, L);
+            s.load(3, 0xb, 0, 8);
+            s.unlock(3, L);
+        };
+        let r = run("", body);
+        assert!(r.contains(&(0xa, vec![0xb])) && r.contains(&(0xc, vec![0xb])), "{r:x?}");
+        assert_eq!(run("unpersisted=off", body), vec![(0xc, vec![0xb])]);
+        // Never persisted: a record at exit.
+        let body = |s: &mut Sim| {
+            s.lock(2, L);
+            s.store(2, 0xa, 0, 8);
+            s.unlock(2, L);
+            s.lock(3, L);
+            s.load(3, 0xb, 0, 8);
+            s.unlock(3, L);
+            s.exit(2);
+        };
+        assert_eq!(run("", body), vec![(0xa, vec![0xb])]);
+        assert!(run("unpersisted=off", body).is_empty());
+    }
+
+    #[test]
+    fn nt_stores_need_the_writers_fence() {
+        let body = |s: &mut Sim| {
+            s.lock(2, L);
+            s.nt_store(2, 0xa, 0);
+            s.unlock(2, L);
+            s.sfence(2, 0xf);
+            s.lock(3, L);
+            s.load(3, 0xb, 0, 8);
+            s.unlock(3, L);
+        };
+        assert_eq!(run("", body), vec![(0xa, vec![0xb])]);
+        assert!(run("nt=source", body).is_empty());
+    }
+
+    #[test]
+    fn whose_flush_counts() {
+        // Thread 2 stores under L; thread 3 flushes and fences it under L; thread 3 loads under L.
+        let body = |s: &mut Sim| {
+            s.lock(2, L);
+            s.store(2, 0xa, 0, 8);
+            s.unlock(2, L);
+            s.lock(3, L);
+            s.persist(3, 0xf, 0);
+            s.unlock(3, L);
+            s.lock(3, L);
+            s.load(3, 0xb, 0, 8);
+            s.unlock(3, L);
+            s.exit(2);
+        };
+        // Own rule: thread 2 never persisted it.
+        assert_eq!(run("", body), vec![(0xa, vec![0xb])]);
+        // Hardware rule: durable at thread 3's fence, but thread 2 no longer held L then.
+        assert_eq!(run("persist_owner=any", body), vec![(0xa, vec![0xb])]);
+        let held = |s: &mut Sim| {
+            s.lock(2, L);
+            s.store(2, 0xa, 0, 8);
+            s.persist(3, 0xf, 0);
+            s.unlock(2, L);
+            s.lock(3, L);
+            s.load(3, 0xb, 0, 8);
+            s.unlock(3, L);
+        };
+        assert!(run("persist_owner=any", held).is_empty());
+        assert_eq!(run("", held), vec![(0xa, vec![0xb])]);
+    }
+
+    #[test]
+    fn pieces_split_at_lines() {
+        let v: Vec<(u64, u64)> = pieces(60, 8).collect();
+        assert_eq!(v, vec![(0, 0xf << 60), (1, 0xf)]);
+        let v: Vec<(u64, u64)> = pieces(64 + 4, 4).collect();
+        assert_eq!(v, vec![(1, 0xf0)]);
+    }
+
+    #[test]
+    fn options_parse() {
+        let o = HawksetOptions::parse("irh=0:unpersisted=off:persist_owner=any:nt=source").unwrap();
+        assert_eq!(o.irh, 0);
+        assert!(!o.unpersisted);
+        assert_eq!(o.persist_owner, DurabilityRule::Hw);
+        assert_eq!(o.nt, NtSemantics::Source);
+        assert!(HawksetOptions::parse("bogus=1").is_err());
+        assert!(HawksetOptions::parse("irh").is_err());
+        assert_eq!(HawksetOptions::parse("").unwrap(), HawksetOptions::default());
+    }
+}

@@ -1,0 +1,877 @@
+//! `vardalith`: persistence-induced races from overlapping store and load windows (Gonçalves,
+//! Fragoso Santos, Rodrigues & Matos, *Vardalith: Hybrid Detection of Persistent Memory
+//! Concurrency Bugs*, ECOOP 2026; digest `shared/docs/digests/004_vardalith.md`).
+//!
+//! # The bug
+//! A *persistence-induced race* (PIR, the paper's Definition 1): a store `s` to PM address x by
+//! thread T1, the first later persistence `p` of x by T1, and a load `l` of x by thread T2 ≠ T1
+//! such that `p` does not happen before `l` and `l` does not happen before `s`. Some
+//! interleaving then lets T2 read the value before it is durable; a crash after T2 acted on it
+//! loses the cause of the effect.
+//!
+//! # The algorithm: persistent interference-free regions
+//! Vardalith widens each access into a region during which no other thread's synchronisation
+//! can intervene (Definition 2):
+//! - a **load window** runs from the thread's last *acquire* before the load to its first
+//!   *release* after it;
+//! - a **store window** runs from the thread's last acquire before the store to its first release
+//!   **after the store is persisted** by its writer (own flush, then own fence). Releases between
+//!   the store and its persistence do not end it; a store never persisted stays open until the
+//!   program ends.
+//!
+//! Theorem 3: if a store window and a load window of different threads on the same bytes
+//! overlap, a PIR exists. Overlap is judged against the run's actual order: the pass reports when
+//! both windows are open at one moment — even if the load executed *before* the store (its
+//! window was still open when the store's began). Every report is therefore a true PIR in the
+//! paper's sense, provided the run's synchronisation is fully visible (see below); nobody has to
+//! observe the racy interleaving itself, only one in which the regions overlap.
+//!
+//! Acquires are lock returns (try-locks when they succeed; read or write mode alike), condition
+//! wait returns, barrier departures, successful `sem_wait`s, joins, and a thread's start. Releases
+//! are unlock entries, condition wait entries (the mutex), signals and broadcasts, barrier
+//! arrivals, `sem_post`, thread creation and thread exit. All of this comes from
+//! [`SyncAdapter`].
+//!
+//! # Relation to the paper's implementation
+//! The paper finds region *starts* with a static, intraprocedural binary analysis (postdominance,
+//! no acquire on the way, the address still computable) because tracking every acquire as a
+//! potential start is too costly natively; its starts are at or after the true ones, so it sees
+//! sub-regions (sound, less recall). Here every acquire is an event anyway, so windows start
+//! *exactly* at the last acquire, retroactively when the access happens: a superset of what the
+//! paper's runtime can see, with the same soundness argument (real-time overlap implies
+//! happens-before overlap). The paper's runtime matches regions by start address; this pass
+//! matches by byte range, so an 8-byte store and a 4-byte load at offset 4 conflict.
+//!
+//! Since happens-before overlap of *maximal* windows is equivalent to a PIR (digest §1.6), the
+//! option `mode=hb` checks Definition 1 directly with vector clocks over every synchronisation
+//! edge (create/join, locks, condition variables, barriers, semaphores): a store is reported with
+//! a load when the load does not happen before the store and the store's persistence does not
+//! happen before the load. It reports everything the window mode can see in the same run, plus
+//! pairs whose windows merely *could* overlap under another schedule.
+//!
+//! # Choices where the paper is open
+//! - **Persistence** is the device's `durable_own` (the writer's own flush and its own fence, a
+//!   clflush under `--flush-model intel`, or an NT store and the writer's fence), checked at the
+//!   writer's flushes and fences. The paper assumes that releases fence and only instruments
+//!   flushes; `release_fence=on` restores that: a store flushed by its writer counts as persisted
+//!   at the writer's next release. That is not true of plain-store unlocks (glibc's
+//!   `pthread_spin_unlock`), hence off by default. `persist_owner=any` accepts any thread's flush
+//!   and fence (the hardware rule), noticed at the writer's next flush, fence or release.
+//! - **A fence inside an unlock call** (`unlock_fence=on`, the default): glibc's mutex and rwlock
+//!   unlocks release with a locked instruction, which also fences; a store flushed just before
+//!   the unlock is therefore persisted by the releasing instruction itself. Its window closes at
+//!   that release rather than at the next one.
+//! - **A store overwritten** by its own thread before being persisted keeps its window; it closes
+//!   with the overwriting store's persistence.
+//! - **msync, fsync and durable pwrite** are not in the event stream: a store they persisted
+//!   stays open until the writer's next flush or fence.
+//!
+//! # What it can miss
+//! Only overlaps of this run's windows (window mode) or this run's accesses (hb mode) are seen:
+//! a racy load on a path not taken, or windows that never overlap under the chosen schedule, go
+//! unreported (`--explore` runs more schedules). Nothing is reported about stores no other thread
+//! loads.
+//!
+//! # Sources of false positives, and the options for them
+//! The guarantee needs *every* acquire and release to be visible. A synchronisation the pass does
+//! not see — a lock taken by inlined code or a hand-written spin loop not named as a custom lock,
+//! a flag handed over with atomics, a lock-free protocol — makes windows longer than the true
+//! ones, and their overlap may then be impossible. Flush-on-read designs, where readers persist
+//! what they read, are bugs only under the writer-only rule; `persist_owner=any` accepts them.
+//! Reports may be benign when recovery tolerates the lost value (the paper counts them anyway).
+
+use std::collections::BTreeMap;
+
+use emu::decode::FlushOp;
+use emu::events::{Event, EventKind, Interest};
+use emu::pm::{DurabilityRule, PmDevice, LINE_SIZE};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::hawkset::{durable_bytes, is_release_call, option_pairs, parse_bool, parse_owner, pieces, Interner, Site};
+use crate::sync::{Edges, HappensBefore, SyncAdapter, SyncOp};
+use crate::{Analysis, RawFinding, RawLocation};
+
+/// How overlap is decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OverlapMode {
+    /// The paper's: store and load windows open at the same moment of this run.
+    Windows,
+    /// Definition 1 with vector clocks over every synchronisation edge.
+    HappensBefore,
+}
+
+/// The pass's options; see the module documentation. Set from `--analyses
+/// vardalith:mode=hb:release_fence=on` (see [`VardalithOptions::parse`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VardalithOptions {
+    pub mode: OverlapMode,
+    /// A store flushed by its writer counts as persisted at the writer's next release.
+    pub release_fence: bool,
+    pub persist_owner: DurabilityRule,
+    /// A fence inside an unlock call persists before that release.
+    pub unlock_fence: bool,
+}
+
+impl Default for VardalithOptions {
+    fn default() -> Self {
+        VardalithOptions {
+            mode: OverlapMode::Windows,
+            release_fence: false,
+            persist_owner: DurabilityRule::Own,
+            unlock_fence: true,
+        }
+    }
+}
+
+impl VardalithOptions {
+    /// Parses `mode=windows|hb`, `release_fence=on|off`, `persist_owner=own|any`,
+    /// `unlock_fence=on|off`, separated by `:`.
+    pub fn parse(spec: &str) -> Result<VardalithOptions, String> {
+        let mut o = VardalithOptions::default();
+        for (k, v) in option_pairs(spec)? {
+            match k {
+                "mode" => {
+                    o.mode = match v {
+                        "windows" => OverlapMode::Windows,
+                        "hb" => OverlapMode::HappensBefore,
+                        _ => return Err(format!("mode={v}: expected windows or hb")),
+                    }
+                }
+                "release_fence" => o.release_fence = parse_bool(k, v)?,
+                "persist_owner" => o.persist_owner = parse_owner(k, v)?,
+                "unlock_fence" => o.unlock_fence = parse_bool(k, v)?,
+                _ => {
+                    return Err(format!(
+                        "unknown vardalith option `{k}` (mode, release_fence, persist_owner, unlock_fence)"
+                    ))
+                }
+            }
+        }
+        Ok(o)
+    }
+}
+
+/// Windows still open have this end.
+const OPEN: u64 = u64::MAX;
+/// A store not yet persisted has this persistence epoch (hb mode).
+const NEVER: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// A load window, or a store not flushed since.
+    Dirty,
+    /// A store its writer flushed (or an NT store).
+    Flushed,
+    /// A store durable, its window waiting for the writer's next release.
+    Persisted,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    store: bool,
+    tid: u32,
+    line: u64,
+    mask: u64,
+    site: Site,
+    /// Event step of the last acquire before the access (window mode).
+    start: u64,
+    /// Event step of the release that closed it, or [`OPEN`].
+    end: u64,
+    state: State,
+    /// hb mode: the writer's/reader's clock at the access (interned).
+    vc: u32,
+    /// hb mode: the writer's own epoch at the persistence, or [`NEVER`].
+    p_epoch: u32,
+}
+
+#[derive(Default, Debug)]
+struct Thread {
+    last_acquire: u64,
+    /// Store windows not closed, and load windows not closed.
+    stores: Vec<u32>,
+    loads: Vec<u32>,
+    /// Lines flushed since the last fence.
+    flushed: FxHashSet<u64>,
+    /// Inside an unlock call: the step of its release and the epoch before it.
+    in_release: Option<(u64, u32)>,
+    vc: Option<u32>,
+    exited: bool,
+}
+
+pub struct Vardalith {
+    opts: VardalithOptions,
+    sync: SyncAdapter,
+    hb: HappensBefore,
+    step: u64,
+    threads: FxHashMap<u32, Thread>,
+    windows: Vec<Option<Window>>,
+    free: Vec<u32>,
+    by_line: FxHashMap<u64, Vec<u32>>,
+    clocks: Interner<Vec<u32>>,
+    created_since_prune: usize,
+    /// (store site, load site) → (store thread, load thread, occurrences).
+    pairs: BTreeMap<(Site, Site), (u32, u32, u64)>,
+    ops: Vec<SyncOp>,
+}
+
+const PRUNE_EVERY: usize = 4096;
+
+impl Default for Vardalith {
+    fn default() -> Self {
+        Vardalith::new(VardalithOptions::default())
+    }
+}
+
+impl Vardalith {
+    pub fn new(opts: VardalithOptions) -> Vardalith {
+        Vardalith {
+            opts,
+            sync: SyncAdapter::default(),
+            hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
+            step: 0,
+            threads: FxHashMap::default(),
+            windows: Vec::new(),
+            free: Vec::new(),
+            by_line: FxHashMap::default(),
+            clocks: Interner::default(),
+            created_since_prune: 0,
+            pairs: BTreeMap::new(),
+            ops: Vec::new(),
+        }
+    }
+
+    /// From an option string (`mode=hb:release_fence=on`).
+    pub fn from_spec(spec: &str) -> Result<Vardalith, String> {
+        Ok(Vardalith::new(VardalithOptions::parse(spec)?))
+    }
+
+    fn hb_mode(&self) -> bool {
+        self.opts.mode == OverlapMode::HappensBefore
+    }
+
+    fn thread(&mut self, tid: u32) -> &mut Thread {
+        self.threads.entry(tid).or_default()
+    }
+
+    fn clock(&mut self, tid: u32) -> u32 {
+        if !self.hb_mode() {
+            return 0;
+        }
+        if let Some(id) = self.thread(tid).vc {
+            return id;
+        }
+        let mut v = self.hb.clock(tid).0.clone();
+        while v.last() == Some(&0) {
+            v.pop();
+        }
+        let id = self.clocks.id(v);
+        self.thread(tid).vc = Some(id);
+        id
+    }
+
+    /// Component `of` of interned clock `vc`.
+    fn at(&mut self, vc: u32, of: u32) -> u32 {
+        if !self.hb_mode() {
+            return 0;
+        }
+        let s = self.hb.slot(of);
+        self.clocks.get(vc).get(s).copied().unwrap_or(0)
+    }
+
+    /// The thread's own epoch now.
+    fn epoch(&mut self, tid: u32) -> u32 {
+        let vc = self.clock(tid);
+        self.at(vc, tid)
+    }
+
+    fn get(&self, id: u32) -> &Window {
+        self.windows[id as usize].as_ref().expect("live window")
+    }
+
+    fn get_mut(&mut self, id: u32) -> &mut Window {
+        self.windows[id as usize].as_mut().expect("live window")
+    }
+
+    fn alloc(&mut self, w: Window) -> u32 {
+        self.created_since_prune += 1;
+        let line = w.line;
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.windows[id as usize] = Some(w);
+                id
+            }
+            None => {
+                self.windows.push(Some(w));
+                (self.windows.len() - 1) as u32
+            }
+        };
+        self.by_line.entry(line).or_default().push(id);
+        id
+    }
+
+    /// Whether the (new) access `w` conflicts with the existing window `o` of another thread.
+    fn conflicts(&mut self, w: &Window, o: &Window) -> bool {
+        if self.hb_mode() {
+            let (s, l) = if w.store { (w, o) } else { (o, w) };
+            // l ≰hb s: the store's clock has not seen the load's epoch.
+            let l_epoch = self.at(l.vc, l.tid);
+            let s_sees = self.at(s.vc, l.tid);
+            if s_sees >= l_epoch {
+                return false;
+            }
+            // p ≰hb l: not persisted, or the load has not seen the persistence's epoch.
+            s.p_epoch == NEVER || self.at(l.vc, s.tid) < s.p_epoch
+        } else {
+            // `w` is open now; `o` overlaps unless it closed before `w` began.
+            o.end > w.start
+        }
+    }
+
+    fn on_access(&mut self, ev: &Event, device: &PmDevice, store: bool, nt: bool) {
+        let tid = ev.tid;
+        let site = (ev.pc, ev.stack);
+        let start = self.thread(tid).last_acquire;
+        let vc = self.clock(tid);
+        let durable_now = store && !nt && device.durable(self.opts.persist_owner, ev.dev, u64::from(ev.size));
+        for (line, mask) in pieces(ev.dev, ev.size) {
+            let mut w = Window {
+                store,
+                tid,
+                line,
+                mask,
+                site,
+                start,
+                end: OPEN,
+                state: if nt { State::Flushed } else { State::Dirty },
+                vc,
+                p_epoch: NEVER,
+            };
+            if durable_now {
+                // eADR: durable at once; the window waits for the next release.
+                w.state = State::Persisted;
+                w.p_epoch = self.epoch(tid);
+            }
+            // Conflicts with the other kind's windows of other threads.
+            let ids: Vec<u32> = self.by_line.get(&line).cloned().unwrap_or_default();
+            let mut merge = None;
+            for id in ids {
+                let o = *self.get(id);
+                if o.tid == tid {
+                    let same = o.store == store
+                        && o.site == site
+                        && o.end == OPEN
+                        && o.state == w.state
+                        && o.state != State::Persisted
+                        && if self.hb_mode() { o.vc == vc } else { o.start == start };
+                    if same {
+                        merge = Some(id);
+                    }
+                    continue;
+                }
+                if o.store == store || o.mask & mask == 0 {
+                    continue;
+                }
+                if self.conflicts(&w, &o) {
+                    let (s, l) = if store { (&w, &o) } else { (&o, &w) };
+                    let e = self.pairs.entry((s.site, l.site)).or_insert((s.tid, l.tid, 0));
+                    e.2 += 1;
+                }
+            }
+            match merge {
+                Some(id) => self.get_mut(id).mask |= mask,
+                None => {
+                    let id = self.alloc(w);
+                    let t = self.thread(tid);
+                    if store {
+                        t.stores.push(id);
+                    } else {
+                        t.loads.push(id);
+                    }
+                }
+            }
+            if nt {
+                self.flush_line(tid, line);
+            }
+        }
+        if self.created_since_prune >= PRUNE_EVERY {
+            self.prune();
+        }
+    }
+
+    fn flush_line(&mut self, tid: u32, line: u64) {
+        let ids = self.thread(tid).stores.clone();
+        let mut any = false;
+        for id in ids {
+            let w = self.get_mut(id);
+            if w.line == line && w.state == State::Dirty {
+                w.state = State::Flushed;
+                any = true;
+            } else if w.line == line && w.state == State::Flushed {
+                any = true;
+            }
+        }
+        if any {
+            self.thread(tid).flushed.insert(line);
+        }
+    }
+
+    /// Marks `tid`'s store windows on `lines` that are durable now as persisted; inside an
+    /// unlock call (with `unlock_fence`) they close at that release.
+    fn settle(&mut self, device: &PmDevice, tid: u32, lines: Option<&FxHashSet<u64>>, fencing: bool) {
+        let rule = self.opts.persist_owner;
+        let ids = self.thread(tid).stores.clone();
+        let in_release = if self.opts.unlock_fence { self.thread(tid).in_release } else { None };
+        let epoch = match in_release {
+            Some((_, e)) => e,
+            None => self.epoch(tid),
+        };
+        for id in ids {
+            let w = *self.get(id);
+            if w.state == State::Persisted || lines.is_some_and(|l| !l.contains(&w.line)) {
+                continue;
+            }
+            let owner_fenced = fencing && w.state == State::Flushed;
+            if durable_bytes(device, rule, w.line, w.mask, tid, owner_fenced) == w.mask {
+                let w = self.get_mut(id);
+                w.state = State::Persisted;
+                w.p_epoch = epoch;
+                if let Some((step, _)) = in_release {
+                    self.close(id, step);
+                }
+            }
+        }
+        // Windows closed by a fence inside an unlock call leave the open list.
+        let mut open = std::mem::take(&mut self.thread(tid).stores);
+        open.retain(|&id| self.windows[id as usize].is_some_and(|w| w.end == OPEN));
+        self.thread(tid).stores = open;
+    }
+
+    /// Closes window `id` at `end`. In window mode only its end matters from now on, so it is
+    /// merged into an earlier closed window of the same thread, kind, site and bytes (keeping the
+    /// later end): memory follows the distinct accesses, not how often they ran.
+    fn close(&mut self, id: u32, end: u64) {
+        self.get_mut(id).end = end;
+        if self.hb_mode() {
+            return;
+        }
+        let w = *self.get(id);
+        let windows = &self.windows;
+        let Some(list) = self.by_line.get_mut(&w.line) else { return };
+        let same = list.iter().copied().find(|&o| {
+            o != id
+                && windows[o as usize].is_some_and(|x| {
+                    x.end != OPEN && x.tid == w.tid && x.store == w.store && x.site == w.site && x.mask == w.mask
+                })
+        });
+        if let Some(o) = same {
+            list.retain(|&x| x != id);
+            let other = self.get_mut(o);
+            other.end = other.end.max(end);
+            self.windows[id as usize] = None;
+            self.free.push(id);
+        }
+    }
+
+    /// A release by `tid`: its load windows close, and its persisted store windows.
+    fn release(&mut self, device: &PmDevice, tid: u32) {
+        let step = self.step;
+        if self.opts.persist_owner == DurabilityRule::Hw {
+            // Another thread's persist of our stores is noticed here.
+            self.settle(device, tid, None, false);
+        }
+        let epoch = self.epoch(tid);
+        let rif = self.opts.release_fence;
+        let loads = std::mem::take(&mut self.thread(tid).loads);
+        for id in loads {
+            self.close(id, step);
+        }
+        let stores = std::mem::take(&mut self.thread(tid).stores);
+        let mut keep = Vec::new();
+        for id in stores {
+            let w = self.get_mut(id);
+            if rif && w.state == State::Flushed {
+                w.state = State::Persisted;
+                w.p_epoch = epoch;
+            }
+            if w.state == State::Persisted {
+                self.close(id, step);
+            } else {
+                keep.push(id);
+            }
+        }
+        self.thread(tid).stores = keep;
+    }
+
+    fn on_sync(&mut self, ev: &Event, device: &PmDevice) {
+        let tid = ev.tid;
+        if let EventKind::SyncReturn(k) = ev.kind {
+            if is_release_call(k) {
+                self.thread(tid).in_release = None;
+            }
+        }
+        let release_call = matches!(ev.kind, EventKind::SyncEnter(k) if is_release_call(k));
+        let mut ops = std::mem::take(&mut self.ops);
+        ops.clear();
+        self.sync.translate(ev, |op| ops.push(op));
+        for &op in &ops {
+            let is_release =
+                matches!(op, SyncOp::Release { .. } | SyncOp::Post { .. } | SyncOp::Create { .. } | SyncOp::Exit);
+            let is_acquire = matches!(op, SyncOp::Acquire { .. } | SyncOp::Wait { .. } | SyncOp::Join { .. });
+            if is_release {
+                if release_call {
+                    let e = self.epoch(tid);
+                    self.thread(tid).in_release = Some((self.step, e));
+                }
+                self.release(device, tid);
+            }
+            if let SyncOp::Create { child } = op {
+                let step = self.step;
+                self.thread(child).last_acquire = step;
+            }
+            self.hb.apply(tid, op);
+            if self.hb_mode() {
+                self.thread(tid).vc = None;
+                if let SyncOp::Create { child } = op {
+                    self.thread(child).vc = None;
+                }
+            }
+            if is_acquire {
+                let step = self.step;
+                self.thread(tid).last_acquire = step;
+            }
+            if op == SyncOp::Exit {
+                self.thread(tid).exited = true;
+            }
+        }
+        self.ops = ops;
+    }
+
+    /// Drops windows that can no longer conflict with any future access.
+    fn prune(&mut self) {
+        self.created_since_prune = 0;
+        let live: Vec<u32> = self.threads.iter().filter(|(_, t)| !t.exited).map(|(&k, _)| k).collect();
+        let dead: Vec<bool> = if self.hb_mode() {
+            let clocks: Vec<(u32, u32)> = live.iter().map(|&t| (t, self.clock(t))).collect();
+            let mut out = Vec::with_capacity(self.windows.len());
+            for i in 0..self.windows.len() {
+                let Some(w) = self.windows[i] else {
+                    out.push(false);
+                    continue;
+                };
+                // A load every live thread has seen: every future store comes after it. A store
+                // whose persistence every live thread has seen: every future load comes after.
+                let (owner, epoch) = if w.store { (w.tid, w.p_epoch) } else { (w.tid, self.at(w.vc, w.tid)) };
+                let gone = epoch != NEVER && clocks.iter().all(|&(_, c)| self.at(c, owner) >= epoch);
+                out.push(gone);
+            }
+            out
+        } else {
+            let floor = live.iter().map(|t| self.threads[t].last_acquire).min().unwrap_or(u64::MAX);
+            self.windows.iter().map(|w| w.as_ref().is_some_and(|w| w.end != OPEN && w.end <= floor)).collect()
+        };
+        for (i, gone) in dead.into_iter().enumerate() {
+            if gone {
+                self.windows[i] = None;
+                self.free.push(i as u32);
+            }
+        }
+        let windows = &self.windows;
+        self.by_line.retain(|_, ids| {
+            ids.retain(|&id| windows[id as usize].is_some());
+            !ids.is_empty()
+        });
+        // Threads' open lists only hold open windows, which are never pruned in window mode; in
+        // hb mode a pruned window may still be listed (a load not yet released).
+        for t in self.threads.values_mut() {
+            t.loads.retain(|&id| windows[id as usize].is_some());
+            t.stores.retain(|&id| windows[id as usize].is_some());
+        }
+    }
+}
+
+impl Analysis for Vardalith {
+    fn name(&self) -> &'static str {
+        "vardalith"
+    }
+
+    fn interest(&self) -> Interest {
+        Interest::LOADS.union(Interest::STORES).union(Interest::PERSIST).union(Interest::SYNC)
+    }
+
+    fn on_event(&mut self, ev: &Event, device: &PmDevice) {
+        self.step += 1;
+        match ev.kind {
+            EventKind::Store | EventKind::RmwStore if ev.dev != 0 => self.on_access(ev, device, true, false),
+            EventKind::NtStore if ev.dev != 0 => self.on_access(ev, device, true, true),
+            EventKind::Load if ev.dev != 0 => self.on_access(ev, device, false, false),
+            EventKind::Flush(op) => {
+                let line = ev.dev / LINE_SIZE;
+                self.flush_line(ev.tid, line);
+                if op == FlushOp::Clflush {
+                    let one: FxHashSet<u64> = std::iter::once(line).collect();
+                    self.settle(device, ev.tid, Some(&one), false);
+                }
+            }
+            EventKind::Fence(_) => {
+                let lines = std::mem::take(&mut self.thread(ev.tid).flushed);
+                if !lines.is_empty() {
+                    self.settle(device, ev.tid, Some(&lines), true);
+                }
+            }
+            EventKind::SyncEnter(_) | EventKind::SyncReturn(_) | EventKind::ThreadCreate | EventKind::ThreadExit => {
+                self.on_sync(ev, device)
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(&mut self, _device: &PmDevice) -> Vec<RawFinding> {
+        let hb = self.hb_mode();
+        std::mem::take(&mut self.pairs)
+            .into_iter()
+            .map(|((s, l), (st, lt, n))| RawFinding {
+                analysis: "vardalith",
+                kind: "persistence-induced-race",
+                message: if hb {
+                    "persistence-induced race: a load in another thread is neither ordered before this PM store nor \
+                     after its persistence (happens-before), so it can read the store before it is durable"
+                        .into()
+                } else {
+                    "persistence-induced race: the store's window (from the acquire before it to the first release \
+                     after its own persist) overlapped another thread's load window on the same PM bytes, so some \
+                     interleaving lets the load read the store before it is durable"
+                        .into()
+                },
+                occurrences: n,
+                locations: vec![
+                    RawLocation { role: "store", pc: s.0, stack: s.1, tid: st },
+                    RawLocation { role: "load", pc: l.0, stack: l.1, tid: lt },
+                ],
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::hawkset::testkit::{pairs, Sim};
+    use emu::sync::SyncKind;
+
+    const L: u64 = 0x100;
+    const M: u64 = 0x200;
+
+    fn run(opts: &str, body: impl FnOnce(&mut Sim)) -> Vec<(u64, Vec<u64>)> {
+        let mut v = Vardalith::from_spec(opts).unwrap();
+        let mut sim = Sim::new(&mut v);
+        sim.store(1, 0x10, 0, 8);
+        sim.persist(1, 0x11, 0);
+        sim.create(1, 2);
+        sim.create(1, 3);
+        body(&mut sim);
+        pairs(&sim.finish())
+    }
+
+    fn both(body: impl Fn(&mut Sim)) -> [Vec<(u64, Vec<u64>)>; 2] {
+        [run("", &body), run("mode=hb", &body)]
+    }
+
+    fn race() -> Vec<(u64, Vec<u64>)> {
+        vec![(0xa, vec![0xb])]
+    }
+
+    #[test]
+    fn a_release_before_the_flush_keeps_the_window_open() {
+        for r in both(|s| {
+            s.lock(2, L);
+            s.store(2, 0xa, 0, 8);
+            s.unlock(2, L);
+            s.lock(3, L);
+            s.load(3, 0xb, 0, 8);
+            s.unlock(3, L);
+            s.persist(2, 0xf, 0);
+        }) {
+            assert_eq!(r, race());
+        }
+        for r in both(|s| {
+            s.lock(2, L);
+            s.store(2, 0xa, 0, 8);
+            s.persist(2, 0xf, 0);
+            s.unlock(2, L);
+            s.lock(3, L);
+            s.load(3, 0xb, 0, 8);
+            s.unlock(3, L);
+        }) {
+            assert!(r.is_empty(), "{r:x?}");
+        }
+    }
+
+    #[test]
+    fn windows_overlap_though_the_load_executes_first() {
+        // Thread 3's load window [lock M, unlock M] is still open when thread 2's store window
+        // (from its lock L) contains the store.
+        for r in both(|s| {
+            s.lock(3, M);
+            s.lock(2, L);
+            s.load(3, 0xb, 0, 8);
+            s.store(2, 0xa, 0, 8);
+            s.unlock(3, M);
+            s.persist(2, 0xf, 0);
+            s.unlock(2, L);
+        }) {
+            assert_eq!(r, race());
+        }
+        // Closed before the store's window began: only the happens-before mode (which sees
+        // that no synchronisation orders them) reports.
+        let body = |s: &mut Sim| {
+            s.lock(3, M);
+            s.load(3, 0xb, 0, 8);
+            s.unlock(3, M);
+            s.lock(2, L);
+            s.store(2, 0xa, 0, 8);
+            s.persist(2, 0xf, 0);
+            s.unlock(2, L);
+        };
+        assert!(run("", body).is_empty());
+        assert_eq!(run("mode=hb", body), race());
+        // The same lock orders them in both modes.
+        let body = |s: &mut Sim| {
+            s.lock(3, L);
+            s.load(3, 0xb, 0, 8);
+            s.unlock(3, L);
+            s.lock(2, L);
+            s.store(2, 0xa, 0, 8);
+            s.persist(2, 0xf, 0);
+            s.unlock(2, L);
+        };
+        assert!(run("", body).is_empty());
+        assert!(run("mode=hb", body).is_empty());
+    }
+
+    #[test]
+    fn a_preemption_inside_the_unlock_gives_no_report() {
+        // Thread 2 enters the unlock (the release), thread 3 acquires and loads before thread
+        // 2's unlock returns (the futex wake preempted it).
+        for r in both(|s| {
+            s.lock(2, L);
+            s.store(2, 0xa, 0, 8);
+            s.persist(2, 0xf, 0);
+            s.enter(2, SyncKind::MutexUnlock, L, 0);
+            s.lock(3, L);
+            s.load(3, 0xb, 0, 8);
+            s.ret(2, SyncKind::MutexUnlock, L, 0);
+            s.unlock(3, L);
+        }) {
+            assert!(r.is_empty(), "{r:x?}");
+        }
+    }
+
+    #[test]
+    fn semaphores_order_the_persist_before_the_load() {
+        for r in both(|s| {
+            s.store(2, 0xa, 0, 8);
+            s.persist(2, 0xf, 0);
+            s.call(2, SyncKind::SemPost, 0x300, 0);
+            s.call(3, SyncKind::SemWait, 0x300, 0);
+            s.load(3, 0xb, 0, 8);
+        }) {
+            assert!(r.is_empty(), "{r:x?}");
+        }
+    }
+
+    #[test]
+    fn stores_never_persisted_stay_open_until_the_end() {
+        for r in both(|s| {
+            s.lock(2, L);
+            s.store(2, 0xa, 0, 8);
+            s.unlock(2, L);
+            s.exit(2);
+            s.join(1, 2);
+            s.load(1, 0xb, 0, 8);
+        }) {
+            assert_eq!(r, race());
+        }
+    }
+
+    #[test]
+    fn release_implies_fence_option() {
+        let body = |s: &mut Sim| {
+            s.lock(2, L);
+            s.store(2, 0xa, 0, 8);
+            s.clwb(2, 0);
+            s.unlock(2, L);
+            s.lock(3, L);
+            s.load(3, 0xb, 0, 8);
+            s.unlock(3, L);
+            s.sfence(2, 0xf);
+        };
+        assert_eq!(run("", body), race());
+        assert_eq!(run("mode=hb", body), race());
+        assert!(run("release_fence=on", body).is_empty());
+        assert!(run("release_fence=on:mode=hb", body).is_empty());
+    }
+
+    #[test]
+    fn a_fence_inside_the_unlock_closes_the_window_there() {
+        let body = |s: &mut Sim| {
+            s.lock(2, L);
+            s.store(2, 0xa, 0, 8);
+            s.clwb(2, 0);
+            s.unlock_fencing(2, L);
+            s.lock(3, L);
+            s.load(3, 0xb, 0, 8);
+            s.unlock(3, L);
+        };
+        assert!(run("", body).is_empty());
+        assert!(run("mode=hb", body).is_empty());
+        assert_eq!(run("unlock_fence=off", body), race());
+        assert_eq!(run("unlock_fence=off:mode=hb", body), race());
+    }
+
+    #[test]
+    fn bytes_match_by_range() {
+        for (off, size, hit) in [(4, 4, true), (8, 4, false)] {
+            let r = run("", |s| {
+                s.lock(2, L);
+                s.store(2, 0xa, 0, 8);
+                s.unlock(2, L);
+                s.lock(3, L);
+                s.load(3, 0xb, off, size);
+                s.unlock(3, L);
+                s.persist(2, 0xf, 0);
+            });
+            assert_eq!(!r.is_empty(), hit, "{off} {size}: {r:x?}");
+        }
+    }
+
+    #[test]
+    fn pruning_keeps_what_can_still_overlap() {
+        let mut v = Vardalith::default();
+        let mut s = Sim::new(&mut v);
+        s.create(1, 2);
+        s.create(1, 3);
+        // Thread 3 never acquires: its windows reach back to its start.
+        s.load(3, 0xb, 0, 8);
+        for i in 0..(PRUNE_EVERY as u64 + 10) {
+            s.lock(2, L);
+            s.store(2, 0x20, 64 + (i % 64) * 8, 8);
+            s.persist(2, 0x21, 64 + (i % 64) * 8);
+            s.unlock(2, L);
+        }
+        s.lock(2, L);
+        s.store(2, 0xa, 0, 8);
+        s.unlock(2, L);
+        assert_eq!(pairs(&s.finish()), race());
+        assert!(v.windows.iter().flatten().count() < 200, "{}", v.windows.iter().flatten().count());
+    }
+
+    #[test]
+    fn options_parse() {
+        let o = VardalithOptions::parse("mode=hb:release_fence=on:persist_owner=any:unlock_fence=off").unwrap();
+        assert_eq!(o.mode, OverlapMode::HappensBefore);
+        assert!(o.release_fence && !o.unlock_fence);
+        assert_eq!(o.persist_owner, DurabilityRule::Hw);
+        assert!(VardalithOptions::parse("mode=x").is_err());
+    }
+}
