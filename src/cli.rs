@@ -125,6 +125,11 @@ pub struct RunOptions {
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_threads: usize,
 
+    /// Most file descriptors open at once (RLIMIT_NOFILE); beyond it open and dup fail with
+    /// EMFILE.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_open_files: i32,
+
     /// Number of CPUs the guest is told it has.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub cpus: u32,

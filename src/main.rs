@@ -169,6 +169,7 @@ fn execute_with(
                 _ => 0,
             },
             max_threads: spec.max_threads,
+            max_open_files: spec.max_open_files,
             trace_hash: out.trace_hash.clone(),
             pm_mount: spec.pm_mount.clone(),
             max_instructions: spec.max_instructions,
@@ -199,6 +200,7 @@ fn run_spec(opts: &RunOptions, command: &[String], pm_dir: PathBuf) -> Result<Ru
         strategy: strategy(&opts.strategy, opts.pct_depth),
         max_threads: opts.max_threads,
         discard_output: false,
+        max_open_files: opts.max_open_files,
     })
 }
 
@@ -316,21 +318,7 @@ fn cmd_run(a: RunArgs) -> Result<i32, Fatal> {
     let opts = a.opts;
     check_report_path("--report", opts.report.as_deref())?;
     let pm = PmDir::new(opts.pm_dir.clone())?;
-    let spec = RunSpec {
-        program: PathBuf::from(&a.command[0]),
-        argv: a.command.clone(),
-        env: guest_env(&opts)?,
-        seed: opts.seed,
-        pm_dir: pm.path(),
-        pm_mount: opts.pm_mount.clone(),
-        max_instructions: opts.max_instructions,
-        max_memory: opts.max_memory,
-        cpus: opts.cpus,
-        analyses: opts.analyses.clone(),
-        strategy: strategy(&opts.strategy, opts.pct_depth),
-        max_threads: opts.max_threads,
-        discard_output: false,
-    };
+    let spec = run_spec(&opts, &a.command, pm.path())?;
     let (report, out) = if opts.explore > 1 { explore(&spec, opts.explore)? } else { execute(&spec)? };
     if !opts.quiet {
         report::print_findings(&report.findings);
@@ -453,6 +441,7 @@ fn cmd_replay(a: ReplayArgs) -> Result<i32, Fatal> {
         strategy: strategy(&orig.run.strategy, orig.run.pct_depth),
         max_threads: orig.run.max_threads,
         discard_output: false,
+        max_open_files: orig.run.max_open_files,
     };
     if let (Some(f), Some(c)) = (&wanted, &orig.crash) {
         if let Some(image) = &f.crash_image {

@@ -74,6 +74,8 @@ pub struct RunInfo {
     pub strategy: String,
     pub pct_depth: u32,
     pub max_threads: usize,
+    #[serde(default = "default_open_files")]
+    pub max_open_files: i32,
     pub trace_hash: String,
     pub pm_mount: String,
     pub max_instructions: u64,
@@ -86,6 +88,10 @@ pub struct RunInfo {
     pub schedules: u32,
     /// Host files the guest read, with the BLAKE3 of their contents.
     pub inputs: BTreeMap<String, String>,
+}
+
+fn default_open_files() -> i32 {
+    1024
 }
 
 fn one() -> u32 {

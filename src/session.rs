@@ -51,6 +51,7 @@ pub struct RunSpec {
     pub max_threads: usize,
     /// Drop the guest's stdout and stderr (exploration runs after the first).
     pub discard_output: bool,
+    pub max_open_files: i32,
 }
 
 /// How the guest ended.
@@ -156,6 +157,7 @@ pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<
         cpus: spec.cpus,
         max_threads: spec.max_threads,
         discard_output: spec.discard_output,
+        max_open_files: spec.max_open_files,
     });
     m.set_main_tid(k.current);
     let mut passes = analyses::build(&spec.analyses).map_err(SessionError::Analyses)?;
@@ -379,7 +381,7 @@ pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<
         instructions: m.icount(),
         trace_hash: trace.finalize().to_hex()[..32].to_string(),
         findings,
-        inputs: std::mem::take(&mut k.inputs),
+        inputs: k.take_inputs(),
         program_hash,
     })
 }

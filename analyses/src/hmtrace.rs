@@ -24,8 +24,11 @@ const MAX_ENTRIES: usize = 32;
 const STACK_SPAN: u64 = 8 << 20;
 const TCB_SPAN: u64 = 4096;
 /// Happens-before objects of sync locations live in their own key space (bit 63: no guest
-/// address has it).
+/// address has it, nor an object of [`SyncAdapter`]); a lock's release objects too (bit 47:
+/// written by exclusive holders, bit 48: by shared ones).
 const SYNC_KEY: u64 = 1 << 63;
+const LOCK_W: u64 = SYNC_KEY | 1 << 47;
+const LOCK_R: u64 = SYNC_KEY | 1 << 48;
 /// Locations remembered per report for the end-of-run sync-location filter.
 const MAX_CONFLICTS: usize = 16;
 
@@ -307,14 +310,23 @@ impl Hmtrace {
                     None => t.held.push((lock, mode, 1)),
                 }
                 self.relock(tid);
+                // Release-to-acquire order: what writers released, and for a writer also what
+                // readers released (readers do not order each other).
+                self.hb.apply(tid, SyncOp::Wait { obj: LOCK_W | lock });
+                if mode == Mode::Exclusive {
+                    self.hb.apply(tid, SyncOp::Wait { obj: LOCK_R | lock });
+                }
             }
             SyncOp::Release { lock } => {
                 let t = self.thread(tid);
                 if let Some(i) = t.held.iter().position(|(l, _, _)| *l == lock) {
+                    let mode = t.held[i].1;
                     t.held[i].2 -= 1;
                     if t.held[i].2 == 0 {
                         t.held.remove(i);
                     }
+                    let key = if mode == Mode::Exclusive { LOCK_W } else { LOCK_R };
+                    self.hb.apply(tid, SyncOp::Post { obj: key | lock });
                 }
                 self.relock(tid);
             }

@@ -141,8 +141,10 @@ pub fn build(names: &[String]) -> Result<Vec<Box<dyn Analysis>>, String> {
             "hmtrace" => Box::new(hmtrace::Hmtrace::new(
                 hmtrace::Options::parse(specs.get("hmtrace").map_or("", |s| s)).unwrap_or_default(),
             )) as Box<dyn Analysis>,
-            "oscs" => Box::new(oscs::Oscs::new(oscs::Options::parse(specs.get("oscs").map_or("", |s| s)).unwrap_or_default()))
-                as Box<dyn Analysis>,
+            "oscs" => {
+                Box::new(oscs::Oscs::new(oscs::Options::parse(specs.get("oscs").map_or("", |s| s)).unwrap_or_default()))
+                    as Box<dyn Analysis>
+            }
             "hawkset" => {
                 Box::new(hawkset::Hawkset::from_spec(specs.get("hawkset").map_or("", |s| s)).unwrap_or_default())
                     as Box<dyn Analysis>

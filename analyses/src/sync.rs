@@ -9,8 +9,9 @@
 //! - `pthread_cond_wait(cond, mutex)` releases the mutex at entry and reacquires it at return,
 //!   and its return is an ordering *wait* on the condition variable, whose `signal`/`broadcast`
 //!   entries are *posts* (OSCS's "release, ordering acquire, acquire");
-//! - barrier entry posts to the barrier, barrier return waits on it (all arrivals happen before
-//!   all departures); `sem_post` posts, a successful `sem_wait`/`sem_trywait` waits;
+//! - barrier entry posts to the barrier's current generation (a thread's k-th arrival is in
+//!   the k-th), barrier return waits on that generation (all arrivals of a round happen before
+//!   all its departures, and nothing of the next round does); `sem_post` posts, a successful `sem_wait`/`sem_trywait` waits;
 //! - thread creation, join (the joined thread found by its handle, glibc's `pthread_t`, which is
 //!   the TLS pointer passed to clone) and exit.
 //!
@@ -62,6 +63,17 @@ pub struct SyncAdapter {
     handles: FxHashMap<u64, u32>,
     /// The mutex each thread passed to a condition wait it is in.
     cond_mutex: FxHashMap<u32, u64>,
+    /// Arrivals of each thread at each barrier: a thread's k-th arrival belongs to the
+    /// barrier's k-th generation, whose posts only that generation's departures wait for (one
+    /// object per generation, so a fast thread's arrival at the next round does not order
+    /// itself before a slow thread's departure from this one).
+    barrier_rounds: FxHashMap<(u64, u32), u64>,
+}
+
+/// The object of a barrier's generation (`round` in the top bits; guest addresses stay below
+/// 2^48).
+fn barrier_round(addr: u64, round: u64) -> u64 {
+    addr ^ ((round & 0x7fff) << 48)
 }
 
 impl SyncAdapter {
@@ -84,8 +96,13 @@ impl SyncAdapter {
                     self.cond_mutex.insert(ev.tid, ev.old);
                     out(SyncOp::Release { lock: ev.old });
                 }
-                SyncKind::CondSignal | SyncKind::CondBroadcast | SyncKind::SemPost | SyncKind::BarrierWait => {
+                SyncKind::CondSignal | SyncKind::CondBroadcast | SyncKind::SemPost => {
                     out(SyncOp::Post { obj: ev.addr })
+                }
+                SyncKind::BarrierWait => {
+                    let round = self.barrier_rounds.entry((ev.addr, ev.tid)).or_insert(0);
+                    *round += 1;
+                    out(SyncOp::Post { obj: barrier_round(ev.addr, *round) })
                 }
                 _ => {}
             },
@@ -114,9 +131,11 @@ impl SyncAdapter {
                             out(SyncOp::Acquire { lock: m, mode: Mode::Exclusive });
                         }
                     }
-                    SyncKind::BarrierWait | SyncKind::SemWait | SyncKind::SemTrywait if ok => {
-                        out(SyncOp::Wait { obj: ev.addr })
+                    SyncKind::BarrierWait if ok => {
+                        let round = self.barrier_rounds.get(&(ev.addr, ev.tid)).copied().unwrap_or(0);
+                        out(SyncOp::Wait { obj: barrier_round(ev.addr, round) })
                     }
+                    SyncKind::SemWait | SyncKind::SemTrywait if ok => out(SyncOp::Wait { obj: ev.addr }),
                     SyncKind::Join if ok => {
                         if let Some(&child) = self.handles.get(&ev.addr) {
                             out(SyncOp::Join { child });

@@ -2,7 +2,7 @@
  * out-of-bounds kernels).  Each thread initialises its chunk of an array but
  * writes one element past its end, into the next thread's chunk.  Race: yes,
  * the overflowing write against the neighbour's write of its first
- * element. */
+ * element (a start barrier makes the threads run together). */
 #include <pthread.h>
 #include <stdio.h>
 
@@ -10,10 +10,12 @@
 #define CHUNK 32
 
 static int a[NT * CHUNK + 1];
+static pthread_barrier_t start;
 
 static void *worker(void *arg)
 {
     long id = (long)arg;
+    pthread_barrier_wait(&start);
     for (int i = id * CHUNK; i <= (id + 1) * CHUNK; i++)
         a[i] = (int)id; /* RACE: chunk write one past the end */
     return NULL;
@@ -22,6 +24,7 @@ static void *worker(void *arg)
 int main(void)
 {
     pthread_t t[NT];
+    pthread_barrier_init(&start, NULL, NT);
     for (long i = 0; i < NT; i++)
         pthread_create(&t[i], NULL, worker, (void *)i);
     for (int i = 0; i < NT; i++)

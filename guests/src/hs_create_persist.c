@@ -44,8 +44,7 @@ int main(int argc, char **argv)
     pthread_join(f, NULL);
     r->value = 1; /* BUG: stored before pthread_create, persisted after it */
     pthread_create(&rd, NULL, reader, NULL);
-    PM_CLWB(&r->value); /* PERSIST: after the reader exists */
-    PM_SFENCE();
+    PM_CLWB(&r->value); PM_SFENCE(); /* PERSIST: after the reader exists */
     pthread_join(rd, NULL);
     printf("value %llu\n", (unsigned long long)r->value);
     return 0;

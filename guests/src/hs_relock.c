@@ -29,8 +29,7 @@ static void *writer(void *arg)
     pthread_barrier_wait(&bar);
     pthread_barrier_wait(&bar);
     pthread_mutex_lock(&lock);
-    PM_CLWB(&r->value); /* PERSIST: under the lock again, a different acquisition */
-    PM_SFENCE();
+    PM_CLWB(&r->value); PM_SFENCE(); /* PERSIST: under the lock again, a different acquisition */
     pthread_mutex_unlock(&lock);
     return NULL;
 }

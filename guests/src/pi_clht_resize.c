@@ -88,8 +88,7 @@ static void put(uint64_t key, uint64_t val)
     insert(t, key, val);
     pthread_mutex_unlock(&lock);
     if (swapped) {
-        PM_CLWB(&root->table_off); /* PERSIST: the root, too late */
-        PM_SFENCE();
+        PM_CLWB(&root->table_off); PM_SFENCE(); /* PERSIST: the root, too late */
     }
 }
 

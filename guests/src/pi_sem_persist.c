@@ -28,8 +28,7 @@ static void *writer(void *arg)
     (void)arg;
     for (uint64_t i = 1; i <= ROUNDS; i++) {
         r->value = i; /* STORE: persisted before the sem_post that publishes it */
-        PM_CLWB(&r->value); /* PERSIST: before the post */
-        PM_SFENCE();
+        PM_CLWB(&r->value); PM_SFENCE(); /* PERSIST: before the post */
         sem_post(&full);
         sem_wait(&empty);
     }

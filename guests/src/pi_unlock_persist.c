@@ -30,8 +30,7 @@ static void *writer(void *arg)
     pthread_mutex_unlock(&lock);
     pthread_barrier_wait(&bar); /* the reader runs its critical section now */
     pthread_barrier_wait(&bar);
-    PM_CLWB(&r->value); /* PERSIST: after the unlock */
-    PM_SFENCE();
+    PM_CLWB(&r->value); PM_SFENCE(); /* PERSIST: after the unlock */
     return NULL;
 }
 

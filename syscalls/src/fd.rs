@@ -91,8 +91,8 @@ pub struct FdTable {
 }
 
 impl FdTable {
-    pub fn with_stdio() -> FdTable {
-        let mut t = FdTable { fds: BTreeMap::new(), limit: 1024 };
+    pub fn with_stdio(limit: i32) -> FdTable {
+        let mut t = FdTable { fds: BTreeMap::new(), limit: limit.max(3) };
         for (n, kind, path) in
             [(0, Kind::Stdin, "/dev/stdin"), (1, Kind::Stdout, "/dev/stdout"), (2, Kind::Stderr, "/dev/stderr")]
         {
@@ -156,6 +156,7 @@ impl Kernel {
                 }
                 let n = std::io::stdin().read(&mut buf)?;
                 self.proc.stdin_hash.update(&buf[..n]);
+                self.proc.stdin_read = true;
                 n
             }
             Kind::File { file, .. } => match at {

@@ -157,14 +157,15 @@ impl Kernel {
         }
     }
 
-    fn record_input(&mut self, guest: &str, file: &std::fs::File) {
-        if self.inputs.contains_key(guest) {
+    /// Hashes a host file the first time the guest opens it, before the guest can change it:
+    /// its contents are an input of the run (a PM pool included). Files the guest created itself
+    /// are outputs, not inputs.
+    fn record_input(&mut self, guest: &str, host: &Path) {
+        if self.inputs.contains_key(guest) || self.proc.created.contains(guest) {
             return;
         }
         let mut h = blake3::Hasher::new();
-        let ok = file.try_clone().ok().and_then(|f| h.update_reader(f).ok().map(|_| ())).is_some();
-        // The reader moved the shared offset; put it back.
-        let _ = std::io::Seek::seek(&mut &*file, std::io::SeekFrom::Start(0));
+        let ok = std::fs::File::open(host).ok().and_then(|f| h.update_reader(f).ok().map(|_| ())).is_some();
         if ok {
             self.inputs.insert(guest.to_string(), h.finalize().to_hex().to_string());
         }
@@ -238,9 +239,13 @@ impl Kernel {
                 } else if flags & libc::O_DIRECTORY != 0 && flags & libc::O_CREAT == 0 {
                     return Err(meta.err().map(Errno::from).unwrap_or(Errno(libc::ENOENT)));
                 }
+                let existed = meta.is_ok();
+                if existed && flags & libc::O_TRUNC == 0 {
+                    self.record_input(&guest, &host);
+                }
                 let file = o.open(&host)?;
-                if !wants_write && !pm {
-                    self.record_input(&guest, &file);
+                if !existed {
+                    self.proc.created.insert(guest.clone());
                 }
                 Description { kind: Kind::File { file, host, pm }, guest_path: guest, flags }
             }
@@ -417,6 +422,47 @@ impl Kernel {
         let (hf, _) = self.write_target(&from)?;
         let (ht, _) = self.write_target(&to)?;
         std::fs::rename(hf, ht)?;
+        Ok(0)
+    }
+
+    /// symlink(2)/symlinkat(2): the link must be created inside a writable root; where it points
+    /// is checked whenever something is written through it.
+    pub(crate) fn symlinkat(&mut self, m: &mut Machine, target: u64, dirfd: i32, path: u64) -> SysResult {
+        let target = m.read_cstr(target, 4096).map_err(|_| Errno(libc::EFAULT))?;
+        if target.is_empty() {
+            return err(libc::ENOENT);
+        }
+        let guest = self.path_arg(m, dirfd, path)?;
+        let (host, _) = self.write_target(&guest)?;
+        std::os::unix::fs::symlink(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&target), host)?;
+        self.proc.created.insert(guest);
+        Ok(0)
+    }
+
+    /// link(2)/linkat(2): both names inside writable roots, so a hard link can never make a
+    /// read-only host file writable. AT_EMPTY_PATH links the file of a descriptor.
+    pub(crate) fn linkat(
+        &mut self,
+        m: &mut Machine,
+        olddir: i32,
+        old: u64,
+        newdir: i32,
+        new: u64,
+        flags: i32,
+    ) -> SysResult {
+        if flags & !(libc::AT_SYMLINK_FOLLOW | libc::AT_EMPTY_PATH) != 0 {
+            return err(libc::EINVAL);
+        }
+        let from = if flags & libc::AT_EMPTY_PATH != 0 && m.read_cstr(old, 1).map(|s| s.is_empty()).unwrap_or(false) {
+            self.fds.get(olddir)?.desc.borrow().guest_path.clone()
+        } else {
+            self.path_arg(m, olddir, old)?
+        };
+        let to = self.path_arg(m, newdir, new)?;
+        let (hf, _) = self.write_target(&from)?;
+        let (ht, _) = self.write_target(&to)?;
+        std::fs::hard_link(hf, ht)?;
+        self.proc.created.insert(to);
         Ok(0)
     }
 

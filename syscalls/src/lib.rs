@@ -76,6 +76,8 @@ pub struct KernelConfig {
     pub max_threads: usize,
     /// Drop what the guest writes to its standard output and error.
     pub discard_output: bool,
+    /// `RLIMIT_NOFILE`: descriptors beyond it fail with EMFILE.
+    pub max_open_files: i32,
 }
 
 /// The outcome of one system call for the run loop.
@@ -127,7 +129,7 @@ impl Kernel {
     pub fn new(cfg: KernelConfig) -> Kernel {
         let rng = time::SeededRng::new(cfg.seed);
         Kernel {
-            fds: fd::FdTable::with_stdio(),
+            fds: fd::FdTable::with_stdio(cfg.max_open_files),
             mm: mem::MemLayout::default(),
             proc: process::ProcState::default(),
             rng,
@@ -205,6 +207,10 @@ impl Kernel {
             84 => self.unlinkat(m, libc::AT_FDCWD, a[0], libc::AT_REMOVEDIR),
             87 => self.unlinkat(m, libc::AT_FDCWD, a[0], 0),
             89 => self.readlinkat(m, libc::AT_FDCWD, a[0], a[1], a[2]),
+            86 => self.linkat(m, libc::AT_FDCWD, a[0], libc::AT_FDCWD, a[1], 0),
+            88 => self.symlinkat(m, a[0], libc::AT_FDCWD, a[1]),
+            265 => self.linkat(m, i(a[0]), a[1], i(a[2]), a[3], i(a[4])),
+            266 => self.symlinkat(m, a[0], i(a[1]), a[2]),
             90 | 91 | 268 => Ok(0), // chmod, fchmod, fchmodat: permissions are not modelled
             95 => self.umask(a[0] as u32),
             137 => self.statfs(m, a[0], a[1]),
@@ -304,6 +310,16 @@ impl Kernel {
                 err(libc::ENOSYS)
             }
         })
+    }
+
+    /// The run's inputs: every host file read, and standard input if the guest read it (as
+    /// `<stdin>`), each with the BLAKE3 of its contents.
+    pub fn take_inputs(&mut self) -> BTreeMap<String, String> {
+        let mut inputs = std::mem::take(&mut self.inputs);
+        if self.proc.stdin_read {
+            inputs.insert("<stdin>".into(), self.proc.stdin_hash.finalize().to_hex().to_string());
+        }
+        inputs
     }
 
     /// The PM files the guest mapped: host path → device file id.

@@ -48,8 +48,11 @@ pub struct ProcState {
     pub sigactions: [[u64; 4]; 65],
     pub fs_base: u64,
     pub stdin_hash: blake3::Hasher,
+    pub stdin_read: bool,
     /// PM files by host path, numbered from 1 in the order the guest first mapped them.
     pub pm_files: BTreeMap<String, u32>,
+    /// Files the guest created (guest paths): their contents are outputs, not inputs.
+    pub created: std::collections::BTreeSet<String>,
 }
 
 impl Default for ProcState {
@@ -60,7 +63,9 @@ impl Default for ProcState {
             sigactions: [[0; 4]; 65],
             fs_base: 0,
             stdin_hash: blake3::Hasher::new(),
+            stdin_read: false,
             pm_files: BTreeMap::new(),
+            created: std::collections::BTreeSet::new(),
         }
     }
 }
