@@ -8,11 +8,13 @@
 
 #define N 64
 
+static pthread_barrier_t start; /* the workers run together */
 static int a[N + 1];
 
 static void *worker(void *arg)
 {
     long id = (long)arg;
+    pthread_barrier_wait(&start);
     for (int i = id * (N / 2); i < (id + 1) * (N / 2); i++)
         a[i] = a[i + 1] + 1; /* RACE: a[i] = a[i + 1] */
     return NULL;
@@ -20,6 +22,7 @@ static void *worker(void *arg)
 
 int main(void)
 {
+    pthread_barrier_init(&start, NULL, 2);
     pthread_t t[2];
     for (long i = 0; i < 2; i++)
         pthread_create(&t[i], NULL, worker, (void *)i);

@@ -7,12 +7,14 @@
 #define NT 3
 #define N 96
 
+static pthread_barrier_t start; /* the workers run together */
 static int a[N];
 static volatile long sum;
 
 static void *worker(void *arg)
 {
     long id = (long)arg;
+    pthread_barrier_wait(&start);
     for (int i = id * (N / NT); i < (id + 1) * (N / NT); i++)
         sum += a[i]; /* RACE: sum += a[i] */
     return NULL;
@@ -20,6 +22,7 @@ static void *worker(void *arg)
 
 int main(void)
 {
+    pthread_barrier_init(&start, NULL, NT);
     pthread_t t[NT];
     for (int i = 0; i < N; i++)
         a[i] = 1;

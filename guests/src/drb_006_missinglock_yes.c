@@ -4,11 +4,13 @@
 #include <pthread.h>
 #include <stdio.h>
 
+static pthread_barrier_t start; /* the workers run together */
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 static volatile long counter;
 
 static void *locked(void *arg)
 {
+    pthread_barrier_wait(&start);
     for (int i = 0; i < 200; i++) {
         pthread_mutex_lock(&m);
         counter++; /* RACE: locked update */
@@ -19,6 +21,7 @@ static void *locked(void *arg)
 
 static void *unlocked(void *arg)
 {
+    pthread_barrier_wait(&start);
     for (int i = 0; i < 200; i++)
         counter++; /* RACE: unlocked update */
     return NULL;
@@ -26,6 +29,7 @@ static void *unlocked(void *arg)
 
 int main(void)
 {
+    pthread_barrier_init(&start, NULL, 2);
     pthread_t a, b;
     pthread_create(&a, NULL, locked, NULL);
     pthread_create(&b, NULL, unlocked, NULL);

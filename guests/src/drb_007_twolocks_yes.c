@@ -4,11 +4,13 @@
 #include <pthread.h>
 #include <stdio.h>
 
+static pthread_barrier_t start; /* the workers run together */
 static pthread_mutex_t la = PTHREAD_MUTEX_INITIALIZER, lb = PTHREAD_MUTEX_INITIALIZER;
 static volatile long counter;
 
 static void *ta(void *arg)
 {
+    pthread_barrier_wait(&start);
     for (int i = 0; i < 200; i++) {
         pthread_mutex_lock(&la);
         counter++; /* RACE: under lock A */
@@ -19,6 +21,7 @@ static void *ta(void *arg)
 
 static void *tb(void *arg)
 {
+    pthread_barrier_wait(&start);
     for (int i = 0; i < 200; i++) {
         pthread_mutex_lock(&lb);
         counter++; /* RACE: under lock B */
@@ -29,6 +32,7 @@ static void *tb(void *arg)
 
 int main(void)
 {
+    pthread_barrier_init(&start, NULL, 2);
     pthread_t a, b;
     pthread_create(&a, NULL, ta, NULL);
     pthread_create(&b, NULL, tb, NULL);

@@ -1,6 +1,7 @@
 /* drb_012_spinflag_yes: category SYN (ad-hoc synchronisation on a plain
  * volatile flag: a data race under C11, and the payload is not ordered
- * either).  Race: yes, the flag's store against its spinning load. */
+ * either).  Race: yes, the flag's store against its spinning load, and the
+ * payload's store against its load. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -10,7 +11,7 @@ static int payload;
 
 static void *producer(void *arg)
 {
-    payload = 42;
+    payload = 42; /* RACE: payload store */
     flag = 1; /* RACE: flag store */
     return NULL;
 }
@@ -19,7 +20,7 @@ static void *consumer(void *arg)
 {
     while (!flag) /* RACE: flag load */
         sched_yield();
-    return (void *)(long)payload;
+    return (void *)(long)payload; /* RACE: payload load */
 }
 
 int main(void)

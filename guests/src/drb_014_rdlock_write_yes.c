@@ -4,11 +4,13 @@
 #include <pthread.h>
 #include <stdio.h>
 
+static pthread_barrier_t start; /* the workers run together */
 static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
 static volatile long counter;
 
 static void *worker(void *arg)
 {
+    pthread_barrier_wait(&start);
     for (int i = 0; i < 200; i++) {
         pthread_rwlock_rdlock(&rw);
         counter++; /* RACE: update under rdlock */
@@ -19,6 +21,7 @@ static void *worker(void *arg)
 
 int main(void)
 {
+    pthread_barrier_init(&start, NULL, 2);
     pthread_t a, b;
     pthread_create(&a, NULL, worker, NULL);
     pthread_create(&b, NULL, worker, NULL);

@@ -5,9 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+static pthread_barrier_t start; /* the workers run together */
+
 static void *worker(void *arg)
 {
     long *p = arg;
+    pthread_barrier_wait(&start);
     for (int i = 0; i < 100; i++)
         p[0] = p[1] + i; /* RACE: shared heap write */
     return NULL;
@@ -15,6 +18,7 @@ static void *worker(void *arg)
 
 int main(void)
 {
+    pthread_barrier_init(&start, NULL, 2);
     long *p = calloc(8, sizeof *p);
     pthread_t a, b;
     pthread_create(&a, NULL, worker, p);

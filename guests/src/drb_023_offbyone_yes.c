@@ -9,7 +9,7 @@
 #define NT 2
 #define CHUNK 32
 
-static int a[NT * CHUNK + 1];
+static volatile int a[NT * CHUNK + 1];
 static pthread_barrier_t start;
 
 static void *worker(void *arg)
