@@ -56,10 +56,10 @@ pub struct CrashLog {
     pm_dir: PathBuf,
     every_store: bool,
     pub points: Vec<CrashPoint>,
-    /// Where each store came from, by store id.
-    pub store_sites: FxHashMap<u64, (u64, StackId)>,
-    /// Symbolised store sites, filled after the run.
-    pub store_frames: FxHashMap<u64, Vec<Frame>>,
+    /// Where each store came from, by store id: PC, stack, thread.
+    pub store_sites: FxHashMap<u64, (u64, StackId, u32)>,
+    /// Symbolised store sites and their threads, filled after the run.
+    pub store_frames: FxHashMap<u64, (Vec<Frame>, u32)>,
     /// PM file id → path relative to the PM directory.
     pub file_paths: BTreeMap<u32, PathBuf>,
     pub duplicates: u64,
@@ -135,7 +135,7 @@ impl Analysis for Recorder {
             EventKind::CrashPoint => log.record(ev.icount, ev.pc, ev.stack, ev.tid, device),
             EventKind::Store | EventKind::NtStore | EventKind::RmwStore if ev.dev != 0 => {
                 if let Some(id) = ev.store {
-                    log.store_sites.entry(id.0).or_insert((ev.pc, ev.stack));
+                    log.store_sites.entry(id.0).or_insert((ev.pc, ev.stack, ev.tid));
                 }
                 if log.every_store {
                     log.record(ev.icount + 1, ev.pc, ev.stack, ev.tid, device);
@@ -360,8 +360,8 @@ pub fn finding_for(
         };
         lines_desc.push(what);
         if let Some(store) = ls.versions.last().and_then(|v| v.upto) {
-            if let Some(frames) = log.store_frames.get(&store.0) {
-                locations.push(Location::from_backtrace("lost store", point.tid, frames.clone()));
+            if let Some((frames, tid)) = log.store_frames.get(&store.0) {
+                locations.push(Location::from_backtrace("lost store", *tid, frames.clone()));
             }
         }
     }

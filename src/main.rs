@@ -20,6 +20,7 @@ mod cli;
 mod crash;
 mod report;
 mod session;
+mod symbols;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -200,6 +201,7 @@ fn run_spec(opts: &RunOptions, command: &[String], pm_dir: PathBuf) -> Result<Ru
         strategy: strategy(&opts.strategy, opts.pct_depth),
         max_threads: opts.max_threads,
         discard_output: false,
+        quiet: opts.quiet,
         max_open_files: opts.max_open_files,
     })
 }
@@ -224,7 +226,7 @@ fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
     let plan = crash::Plan {
         recover,
         check,
-        base: RunSpec { analyses: vec!["none".into()], discard_output: true, ..spec.clone() },
+        base: RunSpec { analyses: vec!["none".into()], discard_output: true, quiet: true, ..spec.clone() },
         // Recovery is allowed ten times the workload's instructions, and at least 100 million.
         budget: out.instructions.saturating_mul(10).max(100_000_000).min(opts.max_instructions),
         jobs: a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
@@ -296,7 +298,7 @@ fn replay_crash(
     let plan = crash::Plan {
         recover: c.recover.clone(),
         check: c.check.clone(),
-        base: RunSpec { analyses: vec!["none".into()], discard_output: false, ..spec.clone() },
+        base: RunSpec { analyses: vec!["none".into()], discard_output: false, quiet: true, ..spec.clone() },
         budget: out.instructions.saturating_mul(10).max(100_000_000).min(spec.max_instructions),
         jobs: 1,
         max_images: c.max_images,
@@ -378,6 +380,7 @@ fn explore(spec: &RunSpec, n: u32) -> Result<(Report, session::RunOutcome), Fata
             s.seed = explore_seed(spec.seed, i);
             s.pm_dir = dir.path().to_path_buf();
             s.discard_output = i > 0;
+            s.quiet |= i > 0;
             execute(&s)
         })
         .collect();
@@ -441,6 +444,7 @@ fn cmd_replay(a: ReplayArgs) -> Result<i32, Fatal> {
         strategy: strategy(&orig.run.strategy, orig.run.pct_depth),
         max_threads: orig.run.max_threads,
         discard_output: false,
+        quiet: false,
         max_open_files: orig.run.max_open_files,
     };
     if let (Some(f), Some(c)) = (&wanted, &orig.crash) {

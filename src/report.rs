@@ -43,7 +43,7 @@ pub struct CrashSummary {
     pub max_images: usize,
 }
 
-/// How the guest ended: exactly one of `code`, `signal` or `hang`.
+/// How the guest ended: exactly one of `code`, `signal`, `hang` or `deadlock`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
 pub struct ExitInfo {
     #[serde(skip_serializing_if = "Option::is_none", default)]

@@ -11,14 +11,14 @@ use std::path::PathBuf;
 use std::rc::Rc;
 
 use crate::crash::{CrashLog, Recorder};
+use crate::symbols::Objects;
 
-use analyses::{Finding, Frame, Location, Passes, RawFinding};
+use analyses::{Finding, Location, Passes};
 use emu::sched::Point;
 use emu::{sig, Exit, Machine, MachineConfig, Reg};
-use loader::Symbolizer;
 use syscalls::{Deadlock, Kernel, KernelConfig, Outcome, ProcessExit};
 
-fn deadlock_finding(symbols: &Symbols, d: &Deadlock, seed: u64) -> Finding {
+fn deadlock_finding(symbols: &Objects, d: &Deadlock, seed: u64) -> Finding {
     let locations =
         d.threads.iter().map(|(tid, bt)| Location::from_backtrace("blocked", *tid, symbols.frames(bt))).collect();
     Finding {
@@ -51,6 +51,8 @@ pub struct RunSpec {
     pub max_threads: usize,
     /// Drop the guest's stdout and stderr (exploration runs after the first).
     pub discard_output: bool,
+    /// No warnings of ferrite's own on standard error.
+    pub quiet: bool,
     pub max_open_files: i32,
 }
 
@@ -91,45 +93,6 @@ pub enum SessionError {
     Analyses(String),
 }
 
-/// Turns PCs into frames with the program's symbols and DWARF lines.
-pub struct Symbols {
-    sym: Symbolizer,
-}
-
-impl Symbols {
-    /// A raw finding's locations, with backtraces from the interned stacks.
-    fn finding(&self, m: &Machine, raw: RawFinding, seed: u64) -> Finding {
-        let locations = raw
-            .locations
-            .iter()
-            .map(|l| {
-                let mut pcs = vec![l.pc];
-                pcs.extend(m.stacks().call_sites(l.stack));
-                Location::from_backtrace(l.role, l.tid, self.frames(&pcs))
-            })
-            .collect();
-        Finding {
-            id: 0,
-            analysis: raw.analysis.into(),
-            kind: raw.kind.into(),
-            message: raw.message,
-            seed,
-            occurrences: raw.occurrences,
-            locations,
-            crash_image: None,
-        }
-    }
-
-    pub fn frames(&self, pcs: &[u64]) -> Vec<Frame> {
-        pcs.iter()
-            .map(|&pc| {
-                let l = self.sym.lookup(pc);
-                Frame { pc, function: l.function, file: l.file, line: l.line }
-            })
-            .collect()
-    }
-}
-
 pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
     run_with(spec, None)
 }
@@ -167,18 +130,15 @@ pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<
     m.set_observer(Box::new(Passes::new(passes)));
     let argv: Vec<Vec<u8>> = spec.argv.iter().map(|a| a.clone().into_bytes()).collect();
     let envp: Vec<Vec<u8>> = spec.env.iter().map(|a| a.clone().into_bytes()).collect();
-    let started = syscalls::exec(&mut m, &mut k, &bytes, &argv, &envp).map_err(|e| SessionError::Exec(name, e))?;
-    let symbols = Symbols { sym: Symbolizer::new(bytes.as_slice(), started.image.load_bias) };
-    m.set_sync_functions(
-        emu::sync::SyncKind::STANDARD
-            .iter()
-            .filter_map(|(name, kind)| symbols.sym.symbol_address(name).map(|a| (a, *kind))),
-    );
-    m.set_sync_functions(
-        emu::sync::SyncKind::STANDARD
-            .iter()
-            .filter_map(|(name, kind)| symbols.sym.symbol_address(name).map(|a| (a, *kind))),
-    );
+    let started =
+        syscalls::exec(&mut m, &mut k, &bytes, &argv, &envp).map_err(|e| SessionError::Exec(name.clone(), e))?;
+    let mut symbols = Objects::default();
+    let im = &started.image;
+    symbols.add(&exe.display().to_string(), &bytes, im.load_bias, im.lowest, im.highest);
+    // The interpreter of a dynamic executable.
+    symbols.refresh(&m);
+    m.set_sync_functions(symbols.sync_functions());
+    let mut regions_seen = m.mem.regions().count();
     let program_hash = blake3::hash(&bytes).to_hex().to_string();
 
     let mut trace = blake3::Hasher::new();
@@ -186,124 +146,141 @@ pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<
     let mut findings = Vec::new();
     let mut reported_unsupported = 0;
     let mut max_threads_seen = 1usize;
-    let end =
-        loop {
-            let exit = m.run();
-            match exit {
-                Exit::Syscall => {
-                    let nr = m.reg(Reg::RAX);
-                    trace.update(&m.pm_hash().to_le_bytes());
-                    trace.update(&m.icount().to_le_bytes());
-                    trace.update(&k.current.to_le_bytes());
-                    trace.update(&nr.to_le_bytes());
-                    for r in [Reg::RDI, Reg::RSI, Reg::RDX] {
-                        trace.update(&m.reg(r).to_le_bytes());
+    let end = loop {
+        let exit = m.run();
+        match exit {
+            Exit::Syscall => {
+                let nr = m.reg(Reg::RAX);
+                trace.update(&m.pm_hash().to_le_bytes());
+                trace.update(&m.icount().to_le_bytes());
+                trace.update(&k.current.to_le_bytes());
+                trace.update(&nr.to_le_bytes());
+                for r in [Reg::RDI, Reg::RSI, Reg::RDX] {
+                    trace.update(&m.reg(r).to_le_bytes());
+                }
+                let outcome = k.syscall(&mut m);
+                // The dynamic linker mapped a library: learn its symbols and sync functions.
+                if matches!(nr, 9 | 10) && m.mem.regions().count() != regions_seen {
+                    regions_seen = m.mem.regions().count();
+                    if symbols.refresh(&m) {
+                        m.set_sync_functions(symbols.sync_functions());
                     }
-                    let outcome = k.syscall(&mut m);
-                    trace.update(&m.reg(Reg::RAX).to_le_bytes());
-                    while reported_unsupported < k.unsupported.len() {
-                        let u = &k.unsupported[reported_unsupported];
-                        reported_unsupported += 1;
-                        let at = symbols.frames(&[u.pc]).remove(0).describe();
+                }
+                trace.update(&m.reg(Reg::RAX).to_le_bytes());
+                while reported_unsupported < k.unsupported.len() {
+                    let u = &k.unsupported[reported_unsupported];
+                    reported_unsupported += 1;
+                    // Name the program's own call, not the libc wrapper that made it.
+                    let mut pcs = m.backtrace();
+                    if let Some(first) = pcs.first_mut() {
+                        *first = u.pc;
+                    }
+                    let frames = symbols.frames(&pcs);
+                    let at = frames.iter().find(|f| f.line.is_some()).or(frames.first()).map(|f| f.describe());
+                    if !spec.quiet {
                         say!(
-                        "ferrite: warning: unsupported system call {} (number {}) at {:#x} in {at}; it returned ENOSYS",
-                        u.name, u.nr, u.pc
-                    );
+                                "ferrite: warning: unsupported system call {} (number {}) at {:#x} in {}; it returned ENOSYS",
+                                u.name,
+                                u.nr,
+                                u.pc,
+                                at.unwrap_or_default()
+                            );
                     }
-                    max_threads_seen = max_threads_seen.max(k.live_threads());
-                    for (tid, handle) in std::mem::take(&mut k.created) {
-                        m.emit_thread_event(emu::events::EventKind::ThreadCreate, handle, u64::from(tid));
+                }
+                max_threads_seen = max_threads_seen.max(k.live_threads());
+                for (tid, handle) in std::mem::take(&mut k.created) {
+                    m.emit_thread_event(emu::events::EventKind::ThreadCreate, handle, u64::from(tid));
+                }
+                if outcome == Outcome::ThreadExit {
+                    m.emit_thread_event(emu::events::EventKind::ThreadExit, 0, 0);
+                }
+                // Signals the call raised for this thread (raise, abort with a handler).
+                let mut killed = None;
+                for info in k.take_pending() {
+                    if let Err(e) = k.deliver(&mut m, info, false) {
+                        killed = Some(e);
+                        break;
                     }
-                    if outcome == Outcome::ThreadExit {
-                        m.emit_thread_event(emu::events::EventKind::ThreadExit, 0, 0);
-                    }
-                    // Signals the call raised for this thread (raise, abort with a handler).
-                    let mut killed = None;
-                    for info in k.take_pending() {
-                        if let Err(e) = k.deliver(&mut m, info, false) {
-                            killed = Some(e);
-                            break;
+                }
+                if let Some(e) = killed {
+                    break GuestEnd::Exited(e);
+                }
+                let point = match outcome {
+                    Outcome::Exit(e) => break GuestEnd::Exited(e),
+                    Outcome::Continue => {
+                        let others = k.runnable().len().saturating_sub(1);
+                        m.set_runnable_others(others);
+                        if others == 0 || !m.scheduler().wants_switch(others) {
+                            continue;
                         }
+                        (Point::Optional, false)
                     }
-                    if let Some(e) = killed {
-                        break GuestEnd::Exited(e);
-                    }
-                    let point = match outcome {
-                        Outcome::Exit(e) => break GuestEnd::Exited(e),
-                        Outcome::Continue => {
-                            let others = k.runnable().len().saturating_sub(1);
-                            m.set_runnable_others(others);
-                            if others == 0 || !m.scheduler().wants_switch(others) {
-                                continue;
-                            }
-                            (Point::Optional, false)
-                        }
-                        Outcome::Yield => (Point::Yield, false),
-                        Outcome::Block => (Point::Forced, false),
-                        Outcome::ThreadExit => (Point::Forced, true),
-                    };
-                    if let Err(d) = k.schedule(&mut m, point.0, point.1) {
-                        findings.push(deadlock_finding(&symbols, &d, spec.seed));
-                        break GuestEnd::Deadlock;
-                    }
-                }
-                Exit::Preempt => {
-                    if let Err(d) = k.schedule(&mut m, Point::Optional, false) {
-                        findings.push(deadlock_finding(&symbols, &d, spec.seed));
-                        break GuestEnd::Deadlock;
-                    }
-                }
-                Exit::Fault(f) => {
-                    // The guest's own handler gets the first chance.
-                    let exit = match k.deliver(&mut m, syscalls::SigInfo::from_fault(&f), true) {
-                        Ok(()) => continue,
-                        Err(e) => e,
-                    };
-                    let bt = symbols.frames(&m.backtrace());
-                    let name = sig::name(f.signal);
-                    let below_stack = m.mem.regions().any(|r| {
-                        r.backing == emu::Backing::Anon { label: Some("[stack]") }
-                            && f.addr < r.start
-                            && r.start - f.addr <= 1 << 20
-                    });
-                    let what = if f.signal == sig::SIGSEGV && below_stack {
-                        format!("stack overflow ({})", f.what)
-                    } else if exit == ProcessExit::Signal(f.signal) {
-                        f.what.clone()
-                    } else {
-                        format!("{} (and the signal frame could not be written)", f.what)
-                    };
-                    findings.push(Finding {
-                        id: 0,
-                        analysis: "fault".into(),
-                        kind: name.into(),
-                        message: format!("{name}: {what}"),
-                        seed: spec.seed,
-                        occurrences: 1,
-                        crash_image: None,
-                        locations: vec![Location::from_backtrace("fault", m.tid(), bt)],
-                    });
-                    break GuestEnd::Exited(exit);
-                }
-                Exit::Limit => {
-                    let bt = symbols.frames(&m.backtrace());
-                    findings.push(Finding {
-                        id: 0,
-                        analysis: "hang".into(),
-                        kind: "instruction-budget".into(),
-                        message: format!(
-                            "the guest did not finish within {} instructions (--max-instructions)",
-                            spec.max_instructions
-                        ),
-                        seed: spec.seed,
-                        occurrences: 1,
-                        crash_image: None,
-                        locations: vec![Location::from_backtrace("running", m.tid(), bt)],
-                    });
-                    break GuestEnd::Hang;
+                    Outcome::Yield => (Point::Yield, false),
+                    Outcome::Block => (Point::Forced, false),
+                    Outcome::ThreadExit => (Point::Forced, true),
+                };
+                if let Err(d) = k.schedule(&mut m, point.0, point.1) {
+                    findings.push(deadlock_finding(&symbols, &d, spec.seed));
+                    break GuestEnd::Deadlock;
                 }
             }
-        };
+            Exit::Preempt => {
+                if let Err(d) = k.schedule(&mut m, Point::Optional, false) {
+                    findings.push(deadlock_finding(&symbols, &d, spec.seed));
+                    break GuestEnd::Deadlock;
+                }
+            }
+            Exit::Fault(f) => {
+                // The guest's own handler gets the first chance.
+                let exit = match k.deliver(&mut m, syscalls::SigInfo::from_fault(&f), true) {
+                    Ok(()) => continue,
+                    Err(e) => e,
+                };
+                let bt = symbols.frames(&m.backtrace());
+                let name = sig::name(f.signal);
+                let below_stack = m.mem.regions().any(|r| {
+                    r.backing == emu::Backing::Anon { label: Some("[stack]") }
+                        && f.addr < r.start
+                        && r.start - f.addr <= 1 << 20
+                });
+                let what = if f.signal == sig::SIGSEGV && below_stack {
+                    format!("stack overflow ({})", f.what)
+                } else if exit == ProcessExit::Signal(f.signal) {
+                    f.what.clone()
+                } else {
+                    format!("{} (and the signal frame could not be written)", f.what)
+                };
+                findings.push(Finding {
+                    id: 0,
+                    analysis: "fault".into(),
+                    kind: name.into(),
+                    message: format!("{name}: {what}"),
+                    seed: spec.seed,
+                    occurrences: 1,
+                    crash_image: None,
+                    locations: vec![Location::from_backtrace("fault", m.tid(), bt)],
+                });
+                break GuestEnd::Exited(exit);
+            }
+            Exit::Limit => {
+                let bt = symbols.frames(&m.backtrace());
+                findings.push(Finding {
+                    id: 0,
+                    analysis: "hang".into(),
+                    kind: "instruction-budget".into(),
+                    message: format!(
+                        "the guest did not finish within {} instructions (--max-instructions)",
+                        spec.max_instructions
+                    ),
+                    seed: spec.seed,
+                    occurrences: 1,
+                    crash_image: None,
+                    locations: vec![Location::from_backtrace("running", m.tid(), bt)],
+                });
+                break GuestEnd::Hang;
+            }
+        }
+    };
     // The run is over: the passes report what they saw (a hang is no end of the program, so
     // what is unpersisted at that moment is not reported).
     if crash.is_some() && matches!(end, GuestEnd::Exited(_)) {
@@ -317,11 +294,12 @@ pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<
             pcs.extend(m.stacks().call_sites(p.stack));
             p.frames = symbols.frames(&pcs);
         }
-        let sites: Vec<(u64, (u64, emu::callstack::StackId))> = log.store_sites.iter().map(|(k, v)| (*k, *v)).collect();
-        for (id, (pc, stack)) in sites {
+        let sites: Vec<(u64, (u64, emu::callstack::StackId, u32))> =
+            log.store_sites.iter().map(|(k, v)| (*k, *v)).collect();
+        for (id, (pc, stack, tid)) in sites {
             let mut pcs = vec![pc];
             pcs.extend(m.stacks().call_sites(stack));
-            log.store_frames.insert(id, symbols.frames(&pcs));
+            log.store_frames.insert(id, (symbols.frames(&pcs), tid));
         }
         for (host, id) in k.pm_files() {
             if let Ok(rel) = std::path::Path::new(host).strip_prefix(&spec.pm_dir) {
@@ -342,7 +320,7 @@ pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<
     // A guest killed by a signal it sent itself (abort, assert) is a finding too, at the call
     // that raised it.
     if let GuestEnd::Exited(ProcessExit::Signal(s)) = end {
-        if findings.is_empty() {
+        if !findings.iter().any(|f| f.analysis == "fault") {
             let bt = symbols.frames(&m.backtrace());
             let name = sig::name(s);
             let tid = m.tid();

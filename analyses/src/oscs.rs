@@ -1,4 +1,60 @@
-//! ESSAY
+//! `oscs`: order-sensitive critical sections, the non-race atomicity and order violations of
+//! Huang, Halberg and Suh, "Non-Race Concurrency Bug Detection Through Order-Sensitive Critical
+//! Sections" (ISCA'13; digest `shared/docs/digests/002_oscs.md`).
+//!
+//! # Definition
+//! Two critical sections of different threads that hold a common mutex are *order-sensitive*
+//! when neither is ordered before the other by *ordering* synchronisation (create/join,
+//! barriers, condition variables, semaphores: mutexes order nothing here) and the order in
+//! which they run can change shared memory. The detector approximates the second condition per
+//! byte: a conflicting pair (one write) between the two sections that is not a *read-write
+//! sequence* in both (a read followed by a write of the byte in the same section, the pattern of
+//! commutative updates such as `sum += x`), optionally not a redundant write.
+//!
+//! # Algorithm (the paper's Figure 8, with the digest's corrections)
+//! - Per thread: the critical-section list (mutex, instance), an instance per successful
+//!   acquisition (the paper's lock timestamp cannot tell apart sections between two ordering
+//!   operations); a vector clock that only ordering operations advance ([`HappensBefore`] with
+//!   create/join and object edges, no lock edges); the deferred *detection list*.
+//! - Per byte (only bytes accessed in a critical section get history): the latest read and
+//!   write of each thread with its section list and its epoch (the thread's own clock), and per
+//!   thread `CSRWFlag` with the section of its latest read.
+//! - On each access: first `update_commutative_flag` (a write sets the flag iff the thread's
+//!   latest read of the byte was in the same section instance; a read outside that instance
+//!   clears it), then the checks against other threads' previous writes (and, for a write, their
+//!   previous reads) that share a mutex: unordered pairs whose earlier section has no sequence
+//!   are reported at once; if only the current section lacks one yet, the pair waits in the
+//!   detection list, re-checked when the thread leaves its *outermost* section (a counter++
+//!   preempted between its read and its write is silent); then the history is updated.
+//! - Corrections (docs/analyses/oscs.md explains each): "If Type == Read, skip Step 3" means skip
+//!   the read check, not the history update; `update_release` publishes to the *object's* clock
+//!   (`OrderObjVClk[SyncObj]`, not `[TID]`); and the ordering test is the standard epoch test,
+//!   ordered iff `epoch <= ThreadVClk[TID][PrevTID]` with release copying the clock *before*
+//!   incrementing, so accesses just before a barrier are ordered with those just after it (the
+//!   figure's `<=` with publish-then-increment calls them unordered).
+//! - Variants: OSCS-Opt (default) keeps per byte the latest read and write of the two most
+//!   recent threads; `history=full` is OSCS-Base (every thread's). `redundant=on` drops writes
+//!   that leave the byte unchanged. `condflag=on` suppresses pairs on condition flags: bytes read
+//!   in a section that then waits on a condition variable, or written in one that then signals
+//!   or broadcasts (the paper's main false positive, Section 5.3).
+//! - Accesses inside recognised synchronisation functions are ignored ([`SyncBracket`]), and
+//!   library code when the session supplies [`CodeInfo`].
+//!
+//! # What it can miss
+//! Data races (unprotected accesses) are out of scope. Older conflicting accesses are forgotten
+//! (one per thread, two threads in Opt). Commutativity is a heuristic: `x = 2*x` against
+//! `x = x+1` passes as commutative. Non-determinism in thread-local state is not checked; a
+//! misplaced ordering operation is not detected. Barrier generations, condition variables and
+//! semaphores order what they ordered in *this* run, so a pair the schedule happened to order
+//! through a signal is not reported.
+//!
+//! # False positives
+//! OSCS is a heuristic and reports pairs whose order does not matter to the program's output:
+//! flags used as ad-hoc ordering with condition variables (use `condflag=on`), conditional
+//! updates (MAX), producer/consumer indices, reader sections of a rwlock (a read-only section
+//! against a writer's), redundant writes (use `redundant=on`), statistics. Every report is a
+//! pair of unordered critical sections with a conflicting byte and no read-write sequence in at
+//! least one of them: the message says which.
 
 use std::collections::BTreeMap;
 
@@ -453,10 +509,10 @@ impl Analysis for Oscs {
 
     fn on_event(&mut self, ev: &Event, _device: &PmDevice) {
         match ev.kind {
-            EventKind::Load | EventKind::Store | EventKind::NtStore | EventKind::RmwStore => {
-                if !self.bracket.inside(ev.tid) && !self.code.is_library(ev.pc) {
-                    self.access(ev);
-                }
+            EventKind::Load | EventKind::Store | EventKind::NtStore | EventKind::RmwStore
+                if !self.bracket.inside(ev.tid) && !self.code.is_library(ev.pc) =>
+            {
+                self.access(ev)
             }
             EventKind::SyncEnter(_) | EventKind::SyncReturn(_) | EventKind::ThreadCreate | EventKind::ThreadExit => {
                 if self.opts.condflag {
@@ -528,5 +584,218 @@ impl Analysis for Oscs {
             });
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use emu::sync::SyncKind;
+
+    const L1: u64 = 0x9000;
+    const L2: u64 = 0x9100;
+    const BARRIER: u64 = 0x9200;
+
+    fn ev(kind: EventKind, tid: u32, pc: u64, addr: u64, size: u32, old: u64, new: u64) -> Event {
+        Event {
+            kind,
+            tid,
+            pc,
+            addr,
+            dev: 0,
+            size,
+            old,
+            new,
+            stack: StackId(0),
+            icount: 0,
+            store: None,
+            flush: None,
+            fence: None,
+        }
+    }
+
+    struct Sim<P: Analysis> {
+        dev: PmDevice,
+        pass: P,
+    }
+
+    impl<P: Analysis> Sim<P> {
+        fn send(&mut self, e: Event) {
+            self.pass.on_event(&e, &self.dev);
+        }
+        fn create(&mut self, parent: u32, child: u32) {
+            self.send(ev(
+                EventKind::ThreadCreate,
+                parent,
+                0,
+                0x7000_0000 + u64::from(child) * 0x100_0000,
+                0,
+                0,
+                u64::from(child),
+            ));
+        }
+        fn lock(&mut self, tid: u32, l: u64) {
+            self.send(ev(EventKind::SyncEnter(SyncKind::MutexLock), tid, 1, l, 0, 0, 0));
+            self.send(ev(EventKind::SyncReturn(SyncKind::MutexLock), tid, 2, l, 0, 0, 0));
+        }
+        fn unlock(&mut self, tid: u32, l: u64) {
+            self.send(ev(EventKind::SyncEnter(SyncKind::MutexUnlock), tid, 3, l, 0, 0, 0));
+            self.send(ev(EventKind::SyncReturn(SyncKind::MutexUnlock), tid, 4, l, 0, 0, 0));
+        }
+        fn barrier(&mut self, tids: &[u32]) {
+            for t in tids {
+                self.send(ev(EventKind::SyncEnter(SyncKind::BarrierWait), *t, 5, BARRIER, 0, 0, 0));
+            }
+            for t in tids {
+                self.send(ev(EventKind::SyncReturn(SyncKind::BarrierWait), *t, 6, BARRIER, 0, 0, 0));
+            }
+        }
+        fn read(&mut self, tid: u32, pc: u64, addr: u64) {
+            self.send(ev(EventKind::Load, tid, pc, addr, 4, 0, 0));
+        }
+        fn write(&mut self, tid: u32, pc: u64, addr: u64, old: u64, new: u64) {
+            self.send(ev(EventKind::Store, tid, pc, addr, 4, old, new));
+        }
+        fn pairs(&mut self, kind: &str) -> Vec<(u64, u64)> {
+            let mut v: Vec<(u64, u64)> = self
+                .pass
+                .finish(&self.dev)
+                .into_iter()
+                .filter(|f| f.kind == kind)
+                .map(|f| (f.locations[0].pc, f.locations[1].pc))
+                .collect();
+            v.sort_unstable();
+            v
+        }
+    }
+
+    const X: u64 = 0x5000;
+    const K: &str = "order-sensitive-critical-sections";
+
+    fn sim(opts: Options) -> Sim<Oscs> {
+        let mut s = Sim { dev: PmDevice::default(), pass: Oscs::new(opts) };
+        s.create(1, 2);
+        s.create(1, 3);
+        s
+    }
+
+    #[test]
+    fn read_in_one_section_and_write_in_another_is_reported() {
+        let mut s = sim(Options::default());
+        for t in [2, 3] {
+            s.lock(t, L1);
+            s.read(t, 0x100, X);
+            s.unlock(t, L1);
+            s.lock(t, L1);
+            s.write(t, 0x200, X, 0, 1);
+            s.unlock(t, L1);
+        }
+        assert_eq!(s.pairs(K), vec![(0x100, 0x200), (0x200, 0x100), (0x200, 0x200)]);
+    }
+
+    #[test]
+    fn read_write_sequences_commute_through_the_detection_list() {
+        let mut s = sim(Options::default());
+        // Thread 3's read finds thread 2's complete sequence while its own is not complete
+        // yet: deferred to its release, where both flags are set.
+        for t in [2, 3] {
+            s.lock(t, L1);
+            s.read(t, 0x100, X);
+            s.write(t, 0x200, X, 0, 1);
+            s.unlock(t, L1);
+        }
+        assert!(s.pairs(K).is_empty());
+        // A section that only reads is reported at its release.
+        let mut s = sim(Options::default());
+        s.lock(2, L1);
+        s.read(2, 0x100, X);
+        s.write(2, 0x200, X, 0, 1);
+        s.unlock(2, L1);
+        s.lock(3, L1);
+        s.read(3, 0x300, X);
+        s.unlock(3, L1);
+        assert_eq!(s.pairs(K), vec![(0x200, 0x300)]);
+    }
+
+    #[test]
+    fn different_locks_and_no_locks_are_out_of_scope() {
+        let mut s = sim(Options::default());
+        s.lock(2, L1);
+        s.write(2, 0x100, X, 0, 1);
+        s.unlock(2, L1);
+        s.lock(3, L2);
+        s.write(3, 0x200, X, 1, 2);
+        s.unlock(3, L2);
+        s.write(3, 0x300, X, 2, 3);
+        assert!(s.pairs(K).is_empty());
+    }
+
+    #[test]
+    fn ordering_just_before_and_after_a_barrier_is_ordered() {
+        // The digest's off-by-one: the last access before the barrier and the first after it
+        // must count as ordered (copy the clock, then increment).
+        let mut s = sim(Options::default());
+        s.lock(2, L1);
+        s.write(2, 0x100, X, 0, 1);
+        s.unlock(2, L1);
+        s.barrier(&[2, 3]);
+        s.lock(3, L1);
+        s.write(3, 0x200, X, 1, 2);
+        s.unlock(3, L1);
+        assert!(s.pairs(K).is_empty());
+        // Without the barrier the same sections are reported.
+        let mut s = sim(Options::default());
+        s.lock(2, L1);
+        s.write(2, 0x100, X, 0, 1);
+        s.unlock(2, L1);
+        s.lock(3, L1);
+        s.write(3, 0x200, X, 1, 2);
+        s.unlock(3, L1);
+        assert_eq!(s.pairs(K), vec![(0x100, 0x200)]);
+    }
+
+    #[test]
+    fn redundant_writes_conflict_with_nothing_when_asked() {
+        for (redundant_write, expect) in [(false, 1), (true, 0)] {
+            let mut s = sim(Options { redundant_write, ..Options::default() });
+            s.lock(2, L1);
+            s.write(2, 0x100, X, 0, 7);
+            s.unlock(2, L1);
+            s.lock(3, L1);
+            s.write(3, 0x200, X, 7, 7);
+            s.unlock(3, L1);
+            assert_eq!(s.pairs(K).len(), expect, "redundant_write = {redundant_write}");
+        }
+    }
+
+    #[test]
+    fn the_optimised_history_forgets_older_threads() {
+        // Threads 2, 3, 4 write X in sections of L1, then thread 5 reads it: OSCS-Opt keeps the
+        // two most recent writers, OSCS-Base all of them.
+        for (full_history, expect) in [(false, 2), (true, 3)] {
+            let mut s = sim(Options { full_history, ..Options::default() });
+            s.create(1, 4);
+            s.create(1, 5);
+            for t in [2, 3, 4] {
+                s.lock(t, L1);
+                s.write(t, 0x100 * u64::from(t), X, 0, u64::from(t));
+                s.unlock(t, L1);
+            }
+            s.lock(5, L1);
+            s.read(5, 0x900, X);
+            s.unlock(5, L1);
+            let n = s.pairs(K).iter().filter(|p| p.1 == 0x900).count();
+            assert_eq!(n, expect, "full_history = {full_history}");
+        }
+    }
+
+    #[test]
+    fn options_parse() {
+        let o = Options::parse("history=full:redundant=on:condflag=1").unwrap();
+        assert!(o.full_history && o.redundant_write && o.condflag);
+        assert!(Options::parse("history=most").is_err());
+        assert!(Options::parse("bogus=1").is_err());
+        assert!(Options::parse("condflag").is_err());
     }
 }

@@ -154,7 +154,7 @@ impl Analysis for Unpersisted {
             out.push(RawFinding {
                 analysis: "unpersisted",
                 kind: "flush-clean-line",
-                message: "flush of a line with nothing unpersisted (redundant flush)".into(),
+                message: "flush of a line with nothing left to flush: clean, or already flushed and not yet fenced (redundant flush)".into(),
                 occurrences: n,
                 locations: vec![loc("flush", site, tid)],
             });

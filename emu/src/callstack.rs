@@ -114,6 +114,14 @@ impl CallStack {
         sync
     }
 
+    /// Marks the innermost frame as a call to a synchronisation function (found one block after
+    /// the call, through a PLT stub).
+    pub fn set_top_sync(&mut self, sync: Option<(SyncKind, u64)>) {
+        if let Some(f) = self.frames.last_mut() {
+            f.sync = sync;
+        }
+    }
+
     /// The synchronisation call the innermost frame is in, if any (for a call just pushed).
     pub fn top_sync(&self) -> Option<(SyncKind, u64)> {
         self.frames.last().and_then(|f| f.sync)

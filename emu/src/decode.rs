@@ -80,6 +80,8 @@ pub enum AccessKind {
     RepString,
     /// A locked read-modify-write or `xchg` with memory.
     Locked,
+    /// A locked compare-and-exchange: when it fails it writes the unchanged value back.
+    LockedCmpxchg,
 }
 
 #[derive(Clone, Debug)]
@@ -175,6 +177,7 @@ impl Decoder {
                     "movnti" | "movntdq" | "movntps" | "movntpd" | "movntq" | "maskmovdqu" | "movntsd" | "movntss" => {
                         AccessKind::NonTemporal
                     }
+                    _ if locked && mem && m.contains("cmpxchg") => AccessKind::LockedCmpxchg,
                     _ if (locked || m == "xchg") && mem => AccessKind::Locked,
                     _ if m.starts_with("rep") && (ops.contains("movs") || ops.contains("stos")) => {
                         AccessKind::RepString

@@ -4,8 +4,10 @@
 //! with its thread, PC, guest and device address, size, old and new value, the device's verdict
 //! (the store id it assigned, what a flush or fence achieved) and the interned call stack. Events
 //! are built on the stack and passed by reference: the hot path allocates nothing. An
-//! [`Observer`] declares its [`Interest`]; loads are hooked only if some observer wants them, and
-//! with no observer the device alone is fed, so a run with no analyses pays almost nothing.
+//! [`Observer`] declares its [`Interest`]; only events some observer wants are built. PM loads
+//! are always hooked (they are scheduling points) but become events only if wanted, DRAM
+//! accesses are hooked only for observers that want all memory, and with no observer the device
+//! alone is fed, so a run with no analyses pays almost nothing.
 
 use crate::callstack::StackId;
 use crate::decode::{FenceOp, FlushOp};

@@ -139,6 +139,8 @@ enum Stop {
     Preempt,
     /// The budget runs out at the instruction at this PC, in the block about to run.
     ArmLimit(u64),
+    /// An access to a mapping's pages past the end of its file (SIGBUS), at this address.
+    Bus(u64),
     /// A hook failed; the message is in `HookState::error`.
     Error,
 }
@@ -187,6 +189,9 @@ pub struct HookState {
     limit_pc: Option<u64>,
     /// Recognised synchronisation functions by entry address.
     sync_fns: rustc_hash::FxHashMap<u64, SyncKind>,
+    /// The last block was entered by a call to no recognised function: it may be a PLT stub
+    /// jumping to one.
+    plt_pending: bool,
 }
 
 impl HookState {
@@ -271,6 +276,8 @@ pub struct Machine {
     pm_hooks: Vec<(u64, Vec<unicorn_engine::UcHookId>)>,
     /// Guest threads that are not running, by tid; the running one lives in the engine.
     parked: Vec<Parked>,
+    /// Pages of file mappings past the end of their file, with the hooks that raise SIGBUS.
+    sigbus: Vec<(u64, u64, Vec<unicorn_engine::UcHookId>)>,
     /// The exact retired-instruction count at the last stop.
     icount: u64,
     rand_state: u64,
@@ -367,11 +374,16 @@ fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
     if st.stop.is_some() {
         return;
     }
+    let plt = std::mem::take(&mut st.plt_pending);
     match std::mem::replace(&mut st.prev_term, Term::Other) {
         Term::Call { pc, ret } => {
             let sync = if st.interest.has(Interest::SYNC) { st.sync_fns.get(&addr).copied() } else { None };
             match sync {
-                None => st.callstack.push(&mut st.stacks, pc, ret),
+                None => {
+                    st.callstack.push(&mut st.stacks, pc, ret);
+                    // A call through the PLT reaches the function one block later.
+                    st.plt_pending = st.interest.has(Interest::SYNC);
+                }
                 Some(kind) => {
                     let arg0 = uc.reg_read(Reg::RDI).unwrap_or(0);
                     let arg1 = uc.reg_read(Reg::RSI).unwrap_or(0);
@@ -394,7 +406,20 @@ fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
                 }
             }
         }
-        Term::Other => {}
+        Term::Other => {
+            if plt {
+                if let Some(kind) = st.sync_fns.get(&addr).copied() {
+                    let arg0 = uc.reg_read(Reg::RDI).unwrap_or(0);
+                    let arg1 = uc.reg_read(Reg::RSI).unwrap_or(0);
+                    let st = uc.get_data_mut();
+                    st.callstack.set_top_sync(Some((kind, arg0)));
+                    let ev = st.emit(EventKind::SyncEnter(kind), addr, arg0, 0, 0, arg1, 0);
+                    if let Some(o) = st.observer.as_mut() {
+                        o.on_event(&ev, &st.pm);
+                    }
+                }
+            }
+        }
     }
     let st = uc.get_data_mut();
     let (n, term) = match st.decoder.get(addr, size) {
@@ -564,7 +589,7 @@ fn on_pm_write(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, value: i
     let st = uc.get_data_mut();
     let access = st.access_kind(pc);
     let new = (value as u64).to_le_bytes();
-    if access == AccessKind::Locked && old[..size] == new[..size] {
+    if access == AccessKind::LockedCmpxchg && old[..size] == new[..size] {
         // A failed `lock cmpxchg` writes its unchanged value back: no store for the model.
         return;
     }
@@ -595,7 +620,7 @@ fn on_pm_write(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, value: i
     if st.interest.has(Interest::STORES) {
         let ek = match access {
             AccessKind::NonTemporal => EventKind::NtStore,
-            AccessKind::Locked => EventKind::RmwStore,
+            AccessKind::Locked | AccessKind::LockedCmpxchg => EventKind::RmwStore,
             _ => EventKind::Store,
         };
         let mut ev = st.emit(ek, pc, addr, dev, size as u32, oldv, newv);
@@ -649,7 +674,10 @@ fn on_dram_access(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, value
     let cur = u64::from_le_bytes(cur);
     let ev = match value {
         Some(v) => {
-            let kind = if st.access_kind(pc) == AccessKind::Locked { EventKind::RmwStore } else { EventKind::Store };
+            let kind = match st.access_kind(pc) {
+                AccessKind::Locked | AccessKind::LockedCmpxchg => EventKind::RmwStore,
+                _ => EventKind::Store,
+            };
             let mask = if size == 8 { u64::MAX } else { (1u64 << (8 * size)) - 1 };
             st.emit(kind, pc, addr, 0, size as u32, cur, v as u64 & mask)
         }
@@ -711,6 +739,7 @@ impl Machine {
             last_point: u64::MAX,
             limit_pc: None,
             sync_fns: rustc_hash::FxHashMap::default(),
+            plt_pending: false,
         };
         let mut uc = Unicorn::new_with_data(Arch::X86, Mode::MODE_64, state).map_err(engine)?;
         // Skylake-Server: the translator accepts CLWB, CLFLUSHOPT, SSE4.2 and POPCNT only if the
@@ -728,6 +757,7 @@ impl Machine {
             mem: Memory::default(),
             pm_hooks: Vec::new(),
             parked: Vec::new(),
+            sigbus: Vec::new(),
             icount: 0,
             rand_state: config.rand_seed | 1,
         })
@@ -786,7 +816,33 @@ impl Machine {
         if removed.iter().any(|r| matches!(r.backing, Backing::Pm { .. })) {
             self.cut_windows(start, end);
         }
+        let (gone, kept): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.sigbus).into_iter().partition(|b| b.0 < end && b.1 > start);
+        self.sigbus = kept;
+        for (_, _, ids) in gone {
+            for id in ids {
+                let _ = self.uc.remove_hook(id);
+            }
+        }
         removed
+    }
+
+    /// Accesses to `[start, end)` raise SIGBUS (a mapping's pages past the end of its file).
+    pub fn add_sigbus_range(&mut self, start: u64, end: u64) {
+        let mut ids = Vec::new();
+        for t in [HookType::MEM_READ, HookType::MEM_WRITE] {
+            let h = self.uc.add_mem_hook(t, start, end - 1, |uc, _t, addr, _size, _v| {
+                let st = uc.get_data_mut();
+                if st.stop.is_none() {
+                    st.stop = Some(Stop::Bus(addr));
+                    let _ = uc.emu_stop();
+                }
+                true
+            });
+            ids.extend(h);
+        }
+        self.sigbus.push((start, end, ids));
+        let _ = self.uc.ctl_flush_tb();
     }
 
     /// Starts watching a PM window: stores always, loads if an observer wants them.
@@ -1077,6 +1133,13 @@ impl Machine {
         }
     }
 
+    /// The device forgets `[dev, dev + len)`: the file was truncated there or removed.
+    pub fn pm_discard_device(&mut self, dev: u64, len: u64) {
+        let st = self.uc.get_data_mut();
+        st.pm.discard_range(dev, len);
+        st.mix([5, dev, len, 0]);
+    }
+
     /// fsync of a PM file, or the durable part of a `pwrite`: device range `[dev, dev + len)`.
     pub fn pm_persist_device(&mut self, dev: u64, len: u64) {
         let pc = self.pc().wrapping_sub(2);
@@ -1167,6 +1230,15 @@ impl Machine {
                 (_, Some(Stop::Syscall)) => return Exit::Syscall,
                 (_, Some(Stop::Limit)) => return Exit::Limit,
                 (_, Some(Stop::Preempt)) => return Exit::Preempt,
+                (_, Some(Stop::Bus(addr))) => {
+                    return Exit::Fault(Fault {
+                        signal: sig::SIGBUS,
+                        code: 2, // BUS_ADRERR
+                        addr,
+                        pc,
+                        what: format!("access past the end of a mapped file at {addr:#x}"),
+                    });
+                }
                 (_, Some(Stop::ArmLimit(at))) => {
                     // Stop exactly at the budget: a code hook before the first instruction past
                     // it, and the block translated again so it calls the hook.

@@ -12,7 +12,7 @@
 #define DEPOSITS 50
 
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
-static long balance;
+static volatile long balance;
 
 static void *depositor(void *arg)
 {
@@ -20,10 +20,9 @@ static void *depositor(void *arg)
         pthread_mutex_lock(&m);
         long b = balance; /* OSCS: read */
         pthread_mutex_unlock(&m);
-        b += 10;
         sched_yield();
         pthread_mutex_lock(&m);
-        balance = b; /* OSCS: write */
+        balance = b + 10; /* OSCS: write */
         pthread_mutex_unlock(&m);
     }
     return NULL;

@@ -356,10 +356,22 @@ impl Kernel {
         self.fds.fds.remove(&fd).map(|_| 0).ok_or(Errno(libc::EBADF))
     }
 
-    pub(crate) fn close_range(&mut self, lo: u32, hi: u32) -> SysResult {
-        let keys: Vec<i32> = self.fds.fds.range(lo as i32..).map(|(k, _)| *k).filter(|k| *k as u32 <= hi).collect();
+    pub(crate) fn close_range(&mut self, lo: u32, hi: u32, flags: u32) -> SysResult {
+        const CLOSE_RANGE_UNSHARE: u32 = 2;
+        const CLOSE_RANGE_CLOEXEC: u32 = 4;
+        if flags & !(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC) != 0 || lo > hi {
+            return err(libc::EINVAL);
+        }
+        let keys: Vec<i32> =
+            self.fds.fds.range(lo.min(i32::MAX as u32) as i32..).map(|(k, _)| *k).filter(|k| *k as u32 <= hi).collect();
         for k in keys {
-            self.fds.fds.remove(&k);
+            if flags & CLOSE_RANGE_CLOEXEC != 0 {
+                if let Some(f) = self.fds.fds.get_mut(&k) {
+                    f.cloexec = true;
+                }
+            } else {
+                self.fds.fds.remove(&k);
+            }
         }
         Ok(0)
     }

@@ -6,8 +6,11 @@
 //! owners are the guest's own identity, and block counts follow from the size. Directory listings
 //! are sorted by name, with `.` and `..` first.
 //!
-//! Left out: hard links and symbolic links created by the guest (refused with EPERM), extended
-//! attributes, `O_TMPFILE` (EOPNOTSUPP), file locks beyond granting them.
+//! Links: hard links only between names inside the writable roots (so a read-only host file can
+//! never become writable through one); symbolic links may be created inside them and point
+//! anywhere, since everything written through one is checked where it lands.
+//!
+//! Left out: extended attributes, `O_TMPFILE` (EOPNOTSUPP), file locks beyond granting them.
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
@@ -411,7 +414,12 @@ impl Kernel {
             if md.is_dir() {
                 return err(libc::EISDIR);
             }
-            std::fs::remove_file(host)?;
+            std::fs::remove_file(&host)?;
+            // A removed PM file leaves the device; a file created later at the same path is a
+            // new file with a new id.
+            if let Some(id) = self.proc.pm_files.remove(&host.to_string_lossy().into_owned()) {
+                m.pm_discard_device(emu::pm::device_addr(id, 0), md.len());
+            }
         }
         Ok(0)
     }
@@ -543,15 +551,22 @@ impl Kernel {
         Ok(0)
     }
 
-    pub(crate) fn ftruncate(&mut self, fd: i32, len: u64) -> SysResult {
+    pub(crate) fn ftruncate(&mut self, m: &mut Machine, fd: i32, len: u64) -> SysResult {
         if (len as i64) < 0 {
             return err(libc::EINVAL);
         }
         let f = self.fds.get(fd)?.clone();
         let d = f.desc.borrow();
         match &d.kind {
-            Kind::File { file, .. } if d.flags & libc::O_ACCMODE != libc::O_RDONLY => {
+            Kind::File { file, host, pm } if d.flags & libc::O_ACCMODE != libc::O_RDONLY => {
+                let old = file.metadata()?.len();
                 file.set_len(len)?;
+                if *pm && len < old {
+                    // What a crash could have kept past the new end is gone with it.
+                    if let Some(id) = self.proc.pm_files.get(&host.to_string_lossy().into_owned()) {
+                        m.pm_discard_device(emu::pm::device_addr(*id, len), old - len);
+                    }
+                }
                 Ok(0)
             }
             Kind::File { .. } => err(libc::EINVAL),

@@ -191,7 +191,7 @@ impl Kernel {
             74 | 75 => self.fsync(m, i(a[0])),
             292 => self.dup3(i(a[0]), i(a[1]), i(a[2]), false),
             293 => self.pipe2(m, a[0], i(a[1])),
-            436 => self.close_range(i(a[0]) as u32, i(a[1]) as u32),
+            436 => self.close_range(i(a[0]) as u32, i(a[1]) as u32, i(a[2]) as u32),
             // fs
             2 => self.openat(m, libc::AT_FDCWD, a[0], i(a[1]), a[2] as u32),
             4 => self.fstatat(m, libc::AT_FDCWD, a[0], a[1], 0),
@@ -199,7 +199,7 @@ impl Kernel {
             6 => self.fstatat(m, libc::AT_FDCWD, a[0], a[1], libc::AT_SYMLINK_NOFOLLOW),
             21 => self.faccessat(m, libc::AT_FDCWD, a[0], i(a[1])),
             76 => self.truncate(m, a[0], a[1]),
-            77 => self.ftruncate(i(a[0]), a[1]),
+            77 => self.ftruncate(m, i(a[0]), a[1]),
             79 => self.getcwd(m, a[0], a[1]),
             80 => self.chdir(m, a[0]),
             82 => self.renameat(m, libc::AT_FDCWD, a[0], libc::AT_FDCWD, a[1]),
@@ -285,7 +285,7 @@ impl Kernel {
             204 => self.sched_getaffinity(m, a[1], a[2]),
             203 => Ok(0), // sched_setaffinity
             309 => self.getcpu(m, a[0], a[1]),
-            57 | 58 | 322 => {
+            57 | 58 | 59 | 322 => {
                 self.note_named(m, nr, "fork, vfork and execve (one process per run)");
                 err(libc::ENOSYS)
             }

@@ -134,8 +134,30 @@ impl Kernel {
             let hint = if addr % PAGE == 0 { addr } else { 0 };
             m.mem.find_free(len, hint, MMAP_BOTTOM, MMAP_TOP).ok_or(Errno(libc::ENOMEM))?
         };
-        let region = Region { start, end: start + len, perm, block, block_off, backing };
-        m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
+        // A shared PM mapping may extend past the end of its file: only the file's pages are the
+        // file's; touching the rest raises SIGBUS in the guest (never in ferrite: those pages
+        // are anonymous memory here).
+        let file_part = match &backing {
+            Backing::Pm { .. } => self.pm_file_pages(fd, off).min(len),
+            _ => len,
+        };
+        if file_part > 0 {
+            let region = Region { start, end: start + file_part, perm, block, block_off, backing };
+            m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
+        }
+        if file_part < len {
+            let tail = HostBlock::anon((len - file_part) as usize).map_err(|_| Errno(libc::ENOMEM))?;
+            let region = Region {
+                start: start + file_part,
+                end: start + len,
+                perm,
+                block: tail,
+                block_off: 0,
+                backing: Backing::Anon { label: Some("[past end of file]") },
+            };
+            m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
+            m.add_sigbus_range(start + file_part, start + len);
+        }
         if perm.exec() {
             m.code_changed(start, start + len);
         }
@@ -191,11 +213,27 @@ impl Kernel {
         }
     }
 
+    /// Bytes of a file mapping at `off` that the file covers, in whole pages.
+    fn pm_file_pages(&self, fd: i32, off: u64) -> u64 {
+        let size = match self.fds.get(fd).ok().map(|f| f.desc.clone()) {
+            Some(d) => match &d.borrow().kind {
+                Kind::File { file, .. } => file.metadata().map(|md| md.len()).unwrap_or(0),
+                _ => 0,
+            },
+            None => 0,
+        };
+        page_up(size.saturating_sub(off)).unwrap_or(0)
+    }
+
     /// A stable id per PM file for device addresses (`file_id << 40 | offset`).
     fn pm_file_id(&mut self, host: &std::path::Path) -> u32 {
         let key = host.to_string_lossy().into_owned();
-        let next = self.proc.pm_files.len() as u32 + 1;
-        *self.proc.pm_files.entry(key).or_insert(next)
+        if let Some(id) = self.proc.pm_files.get(&key) {
+            return *id;
+        }
+        self.proc.next_pm_file += 1;
+        self.proc.pm_files.insert(key, self.proc.next_pm_file);
+        self.proc.next_pm_file
     }
 
     pub(crate) fn munmap(&mut self, m: &mut Machine, addr: u64, len: u64) -> SysResult {
@@ -296,9 +334,14 @@ impl Kernel {
         if advice == libc::MADV_DONTNEED {
             // Private anonymous pages read back as zeros afterwards; file copies likewise lose
             // their changes (approximated as zeros) and PM pages keep their contents (shared).
-            let pm = m.mem.find(addr).map(|r| matches!(r.backing, Backing::Pm { .. })).unwrap_or(false);
-            if !pm {
-                let _ = m.mem.zero(addr, end - addr);
+            let parts: Vec<(u64, u64)> = m
+                .mem
+                .regions()
+                .filter(|r| r.start < end && r.end > addr && !matches!(r.backing, Backing::Pm { .. }))
+                .map(|r| (r.start.max(addr), r.end.min(end)))
+                .collect();
+            for (a, b) in parts {
+                let _ = m.mem.zero(a, b - a);
             }
         }
         Ok(0)
@@ -312,8 +355,11 @@ impl Kernel {
         if m.mem.first_hole(addr, end).is_some() {
             return err(libc::ENOMEM);
         }
-        // On a DAX file system msync writes back the CPU caches of the range: durable.
-        m.pm_persist_mapped(addr, end);
+        // On a DAX file system msync(MS_SYNC) writes back the CPU caches of the range: durable.
+        // MS_ASYNC promises nothing (Linux makes it a no-op), so it persists nothing here.
+        if flags & libc::MS_SYNC != 0 {
+            m.pm_persist_mapped(addr, end);
+        }
         Ok(0)
     }
 }

@@ -1,14 +1,10 @@
-//! The process: start-up (the kernel's part of `execve`), exit, identities, limits, the machine
-//! description (`uname`, `sysinfo`, CPU affinity), and signals as far as start-up and `abort`
-//! need them.
+//! The process: start-up (the kernel's part of `execve`: the program, and for a dynamic
+//! executable its interpreter, the initial stack and registers), identities, limits and the
+//! machine description (`uname`, `sysinfo`, CPU affinity). Signals are in [`crate::signal`].
 //!
-//! Identities are fixed: pid and tid 1000, uid/gid 1000, parent 1. The machine is `ferrite`,
-//! Linux 6.1.0 on x86_64. Limits are those of a default Linux login (8 MiB stack, 1024 files).
-//!
-//! Signals here: dispositions are recorded (`rt_sigaction`), masks kept (`rt_sigprocmask`), and a
-//! signal sent to the process itself (`kill`, `tgkill`, `tkill`) takes its default action. Running
-//! a guest's handler needs a signal frame (the OS issue); until then a signal for which the guest
-//! installed a handler also takes the default action, and the run notes it as unsupported.
+//! Identities are fixed: pid and main tid 1000, uid/gid 1000, parent 1. The machine is
+//! `ferrite`, Linux 6.1.0 on x86_64. Limits are those of a default Linux login (8 MiB stack, 1024
+//! files unless `--max-open-files`).
 
 use std::collections::BTreeMap;
 
@@ -51,6 +47,8 @@ pub struct ProcState {
     pub stdin_read: bool,
     /// PM files by host path, numbered from 1 in the order the guest first mapped them.
     pub pm_files: BTreeMap<String, u32>,
+    /// The last PM file id given out (ids are never reused in a run).
+    pub next_pm_file: u32,
     /// Files the guest created (guest paths): their contents are outputs, not inputs.
     pub created: std::collections::BTreeSet<String>,
 }
@@ -65,6 +63,7 @@ impl Default for ProcState {
             stdin_hash: blake3::Hasher::new(),
             stdin_read: false,
             pm_files: BTreeMap::new(),
+            next_pm_file: 0,
             created: std::collections::BTreeSet::new(),
         }
     }
@@ -74,8 +73,8 @@ impl Default for ProcState {
 pub enum ExecError {
     #[error("{0}")]
     Load(#[from] LoadError),
-    #[error("dynamically linked programs are not supported yet (interpreter {0}); link with -static")]
-    Dynamic(String),
+    #[error("its interpreter {0} cannot be loaded: {1}")]
+    Interp(String, String),
     #[error("cannot set up the guest's memory: {0}")]
     Memory(String),
 }
@@ -83,6 +82,8 @@ pub enum ExecError {
 /// What the caller needs to know about the started program.
 pub struct Started {
     pub image: Image,
+    /// The interpreter of a dynamic executable: its path, bytes and load bias.
+    pub interp: Option<(String, Vec<u8>, u64)>,
 }
 
 /// Loads `program` into a fresh machine and sets up the initial stack and registers, as Linux's
@@ -94,13 +95,87 @@ pub fn exec(
     argv: &[Vec<u8>],
     envp: &[Vec<u8>],
 ) -> Result<Started, ExecError> {
-    let image = load_elf(program, PIE_BASE)?;
-    if let Some(interp) = &image.interp {
-        return Err(ExecError::Dynamic(interp.clone()));
-    }
     let mem_err = |what: &str, e: emu::MemError| ExecError::Memory(format!("{what}: {e:?}"));
-    // One host block for the whole image; pages take the union of the protections of the
-    // segments that cover them (segments may share a page).
+    let image = load_elf(program, PIE_BASE)?;
+    map_image(m, &image, &k.cfg.exe)?;
+    // A dynamic executable starts in its interpreter (the host's ld.so, read-only), which maps
+    // the libraries through the system-call layer like any other guest code.
+    let interp = match &image.interp {
+        Some(path) => {
+            let guest = crate::vfs::normalize("/", path);
+            let bytes = std::fs::read(&guest).map_err(|e| ExecError::Interp(guest.clone(), e.to_string()))?;
+            k.inputs.insert(guest.clone(), blake3::hash(&bytes).to_hex().to_string());
+            let probe = load_elf(&bytes, 0).map_err(|e| ExecError::Interp(guest.clone(), e.to_string()))?;
+            let span = probe.highest - probe.lowest;
+            let base = m
+                .mem
+                .find_free(span, 0, crate::mem::MMAP_BOTTOM, crate::mem::MMAP_TOP)
+                .ok_or_else(|| ExecError::Memory("no room for the interpreter".into()))?;
+            let im = load_elf(&bytes, base).map_err(|e| ExecError::Interp(guest.clone(), e.to_string()))?;
+            map_image(m, &im, &guest)?;
+            Some((guest, bytes, im))
+        }
+        None => None,
+    };
+    k.mm.brk_start = image.brk_start;
+    k.mm.brk = image.brk_start;
+
+    let stack = HostBlock::anon(STACK_LIMIT as usize).map_err(|e| ExecError::Memory(e.to_string()))?;
+    let stack_perm = if image.stack_exec { Perm::RWX } else { Perm::RW };
+    let r = Region {
+        start: STACK_TOP - STACK_LIMIT,
+        end: STACK_TOP,
+        perm: stack_perm,
+        block: stack,
+        block_off: 0,
+        backing: Backing::Anon { label: Some("[stack]") },
+    };
+    m.map(r).map_err(|e| mem_err("stack", e))?;
+    // Dynamic programs resolve every PLT entry at start-up (LD_BIND_NOW), so a call through the
+    // PLT reaches its function directly and lock calls into libc are recognised at the call.
+    let mut bind_now: Vec<Vec<u8>> = envp.to_vec();
+    if interp.is_some() && !envp.iter().any(|e| e.starts_with(b"LD_BIND_NOW=")) {
+        bind_now.push(b"LD_BIND_NOW=1".to_vec());
+    }
+    let envp = &bind_now[..];
+    let mut random = [0u8; 16];
+    k.rng.fill(&mut random);
+    let cpuid = emu::cpuid::CpuidTable::default();
+    let spec = StackSpec {
+        argv,
+        envp,
+        execfn: k.cfg.exe.as_bytes(),
+        platform: b"x86_64",
+        random,
+        hwcap: cpuid.hwcap(),
+        hwcap2: cpuid.hwcap2(),
+        pagesz: PAGE,
+        clktck: 100,
+        uid: UID,
+        euid: UID,
+        gid: UID,
+        egid: UID,
+        secure: 0,
+        base: interp.as_ref().map(|i| i.2.load_bias).unwrap_or(0),
+        minsigstksz: 2048,
+    };
+    let st = build_initial_stack(STACK_TOP, &spec, &image);
+    let _ = &bind_now;
+    if STACK_TOP - st.sp > STACK_LIMIT / 4 {
+        return Err(ExecError::Memory("arguments and environment exceed a quarter of the stack (E2BIG)".into()));
+    }
+    m.write(st.sp, &st.bytes, true).map_err(|e| mem_err("initial stack", e))?;
+    m.set_reg(Reg::RSP, st.sp);
+    m.set_reg(Reg::RIP, interp.as_ref().map(|i| i.2.entry).unwrap_or(image.entry));
+    // The ABI's start state: RDX holds a function for atexit (none), the rest is zero.
+    m.set_reg(Reg::RDX, 0);
+    Ok(Started { image, interp: interp.map(|(path, bytes, im)| (path, bytes, im.load_bias)) })
+}
+
+/// Maps an image's segments: one host block for its whole span, pages taking the union of the
+/// protections of the segments that cover them (segments may share a page).
+fn map_image(m: &mut Machine, image: &Image, path: &str) -> Result<(), ExecError> {
+    let mem_err = |what: &str, e: emu::MemError| ExecError::Memory(format!("{what}: {e:?}"));
     let span = image.highest - image.lowest;
     let block = HostBlock::anon(span as usize).map_err(|e| ExecError::Memory(e.to_string()))?;
     let mut pages: BTreeMap<u64, Perm> = BTreeMap::new();
@@ -127,58 +202,14 @@ pub fn exec(
             perm,
             block: block.clone(),
             block_off: (start - image.lowest) as usize,
-            backing: Backing::File { path: k.cfg.exe.clone(), offset: start - image.lowest },
+            backing: Backing::File { path: path.to_string(), offset: start - image.lowest },
         };
         m.map(r).map_err(|e| mem_err("program segments", e))?;
     }
     for s in &image.segments {
         m.write(s.vaddr, &s.data, true).map_err(|e| mem_err("program contents", e))?;
     }
-    k.mm.brk_start = image.brk_start;
-    k.mm.brk = image.brk_start;
-
-    let stack = HostBlock::anon(STACK_LIMIT as usize).map_err(|e| ExecError::Memory(e.to_string()))?;
-    let stack_perm = if image.stack_exec { Perm::RWX } else { Perm::RW };
-    let r = Region {
-        start: STACK_TOP - STACK_LIMIT,
-        end: STACK_TOP,
-        perm: stack_perm,
-        block: stack,
-        block_off: 0,
-        backing: Backing::Anon { label: Some("[stack]") },
-    };
-    m.map(r).map_err(|e| mem_err("stack", e))?;
-    let mut random = [0u8; 16];
-    k.rng.fill(&mut random);
-    let cpuid = emu::cpuid::CpuidTable::default();
-    let spec = StackSpec {
-        argv,
-        envp,
-        execfn: k.cfg.exe.as_bytes(),
-        platform: b"x86_64",
-        random,
-        hwcap: cpuid.hwcap(),
-        hwcap2: cpuid.hwcap2(),
-        pagesz: PAGE,
-        clktck: 100,
-        uid: UID,
-        euid: UID,
-        gid: UID,
-        egid: UID,
-        secure: 0,
-        base: 0,
-        minsigstksz: 2048,
-    };
-    let st = build_initial_stack(STACK_TOP, &spec, &image);
-    if STACK_TOP - st.sp > STACK_LIMIT / 4 {
-        return Err(ExecError::Memory("arguments and environment exceed a quarter of the stack (E2BIG)".into()));
-    }
-    m.write(st.sp, &st.bytes, true).map_err(|e| mem_err("initial stack", e))?;
-    m.set_reg(Reg::RSP, st.sp);
-    m.set_reg(Reg::RIP, image.entry);
-    // The ABI's start state: RDX holds a function for atexit (none), the rest is zero.
-    m.set_reg(Reg::RDX, 0);
-    Ok(Started { image })
+    Ok(())
 }
 
 /// `/proc/self/maps`, from ferrite's own mapping table.

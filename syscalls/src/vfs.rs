@@ -11,9 +11,11 @@
 //! Paths are normalised lexically in the guest's namespace first (`..` never climbs above `/`).
 //! A path that may be written is then checked on the host: its parent directory, with symbolic
 //! links resolved, must still lie inside a writable root, and an existing final component that is
-//! a symbolic link must resolve inside one too. Refused writes fail with `EACCES` (`EROFS` for
-//! paths on the read-only rest of the file system). What this does not protect against: a host
-//! process racing to swap a directory for a symbolic link between the check and the open.
+//! a symbolic link must resolve inside one too. Refused creations and opens for writing fail with
+//! `EACCES`; changing an existing file outside (unlink, rename, truncate) fails with `EROFS`, as
+//! on a read-only file system. `..` is resolved lexically, so `a/../b` names `b` even when `a`
+//! does not exist (Linux would say ENOENT). What this does not protect against: a host process
+//! racing to swap a directory for a symbolic link between the check and the open.
 
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,66 @@
+//! Dynamically linked programs: the host's ld.so is loaded as the interpreter, maps libc and
+//! libm through the system-call layer, and the programs print exactly what they print natively
+//! (floats through the PLT, C++ exceptions through libstdc++ and libgcc_s, threads through
+//! libc's pthreads, signal handlers). Faults are reported at the program's own lines, with
+//! library frames named from the libraries' symbols.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn dynamic_guests_behave_as_natively() {
+    for (name, args) in [
+        ("libc_workout.dyn", vec!["alpha", "beta"]),
+        ("setjmp_longjmp.dyn", vec![]),
+        ("cxx_exceptions.dyn", vec![]),
+        ("thr_mutex.dyn", vec![]),
+        ("thr_condvar.dyn", vec![]),
+        ("sig_handlers.dyn", vec![]),
+        ("cpu_bound.dyn", vec!["0.01"]),
+    ] {
+        let prog = guest(name);
+        let env = [("FERRITE_TEST", "hello")];
+        let native = native(&prog, &args, &env);
+        let emu = emulated(&prog, &args, &env);
+        assert_same_stdout(&native, &emu);
+        assert_same_status(&native, &emu);
+    }
+}
+
+#[test]
+fn dynamic_fault_is_reported_at_the_programs_line_with_library_frames() {
+    let line = marker_line("thr_crash.c", "/* THREAD FAULT */");
+    let run = Ferrite::run(&guest("thr_crash.dyn")).opts(&["--report", "r.json"]).go();
+    run.assert_code(139);
+    let r = run.json("r.json");
+    let f = &r["findings"][0];
+    assert_eq!(f["kind"], "SIGSEGV");
+    assert_eq!(f["locations"][0]["line"].as_u64(), Some(u64::from(line)));
+    assert_eq!(f["locations"][0]["backtrace"][1]["function"], "faulter");
+}
+
+#[test]
+fn library_frames_are_named_from_the_librarys_symbols() {
+    let line = marker_line("assert_fail.c", "/* ASSERT */");
+    let run = Ferrite::run(&guest("assert_fail.dyn")).opts(&["--report", "r.json"]).go();
+    run.assert_code(134);
+    let r = run.json("r.json");
+    let f = &r["findings"][0];
+    assert_eq!(f["kind"], "SIGABRT");
+    assert_eq!(f["locations"][0]["line"].as_u64(), Some(u64::from(line)));
+    let names: Vec<&str> =
+        f["locations"][0]["backtrace"].as_array().unwrap().iter().filter_map(|fr| fr["function"].as_str()).collect();
+    // abort and __assert_fail live in libc.so.6 and are named from its dynamic symbols.
+    assert!(names.contains(&"abort") && names.contains(&"__assert_fail"), "{names:?}");
+}
+
+#[test]
+fn the_interpreter_and_libraries_are_recorded_as_inputs() {
+    let run = Ferrite::run(&guest("setjmp_longjmp.dyn")).opts(&["--report", "r.json"]).go();
+    run.assert_code(0);
+    let inputs = run.json("r.json")["run"]["inputs"].clone();
+    let names: Vec<&String> = inputs.as_object().unwrap().keys().collect();
+    assert!(names.iter().any(|n| n.contains("ld-linux")), "{names:?}");
+    assert!(names.iter().any(|n| n.contains("libc.so")), "{names:?}");
+}

@@ -1,0 +1,181 @@
+//! The `hmtrace` pass (data races by software memory tags gated by locksets; docs/analyses/
+//! hmtrace.md): an unsynchronised counter is reported at its marked lines; correct pthread
+//! programs (mutexes, condition variables, barriers, rwlocks, semaphores, once/TLS, detached
+//! threads with reused stacks), adjacent ints of two threads, an atomic release/acquire handoff
+//! and a lock-protected atomicity violation are silent; every DataRaceBench-style kernel
+//! (`guests/src/drb_*`) is classified as labelled, naming its `/* RACE: ... */` lines.
+//!
+//! Until the session hands the passes the program's symbols (`analyses::CodeInfo`), races
+//! entirely inside libc (both accesses in code without source lines, e.g. glibc's benign
+//! `aligned_heap_area` race in malloc) are reported by the pass; these tests set them apart
+//! with [`program_findings`], exactly as `CodeInfo::library` will.
+
+mod common;
+
+use serde_json::Value;
+
+use common::*;
+
+/// `ferrite run --analyses A --report r.json --seed N -- guest`, checking ferrite did not panic.
+fn run(name: &str, analyses: &str, seed: u64) -> (Run, Value) {
+    let run = Ferrite::run(&guest(name))
+        .opts(&["--analyses", analyses, "--report", "r.json", "--seed", &seed.to_string()])
+        .go();
+    assert!(!run.stderr.contains("panicked"), "ferrite panicked\n{}", run.describe());
+    let report = run.json("r.json");
+    (run, report)
+}
+
+/// Whether a location's own instruction (the first frame) has a source line: the access is
+/// the program's, or a library copy attributed to it by the backtrace.
+fn in_program(loc: &Value) -> bool {
+    loc["backtrace"][0].get("line").and_then(Value::as_u64).is_some()
+        || loc["backtrace"].as_array().is_some_and(|bt| bt.len() > 1 && is_copy(loc))
+}
+
+/// A memory or string function of libc (its accesses are its caller's).
+fn is_copy(loc: &Value) -> bool {
+    let f = loc["backtrace"][0].get("function").and_then(Value::as_str).unwrap_or("");
+    ["memcpy", "memmove", "memset", "strcpy", "strlen"].iter().any(|c| f.contains(c))
+}
+
+/// The hmtrace findings of a report, less library-internal pairs (both accesses inside libc).
+fn program_findings(report: &Value) -> Vec<&Value> {
+    report["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["analysis"] == "hmtrace")
+        .filter(|f| f["locations"].as_array().unwrap().iter().any(in_program))
+        .collect()
+}
+
+fn lines(f: &Value) -> Vec<u64> {
+    f["locations"].as_array().unwrap().iter().filter_map(|l| l.get("line").and_then(Value::as_u64)).collect()
+}
+
+fn show(fs: &[&Value]) -> String {
+    fs.iter().map(|f| serde_json::to_string_pretty(f).unwrap()).collect::<Vec<_>>().join("\n")
+}
+
+/// Runs `f` over `items` on a few threads (each emulation is single-threaded).
+fn each<T: Sync>(items: &[T], f: impl Fn(&T) + Sync) {
+    std::thread::scope(|s| {
+        for chunk in items.chunks(items.len().div_ceil(4).max(1)) {
+            let f = &f;
+            s.spawn(move || chunk.iter().for_each(f));
+        }
+    });
+}
+
+#[test]
+fn unsynchronised_counter_is_reported_at_its_lines() {
+    let read = u64::from(marker_line("thr_racy_counter.c", "/* RACE: read */"));
+    let write = u64::from(marker_line("thr_racy_counter.c", "/* RACE: write */"));
+    let (r, report) = run("thr_racy_counter", "hmtrace", 0);
+    r.assert_code(66);
+    let fs = program_findings(&report);
+    assert!(!fs.is_empty(), "no race reported\n{}", r.describe());
+    for f in &fs {
+        assert_eq!(f["kind"], "data-race", "{}", show(&fs));
+        for l in lines(f) {
+            assert!(l == read || l == write, "a race away from the RACE markers:\n{}", show(&fs));
+        }
+    }
+    let all: Vec<u64> = fs.iter().flat_map(|f| lines(f)).collect();
+    assert!(all.contains(&read) && all.contains(&write), "both marked lines should be named:\n{}", show(&fs));
+    let f = fs.iter().find(|f| lines(f).contains(&read)).unwrap();
+    let roles: Vec<&str> = f["locations"].as_array().unwrap().iter().map(|l| l["role"].as_str().unwrap()).collect();
+    assert!(roles.iter().any(|r| r.ends_with("read")) && roles.iter().any(|r| r.ends_with("write")), "{roles:?}");
+    assert!(f["message"].as_str().unwrap().contains("data race"), "{}", f["message"]);
+}
+
+#[test]
+fn correct_pthread_programs_are_silent() {
+    let guests = [
+        "thr_mutex",
+        "thr_condvar",
+        "thr_barrier",
+        "thr_rwlock",
+        "thr_spin_sem",
+        "thr_once_tls",
+        "thr_detached",
+        // Adjacent ints of four threads in one 16-byte granule.
+        "drb_003_adjacent_no",
+        // A release/acquire handoff through a C11 atomic.
+        "drb_010_atomic_handoff_no",
+        // The lock-protected atomicity violation (an OSCS bug, not a race).
+        "os_balance",
+    ];
+    each(&guests, |g| {
+        for seed in [0, 1] {
+            let (r, report) = run(g, "hmtrace", seed);
+            let fs = program_findings(&report);
+            assert!(fs.is_empty(), "{g} (seed {seed}) should be silent:\n{}\n{}", show(&fs), r.describe());
+        }
+    });
+}
+
+#[test]
+fn read_read_with_disjoint_locks_is_inconsistent_lock_usage_not_a_race() {
+    let line = u64::from(marker_line("drb_026_ilu_no.c", "/* ILU: read under its own lock */"));
+    let (_, report) = run("drb_026_ilu_no", "hmtrace", 0);
+    let fs = program_findings(&report);
+    assert!(fs.iter().all(|f| f["kind"] == "inconsistent-lock-usage"), "{}", show(&fs));
+    assert!(fs.iter().any(|f| lines(f) == [line, line]), "{}", show(&fs));
+    let (_, report) = run("drb_026_ilu_no", "hmtrace:ilu=off", 0);
+    assert!(program_findings(&report).is_empty());
+}
+
+/// The labelled kernels: `_yes` ones must report a data race at their RACE-marked lines and
+/// nowhere else; `_no` ones must report no data race.
+#[test]
+fn dataracebench_kernels_are_classified_as_labelled() {
+    let dir = repo().join("guests/src");
+    let mut kernels: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("drb_") && n.ends_with(".c"))
+        .collect();
+    kernels.sort();
+    assert!(kernels.len() >= 12, "the kernel set: {kernels:?}");
+    let failures = std::sync::Mutex::new(Vec::new());
+    each(&kernels, |file| {
+        let name = file.trim_end_matches(".c");
+        let racy = name.ends_with("_yes");
+        let src = std::fs::read_to_string(dir.join(file)).unwrap();
+        let marked: Vec<u64> =
+            src.lines().enumerate().filter(|(_, l)| l.contains("/* RACE:")).map(|(i, _)| i as u64 + 1).collect();
+        assert_eq!(racy, !marked.is_empty(), "{file}: label and RACE markers disagree");
+        let (_, report) = run(name, "hmtrace", 0);
+        let races: Vec<&Value> = program_findings(&report).into_iter().filter(|f| f["kind"] == "data-race").collect();
+        let ok = if racy {
+            !races.is_empty() && races.iter().all(|f| lines(f).iter().all(|l| marked.contains(l)))
+        } else {
+            races.is_empty()
+        };
+        if !ok {
+            failures.lock().unwrap().push(format!("{name} (marked lines {marked:?}):\n{}", show(&races)));
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    assert!(failures.is_empty(), "misclassified kernels:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn a_library_copy_is_attributed_to_its_caller() {
+    let copy = u64::from(marker_line("drb_025_memcpy_yes.c", "/* RACE: memcpy into buf */"));
+    let (_, report) = run("drb_025_memcpy_yes", "hmtrace", 0);
+    let fs = program_findings(&report);
+    let f = fs.iter().find(|f| lines(f).contains(&copy)).unwrap_or_else(|| panic!("{}", show(&fs)));
+    let loc = f["locations"].as_array().unwrap().iter().find(|l| l["line"] == copy).unwrap();
+    assert_eq!(loc["function"], "writer", "{}", show(&fs));
+    assert!(loc["backtrace"][0]["function"].as_str().unwrap().contains("mem"), "{}", show(&fs));
+}
+
+#[test]
+fn bad_options_are_errors() {
+    let r = Ferrite::run(&guest("drb_005_mutex_no")).opts(&["--analyses", "hmtrace:colour=blue"]).go();
+    r.assert_code(2);
+    assert!(error_lines(&r.stderr).iter().any(|l| l.contains("hmtrace")), "{}", r.describe());
+}
