@@ -76,7 +76,10 @@ pub struct RunOptions {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 
-    /// Detectors to run, comma-separated: unpersisted, or all, or none.
+    /// Detectors to run, comma-separated. `all` (the default) is every PM pass: unpersisted,
+    /// hawkset, vardalith. The data-race and atomicity passes watch every memory access and are
+    /// named explicitly: hmtrace, oscs. `none` runs the machine alone. A pass takes options after
+    /// a colon, e.g. `hawkset:irh=0`, `oscs:condflag=on` (docs/analyses/NAME.md lists them).
     #[arg(long, value_name = "A,B", value_delimiter = ',', default_value = "all")]
     pub analyses: Vec<String>,
 

@@ -18,6 +18,16 @@ use emu::sched::Point;
 use emu::{sig, Exit, Machine, MachineConfig, Reg};
 use syscalls::{Deadlock, Kernel, KernelConfig, Outcome, ProcessExit};
 
+/// Tells the passes which code is library code (and which copies for its caller).
+fn give_code_info(m: &mut Machine, symbols: &Objects) {
+    if let Some(obs) = m.observer_mut() {
+        let any: &mut dyn std::any::Any = obs;
+        if let Some(passes) = any.downcast_mut::<Passes>() {
+            passes.set_code(&symbols.code_info());
+        }
+    }
+}
+
 fn deadlock_finding(symbols: &Objects, d: &Deadlock, seed: u64) -> Finding {
     let locations =
         d.threads.iter().map(|(tid, bt)| Location::from_backtrace("blocked", *tid, symbols.frames(bt))).collect();
@@ -138,6 +148,7 @@ pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<
     // The interpreter of a dynamic executable.
     symbols.refresh(&m);
     m.set_sync_functions(symbols.sync_functions());
+    give_code_info(&mut m, &symbols);
     let mut regions_seen = m.mem.regions().count();
     let program_hash = blake3::hash(&bytes).to_hex().to_string();
 
@@ -164,6 +175,7 @@ pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<
                     regions_seen = m.mem.regions().count();
                     if symbols.refresh(&m) {
                         m.set_sync_functions(symbols.sync_functions());
+                        give_code_info(&mut m, &symbols);
                     }
                 }
                 trace.update(&m.reg(Reg::RAX).to_le_bytes());

@@ -6,7 +6,7 @@
 //! ld.so puts a library whose segments have `p_vaddr == p_offset`, as linkers lay them out.
 //! [`Objects::refresh`] adds the ones mapped since the last call.
 
-use analyses::{Finding, Frame, Location, RawFinding};
+use analyses::{CodeInfo, Finding, Frame, Location, RawFinding};
 use emu::sync::SyncKind;
 use emu::{Backing, Machine};
 use loader::Symbolizer;
@@ -56,6 +56,31 @@ impl Objects {
             }
         }
         added
+    }
+
+    /// Library code (functions without source lines) and the memory and string functions whose
+    /// accesses belong to their caller, for the passes.
+    pub fn code_info(&self) -> CodeInfo {
+        const COPY: &[&str] = &[
+            "memcpy", "memmove", "memset", "mempcpy", "memcmp", "bcmp", "strcpy", "stpcpy", "strncpy", "strcat",
+            "strncat", "strlen", "strnlen", "strcmp", "strncmp", "strchr", "strrchr", "memchr", "wmemset",
+        ];
+        let is_copy = |name: &str| {
+            let base = name.trim_start_matches('_');
+            COPY.iter().any(|c| base == *c || base.starts_with(&format!("{c}_")))
+        };
+        let mut info = CodeInfo::default();
+        for o in &self.objects {
+            for (name, addr, size) in o.sym.symbols() {
+                let range = (addr, addr + size.max(1));
+                if is_copy(name) {
+                    info.copy.push(range);
+                } else if o.sym.lookup(addr).line.is_none() {
+                    info.library.push(range);
+                }
+            }
+        }
+        info.sorted()
     }
 
     /// Addresses of the recognised synchronisation functions in every object.

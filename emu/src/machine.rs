@@ -1016,6 +1016,10 @@ impl Machine {
         }
     }
 
+    pub fn observer_mut(&mut self) -> Option<&mut dyn Observer> {
+        self.uc.get_data_mut().observer.as_deref_mut()
+    }
+
     pub fn take_observer(&mut self) -> Option<Box<dyn Observer>> {
         let st = self.uc.get_data_mut();
         st.interest = Interest::NONE;
