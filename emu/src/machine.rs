@@ -759,7 +759,7 @@ impl Machine {
             parked: Vec::new(),
             sigbus: Vec::new(),
             icount: 0,
-            rand_state: config.rand_seed | 1,
+            rand_state: (config.rand_seed ^ 0x9e37_79b9_7f4a_7c15).wrapping_mul(0xbf58_476d_1ce4_e5b9) | 1,
         })
     }
 
