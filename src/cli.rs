@@ -83,6 +83,26 @@ pub struct RunOptions {
     #[arg(long, value_name = "A,B", value_delimiter = ',', default_value = "all")]
     pub analyses: Vec<String>,
 
+    /// Power-fail atomicity inside a cache line: `line` (a line never tears) or `word8` (each
+    /// aligned 8-byte word persists on its own, PMDK's guarantee).
+    #[arg(long, value_name = "A", default_value = "line", value_parser = ["line", "word8"])]
+    pub atomicity: String,
+
+    /// `intel`: clflush persists when it executes; `strict`: every flush waits for a fence
+    /// (HawkSet's convention, more crash states).
+    #[arg(long, value_name = "M", default_value = "intel", value_parser = ["intel", "strict"])]
+    pub flush_model: String,
+
+    /// `adr`: caches are volatile; `eadr`: caches are in the persistence domain (stores are
+    /// durable at once, non-temporal stores still wait for a fence).
+    #[arg(long, value_name = "P", default_value = "adr", value_parser = ["adr", "eadr"])]
+    pub persistency: String,
+
+    /// A RON file of extra settings, e.g. custom lock functions:
+    /// `(locks: [(symbol: "spin_acquire", kind: Acquire), (symbol: "spin_try", kind: TryAcquire(success: 1)), (symbol: "spin_release", kind: Release)])`.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
     /// Host directory behind the guest's PM mount. Without it, a fresh temporary directory is used
     /// and removed afterwards.
     #[arg(long, value_name = "DIR")]

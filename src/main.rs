@@ -171,6 +171,8 @@ fn execute_with(
             },
             max_threads: spec.max_threads,
             max_open_files: spec.max_open_files,
+            pm: spec.pm,
+            custom_locks: spec.custom_locks.clone(),
             trace_hash: out.trace_hash.clone(),
             pm_mount: spec.pm_mount.clone(),
             max_instructions: spec.max_instructions,
@@ -203,6 +205,15 @@ fn run_spec(opts: &RunOptions, command: &[String], pm_dir: PathBuf) -> Result<Ru
         discard_output: false,
         quiet: opts.quiet,
         max_open_files: opts.max_open_files,
+        pm: emu::pm::PmConfig {
+            atomicity: opts.atomicity.parse().map_err(|e| Fatal(format!("--atomicity: {e}")))?,
+            flush_model: opts.flush_model.parse().map_err(|e| Fatal(format!("--flush-model: {e}")))?,
+            persistency: opts.persistency.parse().map_err(|e| Fatal(format!("--persistency: {e}")))?,
+        },
+        custom_locks: match &opts.config {
+            Some(p) => load_config(p)?.locks,
+            None => Vec::new(),
+        },
     })
 }
 
@@ -396,6 +407,21 @@ fn explore(spec: &RunSpec, n: u32) -> Result<(Report, session::RunOutcome), Fata
     Ok((report, first))
 }
 
+/// Settings from `--config FILE` (RON).
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    /// Lock functions to treat as acquire, try-acquire (with its success value) or release.
+    #[serde(default)]
+    locks: Vec<emu::sync::CustomLock>,
+}
+
+fn load_config(path: &std::path::Path) -> Result<Config, Fatal> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| Fatal(format!("cannot read config `{}`: {e}", path.display())))?;
+    ron::from_str(&text).map_err(|e| Fatal(format!("config `{}` is not valid: {e}", path.display())))
+}
+
 /// Refuses an unknown report format before any time is spent on a run.
 fn check_report_path(option: &str, path: Option<&std::path::Path>) -> Result<(), Fatal> {
     if let Some(r) = path {
@@ -446,6 +472,8 @@ fn cmd_replay(a: ReplayArgs) -> Result<i32, Fatal> {
         discard_output: false,
         quiet: false,
         max_open_files: orig.run.max_open_files,
+        pm: orig.run.pm,
+        custom_locks: orig.run.custom_locks.clone(),
     };
     if let (Some(f), Some(c)) = (&wanted, &orig.crash) {
         if let Some(image) = &f.crash_image {

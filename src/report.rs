@@ -76,6 +76,12 @@ pub struct RunInfo {
     pub max_threads: usize,
     #[serde(default = "default_open_files")]
     pub max_open_files: i32,
+    /// The persistence model the run used.
+    #[serde(default)]
+    pub pm: emu::pm::PmConfig,
+    /// Lock functions named in `--config`.
+    #[serde(default)]
+    pub custom_locks: Vec<emu::sync::CustomLock>,
     pub trace_hash: String,
     pub pm_mount: String,
     pub max_instructions: u64,

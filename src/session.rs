@@ -64,6 +64,10 @@ pub struct RunSpec {
     /// No warnings of ferrite's own on standard error.
     pub quiet: bool,
     pub max_open_files: i32,
+    /// The persistence model (`--atomicity`, `--flush-model`, `--persistency`).
+    pub pm: emu::pm::PmConfig,
+    /// Lock functions named by the user (`--config`).
+    pub custom_locks: Vec<emu::sync::CustomLock>,
 }
 
 /// How the guest ended.
@@ -118,6 +122,7 @@ pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<
         rand_seed: spec.seed,
         strategy: spec.strategy,
         sched_seed: spec.seed,
+        pm: spec.pm,
         ..MachineConfig::default()
     })?;
     let mut k = Kernel::new(KernelConfig {
@@ -147,7 +152,7 @@ pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<
     symbols.add(&exe.display().to_string(), &bytes, im.load_bias, im.lowest, im.highest);
     // The interpreter of a dynamic executable.
     symbols.refresh(&m);
-    m.set_sync_functions(symbols.sync_functions());
+    m.set_sync_functions(symbols.sync_functions(&spec.custom_locks));
     give_code_info(&mut m, &symbols);
     let mut regions_seen = m.mem.regions().count();
     let program_hash = blake3::hash(&bytes).to_hex().to_string();
@@ -174,7 +179,7 @@ pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<
                 if matches!(nr, 9 | 10) && m.mem.regions().count() != regions_seen {
                     regions_seen = m.mem.regions().count();
                     if symbols.refresh(&m) {
-                        m.set_sync_functions(symbols.sync_functions());
+                        m.set_sync_functions(symbols.sync_functions(&spec.custom_locks));
                         give_code_info(&mut m, &symbols);
                     }
                 }

@@ -7,7 +7,7 @@
 //! [`Objects::refresh`] adds the ones mapped since the last call.
 
 use analyses::{CodeInfo, Finding, Frame, Location, RawFinding};
-use emu::sync::SyncKind;
+use emu::sync::{CustomLock, SyncKind};
 use emu::{Backing, Machine};
 use loader::Symbolizer;
 
@@ -83,13 +83,19 @@ impl Objects {
         info.sorted()
     }
 
-    /// Addresses of the recognised synchronisation functions in every object.
-    pub fn sync_functions(&self) -> Vec<(u64, SyncKind)> {
+    /// Addresses of the recognised synchronisation functions in every object: the standard ones
+    /// and the user's custom locks.
+    pub fn sync_functions(&self, custom: &[CustomLock]) -> Vec<(u64, SyncKind)> {
         let mut out = Vec::new();
         for o in &self.objects {
             for (name, kind) in SyncKind::STANDARD {
                 if let Some(a) = o.sym.symbol_address(name) {
                     out.push((a, *kind));
+                }
+            }
+            for c in custom {
+                if let Some(a) = o.sym.symbol_address(&c.symbol) {
+                    out.push((a, c.kind.sync_kind()));
                 }
             }
         }

@@ -95,6 +95,20 @@ fn another_threads_flush_and_fence_persist_under_the_hardware_rule() {
 }
 
 #[test]
+fn another_threads_persist_is_not_durable_under_the_writer_rule() {
+    let store = u64::from(marker_line("pm_cross_thread_persist.c", "/* STORE: by thread A */"));
+    let run = Ferrite::run(&guest("pm_cross_thread_persist"))
+        .opts(&["--analyses", "unpersisted:rule=own", "--report", "r.json"])
+        .go();
+    run.assert_code(66);
+    let report = run.json("r.json");
+    assert_eq!(
+        kinds_at(&report),
+        vec![("unpersisted-store".to_string(), "pm_cross_thread_persist.c".to_string(), store)]
+    );
+}
+
+#[test]
 fn pool_on_the_host_holds_the_final_contents() {
     let pm = scratch();
     let run = Ferrite::run(&guest("pm_log_fixed"))
@@ -108,4 +122,33 @@ fn pool_on_the_host_holds_the_final_contents() {
         .go();
     check.assert_code(0);
     assert_eq!(check.stdout_str(), "recovery ok: 5 entries\n");
+}
+
+#[test]
+fn persistence_model_options_change_the_verdict() {
+    // Under eADR the caches are persistent: the log's entries survive without flushes.
+    let run = Ferrite::run(&guest("pm_log"))
+        .opts(&["--analyses", "unpersisted", "--persistency", "eadr", "--report", "r.json"])
+        .args(&["/mnt/pmem0/log"])
+        .go();
+    run.assert_code(0);
+    assert_eq!(run.json("r.json")["run"]["pm"]["persistency"], "eadr");
+    // The model options are part of the run's definition, recorded for replay.
+    let run = Ferrite::run(&guest("pm_log_fixed"))
+        .opts(&["--atomicity", "word8", "--flush-model", "strict", "--report", "r.json"])
+        .args(&["/mnt/pmem0/log"])
+        .go();
+    run.assert_code(0);
+    let pm = &run.json("r.json")["run"]["pm"];
+    assert_eq!((pm["atomicity"].as_str(), pm["flush_model"].as_str()), (Some("word8"), Some("strict")));
+}
+
+#[test]
+fn a_bad_config_file_is_one_error_line() {
+    let dir = scratch();
+    let cfg = dir.path().join("bad.ron");
+    std::fs::write(&cfg, "(locks: [(symbol: \"x\", kind: Bogus)])").unwrap();
+    let run = Ferrite::run(&guest("exit_status")).opts(&["--config".to_string(), cfg.display().to_string()]).go();
+    run.assert_code(2);
+    assert_eq!(error_lines(&run.stderr).len(), 1, "{}", run.describe());
 }

@@ -113,6 +113,7 @@ pub fn build(names: &[String]) -> Result<Vec<Box<dyn Analysis>>, String> {
                 "vardalith" => vardalith::VardalithOptions::parse(spec).map(|_| ())?,
                 "hmtrace" => hmtrace::Options::parse(spec).map(|_| ())?,
                 "oscs" => oscs::Options::parse(spec).map(|_| ())?,
+                "unpersisted" => unpersisted::Options::parse(spec).map(|_| ())?,
                 _ => return Err(format!("analysis `{a}` takes no options")),
             }
             wanted.push(a);
@@ -153,7 +154,9 @@ pub fn build(names: &[String]) -> Result<Vec<Box<dyn Analysis>>, String> {
                 Box::new(vardalith::Vardalith::from_spec(specs.get("vardalith").map_or("", |s| s)).unwrap_or_default())
                     as Box<dyn Analysis>
             }
-            _ => Box::new(unpersisted::Unpersisted::default()) as Box<dyn Analysis>,
+            _ => Box::new(unpersisted::Unpersisted::new(
+                unpersisted::Options::parse(specs.get("unpersisted").map_or("", |s| s)).unwrap_or_default(),
+            )) as Box<dyn Analysis>,
         })
         .collect())
 }

@@ -3,8 +3,9 @@
 //! # What it reports
 //! - **unpersisted-store**: a store to PM that is still not durable when the program ends (no
 //!   flush of its line followed by a fence, no msync, no `pwrite` over it). Durability is the
-//!   hardware rule (`durable_hw`): any thread's flush and that thread's fence count. One finding
-//!   per store site (PC and call stack), with the number of stores and bytes it left.
+//!   hardware rule (`durable_hw`): any thread's flush and that thread's fence count; with
+//!   `unpersisted:rule=own`, only the writer's own flush and fence (`durable_own`, the assumption
+//!   of HawkSet and Vardalith). One finding per store site (PC and call stack).
 //! - **flush-without-fence**: a `clwb`/`clflushopt` whose line is still only captured at the end
 //!   (the flushing thread never fenced afterwards), at the flush.
 //! - **nt-store-without-fence**: a non-temporal store still pending in a write-combining buffer
@@ -15,6 +16,9 @@
 //! - **redundant-fence**: an explicit `sfence`/`mfence` with nothing to order (no flush captured
 //!   and no NT store pending for its thread). Locked instructions are fences too but are never
 //!   reported: they are there for atomicity.
+//!
+//! Under `--persistency eadr` the last two are not reported: every flush is redundant there by
+//! design, and a program written for ADR machines rightly keeps them.
 //!
 //! # How
 //! The device answers every question; the pass only remembers where things came from: the PC and
@@ -41,8 +45,35 @@ use crate::{Analysis, RawFinding, RawLocation};
 
 type Site = (u64, StackId);
 
+/// `unpersisted:rule=hw|own`: which durability predicate "persisted" means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    pub rule: DurabilityRule,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { rule: DurabilityRule::Hw }
+    }
+}
+
+impl Options {
+    pub fn parse(spec: &str) -> Result<Options, String> {
+        let mut o = Options::default();
+        for kv in spec.split(':').filter(|s| !s.is_empty()) {
+            match kv {
+                "rule=hw" => o.rule = DurabilityRule::Hw,
+                "rule=own" => o.rule = DurabilityRule::Own,
+                other => return Err(format!("unpersisted: unknown option `{other}` (rule=hw or rule=own)")),
+            }
+        }
+        Ok(o)
+    }
+}
+
 #[derive(Default)]
 pub struct Unpersisted {
+    options: Options,
     /// Where each not-yet-durable store came from, by store id.
     origin: FxHashMap<u64, (Site, u32)>,
     inserts_since_prune: usize,
@@ -55,9 +86,13 @@ pub struct Unpersisted {
 const PRUNE_EVERY: usize = 1 << 16;
 
 impl Unpersisted {
+    pub fn new(options: Options) -> Unpersisted {
+        Unpersisted { options, ..Unpersisted::default() }
+    }
+
     fn prune(&mut self, device: &PmDevice) {
         let live: rustc_hash::FxHashSet<u64> =
-            device.unpersisted(DurabilityRule::Hw).iter().map(|u| u.store.0).collect();
+            device.unpersisted(self.options.rule).iter().map(|u| u.store.0).collect();
         self.origin.retain(|id, _| live.contains(id));
         self.inserts_since_prune = 0;
     }
@@ -90,14 +125,18 @@ impl Analysis for Unpersisted {
             }
             EventKind::Flush(_) => {
                 self.last_flush.insert((ev.tid, ev.dev / 64), site);
-                if let Some(f) = ev.flush {
+                // Under eADR every flush and fence is redundant by design; a program written
+                // for ADR machines keeps them, and saying so is noise.
+                let eadr = device.config().persistency == emu::pm::Persistency::Eadr;
+                if let (Some(f), false) = (ev.flush, eadr) {
                     if !f.dirty || f.already_captured {
                         self.clean_flushes.entry(site).or_insert((ev.tid, 0)).1 += 1;
                     }
                 }
             }
             EventKind::Fence(op) => {
-                if let Some(f) = ev.fence {
+                let eadr = device.config().persistency == emu::pm::Persistency::Eadr;
+                if let (Some(f), false) = (ev.fence, eadr) {
                     if f.redundant && matches!(op, FenceOp::Sfence | FenceOp::Mfence) {
                         self.redundant_fences.entry(site).or_insert((ev.tid, 0)).1 += 1;
                     }
@@ -111,7 +150,7 @@ impl Analysis for Unpersisted {
         let mut out = Vec::new();
         // Unpersisted stores, grouped by site.
         let mut by_site: BTreeMap<Site, (u32, u64, u64, bool)> = BTreeMap::new();
-        for u in device.unpersisted(DurabilityRule::Hw) {
+        for u in device.unpersisted(self.options.rule) {
             let (site, tid) = self.origin.get(&u.store.0).copied().unwrap_or(((0, StackId(0)), u.tid));
             let e = by_site.entry(site).or_insert((tid, 0, 0, false));
             e.1 += 1;
