@@ -33,6 +33,8 @@ pub enum Command {
     Crash(CrashArgs),
     /// Measure emulation speed against native execution of the same program.
     Bench(BenchArgs),
+    /// Run every detector over a labelled suite of guests and score them side by side.
+    Compare(CompareArgs),
 }
 
 #[derive(Args, Debug)]
@@ -136,9 +138,21 @@ pub struct RunOptions {
     pub explore: u32,
 
     /// Scheduling strategy: random (seeded preemption), pct (Burckhardt et al.'s probabilistic
-    /// concurrency testing, see --pct-depth) or fifo (no preemption).
-    #[arg(long, value_name = "S", default_value = "random", value_parser = ["random", "pct", "fifo"])]
+    /// concurrency testing, see --pct-depth), fifo (no preemption), or exhaustive (every
+    /// schedule with at most --max-preemptions preemptions, depth first, up to --explore runs).
+    #[arg(long, value_name = "S", default_value = "random", value_parser = ["random", "pct", "fifo", "exhaustive"])]
     pub strategy: String,
+
+    /// Preemptions per schedule for --strategy exhaustive (switches where the running thread
+    /// could have gone on; switches when it blocks are free).
+    #[arg(long, value_name = "K", default_value_t = 2)]
+    pub max_preemptions: u32,
+
+    /// Scheduling points: `sync` (system calls, locked instructions, PM accesses and the
+    /// instruction quantum) or `all` (also every access to memory outside the running thread's
+    /// stack: explores races on plain variables, at a cost).
+    #[arg(long, value_name = "P", default_value = "sync", value_parser = ["sync", "all"])]
+    pub preempt: String,
 
     /// Bug depth d for --strategy pct: d-1 priority change points per run.
     #[arg(long, value_name = "D", default_value_t = 3)]
@@ -228,4 +242,41 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok()
         .and_then(|n| n.checked_mul(mul))
         .ok_or_else(|| format!("`{s}` is not a size (a number with an optional K, M, G or T suffix)"))
+}
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  make -C guests && ferrite compare --report cmp.json\n  ferrite compare --analyses hawkset,hawkset:irh=0,vardalith --cases 'pi_*'\n  ferrite compare --suite my-suite/manifest.ron --jobs 4\n\ndocs/compare.md describes the manifest and the scoring."
+)]
+pub struct CompareArgs {
+    /// The suite: a RON manifest, or a directory whose .ron manifests are read together
+    /// (default: guests/manifest.ron). Guest binaries must be built already (`make -C guests`).
+    #[arg(long, value_name = "FILE_OR_DIR")]
+    pub suite: Option<PathBuf>,
+
+    /// Detectors to compare, comma-separated: analyses (with options, `hawkset:irh=0`), `crash`
+    /// and `machine` (faults, deadlocks, hangs). Default: every one.
+    #[arg(long, value_name = "A,B", value_delimiter = ',')]
+    pub analyses: Vec<String>,
+
+    /// Only these cases (comma-separated names; `pm_*` matches a prefix).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub cases: Vec<String>,
+
+    /// Each run explores N schedules derived from its seed (as `ferrite run --explore N`).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub explore: u32,
+
+    /// Write the results as JSON here, with the summary as CSV (.csv) and the chart of
+    /// detection against cost (.svg) next to it.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+
+    /// Runs in parallel (default: the number of CPUs).
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+
+    /// No progress on standard error (the tables still go to standard output).
+    #[arg(long, short)]
+    pub quiet: bool,
 }

@@ -386,6 +386,7 @@ pub fn finding_for(
         seed,
         occurrences: 1,
         locations,
+        schedule: None,
         crash_image: Some(CrashImageRef {
             point: image.point as u32,
             choice: with_only(&point.space, &image.choice, minimal),

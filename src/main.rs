@@ -17,6 +17,7 @@ macro_rules! out {
 }
 
 mod cli;
+mod compare;
 mod crash;
 mod report;
 mod session;
@@ -49,6 +50,7 @@ fn main() -> ExitCode {
         Command::Replay(a) => cmd_replay(a),
         Command::Crash(a) => cmd_crash(a),
         Command::Bench(a) => cmd_bench(a),
+        Command::Compare(a) => compare::cmd_compare(a),
     };
     match res {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
@@ -110,6 +112,7 @@ fn strategy(name: &str, depth: u32) -> emu::sched::Strategy {
     match name {
         "pct" => emu::sched::Strategy::Pct { depth: depth.max(1), expected_points: PCT_EXPECTED_POINTS },
         "fifo" => emu::sched::Strategy::Fifo,
+        "exhaustive" => emu::sched::Strategy::Exhaustive,
         _ => emu::sched::Strategy::Random,
     }
 }
@@ -119,6 +122,7 @@ fn spec_strategy_name(s: emu::sched::Strategy) -> String {
         emu::sched::Strategy::Random => "random",
         emu::sched::Strategy::Pct { .. } => "pct",
         emu::sched::Strategy::Fifo => "fifo",
+        emu::sched::Strategy::Exhaustive => "exhaustive",
     }
     .into()
 }
@@ -173,6 +177,7 @@ fn execute_with(
             max_open_files: spec.max_open_files,
             pm: spec.pm,
             custom_locks: spec.custom_locks.clone(),
+            preempt_all: spec.preempt_all,
             trace_hash: out.trace_hash.clone(),
             pm_mount: spec.pm_mount.clone(),
             max_instructions: spec.max_instructions,
@@ -210,6 +215,8 @@ fn run_spec(opts: &RunOptions, command: &[String], pm_dir: PathBuf) -> Result<Ru
             flush_model: opts.flush_model.parse().map_err(|e| Fatal(format!("--flush-model: {e}")))?,
             persistency: opts.persistency.parse().map_err(|e| Fatal(format!("--persistency: {e}")))?,
         },
+        preempt_all: opts.preempt == "all",
+        schedule: Vec::new(),
         custom_locks: match &opts.config {
             Some(p) => load_config(p)?.locks,
             None => Vec::new(),
@@ -332,10 +339,16 @@ fn cmd_run(a: RunArgs) -> Result<i32, Fatal> {
     check_report_path("--report", opts.report.as_deref())?;
     let pm = PmDir::new(opts.pm_dir.clone())?;
     let spec = run_spec(&opts, &a.command, pm.path())?;
-    let (report, out) = if opts.explore > 1 { explore(&spec, opts.explore)? } else { execute(&spec)? };
+    let (report, out) = if spec.strategy == emu::sched::Strategy::Exhaustive {
+        explore_exhaustive(&spec, opts.explore.max(1), opts.max_preemptions)?
+    } else if opts.explore > 1 {
+        explore(&spec, opts.explore)?
+    } else {
+        execute(&spec)?
+    };
     if !opts.quiet {
         report::print_findings(&report.findings);
-        if opts.explore > 1 {
+        if opts.explore > 1 && spec.strategy != emu::sched::Strategy::Exhaustive {
             say!(
                 "ferrite: explored {} schedules from seed {}; {} distinct finding(s)",
                 opts.explore,
@@ -359,6 +372,76 @@ fn explore_seed(base: u64, i: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+/// `--strategy exhaustive`: runs schedules depth first, each following a prefix of decisions of
+/// an earlier run with one decision changed, as long as the prefix has at most `max_preemptions`
+/// preemptions, until `limit` runs or none is left. Sequential: each run's decisions decide the
+/// next runs. Each finding keeps the decisions that reproduce it.
+fn explore_exhaustive(
+    spec: &RunSpec,
+    limit: u32,
+    max_preemptions: u32,
+) -> Result<(Report, session::RunOutcome), Fatal> {
+    let mut pending: Vec<Vec<u32>> = vec![Vec::new()];
+    let mut seen: std::collections::BTreeSet<Vec<u32>> = std::collections::BTreeSet::new();
+    let mut first: Option<(Report, session::RunOutcome)> = None;
+    let mut findings = Vec::new();
+    let mut runs = 0u32;
+    while let Some(prefix) = pending.pop() {
+        if runs >= limit {
+            break;
+        }
+        runs += 1;
+        let dir = tempfile::Builder::new().prefix("ferrite-pm-").tempdir()?;
+        copy_dir(&spec.pm_dir, dir.path())?;
+        let mut s = spec.clone();
+        s.pm_dir = dir.path().to_path_buf();
+        s.schedule = prefix.clone();
+        s.discard_output = runs > 1;
+        s.quiet |= runs > 1;
+        let (mut report, out) = execute(&s)?;
+        for f in &mut report.findings {
+            f.schedule = Some(prefix.clone());
+        }
+        findings.extend(report.findings.clone());
+        let d = &out.decisions;
+        let chosen: Vec<u32> = d.iter().map(|x| x.chosen).collect();
+        let mut preemptions = 0u32;
+        let mut children = Vec::new();
+        for (j, x) in d.iter().enumerate() {
+            if j >= prefix.len() {
+                for &alt in x.runnable.iter().filter(|t| **t != x.chosen) {
+                    let cost = preemptions + u32::from(x.optional && alt != x.current);
+                    if cost <= max_preemptions {
+                        let mut p = chosen[..j].to_vec();
+                        p.push(alt);
+                        children.push(p);
+                    }
+                }
+            }
+            preemptions += u32::from(x.optional && x.chosen != x.current);
+        }
+        // Depth first: the deepest alternatives are tried first.
+        for c in children {
+            if seen.insert(c.clone()) {
+                pending.push(c);
+            }
+        }
+        if first.is_none() {
+            first = Some((report, out));
+        }
+    }
+    let (mut report, out) = first.ok_or_else(|| Fatal("--explore needs at least one run".into()))?;
+    report.findings = analyses::Finding::merge(findings);
+    report.run.schedules = runs;
+    if !spec.quiet {
+        say!(
+            "ferrite: exhaustive exploration: {runs} schedule(s) with at most {max_preemptions} preemption(s){}",
+            if pending.is_empty() { ", every one" } else { "; more remain (raise --explore)" }
+        );
+    }
+    Ok((report, out))
 }
 
 /// Copies the PM directory's files, so that every exploration run starts from the same pool
@@ -474,6 +557,8 @@ fn cmd_replay(a: ReplayArgs) -> Result<i32, Fatal> {
         max_open_files: orig.run.max_open_files,
         pm: orig.run.pm,
         custom_locks: orig.run.custom_locks.clone(),
+        preempt_all: orig.run.preempt_all,
+        schedule: wanted.as_ref().and_then(|f| f.schedule.clone()).unwrap_or_default(),
     };
     if let (Some(f), Some(c)) = (&wanted, &orig.crash) {
         if let Some(image) = &f.crash_image {
@@ -495,7 +580,10 @@ fn cmd_replay(a: ReplayArgs) -> Result<i32, Fatal> {
     }
     // A finding from a later --explore schedule ran with its own seed: the report's trace hash
     // describes the first schedule, so only the finding itself can be checked.
-    let same_schedule = wanted.as_ref().map(|f| f.seed == orig.run.seed).unwrap_or(true);
+    let same_schedule = wanted
+        .as_ref()
+        .map(|f| f.seed == orig.run.seed && f.schedule.as_ref().is_none_or(|s| s.is_empty()))
+        .unwrap_or(true);
     if same_schedule && report.run.trace_hash != orig.run.trace_hash {
         let why = if changed.is_empty() { "the execution took another path".to_string() } else { changed.join("; ") };
         say!(

@@ -82,6 +82,9 @@ pub struct RunInfo {
     /// Lock functions named in `--config`.
     #[serde(default)]
     pub custom_locks: Vec<emu::sync::CustomLock>,
+    /// `--preempt all`.
+    #[serde(default)]
+    pub preempt_all: bool,
     pub trace_hash: String,
     pub pm_mount: String,
     pub max_instructions: u64,

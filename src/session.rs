@@ -39,6 +39,7 @@ fn deadlock_finding(symbols: &Objects, d: &Deadlock, seed: u64) -> Finding {
         seed,
         occurrences: 1,
         crash_image: None,
+        schedule: None,
         locations,
     }
 }
@@ -68,6 +69,10 @@ pub struct RunSpec {
     pub pm: emu::pm::PmConfig,
     /// Lock functions named by the user (`--config`).
     pub custom_locks: Vec<emu::sync::CustomLock>,
+    /// Every shared memory access is a scheduling point (`--preempt all`).
+    pub preempt_all: bool,
+    /// `--strategy exhaustive`: the decisions to follow.
+    pub schedule: Vec<u32>,
 }
 
 /// How the guest ended.
@@ -82,6 +87,8 @@ pub enum GuestEnd {
 
 pub struct RunOutcome {
     pub end: GuestEnd,
+    /// `--strategy exhaustive`: every scheduling decision the run made.
+    pub decisions: Vec<emu::sched::Decision>,
     /// Most threads alive at once.
     pub threads: u32,
     /// Thread switches the scheduler made.
@@ -138,6 +145,10 @@ pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<
         max_open_files: spec.max_open_files,
     });
     m.set_main_tid(k.current);
+    m.scheduler().set_prefix(spec.schedule.clone());
+    if spec.preempt_all {
+        m.preempt_all_accesses();
+    }
     let mut passes = analyses::build(&spec.analyses).map_err(SessionError::Analyses)?;
     if let Some(log) = &crash {
         passes.push(Box::new(Recorder(log.clone())));
@@ -275,6 +286,7 @@ pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<
                     seed: spec.seed,
                     occurrences: 1,
                     crash_image: None,
+                    schedule: None,
                     locations: vec![Location::from_backtrace("fault", m.tid(), bt)],
                 });
                 break GuestEnd::Exited(exit);
@@ -292,6 +304,7 @@ pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<
                     seed: spec.seed,
                     occurrences: 1,
                     crash_image: None,
+                    schedule: None,
                     locations: vec![Location::from_backtrace("running", m.tid(), bt)],
                 });
                 break GuestEnd::Hang;
@@ -354,6 +367,7 @@ pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<
                 seed: spec.seed,
                 occurrences: 1,
                 crash_image: None,
+                schedule: None,
                 locations: vec![Location::from_backtrace("raised", tid, bt)],
             });
         }
@@ -369,8 +383,10 @@ pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<
     trace.update(&m.icount().to_le_bytes());
     let findings = Finding::merge(findings);
     let switches = m.scheduler().switches;
+    let decisions = std::mem::take(&mut m.scheduler().decisions);
     Ok(RunOutcome {
         end,
+        decisions,
         threads: max_threads_seen as u32,
         switches,
         instructions: m.icount(),

@@ -134,6 +134,7 @@ impl Objects {
             occurrences: raw.occurrences,
             locations,
             crash_image: None,
+            schedule: None,
         }
     }
 }

@@ -295,6 +295,10 @@ pub struct Finding {
     /// so that `ferrite replay --finding` can rebuild it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crash_image: Option<CrashImageRef>,
+    /// For findings of `--strategy exhaustive`: the decisions (thread chosen at each scheduling
+    /// decision) that lead to the run that exposed it; replay follows them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Vec<u32>>,
 }
 
 /// A crash image of a workload run: the crash point's index and the value of each dimension of

@@ -141,6 +141,10 @@ enum Stop {
     ArmLimit(u64),
     /// An access to a mapping's pages past the end of its file (SIGBUS), at this address.
     Bus(u64),
+    /// A scheduling point at a load that the scheduler takes *after* the load: the machine
+    /// executes that one instruction, then stops (so a switch can fall between a load and the
+    /// store that follows it in the same block).
+    PreemptAfter,
     /// A hook failed; the message is in `HookState::error`.
     Error,
 }
@@ -643,8 +647,8 @@ fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, start: u6
         return;
     }
     if st.point(pc) {
-        // Before the instruction: Unicorn rewinds RIP to it and runs it again on resume.
-        st.stop = Some(Stop::Preempt);
+        // Unicorn rewinds RIP to the load; the machine then runs just the load and stops.
+        st.stop = Some(Stop::PreemptAfter);
         let _ = uc.emu_stop();
         return;
     }
@@ -994,6 +998,41 @@ impl Machine {
         }
     }
 
+    /// `--preempt all`: every access to memory that is not the running thread's own stack is a
+    /// scheduling point (loads before they run, stores at the next block start), so races on
+    /// plain DRAM variables are explored too. "Own stack" is the 1 MiB below and 64 KiB above the
+    /// stack pointer; a thread reading another's stack is still a point.
+    pub fn preempt_all_accesses(&mut self) {
+        let near_stack = |uc: &Unicorn<'_, HookState>, addr: u64| {
+            let sp = uc.reg_read(Reg::RSP).unwrap_or(0);
+            addr < sp.wrapping_add(64 << 10) && addr >= sp.wrapping_sub(1 << 20)
+        };
+        let _ = self.uc.add_mem_hook(HookType::MEM_READ, 1, 0, move |uc, _t, addr, _size, _v| {
+            if uc.get_data().runnable_others == 0 || near_stack(uc, addr) {
+                return true;
+            }
+            let pc = uc.pc_read().unwrap_or(0);
+            let st = uc.get_data_mut();
+            if st.stop.is_none() && st.point(pc) {
+                st.stop = Some(Stop::PreemptAfter);
+                let _ = uc.emu_stop();
+            }
+            true
+        });
+        let _ = self.uc.add_mem_hook(HookType::MEM_WRITE, 1, 0, move |uc, _t, addr, _size, _v| {
+            if uc.get_data().runnable_others == 0 || near_stack(uc, addr) {
+                return true;
+            }
+            let pc = uc.pc_read().unwrap_or(0);
+            let st = uc.get_data_mut();
+            if st.point(pc) {
+                st.preempt_next_block = true;
+            }
+            true
+        });
+        let _ = self.uc.ctl_flush_tb();
+    }
+
     /// Installs the analyses' observer. Call before the guest maps PM.
     pub fn set_observer(&mut self, obs: Box<dyn Observer>) {
         let st = self.uc.get_data_mut();
@@ -1215,6 +1254,9 @@ impl Machine {
 
     /// Runs the guest from RIP until it needs the outside world.
     pub fn run(&mut self) -> Exit {
+        // Instructions to execute in the next emu_start (0: until a stop), and whether a
+        // scheduling point is due once they have run.
+        let mut count = 0;
         loop {
             let begin = self.pc();
             {
@@ -1225,12 +1267,21 @@ impl Machine {
                 st.block = (begin, 0, 0);
                 st.prev_term = Term::Other;
             }
-            let res = self.uc.emu_start(begin, u64::MAX, 0, 0);
+            let stepping = count > 0;
+            // One instruction at a time only after a load point: Unicorn hooks every
+            // instruction while a count is set and flushes its translations afterwards.
+            let res = self.uc.emu_start(begin, u64::MAX, 0, count);
+            count = 0;
             let pc = self.pc();
             let st = self.uc.get_data_mut();
             let stop = st.stop.take();
             self.icount = st.count_at(pc);
             match (res, stop) {
+                (_, Some(Stop::PreemptAfter)) => {
+                    count = 1;
+                    continue;
+                }
+                (Ok(()), None) if stepping => return Exit::Preempt,
                 (_, Some(Stop::Syscall)) => return Exit::Syscall,
                 (_, Some(Stop::Limit)) => return Exit::Limit,
                 (_, Some(Stop::Preempt)) => return Exit::Preempt,

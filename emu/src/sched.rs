@@ -17,6 +17,12 @@
 //!   runnable thread always runs; `depth - 1` change points, drawn uniformly over the expected
 //!   number of points, each lower the running thread's priority below all initial ones. A bug of
 //!   depth d is found with probability at least 1/(n k^(d-1)) per run for n threads and k points.
+//! - [`Strategy::Exhaustive`]: bounded systematic exploration (CHESS-style, Musuvathi & Qadeer
+//!   PLDI'07): a run follows a prefix of decisions and then never preempts; it records every
+//!   decision, and the driver (`--strategy exhaustive --explore N`) runs each untried alternative
+//!   whose prefix has at most `--max-preemptions` preemptions, depth first, until N runs or none
+//!   is left. Switches at forced points (the running thread blocked) cost no preemption. No
+//!   partial-order reduction yet: equivalent interleavings are run again.
 //! - [`Strategy::Fifo`]: no preemption at all: a thread runs until it blocks, yields or exits, and
 //!   the next is the runnable thread with the next higher id, wrapping round (round robin). Futex
 //!   wakes pick the oldest waiter, so FIFO never consults the seed: the baseline schedule.
@@ -61,8 +67,25 @@ impl Rng {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Strategy {
     Random,
-    Pct { depth: u32, expected_points: u64 },
+    Pct {
+        depth: u32,
+        expected_points: u64,
+    },
     Fifo,
+    /// Systematic exploration: follow a prefix of decisions, then never preempt; every decision
+    /// is recorded so a driver can enumerate the alternatives (see [`Decision`]).
+    Exhaustive,
+}
+
+/// One scheduling decision of an exhaustive run: who could run, who was running, who was
+/// chosen, and whether the running thread could have continued (a switch there is a
+/// preemption).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub runnable: Vec<u32>,
+    pub current: u32,
+    pub chosen: u32,
+    pub optional: bool,
 }
 
 /// Why the scheduler is asked.
@@ -88,6 +111,9 @@ pub struct Scheduler {
     pub points: u64,
     /// Switches made, for the report.
     pub switches: u64,
+    /// Exhaustive: the decisions to follow, then the decisions made.
+    prefix: Vec<u32>,
+    pub decisions: Vec<Decision>,
 }
 
 const SWITCH_ODDS: u64 = 8;
@@ -105,7 +131,22 @@ impl Scheduler {
             }
             change_points.sort_unstable();
         }
-        Scheduler { strategy, rng, priorities: Vec::new(), change_points, next_low_priority: 0, points: 0, switches: 0 }
+        Scheduler {
+            strategy,
+            rng,
+            priorities: Vec::new(),
+            change_points,
+            next_low_priority: 0,
+            points: 0,
+            switches: 0,
+            prefix: Vec::new(),
+            decisions: Vec::new(),
+        }
+    }
+
+    /// Exhaustive: the chosen thread of each decision to make before defaulting.
+    pub fn set_prefix(&mut self, prefix: Vec<u32>) {
+        self.prefix = prefix;
     }
 
     /// A new thread exists.
@@ -122,7 +163,7 @@ impl Scheduler {
         match self.strategy {
             Strategy::Random => QUANTUM_MIN + self.rng.below(QUANTUM_MAX - QUANTUM_MIN + 1),
             Strategy::Pct { .. } => QUANTUM_MAX,
-            Strategy::Fifo => u64::MAX,
+            Strategy::Fifo | Strategy::Exhaustive => u64::MAX,
         }
     }
 
@@ -146,6 +187,8 @@ impl Scheduler {
                 false
             }
             Strategy::Fifo => false,
+            // Every point is a decision the driver may want to vary.
+            Strategy::Exhaustive => true,
         }
     }
 
@@ -154,6 +197,27 @@ impl Scheduler {
     pub fn pick(&mut self, runnable: &[u32], current: u32, point: Point) -> u32 {
         debug_assert!(!runnable.is_empty());
         let chosen = match self.strategy {
+            Strategy::Exhaustive => {
+                let i = self.decisions.len();
+                let default = if point == Point::Optional && runnable.contains(&current) {
+                    current
+                } else if point == Point::Yield && runnable.len() > 1 {
+                    *runnable.iter().find(|t| **t > current).unwrap_or(&runnable[0])
+                } else {
+                    runnable[0]
+                };
+                let chosen = match self.prefix.get(i) {
+                    Some(t) if runnable.contains(t) => *t,
+                    _ => default,
+                };
+                self.decisions.push(Decision {
+                    runnable: runnable.to_vec(),
+                    current,
+                    chosen,
+                    optional: point == Point::Optional && runnable.contains(&current),
+                });
+                chosen
+            }
             Strategy::Fifo => {
                 if point == Point::Optional && runnable.contains(&current) {
                     current
@@ -204,7 +268,7 @@ impl Scheduler {
     /// An index in `0..n` for choices outside scheduling (which futex waiter wakes): seeded under
     /// the random strategies, the oldest (0) under FIFO, which never consults the seed.
     pub fn choose(&mut self, n: usize) -> usize {
-        if n <= 1 || self.strategy == Strategy::Fifo {
+        if n <= 1 || matches!(self.strategy, Strategy::Fifo | Strategy::Exhaustive) {
             0
         } else {
             self.rng.below(n as u64) as usize
