@@ -190,6 +190,9 @@ enum Site {
     Marker(String, String),
     /// A line number.
     Line(String, u32),
+    /// The line `n` lines after (before, if negative) each line containing the marker: for a
+    /// line that has no marker of its own.
+    Offset(String, String, i32),
 }
 
 /// A case ready to run.
@@ -315,6 +318,12 @@ fn load_manifest(path: &Path) -> Result<Vec<Case>, Fatal> {
                         classes.iter().copied().collect::<Vec<_>>().join(", ")
                     )));
                 }
+                if (b.harmful == Some(true) || b.class == CRASH_CLASS) && spec.crash.is_none() {
+                    return Err(ctx(format!(
+                        "bug {} is harmful after recovery, but the case has no `crash` recovery to show it",
+                        i + 1
+                    )));
+                }
                 if b.at.is_empty() {
                     return Err(ctx(format!("bug {} has no lines (`at`)", i + 1)));
                 }
@@ -322,7 +331,7 @@ fn load_manifest(path: &Path) -> Result<Vec<Case>, Fatal> {
                 for site in &b.at {
                     match site {
                         Site::Line(file, line) => sites.push((file.clone(), *line)),
-                        Site::Marker(file, marker) => {
+                        Site::Marker(file, marker) | Site::Offset(file, marker, _) => {
                             if !sources_cache.contains_key(file) {
                                 let p = sources.join(file);
                                 let text = std::fs::read_to_string(&p)
@@ -341,7 +350,14 @@ fn load_manifest(path: &Path) -> Result<Vec<Case>, Fatal> {
                                     sources.join(file).display()
                                 )));
                             }
-                            sites.extend(hits.into_iter().map(|l| (file.clone(), l)));
+                            let delta = if let Site::Offset(_, _, n) = site { *n } else { 0 };
+                            for l in hits {
+                                let l = i64::from(l) + i64::from(delta);
+                                if l < 1 {
+                                    return Err(ctx(format!("`Offset` of marker `{marker}` is before line 1")));
+                                }
+                                sites.push((file.clone(), l as u32));
+                            }
                         }
                     }
                 }
@@ -449,12 +465,12 @@ fn select_detectors(names: &[String]) -> Result<Vec<Detector>, Fatal> {
 }
 
 /// Whether `d` runs on `case`: the case is meant for it, or it claims the class of one of the
-/// case's bugs. `crash` needs a recovery (or a harmful bug, recovered by the program itself).
+/// case's bugs. `crash` runs only on cases that say how to recover (`crash: (...)`).
 fn applies(d: &Detector, case: &Case) -> bool {
-    let claims_a_bug = case.bugs.iter().any(|b| d.claim.classes.iter().any(|c| b.in_class(c)));
     if d.claim.runner == Runner::Crash {
-        return case.crash.is_some() || claims_a_bug;
+        return case.crash.is_some();
     }
+    let claims_a_bug = case.bugs.iter().any(|b| d.claim.classes.iter().any(|c| b.in_class(c)));
     case.analyses.is_empty() || case.analyses.iter().any(|a| a == d.base() || *a == d.name) || claims_a_bug
 }
 

@@ -377,12 +377,20 @@ pub fn finding_for(
         id: 0,
         analysis: "crash".into(),
         kind: "recovery-failed".into(),
-        message: format!(
-            "recovery failed ({verdict}) after a crash at instruction {} in {at} that left {} unpersisted: {}",
-            point.icount,
-            if minimal.len() == 1 { "one line".to_string() } else { format!("{} lines", minimal.len()) },
-            lines_desc.join(", ")
-        ),
+        message: if minimal.is_empty() {
+            format!(
+                "recovery failed ({verdict}) after a crash at instruction {} in {at}, even with everything stored \
+                 so far persisted: the durable state at that point is not recoverable",
+                point.icount
+            )
+        } else {
+            format!(
+                "recovery failed ({verdict}) after a crash at instruction {} in {at} that left {} unpersisted: {}",
+                point.icount,
+                if minimal.len() == 1 { "one line".to_string() } else { format!("{} lines", minimal.len()) },
+                lines_desc.join(", ")
+            )
+        },
         seed,
         occurrences: 1,
         locations,
@@ -539,7 +547,7 @@ pub fn test_all(log: &CrashLog, plan: &Plan) -> Result<Tested, crate::Fatal> {
         // The smallest set of lines that must stay unpersisted for recovery to fail.
         let stale = stale_dims(&p.space, choice);
         let mut errors = None;
-        let minimal = ddmin(stale.clone(), 24, |keep| {
+        let mut fails = |keep: &[usize]| {
             let c = with_only(&p.space, choice, keep);
             let Some(files) = image_files(p, &c, &log.file_paths) else { return false };
             tested.recoveries += 1;
@@ -550,7 +558,9 @@ pub fn test_all(log: &CrashLog, plan: &Plan) -> Result<Tested, crate::Fatal> {
                     false
                 }
             }
-        });
+        };
+        // Nothing need be lost if the point's own state (everything persisted) fails too.
+        let minimal = if !stale.is_empty() && fails(&[]) { Vec::new() } else { ddmin(stale.clone(), 24, &mut fails) };
         if let Some(e) = errors {
             return Err(e);
         }

@@ -245,8 +245,8 @@ fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
         recover,
         check,
         base: RunSpec { analyses: vec!["none".into()], discard_output: true, quiet: true, ..spec.clone() },
-        // Recovery is allowed ten times the workload's instructions, and at least 100 million.
-        budget: out.instructions.saturating_mul(10).max(100_000_000).min(opts.max_instructions),
+        // Recovery is allowed ten times the workload's instructions, and at least 20 million.
+        budget: out.instructions.saturating_mul(10).max(20_000_000).min(opts.max_instructions),
         jobs: a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
         max_images: a.max_images,
         quiet: opts.quiet,
@@ -317,7 +317,7 @@ fn replay_crash(
         recover: c.recover.clone(),
         check: c.check.clone(),
         base: RunSpec { analyses: vec!["none".into()], discard_output: false, quiet: true, ..spec.clone() },
-        budget: out.instructions.saturating_mul(10).max(100_000_000).min(spec.max_instructions),
+        budget: out.instructions.saturating_mul(10).max(20_000_000).min(spec.max_instructions),
         jobs: 1,
         max_images: c.max_images,
         quiet: true,

@@ -80,3 +80,35 @@ fn jobs_do_not_change_the_report_and_the_users_pool_is_untouched() {
     assert_eq!(a["findings"], b["findings"]);
     assert_eq!(std::fs::read(&pool).unwrap(), before, "the user's pool is byte-for-byte unchanged");
 }
+
+#[test]
+fn spinlock_persisted_while_held_hangs_recovery_and_the_reset_twin_passes() {
+    let run_with = |prog: &str| {
+        let g = guest(prog);
+        let recover = format!("{} /mnt/pmem0/pool recover", g.display());
+        Ferrite::crash(&g)
+            // A small instruction budget makes the hanging recoveries end sooner.
+            .opts(&[
+                "--quiet",
+                "--analyses",
+                "none",
+                "--max-instructions",
+                "3000000",
+                "--report",
+                "r.json",
+                "--recover",
+                recover.as_str(),
+            ])
+            .args(&["/mnt/pmem0/pool"])
+            .go()
+    };
+    let bug = run_with("pm_spinlock");
+    bug.assert_code(66);
+    let report = bug.json("r.json");
+    let found = crash_findings(&report);
+    assert!(!found.is_empty());
+    assert!(found.iter().all(|f| f["message"].as_str().unwrap().contains("recovery hung")), "{found:?}");
+    let fixed = run_with("pm_spinlock_fixed");
+    fixed.assert_code(0);
+    assert_eq!(fixed.json("r.json")["crash"]["failures"], 0);
+}
