@@ -872,6 +872,11 @@ pub fn cmd_compare(a: CompareArgs) -> Result<i32, Fatal> {
             )));
         }
     }
+    if let Some(dir) = a.report.as_ref().and_then(|r| r.parent()).filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.is_dir() {
+            return Err(Fatal(format!("--report: directory `{}` does not exist", dir.display())));
+        }
+    }
     if a.explore == 0 {
         return Err(Fatal("--explore needs at least one schedule".into()));
     }
@@ -953,6 +958,10 @@ pub fn cmd_compare(a: CompareArgs) -> Result<i32, Fatal> {
         use rayon::prelude::*;
         let d = &detectors[*di];
         bar.set_message(d.name.clone());
+        // What earlier phases freed goes back to the system first, so that the peak is this
+        // phase's own (plus the process's baseline, reported as rss_at_start_mib).
+        // SAFETY: malloc_trim only releases free heap memory.
+        unsafe { libc::malloc_trim(0) };
         let rss_start = status_kib("VmRSS:").unwrap_or(0);
         let phase_scope = reset_peak_rss();
         let phase = Instant::now();
@@ -1345,11 +1354,13 @@ fn chart(detectors: &[DetectorOut], path: &Path) -> Result<(), String> {
     for (i, (d, t)) in detectors.iter().zip(&times).enumerate() {
         let colour = Palette99::pick(i).to_rgba();
         let y = d.f1.unwrap_or(0.0);
-        chart.draw_series([Circle::new((*t, y), 6, colour.filled())]).map_err(|x| e(&x))?;
         let label = format!("{} (F1 {}, {:.1} s)", d.name, ratio(d.f1), d.time_s);
-        chart
-            .draw_series([Text::new(label, (*t, y), ("sans-serif", 14).into_font().color(&colour))])
-            .map_err(|x| e(&x))?;
+        // Labels of detectors with similar scores are staggered vertically.
+        let dy = -18 + 14 * (i as i32 % 3);
+        let point = EmptyElement::at((*t, y))
+            + Circle::new((0, 0), 6, colour.filled())
+            + Text::new(label, (10, dy), ("sans-serif", 14).into_font().color(&BLACK));
+        chart.draw_series([point]).map_err(|x| e(&x))?;
     }
     root.present().map_err(|x| e(&x))?;
     Ok(())

@@ -187,8 +187,8 @@ struct Window {
 #[derive(Default, Debug)]
 struct Thread {
     last_acquire: u64,
-    /// Store windows not closed, and load windows not closed.
-    stores: Vec<u32>,
+    /// Store windows not closed, by line, and load windows not closed.
+    stores: FxHashMap<u64, Vec<u32>>,
     loads: Vec<u32>,
     /// Lines flushed since the last fence.
     flushed: FxHashSet<u64>,
@@ -352,18 +352,23 @@ impl Vardalith {
                 w.p_epoch = self.epoch(tid);
             }
             // Conflicts with the other kind's windows of other threads.
-            let ids: Vec<u32> = self.by_line.get(&line).cloned().unwrap_or_default();
+            let ids = self.by_line.remove(&line).unwrap_or_default();
             let mut merge = None;
-            for id in ids {
+            let hb = self.hb_mode();
+            for &id in &ids {
                 let o = *self.get(id);
                 if o.tid == tid {
-                    let same = o.store == store
+                    let same_region = o.store == store
                         && o.site == site
                         && o.end == OPEN
-                        && o.state == w.state
-                        && o.state != State::Persisted
-                        && if self.hb_mode() { o.vc == vc } else { o.start == start };
-                    if same {
+                        && if hb { o.vc == vc } else { o.start == start };
+                    // Same state: one window for both. An open window of the same region that
+                    // is persisted but whose bytes this store rewrites: the new window ends no
+                    // earlier and persists no earlier, so it takes the old one's place.
+                    if same_region
+                        && ((o.state == w.state && o.state != State::Persisted)
+                            || (o.state == State::Persisted && o.mask & !mask == 0))
+                    {
                         merge = Some(id);
                     }
                     continue;
@@ -377,13 +382,23 @@ impl Vardalith {
                     e.2 += 1;
                 }
             }
+            self.by_line.insert(line, ids);
             match merge {
-                Some(id) => self.get_mut(id).mask |= mask,
+                Some(id) => {
+                    let o = self.get_mut(id);
+                    if o.state == State::Persisted && w.state != State::Persisted {
+                        o.state = w.state;
+                        o.p_epoch = w.p_epoch;
+                        o.mask = mask;
+                    } else {
+                        o.mask |= mask;
+                    }
+                }
                 None => {
                     let id = self.alloc(w);
                     let t = self.thread(tid);
                     if store {
-                        t.stores.push(id);
+                        t.stores.entry(line).or_default().push(id);
                     } else {
                         t.loads.push(id);
                     }
@@ -399,16 +414,14 @@ impl Vardalith {
     }
 
     fn flush_line(&mut self, tid: u32, line: u64) {
-        let ids = self.thread(tid).stores.clone();
+        let ids = self.thread(tid).stores.get(&line).cloned().unwrap_or_default();
         let mut any = false;
         for id in ids {
             let w = self.get_mut(id);
-            if w.line == line && w.state == State::Dirty {
+            if w.state == State::Dirty {
                 w.state = State::Flushed;
-                any = true;
-            } else if w.line == line && w.state == State::Flushed {
-                any = true;
             }
+            any |= w.state == State::Flushed;
         }
         if any {
             self.thread(tid).flushed.insert(line);
@@ -419,31 +432,40 @@ impl Vardalith {
     /// unlock call (with `unlock_fence`) they close at that release.
     fn settle(&mut self, device: &PmDevice, tid: u32, lines: Option<&FxHashSet<u64>>, fencing: bool) {
         let rule = self.opts.persist_owner;
-        let ids = self.thread(tid).stores.clone();
         let in_release = if self.opts.unlock_fence { self.thread(tid).in_release } else { None };
         let epoch = match in_release {
             Some((_, e)) => e,
             None => self.epoch(tid),
         };
-        for id in ids {
-            let w = *self.get(id);
-            if w.state == State::Persisted || lines.is_some_and(|l| !l.contains(&w.line)) {
-                continue;
-            }
-            let owner_fenced = fencing && w.state == State::Flushed;
-            if durable_bytes(device, rule, w.line, w.mask, tid, owner_fenced) == w.mask {
-                let w = self.get_mut(id);
-                w.state = State::Persisted;
-                w.p_epoch = epoch;
-                if let Some((step, _)) = in_release {
-                    self.close(id, step);
+        let mut todo: Vec<u64> = match lines {
+            Some(l) => l.iter().copied().filter(|l| self.threads[&tid].stores.contains_key(l)).collect(),
+            None => self.threads[&tid].stores.keys().copied().collect(),
+        };
+        todo.sort_unstable();
+        for line in todo {
+            let ids = self.thread(tid).stores.remove(&line).unwrap_or_default();
+            let mut open = Vec::with_capacity(ids.len());
+            for id in ids {
+                let w = *self.get(id);
+                if w.state != State::Persisted {
+                    let owner_fenced = fencing && w.state == State::Flushed;
+                    if durable_bytes(device, rule, w.line, w.mask, tid, owner_fenced) == w.mask {
+                        let w = self.get_mut(id);
+                        w.state = State::Persisted;
+                        w.p_epoch = epoch;
+                        if let Some((step, _)) = in_release {
+                            // Persisted by the releasing instruction: closed at that release.
+                            self.close(id, step);
+                            continue;
+                        }
+                    }
                 }
+                open.push(id);
+            }
+            if !open.is_empty() {
+                self.thread(tid).stores.insert(line, open);
             }
         }
-        // Windows closed by a fence inside an unlock call leave the open list.
-        let mut open = std::mem::take(&mut self.thread(tid).stores);
-        open.retain(|&id| self.windows[id as usize].is_some_and(|w| w.end == OPEN));
-        self.thread(tid).stores = open;
     }
 
     /// Closes window `id` at `end`. In window mode only its end matters from now on, so it is
@@ -486,17 +508,19 @@ impl Vardalith {
             self.close(id, step);
         }
         let stores = std::mem::take(&mut self.thread(tid).stores);
-        let mut keep = Vec::new();
-        for id in stores {
-            let w = self.get_mut(id);
-            if rif && w.state == State::Flushed {
-                w.state = State::Persisted;
-                w.p_epoch = epoch;
-            }
-            if w.state == State::Persisted {
-                self.close(id, step);
-            } else {
-                keep.push(id);
+        let mut keep: FxHashMap<u64, Vec<u32>> = FxHashMap::default();
+        for (line, ids) in stores {
+            for id in ids {
+                let w = self.get_mut(id);
+                if rif && w.state == State::Flushed {
+                    w.state = State::Persisted;
+                    w.p_epoch = epoch;
+                }
+                if w.state == State::Persisted {
+                    self.close(id, step);
+                } else {
+                    keep.entry(line).or_default().push(id);
+                }
             }
         }
         self.thread(tid).stores = keep;
@@ -584,7 +608,10 @@ impl Vardalith {
         // hb mode a pruned window may still be listed (a load not yet released).
         for t in self.threads.values_mut() {
             t.loads.retain(|&id| windows[id as usize].is_some());
-            t.stores.retain(|&id| windows[id as usize].is_some());
+            t.stores.retain(|_, ids| {
+                ids.retain(|&id| windows[id as usize].is_some());
+                !ids.is_empty()
+            });
         }
     }
 }
