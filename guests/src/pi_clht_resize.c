@@ -4,14 +4,15 @@
  * persist it, swap the root's offset), inserts, and unlocks.  The swapped root pointer is
  * persisted only after the lock is released, so another thread's put can load the new table's
  * offset and insert into a table that a crash would forget.
- * Two threads insert 20 keys each (four resizes).  FIXED twin: pi_clht_resize_fixed.c.
- * Usage: pi_clht_resize [POOL]; prints the table size and a checksum, exits 0. */
+ * By default two threads insert 20 keys each (four resizes); `pi_clht_resize POOL KEYS THREADS`
+ * scales it (a benchmark: 4 threads x 5000 keys).  FIXED twin: pi_clht_resize_fixed.c.
+ * Usage: pi_clht_resize [POOL [KEYS [THREADS]]]; prints the table size and a checksum, exits 0. */
 #include <pthread.h>
 
 #include "pm.h"
 
-#define POOL_SIZE (16 * 1024)
-#define KEYS 20
+#define POOL_SIZE (4 * 1024 * 1024)
+#define MAX_THREADS 8
 
 struct bucket {
     uint64_t key; /* 0: empty */
@@ -31,6 +32,7 @@ struct root {
 };
 
 static char *pool;
+static uint64_t keys = 20;
 static uint64_t next_free; /* bump allocator (under the lock) */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -95,7 +97,7 @@ static void put(uint64_t key, uint64_t val)
 static void *worker(void *arg)
 {
     uint64_t base = (uint64_t)(uintptr_t)arg;
-    for (uint64_t k = 1; k <= KEYS; k++)
+    for (uint64_t k = 1; k <= keys; k++)
         put(base + k, (base + k) * 10);
     return NULL;
 }
@@ -103,6 +105,15 @@ static void *worker(void *arg)
 int main(int argc, char **argv)
 {
     const char *path = argc > 1 ? argv[1] : PM_DEFAULT_POOL;
+    int nthreads = 2;
+    if (argc > 2)
+        keys = strtoull(argv[2], NULL, 10);
+    if (argc > 3)
+        nthreads = atoi(argv[3]);
+    if (keys < 1 || keys > 30000 || nthreads < 1 || nthreads > MAX_THREADS || keys * nthreads > 60000) {
+        fprintf(stderr, "KEYS must be 1..30000, THREADS 1..8, KEYS*THREADS at most 60000\n");
+        return 2;
+    }
     pool = pm_map(path, POOL_SIZE);
     struct root *root = (struct root *)pool;
     next_free = 64;
@@ -110,11 +121,11 @@ int main(int argc, char **argv)
     persist_table(table_at(off));
     root->table_off = off;
     persist((void *)&root->table_off, sizeof root->table_off);
-    pthread_t a, b;
-    pthread_create(&a, NULL, worker, (void *)(uintptr_t)0);
-    pthread_create(&b, NULL, worker, (void *)(uintptr_t)1000);
-    pthread_join(a, NULL);
-    pthread_join(b, NULL);
+    pthread_t th[MAX_THREADS];
+    for (int i = 0; i < nthreads; i++)
+        pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)(i * 1000000));
+    for (int i = 0; i < nthreads; i++)
+        pthread_join(th[i], NULL);
     struct table *t = table_at(root->table_off);
     uint64_t sum = 0;
     for (uint64_t i = 0; i < t->nbuckets; i++)
