@@ -50,11 +50,8 @@ fn compare(manifest: &str, args: &[&str]) -> Run {
     std::fs::write(dir.path().join("m.ron"), manifest).unwrap();
     let mut cmd = ferrite();
     cmd.arg("compare").arg("--suite").arg("m.ron").args(args);
-    let out = cmd
-        .current_dir(dir.path())
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("cannot start ferrite compare");
+    let out =
+        cmd.current_dir(dir.path()).stdin(std::process::Stdio::null()).output().expect("cannot start ferrite compare");
     Run {
         stdout: out.stdout,
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -157,11 +154,25 @@ fn a_small_suite_is_scored_and_matches_each_run_alone() {
         }
     }
     for row in report["summary"].as_array().unwrap() {
-        for key in ["detector", "class", "cases", "bugs", "tp", "fp", "fn", "precision", "recall", "f1", "time_s", "peak_rss_mib"] {
+        for key in [
+            "detector",
+            "class",
+            "cases",
+            "bugs",
+            "tp",
+            "fp",
+            "fn",
+            "precision",
+            "recall",
+            "f1",
+            "time_s",
+            "peak_rss_mib",
+        ] {
             assert!(row.get(key).is_some(), "summary row without `{key}`: {row}");
         }
     }
-    let detectors: Vec<&str> = report["detectors"].as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap()).collect();
+    let detectors: Vec<&str> =
+        report["detectors"].as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap()).collect();
     assert_eq!(detectors, ["unpersisted", "hmtrace", "crash"]);
 
     // unpersisted: a true positive on pm_log at the BUG line, nothing on the fixed twin.
@@ -255,7 +266,9 @@ fn a_missing_binary_or_marker_is_an_error_before_anything_runs() {
     run.assert_code(2);
     assert!(run.stderr.contains("/* NOT THERE */") && run.stderr.contains("pm_log"), "{}", run.describe());
 
-    let class = suite(r#"(name: "pm_log", program: "pm_log", truth: Bugs([(class: "bad-vibes", at: [Line("pm_log.c", 1)])])),"#);
+    let class = suite(
+        r#"(name: "pm_log", program: "pm_log", truth: Bugs([(class: "bad-vibes", at: [Line("pm_log.c", 1)])])),"#,
+    );
     let run = compare(&class, &[]);
     run.assert_code(2);
     assert!(run.stderr.contains("unknown bug class `bad-vibes`"), "{}", run.describe());

@@ -152,3 +152,16 @@ fn a_bad_config_file_is_one_error_line() {
     run.assert_code(2);
     assert_eq!(error_lines(&run.stderr).len(), 1, "{}", run.describe());
 }
+
+#[test]
+fn device_dax_namespace_is_pm() {
+    let pm = scratch();
+    std::fs::write(pm.path().join("dax0.0"), vec![0u8; 4096]).unwrap();
+    let run = Ferrite::run(&guest("pm_devdax"))
+        .opts(&["--analyses".to_string(), "unpersisted".into(), "--pm-dir".into(), pm.path().display().to_string()])
+        .go();
+    run.assert_code(0);
+    assert_eq!(run.stdout_str(), "devdax value da\n");
+    // The store reached the namespace's file through the shared mapping.
+    assert_eq!(std::fs::read(pm.path().join("dax0.0")).unwrap()[0], 0xda);
+}

@@ -1165,6 +1165,32 @@ impl Machine {
         }
     }
 
+    /// The kernel reading PM on the guest's behalf (`write()` from a PM buffer): loads by the
+    /// calling thread at the system call, for observers that want loads.
+    pub fn kernel_pm_loads(&mut self, addr: u64, len: u64) {
+        let end = addr.saturating_add(len);
+        if !self.uc.get_data().interest.has(Interest::LOADS)
+            || !self.uc.get_data().windows.iter().any(|w| w.0 < end && w.1 > addr)
+        {
+            return;
+        }
+        let pc = self.pc().wrapping_sub(2);
+        let mut va = addr;
+        while va < end {
+            let n = (end - va).min(8);
+            if let Some(dev) = self.pm_device_addr(va) {
+                let mut b = [0u8; 8];
+                self.mem.read_unchecked(va, &mut b[..n as usize]);
+                let st = self.uc.get_data_mut();
+                let ev = st.emit(EventKind::Load, pc, va, dev, n as u32, u64::from_le_bytes(b), 0);
+                if let Some(o) = st.observer.as_mut() {
+                    o.on_event(&ev, &st.pm);
+                }
+            }
+            va += n;
+        }
+    }
+
     /// msync of `[start, end)`: every PM line mapped there becomes durable.
     pub fn pm_persist_mapped(&mut self, start: u64, end: u64) {
         let windows: Vec<(u64, u64, u64)> = self.uc.get_data().windows.clone();

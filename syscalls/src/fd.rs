@@ -258,6 +258,7 @@ impl Kernel {
     pub(crate) fn write(&mut self, m: &mut Machine, fd: i32, buf: u64, len: u64) -> SysResult {
         let mut data = vec![0u8; len.min(MAX_RW) as usize];
         m.read(buf, &mut data)?;
+        m.kernel_pm_loads(buf, data.len() as u64);
         self.write_tracked(m, fd, &data, None)
     }
 
@@ -308,6 +309,7 @@ impl Kernel {
         self.check_seekable(fd)?;
         let mut data = vec![0u8; len.min(MAX_RW) as usize];
         m.read(buf, &mut data)?;
+        m.kernel_pm_loads(buf, data.len() as u64);
         self.write_tracked(m, fd, &data, Some(off))
     }
 

@@ -3,6 +3,7 @@
 //!
 //! The guest sees the host's files read-only, with these exceptions:
 //! - the PM mount (`/mnt/pmem0` by default) is the host directory given by `--pm-dir`, writable;
+//!   a device-DAX namespace `/dev/daxN.M` is the file `daxN.M` in that directory;
 //! - the working directory (the host directory ferrite was started in) is writable;
 //! - `/proc/self/*`, `/proc/cpuinfo`, `/proc/sys/kernel/random/uuid`, `/sys/devices/system/cpu/*`
 //!   and `/dev/{null,zero,urandom,random}` are virtual, generated from the run's own state, so that
@@ -96,6 +97,10 @@ impl Kernel {
 
     /// Maps a normalised guest path into the host or a virtual file.
     pub(crate) fn resolve(&self, guest: &str) -> Result<Target, Errno> {
+        // A device-DAX namespace (/dev/daxN.M) is a file of that name in the PM directory.
+        if let Some(name) = guest.strip_prefix("/dev/").filter(|n| n.starts_with("dax") && !n.contains('/')) {
+            return Ok(Target::Host { host: self.cfg.pm_dir.join(name), writable: true, pm: true });
+        }
         if let Some(rest) = under(guest, &self.cfg.pm_mount) {
             let host = if rest.is_empty() { self.cfg.pm_dir.clone() } else { self.cfg.pm_dir.join(rest) };
             return Ok(Target::Host { host, writable: true, pm: true });
