@@ -78,6 +78,11 @@ pub struct RunOptions {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 
+    /// Shorthand for `oscs:condflag=on`: OSCS ignores a flag set under a mutex and waited on with
+    /// a condition variable (the paper's main false positive).
+    #[arg(long)]
+    pub oscs_condflag: bool,
+
     /// Detectors to run, comma-separated. `all` (the default) is every PM pass: unpersisted,
     /// hawkset, vardalith. The data-race and atomicity passes watch every memory access and are
     /// named explicitly: hmtrace, oscs. `none` runs the machine alone. A pass takes options after

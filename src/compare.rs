@@ -1332,6 +1332,7 @@ fn summary_csv(rows: &[SummaryRow]) -> String {
 /// per detector, as SVG.
 fn chart(detectors: &[DetectorOut], path: &Path) -> Result<(), String> {
     use plotters::prelude::*;
+    use plotters::style::text_anchor::{HPos, Pos, VPos};
     let e = |e: &dyn std::fmt::Display| e.to_string();
     let times: Vec<f64> = detectors.iter().map(|d| d.time_s.max(1e-3)).collect();
     let lo = times.iter().copied().fold(f64::INFINITY, f64::min).min(1.0) / 2.0;
@@ -1347,6 +1348,10 @@ fn chart(detectors: &[DetectorOut], path: &Path) -> Result<(), String> {
         .map_err(|x| e(&x))?;
     chart
         .configure_mesh()
+        .light_line_style(WHITE)
+        .x_labels(10)
+        .x_label_formatter(&|v| if *v >= 1.0 { format!("{v:.0}") } else { format!("{v:.2}") })
+        .y_label_formatter(&|v| format!("{v:.1}"))
         .x_desc("summed run time over the suite (s, log scale)")
         .y_desc("F1 on claimed classes")
         .draw()
@@ -1355,11 +1360,14 @@ fn chart(detectors: &[DetectorOut], path: &Path) -> Result<(), String> {
         let colour = Palette99::pick(i).to_rgba();
         let y = d.f1.unwrap_or(0.0);
         let label = format!("{} (F1 {}, {:.1} s)", d.name, ratio(d.f1), d.time_s);
-        // Labels of detectors with similar scores are staggered vertically.
-        let dy = -18 + 14 * (i as i32 % 3);
-        let point = EmptyElement::at((*t, y))
-            + Circle::new((0, 0), 6, colour.filled())
-            + Text::new(label, (10, dy), ("sans-serif", 14).into_font().color(&BLACK));
+        // Labels of detectors with similar scores are staggered vertically, and go left of
+        // points in the right half.
+        let dy = -12 + 14 * (i as i32 % 3);
+        let right_half = (t / lo).ln() / (hi / lo).ln() > 0.5;
+        let (dx, h) = if right_half { (-10, HPos::Right) } else { (10, HPos::Left) };
+        let style = TextStyle::from(("sans-serif", 14).into_font()).color(&BLACK).pos(Pos::new(h, VPos::Center));
+        let point =
+            EmptyElement::at((*t, y)) + Circle::new((0, 0), 6, colour.filled()) + Text::new(label, (dx, dy), style);
         chart.draw_series([point]).map_err(|x| e(&x))?;
     }
     root.present().map_err(|x| e(&x))?;

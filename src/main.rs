@@ -204,7 +204,11 @@ fn run_spec(opts: &RunOptions, command: &[String], pm_dir: PathBuf) -> Result<Ru
         max_instructions: opts.max_instructions,
         max_memory: opts.max_memory,
         cpus: opts.cpus,
-        analyses: opts.analyses.clone(),
+        analyses: opts
+            .analyses
+            .iter()
+            .map(|a| if opts.oscs_condflag && a == "oscs" { "oscs:condflag=on".to_string() } else { a.clone() })
+            .collect(),
         strategy: strategy(&opts.strategy, opts.pct_depth),
         max_threads: opts.max_threads,
         discard_output: false,

@@ -326,6 +326,12 @@ pub struct Hmtrace {
     cur: Option<(u32, VectorClock, u32)>,
     reports: BTreeMap<(&'static str, Side, Side), Report>,
     ops: Vec<SyncOp>,
+    /// Live heap blocks (start → size), from malloc/calloc/realloc returns, so that `free`
+    /// clears the block's records: memory the allocator hands to another thread is new memory.
+    allocs: FxHashMap<u64, u64>,
+    /// Sizes of allocation calls in progress, per thread (calloc's and realloc's size is known
+    /// only at entry).
+    alloc_sizes: FxHashMap<u32, (u64, u64)>,
 }
 
 impl Default for Hmtrace {
@@ -361,6 +367,8 @@ impl Hmtrace {
             cur: None,
             reports: BTreeMap::new(),
             ops: Vec::new(),
+            allocs: FxHashMap::default(),
+            alloc_sizes: FxHashMap::default(),
         }
     }
 
@@ -434,6 +442,50 @@ impl Hmtrace {
         set.sort_unstable();
         let id = self.locks.intern(set);
         self.thread(tid).ls = id;
+    }
+
+    /// Clears the records of the granules of `[lo, hi)`: a freed heap block.
+    fn forget_block(&mut self, lo: u64, hi: u64) {
+        let per_page = PAGE_SHIFT - GRANULE_SHIFT;
+        for gi in (lo >> GRANULE_SHIFT)..hi.div_ceil(1 << GRANULE_SHIFT) {
+            if let Some(page) = self.pages.get_mut(&(gi >> per_page)) {
+                page.granules[(gi & ((1 << per_page) - 1)) as usize] = Granule::default();
+            }
+            self.sync_now.remove(&gi);
+        }
+    }
+
+    /// Follows malloc, calloc, realloc and free.
+    fn allocation(&mut self, ev: &Event) {
+        use emu::sync::SyncKind;
+        match ev.kind {
+            EventKind::SyncEnter(SyncKind::Calloc) => {
+                self.alloc_sizes.insert(ev.tid, (ev.addr.saturating_mul(ev.old), 0));
+            }
+            EventKind::SyncEnter(SyncKind::Realloc) => {
+                self.alloc_sizes.insert(ev.tid, (ev.old, ev.addr));
+            }
+            EventKind::SyncEnter(SyncKind::Free) => {
+                if let Some(size) = self.allocs.remove(&ev.addr) {
+                    self.forget_block(ev.addr, ev.addr + size);
+                }
+            }
+            EventKind::SyncReturn(kind @ (SyncKind::Malloc | SyncKind::Calloc | SyncKind::Realloc)) => {
+                let (size, old) = match kind {
+                    SyncKind::Malloc => (ev.addr, 0),
+                    _ => self.alloc_sizes.remove(&ev.tid).unwrap_or((0, 0)),
+                };
+                if kind == SyncKind::Realloc && old != 0 && ev.new != old {
+                    if let Some(s) = self.allocs.remove(&old) {
+                        self.forget_block(old, old + s);
+                    }
+                }
+                if ev.new != 0 {
+                    self.allocs.insert(ev.new, size);
+                }
+            }
+            _ => {}
+        }
     }
 
     /// Clears every record in `[lo, hi)`: memory that is dead (an exited thread's stack block).
@@ -612,6 +664,7 @@ impl Analysis for Hmtrace {
                 self.access(ev)
             }
             EventKind::SyncEnter(_) | EventKind::SyncReturn(_) | EventKind::ThreadCreate | EventKind::ThreadExit => {
+                self.allocation(ev);
                 self.bracket.observe(ev);
                 if ev.kind == EventKind::ThreadCreate && ev.addr != 0 {
                     self.thread(ev.new as u32).handle = Some(ev.addr);

@@ -199,9 +199,11 @@ impl Observer for Passes {
             EventKind::Load | EventKind::Store | EventKind::RmwStore if ev.dev == 0 => Interest::MEMORY,
             EventKind::Load => Interest::LOADS,
             EventKind::Flush(_) | EventKind::Fence(_) => Interest::PERSIST,
-            EventKind::SyncEnter(_) | EventKind::SyncReturn(_) | EventKind::ThreadCreate | EventKind::ThreadExit => {
-                Interest::SYNC
-            }
+            EventKind::SyncEnter(_)
+            | EventKind::SyncReturn(_)
+            | EventKind::ThreadCreate
+            | EventKind::ThreadExit
+            | EventKind::Syscall => Interest::SYNC,
             EventKind::CrashPoint => Interest::CRASH,
             _ => Interest::STORES,
         };

@@ -354,22 +354,24 @@ impl Vardalith {
             // Conflicts with the other kind's windows of other threads.
             let ids = self.by_line.remove(&line).unwrap_or_default();
             let mut merge = None;
+            let mut replace = None;
             let hb = self.hb_mode();
             for &id in &ids {
                 let o = *self.get(id);
                 if o.tid == tid {
-                    let same_region = o.store == store
-                        && o.site == site
-                        && o.end == OPEN
-                        && if hb { o.vc == vc } else { o.start == start };
-                    // Same state: one window for both. An open window of the same region that
-                    // is persisted but whose bytes this store rewrites: the new window ends no
-                    // earlier and persists no earlier, so it takes the old one's place.
-                    if same_region
-                        && ((o.state == w.state && o.state != State::Persisted)
-                            || (o.state == State::Persisted && o.mask & !mask == 0))
-                    {
+                    if o.store != store || o.site != site {
+                        continue;
+                    }
+                    let same_region = o.end == OPEN && if hb { o.vc == vc } else { o.start == start };
+                    if same_region && o.state == w.state && o.state != State::Persisted {
+                        // The same region in the same state: one window for both.
                         merge = Some(id);
+                    } else if o.mask & !mask == 0 {
+                        // An earlier window of this site on bytes this access covers: for every
+                        // later access of another thread, the new window conflicts whenever the
+                        // old one does (it ends no earlier and persists no earlier; in hb mode,
+                        // its clock is later), so it takes the old one's place.
+                        replace = Some(id);
                     }
                     continue;
                 }
@@ -383,18 +385,22 @@ impl Vardalith {
                 }
             }
             self.by_line.insert(line, ids);
-            match merge {
-                Some(id) => {
+            match (merge, replace) {
+                (Some(id), _) => self.get_mut(id).mask |= mask,
+                (None, Some(id)) => {
                     let o = self.get_mut(id);
-                    if o.state == State::Persisted && w.state != State::Persisted {
-                        o.state = w.state;
-                        o.p_epoch = w.p_epoch;
-                        o.mask = mask;
-                    } else {
-                        o.mask |= mask;
+                    let was_open = o.end == OPEN;
+                    *o = w;
+                    if !was_open {
+                        let t = self.thread(tid);
+                        if store {
+                            t.stores.entry(line).or_default().push(id);
+                        } else {
+                            t.loads.push(id);
+                        }
                     }
                 }
-                None => {
+                (None, None) => {
                     let id = self.alloc(w);
                     let t = self.thread(tid);
                     if store {

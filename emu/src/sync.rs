@@ -46,6 +46,13 @@ pub enum SyncKind {
         success: i64,
     },
     CustomRelease,
+    /// Memory allocation, recognised like the sync functions so that passes can see allocations
+    /// (`malloc(size)`, `calloc(n, size)`, `realloc(ptr, size)`: the return value is the block)
+    /// and frees (`free(ptr)`), e.g. to forget the history of freed memory.
+    Malloc,
+    Calloc,
+    Realloc,
+    Free,
 }
 
 impl SyncKind {
@@ -80,6 +87,10 @@ impl SyncKind {
         ("pthread_join", SyncKind::Join),
         ("pthread_timedjoin_np", SyncKind::Join),
         ("pthread_clockjoin_np", SyncKind::Join),
+        ("malloc", SyncKind::Malloc),
+        ("calloc", SyncKind::Calloc),
+        ("realloc", SyncKind::Realloc),
+        ("free", SyncKind::Free),
     ];
 
     /// Whether a call that returned `ret` acquired what it set out to.
