@@ -136,7 +136,8 @@ pub struct RunOptions {
     #[arg(long, value_name = "N", default_value_t = 66)]
     pub findings_exit_code: i32,
 
-    /// Run N schedules derived from the seed, in parallel on all cores, and merge their findings
+    /// Run N schedules derived from the seed (in parallel on all cores; one after another, depth
+    /// first, with --strategy exhaustive) and merge their findings
     /// (each keeps the seed that exposed it, for `ferrite replay --finding`). Only the first run's
     /// output is shown; every run starts from a copy of the PM directory.
     #[arg(long, value_name = "N", default_value_t = 1)]

@@ -520,7 +520,7 @@ fn command_line(d: &Detector, case: &Case, seed: u64, explore: u32) -> Vec<Strin
     let sub = if d.claim.runner == Runner::Crash { "crash" } else { "run" };
     let mut v: Vec<String> = vec!["ferrite".into(), sub.into(), "--quiet".into(), "--env-clear".into()];
     v.extend(["--analyses".into(), d.analyses_option().to_string(), "--seed".into(), seed.to_string()]);
-    if explore > 1 && d.claim.runner != Runner::Crash {
+    if explore > 1 && d.claim.runner != Runner::Crash && !case.options.iter().any(|o| o.starts_with("--explore")) {
         v.extend(["--explore".into(), explore.to_string()]);
     }
     v.extend(case.options.iter().cloned());
@@ -557,24 +557,19 @@ fn run_job(d: &Detector, case: &Case, seed: u64, explore: u32, jobs: usize) -> R
     let start = Instant::now();
     let (findings, instructions, exit) = match cli.command {
         Command::Run(a) => {
-            let n = a.opts.explore.max(1);
-            let mut all = Vec::new();
-            let (mut instructions, mut exit) = (0, crate::report::ExitInfo::default());
-            // As `ferrite run --explore N`: schedule i runs with explore_seed(seed, i) on a
-            // fresh PM directory, and the findings are merged.
-            for i in 0..u64::from(n) {
-                let pm = tempfile::Builder::new().prefix("ferrite-pm-").tempdir()?;
-                let mut spec = crate::run_spec(&a.opts, &a.command, pm.path().to_path_buf())?;
-                spec.seed = crate::explore_seed(a.opts.seed, i);
-                spec.discard_output = true;
-                let (report, out) = crate::execute(&spec)?;
-                instructions += out.instructions;
-                if i == 0 {
-                    exit = report.run.exit.clone();
-                }
-                all.extend(report.findings);
-            }
-            (Finding::merge(all), instructions, exit)
+            // As `cmd_run`: one run, `--explore N` schedules from the seed, or exhaustive
+            // exploration; the guest's output is discarded.
+            let pm = tempfile::Builder::new().prefix("ferrite-pm-").tempdir()?;
+            let mut spec = crate::run_spec(&a.opts, &a.command, pm.path().to_path_buf())?;
+            spec.discard_output = true;
+            let (report, out) = if spec.strategy == emu::sched::Strategy::Exhaustive {
+                crate::explore_exhaustive(&spec, a.opts.explore.max(1), a.opts.max_preemptions)?
+            } else if a.opts.explore > 1 {
+                crate::explore(&spec, a.opts.explore)?
+            } else {
+                crate::execute(&spec)?
+            };
+            (report.findings, out.instructions, report.run.exit)
         }
         Command::Crash(a) => crash_job(case, &a, jobs)?,
         _ => unreachable!("compare builds only run and crash command lines"),
@@ -608,8 +603,7 @@ fn crash_job(
             quiet: true,
             ..spec.clone()
         },
-        // As `ferrite crash`: ten times the workload's instructions, at least 100 million.
-        budget: out.instructions.saturating_mul(10).max(100_000_000).min(a.opts.max_instructions),
+        budget: crate::recovery_budget(out.instructions, a.opts.max_instructions),
         jobs: a.jobs.unwrap_or(jobs).max(1),
         max_images: a.max_images,
         quiet: true,
@@ -935,7 +929,10 @@ pub fn cmd_compare(a: CompareArgs) -> Result<i32, Fatal> {
                     let seeds = if d.claim.schedule_dependent { c.seeds.clone() } else { vec![c.seeds[0]] };
                     seeds.into_iter().map(move |s| (ci, s))
                 })
-                .collect();
+                .collect::<Vec<_>>();
+            // Runs that explore many schedules first, so that they do not end the phase alone.
+            let mut runs = runs;
+            runs.sort_by_key(|&(ci, _)| !cases[ci].options.iter().any(|o| o.starts_with("--explore")));
             (di, runs)
         })
         .collect();
@@ -1332,7 +1329,6 @@ fn summary_csv(rows: &[SummaryRow]) -> String {
 /// per detector, as SVG.
 fn chart(detectors: &[DetectorOut], path: &Path) -> Result<(), String> {
     use plotters::prelude::*;
-    use plotters::style::text_anchor::{HPos, Pos, VPos};
     let e = |e: &dyn std::fmt::Display| e.to_string();
     let times: Vec<f64> = detectors.iter().map(|d| d.time_s.max(1e-3)).collect();
     let lo = times.iter().copied().fold(f64::INFINITY, f64::min).min(1.0) / 2.0;
@@ -1360,16 +1356,20 @@ fn chart(detectors: &[DetectorOut], path: &Path) -> Result<(), String> {
         let colour = Palette99::pick(i).to_rgba();
         let y = d.f1.unwrap_or(0.0);
         let label = format!("{} (F1 {}, {:.1} s)", d.name, ratio(d.f1), d.time_s);
-        // Labels of detectors with similar scores are staggered vertically, and go left of
-        // points in the right half.
-        let dy = -12 + 14 * (i as i32 % 3);
-        let right_half = (t / lo).ln() / (hi / lo).ln() > 0.5;
-        let (dx, h) = if right_half { (-10, HPos::Right) } else { (10, HPos::Left) };
-        let style = TextStyle::from(("sans-serif", 14).into_font()).color(&BLACK).pos(Pos::new(h, VPos::Center));
-        let point =
-            EmptyElement::at((*t, y)) + Circle::new((0, 0), 6, colour.filled()) + Text::new(label, (dx, dy), style);
-        chart.draw_series([point]).map_err(|x| e(&x))?;
+        chart
+            .draw_series([Circle::new((*t, y), 7, colour.filled())])
+            .map_err(|x| e(&x))?
+            .label(label)
+            .legend(move |(x, y)| Circle::new((x + 8, y), 6, colour.filled()));
     }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerLeft)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK.mix(0.3))
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(|x| e(&x))?;
     root.present().map_err(|x| e(&x))?;
     Ok(())
 }

@@ -228,6 +228,12 @@ fn run_spec(opts: &RunOptions, command: &[String], pm_dir: PathBuf) -> Result<Ru
     })
 }
 
+/// The instruction budget of one recovery: ten times the workload's instructions, at least 20
+/// million, at most `--max-instructions` (`ferrite crash`, its replay, and `ferrite compare`).
+fn recovery_budget(workload: u64, max_instructions: u64) -> u64 {
+    workload.saturating_mul(10).max(20_000_000).min(max_instructions)
+}
+
 fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
     let opts = &a.opts;
     check_report_path("--report", opts.report.as_deref())?;
@@ -249,8 +255,7 @@ fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
         recover,
         check,
         base: RunSpec { analyses: vec!["none".into()], discard_output: true, quiet: true, ..spec.clone() },
-        // Recovery is allowed ten times the workload's instructions, and at least 20 million.
-        budget: out.instructions.saturating_mul(10).max(20_000_000).min(opts.max_instructions),
+        budget: recovery_budget(out.instructions, opts.max_instructions),
         jobs: a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
         max_images: a.max_images,
         quiet: opts.quiet,
@@ -321,7 +326,7 @@ fn replay_crash(
         recover: c.recover.clone(),
         check: c.check.clone(),
         base: RunSpec { analyses: vec!["none".into()], discard_output: false, quiet: true, ..spec.clone() },
-        budget: out.instructions.saturating_mul(10).max(20_000_000).min(spec.max_instructions),
+        budget: recovery_budget(out.instructions, spec.max_instructions),
         jobs: 1,
         max_images: c.max_images,
         quiet: true,
@@ -402,7 +407,7 @@ fn explore_exhaustive(
         let mut s = spec.clone();
         s.pm_dir = dir.path().to_path_buf();
         s.schedule = prefix.clone();
-        s.discard_output = runs > 1;
+        s.discard_output |= runs > 1;
         s.quiet |= runs > 1;
         let (mut report, out) = execute(&s)?;
         for f in &mut report.findings {
@@ -477,7 +482,7 @@ fn explore(spec: &RunSpec, n: u32) -> Result<(Report, session::RunOutcome), Fata
             let mut s = spec.clone();
             s.seed = explore_seed(spec.seed, i);
             s.pm_dir = dir.path().to_path_buf();
-            s.discard_output = i > 0;
+            s.discard_output |= i > 0;
             s.quiet |= i > 0;
             execute(&s)
         })

@@ -414,7 +414,10 @@ impl Vardalith {
                 self.flush_line(tid, line);
             }
         }
-        if self.created_since_prune >= PRUNE_EVERY {
+        // Pruning walks every window: do it after as many new windows as are live (amortised
+        // constant time per window), and at least every PRUNE_EVERY.
+        let live = self.windows.len() - self.free.len();
+        if self.created_since_prune >= PRUNE_EVERY.max(live) {
             self.prune();
         }
     }

@@ -2,9 +2,10 @@
 //! scheduling points, so that a seed names one interleaving and replays it exactly.
 //!
 //! All guest threads run in one engine, one at a time. A switch can happen only at a
-//! *scheduling point*: a system call, a locked instruction (before it runs), a PM load (before it
-//! runs) or store (at the next block start after it), and when the running thread's instruction
-//! quantum runs out (at the next block start). Points are defined over retired instructions and
+//! *scheduling point*: a system call, a locked instruction (before it runs), a PM load (right
+//! after it runs: the machine executes just that instruction and stops) or store (at the next
+//! block start after it), with `--preempt all` any access outside the thread's stack likewise,
+//! and when the running thread's instruction quantum runs out (at the next block start). Points are defined over retired instructions and
 //! events, never over which hooks happen to be installed: the same seed with other `--analyses`
 //! makes the same decisions. When only one thread exists, points consume nothing, so a
 //! single-threaded run is independent of the strategy.

@@ -6,7 +6,8 @@
 //! ([`crate::events::EventKind::SyncReturn`], with the return value). A release is therefore seen
 //! when the unlock call is entered and an acquisition when the lock call returns, which is what
 //! lockset and happens-before analyses need (HawkSet, Vardalith, OSCS, HMTRace all define their
-//! windows that way). Functions are found by symbol in the program (pthreads, POSIX semaphores) or
+//! windows that way). Functions are found by symbol in every loaded object (pthreads, POSIX semaphores, and the
+//! allocation functions malloc/calloc/realloc/free, reported the same way) or
 //! named by the user (custom locks: acquire, try-acquire with its success value, release).
 //!
 //! What this cannot see: a lock taken by inlined code or a hand-written spin loop that is not

@@ -350,6 +350,7 @@ impl Kernel {
             let start = data.len();
             data.resize(start + len.min(MAX_RW) as usize, 0);
             m.read(base, &mut data[start..])?;
+            m.kernel_pm_loads(base, (data.len() - start) as u64);
         }
         self.write_tracked(m, fd, &data, None)
     }

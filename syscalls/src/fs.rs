@@ -547,7 +547,14 @@ impl Kernel {
     pub(crate) fn truncate(&mut self, m: &mut Machine, path: u64, len: u64) -> SysResult {
         let guest = self.path_arg(m, libc::AT_FDCWD, path)?;
         let (host, _) = self.write_target(&guest)?;
-        std::fs::OpenOptions::new().write(true).open(host)?.set_len(len)?;
+        let file = std::fs::OpenOptions::new().write(true).open(&host)?;
+        let old = file.metadata()?.len();
+        file.set_len(len)?;
+        if len < old {
+            if let Some(id) = self.proc.pm_files.get(&host.to_string_lossy().into_owned()) {
+                m.pm_discard_device(emu::pm::device_addr(*id, len), old - len);
+            }
+        }
         Ok(0)
     }
 

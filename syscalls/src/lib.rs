@@ -3,9 +3,10 @@
 //! One module per family, behind the dispatch table in [`Kernel::syscall`]: [`fd`] (descriptors,
 //! read/write and friends, pipes), [`fs`] (paths: open, stat, directories), [`vfs`] (how a guest
 //! path maps to the host, the sandbox, and the virtual files that hide the host), [`mem`]
-//! (brk, mmap and friends), [`process`] (start-up, exit, identities, limits, signals as far as
-//! glibc's start-up and `abort` need them), [`time`] (the virtual clock and randomness). Each
-//! handler says which Linux semantics it follows and what it leaves out.
+//! (brk, mmap and friends), [`process`] (start-up of static and dynamic executables, identities,
+//! limits), [`thread`] (clone, futexes, thread exit, scheduling decisions), [`signal`]
+//! (dispositions, masks, delivery and `rt_sigreturn`), [`time`] (the virtual clock and
+//! randomness). Each handler says which Linux semantics it follows and what it leaves out.
 //!
 //! Everything the guest can observe is a function of the run's inputs and seed: time advances with
 //! retired instructions, randomness comes from the seed, identities and stat fields are fixed or

@@ -87,7 +87,7 @@ pub struct Started {
 }
 
 /// Loads `program` into a fresh machine and sets up the initial stack and registers, as Linux's
-/// `execve` does for a static executable.
+/// `execve` does: a static executable directly, a dynamic one through its interpreter.
 pub fn exec(
     m: &mut Machine,
     k: &mut Kernel,
