@@ -305,6 +305,12 @@ fn load_manifest(path: &Path) -> Result<Vec<Case>, Fatal> {
             check: if c.check.is_empty() { None } else { Some(c.check.iter().map(|a| subst(a)).collect()) },
             options: c.options.clone(),
         });
+        if let Some(bad) = spec.analyses.iter().find(|a| claim_of(a.split(':').next().unwrap_or(a)).is_none()) {
+            return Err(ctx(format!(
+                "unknown detector `{bad}` in `analyses` (known: {})",
+                CLAIMS.iter().map(|c| c.name).collect::<Vec<_>>().join(", ")
+            )));
+        }
         let mut bugs = Vec::new();
         if let Truth::Bugs(list) = &spec.truth {
             if list.is_empty() {
@@ -533,7 +539,8 @@ fn command_line(d: &Detector, case: &Case, seed: u64, explore: u32) -> Vec<Strin
 }
 
 fn display_command(d: &Detector, case: &Case, argv: &[String]) -> String {
-    let mut shown: Vec<String> = argv.iter().filter(|a| *a != "--quiet").cloned().collect();
+    // Without the `--quiet` that command_line puts third.
+    let mut shown: Vec<String> = argv[..2].iter().chain(&argv[3..]).cloned().collect();
     if d.claim.runner == Runner::Crash {
         let recover = case.crash.as_ref().map(|c| c.recover.clone()).unwrap_or_else(|| case.argv.clone());
         let mut extra = vec!["--recover".to_string(), recover.join(" ")];
@@ -1057,12 +1064,10 @@ pub fn cmd_compare(a: CompareArgs) -> Result<i32, Fatal> {
         } else {
             serde_json::to_value(&case.bugs).expect("bugs serialise")
         };
-        let mut args: Vec<String> = case.argv[1..].to_vec();
-        args.shrink_to_fit();
         case_out.push(CaseOut {
             name: case.name.clone(),
             program: case.program.clone(),
-            args,
+            args: case.argv[1..].to_vec(),
             seeds: case.seeds.clone(),
             truth,
             note: case.note.clone(),

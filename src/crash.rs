@@ -505,9 +505,9 @@ pub fn test_all(log: &CrashLog, plan: &Plan) -> Result<Tested, crate::Fatal> {
             tested.images += 1;
             let Some(files) = image_files(p, &choice, &log.file_paths) else { continue };
             let key = files_key(&files);
-            if !unique.contains_key(&key) {
-                order.push(key.clone());
-                unique.insert(key, (i, choice, files));
+            if let std::collections::btree_map::Entry::Vacant(e) = unique.entry(key.clone()) {
+                order.push(key);
+                e.insert((i, choice, files));
             }
         }
     }

@@ -46,7 +46,7 @@ fn random_system_calls_through_the_kernel_never_panic() {
     m.set_reg(Reg::RDI, 0);
     k.syscall(&mut m);
     let mut rng = Rng(0x5eed);
-    let mut arg = |rng: &mut Rng| match rng.next() % 6 {
+    let arg = |rng: &mut Rng| match rng.next() % 6 {
         0 => rng.next() % 16,
         1 => rng.next() % 4096,
         2 => sp.wrapping_sub(rng.next() % 65536),

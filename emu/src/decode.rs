@@ -308,8 +308,7 @@ fn classify(m: &str, ops: &str, locked: bool, mem: bool) -> Option<Special> {
 
 /// Whether a register-to-register `mov` names a debug register (`dr0`..`dr7`), not e.g. `edx`.
 fn mov_debug(ops: &str) -> bool {
-    ops.split(|c: char| c == ',' || c == ' ')
-        .any(|w| w.len() == 3 && w.starts_with("dr") && w.as_bytes()[2].is_ascii_digit())
+    ops.split([',', ' ']).any(|w| w.len() == 3 && w.starts_with("dr") && w.as_bytes()[2].is_ascii_digit())
 }
 
 #[cfg(test)]

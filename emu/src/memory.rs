@@ -262,7 +262,7 @@ impl Memory {
 
     /// Maps a new region into a free range.
     pub fn map<D>(&mut self, uc: &mut Unicorn<'static, D>, region: Region) -> Result<(), MemError> {
-        if region.start % PAGE != 0 || region.end % PAGE != 0 || region.end <= region.start {
+        if !region.start.is_multiple_of(PAGE) || !region.end.is_multiple_of(PAGE) || region.end <= region.start {
             return Err(MemError::Engine);
         }
         if self.overlaps(region.start, region.end) {
@@ -371,7 +371,7 @@ impl Memory {
     /// A free range of `len` bytes: at `hint` if that is free, else the highest free range below
     /// `top` (Linux's top-down allocator, without randomisation).
     pub fn find_free(&self, len: u64, hint: u64, bottom: u64, top: u64) -> Option<u64> {
-        if hint != 0 && hint % PAGE == 0 {
+        if hint != 0 && hint.is_multiple_of(PAGE) {
             if let Some(end) = hint.checked_add(len) {
                 if hint >= bottom && end <= top && !self.overlaps(hint, end) {
                     return Some(hint);

@@ -119,7 +119,7 @@ impl FdTable {
             return err(libc::EMFILE);
         }
         self.fds.insert(n, fd);
-        Ok(n as i32)
+        Ok(n)
     }
 
     pub fn insert(&mut self, desc: Description, cloexec: bool) -> Result<i32, Errno> {
@@ -277,7 +277,7 @@ impl Kernel {
             let n = n as usize;
             m.pm_file_written(emu::pm::device_addr(id, off), &old[..n], &data[..n]);
         }
-        Ok(n as u64)
+        Ok(n)
     }
 
     /// For a PM file the guest has mapped: its device file id, the offset a write at `at` (or

@@ -50,7 +50,7 @@ fn path_ino(path: &str) -> u64 {
 fn dev_for(pm: bool) -> u64 {
     // makedev(259, 0) for the PM namespace (as /dev/pmem0 would be), makedev(8, 1) otherwise.
     if pm {
-        (259 << 8) | 0
+        259 << 8
     } else {
         (8 << 8) | 1
     }
@@ -62,7 +62,7 @@ fn stat_of_meta(meta: &std::fs::Metadata, guest: &str, pm: bool) -> StatInfo {
         dev: dev_for(pm),
         ino: path_ino(guest),
         nlink: if ft.is_dir() { 2 } else { 1 },
-        mode: meta.mode() & !0o022 | if ft.is_dir() { 0 } else { 0 },
+        mode: meta.mode(),
         size: if ft.is_dir() { 4096 } else { meta.len() },
         rdev: if ft.is_char_device() || ft.is_block_device() { meta.rdev() } else { 0 },
     }

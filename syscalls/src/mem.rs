@@ -100,7 +100,7 @@ impl Kernel {
         off: u64,
     ) -> SysResult {
         let kind = flags & 0x0f;
-        if len == 0 || off % PAGE != 0 || !matches!(kind, MAP_SHARED | MAP_PRIVATE | MAP_SHARED_VALIDATE) {
+        if len == 0 || !off.is_multiple_of(PAGE) || !matches!(kind, MAP_SHARED | MAP_PRIVATE | MAP_SHARED_VALIDATE) {
             return err(libc::EINVAL);
         }
         if flags & MAP_SYNC != 0 && kind != MAP_SHARED_VALIDATE {
@@ -108,7 +108,7 @@ impl Kernel {
         }
         let len = page_up(len).ok_or(Errno(libc::ENOMEM))?;
         let fixed = flags & (MAP_FIXED | MAP_FIXED_NOREPLACE) != 0;
-        if fixed && addr % PAGE != 0 {
+        if fixed && !addr.is_multiple_of(PAGE) {
             return err(libc::EINVAL);
         }
         let end = addr.checked_add(len).ok_or(Errno(libc::ENOMEM))?;
@@ -131,7 +131,7 @@ impl Kernel {
             }
             addr
         } else {
-            let hint = if addr % PAGE == 0 { addr } else { 0 };
+            let hint = if addr.is_multiple_of(PAGE) { addr } else { 0 };
             m.mem.find_free(len, hint, MMAP_BOTTOM, MMAP_TOP).ok_or(Errno(libc::ENOMEM))?
         };
         // A shared PM mapping may extend past the end of its file: only the file's pages are the
@@ -237,7 +237,7 @@ impl Kernel {
     }
 
     pub(crate) fn munmap(&mut self, m: &mut Machine, addr: u64, len: u64) -> SysResult {
-        if addr % PAGE != 0 || len == 0 {
+        if !addr.is_multiple_of(PAGE) || len == 0 {
             return err(libc::EINVAL);
         }
         let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(Errno(libc::EINVAL))?;
@@ -246,7 +246,7 @@ impl Kernel {
     }
 
     pub(crate) fn mprotect(&mut self, m: &mut Machine, addr: u64, len: u64, prot: u64) -> SysResult {
-        if addr % PAGE != 0 || prot & !0x7 & !0x0100_0000 & !0x0200_0000 != 0 {
+        if !addr.is_multiple_of(PAGE) || prot & !0x7 & !0x0100_0000 & !0x0200_0000 != 0 {
             return err(libc::EINVAL);
         }
         let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(Errno(libc::ENOMEM))?;
@@ -269,7 +269,7 @@ impl Kernel {
         flags: u64,
         _new_addr: u64,
     ) -> SysResult {
-        if old % PAGE != 0 || new_len == 0 || flags & !(MREMAP_MAYMOVE | MREMAP_FIXED | 4) != 0 {
+        if !old.is_multiple_of(PAGE) || new_len == 0 || flags & !(MREMAP_MAYMOVE | MREMAP_FIXED | 4) != 0 {
             return err(libc::EINVAL);
         }
         if flags & MREMAP_FIXED != 0 {
@@ -324,7 +324,7 @@ impl Kernel {
     }
 
     pub(crate) fn madvise(&mut self, m: &mut Machine, addr: u64, len: u64, advice: i32) -> SysResult {
-        if addr % PAGE != 0 {
+        if !addr.is_multiple_of(PAGE) {
             return err(libc::EINVAL);
         }
         let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(Errno(libc::EINVAL))?;
@@ -348,7 +348,7 @@ impl Kernel {
     }
 
     pub(crate) fn msync(&mut self, m: &mut Machine, addr: u64, len: u64, flags: i32) -> SysResult {
-        if addr % PAGE != 0 || flags & !(libc::MS_ASYNC | libc::MS_SYNC | libc::MS_INVALIDATE) != 0 {
+        if !addr.is_multiple_of(PAGE) || flags & !(libc::MS_ASYNC | libc::MS_SYNC | libc::MS_INVALIDATE) != 0 {
             return err(libc::EINVAL);
         }
         let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(Errno(libc::ENOMEM))?;

@@ -367,7 +367,7 @@ impl Kernel {
 
     pub(crate) fn sched_getaffinity(&mut self, m: &mut Machine, len: u64, mask: u64) -> SysResult {
         let bytes = 8usize;
-        if (len as usize) < bytes || len % 8 != 0 {
+        if (len as usize) < bytes || !len.is_multiple_of(8) {
             return err(libc::EINVAL);
         }
         let cpus = self.cfg.cpus.clamp(1, 64);

@@ -312,7 +312,7 @@ impl Kernel {
                 if bitset == 0 {
                     return err(libc::EINVAL);
                 }
-                if addr % 4 != 0 {
+                if !addr.is_multiple_of(4) {
                     return err(libc::EINVAL);
                 }
                 if m.read_u32(addr)? != val as u32 {
