@@ -353,24 +353,16 @@ impl Vardalith {
             }
             // Conflicts with the other kind's windows of other threads.
             let ids = self.by_line.remove(&line).unwrap_or_default();
-            let mut merge = None;
             let mut replace = None;
-            let hb = self.hb_mode();
             for &id in &ids {
                 let o = *self.get(id);
                 if o.tid == tid {
-                    if o.store != store || o.site != site {
-                        continue;
-                    }
-                    let same_region = o.end == OPEN && if hb { o.vc == vc } else { o.start == start };
-                    if same_region && o.state == w.state && o.state != State::Persisted {
-                        // The same region in the same state: one window for both.
-                        merge = Some(id);
-                    } else if o.mask & !mask == 0 {
+                    if o.store == store && o.site == site && o.mask & !mask == 0 {
                         // An earlier window of this site on bytes this access covers: for every
                         // later access of another thread, the new window conflicts whenever the
-                        // old one does (it ends no earlier and persists no earlier; in hb mode,
-                        // its clock is later), so it takes the old one's place.
+                        // old one does (it starts no earlier, so it ends no earlier and persists
+                        // no earlier; in hb mode its clock is later), so it takes the old one's
+                        // place. Memory follows distinct (thread, site, bytes), not accesses.
                         replace = Some(id);
                     }
                     continue;
@@ -385,9 +377,8 @@ impl Vardalith {
                 }
             }
             self.by_line.insert(line, ids);
-            match (merge, replace) {
-                (Some(id), _) => self.get_mut(id).mask |= mask,
-                (None, Some(id)) => {
+            match replace {
+                Some(id) => {
                     let o = self.get_mut(id);
                     let was_open = o.end == OPEN;
                     *o = w;
@@ -400,7 +391,7 @@ impl Vardalith {
                         }
                     }
                 }
-                (None, None) => {
+                None => {
                     let id = self.alloc(w);
                     let t = self.thread(tid);
                     if store {
@@ -477,30 +468,9 @@ impl Vardalith {
         }
     }
 
-    /// Closes window `id` at `end`. In window mode only its end matters from now on, so it is
-    /// merged into an earlier closed window of the same thread, kind, site and bytes (keeping the
-    /// later end): memory follows the distinct accesses, not how often they ran.
+    /// Closes window `id` at `end`.
     fn close(&mut self, id: u32, end: u64) {
         self.get_mut(id).end = end;
-        if self.hb_mode() {
-            return;
-        }
-        let w = *self.get(id);
-        let windows = &self.windows;
-        let Some(list) = self.by_line.get_mut(&w.line) else { return };
-        let same = list.iter().copied().find(|&o| {
-            o != id
-                && windows[o as usize].is_some_and(|x| {
-                    x.end != OPEN && x.tid == w.tid && x.store == w.store && x.site == w.site && x.mask == w.mask
-                })
-        });
-        if let Some(o) = same {
-            list.retain(|&x| x != id);
-            let other = self.get_mut(o);
-            other.end = other.end.max(end);
-            self.windows[id as usize] = None;
-            self.free.push(id);
-        }
     }
 
     /// A release by `tid`: its load windows close, and its persisted store windows.
