@@ -74,6 +74,11 @@
 //!   scripts pass as `-unpersisted`): a store overwritten by its own thread before being
 //!   persisted, or still pending when its thread exits (or when the program ends), is a record
 //!   whose window ended there; with `unpersisted=off` such stores are never reported.
+//! - **Happens-before** (`hb=end`, the default, is the paper's check: the writer's clock at the
+//!   end of the window is concurrent with the load's). It prunes a load that is ordered *inside*
+//!   the window — a thread created after the store and joined before the persist — although that
+//!   load can read the unpersisted value. `hb=window` checks both ends instead: the end does not
+//!   happen before the load, and the load does not happen before the store.
 //! - **msync, fsync and durable pwrite** persist without an event in the stream; a store they
 //!   made durable is noticed at its thread's next flush or fence or at its exit, and its window
 //!   is closed there.
@@ -82,9 +87,10 @@
 //! It is predictive only over the accesses this run executed: code paths not taken, and loads of
 //! bytes no other thread stored to in this run, are not checked. Locks taken by inlined code or
 //! hand-written spin loops that are not named as custom locks look like no lock at all (more
-//! reports, not fewer). The IRH can hide a real race when the first thread persisted a store
-//! before a second thread ever touched the bytes, yet a third thread later reads them while that
-//! first thread rewrites them — the rewrite is kept; only the pre-publication stores are dropped.
+//! reports, not fewer). The IRH depends on the order this run observed: a store persisted before
+//! any second thread touched its bytes *in this run* is dropped, even if in another schedule a
+//! reader could load it before the persist (publication is approximated by "a second thread
+//! accessed the byte", not by the program's actual publishing store).
 //!
 //! # Sources of false positives, and the options for them
 //! A report means "no lock and no create/join edge orders this load after the persist". It is
@@ -140,6 +146,20 @@ pub struct HawksetOptions {
     pub nt: NtSemantics,
     /// A fence executed inside an unlock call persists under the lockset held before the unlock.
     pub unlock_fence: bool,
+    /// How a store record and a load are judged unordered (see [`HbCheck`]).
+    pub hb: HbCheck,
+}
+
+/// How the create/join clocks decide that a store and a load are unordered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HbCheck {
+    /// The paper's Algorithm 1: the writer's clock at the end of the window is concurrent with
+    /// the load's (neither happens before the other).
+    End,
+    /// Both ends of the window: the end does not happen before the load, and the load does not
+    /// happen before the store. Also reports a load ordered inside the window (a thread created
+    /// after the store and joined before the persist).
+    Window,
 }
 
 impl Default for HawksetOptions {
@@ -150,6 +170,7 @@ impl Default for HawksetOptions {
             persist_owner: DurabilityRule::Own,
             nt: NtSemantics::Paper,
             unlock_fence: true,
+            hb: HbCheck::End,
         }
     }
 }
@@ -180,7 +201,7 @@ pub(crate) fn parse_owner(key: &str, v: &str) -> Result<DurabilityRule, String> 
 
 impl HawksetOptions {
     /// Parses `irh=N`, `unpersisted=on|off`, `persist_owner=own|any`, `nt=paper|source`,
-    /// `unlock_fence=on|off`, separated by `:`.
+    /// `unlock_fence=on|off`, `hb=end|window`, separated by `:`.
     pub fn parse(spec: &str) -> Result<HawksetOptions, String> {
         let mut o = HawksetOptions::default();
         for (k, v) in option_pairs(spec)? {
@@ -196,9 +217,16 @@ impl HawksetOptions {
                     }
                 }
                 "unlock_fence" => o.unlock_fence = parse_bool(k, v)?,
+                "hb" => {
+                    o.hb = match v {
+                        "end" => HbCheck::End,
+                        "window" => HbCheck::Window,
+                        _ => return Err(format!("hb={v}: expected end or window")),
+                    }
+                }
                 _ => {
                     return Err(format!(
-                        "unknown hawkset option `{k}` (irh, unpersisted, persist_owner, nt, unlock_fence)"
+                        "unknown hawkset option `{k}` (irh, unpersisted, persist_owner, nt, unlock_fence, hb)"
                     ))
                 }
             }
@@ -317,6 +345,8 @@ struct Piece {
     ls: u32,
     /// The writer flushed these bytes after the store (or it was an NT store).
     flushed: bool,
+    /// Writer's clock at the store.
+    vc: u32,
 }
 
 /// What ended a store's window.
@@ -345,6 +375,8 @@ struct StoreRec {
     eff: u32,
     /// Writer's clock at the end of the window.
     vc: u32,
+    /// Writer's clock at the store.
+    vc_store: u32,
 }
 
 /// A load, deduplicated.
@@ -383,19 +415,31 @@ struct IrhLine {
     seen: Vec<(u32, u64)>,
 }
 
+/// The pass. Memory follows distinct PM bytes, sites, locksets and clocks, not accesses: records
+/// are deduplicated, and a store's pending state lives only until its window ends.
 pub struct Hawkset {
     opts: HawksetOptions,
     sync: SyncAdapter,
+    /// Vector clocks with create/join edges only.
     hb: HappensBefore,
     threads: FxHashMap<u32, Thread>,
+    /// Timed locksets (sorted held locks with acquisition numbers), interned.
     timed: Interner<Vec<Held>>,
+    /// Untimed locksets (sorted, deduplicated), interned.
     plain: Interner<Vec<(u64, Mode)>>,
+    /// Vector clocks without trailing zeros, interned.
     clocks: Interner<Vec<u32>>,
+    /// Memo of timed intersections: (timed, timed) → untimed.
     inter: FxHashMap<(u32, u32), u32>,
+    /// Line → stores whose window is open there; each byte is in at most one piece per thread.
     pending: FxHashMap<u64, Vec<Piece>>,
+    /// Line → IRH publication state (only lines some PM access touched).
     irh: FxHashMap<u64, IrhLine>,
+    /// Closed store windows → how many times each was recorded.
     stores: FxHashMap<StoreRec, u64>,
+    /// Loads that passed the IRH → count.
     loads: FxHashMap<LoadRec, u64>,
+    /// Scratch buffer for the sync adapter's operations.
     ops: Vec<SyncOp>,
 }
 
@@ -539,7 +583,17 @@ impl Hawkset {
         }
         let eff = self.effective(piece.ls, end_ls);
         let vc = self.clock(piece.tid);
-        let rec = StoreRec { line, mask, tid: piece.tid, site: piece.site, end, flushed: piece.flushed, eff, vc };
+        let rec = StoreRec {
+            line,
+            mask,
+            tid: piece.tid,
+            site: piece.site,
+            end,
+            flushed: piece.flushed,
+            eff,
+            vc,
+            vc_store: piece.vc,
+        };
         *self.stores.entry(rec).or_insert(0) += 1;
     }
 
@@ -573,7 +627,8 @@ impl Hawkset {
                 // eADR: durable as it executes; its window is empty.
                 continue;
             }
-            let piece = Piece { tid, mask, site, ls, flushed: nt };
+            let vc = self.clock(tid);
+            let piece = Piece { tid, mask, site, ls, flushed: nt, vc };
             self.pending.entry(line).or_default().push(piece);
             let t = self.thread(tid);
             t.lines.insert(line);
@@ -742,9 +797,17 @@ impl Hawkset {
         x.iter().any(|&(l, m)| y.iter().any(|&(l2, m2)| l == l2 && (m == Mode::Exclusive || m2 == Mode::Exclusive)))
     }
 
-    fn concurrent(&self, a: u32, b: u32) -> bool {
-        let (x, y) = (VectorClock(self.clocks.get(a).clone()), VectorClock(self.clocks.get(b).clone()));
-        !x.le(&y) && !y.le(&x)
+    /// Whether clock `a` happens before (or equals) clock `b`.
+    fn le(&self, a: u32, b: u32) -> bool {
+        VectorClock(self.clocks.get(a).clone()).le(&VectorClock(self.clocks.get(b).clone()))
+    }
+
+    /// Whether the store record `s` and a load at clock `l` are unordered by create/join.
+    fn unordered(&self, s: &StoreRec, l: u32) -> bool {
+        match self.opts.hb {
+            HbCheck::End => !self.le(s.vc, l) && !self.le(l, s.vc),
+            HbCheck::Window => !self.le(s.vc, l) && !self.le(l, s.vc_store),
+        }
     }
 }
 
@@ -807,7 +870,7 @@ impl Analysis for Hawkset {
             by_line.entry(s.line).or_default().push(i);
         }
         let mut groups: BTreeMap<(Site, End, bool), Group> = BTreeMap::new();
-        let mut conc: FxHashMap<(u32, u32), bool> = FxHashMap::default();
+        let mut conc: FxHashMap<(u32, u32, u32), bool> = FxHashMap::default();
         let mut prot: FxHashMap<(u32, u32), bool> = FxHashMap::default();
         for l in self.loads.keys() {
             let Some(idx) = by_line.get(&l.line) else { continue };
@@ -816,7 +879,7 @@ impl Analysis for Hawkset {
                 if s.tid == l.tid || s.mask & l.mask == 0 {
                     continue;
                 }
-                if !*conc.entry((s.vc, l.vc)).or_insert_with(|| self.concurrent(s.vc, l.vc)) {
+                if !*conc.entry((s.vc, s.vc_store, l.vc)).or_insert_with(|| self.unordered(s, l.vc)) {
                     continue;
                 }
                 if *prot.entry((s.eff, l.ls)).or_insert_with(|| self.protects(s.eff, l.ls)) {
@@ -1229,6 +1292,32 @@ mod tests {
         s.persist(1, 0xf, 0);
         s.load(3, 0xb, 0, 8);
         assert_eq!(pairs(&s.finish()), vec![(0xa, vec![0xb])]);
+    }
+
+    #[test]
+    fn a_load_inside_the_window_needs_both_ends() {
+        // Main stores, creates a reader that loads, joins it, and only then persists: the load
+        // happens before the end of the window, so the paper's check prunes it; `hb=window`
+        // sees that it does not happen before the store.
+        let body = |s: &mut Sim| {
+            s.store(1, 0xa, 0, 8);
+            s.create(1, 4);
+            s.load(4, 0xb, 0, 8);
+            s.exit(4);
+            s.join(1, 4);
+            s.persist(1, 0xf, 0);
+        };
+        assert!(run("", body).is_empty());
+        assert_eq!(run("hb=window", body), vec![(0xa, vec![0xb])]);
+        // A load before the store stays ordered in both.
+        let before = |s: &mut Sim| {
+            s.create(1, 4);
+            s.load(4, 0xb, 0, 8);
+            s.exit(4);
+            s.join(1, 4);
+            s.store(1, 0xa, 0, 8);
+        };
+        assert!(run("hb=window", before).is_empty());
     }
 
     #[test]

@@ -66,6 +66,14 @@
 //! - **msync, fsync and durable pwrite** are not in the event stream: a store they persisted
 //!   stays open until the writer's next flush or fence.
 //!
+//! # Memory
+//! A new access by a thread at a site that covers the bytes of an earlier window of the same
+//! thread and site takes that window's place: the new window starts no earlier, so it ends and
+//! persists no earlier (and in hb mode its clock is later), and it conflicts with every future
+//! access the old one would have. Memory therefore follows distinct (thread, site, bytes), not
+//! accesses. Closed windows are dropped once no future window can reach back to them (every live
+//! thread has acquired since they closed; in hb mode, every live thread's clock has seen them).
+//!
 //! # What it can miss
 //! Only overlaps of this run's windows (window mode) or this run's accesses (hb mode) are seen:
 //! a racy load on a path not taken, or windows that never overlap under the chosen schedule, go
@@ -104,9 +112,11 @@ pub enum OverlapMode {
 /// vardalith:mode=hb:release_fence=on` (see [`VardalithOptions::parse`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VardalithOptions {
+    /// How overlap is decided.
     pub mode: OverlapMode,
     /// A store flushed by its writer counts as persisted at the writer's next release.
     pub release_fence: bool,
+    /// Whose flush and fence make a store durable.
     pub persist_owner: DurabilityRule,
     /// A fence inside an unlock call persists before that release.
     pub unlock_fence: bool,
@@ -198,16 +208,23 @@ struct Thread {
     exited: bool,
 }
 
+/// The pass. Reports are made online, when the later of two conflicting windows is created.
 pub struct Vardalith {
     opts: VardalithOptions,
     sync: SyncAdapter,
+    /// Vector clocks over every edge (used in hb mode only).
     hb: HappensBefore,
+    /// Number of events seen: the run's global order, in which windows start and end.
     step: u64,
     threads: FxHashMap<u32, Thread>,
+    /// Window slab; `None` slots are listed in `free`.
     windows: Vec<Option<Window>>,
     free: Vec<u32>,
+    /// Line → windows on it (open or closed, not yet pruned).
     by_line: FxHashMap<u64, Vec<u32>>,
+    /// Vector clocks without trailing zeros, interned (hb mode).
     clocks: Interner<Vec<u32>>,
+    /// Windows created since the last prune.
     created_since_prune: usize,
     /// (store site, load site) → (store thread, load thread, occurrences).
     pairs: BTreeMap<(Site, Site), (u32, u32, u64)>,

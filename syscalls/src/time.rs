@@ -14,37 +14,22 @@ use emu::Machine;
 use crate::fs::EPOCH;
 use crate::{err, Kernel, SysResult};
 
-/// xoshiro256** (Blackman & Vigna), seeded through splitmix64.
+/// The guest's randomness: the machine's seeded xoshiro256** stream ([`emu::sched::Rng`]), and
+/// the virtual time sleeps added.
 #[derive(Clone, Debug)]
 pub struct SeededRng {
-    s: [u64; 4],
+    rng: emu::sched::Rng,
     /// Virtual nanoseconds added by sleeps.
     pub slept_ns: u64,
 }
 
 impl SeededRng {
     pub fn new(seed: u64) -> SeededRng {
-        let mut x = seed;
-        let mut next = || {
-            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        };
-        SeededRng { s: [next(), next(), next(), next()], slept_ns: 0 }
+        SeededRng { rng: emu::sched::Rng::new(seed), slept_ns: 0 }
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        let r = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
-        let t = self.s[1] << 17;
-        self.s[2] ^= self.s[0];
-        self.s[3] ^= self.s[1];
-        self.s[1] ^= self.s[2];
-        self.s[0] ^= self.s[3];
-        self.s[2] ^= t;
-        self.s[3] = self.s[3].rotate_left(45);
-        r
+        self.rng.next_u64()
     }
 
     pub fn fill(&mut self, buf: &mut [u8]) {
