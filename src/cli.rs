@@ -78,6 +78,16 @@ pub struct RunOptions {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 
+    /// HawkSet's initialization removal heuristic: stores and loads of a byte before it is first
+    /// persisted N times are ignored (`hawkset:irh=N`; 0 disables).
+    #[arg(long, value_name = "N")]
+    pub irh: Option<u32>,
+
+    /// Whose flush and fence make a store durable for hawkset and vardalith: `own` (the writer's,
+    /// as the papers assume) or `any` (the hardware rule).
+    #[arg(long, value_name = "WHO", value_parser = ["own", "any"])]
+    pub persist_owner: Option<String>,
+
     /// Shorthand for `oscs:condflag=on`: OSCS ignores a flag set under a mutex and waited on with
     /// a condition variable (the paper's main false positive).
     #[arg(long)]

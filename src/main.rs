@@ -204,11 +204,7 @@ fn run_spec(opts: &RunOptions, command: &[String], pm_dir: PathBuf) -> Result<Ru
         max_instructions: opts.max_instructions,
         max_memory: opts.max_memory,
         cpus: opts.cpus,
-        analyses: opts
-            .analyses
-            .iter()
-            .map(|a| if opts.oscs_condflag && a == "oscs" { "oscs:condflag=on".to_string() } else { a.clone() })
-            .collect(),
+        analyses: pass_options(opts),
         strategy: strategy(&opts.strategy, opts.pct_depth),
         max_threads: opts.max_threads,
         discard_output: false,
@@ -497,6 +493,38 @@ fn explore(spec: &RunSpec, n: u32) -> Result<(Report, session::RunOutcome), Fata
     report.run.seed = spec.seed;
     report.run.schedules = n;
     Ok((report, first))
+}
+
+/// `--analyses` with the options given as flags (`--irh`, `--persist-owner`, `--oscs-condflag`)
+/// applied to the passes they concern when those are selected. A pass named with its own
+/// options keeps them.
+fn pass_options(opts: &RunOptions) -> Vec<String> {
+    let selected = |name: &str| opts.analyses.iter().any(|a| a == name || (a == "all" && name != "oscs"));
+    let mut out: Vec<String> = opts.analyses.clone();
+    let mut add = |name: &str, option: String| {
+        if selected(name) && !out.iter().any(|a| a.starts_with(&format!("{name}:"))) {
+            out.push(format!("{name}:{option}"));
+        }
+    };
+    let mut hawkset = Vec::new();
+    let mut vardalith = Vec::new();
+    if let Some(n) = opts.irh {
+        hawkset.push(format!("irh={n}"));
+    }
+    if let Some(who) = &opts.persist_owner {
+        hawkset.push(format!("persist_owner={who}"));
+        vardalith.push(format!("persist_owner={who}"));
+    }
+    if !hawkset.is_empty() {
+        add("hawkset", hawkset.join(":"));
+    }
+    if !vardalith.is_empty() {
+        add("vardalith", vardalith.join(":"));
+    }
+    if opts.oscs_condflag {
+        add("oscs", "condflag=on".into());
+    }
+    out
 }
 
 /// Settings from `--config FILE` (RON).

@@ -252,3 +252,33 @@ fn a_cas_lock_nobody_named_is_no_lock() {
         assert_race("pi_cas_lock", spec, "/* STORE:", "/* LOAD:", &[0]);
     }
 }
+
+/// Naming the CAS lock's functions as a custom acquire and release in `--config` (HawkSet's lock
+/// configuration) makes both passes see the critical sections: the false positive goes away.
+#[test]
+fn a_cas_lock_named_in_the_config_is_a_lock() {
+    let dir = common::scratch();
+    let cfg = dir.path().join("locks.ron");
+    std::fs::write(&cfg, "(locks: [(symbol: \"cas_lock\", kind: Acquire), (symbol: \"cas_unlock\", kind: Release)])")
+        .unwrap();
+    let run = common::Ferrite::run(&common::guest("pi_cas_lock"))
+        .opts(&[
+            "--analyses".to_string(),
+            "hawkset,vardalith".into(),
+            "--config".into(),
+            cfg.display().to_string(),
+            "--report".into(),
+            "r.json".into(),
+        ])
+        .go();
+    run.assert_code(0);
+    assert_eq!(run.json("r.json")["findings"], serde_json::json!([]), "{}", run.describe());
+}
+
+/// `--irh 0` is the flag form of `hawkset:irh=0`: persisted initialisation is then reported.
+#[test]
+fn the_irh_flag_reaches_hawkset() {
+    let prog = common::guest("hs_irh_init");
+    common::Ferrite::run(&prog).opts(&["--analyses", "hawkset"]).go().assert_code(0);
+    common::Ferrite::run(&prog).opts(&["--analyses", "hawkset", "--irh", "0"]).go().assert_code(66);
+}
