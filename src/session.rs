@@ -185,7 +185,7 @@ pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<
                 for r in [Reg::RDI, Reg::RSI, Reg::RDX] {
                     trace.update(&m.reg(r).to_le_bytes());
                 }
-                m.emit_thread_event(emu::events::EventKind::Syscall, nr, m.reg(Reg::RDI));
+                m.emit_syscall_event(nr, m.reg(Reg::RDI), m.reg(Reg::RSI));
                 let outcome = k.syscall(&mut m);
                 // The dynamic linker mapped a library: learn its symbols and sync functions.
                 if matches!(nr, 9 | 10) && m.mem.regions().count() != regions_seen {

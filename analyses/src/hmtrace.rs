@@ -465,6 +465,12 @@ impl Hmtrace {
             EventKind::SyncEnter(SyncKind::Realloc) => {
                 self.alloc_sizes.insert(ev.tid, (ev.old, ev.addr));
             }
+            // munmap(addr, len): the memory is gone; whatever is mapped there later is new.
+            EventKind::Syscall if ev.addr == 11 => {
+                let (lo, len) = (ev.new, ev.old);
+                self.allocs.retain(|a, _| *a < lo || *a >= lo.saturating_add(len));
+                self.forget_block(lo, lo.saturating_add(len));
+            }
             EventKind::SyncEnter(SyncKind::Free) => {
                 if let Some(size) = self.allocs.remove(&ev.addr) {
                     self.forget_block(ev.addr, ev.addr + size);
@@ -663,6 +669,7 @@ impl Analysis for Hmtrace {
             {
                 self.access(ev)
             }
+            EventKind::Syscall => self.allocation(ev),
             EventKind::SyncEnter(_) | EventKind::SyncReturn(_) | EventKind::ThreadCreate | EventKind::ThreadExit => {
                 self.allocation(ev);
                 self.bracket.observe(ev);

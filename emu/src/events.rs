@@ -62,8 +62,8 @@ pub enum EventKind {
     ThreadCreate,
     /// The running thread exits.
     ThreadExit,
-    /// The running thread makes system call number `addr` (first argument in `new`), before the
-    /// kernel handles it. Reported with [`Interest::SYNC`].
+    /// The running thread makes system call number `addr` (first argument in `new`, second in
+    /// `old`), before the kernel handles it. Reported with [`Interest::SYNC`].
     Syscall,
     /// A crash point: the device is about to make something durable (the event's PC is the
     /// instruction or system call about to do it). Observers may take the crash space now.

@@ -984,6 +984,19 @@ impl Machine {
         }
     }
 
+    /// Reports a system call about to be made (number, first two arguments in `new` and `old`).
+    pub fn emit_syscall_event(&mut self, nr: u64, arg0: u64, arg1: u64) {
+        let pc = self.pc().wrapping_sub(2);
+        let st = self.uc.get_data_mut();
+        if !st.interest.has(Interest::SYNC) {
+            return;
+        }
+        let ev = st.emit(EventKind::Syscall, pc, nr, 0, 0, arg1, arg0);
+        if let Some(o) = st.observer.as_mut() {
+            o.on_event(&ev, &st.pm);
+        }
+    }
+
     /// Reports an event the kernel sees (thread creation and exit) to the observer, as made by
     /// the running thread at its current PC.
     pub fn emit_thread_event(&mut self, kind: EventKind, handle: u64, other: u64) {
