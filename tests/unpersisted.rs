@@ -165,3 +165,26 @@ fn device_dax_namespace_is_pm() {
     // The store reached the namespace's file through the shared mapping.
     assert_eq!(std::fs::read(pm.path().join("dax0.0")).unwrap()[0], 0xda);
 }
+
+/// A store that runs off the end of a PM mapping into an unmapped page faults; x86 faults are
+/// precise, so nothing of it happens: no PM store is reported and the pool keeps its old bytes,
+/// although Unicorn had written the first half before the fault.
+#[test]
+fn a_faulting_store_leaves_no_trace() {
+    let line = u64::from(marker_line("pm_torn_fault.c", "/* TORN STORE */"));
+    let pm = scratch();
+    let run = Ferrite::run(&guest("pm_torn_fault"))
+        .opts(&[
+            "--analyses".to_string(),
+            "unpersisted".into(),
+            "--pm-dir".into(),
+            pm.path().display().to_string(),
+            "--report".into(),
+            "r.json".into(),
+        ])
+        .go();
+    run.assert_code(139);
+    let report = run.json("r.json");
+    assert_eq!(kinds_at(&report), vec![("SIGSEGV".to_string(), "pm_torn_fault.c".to_string(), line)]);
+    assert!(std::fs::read(pm.path().join("pool")).unwrap().iter().all(|b| *b == 0));
+}

@@ -193,6 +193,8 @@ pub struct HookState {
     limit_pc: Option<u64>,
     /// Recognised synchronisation functions by entry address.
     sync_fns: rustc_hash::FxHashMap<u64, SyncKind>,
+    /// A PM store about to fault half-way (address, the bytes it overwrites, how many).
+    torn: Option<(u64, [u8; 8], usize)>,
     /// The last block was entered by a call to no recognised function: it may be a PLT stub
     /// jumping to one.
     plt_pending: bool,
@@ -579,6 +581,20 @@ fn on_pm_write(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, value: i
     if size == 0 || size > 8 {
         return;
     }
+    // A store running off the end of the window into unmapped memory faults after Unicorn has
+    // written its first part; on Linux it would write nothing. Its events are discarded.
+    let last = addr + size as u64 - 1;
+    if uc.get_data().device_of(last).is_none() {
+        let mut probe = [0u8; 1];
+        if uc.mem_read(last, &mut probe).is_err() {
+            // Keep the bytes it is about to overwrite, to put them back when it faults.
+            let mapped = (((addr | 0xfff) + 1) - addr).min(size as u64) as usize;
+            let mut old = [0u8; 8];
+            let _ = uc.mem_read(addr, &mut old[..mapped]);
+            uc.get_data_mut().torn = Some((addr, old, mapped));
+            return;
+        }
+    }
     let mut old = [0u8; 8];
     let _ = uc.mem_read(addr, &mut old[..size]);
     // The lines the store touches, as memory holds them now, for lines the device does not
@@ -744,6 +760,7 @@ impl Machine {
             limit_pc: None,
             sync_fns: rustc_hash::FxHashMap::default(),
             plt_pending: false,
+            torn: None,
         };
         let mut uc = Unicorn::new_with_data(Arch::X86, Mode::MODE_64, state).map_err(engine)?;
         // Skylake-Server: the translator accepts CLWB, CLFLUSHOPT, SSE4.2 and POPCNT only if the
@@ -1370,7 +1387,13 @@ impl Machine {
                         what: "execution stopped unexpectedly".into(),
                     });
                 }
-                (Err(e), None) => return Exit::Fault(self.error_fault(e, pc)),
+                (Err(e), None) => {
+                    // x86 faults are precise: undo the part of a faulting store Unicorn wrote.
+                    if let Some((a, old, n)) = self.uc.get_data_mut().torn.take() {
+                        let _ = self.mem.write(a, &old[..n], true);
+                    }
+                    return Exit::Fault(self.error_fault(e, pc));
+                }
             }
         }
     }
