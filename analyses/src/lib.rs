@@ -15,6 +15,8 @@ pub mod hawkset;
 pub mod hmtrace;
 pub mod oscs;
 pub mod sync;
+#[cfg(test)]
+mod testing;
 pub mod unpersisted;
 pub mod vardalith;
 
