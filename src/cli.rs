@@ -42,11 +42,6 @@ pub struct CrashArgs {
     #[command(flatten)]
     pub opts: RunOptions,
 
-    /// Recovery command (program and arguments, split at spaces), run on each crash image.
-    /// Default: the program itself with its arguments.
-    #[arg(long, value_name = "CMD ARGS")]
-    pub recover: Option<String>,
-
     /// A checker run after each successful recovery on the same files; a non-zero exit is a
     /// failure.
     #[arg(long, value_name = "CMD ARGS")]
@@ -198,6 +193,17 @@ pub struct RunOptions {
     /// Print nothing of ferrite's own but errors (the guest's output still passes through).
     #[arg(long, short)]
     pub quiet: bool,
+
+    /// The program's recovery command (program and arguments, split at spaces). `crash` runs it
+    /// on every crash image (default: the workload command itself); pmrace runs it on the crash
+    /// image of each finding to validate it (without it, pmrace findings are not validated).
+    #[arg(long, value_name = "CMD ARGS")]
+    pub recover: Option<String>,
+
+    /// Shorthand for `pmrace:compat=on`: PMRace's own persistence rule (a flush alone makes data
+    /// clean, non-temporal stores are clean at once), to compare with the paper's counts.
+    #[arg(long)]
+    pub pmrace_compat: bool,
 }
 
 #[derive(Args, Debug)]

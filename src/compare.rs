@@ -62,7 +62,12 @@ pub const CLAIMS: &[Claim] = &[
     },
     Claim { name: "hawkset", classes: &["persistence-race"], schedule_dependent: true, runner: Runner::Pass },
     Claim { name: "vardalith", classes: &["persistence-race"], schedule_dependent: true, runner: Runner::Pass },
-    Claim { name: "pmrace", classes: &["persistence-race"], schedule_dependent: true, runner: Runner::Pass },
+    Claim {
+        name: "pmrace",
+        classes: &["persistence-race", "sync-inconsistency"],
+        schedule_dependent: true,
+        runner: Runner::Pass,
+    },
     Claim { name: "oscs", classes: &["atomicity-violation"], schedule_dependent: true, runner: Runner::Pass },
     Claim { name: "hmtrace", classes: &["data-race"], schedule_dependent: true, runner: Runner::Pass },
     Claim { name: "crash", classes: &["crash-consistency"], schedule_dependent: false, runner: Runner::Crash },
@@ -82,6 +87,8 @@ pub const KIND_CLASSES: &[(&str, &str)] = &[
     ("flush-clean-line", "redundant-flush"),
     ("redundant-fence", "redundant-flush"),
     ("persistence-induced-race", "persistence-race"),
+    ("inter-thread-inconsistency", "persistence-race"),
+    ("sync-inconsistency", "sync-inconsistency"),
     ("order-sensitive-critical-sections", "atomicity-violation"),
     ("data-race", "data-race"),
     ("recovery-failed", "crash-consistency"),
@@ -532,6 +539,10 @@ fn command_line(d: &Detector, case: &Case, seed: u64, explore: u32) -> Vec<Strin
     v.extend(case.options.iter().cloned());
     if let (Runner::Crash, Some(c)) = (d.claim.runner, &case.crash) {
         v.extend(c.options.iter().cloned());
+    }
+    if let (true, Some(c)) = (d.base() == "pmrace", &case.crash) {
+        // PMRace validates its findings with the program's recovery.
+        v.extend(["--recover".into(), c.recover.join(" ")]);
     }
     v.push("--".into());
     v.extend(case.argv.iter().cloned());

@@ -99,14 +99,15 @@ impl CrashLog {
         out
     }
 
-    /// Records the device's state as a crash point.
-    pub fn record(&mut self, icount: u64, pc: u64, stack: StackId, tid: u32, device: &PmDevice) {
+    /// Records the device's state as a crash point; its index (that of the last point when the
+    /// state has not changed since).
+    pub fn record(&mut self, icount: u64, pc: u64, stack: StackId, tid: u32, device: &PmDevice) -> usize {
         let space = device.crash_space();
         let files = self.snapshot_files();
         if let Some(last) = self.points.last() {
             if *last.files == files && last.space == space {
                 self.duplicates += 1;
-                return;
+                return self.points.len() - 1;
             }
         }
         let files = match self.points.last() {
@@ -114,6 +115,14 @@ impl CrashLog {
             _ => Rc::new(files),
         };
         self.points.push(CrashPoint { icount, pc, stack, tid, frames: Vec::new(), files, space });
+        self.points.len() - 1
+    }
+}
+
+/// Crash images captured for a pass's post-failure validation (PMRace).
+impl analyses::ImageSink for CrashLog {
+    fn capture(&mut self, ev: &Event, device: &PmDevice) -> Option<u32> {
+        Some(self.record(ev.icount, ev.pc, ev.stack, ev.tid, device) as u32)
     }
 }
 
@@ -132,7 +141,9 @@ impl Analysis for Recorder {
     fn on_event(&mut self, ev: &Event, device: &PmDevice) {
         let mut log = self.0.borrow_mut();
         match ev.kind {
-            EventKind::CrashPoint => log.record(ev.icount, ev.pc, ev.stack, ev.tid, device),
+            EventKind::CrashPoint => {
+                log.record(ev.icount, ev.pc, ev.stack, ev.tid, device);
+            }
             EventKind::Store | EventKind::NtStore | EventKind::RmwStore if ev.dev != 0 => {
                 if let Some(id) = ev.store {
                     log.store_sites.entry(id.0).or_insert((ev.pc, ev.stack, ev.tid));

@@ -22,6 +22,7 @@ mod crash;
 mod report;
 mod session;
 mod symbols;
+mod validate;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -155,7 +156,7 @@ fn execute_with(
     spec: &RunSpec,
     crash: Option<std::rc::Rc<std::cell::RefCell<crash::CrashLog>>>,
 ) -> Result<(Report, session::RunOutcome), Fatal> {
-    let out = session::run_with(spec, crash)?;
+    let out = session::run_with(spec, crash, Vec::new())?;
     let report = Report {
         ferrite: env!("CARGO_PKG_VERSION").into(),
         run: RunInfo {
@@ -186,14 +187,22 @@ fn execute_with(
             analyses: spec.analyses.clone(),
             schedules: 1,
             inputs: out.inputs.clone(),
+            settings: spec.settings.clone(),
+            recover: spec.recover.clone(),
         },
         findings: out.findings.clone(),
         crash: None,
+        stats: out.stats.clone(),
+        discarded: out.discarded.clone(),
     };
     Ok((report, out))
 }
 
 fn run_spec(opts: &RunOptions, command: &[String], pm_dir: PathBuf) -> Result<RunSpec, Fatal> {
+    let config = match &opts.config {
+        Some(p) => load_config(p)?,
+        None => Config::default(),
+    };
     Ok(RunSpec {
         program: PathBuf::from(&command[0]),
         argv: command.to_vec(),
@@ -217,11 +226,15 @@ fn run_spec(opts: &RunOptions, command: &[String], pm_dir: PathBuf) -> Result<Ru
         },
         preempt_all: opts.preempt == "all",
         schedule: Vec::new(),
-        custom_locks: match &opts.config {
-            Some(p) => load_config(p)?.locks,
-            None => Vec::new(),
-        },
+        custom_locks: config.locks,
+        settings: analyses::Settings { sync_vars: config.sync_vars, pmrace_allow: config.pmrace_allow },
+        recover: opts.recover.as_deref().map(split_command).filter(|c| !c.is_empty()),
     })
+}
+
+/// A command given as one string, split at whitespace (no quoting).
+fn split_command(s: &str) -> Vec<String> {
+    s.split_whitespace().map(String::from).collect()
 }
 
 /// The instruction budget of one recovery: ten times the workload's instructions, at least 20
@@ -233,12 +246,11 @@ fn recovery_budget(workload: u64, max_instructions: u64) -> u64 {
 fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
     let opts = &a.opts;
     check_report_path("--report", opts.report.as_deref())?;
-    let split = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<String>>();
-    let recover = a.recover.as_deref().map(split).unwrap_or_else(|| a.command.clone());
+    let recover = opts.recover.as_deref().map(split_command).unwrap_or_else(|| a.command.clone());
     if recover.is_empty() {
         return Err(Fatal("--recover needs a program".into()));
     }
-    let check = a.check.as_deref().map(split).filter(|c| !c.is_empty());
+    let check = a.check.as_deref().map(split_command).filter(|c| !c.is_empty());
     // The workload runs on a copy: the user's PM directory is never changed.
     let user = PmDir::new(opts.pm_dir.clone())?;
     let work = tempfile::Builder::new().prefix("ferrite-crash-").tempdir()?;
@@ -487,9 +499,15 @@ fn explore(spec: &RunSpec, n: u32) -> Result<(Report, session::RunOutcome), Fata
     let (mut report, first) = all.next().ok_or_else(|| Fatal("--explore needs at least one run".into()))??;
     let mut findings = report.findings.clone();
     for r in all {
-        findings.extend(r?.0.findings);
+        let r = r?.0;
+        findings.extend(r.findings);
+        for (k, v) in r.stats {
+            *report.stats.entry(k).or_insert(0) += v;
+        }
+        report.discarded.extend(r.discarded);
     }
     report.findings = analyses::Finding::merge(findings);
+    report.discarded = analyses::Finding::merge(std::mem::take(&mut report.discarded));
     report.run.seed = spec.seed;
     report.run.schedules = n;
     Ok((report, first))
@@ -499,7 +517,8 @@ fn explore(spec: &RunSpec, n: u32) -> Result<(Report, session::RunOutcome), Fata
 /// applied to the passes they concern when those are selected. A pass named with its own
 /// options keeps them.
 fn pass_options(opts: &RunOptions) -> Vec<String> {
-    let selected = |name: &str| opts.analyses.iter().any(|a| a == name || (a == "all" && name != "oscs"));
+    let selected =
+        |name: &str| opts.analyses.iter().any(|a| a == name || (a == "all" && !analyses::OPT_IN.contains(&name)));
     let mut out: Vec<String> = opts.analyses.clone();
     let mut add = |name: &str, option: String| {
         if selected(name) && !out.iter().any(|a| a.starts_with(&format!("{name}:"))) {
@@ -524,6 +543,9 @@ fn pass_options(opts: &RunOptions) -> Vec<String> {
     if opts.oscs_condflag {
         add("oscs", "condflag=on".into());
     }
+    if opts.pmrace_compat {
+        add("pmrace", "compat=on".into());
+    }
     out
 }
 
@@ -534,6 +556,12 @@ struct Config {
     /// Lock functions to treat as acquire, try-acquire (with its success value) or release.
     #[serde(default)]
     locks: Vec<emu::sync::CustomLock>,
+    /// PMRace's synchronisation variables: `(offset: N, size: S, init: V)` in every PM file.
+    #[serde(default)]
+    sync_vars: Vec<analyses::SyncVar>,
+    /// PMRace's allow-list: function names or `file.c:LINE` whose findings are known benign.
+    #[serde(default)]
+    pmrace_allow: Vec<String>,
 }
 
 fn load_config(path: &std::path::Path) -> Result<Config, Fatal> {
@@ -596,6 +624,8 @@ fn cmd_replay(a: ReplayArgs) -> Result<i32, Fatal> {
         custom_locks: orig.run.custom_locks.clone(),
         preempt_all: orig.run.preempt_all,
         schedule: wanted.as_ref().and_then(|f| f.schedule.clone()).unwrap_or_default(),
+        settings: orig.run.settings.clone(),
+        recover: orig.run.recover.clone(),
     };
     if let (Some(f), Some(c)) = (&wanted, &orig.crash) {
         if let Some(image) = &f.crash_image {

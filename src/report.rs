@@ -16,6 +16,14 @@ pub struct Report {
     /// For `ferrite crash`: what crash testing covered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crash: Option<CrashSummary>,
+    /// The passes' counters, summed over explored schedules (`pmrace.inter_candidates`,
+    /// `pmrace.validated_false_positives`, ...).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stats: BTreeMap<String, u64>,
+    /// Findings that post-failure validation discarded as false positives, with the reason in
+    /// their message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub discarded: Vec<Finding>,
 }
 
 /// What `ferrite crash` did.
@@ -97,6 +105,17 @@ pub struct RunInfo {
     pub schedules: u32,
     /// Host files the guest read, with the BLAKE3 of their contents.
     pub inputs: BTreeMap<String, String>,
+    /// Settings for the passes from `--config` (PMRace's synchronisation variables and
+    /// allow-list).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub settings: analyses::Settings,
+    /// `--recover`, which validates pmrace's findings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recover: Option<Vec<String>>,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 fn default_open_files() -> i32 {

@@ -73,6 +73,10 @@ pub struct RunSpec {
     pub preempt_all: bool,
     /// `--strategy exhaustive`: the decisions to follow.
     pub schedule: Vec<u32>,
+    /// Settings for the passes (`--config`).
+    pub settings: analyses::Settings,
+    /// The recovery command that validates findings on crash images (`--recover`).
+    pub recover: Option<Vec<String>>,
 }
 
 /// How the guest ended.
@@ -98,6 +102,12 @@ pub struct RunOutcome {
     pub findings: Vec<Finding>,
     pub inputs: std::collections::BTreeMap<String, String>,
     pub program_hash: String,
+    /// The passes' counters (`pmrace.inter_candidates`, ...), validation's included.
+    pub stats: std::collections::BTreeMap<String, u64>,
+    /// The PM files the guest opened: device file id → path relative to the PM directory.
+    pub pm_files: std::collections::BTreeMap<u32, std::path::PathBuf>,
+    /// Findings post-failure validation showed to be false positives (recovery repairs them).
+    pub discarded: Vec<Finding>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -115,11 +125,16 @@ pub enum SessionError {
 }
 
 pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
-    run_with(spec, None)
+    run_with(spec, None, Vec::new())
 }
 
-/// A run that also records crash points into `crash` (`ferrite crash`'s workload run).
-pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<RunOutcome, SessionError> {
+/// A run that also records crash points into `crash` (`ferrite crash`'s workload run), with
+/// `extra` passes besides the selected analyses.
+pub fn run_with(
+    spec: &RunSpec,
+    crash: Option<Rc<RefCell<CrashLog>>>,
+    extra: Vec<Box<dyn analyses::Analysis>>,
+) -> Result<RunOutcome, SessionError> {
     let name = spec.program.display().to_string();
     let bytes = std::fs::read(&spec.program).map_err(|e| SessionError::Program(name.clone(), e))?;
     let cwd = std::env::current_dir().map_err(SessionError::Cwd)?;
@@ -153,7 +168,15 @@ pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<
     if let Some(log) = &crash {
         passes.push(Box::new(Recorder(log.clone())));
     }
-    m.set_observer(Box::new(Passes::new(passes)));
+    passes.extend(extra);
+    let mut passes = Passes::new(passes);
+    passes.configure(&spec.settings);
+    // Crash images for post-failure validation, captured by the passes that want them.
+    let images = passes.wants_images().then(|| CrashLog::new(&spec.pm_dir, false));
+    if let Some(log) = &images {
+        passes.set_image_sink(log.clone());
+    }
+    m.set_observer(Box::new(passes));
     let argv: Vec<Vec<u8>> = spec.argv.iter().map(|a| a.clone().into_bytes()).collect();
     let envp: Vec<Vec<u8>> = spec.env.iter().map(|a| a.clone().into_bytes()).collect();
     let started =
@@ -338,12 +361,62 @@ pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<
             }
         }
     }
+    let mut pm_files = std::collections::BTreeMap::new();
+    for (host, id) in k.pm_files() {
+        if let Ok(rel) = std::path::Path::new(host).strip_prefix(&spec.pm_dir) {
+            pm_files.insert(*id, rel.to_path_buf());
+        }
+    }
+    let mut stats = std::collections::BTreeMap::new();
+    let mut discarded = Vec::new();
     if let Some(obs) = m.take_observer() {
         let any: Box<dyn std::any::Any> = obs;
         if let Ok(mut passes) = any.downcast::<Passes>() {
             if !matches!(end, GuestEnd::Hang | GuestEnd::Deadlock) {
-                for raw in passes.finish(m.pm()) {
-                    findings.push(symbols.finding(&m, raw, spec.seed));
+                let raws = passes.finish(m.pm());
+                stats.extend(passes.stats());
+                if let Some(log) = &images {
+                    log.borrow_mut().file_paths = pm_files.clone();
+                }
+                let budget = m.icount().saturating_mul(10).max(20_000_000).min(spec.max_instructions);
+                for raw in raws {
+                    let validation = raw.validation.clone();
+                    let analysis = raw.analysis;
+                    let mut f = symbols.finding(&m, raw, spec.seed);
+                    if analysis != "pmrace" && validation.is_none() {
+                        findings.push(f);
+                        continue;
+                    }
+                    if analysis == "pmrace" && allowed(&f, &spec.settings) {
+                        *stats.entry("pmrace.whitelisted_false_positives".into()).or_insert(0) += 1;
+                        continue;
+                    }
+                    let verdict = match (&validation, &images) {
+                        (Some(v), Some(log)) => crate::validate::validate(spec, &log.borrow(), v, budget),
+                        _ => crate::validate::Verdict::NotRun("no crash image exposes it in this run".into()),
+                    };
+                    let counter = match verdict {
+                        crate::validate::Verdict::FalsePositive(_) => "validated_false_positives",
+                        crate::validate::Verdict::Confirmed(..) => "validated_bugs",
+                        crate::validate::Verdict::NotRun(_) => "unvalidated",
+                    };
+                    *stats.entry(format!("{analysis}.{counter}")).or_insert(0) += 1;
+                    match verdict {
+                        crate::validate::Verdict::FalsePositive(why) => {
+                            f.message = format!("{}; discarded: {why}", f.message);
+                            discarded.push(f);
+                            continue;
+                        }
+                        crate::validate::Verdict::Confirmed(why, at) => {
+                            f.message = format!("{}; validated: {why}", f.message);
+                            f.locations.extend(at);
+                        }
+                        crate::validate::Verdict::NotRun(why) if analysis == "pmrace" => {
+                            f.message = format!("{}; not validated: {why}", f.message);
+                        }
+                        crate::validate::Verdict::NotRun(_) => {}
+                    }
+                    findings.push(f);
                 }
             }
         }
@@ -395,5 +468,35 @@ pub fn run_with(spec: &RunSpec, crash: Option<Rc<RefCell<CrashLog>>>) -> Result<
         findings,
         inputs: k.take_inputs(),
         program_hash,
+        stats,
+        pm_files,
+        discarded: Finding::merge(discarded),
+    })
+}
+
+/// Functions whose recovery PMRace cannot validate (PMDK's transactional allocation, redo
+/// logged), and those the user lists (`pmrace_allow` in `--config`): a finding with one in a
+/// backtrace is a known false positive.
+const DEFAULT_ALLOW: &[&str] = &[
+    "pmemobj_tx_alloc",
+    "pmemobj_tx_zalloc",
+    "pmemobj_tx_xalloc",
+    "pmemobj_tx_realloc",
+    "pmemobj_tx_zrealloc",
+    "pmemobj_tx_strdup",
+    "pmemobj_tx_wcsdup",
+];
+
+/// Whether a finding's backtraces pass through an allowed function or `file:line`.
+fn allowed(f: &Finding, settings: &analyses::Settings) -> bool {
+    let names = DEFAULT_ALLOW.iter().copied().chain(settings.pmrace_allow.iter().map(String::as_str));
+    let names: Vec<&str> = names.collect();
+    f.locations.iter().flat_map(|l| l.backtrace.iter()).any(|fr| {
+        let func = fr.function.as_deref().unwrap_or("");
+        let at = match (&fr.file, fr.line) {
+            (Some(file), Some(line)) => format!("{}:{line}", file.rsplit('/').next().unwrap_or(file)),
+            _ => String::new(),
+        };
+        names.iter().any(|n| *n == func || (!at.is_empty() && *n == at))
     })
 }

@@ -71,11 +71,15 @@ impl Objects {
         };
         let mut info = CodeInfo::default();
         for o in &self.objects {
+            if !o.sym.has_debug_info() {
+                // A stripped library: all of it, its internal functions without symbols too.
+                info.library.push((o.start, o.end));
+            }
             for (name, addr, size) in o.sym.symbols() {
                 let range = (addr, addr + size.max(1));
                 if is_copy(name) {
                     info.copy.push(range);
-                } else if o.sym.lookup(addr).line.is_none() {
+                } else if o.sym.has_debug_info() && o.sym.lookup(addr).line.is_none() {
                     info.library.push(range);
                 }
             }

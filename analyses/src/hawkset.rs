@@ -420,6 +420,7 @@ struct IrhLine {
 pub struct Hawkset {
     opts: HawksetOptions,
     sync: SyncAdapter,
+    pmdk_locks: crate::sync::PmdkLockCalls,
     /// Vector clocks with create/join edges only.
     hb: HappensBefore,
     threads: FxHashMap<u32, Thread>,
@@ -454,6 +455,7 @@ impl Hawkset {
         Hawkset {
             opts,
             sync: SyncAdapter::default(),
+            pmdk_locks: crate::sync::PmdkLockCalls::default(),
             hb: HappensBefore::new(Edges { create_join: true, objects: false, locks: false }),
             threads: FxHashMap::default(),
             timed: Interner::default(),
@@ -759,8 +761,14 @@ impl Hawkset {
             match op {
                 SyncOp::Acquire { lock, mode } => {
                     let t = self.thread(tid);
-                    t.acquisitions += 1;
-                    let ts = t.acquisitions;
+                    // The PMDK pseudo-lock is untimed: accesses inside any two libpmemobj lock
+                    // calls are protected, as HawkSet's acquire-release list intends.
+                    let ts = if lock == crate::sync::PMDK_PSEUDO_LOCK {
+                        0
+                    } else {
+                        t.acquisitions += 1;
+                        t.acquisitions
+                    };
                     t.held.push(Held { lock, mode, ts });
                     t.ls = None;
                 }
@@ -830,6 +838,12 @@ impl Analysis for Hawkset {
     }
 
     fn on_event(&mut self, ev: &Event, device: &PmDevice) {
+        self.pmdk_locks.observe(ev);
+        if self.pmdk_locks.inside(ev.tid) && matches!(ev.kind, EventKind::Load | EventKind::Store | EventKind::RmwStore)
+        {
+            // PMDK's own lock implementation (its locks live in PM): the pseudo-lock protects it.
+            return;
+        }
         match ev.kind {
             EventKind::Store | EventKind::RmwStore if ev.dev != 0 => self.on_store(ev, device, false),
             EventKind::NtStore if ev.dev != 0 => self.on_store(ev, device, true),
@@ -920,6 +934,7 @@ impl Analysis for Hawkset {
                 locations.push(RawLocation { role: "load", pc: ls.0, stack: ls.1, tid: *tid });
             }
             out.push(RawFinding {
+                validation: None,
                 analysis: "hawkset",
                 kind: "persistence-induced-race",
                 message: format!(

@@ -726,6 +726,7 @@ impl Analysis for Hmtrace {
                 (false, false) => "later-read",
             };
             out.push(RawFinding {
+                validation: None,
                 analysis: "hmtrace",
                 kind: r.kind,
                 message,

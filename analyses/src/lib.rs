@@ -11,9 +11,11 @@
 //! caller symbolises them. [`Passes`] runs the selected analyses side by side over one execution
 //! as the machine's single [`Observer`], so the machine builds only events some pass wants.
 
+pub mod annotations;
 pub mod hawkset;
 pub mod hmtrace;
 pub mod oscs;
+pub mod pmrace;
 pub mod sync;
 #[cfg(test)]
 mod testing;
@@ -43,6 +45,53 @@ pub struct RawFinding {
     /// How many events this finding stands for (stores left unpersisted, flushes, ...).
     pub occurrences: u64,
     pub locations: Vec<RawLocation>,
+    /// Post-failure validation the pass asks for (PMRace): recover a crash image it captured
+    /// and see whether recovery repairs what the finding is about.
+    pub validation: Option<Validation>,
+}
+
+/// A request to validate a finding on a crash image ([`ImageSink`]) by running the program's
+/// recovery on it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Validation {
+    /// The image, as the sink numbered it.
+    pub image: u32,
+    /// Device byte ranges `(address, length)` holding the inconsistent data: the finding is a
+    /// false positive if recovery overwrites every byte before reading any.
+    pub overwritten: Vec<(u64, u32)>,
+    /// A synchronisation variable `(device address, size, initial value)`: the finding is a
+    /// false positive if recovery leaves it at its initial value.
+    pub reset: Option<(u64, u32, u64)>,
+}
+
+/// Where a pass can capture the PM state as a crash image: the image a crash at this moment
+/// leaves when everything not yet durable is lost.
+pub trait ImageSink {
+    /// Captures the image now; its number, for [`Validation::image`].
+    fn capture(&mut self, ev: &Event, device: &PmDevice) -> Option<u32>;
+}
+
+/// Settings of a run that passes may use (from `--config`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settings {
+    /// PMRace's annotated synchronisation variables.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sync_vars: Vec<SyncVar>,
+    /// PMRace's allow-list: functions or `file:line`s whose findings recovery repairs in ways
+    /// validation cannot see (lazy recovery, checksums, redo logs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pmrace_allow: Vec<String>,
+}
+
+/// A synchronisation variable in PM (PMRace's `pm_sync_var_hint`): at `offset` of every PM file
+/// (a pool), `size` bytes (1, 2, 4 or 8) that recovery expects to find at `init`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyncVar {
+    pub offset: u64,
+    pub size: u32,
+    #[serde(default)]
+    pub init: u64,
 }
 
 /// A detector: a pass over the event stream.
@@ -55,6 +104,20 @@ pub trait Analysis {
     /// What is known of the program's code (before the first event); passes that watch all
     /// memory use it to leave library internals out.
     fn set_code(&mut self, _code: &CodeInfo) {}
+    /// See [`Observer::taint_source`] (with [`Interest::TAINT`]).
+    fn taint_source(&mut self, _ev: &Event, _device: &PmDevice) -> u32 {
+        0
+    }
+    /// See [`Observer::on_tainted_store`].
+    fn on_tainted_store(&mut self, _ev: &Event, _content: &[u32], _address: &[u32], _device: &PmDevice) {}
+    /// Where to capture crash images for post-failure validation (before the first event).
+    fn set_image_sink(&mut self, _sink: std::rc::Rc<std::cell::RefCell<dyn ImageSink>>) {}
+    /// The run's settings (before the first event).
+    fn configure(&mut self, _settings: &Settings) {}
+    /// Counters to report (after [`Analysis::finish`]), as `(name, value)`.
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// The program's code as the session knows it from symbols and the line table.
@@ -91,11 +154,11 @@ impl CodeInfo {
 ///
 /// A name may carry options for its pass after a colon, `NAME:KEY=VALUE[:KEY=VALUE]...`
 /// (`hawkset:irh=0`, `vardalith:mode=hb`); each pass documents its keys.
-pub const AVAILABLE: &[&str] = &["hawkset", "hmtrace", "oscs", "unpersisted", "vardalith"];
+pub const AVAILABLE: &[&str] = &["hawkset", "hmtrace", "oscs", "pmrace", "unpersisted", "vardalith"];
 
 /// Analyses `all` leaves out until asked for by name: they watch every memory access (a costly
 /// hook on every load and store) and report on DRAM-only programs too.
-pub const OPT_IN: &[&str] = &["hmtrace", "oscs"];
+pub const OPT_IN: &[&str] = &["hmtrace", "oscs", "pmrace"];
 
 /// Builds the analyses named in `names` (`all` selects every one, `none` nothing).
 pub fn build(names: &[String]) -> Result<Vec<Box<dyn Analysis>>, String> {
@@ -116,6 +179,7 @@ pub fn build(names: &[String]) -> Result<Vec<Box<dyn Analysis>>, String> {
                 "hmtrace" => hmtrace::Options::parse(spec).map(|_| ())?,
                 "oscs" => oscs::Options::parse(spec).map(|_| ())?,
                 "unpersisted" => unpersisted::Options::parse(spec).map(|_| ())?,
+                "pmrace" => pmrace::Options::parse(spec).map(|_| ())?,
                 _ => return Err(format!("analysis `{a}` takes no options")),
             }
             wanted.push(a);
@@ -156,6 +220,9 @@ pub fn build(names: &[String]) -> Result<Vec<Box<dyn Analysis>>, String> {
                 Box::new(vardalith::Vardalith::from_spec(specs.get("vardalith").map_or("", |s| s)).unwrap_or_default())
                     as Box<dyn Analysis>
             }
+            "pmrace" => Box::new(pmrace::Pmrace::new(
+                pmrace::Options::parse(specs.get("pmrace").map_or("", |s| s)).unwrap_or_default(),
+            )) as Box<dyn Analysis>,
             _ => Box::new(unpersisted::Unpersisted::new(
                 unpersisted::Options::parse(specs.get("unpersisted").map_or("", |s| s)).unwrap_or_default(),
             )) as Box<dyn Analysis>,
@@ -187,6 +254,31 @@ impl Passes {
             p.set_code(code);
         }
     }
+
+    /// Whether some pass validates findings on crash images.
+    pub fn wants_images(&self) -> bool {
+        self.passes.iter().any(|(_, p)| p.name() == "pmrace")
+    }
+
+    pub fn set_image_sink(&mut self, sink: std::rc::Rc<std::cell::RefCell<dyn ImageSink>>) {
+        for (_, p) in &mut self.passes {
+            p.set_image_sink(sink.clone());
+        }
+    }
+
+    pub fn configure(&mut self, settings: &Settings) {
+        for (_, p) in &mut self.passes {
+            p.configure(settings);
+        }
+    }
+
+    /// Every pass's counters, as `pass.name`.
+    pub fn stats(&self) -> Vec<(String, u64)> {
+        self.passes
+            .iter()
+            .flat_map(|(_, p)| p.stats().into_iter().map(|(k, v)| (format!("{}.{k}", p.name()), v)))
+            .collect()
+    }
 }
 
 impl Observer for Passes {
@@ -200,12 +292,20 @@ impl Observer for Passes {
             // Accesses outside PM reach only passes that asked for all memory.
             EventKind::Load | EventKind::Store | EventKind::RmwStore if ev.dev == 0 => Interest::MEMORY,
             EventKind::Load => Interest::LOADS,
-            EventKind::Flush(_) | EventKind::Fence(_) => Interest::PERSIST,
+            EventKind::Flush(_)
+            | EventKind::Fence(_)
+            | EventKind::SetClean
+            | EventKind::PmRegister
+            | EventKind::PmUnregister => Interest::PERSIST,
             EventKind::SyncEnter(_)
             | EventKind::SyncReturn(_)
             | EventKind::ThreadCreate
             | EventKind::ThreadExit
-            | EventKind::Syscall => Interest::SYNC,
+            | EventKind::Syscall
+            | EventKind::TxBegin
+            | EventKind::TxEnd
+            | EventKind::TxAdd
+            | EventKind::TxRemove => Interest::SYNC,
             EventKind::CrashPoint => Interest::CRASH,
             _ => Interest::STORES,
         };
@@ -213,6 +313,26 @@ impl Observer for Passes {
         for (i, p) in &mut self.passes {
             if i.has(kind) || (pm_access && i.has(Interest::MEMORY)) {
                 p.on_event(ev, device);
+            }
+        }
+    }
+
+    fn taint_source(&mut self, ev: &Event, device: &PmDevice) -> u32 {
+        for (i, p) in &mut self.passes {
+            if i.has(Interest::TAINT) {
+                let id = p.taint_source(ev, device);
+                if id != 0 {
+                    return id;
+                }
+            }
+        }
+        0
+    }
+
+    fn on_tainted_store(&mut self, ev: &Event, content: &[u32], address: &[u32], device: &PmDevice) {
+        for (i, p) in &mut self.passes {
+            if i.has(Interest::TAINT) {
+                p.on_tainted_store(ev, content, address, device);
             }
         }
     }

@@ -573,6 +573,7 @@ impl Analysis for Oscs {
                 (false, false) => "later-read",
             };
             out.push(RawFinding {
+                validation: None,
                 analysis: "oscs",
                 kind: "order-sensitive-critical-sections",
                 message,

@@ -13,7 +13,10 @@
 //!   the k-th), barrier return waits on that generation (all arrivals of a round happen before
 //!   all its departures, and nothing of the next round does); `sem_post` posts, a successful `sem_wait`/`sem_trywait` waits;
 //! - thread creation, join (the joined thread found by its handle, glibc's `pthread_t`, which is
-//!   the TLS pointer passed to clone) and exit.
+//!   the TLS pointer passed to clone) and exit;
+//! - libpmemobj's locks (`pmemobj_mutex_*`, `pmemobj_rwlock_*`) are locks on the `PMEMmutex`
+//!   (`PMEMrwlock`) object, and every call to one of them holds HawkSet's pseudo-lock
+//!   ([`PMDK_PSEUDO_LOCK`]) from entry to return.
 //!
 //! [`HappensBefore`] keeps vector clocks for the ordering operations a detector chooses to
 //! honour (HawkSet honours only create and join; HMTRace and OSCS honour all of them).
@@ -70,6 +73,11 @@ pub struct SyncAdapter {
     barrier_rounds: FxHashMap<(u64, u32), u64>,
 }
 
+/// HawkSet's acquire-release pseudo-lock: held for the duration of every libpmemobj lock call,
+/// so that the PM accesses inside PMDK's lock implementation (its locks live in PM, with their
+/// lazy reinitialisation) are mutually protected rather than races among themselves.
+pub const PMDK_PSEUDO_LOCK: u64 = u64::MAX - 1;
+
 /// The object of a barrier's generation (`round` in the top bits; guest addresses stay below
 /// 2^48).
 fn barrier_round(addr: u64, round: u64) -> u64 {
@@ -91,6 +99,13 @@ impl SyncAdapter {
             EventKind::SyncEnter(kind) => match kind {
                 SyncKind::MutexUnlock | SyncKind::RwUnlock | SyncKind::SpinUnlock | SyncKind::CustomRelease => {
                     out(SyncOp::Release { lock: ev.addr })
+                }
+                SyncKind::PmemobjUnlock => {
+                    out(SyncOp::Release { lock: ev.addr });
+                    out(SyncOp::Acquire { lock: PMDK_PSEUDO_LOCK, mode: Mode::Exclusive });
+                }
+                SyncKind::PmemobjLock | SyncKind::PmemobjRdlock => {
+                    out(SyncOp::Acquire { lock: PMDK_PSEUDO_LOCK, mode: Mode::Exclusive })
                 }
                 SyncKind::CondWait => {
                     self.cond_mutex.insert(ev.tid, ev.old);
@@ -136,6 +151,13 @@ impl SyncAdapter {
                         out(SyncOp::Wait { obj: barrier_round(ev.addr, round) })
                     }
                     SyncKind::SemWait | SyncKind::SemTrywait if ok => out(SyncOp::Wait { obj: ev.addr }),
+                    SyncKind::PmemobjLock | SyncKind::PmemobjRdlock | SyncKind::PmemobjUnlock => {
+                        out(SyncOp::Release { lock: PMDK_PSEUDO_LOCK });
+                        if ok && kind != SyncKind::PmemobjUnlock {
+                            let mode = if kind == SyncKind::PmemobjRdlock { Mode::Shared } else { Mode::Exclusive };
+                            out(SyncOp::Acquire { lock: ev.addr, mode });
+                        }
+                    }
                     SyncKind::Join if ok => {
                         if let Some(&child) = self.handles.get(&ev.addr) {
                             out(SyncOp::Join { child });
@@ -146,6 +168,39 @@ impl SyncAdapter {
             }
             _ => {}
         }
+    }
+}
+
+/// Which threads are inside a libpmemobj lock call. PMDK's locks live in PM, so their own loads
+/// and stores (the lock words, the lazy reinitialisation) are PM accesses; HawkSet's pseudo-lock
+/// makes them mutually protected, and PM detectors leave them out.
+#[derive(Default, Debug)]
+pub struct PmdkLockCalls {
+    depth: FxHashMap<u32, u32>,
+}
+
+impl PmdkLockCalls {
+    /// Follows `ev` (any event).
+    pub fn observe(&mut self, ev: &Event) {
+        match ev.kind {
+            EventKind::SyncEnter(SyncKind::PmemobjLock | SyncKind::PmemobjRdlock | SyncKind::PmemobjUnlock) => {
+                *self.depth.entry(ev.tid).or_default() += 1
+            }
+            EventKind::SyncReturn(SyncKind::PmemobjLock | SyncKind::PmemobjRdlock | SyncKind::PmemobjUnlock) => {
+                if let Some(d) = self.depth.get_mut(&ev.tid) {
+                    *d = d.saturating_sub(1);
+                }
+            }
+            EventKind::ThreadExit => {
+                self.depth.remove(&ev.tid);
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether thread `tid` is inside a libpmemobj lock call.
+    pub fn inside(&self, tid: u32) -> bool {
+        self.depth.get(&tid).is_some_and(|&d| d > 0)
     }
 }
 

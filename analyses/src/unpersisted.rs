@@ -31,7 +31,16 @@
 //! Every report is a fact about the device's exact model of this execution: a store reported as
 //! unpersisted was not durable under the model when the program ended. Whether that is a bug
 //! depends on whether recovery needs the data; a program that leaves scratch data unpersisted on
-//! purpose will be reported.
+//! purpose will be reported, unless it says so through pmemcheck's client requests.
+//!
+//! # PMDK's annotations
+//! A program annotated for pmemcheck (PMDK is: `emu::client`) is judged by pmemcheck's rules
+//! ([`crate::annotations`]): a store it declared clean afterwards (`SET_CLEAN`), or made to PM
+//! it registered and then withdrew from checking (`REMOVE_PMEM_MAPPING`: PMDK's lock words and
+//! run-time pool fields), is not reported; on PM it registered, the flush and fence lints are
+//! off (pmemcheck has no fence check and reports superfluous flushes only under
+//! `--flush-check`) unless `unpersisted:lints=all`. These follow the program's word, as
+//! pmemcheck does; crash testing does not.
 
 use std::collections::BTreeMap;
 
@@ -41,19 +50,23 @@ use emu::events::{Event, EventKind, Interest};
 use emu::pm::{DurabilityRule, PmDevice};
 use rustc_hash::FxHashMap;
 
+use crate::annotations::Annotations;
 use crate::{Analysis, RawFinding, RawLocation};
 
 type Site = (u64, StackId);
 
-/// `unpersisted:rule=hw|own`: which durability predicate "persisted" means.
+/// `unpersisted:rule=hw|own`: which durability predicate "persisted" means;
+/// `unpersisted:lints=all|unannotated`: whether the flush and fence lints cover PM the program
+/// registered through pmemcheck's client requests too (default: not, as pmemcheck).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Options {
     pub rule: DurabilityRule,
+    pub annotated_lints: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { rule: DurabilityRule::Hw }
+        Options { rule: DurabilityRule::Hw, annotated_lints: false }
     }
 }
 
@@ -64,7 +77,13 @@ impl Options {
             match kv {
                 "rule=hw" => o.rule = DurabilityRule::Hw,
                 "rule=own" => o.rule = DurabilityRule::Own,
-                other => return Err(format!("unpersisted: unknown option `{other}` (rule=hw or rule=own)")),
+                "lints=all" => o.annotated_lints = true,
+                "lints=unannotated" => o.annotated_lints = false,
+                other => {
+                    return Err(format!(
+                        "unpersisted: unknown option `{other}` (rule=hw, rule=own, lints=all or lints=unannotated)"
+                    ))
+                }
             }
         }
         Ok(o)
@@ -81,6 +100,11 @@ pub struct Unpersisted {
     last_flush: FxHashMap<(u32, u64), Site>,
     clean_flushes: BTreeMap<Site, (u32, u64)>,
     redundant_fences: BTreeMap<Site, (u32, u64)>,
+    /// What the program declared through client requests (PMDK's pmemcheck annotations).
+    annotations: Annotations,
+    /// Stores made where the program had withdrawn PM from checking, by store id (a subset
+    /// of `origin`'s keys).
+    withdrawn: rustc_hash::FxHashSet<u64>,
 }
 
 const PRUNE_EVERY: usize = 1 << 16;
@@ -94,6 +118,7 @@ impl Unpersisted {
         let live: rustc_hash::FxHashSet<u64> =
             device.unpersisted(self.options.rule).iter().map(|u| u.store.0).collect();
         self.origin.retain(|id, _| live.contains(id));
+        self.withdrawn.retain(|id| live.contains(id));
         self.inserts_since_prune = 0;
     }
 }
@@ -115,7 +140,16 @@ impl Analysis for Unpersisted {
         let site = (ev.pc, ev.stack);
         match ev.kind {
             EventKind::Store | EventKind::NtStore | EventKind::RmwStore => {
+                self.annotations.on_event(ev);
                 if let Some(id) = ev.store {
+                    // Elements of one rep instruction share an id: withdrawn if all are.
+                    if self.annotations.withdrawn(ev.dev, ev.size) {
+                        if !self.origin.contains_key(&id.0) {
+                            self.withdrawn.insert(id.0);
+                        }
+                    } else if !self.withdrawn.is_empty() {
+                        self.withdrawn.remove(&id.0);
+                    }
                     self.origin.entry(id.0).or_insert((site, ev.tid));
                     self.inserts_since_prune += 1;
                     if self.inserts_since_prune >= PRUNE_EVERY {
@@ -128,15 +162,22 @@ impl Analysis for Unpersisted {
                 // Under eADR every flush and fence is redundant by design; a program written
                 // for ADR machines keeps them, and saying so is noise.
                 let eadr = device.config().persistency == emu::pm::Persistency::Eadr;
-                if let (Some(f), false) = (ev.flush, eadr) {
+                // PM the program annotates for pmemcheck gets pmemcheck's report, which has
+                // superfluous flushes only under `--flush-check`.
+                let annotated = !self.options.annotated_lints && self.annotations.registered_once(ev.dev);
+                if let (Some(f), false, false) = (ev.flush, eadr, annotated) {
                     if !f.dirty || f.already_captured {
                         self.clean_flushes.entry(site).or_insert((ev.tid, 0)).1 += 1;
                     }
                 }
             }
+            EventKind::SetClean | EventKind::PmRegister | EventKind::PmUnregister => self.annotations.on_event(ev),
             EventKind::Fence(op) => {
                 let eadr = device.config().persistency == emu::pm::Persistency::Eadr;
-                if let (Some(f), false) = (ev.fence, eadr) {
+                // pmemcheck reports no fences: nor does this pass for a program that annotates
+                // its PM for pmemcheck.
+                let annotated = !self.options.annotated_lints && self.annotations.speaks_pmemcheck();
+                if let (Some(f), false, false) = (ev.fence, eadr, annotated) {
                     if f.redundant && matches!(op, FenceOp::Sfence | FenceOp::Mfence) {
                         self.redundant_fences.entry(site).or_insert((ev.tid, 0)).1 += 1;
                     }
@@ -151,6 +192,11 @@ impl Analysis for Unpersisted {
         // Unpersisted stores, grouped by site.
         let mut by_site: BTreeMap<Site, (u32, u64, u64, bool)> = BTreeMap::new();
         for u in device.unpersisted(self.options.rule) {
+            // Declared clean after it was made, or made where the program had withdrawn PM
+            // from checking: pmemcheck would not report it.
+            if self.withdrawn.contains(&u.store.0) || self.annotations.is_clean(&u, device, self.options.rule) {
+                continue;
+            }
             let (site, tid) = self.origin.get(&u.store.0).copied().unwrap_or(((0, StackId(0)), u.tid));
             let e = by_site.entry(site).or_insert((tid, 0, 0, false));
             e.1 += 1;
@@ -165,6 +211,7 @@ impl Analysis for Unpersisted {
             };
             let _ = bytes;
             out.push(RawFinding {
+                validation: None,
                 analysis: "unpersisted",
                 kind,
                 message: format!("{what} before the program ended"),
@@ -182,6 +229,7 @@ impl Analysis for Unpersisted {
         }
         for (site, (tid, n)) in unfenced {
             out.push(RawFinding {
+                validation: None,
                 analysis: "unpersisted",
                 kind: "flush-without-fence",
                 message: "flushed line never fenced afterwards: the flush may not have completed".into(),
@@ -191,6 +239,7 @@ impl Analysis for Unpersisted {
         }
         for (site, (tid, n)) in std::mem::take(&mut self.clean_flushes) {
             out.push(RawFinding {
+                validation: None,
                 analysis: "unpersisted",
                 kind: "flush-clean-line",
                 message: "flush of a line with nothing left to flush: clean, or already flushed and not yet fenced (redundant flush)".into(),
@@ -200,6 +249,7 @@ impl Analysis for Unpersisted {
         }
         for (site, (tid, n)) in std::mem::take(&mut self.redundant_fences) {
             out.push(RawFinding {
+                validation: None,
                 analysis: "unpersisted",
                 kind: "redundant-fence",
                 message: "fence with no flush or non-temporal store to order (redundant fence)".into(),

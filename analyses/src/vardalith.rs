@@ -212,6 +212,7 @@ struct Thread {
 pub struct Vardalith {
     opts: VardalithOptions,
     sync: SyncAdapter,
+    pmdk_locks: crate::sync::PmdkLockCalls,
     /// Vector clocks over every edge (used in hb mode only).
     hb: HappensBefore,
     /// Number of events seen: the run's global order, in which windows start and end.
@@ -244,6 +245,7 @@ impl Vardalith {
         Vardalith {
             opts,
             sync: SyncAdapter::default(),
+            pmdk_locks: crate::sync::PmdkLockCalls::default(),
             hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
             step: 0,
             threads: FxHashMap::default(),
@@ -622,6 +624,12 @@ impl Analysis for Vardalith {
     }
 
     fn on_event(&mut self, ev: &Event, device: &PmDevice) {
+        self.pmdk_locks.observe(ev);
+        if self.pmdk_locks.inside(ev.tid) && matches!(ev.kind, EventKind::Load | EventKind::Store | EventKind::RmwStore)
+        {
+            // PMDK's own lock implementation (its locks live in PM): the pseudo-lock protects it.
+            return;
+        }
         self.step += 1;
         match ev.kind {
             EventKind::Store | EventKind::RmwStore if ev.dev != 0 => self.on_access(ev, device, true, false),
@@ -653,6 +661,7 @@ impl Analysis for Vardalith {
         std::mem::take(&mut self.pairs)
             .into_iter()
             .map(|((s, l), (st, lt, n))| RawFinding {
+                validation: None,
                 analysis: "vardalith",
                 kind: "persistence-induced-race",
                 message: if hb {

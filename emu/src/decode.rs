@@ -16,6 +16,8 @@ use capstone::{Capstone, RegId};
 use rustc_hash::FxHashMap;
 use unicorn_engine::RegisterX86 as Reg;
 
+use crate::client;
+
 /// A memory operand, enough to compute its effective address from the registers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct MemRef {
@@ -40,6 +42,12 @@ pub enum Special {
     },
     Flush(FlushOp, MemRef),
     Fence(FenceOp),
+    /// The `xchg rbx, rbx` of a Valgrind client request ([`crate::client`]): preceded by the
+    /// preamble `rol rdi, 3; rol rdi, 13; rol rdi, 61; rol rdi, 51` in this block, or by as
+    /// much of its end as the block holds when the block starts inside the sequence (the
+    /// translator may end a block anywhere, near a page boundary or at its size limit). The
+    /// machine checks the whole preamble in guest memory before answering.
+    ClientRequest,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -151,9 +159,16 @@ impl Decoder {
         let mut specials = Vec::new();
         let mut access = Vec::new();
         let mut term = Term::Other;
+        // Which preamble instruction each of the last four instructions was, oldest first.
+        let mut recent: [Option<usize>; 4] = [None; 4];
         if let Ok(list) = self.cs.disasm_all(bytes, addr) {
             for i in list.iter() {
                 let pc = i.address();
+                if i.bytes() == client::XCHG_RBX && ends_with_preamble(&recent, insns.len()) {
+                    specials.push((pc, Special::ClientRequest));
+                }
+                recent.rotate_left(1);
+                recent[3] = preamble_index(i.bytes());
                 insns.push(pc);
                 let m = i.mnemonic().unwrap_or("");
                 let ops = i.op_str().unwrap_or("");
@@ -237,6 +252,19 @@ impl Decoder {
         let _ = ArchOperand::X86Operand;
         None
     }
+}
+
+/// Which of the preamble's four `rol` instructions `insn` is.
+fn preamble_index(insn: &[u8]) -> Option<usize> {
+    (0..4).find(|&k| client::PREAMBLE[4 * k..4 * k + 4] == *insn)
+}
+
+/// Whether the instructions before an `xchg rbx, rbx` (`recent`: which preamble instruction
+/// each of the last four was, oldest first; `before`: how many instructions of the block precede
+/// it) end with the preamble, or with as much of its end as the block holds.
+fn ends_with_preamble(recent: &[Option<usize>; 4], before: usize) -> bool {
+    let k = before.min(4);
+    (0..k).all(|t| recent[4 - k + t] == Some(4 - k + t))
 }
 
 /// Unicorn's register for a capstone register name (64-bit general registers and segments).
@@ -347,5 +375,50 @@ mod tests {
         assert_eq!(b.access_kind(0x1000 + 7), AccessKind::Locked);
         assert!(matches!(b.term, Term::Call { ret, .. } if ret == 0x1000 + code.len() as u64));
         assert_eq!(b.retired_before(0x1000 + 11), 3);
+    }
+
+    /// `lea rax, [rsp]; xor edx, edx`, the magic sequence, `mov rax, rdx`: a client request.
+    fn client_request_block() -> Vec<u8> {
+        let mut code = vec![0x48, 0x8d, 0x04, 0x24, 0x31, 0xd2];
+        code.extend_from_slice(&client::PREAMBLE);
+        code.extend_from_slice(&client::XCHG_RBX);
+        code.extend_from_slice(&[0x48, 0x89, 0xd0]);
+        code
+    }
+
+    #[test]
+    fn finds_client_requests_at_their_xchg() {
+        let mut d = Decoder::default();
+        let code = client_request_block();
+        let b = d.insert(0x1000, code.len() as u32, &code).clone();
+        let xchg = 0x1000 + 6 + 16;
+        assert_eq!(&b.specials[..], &[(xchg, Special::ClientRequest)]);
+        assert_eq!(b.insns.len(), 8);
+        // A block that starts inside the sequence (after a page boundary) still has it, from
+        // the second rol, the last one, or the xchg itself: the machine checks the rest.
+        for skip in [6 + 4, 6 + 12, 6 + 16] {
+            let at = 0x1000 + skip as u64;
+            let b = d.insert(at, (code.len() - skip) as u32, &code[skip..]).clone();
+            assert_eq!(&b.specials[..], &[(xchg, Special::ClientRequest)], "block from +{skip}");
+        }
+    }
+
+    #[test]
+    fn an_xchg_without_the_preamble_is_no_request() {
+        let mut d = Decoder::default();
+        // Preamble with the rotations out of order.
+        let mut code = client_request_block();
+        code.swap(6 + 3, 6 + 7);
+        let b = d.insert(0x1000, code.len() as u32, &code).clone();
+        assert!(b.specials.is_empty(), "{:?}", b.specials);
+        // A plain `xchg rbx, rbx` after ordinary instructions, and one after a partial preamble.
+        let code = [0x48, 0x89, 0xd0, 0x31, 0xd2, 0x48, 0x89, 0xd0, 0x31, 0xd2, 0x48, 0x87, 0xdb];
+        assert!(d.insert(0x2000, code.len() as u32, &code).specials.is_empty());
+        let mut code = vec![0x31, 0xd2, 0x31, 0xd2, 0x31, 0xd2, 0x31, 0xd2];
+        code.extend_from_slice(&client::PREAMBLE[4..]);
+        code.extend_from_slice(&client::XCHG_RBX);
+        assert!(d.insert(0x3000, code.len() as u32, &code).specials.is_empty());
+        // Natively the rotations leave rdi unchanged: 3 + 13 + 61 + 51 = 128.
+        assert_eq!((3 + 13 + 61 + 51) % 64, 0);
     }
 }

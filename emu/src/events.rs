@@ -31,6 +31,11 @@ impl Interest {
     /// Crash points: just before every event that raises a persisted floor (a fence or locked
     /// instruction with flushes or NT stores pending, a clflush, msync/fsync, a durable write).
     pub const CRASH: Interest = Interest(32);
+    /// Taint tracking ([`crate::taint`]): the observer names PM loads as taint sources
+    /// ([`Observer::taint_source`]) and hears of every PM store whose value or address derives
+    /// from one ([`Observer::on_tainted_store`]). Costly: a hook on every instruction and every
+    /// memory access.
+    pub const TAINT: Interest = Interest(64);
 
     pub fn has(self, other: Interest) -> bool {
         self.0 & other.0 != 0
@@ -68,6 +73,44 @@ pub enum EventKind {
     /// A crash point: the device is about to make something durable (the event's PC is the
     /// instruction or system call about to do it). Observers may take the crash space now.
     CrashPoint,
+    // The kinds below come from the program's own annotations: client requests in Valgrind's
+    // protocol (pmemcheck's, as PMDK issues them), decoded by `crate::client`. Their PC is the
+    // `xchg rbx, rbx` of the request; they say what the program *declares*, and change nothing
+    // in the PM device.
+    /// A transaction began (pmemcheck `START_TX`, `START_TX_N`): `new` is the transaction id
+    /// named by `START_TX_N`, 0 for the thread's own transaction (`START_TX`, which PMDK uses).
+    /// Transactions nest: each begin has its end. Reported with [`Interest::SYNC`].
+    TxBegin,
+    /// A transaction ended, committed or aborted (`END_TX`, `END_TX_N`): `new` as for
+    /// [`EventKind::TxBegin`]. Reported with [`Interest::SYNC`].
+    TxEnd,
+    /// `[addr, addr + size)` was added to transaction `new` (`ADD_TO_TX`, `ADD_TO_TX_N`):
+    /// the program declares that stores there belong to the transaction (PMDK has snapshotted
+    /// the range into its undo log and flushes it at commit). `dev` is the device address of
+    /// `addr` in PM, 0 outside PM; a range crossing a PM window's edge comes as one event per
+    /// piece. Reported with [`Interest::SYNC`].
+    TxAdd,
+    /// `[addr, addr + size)` left transaction `new` (`REMOVE_FROM_TX`, `REMOVE_FROM_TX_N`);
+    /// `dev` and pieces as for [`EventKind::TxAdd`]. Reported with [`Interest::SYNC`].
+    TxRemove,
+    /// The program declares that the bytes `[addr, addr + size)` need not be persisted
+    /// (pmemcheck `SET_CLEAN`): stores made to them *before* this event are not a durability
+    /// problem, later ones are judged afresh. PMDK uses it for pool state it rebuilds at every
+    /// open (locks, run-time headers). The device is unchanged: a crash may still lose those
+    /// bytes. `dev` and pieces as for [`EventKind::TxAdd`]. Reported with
+    /// [`Interest::PERSIST`].
+    SetClean,
+    /// The program registers `[addr, addr + size)` as persistent memory to be checked
+    /// (pmemcheck `REGISTER_PMEM_MAPPING`; libpmem and libpmemobj register every PM mapping
+    /// they make). What is PM is still decided by the PM mount; `dev` and pieces as for
+    /// [`EventKind::TxAdd`]. Reported with [`Interest::PERSIST`].
+    PmRegister,
+    /// The program withdraws `[addr, addr + size)` from checking (pmemcheck
+    /// `REMOVE_PMEM_MAPPING`): under pmemcheck, stores made there while it stays withdrawn are
+    /// not tracked at all. PMDK withdraws the run-time parts of its pool this way (lock words,
+    /// the run-time fields of the pool header), and whole mappings before unmapping them.
+    /// `dev` and pieces as for [`EventKind::TxAdd`]. Reported with [`Interest::PERSIST`].
+    PmUnregister,
 }
 
 /// One event. Addresses of flushes are the flushed address; fences have none.
@@ -97,4 +140,12 @@ pub trait Observer: std::any::Any {
     fn interest(&self) -> Interest;
     /// Called for each event of an interesting kind, after the device has seen it.
     fn on_event(&mut self, ev: &Event, device: &PmDevice);
+    /// With [`Interest::TAINT`], called for each PM load after [`Observer::on_event`]: a
+    /// non-zero id makes the loaded bytes a taint source carrying that id.
+    fn taint_source(&mut self, _ev: &Event, _device: &PmDevice) -> u32 {
+        0
+    }
+    /// With [`Interest::TAINT`]: the PM store `ev` (kind `Store`, after it executed) wrote bytes
+    /// derived from the sources `content`, or through an address derived from `address`.
+    fn on_tainted_store(&mut self, _ev: &Event, _content: &[u32], _address: &[u32], _device: &PmDevice) {}
 }

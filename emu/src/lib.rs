@@ -5,6 +5,7 @@
 //! `analyses` crate): the machine runs guest code until it needs the outside world and says why.
 
 pub mod callstack;
+pub mod client;
 pub mod cpuid;
 pub mod decode;
 pub mod events;
@@ -13,6 +14,7 @@ pub mod memory;
 pub mod pm;
 pub mod sched;
 pub mod sync;
+pub mod taint;
 
 pub use machine::{sig, EmuError, Exit, Fault, Machine, MachineConfig, Reg};
 pub use memory::{Backing, HostBlock, MemError, Perm, Region, PAGE};

@@ -27,6 +27,7 @@ use unicorn_engine::{RegisterX86, Unicorn, X86Insn};
 use unicorn_engine_sys as ffi;
 
 use crate::callstack::{CallStack, StackId, StackTable};
+use crate::client::{self, ClientState, Request};
 use crate::cpuid::CpuidTable;
 use crate::decode::{AccessKind, Decoder, FenceOp, FlushOp, MemRef, Special, Term};
 use crate::events::{Event, EventKind, Interest, Observer};
@@ -34,6 +35,7 @@ use crate::memory::{Backing, MemError, Memory, Perm, Region};
 use crate::pm::{device_addr, FenceKind, FlushKind, PmConfig, PmDevice, StoreKind};
 use crate::sched::{Scheduler, Strategy};
 use crate::sync::SyncKind;
+use crate::taint::Taint;
 
 pub use unicorn_engine::RegisterX86 as Reg;
 
@@ -198,6 +200,10 @@ pub struct HookState {
     /// The last block was entered by a call to no recognised function: it may be a PLT stub
     /// jumping to one.
     plt_pending: bool,
+    /// What the program registered through Valgrind's client requests ([`crate::client`]).
+    client: ClientState,
+    /// Taint tracking, when an observer wants [`Interest::TAINT`].
+    taint: Option<Box<Taint>>,
 }
 
 impl HookState {
@@ -255,6 +261,56 @@ impl HookState {
             store: None,
             flush: None,
             fence: None,
+        }
+    }
+
+    /// Tells the observer of the tainted PM stores the taint engine just applied.
+    fn report_tainted(&mut self) {
+        let HookState { taint, observer, pm, windows, .. } = self;
+        let (Some(t), Some(o)) = (taint.as_deref(), observer.as_mut()) else { return };
+        for w in t.applied() {
+            let i = windows.partition_point(|x| x.0 <= w.addr);
+            let Some(&(start, end, dev)) = i.checked_sub(1).and_then(|i| windows.get(i)) else { continue };
+            if w.addr >= end {
+                continue;
+            }
+            let ev = Event {
+                kind: EventKind::Store,
+                tid: self.tid,
+                pc: w.pc,
+                addr: w.addr,
+                dev: dev + (w.addr - start),
+                size: w.size,
+                old: 0,
+                new: 0,
+                stack: self.callstack.id(),
+                icount: 0,
+                store: None,
+                flush: None,
+                fence: None,
+            };
+            o.on_tainted_store(&ev, t.sets.members(w.content), t.sets.members(w.address), pm);
+        }
+    }
+
+    /// Tells the observer `kind` for the guest range `[addr, addr + len)` with `new` = `txn`:
+    /// one event per piece inside or outside a PM window (`dev` set inside, 0 outside), each
+    /// at most `u32::MAX` bytes.
+    fn emit_range(&mut self, kind: EventKind, pc: u64, addr: u64, len: u64, txn: u64) {
+        let end = addr.saturating_add(len);
+        let mut a = addr;
+        while a < end {
+            let i = self.windows.partition_point(|w| w.0 <= a);
+            let (upto, dev) = match i.checked_sub(1).and_then(|j| self.windows.get(j)) {
+                Some(&(start, wend, dev)) if a < wend => (wend.min(end), dev + (a - start)),
+                _ => (self.windows.get(i).map_or(end, |w| w.0.min(end)), 0),
+            };
+            let upto = upto.min(a.saturating_add(u64::from(u32::MAX)));
+            let ev = self.emit(kind, pc, a, dev, (upto - a) as u32, 0, txn);
+            if let Some(o) = self.observer.as_mut() {
+                o.on_event(&ev, &self.pm);
+            }
+            a = upto;
         }
     }
 
@@ -572,6 +628,60 @@ fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Special) {
                 let _ = uc.emu_stop();
             }
         }
+        Special::ClientRequest => on_client_request(uc, pc),
+    }
+}
+
+/// The `xchg rbx, rbx` of a Valgrind client request ([`crate::client`]), before it executes
+/// (it is a no-op): answers it in RDX and tells the observer what the program declared. The
+/// answer never depends on the observer. Not a request unless the 16 bytes before `pc` are the
+/// preamble and RAX points to readable memory.
+fn on_client_request(uc: &mut Unicorn<'_, HookState>, pc: u64) {
+    if uc.get_data().stop.is_some() {
+        // The engine stops before this instruction; it is handled when it runs.
+        return;
+    }
+    let mut pre = [0u8; 16];
+    if pc < 16 || uc.mem_read(pc - 16, &mut pre).is_err() || !client::is_preamble(&pre) {
+        return;
+    }
+    let mut raw = [0u8; 48];
+    let rax = uc.reg_read(Reg::RAX).unwrap_or(0);
+    if uc.mem_read(rax, &mut raw).is_err() {
+        return;
+    }
+    let mut args = [0u64; 6];
+    for (a, w) in args.iter_mut().zip(raw.chunks_exact(8)) {
+        *a = u64::from_le_bytes(w.try_into().unwrap_or_default());
+    }
+    let req = Request::decode(&args);
+    let st = uc.get_data_mut();
+    let answer = st.client.answer(&req);
+    let (sync, persist) = (st.interest.has(Interest::SYNC), st.interest.has(Interest::PERSIST));
+    match req {
+        Request::SetClean { addr, len } if persist => st.emit_range(EventKind::SetClean, pc, addr, len, 0),
+        Request::RegisterPmemMapping { addr, len } if persist => st.emit_range(EventKind::PmRegister, pc, addr, len, 0),
+        Request::RemovePmemMapping { addr, len } if persist => st.emit_range(EventKind::PmUnregister, pc, addr, len, 0),
+        Request::StartTx { txn } | Request::EndTx { txn } if sync => {
+            let kind = if matches!(req, Request::StartTx { .. }) { EventKind::TxBegin } else { EventKind::TxEnd };
+            let ev = st.emit(kind, pc, 0, 0, 0, 0, txn.unwrap_or(0));
+            if let Some(o) = st.observer.as_mut() {
+                o.on_event(&ev, &st.pm);
+            }
+        }
+        Request::AddToTx { txn, addr, len } if sync => st.emit_range(EventKind::TxAdd, pc, addr, len, txn.unwrap_or(0)),
+        Request::RemoveFromTx { txn, addr, len } if sync => {
+            st.emit_range(EventKind::TxRemove, pc, addr, len, txn.unwrap_or(0))
+        }
+        _ => {}
+    }
+    if let Some(v) = answer {
+        if uc.reg_write(Reg::RDX, v).is_err() {
+            let st = uc.get_data_mut();
+            st.error = Some(format!("cannot answer the client request at {pc:#x}"));
+            st.stop = Some(Stop::Error);
+            let _ = uc.emu_stop();
+        }
     }
 }
 
@@ -675,6 +785,44 @@ fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, start: u6
     let ev = st.emit(EventKind::Load, pc, addr, dev, size as u32, u64::from_le_bytes(v), 0);
     if let Some(o) = st.observer.as_mut() {
         o.on_event(&ev, &st.pm);
+        if let Some(t) = st.taint.as_deref_mut() {
+            let id = o.taint_source(&ev, &st.pm);
+            if id != 0 {
+                t.source(addr, size as u32, id);
+                if !t.knows(pc) {
+                    learn_insn(uc, pc, 16);
+                }
+            }
+        }
+    }
+}
+
+/// Decodes the instruction at `pc` for the taint engine.
+fn learn_insn(uc: &mut Unicorn<'_, HookState>, pc: u64, size: usize) {
+    let mut bytes = [0u8; 16];
+    let n = size.clamp(1, 16);
+    if uc.mem_read(pc, &mut bytes[..n]).is_err() && uc.mem_read(pc, &mut bytes[..1]).is_err() {
+        return;
+    }
+    if let Some(t) = uc.get_data_mut().taint.as_deref_mut() {
+        t.learn(pc, &bytes[..n]);
+    }
+}
+
+/// Before every instruction, with taint tracking: the previous one is complete.
+fn on_taint_insn(uc: &mut Unicorn<'_, HookState>, pc: u64, size: u32) {
+    // With nothing tainted the instruction needs no decoding (unless it loads a source, see
+    // `learn_insn`).
+    let decode = uc.get_data().taint.as_deref().is_some_and(|t| !t.is_quiet() && !t.knows(pc));
+    if decode {
+        learn_insn(uc, pc, size as usize);
+    }
+    let st = uc.get_data_mut();
+    if let Some(t) = st.taint.as_deref_mut() {
+        t.begin(pc);
+        if !t.applied().is_empty() {
+            st.report_tainted();
+        }
     }
 }
 
@@ -760,6 +908,8 @@ impl Machine {
             limit_pc: None,
             sync_fns: rustc_hash::FxHashMap::default(),
             plt_pending: false,
+            client: ClientState::default(),
+            taint: None,
             torn: None,
         };
         let mut uc = Unicorn::new_with_data(Arch::X86, Mode::MODE_64, state).map_err(engine)?;
@@ -940,6 +1090,12 @@ impl Machine {
         let st = self.uc.get_data_mut();
         st.callstack = next.callstack;
         st.tid = tid;
+        if let Some(t) = st.taint.as_deref_mut() {
+            if exited {
+                t.forget_thread(cur);
+            }
+            t.switch_thread(tid);
+        }
         st.prev_term = Term::Other;
         Ok(())
     }
@@ -947,6 +1103,9 @@ impl Machine {
     /// Drops a parked thread (it exited while another ran, or the process is going).
     pub fn forget_thread(&mut self, tid: u32) {
         self.parked.retain(|p| p.tid != tid);
+        if let Some(t) = self.uc.get_data_mut().taint.as_deref_mut() {
+            t.forget_thread(tid);
+        }
     }
 
     /// Sets a register of a parked thread (a blocked system call's result).
@@ -1071,7 +1230,23 @@ impl Machine {
             // All memory includes PM.
             st.interest = st.interest.union(Interest::LOADS).union(Interest::STORES);
         }
+        let taint = st.interest.has(Interest::TAINT);
+        if taint {
+            st.interest = st.interest.union(Interest::LOADS).union(Interest::STORES);
+            st.taint = Some(Box::default());
+        }
         st.observer = Some(obs);
+        if taint {
+            let _ = self.uc.add_code_hook(1, 0, on_taint_insn);
+            let _ = self.uc.add_mem_hook(HookType::MEM_READ | HookType::MEM_WRITE, 1, 0, |uc, t, addr, size, _v| {
+                if let Some(taint) = uc.get_data_mut().taint.as_deref_mut() {
+                    taint.access(addr, size, t == MemType::WRITE);
+                }
+                true
+            });
+            let _ = self.uc.ctl_flush_tb();
+        }
+        let st = self.uc.get_data_mut();
         if st.interest.has(Interest::MEMORY) {
             let _ = self.uc.add_mem_hook(HookType::MEM_WRITE, 1, 0, |uc, _t, addr, size, value| {
                 on_dram_access(uc, addr, size, Some(value));
@@ -1097,6 +1272,18 @@ impl Machine {
 
     pub fn pm(&self) -> &PmDevice {
         &self.uc.get_data().pm
+    }
+
+    /// Union of the taint labels of guest memory `[addr, addr+len)`, as source ids (empty
+    /// without taint tracking).
+    pub fn taint_sources(&mut self, addr: u64, len: u64) -> Vec<u32> {
+        match self.uc.get_data_mut().taint.as_deref_mut() {
+            Some(t) => {
+                let l = t.label_of(addr, len);
+                t.sets.members(l).to_vec()
+            }
+            None => Vec::new(),
+        }
     }
 
     pub fn pm_mut(&mut self) -> &mut PmDevice {
@@ -1156,6 +1343,9 @@ impl Machine {
         }
         if self.mem.write(addr, data, force)? {
             self.code_changed(addr, end);
+        }
+        if let Some(t) = self.uc.get_data_mut().taint.as_deref_mut() {
+            t.clean(addr, data.len() as u64);
         }
         Ok(())
     }
@@ -1305,7 +1495,11 @@ impl Machine {
     /// translations: Unicorn does not notice them.
     pub fn code_changed(&mut self, start: u64, end: u64) {
         let _ = self.uc.ctl_remove_cache(start, end.max(start + 1));
-        self.uc.get_data_mut().decoder.invalidate(start, end);
+        let st = self.uc.get_data_mut();
+        st.decoder.invalidate(start, end);
+        if let Some(t) = st.taint.as_deref_mut() {
+            t.forget_code(start, end);
+        }
     }
 
     /// Runs the guest from RIP until it needs the outside world.
@@ -1332,6 +1526,18 @@ impl Machine {
             let st = self.uc.get_data_mut();
             let stop = st.stop.take();
             self.icount = st.count_at(pc);
+            if let Some(t) = st.taint.as_deref_mut() {
+                // Whether the instruction under way when the engine stopped ran to its end.
+                let completed = match stop {
+                    Some(Stop::Syscall | Stop::Preempt | Stop::ArmLimit(_)) => true,
+                    None => res.is_ok() && stepping,
+                    Some(_) => false,
+                };
+                t.settle(completed);
+                if !t.applied().is_empty() {
+                    st.report_tainted();
+                }
+            }
             match (res, stop) {
                 (_, Some(Stop::PreemptAfter)) => {
                     count = 1;
@@ -1492,7 +1698,7 @@ impl Machine {
                 self.icount += 1;
                 None
             }
-            Special::Flush(..) | Special::Fence(_) => None,
+            Special::Flush(..) | Special::Fence(_) | Special::ClientRequest => None,
         }
     }
 }

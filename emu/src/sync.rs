@@ -54,6 +54,12 @@ pub enum SyncKind {
     Calloc,
     Realloc,
     Free,
+    /// libpmemobj's lock functions (`pmemobj_mutex_lock`, `pmemobj_rwlock_wrlock`, ...): their
+    /// lock lives in PM and PMDK reinitialises it when the pool is opened.
+    PmemobjLock,
+    /// `pmemobj_rwlock_rdlock` and its timed and try variants: shared.
+    PmemobjRdlock,
+    PmemobjUnlock,
 }
 
 impl SyncKind {
@@ -92,6 +98,17 @@ impl SyncKind {
         ("calloc", SyncKind::Calloc),
         ("realloc", SyncKind::Realloc),
         ("free", SyncKind::Free),
+        ("pmemobj_mutex_lock", SyncKind::PmemobjLock),
+        ("pmemobj_mutex_timedlock", SyncKind::PmemobjLock),
+        ("pmemobj_mutex_trylock", SyncKind::PmemobjLock),
+        ("pmemobj_rwlock_rdlock", SyncKind::PmemobjRdlock),
+        ("pmemobj_rwlock_wrlock", SyncKind::PmemobjLock),
+        ("pmemobj_rwlock_timedrdlock", SyncKind::PmemobjRdlock),
+        ("pmemobj_rwlock_timedwrlock", SyncKind::PmemobjLock),
+        ("pmemobj_rwlock_tryrdlock", SyncKind::PmemobjRdlock),
+        ("pmemobj_rwlock_trywrlock", SyncKind::PmemobjLock),
+        ("pmemobj_mutex_unlock", SyncKind::PmemobjUnlock),
+        ("pmemobj_rwlock_unlock", SyncKind::PmemobjUnlock),
     ];
 
     /// Whether a call that returned `ret` acquired what it set out to.

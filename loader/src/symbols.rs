@@ -124,6 +124,11 @@ impl Symbolizer {
         symbolizer
     }
 
+    /// Whether the object carries DWARF debug information (source lines).
+    pub fn has_debug_info(&self) -> bool {
+        self.dwarf.is_some()
+    }
+
     /// The function, file and line of the guest address `pc`.
     pub fn lookup(&self, pc: u64) -> SourceLoc {
         // The bias may be "negative" (see `Image::load_bias`), so this is

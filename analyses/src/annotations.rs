@@ -1,0 +1,285 @@
+//! What a program declares about its PM through Valgrind's client requests, as pmemcheck would
+//! keep it, in device addresses, for the passes that honour it.
+//!
+//! PMDK built with Valgrind support tells pmemcheck which PM it leaves unpersisted on purpose
+//! ([`emu::client`] answers it so that it does, and the machine turns the requests into
+//! events). Two declarations decide whether pmemcheck reports a store as "not made persistent":
+//!
+//! - **Clean** ([`EventKind::SetClean`], `VALGRIND_PMC_SET_CLEAN`): pmemcheck drops the
+//!   stores it holds for those bytes. Stores made there *before* the declaration are no
+//!   durability problem; later ones are judged afresh. Kept as disjoint ranges, each with the
+//!   store-id bound of its latest declaration (store ids grow with time, so "before" is "id
+//!   below the bound").
+//! - **Withdrawn** ([`EventKind::PmRegister`] then [`EventKind::PmUnregister`],
+//!   `REGISTER_PMEM_MAPPING`/`REMOVE_PMEM_MAPPING`): pmemcheck tracks a store only if it
+//!   overlaps a registered mapping, so stores to bytes the program registered and then removed
+//!   are never tracked while they stay removed. PMDK removes its pool's run-time state this way
+//!   (lock words, the run-time fields of the pool header). Here a store is withdrawn if it
+//!   lies wholly in bytes that were registered once and overlaps none registered now: PM the
+//!   program never registered stays checked, because what is PM is decided by the PM mount
+//!   (pmemcheck would not check it at all).
+//!
+//! Transactions (`ADD_TO_TX`, ...) do not enter here: pmemcheck uses them only for its
+//! out-of-transaction check, never to excuse a store from being persisted (PMDK flushes a
+//! transaction's ranges at commit, with instructions ferrite sees).
+
+use std::collections::BTreeMap;
+
+use emu::events::{Event, EventKind};
+use emu::pm::{DurabilityRule, PmDevice, UnpersistedStore};
+
+/// Disjoint, non-adjacent `[start, end)` ranges.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Ranges(BTreeMap<u64, u64>);
+
+impl Ranges {
+    fn insert(&mut self, mut lo: u64, mut hi: u64) {
+        if lo >= hi {
+            return;
+        }
+        // Merge with every range overlapping or touching [lo, hi).
+        while let Some((&s, &e)) = self.0.range(..=hi).next_back().filter(|(_, &e)| e >= lo) {
+            self.0.remove(&s);
+            lo = lo.min(s);
+            hi = hi.max(e);
+        }
+        self.0.insert(lo, hi);
+    }
+
+    fn remove(&mut self, lo: u64, hi: u64) {
+        while let Some((&s, &e)) = self.0.range(..hi).next_back().filter(|(_, &e)| e > lo) {
+            self.0.remove(&s);
+            if s < lo {
+                self.0.insert(s, lo);
+            }
+            if e > hi {
+                self.0.insert(hi, e);
+            }
+            if s < lo {
+                break;
+            }
+        }
+    }
+
+    fn overlaps(&self, lo: u64, hi: u64) -> bool {
+        self.0.range(..hi).next_back().is_some_and(|(_, &e)| e > lo)
+    }
+
+    fn covers(&self, lo: u64, hi: u64) -> bool {
+        self.0.range(..=lo).next_back().is_some_and(|(_, &e)| e >= hi)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// The program's declarations so far. Feed it every PM store and every `SetClean`,
+/// `PmRegister` and `PmUnregister` event ([`Annotations::on_event`]).
+#[derive(Clone, Debug, Default)]
+pub struct Annotations {
+    /// The highest store id seen.
+    last_store: u64,
+    /// Declared-clean ranges: start → (end, bound): stores there with an id below `bound`
+    /// are clean. Disjoint.
+    clean: BTreeMap<u64, (u64, u64)>,
+    /// Ranges registered now.
+    registered: Ranges,
+    /// Ranges registered at some point.
+    ever: Ranges,
+}
+
+impl Annotations {
+    /// Takes a declaration, or notes a store's id. Events outside PM (`dev == 0`) are ignored.
+    pub fn on_event(&mut self, ev: &Event) {
+        let (lo, hi) = (ev.dev, ev.dev.saturating_add(u64::from(ev.size)));
+        match ev.kind {
+            EventKind::Store | EventKind::NtStore | EventKind::RmwStore => {
+                if let Some(id) = ev.store {
+                    self.last_store = self.last_store.max(id.0);
+                }
+            }
+            _ if ev.dev == 0 => {}
+            EventKind::SetClean => self.set_clean(lo, hi, self.last_store + 1),
+            EventKind::PmRegister => {
+                self.registered.insert(lo, hi);
+                self.ever.insert(lo, hi);
+            }
+            EventKind::PmUnregister => self.registered.remove(lo, hi),
+            _ => {}
+        }
+    }
+
+    /// Whether a store of `size` bytes at device address `dev`, made now, is withdrawn from
+    /// checking (pmemcheck would not track it).
+    pub fn withdrawn(&self, dev: u64, size: u32) -> bool {
+        let hi = dev.saturating_add(u64::from(size.max(1)));
+        !self.ever.is_empty() && self.ever.covers(dev, hi) && !self.registered.overlaps(dev, hi)
+    }
+
+    /// Whether the device address `dev` lies in PM the program registered for checking at
+    /// some point.
+    pub fn registered_once(&self, dev: u64) -> bool {
+        dev != 0 && self.ever.covers(dev, dev + 1)
+    }
+
+    /// Whether the program has registered any PM through the protocol: it is annotated for
+    /// pmemcheck (every libpmem and libpmemobj mapping is registered).
+    pub fn speaks_pmemcheck(&self) -> bool {
+        !self.ever.is_empty()
+    }
+
+    /// Whether every byte of the unpersisted store `u` that is still its own and not durable
+    /// by `rule` was declared clean after the store.
+    pub fn is_clean(&self, u: &UnpersistedStore, device: &PmDevice, rule: DurabilityRule) -> bool {
+        if self.clean.is_empty() {
+            return false;
+        }
+        let (lo, hi) = (u.addr, u.addr.saturating_add(u.len));
+        // The parts of [lo, hi) declared clean after the store, in order.
+        let first = self.clean.range(..=lo).next_back().map_or(lo, |(&s, _)| s);
+        let parts: Vec<(u64, u64)> = self
+            .clean
+            .range(first..hi)
+            .filter(|(_, &(e, bound))| e > lo && bound > u.store.0)
+            .map(|(&s, &(e, _))| (s.max(lo), e.min(hi)))
+            .collect();
+        let covered: u64 = parts.iter().map(|(s, e)| e - s).sum();
+        if covered == 0 {
+            return false;
+        }
+        if covered == hi - lo {
+            return true;
+        }
+        // Partly covered: look at the bytes outside the clean parts that are still this
+        // store's and not durable.
+        let mut at = lo;
+        for (s, e) in parts.iter().copied().chain(std::iter::once((hi, hi))) {
+            for b in at..s {
+                if let Some(info) = device.persist_info(b) {
+                    let durable = match rule {
+                        DurabilityRule::Hw => info.durable_hw,
+                        DurabilityRule::Own => info.durable_own,
+                    };
+                    if info.store == u.store && !durable {
+                        return false;
+                    }
+                }
+            }
+            at = e;
+        }
+        true
+    }
+
+    fn set_clean(&mut self, lo: u64, hi: u64, bound: u64) {
+        if lo >= hi {
+            return;
+        }
+        // Cut what overlaps [lo, hi) out of the older declarations, then add this one.
+        let overlapping: Vec<(u64, (u64, u64))> =
+            self.clean.range(..hi).rev().take_while(|(_, &(e, _))| e > lo).map(|(&s, &v)| (s, v)).collect();
+        for (s, (e, b)) in overlapping {
+            self.clean.remove(&s);
+            if s < lo {
+                self.clean.insert(s, (lo, b));
+            }
+            if e > hi {
+                self.clean.insert(hi, (e, b));
+            }
+        }
+        self.clean.insert(lo, (hi, bound));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use emu::callstack::StackId;
+    use emu::pm::{StoreId, StoreKind};
+
+    fn ev(kind: EventKind, dev: u64, size: u32, store: Option<u64>) -> Event {
+        Event {
+            kind,
+            tid: 1,
+            pc: 0,
+            addr: dev,
+            dev,
+            size,
+            old: 0,
+            new: 0,
+            stack: StackId(0),
+            icount: 0,
+            store: store.map(StoreId),
+            flush: None,
+            fence: None,
+        }
+    }
+
+    const BASE: u64 = 1 << 40;
+
+    #[test]
+    fn ranges_merge_split_and_answer() {
+        let mut r = Ranges::default();
+        r.insert(10, 20);
+        r.insert(20, 30);
+        r.insert(40, 50);
+        assert_eq!(r.0.len(), 2);
+        assert!(r.covers(12, 30) && !r.covers(12, 31));
+        r.remove(15, 45);
+        assert_eq!(r.0.iter().map(|(a, b)| (*a, *b)).collect::<Vec<_>>(), vec![(10, 15), (45, 50)]);
+        assert!(r.overlaps(14, 16) && !r.overlaps(15, 45));
+    }
+
+    #[test]
+    fn withdrawn_means_registered_once_and_removed_now() {
+        let mut a = Annotations::default();
+        assert!(!a.withdrawn(BASE, 8), "nothing registered: everything is checked");
+        a.on_event(&ev(EventKind::PmRegister, BASE, 4096, None));
+        a.on_event(&ev(EventKind::PmUnregister, BASE + 64, 64, None));
+        assert!(a.withdrawn(BASE + 64, 8));
+        assert!(!a.withdrawn(BASE + 60, 8), "overlaps a registered byte");
+        assert!(!a.withdrawn(BASE + 8192, 8), "never registered: still PM");
+        a.on_event(&ev(EventKind::PmRegister, BASE + 64, 64, None));
+        assert!(!a.withdrawn(BASE + 64, 8));
+    }
+
+    #[test]
+    fn clean_covers_only_earlier_stores() {
+        let mut dev = PmDevice::default();
+        let mut a = Annotations::default();
+        let store = |dev: &mut PmDevice, a: &mut Annotations, at: u64| {
+            let id = dev.store(1, at, &[0; 8], &[1; 8], StoreKind::Cached, |_| [0; 64]);
+            a.on_event(&ev(EventKind::Store, at, 8, Some(id.0)));
+        };
+        store(&mut dev, &mut a, BASE);
+        store(&mut dev, &mut a, BASE + 64);
+        a.on_event(&ev(EventKind::SetClean, BASE, 128, None));
+        store(&mut dev, &mut a, BASE + 128);
+        // A store after the declaration, to a byte it covered.
+        a.on_event(&ev(EventKind::SetClean, BASE + 128, 8, None));
+        store(&mut dev, &mut a, BASE + 64);
+        let rule = DurabilityRule::Hw;
+        let un = dev.unpersisted(rule);
+        let clean: Vec<(u64, bool)> = un.iter().map(|u| (u.addr - BASE, a.is_clean(u, &dev, rule))).collect();
+        assert_eq!(clean, vec![(0, true), (128, true), (64, false)]);
+    }
+
+    #[test]
+    fn a_store_partly_declared_clean_is_judged_by_its_other_bytes() {
+        let mut dev = PmDevice::default();
+        let mut a = Annotations::default();
+        let id = dev.store(1, BASE, &[0; 8], &[1; 8], StoreKind::Cached, |_| [0; 64]);
+        a.on_event(&ev(EventKind::Store, BASE, 8, Some(id.0)));
+        a.on_event(&ev(EventKind::SetClean, BASE, 4, None));
+        let rule = DurabilityRule::Hw;
+        let u = dev.unpersisted(rule)[0];
+        assert!(!a.is_clean(&u, &dev, rule));
+        // The other half overwritten by a later store that is itself declared clean.
+        let id2 = dev.store(1, BASE + 4, &[1; 4], &[2; 4], StoreKind::Cached, |_| [0; 64]);
+        a.on_event(&ev(EventKind::Store, BASE + 4, 4, Some(id2.0)));
+        a.on_event(&ev(EventKind::SetClean, BASE + 4, 4, None));
+        for u in dev.unpersisted(rule) {
+            assert!(a.is_clean(&u, &dev, rule), "{u:?}");
+        }
+    }
+}

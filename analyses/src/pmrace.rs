@@ -1,0 +1,543 @@
+//! `pmrace`: PMRace's PM inconsistency checkers (Chen et al., "Efficiently Detecting Concurrency
+//! Bugs in Persistent Memory Programs", ASPLOS 2022), over one execution of the emulator.
+//!
+//! # What it reports
+//! - **inter-thread-inconsistency** (the paper's Definition 2): thread B loads PM bytes that
+//!   thread A stored and that are not yet durable (a *candidate*, Definition 1), and then stores
+//!   to PM a value derived from them (*content flow*) or through an address derived from them
+//!   (*address flow*, the P-CLHT resize bug). A crash after B's store is durable and before A's
+//!   is leaves B's effect without its cause. Locations: the `unpersisted load`, the `durable side
+//!   effect` and the `source store`.
+//! - **intra-thread-inconsistency**: the same within one thread (A = B).
+//! - **sync-inconsistency** (Definition 3): a synchronisation variable in PM becomes durable
+//!   while held, so a crash leaves it held with no thread to release it. Locations: the
+//!   `acquire` and the instruction that made it durable (`persisted while held`).
+//!
+//! # How
+//! - *Candidates.* On each PM load the device says, per byte, whether the latest store is durable
+//!   and which thread made it. Strict (default): not durable under the hardware rule (a `clwb`
+//!   without its fence is not durable). `pmrace:compat=on` uses the paper's released rule: a flush
+//!   cleans its line at once and non-temporal stores are clean when issued. Bytes inside a range
+//!   a PMDK transaction registered (`TX_ADD`) are not candidates: the undo log restores them.
+//!   Candidates are deduplicated by (source store PC, load PC); each is one taint source id.
+//!   Loads by library code (functions without source lines, such as libpmemobj's pool and heap
+//!   management) are not candidates, except the copies `memcpy` and its kin make for their
+//!   caller: PMRace likewise narrows its checks to the program's data.
+//! - *Durable side effects* come from the machine's byte-granular taint engine
+//!   (`emu::taint`): the loaded bytes carry the candidate's id through registers, memory, SSE
+//!   copies and arithmetic (explicit data flow only, as DataFlowSanitizer); every PM store
+//!   reports the ids its value and its address registers carry. A store over the candidate's own
+//!   source bytes is not a side effect (it overwrites the non-persisted data itself).
+//! - *Synchronisation variables*, without annotations: a PM word changed by a locked
+//!   read-modify-write (`lock cmpxchg`, `xchg`) away from its previous value and later stored
+//!   back to it is a lock, its previous value the initial one; words listed in `--config`
+//!   (`sync_vars`, PMRace's `pm_sync_var_hint`) are synchronisation variables from the start.
+//!   Locks taken inside libpmemobj's lock functions are not reported: PMDK reinitialises its
+//!   locks when a pool is opened.
+//! - *Post-failure validation.* When a side effect becomes durable while its source still is
+//!   not, or a held variable becomes durable, the pass captures the crash image a crash at that
+//!   moment leaves (every non-durable line lost: a state the model allows) and asks for the
+//!   program's recovery (`--recover`) to be run on it. An inconsistency whose bytes recovery
+//!   overwrites before reading them, or a variable recovery resets to its initial value, is a
+//!   validated false positive: counted, not reported.
+//!
+//! # What it can miss
+//! One execution is checked: an interleaving in which no thread reads unpersisted data shows
+//! nothing (explore schedules with `--explore`). Control dependences carry no taint, so a side
+//! effect chosen by a branch on the unpersisted value is missed, as in the paper. Durable side
+//! effects outside PM (files, sockets) are not checked. A lock recognised by its release is
+//! reported only if the run releases it. x86-TSO store buffering is not modelled, so a load
+//! never reads a store still in its writer's store buffer.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use emu::callstack::StackId;
+use emu::events::{Event, EventKind, Interest};
+use emu::pm::PmDevice;
+use rustc_hash::FxHashMap;
+
+use crate::{Analysis, CodeInfo, ImageSink, RawFinding, RawLocation, Settings, Validation};
+
+/// `pmrace:compat=on|off`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// The paper's persistence rule: a flush alone makes data clean, NT stores are clean.
+    pub compat: bool,
+}
+
+impl Options {
+    pub fn parse(spec: &str) -> Result<Options, String> {
+        let mut o = Options::default();
+        for kv in spec.split(':').filter(|s| !s.is_empty()) {
+            match kv {
+                "compat=on" | "compat=1" | "compat=true" => o.compat = true,
+                "compat=off" | "compat=0" | "compat=false" => o.compat = false,
+                other => return Err(format!("pmrace: unknown option `{other}` (compat=on or compat=off)")),
+            }
+        }
+        Ok(o)
+    }
+}
+
+/// A program point with its stack and thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Site {
+    pc: u64,
+    stack: StackId,
+    tid: u32,
+}
+
+/// A deduplicated candidate: a (source store, load) pair.
+struct Candidate {
+    store: Site,
+    load: Site,
+    inter: bool,
+    /// Device range of the latest instance's non-persisted source bytes.
+    source: (u64, u32),
+}
+
+/// An inconsistency: a candidate with a durable side effect at a store site.
+struct Inconsistency {
+    candidate: u32,
+    side: Site,
+    content: bool,
+    address: bool,
+    count: u64,
+    validation: Option<Validation>,
+    /// The source became durable before the side effect in every instance seen.
+    window_closed: bool,
+}
+
+/// A side effect waiting to become durable before its source does.
+struct Watch {
+    key: (u32, u64),
+    side: (u64, u32),
+    source: (u64, u32),
+}
+
+/// A synchronisation variable in PM.
+struct SyncVar {
+    size: u32,
+    init: u64,
+    current: u64,
+    /// Listed by the user: a lock without needing to see it released.
+    annotated: bool,
+    /// Taken inside libpmemobj's lock functions.
+    pmdk: bool,
+    /// The store that moved it away from `init`.
+    acquire: Option<Site>,
+    /// Seen back at `init` after being held (so it is a lock).
+    released: bool,
+    /// The current holding was already found durable.
+    durable_seen: bool,
+}
+
+struct SyncFinding {
+    dev: u64,
+    acquire: Site,
+    persisted_at: Site,
+    count: u64,
+    validation: Option<Validation>,
+}
+
+#[derive(Default)]
+struct Counts {
+    inter_candidates: u64,
+    intra_candidates: u64,
+    inter_inconsistencies: u64,
+    intra_inconsistencies: u64,
+    sync_inconsistencies: u64,
+    images: u64,
+}
+
+#[derive(Default)]
+pub struct Pmrace {
+    options: Options,
+    /// Store sites by device store id.
+    stores: FxHashMap<u64, Site>,
+    /// Last flush of each device line, as an event sequence number (compat rule).
+    flushed: FxHashMap<u64, u64>,
+    /// Event sequence number of each store id (compat rule), and whether it was NT.
+    store_seq: FxHashMap<u64, (u64, bool)>,
+    seq: u64,
+    candidates: Vec<Candidate>,
+    candidate_ids: FxHashMap<(u64, u64), u32>,
+    inconsistencies: Vec<Inconsistency>,
+    inconsistency_ids: FxHashMap<(u32, u64), usize>,
+    watches: Vec<Watch>,
+    sync_vars: BTreeMap<u64, SyncVar>,
+    sync_findings: Vec<SyncFinding>,
+    sync_finding_ids: FxHashMap<(u64, u64), usize>,
+    /// Threads inside a libpmemobj lock function.
+    pmdk_locks: crate::sync::PmdkLockCalls,
+    /// PM ranges registered with a PMDK transaction, per thread: (device start, end).
+    tx_ranges: FxHashMap<u32, Vec<(u64, u64)>>,
+    annotated: Vec<crate::SyncVar>,
+    sink: Option<Rc<RefCell<dyn ImageSink>>>,
+    counts: Counts,
+    code: CodeInfo,
+}
+
+/// At most this many side effects wait for their window at once.
+const MAX_WATCHES: usize = 256;
+
+impl Pmrace {
+    pub fn new(options: Options) -> Pmrace {
+        Pmrace { options, ..Pmrace::default() }
+    }
+
+    fn site(ev: &Event) -> Site {
+        Site { pc: ev.pc, stack: ev.stack, tid: ev.tid }
+    }
+
+    /// The first byte of `[dev, dev+size)` whose latest store is not durable (under the
+    /// selected rule), with that store's id and writer.
+    fn unpersisted_byte(&self, dev: u64, size: u32, device: &PmDevice) -> Option<(u64, u64, u32)> {
+        for a in dev..dev + u64::from(size) {
+            let Some(info) = device.persist_info(a) else { continue };
+            if info.durable_hw {
+                continue;
+            }
+            if self.options.compat {
+                if info.nt {
+                    continue;
+                }
+                let stored = self.store_seq.get(&info.store.0).map_or(0, |s| s.0);
+                if self.flushed.get(&(a & !63)).is_some_and(|&f| f > stored) {
+                    continue;
+                }
+            }
+            if self.in_tx(dev, size) {
+                continue;
+            }
+            return Some((a, info.store.0, info.writer));
+        }
+        None
+    }
+
+    fn in_tx(&self, dev: u64, size: u32) -> bool {
+        let end = dev + u64::from(size);
+        self.tx_ranges.values().flatten().any(|&(s, e)| dev >= s && end <= e)
+    }
+
+    fn capture(&mut self, ev: &Event, device: &PmDevice) -> Option<u32> {
+        let sink = self.sink.clone()?;
+        let image = sink.borrow_mut().capture(ev, device);
+        if image.is_some() {
+            self.counts.images += 1;
+        }
+        image
+    }
+
+    /// After something became durable: side effects whose window opened, variables persisted
+    /// while held.
+    fn check_durability(&mut self, ev: &Event, device: &PmDevice) {
+        let mut i = 0;
+        while i < self.watches.len() {
+            let w = &self.watches[i];
+            let side = device.durable_hw(w.side.0, u64::from(w.side.1));
+            let source = device.durable_hw(w.source.0, u64::from(w.source.1));
+            if !side && !source {
+                i += 1;
+                continue;
+            }
+            let w = self.watches.swap_remove(i);
+            let Some(&idx) = self.inconsistency_ids.get(&w.key) else { continue };
+            if side && !source {
+                if self.inconsistencies[idx].validation.is_none() {
+                    if let Some(image) = self.capture(ev, device) {
+                        self.inconsistencies[idx].validation =
+                            Some(Validation { image, overwritten: vec![w.side], reset: None });
+                    }
+                }
+                self.inconsistencies[idx].window_closed = false;
+            }
+        }
+        let held: Vec<(u64, u32)> = self
+            .sync_vars
+            .iter()
+            .filter(|(_, v)| v.current != v.init && !v.pmdk && v.acquire.is_some() && !v.durable_seen)
+            .map(|(d, v)| (*d, v.size))
+            .collect();
+        for (dev, size) in held {
+            if !device.durable_hw(dev, u64::from(size)) {
+                continue;
+            }
+            let v = &self.sync_vars[&dev];
+            let Some(acquire) = v.acquire else { continue };
+            let (init, key) = (v.init, (dev, acquire.pc));
+            match self.sync_finding_ids.get(&key) {
+                Some(&i) => self.sync_findings[i].count += 1,
+                None => {
+                    let image = self.capture(ev, device);
+                    let validation = image.map(|image| Validation {
+                        image,
+                        overwritten: Vec::new(),
+                        reset: Some((dev, size, init)),
+                    });
+                    self.sync_finding_ids.insert(key, self.sync_findings.len());
+                    self.sync_findings.push(SyncFinding {
+                        dev,
+                        acquire,
+                        persisted_at: Self::site(ev),
+                        count: 1,
+                        validation,
+                    });
+                }
+            }
+            if let Some(v) = self.sync_vars.get_mut(&dev) {
+                v.durable_seen = true;
+            }
+        }
+    }
+
+    fn on_store(&mut self, ev: &Event, device: &PmDevice) {
+        if let Some(id) = ev.store {
+            self.stores.insert(id.0, Self::site(ev));
+            self.store_seq.insert(id.0, (self.seq, ev.kind == EventKind::NtStore));
+        }
+        // Annotated variables: known from their offset in any PM file.
+        if !self.annotated.is_empty() {
+            let off = ev.dev & ((1 << 40) - 1);
+            for a in &self.annotated {
+                if a.offset == off && !self.sync_vars.contains_key(&ev.dev) {
+                    self.sync_vars.insert(
+                        ev.dev,
+                        SyncVar {
+                            size: a.size,
+                            init: a.init,
+                            current: a.init,
+                            annotated: true,
+                            pmdk: false,
+                            acquire: None,
+                            released: false,
+                            durable_seen: false,
+                        },
+                    );
+                }
+            }
+        }
+        let rmw = ev.kind == EventKind::RmwStore;
+        let pmdk = self.pmdk_locks.inside(ev.tid);
+        if rmw && ev.size <= 8 && ev.old != ev.new && !self.sync_vars.contains_key(&ev.dev) {
+            self.sync_vars.insert(
+                ev.dev,
+                SyncVar {
+                    size: ev.size,
+                    init: ev.old,
+                    current: ev.old,
+                    annotated: false,
+                    pmdk,
+                    acquire: None,
+                    released: false,
+                    durable_seen: false,
+                },
+            );
+        }
+        if let Some(v) = self.sync_vars.get_mut(&ev.dev) {
+            if ev.size == v.size {
+                v.pmdk |= pmdk;
+                let was = v.current;
+                v.current = ev.new;
+                if was == v.init && ev.new != v.init {
+                    v.acquire = Some(Self::site(ev));
+                    v.durable_seen = false;
+                } else if ev.new == v.init && was != v.init {
+                    v.released = true;
+                    v.acquire = None;
+                }
+            }
+        }
+        let _ = device;
+    }
+}
+
+impl Analysis for Pmrace {
+    fn name(&self) -> &'static str {
+        "pmrace"
+    }
+
+    fn interest(&self) -> Interest {
+        Interest::LOADS.union(Interest::STORES).union(Interest::PERSIST).union(Interest::SYNC).union(Interest::TAINT)
+    }
+
+    fn set_code(&mut self, code: &CodeInfo) {
+        self.code = code.clone().sorted();
+    }
+
+    fn set_image_sink(&mut self, sink: Rc<RefCell<dyn ImageSink>>) {
+        self.sink = Some(sink);
+    }
+
+    fn configure(&mut self, settings: &Settings) {
+        self.annotated = settings.sync_vars.clone();
+    }
+
+    fn on_event(&mut self, ev: &Event, device: &PmDevice) {
+        self.seq += 1;
+        self.pmdk_locks.observe(ev);
+        match ev.kind {
+            EventKind::Store | EventKind::NtStore | EventKind::RmwStore if ev.dev != 0 => self.on_store(ev, device),
+            EventKind::Flush(_) if ev.dev != 0 => {
+                self.flushed.insert(ev.dev & !63, self.seq);
+                self.check_durability(ev, device);
+            }
+            EventKind::Fence(_) | EventKind::Flush(_) => self.check_durability(ev, device),
+            _ => {}
+        }
+    }
+
+    fn taint_source(&mut self, ev: &Event, device: &PmDevice) -> u32 {
+        // A library's loads of its own metadata (libpmemobj's pool and heap management) are
+        // the library's business; copies it makes for the program (memcpy) are the program's.
+        if ev.dev == 0 || self.code.is_library(ev.pc) {
+            return 0;
+        }
+        let Some((byte, store, writer)) = self.unpersisted_byte(ev.dev, ev.size, device) else { return 0 };
+        let Some(&store_site) = self.stores.get(&store) else { return 0 };
+        let key = (store_site.pc, ev.pc);
+        let inter = writer != ev.tid;
+        let id = match self.candidate_ids.get(&key) {
+            Some(&id) => id,
+            None => {
+                self.candidates.push(Candidate { store: store_site, load: Self::site(ev), inter, source: (0, 0) });
+                let id = self.candidates.len() as u32;
+                self.candidate_ids.insert(key, id);
+                id
+            }
+        };
+        if inter {
+            self.counts.inter_candidates += 1;
+        } else {
+            self.counts.intra_candidates += 1;
+        }
+        let end = ev.dev + u64::from(ev.size);
+        self.candidates[id as usize - 1].source = (byte, (end - byte) as u32);
+        id
+    }
+
+    fn on_tainted_store(&mut self, ev: &Event, content: &[u32], address: &[u32], _device: &PmDevice) {
+        let (dev, end) = (ev.dev, ev.dev + u64::from(ev.size));
+        for &id in content.iter().chain(address.iter()) {
+            let Some(c) = self.candidates.get(id as usize - 1) else { continue };
+            let (s, n) = c.source;
+            if dev < s + u64::from(n) && s < end {
+                // Writing the non-persisted bytes themselves back is no side effect.
+                continue;
+            }
+            let key = (id, ev.pc);
+            let idx = match self.inconsistency_ids.get(&key) {
+                Some(&i) => i,
+                None => {
+                    if c.inter {
+                        self.counts.inter_inconsistencies += 1;
+                    } else {
+                        self.counts.intra_inconsistencies += 1;
+                    }
+                    self.inconsistencies.push(Inconsistency {
+                        candidate: id,
+                        side: Self::site(ev),
+                        content: false,
+                        address: false,
+                        count: 0,
+                        validation: None,
+                        window_closed: true,
+                    });
+                    self.inconsistency_ids.insert(key, self.inconsistencies.len() - 1);
+                    self.inconsistencies.len() - 1
+                }
+            };
+            let inc = &mut self.inconsistencies[idx];
+            inc.count += 1;
+            inc.content |= content.contains(&id);
+            inc.address |= address.contains(&id);
+            if inc.validation.is_none() && self.watches.len() < MAX_WATCHES {
+                let source = c.source;
+                self.watches.retain(|w| w.key != key);
+                self.watches.push(Watch { key, side: (dev, ev.size), source });
+            }
+        }
+    }
+
+    fn finish(&mut self, _device: &PmDevice) -> Vec<RawFinding> {
+        let mut out = Vec::new();
+        for inc in &self.inconsistencies {
+            let c = &self.candidates[inc.candidate as usize - 1];
+            let flow = match (inc.content, inc.address) {
+                (true, true) => "a value derived from them, through an address derived from them,",
+                (false, true) => "through an address derived from them",
+                _ => "a value derived from them",
+            };
+            let whose = if c.inter { "another thread" } else { "the same thread" };
+            let window = if inc.validation.is_some() {
+                "; a crash image where the side effect is durable and its source is not was captured"
+            } else if inc.window_closed {
+                "; in this run the source became durable before the side effect"
+            } else {
+                ""
+            };
+            let message = format!(
+                "the load read PM bytes {whose} stored that were not yet durable, and the thread then stored {flow} to PM: a crash after that store is durable and before the source is loses the cause but keeps its effect{window}"
+            );
+            out.push(RawFinding {
+                analysis: "pmrace",
+                kind: if c.inter { "inter-thread-inconsistency" } else { "intra-thread-inconsistency" },
+                message,
+                occurrences: inc.count,
+                locations: vec![
+                    RawLocation { role: "unpersisted load", pc: c.load.pc, stack: c.load.stack, tid: c.load.tid },
+                    RawLocation {
+                        role: "durable side effect",
+                        pc: inc.side.pc,
+                        stack: inc.side.stack,
+                        tid: inc.side.tid,
+                    },
+                    RawLocation { role: "source store", pc: c.store.pc, stack: c.store.stack, tid: c.store.tid },
+                ],
+                validation: inc.validation.clone(),
+            });
+        }
+        for f in &self.sync_findings {
+            let v = &self.sync_vars[&f.dev];
+            if v.pmdk || !(v.released || v.annotated) {
+                continue;
+            }
+            self.counts.sync_inconsistencies += 1;
+            out.push(RawFinding {
+                analysis: "pmrace",
+                kind: "sync-inconsistency",
+                message: format!(
+                    "a synchronisation variable in PM ({} bytes, initially {:#x}) became durable while held: after a crash it is still held and no thread will release it",
+                    v.size, v.init
+                ),
+                occurrences: f.count,
+                locations: vec![
+                    RawLocation { role: "acquire", pc: f.acquire.pc, stack: f.acquire.stack, tid: f.acquire.tid },
+                    RawLocation {
+                        role: "persisted while held",
+                        pc: f.persisted_at.pc,
+                        stack: f.persisted_at.stack,
+                        tid: f.persisted_at.tid,
+                    },
+                ],
+                validation: f.validation.clone(),
+            });
+        }
+        out
+    }
+
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        let c = &self.counts;
+        vec![
+            ("inter_candidates", self.candidates.iter().filter(|c| c.inter).count() as u64),
+            ("intra_candidates", self.candidates.iter().filter(|c| !c.inter).count() as u64),
+            ("candidate_loads", c.inter_candidates + c.intra_candidates),
+            ("inter_inconsistencies", c.inter_inconsistencies),
+            ("intra_inconsistencies", c.intra_inconsistencies),
+            ("sync_inconsistencies", c.sync_inconsistencies),
+            ("images", c.images),
+        ]
+    }
+}

@@ -1,0 +1,837 @@
+//! Byte-granular dynamic taint tracking over registers and memory, for passes that follow data
+//! from a load to the stores derived from it (PMRace's durable side effects).
+//!
+//! A *label* names a set of observer-chosen source ids (a candidate load, for PMRace); label 0 is
+//! clean. Sets are interned and unions cached, as in DataFlowSanitizer, so each shadow byte is one
+//! `u32`. Memory has a byte shadow (pages of labels allocated on first taint); each thread has a
+//! 16-byte shadow for each of the 16 general registers and the 16 XMM registers.
+//!
+//! The machine calls [`Taint::begin`] from a code hook before every instruction and
+//! [`Taint::access`] from memory hooks for every access (wider accesses arrive as 8-byte parts).
+//! The instruction's effect is applied when the next one begins (or when the machine stops), once
+//! all its accesses are known: the instruction's *static* operands come from capstone (cached per
+//! PC), its *dynamic* addresses from the hooks. Transfer rules:
+//!
+//! - data moves (`mov`, `movzx`/`movsx`, SSE moves, `push`/`pop`, string `movs`/`stos`/`lods`,
+//!   `xchg`) copy labels byte for byte, so a 16-byte `movdqu` through a DRAM buffer keeps each
+//!   byte's label; zero- and sign-extension fill the upper bytes with clean / the top byte's label;
+//! - everything else (arithmetic, logic, shuffles, `cmov`, `lea` over its address registers)
+//!   gives every destination byte the union of all source bytes;
+//! - zeroing idioms (`xor r,r`, `pxor x,x`, ...), `cpuid`, `rdtsc`, `rdrand` and `syscall` make
+//!   their destinations clean, as do the kernel's writes to guest memory.
+//!
+//! Only explicit data flow is followed. Flags carry no taint, so a value that only decides a
+//! branch (a control dependence) taints nothing, as with DataFlowSanitizer. The registers that
+//! form a memory operand's address are not a data source of the access; instead each store
+//! reports their labels separately (*address flow*: a store through a pointer computed from the
+//! source). x87 and MMX state, and AVX (hidden by ferrite's CPUID), are not tracked.
+//!
+//! With nothing tainted every instruction costs one hook call and a check; the engine exists only
+//! when an observer asks for [`crate::events::Interest::TAINT`].
+
+use capstone::arch::x86::{ArchMode, X86OperandType};
+use capstone::arch::{BuildsCapstone, DetailsArchInsn};
+use capstone::{Capstone, RegId};
+use rustc_hash::FxHashMap;
+
+/// An interned set of source ids; 0 is the empty set.
+pub type Label = u32;
+
+/// The most source ids one label keeps (the lowest ones, so the choice is deterministic).
+const MAX_SET: usize = 8;
+
+/// Interned label sets.
+pub struct LabelSets {
+    sets: Vec<Box<[u32]>>,
+    by_set: FxHashMap<Box<[u32]>, Label>,
+    unions: FxHashMap<(Label, Label), Label>,
+}
+
+impl Default for LabelSets {
+    fn default() -> Self {
+        LabelSets { sets: vec![Box::new([])], by_set: FxHashMap::default(), unions: FxHashMap::default() }
+    }
+}
+
+impl LabelSets {
+    fn intern(&mut self, set: Box<[u32]>) -> Label {
+        if set.is_empty() {
+            return 0;
+        }
+        if let Some(&l) = self.by_set.get(&set) {
+            return l;
+        }
+        let l = self.sets.len() as Label;
+        self.sets.push(set.clone());
+        self.by_set.insert(set, l);
+        l
+    }
+
+    /// The label of the one source `id`.
+    pub fn single(&mut self, id: u32) -> Label {
+        self.intern(Box::new([id]))
+    }
+
+    pub fn union(&mut self, a: Label, b: Label) -> Label {
+        if a == b || b == 0 {
+            return a;
+        }
+        if a == 0 {
+            return b;
+        }
+        let key = if a < b { (a, b) } else { (b, a) };
+        if let Some(&l) = self.unions.get(&key) {
+            return l;
+        }
+        let mut v: Vec<u32> = self.sets[a as usize].iter().chain(self.sets[b as usize].iter()).copied().collect();
+        v.sort_unstable();
+        v.dedup();
+        v.truncate(MAX_SET);
+        let l = self.intern(v.into_boxed_slice());
+        self.unions.insert(key, l);
+        l
+    }
+
+    /// The source ids of a label, ascending.
+    pub fn members(&self, l: Label) -> &[u32] {
+        self.sets.get(l as usize).map(|s| &s[..]).unwrap_or(&[])
+    }
+}
+
+const PAGE: u64 = 4096;
+/// General registers 0..16 (rax, rcx, rdx, rbx, rsp, rbp, rsi, rdi, r8..r15), XMM 16..32.
+const NREG: usize = 32;
+const RSP: u8 = 4;
+type RegShadow = [[Label; 16]; NREG];
+
+/// A byte range of a shadow register.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Slot {
+    reg: u8,
+    off: u8,
+    len: u8,
+    /// Writing this slot clears the register's bytes above it (32-bit general registers, scalar
+    /// SSE loads).
+    zext_to: u8,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Kind {
+    /// Nothing written can carry taint.
+    #[default]
+    Clean,
+    /// Byte-for-byte copy from the source operand (register or memory) to the destination.
+    Move,
+    /// Copy with sign extension: bytes above the source get its top byte's label.
+    MoveSx,
+    /// Every destination byte gets the union of every source byte.
+    Mix,
+    /// `xchg`: the two operands trade labels.
+    Swap,
+}
+
+/// What one instruction does to taint, from its static operands.
+#[derive(Clone, Copy, Debug, Default)]
+struct Op {
+    kind: Kind,
+    dst: [Slot; 2],
+    ndst: u8,
+    src: [Slot; 4],
+    nsrc: u8,
+    /// General registers forming the memory operand's address (address flow of its stores).
+    addr: [u8; 2],
+    naddr: u8,
+}
+
+/// A store of the instruction just applied that carries taint.
+#[derive(Clone, Copy, Debug)]
+pub struct TaintedWrite {
+    /// The storing instruction.
+    pub pc: u64,
+    pub addr: u64,
+    pub size: u32,
+    /// Union of the stored bytes' labels (content flow).
+    pub content: Label,
+    /// Union of the address registers' labels (address flow).
+    pub address: Label,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Access {
+    addr: u64,
+    size: u32,
+}
+
+pub struct Taint {
+    pub sets: LabelSets,
+    cs: Capstone,
+    ops: FxHashMap<u64, Op>,
+    mem: FxHashMap<u64, Box<[Label; PAGE as usize]>>,
+    /// Tainted bytes in memory.
+    mem_live: u64,
+    regs: Box<RegShadow>,
+    /// Bit per register with any tainted byte.
+    reg_mask: u32,
+    parked: FxHashMap<u32, (Box<RegShadow>, u32)>,
+    tid: u32,
+    /// The instruction whose accesses are being collected.
+    pending: Option<u64>,
+    reads: Vec<Access>,
+    writes: Vec<Access>,
+    /// Source labels put on bytes the pending instruction loads: (addr, size, label).
+    sources: Vec<(u64, u32, Label)>,
+    /// Scratch for byte sequences.
+    bytes: Vec<Label>,
+    out: Vec<TaintedWrite>,
+}
+
+impl Default for Taint {
+    fn default() -> Self {
+        Taint::new()
+    }
+}
+
+impl Taint {
+    pub fn new() -> Taint {
+        let cs = Capstone::new().x86().mode(ArchMode::Mode64).detail(true).build().expect("capstone supports x86-64");
+        Taint {
+            sets: LabelSets::default(),
+            cs,
+            ops: FxHashMap::default(),
+            mem: FxHashMap::default(),
+            mem_live: 0,
+            regs: Box::new([[0; 16]; NREG]),
+            reg_mask: 0,
+            parked: FxHashMap::default(),
+            tid: 0,
+            pending: None,
+            reads: Vec::with_capacity(64),
+            writes: Vec::with_capacity(64),
+            sources: Vec::with_capacity(8),
+            bytes: Vec::with_capacity(64),
+            out: Vec::with_capacity(8),
+        }
+    }
+
+    /// Whether anything is tainted or about to be.
+    pub fn is_quiet(&self) -> bool {
+        self.mem_live == 0 && self.reg_mask == 0 && self.sources.is_empty()
+    }
+
+    /// Whether the instruction at `pc` has been decoded.
+    pub fn knows(&self, pc: u64) -> bool {
+        self.ops.contains_key(&pc)
+    }
+
+    /// Decodes the instruction at `pc` from its bytes (at most 16).
+    pub fn learn(&mut self, pc: u64, bytes: &[u8]) {
+        let op = self.decode(pc, bytes);
+        self.ops.insert(pc, op);
+    }
+
+    /// Code at `[start, end)` changed.
+    pub fn forget_code(&mut self, start: u64, end: u64) {
+        self.ops.retain(|pc, _| *pc + 16 <= start || *pc >= end);
+    }
+
+    /// The instruction at `pc` is about to run; the pending one completed. Returns the pending
+    /// instruction's tainted stores.
+    pub fn begin(&mut self, pc: u64) {
+        self.out.clear();
+        self.apply();
+        self.pending = Some(pc);
+    }
+
+    /// The tainted stores of the instruction applied by the last [`Taint::begin`] or
+    /// [`Taint::settle`].
+    pub fn applied(&self) -> &[TaintedWrite] {
+        &self.out
+    }
+
+    /// The instruction at `pc` accessed memory.
+    pub fn access(&mut self, addr: u64, size: usize, write: bool) {
+        if self.pending.is_none() || self.is_quiet() {
+            // Nothing tainted: the access cannot move taint (a source load records itself).
+            return;
+        }
+        let a = Access { addr, size: size as u32 };
+        if write {
+            self.writes.push(a);
+        } else {
+            self.reads.push(a);
+        }
+    }
+
+    /// The pending instruction's load of `[addr, addr+size)` is a source: its bytes carry `id`.
+    pub fn source(&mut self, addr: u64, size: u32, id: u32) {
+        if self.pending.is_none() || id == 0 {
+            return;
+        }
+        let l = self.sets.single(id);
+        self.sources.push((addr, size, l));
+        if !self.reads.iter().any(|r| r.addr == addr) {
+            self.reads.push(Access { addr, size });
+        }
+    }
+
+    /// The machine stopped: the pending instruction completed (`true`) or will run again /
+    /// faulted (`false`). Returns its tainted stores.
+    pub fn settle(&mut self, completed: bool) {
+        self.out.clear();
+        if completed {
+            self.apply();
+        } else {
+            self.drop_pending();
+        }
+    }
+
+    /// Switches the register shadow to thread `tid` (new threads start clean).
+    pub fn switch_thread(&mut self, tid: u32) {
+        if tid == self.tid {
+            return;
+        }
+        let (regs, mask) = self.parked.remove(&tid).unwrap_or_else(|| (Box::new([[0; 16]; NREG]), 0));
+        let old = std::mem::replace(&mut self.regs, regs);
+        let old_mask = std::mem::replace(&mut self.reg_mask, mask);
+        if old_mask != 0 {
+            self.parked.insert(self.tid, (old, old_mask));
+        }
+        self.tid = tid;
+    }
+
+    /// The thread is gone.
+    pub fn forget_thread(&mut self, tid: u32) {
+        self.parked.remove(&tid);
+    }
+
+    /// The kernel wrote `[addr, addr+len)`: it holds no program data any more.
+    pub fn clean(&mut self, addr: u64, len: u64) {
+        if self.mem_live == 0 {
+            return;
+        }
+        for a in addr..addr.saturating_add(len) {
+            self.set_mem(a, 0);
+        }
+    }
+
+    /// Union of the labels of `[addr, addr+len)`.
+    pub fn label_of(&mut self, addr: u64, len: u64) -> Label {
+        if self.mem_live == 0 {
+            return 0;
+        }
+        let mut l = 0;
+        for a in addr..addr.saturating_add(len) {
+            let b = self.mem_label(a);
+            l = self.sets.union(l, b);
+        }
+        l
+    }
+
+    fn drop_pending(&mut self) {
+        self.pending = None;
+        self.reads.clear();
+        self.writes.clear();
+        self.sources.clear();
+    }
+
+    fn mem_label(&self, a: u64) -> Label {
+        match self.mem.get(&(a / PAGE)) {
+            Some(p) => p[(a % PAGE) as usize],
+            None => 0,
+        }
+    }
+
+    fn set_mem(&mut self, a: u64, l: Label) {
+        let page = a / PAGE;
+        let slot = match self.mem.get_mut(&page) {
+            Some(p) => &mut p[(a % PAGE) as usize],
+            None if l == 0 => return,
+            None => &mut self.mem.entry(page).or_insert_with(|| Box::new([0; PAGE as usize]))[(a % PAGE) as usize],
+        };
+        match (*slot != 0, l != 0) {
+            (false, true) => self.mem_live += 1,
+            (true, false) => self.mem_live -= 1,
+            _ => {}
+        }
+        *slot = l;
+    }
+
+    /// The label a read byte carries: its shadow, plus the pending source label over it.
+    fn read_label(&mut self, a: u64) -> Label {
+        let mut l = self.mem_label(a);
+        for i in 0..self.sources.len() {
+            let (s, n, src) = self.sources[i];
+            if a >= s && a < s + u64::from(n) {
+                l = self.sets.union(l, src);
+            }
+        }
+        l
+    }
+
+    fn slot_union(&mut self, s: Slot) -> Label {
+        let mut l = 0;
+        for i in 0..s.len {
+            let b = self.regs[s.reg as usize][(s.off + i) as usize];
+            l = self.sets.union(l, b);
+        }
+        l
+    }
+
+    fn write_slot(&mut self, s: Slot, mut byte: impl FnMut(usize) -> Label) {
+        let r = s.reg as usize;
+        for i in 0..s.len as usize {
+            self.regs[r][s.off as usize + i] = byte(i);
+        }
+        for i in (s.off + s.len) as usize..s.zext_to as usize {
+            self.regs[r][i] = 0;
+        }
+        let any = self.regs[r].iter().any(|&l| l != 0);
+        if any {
+            self.reg_mask |= 1 << r;
+        } else {
+            self.reg_mask &= !(1 << r);
+        }
+    }
+
+    /// Applies the pending instruction.
+    fn apply(&mut self) {
+        let Some(pc) = self.pending else { return };
+        if self.is_quiet() {
+            self.drop_pending();
+            return;
+        }
+        let op = self.ops.get(&pc).copied().unwrap_or_default();
+        // Address flow, from the registers as they were before the instruction.
+        let mut address = 0;
+        for i in 0..op.naddr as usize {
+            let s = Slot { reg: op.addr[i], off: 0, len: 8, zext_to: 0 };
+            let l = self.slot_union(s);
+            address = self.sets.union(address, l);
+        }
+        let mut bytes = std::mem::take(&mut self.bytes);
+        bytes.clear();
+        match op.kind {
+            Kind::Clean => {}
+            Kind::Move | Kind::MoveSx => {
+                // The source bytes in order: the register source, else the memory read.
+                if op.nsrc > 0 {
+                    let s = op.src[0];
+                    for i in 0..s.len as usize {
+                        bytes.push(self.regs[s.reg as usize][s.off as usize + i]);
+                    }
+                } else {
+                    for k in 0..self.reads.len() {
+                        let a = self.reads[k];
+                        for b in 0..u64::from(a.size) {
+                            let l = self.read_label(a.addr + b);
+                            bytes.push(l);
+                        }
+                    }
+                }
+            }
+            Kind::Mix | Kind::Swap => {}
+        }
+        let n = bytes.len();
+        let top = if op.kind == Kind::MoveSx { bytes.last().copied().unwrap_or(0) } else { 0 };
+        match op.kind {
+            Kind::Clean => {
+                for i in 0..op.ndst as usize {
+                    self.write_slot(op.dst[i], |_| 0);
+                }
+                self.write_memory(|_, _| 0, address);
+            }
+            Kind::Move | Kind::MoveSx => {
+                for i in 0..op.ndst as usize {
+                    self.write_slot(op.dst[i], |j| if j < n { bytes[j] } else { top });
+                }
+                self.write_memory(|j, _| if j < n { bytes[j] } else { top }, address);
+            }
+            Kind::Mix => {
+                let mut u = 0;
+                for i in 0..op.nsrc as usize {
+                    let l = self.slot_union(op.src[i]);
+                    u = self.sets.union(u, l);
+                }
+                for k in 0..self.reads.len() {
+                    let a = self.reads[k];
+                    for b in 0..u64::from(a.size) {
+                        let l = self.read_label(a.addr + b);
+                        u = self.sets.union(u, l);
+                    }
+                }
+                for i in 0..op.ndst as usize {
+                    self.write_slot(op.dst[i], |_| u);
+                }
+                self.write_memory(|_, _| u, address);
+            }
+            Kind::Swap => {
+                // Register with register, or memory with register (dst[0] the register).
+                if op.ndst == 2 {
+                    let (a, b) = (op.dst[0], op.dst[1]);
+                    let la: Vec<Label> =
+                        (0..a.len as usize).map(|i| self.regs[a.reg as usize][a.off as usize + i]).collect();
+                    let lb: Vec<Label> =
+                        (0..b.len as usize).map(|i| self.regs[b.reg as usize][b.off as usize + i]).collect();
+                    self.write_slot(a, |i| lb.get(i).copied().unwrap_or(0));
+                    self.write_slot(b, |i| la.get(i).copied().unwrap_or(0));
+                } else if op.ndst == 1 {
+                    let r = op.dst[0];
+                    let reg: Vec<Label> =
+                        (0..r.len as usize).map(|i| self.regs[r.reg as usize][r.off as usize + i]).collect();
+                    for k in 0..self.reads.len() {
+                        let a = self.reads[k];
+                        for b in 0..u64::from(a.size) {
+                            let l = self.read_label(a.addr + b);
+                            bytes.push(l);
+                        }
+                    }
+                    let m = bytes.len();
+                    self.write_slot(r, |i| if i < m { bytes[i] } else { 0 });
+                    self.write_memory(|j, _| reg.get(j).copied().unwrap_or(0), address);
+                }
+            }
+        }
+        self.bytes = bytes;
+        self.drop_pending();
+    }
+
+    /// Gives the pending instruction's written bytes their labels (`byte(index in the written
+    /// sequence, address)`) and records the tainted stores.
+    fn write_memory(&mut self, mut byte: impl FnMut(usize, u64) -> Label, address: Label) {
+        let mut j = 0;
+        for k in 0..self.writes.len() {
+            let w = self.writes[k];
+            let mut content = 0;
+            for b in 0..u64::from(w.size) {
+                let a = w.addr + b;
+                let l = byte(j, a);
+                j += 1;
+                self.set_mem(a, l);
+                content = self.sets.union(content, l);
+            }
+            if content != 0 || address != 0 {
+                let pc = self.pending.unwrap_or(0);
+                self.out.push(TaintedWrite { pc, addr: w.addr, size: w.size, content, address });
+            }
+        }
+    }
+
+    fn decode(&self, pc: u64, bytes: &[u8]) -> Op {
+        let Ok(list) = self.cs.disasm_count(bytes, pc, 1) else { return Op::default() };
+        let Some(insn) = list.iter().next() else { return Op::default() };
+        let Ok(detail) = self.cs.insn_detail(insn) else { return Op::default() };
+        let arch = detail.arch_detail();
+        let Some(x86) = arch.x86() else { return Op::default() };
+        let m = insn.mnemonic().unwrap_or("");
+        let m = m.rsplit(' ').next().unwrap_or(m); // drop rep/lock prefixes
+        let name = |id: RegId| self.cs.reg_name(id).unwrap_or_default();
+        let mut op = Op::default();
+        let ops: Vec<_> = x86.operands().collect();
+        let mut mem_ops = 0;
+        let mut reg_dst: Vec<Slot> = Vec::new();
+        let mut reg_src: Vec<Slot> = Vec::new();
+        for o in &ops {
+            match o.op_type {
+                X86OperandType::Reg(r) => {
+                    let Some(mut s) = slot(&name(r)) else { continue };
+                    s.len = s.len.min(o.size.max(1));
+                    let acc = o.access;
+                    let (rd, wr) = match acc {
+                        Some(a) => (a.is_readable(), a.is_writable()),
+                        None => (true, false),
+                    };
+                    if wr {
+                        reg_dst.push(s);
+                    }
+                    if rd {
+                        reg_src.push(s);
+                    }
+                }
+                X86OperandType::Mem(mm) => {
+                    mem_ops += 1;
+                    for r in [mm.base(), mm.index()] {
+                        if r.0 != 0 {
+                            if let Some(s) = slot(&name(r)) {
+                                if s.reg < 16 && (op.naddr as usize) < 2 {
+                                    op.addr[op.naddr as usize] = s.reg;
+                                    op.naddr += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let xmm_operand = ops.iter().any(|o| matches!(o.op_type, X86OperandType::Reg(r) if name(r).starts_with("xmm")));
+        let string = matches!(
+            m,
+            "movsb" | "movsw" | "movsq" | "stosb" | "stosw" | "stosd" | "stosq" | "lodsb" | "lodsw" | "lodsd" | "lodsq"
+        ) || m == "movsd" && !xmm_operand;
+        // Implicit registers: data only for the arithmetic that uses rax/rdx implicitly, and
+        // rax for stos/lods.
+        if string {
+            op.naddr = 0;
+            if m.starts_with("stos") {
+                op.addr = [7, 0];
+                op.naddr = 1;
+            }
+            if m.starts_with("movs") {
+                op.addr = [7, 0];
+                op.naddr = 1;
+            }
+            reg_src.retain(|s| s.reg >= 16 || !matches!(s.reg, 1 | 6 | 7));
+            reg_dst.retain(|s| s.reg >= 16 || !matches!(s.reg, 1 | 6 | 7));
+        } else {
+            // capstone lists every register read, address registers included; those are data
+            // only when an explicit operand says so (handled above).
+            let addr_regs = &op.addr[..op.naddr as usize];
+            for r in detail.regs_read() {
+                if let Some(s) = slot(&name(*r)) {
+                    if s.reg != RSP && !addr_regs.contains(&s.reg) && !reg_src.iter().any(|x| x.reg == s.reg) {
+                        reg_src.push(s);
+                    }
+                }
+            }
+            for r in detail.regs_write() {
+                if let Some(s) = slot(&name(*r)) {
+                    if s.reg != RSP && !reg_dst.iter().any(|x| x.reg == s.reg) {
+                        reg_dst.push(s);
+                    }
+                }
+            }
+        }
+        if m.starts_with("stos") {
+            let len = match m {
+                "stosb" => 1,
+                "stosw" => 2,
+                "stosd" => 4,
+                _ => 8,
+            };
+            reg_src = vec![Slot { reg: 0, off: 0, len, zext_to: 0 }];
+        }
+        if m.starts_with("lods") {
+            let len = match m {
+                "lodsb" => 1,
+                "lodsw" => 2,
+                "lodsd" => 4,
+                _ => 8,
+            };
+            reg_dst = vec![Slot { reg: 0, off: 0, len, zext_to: if len == 4 { 8 } else { 0 } }];
+            reg_src.clear();
+        }
+        reg_dst.retain(|s| s.reg != RSP);
+        reg_src.retain(|s| s.reg != RSP);
+        let same_regs = ops.len() == 2
+            && matches!((ops[0].op_type.clone(), ops[1].op_type.clone()), (X86OperandType::Reg(a), X86OperandType::Reg(b)) if a == b);
+        op.kind = match m {
+            "cpuid" | "rdtsc" | "rdtscp" | "rdrand" | "rdseed" | "syscall" | "xgetbv" | "call" | "ret" | "leave"
+            | "nop" | "endbr64" => Kind::Clean,
+            "xor" | "sub" | "sbb" | "pxor" | "xorps" | "xorpd" | "psubb" | "psubw" | "psubd" | "psubq" | "pcmpeqb"
+            | "pcmpeqw" | "pcmpeqd" | "pcmpgtb" | "pcmpgtw" | "pcmpgtd"
+                if same_regs =>
+            {
+                Kind::Clean
+            }
+            "mov" | "movabs" | "movzx" | "movd" | "movq" | "movdqu" | "movdqa" | "movups" | "movaps" | "movupd"
+            | "movapd" | "lddqu" | "movss" | "movlps" | "movhps" | "movlpd" | "movhpd" | "movnti" | "movntdq"
+            | "movntps" | "movntpd" | "movntq" | "push" | "pop" | "movbe" => Kind::Move,
+            "movsd" if !string => Kind::Move,
+            "movsx" | "movsxd" => Kind::MoveSx,
+            "xchg" => Kind::Swap,
+            _ if string => Kind::Move,
+            "lea" => {
+                // The address is the value: its registers are data.
+                for i in 0..op.naddr as usize {
+                    reg_src.push(Slot { reg: op.addr[i], off: 0, len: 8, zext_to: 0 });
+                }
+                op.naddr = 0;
+                Kind::Mix
+            }
+            _ => Kind::Mix,
+        };
+        // A move's destination is not also its source (capstone marks partial-register
+        // destinations, `movss xmm, xmm` or `movlps`, as read too).
+        if matches!(op.kind, Kind::Move | Kind::MoveSx) {
+            let dsts = reg_dst.clone();
+            reg_src.retain(|s| !dsts.contains(s));
+        }
+        // Zero extension: 32-bit general destinations, scalar SSE loads from memory, movd/movq,
+        // movzx.
+        for d in reg_dst.iter_mut() {
+            if d.reg < 16 && d.len == 4 && d.off == 0 {
+                d.zext_to = 8;
+            }
+            if d.reg >= 16 && (matches!(m, "movd" | "movq") || matches!(m, "movss" | "movsd") && mem_ops > 0) {
+                d.zext_to = 16;
+            }
+            if m == "movzx" && d.reg < 16 {
+                d.zext_to = d.zext_to.max(d.len);
+            }
+        }
+        reg_dst.dedup();
+        reg_src.dedup();
+        for (i, s) in reg_dst.iter().take(2).enumerate() {
+            op.dst[i] = *s;
+            op.ndst = i as u8 + 1;
+        }
+        for (i, s) in reg_src.iter().take(4).enumerate() {
+            op.src[i] = *s;
+            op.nsrc = i as u8 + 1;
+        }
+        op
+    }
+}
+
+/// The shadow slot of a register named by capstone.
+fn slot(name: &str) -> Option<Slot> {
+    const GPR: [[&str; 5]; 16] = [
+        ["rax", "eax", "ax", "al", "ah"],
+        ["rcx", "ecx", "cx", "cl", "ch"],
+        ["rdx", "edx", "dx", "dl", "dh"],
+        ["rbx", "ebx", "bx", "bl", "bh"],
+        ["rsp", "esp", "sp", "spl", ""],
+        ["rbp", "ebp", "bp", "bpl", ""],
+        ["rsi", "esi", "si", "sil", ""],
+        ["rdi", "edi", "di", "dil", ""],
+        ["r8", "r8d", "r8w", "r8b", ""],
+        ["r9", "r9d", "r9w", "r9b", ""],
+        ["r10", "r10d", "r10w", "r10b", ""],
+        ["r11", "r11d", "r11w", "r11b", ""],
+        ["r12", "r12d", "r12w", "r12b", ""],
+        ["r13", "r13d", "r13w", "r13b", ""],
+        ["r14", "r14d", "r14w", "r14b", ""],
+        ["r15", "r15d", "r15w", "r15b", ""],
+    ];
+    for (i, names) in GPR.iter().enumerate() {
+        if let Some(k) = names.iter().position(|n| !n.is_empty() && *n == name) {
+            let (off, len) = [(0, 8), (0, 4), (0, 2), (0, 1), (1, 1)][k];
+            return Some(Slot { reg: i as u8, off, len, zext_to: 0 });
+        }
+    }
+    let n: u8 = name.strip_prefix("xmm")?.parse().ok()?;
+    (n < 16).then_some(Slot { reg: 16 + n, off: 0, len: 16, zext_to: 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs one instruction (its bytes at `pc`) with the given accesses.
+    fn step(t: &mut Taint, pc: u64, code: &[u8], reads: &[(u64, usize)], writes: &[(u64, usize)]) -> Vec<TaintedWrite> {
+        t.learn(pc, code);
+        t.begin(pc);
+        for &(a, n) in reads {
+            t.access(a, n, false);
+        }
+        for &(a, n) in writes {
+            t.access(a, n, true);
+        }
+        t.settle(true);
+        t.applied().to_vec()
+    }
+
+    fn taint_load(t: &mut Taint, code: &[u8], addr: u64, size: usize, id: u32) {
+        t.learn(0x100, code);
+        t.begin(0x100);
+        t.access(addr, size, false);
+        t.source(addr, size as u32, id);
+        t.settle(true);
+    }
+
+    #[test]
+    fn a_loaded_value_flows_through_registers_and_memory_to_a_store() {
+        let mut t = Taint::new();
+        // mov rax, [rdi]   (source 7)
+        taint_load(&mut t, &[0x48, 0x8b, 0x07], 0x1000, 8, 7);
+        // add rax, 1
+        step(&mut t, 0x104, &[0x48, 0x83, 0xc0, 0x01], &[], &[]);
+        // mov rbx, rax
+        step(&mut t, 0x108, &[0x48, 0x89, 0xc3], &[], &[]);
+        // mov [rsi], rbx
+        let w = step(&mut t, 0x10c, &[0x48, 0x89, 0x1e], &[], &[(0x2000, 8)]);
+        assert_eq!(w.len(), 1);
+        assert_eq!(t.sets.members(w[0].content), &[7]);
+        assert_eq!(w[0].address, 0);
+        // xor eax, eax clears rax entirely; a store of it is clean.
+        step(&mut t, 0x110, &[0x31, 0xc0], &[], &[]);
+        let w = step(&mut t, 0x112, &[0x48, 0x89, 0x06], &[], &[(0x3000, 8)]);
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn sse_copy_through_a_buffer_keeps_byte_labels() {
+        let mut t = Taint::new();
+        // movdqu xmm0, [rsi] reading 16 bytes of which the first 8 are source 3.
+        t.learn(0x100, &[0xf3, 0x0f, 0x6f, 0x06]);
+        t.begin(0x100);
+        t.access(0x1000, 8, false);
+        t.access(0x1008, 8, false);
+        t.source(0x1000, 8, 3);
+        t.settle(true);
+        // movdqu [rdi], xmm0 → DRAM buffer
+        let w = step(&mut t, 0x104, &[0xf3, 0x0f, 0x7f, 0x07], &[], &[(0x5000, 8), (0x5008, 8)]);
+        assert_eq!(w.len(), 1, "only the first half is tainted");
+        assert_eq!(w[0].addr, 0x5000);
+        // movdqu xmm1, [rdi]; movdqu [rdx], xmm1 (to PM)
+        step(&mut t, 0x108, &[0xf3, 0x0f, 0x6f, 0x0f], &[(0x5000, 8), (0x5008, 8)], &[]);
+        let w = step(&mut t, 0x10c, &[0xf3, 0x0f, 0x7f, 0x0a], &[], &[(0x9000, 8), (0x9008, 8)]);
+        assert_eq!(w.len(), 1);
+        assert_eq!(t.sets.members(w[0].content), &[3]);
+    }
+
+    #[test]
+    fn address_flow_is_reported_for_a_constant_store_through_a_tainted_pointer() {
+        let mut t = Taint::new();
+        // mov rax, [rdi] (source 1); add rax, rbx; mov qword [rax+8], 1
+        taint_load(&mut t, &[0x48, 0x8b, 0x07], 0x1000, 8, 1);
+        step(&mut t, 0x104, &[0x48, 0x01, 0xd8], &[], &[]);
+        let w = step(&mut t, 0x108, &[0x48, 0xc7, 0x40, 0x08, 0x01, 0, 0, 0], &[], &[(0x7008, 8)]);
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].content, 0);
+        assert_eq!(t.sets.members(w[0].address), &[1]);
+    }
+
+    #[test]
+    fn a_compare_and_branch_taints_nothing() {
+        let mut t = Taint::new();
+        // mov rax, [rdi] (source 1); test al, 1; mov ecx, 7; mov [rsi], ecx
+        taint_load(&mut t, &[0x48, 0x8b, 0x07], 0x1000, 8, 1);
+        step(&mut t, 0x104, &[0xa8, 0x01], &[], &[]);
+        step(&mut t, 0x106, &[0xb9, 0x07, 0, 0, 0], &[], &[]);
+        let w = step(&mut t, 0x10b, &[0x89, 0x0e], &[], &[(0x2000, 4)]);
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn a_faulting_instruction_leaves_no_taint_and_threads_have_own_registers() {
+        let mut t = Taint::new();
+        t.learn(0x100, &[0x48, 0x8b, 0x07]);
+        t.begin(0x100);
+        t.access(0x1000, 8, false);
+        t.source(0x1000, 8, 1);
+        t.settle(false);
+        assert!(t.is_quiet());
+        taint_load(&mut t, &[0x48, 0x8b, 0x07], 0x1000, 8, 1);
+        assert!(!t.is_quiet());
+        t.switch_thread(2);
+        let w = step(&mut t, 0x10c, &[0x48, 0x89, 0x06], &[], &[(0x2000, 8)]);
+        assert!(w.is_empty(), "thread 2's rax is clean");
+        t.switch_thread(0);
+        let w = step(&mut t, 0x10c, &[0x48, 0x89, 0x06], &[], &[(0x2000, 8)]);
+        assert_eq!(w.len(), 1);
+        t.clean(0x2000, 8);
+        assert_eq!(t.label_of(0x2000, 8), 0);
+    }
+
+    #[test]
+    fn rep_movs_copies_each_element() {
+        let mut t = Taint::new();
+        // movsb with a tainted source byte.
+        taint_load(&mut t, &[0x8a, 0x07], 0x1000, 1, 9); // mov al, [rdi]
+        step(&mut t, 0x104, &[0x88, 0x06], &[], &[(0x3000, 1)]); // mov [rsi], al
+        let w = step(&mut t, 0x108, &[0xf3, 0xa4], &[(0x3000, 1)], &[(0x4000, 1)]); // rep movsb
+        assert_eq!(w.len(), 1);
+        assert_eq!(t.sets.members(w[0].content), &[9]);
+    }
+}

@@ -1,0 +1,86 @@
+/* pr_copy: a PMRace inter-thread inconsistency by content flow (PMRace, ASPLOS'22, Figure 1).
+ * The writer stores x under a mutex and persists it only after unlocking.  The reader takes the
+ * mutex, loads the not-yet-durable x and stores x + 1 into y, which it persists: a crash after
+ * the reader's persist and before the writer's leaves y durable but x lost (y > x + 1 in the
+ * crash image), and recovery reads y.
+ *
+ * x and y are on different cache lines.  Two barriers per round put the reader's critical
+ * section between the writer's unlock and its persist in every schedule; 5 rounds.
+ * FIXED twin: pr_copy_fixed.c (persists x inside the critical section).
+ * Usage: pr_copy [POOL]            prints the final x and y, exits 0
+ *        pr_copy POOL recover      opens the existing pool, reads y (first) and x, prints
+ *                                  `recovered` (or `recovered: inconsistent` if y > x + 1), exits 0 */
+#include <pthread.h>
+
+#include "pm.h"
+
+#define ROUNDS 5
+
+struct root {
+    volatile uint64_t x; /* line 0 */
+    uint64_t pad0[7];
+    volatile uint64_t y; /* line 1 */
+    uint64_t pad1[7];
+};
+
+static struct root *p;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_barrier_t bar;
+
+static void *writer(void *arg)
+{
+    (void)arg;
+    for (uint64_t i = 1; i <= ROUNDS; i++) {
+        uint64_t v = i * 10;
+        pthread_mutex_lock(&lock);
+        p->x = v; /* PR: source store */
+        pthread_mutex_unlock(&lock);
+        pthread_barrier_wait(&bar); /* the reader's critical section runs now */
+        pthread_barrier_wait(&bar);
+        PM_CLWB(&p->x); PM_SFENCE(); /* BUG: persisted after unlock */
+    }
+    return NULL;
+}
+
+static void *reader(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < ROUNDS; i++) {
+        pthread_barrier_wait(&bar);
+        pthread_mutex_lock(&lock);
+        uint64_t t = p->x; /* PR: load */
+        p->y = t + 1; /* PR: side effect */
+        PM_CLWB(&p->y); PM_SFENCE();
+        pthread_mutex_unlock(&lock);
+        pthread_barrier_wait(&bar);
+    }
+    return NULL;
+}
+
+static int recover(const char *path)
+{
+    p = pm_open(path, 4096, 0);
+    uint64_t y = p->y; /* the side effect is read before anything is written */
+    uint64_t x = p->x;
+    puts(y <= x + 1 ? "recovered" : "recovered: inconsistent");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = argc > 1 ? argv[1] : PM_DEFAULT_POOL;
+    if (argc > 2 && strcmp(argv[2], "recover") == 0)
+        return recover(path);
+    p = pm_map(path, 4096);
+    p->x = 0;
+    p->y = 1;
+    persist(p, sizeof *p);
+    pthread_barrier_init(&bar, NULL, 2);
+    pthread_t w, r;
+    pthread_create(&w, NULL, writer, NULL);
+    pthread_create(&r, NULL, reader, NULL);
+    pthread_join(w, NULL);
+    pthread_join(r, NULL);
+    printf("x %llu, y %llu\n", (unsigned long long)p->x, (unsigned long long)p->y);
+    return 0;
+}

@@ -1,0 +1,235 @@
+//! PMRace (`--analyses pmrace`): inter-thread inconsistencies found by taint from an unpersisted
+//! load to a PM store, synchronisation inconsistencies, and post-failure validation with the
+//! guests' own recovery (`--recover`). Each buggy guest of guests/README.md ("PMRace guests")
+//! must be reported at its marked lines, each fixed twin must be silent, and validation must
+//! discard what recovery repairs.
+//!
+//! Pass: analyses/src/pmrace.rs, taint engine: emu/src/taint.rs, validation: src/validate.rs;
+//! docs/analyses/pmrace.md.
+
+mod common;
+
+use serde_json::Value;
+
+use common::*;
+
+/// `ferrite run --analyses pmrace` on `name POOL` with `extra` options (and `--recover "name POOL
+/// recover"` when `recover`); checks the status (66 with findings, 0 without).
+fn pmrace(name: &str, extra: &[&str], recover: bool) -> Value {
+    let cmd = format!("{} /mnt/pmem0/pool recover", guest(name).display());
+    let mut opts = vec!["--analyses", "pmrace", "--report", "r.json"];
+    if recover {
+        opts.extend(["--recover", cmd.as_str()]);
+    }
+    opts.extend_from_slice(extra);
+    let run = Ferrite::run(&guest(name)).opts(&opts).args(&["/mnt/pmem0/pool"]).go();
+    let report = run.json("r.json");
+    let n = findings(&report).len();
+    run.assert_code(if n == 0 { 0 } else { 66 });
+    report
+}
+
+fn findings(r: &Value) -> Vec<&Value> {
+    get(r, "findings")
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f.get("analysis").and_then(Value::as_str) == Some("pmrace"))
+        .collect()
+}
+
+fn stat(r: &Value, name: &str) -> u64 {
+    r.get("stats").and_then(|s| s.get(format!("pmrace.{name}"))).and_then(Value::as_u64).unwrap_or(0)
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap()
+}
+
+/// Whether `f` has a location with `role` at the line of `guest.c` marked `marker`.
+fn at(f: &Value, role: &str, name: &str, marker: &str) -> bool {
+    let file = format!("{name}.c");
+    let line = marker_line(&file, marker);
+    get(f, "locations").as_array().expect("locations").iter().any(|l| {
+        l.get("role").and_then(Value::as_str) == Some(role)
+            && l.get("line").and_then(Value::as_u64) == Some(u64::from(line))
+            && l.get("file").and_then(Value::as_str).is_some_and(|f| f.ends_with(&file))
+    })
+}
+
+/// The report has an inter-thread inconsistency of `name` at its `PR: load`, `PR: side effect`
+/// (or `side`) and `PR: source store` lines.
+#[track_caller]
+fn assert_inconsistency(r: &Value, name: &str, side: &str) -> Value {
+    let hit = findings(r).into_iter().find(|f| {
+        f.get("kind").and_then(Value::as_str) == Some("inter-thread-inconsistency")
+            && at(f, "unpersisted load", name, "/* PR: load */")
+            && at(f, "durable side effect", name, side)
+            && at(f, "source store", name, "/* PR: source store */")
+    });
+    hit.cloned().unwrap_or_else(|| panic!("no inconsistency of {name} at its marked lines:\n{}", pretty(r)))
+}
+
+#[track_caller]
+fn assert_silent(r: &Value) {
+    assert!(findings(r).is_empty(), "expected no pmrace findings:\n{}", pretty(r));
+}
+
+#[test]
+fn a_reader_copying_an_unpersisted_value_into_pm_is_an_inconsistency_its_twin_is_not() {
+    let r = pmrace("pr_copy", &["--explore", "50"], false);
+    let f = assert_inconsistency(&r, "pr_copy", "/* PR: side effect */");
+    let msg = get(&f, "message").as_str().unwrap();
+    assert!(msg.contains("a value derived from them"), "content flow: {msg}");
+    assert!(stat(&r, "inter_candidates") >= 1 && stat(&r, "inter_inconsistencies") >= 1, "{}", pretty(&r));
+    assert_silent(&pmrace("pr_copy_fixed", &["--explore", "50"], false));
+}
+
+#[test]
+fn validation_confirms_a_bug_whose_recovery_reads_the_side_effect() {
+    let r = pmrace("pr_copy", &[], true);
+    let f = assert_inconsistency(&r, "pr_copy", "/* PR: side effect */");
+    let msg = get(&f, "message").as_str().unwrap();
+    assert!(msg.contains("validated: recovery reads the inconsistent bytes"), "{msg}");
+    let roles: Vec<&str> =
+        get(&f, "locations").as_array().unwrap().iter().filter_map(|l| l.get("role")?.as_str()).collect();
+    assert!(roles.contains(&"recovery read"), "the recovery's load is a location: {roles:?}");
+    assert_eq!(stat(&r, "validated_bugs"), 1, "{}", pretty(&r));
+}
+
+#[test]
+fn a_recovery_that_rewrites_the_side_effect_makes_it_a_validated_false_positive() {
+    let r = pmrace("pr_recovery_rewrites", &[], true);
+    assert_silent(&r);
+    assert_eq!(stat(&r, "inter_inconsistencies"), 1, "{}", pretty(&r));
+    assert_eq!(stat(&r, "validated_false_positives"), 1, "{}", pretty(&r));
+    let discarded = get(&r, "discarded").as_array().expect("the report lists what validation discarded");
+    assert_eq!(discarded.len(), 1);
+    let msg = get(&discarded[0], "message").as_str().unwrap();
+    assert!(msg.contains("discarded: recovery overwrites all 8 inconsistent bytes before reading them"), "{msg}");
+    // Without a recovery command nothing is validated, and the finding stays.
+    let r = pmrace("pr_recovery_rewrites", &[], false);
+    let f = assert_inconsistency(&r, "pr_recovery_rewrites", "/* PR: side effect */");
+    assert!(get(&f, "message").as_str().unwrap().contains("not validated: no --recover"));
+}
+
+#[test]
+fn address_flow_with_a_constant_stored_value_is_reported() {
+    let r = pmrace("pr_addrflow", &[], false);
+    let f = assert_inconsistency(&r, "pr_addrflow", "/* PR: side effect */");
+    assert!(get(&f, "message").as_str().unwrap().contains("through an address derived from them"));
+    assert_silent(&pmrace("pr_addrflow_fixed", &[], false));
+}
+
+#[test]
+fn an_sse_memcpy_through_a_dram_buffer_carries_the_taint() {
+    let r = pmrace("pr_sse_copy", &[], false);
+    assert_inconsistency(&r, "pr_sse_copy", "/* PR: side effect */");
+    assert_silent(&pmrace("pr_sse_copy_fixed", &[], false));
+}
+
+#[test]
+fn a_pure_control_dependence_is_a_candidate_but_no_inconsistency() {
+    let r = pmrace("pr_control", &[], false);
+    assert_silent(&r);
+    assert!(stat(&r, "inter_candidates") >= 1, "the unpersisted load is a candidate:\n{}", pretty(&r));
+    assert_eq!(stat(&r, "inter_inconsistencies"), 0);
+}
+
+#[test]
+fn clwb_without_sfence_is_a_candidate_except_in_compat_mode() {
+    let r = pmrace("pr_clwb_nofence", &[], false);
+    assert_inconsistency(&r, "pr_clwb_nofence", "/* PR: side effect */");
+    let r = pmrace("pr_clwb_nofence", &["--pmrace-compat"], false);
+    assert_silent(&r);
+    assert_eq!(stat(&r, "inter_candidates"), 0, "a flush alone is persisted by PMRace's rule");
+    assert_silent(&pmrace("pr_clwb_nofence_fixed", &[], false));
+}
+
+#[test]
+fn published_bug_shapes_memcached_incr_and_cceh_doubling() {
+    let r = pmrace("pr_mc_incr", &["--explore", "8"], false);
+    assert_inconsistency(&r, "pr_mc_incr", "/* PR: side effect */");
+    assert_silent(&pmrace("pr_mc_incr_fixed", &["--explore", "8"], false));
+    let r = pmrace("pr_cceh", &["--explore", "8"], false);
+    let f = assert_inconsistency(&r, "pr_cceh", "/* PR: side effect */");
+    assert!(get(&f, "message").as_str().unwrap().contains("address"), "{}", pretty(&f));
+    assert_inconsistency(&r, "pr_cceh", "/* PR: content side effect */");
+    assert_silent(&pmrace("pr_cceh_fixed", &["--explore", "8"], false));
+}
+
+#[test]
+fn a_pm_spinlock_persisted_while_held_is_a_sync_inconsistency_unless_recovery_resets_it() {
+    let r = pmrace("pr_spinlock_pm", &[], true);
+    let f = findings(&r)
+        .into_iter()
+        .find(|f| {
+            f.get("kind").and_then(Value::as_str) == Some("sync-inconsistency")
+                && at(f, "acquire", "pr_spinlock_pm", "/* PR: lock cas */")
+        })
+        .unwrap_or_else(|| panic!("sync inconsistency at the CAS:\n{}", pretty(&r)))
+        .clone();
+    assert!(get(&f, "message").as_str().unwrap().contains("validated: recovery exited with status 3"));
+    let r = pmrace("pr_spinlock_pm_fixed", &[], true);
+    assert_silent(&r);
+    assert_eq!(stat(&r, "sync_inconsistencies"), 1);
+    assert_eq!(stat(&r, "validated_false_positives"), 1);
+    let d = get(&r, "discarded").as_array().unwrap();
+    assert!(get(&d[0], "message").as_str().unwrap().contains("recovery resets it to its initial value 0x0"));
+}
+
+#[test]
+fn a_pmemobj_mutex_in_pm_is_not_reported() {
+    let r = pmrace("pmdk_mutex", &[], false);
+    assert_silent(&r);
+    assert_eq!(stat(&r, "sync_inconsistencies"), 0);
+}
+
+#[test]
+fn an_annotated_sync_variable_is_checked_without_a_lock_pattern() {
+    // pr_copy's x (offset 0 of the pool) declared a synchronisation variable with initial value
+    // 0: the writer persists it away from 0.
+    let dir = scratch();
+    std::fs::write(dir.path().join("sync.ron"), "(sync_vars: [(offset: 0, size: 8, init: 0)])").unwrap();
+    let run = Ferrite::run(&guest("pr_copy"))
+        .opts(&["--analyses", "pmrace", "--config", "sync.ron", "--report", "r.json"])
+        .args(&["/mnt/pmem0/pool"])
+        .in_dir(dir)
+        .go();
+    run.assert_code(66);
+    let r = run.json("r.json");
+    assert!(
+        findings(&r).iter().any(|f| {
+            f.get("kind").and_then(Value::as_str) == Some("sync-inconsistency")
+                && at(f, "acquire", "pr_copy", "/* PR: source store */")
+        }),
+        "{}",
+        pretty(&r)
+    );
+    assert_eq!(get(&r, "run.settings.sync_vars").as_array().map(Vec::len), Some(1), "recorded for replay");
+}
+
+#[test]
+fn taint_tracking_does_not_change_the_schedule() {
+    let hash = |analyses: &str| {
+        let run = Ferrite::run(&guest("pr_copy"))
+            .opts(&["--analyses", analyses, "--seed", "3", "--report", "r.json"])
+            .args(&["/mnt/pmem0/pool"])
+            .go();
+        let r = run.json("r.json");
+        (get(&r, "run.trace_hash").as_str().unwrap().to_string(), get(&r, "run.switches").as_u64())
+    };
+    assert_eq!(hash("none"), hash("pmrace"));
+    assert_eq!(hash("pmrace"), hash("pmrace"));
+}
+
+#[test]
+fn an_unknown_pmrace_option_is_an_error() {
+    let run = Ferrite::run(&guest("pr_copy")).opts(&["--analyses", "pmrace:bogus=1"]).args(&["/mnt/pmem0/pool"]).go();
+    run.assert_code(2);
+    assert!(
+        run.stderr.starts_with("error: ") && run.stderr.contains("pmrace: unknown option `bogus=1`"),
+        "{}",
+        run.stderr
+    );
+}
