@@ -150,8 +150,11 @@ pub struct RunOptions {
 
     /// Scheduling strategy: random (seeded preemption), pct (Burckhardt et al.'s probabilistic
     /// concurrency testing, see --pct-depth), fifo (no preemption), or exhaustive (every
-    /// schedule with at most --max-preemptions preemptions, depth first, up to --explore runs).
-    #[arg(long, value_name = "S", default_value = "random", value_parser = ["random", "pct", "fifo", "exhaustive"])]
+    /// schedule with at most --max-preemptions preemptions, depth first, up to --explore runs), or
+    /// pmrace (PMRace's PM-aware exploration: a profiling run finds PM words shared across
+    /// threads, then runs hold readers at their loads until another thread stores there, guided
+    /// by alias-pair coverage, up to --explore runs).
+    #[arg(long, value_name = "S", default_value = "random", value_parser = ["random", "pct", "fifo", "exhaustive", "pmrace"])]
     pub strategy: String,
 
     /// Preemptions per schedule for --strategy exhaustive (switches where the running thread

@@ -582,6 +582,9 @@ fn run_job(d: &Detector, case: &Case, seed: u64, explore: u32, jobs: usize) -> R
             spec.discard_output = true;
             let (report, out) = if spec.strategy == emu::sched::Strategy::Exhaustive {
                 crate::explore_exhaustive(&spec, a.opts.explore.max(1), a.opts.max_preemptions)?
+            } else if a.opts.strategy == "pmrace" {
+                let (report, out, _) = crate::targeted::explore(&spec, a.opts.explore.max(1))?;
+                (report, out)
             } else if a.opts.explore > 1 {
                 crate::explore(&spec, a.opts.explore)?
             } else {
@@ -609,7 +612,7 @@ fn crash_job(
     let mut spec = crate::run_spec(&a.opts, &a.command, work.path().to_path_buf())?;
     spec.discard_output = true;
     let log = crash::CrashLog::new(work.path(), a.crash_points == "stores");
-    let (report, out) = crate::execute_with(&spec, Some(log.clone()))?;
+    let (report, out) = crate::execute_with(&spec, Some(log.clone()), Vec::new())?;
     let log = std::rc::Rc::try_unwrap(log).map_err(|_| Fatal("internal: crash log still shared".into()))?.into_inner();
     let c = case.crash.clone().unwrap_or(ResolvedCrash { recover: case.argv.clone(), check: None, options: vec![] });
     let plan = crash::Plan {

@@ -406,6 +406,7 @@ pub fn finding_for(
         occurrences: 1,
         locations,
         schedule: None,
+        interleaving: None,
         crash_image: Some(CrashImageRef {
             point: image.point as u32,
             choice: with_only(&point.space, &image.choice, minimal),
@@ -457,6 +458,7 @@ fn run_on(plan: &Plan, argv: &[String], dir: &Path) -> Result<crate::session::Ru
     spec.argv = argv.to_vec();
     spec.pm_dir = dir.to_path_buf();
     spec.max_instructions = plan.budget;
+    spec.hold = None;
     Ok(crate::session::run(&spec)?)
 }
 

@@ -22,6 +22,7 @@ mod crash;
 mod report;
 mod session;
 mod symbols;
+mod targeted;
 mod validate;
 
 use std::path::PathBuf;
@@ -114,6 +115,7 @@ fn strategy(name: &str, depth: u32) -> emu::sched::Strategy {
         "pct" => emu::sched::Strategy::Pct { depth: depth.max(1), expected_points: PCT_EXPECTED_POINTS },
         "fifo" => emu::sched::Strategy::Fifo,
         "exhaustive" => emu::sched::Strategy::Exhaustive,
+        // `pmrace` holds readers at chosen loads; the other choices are the random strategy's.
         _ => emu::sched::Strategy::Random,
     }
 }
@@ -149,14 +151,15 @@ fn exit_status(end: GuestEnd, findings: usize, findings_code: i32) -> i32 {
 }
 
 fn execute(spec: &RunSpec) -> Result<(Report, session::RunOutcome), Fatal> {
-    execute_with(spec, None)
+    execute_with(spec, None, Vec::new())
 }
 
-fn execute_with(
+pub(crate) fn execute_with(
     spec: &RunSpec,
     crash: Option<std::rc::Rc<std::cell::RefCell<crash::CrashLog>>>,
+    extra: Vec<Box<dyn analyses::Analysis>>,
 ) -> Result<(Report, session::RunOutcome), Fatal> {
-    let out = session::run_with(spec, crash, Vec::new())?;
+    let out = session::run_with(spec, crash, extra)?;
     let report = Report {
         ferrite: env!("CARGO_PKG_VERSION").into(),
         run: RunInfo {
@@ -229,6 +232,7 @@ fn run_spec(opts: &RunOptions, command: &[String], pm_dir: PathBuf) -> Result<Ru
         custom_locks: config.locks,
         settings: analyses::Settings { sync_vars: config.sync_vars, pmrace_allow: config.pmrace_allow },
         recover: opts.recover.as_deref().map(split_command).filter(|c| !c.is_empty()),
+        hold: None,
     })
 }
 
@@ -257,7 +261,7 @@ fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
     copy_dir(&user.path(), work.path())?;
     let spec = run_spec(opts, &a.command, work.path().to_path_buf())?;
     let log = crash::CrashLog::new(work.path(), a.crash_points == "stores");
-    let (mut report, out) = execute_with(&spec, Some(log.clone()))?;
+    let (mut report, out) = execute_with(&spec, Some(log.clone()), Vec::new())?;
     let log = std::rc::Rc::try_unwrap(log).map_err(|_| Fatal("internal: crash log still shared".into()))?.into_inner();
     let plan = crash::Plan {
         recover,
@@ -319,7 +323,7 @@ fn replay_crash(
     copy_dir(&spec.pm_dir, work.path())?;
     let spec = RunSpec { pm_dir: work.path().to_path_buf(), ..spec.clone() };
     let log = crash::CrashLog::new(work.path(), c.crash_point_mode == "stores");
-    let (_, out) = execute_with(&spec, Some(log.clone()))?;
+    let (_, out) = execute_with(&spec, Some(log.clone()), Vec::new())?;
     let log = std::rc::Rc::try_unwrap(log).map_err(|_| Fatal("internal: crash log still shared".into()))?.into_inner();
     let points = log.point_data();
     let Some(point) = points.get(image.point as usize) else {
@@ -358,6 +362,12 @@ fn cmd_run(a: RunArgs) -> Result<i32, Fatal> {
     let spec = run_spec(&opts, &a.command, pm.path())?;
     let (report, out) = if spec.strategy == emu::sched::Strategy::Exhaustive {
         explore_exhaustive(&spec, opts.explore.max(1), opts.max_preemptions)?
+    } else if opts.strategy == "pmrace" {
+        let (report, out, summary) = targeted::explore(&spec, opts.explore.max(1))?;
+        if !opts.quiet {
+            say!("{summary}");
+        }
+        (report, out)
     } else if opts.explore > 1 {
         explore(&spec, opts.explore)?
     } else {
@@ -365,7 +375,7 @@ fn cmd_run(a: RunArgs) -> Result<i32, Fatal> {
     };
     if !opts.quiet {
         report::print_findings(&report.findings);
-        if opts.explore > 1 && spec.strategy != emu::sched::Strategy::Exhaustive {
+        if opts.explore > 1 && spec.strategy != emu::sched::Strategy::Exhaustive && opts.strategy != "pmrace" {
             say!(
                 "ferrite: explored {} schedules from seed {}; {} distinct finding(s)",
                 opts.explore,
@@ -381,7 +391,7 @@ fn cmd_run(a: RunArgs) -> Result<i32, Fatal> {
 }
 
 /// The seed of exploration run `i` (run 0 uses the base seed itself).
-fn explore_seed(base: u64, i: u64) -> u64 {
+pub(crate) fn explore_seed(base: u64, i: u64) -> u64 {
     if i == 0 {
         return base;
     }
@@ -463,7 +473,7 @@ fn explore_exhaustive(
 
 /// Copies the PM directory's files, so that every exploration run starts from the same pool
 /// and none changes the user's.
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+pub(crate) fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
     for e in std::fs::read_dir(from)? {
         let e = e?;
         let dst = to.join(e.file_name());
@@ -626,6 +636,7 @@ fn cmd_replay(a: ReplayArgs) -> Result<i32, Fatal> {
         schedule: wanted.as_ref().and_then(|f| f.schedule.clone()).unwrap_or_default(),
         settings: orig.run.settings.clone(),
         recover: orig.run.recover.clone(),
+        hold: wanted.as_ref().and_then(|f| f.interleaving.clone()),
     };
     if let (Some(f), Some(c)) = (&wanted, &orig.crash) {
         if let Some(image) = &f.crash_image {

@@ -40,6 +40,7 @@ fn deadlock_finding(symbols: &Objects, d: &Deadlock, seed: u64) -> Finding {
         occurrences: 1,
         crash_image: None,
         schedule: None,
+        interleaving: None,
         locations,
     }
 }
@@ -77,6 +78,8 @@ pub struct RunSpec {
     pub settings: analyses::Settings,
     /// The recovery command that validates findings on crash images (`--recover`).
     pub recover: Option<Vec<String>>,
+    /// PMRace's targeted interleaving (`--strategy pmrace`): readers held at sync-point loads.
+    pub hold: Option<emu::sched::Hold>,
 }
 
 /// How the guest ended.
@@ -161,6 +164,10 @@ pub fn run_with(
     });
     m.set_main_tid(k.current);
     m.scheduler().set_prefix(spec.schedule.clone());
+    if let Some(h) = &spec.hold {
+        k.privileged = h.privileged;
+        m.set_hold(Some(h.clone()));
+    }
     if spec.preempt_all {
         m.preempt_all_accesses();
     }
@@ -276,8 +283,22 @@ pub fn run_with(
                     break GuestEnd::Deadlock;
                 }
             }
+            Exit::Hold => {
+                // A reader at a sync-point load waits for the matching store.
+                k.hold(&m, None);
+                if let Err(d) = k.schedule(&mut m, Point::Forced, false) {
+                    findings.push(deadlock_finding(&symbols, &d, spec.seed));
+                    break GuestEnd::Deadlock;
+                }
+            }
             Exit::Preempt => {
-                if let Err(d) = k.schedule(&mut m, Point::Optional, false) {
+                let mut point = Point::Optional;
+                if m.take_release() && !k.release_held().is_empty() {
+                    // The matching store: the readers run before its writer goes on to its flush.
+                    k.hold(&m, Some(m.icount() + emu::sched::WRITER_WAIT));
+                    point = Point::Forced;
+                }
+                if let Err(d) = k.schedule(&mut m, point, false) {
                     findings.push(deadlock_finding(&symbols, &d, spec.seed));
                     break GuestEnd::Deadlock;
                 }
@@ -311,6 +332,7 @@ pub fn run_with(
                     occurrences: 1,
                     crash_image: None,
                     schedule: None,
+                    interleaving: None,
                     locations: vec![Location::from_backtrace("fault", m.tid(), bt)],
                 });
                 break GuestEnd::Exited(exit);
@@ -329,6 +351,7 @@ pub fn run_with(
                     occurrences: 1,
                     crash_image: None,
                     schedule: None,
+                    interleaving: None,
                     locations: vec![Location::from_backtrace("running", m.tid(), bt)],
                 });
                 break GuestEnd::Hang;
@@ -442,6 +465,7 @@ pub fn run_with(
                 occurrences: 1,
                 crash_image: None,
                 schedule: None,
+                interleaving: None,
                 locations: vec![Location::from_backtrace("raised", tid, bt)],
             });
         }
@@ -455,7 +479,11 @@ pub fn run_with(
     trace.update(&end_code.to_le_bytes());
     trace.update(&m.pm_hash().to_le_bytes());
     trace.update(&m.icount().to_le_bytes());
-    let findings = Finding::merge(findings);
+    let mut findings = Finding::merge(findings);
+    let mut discarded = Finding::merge(discarded);
+    for f in findings.iter_mut().chain(discarded.iter_mut()) {
+        f.interleaving = spec.hold.clone();
+    }
     let switches = m.scheduler().switches;
     let decisions = std::mem::take(&mut m.scheduler().decisions);
     Ok(RunOutcome {
@@ -470,7 +498,7 @@ pub fn run_with(
         program_hash,
         stats,
         pm_files,
-        discarded: Finding::merge(discarded),
+        discarded,
     })
 }
 

@@ -139,6 +139,7 @@ impl Objects {
             locations,
             crash_image: None,
             schedule: None,
+            interleaving: None,
         }
     }
 }

@@ -142,6 +142,7 @@ pub fn validate(spec: &RunSpec, images: &CrashLog, v: &Validation, budget: u64) 
         discard_output: true,
         quiet: true,
         recover: None,
+        hold: None,
         schedule: Vec::new(),
         ..spec.clone()
     };

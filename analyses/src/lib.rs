@@ -11,6 +11,7 @@
 //! caller symbolises them. [`Passes`] runs the selected analyses side by side over one execution
 //! as the machine's single [`Observer`], so the machine builds only events some pass wants.
 
+pub mod alias;
 pub mod annotations;
 pub mod hawkset;
 pub mod hmtrace;
@@ -423,6 +424,10 @@ pub struct Finding {
     /// decision) that lead to the run that exposed it; replay follows them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<Vec<u32>>,
+    /// For findings of `--strategy pmrace`: the targeted interleaving (PMRace's sync-point loads
+    /// and their address) of the run that exposed it; replay holds the same loads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interleaving: Option<emu::sched::Hold>,
 }
 
 /// A crash image of a workload run: the crash point's index and the value of each dimension of

@@ -19,6 +19,8 @@
 //!   without its fence is not durable). `pmrace:compat=on` uses the paper's released rule: a flush
 //!   cleans its line at once and non-temporal stores are clean when issued. Bytes inside a range
 //!   a PMDK transaction registered (`TX_ADD`) are not candidates: the undo log restores them.
+//!   Ranges come from PMDK's client requests (`emu::client`: pmemcheck's `ADD_TO_TX` and
+//!   `REMOVE_FROM_TX`, cleared when the outermost transaction ends).
 //!   Candidates are deduplicated by (source store PC, load PC); each is one taint source id.
 //!   Loads by library code (functions without source lines, such as libpmemobj's pool and heap
 //!   management) are not candidates, except the copies `memcpy` and its kin make for their
@@ -172,8 +174,10 @@ pub struct Pmrace {
     sync_finding_ids: FxHashMap<(u64, u64), usize>,
     /// Threads inside a libpmemobj lock function.
     pmdk_locks: crate::sync::PmdkLockCalls,
-    /// PM ranges registered with a PMDK transaction, per thread: (device start, end).
+    /// PM ranges registered with a PMDK transaction (pmemcheck `ADD_TO_TX`), per thread:
+    /// (device start, end), until removed or the outermost transaction ends.
     tx_ranges: FxHashMap<u32, Vec<(u64, u64)>>,
+    tx_depth: FxHashMap<u32, u32>,
     annotated: Vec<crate::SyncVar>,
     sink: Option<Rc<RefCell<dyn ImageSink>>>,
     counts: Counts,
@@ -385,6 +389,24 @@ impl Analysis for Pmrace {
                 self.check_durability(ev, device);
             }
             EventKind::Fence(_) | EventKind::Flush(_) => self.check_durability(ev, device),
+            EventKind::TxAdd if ev.dev != 0 => {
+                self.tx_ranges.entry(ev.tid).or_default().push((ev.dev, ev.dev + u64::from(ev.size)));
+            }
+            EventKind::TxRemove if ev.dev != 0 => {
+                let (s, e) = (ev.dev, ev.dev + u64::from(ev.size));
+                if let Some(r) = self.tx_ranges.get_mut(&ev.tid) {
+                    r.retain(|&(a, b)| b <= s || a >= e);
+                }
+            }
+            EventKind::TxBegin => *self.tx_depth.entry(ev.tid).or_default() += 1,
+            EventKind::TxEnd => {
+                let d = self.tx_depth.entry(ev.tid).or_default();
+                *d = d.saturating_sub(1);
+                if *d == 0 {
+                    // Committed or aborted: the undo log no longer covers the ranges.
+                    self.tx_ranges.remove(&ev.tid);
+                }
+            }
             _ => {}
         }
     }

@@ -97,6 +97,9 @@ pub enum Exit {
     /// A scheduling point: the caller asks the scheduler which thread runs next. RIP is at the
     /// next instruction to run.
     Preempt,
+    /// The running thread reached a sync-point load of the [`crate::sched::Hold`] and must wait
+    /// for the matching store; RIP is at the load.
+    Hold,
 }
 
 /// Settings fixed when the machine is built.
@@ -149,6 +152,10 @@ enum Stop {
     PreemptAfter,
     /// A hook failed; the message is in `HookState::error`.
     Error,
+    /// A scheduling point taken from a code hook: the instruction at RIP has not run.
+    PreemptBefore,
+    /// A sync-point load of the hold (it has not run).
+    Hold,
 }
 
 /// State the hooks touch. Lives inside the engine (its user data), so hooks reach it without
@@ -204,6 +211,17 @@ pub struct HookState {
     client: ClientState,
     /// Taint tracking, when an observer wants [`Interest::TAINT`].
     taint: Option<Box<Taint>>,
+    /// PMRace's targeted interleaving for this run.
+    hold: Option<crate::sched::Hold>,
+    /// The hold's store happened: nobody is held any more.
+    hold_signalled: bool,
+    /// Threads released as privileged: never held again.
+    hold_bypass: Vec<u32>,
+    /// Threads held now (a store with nobody waiting does not count as the signal).
+    held: u32,
+    /// The hold's store just happened: stop before the writer's next flush, fence or block so
+    /// that the caller releases the readers.
+    release_pending: bool,
 }
 
 impl HookState {
@@ -519,7 +537,9 @@ fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
             Some(pc) if k > 0 => Some(Stop::ArmLimit(pc)),
             _ => Some(Stop::Limit),
         }
-    } else if st.runnable_others > 0 && (st.preempt_next_block || base + n > st.quantum_end) && base != st.last_point {
+    } else if st.release_pending
+        || st.runnable_others > 0 && (st.preempt_next_block || base + n > st.quantum_end) && base != st.last_point
+    {
         // Stop before this block runs: the quantum ended or a PM store asked for a switch.
         st.last_point = base;
         Some(Stop::Preempt)
@@ -566,6 +586,15 @@ fn effective_address(uc: &Unicorn<'_, HookState>, m: &MemRef) -> u64 {
 }
 
 fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Special) {
+    if matches!(special, Special::Flush(..) | Special::Fence(_)) && uc.get_data().release_pending {
+        // The hold's writer reached a flush or fence: the readers go first.
+        let st = uc.get_data_mut();
+        if st.stop.is_none() {
+            st.stop = Some(Stop::PreemptBefore);
+            let _ = uc.emu_stop();
+        }
+        return;
+    }
     match special {
         Special::Flush(op, mref) => {
             if uc.get_data().windows.is_empty() {
@@ -596,7 +625,7 @@ fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Special) {
             let st = uc.get_data_mut();
             if op == FenceOp::Locked && st.point(pc) {
                 // Switch before the locked instruction runs; it is a point only once.
-                st.stop = Some(Stop::Preempt);
+                st.stop = Some(Stop::PreemptBefore);
                 let _ = uc.emu_stop();
                 return;
             }
@@ -743,6 +772,10 @@ fn on_pm_write(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, value: i
     newb[..size].copy_from_slice(&new[..size]);
     let newv = u64::from_le_bytes(newb);
     st.mix([3, dev, size as u64, newv]);
+    if st.held > 0 && st.hold.as_ref().is_some_and(|h| h.covers(dev, size as u64)) && !st.hold_signalled {
+        st.hold_signalled = true;
+        st.release_pending = true;
+    }
     if st.point(pc) {
         // Never from a write hook: the store would run twice. At the next block start instead.
         st.preempt_next_block = true;
@@ -771,6 +804,19 @@ fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, start: u6
     let st = uc.get_data_mut();
     if st.stop.is_some() {
         return;
+    }
+    if let Some(h) = &st.hold {
+        let dev = dev_base + (addr - start);
+        if !st.hold_signalled
+            && h.covers(dev, size as u64)
+            && h.loads.binary_search(&pc).is_ok()
+            && !st.hold_bypass.contains(&st.tid)
+        {
+            // Unicorn rewinds RIP to the load, which runs again when the thread is released.
+            st.stop = Some(Stop::Hold);
+            let _ = uc.emu_stop();
+            return;
+        }
     }
     if st.point(pc) {
         // Unicorn rewinds RIP to the load; the machine then runs just the load and stops.
@@ -910,6 +956,11 @@ impl Machine {
             plt_pending: false,
             client: ClientState::default(),
             taint: None,
+            hold: None,
+            hold_signalled: false,
+            hold_bypass: Vec::new(),
+            held: 0,
+            release_pending: false,
             torn: None,
         };
         let mut uc = Unicorn::new_with_data(Arch::X86, Mode::MODE_64, state).map_err(engine)?;
@@ -1222,6 +1273,31 @@ impl Machine {
         let _ = self.uc.ctl_flush_tb();
     }
 
+    /// Sets PMRace's targeted interleaving for this run (before it starts).
+    pub fn set_hold(&mut self, hold: Option<crate::sched::Hold>) {
+        let st = self.uc.get_data_mut();
+        st.hold = hold.map(|mut h| {
+            h.loads.sort_unstable();
+            h
+        });
+    }
+
+    /// Whether the hold's store just happened (once): the caller releases the held readers.
+    pub fn take_release(&mut self) -> bool {
+        let st = self.uc.get_data_mut();
+        if st.release_pending {
+            st.held = 0;
+        }
+        std::mem::take(&mut st.release_pending)
+    }
+
+    /// Thread `tid` is released as privileged: it is never held again in this run.
+    pub fn bypass_hold(&mut self, tid: u32) {
+        let st = self.uc.get_data_mut();
+        st.hold_bypass.push(tid);
+        st.held = st.held.saturating_sub(1);
+    }
+
     /// Installs the analyses' observer. Call before the guest maps PM.
     pub fn set_observer(&mut self, obs: Box<dyn Observer>) {
         let st = self.uc.get_data_mut();
@@ -1530,6 +1606,7 @@ impl Machine {
                 // Whether the instruction under way when the engine stopped ran to its end.
                 let completed = match stop {
                     Some(Stop::Syscall | Stop::Preempt | Stop::ArmLimit(_)) => true,
+                    Some(Stop::PreemptBefore | Stop::Hold) => false,
                     None => res.is_ok() && stepping,
                     Some(_) => false,
                 };
@@ -1546,7 +1623,11 @@ impl Machine {
                 (Ok(()), None) if stepping => return Exit::Preempt,
                 (_, Some(Stop::Syscall)) => return Exit::Syscall,
                 (_, Some(Stop::Limit)) => return Exit::Limit,
-                (_, Some(Stop::Preempt)) => return Exit::Preempt,
+                (_, Some(Stop::Preempt | Stop::PreemptBefore)) => return Exit::Preempt,
+                (_, Some(Stop::Hold)) => {
+                    self.uc.get_data_mut().held += 1;
+                    return Exit::Hold;
+                }
                 (_, Some(Stop::Bus(addr))) => {
                     return Exit::Fault(Fault {
                         signal: sig::SIGBUS,

@@ -28,6 +28,37 @@
 //!   the next is the runnable thread with the next higher id, wrapping round (round robin). Futex
 //!   wakes pick the oldest waiter, so FIFO never consults the seed: the baseline schedule.
 
+/// PMRace's scheduling primitive (its `cond_wait`/`cond_signal`, ASPLOS'22 §4.2.2), for one
+/// priority entry: a thread about to execute one of `loads` on PM bytes in `[dev, dev + len)` is
+/// held (not runnable) until some thread stores to those bytes; then the held threads are
+/// released and the storing thread waits ([`WRITER_WAIT`] instructions of the others) before
+/// its next flush or fence, so the readers load the value while it is not yet durable. After
+/// that store nobody is held again in the run (PMRace's Pitfall-1). Unlike PMRace's
+/// `cond_signal`, a store while nobody waits is not the signal: in a deterministic run it would
+/// only waste the interleaving. When every runnable
+/// thread is held, `privileged`-th held thread (by id, wrapping) is released and never held again
+/// (Pitfall-2, enumerated deterministically instead of chosen at random).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Hold {
+    /// PCs of the sync-point loads, sorted.
+    pub loads: Vec<u64>,
+    /// The device bytes (address, length) of the entry.
+    pub dev: u64,
+    pub len: u64,
+    /// Which held thread to release when all are held.
+    pub privileged: u32,
+}
+
+impl Hold {
+    pub fn covers(&self, dev: u64, len: u64) -> bool {
+        dev < self.dev + self.len && self.dev < dev + len
+    }
+}
+
+/// Instructions the storing thread waits, after releasing the readers, before it may run on to
+/// its flush (PMRace's `writerWaiting`, as an instruction budget instead of a sleep).
+pub const WRITER_WAIT: u64 = 20_000;
+
 /// xoshiro256** seeded through splitmix64: small, fast, and the same on every host.
 #[derive(Clone, Debug)]
 pub struct Rng {

@@ -124,6 +124,8 @@ pub struct Kernel {
     pub created: Vec<(u32, u64)>,
     /// Signals raised by system calls, to deliver to their thread when the call returns.
     pub(crate) pending: Vec<(u32, signal::SigInfo)>,
+    /// Which held reader to release when every thread is held (`emu::sched::Hold::privileged`).
+    pub privileged: u32,
 }
 
 impl Kernel {
@@ -143,6 +145,7 @@ impl Kernel {
             wait_counter: 0,
             created: Vec::new(),
             pending: Vec::new(),
+            privileged: 0,
             cfg,
         }
     }

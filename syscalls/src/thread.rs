@@ -55,6 +55,10 @@ pub enum Wait {
     Futex { addr: u64, bitset: u32, deadline: Option<u64> },
     /// Sleeping until `deadline`.
     Sleep { deadline: u64 },
+    /// Held by PMRace's targeted interleaving (`emu::sched::Hold`): a reader at a sync-point
+    /// load until the matching store (`until: None`), or that store's writer until `until`
+    /// instructions have retired (the readers go first).
+    Held { until: Option<u64> },
 }
 
 #[derive(Clone, Debug)]
@@ -428,11 +432,57 @@ impl Kernel {
         None
     }
 
+    /// The running thread is held by the targeted interleaving (see [`Wait::Held`]); the caller
+    /// then schedules. RIP stays where it is (at the load, for a reader).
+    pub fn hold(&mut self, m: &Machine, until: Option<u64>) {
+        self.block(m, Wait::Held { until });
+    }
+
+    /// The hold's store happened: every held reader becomes runnable. Returns them.
+    pub fn release_held(&mut self) -> Vec<u32> {
+        let mut out = Vec::new();
+        for t in self.threads.values_mut() {
+            if t.wait == Some(Wait::Held { until: None }) {
+                t.wait = None;
+                t.blocked_at.clear();
+                out.push(t.tid);
+            }
+        }
+        out
+    }
+
+    /// Nothing runs but threads held by the targeted interleaving: the waiting writer goes on,
+    /// else the `privileged`-th held reader (by id, wrapping) is released and never held again
+    /// (PMRace's Pitfall-2). Returns whether a thread was released.
+    fn release_privileged(&mut self, m: &mut Machine) -> bool {
+        let writer: Option<u32> =
+            self.threads.values().find(|t| matches!(t.wait, Some(Wait::Held { until: Some(_) }))).map(|t| t.tid);
+        let readers: Vec<u32> =
+            self.threads.values().filter(|t| t.wait == Some(Wait::Held { until: None })).map(|t| t.tid).collect();
+        let tid = match (writer, readers.is_empty()) {
+            (Some(w), _) => w,
+            (None, false) => {
+                let r = readers[self.privileged as usize % readers.len()];
+                m.bypass_hold(r);
+                r
+            }
+            (None, true) => return false,
+        };
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.wait = None;
+            t.blocked_at.clear();
+        }
+        true
+    }
+
     /// After a scheduling point: wakes expired waits, picks the thread to run, switches to it.
     /// `exited` says the running thread is gone. Returns the deadlock if no thread can ever run.
     pub fn schedule(&mut self, m: &mut Machine, point: Point, exited: bool) -> Result<(), Deadlock> {
         let cur = self.current;
         let mut runnable = self.wake_expired(m);
+        if runnable.is_empty() && self.release_privileged(m) {
+            runnable = self.runnable();
+        }
         if runnable.is_empty() {
             // Nothing runs: jump the virtual clock to the earliest deadline, if any.
             let earliest = self
@@ -482,6 +532,14 @@ impl Kernel {
                 _ => None,
             })
             .collect();
+        // A writer held for its wait goes on once enough instructions have retired.
+        let icount = m.icount();
+        for t in self.threads.values_mut() {
+            if matches!(t.wait, Some(Wait::Held { until: Some(n) }) if n <= icount) {
+                t.wait = None;
+                t.blocked_at.clear();
+            }
+        }
         for (tid, futex) in expired {
             let ret = if futex { (-(libc::ETIMEDOUT as i64)) as u64 } else { 0 };
             self.resume(m, tid, ret);

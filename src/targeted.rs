@@ -1,0 +1,110 @@
+//! `--strategy pmrace`: PMRace's PM-aware interleaving exploration (ASPLOS'22 §4.2), with the
+//! deterministic scheduler in place of `usleep` (digest 003 §11.6).
+//!
+//! The runs go one after the other, because each depends on the coverage of those before:
+//! - **seed tier**: a *profiling run* (a plain seeded-random schedule) records PM alias pairs
+//!   (`analyses::alias`) and yields the priority entries: PM words shared across threads, with
+//!   their loads and stores, heaviest first;
+//! - **interleaving tier**: each entry not explored yet becomes a targeted interleaving
+//!   (`emu::sched::Hold`): its loads are sync points where readers wait until another thread
+//!   stores to the word, then read it before the writer's flush;
+//! - **execution tier**: the same entry runs again with the next seed and the next privileged
+//!   thread (up to [`TTL_RUN_LOOP`] times) while it adds alias-pair coverage.
+//!
+//! When the entries run out, a new profiling run with the next seed starts the next round. Every
+//! run starts from a private copy of the PM directory; findings are merged, each keeping the
+//! seed and the interleaving (`Finding::interleaving`) of the run that exposed it, so that
+//! `ferrite replay --finding` rebuilds that run.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+
+use analyses::alias::{AliasProfiler, PairType, Profile};
+use emu::sched::Hold;
+
+use crate::report::Report;
+use crate::session::{RunOutcome, RunSpec};
+use crate::{copy_dir, execute_with, explore_seed, Fatal};
+
+/// Runs of one entry while coverage grows (PMRace's `TTL_RUN_LOOP`).
+pub const TTL_RUN_LOOP: u32 = 3;
+
+/// One run of the exploration: run `i` (its seed derived from the base seed) with `hold`.
+fn run_one(spec: &RunSpec, i: u64, hold: Option<Hold>) -> Result<(Report, RunOutcome, Profile), Fatal> {
+    let dir = tempfile::Builder::new().prefix("ferrite-pm-").tempdir()?;
+    copy_dir(&spec.pm_dir, dir.path())?;
+    let mut s = spec.clone();
+    s.seed = explore_seed(spec.seed, i);
+    s.pm_dir = dir.path().to_path_buf();
+    s.discard_output |= i > 0;
+    s.quiet |= i > 0;
+    s.hold = hold;
+    let profile = Rc::new(RefCell::new(Profile::default()));
+    let (report, out) = execute_with(&s, None, vec![Box::new(AliasProfiler::new(profile.clone()))])?;
+    let p = profile.borrow().clone();
+    Ok((report, out, p))
+}
+
+/// Runs at most `n` runs; returns the merged report (its `run` is the first run's), the first
+/// run's outcome, and the summary line.
+pub fn explore(spec: &RunSpec, n: u32) -> Result<(Report, RunOutcome, String), Fatal> {
+    let mut coverage: BTreeSet<(u64, u64, PairType)> = BTreeSet::new();
+    let mut explored: BTreeSet<u64> = BTreeSet::new();
+    let mut first: Option<(Report, RunOutcome)> = None;
+    let mut findings = Vec::new();
+    let mut discarded = Vec::new();
+    let mut stats: BTreeMap<String, u64> = BTreeMap::new();
+    let (mut runs, mut profiling, mut targeted) = (0u64, 0u64, 0u64);
+    let mut absorb = |report: Report, out: RunOutcome, first: &mut Option<(Report, RunOutcome)>| {
+        findings.extend(report.findings.iter().cloned());
+        discarded.extend(report.discarded.iter().cloned());
+        for (k, v) in &report.stats {
+            *stats.entry(k.clone()).or_insert(0) += v;
+        }
+        if first.is_none() {
+            *first = Some((report, out));
+        }
+    };
+    'rounds: while runs < u64::from(n) {
+        let (report, out, profile) = run_one(spec, runs, None)?;
+        runs += 1;
+        profiling += 1;
+        coverage.extend(profile.pairs.iter().copied());
+        absorb(report, out, &mut first);
+        let entries: Vec<_> = profile.entries().into_iter().filter(|e| !explored.contains(&e.dev)).collect();
+        for e in entries {
+            explored.insert(e.dev);
+            for k in 0..TTL_RUN_LOOP {
+                if runs >= u64::from(n) {
+                    break 'rounds;
+                }
+                let hold = Hold { loads: e.loads.iter().copied().collect(), dev: e.dev, len: 8, privileged: k };
+                let (report, out, profile) = run_one(spec, runs, Some(hold))?;
+                runs += 1;
+                targeted += 1;
+                let before = coverage.len();
+                coverage.extend(profile.pairs.iter().copied());
+                absorb(report, out, &mut first);
+                if coverage.len() == before {
+                    break;
+                }
+            }
+        }
+    }
+    let (mut report, out) = first.ok_or_else(|| Fatal("--explore needs at least one run".into()))?;
+    report.findings = analyses::Finding::merge(findings);
+    report.discarded = analyses::Finding::merge(discarded);
+    report.stats = stats;
+    report.run.seed = spec.seed;
+    report.run.schedules = runs as u32;
+    report.run.strategy = "pmrace".into();
+    let summary = format!(
+        "ferrite: pmrace exploration: {runs} run(s) from seed {} ({profiling} profiling, {targeted} targeted over {} PM word(s)), {} alias pair(s) covered; {} distinct finding(s)",
+        spec.seed,
+        explored.len(),
+        coverage.len(),
+        report.findings.len()
+    );
+    Ok((report, out, summary))
+}
