@@ -257,3 +257,24 @@ fn targeted_interleaving_finds_what_the_random_schedule_misses_and_replays() {
     let replay = Ferrite::replay(&run.path("r.json")).opts(&["--finding", id.as_str()]).in_dir(run.dir).go();
     assert!(replay.stderr.contains(&format!("replay reproduced finding {id}")), "{}", replay.describe());
 }
+
+/// A pthread mutex placed in PM is a synchronisation variable too (its lock word moves by
+/// `lock cmpxchg` and comes back): persisted while held, it is reported at the lock call and
+/// confirmed by a recovery that finds it stuck; the twin's recovery reinitialises it (as PMDK
+/// does for its locks), so validation discards it.
+#[test]
+fn a_pthread_mutex_in_pm_persisted_while_held_is_a_sync_inconsistency() {
+    let r = pmrace("pr_pthread_mutex_pm", &[], true);
+    let f = findings(&r)
+        .into_iter()
+        .find(|f| {
+            f.get("kind").and_then(Value::as_str) == Some("sync-inconsistency")
+                && at(f, "acquire", "pr_pthread_mutex_pm", "/* PR: pthread lock in PM */")
+        })
+        .unwrap_or_else(|| panic!("sync inconsistency at the lock call:\n{}", pretty(&r)))
+        .clone();
+    assert!(get(&f, "message").as_str().unwrap().contains("validated: recovery exited with status 3"));
+    let r = pmrace("pr_pthread_mutex_pm_fixed", &[], true);
+    assert_silent(&r);
+    assert_eq!(stat(&r, "validated_false_positives"), 1, "{}", pretty(&r));
+}
