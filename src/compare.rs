@@ -629,7 +629,7 @@ fn crash_job(
         max_images: a.max_images,
         quiet: true,
     };
-    let tested = crash::test_all(&log, &plan)?;
+    let tested = crash::test_all(&log, &plan, &mut std::collections::BTreeSet::new())?;
     let mut findings = report.findings.clone();
     findings.extend(tested.findings);
     Ok((Finding::merge(findings), out.instructions, report.run.exit))

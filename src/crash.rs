@@ -496,8 +496,13 @@ pub fn recover(plan: &Plan, files: &Files) -> Result<Verdict, crate::Fatal> {
     }
 }
 
-/// Tests every crash point of the workload run.
-pub fn test_all(log: &CrashLog, plan: &Plan) -> Result<Tested, crate::Fatal> {
+/// Tests every crash point of the workload run. Images whose files are in `seen` (recovered for
+/// another schedule of the same workload) are not recovered again; the new ones are added.
+pub fn test_all(
+    log: &CrashLog,
+    plan: &Plan,
+    seen: &mut std::collections::BTreeSet<String>,
+) -> Result<Tested, crate::Fatal> {
     use rayon::prelude::*;
     let points = log.point_data();
     let mut tested = Tested::default();
@@ -518,6 +523,9 @@ pub fn test_all(log: &CrashLog, plan: &Plan) -> Result<Tested, crate::Fatal> {
             tested.images += 1;
             let Some(files) = image_files(p, &choice, &log.file_paths) else { continue };
             let key = files_key(&files);
+            if seen.contains(&key) {
+                continue;
+            }
             if let std::collections::btree_map::Entry::Vacant(e) = unique.entry(key.clone()) {
                 order.push(key);
                 e.insert((i, choice, files));
@@ -525,6 +533,7 @@ pub fn test_all(log: &CrashLog, plan: &Plan) -> Result<Tested, crate::Fatal> {
         }
     }
     tested.unique_images = unique.len() as u64;
+    seen.extend(order.iter().cloned());
     let bar =
         if plan.quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(order.len() as u64) };
     bar.set_style(

@@ -255,45 +255,74 @@ fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
         return Err(Fatal("--recover needs a program".into()));
     }
     let check = a.check.as_deref().map(split_command).filter(|c| !c.is_empty());
-    // The workload runs on a copy: the user's PM directory is never changed.
     let user = PmDir::new(opts.pm_dir.clone())?;
-    let work = tempfile::Builder::new().prefix("ferrite-crash-").tempdir()?;
-    copy_dir(&user.path(), work.path())?;
-    let spec = run_spec(opts, &a.command, work.path().to_path_buf())?;
-    let log = crash::CrashLog::new(work.path(), a.crash_points == "stores");
-    let (mut report, out) = execute_with(&spec, Some(log.clone()), Vec::new())?;
-    let log = std::rc::Rc::try_unwrap(log).map_err(|_| Fatal("internal: crash log still shared".into()))?.into_inner();
-    let plan = crash::Plan {
-        recover,
-        check,
-        base: RunSpec { analyses: vec!["none".into()], discard_output: true, quiet: true, ..spec.clone() },
-        budget: recovery_budget(out.instructions, opts.max_instructions),
-        jobs: a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
-        max_images: a.max_images,
-        quiet: opts.quiet,
-    };
-    let tested = crash::test_all(&log, &plan)?;
-    let mut findings = report.findings.clone();
-    findings.extend(tested.findings);
-    report.findings = analyses::Finding::merge(findings);
-    report.crash = Some(report::CrashSummary {
-        crash_points: log.points.len() as u64,
-        images: tested.images,
-        unique_images: tested.unique_images,
-        recoveries: tested.recoveries,
-        failures: tested.failures,
-        sampled_points: tested.sampled_points,
-        max_space_log2: tested.max_space_log2,
-        recover: plan.recover.clone(),
-        check: plan.check.clone(),
+    let base = run_spec(opts, &a.command, user.path())?;
+    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    // `--explore N`: N schedules of the workload (seeds as for `run`), each crash-tested; images
+    // already recovered for an earlier schedule are not recovered again.
+    let schedules = opts.explore.max(1);
+    let mut seen = std::collections::BTreeSet::new();
+    let mut first: Option<(Report, session::RunOutcome)> = None;
+    let mut findings = Vec::new();
+    let mut summary = report::CrashSummary {
+        crash_points: 0,
+        images: 0,
+        unique_images: 0,
+        recoveries: 0,
+        failures: 0,
+        sampled_points: 0,
+        max_space_log2: 0.0,
+        recover: recover.clone(),
+        check: check.clone(),
         crash_point_mode: a.crash_points.clone(),
         max_images: a.max_images,
-    });
+    };
+    for i in 0..u64::from(schedules) {
+        // The workload runs on a copy: the user's PM directory is never changed.
+        let work = tempfile::Builder::new().prefix("ferrite-crash-").tempdir()?;
+        copy_dir(&user.path(), work.path())?;
+        let mut spec = RunSpec { pm_dir: work.path().to_path_buf(), ..base.clone() };
+        spec.seed = explore_seed(base.seed, i);
+        spec.discard_output |= i > 0;
+        spec.quiet |= i > 0;
+        let log = crash::CrashLog::new(work.path(), a.crash_points == "stores");
+        let (report, out) = execute_with(&spec, Some(log.clone()), Vec::new())?;
+        let log =
+            std::rc::Rc::try_unwrap(log).map_err(|_| Fatal("internal: crash log still shared".into()))?.into_inner();
+        let plan = crash::Plan {
+            recover: recover.clone(),
+            check: check.clone(),
+            base: RunSpec { analyses: vec!["none".into()], discard_output: true, quiet: true, ..spec.clone() },
+            budget: recovery_budget(out.instructions, opts.max_instructions),
+            jobs,
+            max_images: a.max_images,
+            quiet: opts.quiet,
+        };
+        let tested = crash::test_all(&log, &plan, &mut seen)?;
+        findings.extend(report.findings.iter().cloned());
+        findings.extend(tested.findings);
+        summary.crash_points += log.points.len() as u64;
+        summary.images += tested.images;
+        summary.unique_images += tested.unique_images;
+        summary.recoveries += tested.recoveries;
+        summary.failures += tested.failures;
+        summary.sampled_points += tested.sampled_points;
+        summary.max_space_log2 = summary.max_space_log2.max(tested.max_space_log2);
+        if first.is_none() {
+            first = Some((report, out));
+        }
+    }
+    let (mut report, out) = first.ok_or_else(|| Fatal("no workload run".into()))?;
+    report.findings = analyses::Finding::merge(findings);
+    report.run.seed = base.seed;
+    report.run.schedules = schedules;
+    report.crash = Some(summary);
     if !opts.quiet {
         report::print_findings(&report.findings);
         let c = report.crash.as_ref().expect("set above");
         say!(
-            "ferrite: crash testing: {} crash points, {} images, {} unique, {} recoveries, {} failing{}",
+            "ferrite: crash testing: {}{} crash points, {} images, {} unique, {} recoveries, {} failing{}",
+            if schedules > 1 { format!("{schedules} schedules, ") } else { String::new() },
             c.crash_points,
             c.images,
             c.unique_images,

@@ -112,3 +112,34 @@ fn spinlock_persisted_while_held_hangs_recovery_and_the_reset_twin_passes() {
     fixed.assert_code(0);
     assert_eq!(fixed.json("r.json")["crash"]["failures"], 0);
 }
+
+/// A reader copying a value its writer has not persisted yet into PM (`pr_copy`, PMRace's
+/// Figure 1): some crash image keeps the copy and loses the source, and recovery's consistency
+/// check fails there, the lost store being the writer's. With `--explore` every schedule is
+/// crash-tested (images already recovered are not recovered again); the twin that persists inside
+/// the critical section passes every image of every schedule.
+#[test]
+fn a_reader_copying_an_unpersisted_value_fails_some_image_across_schedules() {
+    let source = u64::from(marker_line("pr_copy.c", "/* PR: source store */"));
+    let run_on = |name: &str| {
+        let recover = format!("{} /mnt/pmem0/pool recover", guest(name).display());
+        let opts = ["--quiet", "--analyses", "none", "--explore", "4", "--report", "r.json", "--recover", &recover];
+        Ferrite::crash(&guest(name)).opts(&opts).args(&["/mnt/pmem0/pool"]).go()
+    };
+    let run = run_on("pr_copy");
+    run.assert_code(66);
+    let report = run.json("r.json");
+    assert_eq!(report["run"]["schedules"], 4);
+    let found = crash_findings(&report);
+    assert!(!found.is_empty(), "{report}");
+    assert!(found.iter().all(|f| f["locations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|l| l["role"] == "lost store" && l["line"].as_u64() == Some(source))));
+    let run = run_on("pr_copy_fixed");
+    run.assert_code(0);
+    let report = run.json("r.json");
+    assert_eq!(report["crash"]["failures"], 0);
+    assert!(report["crash"]["unique_images"].as_u64().unwrap() > 0);
+}

@@ -3,7 +3,7 @@
  * inconsistency.  Recovery is the same as pr_copy's.
  * Usage: pr_copy_fixed [POOL]        prints the final x and y, exits 0
  *        pr_copy_fixed POOL recover  opens the existing pool, reads y (first) and x, prints
- *                                    `recovered` (or `recovered: inconsistent` if y > x + 1), exits 0 */
+ *                                    `recovered`, exits 0 (or `recovered: inconsistent` if y > x + 1, exits 1) */
 #include <pthread.h>
 
 #include "pm.h"
@@ -57,7 +57,7 @@ static int recover(const char *path)
     uint64_t y = p->y; /* the side effect is read before anything is written */
     uint64_t x = p->x;
     puts(y <= x + 1 ? "recovered" : "recovered: inconsistent");
-    return 0;
+    return y <= x + 1 ? 0 : 1;
 }
 
 int main(int argc, char **argv)
