@@ -61,6 +61,16 @@ pub struct CrashArgs {
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
 
+    /// Crash at exactly one point: after N retired instructions of the workload (all threads),
+    /// instead of at every fence and at exit.
+    #[arg(long, value_name = "N")]
+    pub crash_at: Option<u64>,
+
+    /// Recovery maps the PM files at another address than the workload did (64 GiB lower, hints
+    /// ignored): absolute pointers stored in PM then point outside the pool.
+    #[arg(long)]
+    pub remap: bool,
+
     /// The workload program, then its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]...")]
     pub command: Vec<String>,

@@ -628,6 +628,7 @@ fn crash_job(
         jobs: a.jobs.unwrap_or(jobs).max(1),
         max_images: a.max_images,
         quiet: true,
+        remap: false,
     };
     let tested = crash::test_all(&log, &plan, &mut std::collections::BTreeSet::new())?;
     let mut findings = report.findings.clone();

@@ -55,6 +55,10 @@ pub struct CrashPoint {
 pub struct CrashLog {
     pm_dir: PathBuf,
     every_store: bool,
+    /// `--crash-at`: only the point the session records when the workload stops.
+    pub at_end_only: bool,
+    /// The session is recording the end point.
+    pub recording_end: bool,
     pub points: Vec<CrashPoint>,
     /// Where each store came from, by store id: PC, stack, thread.
     pub store_sites: FxHashMap<u64, (u64, StackId, u32)>,
@@ -70,6 +74,8 @@ impl CrashLog {
         Rc::new(RefCell::new(CrashLog {
             pm_dir: pm_dir.to_path_buf(),
             every_store,
+            at_end_only: false,
+            recording_end: false,
             points: Vec::new(),
             store_sites: FxHashMap::default(),
             store_frames: FxHashMap::default(),
@@ -141,14 +147,14 @@ impl Analysis for Recorder {
     fn on_event(&mut self, ev: &Event, device: &PmDevice) {
         let mut log = self.0.borrow_mut();
         match ev.kind {
-            EventKind::CrashPoint => {
+            EventKind::CrashPoint if !log.at_end_only || log.recording_end => {
                 log.record(ev.icount, ev.pc, ev.stack, ev.tid, device);
             }
             EventKind::Store | EventKind::NtStore | EventKind::RmwStore if ev.dev != 0 => {
                 if let Some(id) = ev.store {
                     log.store_sites.entry(id.0).or_insert((ev.pc, ev.stack, ev.tid));
                 }
-                if log.every_store {
+                if log.every_store && !log.at_end_only {
                     log.record(ev.icount + 1, ev.pc, ev.stack, ev.tid, device);
                 }
             }
@@ -425,6 +431,8 @@ pub struct Plan {
     pub jobs: usize,
     pub max_images: usize,
     pub quiet: bool,
+    /// Recovery maps the PM files elsewhere (`--remap`).
+    pub remap: bool,
 }
 
 /// What testing found and covered.
@@ -459,6 +467,7 @@ fn run_on(plan: &Plan, argv: &[String], dir: &Path) -> Result<crate::session::Ru
     spec.pm_dir = dir.to_path_buf();
     spec.max_instructions = plan.budget;
     spec.hold = None;
+    spec.remap_pm = plan.remap;
     Ok(crate::session::run(&spec)?)
 }
 

@@ -228,6 +228,7 @@ fn run_spec(opts: &RunOptions, command: &[String], pm_dir: PathBuf) -> Result<Ru
             persistency: opts.persistency.parse().map_err(|e| Fatal(format!("--persistency: {e}")))?,
         },
         preempt_all: opts.preempt == "all",
+        remap_pm: false,
         schedule: Vec::new(),
         custom_locks: config.locks,
         settings: analyses::Settings { sync_vars: config.sync_vars, pmrace_allow: config.pmrace_allow },
@@ -276,16 +277,22 @@ fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
         check: check.clone(),
         crash_point_mode: a.crash_points.clone(),
         max_images: a.max_images,
+        crash_at: a.crash_at,
+        remap: a.remap,
     };
     for i in 0..u64::from(schedules) {
         // The workload runs on a copy: the user's PM directory is never changed.
         let work = tempfile::Builder::new().prefix("ferrite-crash-").tempdir()?;
         copy_dir(&user.path(), work.path())?;
         let mut spec = RunSpec { pm_dir: work.path().to_path_buf(), ..base.clone() };
+        if let Some(n) = a.crash_at {
+            spec.max_instructions = n;
+        }
         spec.seed = explore_seed(base.seed, i);
         spec.discard_output |= i > 0;
         spec.quiet |= i > 0;
         let log = crash::CrashLog::new(work.path(), a.crash_points == "stores");
+        log.borrow_mut().at_end_only = a.crash_at.is_some();
         let (report, out) = execute_with(&spec, Some(log.clone()), Vec::new())?;
         let log =
             std::rc::Rc::try_unwrap(log).map_err(|_| Fatal("internal: crash log still shared".into()))?.into_inner();
@@ -297,6 +304,7 @@ fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
             jobs,
             max_images: a.max_images,
             quiet: opts.quiet,
+            remap: a.remap,
         };
         let tested = crash::test_all(&log, &plan, &mut seen)?;
         findings.extend(report.findings.iter().cloned());
@@ -338,6 +346,11 @@ fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
     if let Some(path) = &opts.report {
         report.write(path)?;
     }
+    if a.crash_at.is_some() && out.end == GuestEnd::Hang {
+        // The workload was stopped at the crash point, not hung: only findings count.
+        let n = report.findings.len();
+        return Ok(if n > 0 { opts.findings_exit_code.clamp(0, 255) } else { 0 });
+    }
     Ok(exit_status(out.end, report.findings.len(), opts.findings_exit_code))
 }
 
@@ -350,8 +363,12 @@ fn replay_crash(
 ) -> Result<i32, Fatal> {
     let work = tempfile::Builder::new().prefix("ferrite-crash-").tempdir()?;
     copy_dir(&spec.pm_dir, work.path())?;
-    let spec = RunSpec { pm_dir: work.path().to_path_buf(), ..spec.clone() };
+    let mut spec = RunSpec { pm_dir: work.path().to_path_buf(), ..spec.clone() };
+    if let Some(n) = c.crash_at {
+        spec.max_instructions = n;
+    }
     let log = crash::CrashLog::new(work.path(), c.crash_point_mode == "stores");
+    log.borrow_mut().at_end_only = c.crash_at.is_some();
     let (_, out) = execute_with(&spec, Some(log.clone()), Vec::new())?;
     let log = std::rc::Rc::try_unwrap(log).map_err(|_| Fatal("internal: crash log still shared".into()))?.into_inner();
     let points = log.point_data();
@@ -371,6 +388,7 @@ fn replay_crash(
         jobs: 1,
         max_images: c.max_images,
         quiet: true,
+        remap: c.remap,
     };
     match crash::recover(&plan, &files)? {
         crash::Verdict::Failed { what, .. } => {
@@ -662,6 +680,7 @@ fn cmd_replay(a: ReplayArgs) -> Result<i32, Fatal> {
         pm: orig.run.pm,
         custom_locks: orig.run.custom_locks.clone(),
         preempt_all: orig.run.preempt_all,
+        remap_pm: false,
         schedule: wanted.as_ref().and_then(|f| f.schedule.clone()).unwrap_or_default(),
         settings: orig.run.settings.clone(),
         recover: orig.run.recover.clone(),

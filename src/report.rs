@@ -49,6 +49,12 @@ pub struct CrashSummary {
     pub check: Option<Vec<String>>,
     pub crash_point_mode: String,
     pub max_images: usize,
+    /// `--crash-at N`: the one crash point, after N instructions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crash_at: Option<u64>,
+    /// `--remap`: recovery mapped the PM files elsewhere.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub remap: bool,
 }
 
 /// How the guest ended: exactly one of `code`, `signal`, `hang` or `deadlock`.

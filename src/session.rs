@@ -72,6 +72,8 @@ pub struct RunSpec {
     pub custom_locks: Vec<emu::sync::CustomLock>,
     /// Every shared memory access is a scheduling point (`--preempt all`).
     pub preempt_all: bool,
+    /// PM files mapped away from their usual address (`ferrite crash --remap`, recovery only).
+    pub remap_pm: bool,
     /// `--strategy exhaustive`: the decisions to follow.
     pub schedule: Vec<u32>,
     /// Settings for the passes (`--config`).
@@ -161,6 +163,7 @@ pub fn run_with(
         max_threads: spec.max_threads,
         discard_output: spec.discard_output,
         max_open_files: spec.max_open_files,
+        remap_pm: spec.remap_pm,
     });
     m.set_main_tid(k.current);
     m.scheduler().set_prefix(spec.schedule.clone());
@@ -360,9 +363,18 @@ pub fn run_with(
     };
     // The run is over: the passes report what they saw (a hang is no end of the program, so
     // what is unpersisted at that moment is not reported).
-    if crash.is_some() && matches!(end, GuestEnd::Exited(_)) {
-        // The program's end is a crash point too: what it left unpersisted may be lost.
+    let crash_at = crash.as_ref().is_some_and(|l| l.borrow().at_end_only);
+    if crash.is_some() && (matches!(end, GuestEnd::Exited(_)) || crash_at && end == GuestEnd::Hang) {
+        // The program's end is a crash point too: what it left unpersisted may be lost. With
+        // `--crash-at N` the workload stops after N instructions, and that is the one point.
+        if let Some(log) = &crash {
+            log.borrow_mut().recording_end = true;
+        }
         m.crash_point_here();
+    }
+    if crash_at && end == GuestEnd::Hang {
+        // The budget was the crash point, not a hang of the workload.
+        findings.retain(|f| f.analysis != "hang");
     }
     if let Some(log) = &crash {
         let mut log = log.borrow_mut();

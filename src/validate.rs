@@ -118,7 +118,14 @@ pub fn validate(spec: &RunSpec, images: &CrashLog, v: &Validation, budget: u64) 
     };
     let points = images.point_data();
     let Some(point) = points.get(v.image as usize) else { return Verdict::NotRun("its crash image is missing".into()) };
-    let Some(files) = crash::image_files(point, &point.space.oldest_choice(), &images.file_paths) else {
+    // Everything not yet durable lost, except the lines the finding needs persisted.
+    let mut choice = point.space.oldest_choice();
+    for (i, d) in point.space.dims().iter().enumerate() {
+        if v.newest_lines.contains(&d.line) {
+            choice[i] = d.size - 1;
+        }
+    }
+    let Some(files) = crash::image_files(point, &choice, &images.file_paths) else {
         return Verdict::NotRun("its crash image cannot be built".into());
     };
     let path_of = |dev: u64| images.file_paths.get(&((dev >> FILE_SHIFT) as u32)).cloned();

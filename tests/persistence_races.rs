@@ -282,3 +282,72 @@ fn the_irh_flag_reaches_hawkset() {
     common::Ferrite::run(&prog).opts(&["--analyses", "hawkset"]).go().assert_code(0);
     common::Ferrite::run(&prog).opts(&["--analyses", "hawkset", "--irh", "0"]).go().assert_code(66);
 }
+
+/// `spec` reports, on `guest` with each seed, every race of `pairs` (a finding whose store is at
+/// the line marked by the first marker and one of whose loads is at the line marked by the
+/// second), and every finding of that analysis has its store at one of those store lines.
+#[track_caller]
+fn assert_races(guest_name: &str, spec: &str, pairs: &[(&str, &str)], seeds: &[u64]) {
+    let file = format!("{guest_name}.c");
+    let lines: Vec<(u32, u32)> = pairs.iter().map(|(s, l)| (marker_line(&file, s), marker_line(&file, l))).collect();
+    for &seed in seeds {
+        let r = report(guest_name, spec, seed);
+        let f = findings(&r, spec);
+        for &(store, load) in &lines {
+            assert!(
+                f.iter().any(|f| has(f, "store", &file, store) && has(f, "load", &file, load)),
+                "{spec} on {guest_name} (seed {seed}) should report the store at {file}:{store} with the load at \
+                 {file}:{load}:\n{}",
+                pretty(&r)
+            );
+        }
+        for f in &f {
+            assert!(
+                lines.iter().any(|&(store, _)| has(f, "store", &file, store)),
+                "{spec} on {guest_name} (seed {seed}): a finding whose store is not a marked one:\n{}",
+                pretty(f)
+            );
+            assert_eq!(get(f, "kind").as_str(), Some("persistence-induced-race"));
+        }
+    }
+}
+
+#[test]
+fn a_split_sibling_link_persisted_after_unlocking_is_followed_by_inserts() {
+    // FAST-FAIR: the inserter reads the new link under the leaf's lock and inserts into the
+    // sibling it leads to before the splitter persists it.
+    assert_race("pi_fastfair_split", "hawkset", "/* BUG:", "/* LOAD:", &[0, 1, 2]);
+    assert_race("pi_fastfair_split", "vardalith", "/* BUG:", "/* LOAD:", SEEDS);
+    assert_race("pi_fastfair_split", "vardalith:mode=hb", "/* BUG:", "/* LOAD:", &[0]);
+    assert_fence("pi_fastfair_split", "/* PERSIST:");
+    for spec in ["hawkset", "vardalith", "vardalith:mode=hb"] {
+        assert_silent("pi_fastfair_split_fixed", spec, SEEDS);
+    }
+}
+
+#[test]
+fn lock_free_gets_read_a_key_bit_set_before_the_flush() {
+    // WIPE/APEX: the get (no lock) loads the bitmap and the slot of a put whose slot and bitmap
+    // are flushed after the node's lock is released: two races, the key bit and the value.
+    let pairs = [("/* BUG:", "/* LOAD:"), ("/* SLOT:", "/* GET:")];
+    assert_races("pi_wipe_get", "hawkset", &pairs, &[0, 1, 2]);
+    assert_races("pi_wipe_get", "vardalith", &pairs, SEEDS);
+    assert_races("pi_wipe_get", "vardalith:mode=hb", &pairs, &[0]);
+    assert_fence("pi_wipe_get", "/* PERSIST:");
+    // The twin persists the slot before setting its bit and the bitmap before unlocking; the gets
+    // run after the put.
+    for spec in ["hawkset", "vardalith", "vardalith:mode=hb"] {
+        assert_silent("pi_wipe_get_fixed", spec, SEEDS);
+    }
+    // The gets hold no lock, so hawkset is silent on the twin only because its stores were
+    // persisted before the reader first touched their bytes (the IRH): without it, every store of
+    // the node races with the lock-free loads (docs/analyses/hawkset.md, lock-free code).
+    let r = report("pi_wipe_get_fixed", "hawkset:irh=0", 0);
+    let file = "pi_wipe_get_fixed.c";
+    let (store, load) = (marker_line(file, "/* STORE:"), marker_line(file, "/* LOAD:"));
+    assert!(
+        findings(&r, "hawkset").iter().any(|f| has(f, "store", file, store) && has(f, "load", file, load)),
+        "hawkset:irh=0 on pi_wipe_get_fixed:\n{}",
+        pretty(&r)
+    );
+}

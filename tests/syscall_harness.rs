@@ -38,6 +38,7 @@ fn random_system_calls_through_the_kernel_never_panic() {
         max_threads: 16,
         discard_output: true,
         max_open_files: 64,
+        remap_pm: false,
     });
     syscalls::exec(&mut m, &mut k, &program, &[b"fuzz".to_vec()], &[]).unwrap();
     let sp = m.reg(Reg::RSP);

@@ -63,6 +63,9 @@ pub struct Validation {
     /// A synchronisation variable `(device address, size, initial value)`: the finding is a
     /// false positive if recovery leaves it at its initial value.
     pub reset: Option<(u64, u32, u64)>,
+    /// Device lines (address / 64) the image keeps at their newest version; every other line
+    /// not yet durable is at its oldest allowed version (lost).
+    pub newest_lines: Vec<u64>,
 }
 
 /// Where a pass can capture the PM state as a crash image: the image a crash at this moment

@@ -108,15 +108,8 @@ struct Inconsistency {
     address: bool,
     count: u64,
     validation: Option<Validation>,
-    /// The source became durable before the side effect in every instance seen.
+    /// The source was durable again by the time of every side effect seen.
     window_closed: bool,
-}
-
-/// A side effect waiting to become durable before its source does.
-struct Watch {
-    key: (u32, u64),
-    side: (u64, u32),
-    source: (u64, u32),
 }
 
 /// A synchronisation variable in PM.
@@ -168,7 +161,6 @@ pub struct Pmrace {
     candidate_ids: FxHashMap<(u64, u64), u32>,
     inconsistencies: Vec<Inconsistency>,
     inconsistency_ids: FxHashMap<(u32, u64), usize>,
-    watches: Vec<Watch>,
     sync_vars: BTreeMap<u64, SyncVar>,
     sync_findings: Vec<SyncFinding>,
     sync_finding_ids: FxHashMap<(u64, u64), usize>,
@@ -183,9 +175,6 @@ pub struct Pmrace {
     counts: Counts,
     code: CodeInfo,
 }
-
-/// At most this many side effects wait for their window at once.
-const MAX_WATCHES: usize = 256;
 
 impl Pmrace {
     pub fn new(options: Options) -> Pmrace {
@@ -235,30 +224,8 @@ impl Pmrace {
         image
     }
 
-    /// After something became durable: side effects whose window opened, variables persisted
-    /// while held.
+    /// After something became durable: variables persisted while held.
     fn check_durability(&mut self, ev: &Event, device: &PmDevice) {
-        let mut i = 0;
-        while i < self.watches.len() {
-            let w = &self.watches[i];
-            let side = device.durable_hw(w.side.0, u64::from(w.side.1));
-            let source = device.durable_hw(w.source.0, u64::from(w.source.1));
-            if !side && !source {
-                i += 1;
-                continue;
-            }
-            let w = self.watches.swap_remove(i);
-            let Some(&idx) = self.inconsistency_ids.get(&w.key) else { continue };
-            if side && !source {
-                if self.inconsistencies[idx].validation.is_none() {
-                    if let Some(image) = self.capture(ev, device) {
-                        self.inconsistencies[idx].validation =
-                            Some(Validation { image, overwritten: vec![w.side], reset: None });
-                    }
-                }
-                self.inconsistencies[idx].window_closed = false;
-            }
-        }
         let held: Vec<(u64, u32)> = self
             .sync_vars
             .iter()
@@ -280,6 +247,7 @@ impl Pmrace {
                         image,
                         overwritten: Vec::new(),
                         reset: Some((dev, size, init)),
+                        newest_lines: Vec::new(),
                     });
                     self.sync_finding_ids.insert(key, self.sync_findings.len());
                     self.sync_findings.push(SyncFinding {
@@ -440,7 +408,7 @@ impl Analysis for Pmrace {
         id
     }
 
-    fn on_tainted_store(&mut self, ev: &Event, content: &[u32], address: &[u32], _device: &PmDevice) {
+    fn on_tainted_store(&mut self, ev: &Event, content: &[u32], address: &[u32], device: &PmDevice) {
         let (dev, end) = (ev.dev, ev.dev + u64::from(ev.size));
         for &id in content.iter().chain(address.iter()) {
             let Some(c) = self.candidates.get(id as usize - 1) else { continue };
@@ -475,10 +443,21 @@ impl Analysis for Pmrace {
             inc.count += 1;
             inc.content |= content.contains(&id);
             inc.address |= address.contains(&id);
-            if inc.validation.is_none() && self.watches.len() < MAX_WATCHES {
-                let source = c.source;
-                self.watches.retain(|w| w.key != key);
-                self.watches.push(Watch { key, side: (dev, ev.size), source });
+            if inc.validation.is_none() {
+                let (s, n) = c.source;
+                if device.durable_hw(s, u64::from(n)) {
+                    // The writer persisted the source between the load and this store.
+                    continue;
+                }
+                // The crash image where this store's line persisted (by a flush to come, or an
+                // eviction) and everything not yet durable, the source included, is lost.
+                let lines: Vec<u64> = (dev / 64..=(end - 1) / 64).collect();
+                if let Some(image) = self.capture(ev, device) {
+                    let inc = &mut self.inconsistencies[idx];
+                    inc.validation =
+                        Some(Validation { image, overwritten: vec![(dev, ev.size)], reset: None, newest_lines: lines });
+                    inc.window_closed = false;
+                }
             }
         }
     }
@@ -496,7 +475,7 @@ impl Analysis for Pmrace {
             let window = if inc.validation.is_some() {
                 "; a crash image where the side effect is durable and its source is not was captured"
             } else if inc.window_closed {
-                "; in this run the source became durable before the side effect"
+                "; in this run the source was durable by the time of each side effect"
             } else {
                 ""
             };

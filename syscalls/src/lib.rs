@@ -79,6 +79,10 @@ pub struct KernelConfig {
     pub discard_output: bool,
     /// `RLIMIT_NOFILE`: descriptors beyond it fail with EMFILE.
     pub max_open_files: i32,
+    /// Map PM files away from where they would go (`ferrite crash --remap`): shared PM mappings
+    /// without `MAP_FIXED` ignore their hint and are placed [`mem::REMAP_GAP`] lower, so
+    /// absolute pointers a previous run stored in PM no longer point into the pool.
+    pub remap_pm: bool,
 }
 
 /// The outcome of one system call for the run loop.

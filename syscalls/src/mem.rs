@@ -24,6 +24,8 @@ pub const STACK_LIMIT: u64 = 8 << 20;
 pub const MMAP_TOP: u64 = STACK_TOP - STACK_LIMIT - (128 << 20);
 /// `vm.mmap_min_addr`.
 pub const MMAP_BOTTOM: u64 = 0x10000;
+/// How much lower `remap_pm` places PM mappings (64 GiB).
+pub const REMAP_GAP: u64 = 1 << 36;
 
 const MAP_SHARED: u64 = 0x01;
 const MAP_PRIVATE: u64 = 0x02;
@@ -130,6 +132,8 @@ impl Kernel {
                 m.unmap(addr, end);
             }
             addr
+        } else if self.cfg.remap_pm && matches!(backing, Backing::Pm { .. }) {
+            m.mem.find_free(len, 0, MMAP_BOTTOM, MMAP_TOP - REMAP_GAP).ok_or(Errno(libc::ENOMEM))?
         } else {
             let hint = if addr.is_multiple_of(PAGE) { addr } else { 0 };
             m.mem.find_free(len, hint, MMAP_BOTTOM, MMAP_TOP).ok_or(Errno(libc::ENOMEM))?
