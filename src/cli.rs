@@ -71,6 +71,13 @@ pub struct CrashArgs {
     #[arg(long)]
     pub remap: bool,
 
+    /// Also report recoveries that pass but read, before writing them, PM bytes whose value
+    /// depended on the crash (lines not durable at the crash point: XFDetector's cross-failure
+    /// races). Off by default: recovery code that checks such data (checksums, commit flags)
+    /// reads it on purpose.
+    #[arg(long)]
+    pub xfd: bool,
+
     /// The workload program, then its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]...")]
     pub command: Vec<String>,

@@ -629,6 +629,7 @@ fn crash_job(
         max_images: a.max_images,
         quiet: true,
         remap: false,
+        xfd: false,
     };
     let tested = crash::test_all(&log, &plan, &mut std::collections::BTreeSet::new())?;
     let mut findings = report.findings.clone();

@@ -433,6 +433,8 @@ pub struct Plan {
     pub quiet: bool,
     /// Recovery maps the PM files elsewhere (`--remap`).
     pub remap: bool,
+    /// Report recovery reads of bytes whose value depends on the crash (`--xfd`).
+    pub xfd: bool,
 }
 
 /// What testing found and covered.
@@ -451,7 +453,17 @@ pub struct Tested {
 #[derive(Clone, Debug)]
 pub enum Verdict {
     Passed,
-    Failed { what: String, locations: Vec<Location> },
+    Failed {
+        what: String,
+        locations: Vec<Location>,
+    },
+    /// It passed, but read PM bytes whose value depended on the crash before writing them
+    /// (`--xfd`): `file` and `offset` of the first, and the load.
+    ReadOpen {
+        file: PathBuf,
+        offset: u64,
+        location: Location,
+    },
 }
 
 impl Verdict {
@@ -460,7 +472,7 @@ impl Verdict {
     }
 }
 
-fn run_on(plan: &Plan, argv: &[String], dir: &Path) -> Result<crate::session::RunOutcome, crate::Fatal> {
+fn recovery_spec(plan: &Plan, argv: &[String], dir: &Path) -> crate::session::RunSpec {
     let mut spec = plan.base.clone();
     spec.program = PathBuf::from(&argv[0]);
     spec.argv = argv.to_vec();
@@ -468,7 +480,11 @@ fn run_on(plan: &Plan, argv: &[String], dir: &Path) -> Result<crate::session::Ru
     spec.max_instructions = plan.budget;
     spec.hold = None;
     spec.remap_pm = plan.remap;
-    Ok(crate::session::run(&spec)?)
+    spec
+}
+
+fn run_on(plan: &Plan, argv: &[String], dir: &Path) -> Result<crate::session::RunOutcome, crate::Fatal> {
+    Ok(crate::session::run(&recovery_spec(plan, argv, dir))?)
 }
 
 fn verdict_of(out: &crate::session::RunOutcome, who: &str) -> Verdict {
@@ -493,12 +509,69 @@ fn verdict_of(out: &crate::session::RunOutcome, who: &str) -> Verdict {
     Verdict::Failed { what, locations }
 }
 
+/// The bytes whose value a crash at this point decides: every line of its space, as
+/// `(file, offset, 64)`.
+pub fn open_bytes(space: &CrashSpace, file_paths: &BTreeMap<u32, PathBuf>) -> Vec<(PathBuf, u64, u64)> {
+    space
+        .lines()
+        .iter()
+        .filter_map(|l| {
+            let dev = l.line * 64;
+            let path = file_paths.get(&((dev >> emu::pm::FILE_SHIFT) as u32))?;
+            Some((path.clone(), dev & ((1 << emu::pm::FILE_SHIFT) - 1), 64))
+        })
+        .collect()
+}
+
+/// A recovery that passed but read, before writing it, a byte whose value depended on the crash
+/// (XFDetector's cross-failure race): the crash point, the read, and the newest store to the line.
+fn read_open_finding(log: &CrashLog, point: usize, file: &Path, offset: u64, read: Location, seed: u64) -> Finding {
+    let p = &log.points[point];
+    let mut locations = vec![Location::from_backtrace("crash point", p.tid, p.frames.clone())];
+    locations.push(read);
+    let id = log.file_paths.iter().find(|(_, f)| f.as_path() == file).map(|(id, _)| *id);
+    let line = id.map(|id| (emu::pm::device_addr(id, offset)) / 64);
+    if let Some(ls) = p.space.lines().iter().find(|l| Some(l.line) == line) {
+        if let Some(store) = ls.versions.last().and_then(|v| v.upto) {
+            if let Some((frames, tid)) = log.store_frames.get(&store.0) {
+                locations.push(Location::from_backtrace("unpersisted store", *tid, frames.clone()));
+            }
+        }
+    }
+    Finding {
+        id: 0,
+        analysis: "crash".into(),
+        kind: "cross-failure-read".into(),
+        message: format!(
+            "recovery read {}+{offset:#x} before writing it, and its value depended on the crash at instruction {}: the line was not durable there, so another crash image holds another value (recovery passed on this one)",
+            file.display(),
+            p.icount
+        ),
+        seed,
+        occurrences: 1,
+        locations,
+        schedule: None,
+        interleaving: None,
+        crash_image: None,
+    }
+}
+
 /// Recovers one image's files in a private directory; runs the checker if recovery passed.
-pub fn recover(plan: &Plan, files: &Files) -> Result<Verdict, crate::Fatal> {
+/// `open` lists the PM bytes whose value depends on the crash (`--xfd`: a recovery that reads
+/// one before writing it is reported even if it passes).
+pub fn recover(plan: &Plan, files: &Files, open: &[(PathBuf, u64, u64)]) -> Result<Verdict, crate::Fatal> {
     let dir = tempfile::Builder::new().prefix("ferrite-recovery-").tempdir()?;
     materialise(files, dir.path())?;
-    let out = run_on(plan, &plan.recover, dir.path())?;
+    let (out, read) = if open.is_empty() {
+        (run_on(plan, &plan.recover, dir.path())?, None)
+    } else {
+        let (out, w) = crate::validate::watched_run(&recovery_spec(plan, &plan.recover, dir.path()), open)?;
+        (out, w.first_read)
+    };
     let v = verdict_of(&out, "recovery");
+    if let (Verdict::Passed, Some((file, offset, location))) = (&v, read) {
+        return Ok(Verdict::ReadOpen { file, offset, location });
+    }
     match (&v, &plan.check) {
         (Verdict::Passed, Some(check)) => Ok(verdict_of(&run_on(plan, check, dir.path())?, "check")),
         _ => Ok(v),
@@ -550,6 +623,8 @@ pub fn test_all(
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let failing = std::sync::atomic::AtomicU64::new(0);
+    let open: Vec<Vec<(PathBuf, u64, u64)>> =
+        points.iter().map(|p| if plan.xfd { open_bytes(&p.space, &log.file_paths) } else { Vec::new() }).collect();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(plan.jobs.max(1))
         .build()
@@ -558,7 +633,7 @@ pub fn test_all(
         order
             .par_iter()
             .map(|key| {
-                let v = recover(plan, &unique[key].2);
+                let v = recover(plan, &unique[key].2, &open[unique[key].0]);
                 if matches!(v, Ok(Verdict::Failed { .. })) {
                     let n = failing.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                     bar.set_message(format!("{n} failing"));
@@ -571,7 +646,15 @@ pub fn test_all(
     bar.finish_and_clear();
     tested.recoveries = order.len() as u64;
     for (key, v) in order.iter().zip(verdicts) {
-        let Verdict::Failed { what, locations } = v? else { continue };
+        let (what, locations) = match v? {
+            Verdict::Failed { what, locations } => (what, locations),
+            Verdict::ReadOpen { file, offset, location } => {
+                let point = unique[key].0;
+                tested.findings.push(read_open_finding(log, point, &file, offset, location, plan.base.seed));
+                continue;
+            }
+            Verdict::Passed => continue,
+        };
         tested.failures += 1;
         let (point, choice, _) = &unique[key];
         let p = &points[*point];
@@ -582,7 +665,7 @@ pub fn test_all(
             let c = with_only(&p.space, choice, keep);
             let Some(files) = image_files(p, &c, &log.file_paths) else { return false };
             tested.recoveries += 1;
-            match recover(plan, &files) {
+            match recover(plan, &files, &[]) {
                 Ok(v) => v.failed(),
                 Err(e) => {
                     errors = Some(e);

@@ -305,6 +305,7 @@ fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
             max_images: a.max_images,
             quiet: opts.quiet,
             remap: a.remap,
+            xfd: a.xfd,
         };
         let tested = crash::test_all(&log, &plan, &mut seen)?;
         findings.extend(report.findings.iter().cloned());
@@ -389,13 +390,14 @@ fn replay_crash(
         max_images: c.max_images,
         quiet: true,
         remap: c.remap,
+        xfd: false,
     };
-    match crash::recover(&plan, &files)? {
+    match crash::recover(&plan, &files, &[])? {
         crash::Verdict::Failed { what, .. } => {
             say!("ferrite: replay reproduced finding {}: {what}", f.id);
             Ok(66)
         }
-        crash::Verdict::Passed => {
+        crash::Verdict::Passed | crash::Verdict::ReadOpen { .. } => {
             say!("ferrite: replay diverged: recovery passed on the rebuilt crash image of finding {}", f.id);
             Ok(1)
         }

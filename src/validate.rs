@@ -35,26 +35,34 @@ pub enum Verdict {
     NotRun(String),
 }
 
-/// Watched bytes of one PM file, by offset.
+/// Per watched byte of one PM file (of the recovery run): whether recovery wrote it, and the
+/// instruction count of its first read before any write.
 #[derive(Default)]
-struct Watched {
-    /// `(offset, overwritten)` per watched byte.
-    bytes: BTreeMap<u64, bool>,
-    /// The first load of a byte not yet overwritten.
-    read: Option<RawLocation>,
+struct Byte {
+    written: bool,
+    read: Option<u64>,
 }
 
-/// The observer inside the recovery run.
+/// The observer inside a recovery run: recovery's loads and stores of chosen PM bytes. Device
+/// file ids differ between runs, so bytes are watched by offset in every file and sorted out by
+/// path after the run ([`watched_run`]).
 struct Watcher {
-    /// Watched offsets (the same in every file until the file is known).
-    offsets: Vec<(u64, u32)>,
-    /// State per device file id of the recovery run.
-    files: Rc<RefCell<BTreeMap<u32, Watched>>>,
+    /// Watched offsets `(offset, length)`, in any file.
+    offsets: Vec<(u64, u64)>,
+    state: Rc<RefCell<BTreeMap<(u32, u64), Byte>>>,
+    /// The load behind each first read, by (file id, offset).
+    reads: Vec<(u32, u64, RawLocation)>,
+}
+
+impl Watcher {
+    fn watches(&self, b: u64) -> bool {
+        self.offsets.iter().any(|&(o, n)| b >= o && b < o + n)
+    }
 }
 
 impl Analysis for Watcher {
     fn name(&self) -> &'static str {
-        "validation"
+        "watch"
     }
 
     fn interest(&self) -> Interest {
@@ -73,42 +81,95 @@ impl Analysis for Watcher {
         let id = (ev.dev >> FILE_SHIFT) as u32;
         let off = ev.dev & ((1 << FILE_SHIFT) - 1);
         let end = off + u64::from(ev.size);
-        if !self.offsets.iter().any(|&(o, n)| o < end && off < o + u64::from(n)) {
+        if !self.offsets.iter().any(|&(o, n)| o < end && off < o + n) {
             return;
         }
-        let mut files = self.files.borrow_mut();
-        let w = files.entry(id).or_insert_with(|| Watched {
-            bytes: self.offsets.iter().flat_map(|&(o, n)| (o..o + u64::from(n)).map(|b| (b, false))).collect(),
-            read: None,
-        });
-        for (_, done) in w.bytes.range_mut(off..end) {
-            if load && !*done && w.read.is_none() {
-                w.read = Some(RawLocation { role: "recovery read", pc: ev.pc, stack: ev.stack, tid: ev.tid });
+        let mut state = self.state.borrow_mut();
+        for b in off..end {
+            if !self.watches(b) {
+                continue;
+            }
+            let byte = state.entry((id, b)).or_default();
+            if load && !byte.written && byte.read.is_none() {
+                byte.read = Some(ev.icount);
+                if self.reads.len() < 4096 {
+                    let at = RawLocation { role: "recovery read", pc: ev.pc, stack: ev.stack, tid: ev.tid };
+                    self.reads.push((id, b, at));
+                }
             }
             if !load {
-                *done = true;
+                byte.written = true;
             }
         }
     }
 
     fn finish(&mut self, _device: &PmDevice) -> Vec<RawFinding> {
-        // The first inconsistent read, as a finding of the recovery run so that its session
-        // symbolises it.
-        self.files
-            .borrow()
-            .values()
-            .filter_map(|w| w.read.clone())
-            .take(1)
-            .map(|l| RawFinding {
-                analysis: "validation",
-                kind: "recovery-read",
-                message: String::new(),
+        // As findings of the recovery run, so that its session symbolises the loads; the message
+        // names the byte.
+        self.reads
+            .drain(..)
+            .map(|(id, off, l)| RawFinding {
+                analysis: "watch",
+                kind: "read",
+                message: format!("{id} {off}"),
                 occurrences: 1,
                 locations: vec![l],
                 validation: None,
             })
             .collect()
     }
+}
+
+/// What a recovery did with the watched bytes.
+pub struct Watched {
+    /// Watched bytes (in files the recovery opened) and how many of them it wrote.
+    pub watched: usize,
+    pub written: usize,
+    /// The earliest load of a watched byte the recovery had not written: file, offset, load.
+    pub first_read: Option<(PathBuf, u64, Location)>,
+}
+
+/// Runs `spec` (a recovery) watching `bytes`: `(file relative to the PM directory, offset,
+/// length)`.
+pub fn watched_run(
+    spec: &RunSpec,
+    bytes: &[(PathBuf, u64, u64)],
+) -> Result<(crate::session::RunOutcome, Watched), crate::session::SessionError> {
+    let state = Rc::new(RefCell::new(BTreeMap::new()));
+    let offsets: Vec<(u64, u64)> = bytes.iter().map(|(_, o, n)| (*o, *n)).collect();
+    let watcher = Watcher { offsets, state: state.clone(), reads: Vec::new() };
+    let mut out = crate::session::run_with(spec, None, vec![Box::new(watcher)])?;
+    let ids: BTreeMap<&PathBuf, u32> = out.pm_files.iter().map(|(id, p)| (p, *id)).collect();
+    let mut w = Watched { watched: 0, written: 0, first_read: None };
+    let mut earliest: Option<(u64, u32, u64)> = None;
+    {
+        let state = state.borrow();
+        for (path, off, len) in bytes {
+            let Some(&id) = ids.get(path) else { continue };
+            for b in *off..off + len {
+                w.watched += 1;
+                let Some(byte) = state.get(&(id, b)) else { continue };
+                if byte.written {
+                    w.written += 1;
+                }
+                if let Some(at) = byte.read {
+                    if earliest.is_none_or(|e| at < e.0) {
+                        earliest = Some((at, id, b));
+                    }
+                }
+            }
+        }
+    }
+    if let Some((_, id, b)) = earliest {
+        let key = format!("{id} {b}");
+        let at =
+            out.findings.iter().find(|f| f.analysis == "watch" && f.message == key).and_then(|f| f.locations.first());
+        if let (Some(l), Some(path)) = (at, out.pm_files.get(&id)) {
+            w.first_read = Some((path.clone(), b, l.clone()));
+        }
+    }
+    out.findings.retain(|f| f.analysis != "watch");
+    Ok((out, w))
 }
 
 /// Validates one finding of the workload run `spec` on image `v.image` of `images`.
@@ -136,10 +197,11 @@ pub fn validate(spec: &RunSpec, images: &CrashLog, v: &Validation, budget: u64) 
     if let Err(e) = crash::materialise(&files, dir.path()) {
         return Verdict::NotRun(format!("the crash image cannot be written: {e}"));
     }
-    let offsets: Vec<(u64, u32)> = v.overwritten.iter().map(|&(dev, n)| (dev & ((1 << FILE_SHIFT) - 1), n)).collect();
-    let watched_file: Option<PathBuf> = v.overwritten.first().and_then(|&(dev, _)| path_of(dev));
-    let state = Rc::new(RefCell::new(BTreeMap::new()));
-    let watcher = Watcher { offsets, files: state.clone() };
+    let watch: Vec<(PathBuf, u64, u64)> = v
+        .overwritten
+        .iter()
+        .filter_map(|&(dev, n)| Some((path_of(dev)?, dev & ((1 << FILE_SHIFT) - 1), u64::from(n))))
+        .collect();
     let rspec = RunSpec {
         program: PathBuf::from(&recover[0]),
         argv: recover.clone(),
@@ -153,7 +215,7 @@ pub fn validate(spec: &RunSpec, images: &CrashLog, v: &Validation, budget: u64) 
         schedule: Vec::new(),
         ..spec.clone()
     };
-    let out = match crate::session::run_with(&rspec, None, vec![Box::new(watcher)]) {
+    let (out, watched) = match watched_run(&rspec, &watch) {
         Ok(o) => o,
         Err(e) => return Verdict::NotRun(format!("recovery could not run: {e}")),
     };
@@ -186,19 +248,13 @@ pub fn validate(spec: &RunSpec, images: &CrashLog, v: &Validation, budget: u64) 
             Verdict::Confirmed(format!("recovery leaves it at {value:#x}, not its initial value {init:#x}"), None)
         };
     }
-    // The recovery run's file id of the watched file.
-    let id = watched_file.as_ref().and_then(|rel| out.pm_files.iter().find(|(_, p)| *p == rel).map(|(id, _)| *id));
-    let files = state.borrow();
-    let w = id.and_then(|id| files.get(&id));
-    let read = out.findings.iter().find(|f| f.analysis == "validation").and_then(|f| f.locations.first().cloned());
-    match w {
-        Some(w) if w.read.is_some() => {
-            Verdict::Confirmed("recovery reads the inconsistent bytes before overwriting them".into(), read)
+    match watched {
+        Watched { first_read: Some((_, _, at)), .. } => {
+            Verdict::Confirmed("recovery reads the inconsistent bytes before overwriting them".into(), Some(at))
         }
-        Some(w) if w.bytes.values().all(|d| *d) => Verdict::FalsePositive(format!(
-            "recovery overwrites all {} inconsistent bytes before reading them",
-            w.bytes.len()
-        )),
+        Watched { written, watched, .. } if watched > 0 && written == watched => {
+            Verdict::FalsePositive(format!("recovery overwrites all {watched} inconsistent bytes before reading them"))
+        }
         _ => match failed {
             Some(why) => Verdict::Confirmed(format!("{why} on the crash image"), None),
             None => Verdict::Confirmed("recovery leaves the inconsistent bytes in place".into(), None),

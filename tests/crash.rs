@@ -206,3 +206,26 @@ fn remap_exposes_absolute_pointers_stored_in_pm() {
     crash("pm_abs_pointer_fixed", false).assert_code(0);
     crash("pm_abs_pointer_fixed", true).assert_code(0);
 }
+
+/// `--xfd` (XFDetector's cross-failure races): a recovery that passes but reads, before writing
+/// it, a PM byte whose value depended on the crash is reported, with the recovery's load and the
+/// store the crash may lose. The fixed log's recovery reads its count, the commit variable, which
+/// is such a byte at the points where the count is being published: reported with `--xfd`, never
+/// without (the commit-variable reads XFDetector's annotations would excuse).
+#[test]
+fn xfd_reports_recovery_reads_of_bytes_the_crash_decides() {
+    let read = u64::from(marker_line("pm_log_fixed.c", "uint64_t n = p->count;"));
+    let run = crash_run("pm_log_fixed", &["--xfd", "--analyses", "none"], None);
+    run.assert_code(66);
+    let report = run.json("r.json");
+    assert_eq!(report["crash"]["failures"], 0);
+    let found: Vec<&Value> =
+        crash_findings(&report).into_iter().filter(|f| f["kind"] == "cross-failure-read").collect();
+    assert!(!found.is_empty(), "{report}");
+    assert!(found.iter().all(|f| f["locations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|l| l["role"] == "recovery read" && l["line"].as_u64() == Some(read))));
+    crash_run("pm_log_fixed", &["--analyses", "none"], None).assert_code(0);
+}
