@@ -220,6 +220,17 @@ pub struct RunOptions {
     #[arg(long, value_name = "CMD ARGS")]
     pub recover: Option<String>,
 
+    /// Active delay injection (Vardalith's, after TSVD): a thread entering a release (unlock,
+    /// sem_post, custom release) with PM stores not yet fenced waits N instructions of the others,
+    /// with a probability per release site that starts at 100% and drops by --delay-decay after
+    /// each delay there that exposed nothing. Widens persistence windows for every pass. 0: off.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub delay: u64,
+
+    /// Percentage points a release site's delay probability loses per fruitless delay.
+    #[arg(long, value_name = "P", default_value_t = 5)]
+    pub delay_decay: u32,
+
     /// Shorthand for `pmrace:compat=on`: PMRace's own persistence rule (a flush alone makes data
     /// clean, non-temporal stores are clean at once), to compare with the paper's counts.
     #[arg(long)]

@@ -479,6 +479,7 @@ fn recovery_spec(plan: &Plan, argv: &[String], dir: &Path) -> crate::session::Ru
     spec.pm_dir = dir.to_path_buf();
     spec.max_instructions = plan.budget;
     spec.hold = None;
+    spec.delay = None;
     spec.remap_pm = plan.remap;
     spec
 }

@@ -192,6 +192,7 @@ pub(crate) fn execute_with(
             inputs: out.inputs.clone(),
             settings: spec.settings.clone(),
             recover: spec.recover.clone(),
+            delay: spec.delay,
         },
         findings: out.findings.clone(),
         crash: None,
@@ -234,6 +235,7 @@ fn run_spec(opts: &RunOptions, command: &[String], pm_dir: PathBuf) -> Result<Ru
         settings: analyses::Settings { sync_vars: config.sync_vars, pmrace_allow: config.pmrace_allow },
         recover: opts.recover.as_deref().map(split_command).filter(|c| !c.is_empty()),
         hold: None,
+        delay: (opts.delay > 0).then_some(emu::sched::DelayInjection { length: opts.delay, decay: opts.delay_decay }),
     })
 }
 
@@ -687,6 +689,7 @@ fn cmd_replay(a: ReplayArgs) -> Result<i32, Fatal> {
         settings: orig.run.settings.clone(),
         recover: orig.run.recover.clone(),
         hold: wanted.as_ref().and_then(|f| f.interleaving.clone()),
+        delay: orig.run.delay,
     };
     if let (Some(f), Some(c)) = (&wanted, &orig.crash) {
         if let Some(image) = &f.crash_image {

@@ -118,6 +118,9 @@ pub struct RunInfo {
     /// `--recover`, which validates pmrace's findings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recover: Option<Vec<String>>,
+    /// `--delay` and `--delay-decay`: active delay injection at releases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay: Option<emu::sched::DelayInjection>,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {

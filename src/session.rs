@@ -82,6 +82,8 @@ pub struct RunSpec {
     pub recover: Option<Vec<String>>,
     /// PMRace's targeted interleaving (`--strategy pmrace`): readers held at sync-point loads.
     pub hold: Option<emu::sched::Hold>,
+    /// Active delay injection at releases (`--delay`).
+    pub delay: Option<emu::sched::DelayInjection>,
 }
 
 /// How the guest ended.
@@ -170,6 +172,9 @@ pub fn run_with(
     if let Some(h) = &spec.hold {
         k.privileged = h.privileged;
         m.set_hold(Some(h.clone()));
+    }
+    if let Some(d) = spec.delay {
+        m.set_delays(d, spec.seed);
     }
     if spec.preempt_all {
         m.preempt_all_accesses();
@@ -296,6 +301,11 @@ pub fn run_with(
             }
             Exit::Preempt => {
                 let mut point = Point::Optional;
+                if let Some(length) = m.take_delay() {
+                    // Delay injection: the releasing thread waits while the others run.
+                    k.hold(&m, Some(m.icount() + length));
+                    point = Point::Forced;
+                }
                 if m.take_release() && !k.release_held().is_empty() {
                     // The matching store: the readers run before its writer goes on to its flush.
                     k.hold(&m, Some(m.icount() + emu::sched::WRITER_WAIT));
@@ -403,6 +413,9 @@ pub fn run_with(
         }
     }
     let mut stats = std::collections::BTreeMap::new();
+    if spec.delay.is_some() {
+        stats.insert("scheduler.delays".to_string(), m.delays_injected());
+    }
     let mut discarded = Vec::new();
     if let Some(obs) = m.take_observer() {
         let any: Box<dyn std::any::Any> = obs;

@@ -212,6 +212,7 @@ pub fn validate(spec: &RunSpec, images: &CrashLog, v: &Validation, budget: u64) 
         quiet: true,
         recover: None,
         hold: None,
+        delay: None,
         schedule: Vec::new(),
         ..spec.clone()
     };

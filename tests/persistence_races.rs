@@ -351,3 +351,19 @@ fn lock_free_gets_read_a_key_bit_set_before_the_flush() {
         pretty(&r)
     );
 }
+
+/// Vardalith's sampling (`vardalith:sample=N`, the paper's §5.2): only every N-th PM access opens
+/// a window (each is still checked against the open ones), so fewer races are found at a lower
+/// cost; `sample=1` is the full pass and `sample=0` is refused.
+#[test]
+fn vardalith_sampling_tracks_fewer_windows() {
+    let full = findings(&report("pi_clht_resize", "vardalith", 0), "vardalith").len();
+    let sampled = findings(&report("pi_clht_resize", "vardalith:sample=10", 0), "vardalith").len();
+    assert!(full > 0 && sampled < full, "full {full}, sampled {sampled}");
+    let run = Ferrite::run(&guest("pi_clht_resize"))
+        .opts(&["--analyses", "vardalith:sample=0"])
+        .args(&["/mnt/pmem0/pool"])
+        .go();
+    run.assert_code(2);
+    assert!(run.stderr.contains("sample=0: expected a number >= 1"), "{}", run.stderr);
+}

@@ -278,3 +278,17 @@ fn a_pthread_mutex_in_pm_persisted_while_held_is_a_sync_inconsistency() {
     assert_silent(&r);
     assert_eq!(stat(&r, "validated_false_positives"), 1, "{}", pretty(&r));
 }
+
+/// Active delay injection (`--delay N`, Vardalith's after TSVD): the writer entering its unlock
+/// with an unfenced PM store waits N instructions, so the lock-free reader loads the value while
+/// it is not durable. Seed 1 misses the window without delays (see above) and hits it with them;
+/// the delay is recorded in the report, counted, and replayed.
+#[test]
+fn delay_injection_widens_the_window_deterministically() {
+    let r = pmrace("pr_lockfree", &["--seed", "1", "--delay", "20000"], false);
+    assert_inconsistency(&r, "pr_lockfree", "/* PR: side effect */");
+    assert!(r["stats"]["scheduler.delays"].as_u64() >= Some(1), "{}", pretty(&r));
+    assert_eq!(get(&r, "run.delay.length").as_u64(), Some(20000));
+    let again = pmrace("pr_lockfree", &["--seed", "1", "--delay", "20000"], false);
+    assert_eq!(get(&r, "run.trace_hash"), get(&again, "run.trace_hash"));
+}

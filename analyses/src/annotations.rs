@@ -19,11 +19,11 @@
 //!   program never registered stays checked, because what is PM is decided by the PM mount
 //!   (pmemcheck would not check it at all).
 //!
-//! Transactions (`ADD_TO_TX`, ...) do not enter here: pmemcheck uses them only for its
-//! out-of-transaction check, never to excuse a store from being persisted (PMDK flushes a
-//! transaction's ranges at commit, with instructions ferrite sees).
+//! Transactions (`START_TX`, `ADD_TO_TX`, ...) never excuse a store from being persisted (PMDK
+//! flushes a transaction's ranges at commit, with instructions ferrite sees); pmemcheck uses
+//! them only for its transaction check, kept here as [`Transactions`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use emu::events::{Event, EventKind};
 use emu::pm::{DurabilityRule, PmDevice, UnpersistedStore};
@@ -117,6 +117,12 @@ impl Annotations {
         !self.ever.is_empty() && self.ever.covers(dev, hi) && !self.registered.overlaps(dev, hi)
     }
 
+    /// Whether a store of `size` bytes at device address `dev` overlaps PM registered for
+    /// checking now (pmemcheck's `is_pmem_access`).
+    pub fn registered_now(&self, dev: u64, size: u32) -> bool {
+        self.registered.overlaps(dev, dev.saturating_add(u64::from(size.max(1))))
+    }
+
     /// Whether the device address `dev` lies in PM the program registered for checking at
     /// some point.
     pub fn registered_once(&self, dev: u64) -> bool {
@@ -188,6 +194,170 @@ impl Annotations {
             }
         }
         self.clean.insert(lo, (hi, bound));
+    }
+}
+
+/// A `[start, end)` range; empty when `start == end`.
+type Range = (u64, u64);
+
+/// One running transaction, as pmemcheck's `tx_info`: a nesting counter and the ranges added
+/// to it, the latest one kept apart (pmemcheck's one-range cache, whose quirks decide what a
+/// `REMOVE_FROM_TX` takes away).
+#[derive(Clone, Debug, Default)]
+struct Tx {
+    nesting: u32,
+    regions: Ranges,
+    cached: Option<Range>,
+}
+
+/// pmemcheck's `check_overlap(lhs, rhs)`: 0 if they do not overlap, 1 if `lhs` lies within
+/// `rhs`, 2 otherwise.
+fn check_overlap(lhs: Range, rhs: Range) -> u8 {
+    if lhs.1 <= rhs.0 || lhs.0 >= rhs.1 {
+        0
+    } else if lhs.0 < rhs.0 || lhs.1 > rhs.1 {
+        2
+    } else {
+        1
+    }
+}
+
+impl Tx {
+    fn flush_cache(&mut self) {
+        if let Some((lo, hi)) = self.cached.take() {
+            self.regions.insert(lo, hi);
+        }
+    }
+
+    /// pmemcheck's `add_obj_to_tx`.
+    fn add(&mut self, reg: Range) {
+        if let Some(c) = self.cached {
+            match check_overlap(c, reg) {
+                0 => self.flush_cache(),
+                2 => {
+                    self.flush_cache();
+                    self.regions.remove(reg.0, reg.1);
+                }
+                // The new range contains the cached one.
+                _ => {}
+            }
+        }
+        self.cached = (reg.0 < reg.1).then_some(reg);
+    }
+
+    /// pmemcheck's `remove_obj_from_tx`: the cached range itself is forgotten; a range
+    /// overlapping it moves the cached one to the others first (where it is cut) but leaves it
+    /// cached too.
+    fn remove(&mut self, reg: Range) {
+        if self.cached == Some(reg) {
+            self.cached = None;
+            return;
+        }
+        if let Some(c) = self.cached.filter(|&c| check_overlap(reg, c) != 0) {
+            self.regions.insert(c.0, c.1);
+        }
+        self.regions.remove(reg.0, reg.1);
+    }
+
+    /// pmemcheck's `is_store_in_tx`: wholly within the cached range or within one range.
+    fn covers(&mut self, st: Range) -> bool {
+        if self.cached.is_some_and(|c| check_overlap(st, c) == 1) {
+            return true;
+        }
+        self.flush_cache();
+        self.regions.covers(st.0, st.1)
+    }
+}
+
+/// pmemcheck's transaction check ("stores made without adding to transactions"): while a thread
+/// takes part in a transaction, each of its PM stores must lie wholly within a range added to
+/// one of its transactions, or wholly within the ranges excluded for the whole run
+/// (`ADD_TO_GLOBAL_TX_IGNORE`). Feed it the `Tx*` events ([`Transactions::on_event`]) and ask
+/// about each store ([`Transactions::outside`]).
+///
+/// As in pmemcheck, a transaction is named by an id: `START_TX` (PMDK's) uses the running
+/// thread's id, the `_N` forms the program's (one namespace, as pmemcheck has); a thread takes
+/// part in every transaction it began until the transaction's outermost end, and a range added
+/// by a thread that takes no part in the transaction is ignored. Ranges are in device
+/// addresses: only PM is checked, so pieces outside PM are dropped.
+#[derive(Clone, Debug, Default)]
+pub struct Transactions {
+    txs: BTreeMap<u64, Tx>,
+    /// The transactions each thread takes part in.
+    threads: BTreeMap<u32, BTreeSet<u64>>,
+    excluded: Ranges,
+}
+
+impl Transactions {
+    fn id(ev: &Event) -> u64 {
+        if ev.new == 0 {
+            u64::from(ev.tid)
+        } else {
+            ev.new
+        }
+    }
+
+    fn member(&mut self, ev: &Event) -> Option<&mut Tx> {
+        let id = Transactions::id(ev);
+        if !self.threads.get(&ev.tid).is_some_and(|s| s.contains(&id)) {
+            return None;
+        }
+        self.txs.get_mut(&id)
+    }
+
+    /// Takes a `TxBegin`, `TxEnd`, `TxAdd`, `TxRemove` or `TxIgnore` event; ignores the rest.
+    pub fn on_event(&mut self, ev: &Event) {
+        let reg = (ev.dev, ev.dev.saturating_add(u64::from(ev.size)));
+        match ev.kind {
+            EventKind::TxBegin => {
+                let id = Transactions::id(ev);
+                self.txs.entry(id).or_default().nesting += 1;
+                self.threads.entry(ev.tid).or_default().insert(id);
+            }
+            EventKind::TxEnd => {
+                let id = Transactions::id(ev);
+                let Some(tx) = self.txs.get_mut(&id) else { return };
+                tx.nesting = tx.nesting.saturating_sub(1);
+                if tx.nesting == 0 {
+                    self.txs.remove(&id);
+                    self.threads.retain(|_, s| {
+                        s.remove(&id);
+                        !s.is_empty()
+                    });
+                }
+            }
+            _ if ev.dev == 0 => {}
+            EventKind::TxAdd => {
+                if let Some(tx) = self.member(ev) {
+                    tx.add(reg);
+                }
+            }
+            EventKind::TxRemove => {
+                if let Some(tx) = self.member(ev) {
+                    tx.remove(reg);
+                }
+            }
+            EventKind::TxIgnore => self.excluded.insert(reg.0, reg.1),
+            _ => {}
+        }
+    }
+
+    /// Whether the thread `tid` takes part in a transaction now.
+    pub fn in_transaction(&self, tid: u32) -> bool {
+        self.threads.contains_key(&tid)
+    }
+
+    /// Whether a PM store by `tid` of `size` bytes at device address `dev`, made now, is made
+    /// inside a transaction but outside every range added to the thread's transactions and
+    /// outside the excluded ranges (pmemcheck's "store made without adding to transaction").
+    pub fn outside(&mut self, tid: u32, dev: u64, size: u32) -> bool {
+        let st = (dev, dev.saturating_add(u64::from(size.max(1))));
+        let Some(ids) = self.threads.get(&tid) else { return false };
+        if self.excluded.covers(st.0, st.1) {
+            return false;
+        }
+        let txs = &mut self.txs;
+        !ids.iter().any(|id| txs.get_mut(id).is_some_and(|tx| tx.covers(st)))
     }
 }
 

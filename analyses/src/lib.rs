@@ -309,7 +309,8 @@ impl Observer for Passes {
             | EventKind::TxBegin
             | EventKind::TxEnd
             | EventKind::TxAdd
-            | EventKind::TxRemove => Interest::SYNC,
+            | EventKind::TxRemove
+            | EventKind::TxIgnore => Interest::SYNC,
             EventKind::CrashPoint => Interest::CRASH,
             _ => Interest::STORES,
         };

@@ -17,7 +17,17 @@
 //!   and no NT store pending for its thread). Locked instructions are fences too but are never
 //!   reported: they are there for atomicity.
 //!
-//! Under `--persistency eadr` the last two are not reported: every flush is redundant there by
+//! - **store-outside-transaction**: pmemcheck's transaction check. A PM store made by the
+//!   program's own code (not a library's: [`CodeInfo::is_library`]) while its thread is inside a
+//!   transaction (`START_TX` .. `END_TX`, as PMDK announces `TX_BEGIN` .. `TX_END`), to bytes
+//!   not wholly within a range added to the transaction (`ADD_TO_TX`, as `TX_ADD` and
+//!   `pmemobj_tx_add_range` announce it, minus `REMOVE_FROM_TX`) nor within the ranges the
+//!   program excluded from transaction checking (`ADD_TO_GLOBAL_TX_IGNORE`): the transaction
+//!   cannot roll it back. Only PM the program registered is checked (pmemcheck tracks nothing
+//!   else). One finding per store site, with the outermost `TX_BEGIN` as a second location.
+//!   `unpersisted:tx=off` turns it off.
+//!
+//! Under `--persistency eadr` the flush and fence lints are not reported: every flush is redundant there by
 //! design, and a program written for ADR machines rightly keeps them.
 //!
 //! # How
@@ -50,23 +60,25 @@ use emu::events::{Event, EventKind, Interest};
 use emu::pm::{DurabilityRule, PmDevice};
 use rustc_hash::FxHashMap;
 
-use crate::annotations::Annotations;
-use crate::{Analysis, RawFinding, RawLocation};
+use crate::annotations::{Annotations, Transactions};
+use crate::{Analysis, CodeInfo, RawFinding, RawLocation};
 
 type Site = (u64, StackId);
 
 /// `unpersisted:rule=hw|own`: which durability predicate "persisted" means;
 /// `unpersisted:lints=all|unannotated`: whether the flush and fence lints cover PM the program
-/// registered through pmemcheck's client requests too (default: not, as pmemcheck).
+/// registered through pmemcheck's client requests too (default: not, as pmemcheck);
+/// `unpersisted:tx=on|off`: pmemcheck's transaction check (default on).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Options {
     pub rule: DurabilityRule,
     pub annotated_lints: bool,
+    pub tx_check: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { rule: DurabilityRule::Hw, annotated_lints: false }
+        Options { rule: DurabilityRule::Hw, annotated_lints: false, tx_check: true }
     }
 }
 
@@ -79,9 +91,11 @@ impl Options {
                 "rule=own" => o.rule = DurabilityRule::Own,
                 "lints=all" => o.annotated_lints = true,
                 "lints=unannotated" => o.annotated_lints = false,
+                "tx=on" => o.tx_check = true,
+                "tx=off" => o.tx_check = false,
                 other => {
                     return Err(format!(
-                        "unpersisted: unknown option `{other}` (rule=hw, rule=own, lints=all or lints=unannotated)"
+                        "unpersisted: unknown option `{other}` (rule=hw, rule=own, lints=all, lints=unannotated, tx=on or tx=off)"
                     ))
                 }
             }
@@ -105,6 +119,14 @@ pub struct Unpersisted {
     /// Stores made where the program had withdrawn PM from checking, by store id (a subset
     /// of `origin`'s keys).
     withdrawn: rustc_hash::FxHashSet<u64>,
+    /// The running transactions, as pmemcheck's transaction check keeps them.
+    transactions: Transactions,
+    /// Where each thread inside a transaction began its outermost one.
+    tx_begin: FxHashMap<u32, Site>,
+    /// Stores outside the transaction, by site: thread, count, the transaction's begin.
+    outside: BTreeMap<Site, (u32, u64, Site)>,
+    /// Library code: its stores are the library's business (libpmemobj's own bookkeeping).
+    code: CodeInfo,
 }
 
 const PRUNE_EVERY: usize = 1 << 16;
@@ -123,6 +145,24 @@ impl Unpersisted {
     }
 }
 
+impl Unpersisted {
+    /// pmemcheck's `handle_tx_store`, for stores the program's own code makes to PM it
+    /// registered.
+    fn check_transaction(&mut self, ev: &Event) {
+        if !self.options.tx_check
+            || ev.dev == 0
+            || !self.transactions.in_transaction(ev.tid)
+            || !self.annotations.registered_now(ev.dev, ev.size)
+            || (std::env::var_os("XX_NOLIB").is_none() && self.code.is_library(ev.pc))
+            || !self.transactions.outside(ev.tid, ev.dev, ev.size)
+        {
+            return;
+        }
+        let begin = self.tx_begin.get(&ev.tid).copied().unwrap_or((0, StackId(0)));
+        self.outside.entry((ev.pc, ev.stack)).or_insert((ev.tid, 0, begin)).1 += 1;
+    }
+}
+
 fn loc(role: &'static str, site: Site, tid: u32) -> RawLocation {
     RawLocation { role, pc: site.0, stack: site.1, tid }
 }
@@ -133,7 +173,16 @@ impl Analysis for Unpersisted {
     }
 
     fn interest(&self) -> Interest {
-        Interest::STORES.union(Interest::PERSIST)
+        let i = Interest::STORES.union(Interest::PERSIST);
+        if self.options.tx_check {
+            i.union(Interest::SYNC)
+        } else {
+            i
+        }
+    }
+
+    fn set_code(&mut self, code: &CodeInfo) {
+        self.code = code.clone();
     }
 
     fn on_event(&mut self, ev: &Event, device: &PmDevice) {
@@ -141,6 +190,7 @@ impl Analysis for Unpersisted {
         match ev.kind {
             EventKind::Store | EventKind::NtStore | EventKind::RmwStore => {
                 self.annotations.on_event(ev);
+                self.check_transaction(ev);
                 if let Some(id) = ev.store {
                     // Elements of one rep instruction share an id: withdrawn if all are.
                     if self.annotations.withdrawn(ev.dev, ev.size) {
@@ -172,6 +222,21 @@ impl Analysis for Unpersisted {
                 }
             }
             EventKind::SetClean | EventKind::PmRegister | EventKind::PmUnregister => self.annotations.on_event(ev),
+            EventKind::TxBegin | EventKind::TxEnd | EventKind::TxAdd | EventKind::TxRemove | EventKind::TxIgnore
+                if self.options.tx_check =>
+            {
+                let was = self.transactions.in_transaction(ev.tid);
+                self.transactions.on_event(ev);
+                match (was, self.transactions.in_transaction(ev.tid)) {
+                    (false, true) => {
+                        self.tx_begin.insert(ev.tid, site);
+                    }
+                    (true, false) => {
+                        self.tx_begin.remove(&ev.tid);
+                    }
+                    _ => {}
+                }
+            }
             EventKind::Fence(op) => {
                 let eadr = device.config().persistency == emu::pm::Persistency::Eadr;
                 // pmemcheck reports no fences: nor does this pass for a program that annotates
@@ -245,6 +310,18 @@ impl Analysis for Unpersisted {
                 message: "flush of a line with nothing left to flush: clean, or already flushed and not yet fenced (redundant flush)".into(),
                 occurrences: n,
                 locations: vec![loc("flush", site, tid)],
+            });
+        }
+        for (site, (tid, n, begin)) in std::mem::take(&mut self.outside) {
+            out.push(RawFinding {
+                validation: None,
+                analysis: "unpersisted",
+                kind: "store-outside-transaction",
+                message:
+                    "store to PM inside a transaction, to bytes not added to it (the transaction cannot roll it back)"
+                        .into(),
+                occurrences: n,
+                locations: vec![loc("store", site, tid), loc("transaction", begin, tid)],
             });
         }
         for (site, (tid, n)) in std::mem::take(&mut self.redundant_fences) {

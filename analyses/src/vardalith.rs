@@ -120,6 +120,9 @@ pub struct VardalithOptions {
     pub persist_owner: DurabilityRule,
     /// A fence inside an unlock call persists before that release.
     pub unlock_fence: bool,
+    /// Sampling (the paper's §5.2): only every `sample`-th access opens a window; every access
+    /// is still checked against the windows open. 1: every access.
+    pub sample: u32,
 }
 
 impl Default for VardalithOptions {
@@ -129,6 +132,7 @@ impl Default for VardalithOptions {
             release_fence: false,
             persist_owner: DurabilityRule::Own,
             unlock_fence: true,
+            sample: 1,
         }
     }
 }
@@ -150,9 +154,16 @@ impl VardalithOptions {
                 "release_fence" => o.release_fence = parse_bool(k, v)?,
                 "persist_owner" => o.persist_owner = parse_owner(k, v)?,
                 "unlock_fence" => o.unlock_fence = parse_bool(k, v)?,
+                "sample" => {
+                    o.sample = v
+                        .parse()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| format!("sample={v}: expected a number >= 1"))?
+                }
                 _ => {
                     return Err(format!(
-                        "unknown vardalith option `{k}` (mode, release_fence, persist_owner, unlock_fence)"
+                        "unknown vardalith option `{k}` (mode, release_fence, persist_owner, unlock_fence, sample)"
                     ))
                 }
             }
@@ -213,6 +224,8 @@ pub struct Vardalith {
     opts: VardalithOptions,
     sync: SyncAdapter,
     pmdk_locks: crate::sync::PmdkLockCalls,
+    /// PM accesses seen (for sampling).
+    accesses: u64,
     /// Vector clocks over every edge (used in hb mode only).
     hb: HappensBefore,
     /// Number of events seen: the run's global order, in which windows start and end.
@@ -246,6 +259,7 @@ impl Vardalith {
             opts,
             sync: SyncAdapter::default(),
             pmdk_locks: crate::sync::PmdkLockCalls::default(),
+            accesses: 0,
             hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
             step: 0,
             threads: FxHashMap::default(),
@@ -347,6 +361,8 @@ impl Vardalith {
     }
 
     fn on_access(&mut self, ev: &Event, device: &PmDevice, store: bool, nt: bool) {
+        self.accesses += 1;
+        let sampled = self.accesses.is_multiple_of(u64::from(self.opts.sample.max(1)));
         let tid = ev.tid;
         let site = (ev.pc, ev.stack);
         let start = self.thread(tid).last_acquire;
@@ -396,6 +412,13 @@ impl Vardalith {
                 }
             }
             self.by_line.insert(line, ids);
+            if !sampled {
+                // Checked against the open windows, but opens none of its own.
+                if nt {
+                    self.flush_line(tid, line);
+                }
+                continue;
+            }
             match replace {
                 Some(id) => {
                     let o = self.get_mut(id);

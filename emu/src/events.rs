@@ -111,6 +111,12 @@ pub enum EventKind {
     /// the run-time fields of the pool header), and whole mappings before unmapping them.
     /// `dev` and pieces as for [`EventKind::TxAdd`]. Reported with [`Interest::PERSIST`].
     PmUnregister,
+    /// The program excludes `[addr, addr + size)` from transaction checking for the rest of
+    /// the run (pmemcheck `ADD_TO_GLOBAL_TX_IGNORE`): a store wholly inside such bytes is
+    /// never "outside the transaction". PMDK excludes its own run-time state this way (the
+    /// lanes' and heap's volatile parts it updates inside transactions without adding them).
+    /// `dev` and pieces as for [`EventKind::TxAdd`]. Reported with [`Interest::SYNC`].
+    TxIgnore,
 }
 
 /// One event. Addresses of flushes are the flushed address; fences have none.

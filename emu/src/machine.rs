@@ -219,6 +219,13 @@ pub struct HookState {
     hold_bypass: Vec<u32>,
     /// Threads held now (a store with nobody waiting does not count as the signal).
     held: u32,
+    /// Delay injection (`--delay`).
+    delays: Option<crate::sched::Delays>,
+    /// Threads with PM stores since their last fence (a delay is worth it only for them).
+    dirty: Vec<u32>,
+    /// A delay was decided at a release call (its site): stop at the next block or locked
+    /// instruction so that the caller holds the thread.
+    delay_pending: Option<u64>,
     /// The hold's store just happened: stop before the writer's next flush, fence or block so
     /// that the caller releases the readers.
     release_pending: bool,
@@ -279,6 +286,28 @@ impl HookState {
             store: None,
             flush: None,
             fence: None,
+        }
+    }
+
+    /// A thread enters the synchronisation function `kind` (called at `site`): with delay
+    /// injection, a release by a thread with unfenced PM stores may be delayed.
+    fn consider_delay(&mut self, kind: SyncKind, site: u64) {
+        let release = matches!(
+            kind,
+            SyncKind::MutexUnlock
+                | SyncKind::RwUnlock
+                | SyncKind::SpinUnlock
+                | SyncKind::CustomRelease
+                | SyncKind::PmemobjUnlock
+                | SyncKind::SemPost
+        );
+        if !release || self.runnable_others == 0 || !self.dirty.contains(&self.tid) {
+            return;
+        }
+        if let Some(d) = self.delays.as_mut() {
+            if d.decide(site) {
+                self.delay_pending = Some(site);
+            }
         }
     }
 
@@ -457,14 +486,16 @@ fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
     let plt = std::mem::take(&mut st.plt_pending);
     match std::mem::replace(&mut st.prev_term, Term::Other) {
         Term::Call { pc, ret } => {
-            let sync = if st.interest.has(Interest::SYNC) { st.sync_fns.get(&addr).copied() } else { None };
+            let watch = st.interest.has(Interest::SYNC) || st.delays.is_some();
+            let sync = if watch { st.sync_fns.get(&addr).copied() } else { None };
             match sync {
                 None => {
                     st.callstack.push(&mut st.stacks, pc, ret);
                     // A call through the PLT reaches the function one block later.
-                    st.plt_pending = st.interest.has(Interest::SYNC);
+                    st.plt_pending = watch;
                 }
                 Some(kind) => {
+                    st.consider_delay(kind, pc);
                     let arg0 = uc.reg_read(Reg::RDI).unwrap_or(0);
                     let arg1 = uc.reg_read(Reg::RSI).unwrap_or(0);
                     let st = uc.get_data_mut();
@@ -489,6 +520,7 @@ fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
         Term::Other => {
             if plt {
                 if let Some(kind) = st.sync_fns.get(&addr).copied() {
+                    st.consider_delay(kind, addr);
                     let arg0 = uc.reg_read(Reg::RDI).unwrap_or(0);
                     let arg1 = uc.reg_read(Reg::RSI).unwrap_or(0);
                     let st = uc.get_data_mut();
@@ -538,6 +570,7 @@ fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
             _ => Some(Stop::Limit),
         }
     } else if st.release_pending
+        || st.delay_pending.is_some()
         || st.runnable_others > 0 && (st.preempt_next_block || base + n > st.quantum_end) && base != st.last_point
     {
         // Stop before this block runs: the quantum ended or a PM store asked for a switch.
@@ -586,7 +619,8 @@ fn effective_address(uc: &Unicorn<'_, HookState>, m: &MemRef) -> u64 {
 }
 
 fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Special) {
-    if matches!(special, Special::Flush(..) | Special::Fence(_)) && uc.get_data().release_pending {
+    let delay_here = matches!(special, Special::Fence(FenceOp::Locked)) && uc.get_data().delay_pending.is_some();
+    if delay_here || matches!(special, Special::Flush(..) | Special::Fence(_)) && uc.get_data().release_pending {
         // The hold's writer reached a flush or fence: the readers go first.
         let st = uc.get_data_mut();
         if st.stop.is_none() {
@@ -642,6 +676,8 @@ fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Special) {
             }
             let out = st.pm.fence(st.tid, kind);
             st.mix([2, op as u64, u64::from(st.tid), 0]);
+            let tid = st.tid;
+            st.dirty.retain(|&t| t != tid);
             if st.interest.has(Interest::PERSIST) {
                 let mut ev = st.emit(EventKind::Fence(op), pc, 0, 0, 0, 0, 0);
                 ev.fence = Some(out);
@@ -702,6 +738,7 @@ fn on_client_request(uc: &mut Unicorn<'_, HookState>, pc: u64) {
         Request::RemoveFromTx { txn, addr, len } if sync => {
             st.emit_range(EventKind::TxRemove, pc, addr, len, txn.unwrap_or(0))
         }
+        Request::AddToGlobalTxIgnore { addr, len } if sync => st.emit_range(EventKind::TxIgnore, pc, addr, len, 0),
         _ => {}
     }
     if let Some(v) = answer {
@@ -772,6 +809,9 @@ fn on_pm_write(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, value: i
     newb[..size].copy_from_slice(&new[..size]);
     let newv = u64::from_le_bytes(newb);
     st.mix([3, dev, size as u64, newv]);
+    if st.delays.is_some() && !st.dirty.contains(&st.tid) {
+        st.dirty.push(st.tid);
+    }
     if st.held > 0 && st.hold.as_ref().is_some_and(|h| h.covers(dev, size as u64)) && !st.hold_signalled {
         st.hold_signalled = true;
         st.release_pending = true;
@@ -823,6 +863,16 @@ fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, start: u6
         st.stop = Some(Stop::PreemptAfter);
         let _ = uc.emu_stop();
         return;
+    }
+    if st.delays.is_some() {
+        let dev = dev_base + (addr - start);
+        if let Some(info) = st.pm.persist_info(dev).filter(|i| !i.durable_hw) {
+            let at = st.count_at(pc);
+            let tid = st.tid;
+            if let Some(d) = st.delays.as_mut() {
+                d.observe(tid, info.writer, at);
+            }
+        }
     }
     if !st.interest.has(Interest::LOADS) {
         return;
@@ -960,6 +1010,9 @@ impl Machine {
             hold_signalled: false,
             hold_bypass: Vec::new(),
             held: 0,
+            delays: None,
+            dirty: Vec::new(),
+            delay_pending: None,
             release_pending: false,
             torn: None,
         };
@@ -1289,6 +1342,30 @@ impl Machine {
             st.held = 0;
         }
         std::mem::take(&mut st.release_pending)
+    }
+
+    /// Turns on delay injection for this run (before it starts), seeded by `seed`.
+    pub fn set_delays(&mut self, cfg: crate::sched::DelayInjection, seed: u64) {
+        self.uc.get_data_mut().delays = Some(crate::sched::Delays::new(cfg, seed));
+    }
+
+    /// A delay was decided for the running thread: its length in instructions, once. The caller
+    /// holds the thread for that long and reports it with [`Machine::delay_started`].
+    pub fn take_delay(&mut self) -> Option<u64> {
+        let st = self.uc.get_data_mut();
+        let site = st.delay_pending.take()?;
+        let length = st.delays.as_ref()?.cfg.length;
+        let until = self.icount + length;
+        let tid = st.tid;
+        if let Some(d) = st.delays.as_mut() {
+            d.started(site, tid, until);
+        }
+        Some(length)
+    }
+
+    /// Delays injected so far.
+    pub fn delays_injected(&self) -> u64 {
+        self.uc.get_data().delays.as_ref().map_or(0, |d| d.injected)
     }
 
     /// Thread `tid` is released as privileged: it is never held again in this run.

@@ -59,6 +59,72 @@ impl Hold {
 /// its flush (PMRace's `writerWaiting`, as an instruction budget instead of a sleep).
 pub const WRITER_WAIT: u64 = 20_000;
 
+/// Active delay injection (Vardalith §5.2, after TSVD and WAFFLE): when a thread enters a release
+/// (an unlock, a semaphore post, a custom release) while it has PM stores not yet fenced, it is
+/// delayed — held for `length` instructions of the other threads — with a probability that starts
+/// at 100% for each release site and drops by `decay` percentage points after every delay there
+/// that exposed nothing (no other thread loaded the delayed thread's unpersisted PM data during
+/// it). Decisions come from the seed, so a run with delays replays like any other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DelayInjection {
+    /// Instructions of the other threads a delay lasts.
+    pub length: u64,
+    /// Percentage points the probability loses per fruitless delay at a site.
+    pub decay: u32,
+}
+
+/// The state of delay injection in one run.
+#[derive(Clone, Debug)]
+pub struct Delays {
+    pub cfg: DelayInjection,
+    rng: Rng,
+    /// Fruitless delays per release site (the call's PC).
+    fruitless: rustc_hash::FxHashMap<u64, u32>,
+    /// The last delay: site, thread, instruction count it ends at, whether it exposed something.
+    last: Option<(u64, u32, u64, bool)>,
+    /// Delays injected so far.
+    pub injected: u64,
+}
+
+impl Delays {
+    pub fn new(cfg: DelayInjection, seed: u64) -> Delays {
+        Delays {
+            cfg,
+            rng: Rng::new(seed ^ 0xde1a_7de1_a7de_1a7d),
+            fruitless: rustc_hash::FxHashMap::default(),
+            last: None,
+            injected: 0,
+        }
+    }
+
+    /// Whether to delay the thread entering the release at `site`.
+    pub fn decide(&mut self, site: u64) -> bool {
+        if let Some((s, _, _, fruitful)) = self.last.take() {
+            if !fruitful {
+                *self.fruitless.entry(s).or_default() += 1;
+            }
+        }
+        let lost = self.fruitless.get(&site).copied().unwrap_or(0).saturating_mul(self.cfg.decay);
+        let p = 100u32.saturating_sub(lost);
+        p > 0 && self.rng.below(100) < u64::from(p)
+    }
+
+    /// A delay of `tid` at `site` began; it lasts until `until` retired instructions.
+    pub fn started(&mut self, site: u64, tid: u32, until: u64) {
+        self.injected += 1;
+        self.last = Some((site, tid, until, false));
+    }
+
+    /// Thread `reader` loaded PM data stored by `writer` that is not durable, at `icount`.
+    pub fn observe(&mut self, reader: u32, writer: u32, icount: u64) {
+        if let Some((_, tid, until, fruitful)) = &mut self.last {
+            if *tid == writer && reader != writer && icount <= *until {
+                *fruitful = true;
+            }
+        }
+    }
+}
+
 /// xoshiro256** seeded through splitmix64: small, fast, and the same on every host.
 #[derive(Clone, Debug)]
 pub struct Rng {

@@ -1,0 +1,61 @@
+/* pmdk_tx_outside_fixed: pmdk_tx_outside with both fields added to the transaction. The root
+ * object is a pair {a, b} that must stay equal. Each round sets both to the round's number in
+ * one transaction and adds both to it (TX_ADD_FIELD): a crash inside the transaction rolls both
+ * back together, so recovery always finds them equal.
+ * Usage and output as pmdk_tx_outside's. */
+#include <libpmemobj.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ROUNDS 3
+
+POBJ_LAYOUT_BEGIN(txout);
+POBJ_LAYOUT_ROOT(txout, struct root);
+POBJ_LAYOUT_END(txout);
+
+struct root {
+    uint64_t a;
+    uint64_t b;
+};
+
+int main(int argc, char **argv)
+{
+    const char *path = argc > 1 ? argv[1] : "/mnt/pmem0/txpool";
+    if (argc > 2 && strcmp(argv[2], "check") == 0) {
+        PMEMobjpool *pop = pmemobj_open(path, POBJ_LAYOUT_NAME(txout));
+        if (!pop) {
+            printf("no pool\n");
+            return 0;
+        }
+        const struct root *r = D_RO(POBJ_ROOT(pop, struct root));
+        int ok = r->a == r->b;
+        if (ok)
+            printf("consistent\n");
+        else
+            printf("inconsistent a %lu b %lu\n", (unsigned long)r->a, (unsigned long)r->b);
+        pmemobj_close(pop);
+        return ok ? 0 : 1;
+    }
+    PMEMobjpool *pop = access(path, F_OK) == 0
+                           ? pmemobj_open(path, POBJ_LAYOUT_NAME(txout))
+                           : pmemobj_create(path, POBJ_LAYOUT_NAME(txout), PMEMOBJ_MIN_POOL, 0644);
+    if (!pop) {
+        perror("pool");
+        return 1;
+    }
+    TOID(struct root) root = POBJ_ROOT(pop, struct root);
+    for (int i = 0; i < ROUNDS; i++) {
+        uint64_t v = D_RO(root)->a + 1;
+        TX_BEGIN(pop) {
+            TX_ADD_FIELD(root, a);
+            TX_ADD_FIELD(root, b); /* FIX: b added to the transaction too */
+            D_RW(root)->a = v;
+            D_RW(root)->b = v; /* STORE: inside the transaction */
+        } TX_END
+    }
+    printf("a %lu b %lu\n", (unsigned long)D_RO(root)->a, (unsigned long)D_RO(root)->b);
+    pmemobj_close(pop);
+    return 0;
+}
