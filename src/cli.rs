@@ -61,6 +61,12 @@ pub struct CrashArgs {
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
 
+    /// One crash point per instruction and call stack (Mumak's deduplication): a loop's fence
+    /// is a crash point the first time only. Fewer images; a bug that needs a later iteration's
+    /// state can be missed.
+    #[arg(long)]
+    pub dedup_points: bool,
+
     /// Crash at exactly one point: after N retired instructions of the workload (all threads),
     /// instead of at every fence and at exit.
     #[arg(long, value_name = "N")]

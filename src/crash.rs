@@ -57,6 +57,9 @@ pub struct CrashLog {
     every_store: bool,
     /// `--crash-at`: only the point the session records when the workload stops.
     pub at_end_only: bool,
+    /// `--dedup-points`: one point per (PC, call stack), Mumak-style.
+    pub dedup_sites: bool,
+    sites: rustc_hash::FxHashSet<(u64, StackId)>,
     /// The session is recording the end point.
     pub recording_end: bool,
     pub points: Vec<CrashPoint>,
@@ -76,6 +79,8 @@ impl CrashLog {
             every_store,
             at_end_only: false,
             recording_end: false,
+            dedup_sites: false,
+            sites: rustc_hash::FxHashSet::default(),
             points: Vec::new(),
             store_sites: FxHashMap::default(),
             store_frames: FxHashMap::default(),
@@ -108,6 +113,10 @@ impl CrashLog {
     /// Records the device's state as a crash point; its index (that of the last point when the
     /// state has not changed since).
     pub fn record(&mut self, icount: u64, pc: u64, stack: StackId, tid: u32, device: &PmDevice) -> usize {
+        if self.dedup_sites && !self.recording_end && !self.sites.insert((pc, stack)) && !self.points.is_empty() {
+            self.duplicates += 1;
+            return self.points.len() - 1;
+        }
         let space = device.crash_space();
         let files = self.snapshot_files();
         if let Some(last) = self.points.last() {
@@ -130,6 +139,13 @@ impl analyses::ImageSink for CrashLog {
     fn capture(&mut self, ev: &Event, device: &PmDevice) -> Option<u32> {
         Some(self.record(ev.icount, ev.pc, ev.stack, ev.tid, device) as u32)
     }
+}
+
+/// Whether every PM store is a crash point: with `--crash-points stores`, and under eADR, where
+/// each store is durable when it executes (no fence raises the floor, so crashing only at fences
+/// would test nothing but the end).
+pub fn every_store(mode: &str, pm: emu::pm::PmConfig) -> bool {
+    mode == "stores" || pm.persistency == emu::pm::Persistency::Eadr
 }
 
 /// The recorder, run as one more pass over the workload.

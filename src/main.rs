@@ -281,6 +281,7 @@ fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
         max_images: a.max_images,
         crash_at: a.crash_at,
         remap: a.remap,
+        dedup_points: a.dedup_points,
     };
     for i in 0..u64::from(schedules) {
         // The workload runs on a copy: the user's PM directory is never changed.
@@ -293,8 +294,9 @@ fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
         spec.seed = explore_seed(base.seed, i);
         spec.discard_output |= i > 0;
         spec.quiet |= i > 0;
-        let log = crash::CrashLog::new(work.path(), a.crash_points == "stores");
+        let log = crash::CrashLog::new(work.path(), crash::every_store(&a.crash_points, spec.pm));
         log.borrow_mut().at_end_only = a.crash_at.is_some();
+        log.borrow_mut().dedup_sites = a.dedup_points;
         let (report, out) = execute_with(&spec, Some(log.clone()), Vec::new())?;
         let log =
             std::rc::Rc::try_unwrap(log).map_err(|_| Fatal("internal: crash log still shared".into()))?.into_inner();
@@ -370,8 +372,9 @@ fn replay_crash(
     if let Some(n) = c.crash_at {
         spec.max_instructions = n;
     }
-    let log = crash::CrashLog::new(work.path(), c.crash_point_mode == "stores");
+    let log = crash::CrashLog::new(work.path(), crash::every_store(&c.crash_point_mode, spec.pm));
     log.borrow_mut().at_end_only = c.crash_at.is_some();
+    log.borrow_mut().dedup_sites = c.dedup_points;
     let (_, out) = execute_with(&spec, Some(log.clone()), Vec::new())?;
     let log = std::rc::Rc::try_unwrap(log).map_err(|_| Fatal("internal: crash log still shared".into()))?.into_inner();
     let points = log.point_data();

@@ -55,6 +55,9 @@ pub struct CrashSummary {
     /// `--remap`: recovery mapped the PM files elsewhere.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub remap: bool,
+    /// `--dedup-points`: one crash point per instruction and call stack.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dedup_points: bool,
 }
 
 /// How the guest ended: exactly one of `code`, `signal`, `hang` or `deadlock`.

@@ -229,3 +229,34 @@ fn xfd_reports_recovery_reads_of_bytes_the_crash_decides() {
         .any(|l| l["role"] == "recovery read" && l["line"].as_u64() == Some(read))));
     crash_run("pm_log_fixed", &["--analyses", "none"], None).assert_code(0);
 }
+
+/// Under eADR every PM store is durable when it executes, so every store is a crash point (with
+/// crashes only at fences there would be one, at exit); the log, which writes its entries before
+/// the count, passes them all.
+#[test]
+fn under_eadr_every_store_is_a_crash_point() {
+    let run = crash_run("pm_log", &["--persistency", "eadr", "--analyses", "none"], None);
+    run.assert_code(0);
+    let report = run.json("r.json");
+    assert!(report["crash"]["crash_points"].as_u64().unwrap() > 5, "{report}");
+    assert_eq!(report["crash"]["failures"], 0);
+}
+
+/// `--dedup-points` (Mumak): one crash point per instruction and call stack. The log's loop of
+/// appends fences at the same sites, so fewer points are tested, and the missing flush is still
+/// found at its line.
+#[test]
+fn dedup_points_keeps_one_point_per_site_and_still_finds_the_bug() {
+    let bug = u64::from(marker_line("pm_log.c", "/* BUG: entry stored but never persisted */"));
+    let all = crash_run("pm_log", &["--analyses", "none"], None).json("r.json");
+    let run = crash_run("pm_log", &["--analyses", "none", "--dedup-points"], None);
+    run.assert_code(66);
+    let report = run.json("r.json");
+    assert!(report["crash"]["crash_points"].as_u64() < all["crash"]["crash_points"].as_u64(), "{report}");
+    assert_eq!(report["crash"]["dedup_points"], true);
+    assert!(crash_findings(&report).iter().any(|f| f["locations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|l| l["role"] == "lost store" && l["line"].as_u64() == Some(bug))));
+}

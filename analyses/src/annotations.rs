@@ -434,6 +434,71 @@ mod tests {
         assert_eq!(clean, vec![(0, true), (128, true), (64, false)]);
     }
 
+    fn tx(kind: EventKind, tid: u32, dev: u64, size: u32, txn: u64) -> Event {
+        Event { tid, new: txn, ..ev(kind, dev, size, None) }
+    }
+
+    #[test]
+    fn stores_inside_a_transaction_must_be_added_to_it() {
+        let mut t = Transactions::default();
+        assert!(!t.outside(1, BASE, 8), "no transaction: nothing to check");
+        t.on_event(&tx(EventKind::TxBegin, 1, 0, 0, 0));
+        assert!(t.in_transaction(1) && !t.in_transaction(2));
+        t.on_event(&tx(EventKind::TxAdd, 1, BASE, 8, 0));
+        assert!(!t.outside(1, BASE, 8));
+        assert!(t.outside(1, BASE + 8, 8), "the next field was not added");
+        assert!(t.outside(1, BASE + 4, 8), "only partly added");
+        assert!(!t.outside(2, BASE + 8, 8), "thread 2 takes no part in the transaction");
+        // Adjacent ranges merge: a store across both is inside.
+        t.on_event(&tx(EventKind::TxAdd, 1, BASE + 8, 8, 0));
+        assert!(!t.outside(1, BASE + 4, 8));
+        // Nested: the inner end keeps the transaction.
+        t.on_event(&tx(EventKind::TxBegin, 1, 0, 0, 0));
+        t.on_event(&tx(EventKind::TxEnd, 1, 0, 0, 0));
+        assert!(t.in_transaction(1) && !t.outside(1, BASE, 16));
+        t.on_event(&tx(EventKind::TxEnd, 1, 0, 0, 0));
+        assert!(!t.in_transaction(1) && !t.outside(1, BASE + 64, 8));
+        // A new transaction starts with nothing added.
+        t.on_event(&tx(EventKind::TxBegin, 1, 0, 0, 0));
+        assert!(t.outside(1, BASE, 8));
+    }
+
+    #[test]
+    fn removed_ranges_and_global_excludes() {
+        let mut t = Transactions::default();
+        t.on_event(&tx(EventKind::TxBegin, 1, 0, 0, 0));
+        t.on_event(&tx(EventKind::TxAdd, 1, BASE, 64, 0));
+        t.on_event(&tx(EventKind::TxRemove, 1, BASE, 64, 0));
+        assert!(t.outside(1, BASE, 8), "the cached range removed exactly");
+        t.on_event(&tx(EventKind::TxAdd, 1, BASE, 64, 0));
+        t.on_event(&tx(EventKind::TxAdd, 1, BASE + 128, 64, 0));
+        t.on_event(&tx(EventKind::TxRemove, 1, BASE + 16, 16, 0));
+        assert!(t.outside(1, BASE + 16, 8) && !t.outside(1, BASE, 16) && !t.outside(1, BASE + 32, 8));
+        assert!(!t.outside(1, BASE + 128, 8));
+        // Outside PM: ignored.
+        t.on_event(&tx(EventKind::TxAdd, 1, 0, 64, 0));
+        t.on_event(&tx(EventKind::TxIgnore, 1, BASE + 4096, 256, 0));
+        assert!(!t.outside(1, BASE + 4096 + 8, 8));
+        assert!(t.outside(1, BASE + 4096 + 252, 8), "partly excluded");
+        assert!(!t.outside(2, BASE + 16, 8));
+    }
+
+    #[test]
+    fn named_transactions_are_shared_by_the_threads_that_begin_them() {
+        let mut t = Transactions::default();
+        t.on_event(&tx(EventKind::TxBegin, 1, 0, 0, 7));
+        t.on_event(&tx(EventKind::TxBegin, 2, 0, 0, 7));
+        t.on_event(&tx(EventKind::TxAdd, 2, BASE, 8, 7));
+        assert!(!t.outside(1, BASE, 8), "added by the other thread to the shared transaction");
+        // A range added by a thread outside the transaction is ignored.
+        t.on_event(&tx(EventKind::TxAdd, 3, BASE + 64, 8, 7));
+        assert!(t.outside(1, BASE + 64, 8));
+        t.on_event(&tx(EventKind::TxEnd, 1, 0, 0, 7));
+        assert!(t.in_transaction(2), "one begin still open");
+        t.on_event(&tx(EventKind::TxEnd, 2, 0, 0, 7));
+        assert!(!t.in_transaction(1) && !t.in_transaction(2));
+    }
+
     #[test]
     fn a_store_partly_declared_clean_is_judged_by_its_other_bytes() {
         let mut dev = PmDevice::default();

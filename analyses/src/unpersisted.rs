@@ -153,7 +153,7 @@ impl Unpersisted {
             || ev.dev == 0
             || !self.transactions.in_transaction(ev.tid)
             || !self.annotations.registered_now(ev.dev, ev.size)
-            || (std::env::var_os("XX_NOLIB").is_none() && self.code.is_library(ev.pc))
+            || self.code.is_library(ev.pc)
             || !self.transactions.outside(ev.tid, ev.dev, ev.size)
         {
             return;
