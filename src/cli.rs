@@ -191,6 +191,12 @@ pub struct RunOptions {
     #[arg(long, value_name = "P", default_value = "sync", value_parser = ["sync", "all"])]
     pub preempt: String,
 
+    /// With --strategy exhaustive: dynamic partial-order reduction. Each run records every
+    /// memory access; only the alternatives that reorder two conflicting accesses of different
+    /// threads are tried, instead of every runnable thread at every decision.
+    #[arg(long)]
+    pub por: bool,
+
     /// Bug depth d for --strategy pct: d-1 priority change points per run.
     #[arg(long, value_name = "D", default_value_t = 3)]
     pub pct_depth: u32,

@@ -581,7 +581,7 @@ fn run_job(d: &Detector, case: &Case, seed: u64, explore: u32, jobs: usize) -> R
             let mut spec = crate::run_spec(&a.opts, &a.command, pm.path().to_path_buf())?;
             spec.discard_output = true;
             let (report, out) = if spec.strategy == emu::sched::Strategy::Exhaustive {
-                crate::explore_exhaustive(&spec, a.opts.explore.max(1), a.opts.max_preemptions)?
+                crate::explore_exhaustive(&spec, a.opts.explore.max(1), a.opts.max_preemptions, a.opts.por)?
             } else if a.opts.strategy == "pmrace" {
                 let (report, out, _) = crate::targeted::explore(&spec, a.opts.explore.max(1))?;
                 (report, out)

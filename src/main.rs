@@ -19,6 +19,7 @@ macro_rules! out {
 mod cli;
 mod compare;
 mod crash;
+mod por;
 mod report;
 mod session;
 mod symbols;
@@ -415,7 +416,7 @@ fn cmd_run(a: RunArgs) -> Result<i32, Fatal> {
     let pm = PmDir::new(opts.pm_dir.clone())?;
     let spec = run_spec(&opts, &a.command, pm.path())?;
     let (report, out) = if spec.strategy == emu::sched::Strategy::Exhaustive {
-        explore_exhaustive(&spec, opts.explore.max(1), opts.max_preemptions)?
+        explore_exhaustive(&spec, opts.explore.max(1), opts.max_preemptions, opts.por)?
     } else if opts.strategy == "pmrace" {
         let (report, out, summary) = targeted::explore(&spec, opts.explore.max(1))?;
         if !opts.quiet {
@@ -463,6 +464,7 @@ fn explore_exhaustive(
     spec: &RunSpec,
     limit: u32,
     max_preemptions: u32,
+    por: bool,
 ) -> Result<(Report, session::RunOutcome), Fatal> {
     let mut pending: Vec<Vec<u32>> = vec![Vec::new()];
     let mut seen: std::collections::BTreeSet<Vec<u32>> = std::collections::BTreeSet::new();
@@ -481,18 +483,27 @@ fn explore_exhaustive(
         s.schedule = prefix.clone();
         s.discard_output |= runs > 1;
         s.quiet |= runs > 1;
-        let (mut report, out) = execute(&s)?;
+        let accesses = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let extra: Vec<Box<dyn analyses::Analysis>> =
+            if por { vec![Box::new(por::Footprint(accesses.clone()))] } else { Vec::new() };
+        let (mut report, out) = execute_with(&s, None, extra)?;
         for f in &mut report.findings {
             f.schedule = Some(prefix.clone());
         }
         findings.extend(report.findings.clone());
         let d = &out.decisions;
+        // With --por only the alternatives dynamic partial-order reduction asks for.
+        let backtrack = por.then(|| por::backtracks(d, &accesses.borrow()));
         let chosen: Vec<u32> = d.iter().map(|x| x.chosen).collect();
         let mut preemptions = 0u32;
         let mut children = Vec::new();
         for (j, x) in d.iter().enumerate() {
-            if j >= prefix.len() {
-                for &alt in x.runnable.iter().filter(|t| **t != x.chosen) {
+            // Without reduction, decisions before the prefix's end were expanded by the runs
+            // that led here. With it, a race found now can ask for an alternative at an earlier
+            // decision (DPOR's backtrack sets along the path); `seen` keeps each prefix once.
+            if j >= prefix.len() || por {
+                let wanted = |t: &u32| backtrack.as_ref().is_none_or(|b| b[j].contains(t));
+                for &alt in x.runnable.iter().filter(|t| **t != x.chosen && wanted(t)) {
                     let cost = preemptions + u32::from(x.optional && alt != x.current);
                     if cost <= max_preemptions {
                         let mut p = chosen[..j].to_vec();
@@ -518,7 +529,8 @@ fn explore_exhaustive(
     report.run.schedules = runs;
     if !spec.quiet {
         say!(
-            "ferrite: exhaustive exploration: {runs} schedule(s) with at most {max_preemptions} preemption(s){}",
+            "ferrite: exhaustive exploration: {runs} schedule(s) with at most {max_preemptions} preemption(s){}{}",
+            if por { " (partial-order reduced)" } else { "" },
             if pending.is_empty() { ", every one" } else { "; more remain (raise --explore)" }
         );
     }

@@ -22,8 +22,9 @@
 //!   PLDI'07): a run follows a prefix of decisions and then never preempts; it records every
 //!   decision, and the driver (`--strategy exhaustive --explore N`) runs each untried alternative
 //!   whose prefix has at most `--max-preemptions` preemptions, depth first, until N runs or none
-//!   is left. Switches at forced points (the running thread blocked) cost no preemption. No
-//!   partial-order reduction yet: equivalent interleavings are run again.
+//!   is left. Switches at forced points (the running thread blocked) cost no preemption. With
+//!   `--por` the driver tries only the alternatives dynamic partial-order reduction asks for
+//!   (`src/por.rs`).
 //! - [`Strategy::Fifo`]: no preemption at all: a thread runs until it blocks, yields or exits, and
 //!   the next is the runnable thread with the next higher id, wrapping round (round robin). Futex
 //!   wakes pick the oldest waiter, so FIFO never consults the seed: the baseline schedule.
@@ -184,6 +185,8 @@ pub struct Decision {
     pub current: u32,
     pub chosen: u32,
     pub optional: bool,
+    /// Instructions retired when the decision was made (set by the caller of `pick`).
+    pub at: u64,
 }
 
 /// Why the scheduler is asked.
@@ -309,6 +312,7 @@ impl Scheduler {
                     _ => default,
                 };
                 self.decisions.push(Decision {
+                    at: 0,
                     runnable: runnable.to_vec(),
                     current,
                     chosen,

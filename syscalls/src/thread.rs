@@ -508,7 +508,14 @@ impl Kernel {
         let next = if runnable.len() == 1 && !exited && runnable[0] == cur {
             cur
         } else {
-            m.scheduler().pick(&runnable, cur, point)
+            let icount = m.icount();
+            let next = m.scheduler().pick(&runnable, cur, point);
+            if let Some(d) = m.scheduler().decisions.last_mut() {
+                if d.at == 0 {
+                    d.at = icount;
+                }
+            }
+            next
         };
         if next != cur || exited {
             // A switch cannot fail for a thread the kernel knows: both sides are kept together.
