@@ -131,8 +131,7 @@ static void insert(uint64_t key, uint64_t value)
         for (int j = 0; j < SLOTS; j++) {
             if (s->slot[j].key == 0) {
                 s->slot[j].value = value;
-                PM_CLWB(&s->slot[j]); PM_SFENCE();
-                s->slot[j].key = key; PM_CLWB(&s->slot[j]); PM_SFENCE(); /* INSERT: the key published */
+                s->slot[j].key = key; PM_CLWB(&s->slot[j]); PM_SFENCE(); /* INSERT: the key (its slot's line) persisted */
                 return;
             }
         }

@@ -48,7 +48,7 @@ int main(int argc, char **argv)
     TOID(struct root) root = POBJ_ROOT(pop, struct root);
     for (int i = 0; i < ROUNDS; i++) {
         uint64_t v = D_RO(root)->a + 1;
-        TX_BEGIN(pop) {
+        TX_BEGIN(pop) { /* TX: begins */
             TX_ADD_FIELD(root, a);
             TX_ADD_FIELD(root, b); /* FIX: b added to the transaction too */
             D_RW(root)->a = v;

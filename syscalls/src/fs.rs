@@ -74,9 +74,26 @@ fn stat_of_virtual(v: VirtualFile, guest: &str) -> StatInfo {
         VirtualFile::Zero => (libc::S_IFCHR | 0o666, (1 << 8) | 5),
         VirtualFile::Urandom => (libc::S_IFCHR | 0o666, (1 << 8) | 9),
         VirtualFile::Dir => (libc::S_IFDIR | 0o555, 0),
+        VirtualFile::NdRegionLink => {
+            let size = crate::vfs::ND_REGION_LINK_TARGET.len() as u64;
+            return StatInfo { dev: 5, ino: path_ino(guest), nlink: 1, mode: libc::S_IFLNK | 0o777, size, rdev: 0 };
+        }
         _ => (libc::S_IFREG | 0o444, 0),
     };
     StatInfo { dev: 5, ino: path_ino(guest), nlink: 1, mode, size: 0, rdev }
+}
+
+/// The listing of the virtual directory `guest`: `.`, `..`, then its children.
+fn virtual_dir_entries(guest: &str) -> Vec<DirEntry> {
+    let mut list = vec![
+        DirEntry { name: b".".to_vec(), ino: path_ino(guest), dtype: libc::DT_DIR },
+        DirEntry { name: b"..".to_vec(), ino: path_ino(&crate::vfs::normalize(guest, "..")), dtype: libc::DT_DIR },
+    ];
+    for (name, dtype) in crate::vfs::virtual_children(guest) {
+        let child = format!("{}/{name}", guest.trim_end_matches('/'));
+        list.push(DirEntry { name: name.into_bytes(), ino: path_ino(&child), dtype });
+    }
+    list
 }
 
 impl StatInfo {
@@ -148,6 +165,12 @@ impl Kernel {
                     format!("0-{}\n", self.cfg.cpus - 1).into_bytes()
                 }
             }
+            // What PMDK reads to decide whether flushing is needed (eADR: the caches are in the
+            // persistence domain), consistent with the device's model.
+            VirtualFile::PersistenceDomain => match m.pm().config().persistency {
+                emu::pm::Persistency::Eadr => b"cpu_cache\n".to_vec(),
+                emu::pm::Persistency::Adr => b"memory_controller\n".to_vec(),
+            },
             VirtualFile::Uuid => {
                 let mut r = [0u8; 16];
                 self.rng.fill(&mut r);
@@ -183,6 +206,18 @@ impl Kernel {
         let acc = flags & libc::O_ACCMODE;
         let wants_write = acc != libc::O_RDONLY || flags & (libc::O_CREAT | libc::O_TRUNC) != 0;
         let desc = match self.resolve(&guest)? {
+            Target::Virtual(VirtualFile::NdRegionLink) => {
+                if flags & libc::O_NOFOLLOW != 0 || wants_write {
+                    return err(if wants_write { libc::EISDIR } else { libc::ELOOP });
+                }
+                let region = crate::vfs::ND_REGION.to_string();
+                let kind = Kind::Dir {
+                    host: Path::new("/nonexistent-virtual").into(),
+                    entries: Some(virtual_dir_entries(&region)),
+                    pos: 0,
+                };
+                Description { kind, guest_path: region, flags }
+            }
             Target::Virtual(v) => {
                 if wants_write && !matches!(v, VirtualFile::Null | VirtualFile::Zero | VirtualFile::Urandom) {
                     return err(libc::EACCES);
@@ -192,11 +227,13 @@ impl Kernel {
                     VirtualFile::Zero => Kind::Zero,
                     VirtualFile::Urandom => Kind::Urandom,
                     VirtualFile::Dir => {
-                        Kind::Dir { host: Path::new("/nonexistent-virtual").into(), entries: Some(Vec::new()), pos: 0 }
+                        let guest = crate::vfs::through_links(&guest);
+                        let entries = Some(virtual_dir_entries(&guest));
+                        Kind::Dir { host: Path::new("/nonexistent-virtual").into(), entries, pos: 0 }
                     }
                     v => Kind::Virtual { data: self.virtual_contents(m, v), pos: 0 },
                 };
-                Description { kind, guest_path: guest, flags }
+                Description { kind, guest_path: crate::vfs::through_links(&guest).into_owned(), flags }
             }
             Target::Host { host, pm, .. } => {
                 let host = if wants_write {
@@ -258,7 +295,11 @@ impl Kernel {
 
     fn stat_path(&self, guest: &str, follow: bool) -> Result<StatInfo, Errno> {
         match self.resolve(guest)? {
-            Target::Virtual(v) => Ok(stat_of_virtual(v, guest)),
+            // A symbolic link followed: the directory it names.
+            Target::Virtual(VirtualFile::NdRegionLink) if follow => {
+                Ok(stat_of_virtual(VirtualFile::Dir, crate::vfs::ND_REGION))
+            }
+            Target::Virtual(v) => Ok(stat_of_virtual(v, &crate::vfs::through_links(guest))),
             Target::Host { host, pm, .. } => {
                 let meta = if follow { std::fs::metadata(&host)? } else { std::fs::symlink_metadata(&host)? };
                 Ok(stat_of_meta(&meta, guest, pm))
@@ -486,6 +527,7 @@ impl Kernel {
         } else {
             match self.resolve(&guest)? {
                 Target::Host { host, .. } => std::fs::read_link(host)?.into_os_string().into_encoded_bytes(),
+                Target::Virtual(VirtualFile::NdRegionLink) => crate::vfs::ND_REGION_LINK_TARGET.as_bytes().to_vec(),
                 Target::Virtual(_) => return err(libc::EINVAL),
             }
         };
@@ -511,6 +553,17 @@ impl Kernel {
             return err(libc::ENOTDIR);
         }
         self.proc.cwd = Some(guest);
+        Ok(0)
+    }
+
+    /// fchdir(2): into a directory opened before (glibc's `fts` walks directories this way).
+    pub(crate) fn fchdir(&mut self, fd: i32) -> SysResult {
+        let f = self.fds.get(fd)?;
+        let d = f.desc.borrow();
+        if !matches!(d.kind, Kind::Dir { .. }) {
+            return err(libc::ENOTDIR);
+        }
+        self.proc.cwd = Some(d.guest_path.clone());
         Ok(0)
     }
 

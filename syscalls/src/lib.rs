@@ -212,6 +212,7 @@ impl Kernel {
             77 => self.ftruncate(m, i(a[0]), a[1]),
             79 => self.getcwd(m, a[0], a[1]),
             80 => self.chdir(m, a[0]),
+            81 => self.fchdir(i(a[0])),
             82 => self.renameat(m, libc::AT_FDCWD, a[0], libc::AT_FDCWD, a[1]),
             83 => self.mkdirat(m, libc::AT_FDCWD, a[0], a[1] as u32),
             84 => self.unlinkat(m, libc::AT_FDCWD, a[0], libc::AT_REMOVEDIR),

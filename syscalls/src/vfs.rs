@@ -7,7 +7,17 @@
 //! - the working directory (the host directory ferrite was started in) is writable;
 //! - `/proc/self/*`, `/proc/cpuinfo`, `/proc/sys/kernel/random/uuid`, `/sys/devices/system/cpu/*`
 //!   and `/dev/{null,zero,urandom,random}` are virtual, generated from the run's own state, so that
-//!   nothing of the host shows through them.
+//!   nothing of the host shows through them;
+//! - the PM device appears as one NVDIMM region, as the kernel shows an `memmap=` (e820) PM
+//!   range: `/sys/bus/nd/devices/region0` is a symbolic link to
+//!   `/sys/devices/platform/e820_pmem/ndbus0/region0`, whose `persistence_domain` says
+//!   `memory_controller` under `--persistency adr` and `cpu_cache` under `eadr`. This is what
+//!   PMDK reads to decide whether it must flush (libpmem2's `pmem2_auto_flush`, used by libpmem
+//!   and libpmem2). `/sys/class/nd` stays absent, so libndctl finds no bus and PMDK's
+//!   ndctl-based probes (unsafe-shutdown counts, bad blocks) are skipped as on a machine without
+//!   NVDIMMs.
+//!
+//! Every directory leading to a virtual file is a virtual directory listing its children.
 //!
 //! Paths are normalised lexically in the guest's namespace first (`..` never climbs above `/`).
 //! A path that may be written is then checked on the host: its parent directory, with symbolic
@@ -44,6 +54,76 @@ pub enum VirtualFile {
     Uuid,
     /// A directory that exists only virtually (`/proc/self`, `/proc/self/fd`, ...).
     Dir,
+    /// `/sys/bus/nd/devices/region0`, a symbolic link to [`ND_REGION`].
+    NdRegionLink,
+    /// The region's `persistence_domain`: `memory_controller` (ADR) or `cpu_cache` (eADR).
+    PersistenceDomain,
+}
+
+/// The NVDIMM region the PM device appears as, and the link to it from the nd bus.
+pub const ND_REGION: &str = "/sys/devices/platform/e820_pmem/ndbus0/region0";
+pub const ND_REGION_LINK: &str = "/sys/bus/nd/devices/region0";
+/// What `readlink` of [`ND_REGION_LINK`] says (relative, as sysfs's links are).
+pub const ND_REGION_LINK_TARGET: &str = "../../../devices/platform/e820_pmem/ndbus0/region0";
+
+/// Every virtual file and link; the directories leading to them are virtual too.
+const VIRTUAL_FILES: &[(&str, VirtualFile)] = &[
+    ("/proc/cpuinfo", VirtualFile::CpuInfo),
+    ("/proc/self/maps", VirtualFile::Maps),
+    ("/proc/self/status", VirtualFile::Status),
+    ("/proc/sys/kernel/random/uuid", VirtualFile::Uuid),
+    ("/sys/bus/nd/devices/region0", VirtualFile::NdRegionLink),
+    ("/sys/devices/platform/e820_pmem/ndbus0/region0/persistence_domain", VirtualFile::PersistenceDomain),
+    ("/sys/devices/system/cpu/online", VirtualFile::CpuOnline),
+    ("/sys/devices/system/cpu/possible", VirtualFile::CpuOnline),
+];
+
+/// Virtual directories with no virtual file below them.
+const VIRTUAL_DIRS: &[&str] = &["/proc/self/fd"];
+
+/// A guest path with the virtual symbolic link [`ND_REGION_LINK`] resolved where it is a
+/// directory on the way (`/sys/bus/nd/devices/region0/x` names `ND_REGION/x`); the link itself is
+/// left alone.
+pub fn through_links(guest: &str) -> std::borrow::Cow<'_, str> {
+    match guest.strip_prefix(ND_REGION_LINK).filter(|r| r.starts_with('/')) {
+        Some(rest) => format!("{ND_REGION}{rest}").into(),
+        None => guest.into(),
+    }
+}
+
+/// Whether `guest` is a virtual directory: one leading to a virtual file, or listed as one.
+fn is_virtual_dir(guest: &str) -> bool {
+    guest == "/proc"
+        || guest == "/sys"
+        || VIRTUAL_DIRS.contains(&guest)
+        || VIRTUAL_FILES.iter().any(|(f, _)| f.strip_prefix(guest).is_some_and(|r| r.starts_with('/')))
+}
+
+/// The entries of the virtual directory `dir` (a normalised guest path), sorted, without `.` and
+/// `..`: name and whether it is a directory, a link or a file (a `DT_*` type).
+pub fn virtual_children(dir: &str) -> Vec<(String, u8)> {
+    let prefix = format!("{}/", dir.trim_end_matches('/'));
+    let mut out: Vec<(String, u8)> = Vec::new();
+    for (f, v) in VIRTUAL_FILES {
+        let Some(rest) = f.strip_prefix(&prefix) else { continue };
+        let (name, dtype) = match rest.split_once('/') {
+            Some((d, _)) => (d, libc::DT_DIR),
+            None if *v == VirtualFile::NdRegionLink => (rest, libc::DT_LNK),
+            None => (rest, libc::DT_REG),
+        };
+        if !out.iter().any(|(n, _)| n == name) {
+            out.push((name.to_string(), dtype));
+        }
+    }
+    for d in VIRTUAL_DIRS {
+        if let Some(name) = d.strip_prefix(&prefix).filter(|n| !n.contains('/')) {
+            if !out.iter().any(|(n, _)| n == name) {
+                out.push((name.to_string(), libc::DT_DIR));
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 /// Joins `path` onto `base` (both guest paths) and removes `.`, `..` and repeated slashes.
@@ -105,17 +185,17 @@ impl Kernel {
             let host = if rest.is_empty() { self.cfg.pm_dir.clone() } else { self.cfg.pm_dir.join(rest) };
             return Ok(Target::Host { host, writable: true, pm: true });
         }
+        let canonical = through_links(guest);
+        let guest: &str = &canonical;
         let virt = match guest {
             "/dev/null" => Some(VirtualFile::Null),
             "/dev/zero" => Some(VirtualFile::Zero),
             "/dev/urandom" | "/dev/random" => Some(VirtualFile::Urandom),
-            "/proc/self/maps" => Some(VirtualFile::Maps),
-            "/proc/self/status" => Some(VirtualFile::Status),
-            "/proc/cpuinfo" => Some(VirtualFile::CpuInfo),
-            "/sys/devices/system/cpu/online" | "/sys/devices/system/cpu/possible" => Some(VirtualFile::CpuOnline),
-            "/proc/sys/kernel/random/uuid" => Some(VirtualFile::Uuid),
-            "/proc" | "/proc/self" | "/proc/self/fd" | "/sys" | "/sys/devices/system/cpu" => Some(VirtualFile::Dir),
-            _ => None,
+            g => VIRTUAL_FILES
+                .iter()
+                .find(|(f, _)| *f == g)
+                .map(|(_, v)| *v)
+                .or_else(|| is_virtual_dir(g).then_some(VirtualFile::Dir)),
         };
         if let Some(v) = virt {
             return Ok(Target::Virtual(v));
@@ -171,6 +251,20 @@ impl Kernel {
 #[cfg(test)]
 mod tests {
     use super::normalize;
+
+    #[test]
+    fn the_nd_region_and_the_directories_leading_to_it_are_virtual() {
+        use super::*;
+        assert_eq!(virtual_children("/sys"), vec![("bus".to_string(), libc::DT_DIR), ("devices".into(), libc::DT_DIR)]);
+        assert_eq!(virtual_children("/sys/bus/nd/devices"), vec![("region0".to_string(), libc::DT_LNK)]);
+        assert_eq!(virtual_children(ND_REGION), vec![("persistence_domain".to_string(), libc::DT_REG)]);
+        assert_eq!(virtual_children("/proc/self").len(), 3, "fd, maps, status");
+        assert!(is_virtual_dir("/sys/devices/platform/e820_pmem") && !is_virtual_dir("/sys/class/nd"));
+        assert_eq!(through_links("/sys/bus/nd/devices/region0/persistence_domain"), format!("{ND_REGION}/persistence_domain"));
+        assert_eq!(through_links(ND_REGION_LINK), ND_REGION_LINK);
+        assert_eq!(through_links("/sys/bus/nd/devices/region01"), "/sys/bus/nd/devices/region01");
+        assert_eq!(normalize(ND_REGION_LINK, &format!("../{ND_REGION_LINK_TARGET}")), ND_REGION);
+    }
 
     #[test]
     fn normalisation_never_climbs_above_root() {
