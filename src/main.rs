@@ -286,15 +286,10 @@ fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
     };
     for i in 0..u64::from(schedules) {
         // The workload runs on a copy: the user's PM directory is never changed.
-        let work = tempfile::Builder::new().prefix("ferrite-crash-").tempdir()?;
-        copy_dir(&user.path(), work.path())?;
-        let mut spec = RunSpec { pm_dir: work.path().to_path_buf(), ..base.clone() };
+        let (work, mut spec) = exploration_run(&base, i)?;
         if let Some(n) = a.crash_at {
             spec.max_instructions = n;
         }
-        spec.seed = explore_seed(base.seed, i);
-        spec.discard_output |= i > 0;
-        spec.quiet |= i > 0;
         let log = crash::CrashLog::new(work.path(), crash::every_store(&a.crash_points, spec.pm));
         log.borrow_mut().at_end_only = a.crash_at.is_some();
         log.borrow_mut().dedup_sites = a.dedup_points;
@@ -553,6 +548,19 @@ pub(crate) fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> std::io:
     Ok(())
 }
 
+/// Run `i` of an exploration: its seed derived from the spec's, a private copy of the PM
+/// directory (kept while the directory guard lives), and only run 0's output and warnings shown.
+pub(crate) fn exploration_run(spec: &RunSpec, i: u64) -> Result<(tempfile::TempDir, RunSpec), Fatal> {
+    let dir = tempfile::Builder::new().prefix("ferrite-pm-").tempdir()?;
+    copy_dir(&spec.pm_dir, dir.path())?;
+    let mut s = spec.clone();
+    s.seed = explore_seed(spec.seed, i);
+    s.pm_dir = dir.path().to_path_buf();
+    s.discard_output |= i > 0;
+    s.quiet |= i > 0;
+    Ok((dir, s))
+}
+
 /// Runs `n` schedules derived from the spec's seed in parallel (one engine per worker) and
 /// merges their findings; each finding keeps the seed of the run that exposed it. The first
 /// run's output passes through; the others' is discarded.
@@ -561,13 +569,7 @@ fn explore(spec: &RunSpec, n: u32) -> Result<(Report, session::RunOutcome), Fata
     let results: Vec<Result<(Report, session::RunOutcome), Fatal>> = (0..u64::from(n))
         .into_par_iter()
         .map(|i| {
-            let dir = tempfile::Builder::new().prefix("ferrite-pm-").tempdir()?;
-            copy_dir(&spec.pm_dir, dir.path())?;
-            let mut s = spec.clone();
-            s.seed = explore_seed(spec.seed, i);
-            s.pm_dir = dir.path().to_path_buf();
-            s.discard_output |= i > 0;
-            s.quiet |= i > 0;
+            let (_dir, s) = exploration_run(spec, i)?;
             execute(&s)
         })
         .collect();

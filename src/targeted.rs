@@ -25,20 +25,14 @@ use emu::sched::Hold;
 
 use crate::report::Report;
 use crate::session::{RunOutcome, RunSpec};
-use crate::{copy_dir, execute_with, explore_seed, Fatal};
+use crate::{execute_with, exploration_run, Fatal};
 
 /// Runs of one entry while coverage grows (PMRace's `TTL_RUN_LOOP`).
 pub const TTL_RUN_LOOP: u32 = 3;
 
 /// One run of the exploration: run `i` (its seed derived from the base seed) with `hold`.
 fn run_one(spec: &RunSpec, i: u64, hold: Option<Hold>) -> Result<(Report, RunOutcome, Profile), Fatal> {
-    let dir = tempfile::Builder::new().prefix("ferrite-pm-").tempdir()?;
-    copy_dir(&spec.pm_dir, dir.path())?;
-    let mut s = spec.clone();
-    s.seed = explore_seed(spec.seed, i);
-    s.pm_dir = dir.path().to_path_buf();
-    s.discard_output |= i > 0;
-    s.quiet |= i > 0;
+    let (_dir, mut s) = exploration_run(spec, i)?;
     s.hold = hold;
     let profile = Rc::new(RefCell::new(Profile::default()));
     let (report, out) = execute_with(&s, None, vec![Box::new(AliasProfiler::new(profile.clone()))])?;

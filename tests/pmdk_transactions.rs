@@ -93,8 +93,11 @@ fn crash_test(prog: &str) -> (Run, Value, Duration) {
     let program = guest(prog);
     let dir = scratch();
     std::fs::create_dir(dir.path().join("pm")).unwrap();
-    let made =
-        Ferrite::run(&program).opts(&["--analyses", "none", "--pm-dir", "pm"]).args(&["/mnt/pmem0/txpool"]).in_dir(dir).go();
+    let made = Ferrite::run(&program)
+        .opts(&["--analyses", "none", "--pm-dir", "pm"])
+        .args(&["/mnt/pmem0/txpool"])
+        .in_dir(dir)
+        .go();
     made.assert_code(0);
     assert_eq!(made.stdout_str(), "a 3 b 3\n");
     let recover = format!("{} /mnt/pmem0/txpool check", program.display());
@@ -139,7 +142,8 @@ fn crash_testing_a_libpmemobj_program_passes_every_image_tried() {
 fn crash_testing_catches_the_store_outside_the_transaction() {
     let (run, report, took) = crash_test("pmdk_tx_outside");
     run.assert_code(66);
-    let crash: Vec<&Value> = report["findings"].as_array().unwrap().iter().filter(|f| f["analysis"] == "crash").collect();
+    let crash: Vec<&Value> =
+        report["findings"].as_array().unwrap().iter().filter(|f| f["analysis"] == "crash").collect();
     assert!(!crash.is_empty(), "{}", run.describe());
     // With everything persisted, `b` is new while the interrupted transaction's undo log
     // rolls `a` back: the crash point lies in the program's TX_END.

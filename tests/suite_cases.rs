@@ -60,7 +60,9 @@ fn lines_of(finding: &Value, role: &str, file: &str) -> BTreeSet<u32> {
         .expect("locations")
         .iter()
         .filter(|l| l.get("role").and_then(Value::as_str) == Some(role))
-        .filter(|l| l.get("file").and_then(Value::as_str).is_some_and(|f| f == file || f.ends_with(&format!("/{file}"))))
+        .filter(|l| {
+            l.get("file").and_then(Value::as_str).is_some_and(|f| f == file || f.ends_with(&format!("/{file}")))
+        })
         .filter_map(|l| l.get("line").and_then(Value::as_u64).map(|n| n as u32))
         .collect()
 }
@@ -192,7 +194,8 @@ fn a_reader_that_flushes_what_it_reads_leaves_no_inconsistent_image() {
         for pass in ["hawkset", "vardalith"] {
             let f = findings(&r, pass);
             assert!(
-                f.iter().any(|f| lines_of(f, "store", file).contains(&store) && lines_of(f, "load", file).contains(&load)),
+                f.iter()
+                    .any(|f| lines_of(f, "store", file).contains(&store) && lines_of(f, "load", file).contains(&load)),
                 "{pass} with persist_owner={owner}:\n{}",
                 pretty(&r)
             );
@@ -225,10 +228,6 @@ fn the_bundled_manifest_labels_these_cases() {
     let dir = scratch();
     std::fs::create_dir(dir.path().join("out")).unwrap();
     let manifest = repo().join("guests/manifest.ron");
-    let run = Ferrite {
-        ..Ferrite::run(&guest("pm_nt_commit"))
-    };
-    drop(run);
     let out = ferrite()
         .args(["compare", "--quiet", "--suite"])
         .arg(&manifest)
@@ -247,7 +246,12 @@ fn the_bundled_manifest_labels_these_cases() {
     assert!(out.status.success(), "compare failed: {}", String::from_utf8_lossy(&out.stderr));
     let report = read_json(&dir.path().join("out/cmp.json"));
     let case = |name: &str| -> &Value {
-        get(&report, "cases").as_array().unwrap().iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("no case {name}"))
+        get(&report, "cases")
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no case {name}"))
     };
     let truth_lines = |name: &str| -> BTreeSet<String> {
         case(name)["truth"]
@@ -261,7 +265,10 @@ fn the_bundled_manifest_labels_these_cases() {
     let nt = truth_lines("pm_nt_commit");
     assert!(nt.contains(&at("pm_nt_commit.c", "/* BUG: NT payload not fenced before the commit flag */")), "{nt:?}");
     let leak = truth_lines("pm_cceh_leak");
-    assert!(leak.contains(&at("pm_cceh_leak.c", "/* BUG: segment allocated before anything durable points to it */")), "{leak:?}");
+    assert!(
+        leak.contains(&at("pm_cceh_leak.c", "/* BUG: segment allocated before anything durable points to it */")),
+        "{leak:?}"
+    );
     for name in ["pm_nt_commit", "pm_cceh_leak"] {
         let bug = &case(name)["truth"][0];
         assert_eq!(bug["class"], "crash-consistency");

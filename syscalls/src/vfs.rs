@@ -260,7 +260,10 @@ mod tests {
         assert_eq!(virtual_children(ND_REGION), vec![("persistence_domain".to_string(), libc::DT_REG)]);
         assert_eq!(virtual_children("/proc/self").len(), 3, "fd, maps, status");
         assert!(is_virtual_dir("/sys/devices/platform/e820_pmem") && !is_virtual_dir("/sys/class/nd"));
-        assert_eq!(through_links("/sys/bus/nd/devices/region0/persistence_domain"), format!("{ND_REGION}/persistence_domain"));
+        assert_eq!(
+            through_links("/sys/bus/nd/devices/region0/persistence_domain"),
+            format!("{ND_REGION}/persistence_domain")
+        );
         assert_eq!(through_links(ND_REGION_LINK), ND_REGION_LINK);
         assert_eq!(through_links("/sys/bus/nd/devices/region01"), "/sys/bus/nd/devices/region01");
         assert_eq!(normalize(ND_REGION_LINK, &format!("../{ND_REGION_LINK_TARGET}")), ND_REGION);

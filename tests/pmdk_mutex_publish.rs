@@ -1,0 +1,129 @@
+//! An unpersisted pointer published under a pmemobj mutex (`pmdk_mutex_publish`): the writer
+//! stores a node's PMEMoid into the root under `pmemobj_mutex_lock` and persists it only after
+//! `pmemobj_mutex_unlock`; the reader follows it under the mutex and takes a durable reference
+//! on the node. HawkSet (pmemobj locks are locks to it, their internals are not accesses) reports
+//! the store and the load at the program's lines; PMRace reports the reader's reference as a
+//! durable side effect of the unpersisted pointer and confirms it on a crash image; Vardalith
+//! reports the marked pair too. The fixed twin persists before unlocking.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+const POOL: &str = "/mnt/pmem0/objpool";
+
+fn run(prog: &str, opts: &[&str]) -> (Run, Value) {
+    let program = guest(prog);
+    let recover = format!("{} {POOL} recover", program.display());
+    let mut all = vec!["--report", "r.json", "--recover", recover.as_str()];
+    all.extend_from_slice(opts);
+    let run = Ferrite::run(&program).opts(&all).args(&[POOL]).go();
+    let report = run.json("r.json");
+    (run, report)
+}
+
+fn findings<'a>(report: &'a Value, analysis: &str) -> Vec<&'a Value> {
+    report["findings"].as_array().unwrap().iter().filter(|f| f["analysis"] == analysis).collect()
+}
+
+/// `(role, function, file name, line)` of each location.
+fn places(f: &Value) -> Vec<(String, String, String, u64)> {
+    f["locations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let s = |k: &str| l[k].as_str().unwrap_or("").rsplit('/').next().unwrap_or("").to_string();
+            (s("role"), s("function"), s("file"), l["line"].as_u64().unwrap_or(0))
+        })
+        .collect()
+}
+
+fn at(role: &str, function: &str, file: &str, line: u32) -> (String, String, String, u64) {
+    (role.into(), function.into(), file.into(), u64::from(line))
+}
+
+#[test]
+fn the_guests_print_as_natively() {
+    for prog in ["pmdk_mutex_publish", "pmdk_mutex_publish_fixed"] {
+        let program = guest(prog);
+        let dir = scratch();
+        let pool = dir.path().join("objpool").display().to_string();
+        let native = native(&program, &[pool.as_str()], &[]);
+        native.assert_code(0);
+        let emu = Ferrite::run(&program).opts(&["--analyses", "none"]).args(&[POOL]).go();
+        assert_same_stdout(&native, &emu);
+        emu.assert_code(0);
+        assert_eq!(emu.stdout_str(), "node 42, refs 1\n");
+    }
+}
+
+#[test]
+fn hawkset_reports_the_store_and_the_load_in_every_schedule() {
+    let src = "pmdk_mutex_publish.c";
+    let store = marker_line(src, "/* BUG: published under the mutex, persisted after unlocking */");
+    let persist = marker_line(src, "/* PERSIST: after the unlock */");
+    let load = marker_line(src, "/* LOAD: under the mutex, before the writer's persist */");
+    let (r, report) = run("pmdk_mutex_publish", &["--analyses", "hawkset", "--explore", "8"]);
+    r.assert_code(66);
+    let found = findings(&report, "hawkset");
+    assert_eq!(found.len(), 1, "{}", serde_json::to_string_pretty(&report["findings"]).unwrap());
+    let f = found[0];
+    assert_eq!(f["kind"].as_str(), Some("persistence-induced-race"));
+    assert_eq!(f["occurrences"].as_u64(), Some(16), "two load instructions (the PMEMoid's two words) in 8 schedules");
+    let p = places(f);
+    assert_eq!(p[0], at("store", "writer", src, store), "{p:?}");
+    // The fence is libpmemobj's, inside pmemobj_persist; the location names the program's call.
+    assert_eq!(p[1], at("fence", "writer", src, persist), "{p:?}");
+    assert!(f["locations"][1]["backtrace"][0]["line"].is_null());
+    assert!(p[2..].iter().all(|l| *l == at("load", "reader", src, load)), "{p:?}");
+}
+
+#[test]
+fn pmrace_reports_the_reference_as_a_side_effect_and_recovery_confirms_it() {
+    let src = "pmdk_mutex_publish.c";
+    let store = marker_line(src, "/* BUG: published under the mutex, persisted after unlocking */");
+    let load = marker_line(src, "/* LOAD: under the mutex, before the writer's persist */");
+    let effect = marker_line(src, "/* EFFECT: a durable reference on the node */");
+    let (r, report) = run("pmdk_mutex_publish", &["--analyses", "pmrace"]);
+    r.assert_code(66);
+    let found = findings(&report, "pmrace");
+    assert_eq!(found.len(), 1, "{}", serde_json::to_string_pretty(&report["findings"]).unwrap());
+    let f = found[0];
+    assert_eq!(f["kind"].as_str(), Some("inter-thread-inconsistency"));
+    let p = places(f);
+    assert_eq!(p[0], at("unpersisted load", "reader", src, load), "{p:?}");
+    assert_eq!(p[1], at("durable side effect", "reader", src, effect), "{p:?}");
+    assert_eq!(p[2], at("source store", "writer", src, store), "{p:?}");
+    // Validated: the recovery (pmemobj_open, then every node's references against the root)
+    // read the inconsistent image.
+    assert!(p.iter().any(|l| l.0 == "recovery read" && l.2 == src), "{p:?}");
+}
+
+#[test]
+fn vardalith_reports_the_marked_pair() {
+    let src = "pmdk_mutex_publish.c";
+    let store = marker_line(src, "/* BUG: published under the mutex, persisted after unlocking */");
+    let load = marker_line(src, "/* LOAD: under the mutex, before the writer's persist */");
+    let (_, report) = run("pmdk_mutex_publish", &["--analyses", "vardalith"]);
+    let pair = [at("store", "writer", src, store), at("load", "reader", src, load)];
+    assert!(
+        findings(&report, "vardalith").iter().any(|f| places(f) == pair),
+        "{}",
+        serde_json::to_string_pretty(&report["findings"]).unwrap()
+    );
+    // Its other findings are libpmemobj's own run-time state (stores in pmemobj_create that
+    // are never persisted, read by the library in the threads): no access of the program's own.
+    let (_, fixed) = run("pmdk_mutex_publish_fixed", &["--analyses", "vardalith"]);
+    let own = |f: &&Value| f["locations"].as_array().unwrap().iter().all(|l| l["backtrace"][0]["line"].is_u64());
+    let fixed = findings(&fixed, "vardalith");
+    assert!(!fixed.iter().any(own), "{}", serde_json::to_string_pretty(&fixed).unwrap());
+}
+
+#[test]
+fn the_fixed_twin_is_silent() {
+    let (r, report) = run("pmdk_mutex_publish_fixed", &["--analyses", "hawkset,pmrace,unpersisted", "--explore", "2"]);
+    r.assert_code(0);
+    assert_eq!(report["findings"], serde_json::json!([]), "{}", r.describe());
+}
