@@ -292,3 +292,30 @@ fn delay_injection_widens_the_window_deterministically() {
     let again = pmrace("pr_lockfree", &["--seed", "1", "--delay", "20000"], false);
     assert_eq!(get(&r, "run.trace_hash"), get(&again, "run.trace_hash"));
 }
+
+/// PMRace's transaction rule: bytes a PMDK transaction added (TX_ADD, seen through PMDK's
+/// client requests) are not candidates, the undo log restores them; the same copy from a plain,
+/// later-persisted store is an inconsistency.
+#[test]
+fn bytes_added_to_a_pmdk_transaction_are_not_candidates() {
+    let run = |mode: &[&str]| {
+        let mut args = vec!["/mnt/pmem0/txpool"];
+        args.extend_from_slice(mode);
+        let run = Ferrite::run(&guest("pmdk_tx_reader"))
+            .opts(&["--analyses", "pmrace", "--report", "r.json"])
+            .args(&args)
+            .go();
+        assert_eq!(run.stdout_str(), "x 7, y 7\n");
+        run.json("r.json")
+    };
+    let r = run(&[]);
+    assert_silent(&r);
+    assert_eq!(stat(&r, "candidate_loads"), 0, "{}", pretty(&r));
+    let r = run(&["plain"]);
+    assert!(
+        findings(&r).iter().any(|f| at(f, "durable side effect", "pmdk_tx_reader", "/* PR: side effect */")
+            && at(f, "source store", "pmdk_tx_reader", "/* PR: plain store */")),
+        "{}",
+        pretty(&r)
+    );
+}

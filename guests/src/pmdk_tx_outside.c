@@ -61,7 +61,7 @@ int main(int argc, char **argv)
             TX_ADD_FIELD(root, a);
             D_RW(root)->a = v;
             D_RW(root)->b = v; /* BUG: store outside the transaction */
-        } TX_END
+        } TX_END /* COMMIT: the transaction ends */
     }
     printf("a %lu b %lu\n", (unsigned long)D_RO(root)->a, (unsigned long)D_RO(root)->b);
     pmemobj_close(pop);
