@@ -84,6 +84,7 @@ pub const CLAIMS: &[Claim] = &[
 pub const KIND_CLASSES: &[(&str, &str)] = &[
     ("unpersisted-store", "unpersisted-store"),
     ("flush-without-fence", "flush-without-fence"),
+    ("nt-store-without-fence", "flush-without-fence"),
     ("flush-clean-line", "redundant-flush"),
     ("redundant-fence", "redundant-flush"),
     ("persistence-induced-race", "persistence-race"),

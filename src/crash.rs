@@ -392,7 +392,12 @@ pub fn finding_for(
             DimKind::Chunk(_) => format!("{file}+{off:#x} without its pending non-temporal store"),
         };
         lines_desc.push(what);
-        if let Some(store) = ls.versions.last().and_then(|v| v.upto) {
+        // The store the image lost: the line's newest cached store, or the pending NT store.
+        let lost = match dim.kind {
+            DimKind::Chunk(i) => ls.chunks.get(i as usize).map(|c| c.store),
+            _ => ls.versions.last().and_then(|v| v.upto),
+        };
+        if let Some(store) = lost {
             if let Some((frames, tid)) = log.store_frames.get(&store.0) {
                 locations.push(Location::from_backtrace("lost store", *tid, frames.clone()));
             }
