@@ -47,7 +47,7 @@ pub struct CrashPoint {
     pub tid: u32,
     /// Symbolised after the run.
     pub frames: Vec<Frame>,
-    pub files: Rc<Files>,
+    pub files: Arc<Files>,
     pub space: CrashSpace,
 }
 
@@ -127,7 +127,7 @@ impl CrashLog {
         }
         let files = match self.points.last() {
             Some(last) if *last.files == files => last.files.clone(),
-            _ => Rc::new(files),
+            _ => Arc::new(files),
         };
         self.points.push(CrashPoint { icount, pc, stack, tid, frames: Vec::new(), files, space });
         self.points.len() - 1
@@ -249,22 +249,7 @@ pub struct PointData {
 impl CrashLog {
     /// The points as plain data for the recovery workers (files shared between equal points).
     pub fn point_data(&self) -> Vec<PointData> {
-        let mut shared: Vec<(*const Files, Arc<Files>)> = Vec::new();
-        self.points
-            .iter()
-            .map(|p| {
-                let ptr = Rc::as_ptr(&p.files);
-                let files = match shared.iter().find(|s| s.0 == ptr) {
-                    Some(s) => s.1.clone(),
-                    None => {
-                        let a = Arc::new((*p.files).clone());
-                        shared.push((ptr, a.clone()));
-                        a
-                    }
-                };
-                PointData { files, space: p.space.clone() }
-            })
-            .collect()
+        self.points.iter().map(|p| PointData { files: p.files.clone(), space: p.space.clone() }).collect()
     }
 }
 
@@ -611,7 +596,9 @@ pub fn test_all(
     let points = log.point_data();
     let mut tested = Tested::default();
     // Every image of every point, deduplicated by the bytes it leaves in the files.
-    let mut unique: BTreeMap<String, (usize, Vec<u32>, Files)> = BTreeMap::new();
+    // Only the point and choice are kept: an image's files (a copy of every PM file) are built
+    // again when it is recovered, so memory does not grow with the number of images.
+    let mut unique: BTreeMap<String, (usize, Vec<u32>)> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     for (i, p) in points.iter().enumerate() {
         tested.max_space_log2 = tested.max_space_log2.max(p.space.count_log2());
@@ -632,7 +619,7 @@ pub fn test_all(
             }
             if let std::collections::btree_map::Entry::Vacant(e) = unique.entry(key.clone()) {
                 order.push(key);
-                e.insert((i, choice, files));
+                e.insert((i, choice));
             }
         }
     }
@@ -645,6 +632,7 @@ pub fn test_all(
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let failing = std::sync::atomic::AtomicU64::new(0);
+    let log_paths = log.file_paths.clone();
     let open: Vec<Vec<(PathBuf, u64, u64)>> =
         points.iter().map(|p| if plan.xfd { open_bytes(&p.space, &log.file_paths) } else { Vec::new() }).collect();
     let pool = rayon::ThreadPoolBuilder::new()
@@ -655,7 +643,11 @@ pub fn test_all(
         order
             .par_iter()
             .map(|key| {
-                let v = recover(plan, &unique[key].2, &open[unique[key].0]);
+                let (point, choice) = &unique[key];
+                let v = match image_files(&points[*point], choice, &log_paths) {
+                    Some(files) => recover(plan, &files, &open[*point]),
+                    None => Ok(Verdict::Passed),
+                };
                 if matches!(v, Ok(Verdict::Failed { .. })) {
                     let n = failing.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                     bar.set_message(format!("{n} failing"));
@@ -678,7 +670,7 @@ pub fn test_all(
             Verdict::Passed => continue,
         };
         tested.failures += 1;
-        let (point, choice, _) = &unique[key];
+        let (point, choice) = &unique[key];
         let p = &points[*point];
         // The smallest set of lines that must stay unpersisted for recovery to fail.
         let stale = stale_dims(&p.space, choice);

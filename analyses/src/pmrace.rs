@@ -8,7 +8,9 @@
 //!   (*address flow*, the P-CLHT resize bug). A crash after B's store is durable and before A's
 //!   is leaves B's effect without its cause. Locations: the `unpersisted load`, the `durable side
 //!   effect` and the `source store`.
-//! - **intra-thread-inconsistency**: the same within one thread (A = B).
+//! - **intra-thread-inconsistency**: the same within one thread (A = B). Counted always,
+//!   reported with `pmrace:intra=on`: most are a thread reading back data it is initialising
+//!   and persists a little later, which crash testing judges better.
 //! - **sync-inconsistency** (Definition 3): a synchronisation variable in PM becomes durable
 //!   while held, so a crash leaves it held with no thread to release it. Locations: the
 //!   `acquire` and the instruction that made it durable (`persisted while held`).
@@ -62,11 +64,13 @@ use rustc_hash::FxHashMap;
 
 use crate::{Analysis, CodeInfo, ImageSink, RawFinding, RawLocation, Settings, Validation};
 
-/// `pmrace:compat=on|off`.
+/// `pmrace:compat=on|off:intra=on|off`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Options {
     /// The paper's persistence rule: a flush alone makes data clean, NT stores are clean.
     pub compat: bool,
+    /// Report intra-thread inconsistencies too (always counted).
+    pub intra: bool,
 }
 
 impl Options {
@@ -76,7 +80,9 @@ impl Options {
             match kv {
                 "compat=on" | "compat=1" | "compat=true" => o.compat = true,
                 "compat=off" | "compat=0" | "compat=false" => o.compat = false,
-                other => return Err(format!("pmrace: unknown option `{other}` (compat=on or compat=off)")),
+                "intra=on" | "intra=1" | "intra=true" => o.intra = true,
+                "intra=off" | "intra=0" | "intra=false" => o.intra = false,
+                other => return Err(format!("pmrace: unknown option `{other}` (compat=on|off, intra=on|off)")),
             }
         }
         Ok(o)
@@ -149,6 +155,9 @@ struct Counts {
     closed: u64,
 }
 
+/// Crash images captured for validation per run, at most (each copies the PM files).
+const MAX_IMAGES: u64 = 32;
+
 #[derive(Default)]
 pub struct Pmrace {
     options: Options,
@@ -218,6 +227,10 @@ impl Pmrace {
     }
 
     fn capture(&mut self, ev: &Event, device: &PmDevice) -> Option<u32> {
+        // Each image holds a copy of the PM files: a bounded number per run.
+        if self.counts.images >= MAX_IMAGES {
+            return None;
+        }
         let sink = self.sink.clone()?;
         let image = sink.borrow_mut().capture(ev, device);
         if image.is_some() {
@@ -452,7 +465,7 @@ impl Analysis for Pmrace {
                 continue;
             }
             inc.window_closed = false;
-            if inc.validation.is_none() {
+            if inc.validation.is_none() && (c.inter || self.options.intra) {
                 // The crash image where this store's line persisted (by a flush to come, or an
                 // eviction) and everything not yet durable, the source included, is lost.
                 let lines: Vec<u64> = (dev / 64..=(end - 1) / 64).collect();
@@ -475,6 +488,11 @@ impl Analysis for Pmrace {
                 continue;
             }
             let c = &self.candidates[inc.candidate as usize - 1];
+            if !c.inter && !self.options.intra {
+                // Counted; reported with `pmrace:intra=on` (most are a thread reading back what
+                // it initialised and persists a little later).
+                continue;
+            }
             let flow = match (inc.content, inc.address) {
                 (true, true) => "a value derived from them, through an address derived from them,",
                 (false, true) => "through an address derived from them",
