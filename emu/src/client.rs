@@ -56,10 +56,12 @@
 //! against native runs).
 //!
 //! # What becomes an event
-//! `SET_CLEAN`, `START_TX(_N)`, `END_TX(_N)`, `ADD_TO_TX(_N)` and `REMOVE_FROM_TX(_N)` become
+//! `SET_CLEAN`, `START_TX(_N)`, `END_TX(_N)`, `ADD_TO_TX(_N)`, `REMOVE_FROM_TX(_N)` and
+//! `ADD_TO_GLOBAL_TX_IGNORE` become
 //! [`EventKind::SetClean`](crate::events::EventKind::SetClean),
 //! [`TxBegin`](crate::events::EventKind::TxBegin), [`TxEnd`](crate::events::EventKind::TxEnd),
-//! [`TxAdd`](crate::events::EventKind::TxAdd) and [`TxRemove`](crate::events::EventKind::TxRemove).
+//! [`TxAdd`](crate::events::EventKind::TxAdd), [`TxRemove`](crate::events::EventKind::TxRemove)
+//! and [`TxIgnore`](crate::events::EventKind::TxIgnore).
 //! `DO_FLUSH`/`DO_FENCE` do not: ferrite sees the `clwb` and `sfence` instructions themselves
 //! (feeding the device an announced flush too would hide a library that announces a flush it
 //! never executes). The mapping requests only feed the registry above: what is PM is decided by

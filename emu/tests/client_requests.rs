@@ -55,11 +55,12 @@ fn requests_are_answered_in_rdx_and_annotations_become_events() {
     m.set_observer(Box::new(Recorder(seen.clone())));
 
     let pc = |i: u64| 0x5043_0000 + i;
-    let requests: [[u64; 6]; 8] = [
+    let requests: [[u64; 6]; 9] = [
         [0x1001, 0, 0, 0, 0, 0],              // RUNNING_ON_VALGRIND
         [0x4d43_0008, DATA, DATA, 4, 0, 0],   // memcheck's GET_VBITS: not answered
         [pc(0x12), 0, 0, 0, 0, 0],            // START_TX
         [pc(0x16), PM + 8, 16, 0, 0, 0],      // ADD_TO_TX, in PM
+        [pc(0x1c), PM + 64, 8, 0, 0, 0],      // ADD_TO_GLOBAL_TX_IGNORE
         [pc(0x11), PM - 0x10, 0x20, 0, 0, 0], // SET_CLEAN across PM's start
         [pc(0x14), 0, 0, 0, 0, 0],            // END_TX
         [pc(0), DATA + 0x800, 4, 0, 0, 0],    // REGISTER_PMEM_MAPPING
@@ -77,8 +78,8 @@ fn requests_are_answered_in_rdx_and_annotations_become_events() {
     m.set_reg(Reg::RIP, CODE);
     assert_eq!(m.run(), Exit::Syscall);
 
-    // The last four requests' results are in r12..r15.
-    let got: Vec<u64> = [Reg::R12, Reg::R13, Reg::R14, Reg::R15].iter().map(|r| m.reg(*r)).collect();
+    // The last four requests' results are in r13, r14, r15 and r12.
+    let got: Vec<u64> = [Reg::R13, Reg::R14, Reg::R15, Reg::R12].iter().map(|r| m.reg(*r)).collect();
     assert_eq!(got, vec![0x77, 0x77, 0x77, 1], "SET_CLEAN, END_TX, REGISTER keep the default; CHECK is 1");
     let dev = device_addr(1, 0);
     let events = seen.borrow().clone();
@@ -87,6 +88,7 @@ fn requests_are_answered_in_rdx_and_annotations_become_events() {
         vec![
             (EventKind::TxBegin, 0, 0, 0, 0),
             (EventKind::TxAdd, PM + 8, dev + 8, 16, 0),
+            (EventKind::TxIgnore, PM + 64, dev + 64, 8, 0),
             (EventKind::SetClean, PM - 0x10, 0, 0x10, 0),
             (EventKind::SetClean, PM, dev, 0x10, 0),
             (EventKind::TxEnd, 0, 0, 0, 0),

@@ -16,38 +16,29 @@ POBJ_LAYOUT_END(publish);
 
 struct node {
     uint64_t value;
-    uint64_t refs; /* references taken by readers */
 };
 
 struct root {
     PMEMmutex lock;
     TOID(struct node) node; /* published by the writer */
+    TOID(struct node) held; /* the node the reader holds */
 };
 
 static PMEMobjpool *pop;
 static struct root *r;
 static pthread_barrier_t bar;
-
-/* The node's constructor: runs before the allocation is published, so a node is never seen
- * uninitialised, even after a crash. */
-static int node_init(PMEMobjpool *p, void *ptr, void *arg)
-{
-    struct node *n = ptr;
-    n->value = *(const uint64_t *)arg;
-    n->refs = 0;
-    pmemobj_persist(p, n, sizeof *n);
-    return 0;
-}
+static uint64_t seen;
 
 static void *writer(void *arg)
 {
     (void)arg;
     TOID(struct node) n;
-    uint64_t value = 42;
-    if (POBJ_NEW(pop, &n, struct node, node_init, &value) != 0) {
+    if (POBJ_NEW(pop, &n, struct node, NULL, NULL) != 0) {
         perror("POBJ_NEW");
         return NULL;
     }
+    D_RW(n)->value = 42;
+    pmemobj_persist(pop, &D_RW(n)->value, sizeof(uint64_t));
     pmemobj_mutex_lock(pop, &r->lock);
     r->node = n; /* STORE: published under the mutex */
     pmemobj_persist(pop, &r->node, sizeof r->node); /* FIX: persisted before unlocking */
@@ -64,8 +55,9 @@ static void *reader(void *arg)
     pmemobj_mutex_lock(pop, &r->lock);
     TOID(struct node) n = r->node; /* LOAD: under the mutex */
     if (!TOID_IS_NULL(n)) {
-        D_RW(n)->refs++; /* EFFECT: a durable reference on the node */
-        pmemobj_persist(pop, &D_RW(n)->refs, sizeof(uint64_t));
+        seen = D_RO(n)->value;
+        r->held = n; /* EFFECT: the reader's durable record of the node it holds */
+        pmemobj_persist(pop, &r->held, sizeof r->held);
     }
     pmemobj_mutex_unlock(pop, &r->lock);
     pthread_barrier_wait(&bar);
@@ -78,24 +70,19 @@ int main(int argc, char **argv)
     if (argc > 2 && strcmp(argv[2], "recover") == 0) {
         pop = pmemobj_open(path, POBJ_LAYOUT_NAME(publish));
         if (!pop) {
-            printf("recovered: no pool\n"); /* a crash while pmemobj_create made it */
+            printf("recovered: no pool\n");
             return 0;
         }
         r = D_RW(POBJ_ROOT(pop, struct root));
         pmemobj_mutex_lock(pop, &r->lock);
-        int ok = 1, nodes = 0;
-        uint64_t refs = 0;
-        TOID(struct node) n;
-        POBJ_FOREACH_TYPE(pop, n) {
-            nodes++;
-            refs += D_RO(n)->refs;
-            if (D_RO(n)->refs != 0 && !TOID_EQUALS(n, r->node))
-                ok = 0;
-        }
-        if (ok)
-            printf("recovered: %d node(s), refs %lu\n", nodes, (unsigned long)refs);
-        else
+        int ok = TOID_IS_NULL(r->held) || TOID_EQUALS(r->held, r->node);
+        if (!ok)
             printf("recovered: inconsistent\n");
+        else if (TOID_IS_NULL(r->node))
+            printf("recovered: no node\n");
+        else
+            printf("recovered: node %lu%s\n", (unsigned long)D_RO(r->node)->value,
+                   TOID_IS_NULL(r->held) ? "" : ", held");
         pmemobj_mutex_unlock(pop, &r->lock);
         pmemobj_close(pop);
         return ok ? 0 : 1;
@@ -113,7 +100,7 @@ int main(int argc, char **argv)
     pthread_create(&rd, NULL, reader, NULL);
     pthread_join(w, NULL);
     pthread_join(rd, NULL);
-    printf("node %lu, refs %lu\n", (unsigned long)D_RO(r->node)->value, (unsigned long)D_RO(r->node)->refs);
+    printf("node %lu, reader saw %lu\n", (unsigned long)D_RO(r->node)->value, (unsigned long)seen);
     pmemobj_close(pop);
     return 0;
 }
