@@ -612,9 +612,7 @@ fn crash_job(
     let work = tempfile::Builder::new().prefix("ferrite-crash-").tempdir()?;
     let mut spec = crate::run_spec(&a.opts, &a.command, work.path().to_path_buf())?;
     spec.discard_output = true;
-    let log = crash::CrashLog::new(work.path(), crash::every_store(&a.crash_points, spec.pm));
-    let (report, out) = crate::execute_with(&spec, Some(log.clone()), Vec::new())?;
-    let log = std::rc::Rc::try_unwrap(log).map_err(|_| Fatal("internal: crash log still shared".into()))?.into_inner();
+    let (report, out, log) = crate::crash_workload(&spec, &a.crash_points, a.crash_at, a.dedup_points)?;
     let c = case.crash.clone().unwrap_or(ResolvedCrash { recover: case.argv.clone(), check: None, options: vec![] });
     let plan = crash::Plan {
         recover: c.recover,

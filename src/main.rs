@@ -286,16 +286,8 @@ fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
     };
     for i in 0..u64::from(schedules) {
         // The workload runs on a copy: the user's PM directory is never changed.
-        let (work, mut spec) = exploration_run(&base, i)?;
-        if let Some(n) = a.crash_at {
-            spec.max_instructions = n;
-        }
-        let log = crash::CrashLog::new(work.path(), crash::every_store(&a.crash_points, spec.pm));
-        log.borrow_mut().at_end_only = a.crash_at.is_some();
-        log.borrow_mut().dedup_sites = a.dedup_points;
-        let (report, out) = execute_with(&spec, Some(log.clone()), Vec::new())?;
-        let log =
-            std::rc::Rc::try_unwrap(log).map_err(|_| Fatal("internal: crash log still shared".into()))?.into_inner();
+        let (_work, spec) = exploration_run(&base, i)?;
+        let (report, out, log) = crash_workload(&spec, &a.crash_points, a.crash_at, a.dedup_points)?;
         let plan = crash::Plan {
             recover: recover.clone(),
             check: check.clone(),
@@ -355,6 +347,26 @@ fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
     Ok(exit_status(out.end, report.findings.len(), opts.findings_exit_code))
 }
 
+/// `ferrite crash`'s workload run (its `--crash-points` mode, `--crash-at`, `--dedup-points`) in
+/// `spec.pm_dir`, recording its crash points: `cmd_crash`, its replay and `compare` share it.
+pub(crate) fn crash_workload(
+    spec: &RunSpec,
+    mode: &str,
+    crash_at: Option<u64>,
+    dedup_points: bool,
+) -> Result<(Report, session::RunOutcome, crash::CrashLog), Fatal> {
+    let mut spec = spec.clone();
+    if let Some(n) = crash_at {
+        spec.max_instructions = n;
+    }
+    let log = crash::CrashLog::new(&spec.pm_dir, crash::every_store(mode, spec.pm));
+    log.borrow_mut().at_end_only = crash_at.is_some();
+    log.borrow_mut().dedup_sites = dedup_points;
+    let (report, out) = execute_with(&spec, Some(log.clone()), Vec::new())?;
+    let log = std::rc::Rc::try_unwrap(log).map_err(|_| Fatal("internal: crash log still shared".into()))?.into_inner();
+    Ok((report, out, log))
+}
+
 /// Rebuilds a crash finding's image from a fresh workload run with its seed and recovers it.
 fn replay_crash(
     spec: &RunSpec,
@@ -364,15 +376,8 @@ fn replay_crash(
 ) -> Result<i32, Fatal> {
     let work = tempfile::Builder::new().prefix("ferrite-crash-").tempdir()?;
     copy_dir(&spec.pm_dir, work.path())?;
-    let mut spec = RunSpec { pm_dir: work.path().to_path_buf(), ..spec.clone() };
-    if let Some(n) = c.crash_at {
-        spec.max_instructions = n;
-    }
-    let log = crash::CrashLog::new(work.path(), crash::every_store(&c.crash_point_mode, spec.pm));
-    log.borrow_mut().at_end_only = c.crash_at.is_some();
-    log.borrow_mut().dedup_sites = c.dedup_points;
-    let (_, out) = execute_with(&spec, Some(log.clone()), Vec::new())?;
-    let log = std::rc::Rc::try_unwrap(log).map_err(|_| Fatal("internal: crash log still shared".into()))?.into_inner();
+    let spec = RunSpec { pm_dir: work.path().to_path_buf(), ..spec.clone() };
+    let (_, out, log) = crash_workload(&spec, &c.crash_point_mode, c.crash_at, c.dedup_points)?;
     let points = log.point_data();
     let Some(point) = points.get(image.point as usize) else {
         say!("ferrite: replay diverged: the workload has {} crash points, not {}", points.len(), image.point + 1);
