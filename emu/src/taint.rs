@@ -368,6 +368,15 @@ impl Taint {
         l
     }
 
+    /// A slot's byte labels, without allocating (slots are at most 16 bytes).
+    fn slot_labels(&self, s: Slot) -> [Label; 16] {
+        let mut out = [0; 16];
+        for (i, l) in out.iter_mut().enumerate().take(s.len as usize) {
+            *l = self.regs[s.reg as usize][s.off as usize + i];
+        }
+        out
+    }
+
     fn slot_union(&mut self, s: Slot) -> Label {
         let mut l = 0;
         for i in 0..s.len {
@@ -468,16 +477,12 @@ impl Taint {
                 // Register with register, or memory with register (dst[0] the register).
                 if op.ndst == 2 {
                     let (a, b) = (op.dst[0], op.dst[1]);
-                    let la: Vec<Label> =
-                        (0..a.len as usize).map(|i| self.regs[a.reg as usize][a.off as usize + i]).collect();
-                    let lb: Vec<Label> =
-                        (0..b.len as usize).map(|i| self.regs[b.reg as usize][b.off as usize + i]).collect();
-                    self.write_slot(a, |i| lb.get(i).copied().unwrap_or(0));
-                    self.write_slot(b, |i| la.get(i).copied().unwrap_or(0));
+                    let (la, lb) = (self.slot_labels(a), self.slot_labels(b));
+                    self.write_slot(a, |i| if i < b.len as usize { lb[i] } else { 0 });
+                    self.write_slot(b, |i| if i < a.len as usize { la[i] } else { 0 });
                 } else if op.ndst == 1 {
                     let r = op.dst[0];
-                    let reg: Vec<Label> =
-                        (0..r.len as usize).map(|i| self.regs[r.reg as usize][r.off as usize + i]).collect();
+                    let reg = self.slot_labels(r);
                     for k in 0..self.reads.len() {
                         let a = self.reads[k];
                         for b in 0..u64::from(a.size) {
@@ -487,7 +492,7 @@ impl Taint {
                     }
                     let m = bytes.len();
                     self.write_slot(r, |i| if i < m { bytes[i] } else { 0 });
-                    self.write_memory(|j, _| reg.get(j).copied().unwrap_or(0), address);
+                    self.write_memory(|j, _| if j < r.len as usize { reg[j] } else { 0 }, address);
                 }
             }
         }
