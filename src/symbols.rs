@@ -5,28 +5,95 @@
 //! object, loaded at (start of its first mapping − that mapping's file offset), which is where
 //! ld.so puts a library whose segments have `p_vaddr == p_offset`, as linkers lay them out.
 //! [`Objects::refresh`] adds the ones mapped since the last call.
+//!
+//! An object without DWARF of its own gets its lines from its separate debug file if one is found
+//! (by build ID under the `--debug-dir` directories, or through `.gnu_debuglink`:
+//! [`loader::find_debug_file`]). Those lines only describe frames: which code is the program's
+//! own for the passes ([`Objects::code_info`]) is decided by the objects' own DWARF, so what the
+//! host happens to have installed under `/usr/lib/debug` changes how findings read, never which
+//! findings there are. Debug files are read by ferrite, not the guest, and are not run inputs.
 
 use analyses::{CodeInfo, Finding, Frame, Location, RawFinding};
 use emu::sync::{CustomLock, SyncKind};
 use emu::{Backing, Machine};
 use loader::Symbolizer;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
 struct Object {
     path: String,
     start: u64,
     end: u64,
-    sym: Symbolizer,
+    sym: Arc<Symbolizer>,
 }
 
 #[derive(Default)]
 pub struct Objects {
     objects: Vec<Object>,
+    /// Host directories searched for separate debug files by build ID and debug link.
+    debug_dirs: Vec<PathBuf>,
+}
+
+/// The debug-file directories of `--debug-dir` (empty entries dropped; the option without a value
+/// searches none), or [`loader::DEFAULT_DEBUG_DIR`] when it is not given.
+pub fn debug_dirs(given: Option<&[PathBuf]>) -> Vec<PathBuf> {
+    match given {
+        Some(dirs) => dirs.iter().filter(|d| !d.as_os_str().is_empty()).cloned().collect(),
+        None => vec![PathBuf::from(loader::DEFAULT_DEBUG_DIR)],
+    }
+}
+
+/// Which object a symbolizer describes: its path, load bias, contents and the debug-file
+/// directories it was looked up with.
+type CacheKey = (String, u64, blake3::Hash, Vec<PathBuf>);
+
+/// Distinct objects kept in [`symbolizer`]'s cache before it starts over.
+const CACHE_OBJECTS: usize = 256;
+
+/// The symbolizer of an object, with its separate debug file, shared by every run of the process
+/// that loads the same object at the same place: `--explore`, `ferrite crash` and `ferrite
+/// compare` read a library's symbols and decompress its DWARF once, not once per run.
+fn symbolizer(path: &str, bytes: &[u8], bias: u64, debug_dirs: &[PathBuf]) -> Arc<Symbolizer> {
+    static CACHE: OnceLock<Mutex<HashMap<CacheKey, Arc<Symbolizer>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let key = (path.to_string(), bias, blake3::hash(bytes), debug_dirs.to_vec());
+    // A panic while holding the lock leaves a consistent map behind.
+    let lock = || cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(sym) = lock().get(&key) {
+        return sym.clone();
+    }
+    let debug = loader::find_debug_file(Path::new(path), bytes, debug_dirs);
+    let sym = Arc::new(Symbolizer::with_debug_file(bytes, debug, bias));
+    let mut map = lock();
+    if map.len() >= CACHE_OBJECTS {
+        map.clear();
+    }
+    map.entry(key).or_insert(sym).clone()
 }
 
 impl Objects {
-    /// An object loaded at `bias`, covering `[start, end)`.
+    /// No objects yet; separate debug files are looked for in `debug_dirs` (host paths).
+    pub fn new(debug_dirs: &[PathBuf]) -> Objects {
+        Objects { objects: Vec::new(), debug_dirs: debug_dirs.to_vec() }
+    }
+
+    /// How many objects are known (see [`Objects::keep_first`]).
+    pub fn count(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Forgets the objects learnt after the first `n` (a run restored from a snapshot taken when
+    /// there were `n`).
+    pub fn keep_first(&mut self, n: usize) {
+        self.objects.truncate(n);
+    }
+
+    /// An object loaded at `bias`, covering `[start, end)`, with its separate debug file if it
+    /// has no DWARF of its own.
     pub fn add(&mut self, path: &str, bytes: &[u8], bias: u64, start: u64, end: u64) {
-        self.objects.push(Object { path: path.to_string(), start, end, sym: Symbolizer::new(bytes, bias) });
+        let sym = symbolizer(path, bytes, bias, &self.debug_dirs);
+        self.objects.push(Object { path: path.to_string(), start, end, sym });
     }
 
     /// Adds the files mapped executable that are not known yet. Returns whether any was added.
@@ -71,15 +138,19 @@ impl Objects {
         };
         let mut info = CodeInfo::default();
         for o in &self.objects {
-            if !o.sym.has_debug_info() {
+            // Lines from a separate debug file do not make a library the program's own.
+            let own_lines = o.sym.has_debug_info() && o.sym.debug_file().is_none();
+            if !own_lines {
                 // A stripped library: all of it, its internal functions without symbols too.
                 info.library.push((o.start, o.end));
             }
-            for (name, addr, size) in o.sym.symbols() {
+            // The object's own symbols: a debug file's local ones (glibc's memcpy variants) would
+            // make the passes' view depend on the host's debug packages.
+            for (name, addr, size) in o.sym.object_symbols() {
                 let range = (addr, addr + size.max(1));
                 if is_copy(name) {
                     info.copy.push(range);
-                } else if o.sym.has_debug_info() && o.sym.lookup(addr).line.is_none() {
+                } else if own_lines && o.sym.lookup(addr).line.is_none() {
                     info.library.push(range);
                 }
             }
@@ -107,15 +178,61 @@ impl Objects {
     }
 
     pub fn frames(&self, pcs: &[u64]) -> Vec<Frame> {
+        self.frames_with(pcs, false)
+    }
+
+    /// [`Objects::frames`] with lines only from the objects' own DWARF, not from separate debug
+    /// files (whose DWARF is not even read for them), for backtraces summarised later by
+    /// [`Location::from_backtrace`] (the crash log's): a library line there would become the
+    /// location's summary.
+    pub fn own_frames(&self, pcs: &[u64]) -> Vec<Frame> {
+        self.frames_with(pcs, true)
+    }
+
+    fn frames_with(&self, pcs: &[u64], own_only: bool) -> Vec<Frame> {
         pcs.iter()
             .map(|&pc| match self.objects.iter().find(|o| pc >= o.start && pc < o.end) {
                 Some(o) => {
-                    let l = o.sym.lookup(pc);
+                    let l = if own_only && o.sym.debug_file().is_some() {
+                        o.sym.symbol_lookup(pc)
+                    } else {
+                        o.sym.lookup(pc)
+                    };
                     Frame { pc, function: l.function, file: l.file, line: l.line }
                 }
                 None => Frame { pc, function: None, file: None, line: None },
             })
             .collect()
+    }
+
+    /// Whether the frame at `pc` has its line from its object's own DWARF, not from a separate
+    /// debug file: the program's own code, as for [`Objects::code_info`].
+    fn own_line(&self, f: &Frame) -> bool {
+        f.line.is_some()
+            && self
+                .objects
+                .iter()
+                .find(|o| f.pc >= o.start && f.pc < o.end)
+                .is_some_and(|o| o.sym.debug_file().is_none())
+    }
+
+    /// The frame that summarises a backtrace: the innermost with a line of the program's own code
+    /// (not a library's line from a debug file), else the innermost with any line, else the first.
+    pub fn summary<'a>(&self, frames: &'a [Frame]) -> Option<&'a Frame> {
+        frames.iter().find(|f| self.own_line(f)).or_else(|| frames.iter().find(|f| f.line.is_some())).or(frames.first())
+    }
+
+    /// A location summarised by [`Objects::summary`], keeping the whole backtrace.
+    pub fn location(&self, role: &str, tid: u32, frames: Vec<Frame>) -> Location {
+        let own = frames.iter().position(|f| self.own_line(f));
+        let mut loc = Location::from_backtrace(role, tid, frames);
+        if let Some(top) = own.map(|i| loc.backtrace[i].clone()) {
+            loc.pc = top.pc;
+            loc.function = top.function;
+            loc.file = top.file;
+            loc.line = top.line;
+        }
+        loc
     }
 
     /// A raw finding's locations, with backtraces from the interned stacks.
@@ -126,7 +243,7 @@ impl Objects {
             .map(|l| {
                 let mut pcs = vec![l.pc];
                 pcs.extend(m.stacks().call_sites(l.stack));
-                Location::from_backtrace(l.role, l.tid, self.frames(&pcs))
+                self.location(l.role, l.tid, self.frames(&pcs))
             })
             .collect();
         Finding {

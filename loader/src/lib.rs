@@ -7,7 +7,10 @@
 //! memory: [`load_elf`] returns an [`Image`] whose [`Segment`]s the emulator
 //! maps and fills, and [`build_initial_stack`] returns the bytes the emulator
 //! writes just below the stack top. [`Symbolizer`] reads `.symtab`,
-//! `.dynsym` and DWARF so that reports can name functions and lines.
+//! `.dynsym` and DWARF so that reports can name functions and lines, from the
+//! object itself or from its separate debug file ([`find_debug_file`]: by
+//! build ID or `.gnu_debuglink`, as gdb finds it). That search is the one
+//! place where the crate reads host files itself.
 //!
 //! What is left out, on purpose:
 //! - Relocation and symbol binding. A static-PIE relocates itself and a
@@ -20,8 +23,9 @@
 //!   stack top, so runs are reproducible.
 //! - The vDSO (`AT_SYSINFO_EHDR`), 32-bit programs, big-endian files and
 //!   every architecture other than x86-64.
-//! - Split DWARF (`.dwo`), `.gnu_debuglink` and debuginfod: only the debug
-//!   information inside the file given to [`Symbolizer::new`] is used.
+//! - Split DWARF (`.dwo`), dwz supplementary files (`.gnu_debugaltlink`)
+//!   and debuginfod: only the debug information inside the object and its
+//!   separate debug file is used.
 //!
 //! Every function here accepts arbitrary bytes without panicking; bad input
 //! becomes a [`LoadError`] (loading) or an empty [`SourceLoc`] (symbols).
@@ -36,7 +40,7 @@ pub use stack::{
     AT_EXECFD, AT_EXECFN, AT_FLAGS, AT_GID, AT_HWCAP, AT_HWCAP2, AT_IGNORE, AT_MINSIGSTKSZ, AT_NOTELF, AT_NULL,
     AT_PAGESZ, AT_PHDR, AT_PHENT, AT_PHNUM, AT_PLATFORM, AT_RANDOM, AT_SECURE, AT_SYSINFO_EHDR, AT_UID,
 };
-pub use symbols::{SourceLoc, Symbolizer};
+pub use symbols::{find_debug_file, DebugFile, SourceLoc, Symbolizer, DEFAULT_DEBUG_DIR};
 
 /// Why a file cannot be loaded.
 ///

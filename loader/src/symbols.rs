@@ -7,15 +7,29 @@
 //! best effort: missing or malformed debug information gives less
 //! information, never an error or a panic.
 //!
-//! Left out: split DWARF (`.dwo`/`.dwp`), separate debug files found through
-//! `.gnu_debuglink` or build IDs, the call chain of inlined frames beyond
-//! the innermost one, and symbol versions (`memcpy@GLIBC_2.14` is simply
-//! `memcpy`).
+//! An object without `.debug_info` of its own (a distribution's stripped
+//! library) may have a separate debug file, found as gdb finds it
+//! ([`find_debug_file`]): by build ID under a debug-file directory
+//! (`DIR/.build-id/ab/cdef....debug`, accepted only if its own build ID is the
+//! same), then by `.gnu_debuglink` next to the object, in its `.debug`
+//! directory, and under each debug-file directory followed by the object's
+//! directory (accepted only if its CRC-32 is the one the link records). Its
+//! `.symtab` and DWARF describe the object at the same link-time addresses, so
+//! they are used with the object's load bias, beside the object's own
+//! `.dynsym`.
+//!
+//! Left out: split DWARF (`.dwo`/`.dwp`), dwz supplementary files
+//! (`.gnu_debugaltlink`), debuginfod, the call chain of inlined frames
+//! beyond the innermost one, and symbol versions (`memcpy@GLIBC_2.14` is
+//! simply `memcpy`).
 
 use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use addr2line::Context;
 use gimli::{EndianArcSlice, RunTimeEndian};
@@ -36,7 +50,9 @@ const BACKWARD_SCAN: usize = 64;
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct SourceLoc {
     /// The innermost function (an inlined one if the address is inside an
-    /// inlined call), demangled.
+    /// inlined call), demangled. A function's own body is named by its
+    /// best-ranked symbol when DWARF's name is a lesser alias of it (glibc's
+    /// `__GI_abort` is `abort`).
     pub function: Option<String>,
     /// The path as DWARF records it: the compilation directory joined with
     /// the file's directory and name. Match on suffixes.
@@ -55,6 +71,9 @@ struct Sym {
     /// the end of the section.
     end: u64,
     rank: Rank,
+    /// Only the separate debug file has it (a local function of a stripped
+    /// library).
+    debug_only: bool,
 }
 
 /// Which of several symbols at one address names it best: global before
@@ -83,6 +102,19 @@ struct Dwarf {
     cache: HashMap<u64, SourceLoc>,
 }
 
+/// Where [`find_debug_file`] looks when no other debug-file directory is
+/// given, as gdb's default `debug-file-directory`.
+pub const DEFAULT_DEBUG_DIR: &str = "/usr/lib/debug";
+
+/// A separate debug file of an object: `objcopy --only-keep-debug`'s output,
+/// or what a distribution's `-dbg`/`-dbgsym` package installs.
+#[derive(Clone, Debug)]
+pub struct DebugFile {
+    /// The host path it was read from.
+    pub path: PathBuf,
+    pub bytes: Vec<u8>,
+}
+
 /// Address and name lookups for one loaded ELF object.
 ///
 /// `Send` and `Sync`: the DWARF state and the lookup cache sit behind one
@@ -94,8 +126,19 @@ pub struct Symbolizer {
     /// Every defined function or object symbol by exact name, the best
     /// ranked one for duplicated names.
     by_name: HashMap<String, (u64, Rank)>,
-    dwarf: Option<Mutex<Dwarf>>,
-    /// Caches lookups when there is no DWARF, where `dwarf` holds the cache.
+    /// The same for the symbols of the separate debug file.
+    debug_names: HashMap<String, (u64, Rank)>,
+    /// The file whose DWARF answers lookups (the object itself or its
+    /// debug file), kept until the first lookup parses it: a run that never
+    /// looks into a library never decompresses its debug information.
+    dwarf_bytes: Mutex<Option<Arc<[u8]>>>,
+    /// Whether that file has a `.debug_info` section.
+    has_dwarf: bool,
+    dwarf: OnceLock<Option<Mutex<Dwarf>>>,
+    /// The separate debug file in use, if any.
+    debug_file: Option<PathBuf>,
+    /// Caches [`Symbolizer::symbol_lookup`] (every lookup when there is no
+    /// DWARF; with DWARF, `dwarf` holds the cache).
     symbol_cache: Mutex<HashMap<u64, SourceLoc>>,
 }
 
@@ -108,25 +151,75 @@ impl Symbolizer {
     /// knows nothing, and bytes that are not an ELF file give a symbolizer
     /// that answers every lookup with an empty [`SourceLoc`].
     pub fn new(elf_bytes: impl AsRef<[u8]>, load_bias: u64) -> Self {
+        Symbolizer::with_debug_file(elf_bytes, None, load_bias)
+    }
+
+    /// [`Symbolizer::new`], with the object's separate debug file (see
+    /// [`find_debug_file`], which checks that it belongs to the object): its
+    /// `.symtab` joins the object's symbols and its DWARF gives the lines.
+    /// The debug file is ignored when the object has DWARF of its own or when
+    /// it is not an ELF file.
+    pub fn with_debug_file(elf_bytes: impl AsRef<[u8]>, debug: Option<DebugFile>, load_bias: u64) -> Self {
         let bytes = elf_bytes.as_ref();
         let mut symbolizer = Symbolizer {
             load_bias,
             functions: Vec::new(),
             by_name: HashMap::new(),
-            dwarf: None,
+            debug_names: HashMap::new(),
+            dwarf_bytes: Mutex::new(None),
+            has_dwarf: false,
+            dwarf: OnceLock::new(),
+            debug_file: None,
             symbol_cache: Mutex::new(HashMap::new()),
         };
         let Ok(file) = ElfFile64::<Endianness>::parse(bytes) else {
             return symbolizer;
         };
-        symbolizer.read_symbols(&file);
-        symbolizer.dwarf = load_dwarf(&file).map(|context| Mutex::new(Dwarf { context, cache: HashMap::new() }));
+        let debug = debug.filter(|_| file.section_by_name(".debug_info").is_none());
+        let debug_elf = debug.as_ref().and_then(|d| ElfFile64::<Endianness>::parse(&d.bytes[..]).ok());
+        // The debug file's `.dynsym` is an empty NOBITS section: the object's
+        // own stands for it.
+        let debug_symbols = debug_elf.iter().flat_map(|f| f.symbols().map(move |s| (f, true, s)));
+        symbolizer
+            .read_symbols(file.symbols().chain(file.dynamic_symbols()).map(|s| (&file, false, s)).chain(debug_symbols));
+        match (&debug_elf, &debug) {
+            (Some(elf), Some(d)) => {
+                symbolizer.debug_file = Some(d.path.clone());
+                symbolizer.has_dwarf = elf.section_by_name(".debug_info").is_some();
+                if symbolizer.has_dwarf {
+                    *lock(&symbolizer.dwarf_bytes) = Some(Arc::from(&d.bytes[..]));
+                }
+            }
+            _ => {
+                symbolizer.has_dwarf = file.section_by_name(".debug_info").is_some();
+                if symbolizer.has_dwarf {
+                    *lock(&symbolizer.dwarf_bytes) = Some(Arc::from(bytes));
+                }
+            }
+        }
         symbolizer
     }
 
-    /// Whether the object carries DWARF debug information (source lines).
+    /// Whether the object has DWARF debug information (source lines), its
+    /// own or in its separate debug file.
     pub fn has_debug_info(&self) -> bool {
-        self.dwarf.is_some()
+        self.has_dwarf
+    }
+
+    /// The separate debug file whose symbols and DWARF are used, if any.
+    pub fn debug_file(&self) -> Option<&Path> {
+        self.debug_file.as_deref()
+    }
+
+    /// The DWARF state, built on first use.
+    fn dwarf(&self) -> Option<&Mutex<Dwarf>> {
+        self.dwarf
+            .get_or_init(|| {
+                let bytes = lock(&self.dwarf_bytes).take()?;
+                let file = ElfFile64::<Endianness>::parse(&bytes[..]).ok()?;
+                load_dwarf(&file).map(|context| Mutex::new(Dwarf { context, cache: HashMap::new() }))
+            })
+            .as_ref()
     }
 
     /// The function, file and line of the guest address `pc`.
@@ -134,34 +227,42 @@ impl Symbolizer {
         // The bias may be "negative" (see `Image::load_bias`), so this is
         // modular arithmetic, not an underflow.
         let addr = pc.wrapping_sub(self.load_bias);
-        match &self.dwarf {
+        match self.dwarf() {
             Some(dwarf) => {
                 let mut dwarf = lock(dwarf);
                 if let Some(loc) = dwarf.cache.get(&addr) {
                     return loc.clone();
                 }
-                let mut loc = dwarf_lookup(&dwarf.context, addr);
+                let (mut loc, outer_name) = dwarf_lookup(&dwarf.context, addr);
                 if loc.function.is_none() {
                     loc.function = self.symbol_name(addr);
+                } else if let Some(alias) = outer_name.and_then(|raw| self.better_alias(addr, &raw)) {
+                    loc.function = Some(alias);
                 }
                 cache_insert(&mut dwarf.cache, addr, &loc);
                 loc
             }
-            None => {
-                let mut cache = lock(&self.symbol_cache);
-                if let Some(loc) = cache.get(&addr) {
-                    return loc.clone();
-                }
-                let loc = SourceLoc { function: self.symbol_name(addr), file: None, line: None };
-                cache_insert(&mut cache, addr, &loc);
-                loc
-            }
+            None => self.symbol_lookup(pc),
         }
+    }
+
+    /// The function of the guest address `pc` from the symbol tables alone
+    /// (the debug file's included), without file and line: no DWARF is read.
+    pub fn symbol_lookup(&self, pc: u64) -> SourceLoc {
+        let addr = pc.wrapping_sub(self.load_bias);
+        let mut cache = lock(&self.symbol_cache);
+        if let Some(loc) = cache.get(&addr) {
+            return loc.clone();
+        }
+        let loc = SourceLoc { function: self.symbol_name(addr), file: None, line: None };
+        cache_insert(&mut cache, addr, &loc);
+        loc
     }
 
     /// The guest address of the function or object symbol called exactly
     /// `name` (not demangled, no version suffix). For an IFUNC such as
-    /// glibc's `memcpy` that is the resolver's address.
+    /// glibc's `memcpy` that is the resolver's address. Only the object's
+    /// own symbol tables count, not its debug file's.
     pub fn symbol_address(&self, name: &str) -> Option<u64> {
         self.by_name.get(name).map(|&(addr, _)| addr.wrapping_add(self.load_bias))
     }
@@ -173,9 +274,27 @@ impl Symbolizer {
         self.functions.iter().map(|s| (s.name.as_str(), s.addr.wrapping_add(self.load_bias), s.size))
     }
 
-    fn read_symbols(&mut self, file: &ElfFile64<'_, Endianness>) {
+    /// Every function symbol of the object itself as (name, guest address,
+    /// size), as [`Symbolizer::symbols`] but without those only its separate
+    /// debug file has.
+    pub fn object_symbols(&self) -> impl Iterator<Item = (&str, u64, u64)> + '_ {
+        self.functions
+            .iter()
+            .filter(|s| !s.debug_only)
+            .map(|s| (s.name.as_str(), s.addr.wrapping_add(self.load_bias), s.size))
+    }
+
+    /// Reads symbols, each with the file it comes from (the object or its
+    /// debug file: both describe the same link-time addresses) and whether
+    /// that is the debug file.
+    fn read_symbols<'a, 'd: 'a>(
+        &mut self,
+        symbols: impl Iterator<
+            Item = (&'a ElfFile64<'d, Endianness>, bool, object::read::elf::ElfSymbol64<'d, 'a, Endianness>),
+        >,
+    ) {
         let mut functions: Vec<(Sym, Option<u64>)> = Vec::new();
-        for symbol in file.symbols().chain(file.dynamic_symbols()) {
+        for (file, debug_only, symbol) in symbols {
             let kind = symbol.kind();
             if !matches!(kind, SymbolKind::Text | SymbolKind::Data) {
                 continue;
@@ -185,12 +304,15 @@ impl Symbolizer {
                 continue;
             };
             let Ok(name) = symbol.name() else { continue };
+            // `.symtab` spells versioned symbols `__libc_start_main@GLIBC_2.2.5`.
+            let name = name.split('@').next().unwrap_or(name);
             if name.is_empty() {
                 continue;
             }
             let rank = Rank::new(name, symbol.is_global(), symbol.is_weak());
             let addr = symbol.address();
-            self.by_name
+            let names = if debug_only { &mut self.debug_names } else { &mut self.by_name };
+            names
                 .entry(name.to_string())
                 .and_modify(|best| {
                     if rank > best.1 {
@@ -199,16 +321,24 @@ impl Symbolizer {
                 })
                 .or_insert((addr, rank));
             if kind == SymbolKind::Text {
+                // A debug file's sections are NOBITS but keep their addresses and sizes.
                 let section_end =
                     file.section_by_index(section_index).ok().and_then(|s| s.address().checked_add(s.size()));
                 let size = symbol.size();
-                let sym = Sym { name: name.to_string(), addr, size, end: addr.saturating_add(size), rank };
+                let sym = Sym { name: name.to_string(), addr, size, end: addr.saturating_add(size), rank, debug_only };
                 functions.push((sym, section_end));
             }
         }
-        // `.symtab` repeats what `.dynsym` has; keep the best-ranked copy.
+        // `.symtab` repeats what `.dynsym` has (and a debug file's `.symtab`
+        // the object's); keep the best-ranked copy.
         functions.sort_by(|(a, _), (b, _)| (a.addr, &a.name, Reverse(a.rank)).cmp(&(b.addr, &b.name, Reverse(b.rank))));
-        functions.dedup_by(|(later, _), (kept, _)| later.addr == kept.addr && later.name == kept.name);
+        functions.dedup_by(|(later, _), (kept, _)| {
+            let same = later.addr == kept.addr && later.name == kept.name;
+            if same {
+                kept.debug_only &= later.debug_only;
+            }
+            same
+        });
         functions.sort_by_key(|(s, _)| (s.addr, s.rank));
 
         // Unsized symbols reach up to the next symbol, within their section.
@@ -225,13 +355,123 @@ impl Symbolizer {
         self.functions = functions.into_iter().map(|(s, _)| s).collect();
     }
 
-    /// The best symbol-table name for the link-time address `addr`.
-    fn symbol_name(&self, addr: u64) -> Option<String> {
+    /// The best-ranked function symbol whose extent holds the link-time
+    /// address `addr`.
+    fn symbol_at(&self, addr: u64) -> Option<&Sym> {
         let after = self.functions.partition_point(|s| s.addr <= addr);
         let candidates = self.functions.get(..after)?;
-        let sym = candidates.iter().rev().take(BACKWARD_SCAN).find(|s| addr < s.end)?;
+        candidates.iter().rev().take(BACKWARD_SCAN).find(|s| addr < s.end)
+    }
+
+    /// The best symbol-table name for the link-time address `addr`.
+    fn symbol_name(&self, addr: u64) -> Option<String> {
+        let sym = self.symbol_at(addr)?;
         Some(addr2line::demangle_auto(Cow::Borrowed(sym.name.as_str()), None).into_owned())
     }
+
+    /// A better name than DWARF's `raw` for the function holding `addr`:
+    /// when `raw` is a worse-ranked alias of the symbol there (glibc's
+    /// `__GI_abort`, a local alias of the global `abort`), the symbol's name.
+    fn better_alias(&self, addr: u64, raw: &str) -> Option<String> {
+        let sym = self.symbol_at(addr)?;
+        let &(alias_addr, alias_rank) = self.by_name.get(raw).or_else(|| self.debug_names.get(raw))?;
+        (sym.name != raw && alias_addr == sym.addr && sym.rank > alias_rank)
+            .then(|| addr2line::demangle_auto(Cow::Borrowed(sym.name.as_str()), None).into_owned())
+    }
+}
+
+/// Finds the separate debug file of the object at `object_path` (a host
+/// path) whose bytes are `elf_bytes`, as gdb does: first by build ID,
+/// `DIR/.build-id/ab/cdef....debug` for each of `debug_dirs`, accepted only
+/// if the candidate carries the same build ID; then by `.gnu_debuglink`,
+/// `OBJDIR/NAME`, `OBJDIR/.debug/NAME` and `DIR/OBJDIR/NAME` for each of
+/// `debug_dirs`, accepted only if the candidate's CRC-32 is the one the link
+/// records. `OBJDIR` is the object's directory as given and, if different,
+/// with symbolic links resolved.
+///
+/// `None` when the object has `.debug_info` of its own, names no debug file,
+/// or no candidate exists, can be read, is an ELF file and matches. Reads
+/// only regular files.
+pub fn find_debug_file(object_path: &Path, elf_bytes: &[u8], debug_dirs: &[PathBuf]) -> Option<DebugFile> {
+    let file = ElfFile64::<Endianness>::parse(elf_bytes).ok()?;
+    if file.section_by_name(".debug_info").is_some() {
+        return None;
+    }
+    let own = std::fs::canonicalize(object_path).ok();
+    let read = |path: &Path| -> Option<Vec<u8>> {
+        if !std::fs::metadata(path).ok()?.is_file() {
+            return None;
+        }
+        // The object itself is no debug file, whatever it calls itself.
+        if own.is_some() && std::fs::canonicalize(path).ok() == own {
+            return None;
+        }
+        let bytes = std::fs::read(path).ok()?;
+        ElfFile64::<Endianness>::parse(&bytes[..]).is_ok().then_some(bytes)
+    };
+    if let Some(id) = file.build_id().ok().flatten() {
+        for path in build_id_candidates(id, debug_dirs) {
+            let Some(bytes) = read(&path) else { continue };
+            let matches = ElfFile64::<Endianness>::parse(&bytes[..])
+                .ok()
+                .and_then(|f| f.build_id().ok().flatten().map(|other| other == id))
+                .unwrap_or(false);
+            if matches {
+                return Some(DebugFile { path, bytes });
+            }
+        }
+    }
+    if let Some((name, crc)) = file.gnu_debuglink().ok().flatten() {
+        for path in debuglink_candidates(object_path, OsStr::from_bytes(name), debug_dirs) {
+            let Some(bytes) = read(&path) else { continue };
+            if crc32fast::hash(&bytes) == crc {
+                return Some(DebugFile { path, bytes });
+            }
+        }
+    }
+    None
+}
+
+/// `DIR/.build-id/ab/cdef....debug` for each directory: the first byte of the
+/// build ID names the subdirectory, the rest the file. Build IDs shorter than
+/// two bytes name nothing.
+fn build_id_candidates(id: &[u8], debug_dirs: &[PathBuf]) -> Vec<PathBuf> {
+    if id.len() < 2 {
+        return Vec::new();
+    }
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let (first, rest) = (hex(&id[..1]), hex(&id[1..]));
+    debug_dirs.iter().map(|dir| dir.join(".build-id").join(&first).join(format!("{rest}.debug"))).collect()
+}
+
+/// Where a `.gnu_debuglink` name may be, in gdb's order. The name must be a
+/// plain file name: one with a `/` names nothing.
+fn debuglink_candidates(object_path: &Path, name: &OsStr, debug_dirs: &[PathBuf]) -> Vec<PathBuf> {
+    if name.is_empty() || name.as_bytes().contains(&b'/') {
+        return Vec::new();
+    }
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    let given = object_path.parent().map(Path::to_path_buf).filter(|d| !d.as_os_str().is_empty());
+    dirs.push(given.unwrap_or_else(|| PathBuf::from(".")));
+    if let Some(real) = std::fs::canonicalize(object_path).ok().and_then(|p| p.parent().map(Path::to_path_buf)) {
+        if !dirs.contains(&real) {
+            dirs.push(real);
+        }
+    }
+    let mut out: Vec<PathBuf> = Vec::new();
+    for dir in &dirs {
+        out.push(dir.join(name));
+        out.push(dir.join(".debug").join(name));
+    }
+    for debug_dir in debug_dirs {
+        for dir in dirs.iter().filter(|d| d.is_absolute()) {
+            let relative = dir.strip_prefix("/").unwrap_or(dir);
+            out.push(debug_dir.join(relative).join(name));
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|p| seen.insert(p.clone()));
+    out
 }
 
 /// Builds the DWARF context from the file's debug sections, decompressing
@@ -240,8 +480,11 @@ fn load_dwarf(file: &ElfFile64<'_, Endianness>) -> Option<Context<Reader>> {
     file.section_by_name(".debug_info")?;
     let endian = if file.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
     let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
+        // addr2line reads no location lists: they are not decompressed.
+        let wanted = !matches!(id, gimli::SectionId::DebugLoc | gimli::SectionId::DebugLocLists);
         let data: Arc<[u8]> = file
             .section_by_name(id.name())
+            .filter(|_| wanted)
             .and_then(|section| section.uncompressed_data().ok())
             .map(|data| Arc::from(data.as_ref()))
             .unwrap_or_else(|| Arc::from(&[][..]));
@@ -251,11 +494,14 @@ fn load_dwarf(file: &ElfFile64<'_, Endianness>) -> Option<Context<Reader>> {
     Context::from_dwarf(dwarf).ok()
 }
 
-fn dwarf_lookup(context: &Context<Reader>, addr: u64) -> SourceLoc {
+/// The location of `addr`, and the function's raw (linkage) name when the
+/// innermost frame is a function's own body rather than an inlined call.
+fn dwarf_lookup(context: &Context<Reader>, addr: u64) -> (SourceLoc, Option<String>) {
     let mut loc = SourceLoc::default();
+    let mut outer_name = None;
     // addr2line computes `addr + 1` unchecked, and no code lives there.
     if addr == u64::MAX {
-        return loc;
+        return (loc, None);
     }
     // Split DWARF is not supported, so every load request is declined.
     if let Ok(mut frames) = context.find_frames(addr).skip_all_loads() {
@@ -272,6 +518,9 @@ fn dwarf_lookup(context: &Context<Reader>, addr: u64) -> SourceLoc {
                 loc.file = location.file.map(str::to_string);
                 loc.line = location.line;
             }
+            if matches!(frames.next(), Ok(None)) {
+                outer_name = frame.function.as_ref().and_then(|name| name.raw_name().ok()).map(Cow::into_owned);
+            }
         }
     }
     if loc.file.is_none() {
@@ -280,7 +529,7 @@ fn dwarf_lookup(context: &Context<Reader>, addr: u64) -> SourceLoc {
             loc.line = location.line;
         }
     }
-    loc
+    (loc, outer_name)
 }
 
 fn cache_insert(cache: &mut HashMap<u64, SourceLoc>, addr: u64, loc: &SourceLoc) {
@@ -314,6 +563,49 @@ mod tests {
             assert_eq!(s.symbol_address("main"), None);
             assert_eq!(s.symbols().count(), 0);
         }
+    }
+
+    #[test]
+    fn build_id_paths_split_the_first_byte() {
+        let dirs = [PathBuf::from("/usr/lib/debug"), PathBuf::from("/opt/dbg")];
+        assert_eq!(
+            build_id_candidates(&[0xab, 0xcd, 0x01], &dirs),
+            [
+                PathBuf::from("/usr/lib/debug/.build-id/ab/cd01.debug"),
+                PathBuf::from("/opt/dbg/.build-id/ab/cd01.debug")
+            ]
+        );
+        assert!(build_id_candidates(&[0xab], &dirs).is_empty());
+    }
+
+    #[test]
+    fn debug_link_paths_follow_gdb() {
+        let dirs = [PathBuf::from("/usr/lib/debug")];
+        let got = debuglink_candidates(Path::new("/nonexistent/lib/libx.so"), OsStr::new("libx.so.debug"), &dirs);
+        assert_eq!(
+            got,
+            [
+                PathBuf::from("/nonexistent/lib/libx.so.debug"),
+                PathBuf::from("/nonexistent/lib/.debug/libx.so.debug"),
+                PathBuf::from("/usr/lib/debug/nonexistent/lib/libx.so.debug"),
+            ]
+        );
+        assert_eq!(debuglink_candidates(Path::new("libx.so"), OsStr::new("d"), &[])[0], PathBuf::from("./d"));
+        for bad in ["", "../x", "/etc/passwd"] {
+            assert!(debuglink_candidates(Path::new("/lib/libx.so"), OsStr::new(bad), &dirs).is_empty(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn no_debug_file_for_garbage() {
+        let dirs = [PathBuf::from(DEFAULT_DEBUG_DIR)];
+        for bytes in [&b""[..], b"hello world", b"\x7fELF\x02\x01\x01"] {
+            assert!(find_debug_file(Path::new("/nonexistent/x"), bytes, &dirs).is_none());
+        }
+        let debug = DebugFile { path: PathBuf::from("/nonexistent/x.debug"), bytes: b"junk".to_vec() };
+        let s = Symbolizer::with_debug_file(b"junk", Some(debug), 0);
+        assert_eq!(s.lookup(0x1234), SourceLoc::default());
+        assert!(s.debug_file().is_none() && !s.has_debug_info());
     }
 
     #[test]
