@@ -48,8 +48,11 @@
 //! - **Acquire and release** come from [`SyncAdapter`]: an acquisition when a lock call returns
 //!   successfully, a release when an unlock call is entered. Mutexes, spinlocks, read-write locks
 //!   (shared or exclusive), the mutex of a condition wait, and custom lock functions from the
-//!   user's configuration ([`emu::sync::SyncKind::CustomAcquire`] and friends) are all locks.
-//!   Recursive acquisitions are kept as separate entries.
+//!   user's configuration ([`emu::sync::SyncKind::CustomAcquire`] and friends) are all locks,
+//!   and so are libpmemobj's (`pmemobj_mutex_*`, `pmemobj_rwlock_*`, the mutex of
+//!   `pmemobj_cond_wait`). libpmemobj's lanes ([`crate::sync::Lanes`]) are one more lock,
+//!   [`crate::sync::PMDK_LANE_LOCK`], held in lane sections, which counts only on the lanes'
+//!   memory (`lanes=off` ignores it). Recursive acquisitions are kept as separate entries.
 //! - **Fences** are `sfence`, `mfence` and every locked instruction or `xchg` with memory, on PM
 //!   or not, as the device treats them; a PM-targeted locked RMW is first a fence, then a store
 //!   (its own implicit fence does not persist it). `clflush` persists at once under the default
@@ -114,7 +117,7 @@ use emu::pm::{DurabilityRule, PmDevice, LINE_SIZE};
 use emu::sync::SyncKind;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::sync::{Edges, HappensBefore, Mode, SyncAdapter, SyncOp, VectorClock};
+use crate::sync::{Edges, HappensBefore, Mode, SyncAdapter, SyncOp, VectorClock, PMDK_LANE_LOCK};
 use crate::{Analysis, RawFinding, RawLocation};
 
 /// At most this many racing load sites are listed per finding (all are counted).
@@ -148,6 +151,8 @@ pub struct HawksetOptions {
     pub unlock_fence: bool,
     /// How a store record and a load are judged unordered (see [`HbCheck`]).
     pub hb: HbCheck,
+    /// libpmemobj's lanes ([`crate::sync::Lanes`]) are a lock on the lanes' memory.
+    pub lanes: bool,
 }
 
 /// How the create/join clocks decide that a store and a load are unordered.
@@ -171,6 +176,7 @@ impl Default for HawksetOptions {
             nt: NtSemantics::Paper,
             unlock_fence: true,
             hb: HbCheck::End,
+            lanes: true,
         }
     }
 }
@@ -217,6 +223,7 @@ impl HawksetOptions {
                     }
                 }
                 "unlock_fence" => o.unlock_fence = parse_bool(k, v)?,
+                "lanes" => o.lanes = parse_bool(k, v)?,
                 "hb" => {
                     o.hb = match v {
                         "end" => HbCheck::End,
@@ -226,7 +233,7 @@ impl HawksetOptions {
                 }
                 _ => {
                     return Err(format!(
-                        "unknown hawkset option `{k}` (irh, unpersisted, persist_owner, nt, unlock_fence, hb)"
+                        "unknown hawkset option `{k}` (irh, unpersisted, persist_owner, nt, unlock_fence, hb, lanes)"
                     ))
                 }
             }
@@ -317,14 +324,8 @@ pub(crate) fn durable_bytes(
 
 /// Which operations are releases for [`HawksetOptions::unlock_fence`]: the unlock-like calls.
 pub(crate) fn is_release_call(kind: SyncKind) -> bool {
-    matches!(
-        kind,
-        SyncKind::MutexUnlock
-            | SyncKind::RwUnlock
-            | SyncKind::SpinUnlock
-            | SyncKind::CustomRelease
-            | SyncKind::CondWait
-    )
+    matches!(kind, SyncKind::MutexUnlock | SyncKind::RwUnlock | SyncKind::SpinUnlock | SyncKind::CustomRelease)
+        || kind.is_cond_wait()
 }
 
 /// A lock held by a thread, with the thread's acquisition number.
@@ -744,7 +745,8 @@ impl Hawkset {
     fn on_sync(&mut self, ev: &Event, device: &PmDevice) {
         let tid = ev.tid;
         if let EventKind::SyncEnter(k) = ev.kind {
-            if is_release_call(k) {
+            // The outermost release call's lockset (pmemobj_cond_wait calls pthread_cond_wait).
+            if is_release_call(k) && self.thread(tid).pre_release.is_none() {
                 let ls = self.lockset(tid);
                 self.thread(tid).pre_release = Some(ls);
             }
@@ -792,17 +794,35 @@ impl Hawkset {
                     self.exit_thread(device, tid);
                     self.hb.apply(tid, op);
                 }
-                SyncOp::Post { .. } | SyncOp::Wait { .. } => {}
+                SyncOp::LaneHold if self.opts.lanes => {
+                    // A lane: a lock (timed, like any) that protects only the lanes' memory.
+                    let t = self.thread(tid);
+                    t.acquisitions += 1;
+                    let ts = t.acquisitions;
+                    t.held.push(Held { lock: PMDK_LANE_LOCK, mode: Mode::Exclusive, ts });
+                    t.ls = None;
+                }
+                SyncOp::LaneRelease => {
+                    let t = self.thread(tid);
+                    if let Some(i) = t.held.iter().rposition(|h| h.lock == PMDK_LANE_LOCK) {
+                        t.held.remove(i);
+                        t.ls = None;
+                    }
+                }
+                SyncOp::LaneHold | SyncOp::Post { .. } | SyncOp::Wait { .. } => {}
             }
         }
         self.ops = ops;
     }
 
     /// Whether `a` (an untimed effective lockset) and `b` share a lock held exclusively by at
-    /// least one side.
-    fn protects(&self, a: u32, b: u32) -> bool {
+    /// least one side. The lanes' pseudo-lock counts only for bytes that are `lane_memory`.
+    fn protects(&self, a: u32, b: u32, lane_memory: bool) -> bool {
         let (x, y) = (self.plain.get(a), self.plain.get(b));
-        x.iter().any(|&(l, m)| y.iter().any(|&(l2, m2)| l == l2 && (m == Mode::Exclusive || m2 == Mode::Exclusive)))
+        x.iter().any(|&(l, m)| {
+            (lane_memory || l != PMDK_LANE_LOCK)
+                && y.iter().any(|&(l2, m2)| l == l2 && (m == Mode::Exclusive || m2 == Mode::Exclusive))
+        })
     }
 
     /// Whether clock `a` happens before (or equals) clock `b`.
@@ -863,11 +883,19 @@ impl Analysis for Hawkset {
                 lines.sort_unstable();
                 self.settle(device, ev.tid, &lines, End::Fence((ev.pc, ev.stack)), true);
             }
-            EventKind::SyncEnter(_) | EventKind::SyncReturn(_) | EventKind::ThreadCreate | EventKind::ThreadExit => {
-                self.on_sync(ev, device)
-            }
+            EventKind::SyncEnter(_)
+            | EventKind::SyncReturn(_)
+            | EventKind::ThreadCreate
+            | EventKind::ThreadExit
+            | EventKind::TxBegin
+            | EventKind::TxEnd
+            | EventKind::TxIgnore => self.on_sync(ev, device),
             _ => {}
         }
+    }
+
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        vec![("lane_holds", self.sync.lanes.holds)]
     }
 
     fn finish(&mut self, device: &PmDevice) -> Vec<RawFinding> {
@@ -885,7 +913,7 @@ impl Analysis for Hawkset {
         }
         let mut groups: BTreeMap<(Site, End, bool), Group> = BTreeMap::new();
         let mut conc: FxHashMap<(u32, u32, u32), bool> = FxHashMap::default();
-        let mut prot: FxHashMap<(u32, u32), bool> = FxHashMap::default();
+        let mut prot: FxHashMap<(u32, u32, bool), bool> = FxHashMap::default();
         for l in self.loads.keys() {
             let Some(idx) = by_line.get(&l.line) else { continue };
             for &i in idx {
@@ -896,7 +924,11 @@ impl Analysis for Hawkset {
                 if !*conc.entry((s.vc, s.vc_store, l.vc)).or_insert_with(|| self.unordered(s, l.vc)) {
                     continue;
                 }
-                if *prot.entry((s.eff, l.ls)).or_insert_with(|| self.protects(s.eff, l.ls)) {
+                let both = s.mask & l.mask;
+                let lo = u64::from(both.trailing_zeros());
+                let hi = 64 - u64::from(both.leading_zeros());
+                let lane = self.sync.lanes.is_lane_memory(l.line * LINE_SIZE + lo, hi - lo);
+                if *prot.entry((s.eff, l.ls, lane)).or_insert_with(|| self.protects(s.eff, l.ls, lane)) {
                     continue;
                 }
                 let g = groups
@@ -1093,6 +1125,20 @@ pub(crate) mod testkit {
             self.feed(ev(EventKind::ThreadExit, tid, 0x6001, 0, 0, 0, 0, 0));
         }
 
+        /// libpmemobj excludes PM bytes `off..off + len` from transactions (its lanes' logs).
+        pub fn tx_ignore(&mut self, tid: u32, off: u64, len: u32) {
+            self.feed(ev(EventKind::TxIgnore, tid, 0x7001, 0x7000_0000 + off, pm(off), len, 0, 0));
+        }
+
+        /// pmemcheck's `START_TX` / `END_TX` of the thread's own transaction.
+        pub fn tx_begin(&mut self, tid: u32) {
+            self.feed(ev(EventKind::TxBegin, tid, 0x7002, 0, 0, 0, 0, 0));
+        }
+
+        pub fn tx_end(&mut self, tid: u32) {
+            self.feed(ev(EventKind::TxEnd, tid, 0x7003, 0, 0, 0, 0, 0));
+        }
+
         pub fn join(&mut self, tid: u32, child: u32) {
             self.call(tid, SyncKind::Join, 0x1000 + u64::from(child), 0);
         }
@@ -1209,6 +1255,91 @@ mod tests {
             s.unlock(3, L);
         });
         assert!(r.is_empty(), "{r:x?}");
+    }
+
+    /// libpmemobj's lanes: bytes 32..64 are lane memory (excluded from transactions). Thread 2
+    /// writes and persists them in a transaction, thread 3 reads them in one: the lane orders
+    /// them. Outside lane sections, or on other bytes, the lane protects nothing.
+    #[test]
+    fn a_lane_protects_only_the_lanes_memory_inside_lane_sections() {
+        let lanes = |s: &mut Sim, reader_in_tx: bool, off: u64| {
+            s.tx_ignore(1, 32, 32);
+            s.tx_begin(2);
+            s.store(2, 0xa, off, 8);
+            s.persist(2, 0xf, off);
+            s.tx_end(2);
+            if reader_in_tx {
+                s.tx_begin(3);
+            }
+            s.load(3, 0xb, off, 8);
+            if reader_in_tx {
+                s.tx_end(3);
+            }
+        };
+        let r = run("", |s| {
+            s.store(1, 0x10, 32, 8);
+            s.persist(1, 0x11, 32);
+            lanes(s, true, 32)
+        });
+        assert!(r.is_empty(), "{r:x?}");
+        let r = run("", |s| {
+            s.store(1, 0x10, 32, 8);
+            s.persist(1, 0x11, 32);
+            lanes(s, false, 32)
+        });
+        assert_eq!(r, vec![(0xa, vec![0xb])]);
+        let r = run("lanes=off", |s| {
+            s.store(1, 0x10, 32, 8);
+            s.persist(1, 0x11, 32);
+            lanes(s, true, 32)
+        });
+        assert_eq!(r, vec![(0xa, vec![0xb])]);
+        // The program's data in a transaction is not lane memory.
+        assert_eq!(run("", |s| lanes(s, true, 0)), vec![(0xa, vec![0xb])]);
+        // An atomic allocation holds a lane for the duration of its call.
+        let r = run("", |s| {
+            s.store(1, 0x10, 32, 8);
+            s.persist(1, 0x11, 32);
+            s.tx_ignore(1, 32, 32);
+            s.enter(2, SyncKind::PmemobjLane, 0, 0);
+            s.store(2, 0xa, 32, 8);
+            s.persist(2, 0xf, 32);
+            s.ret(2, SyncKind::PmemobjLane, 0, 0);
+            s.tx_begin(3);
+            s.load(3, 0xb, 32, 8);
+            s.tx_end(3);
+        });
+        assert!(r.is_empty(), "{r:x?}");
+    }
+
+    /// `pmemobj_cond_wait(pop, cond, mutex)` releases the PMEMmutex (its third argument, the
+    /// event's `old`) and reacquires it: a store before the wait and persisted after it is not
+    /// protected by the mutex.
+    #[test]
+    fn a_pmemobj_condition_wait_releases_the_mutex() {
+        let body = |wait: bool| {
+            move |s: &mut Sim| {
+                s.call(2, SyncKind::PmemobjLock, L, 0);
+                s.store(2, 0xa, 0, 8);
+                if wait {
+                    s.enter(2, SyncKind::PmemobjCondWait, 0x300, L);
+                    s.call(3, SyncKind::PmemobjLock, L, 0);
+                    s.load(3, 0xb, 0, 8);
+                    s.call(3, SyncKind::PmemobjCondSignal, 0x300, 0);
+                    s.call(3, SyncKind::PmemobjUnlock, L, 0);
+                    s.ret(2, SyncKind::PmemobjCondWait, 0x300, 0);
+                }
+                s.persist(2, 0xf, 0);
+                s.call(2, SyncKind::PmemobjUnlock, L, 0);
+                if !wait {
+                    s.call(3, SyncKind::PmemobjLock, L, 0);
+                    s.load(3, 0xb, 0, 8);
+                    s.call(3, SyncKind::PmemobjUnlock, L, 0);
+                }
+            }
+        };
+        assert_eq!(run("", body(true)), vec![(0xa, vec![0xb])]);
+        assert!(run("", body(false)).is_empty());
     }
 
     #[test]

@@ -61,7 +61,6 @@ use std::collections::BTreeMap;
 use emu::callstack::StackId;
 use emu::events::{Event, EventKind, Interest};
 use emu::pm::PmDevice;
-use emu::sync::SyncKind;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::sync::{Edges, HappensBefore, SyncAdapter, SyncBracket, SyncOp, VectorClock};
@@ -517,10 +516,8 @@ impl Analysis for Oscs {
             EventKind::SyncEnter(_) | EventKind::SyncReturn(_) | EventKind::ThreadCreate | EventKind::ThreadExit => {
                 if self.opts.condflag {
                     match ev.kind {
-                        EventKind::SyncEnter(SyncKind::CondWait) => self.mark_condflags(ev.tid, false),
-                        EventKind::SyncEnter(SyncKind::CondSignal | SyncKind::CondBroadcast) => {
-                            self.mark_condflags(ev.tid, true)
-                        }
+                        EventKind::SyncEnter(k) if k.is_cond_wait() => self.mark_condflags(ev.tid, false),
+                        EventKind::SyncEnter(k) if k.is_cond_signal() => self.mark_condflags(ev.tid, true),
                         _ => {}
                     }
                 }

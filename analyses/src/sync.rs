@@ -15,8 +15,16 @@
 //! - thread creation, join (the joined thread found by its handle, glibc's `pthread_t`, which is
 //!   the TLS pointer passed to clone) and exit;
 //! - libpmemobj's locks (`pmemobj_mutex_*`, `pmemobj_rwlock_*`) are locks on the `PMEMmutex`
-//!   (`PMEMrwlock`) object, and every call to one of them holds HawkSet's pseudo-lock
-//!   ([`PMDK_PSEUDO_LOCK`]) from entry to return.
+//!   (`PMEMrwlock`) object (the second argument: the machine reports it as the event's address),
+//!   and its condition variables (`pmemobj_cond_wait(pop, cond, mutex)`, `_timedwait`,
+//!   `_signal`, `_broadcast`) are treated as pthread's, on the `PMEMcondvar` and its
+//!   `PMEMmutex`; every call to one of them holds HawkSet's pseudo-lock ([`PMDK_PSEUDO_LOCK`])
+//!   from entry to return;
+//! - libpmemobj's lanes ([`Lanes`]): a thread holds a lane from the start of its outermost
+//!   transaction (pmemcheck's `START_TX`, a [`EventKind::TxBegin`] of its own transaction) to
+//!   its end (`END_TX`), and for the duration of every call that holds one on its own
+//!   ([`SyncKind::PmemobjLane`]: atomic allocations, frees, list operations); the outermost
+//!   hold and release are [`SyncOp::LaneHold`] and [`SyncOp::LaneRelease`].
 //!
 //! [`HappensBefore`] keeps vector clocks for the ordering operations a detector chooses to
 //! honour (HawkSet honours only create and join; HMTRace and OSCS honour all of them).
@@ -57,6 +65,12 @@ pub enum SyncOp {
         child: u32,
     },
     Exit,
+    /// The thread takes one of libpmemobj's lanes (its outermost lane section begins): an
+    /// acquire of a lock whose identity the run does not show, which protects only the lanes'
+    /// memory ([`Lanes::protects`]). No happens-before edge: it orders nothing else.
+    LaneHold,
+    /// The thread gives its lane back (its outermost lane section ends): a release.
+    LaneRelease,
 }
 
 /// Turns the machine's sync events into [`SyncOp`]s.
@@ -71,12 +85,18 @@ pub struct SyncAdapter {
     /// object per generation, so a fast thread's arrival at the next round does not order
     /// itself before a slow thread's departure from this one).
     barrier_rounds: FxHashMap<(u64, u32), u64>,
+    /// libpmemobj's lanes: who holds one, and which PM bytes they protect.
+    pub lanes: Lanes,
 }
 
 /// HawkSet's acquire-release pseudo-lock: held for the duration of every libpmemobj lock call,
 /// so that the PM accesses inside PMDK's lock implementation (its locks live in PM, with their
 /// lazy reinitialisation) are mutually protected rather than races among themselves.
 pub const PMDK_PSEUDO_LOCK: u64 = u64::MAX - 1;
+
+/// The lock of libpmemobj's lanes ([`Lanes`]) where a detector keeps locksets: held from
+/// [`SyncOp::LaneHold`] to [`SyncOp::LaneRelease`], protecting only the lanes' memory.
+pub const PMDK_LANE_LOCK: u64 = u64::MAX - 2;
 
 /// The object of a barrier's generation (`round` in the top bits; guest addresses stay below
 /// 2^48).
@@ -85,8 +105,15 @@ fn barrier_round(addr: u64, round: u64) -> u64 {
 }
 
 impl SyncAdapter {
-    /// Calls `out` with each operation `ev` stands for (none for non-sync events).
+    /// Calls `out` with each operation `ev` stands for (none for non-sync events). Passes that
+    /// use [`SyncAdapter::lanes`] also pass the transaction events (`TxBegin`, `TxEnd`,
+    /// `TxIgnore`).
     pub fn translate(&mut self, ev: &Event, mut out: impl FnMut(SyncOp)) {
+        match self.lanes.observe(ev) {
+            Some(true) => out(SyncOp::LaneHold),
+            Some(false) => out(SyncOp::LaneRelease),
+            None => {}
+        }
         match ev.kind {
             EventKind::ThreadCreate => {
                 let child = ev.new as u32;
@@ -107,12 +134,22 @@ impl SyncAdapter {
                 SyncKind::PmemobjLock | SyncKind::PmemobjRdlock => {
                     out(SyncOp::Acquire { lock: PMDK_PSEUDO_LOCK, mode: Mode::Exclusive })
                 }
-                SyncKind::CondWait => {
+                SyncKind::CondWait | SyncKind::PmemobjCondWait => {
                     self.cond_mutex.insert(ev.tid, ev.old);
                     out(SyncOp::Release { lock: ev.old });
+                    if kind.is_pmemobj() {
+                        out(SyncOp::Acquire { lock: PMDK_PSEUDO_LOCK, mode: Mode::Exclusive });
+                    }
                 }
-                SyncKind::CondSignal | SyncKind::CondBroadcast | SyncKind::SemPost => {
-                    out(SyncOp::Post { obj: ev.addr })
+                SyncKind::CondSignal
+                | SyncKind::CondBroadcast
+                | SyncKind::PmemobjCondSignal
+                | SyncKind::PmemobjCondBroadcast
+                | SyncKind::SemPost => {
+                    out(SyncOp::Post { obj: ev.addr });
+                    if kind.is_pmemobj() {
+                        out(SyncOp::Acquire { lock: PMDK_PSEUDO_LOCK, mode: Mode::Exclusive });
+                    }
                 }
                 SyncKind::BarrierWait => {
                     let round = self.barrier_rounds.entry((ev.addr, ev.tid)).or_insert(0);
@@ -139,12 +176,18 @@ impl SyncAdapter {
                     SyncKind::RwRdlock | SyncKind::RwTryRdlock if ok => {
                         out(SyncOp::Acquire { lock: ev.addr, mode: Mode::Shared })
                     }
-                    SyncKind::CondWait => {
+                    SyncKind::CondWait | SyncKind::PmemobjCondWait => {
+                        if kind.is_pmemobj() {
+                            out(SyncOp::Release { lock: PMDK_PSEUDO_LOCK });
+                        }
                         // The mutex is reacquired even when the wait times out.
                         out(SyncOp::Wait { obj: ev.addr });
                         if let Some(m) = self.cond_mutex.remove(&ev.tid) {
                             out(SyncOp::Acquire { lock: m, mode: Mode::Exclusive });
                         }
+                    }
+                    SyncKind::PmemobjCondSignal | SyncKind::PmemobjCondBroadcast => {
+                        out(SyncOp::Release { lock: PMDK_PSEUDO_LOCK })
                     }
                     SyncKind::BarrierWait if ok => {
                         let round = self.barrier_rounds.get(&(ev.addr, ev.tid)).copied().unwrap_or(0);
@@ -171,9 +214,111 @@ impl SyncAdapter {
     }
 }
 
-/// Which threads are inside a libpmemobj lock call. PMDK's locks live in PM, so their own loads
-/// and stores (the lock words, the lazy reinitialisation) are PM accesses; HawkSet's pseudo-lock
-/// makes them mutually protected, and PM detectors leave them out.
+/// libpmemobj's lanes, as far as a run shows them.
+///
+/// Every libpmemobj transaction and every atomic allocation, free or list operation runs while
+/// its thread holds a *lane* (PMDK's `lane_hold`/`lane_release`, `src/libpmemobj/lane.c`): a
+/// lock word in DRAM taken by compare-and-swap, which gives the thread the lane's undo and redo
+/// logs in the pool. The next holder of the lane reuses the logs, so log memory written by one
+/// thread and read by another is ordered by the lane, not a race. Debian's libpmemobj is
+/// stripped (`lane_hold` is not exported) and issues no annotation for pmemcheck in it, so the
+/// lane sections are taken from what the run does show:
+/// - a transaction (pmemcheck's `START_TX` .. `END_TX` of the thread's own transaction, which
+///   libpmemobj issues just before its outermost `lane_hold` and after the `lane_release` that
+///   ends it: the section contains the hold);
+/// - a call of an exported function that holds a lane inside ([`SyncKind::PmemobjLane`]).
+///
+/// Which lane a thread holds is not seen, so the lanes act as one lock that protects only the
+/// memory they guard: the bytes libpmemobj excludes from transaction checking for the whole run
+/// (`ADD_TO_GLOBAL_TX_IGNORE`, [`EventKind::TxIgnore`]: the lanes' logs, the heap's zone and
+/// chunk headers, the persistent statistics, the state it updates in lane sections without
+/// adding it to a transaction). Two accesses of those bytes, each inside a lane section of its
+/// thread, are ordered; anything else a lane section touches is not (transactions do not
+/// isolate the program's data).
+#[derive(Default, Debug)]
+pub struct Lanes {
+    /// Per thread: how deeply it is in lane sections (they nest: a transaction inside a
+    /// transaction, an atomic allocation inside one).
+    depth: FxHashMap<u32, u32>,
+    /// Device ranges `[start, end)` of the lanes' memory, sorted, disjoint, not adjacent.
+    memory: Vec<(u64, u64)>,
+    /// Lane sections entered (outermost ones).
+    pub holds: u64,
+}
+
+impl Lanes {
+    /// Follows `ev` (any event): `Some(true)` when its thread takes a lane (its outermost lane
+    /// section begins), `Some(false)` when it gives it back.
+    pub fn observe(&mut self, ev: &Event) -> Option<bool> {
+        match ev.kind {
+            // A transaction id of the program's own (`START_TX_N`) is no lane.
+            EventKind::TxBegin if ev.new == 0 => self.enter(ev.tid),
+            EventKind::TxEnd if ev.new == 0 => self.leave(ev.tid),
+            EventKind::SyncEnter(SyncKind::PmemobjLane) => self.enter(ev.tid),
+            EventKind::SyncReturn(SyncKind::PmemobjLane) => self.leave(ev.tid),
+            EventKind::TxIgnore if ev.dev != 0 && ev.size > 0 => {
+                self.add(ev.dev, ev.dev + u64::from(ev.size));
+                None
+            }
+            EventKind::ThreadExit => self.depth.remove(&ev.tid).filter(|&d| d > 0).map(|_| false),
+            _ => None,
+        }
+    }
+
+    fn enter(&mut self, tid: u32) -> Option<bool> {
+        let d = self.depth.entry(tid).or_insert(0);
+        *d += 1;
+        (*d == 1).then(|| {
+            self.holds += 1;
+            true
+        })
+    }
+
+    fn leave(&mut self, tid: u32) -> Option<bool> {
+        let d = self.depth.get_mut(&tid)?;
+        if *d == 0 {
+            return None;
+        }
+        *d -= 1;
+        (*d == 0).then_some(false)
+    }
+
+    fn add(&mut self, lo: u64, hi: u64) {
+        let (mut lo, mut hi) = (lo, hi);
+        self.memory.retain(|&(s, e)| {
+            let touch = s <= hi && lo <= e;
+            if touch {
+                lo = lo.min(s);
+                hi = hi.max(e);
+            }
+            !touch
+        });
+        let i = self.memory.partition_point(|m| m.0 < lo);
+        self.memory.insert(i, (lo, hi));
+    }
+
+    /// Whether thread `tid` holds a lane now.
+    pub fn inside(&self, tid: u32) -> bool {
+        self.depth.get(&tid).is_some_and(|&d| d > 0)
+    }
+
+    /// Whether the device bytes `[dev, dev + len)` are wholly lane memory.
+    pub fn is_lane_memory(&self, dev: u64, len: u64) -> bool {
+        let i = self.memory.partition_point(|m| m.0 <= dev);
+        i > 0 && dev + len <= self.memory[i - 1].1
+    }
+
+    /// Whether the PM access `ev` is protected by its thread's lane: made inside a lane section,
+    /// to lane memory.
+    pub fn protects(&self, ev: &Event) -> bool {
+        ev.dev != 0 && self.inside(ev.tid) && self.is_lane_memory(ev.dev, u64::from(ev.size.max(1)))
+    }
+}
+
+/// Which threads are inside a libpmemobj lock or condition-variable call. PMDK's locks and
+/// condition variables live in PM, so their own loads and stores (the lock words, the pthread
+/// objects inside them, the lazy reinitialisation) are PM accesses; HawkSet's pseudo-lock makes
+/// them mutually protected, and PM detectors leave them out.
 #[derive(Default, Debug)]
 pub struct PmdkLockCalls {
     depth: FxHashMap<u32, u32>,
@@ -183,10 +328,8 @@ impl PmdkLockCalls {
     /// Follows `ev` (any event).
     pub fn observe(&mut self, ev: &Event) {
         match ev.kind {
-            EventKind::SyncEnter(SyncKind::PmemobjLock | SyncKind::PmemobjRdlock | SyncKind::PmemobjUnlock) => {
-                *self.depth.entry(ev.tid).or_default() += 1
-            }
-            EventKind::SyncReturn(SyncKind::PmemobjLock | SyncKind::PmemobjRdlock | SyncKind::PmemobjUnlock) => {
+            EventKind::SyncEnter(k) if k.is_pmemobj() => *self.depth.entry(ev.tid).or_default() += 1,
+            EventKind::SyncReturn(k) if k.is_pmemobj() => {
                 if let Some(d) = self.depth.get_mut(&ev.tid) {
                     *d = d.saturating_sub(1);
                 }
@@ -198,7 +341,7 @@ impl PmdkLockCalls {
         }
     }
 
-    /// Whether thread `tid` is inside a libpmemobj lock call.
+    /// Whether thread `tid` is inside a libpmemobj lock or condition-variable call.
     pub fn inside(&self, tid: u32) -> bool {
         self.depth.get(&tid).is_some_and(|&d| d > 0)
     }
@@ -214,9 +357,12 @@ pub struct SyncBracket {
 }
 
 impl SyncBracket {
-    /// Follows one event (call before translating it: a return ends the bracket first).
+    /// Follows one event (call before translating it: a return ends the bracket first). A
+    /// libpmemobj call that only holds a lane ([`SyncKind::PmemobjLane`], an allocation whose
+    /// constructor is the program's code) is no synchronisation function here.
     pub fn observe(&mut self, ev: &Event) {
         match ev.kind {
+            EventKind::SyncEnter(SyncKind::PmemobjLane) | EventKind::SyncReturn(SyncKind::PmemobjLane) => {}
             EventKind::SyncEnter(_) => *self.depth.entry(ev.tid).or_insert(0) += 1,
             EventKind::SyncReturn(_) => {
                 if let Some(d) = self.depth.get_mut(&ev.tid) {
@@ -398,6 +544,79 @@ mod tests {
         hb.apply(2, SyncOp::Exit);
         hb.apply(1, SyncOp::Join { child: 2 });
         assert!(hb.ordered_before(&late, 1));
+    }
+
+    fn event(kind: EventKind, tid: u32, addr: u64, dev: u64, size: u32, old: u64) -> Event {
+        Event {
+            kind,
+            tid,
+            pc: 0,
+            addr,
+            dev,
+            size,
+            old,
+            new: 0,
+            stack: Default::default(),
+            icount: 0,
+            store: None,
+            flush: None,
+            fence: None,
+        }
+    }
+
+    fn ops(a: &mut SyncAdapter, ev: Event) -> Vec<SyncOp> {
+        let mut v = Vec::new();
+        a.translate(&ev, |op| v.push(op));
+        v
+    }
+
+    #[test]
+    fn pmemobj_condition_variables_are_condition_variables_on_the_pmemobj_mutex() {
+        let mut a = SyncAdapter::default();
+        // pmemobj_cond_wait(pop, cond = 0x300, mutex = 0x100): the event names cond, old mutex.
+        let enter = ops(&mut a, event(EventKind::SyncEnter(SyncKind::PmemobjCondWait), 2, 0x300, 0, 0, 0x100));
+        assert_eq!(
+            enter,
+            vec![SyncOp::Release { lock: 0x100 }, SyncOp::Acquire { lock: PMDK_PSEUDO_LOCK, mode: Mode::Exclusive }]
+        );
+        let signal = ops(&mut a, event(EventKind::SyncEnter(SyncKind::PmemobjCondSignal), 3, 0x300, 0, 0, 0));
+        assert_eq!(signal[0], SyncOp::Post { obj: 0x300 });
+        let ret = ops(&mut a, event(EventKind::SyncReturn(SyncKind::PmemobjCondWait), 2, 0x300, 0, 0, 0));
+        assert_eq!(
+            ret,
+            vec![
+                SyncOp::Release { lock: PMDK_PSEUDO_LOCK },
+                SyncOp::Wait { obj: 0x300 },
+                SyncOp::Acquire { lock: 0x100, mode: Mode::Exclusive }
+            ]
+        );
+    }
+
+    #[test]
+    fn lanes_are_held_by_transactions_and_lane_calls_and_guard_the_ignored_bytes() {
+        let mut a = SyncAdapter::default();
+        ops(&mut a, event(EventKind::TxIgnore, 1, 0x7000, 0x1_0000, 0x100, 0));
+        assert!(a.lanes.is_lane_memory(0x1_0080, 8) && !a.lanes.is_lane_memory(0x1_00fc, 8));
+        assert_eq!(ops(&mut a, event(EventKind::TxBegin, 2, 0, 0, 0, 0)), vec![SyncOp::LaneHold]);
+        // Nested: an atomic allocation inside the transaction, a nested transaction.
+        assert!(ops(&mut a, event(EventKind::SyncEnter(SyncKind::PmemobjLane), 2, 0, 0, 0, 0)).is_empty());
+        assert!(ops(&mut a, event(EventKind::TxBegin, 2, 0, 0, 0, 0)).is_empty());
+        assert!(ops(&mut a, event(EventKind::TxEnd, 2, 0, 0, 0, 0)).is_empty());
+        assert!(ops(&mut a, event(EventKind::SyncReturn(SyncKind::PmemobjLane), 2, 0, 0, 0, 0)).is_empty());
+        let mut load = event(EventKind::Load, 2, 0, 0x1_0080, 8, 0);
+        assert!(a.lanes.protects(&load));
+        load.dev = 0x2_0000;
+        assert!(!a.lanes.protects(&load));
+        assert_eq!(ops(&mut a, event(EventKind::TxEnd, 2, 0, 0, 0, 0)), vec![SyncOp::LaneRelease]);
+        load.dev = 0x1_0080;
+        assert!(!a.lanes.protects(&load));
+        // A thread that exits in a lane section gives it back.
+        assert_eq!(
+            ops(&mut a, event(EventKind::SyncEnter(SyncKind::PmemobjLane), 3, 0, 0, 0, 0)),
+            vec![SyncOp::LaneHold]
+        );
+        assert_eq!(ops(&mut a, event(EventKind::ThreadExit, 3, 0, 0, 0, 0)), vec![SyncOp::LaneRelease, SyncOp::Exit]);
+        assert_eq!(a.lanes.holds, 2);
     }
 
     #[test]

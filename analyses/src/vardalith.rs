@@ -29,8 +29,11 @@
 //! Acquires are lock returns (try-locks when they succeed; read or write mode alike), condition
 //! wait returns, barrier departures, successful `sem_wait`s, joins, and a thread's start. Releases
 //! are unlock entries, condition wait entries (the mutex), signals and broadcasts, barrier
-//! arrivals, `sem_post`, thread creation and thread exit. All of this comes from
-//! [`SyncAdapter`].
+//! arrivals, `sem_post`, thread creation and thread exit. libpmemobj's locks and condition
+//! variables count like pthread's, and its lanes ([`crate::sync::Lanes`]) too: a lane hold is an
+//! acquire, its release a release, and a store and a load of the lanes' memory made in lane
+//! sections of two threads do not conflict (the lane orders them; `lanes=off` ignores lanes).
+//! All of this comes from [`SyncAdapter`].
 //!
 //! # Relation to the paper's implementation
 //! The paper finds region *starts* with a static, intraprocedural binary analysis (postdominance,
@@ -123,6 +126,9 @@ pub struct VardalithOptions {
     /// Sampling (the paper's §5.2): only every `sample`-th access opens a window; every access
     /// is still checked against the windows open. 1: every access.
     pub sample: u32,
+    /// libpmemobj's lane holds and releases ([`crate::sync::Lanes`]) are acquires and releases,
+    /// and accesses to the lanes' memory in lane sections of two threads are ordered.
+    pub lanes: bool,
 }
 
 impl Default for VardalithOptions {
@@ -133,6 +139,7 @@ impl Default for VardalithOptions {
             persist_owner: DurabilityRule::Own,
             unlock_fence: true,
             sample: 1,
+            lanes: true,
         }
     }
 }
@@ -154,6 +161,7 @@ impl VardalithOptions {
                 "release_fence" => o.release_fence = parse_bool(k, v)?,
                 "persist_owner" => o.persist_owner = parse_owner(k, v)?,
                 "unlock_fence" => o.unlock_fence = parse_bool(k, v)?,
+                "lanes" => o.lanes = parse_bool(k, v)?,
                 "sample" => {
                     o.sample = v
                         .parse()
@@ -162,9 +170,8 @@ impl VardalithOptions {
                         .ok_or_else(|| format!("sample={v}: expected a number >= 1"))?
                 }
                 _ => {
-                    return Err(format!(
-                        "unknown vardalith option `{k}` (mode, release_fence, persist_owner, unlock_fence, sample)"
-                    ))
+                    let known = "mode, release_fence, persist_owner, unlock_fence, sample, lanes";
+                    return Err(format!("unknown vardalith option `{k}` ({known})"));
                 }
             }
         }
@@ -203,6 +210,8 @@ struct Window {
     vc: u32,
     /// hb mode: the writer's own epoch at the persistence, or [`NEVER`].
     p_epoch: u32,
+    /// Made inside a lane section, to the lanes' memory ([`crate::sync::Lanes::protects`]).
+    lane: bool,
 }
 
 #[derive(Default, Debug)]
@@ -243,6 +252,8 @@ pub struct Vardalith {
     /// (store site, load site) → (store thread, load thread, occurrences).
     pairs: BTreeMap<(Site, Site), (u32, u32, u64)>,
     ops: Vec<SyncOp>,
+    /// Conflicting windows left out because a lane orders them.
+    lane_ordered: u64,
 }
 
 const PRUNE_EVERY: usize = 4096;
@@ -270,6 +281,7 @@ impl Vardalith {
             created_since_prune: 0,
             pairs: BTreeMap::new(),
             ops: Vec::new(),
+            lane_ordered: 0,
         }
     }
 
@@ -368,6 +380,7 @@ impl Vardalith {
         let start = self.thread(tid).last_acquire;
         let vc = self.clock(tid);
         let durable_now = store && !nt && device.durable(self.opts.persist_owner, ev.dev, u64::from(ev.size));
+        let lane = self.opts.lanes && self.sync.lanes.protects(ev);
         for (line, mask) in pieces(ev.dev, ev.size) {
             let mut w = Window {
                 store,
@@ -380,6 +393,7 @@ impl Vardalith {
                 state: if nt { State::Flushed } else { State::Dirty },
                 vc,
                 p_epoch: NEVER,
+                lane,
             };
             if durable_now {
                 // eADR: durable at once; the window waits for the next release.
@@ -406,6 +420,11 @@ impl Vardalith {
                     continue;
                 }
                 if self.conflicts(&w, &o) {
+                    if w.lane && o.lane {
+                        // The lanes' memory, both in lane sections: the lane orders them.
+                        self.lane_ordered += 1;
+                        continue;
+                    }
                     let (s, l) = if store { (&w, &o) } else { (&o, &w) };
                     let e = self.pairs.entry((s.site, l.site)).or_insert((s.tid, l.tid, 0));
                     e.2 += 1;
@@ -559,9 +578,19 @@ impl Vardalith {
         ops.clear();
         self.sync.translate(ev, |op| ops.push(op));
         for &op in &ops {
-            let is_release =
-                matches!(op, SyncOp::Release { .. } | SyncOp::Post { .. } | SyncOp::Create { .. } | SyncOp::Exit);
-            let is_acquire = matches!(op, SyncOp::Acquire { .. } | SyncOp::Wait { .. } | SyncOp::Join { .. });
+            if matches!(op, SyncOp::LaneHold | SyncOp::LaneRelease) && !self.opts.lanes {
+                continue;
+            }
+            let is_release = matches!(
+                op,
+                SyncOp::Release { .. }
+                    | SyncOp::Post { .. }
+                    | SyncOp::Create { .. }
+                    | SyncOp::Exit
+                    | SyncOp::LaneRelease
+            );
+            let is_acquire =
+                matches!(op, SyncOp::Acquire { .. } | SyncOp::Wait { .. } | SyncOp::Join { .. } | SyncOp::LaneHold);
             if is_release {
                 if release_call {
                     let e = self.epoch(tid);
@@ -672,11 +701,19 @@ impl Analysis for Vardalith {
                     self.settle(device, ev.tid, Some(&lines), true);
                 }
             }
-            EventKind::SyncEnter(_) | EventKind::SyncReturn(_) | EventKind::ThreadCreate | EventKind::ThreadExit => {
-                self.on_sync(ev, device)
-            }
+            EventKind::SyncEnter(_)
+            | EventKind::SyncReturn(_)
+            | EventKind::ThreadCreate
+            | EventKind::ThreadExit
+            | EventKind::TxBegin
+            | EventKind::TxEnd
+            | EventKind::TxIgnore => self.on_sync(ev, device),
             _ => {}
         }
+    }
+
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        vec![("lane_holds", self.sync.lanes.holds), ("lane_ordered", self.lane_ordered)]
     }
 
     fn finish(&mut self, _device: &PmDevice) -> Vec<RawFinding> {
@@ -760,6 +797,47 @@ mod tests {
         }) {
             assert!(r.is_empty(), "{r:x?}");
         }
+    }
+
+    /// libpmemobj's lanes: thread 2 writes lane memory (bytes 0..64, excluded from
+    /// transactions) in a transaction and persists it; thread 3 reads it in a transaction of
+    /// its own while thread 2's window is still open (no release of thread 2 since). The lane
+    /// orders them; the program's data would race.
+    #[test]
+    fn a_lane_orders_its_memory_between_lane_sections() {
+        let body = |ignore: bool| {
+            move |s: &mut Sim| {
+                if ignore {
+                    s.tx_ignore(1, 0, 64);
+                }
+                s.tx_begin(3);
+                s.tx_begin(2);
+                s.store(2, 0xa, 0, 8);
+                s.persist(2, 0xf, 0);
+                s.load(3, 0xb, 0, 8);
+                s.tx_end(3);
+                s.tx_end(2);
+            }
+        };
+        for r in both(body(true)) {
+            assert!(r.is_empty(), "{r:x?}");
+        }
+        for r in both(body(false)) {
+            assert_eq!(r, race());
+        }
+        assert_eq!(run("lanes=off", body(true)), race());
+        // The lane's release ends a persisted store's window: a reader taking its lane later
+        // does not overlap it.
+        let r = run("", |s| {
+            s.tx_begin(2);
+            s.store(2, 0xa, 0, 8);
+            s.persist(2, 0xf, 0);
+            s.tx_end(2);
+            s.tx_begin(3);
+            s.load(3, 0xb, 0, 8);
+            s.tx_end(3);
+        });
+        assert!(r.is_empty(), "{r:x?}");
     }
 
     #[test]
@@ -928,5 +1006,6 @@ mod tests {
         assert!(o.release_fence && !o.unlock_fence);
         assert_eq!(o.persist_owner, DurabilityRule::Hw);
         assert!(VardalithOptions::parse("mode=x").is_err());
+        assert!(!VardalithOptions::parse("lanes=off").unwrap().lanes && VardalithOptions::default().lanes);
     }
 }

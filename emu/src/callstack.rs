@@ -114,15 +114,16 @@ impl CallStack {
         sync
     }
 
-    /// Marks the innermost frame as a call to a synchronisation function (found one block after
-    /// the call, through a PLT stub).
+    /// Marks the innermost frame as being in a synchronisation function reached by a jump (a
+    /// PLT stub's, ld.so's lazy-binding resolver's, a tail call): the function returns when the
+    /// frame does. Does nothing on an empty stack (no frame to return from).
     pub fn set_top_sync(&mut self, sync: Option<(SyncKind, u64)>) {
         if let Some(f) = self.frames.last_mut() {
             f.sync = sync;
         }
     }
 
-    /// The synchronisation call the innermost frame is in, if any (for a call just pushed).
+    /// The synchronisation call the innermost frame is in, if any (`None` on an empty stack).
     pub fn top_sync(&self) -> Option<(SyncKind, u64)> {
         self.frames.last().and_then(|f| f.sync)
     }
@@ -173,5 +174,21 @@ mod tests {
         s.push(&mut t, 0x10, 0x15);
         s.push(&mut t, 0x20, 0x25);
         assert_eq!(s.id(), inner);
+    }
+
+    #[test]
+    fn a_jump_into_a_sync_function_marks_the_innermost_frame() {
+        let mut t = StackTable::default();
+        let mut s = CallStack::default();
+        // No frame: nothing to mark (nothing would return from it).
+        s.set_top_sync(Some((SyncKind::MutexLock, 0x100)));
+        assert_eq!(s.top_sync(), None);
+        // A wrapper called at 0x10 tail-jumps to the lock function: the lock returns to 0x15.
+        s.push(&mut t, 0x10, 0x15);
+        assert_eq!(s.top_sync(), None);
+        s.set_top_sync(Some((SyncKind::MutexLock, 0x100)));
+        assert_eq!(s.top_sync(), Some((SyncKind::MutexLock, 0x100)));
+        assert_eq!(s.returned_to(0x15), Some((SyncKind::MutexLock, 0x100)));
+        assert_eq!(s.depth(), 0);
     }
 }

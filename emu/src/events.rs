@@ -58,9 +58,11 @@ pub enum EventKind {
     Flush(FlushOp),
     Fence(FenceOp),
     /// A recognised synchronisation function was entered: `addr` is its first argument, `old`
-    /// its second.
+    /// its second. libpmemobj's functions take the pool first ([`SyncKind::is_pmemobj`]): for
+    /// them `addr` is the second argument (the `PMEMmutex`, `PMEMrwlock` or `PMEMcondvar`),
+    /// `old` the third (the `PMEMmutex` of a condition wait) and `new` the pool.
     SyncEnter(SyncKind),
-    /// It returned: `addr` is its first argument (at entry), `new` the return value.
+    /// It returned: `addr` is the entry's `addr`, `new` the return value.
     SyncReturn(SyncKind),
     /// The running thread created thread `new` (`addr`: its handle, the TLS pointer glibc passes
     /// to clone, which is also its `pthread_t`).

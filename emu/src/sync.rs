@@ -2,16 +2,23 @@
 //! releases and ordering operations enter the event stream.
 //!
 //! The machine reports a call to a recognised function twice: at its entry
-//! ([`crate::events::EventKind::SyncEnter`], with the first two arguments) and when it returns
+//! ([`crate::events::EventKind::SyncEnter`], with its arguments) and when it returns
 //! ([`crate::events::EventKind::SyncReturn`], with the return value). A release is therefore seen
 //! when the unlock call is entered and an acquisition when the lock call returns, which is what
 //! lockset and happens-before analyses need (HawkSet, Vardalith, OSCS, HMTRace all define their
-//! windows that way). Functions are found by symbol in every loaded object (pthreads, POSIX semaphores, and the
-//! allocation functions malloc/calloc/realloc/free, reported the same way) or
-//! named by the user (custom locks: acquire, try-acquire with its success value, release).
+//! windows that way). Functions are found by symbol in every loaded object (pthreads, POSIX
+//! semaphores, libpmemobj's locks and condition variables, and the allocation functions
+//! malloc/calloc/realloc/free, reported the same way) or named by the user (custom locks:
+//! acquire, try-acquire with its success value, release).
+//!
+//! A function is entered when a block starts at its address, reached either by a `call` (the
+//! call pushes the frame the function runs in) or by a jump with no call of its own: a PLT stub's
+//! indirect jump (bound at start-up or, lazily, by ld.so's resolver on the first call), a tail
+//! call (`jmp pthread_mutex_lock` at the end of a wrapper). A jump runs the function in the
+//! innermost frame of the shadow call stack, so it returns when that frame does.
 //!
 //! What this cannot see: a lock taken by inlined code or a hand-written spin loop that is not
-//! named as a custom lock, and a function reached by a tail jump rather than a call.
+//! named as a custom lock.
 
 use serde::{Deserialize, Serialize};
 
@@ -60,6 +67,18 @@ pub enum SyncKind {
     /// `pmemobj_rwlock_rdlock` and its timed and try variants: shared.
     PmemobjRdlock,
     PmemobjUnlock,
+    /// `pmemobj_cond_wait(pop, cond, mutex)` and `pmemobj_cond_timedwait`: release the
+    /// `PMEMmutex` at entry and reacquire it at return, like [`SyncKind::CondWait`].
+    PmemobjCondWait,
+    PmemobjCondSignal,
+    PmemobjCondBroadcast,
+    /// A libpmemobj function that holds one of the pool's lanes while it runs: the atomic
+    /// allocations and frees, the atomic list operations, `pmemobj_publish`, `pmemobj_defrag`
+    /// and the root object's (re)allocation. Analyses take its entry as a lane hold and its
+    /// return as the lane's release, as they take the transaction events (pmemcheck's
+    /// `START_TX`/`END_TX`, which PMDK issues around the lane hold of a transaction): see
+    /// docs/pmdk.md.
+    PmemobjLane,
 }
 
 impl SyncKind {
@@ -109,7 +128,73 @@ impl SyncKind {
         ("pmemobj_rwlock_trywrlock", SyncKind::PmemobjLock),
         ("pmemobj_mutex_unlock", SyncKind::PmemobjUnlock),
         ("pmemobj_rwlock_unlock", SyncKind::PmemobjUnlock),
+        ("pmemobj_cond_wait", SyncKind::PmemobjCondWait),
+        ("pmemobj_cond_timedwait", SyncKind::PmemobjCondWait),
+        ("pmemobj_cond_signal", SyncKind::PmemobjCondSignal),
+        ("pmemobj_cond_broadcast", SyncKind::PmemobjCondBroadcast),
+        // Every exported function of libpmemobj 1.12 that reaches `lane_hold` outside a
+        // transaction (its call graph, from the symbols of Debian's libpmemobj.a).
+        ("pmemobj_alloc", SyncKind::PmemobjLane),
+        ("pmemobj_xalloc", SyncKind::PmemobjLane),
+        ("pmemobj_zalloc", SyncKind::PmemobjLane),
+        ("pmemobj_realloc", SyncKind::PmemobjLane),
+        ("pmemobj_zrealloc", SyncKind::PmemobjLane),
+        ("pmemobj_strdup", SyncKind::PmemobjLane),
+        ("pmemobj_wcsdup", SyncKind::PmemobjLane),
+        ("pmemobj_free", SyncKind::PmemobjLane),
+        ("pmemobj_root", SyncKind::PmemobjLane),
+        ("pmemobj_root_construct", SyncKind::PmemobjLane),
+        ("pmemobj_publish", SyncKind::PmemobjLane),
+        ("pmemobj_defrag", SyncKind::PmemobjLane),
+        ("pmemobj_list_insert", SyncKind::PmemobjLane),
+        ("pmemobj_list_insert_new", SyncKind::PmemobjLane),
+        ("pmemobj_list_remove", SyncKind::PmemobjLane),
+        ("pmemobj_list_move", SyncKind::PmemobjLane),
     ];
+
+    /// libpmemobj's functions, which take the pool first and the lock or condition variable
+    /// second (`pmemobj_mutex_lock(pop, mutexp)`, `pmemobj_cond_wait(pop, condp, mutexp)`): their
+    /// events name the object they synchronise on, not the pool (see
+    /// [`crate::events::EventKind::SyncEnter`]).
+    pub fn is_pmemobj(self) -> bool {
+        matches!(
+            self,
+            SyncKind::PmemobjLock
+                | SyncKind::PmemobjRdlock
+                | SyncKind::PmemobjUnlock
+                | SyncKind::PmemobjCondWait
+                | SyncKind::PmemobjCondSignal
+                | SyncKind::PmemobjCondBroadcast
+        )
+    }
+
+    /// A condition wait, pthread's or libpmemobj's: releases the mutex at entry, reacquires it
+    /// at return.
+    pub fn is_cond_wait(self) -> bool {
+        matches!(self, SyncKind::CondWait | SyncKind::PmemobjCondWait)
+    }
+
+    /// A condition signal or broadcast, pthread's or libpmemobj's.
+    pub fn is_cond_signal(self) -> bool {
+        matches!(
+            self,
+            SyncKind::CondSignal
+                | SyncKind::CondBroadcast
+                | SyncKind::PmemobjCondSignal
+                | SyncKind::PmemobjCondBroadcast
+        )
+    }
+
+    /// The event fields `(addr, old, new)` of an entry with the integer arguments `args`
+    /// (RDI, RSI, RDX): the first two arguments, or for libpmemobj's functions the object (the
+    /// second), the third argument (a condition wait's mutex) and the pool.
+    pub fn entry_fields(self, args: [u64; 3]) -> (u64, u64, u64) {
+        if self.is_pmemobj() {
+            (args[1], args[2], args[0])
+        } else {
+            (args[0], args[1], 0)
+        }
+    }
 
     /// Whether a call that returned `ret` acquired what it set out to.
     pub fn succeeded(self, ret: u64) -> bool {
