@@ -84,6 +84,20 @@ pub struct CrashArgs {
     #[arg(long)]
     pub xfd: bool,
 
+    /// Run every recovery from the program's start in a fresh machine. By default each worker
+    /// runs a recovery command once, keeps a snapshot taken just before its first system call
+    /// that touches the PM files, and restores it (with the engine's translations) for every
+    /// other image: the same results, several times faster.
+    #[arg(long)]
+    pub fresh_recoveries: bool,
+
+    /// Explore each crash point's images lazily, as Jaaru does: recover the newest image while
+    /// watching which unpersisted lines recovery reads, and branch over a line's older versions
+    /// only where recovery read it. Covers every image of a point (however many lines are
+    /// dirty) with one recovery per distinct behaviour; up to --max-images recoveries a point.
+    #[arg(long, conflicts_with = "xfd")]
+    pub lazy: bool,
+
     /// The workload program, then its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]...")]
     pub command: Vec<String>,
@@ -239,6 +253,14 @@ pub struct RunOptions {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub delay: u64,
 
+    /// Host directories searched for separate debug files (gdb's debug-file-directory): by build
+    /// ID, `DIR/.build-id/ab/cdef....debug`, and by `.gnu_debuglink`, `DIR/<object's dir>/NAME`
+    /// (after the object's own directory and its `.debug`). Repeatable or colon-separated;
+    /// replaces the default, /usr/lib/debug; without a value, none is searched. Debug files give
+    /// library frames their source lines in reports.
+    #[arg(long = "debug-dir", value_name = "DIR", value_delimiter = ':', num_args = 0..=1)]
+    pub debug_dir: Option<Vec<PathBuf>>,
+
     /// Percentage points a release site's delay probability loses per fruitless delay.
     #[arg(long, value_name = "P", default_value_t = 5)]
     pub delay_decay: u32,
@@ -275,6 +297,10 @@ pub struct ReplayArgs {
     /// Host directory behind the PM mount for the replay (default: a fresh temporary one).
     #[arg(long, value_name = "DIR")]
     pub pm_dir: Option<PathBuf>,
+
+    /// Debug-file directories, as for `run` (not recorded in the report).
+    #[arg(long = "debug-dir", value_name = "DIR", value_delimiter = ':', num_args = 0..=1)]
+    pub debug_dir: Option<Vec<PathBuf>>,
 }
 
 #[derive(Args, Debug)]
@@ -288,6 +314,12 @@ pub struct BenchArgs {
     /// directory for the native run.
     #[arg(long = "config", value_name = "ANALYSES", default_values = ["none", "all"])]
     pub configs: Vec<String>,
+
+    /// Measure crash testing instead: `ferrite crash --jobs 1` of the program with this recovery
+    /// command, each recovery in a fresh machine and restored from a snapshot, reported as
+    /// recoveries per second per core of CPU time (the workload's own run subtracted).
+    #[arg(long, value_name = "CMD ARGS")]
+    pub recover: Option<String>,
 
     /// The program to measure, then its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]...")]

@@ -5,14 +5,20 @@
 //!    passes. At every crash point (just before a fence or locked instruction with flushes or
 //!    NT stores pending, a clflush, msync/fsync or a durable write, and at exit; with
 //!    `--crash-points stores`, also after every PM store) the recorder takes the device's crash
-//!    space (each non-durable line's allowed versions, each pending NT chunk) and the PM files'
-//!    bytes. Consecutive identical states are recorded once.
+//!    space (each non-durable line's allowed versions, each pending NT chunk), the PM files'
+//!    bytes, and what a crash keeps of the files the workload changed in its working directory:
+//!    their content as of their last fsync (`syscalls::fs::Durable`, handed over by the run
+//!    loop whenever it changes; each such change is a crash point too). Consecutive identical
+//!    states are recorded once. The workload's working directory is private
+//!    (`syscalls::vfs::PRIVATE_CWD`): it never writes the user's files.
 //! 2. **Images.** A point whose space has at most `--max-images` images is enumerated
 //!    exhaustively; a larger one is sampled, targeted images first: each line alone left at each
 //!    older version (a store persisted without the stores after it), then pairs of lines, up to
 //!    the limit, and the covered fraction is reported (log2 of the space).
 //! 3. **Recovery.** Each image is materialised as files (the point's PM files with the chosen
-//!    line versions written in), deduplicated by the hash of those bytes, and recovered once,
+//!    line versions written in, and the working directory's files as of their last fsync, in the
+//!    private working directory the recovery gets over the user's, which it only reads),
+//!    deduplicated by the hash of those bytes, and recovered once,
 //!    in parallel (`--jobs`), by a fresh deterministic run. It fails on a non-zero exit, a
 //!    signal (fault, abort), a deadlock, or a hang (an instruction budget from the workload's).
 //!    `--check CMD` runs a checker on the recovered files afterwards.
@@ -22,7 +28,7 @@
 //!    `ferrite replay --finding` rebuilds it.
 //!
 //! Not yet: Jaaru-style constraint refinement (recovery reading open lines lazily), snapshots
-//! (recovery re-runs the program from its start), non-PM files "as of their last fsync".
+//! (recovery re-runs the program from its start).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,7 +43,19 @@ use emu::pm::{CrashSpace, DimKind, PmDevice};
 use rustc_hash::FxHashMap;
 
 /// The PM files' contents at a crash point, by path relative to the PM directory.
-pub type Files = BTreeMap<PathBuf, Vec<u8>>;
+pub type PmFiles = BTreeMap<PathBuf, Vec<u8>>;
+
+/// What a crash image keeps of the regular files the workload changed in its working directory,
+/// by path relative to it: their content as of their last fsync, or `None` where the image has
+/// no such file (files the workload never changed are the user's, as they are).
+pub type CwdFiles = BTreeMap<PathBuf, Option<Vec<u8>>>;
+
+/// A crash image's files: the PM files, and the working directory's files the workload changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Files {
+    pub pm: PmFiles,
+    pub cwd: Arc<CwdFiles>,
+}
 
 pub struct CrashPoint {
     /// Instructions retired before the crash.
@@ -47,7 +65,9 @@ pub struct CrashPoint {
     pub tid: u32,
     /// Symbolised after the run.
     pub frames: Vec<Frame>,
-    pub files: Arc<Files>,
+    pub files: Arc<PmFiles>,
+    /// The changed working-directory files a crash here keeps (only those changed so far).
+    pub cwd: Arc<CwdFiles>,
     pub space: CrashSpace,
 }
 
@@ -70,6 +90,13 @@ pub struct CrashLog {
     /// PM file id → path relative to the PM directory.
     pub file_paths: BTreeMap<u32, PathBuf>,
     pub duplicates: u64,
+    /// What a crash now keeps of the working-directory files changed so far (from the kernel).
+    cwd_now: Arc<CwdFiles>,
+    /// The kernel's [`syscalls::Kernel::durable_generation`] `cwd_now` was taken at.
+    cwd_generation: u64,
+    /// Every changed working-directory file's content when the workload started: what a crash
+    /// before its first change keeps of it. Set after the run.
+    pub initial_files: CwdFiles,
 }
 
 impl CrashLog {
@@ -86,16 +113,33 @@ impl CrashLog {
             store_frames: FxHashMap::default(),
             file_paths: BTreeMap::new(),
             duplicates: 0,
+            cwd_now: Arc::new(CwdFiles::new()),
+            cwd_generation: 0,
+            initial_files: CwdFiles::new(),
         }))
     }
 
-    fn snapshot_files(&self) -> Files {
-        let mut out = Files::new();
+    /// Takes the kernel's durable working-directory files when they changed (after each system
+    /// call: only `fsync`, O_SYNC writes, creations, renames, links and removals change them).
+    pub fn note_durable(log: &RefCell<CrashLog>, k: &syscalls::Kernel) {
+        if log.borrow().cwd_generation != k.durable_generation() {
+            let mut log = log.borrow_mut();
+            log.cwd_generation = k.durable_generation();
+            log.cwd_now = Arc::new(k.durable_files().clone());
+        }
+    }
+
+    fn snapshot_files(&self) -> PmFiles {
+        let mut out = PmFiles::new();
         let mut stack = vec![self.pm_dir.clone()];
         while let Some(dir) = stack.pop() {
             let Ok(rd) = std::fs::read_dir(&dir) else { continue };
             for e in rd.flatten() {
                 let p = e.path();
+                // The workload's private working directory is not PM.
+                if dir == self.pm_dir && e.file_name() == syscalls::vfs::PRIVATE_CWD {
+                    continue;
+                }
                 match e.file_type() {
                     Ok(t) if t.is_dir() => stack.push(p),
                     Ok(t) if t.is_file() => {
@@ -120,7 +164,7 @@ impl CrashLog {
         let space = device.crash_space();
         let files = self.snapshot_files();
         if let Some(last) = self.points.last() {
-            if *last.files == files && last.space == space {
+            if *last.files == files && last.space == space && Arc::ptr_eq(&last.cwd, &self.cwd_now) {
                 self.duplicates += 1;
                 return self.points.len() - 1;
             }
@@ -129,7 +173,8 @@ impl CrashLog {
             Some(last) if *last.files == files => last.files.clone(),
             _ => Arc::new(files),
         };
-        self.points.push(CrashPoint { icount, pc, stack, tid, frames: Vec::new(), files, space });
+        let cwd = self.cwd_now.clone();
+        self.points.push(CrashPoint { icount, pc, stack, tid, frames: Vec::new(), files, cwd, space });
         self.points.len() - 1
     }
 }
@@ -242,20 +287,39 @@ pub fn images_of(space: &CrashSpace, max: usize) -> (Vec<Vec<u32>>, bool) {
 /// What recovery needs of a crash point, shareable across worker threads.
 #[derive(Clone)]
 pub struct PointData {
-    pub files: Arc<Files>,
+    pub files: Arc<PmFiles>,
+    /// Every working-directory file the workload changed, as a crash here leaves it.
+    pub cwd: Arc<CwdFiles>,
     pub space: CrashSpace,
 }
 
 impl CrashLog {
     /// The points as plain data for the recovery workers (files shared between equal points).
     pub fn point_data(&self) -> Vec<PointData> {
-        self.points.iter().map(|p| PointData { files: p.files.clone(), space: p.space.clone() }).collect()
+        // A file changed only later is at its initial state here.
+        let mut last: Option<(Arc<CwdFiles>, Arc<CwdFiles>)> = None;
+        self.points
+            .iter()
+            .map(|p| {
+                let cwd = match &last {
+                    Some((at, full)) if Arc::ptr_eq(at, &p.cwd) => full.clone(),
+                    _ => {
+                        let mut full = self.initial_files.clone();
+                        full.extend(p.cwd.iter().map(|(k, v)| (k.clone(), v.clone())));
+                        let full = Arc::new(full);
+                        last = Some((p.cwd.clone(), full.clone()));
+                        full
+                    }
+                };
+                PointData { files: p.files.clone(), cwd, space: p.space.clone() }
+            })
+            .collect()
     }
 }
 
 /// The point's files with the image's line versions written in.
 pub fn image_files(point: &PointData, choice: &[u32], file_paths: &BTreeMap<u32, PathBuf>) -> Option<Files> {
-    let mut files: Files = (*point.files).clone();
+    let mut files: PmFiles = (*point.files).clone();
     for (line, content) in point.space.image(choice).ok()? {
         let dev = line * 64;
         let id = (dev >> emu::pm::FILE_SHIFT) as u32;
@@ -267,17 +331,34 @@ pub fn image_files(point: &PointData, choice: &[u32], file_paths: &BTreeMap<u32,
             }
         }
     }
-    Some(files)
+    Some(Files { pm: files, cwd: point.cwd.clone() })
 }
 
-/// Writes files into `dir`.
+/// Writes an image's files into `dir`, the recovery's PM directory: the PM files, and the
+/// working-directory files into the private working directory it holds
+/// ([`syscalls::vfs::PRIVATE_CWD`]: `files/` for the files the image has, an empty mark in
+/// `hidden/` for each it lacks), which a run with [`crate::session::RunSpec::private_cwd`] sees
+/// as its working directory over the user's.
 pub fn materialise(files: &Files, dir: &Path) -> std::io::Result<()> {
-    for (rel, bytes) in files {
-        let p = dir.join(rel);
+    let write = |p: PathBuf, bytes: &[u8]| -> std::io::Result<()> {
         if let Some(parent) = p.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        std::fs::write(p, bytes)?;
+        std::fs::write(p, bytes)
+    };
+    for (rel, bytes) in &files.pm {
+        write(dir.join(rel), bytes)?;
+    }
+    let private = dir.join(syscalls::vfs::PRIVATE_CWD);
+    for (rel, content) in files.cwd.iter() {
+        match content {
+            Some(bytes) => write(private.join("files").join(rel), bytes)?,
+            // A mark below a marked directory is implied by it.
+            None if !rel.ancestors().skip(1).any(|a| files.cwd.get(a) == Some(&None)) => {
+                write(private.join("hidden").join(rel), &[])?
+            }
+            None => {}
+        }
     }
     Ok(())
 }
@@ -285,10 +366,25 @@ pub fn materialise(files: &Files, dir: &Path) -> std::io::Result<()> {
 /// The hash of an image's files: equal hashes recover identically.
 pub fn files_key(files: &Files) -> String {
     let mut h = blake3::Hasher::new();
-    for (rel, bytes) in files {
+    for (rel, bytes) in &files.pm {
         h.update(rel.as_os_str().as_encoded_bytes());
         h.update(&(bytes.len() as u64).to_le_bytes());
         h.update(bytes);
+    }
+    if !files.cwd.is_empty() {
+        h.update(b"\0cwd");
+        for (rel, content) in files.cwd.iter() {
+            h.update(rel.as_os_str().as_encoded_bytes());
+            match content {
+                Some(bytes) => {
+                    h.update(&(bytes.len() as u64).to_le_bytes());
+                    h.update(bytes);
+                }
+                None => {
+                    h.update(&u64::MAX.to_le_bytes());
+                }
+            }
+        }
     }
     h.finalize().to_hex().to_string()
 }
@@ -396,6 +492,25 @@ pub fn finding_for(
         .or(point.frames.first())
         .map(|f| f.describe())
         .unwrap_or_default();
+    // The working-directory files the image holds as of their last fsync, if the workload changed any.
+    let mut cwd = log.initial_files.clone();
+    cwd.extend(point.cwd.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let cwd_note = if cwd.is_empty() {
+        String::new()
+    } else {
+        let mut names: Vec<String> = cwd
+            .iter()
+            .take(4)
+            .map(|(p, c)| match c {
+                Some(b) => format!("{} ({} bytes)", p.display(), b.len()),
+                None => format!("{} (absent)", p.display()),
+            })
+            .collect();
+        if cwd.len() > 4 {
+            names.push(format!("{} more", cwd.len() - 4));
+        }
+        format!("; working-directory files as of their last fsync: {}", names.join(", "))
+    };
     Finding {
         id: 0,
         analysis: "crash".into(),
@@ -403,12 +518,12 @@ pub fn finding_for(
         message: if minimal.is_empty() {
             format!(
                 "recovery failed ({verdict}) after a crash at instruction {} in {at}, even with everything stored \
-                 so far persisted: the durable state at that point is not recoverable",
+                 so far persisted: the durable state at that point is not recoverable{cwd_note}",
                 point.icount
             )
         } else {
             format!(
-                "recovery failed ({verdict}) after a crash at instruction {} in {at} that left {} unpersisted: {}",
+                "recovery failed ({verdict}) after a crash at instruction {} in {at} that left {} unpersisted: {}{cwd_note}",
                 point.icount,
                 if minimal.len() == 1 { "one line".to_string() } else { format!("{} lines", minimal.len()) },
                 lines_desc.join(", ")
@@ -441,6 +556,11 @@ pub struct Plan {
     pub remap: bool,
     /// Report recovery reads of bytes whose value depends on the crash (`--xfd`).
     pub xfd: bool,
+    /// Run every recovery from the program's start in a fresh machine (`--fresh-recoveries`)
+    /// instead of restoring a snapshot ([`crate::warm`]).
+    pub fresh: bool,
+    /// Explore images lazily (`--lazy`, [`crate::lazy`]).
+    pub lazy: bool,
 }
 
 /// What testing found and covered.
@@ -453,6 +573,12 @@ pub struct Tested {
     pub failures: u64,
     pub sampled_points: u64,
     pub max_space_log2: f64,
+    /// Recoveries restored from a snapshot rather than run fresh (depends on `--jobs`: each
+    /// worker runs a command fresh once).
+    pub restored: u64,
+    /// `--lazy`: log2 of the images of the points explored to the end, every one covered by a
+    /// recovery.
+    pub covered_log2: Option<f64>,
 }
 
 /// How one recovery ended.
@@ -473,16 +599,18 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    fn failed(&self) -> bool {
+    pub(crate) fn failed(&self) -> bool {
         matches!(self, Verdict::Failed { .. })
     }
 }
 
-fn recovery_spec(plan: &Plan, argv: &[String], dir: &Path) -> crate::session::RunSpec {
+pub(crate) fn recovery_spec(plan: &Plan, argv: &[String], dir: &Path) -> crate::session::RunSpec {
     let mut spec = plan.base.clone();
     spec.program = PathBuf::from(&argv[0]);
     spec.argv = argv.to_vec();
     spec.pm_dir = dir.to_path_buf();
+    // The working directory as the crash left it, over the user's, which it never writes.
+    spec.private_cwd = true;
     spec.max_instructions = plan.budget;
     spec.hold = None;
     spec.delay = None;
@@ -491,10 +619,11 @@ fn recovery_spec(plan: &Plan, argv: &[String], dir: &Path) -> crate::session::Ru
 }
 
 fn run_on(plan: &Plan, argv: &[String], dir: &Path) -> Result<crate::session::RunOutcome, crate::Fatal> {
-    Ok(crate::session::run(&recovery_spec(plan, argv, dir))?)
+    let spec = recovery_spec(plan, argv, dir);
+    Ok(if plan.fresh { crate::session::run(&spec)? } else { crate::warm::run(&spec)? })
 }
 
-fn verdict_of(out: &crate::session::RunOutcome, who: &str) -> Verdict {
+pub(crate) fn verdict_of(out: &crate::session::RunOutcome, who: &str) -> Verdict {
     use crate::session::GuestEnd;
     use syscalls::ProcessExit;
     let what = match out.end {
@@ -572,7 +701,7 @@ pub fn recover(plan: &Plan, files: &Files, open: &[(PathBuf, u64, u64)]) -> Resu
     let (out, read) = if open.is_empty() {
         (run_on(plan, &plan.recover, dir.path())?, None)
     } else {
-        let (out, w) = crate::validate::watched_run(&recovery_spec(plan, &plan.recover, dir.path()), open)?;
+        let (out, w) = crate::validate::watched_run(&recovery_spec(plan, &plan.recover, dir.path()), open, plan.fresh)?;
         (out, w.first_read)
     };
     let v = verdict_of(&out, "recovery");
@@ -595,13 +724,73 @@ pub fn test_all(
     use rayon::prelude::*;
     let points = log.point_data();
     let mut tested = Tested::default();
-    // Every image of every point, deduplicated by the bytes it leaves in the files.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(plan.jobs.max(1))
+        .build()
+        .map_err(|e| crate::Fatal(format!("cannot start {} recovery workers: {e}", plan.jobs)))?;
+    let restored = std::sync::atomic::AtomicU64::new(0);
+    for p in &points {
+        tested.max_space_log2 = tested.max_space_log2.max(p.space.count_log2());
+    }
+    // Every recovered image: its key (the hash of its files), point, choice and verdict.
+    let mut recovered: Vec<(String, usize, Vec<u32>, Verdict)> = Vec::new();
+    // `--lazy`: points explored by Jaaru's refinement, each distinct point once; the others are
+    // enumerated eagerly below.
+    let mut eager: Vec<usize> = (0..points.len()).collect();
+    if plan.lazy {
+        eager.clear();
+        let mut todo: Vec<(usize, String)> = Vec::new();
+        for (i, p) in points.iter().enumerate() {
+            let key = point_key(p, &log.file_paths);
+            if !p.space.is_empty() && !seen.contains(&key) && !todo.iter().any(|(_, k)| *k == key) {
+                todo.push((i, key));
+            }
+        }
+        let bar = progress(plan, todo.len(), "exploring {pos}/{len} crash points lazily [{bar:30}] {msg}");
+        let explored: Vec<Result<crate::lazy::Explored, crate::Fatal>> = pool.install(|| {
+            todo.par_iter()
+                .map(|(i, _)| {
+                    let e = crate::lazy::explore(&points[*i], &log.file_paths, plan);
+                    restored.fetch_add(crate::warm::take_counts().restored, std::sync::atomic::Ordering::Relaxed);
+                    bar.inc(1);
+                    e
+                })
+                .collect()
+        });
+        bar.finish_and_clear();
+        for ((i, key), e) in todo.into_iter().zip(explored) {
+            let e = e?;
+            tested.recoveries += e.runs.len() as u64;
+            if e.bypassed {
+                eager.push(i);
+                continue;
+            }
+            seen.insert(key);
+            if !e.exhaustive {
+                tested.sampled_points += 1;
+            }
+            if e.exhaustive {
+                let n = points[i].space.count_log2();
+                tested.covered_log2 = Some(tested.covered_log2.map_or(n, |c| log2_add(c, n)));
+            }
+            for crate::lazy::LazyRun { choice, verdict: v, .. } in e.runs {
+                tested.images += 1;
+                let Some(files) = image_files(&points[i], &choice, &log.file_paths) else { continue };
+                let key = files_key(&files);
+                if !recovered.iter().any(|r| r.0 == key) {
+                    recovered.push((key, i, choice, v));
+                }
+            }
+        }
+        tested.unique_images = recovered.len() as u64;
+    }
+    // Every image of every eager point, deduplicated by the bytes it leaves in the files.
     // Only the point and choice are kept: an image's files (a copy of every PM file) are built
     // again when it is recovered, so memory does not grow with the number of images.
     let mut unique: BTreeMap<String, (usize, Vec<u32>)> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
-    for (i, p) in points.iter().enumerate() {
-        tested.max_space_log2 = tested.max_space_log2.max(p.space.count_log2());
+    for &i in &eager {
+        let p = &points[i];
         let (images, exhaustive) = images_of(&p.space, plan.max_images);
         if !exhaustive {
             tested.sampled_points += 1;
@@ -614,7 +803,7 @@ pub fn test_all(
             tested.images += 1;
             let Some(files) = image_files(p, &choice, &log.file_paths) else { continue };
             let key = files_key(&files);
-            if seen.contains(&key) {
+            if seen.contains(&key) || recovered.iter().any(|r| r.0 == key) {
                 continue;
             }
             if let std::collections::btree_map::Entry::Vacant(e) = unique.entry(key.clone()) {
@@ -623,22 +812,13 @@ pub fn test_all(
             }
         }
     }
-    tested.unique_images = unique.len() as u64;
+    tested.unique_images += unique.len() as u64;
     seen.extend(order.iter().cloned());
-    let bar =
-        if plan.quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(order.len() as u64) };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("recovering {pos}/{len} crash images [{bar:30}] {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
+    let bar = progress(plan, order.len(), "recovering {pos}/{len} crash images [{bar:30}] {msg}");
     let failing = std::sync::atomic::AtomicU64::new(0);
     let log_paths = log.file_paths.clone();
     let open: Vec<Vec<(PathBuf, u64, u64)>> =
         points.iter().map(|p| if plan.xfd { open_bytes(&p.space, &log.file_paths) } else { Vec::new() }).collect();
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(plan.jobs.max(1))
-        .build()
-        .map_err(|e| crate::Fatal(format!("cannot start {} recovery workers: {e}", plan.jobs)))?;
     let verdicts: Vec<Result<Verdict, crate::Fatal>> = pool.install(|| {
         order
             .par_iter()
@@ -648,6 +828,7 @@ pub fn test_all(
                     Some(files) => recover(plan, &files, &open[*point]),
                     None => Ok(Verdict::Passed),
                 };
+                restored.fetch_add(crate::warm::take_counts().restored, std::sync::atomic::Ordering::Relaxed);
                 if matches!(v, Ok(Verdict::Failed { .. })) {
                     let n = failing.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                     bar.set_message(format!("{n} failing"));
@@ -658,25 +839,28 @@ pub fn test_all(
             .collect()
     });
     bar.finish_and_clear();
-    tested.recoveries = order.len() as u64;
-    for (key, v) in order.iter().zip(verdicts) {
-        let (what, locations) = match v? {
+    tested.recoveries += order.len() as u64;
+    tested.restored = restored.into_inner();
+    for (key, v) in order.into_iter().zip(verdicts) {
+        let (point, choice) = unique.remove(&key).expect("ordered keys are unique images");
+        recovered.push((key, point, choice, v?));
+    }
+    for (_, point, choice, v) in recovered {
+        let (what, locations) = match v {
             Verdict::Failed { what, locations } => (what, locations),
             Verdict::ReadOpen { file, offset, location } => {
-                let point = unique[key].0;
                 tested.findings.push(read_open_finding(log, point, &file, offset, location, plan.base.seed));
                 continue;
             }
             Verdict::Passed => continue,
         };
         tested.failures += 1;
-        let (point, choice) = &unique[key];
-        let p = &points[*point];
+        let p = &points[point];
         // The smallest set of lines that must stay unpersisted for recovery to fail.
-        let stale = stale_dims(&p.space, choice);
+        let stale = stale_dims(&p.space, &choice);
         let mut errors = None;
         let mut fails = |keep: &[usize]| {
-            let c = with_only(&p.space, choice, keep);
+            let c = with_only(&p.space, &choice, keep);
             let Some(files) = image_files(p, &c, &log.file_paths) else { return false };
             tested.recoveries += 1;
             match recover(plan, &files, &[]) {
@@ -689,11 +873,38 @@ pub fn test_all(
         };
         // Nothing need be lost if the point's own state (everything persisted) fails too.
         let minimal = if !stale.is_empty() && fails(&[]) { Vec::new() } else { ddmin(stale.clone(), 24, &mut fails) };
+        tested.restored += crate::warm::take_counts().restored;
         if let Some(e) = errors {
             return Err(e);
         }
-        let image = Image { point: *point, choice: choice.clone() };
+        let image = Image { point, choice };
         tested.findings.push(finding_for(log, &image, &minimal, &what, locations, plan.base.seed));
     }
     Ok(tested)
+}
+
+/// A progress bar (hidden with `--quiet`).
+fn progress(plan: &Plan, len: usize, template: &str) -> indicatif::ProgressBar {
+    let bar = if plan.quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(len as u64) };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(template).unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// What identifies a crash point for lazy exploration: its persisted files and its space.
+fn point_key(p: &PointData, file_paths: &BTreeMap<u32, PathBuf>) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(b"lazy");
+    if let Some(files) = image_files(p, &persisted(&p.space), file_paths) {
+        h.update(files_key(&files).as_bytes());
+    }
+    h.update(format!("{:?}", p.space).as_bytes());
+    h.finalize().to_hex().to_string()
+}
+
+/// log2(2^a + 2^b), for adding image counts too large for integers.
+pub fn log2_add(a: f64, b: f64) -> f64 {
+    let (hi, lo) = if a > b { (a, b) } else { (b, a) };
+    hi + (1.0 + (lo - hi).exp2()).log2()
 }

@@ -19,12 +19,14 @@ macro_rules! out {
 mod cli;
 mod compare;
 mod crash;
+mod lazy;
 mod por;
 mod report;
 mod session;
 mod symbols;
 mod targeted;
 mod validate;
+mod warm;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,6 +40,7 @@ use session::{GuestEnd, RunSpec};
 use syscalls::ProcessExit;
 
 /// ferrite's own failures (bad input, unreadable files): exit 2 with one `error:` line.
+#[derive(Debug)]
 pub(crate) struct Fatal(pub(crate) String);
 
 impl<E: std::fmt::Display> From<E> for Fatal {
@@ -237,6 +240,8 @@ fn run_spec(opts: &RunOptions, command: &[String], pm_dir: PathBuf) -> Result<Ru
         recover: opts.recover.as_deref().map(split_command).filter(|c| !c.is_empty()),
         hold: None,
         delay: (opts.delay > 0).then_some(emu::sched::DelayInjection { length: opts.delay, decay: opts.delay_decay }),
+        debug_dirs: symbols::debug_dirs(opts.debug_dir.as_deref()),
+        private_cwd: false,
     })
 }
 
@@ -283,7 +288,10 @@ fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
         crash_at: a.crash_at,
         remap: a.remap,
         dedup_points: a.dedup_points,
+        lazy: a.lazy,
+        covered_log2: None,
     };
+    let mut restored = 0;
     for i in 0..u64::from(schedules) {
         // The workload runs on a copy: the user's PM directory is never changed.
         let (_work, spec) = exploration_run(&base, i)?;
@@ -298,6 +306,8 @@ fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
             quiet: opts.quiet,
             remap: a.remap,
             xfd: a.xfd,
+            fresh: a.fresh_recoveries,
+            lazy: a.lazy,
         };
         let tested = crash::test_all(&log, &plan, &mut seen)?;
         findings.extend(report.findings.iter().cloned());
@@ -309,6 +319,11 @@ fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
         summary.failures += tested.failures;
         summary.sampled_points += tested.sampled_points;
         summary.max_space_log2 = summary.max_space_log2.max(tested.max_space_log2);
+        if let Some(c) = tested.covered_log2 {
+            let total = summary.covered_log2.map_or(c, |t| crash::log2_add(t, c));
+            summary.covered_log2 = Some(total);
+        }
+        restored += tested.restored;
         if first.is_none() {
             first = Some((report, out));
         }
@@ -322,7 +337,7 @@ fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
         report::print_findings(&report.findings);
         let c = report.crash.as_ref().expect("set above");
         say!(
-            "ferrite: crash testing: {}{} crash points, {} images, {} unique, {} recoveries, {} failing{}",
+            "ferrite: crash testing: {}{} crash points, {} images, {} unique, {} recoveries ({restored} from a snapshot), {} failing{}",
             if schedules > 1 { format!("{schedules} schedules, ") } else { String::new() },
             c.crash_points,
             c.images,
@@ -331,6 +346,8 @@ fn cmd_crash(a: CrashArgs) -> Result<i32, Fatal> {
             c.failures,
             if c.sampled_points > 0 {
                 format!(" ({} points sampled; largest space 2^{:.1} images)", c.sampled_points, c.max_space_log2)
+            } else if let Some(n) = c.covered_log2 {
+                format!(" (every image of every point: 2^{n:.1} images, read lazily)")
             } else {
                 " (every image of every point)".to_string()
             }
@@ -397,6 +414,8 @@ fn replay_crash(
         quiet: true,
         remap: c.remap,
         xfd: false,
+        fresh: false,
+        lazy: c.lazy,
     };
     match crash::recover(&plan, &files, &[])? {
         crash::Verdict::Failed { what, .. } => {
@@ -712,6 +731,8 @@ fn cmd_replay(a: ReplayArgs) -> Result<i32, Fatal> {
         recover: orig.run.recover.clone(),
         hold: wanted.as_ref().and_then(|f| f.interleaving.clone()),
         delay: orig.run.delay,
+        debug_dirs: symbols::debug_dirs(a.debug_dir.as_deref()),
+        private_cwd: false,
     };
     if let (Some(f), Some(c)) = (&wanted, &orig.crash) {
         if let Some(image) = &f.crash_image {
@@ -760,6 +781,9 @@ fn cmd_replay(a: ReplayArgs) -> Result<i32, Fatal> {
 
 fn cmd_bench(a: BenchArgs) -> Result<i32, Fatal> {
     use std::process::{Command as Proc, Stdio};
+    if let Some(recover) = &a.recover {
+        return bench_crash(&a, recover);
+    }
     let exe = std::env::current_exe()?;
     let expected = std::cell::Cell::new(None::<i32>);
     let time = |cmd: &mut Proc| -> Result<(f64, u64), Fatal> {
@@ -823,6 +847,102 @@ fn cmd_bench(a: BenchArgs) -> Result<i32, Fatal> {
         out!("| {name} | {t:.3} | {:.1}x | {:.2}x | {mips} | {:.1} |", t / n, t / plain, *rss as f64 / 1024.0);
     }
     Ok(0)
+}
+
+/// `ferrite bench --recover`: recoveries per second on one core, fresh and from a snapshot.
+fn bench_crash(a: &BenchArgs, recover: &str) -> Result<i32, Fatal> {
+    use std::process::{Command as Proc, Stdio};
+    let exe = std::env::current_exe()?;
+    let runs = a.runs.max(1);
+    let report = tempfile::NamedTempFile::with_suffix(".json")?;
+    // One ferrite invocation on a fresh PM directory: (CPU seconds, report). CPU time, not wall
+    // time: recoveries per second *per core*, whatever else the machine is doing.
+    let ferrite = |args: &[&str], command: &[String]| -> Result<(f64, Report), Fatal> {
+        let pm = tempfile::tempdir()?;
+        let t = children_cpu_secs();
+        let out = Proc::new(&exe)
+            .args(args)
+            .args(["--quiet", "--analyses", "none", "--pm-dir"])
+            .arg(pm.path())
+            .arg("--report")
+            .arg(report.path())
+            .arg("--")
+            .args(command)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()?;
+        let secs = children_cpu_secs() - t;
+        if !matches!(out.code(), Some(0 | 66)) {
+            return Err(Fatal(format!("`ferrite {}` exited with {out}", args.join(" "))));
+        }
+        Ok((secs, Report::read(report.path())?))
+    };
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    let mut workload = Vec::new();
+    for _ in 0..runs {
+        workload.push(ferrite(&["run"], &a.command)?.0);
+    }
+    let workload = median(workload);
+    // The recovery's length, on what the workload left (run in the same directory).
+    let recovery: Vec<String> = split_command(recover);
+    let pm = tempfile::tempdir()?;
+    let in_pm = |cmd: &[String]| {
+        let status = Proc::new(&exe)
+            .args(["run", "--quiet", "--analyses", "none", "--pm-dir"])
+            .arg(pm.path())
+            .arg("--report")
+            .arg(report.path())
+            .arg("--")
+            .args(cmd)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        status.map_err(Fatal::from).and_then(|_| Ok(Report::read(report.path())?))
+    };
+    in_pm(&a.command)?;
+    let recovery_insns = in_pm(&recovery)?.run.instructions;
+    out!(
+        "workload: {} ({workload:.3} CPU s under ferrite); recovery: {recover} ({recovery_insns} guest instructions); median of {runs} runs, 1 worker, CPU time",
+        a.command.join(" ")
+    );
+    out!("| recoveries | crash points | unique images | mode | CPU time (s) | recoveries/s per core | speed-up |");
+    out!("|---|---|---|---|---|---|---|");
+    let mut fresh_rate = None;
+    for (mode, flag) in [("fresh machine", Some("--fresh-recoveries")), ("from a snapshot", None)] {
+        let mut args = vec!["crash", "--jobs", "1", "--recover", recover];
+        args.extend(flag);
+        let mut times = Vec::new();
+        let mut last = None;
+        for _ in 0..runs {
+            let (t, r) = ferrite(&args, &a.command)?;
+            times.push(t);
+            last = r.crash;
+        }
+        let c = last.ok_or_else(|| Fatal("the crash report has no crash section".into()))?;
+        let t = median(times);
+        let rate = c.recoveries as f64 / (t - workload).max(1e-6);
+        let speedup = fresh_rate.map(|f: f64| format!("{:.1}x", rate / f)).unwrap_or_else(|| "-".into());
+        fresh_rate.get_or_insert(rate);
+        out!(
+            "| {} | {} | {} | {mode} | {t:.3} | {rate:.0} | {speedup} |",
+            c.recoveries,
+            c.crash_points,
+            c.unique_images
+        );
+    }
+    Ok(0)
+}
+
+/// User and system CPU time of the children waited for so far (getrusage), in seconds.
+fn children_cpu_secs() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(ru.ru_utime) + secs(ru.ru_stime)
 }
 
 /// Peak resident set of the largest child waited for so far (getrusage), in KiB.

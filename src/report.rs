@@ -58,6 +58,13 @@ pub struct CrashSummary {
     /// `--dedup-points`: one crash point per instruction and call stack.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dedup_points: bool,
+    /// `--lazy`: images were explored by Jaaru's refinement.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lazy: bool,
+    /// `--lazy`: log2 of the images of the points explored to the end, each covered by some
+    /// recovery (the recoveries read only the lines that tell them apart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub covered_log2: Option<f64>,
 }
 
 /// How the guest ended: exactly one of `code`, `signal`, `hang` or `deadlock`.

@@ -70,17 +70,7 @@ impl Analysis for Watcher {
     }
 
     fn on_event(&mut self, ev: &Event, _device: &PmDevice) {
-        if ev.dev == 0 {
-            return;
-        }
-        let load = match ev.kind {
-            EventKind::Load => true,
-            EventKind::Store | EventKind::NtStore | EventKind::RmwStore => false,
-            _ => return,
-        };
-        let id = (ev.dev >> FILE_SHIFT) as u32;
-        let off = ev.dev & ((1 << FILE_SHIFT) - 1);
-        let end = off + u64::from(ev.size);
+        let Some((load, id, off, end)) = pm_access(ev) else { return };
         if !self.offsets.iter().any(|&(o, n)| o < end && off < o + n) {
             return;
         }
@@ -120,6 +110,20 @@ impl Analysis for Watcher {
     }
 }
 
+/// A PM load or store as (is a load, device file id, first offset, end offset in the file).
+pub fn pm_access(ev: &Event) -> Option<(bool, u32, u64, u64)> {
+    if ev.dev == 0 || ev.size == 0 {
+        return None;
+    }
+    let load = match ev.kind {
+        EventKind::Load => true,
+        EventKind::Store | EventKind::NtStore | EventKind::RmwStore => false,
+        _ => return None,
+    };
+    let off = ev.dev & ((1 << FILE_SHIFT) - 1);
+    Some((load, (ev.dev >> FILE_SHIFT) as u32, off, off + u64::from(ev.size)))
+}
+
 /// What a recovery did with the watched bytes.
 pub struct Watched {
     /// Watched bytes (in files the recovery opened) and how many of them it wrote.
@@ -130,15 +134,18 @@ pub struct Watched {
 }
 
 /// Runs `spec` (a recovery) watching `bytes`: `(file relative to the PM directory, offset,
-/// length)`.
+/// length)`; from a snapshot ([`crate::warm`]) unless `fresh`.
 pub fn watched_run(
     spec: &RunSpec,
     bytes: &[(PathBuf, u64, u64)],
+    fresh: bool,
 ) -> Result<(crate::session::RunOutcome, Watched), crate::session::SessionError> {
     let state = Rc::new(RefCell::new(BTreeMap::new()));
     let offsets: Vec<(u64, u64)> = bytes.iter().map(|(_, o, n)| (*o, *n)).collect();
     let watcher = Watcher { offsets, state: state.clone(), reads: Vec::new() };
-    let mut out = crate::session::run_with(spec, None, vec![Box::new(watcher)])?;
+    let extra: Vec<Box<dyn Analysis>> = vec![Box::new(watcher)];
+    let mut out =
+        if fresh { crate::session::run_with(spec, None, extra)? } else { crate::warm::run_with(spec, extra)? };
     let ids: BTreeMap<&PathBuf, u32> = out.pm_files.iter().map(|(id, p)| (p, *id)).collect();
     let mut w = Watched { watched: 0, written: 0, first_read: None };
     let mut earliest: Option<(u64, u32, u64)> = None;
@@ -216,7 +223,7 @@ pub fn validate(spec: &RunSpec, images: &CrashLog, v: &Validation, budget: u64) 
         schedule: Vec::new(),
         ..spec.clone()
     };
-    let (out, watched) = match watched_run(&rspec, &watch) {
+    let (out, watched) = match watched_run(&rspec, &watch, false) {
         Ok(o) => o,
         Err(e) => return Verdict::NotRun(format!("recovery could not run: {e}")),
     };

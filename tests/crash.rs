@@ -19,6 +19,17 @@ fn crash_run(prog: &str, extra: &[&str], pm: Option<&std::path::Path>) -> Run {
     Ferrite::crash(&g).opts(&opts).args(&["/mnt/pmem0/log"]).go()
 }
 
+/// The source lines of a crash finding's lost stores.
+fn lost_lines(f: &Value) -> Vec<u64> {
+    f["locations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["role"] == "lost store")
+        .map(|l| l["line"].as_u64().unwrap())
+        .collect()
+}
+
 fn crash_findings(report: &Value) -> Vec<&Value> {
     report["findings"].as_array().unwrap().iter().filter(|f| f["analysis"] == "crash").collect()
 }
@@ -36,13 +47,7 @@ fn unpersisted_log_entry_fails_recovery_minimised_to_its_line() {
     assert!(!found.is_empty());
     for f in &found {
         assert_eq!(f["kind"], "recovery-failed");
-        let lost: Vec<u64> = f["locations"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|l| l["role"] == "lost store")
-            .map(|l| l["line"].as_u64().unwrap())
-            .collect();
+        let lost = lost_lines(f);
         assert_eq!(lost, vec![bug], "minimised to the entry's store: {f}");
         assert!(f["message"].as_str().unwrap().contains("one line"), "{f}");
         assert!(f["crash_image"]["choice"].is_array());
@@ -259,4 +264,85 @@ fn dedup_points_keeps_one_point_per_site_and_still_finds_the_bug() {
         .unwrap()
         .iter()
         .any(|l| l["role"] == "lost store" && l["line"].as_u64() == Some(bug))));
+}
+
+/// Recoveries restored from a snapshot in a warm engine (the default) give exactly the report
+/// that fresh machines give (`--fresh-recoveries`): failing recoveries with minimisation, hanging
+/// ones stopped by the budget, a dynamically linked program, one and two workers.
+#[test]
+fn recoveries_from_a_snapshot_report_exactly_what_fresh_ones_do() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        ("pm_log", "/mnt/pmem0/log check", &["--jobs", "2"]),
+        ("pm_log.dyn", "/mnt/pmem0/log check", &["--jobs", "1"]),
+        ("pm_spinlock", "/mnt/pmem0/pool recover", &["--max-instructions", "3000000", "--jobs", "2"]),
+    ];
+    for (prog, recover_args, extra) in cases {
+        let g = guest(prog);
+        let pool = recover_args.split(' ').next().unwrap();
+        let recover = format!("{} {recover_args}", g.display());
+        let run = |fresh: bool| {
+            let mut opts: Vec<&str> = vec!["--analyses", "none", "--report", "r.json", "--recover", &recover];
+            opts.extend_from_slice(extra);
+            if fresh {
+                opts.push("--fresh-recoveries");
+            }
+            Ferrite::crash(&g).opts(&opts).args(&[pool]).go()
+        };
+        let (warm, fresh) = (run(false), run(true));
+        warm.assert_code(66);
+        fresh.assert_code(66);
+        let (a, b) = (warm.json("r.json"), fresh.json("r.json"));
+        assert_eq!(a["crash"], b["crash"], "{prog}");
+        assert_eq!(a["findings"], b["findings"], "{prog}");
+        assert_eq!(a["run"]["trace_hash"], b["run"]["trace_hash"], "{prog}");
+        // Most recoveries came from the snapshot; none did when asked for fresh machines.
+        let restored = |r: &Run| -> u64 {
+            let s = r.stderr.split(" from a snapshot").next().unwrap();
+            s.rsplit('(').next().unwrap().parse().unwrap()
+        };
+        let recoveries = a["crash"]["recoveries"].as_u64().unwrap();
+        assert!(restored(&warm) * 2 > recoveries, "{prog}: {}", warm.describe());
+        assert_eq!(restored(&fresh), 0, "{prog}");
+    }
+}
+
+/// `--lazy` (Jaaru's refinement): a recovery that reads 2 of 20 dirty lines covers all 2^20
+/// images of the fence in 4 recoveries (eager testing can only sample that point); the buggy log
+/// is still minimised to its entry's store; the fixed log's every image is covered, none fails.
+#[test]
+fn lazy_exploration_covers_every_image_with_one_recovery_per_behaviour() {
+    let g = guest("pm_dirty_lines");
+    let recover = format!("{} /mnt/pmem0/d 20 check 0 2", g.display());
+    let run = |lazy: bool| {
+        let mut opts = vec!["--quiet", "--analyses", "none", "--report", "r.json", "--recover", &recover];
+        if lazy {
+            opts.push("--lazy");
+        }
+        Ferrite::crash(&g).opts(&opts).args(&["/mnt/pmem0/d", "20"]).go()
+    };
+    let (lazy, eager) = (run(true), run(false));
+    lazy.assert_code(0);
+    eager.assert_code(0);
+    let (l, e) = (lazy.json("r.json"), eager.json("r.json"));
+    assert_eq!(l["crash"]["sampled_points"], 0, "{}", l["crash"]);
+    assert_eq!(l["crash"]["recoveries"], 4, "{}", l["crash"]);
+    assert!(l["crash"]["covered_log2"].as_f64().unwrap() >= 20.0, "{}", l["crash"]);
+    assert_eq!(l["crash"]["lazy"], true);
+    assert!(e["crash"]["sampled_points"].as_u64().unwrap() > 0, "{}", e["crash"]);
+
+    let bug = u64::from(marker_line("pm_log.c", "/* BUG: entry stored but never persisted */"));
+    let buggy = crash_run("pm_log", &["--lazy"], None);
+    buggy.assert_code(66);
+    let report = buggy.json("r.json");
+    let found = crash_findings(&report);
+    assert!(!found.is_empty());
+    for f in &found {
+        let lost = lost_lines(f);
+        assert_eq!(lost, vec![bug], "{f}");
+    }
+    let fixed = crash_run("pm_log_fixed", &["--lazy"], None);
+    fixed.assert_code(0);
+    let c = &fixed.json("r.json")["crash"];
+    assert_eq!(c["failures"], 0);
+    assert_eq!(c["sampled_points"], 0, "every image of every point is covered: {c}");
 }

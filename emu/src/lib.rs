@@ -16,5 +16,5 @@ pub mod sched;
 pub mod sync;
 pub mod taint;
 
-pub use machine::{sig, EmuError, Exit, Fault, Machine, MachineConfig, Reg};
+pub use machine::{sig, EmuError, Exit, Fault, Machine, MachineConfig, MachineSnapshot, Reg};
 pub use memory::{Backing, HostBlock, MemError, Perm, Region, PAGE};

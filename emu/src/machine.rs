@@ -19,6 +19,8 @@
 //! - an interrupt hook mapping CPU exceptions to signals, and an invalid-memory hook recording the
 //!   faulting address.
 
+mod snapshot;
+
 use std::ffi::c_void;
 
 use rustc_hash::FxHashSet;
@@ -36,6 +38,7 @@ use crate::pm::{device_addr, FenceKind, FlushKind, PmConfig, PmDevice, StoreKind
 use crate::sched::{Scheduler, Strategy};
 use crate::sync::SyncKind;
 use crate::taint::Taint;
+pub use snapshot::MachineSnapshot;
 
 pub use unicorn_engine::RegisterX86 as Reg;
 
@@ -117,6 +120,10 @@ pub struct MachineConfig {
     pub strategy: Strategy,
     /// Seed of the scheduler.
     pub sched_seed: u64,
+    /// A machine that will be restored from snapshots many times (crash recovery): every memory
+    /// access is translated to call the hooks from the start, so that mapping a PM window later
+    /// does not throw away the translations a warm engine keeps (see `snapshot`).
+    pub warm: bool,
 }
 
 impl Default for MachineConfig {
@@ -129,6 +136,7 @@ impl Default for MachineConfig {
             pm: PmConfig::default(),
             strategy: Strategy::Random,
             sched_seed: 0,
+            warm: false,
         }
     }
 }
@@ -204,9 +212,6 @@ pub struct HookState {
     sync_fns: rustc_hash::FxHashMap<u64, SyncKind>,
     /// A PM store about to fault half-way (address, the bytes it overwrites, how many).
     torn: Option<(u64, [u8; 8], usize)>,
-    /// The last block was entered by a call to no recognised function: it may be a PLT stub
-    /// jumping to one.
-    plt_pending: bool,
     /// What the program registered through Valgrind's client requests ([`crate::client`]).
     client: ClientState,
     /// Taint tracking, when an observer wants [`Interest::TAINT`].
@@ -390,6 +395,10 @@ pub struct Machine {
     /// The exact retired-instruction count at the last stop.
     icount: u64,
     rand_state: u64,
+    /// See [`MachineConfig::warm`].
+    warm: bool,
+    /// The code hook that stops at the instruction budget, once armed.
+    limit_hook: Option<unicorn_engine::UcHookId>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -483,30 +492,13 @@ fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
     if st.stop.is_some() {
         return;
     }
-    let plt = std::mem::take(&mut st.plt_pending);
+    // Synchronisation functions are looked up only when someone listens: passes off cost nothing.
+    let watch = st.interest.has(Interest::SYNC) || st.delays.is_some();
     match std::mem::replace(&mut st.prev_term, Term::Other) {
-        Term::Call { pc, ret } => {
-            let watch = st.interest.has(Interest::SYNC) || st.delays.is_some();
-            let sync = if watch { st.sync_fns.get(&addr).copied() } else { None };
-            match sync {
-                None => {
-                    st.callstack.push(&mut st.stacks, pc, ret);
-                    // A call through the PLT reaches the function one block later.
-                    st.plt_pending = watch;
-                }
-                Some(kind) => {
-                    st.consider_delay(kind, pc);
-                    let arg0 = uc.reg_read(Reg::RDI).unwrap_or(0);
-                    let arg1 = uc.reg_read(Reg::RSI).unwrap_or(0);
-                    let st = uc.get_data_mut();
-                    st.callstack.push_sync(&mut st.stacks, pc, ret, Some((kind, arg0)));
-                    let ev = st.emit(EventKind::SyncEnter(kind), addr, arg0, 0, 0, arg1, 0);
-                    if let Some(o) = st.observer.as_mut() {
-                        o.on_event(&ev, &st.pm);
-                    }
-                }
-            }
-        }
+        Term::Call { pc, ret } => match if watch { st.sync_fns.get(&addr).copied() } else { None } {
+            None => st.callstack.push(&mut st.stacks, pc, ret),
+            Some(kind) => enter_sync(uc, kind, addr, Some((pc, ret))),
+        },
         Term::Ret => {
             if let Some((kind, arg0)) = st.callstack.returned_to(addr) {
                 let rax = uc.reg_read(Reg::RAX).unwrap_or(0);
@@ -518,17 +510,15 @@ fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
             }
         }
         Term::Other => {
-            if plt {
+            // A jump (or fall-through) to a recognised function: a PLT stub's jump, ld.so's
+            // lazy-binding resolver jumping to the function it just bound, a tail call. The
+            // function runs in the innermost frame. A frame already in a synchronisation
+            // function is left alone: that is this very entry seen again (the block hook fires
+            // twice for a block the engine stopped before, or re-translated with its hooks) or
+            // a function jumping to another inside its own implementation.
+            if watch && st.callstack.depth() > 0 && st.callstack.top_sync().is_none() {
                 if let Some(kind) = st.sync_fns.get(&addr).copied() {
-                    st.consider_delay(kind, addr);
-                    let arg0 = uc.reg_read(Reg::RDI).unwrap_or(0);
-                    let arg1 = uc.reg_read(Reg::RSI).unwrap_or(0);
-                    let st = uc.get_data_mut();
-                    st.callstack.set_top_sync(Some((kind, arg0)));
-                    let ev = st.emit(EventKind::SyncEnter(kind), addr, arg0, 0, 0, arg1, 0);
-                    if let Some(o) = st.observer.as_mut() {
-                        o.on_event(&ev, &st.pm);
-                    }
+                    enter_sync(uc, kind, addr, None);
                 }
             }
         }
@@ -591,6 +581,24 @@ fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
     st.block_base = base;
     st.block = (addr, size, n);
     st.prev_term = term;
+}
+
+/// The recognised synchronisation function `kind` at `addr` is entered: called from `call =
+/// (call site, return address)`, or reached by a jump and run in the innermost frame. Reports
+/// its [`EventKind::SyncEnter`] and marks the frame, whose return reports the `SyncReturn`.
+fn enter_sync(uc: &mut Unicorn<'_, HookState>, kind: SyncKind, addr: u64, call: Option<(u64, u64)>) {
+    let args = [Reg::RDI, Reg::RSI, Reg::RDX].map(|r| uc.reg_read(r).unwrap_or(0));
+    let (obj, old, new) = kind.entry_fields(args);
+    let st = uc.get_data_mut();
+    st.consider_delay(kind, call.map_or(addr, |(pc, _)| pc));
+    match call {
+        Some((pc, ret)) => st.callstack.push_sync(&mut st.stacks, pc, ret, Some((kind, obj))),
+        None => st.callstack.set_top_sync(Some((kind, obj))),
+    }
+    let ev = st.emit(EventKind::SyncEnter(kind), addr, obj, 0, 0, old, new);
+    if let Some(o) = st.observer.as_mut() {
+        o.on_event(&ev, &st.pm);
+    }
 }
 
 fn install_special_hooks(uc: &mut Unicorn<'_, HookState>) {
@@ -838,13 +846,16 @@ fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, start: u6
     if size == 0 || size > 8 {
         return;
     }
-    let mut v = [0u8; 8];
-    let _ = uc.mem_read(addr, &mut v[..size]);
-    let pc = uc.pc_read().unwrap_or(0);
-    let st = uc.get_data_mut();
-    if st.stop.is_some() {
+    let st = uc.get_data();
+    // Reading RIP inside a memory hook makes QEMU search for the translated block: skip it (and
+    // the value) for a load that is no point, no hold, no delay site and no event, as every load of
+    // a single-threaded recovery is.
+    let wanted = st.hold.is_some() || st.runnable_others > 0 || st.delays.is_some() || st.interest.has(Interest::LOADS);
+    if st.stop.is_some() || !wanted {
         return;
     }
+    let pc = uc.pc_read().unwrap_or(0);
+    let st = uc.get_data_mut();
     if let Some(h) = &st.hold {
         let dev = dev_base + (addr - start);
         if !st.hold_signalled
@@ -877,6 +888,9 @@ fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, start: u6
     if !st.interest.has(Interest::LOADS) {
         return;
     }
+    let mut v = [0u8; 8];
+    let _ = uc.mem_read(addr, &mut v[..size]);
+    let st = uc.get_data_mut();
     let dev = dev_base + (addr - start);
     let ev = st.emit(EventKind::Load, pc, addr, dev, size as u32, u64::from_le_bytes(v), 0);
     if let Some(o) = st.observer.as_mut() {
@@ -1003,7 +1017,6 @@ impl Machine {
             last_point: u64::MAX,
             limit_pc: None,
             sync_fns: rustc_hash::FxHashMap::default(),
-            plt_pending: false,
             client: ClientState::default(),
             taint: None,
             hold: None,
@@ -1027,6 +1040,13 @@ impl Machine {
         add_raw_insn_hook(&mut uc, X86Insn::CPUID, cpuid_hook)?;
         add_raw_insn_hook(&mut uc, X86Insn::RDTSC, rdtsc_hook)?;
         add_raw_insn_hook(&mut uc, X86Insn::RDTSCP, rdtscp_hook)?;
+        if config.warm {
+            // Any memory hook makes the translator route every access through the hooks (on a
+            // non-canonical address nothing ever maps, this one never fires).
+            const NOWHERE: u64 = 0xdead_0000_0000_0000;
+            uc.add_mem_hook(HookType::MEM_READ | HookType::MEM_WRITE, NOWHERE, NOWHERE, |_, _, _, _, _| true)
+                .map_err(engine)?;
+        }
         Ok(Machine {
             uc,
             mem: Memory::default(),
@@ -1034,6 +1054,8 @@ impl Machine {
             parked: Vec::new(),
             sigbus: Vec::new(),
             icount: 0,
+            warm: config.warm,
+            limit_hook: None,
             rand_state: (config.rand_seed ^ 0x9e37_79b9_7f4a_7c15).wrapping_mul(0xbf58_476d_1ce4_e5b9) | 1,
         })
     }
@@ -1117,7 +1139,9 @@ impl Machine {
             ids.extend(h);
         }
         self.sigbus.push((start, end, ids));
-        let _ = self.uc.ctl_flush_tb();
+        if !self.warm {
+            let _ = self.uc.ctl_flush_tb();
+        }
     }
 
     /// Starts watching a PM window: stores always, loads if an observer wants them.
@@ -1138,8 +1162,11 @@ impl Machine {
         let st = self.uc.get_data_mut();
         st.windows.push((start, end, dev));
         st.windows.sort_unstable();
-        // Code translated before the hooks existed would not call them.
-        let _ = self.uc.ctl_flush_tb();
+        // Code translated before the hooks existed would not call them (a warm machine's code
+        // calls every memory hook already).
+        if !self.warm {
+            let _ = self.uc.ctl_flush_tb();
+        }
     }
 
     /// Stops watching `[start, end)`; windows that straddle it keep their outer parts.
@@ -1725,8 +1752,9 @@ impl Machine {
                             let _ = uc.emu_stop();
                         }
                     });
-                    if hooked.is_err() {
-                        return Exit::Limit;
+                    match hooked {
+                        Ok(id) => self.limit_hook = Some(id),
+                        Err(_) => return Exit::Limit,
                     }
                     self.code_changed(at, at + 1);
                 }

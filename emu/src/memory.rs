@@ -75,6 +75,9 @@ impl Perm {
 pub struct HostBlock {
     ptr: NonNull<u8>,
     len: usize,
+    /// Made writable or written by force since the last snapshot or restore: its contents may
+    /// differ from the snapshot's even though no region of it is writable now.
+    touched: std::cell::Cell<bool>,
 }
 
 impl HostBlock {
@@ -116,7 +119,7 @@ impl HostBlock {
             return Err(std::io::Error::last_os_error());
         }
         let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| std::io::Error::other("mmap returned null"))?;
-        Ok(Rc::new(HostBlock { ptr, len }))
+        Ok(Rc::new(HostBlock { ptr, len, touched: std::cell::Cell::new(false) }))
     }
 
     pub fn len(&self) -> usize {
@@ -325,6 +328,9 @@ impl Memory {
             }
             let mut middle = r.piece(lo, hi);
             if let Some(p) = perm {
+                if p.write() {
+                    middle.block.touched.set(true);
+                }
                 middle.perm = p;
                 pieces.push(middle);
             } else {
@@ -429,6 +435,9 @@ impl Memory {
         let need = if force { Perm::NONE } else { Perm::W };
         self.access(addr, data.len() as u64, need, |r, a, off, n| {
             exec |= r.perm.exec();
+            if !r.perm.write() {
+                r.block.touched.set(true);
+            }
             // SAFETY: as in `read`.
             unsafe { std::ptr::copy_nonoverlapping(data.as_ptr().add(off), r.host(a), n) }
         })?;
@@ -438,6 +447,9 @@ impl Memory {
     /// Fills guest memory with zeros without a permission check.
     pub fn zero(&mut self, addr: u64, len: u64) -> Result<(), MemError> {
         self.access(addr, len, Perm::NONE, |r, a, _, n| {
+            if !r.perm.write() {
+                r.block.touched.set(true);
+            }
             // SAFETY: as in `read`.
             unsafe { std::ptr::write_bytes(r.host(a), 0, n) }
         })
@@ -468,5 +480,171 @@ impl Memory {
             at += n as u64;
         }
         Ok(())
+    }
+}
+
+/// The host pages of `block` that have been touched (are resident): untouched pages of ferrite's
+/// private mappings still read as zero.
+fn resident_pages(block: &HostBlock) -> Vec<bool> {
+    let pages = block.len.div_ceil(PAGE as usize);
+    if pages == 0 {
+        return Vec::new();
+    }
+    let mut vec = vec![0u8; pages];
+    // SAFETY: `ptr` is the page-aligned start of a live mapping of `len` bytes and `vec` has one
+    // byte per page of it.
+    let ok = unsafe { libc::mincore(block.ptr.as_ptr().cast(), block.len, vec.as_mut_ptr()) } == 0;
+    // Without the answer every page counts as touched: slower, never wrong.
+    vec.iter().map(|b| !ok || b & 1 == 1).collect()
+}
+
+/// One host block's contents at a snapshot: the pages touched by then, in order.
+struct SavedBlock {
+    block: Rc<HostBlock>,
+    pages: Vec<u32>,
+    data: Vec<u8>,
+    /// Some region of it was writable at the snapshot.
+    writable: bool,
+}
+
+/// Guest memory as plain data: the table and the touched pages of every host block it uses.
+/// Restoring puts the table back, re-registers with Unicorn only the regions that changed (so
+/// translated code of unchanged regions survives), and copies back the pages of blocks that may
+/// have been written.
+pub struct MemorySnapshot {
+    regions: BTreeMap<u64, Region>,
+    mapped: u64,
+    blocks: Vec<SavedBlock>,
+}
+
+impl MemorySnapshot {
+    /// Bytes of page contents held.
+    pub fn saved_bytes(&self) -> usize {
+        self.blocks.iter().map(|b| b.data.len()).sum()
+    }
+}
+
+fn same_region(a: &Region, b: &Region) -> bool {
+    a.start == b.start
+        && a.end == b.end
+        && a.perm == b.perm
+        && Rc::ptr_eq(&a.block, &b.block)
+        && a.block_off == b.block_off
+        && a.backing == b.backing
+}
+
+impl Memory {
+    /// The table and its blocks' touched pages. PM mappings are not part of a snapshot (the
+    /// caller takes snapshots only when there are none).
+    pub fn snapshot(&self) -> MemorySnapshot {
+        let mut blocks: Vec<SavedBlock> = Vec::new();
+        for r in self.regions.values() {
+            if let Some(b) = blocks.iter_mut().find(|b| Rc::ptr_eq(&b.block, &r.block)) {
+                b.writable |= r.perm.write();
+                continue;
+            }
+            let resident = resident_pages(&r.block);
+            let mut pages = Vec::new();
+            let mut data = Vec::new();
+            for (i, _) in resident.iter().enumerate().filter(|(_, t)| **t) {
+                let off = i * PAGE as usize;
+                let n = (PAGE as usize).min(r.block.len - off);
+                // SAFETY: `off..off+n` lies inside the block's mapping.
+                let page = unsafe { std::slice::from_raw_parts(r.block.as_ptr().add(off), n) };
+                pages.push(i as u32);
+                data.extend_from_slice(page);
+            }
+            r.block.touched.set(false);
+            blocks.push(SavedBlock { block: r.block.clone(), pages, data, writable: r.perm.write() });
+        }
+        MemorySnapshot { regions: self.regions.clone(), mapped: self.mapped, blocks }
+    }
+
+    /// Puts memory back as it was at `snap`. Returns the executable ranges Unicorn had to map
+    /// again (translations of them are gone; the caller forgets what it decoded there).
+    pub fn restore<D>(&mut self, uc: &mut Unicorn<'static, D>, snap: &MemorySnapshot) -> Vec<(u64, u64)> {
+        let mut changed = Vec::new();
+        let current = std::mem::take(&mut self.regions);
+        let kept = |r: &Region, other: &BTreeMap<u64, Region>| other.get(&r.start).is_some_and(|o| same_region(o, r));
+        for r in current.values().filter(|r| !kept(r, &snap.regions)) {
+            let _ = uc.mem_unmap(r.start, r.len());
+            if r.perm.exec() {
+                changed.push((r.start, r.end));
+            }
+        }
+        for r in snap.regions.values().filter(|r| !kept(r, &current)) {
+            // The snapshot's table was consistent, and what overlapped it is unmapped above.
+            let _ = uc_map(uc, r);
+            if r.perm.exec() {
+                changed.push((r.start, r.end));
+            }
+        }
+        for b in &snap.blocks {
+            let touched = b.block.touched.replace(false);
+            let writable_now = current.values().any(|r| Rc::ptr_eq(&r.block, &b.block) && r.perm.write());
+            if !b.writable && !writable_now && !touched {
+                continue;
+            }
+            // Per page of the block: writable in either table (its contents may have changed),
+            // executable in either (a changed page drops its translations).
+            let pages = b.block.len.div_ceil(PAGE as usize);
+            let mut writable = vec![touched; pages];
+            let mut exec = vec![false; pages];
+            for r in snap.regions.values().chain(current.values()).filter(|r| Rc::ptr_eq(&r.block, &b.block)) {
+                let first = r.block_off / PAGE as usize;
+                let last = (r.block_off + r.len() as usize).div_ceil(PAGE as usize).min(pages);
+                for i in first..last {
+                    writable[i] |= r.perm.write();
+                    exec[i] |= r.perm.exec();
+                }
+            }
+            let resident = resident_pages(&b.block);
+            let mut saved = b.pages.iter().peekable();
+            let mut data_off = 0usize;
+            for (i, in_use) in resident.iter().enumerate() {
+                let off = i * PAGE as usize;
+                let n = (PAGE as usize).min(b.block.len - off);
+                let was_saved = saved.peek().is_some_and(|p| **p as usize == i);
+                let old = if was_saved {
+                    saved.next();
+                    data_off += n;
+                    Some(&b.data[data_off - n..data_off])
+                } else {
+                    None
+                };
+                if !writable[i] {
+                    continue;
+                }
+                // SAFETY: `off..off+n` lies inside the block's mapping, and nothing else refers
+                // to it while the engine is stopped.
+                let page = unsafe { std::slice::from_raw_parts_mut(b.block.as_ptr().add(off), n) };
+                let differs = match old {
+                    Some(old) => page != old,
+                    None => *in_use && page.iter().any(|&x| x != 0),
+                };
+                if !differs {
+                    continue;
+                }
+                match old {
+                    Some(old) => page.copy_from_slice(old),
+                    None => page.fill(0),
+                }
+                if exec[i] {
+                    // Code written since the snapshot (a JIT): where it is mapped, its
+                    // translations are stale.
+                    for r in snap.regions.values().filter(|r| Rc::ptr_eq(&r.block, &b.block)) {
+                        if off >= r.block_off && off < r.block_off + r.len() as usize {
+                            let start = r.start + (off - r.block_off) as u64;
+                            changed.push((start, start + n as u64));
+                        }
+                    }
+                }
+            }
+        }
+        // Blocks only the current table used go away with it (unmapped from the host on drop).
+        drop(current);
+        self.regions = snap.regions.clone();
+        self.mapped = snap.mapped;
+        changed
     }
 }

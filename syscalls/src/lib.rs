@@ -22,6 +22,7 @@ pub mod mem;
 pub mod names;
 pub mod process;
 pub mod signal;
+pub mod snapshot;
 pub mod thread;
 pub mod time;
 pub mod vfs;
@@ -83,6 +84,14 @@ pub struct KernelConfig {
     /// without `MAP_FIXED` ignore their hint and are placed [`mem::REMAP_GAP`] lower, so
     /// absolute pointers a previous run stored in PM no longer point into the pool.
     pub remap_pm: bool,
+    /// The working directory is private (`ferrite crash`): the guest sees it at the same path, but
+    /// what it writes there goes to a directory inside the PM directory, on top of the host
+    /// working directory, which it only reads ([`vfs`]). A crash image's non-PM files are placed
+    /// there for recovery.
+    pub private_cwd: bool,
+    /// Keep what a crash would leave of the files the guest changes in its working directory
+    /// ([`fs::Durable`]; `ferrite crash`'s workload run), and make each change of it a crash point.
+    pub track_durable: bool,
 }
 
 /// The outcome of one system call for the run loop.
@@ -130,6 +139,12 @@ pub struct Kernel {
     pub(crate) pending: Vec<(u32, signal::SigInfo)>,
     /// Which held reader to release when every thread is held (`emu::sched::Hold::privileged`).
     pub privileged: u32,
+    /// Reads of a PM file's contents that bypass the device, so no pass sees them as loads:
+    /// `read`/`pread`/`readv` of a PM file, and private mappings of one.
+    pub pm_file_reads: u64,
+    /// What a crash would leave of the files changed in the working directory
+    /// (`KernelConfig::track_durable`).
+    pub(crate) durable: fs::Durable,
 }
 
 impl Kernel {
@@ -150,6 +165,8 @@ impl Kernel {
             created: Vec::new(),
             pending: Vec::new(),
             privileged: 0,
+            pm_file_reads: 0,
+            durable: fs::Durable::default(),
             cfg,
         }
     }
@@ -336,6 +353,24 @@ impl Kernel {
             inputs.insert("<stdin>".into(), self.proc.stdin_hash.finalize().to_hex().to_string());
         }
         inputs
+    }
+
+    /// What a crash now would leave of each regular file the guest has changed in its working
+    /// directory, by path relative to it: its content as of its last `fsync` (`None`: absent).
+    /// Empty unless `KernelConfig::track_durable`; the rules are [`fs::Durable`]'s.
+    pub fn durable_files(&self) -> &BTreeMap<PathBuf, Option<Vec<u8>>> {
+        &self.durable.now
+    }
+
+    /// The same files' contents when the run started (`None`: absent): what a crash before the
+    /// guest first changed one leaves of it.
+    pub fn initial_files(&self) -> &BTreeMap<PathBuf, Option<Vec<u8>>> {
+        &self.durable.initial
+    }
+
+    /// Changes whenever [`Kernel::durable_files`] does.
+    pub fn durable_generation(&self) -> u64 {
+        self.durable.generation
     }
 
     /// The PM files the guest mapped: host path → device file id.

@@ -38,7 +38,7 @@ const MREMAP_MAYMOVE: u64 = 1;
 const MREMAP_FIXED: u64 = 2;
 
 /// Where the heap is.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct MemLayout {
     pub brk_start: u64,
     pub brk: u64,
@@ -200,6 +200,7 @@ impl Kernel {
                 if shared && perm.write() {
                     return err(libc::ENODEV);
                 }
+                self.pm_file_reads += u64::from(*pm);
                 let block = HostBlock::anon(len as usize).map_err(|_| Errno(libc::ENOMEM))?;
                 let size = file.metadata()?.len();
                 if off < size {

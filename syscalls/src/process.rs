@@ -36,7 +36,7 @@ impl ProcessExit {
     }
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct ProcState {
     pub cwd: Option<String>,
     pub umask: u32,
@@ -131,13 +131,9 @@ pub fn exec(
         backing: Backing::Anon { label: Some("[stack]") },
     };
     m.map(r).map_err(|e| mem_err("stack", e))?;
-    // Dynamic programs resolve every PLT entry at start-up (LD_BIND_NOW), so a call through the
-    // PLT reaches its function directly and lock calls into libc are recognised at the call.
-    let mut bind_now: Vec<Vec<u8>> = envp.to_vec();
-    if interp.is_some() && !envp.iter().any(|e| e.starts_with(b"LD_BIND_NOW=")) {
-        bind_now.push(b"LD_BIND_NOW=1".to_vec());
-    }
-    let envp = &bind_now[..];
+    // The environment is the guest's own: dynamic programs bind their PLT entries lazily, as
+    // natively, unless the guest's environment sets LD_BIND_NOW (the machine recognises a
+    // synchronisation function reached through a PLT stub either way).
     let mut random = [0u8; 16];
     k.rng.fill(&mut random);
     let cpuid = emu::cpuid::CpuidTable::default();
@@ -160,7 +156,6 @@ pub fn exec(
         minsigstksz: 2048,
     };
     let st = build_initial_stack(STACK_TOP, &spec, &image);
-    let _ = &bind_now;
     if STACK_TOP - st.sp > STACK_LIMIT / 4 {
         return Err(ExecError::Memory("arguments and environment exceed a quarter of the stack (E2BIG)".into()));
     }

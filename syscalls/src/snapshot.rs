@@ -1,0 +1,101 @@
+//! The kernel's half of a machine snapshot (`emu::MachineSnapshot`): a copy of its state, and where
+//! a recovery's snapshot must be taken at the latest.
+//!
+//! A recovery run is the same for every crash image up to its first system call that depends on
+//! the PM files or changes a host file: everything before reads only the program, its libraries
+//! and the virtual machine's own state. [`Kernel::snapshot_boundary`] names that call, and
+//! [`Kernel::fork_copy`] copies the state restored runs start from. Open host files, directories
+//! and pipes are not copied (a copy would share the host's file offset); a kernel that holds one
+//! gives no copy, and its runs are not restored from snapshots.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use emu::{Machine, Reg};
+
+use crate::fd::{Description, Fd, FdTable, Kind};
+use crate::vfs::Target;
+use crate::Kernel;
+
+impl Kernel {
+    /// A copy of the kernel's state, or `None` if it holds open host files, directories or pipes.
+    pub fn fork_copy(&self) -> Option<Kernel> {
+        let mut fds = BTreeMap::new();
+        // Descriptors sharing one description (dup) share its copy.
+        let mut copies: Vec<(*const RefCell<Description>, Rc<RefCell<Description>>)> = Vec::new();
+        for (n, fd) in &self.fds.fds {
+            let key = Rc::as_ptr(&fd.desc);
+            let desc = match copies.iter().find(|(k, _)| *k == key) {
+                Some((_, c)) => c.clone(),
+                None => {
+                    let d = fd.desc.borrow();
+                    let kind = match &d.kind {
+                        Kind::Stdin => Kind::Stdin,
+                        Kind::Stdout => Kind::Stdout,
+                        Kind::Stderr => Kind::Stderr,
+                        Kind::Null => Kind::Null,
+                        Kind::Zero => Kind::Zero,
+                        Kind::Urandom => Kind::Urandom,
+                        Kind::Virtual { data, pos } => Kind::Virtual { data: data.clone(), pos: *pos },
+                        Kind::File { .. } | Kind::Dir { .. } | Kind::PipeRead(_) | Kind::PipeWrite(_) => return None,
+                    };
+                    let c =
+                        Rc::new(RefCell::new(Description { kind, guest_path: d.guest_path.clone(), flags: d.flags }));
+                    copies.push((key, c.clone()));
+                    c
+                }
+            };
+            fds.insert(*n, Fd { desc, cloexec: fd.cloexec });
+        }
+        Some(Kernel {
+            cfg: self.cfg.clone(),
+            fds: FdTable { fds, limit: self.fds.limit },
+            mm: self.mm.clone(),
+            proc: self.proc.clone(),
+            rng: self.rng.clone(),
+            inputs: self.inputs.clone(),
+            unsupported: self.unsupported.clone(),
+            threads: self.threads.clone(),
+            current: self.current,
+            next_tid: self.next_tid,
+            max_threads: self.max_threads,
+            wait_counter: self.wait_counter,
+            created: self.created.clone(),
+            pending: self.pending.clone(),
+            privileged: self.privileged,
+            pm_file_reads: self.pm_file_reads,
+            durable: self.durable.clone(),
+        })
+    }
+
+    /// Whether the system call the machine stopped at names a path in the PM mount or may change
+    /// a host file: a recovery's runs for different crash images may differ from here on.
+    pub fn snapshot_boundary(&self, m: &Machine) -> bool {
+        let nr = m.reg(Reg::RAX);
+        let a = [m.reg(Reg::RDI), m.reg(Reg::RSI), m.reg(Reg::RDX), m.reg(Reg::R10)];
+        let cwd = libc::AT_FDCWD as u64;
+        let write_flags = (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u64;
+        // (dirfd, path) arguments, and whether the call changes the file system.
+        let (paths, changes): (&[(u64, u64)], bool) = match nr {
+            2 => (&[(cwd, a[0])], a[1] & write_flags != 0),
+            257 => (&[(a[0], a[1])], a[2] & write_flags != 0),
+            4 | 6 | 21 | 80 | 89 | 137 => (&[(cwd, a[0])], false),
+            262 | 267 | 269 | 332 | 439 => (&[(a[0], a[1])], false),
+            76 | 83 | 84 | 87 => (&[(cwd, a[0])], true),
+            82 | 86 => (&[(cwd, a[0]), (cwd, a[1])], true),
+            88 => (&[(cwd, a[1])], true),
+            258 | 263 => (&[(a[0], a[1])], true),
+            264 | 265 | 316 => (&[(a[0], a[1]), (a[2], a[3])], true),
+            266 => (&[(a[1], a[2])], true),
+            _ => (&[], false),
+        };
+        changes
+            || paths.iter().any(|&(dirfd, addr)| {
+                // A private working directory holds each crash image's own files too.
+                self.path_arg(m, dirfd as i32, addr).is_ok_and(|g| {
+                    self.private_rel(&g).is_some() || matches!(self.resolve(&g), Ok(Target::Host { pm: true, .. }))
+                })
+            })
+    }
+}
