@@ -629,6 +629,8 @@ fn crash_job(
         quiet: true,
         remap: false,
         xfd: false,
+        fresh: false,
+        lazy: false,
     };
     let tested = crash::test_all(&log, &plan, &mut std::collections::BTreeSet::new())?;
     let mut findings = report.findings.clone();

@@ -39,6 +39,8 @@ fn random_system_calls_through_the_kernel_never_panic() {
         discard_output: true,
         max_open_files: 64,
         remap_pm: false,
+        private_cwd: false,
+        track_durable: false,
     });
     syscalls::exec(&mut m, &mut k, &program, &[b"fuzz".to_vec()], &[]).unwrap();
     let sp = m.reg(Reg::RSP);

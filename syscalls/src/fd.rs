@@ -159,10 +159,13 @@ impl Kernel {
                 self.proc.stdin_read = true;
                 n
             }
-            Kind::File { file, .. } => match at {
-                Some(off) => file.read_at(&mut buf, off)?,
-                None => file.read(&mut buf)?,
-            },
+            Kind::File { file, pm, .. } => {
+                self.pm_file_reads += u64::from(*pm);
+                match at {
+                    Some(off) => file.read_at(&mut buf, off)?,
+                    None => file.read(&mut buf)?,
+                }
+            }
             Kind::Virtual { data, pos } => {
                 let start = at.map(|o| o as usize).unwrap_or(*pos).min(data.len());
                 let n = len.min(data.len() - start);
@@ -277,7 +280,19 @@ impl Kernel {
             let n = n as usize;
             m.pm_file_written(emu::pm::device_addr(id, off), &old[..n], &data[..n]);
         }
+        // A write through an O_SYNC/O_DSYNC descriptor is durable when it returns.
+        if let Some(guest) = self.synced_write(fd) {
+            self.synced(m, &guest);
+        }
         Ok(n)
+    }
+
+    /// The guest path of `fd` if it is a tracked working-directory file opened O_SYNC/O_DSYNC.
+    fn synced_write(&self, fd: i32) -> Option<String> {
+        let d = self.desc(fd).ok()?;
+        let d = d.borrow();
+        let sync = matches!(d.kind, Kind::File { pm: false, .. }) && d.flags & libc::O_DSYNC != 0;
+        (sync && self.tracked_rel(&d.guest_path).is_some()).then(|| d.guest_path.clone())
     }
 
     /// For a PM file the guest has mapped: its device file id, the offset a write at `at` (or
@@ -512,16 +527,24 @@ impl Kernel {
         }
     }
 
+    /// fsync(2) and fdatasync(2): a mapped PM file's lines persist; a file of the working
+    /// directory is durable as it is now, for crash images ([`crate::fs::Durable`]).
     pub(crate) fn fsync(&mut self, m: &mut Machine, fd: i32) -> SysResult {
         if let Some((dev, len)) = self.pm_file_range(fd) {
             m.pm_persist_device(dev, len);
         }
         let d = self.desc(fd)?;
         let d = d.borrow();
-        if let Kind::File { file, .. } = &d.kind {
-            // Durability of the host file is not the guest's business; the PM device decides
-            // what a crash keeps. Still, flush so the host file is complete.
+        if let Kind::File { file, pm, .. } = &d.kind {
+            // Durability of the host file is not the guest's business: the PM device and the
+            // tracked contents decide what a crash keeps. Still, flush so the host file is
+            // complete.
             let _ = file.sync_data();
+            if !*pm {
+                let guest = d.guest_path.clone();
+                drop(d);
+                self.synced(m, &guest);
+            }
         }
         Ok(0)
     }

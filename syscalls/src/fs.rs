@@ -11,9 +11,13 @@
 //! anywhere, since everything written through one is checked where it lands.
 //!
 //! Left out: extended attributes, `O_TMPFILE` (EOPNOTSUPP), file locks beyond granting them.
+//!
+//! For `ferrite crash` ([`crate::KernelConfig::track_durable`]) the calls that change a regular
+//! file of the working directory also keep what a crash would leave of it ([`Durable`]).
 
+use std::collections::BTreeMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use emu::Machine;
 
@@ -23,6 +27,37 @@ use crate::{err, Errno, Kernel, SysResult};
 
 /// The virtual epoch: every timestamp the guest sees in `stat` (2024-01-01T00:00:00Z).
 pub const EPOCH: i64 = 1_704_067_200;
+
+/// What a crash would leave of the regular files the guest changes in its working directory (PM
+/// files are the device's business), by path relative to it: the model of a journalling file
+/// system such as ext4 in its default `data=ordered` mode, simplified.
+///
+/// - **Data is durable at `fsync`/`fdatasync`** of the file (and at a write through a descriptor
+///   opened `O_SYNC`/`O_DSYNC`): a crash keeps a file's content as of its last one, or as it was
+///   when the run started, and loses every write, truncation and extension since (what ext4's
+///   delayed allocation does to data still in the page cache).
+/// - **Names are durable at once**: creating, removing, renaming and linking a file survive any
+///   later crash, as if the journal committed them before the call returned. A file created and
+///   never synced is therefore *present and empty* in a crash image, and a rename moves the
+///   durable content of its source (so `write(tmp); rename(tmp, file)` without an `fsync(tmp)`
+///   leaves `file` empty, ext4's famous zero-length files). The `fsync` of a directory the
+///   entries of which changed is not needed in this model (POSIX asks for it; ext4's journal
+///   commits the entries with the next fsync of anything), so a program that forgets it is not
+///   caught.
+/// - Only files changed through the system calls are tracked, when first opened for writing,
+///   truncated, removed, renamed or linked: their content at that moment (or their absence) is
+///   their content at the start. Directories and symbolic links are not part of the model
+///   (the working directory's final directories are in every image), a hard link is a copy, and
+///   an `fsync` reads the file at the path its descriptor was opened by.
+#[derive(Clone, Debug, Default)]
+pub struct Durable {
+    /// Every tracked file's content when the run started (`None`: absent).
+    pub(crate) initial: BTreeMap<PathBuf, Option<Vec<u8>>>,
+    /// What a crash now would leave of each tracked file.
+    pub(crate) now: BTreeMap<PathBuf, Option<Vec<u8>>>,
+    /// Counts the changes of `now`.
+    pub(crate) generation: u64,
+}
 
 #[derive(Clone, Debug)]
 pub struct DirEntry {
@@ -236,6 +271,9 @@ impl Kernel {
                 Description { kind, guest_path: crate::vfs::through_links(&guest).into_owned(), flags }
             }
             Target::Host { host, pm, .. } => {
+                if wants_write && !pm {
+                    self.track(&guest);
+                }
                 let host = if wants_write {
                     let (h, _) = self.resolve_for_write(&guest).map_err(|e| {
                         // Creating or writing a file outside the writable roots.
@@ -286,6 +324,9 @@ impl Kernel {
                 let file = o.open(&host)?;
                 if !existed {
                     self.proc.created.insert(guest.clone());
+                    if !pm {
+                        self.set_durable(m, &[(&guest, Some(Vec::new()))]);
+                    }
                 }
                 Description { kind: Kind::File { file, host, pm }, guest_path: guest, flags }
             }
@@ -363,7 +404,7 @@ impl Kernel {
     pub(crate) fn faccessat(&mut self, m: &mut Machine, dirfd: i32, path: u64, mode: i32) -> SysResult {
         let guest = self.path_arg(m, dirfd, path)?;
         let st = self.stat_path(&guest, true)?;
-        if mode & libc::W_OK != 0 && self.resolve_for_write(&guest).is_err() {
+        if mode & libc::W_OK != 0 && self.private_rel(&guest).is_none() && self.resolve_for_write(&guest).is_err() {
             return err(libc::EACCES);
         }
         if mode & libc::X_OK != 0 && st.mode & 0o111 == 0 {
@@ -388,11 +429,19 @@ impl Kernel {
                     dtype: libc::DT_DIR,
                 },
             ];
-            let mut rest: Vec<DirEntry> = std::fs::read_dir(&*host)?
-                .filter_map(|e| e.ok())
-                .map(|e| {
-                    let name = e.file_name().into_encoded_bytes();
-                    let dtype = match e.file_type() {
+            // A private working directory lists both of its layers; the PM directory never shows
+            // the private working directory's files.
+            let listing = match self.private_listing(&guest) {
+                Some(l) => l,
+                None => std::fs::read_dir(&*host)?.filter_map(|e| e.ok()).map(|e| (e.file_name(), e.path())).collect(),
+            };
+            let pm_root = self.cfg.private_cwd && *host == self.cfg.pm_dir;
+            let mut rest: Vec<DirEntry> = listing
+                .into_iter()
+                .filter(|(name, _)| !(pm_root && name == crate::vfs::PRIVATE_CWD))
+                .map(|(name, path)| {
+                    let name = name.into_encoded_bytes();
+                    let dtype = match std::fs::symlink_metadata(&path).map(|md| md.file_type()) {
                         Ok(t) if t.is_dir() => libc::DT_DIR,
                         Ok(t) if t.is_symlink() => libc::DT_LNK,
                         Ok(t) if t.is_file() => libc::DT_REG,
@@ -447,15 +496,29 @@ impl Kernel {
 
     pub(crate) fn unlinkat(&mut self, m: &mut Machine, dirfd: i32, path: u64, flags: i32) -> SysResult {
         let guest = self.path_arg(m, dirfd, path)?;
-        let (host, _) = self.write_target(&guest)?;
+        // In a private working directory, a file of the host's is marked gone once removed.
+        let shown = self.private_shown(&guest);
         if flags & libc::AT_REMOVEDIR != 0 {
+            if self.private_listing(&guest).is_some_and(|l| !l.is_empty()) {
+                return err(libc::ENOTEMPTY);
+            }
+            let (host, _) = self.write_target(&guest)?;
             std::fs::remove_dir(host)?;
+            if let Some(rel) = shown {
+                self.hide(&rel)?;
+            }
         } else {
+            self.track(&guest);
+            let (host, _) = self.write_target(&guest)?;
             let md = std::fs::symlink_metadata(&host)?;
             if md.is_dir() {
                 return err(libc::EISDIR);
             }
             std::fs::remove_file(&host)?;
+            if let Some(rel) = shown {
+                self.hide(&rel)?;
+            }
+            self.set_durable(m, &[(&guest, None)]);
             // A removed PM file leaves the device; a file created later at the same path is a
             // new file with a new id.
             if let Some(id) = self.proc.pm_files.remove(&host.to_string_lossy().into_owned()) {
@@ -468,9 +531,17 @@ impl Kernel {
     pub(crate) fn renameat(&mut self, m: &mut Machine, olddir: i32, old: u64, newdir: i32, new: u64) -> SysResult {
         let from = self.path_arg(m, olddir, old)?;
         let to = self.path_arg(m, newdir, new)?;
-        let (hf, _) = self.write_target(&from)?;
+        let shown = self.private_shown(&from);
+        self.track_tree(&from);
+        self.track(&to);
+        let (hf, _) =
+            if self.private_rel(&from).is_some() { self.resolve_for_rename(&from)? } else { self.write_target(&from)? };
         let (ht, _) = self.write_target(&to)?;
         std::fs::rename(hf, ht)?;
+        if let Some(rel) = shown {
+            self.hide(&rel)?;
+        }
+        self.moved(m, &from, &to);
         Ok(0)
     }
 
@@ -508,9 +579,18 @@ impl Kernel {
             self.path_arg(m, olddir, old)?
         };
         let to = self.path_arg(m, newdir, new)?;
+        self.track(&to);
         let (hf, _) = self.write_target(&from)?;
         let (ht, _) = self.write_target(&to)?;
         std::fs::hard_link(hf, ht)?;
+        // A crash keeps the new name with the durable content of the old one.
+        if self.tracked_rel(&to).is_some() {
+            let content = match self.tracked_rel(&from).and_then(|f| self.durable.now.get(&f).cloned()) {
+                Some(c) => c,
+                None => self.file_now(&from).ok().flatten(),
+            };
+            self.set_durable(m, &[(&to, content)]);
+        }
         self.proc.created.insert(to);
         Ok(0)
     }
@@ -599,6 +679,7 @@ impl Kernel {
 
     pub(crate) fn truncate(&mut self, m: &mut Machine, path: u64, len: u64) -> SysResult {
         let guest = self.path_arg(m, libc::AT_FDCWD, path)?;
+        self.track(&guest);
         let (host, _) = self.write_target(&guest)?;
         let file = std::fs::OpenOptions::new().write(true).open(&host)?;
         let old = file.metadata()?.len();
@@ -617,6 +698,9 @@ impl Kernel {
         }
         let f = self.fds.get(fd)?.clone();
         let d = f.desc.borrow();
+        if let Kind::File { pm: false, .. } = d.kind {
+            self.track(&d.guest_path);
+        }
         match &d.kind {
             Kind::File { file, host, pm } if d.flags & libc::O_ACCMODE != libc::O_RDONLY => {
                 let old = file.metadata()?.len();
@@ -648,6 +732,125 @@ impl Kernel {
             file.set_len(end)?;
         }
         Ok(0)
+    }
+
+    /// The path of `guest` relative to the working directory, when changes there are tracked.
+    pub(crate) fn tracked_rel(&self, guest: &str) -> Option<PathBuf> {
+        if !self.cfg.track_durable {
+            return None;
+        }
+        crate::vfs::under(guest, &self.cfg.cwd.to_string_lossy()).filter(|r| !r.is_empty()).map(PathBuf::from)
+    }
+
+    /// The content of the file `guest` names: `Some` for a regular file, `None` if there is none;
+    /// an error for anything else (a directory, a link, a file that cannot be read).
+    fn file_now(&self, guest: &str) -> Result<Option<Vec<u8>>, Errno> {
+        let Target::Host { host, .. } = self.resolve(guest)? else { return err(libc::EINVAL) };
+        match std::fs::symlink_metadata(&host) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Ok(md) if md.is_file() => Ok(Some(std::fs::read(&host)?)),
+            Ok(_) => err(libc::EINVAL),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Starts tracking the file `guest`, before the guest changes it: what it holds until then is
+    /// what it held when the run started. Costs nothing for files that are never changed.
+    pub(crate) fn track(&mut self, guest: &str) {
+        let Some(rel) = self.tracked_rel(guest) else { return };
+        if self.durable.initial.contains_key(&rel) {
+            return;
+        }
+        if let Ok(content) = self.file_now(guest) {
+            self.durable.initial.insert(rel.clone(), content.clone());
+            self.durable.now.insert(rel, content);
+        }
+    }
+
+    /// Tracks every regular file at or below `guest` (a rename's source, which may be a
+    /// directory).
+    fn track_tree(&mut self, guest: &str) {
+        if self.tracked_rel(guest).is_none() {
+            return;
+        }
+        let is_dir = match self.resolve(guest) {
+            Ok(Target::Host { host, .. }) => std::fs::symlink_metadata(&host).is_ok_and(|md| md.is_dir()),
+            _ => false,
+        };
+        if !is_dir {
+            self.track(guest);
+            return;
+        }
+        let names: Vec<String> = match self.private_listing(guest) {
+            Some(l) => l.into_iter().map(|(n, _)| n.to_string_lossy().into_owned()).collect(),
+            None => std::fs::read_dir(guest)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect(),
+        };
+        for n in names {
+            self.track_tree(&format!("{}/{n}", guest.trim_end_matches('/')));
+        }
+    }
+
+    /// Sets what a crash keeps of tracked files (by guest path), with a crash point just before
+    /// when that changes anything: a crash there keeps what was durable before the call.
+    pub(crate) fn set_durable(&mut self, m: &mut Machine, changes: &[(&str, Option<Vec<u8>>)]) {
+        let changes: Vec<(PathBuf, &Option<Vec<u8>>)> = changes
+            .iter()
+            .filter_map(|(g, c)| self.tracked_rel(g).filter(|r| self.durable.initial.contains_key(r)).map(|r| (r, c)))
+            .collect();
+        if changes.iter().all(|(r, c)| self.durable.now.get(r) == Some(*c)) {
+            return;
+        }
+        m.crash_point_here();
+        for (r, c) in changes {
+            self.durable.now.insert(r, c.clone());
+        }
+        self.durable.generation += 1;
+    }
+
+    /// `fsync`, `fdatasync`, or a write through an `O_SYNC`/`O_DSYNC` descriptor of the file
+    /// `guest`: its content now is what a crash keeps.
+    pub(crate) fn synced(&mut self, m: &mut Machine, guest: &str) {
+        if self.tracked_rel(guest).is_none() {
+            return;
+        }
+        if let Ok(Some(content)) = self.file_now(guest) {
+            self.set_durable(m, &[(guest, Some(content))]);
+        }
+    }
+
+    /// A rename: the tracked files at or below `from` move to `to` with their durable content.
+    fn moved(&mut self, m: &mut Machine, from: &str, to: &str) {
+        let (Some(f), Some(t)) = (self.tracked_rel(from), self.tracked_rel(to)) else { return };
+        let moving: Vec<(PathBuf, PathBuf, Option<Vec<u8>>)> = self
+            .durable
+            .now
+            .iter()
+            .filter_map(|(r, c)| {
+                let below = r.strip_prefix(&f).ok()?;
+                let dest = if below.as_os_str().is_empty() { t.clone() } else { t.join(below) };
+                Some((r.clone(), dest, c.clone()))
+            })
+            .collect();
+        let cwd = self.cfg.cwd.to_string_lossy().trim_end_matches('/').to_string();
+        let guest = |r: &Path| format!("{cwd}/{}", r.display());
+        // The sources are gone, then the destinations hold what they held (a destination not
+        // tracked yet was absent before the rename: only `to` itself could exist, tracked then).
+        let mut changes: BTreeMap<String, Option<Vec<u8>>> = BTreeMap::new();
+        for (src, _, _) in &moving {
+            changes.insert(guest(src), None);
+        }
+        for (_, dest, c) in moving {
+            self.durable.initial.entry(dest.clone()).or_insert(None);
+            self.durable.now.entry(dest.clone()).or_insert(None);
+            changes.insert(guest(&dest), c);
+        }
+        let list: Vec<(&str, Option<Vec<u8>>)> = changes.iter().map(|(g, c)| (g.as_str(), c.clone())).collect();
+        self.set_durable(m, &list);
     }
 }
 

@@ -27,6 +27,20 @@
 //! on a read-only file system. `..` is resolved lexically, so `a/../b` names `b` even when `a`
 //! does not exist (Linux would say ENOENT). What this does not protect against: a host process
 //! racing to swap a directory for a symbolic link between the check and the open.
+//!
+//! A *private* working directory ([`crate::KernelConfig::private_cwd`], `ferrite crash`'s
+//! workload and recovery runs) keeps the guest's view of its working directory, at the same
+//! path, but never writes the host's: it is an overlay, as overlayfs builds one. Its upper layer
+//! is the directory [`PRIVATE_CWD`]`/files` inside the PM directory (a crash image's files are
+//! placed there), its lower layer the host working directory, read-only. A path is its upper
+//! file if that exists, else the host's file unless it is marked gone (an empty file at the same
+//! path under [`PRIVATE_CWD`]`/hidden`, placed for a file the crash image lacks or the guest
+//! removed), else absent. Changing a file of the lower layer copies it up first; removing or
+//! renaming one marks it gone; a directory lists both layers. The writable roots are then the
+//! PM directory alone, so nothing the guest does reaches the host working directory, and the
+//! guest never sees [`PRIVATE_CWD`] in the PM mount. Paths are redirected by their guest name,
+//! relative or absolute alike; a symbolic link elsewhere that points into the working directory
+//! (or one inside it, followed on the host) reaches the host's files, read-only.
 
 use std::path::{Path, PathBuf};
 
@@ -77,6 +91,10 @@ const VIRTUAL_FILES: &[(&str, VirtualFile)] = &[
     ("/sys/devices/system/cpu/online", VirtualFile::CpuOnline),
     ("/sys/devices/system/cpu/possible", VirtualFile::CpuOnline),
 ];
+
+/// The directory inside the PM directory that holds a private working directory's own files
+/// (`files/`) and the marks of the host files it lacks (`hidden/`).
+pub const PRIVATE_CWD: &str = ".ferrite-cwd";
 
 /// Virtual directories with no virtual file below them.
 const VIRTUAL_DIRS: &[&str] = &["/proc/self/fd"];
@@ -142,7 +160,7 @@ pub fn normalize(base: &str, path: &str) -> String {
     format!("/{}", parts.join("/"))
 }
 
-fn under(path: &str, root: &str) -> Option<String> {
+pub(crate) fn under(path: &str, root: &str) -> Option<String> {
     let root = root.trim_end_matches('/');
     if path == root {
         Some(String::new())
@@ -182,6 +200,9 @@ impl Kernel {
             return Ok(Target::Host { host: self.cfg.pm_dir.join(name), writable: true, pm: true });
         }
         if let Some(rest) = under(guest, &self.cfg.pm_mount) {
+            if self.cfg.private_cwd && (rest == PRIVATE_CWD || rest.starts_with(&format!("{PRIVATE_CWD}/"))) {
+                return err(libc::ENOENT);
+            }
             let host = if rest.is_empty() { self.cfg.pm_dir.clone() } else { self.cfg.pm_dir.join(rest) };
             return Ok(Target::Host { host, writable: true, pm: true });
         }
@@ -204,9 +225,128 @@ impl Kernel {
             // Everything else there would show the host.
             return err(libc::ENOENT);
         }
+        if let Some(rel) = self.private_rel(guest) {
+            return Ok(Target::Host { host: self.private_host(&rel).0, writable: true, pm: false });
+        }
         let cwd = self.cfg.cwd.to_string_lossy().into_owned();
         let writable = under(guest, &cwd).is_some();
         Ok(Target::Host { host: PathBuf::from(guest), writable, pm: false })
+    }
+
+    /// With a private working directory: a guest path inside it, relative to it (`""` for the
+    /// directory itself).
+    pub(crate) fn private_rel(&self, guest: &str) -> Option<String> {
+        if !self.cfg.private_cwd {
+            return None;
+        }
+        under(guest, &self.cfg.cwd.to_string_lossy())
+    }
+
+    fn private_root(&self) -> PathBuf {
+        self.cfg.pm_dir.join(PRIVATE_CWD)
+    }
+
+    /// Whether `rel`, or a directory above it, is marked gone from the private working directory.
+    fn hidden(&self, rel: &str) -> bool {
+        let mut p = self.private_root().join("hidden");
+        for c in rel.split('/').filter(|c| !c.is_empty()) {
+            p.push(c);
+            match std::fs::symlink_metadata(&p) {
+                Ok(md) if md.is_dir() => {}
+                Ok(_) => return true,
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+
+    /// Where `rel` of the private working directory is on the host: its own copy, else the host
+    /// working directory's file (then `true`) unless marked gone, else where its own copy would
+    /// be (absent).
+    pub(crate) fn private_host(&self, rel: &str) -> (PathBuf, bool) {
+        let upper = join_rel(&self.private_root().join("files"), rel);
+        if std::fs::symlink_metadata(&upper).is_ok() {
+            return (upper, false);
+        }
+        if !self.hidden(rel) {
+            let lower = join_rel(&self.cfg.cwd, rel);
+            if std::fs::symlink_metadata(&lower).is_ok() {
+                return (lower, true);
+            }
+        }
+        (upper, false)
+    }
+
+    /// With a private working directory: the path of `guest` inside it if the host working
+    /// directory has a file there that shows through (below the private copy, if any), which
+    /// must be marked gone when the guest removes or renames the file.
+    pub(crate) fn private_shown(&self, guest: &str) -> Option<String> {
+        let rel = self.private_rel(guest)?;
+        (!self.hidden(&rel) && std::fs::symlink_metadata(join_rel(&self.cfg.cwd, &rel)).is_ok()).then_some(rel)
+    }
+
+    /// Marks `rel` gone from the private working directory (the host working directory has it).
+    pub(crate) fn hide(&self, rel: &str) -> Result<(), Errno> {
+        let mark = join_rel(&self.private_root().join("hidden"), rel);
+        if let Some(parent) = mark.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        if mark.is_dir() {
+            std::fs::remove_dir_all(&mark)?;
+        }
+        std::fs::File::create(&mark)?;
+        Ok(())
+    }
+
+    /// The private working directory's own copy of `rel`, made before the guest changes it: the
+    /// directories above it are made, and a file, link or directory of the host working directory
+    /// at `rel` is copied (a directory with everything below it when `deep`).
+    fn copy_up(&self, rel: &str, deep: bool) -> Result<PathBuf, Errno> {
+        let files = self.private_root().join("files");
+        let upper = join_rel(&files, rel);
+        if std::fs::symlink_metadata(&upper).is_ok() {
+            return Ok(upper);
+        }
+        match rel.rsplit_once('/') {
+            Some((parent, _)) => {
+                let (host, lower) = self.private_host(parent);
+                if lower && host.is_dir() {
+                    std::fs::create_dir_all(join_rel(&files, parent))?;
+                }
+            }
+            None => std::fs::create_dir_all(&files)?,
+        }
+        let (host, lower) = self.private_host(rel);
+        if lower {
+            copy_tree(&host, &upper, deep)?;
+        }
+        Ok(upper)
+    }
+
+    /// The entries of the private working directory's directory `rel`: both layers, its own
+    /// copies first, without what is marked gone. `None` outside a private working directory.
+    pub(crate) fn private_listing(&self, guest: &str) -> Option<Vec<(std::ffi::OsString, PathBuf)>> {
+        let rel = self.private_rel(guest)?;
+        let mut out: Vec<(std::ffi::OsString, PathBuf)> = Vec::new();
+        let upper = join_rel(&self.private_root().join("files"), &rel);
+        for e in std::fs::read_dir(&upper).into_iter().flatten().flatten() {
+            out.push((e.file_name(), e.path()));
+        }
+        if !self.hidden(&rel) {
+            let lower = join_rel(&self.cfg.cwd, &rel);
+            for e in std::fs::read_dir(&lower).into_iter().flatten().flatten() {
+                let name = e.file_name();
+                let child = if rel.is_empty() {
+                    name.to_string_lossy().into_owned()
+                } else {
+                    format!("{rel}/{}", name.to_string_lossy())
+                };
+                if !out.iter().any(|(n, _)| *n == name) && !self.hidden(&child) {
+                    out.push((name, e.path()));
+                }
+            }
+        }
+        Some(out)
     }
 
     /// Resolves a path the guest wants to create, change or remove; refuses it outside the
@@ -214,6 +354,10 @@ impl Kernel {
     pub(crate) fn resolve_for_write(&self, guest: &str) -> Result<(PathBuf, bool), Errno> {
         match self.resolve(guest)? {
             Target::Host { host, writable: true, pm } => {
+                let host = match self.private_rel(guest) {
+                    Some(rel) => self.copy_up(&rel, false)?,
+                    None => host,
+                };
                 self.check_inside_roots(&host)?;
                 Ok((host, pm))
             }
@@ -222,8 +366,21 @@ impl Kernel {
         }
     }
 
+    /// [`Self::resolve_for_write`] for a rename's source: a directory of the host working
+    /// directory is copied up whole, so that it moves with everything in it.
+    pub(crate) fn resolve_for_rename(&self, guest: &str) -> Result<(PathBuf, bool), Errno> {
+        if let Some(rel) = self.private_rel(guest) {
+            self.copy_up(&rel, true)?;
+        }
+        self.resolve_for_write(guest)
+    }
+
+    /// Where the guest may write: the working directory and the PM directory, or the PM
+    /// directory alone (which holds the private working directory's files).
     fn roots(&self) -> Vec<PathBuf> {
-        [&self.cfg.cwd, &self.cfg.pm_dir].iter().filter_map(|p| std::fs::canonicalize(p).ok()).collect()
+        let roots: &[&PathBuf] =
+            if self.cfg.private_cwd { &[&self.cfg.pm_dir] } else { &[&self.cfg.cwd, &self.cfg.pm_dir] };
+        roots.iter().filter_map(|p| std::fs::canonicalize(p).ok()).collect()
     }
 
     fn check_inside_roots(&self, host: &Path) -> Result<(), Errno> {
@@ -245,6 +402,35 @@ impl Kernel {
             }
         }
         Ok(())
+    }
+}
+
+/// `base/rel`, or `base` for an empty `rel`.
+fn join_rel(base: &Path, rel: &str) -> PathBuf {
+    if rel.is_empty() {
+        base.to_path_buf()
+    } else {
+        base.join(rel)
+    }
+}
+
+/// Copies the file, symbolic link or directory `from` to `to` (a directory's contents too when
+/// `deep`).
+fn copy_tree(from: &Path, to: &Path, deep: bool) -> std::io::Result<()> {
+    let md = std::fs::symlink_metadata(from)?;
+    if md.file_type().is_symlink() {
+        std::os::unix::fs::symlink(std::fs::read_link(from)?, to)
+    } else if md.is_dir() {
+        std::fs::create_dir(to)?;
+        if deep {
+            for e in std::fs::read_dir(from)? {
+                let e = e?;
+                copy_tree(&e.path(), &to.join(e.file_name()), true)?;
+            }
+        }
+        Ok(())
+    } else {
+        std::fs::copy(from, to).map(|_| ())
     }
 }
 
