@@ -74,6 +74,18 @@ impl Ranges {
     }
 }
 
+/// What a race pass does with an event, given the program's declarations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Screen {
+    /// Not a declaration, and not an access to withdrawn PM: the pass handles it.
+    Keep,
+    /// An access to PM the program withdrew from checking (PMDK's run-time state): not PM for
+    /// the pass.
+    Withdrawn,
+    /// The program declared the event's bytes clean: the pass ends its store windows there.
+    Clean,
+}
+
 /// The program's declarations so far. Feed it every PM store and every `SetClean`,
 /// `PmRegister` and `PmUnregister` event ([`Annotations::on_event`]).
 #[derive(Clone, Debug, Default)]
@@ -107,6 +119,21 @@ impl Annotations {
             }
             EventKind::PmUnregister => self.registered.remove(lo, hi),
             _ => {}
+        }
+    }
+
+    /// For the race passes (`annotations=on`): takes `ev` and says what the pass does with it.
+    pub fn screen(&mut self, ev: &Event) -> Screen {
+        self.on_event(ev);
+        match ev.kind {
+            _ if ev.dev == 0 => Screen::Keep,
+            EventKind::SetClean => Screen::Clean,
+            EventKind::Load | EventKind::Store | EventKind::RmwStore | EventKind::NtStore
+                if self.withdrawn(ev.dev, ev.size) =>
+            {
+                Screen::Withdrawn
+            }
+            _ => Screen::Keep,
         }
     }
 

@@ -85,6 +85,11 @@
 //! - **msync, fsync and durable pwrite** persist without an event in the stream; a store they
 //!   made durable is noticed at its thread's next flush or fence or at its exit, and its window
 //!   is closed there.
+//! - **What the program declares to pmemcheck** (`annotations=on`, the default; see
+//!   [`crate::annotations`] and docs/pmdk.md): accesses to PM it withdrew from checking
+//!   (libpmemobj's run-time pool state) are not PM accesses, and bytes it declares clean leave
+//!   their store windows unrecorded (it does not rely on them after a crash). The paper is
+//!   silent on such state; without this, libpmemobj's own bookkeeping is reported.
 //!
 //! # What it can miss
 //! It is predictive only over the accesses this run executed: code paths not taken, and loads of
@@ -93,7 +98,9 @@
 //! reports, not fewer). The IRH depends on the order this run observed: a store persisted before
 //! any second thread touched its bytes *in this run* is dropped, even if in another schedule a
 //! reader could load it before the persist (publication is approximated by "a second thread
-//! accessed the byte", not by the program's actual publishing store).
+//! accessed the byte", not by the program's actual publishing store). A program that declares
+//! PM clean or withdraws it from pmemcheck's checking is believed: a race on such bytes is not
+//! reported unless `annotations=off`.
 //!
 //! # Sources of false positives, and the options for them
 //! A report means "no lock and no create/join edge orders this load after the persist". It is
@@ -117,6 +124,7 @@ use emu::pm::{DurabilityRule, PmDevice, LINE_SIZE};
 use emu::sync::SyncKind;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::annotations::{Annotations, Screen};
 use crate::sync::{Edges, HappensBefore, Mode, SyncAdapter, SyncOp, VectorClock, PMDK_LANE_LOCK};
 use crate::{Analysis, RawFinding, RawLocation};
 
@@ -153,6 +161,9 @@ pub struct HawksetOptions {
     pub hb: HbCheck,
     /// libpmemobj's lanes ([`crate::sync::Lanes`]) are a lock on the lanes' memory.
     pub lanes: bool,
+    /// PM the program withdrew from pmemcheck's checking (`REMOVE_PMEM_MAPPING`) is not PM for
+    /// the pass, and bytes it declares clean (`SET_CLEAN`) leave their store windows.
+    pub annotations: bool,
 }
 
 /// How the create/join clocks decide that a store and a load are unordered.
@@ -177,6 +188,7 @@ impl Default for HawksetOptions {
             unlock_fence: true,
             hb: HbCheck::End,
             lanes: true,
+            annotations: true,
         }
     }
 }
@@ -224,6 +236,7 @@ impl HawksetOptions {
                 }
                 "unlock_fence" => o.unlock_fence = parse_bool(k, v)?,
                 "lanes" => o.lanes = parse_bool(k, v)?,
+                "annotations" => o.annotations = parse_bool(k, v)?,
                 "hb" => {
                     o.hb = match v {
                         "end" => HbCheck::End,
@@ -233,7 +246,7 @@ impl HawksetOptions {
                 }
                 _ => {
                     return Err(format!(
-                        "unknown hawkset option `{k}` (irh, unpersisted, persist_owner, nt, unlock_fence, hb, lanes)"
+                        "unknown hawkset option `{k}` (irh, unpersisted, persist_owner, nt, unlock_fence, hb, lanes, annotations)"
                     ))
                 }
             }
@@ -422,6 +435,10 @@ pub struct Hawkset {
     opts: HawksetOptions,
     sync: SyncAdapter,
     pmdk_locks: crate::sync::PmdkLockCalls,
+    /// What the program declared through pmemcheck's client requests.
+    annotations: Annotations,
+    /// PM accesses left out because the program withdrew their bytes from checking.
+    withdrawn: u64,
     /// Vector clocks with create/join edges only.
     hb: HappensBefore,
     threads: FxHashMap<u32, Thread>,
@@ -457,6 +474,8 @@ impl Hawkset {
             opts,
             sync: SyncAdapter::default(),
             pmdk_locks: crate::sync::PmdkLockCalls::default(),
+            annotations: Annotations::default(),
+            withdrawn: 0,
             hb: HappensBefore::new(Edges { create_join: true, objects: false, locks: false }),
             threads: FxHashMap::default(),
             timed: Interner::default(),
@@ -637,6 +656,23 @@ impl Hawkset {
             t.lines.insert(line);
             if nt {
                 t.flushed.insert(line);
+            }
+        }
+    }
+
+    /// The program declared bytes `dev..dev + size` clean (`VALGRIND_PMC_SET_CLEAN`: PMDK's
+    /// chunk footers and other state it rebuilds rather than persists): pmemcheck forgets the
+    /// stores there, and their windows end unrecorded, since no crash can lose what the program
+    /// does not rely on.
+    fn declare_clean(&mut self, dev: u64, size: u32) {
+        for (line, clean) in pieces(dev, size) {
+            let Some(list) = self.pending.get_mut(&line) else { continue };
+            for p in list.iter_mut() {
+                p.mask &= !clean;
+            }
+            list.retain(|p| p.mask != 0);
+            if list.is_empty() {
+                self.pending.remove(&line);
             }
         }
     }
@@ -864,6 +900,19 @@ impl Analysis for Hawkset {
             // PMDK's own lock implementation (its locks live in PM): the pseudo-lock protects it.
             return;
         }
+        if self.opts.annotations {
+            match self.annotations.screen(ev) {
+                Screen::Keep => {}
+                Screen::Withdrawn => {
+                    self.withdrawn += 1;
+                    return;
+                }
+                Screen::Clean => {
+                    self.declare_clean(ev.dev, ev.size);
+                    return;
+                }
+            }
+        }
         match ev.kind {
             EventKind::Store | EventKind::RmwStore if ev.dev != 0 => self.on_store(ev, device, false),
             EventKind::NtStore if ev.dev != 0 => self.on_store(ev, device, true),
@@ -895,7 +944,7 @@ impl Analysis for Hawkset {
     }
 
     fn stats(&self) -> Vec<(&'static str, u64)> {
-        vec![("lane_holds", self.sync.lanes.holds)]
+        vec![("lane_holds", self.sync.lanes.holds), ("withdrawn_accesses", self.withdrawn)]
     }
 
     fn finish(&mut self, device: &PmDevice) -> Vec<RawFinding> {

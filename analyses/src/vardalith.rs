@@ -68,6 +68,12 @@
 //!   with the overwriting store's persistence.
 //! - **msync, fsync and durable pwrite** are not in the event stream: a store they persisted
 //!   stays open until the writer's next flush or fence.
+//! - **What the program declares to pmemcheck** (`annotations=on`, the default; see
+//!   [`crate::annotations`] and docs/pmdk.md): accesses to PM it withdrew from checking
+//!   (libpmemobj's run-time pool state) are not PM accesses, and a declaration that bytes are
+//!   clean closes the store windows on them then, as if persisted. The paper's tool instruments
+//!   only the program's binary and never meets libpmemobj's own state; without this, that
+//!   state's stores (never persisted on purpose) keep their windows open to the end.
 //!
 //! # Memory
 //! A new access by a thread at a site that covers the bytes of an earlier window of the same
@@ -81,7 +87,8 @@
 //! Only overlaps of this run's windows (window mode) or this run's accesses (hb mode) are seen:
 //! a racy load on a path not taken, or windows that never overlap under the chosen schedule, go
 //! unreported (`--explore` runs more schedules). Nothing is reported about stores no other thread
-//! loads.
+//! loads. Bytes the program declared clean or withdrew from pmemcheck's checking are
+//! believed (`annotations=off` checks them).
 //!
 //! # Sources of false positives, and the options for them
 //! The guarantee needs *every* acquire and release to be visible. A synchronisation the pass does
@@ -98,6 +105,7 @@ use emu::events::{Event, EventKind, Interest};
 use emu::pm::{DurabilityRule, PmDevice, LINE_SIZE};
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::annotations::{Annotations, Screen};
 use crate::hawkset::{durable_bytes, is_release_call, option_pairs, parse_bool, parse_owner, pieces, Interner, Site};
 use crate::sync::{Edges, HappensBefore, SyncAdapter, SyncOp};
 use crate::{Analysis, RawFinding, RawLocation};
@@ -129,6 +137,9 @@ pub struct VardalithOptions {
     /// libpmemobj's lane holds and releases ([`crate::sync::Lanes`]) are acquires and releases,
     /// and accesses to the lanes' memory in lane sections of two threads are ordered.
     pub lanes: bool,
+    /// PM the program withdrew from pmemcheck's checking (`REMOVE_PMEM_MAPPING`: PMDK's
+    /// run-time state in the pool) is not PM for this pass.
+    pub annotations: bool,
 }
 
 impl Default for VardalithOptions {
@@ -140,6 +151,7 @@ impl Default for VardalithOptions {
             unlock_fence: true,
             sample: 1,
             lanes: true,
+            annotations: true,
         }
     }
 }
@@ -162,6 +174,7 @@ impl VardalithOptions {
                 "persist_owner" => o.persist_owner = parse_owner(k, v)?,
                 "unlock_fence" => o.unlock_fence = parse_bool(k, v)?,
                 "lanes" => o.lanes = parse_bool(k, v)?,
+                "annotations" => o.annotations = parse_bool(k, v)?,
                 "sample" => {
                     o.sample = v
                         .parse()
@@ -170,7 +183,7 @@ impl VardalithOptions {
                         .ok_or_else(|| format!("sample={v}: expected a number >= 1"))?
                 }
                 _ => {
-                    let known = "mode, release_fence, persist_owner, unlock_fence, sample, lanes";
+                    let known = "mode, release_fence, persist_owner, unlock_fence, sample, lanes, annotations";
                     return Err(format!("unknown vardalith option `{k}` ({known})"));
                 }
             }
@@ -233,6 +246,10 @@ pub struct Vardalith {
     opts: VardalithOptions,
     sync: SyncAdapter,
     pmdk_locks: crate::sync::PmdkLockCalls,
+    /// What the program declared through pmemcheck's client requests.
+    annotations: Annotations,
+    /// PM accesses left out because the program withdrew their bytes from checking.
+    withdrawn: u64,
     /// PM accesses seen (for sampling).
     accesses: u64,
     /// Vector clocks over every edge (used in hb mode only).
@@ -270,6 +287,8 @@ impl Vardalith {
             opts,
             sync: SyncAdapter::default(),
             pmdk_locks: crate::sync::PmdkLockCalls::default(),
+            annotations: Annotations::default(),
+            withdrawn: 0,
             accesses: 0,
             hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
             step: 0,
@@ -529,6 +548,39 @@ impl Vardalith {
         }
     }
 
+    /// The program declared bytes `dev..dev + size` clean (`VALGRIND_PMC_SET_CLEAN`: PMDK's
+    /// chunk footers and other state it rebuilds rather than persists). The declaration ends
+    /// the store windows on those bytes, as pmemcheck forgets the stores: a window left with no
+    /// bytes outside them closes now, persisted; one that keeps some loses the clean ones.
+    fn declare_clean(&mut self, dev: u64, size: u32) {
+        let mut tids: Vec<u32> = self.threads.keys().copied().collect();
+        tids.sort_unstable();
+        let step = self.step;
+        for (line, clean) in pieces(dev, size) {
+            for &tid in &tids {
+                let Some(ids) = self.thread(tid).stores.remove(&line) else { continue };
+                let epoch = self.epoch(tid);
+                let mut open = Vec::with_capacity(ids.len());
+                for id in ids {
+                    let w = self.get_mut(id);
+                    if w.mask & clean == 0 {
+                        open.push(id);
+                    } else if w.mask & !clean == 0 {
+                        w.state = State::Persisted;
+                        w.p_epoch = epoch;
+                        w.end = step;
+                    } else {
+                        w.mask &= !clean;
+                        open.push(id);
+                    }
+                }
+                if !open.is_empty() {
+                    self.thread(tid).stores.insert(line, open);
+                }
+            }
+        }
+    }
+
     /// Closes window `id` at `end`.
     fn close(&mut self, id: u32, end: u64) {
         self.get_mut(id).end = end;
@@ -683,6 +735,19 @@ impl Analysis for Vardalith {
             return;
         }
         self.step += 1;
+        if self.opts.annotations {
+            match self.annotations.screen(ev) {
+                Screen::Keep => {}
+                Screen::Withdrawn => {
+                    self.withdrawn += 1;
+                    return;
+                }
+                Screen::Clean => {
+                    self.declare_clean(ev.dev, ev.size);
+                    return;
+                }
+            }
+        }
         match ev.kind {
             EventKind::Store | EventKind::RmwStore if ev.dev != 0 => self.on_access(ev, device, true, false),
             EventKind::NtStore if ev.dev != 0 => self.on_access(ev, device, true, true),
@@ -713,7 +778,11 @@ impl Analysis for Vardalith {
     }
 
     fn stats(&self) -> Vec<(&'static str, u64)> {
-        vec![("lane_holds", self.sync.lanes.holds), ("lane_ordered", self.lane_ordered)]
+        vec![
+            ("lane_holds", self.sync.lanes.holds),
+            ("lane_ordered", self.lane_ordered),
+            ("withdrawn_accesses", self.withdrawn),
+        ]
     }
 
     fn finish(&mut self, _device: &PmDevice) -> Vec<RawFinding> {
