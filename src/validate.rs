@@ -221,6 +221,8 @@ pub fn validate(spec: &RunSpec, images: &CrashLog, v: &Validation, budget: u64) 
         hold: None,
         delay: None,
         schedule: Vec::new(),
+        // A hypothetical run: what it writes in the working directory stays in `dir`.
+        private_cwd: true,
         ..spec.clone()
     };
     let (out, watched) = match watched_run(&rspec, &watch, false) {
