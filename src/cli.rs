@@ -276,6 +276,12 @@ pub struct RunArgs {
     #[command(flatten)]
     pub opts: RunOptions,
 
+    /// Write host-side measurements of this run as JSON here (heap allocations ferrite made,
+    /// wall-clock seconds): the numbers `ferrite bench` reports, kept out of the report because
+    /// they are not deterministic.
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub host_stats: Option<PathBuf>,
+
     /// The program to run, then its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]...")]
     pub command: Vec<String>,

@@ -39,6 +39,42 @@ use report::{ExitInfo, Report, RunInfo};
 use session::{GuestEnd, RunSpec};
 use syscalls::ProcessExit;
 
+/// The system allocator, counting allocations: `ferrite bench` shows how many the emulator makes
+/// per guest instruction (its hot path should make none), and tests check that the count does
+/// not grow with the instructions a guest executes.
+struct CountingAlloc;
+
+static HOST_ALLOCATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+// SAFETY: every call is forwarded to `System` unchanged; the counter has no effect on memory.
+unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        HOST_ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: the caller's contract is `System`'s.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        HOST_ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { std::alloc::System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        HOST_ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: as above.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: CountingAlloc = CountingAlloc;
+
 /// ferrite's own failures (bad input, unreadable files): exit 2 with one `error:` line.
 #[derive(Debug)]
 pub(crate) struct Fatal(pub(crate) String);
@@ -430,6 +466,8 @@ fn replay_crash(
 }
 
 fn cmd_run(a: RunArgs) -> Result<i32, Fatal> {
+    let started = Instant::now();
+    let allocations = HOST_ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed);
     let opts = a.opts;
     check_report_path("--report", opts.report.as_deref())?;
     let pm = PmDir::new(opts.pm_dir.clone())?;
@@ -460,6 +498,14 @@ fn cmd_run(a: RunArgs) -> Result<i32, Fatal> {
     }
     if let Some(path) = &opts.report {
         report.write(path)?;
+    }
+    if let Some(path) = &a.host_stats {
+        let stats = serde_json::json!({
+            "allocations": HOST_ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed) - allocations,
+            "wall_seconds": started.elapsed().as_secs_f64(),
+            "instructions": report.run.instructions,
+        });
+        std::fs::write(path, stats.to_string()).map_err(|e| Fatal(format!("--host-stats {}: {e}", path.display())))?;
     }
     Ok(exit_status(out.end, report.findings.len(), opts.findings_exit_code))
 }
@@ -807,7 +853,8 @@ fn cmd_bench(a: BenchArgs) -> Result<i32, Fatal> {
     };
     let runs = a.runs.max(1);
     let tmp = tempfile::NamedTempFile::with_suffix(".json")?;
-    let mut rows: Vec<(String, f64, u64)> = Vec::new();
+    let host = tempfile::NamedTempFile::with_suffix(".json")?;
+    let mut rows: Vec<(String, f64, u64, Option<u64>)> = Vec::new();
     let mut native = Vec::new();
     let mut native_rss = 0;
     for _ in 0..runs {
@@ -819,7 +866,7 @@ fn cmd_bench(a: BenchArgs) -> Result<i32, Fatal> {
         native_rss = native_rss.max(rss);
     }
     let n = median(native);
-    rows.push(("native".into(), n, native_rss));
+    rows.push(("native".into(), n, native_rss, None));
     let mut instructions = 0;
     for config in &a.configs {
         let mut ts = Vec::new();
@@ -829,6 +876,8 @@ fn cmd_bench(a: BenchArgs) -> Result<i32, Fatal> {
                 Proc::new(&exe)
                     .args(["run", "--quiet", "--analyses", config, "--report"])
                     .arg(tmp.path())
+                    .arg("--host-stats")
+                    .arg(host.path())
                     .arg("--")
                     .args(&a.command),
             )?;
@@ -836,15 +885,22 @@ fn cmd_bench(a: BenchArgs) -> Result<i32, Fatal> {
             rss_max = rss_max.max(rss);
         }
         instructions = Report::read(tmp.path())?.run.instructions;
-        rows.push((format!("ferrite --analyses {config}"), median(ts), rss_max));
+        let stats: serde_json::Value = serde_json::from_slice(&std::fs::read(host.path())?)?;
+        rows.push((format!("ferrite --analyses {config}"), median(ts), rss_max, stats["allocations"].as_u64()));
     }
     out!("program: {}  ({instructions} guest instructions; median of {runs} runs)", a.command.join(" "));
-    out!("| configuration | time (s) | vs native | vs plain emulation | M guest insns/s | peak RSS (MiB) |");
-    out!("|---|---|---|---|---|---|");
+    out!("| configuration | time (s) | vs native | vs plain emulation | M guest insns/s | peak RSS (MiB) | host allocations |");
+    out!("|---|---|---|---|---|---|---|");
     let plain = rows.get(1).map(|r| r.1).unwrap_or(n);
-    for (name, t, rss) in &rows {
+    for (name, t, rss, allocs) in &rows {
         let mips = if name == "native" { String::from("-") } else { format!("{:.0}", instructions as f64 / t / 1e6) };
-        out!("| {name} | {t:.3} | {:.1}x | {:.2}x | {mips} | {:.1} |", t / n, t / plain, *rss as f64 / 1024.0);
+        let allocs = allocs.map_or(String::from("-"), |a| a.to_string());
+        out!(
+            "| {name} | {t:.3} | {:.1}x | {:.2}x | {mips} | {:.1} | {allocs} |",
+            t / n,
+            t / plain,
+            *rss as f64 / 1024.0
+        );
     }
     Ok(0)
 }

@@ -460,7 +460,15 @@ pub struct Hawkset {
     loads: FxHashMap<LoadRec, u64>,
     /// Scratch buffer for the sync adapter's operations.
     ops: Vec<SyncOp>,
+    /// Empty pending lists kept for reuse, and scratch buffers: a store, a flush or a fence
+    /// allocates nothing once the pass has warmed up.
+    spare_lists: Vec<Vec<Piece>>,
+    closed: Vec<(Piece, u64)>,
+    fence_lines: Vec<u64>,
 }
+
+/// Empty pending lists kept for reuse.
+const SPARE_LISTS: usize = 64;
 
 impl Default for Hawkset {
     fn default() -> Self {
@@ -487,6 +495,9 @@ impl Hawkset {
             stores: FxHashMap::default(),
             loads: FxHashMap::default(),
             ops: Vec::new(),
+            spare_lists: Vec::new(),
+            closed: Vec::new(),
+            fence_lines: Vec::new(),
         }
     }
 
@@ -651,11 +662,21 @@ impl Hawkset {
             }
             let vc = self.clock(tid);
             let piece = Piece { tid, mask, site, ls, flushed: nt, vc };
-            self.pending.entry(line).or_default().push(piece);
+            let spare = &mut self.spare_lists;
+            self.pending.entry(line).or_insert_with(|| spare.pop().unwrap_or_default()).push(piece);
             let t = self.thread(tid);
             t.lines.insert(line);
             if nt {
                 t.flushed.insert(line);
+            }
+        }
+    }
+
+    /// `line` has no pending store left: its list goes back to the spares.
+    fn forget_line(&mut self, line: u64) {
+        if let Some(list) = self.pending.remove(&line) {
+            if self.spare_lists.len() < SPARE_LISTS {
+                self.spare_lists.push(list);
             }
         }
     }
@@ -672,7 +693,7 @@ impl Hawkset {
             }
             list.retain(|p| p.mask != 0);
             if list.is_empty() {
-                self.pending.remove(&line);
+                self.forget_line(line);
             }
         }
     }
@@ -704,7 +725,8 @@ impl Hawkset {
         let any = rule == DurabilityRule::Hw;
         for &line in lines {
             let Some(list) = self.pending.get_mut(&line) else { continue };
-            let mut closed: Vec<(Piece, u64)> = Vec::new();
+            let mut closed = std::mem::take(&mut self.closed);
+            closed.clear();
             for p in list.iter_mut().filter(|p| p.tid == tid || any) {
                 let owner_fenced = fencing && p.tid == tid && p.flushed;
                 let d = durable_bytes(device, rule, line, p.mask, p.tid, owner_fenced);
@@ -715,12 +737,13 @@ impl Hawkset {
             }
             list.retain(|p| p.mask != 0);
             if list.is_empty() {
-                self.pending.remove(&line);
+                self.forget_line(line);
             }
-            for (p, m) in closed {
+            for &(p, m) in &closed {
                 let end_ls = if p.tid == tid { self.fence_lockset(tid) } else { self.lockset(p.tid) };
                 self.record(line, p, m, end, end_ls);
             }
+            self.closed = closed;
         }
     }
 
@@ -740,7 +763,7 @@ impl Hawkset {
             let mine: Vec<Piece> = list.iter().copied().filter(|p| p.tid == tid).collect();
             list.retain(|p| p.tid != tid);
             if list.is_empty() {
-                self.pending.remove(&line);
+                self.forget_line(line);
             }
             for p in mine {
                 let d = durable_bytes(device, rule, line, p.mask, p.tid, false);
@@ -925,12 +948,14 @@ impl Analysis for Hawkset {
                 }
             }
             EventKind::Fence(_) => {
-                let mut lines: Vec<u64> = self.thread(ev.tid).flushed.drain().collect();
-                if lines.is_empty() {
-                    return;
+                let mut lines = std::mem::take(&mut self.fence_lines);
+                lines.clear();
+                lines.extend(self.thread(ev.tid).flushed.drain());
+                if !lines.is_empty() {
+                    lines.sort_unstable();
+                    self.settle(device, ev.tid, &lines, End::Fence((ev.pc, ev.stack)), true);
                 }
-                lines.sort_unstable();
-                self.settle(device, ev.tid, &lines, End::Fence((ev.pc, ev.stack)), true);
+                self.fence_lines = lines;
             }
             EventKind::SyncEnter(_)
             | EventKind::SyncReturn(_)

@@ -307,6 +307,15 @@ impl Options {
     }
 }
 
+/// The running thread's vector clock, kept between accesses.
+#[derive(Default)]
+struct CurrentClock {
+    valid: bool,
+    tid: u32,
+    vc: VectorClock,
+    epoch: u32,
+}
+
 /// The `hmtrace` pass.
 pub struct Hmtrace {
     opts: Options,
@@ -323,7 +332,7 @@ pub struct Hmtrace {
     /// Bytes that were sync locations at any time (for the end-of-run filter).
     sync_ever: FxHashMap<u64, u16>,
     /// The running thread's clock, cached between synchronisation operations.
-    cur: Option<(u32, VectorClock, u32)>,
+    cur: CurrentClock,
     reports: BTreeMap<(&'static str, Side, Side), Report>,
     ops: Vec<SyncOp>,
     /// Live heap blocks (start → size), from malloc/calloc/realloc returns, so that `free`
@@ -364,7 +373,7 @@ impl Hmtrace {
             pages: FxHashMap::default(),
             sync_now: FxHashMap::default(),
             sync_ever: FxHashMap::default(),
-            cur: None,
+            cur: CurrentClock::default(),
             reports: BTreeMap::new(),
             ops: Vec::new(),
             allocs: FxHashMap::default(),
@@ -376,22 +385,24 @@ impl Hmtrace {
         self.threads.entry(tid).or_default()
     }
 
-    /// The running thread's clock and own epoch.
-    fn clock(&mut self, tid: u32) -> (VectorClock, u32) {
-        if let Some((t, c, e)) = &self.cur {
-            if *t == tid {
-                return (c.clone(), *e);
-            }
+    /// Makes `self.cur` the clock of `tid` (copied into its buffer only after a thread switch
+    /// or a synchronisation operation); returns the thread's own epoch.
+    fn refresh_clock(&mut self, tid: u32) -> u32 {
+        if self.cur.valid && self.cur.tid == tid {
+            return self.cur.epoch;
         }
         let slot = self.hb.slot(tid);
-        let c = self.hb.clock(tid).clone();
-        let e = c.get(slot);
-        self.cur = Some((tid, c.clone(), e));
-        (c, e)
+        let c = self.hb.clock(tid);
+        self.cur.vc.0.clear();
+        self.cur.vc.0.extend_from_slice(&c.0);
+        self.cur.epoch = c.get(slot);
+        self.cur.tid = tid;
+        self.cur.valid = true;
+        self.cur.epoch
     }
 
     fn apply(&mut self, tid: u32, op: SyncOp) {
-        self.cur = None;
+        self.cur.valid = false;
         match op {
             SyncOp::Acquire { lock, mode } => {
                 let t = self.thread(tid);
@@ -553,7 +564,10 @@ impl Hmtrace {
     /// tag update.
     fn check(&mut self, ev: &Event, gi: u64, m: u16, write: bool) {
         let tid = ev.tid;
-        let (vc, epoch) = self.clock(tid);
+        let epoch = self.refresh_clock(tid);
+        // Taken out while the granule is checked (nothing here changes clocks): no copy.
+        let cur = std::mem::take(&mut self.cur);
+        let vc = &cur.vc;
         let slot = self.hb.slot(tid) as u32;
         let ls = self.thread(tid).ls;
         let page = self.pages.entry(gi >> (PAGE_SHIFT - GRANULE_SHIFT)).or_insert_with(Page::new);
@@ -619,6 +633,7 @@ impl Hmtrace {
                 g.entries.remove(i);
             }
         }
+        self.cur = cur;
         for (kind, e, both) in found {
             self.report(kind, &e, ev, write, gi, both);
         }

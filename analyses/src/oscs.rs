@@ -223,6 +223,8 @@ pub struct Oscs {
     condflags: FxHashSet<u64>,
     reports: BTreeMap<(Side, Side), Report>,
     ops: Vec<SyncOp>,
+    /// The accessing thread's clock, copied here for one access.
+    vc_scratch: VectorClock,
 }
 
 impl Default for Oscs {
@@ -247,6 +249,7 @@ impl Oscs {
             condflags: FxHashSet::default(),
             reports: BTreeMap::new(),
             ops: Vec::new(),
+            vc_scratch: VectorClock::default(),
         }
     }
 
@@ -356,7 +359,10 @@ impl Oscs {
             }
         }
         let slot = self.hb.slot(tid) as u32;
-        let vc = self.hb.clock(tid).clone();
+        // The clock, copied into a buffer kept for the purpose (no allocation per access).
+        let mut vc = std::mem::take(&mut self.vc_scratch);
+        vc.0.clear();
+        vc.0.extend_from_slice(&self.hb.clock(tid).0);
         for i in 0..size {
             let addr = ev.addr + i;
             let redundant = write && self.opts.redundant_write && i < 8 && {
@@ -365,6 +371,7 @@ impl Oscs {
             };
             self.access_byte(ev, addr, write, redundant, cs, slot, &vc);
         }
+        self.vc_scratch = vc;
         if cs != 0 && self.opts.condflag {
             let t = self.thread(tid);
             if !t.touched.iter().any(|(a, w)| *a == ev.addr && *w == write) {

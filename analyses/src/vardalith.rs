@@ -271,7 +271,14 @@ pub struct Vardalith {
     ops: Vec<SyncOp>,
     /// Conflicting windows left out because a lane orders them.
     lane_ordered: u64,
+    /// Emptied lists of window ids kept for reuse, and a scratch buffer: accesses, flushes,
+    /// fences and releases allocate nothing once the pass has warmed up.
+    spare_ids: Vec<Vec<u32>>,
+    todo: Vec<u64>,
 }
+
+/// Emptied lists kept for reuse.
+const SPARE_LISTS: usize = 64;
 
 const PRUNE_EVERY: usize = 4096;
 
@@ -301,6 +308,8 @@ impl Vardalith {
             pairs: BTreeMap::new(),
             ops: Vec::new(),
             lane_ordered: 0,
+            spare_ids: Vec::new(),
+            todo: Vec::new(),
         }
     }
 
@@ -463,22 +472,12 @@ impl Vardalith {
                     let was_open = o.end == OPEN;
                     *o = w;
                     if !was_open {
-                        let t = self.thread(tid);
-                        if store {
-                            t.stores.entry(line).or_default().push(id);
-                        } else {
-                            t.loads.push(id);
-                        }
+                        self.track(tid, store, line, id);
                     }
                 }
                 None => {
                     let id = self.alloc(w);
-                    let t = self.thread(tid);
-                    if store {
-                        t.stores.entry(line).or_default().push(id);
-                    } else {
-                        t.loads.push(id);
-                    }
+                    self.track(tid, store, line, id);
                 }
             }
             if nt {
@@ -493,11 +492,30 @@ impl Vardalith {
         }
     }
 
+    /// Window `id` of `tid` is open: listed with the thread's store windows (by line) or load
+    /// windows.
+    fn track(&mut self, tid: u32, store: bool, line: u64, id: u32) {
+        let spare = &mut self.spare_ids;
+        let t = self.threads.entry(tid).or_default();
+        if store {
+            t.stores.entry(line).or_insert_with(|| spare.pop().unwrap_or_default()).push(id);
+        } else {
+            t.loads.push(id);
+        }
+    }
+
+    /// An emptied list of window ids, kept for reuse.
+    fn recycle(spare: &mut Vec<Vec<u32>>, ids: Vec<u32>) {
+        if spare.len() < SPARE_LISTS {
+            spare.push(ids);
+        }
+    }
+
     fn flush_line(&mut self, tid: u32, line: u64) {
-        let ids = self.thread(tid).stores.get(&line).cloned().unwrap_or_default();
+        let Some(ids) = self.threads.get(&tid).and_then(|t| t.stores.get(&line)) else { return };
         let mut any = false;
-        for id in ids {
-            let w = self.get_mut(id);
+        for &id in ids {
+            let w = self.windows[id as usize].as_mut().expect("live window");
             if w.state == State::Dirty {
                 w.state = State::Flushed;
             }
@@ -517,15 +535,20 @@ impl Vardalith {
             Some((_, e)) => e,
             None => self.epoch(tid),
         };
-        let mut todo: Vec<u64> = match lines {
-            Some(l) => l.iter().copied().filter(|l| self.threads[&tid].stores.contains_key(l)).collect(),
-            None => self.threads[&tid].stores.keys().copied().collect(),
-        };
+        let mut todo = std::mem::take(&mut self.todo);
+        todo.clear();
+        let stores = &self.thread(tid).stores;
+        match lines {
+            Some(l) => todo.extend(l.iter().copied().filter(|l| stores.contains_key(l))),
+            None => todo.extend(stores.keys().copied()),
+        }
         todo.sort_unstable();
-        for line in todo {
-            let ids = self.thread(tid).stores.remove(&line).unwrap_or_default();
-            let mut open = Vec::with_capacity(ids.len());
-            for id in ids {
+        for &line in &todo {
+            let mut ids = self.thread(tid).stores.remove(&line).unwrap_or_default();
+            // Compacted in place: the windows still open stay at the front.
+            let mut open = 0;
+            for j in 0..ids.len() {
+                let id = ids[j];
                 let w = *self.get(id);
                 if w.state != State::Persisted {
                     let owner_fenced = fencing && w.state == State::Flushed;
@@ -540,12 +563,17 @@ impl Vardalith {
                         }
                     }
                 }
-                open.push(id);
+                ids[open] = id;
+                open += 1;
             }
-            if !open.is_empty() {
-                self.thread(tid).stores.insert(line, open);
+            ids.truncate(open);
+            if ids.is_empty() {
+                Self::recycle(&mut self.spare_ids, ids);
+            } else {
+                self.thread(tid).stores.insert(line, ids);
             }
         }
+        self.todo = todo;
     }
 
     /// The program declared bytes `dev..dev + size` clean (`VALGRIND_PMC_SET_CLEAN`: PMDK's
@@ -595,27 +623,32 @@ impl Vardalith {
         }
         let epoch = self.epoch(tid);
         let rif = self.opts.release_fence;
-        let loads = std::mem::take(&mut self.thread(tid).loads);
-        for id in loads {
-            self.close(id, step);
+        let windows = &mut self.windows;
+        let spare = &mut self.spare_ids;
+        let t = self.threads.entry(tid).or_default();
+        for id in t.loads.drain(..) {
+            windows[id as usize].as_mut().expect("live window").end = step;
         }
-        let stores = std::mem::take(&mut self.thread(tid).stores);
-        let mut keep: FxHashMap<u64, Vec<u32>> = FxHashMap::default();
-        for (line, ids) in stores {
-            for id in ids {
-                let w = self.get_mut(id);
+        t.stores.retain(|_, ids| {
+            ids.retain(|&id| {
+                let w = windows[id as usize].as_mut().expect("live window");
                 if rif && w.state == State::Flushed {
                     w.state = State::Persisted;
                     w.p_epoch = epoch;
                 }
                 if w.state == State::Persisted {
-                    self.close(id, step);
+                    w.end = step;
+                    false
                 } else {
-                    keep.entry(line).or_default().push(id);
+                    true
                 }
+            });
+            if ids.is_empty() {
+                Self::recycle(spare, std::mem::take(ids));
+                return false;
             }
-        }
-        self.thread(tid).stores = keep;
+            true
+        });
     }
 
     fn on_sync(&mut self, ev: &Event, device: &PmDevice) {

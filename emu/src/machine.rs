@@ -390,6 +390,8 @@ pub struct Machine {
     pm_hooks: Vec<(u64, Vec<unicorn_engine::UcHookId>)>,
     /// Guest threads that are not running, by tid; the running one lives in the engine.
     parked: Vec<Parked>,
+    /// The context of the thread switched to last, kept to park the next thread in.
+    spare_context: Option<unicorn_engine::Context>,
     /// Pages of file mappings past the end of their file, with the hooks that raise SIGBUS.
     sigbus: Vec<(u64, u64, Vec<unicorn_engine::UcHookId>)>,
     /// The exact retired-instruction count at the last stop.
@@ -1052,6 +1054,7 @@ impl Machine {
             mem: Memory::default(),
             pm_hooks: Vec::new(),
             parked: Vec::new(),
+            spare_context: None,
             sigbus: Vec::new(),
             icount: 0,
             warm: config.warm,
@@ -1213,11 +1216,19 @@ impl Machine {
         let i = self.parked.iter().position(|p| p.tid == tid).ok_or(EmuError::NoThread(tid))?;
         let next = self.parked.remove(i);
         if !exited {
-            let ctx = self.uc.context_init().map_err(engine)?;
+            // Into the context the last switch freed, if any: a switch allocates nothing.
+            let ctx = match self.spare_context.take() {
+                Some(mut ctx) => {
+                    self.uc.context_save(&mut ctx).map_err(engine)?;
+                    ctx
+                }
+                None => self.uc.context_init().map_err(engine)?,
+            };
             let callstack = std::mem::take(&mut self.uc.get_data_mut().callstack);
             self.parked.push(Parked { tid: cur, ctx, callstack });
         }
         self.uc.context_restore(&next.ctx).map_err(engine)?;
+        self.spare_context = Some(next.ctx);
         let st = self.uc.get_data_mut();
         st.callstack = next.callstack;
         st.tid = tid;

@@ -329,8 +329,11 @@ impl Scheduler {
                 }
             }
             Strategy::Random => {
-                let others: Vec<u32> = runnable.iter().copied().filter(|t| *t != current).collect();
-                if others.is_empty() {
+                // The threads other than `current`, counted rather than collected (no allocation
+                // per scheduling point).
+                let mut others = runnable.iter().copied().filter(|t| *t != current);
+                let n = others.clone().count();
+                if n == 0 {
                     current
                 } else if point == Point::Yield {
                     // A yield on Linux may return at once (another CPU is free) or let another
@@ -338,7 +341,7 @@ impl Scheduler {
                     runnable[self.rng.below(runnable.len() as u64) as usize]
                 } else {
                     // Forced, or an optional point that `wants_switch` approved: another thread.
-                    others[self.rng.below(others.len() as u64) as usize]
+                    others.nth(self.rng.below(n as u64) as usize).expect("n others")
                 }
             }
             Strategy::Pct { .. } => {
@@ -350,15 +353,13 @@ impl Scheduler {
                         p.1 = low;
                     }
                 }
-                let candidates: Vec<u32> = if point == Point::Yield && runnable.len() > 1 {
-                    runnable.iter().copied().filter(|t| *t != current).collect()
-                } else {
-                    runnable.to_vec()
-                };
-                *candidates
+                let skip_current = point == Point::Yield && runnable.len() > 1;
+                runnable
                     .iter()
-                    .max_by_key(|t| (self.priority(**t), u64::MAX - u64::from(**t)))
-                    .unwrap_or(&runnable[0])
+                    .copied()
+                    .filter(|t| !skip_current || *t != current)
+                    .max_by_key(|t| (self.priority(*t), u64::MAX - u64::from(*t)))
+                    .unwrap_or(runnable[0])
             }
         };
         if chosen != current {

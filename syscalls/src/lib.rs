@@ -145,6 +145,8 @@ pub struct Kernel {
     /// What a crash would leave of the files changed in the working directory
     /// (`KernelConfig::track_durable`).
     pub(crate) durable: fs::Durable,
+    /// Reused by `schedule` for the runnable threads, so that scheduling does not allocate.
+    pub(crate) runnable_buf: Vec<u32>,
 }
 
 impl Kernel {
@@ -167,6 +169,7 @@ impl Kernel {
             privileged: 0,
             pm_file_reads: 0,
             durable: fs::Durable::default(),
+            runnable_buf: Vec::new(),
             cfg,
         }
     }

@@ -106,7 +106,15 @@ impl Kernel {
 
     /// Threads that can run now, sorted.
     pub fn runnable(&self) -> Vec<u32> {
-        self.threads.values().filter(|t| t.wait.is_none()).map(|t| t.tid).collect()
+        let mut v = Vec::new();
+        self.runnable_into(&mut v);
+        v
+    }
+
+    /// [`Kernel::runnable`] into `out`.
+    fn runnable_into(&self, out: &mut Vec<u32>) {
+        out.clear();
+        out.extend(self.threads.values().filter(|t| t.wait.is_none()).map(|t| t.tid));
     }
 
     pub fn live_threads(&self) -> usize {
@@ -479,9 +487,10 @@ impl Kernel {
     /// `exited` says the running thread is gone. Returns the deadlock if no thread can ever run.
     pub fn schedule(&mut self, m: &mut Machine, point: Point, exited: bool) -> Result<(), Deadlock> {
         let cur = self.current;
-        let mut runnable = self.wake_expired(m);
+        let mut runnable = std::mem::take(&mut self.runnable_buf);
+        self.wake_expired(m, &mut runnable);
         if runnable.is_empty() && self.release_privileged(m) {
-            runnable = self.runnable();
+            self.runnable_into(&mut runnable);
         }
         if runnable.is_empty() {
             // Nothing runs: jump the virtual clock to the earliest deadline, if any.
@@ -497,7 +506,7 @@ impl Kernel {
                 Some(d) => {
                     let now = self.now_ns(m);
                     self.rng.slept_ns += d.saturating_sub(now);
-                    runnable = self.wake_expired(m);
+                    self.wake_expired(m, &mut runnable);
                 }
                 None => {
                     let threads = self.threads.values().map(|t| (t.tid, t.blocked_at.clone())).collect();
@@ -524,11 +533,12 @@ impl Kernel {
         }
         m.set_runnable_others(runnable.len().saturating_sub(1));
         m.new_quantum();
+        self.runnable_buf = runnable;
         Ok(())
     }
 
-    /// Wakes every wait whose deadline passed; returns the runnable threads.
-    fn wake_expired(&mut self, m: &mut Machine) -> Vec<u32> {
+    /// Wakes every wait whose deadline passed; puts the runnable threads in `runnable`.
+    fn wake_expired(&mut self, m: &mut Machine, runnable: &mut Vec<u32>) {
         let now = self.now_ns(m);
         let expired: Vec<(u32, bool)> = self
             .threads
@@ -551,6 +561,6 @@ impl Kernel {
             let ret = if futex { (-(libc::ETIMEDOUT as i64)) as u64 } else { 0 };
             self.resume(m, tid, ret);
         }
-        self.runnable()
+        self.runnable_into(runnable);
     }
 }

@@ -174,6 +174,19 @@ impl Line {
         }
     }
 
+    /// The state of a new line with durable content `base`, keeping the vectors' memory.
+    pub fn reuse(&mut self, base: [u8; LINE]) {
+        self.base = base;
+        self.floor = 0;
+        self.current = 0;
+        self.log.clear();
+        self.pending.clear();
+        self.lives.clear();
+        self.hw_open = 0;
+        self.own_open = 0;
+        self.merged = false;
+    }
+
     /// Nothing to remember: the line can be forgotten (guest memory then holds its durable
     /// content).
     pub fn is_idle(&self) -> bool {

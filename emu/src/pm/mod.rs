@@ -399,7 +399,13 @@ pub struct PmDevice {
     merged_versions: u64,
     /// Reused by `fence` to avoid allocating.
     scratch: Vec<(u64, u64)>,
+    /// Lines forgotten, their vectors kept: a store to a line that is not tracked (the common
+    /// case, a line persisted since its last store) reuses one instead of allocating.
+    spare: Vec<Line>,
 }
+
+/// Spare lines kept for reuse.
+const SPARE_LINES: usize = 64;
 
 impl Default for PmDevice {
     fn default() -> Self {
@@ -418,6 +424,7 @@ impl PmDevice {
             last_rep: None,
             merged_versions: 0,
             scratch: Vec::new(),
+            spare: Vec::new(),
         }
     }
 
@@ -506,15 +513,22 @@ impl PmDevice {
             if let Some(l) = self.lines.get_mut(&line) {
                 l.store_durable(id, tid, mask, &data);
                 if l.is_idle() {
-                    self.lines.remove(&line);
+                    self.forget(line);
                 }
             }
             return;
         }
+        let spare = &mut self.spare;
         let l = self.lines.entry(line).or_insert_with(|| {
             let mut base = read_line(line);
             base[lo..lo + old.len()].copy_from_slice(old);
-            Line::new(base)
+            match spare.pop() {
+                Some(mut l) => {
+                    l.reuse(base);
+                    l
+                }
+                None => Line::new(base),
+            }
         });
         match kind {
             StoreKind::Cached => l.store_cached(id, tid, false, mask, &data),
@@ -565,7 +579,7 @@ impl PmDevice {
             out.persisted = l.raise_floor(u64::MAX);
             l.mark(line, p, u64::MAX, &mut FenceOutcome::default(), &mut sink);
             if l.is_idle() {
-                self.lines.remove(&line);
+                self.forget(line);
             }
         } else if l.current != 0 {
             let cur = l.current;
@@ -616,7 +630,7 @@ impl PmDevice {
                 l.fold();
                 l.mark(line, p, cap, &mut out, &mut sink);
                 if l.is_idle() {
-                    self.lines.remove(&line);
+                    self.forget(line);
                 }
             }
         }
@@ -654,7 +668,7 @@ impl PmDevice {
             l.fold();
             l.mark(line, p, u64::MAX, &mut out, &mut sink);
             if l.is_idle() {
-                self.lines.remove(&line);
+                self.forget(line);
             }
         }
         out
@@ -665,7 +679,16 @@ impl PmDevice {
     pub fn discard_range(&mut self, start: u64, len: u64) {
         self.bump();
         for line in self.lines_in(start, len) {
-            self.lines.remove(&line);
+            self.forget(line);
+        }
+    }
+
+    /// Stops tracking `line`, keeping its vectors for the next line a store creates.
+    fn forget(&mut self, line: u64) {
+        if let Some(l) = self.lines.remove(&line) {
+            if self.spare.len() < SPARE_LINES {
+                self.spare.push(l);
+            }
         }
     }
 
