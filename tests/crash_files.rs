@@ -335,3 +335,34 @@ fn a_private_working_directory_lays_the_image_over_the_users_files() {
     assert_eq!(c.list("d"), vec!["kept.txt"]);
     assert_eq!(tree(cwd.path()), before, "the user's working directory is untouched");
 }
+
+/// An ordinary file written through a `MAP_SHARED` mapping: its stores reach the file, and a
+/// crash keeps them as of the last `msync(MS_SYNC)` of the mapping, as of an fsync. A commit
+/// mark made durable before its record fails recovery at the crash point of the second msync,
+/// which the finding names; the twin that makes the record durable first passes. The user's
+/// directory stays as it was.
+#[test]
+fn a_shared_mapping_of_a_file_is_durable_at_msync() {
+    for (prog, code, failing) in [("file_mmap_log", 66, true), ("file_mmap_log_fixed", 0, false)] {
+        let dir = scratch();
+        let before = tree(dir.path());
+        let out = scratch();
+        let report = out.path().join("r.json");
+        let g = guest(prog);
+        let run = Ferrite::crash(&g)
+            .opts(&["--quiet", "--report", report.to_str().unwrap(), "--recover", &format!("{} recover", g.display())])
+            .in_dir(dir)
+            .go();
+        run.assert_code(code);
+        let r = read_json(&report);
+        assert_eq!(r["crash"]["failures"].as_u64().unwrap() > 0, failing, "{prog}: {}", run.describe());
+        if failing {
+            let second = u64::from(marker_line("file_mmap_log.c", "/* CRASH: here the mark is durable"));
+            let f = crash_findings(&r)[0];
+            assert!(f["message"].as_str().unwrap().contains("log.bin (4096 bytes)"), "{f}");
+            let point = f["locations"].as_array().unwrap().iter().find(|l| l["role"] == "crash point").unwrap();
+            assert_eq!(point["line"].as_u64(), Some(second), "{f}");
+        }
+        assert_eq!(tree(run.dir.path()), before, "{prog} changed the user's directory");
+    }
+}

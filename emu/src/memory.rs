@@ -153,6 +153,9 @@ pub enum Backing {
     File { path: String, offset: u64 },
     /// A shared mapping of a file on the PM mount: device addresses are `file_id << 40 | offset`.
     Pm { path: String, file_id: u32, offset: u64 },
+    /// A shared mapping of an ordinary file: the host file itself, so stores reach it and
+    /// `read`/`write` through a descriptor see them (the host's page cache keeps both coherent).
+    SharedFile { path: String, offset: u64 },
 }
 
 impl Backing {
@@ -161,6 +164,7 @@ impl Backing {
         match self {
             Backing::Anon { label } => Backing::Anon { label: *label },
             Backing::File { path, offset } => Backing::File { path: path.clone(), offset: offset + delta },
+            Backing::SharedFile { path, offset } => Backing::SharedFile { path: path.clone(), offset: offset + delta },
             Backing::Pm { path, file_id, offset } => {
                 Backing::Pm { path: path.clone(), file_id: *file_id, offset: offset + delta }
             }

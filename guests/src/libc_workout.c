@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -373,6 +374,29 @@ static void test_files(void)
     printf("copy holds: %s", line);
     fclose(f);
     CHECK(unlink("created.txt") == 0 && unlink("copy.txt") == 0, "unlink created");
+
+    /* MAP_SHARED of an ordinary file: stores reach the file, read and write see the mapping. */
+    fd = open("mapped.bin", O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0 && ftruncate(fd, 8192) == 0, "mapped create");
+    char *mp = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    CHECK(mp != MAP_FAILED, "mmap shared file");
+    if (mp != MAP_FAILED) {
+        memcpy(mp, "hello", 5);
+        char rb[6] = {0};
+        printf("pread sees the mapping: %zd \"%s\"\n", pread(fd, rb, 5, 0), rb);
+        CHECK(pwrite(fd, "world", 5, 4096) == 5, "pwrite mapped");
+        printf("mapping sees pwrite: %.5s\n", mp + 4096);
+        printf("msync: %d\n", msync(mp, 8192, MS_SYNC));
+        printf("madvise dontneed: %d keeps: %.5s\n", madvise(mp, 8192, MADV_DONTNEED), mp);
+        CHECK(munmap(mp, 8192) == 0, "munmap shared file");
+    }
+    close(fd);
+    fd = open("mapped.bin", O_RDONLY);
+    char fb[11] = {0};
+    CHECK(pread(fd, fb, 5, 0) == 5 && pread(fd, fb + 5, 5, 4096) == 5, "read mapped back");
+    printf("file after munmap: %s\n", fb);
+    close(fd);
+    CHECK(unlink("mapped.bin") == 0, "unlink mapped");
 }
 
 /* ------------------------------------------------------------ dirs & openat */

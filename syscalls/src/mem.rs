@@ -6,10 +6,12 @@
 //! the range is free; `MAP_FIXED` replaces what was there; `MAP_FIXED_NOREPLACE` fails with EEXIST
 //! instead. `--max-memory` is enforced on the total mapped, as `RLIMIT_AS` would be.
 //!
-//! File mappings: `MAP_SHARED` of a file on the PM mount maps the host file itself, so stores
-//! reach it (the PM device models what a crash would keep). Every other file mapping is a private
-//! copy of the file's bytes at the time of the call; `MAP_SHARED` of an ordinary writable file is
-//! refused with ENODEV rather than silently diverging from the host file.
+//! File mappings: `MAP_SHARED` of a file maps the host file itself, so stores reach it and the
+//! host's page cache keeps the mapping coherent with `read`/`write`. On the PM mount the PM device
+//! models what a crash would keep; for an ordinary file, what a crash keeps follows the file
+//! model (`fs::Durable`): `msync(MS_SYNC)` of the mapping makes the file durable, as `fsync`
+//! does. Every other file mapping (private, or shared and read-only) is a private copy of the
+//! file's bytes at the time of the call.
 
 use std::os::fd::AsRawFd;
 
@@ -198,7 +200,9 @@ impl Kernel {
                     return err(libc::EOPNOTSUPP);
                 }
                 if shared && perm.write() {
-                    return err(libc::ENODEV);
+                    let block =
+                        HostBlock::file_shared(file.as_raw_fd(), off, len as usize).map_err(|_| Errno(libc::ENOMEM))?;
+                    return Ok((block, 0, Backing::SharedFile { path: d.guest_path.clone(), offset: off }));
                 }
                 self.pm_file_reads += u64::from(*pm);
                 let block = HostBlock::anon(len as usize).map_err(|_| Errno(libc::ENOMEM))?;
@@ -338,11 +342,16 @@ impl Kernel {
         }
         if advice == libc::MADV_DONTNEED {
             // Private anonymous pages read back as zeros afterwards; file copies likewise lose
-            // their changes (approximated as zeros) and PM pages keep their contents (shared).
+            // their changes (approximated as zeros); shared file pages (PM or not) keep their
+            // contents (they are the file's).
             let parts: Vec<(u64, u64)> = m
                 .mem
                 .regions()
-                .filter(|r| r.start < end && r.end > addr && !matches!(r.backing, Backing::Pm { .. }))
+                .filter(|r| {
+                    r.start < end
+                        && r.end > addr
+                        && !matches!(r.backing, Backing::Pm { .. } | Backing::SharedFile { .. })
+                })
                 .map(|r| (r.start.max(addr), r.end.min(end)))
                 .collect();
             for (a, b) in parts {
@@ -364,6 +373,19 @@ impl Kernel {
         // MS_ASYNC promises nothing (Linux makes it a no-op), so it persists nothing here.
         if flags & libc::MS_SYNC != 0 {
             m.pm_persist_mapped(addr, end);
+            // An ordinary file's mapped writes become what a crash keeps of it, as at fsync.
+            let files: Vec<String> = m
+                .mem
+                .regions()
+                .filter(|r| r.start < end && r.end > addr)
+                .filter_map(|r| match &r.backing {
+                    Backing::SharedFile { path, .. } => Some(path.clone()),
+                    _ => None,
+                })
+                .collect();
+            for path in files {
+                self.synced(m, &path);
+            }
         }
         Ok(0)
     }

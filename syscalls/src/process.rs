@@ -217,11 +217,13 @@ pub fn proc_maps(m: &Machine) -> String {
             if p.read() || p.0 != 0 { 'r' } else { '-' },
             if p.write() { 'w' } else { '-' },
             if p.exec() { 'x' } else { '-' },
-            if matches!(r.backing, Backing::Pm { .. }) { 's' } else { 'p' },
+            if matches!(r.backing, Backing::Pm { .. } | Backing::SharedFile { .. }) { 's' } else { 'p' },
         );
         let (off, dev, ino, name) = match &r.backing {
             Backing::Anon { label } => (0, "00:00", 0, label.unwrap_or("").to_string()),
-            Backing::File { path, offset } => (*offset, "08:01", 1, path.clone()),
+            Backing::File { path, offset } | Backing::SharedFile { path, offset } => {
+                (*offset, "08:01", 1, path.clone())
+            }
             Backing::Pm { path, offset, file_id } => (*offset, "103:00", u64::from(*file_id) + 1, path.clone()),
         };
         let line = format!("{:x}-{:x} {perms} {off:08x} {dev} {ino}", r.start, r.end);

@@ -78,7 +78,9 @@ impl Machine {
             && st.limit_pc.is_none()
             && st.torn.is_none()
             && !st.release_pending
-            && st.delay_pending.is_none();
+            && st.delay_pending.is_none()
+            // Restoring would write old bytes into the host file behind a shared mapping.
+            && !self.mem.regions().any(|r| matches!(r.backing, crate::Backing::SharedFile { .. }));
         if !simple {
             return None;
         }
