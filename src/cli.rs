@@ -261,6 +261,13 @@ pub struct RunOptions {
     #[arg(long = "debug-dir", value_name = "DIR", value_delimiter = ':', num_args = 0..=1)]
     pub debug_dir: Option<Vec<PathBuf>>,
 
+    /// Print every system call of the guest with its arguments and result on standard error,
+    /// one line each, as strace does: `[tid] openat(AT_FDCWD, "in.txt", 0x0, 0x0) = 3`. For
+    /// comparing with `strace` of a native run when a program behaves differently under
+    /// ferrite. The workload run only (not recoveries or checks); changes nothing in the run.
+    #[arg(long)]
+    pub trace_syscalls: bool,
+
     /// Percentage points a release site's delay probability loses per fruitless delay.
     #[arg(long, value_name = "P", default_value_t = 5)]
     pub delay_decay: u32,
@@ -307,6 +314,10 @@ pub struct ReplayArgs {
     /// Debug-file directories, as for `run` (not recorded in the report).
     #[arg(long = "debug-dir", value_name = "DIR", value_delimiter = ':', num_args = 0..=1)]
     pub debug_dir: Option<Vec<PathBuf>>,
+
+    /// Print the replayed run's system calls on standard error, as `run --trace-syscalls`.
+    #[arg(long)]
+    pub trace_syscalls: bool,
 }
 
 #[derive(Args, Debug)]

@@ -611,6 +611,7 @@ pub(crate) fn recovery_spec(plan: &Plan, argv: &[String], dir: &Path) -> crate::
     spec.pm_dir = dir.to_path_buf();
     // The working directory as the crash left it, over the user's, which it never writes.
     spec.private_cwd = true;
+    spec.trace_syscalls = false;
     spec.max_instructions = plan.budget;
     spec.hold = None;
     spec.delay = None;

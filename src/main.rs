@@ -278,6 +278,7 @@ fn run_spec(opts: &RunOptions, command: &[String], pm_dir: PathBuf) -> Result<Ru
         delay: (opts.delay > 0).then_some(emu::sched::DelayInjection { length: opts.delay, decay: opts.delay_decay }),
         debug_dirs: symbols::debug_dirs(opts.debug_dir.as_deref()),
         private_cwd: false,
+        trace_syscalls: opts.trace_syscalls,
     })
 }
 
@@ -779,6 +780,7 @@ fn cmd_replay(a: ReplayArgs) -> Result<i32, Fatal> {
         delay: orig.run.delay,
         debug_dirs: symbols::debug_dirs(a.debug_dir.as_deref()),
         private_cwd: false,
+        trace_syscalls: a.trace_syscalls,
     };
     if let (Some(f), Some(c)) = (&wanted, &orig.crash) {
         if let Some(image) = &f.crash_image {

@@ -96,6 +96,8 @@ pub struct RunSpec {
     /// recoveries, which find a crash image's non-PM files there). A run that records crash
     /// points always has one.
     pub private_cwd: bool,
+    /// Print the guest's system calls on standard error (`--trace-syscalls`).
+    pub trace_syscalls: bool,
 }
 
 /// How the guest ended.
@@ -220,6 +222,7 @@ impl Session {
             remap_pm: spec.remap_pm,
             private_cwd: spec.private_cwd || crash.is_some(),
             track_durable: crash.is_some(),
+            trace_syscalls: spec.trace_syscalls,
         });
         m.set_main_tid(k.current);
         m.scheduler().set_prefix(spec.schedule.clone());

@@ -223,6 +223,7 @@ pub fn validate(spec: &RunSpec, images: &CrashLog, v: &Validation, budget: u64) 
         schedule: Vec::new(),
         // A hypothetical run: what it writes in the working directory stays in `dir`.
         private_cwd: true,
+        trace_syscalls: false,
         ..spec.clone()
     };
     let (out, watched) = match watched_run(&rspec, &watch, false) {

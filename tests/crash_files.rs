@@ -161,6 +161,7 @@ impl Calls {
             remap_pm: false,
             private_cwd: true,
             track_durable: track,
+            trace_syscalls: false,
         });
         syscalls::exec(&mut m, &mut k, &program, &[b"calls".to_vec()], &[]).unwrap();
         let at = m.reg(emu::Reg::RSP) - 0x10000;

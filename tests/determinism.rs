@@ -41,6 +41,32 @@ fn same_seed_same_execution() {
     assert!(instructions(&ra) > 0);
 }
 
+/// `--trace-syscalls` shows every call with its arguments and result, and changes nothing in
+/// the run.
+#[test]
+fn tracing_system_calls_changes_nothing() {
+    let (plain, rp) = workout("7");
+    let traced = Ferrite::run(&guest("libc_workout"))
+        .opts(&["--seed", "7", "--report", "r.json", "--trace-syscalls"])
+        .args(&["alpha", "beta"])
+        .env("FERRITE_TEST", "hello")
+        .go();
+    traced.assert_code(3);
+    let rt = traced.json("r.json");
+    assert_eq!(trace_hash(&rp), trace_hash(&rt), "tracing changed the run");
+    assert_same_bytes("stdout with and without the trace", &plain, &plain.stdout, &traced, &traced.stdout);
+    let err = &traced.stderr;
+    assert!(
+        err.contains(
+            "[1000] openat(AT_FDCWD, \"does-not-exist.txt\", 0x0, 0x0) = -1 ENOENT (No such file or directory)"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("[1000] creat(\"created.txt\", 0x1a4) = "), "{err}");
+    assert!(err.contains(") = ? (the process exits)"), "{err}");
+    assert!(!plain.stderr.contains("[1000] "), "{}", plain.stderr);
+}
+
 #[test]
 fn other_seed_same_deterministic_output() {
     let prog = guest("libc_workout");

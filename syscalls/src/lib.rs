@@ -25,6 +25,7 @@ pub mod signal;
 pub mod snapshot;
 pub mod thread;
 pub mod time;
+mod trace;
 pub mod vfs;
 
 use std::collections::BTreeMap;
@@ -89,6 +90,9 @@ pub struct KernelConfig {
     /// working directory, which it only reads ([`vfs`]). A crash image's non-PM files are placed
     /// there for recovery.
     pub private_cwd: bool,
+    /// Print every system call, its arguments and its result to standard error, as strace
+    /// does (`ferrite run --trace-syscalls`).
+    pub trace_syscalls: bool,
     /// Keep what a crash would leave of the files the guest changes in its working directory
     /// ([`fs::Durable`]; `ferrite crash`'s workload run), and make each change of it a crash point.
     pub track_durable: bool,
@@ -178,7 +182,13 @@ impl Kernel {
     pub fn syscall(&mut self, m: &mut Machine) -> Outcome {
         let nr = m.reg(Reg::RAX);
         let a = [m.reg(Reg::RDI), m.reg(Reg::RSI), m.reg(Reg::RDX), m.reg(Reg::R10), m.reg(Reg::R8), m.reg(Reg::R9)];
-        let res = match self.dispatch(m, nr, a) {
+        // The call as made, before it runs (a path argument may be freed by the call).
+        let traced = self.cfg.trace_syscalls.then(|| trace::call(m, self.current, nr, a));
+        let d = self.dispatch(m, nr, a);
+        if let Some(call) = traced {
+            trace::result(&call, nr, &d);
+        }
+        let res = match d {
             Dispatch::Ret(r) => r,
             Dispatch::Exit(e) => return Outcome::Exit(e),
             Dispatch::Block => return Outcome::Block,
