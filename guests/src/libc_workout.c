@@ -390,6 +390,9 @@ static void test_files(void)
         printf("madvise dontneed: %d keeps: %.5s\n", madvise(mp, 8192, MADV_DONTNEED), mp);
         CHECK(munmap(mp, 8192) == 0, "munmap shared file");
     }
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+    int gl = fcntl(fd, F_GETLK, &fl);
+    printf("F_GETLK: %d nobody else holds it: %d\n", gl, fl.l_type == F_UNLCK);
     close(fd);
     fd = open("mapped.bin", O_RDONLY);
     char fb[11] = {0};

@@ -473,7 +473,7 @@ impl Kernel {
         Ok(0)
     }
 
-    pub(crate) fn fcntl(&mut self, fd: i32, cmd: i32, arg: u64) -> SysResult {
+    pub(crate) fn fcntl(&mut self, m: &mut Machine, fd: i32, cmd: i32, arg: u64) -> SysResult {
         match cmd {
             libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
                 let f = self.fds.get(fd)?.clone();
@@ -494,12 +494,14 @@ impl Kernel {
                 d.flags = (d.flags & !settable) | (arg as i32 & settable);
                 Ok(0)
             }
-            libc::F_GETLK
-            | libc::F_SETLK
-            | libc::F_SETLKW
-            | libc::F_OFD_GETLK
-            | libc::F_OFD_SETLK
-            | libc::F_OFD_SETLKW => {
+            libc::F_GETLK | libc::F_OFD_GETLK => {
+                // One process: no other holds a lock that would conflict, which F_GETLK says by
+                // setting `l_type` (the first field of `struct flock`) to F_UNLCK.
+                self.fds.get(fd)?;
+                m.write(arg, &(libc::F_UNLCK as i16).to_le_bytes(), false)?;
+                Ok(0)
+            }
+            libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_SETLK | libc::F_OFD_SETLKW => {
                 // One process: every lock is granted.
                 self.fds.get(fd)?;
                 Ok(0)

@@ -225,7 +225,7 @@ impl Kernel {
             22 => self.pipe2(m, a[0], 0),
             32 => self.dup(i(a[0])),
             33 => self.dup3(i(a[0]), i(a[1]), 0, true),
-            72 => self.fcntl(i(a[0]), i(a[1]), a[2]),
+            72 => self.fcntl(m, i(a[0]), i(a[1]), a[2]),
             // getsockname, getpeername: no descriptor is a socket (bash asks about stdin).
             51 | 52 => self.fds.get(i(a[0])).and_then(|_| err(libc::ENOTSOCK)),
             // flock: one process, so every lock is granted (after checking the descriptor).
