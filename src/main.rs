@@ -849,10 +849,6 @@ fn cmd_bench(a: BenchArgs) -> Result<i32, Fatal> {
         }
         Ok((secs, peak_rss_children_kib()))
     };
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
-    };
     let runs = a.runs.max(1);
     let tmp = tempfile::NamedTempFile::with_suffix(".json")?;
     let host = tempfile::NamedTempFile::with_suffix(".json")?;
@@ -907,6 +903,12 @@ fn cmd_bench(a: BenchArgs) -> Result<i32, Fatal> {
     Ok(0)
 }
 
+/// The median of `v` (not empty).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
 /// `ferrite bench --recover`: recoveries per second on one core, fresh and from a snapshot.
 fn bench_crash(a: &BenchArgs, recover: &str) -> Result<i32, Fatal> {
     use std::process::{Command as Proc, Stdio};
@@ -934,10 +936,6 @@ fn bench_crash(a: &BenchArgs, recover: &str) -> Result<i32, Fatal> {
             return Err(Fatal(format!("`ferrite {}` exited with {out}", args.join(" "))));
         }
         Ok((secs, Report::read(report.path())?))
-    };
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
     };
     let mut workload = Vec::new();
     for _ in 0..runs {

@@ -33,10 +33,6 @@ fn run(prog: &str, opts: &[&str], env: &[(&str, &str)]) -> (Run, Value) {
     (run, report)
 }
 
-fn findings<'a>(report: &'a Value, analysis: &str) -> Vec<&'a Value> {
-    report["findings"].as_array().unwrap().iter().filter(|f| f["analysis"] == analysis).collect()
-}
-
 fn pretty(v: &[&Value]) -> String {
     serde_json::to_string_pretty(v).unwrap()
 }
@@ -44,19 +40,6 @@ fn pretty(v: &[&Value]) -> String {
 /// Whether some location of the finding is the program's own code (a source line).
 fn own(f: &Value) -> bool {
     f["locations"].as_array().unwrap().iter().any(|l| l["backtrace"][0]["line"].is_u64())
-}
-
-/// `(role, function, file name, line)` of each location.
-fn places(f: &Value) -> Vec<(String, String, String, u64)> {
-    f["locations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| {
-            let s = |k: &str| l[k].as_str().unwrap_or("").rsplit('/').next().unwrap_or("").to_string();
-            (s("role"), s("function"), s("file"), l["line"].as_u64().unwrap_or(0))
-        })
-        .collect()
 }
 
 #[test]
@@ -107,7 +90,7 @@ fn hawkset_reports_a_value_persisted_after_a_condition_wait() {
     let load = marker_line(src, "/* LOAD: while the producer waits, before its persist */");
     let (r, report) = run("pmdk_cond_publish", &["--analyses", "hawkset", "--explore", "4"], &[]);
     r.assert_code(66);
-    let found = findings(&report, "hawkset");
+    let found = findings_of(&report, "hawkset");
     assert_eq!(found.len(), 1, "{}", pretty(&found));
     let p = places(found[0]);
     let at = |role: &str, function: &str, line: u32| {
@@ -137,7 +120,7 @@ fn lanes_order_their_logs_between_threads() {
     for pass in ["vardalith", "hawkset"] {
         let (_, on) = run("pmdk_cond_lanes", &["--analyses", pass], &env);
         let (_, off) = run("pmdk_cond_lanes", &["--analyses", &format!("{pass}:lanes=off")], &env);
-        let (on_f, off_f) = (findings(&on, pass), findings(&off, pass));
+        let (on_f, off_f) = (findings_of(&on, pass), findings_of(&off, pass));
         assert!(!on_f.iter().chain(&off_f).any(|f| own(f)), "{}", pretty(&on_f));
         let (on_p, off_p) = (pairs(&on_f), pairs(&off_f));
         assert!(on_p.is_subset(&off_p) && on_p.len() < off_p.len(), "{pass}: with lanes {on_p:x?}, without {off_p:x?}");
@@ -159,10 +142,10 @@ fn pmdk_declarations_are_what_silences_its_run_time_state() {
     let env = [("PMEMOBJ_NLANES", "1")];
     for pass in ["hawkset", "vardalith"] {
         let (_, off) = run("pmdk_cond_lanes", &["--analyses", &format!("{pass}:annotations=off")], &env);
-        let found = findings(&off, pass);
+        let found = findings_of(&off, pass);
         assert!(!found.is_empty() && !found.iter().any(|f| own(f)), "{pass}: {}", pretty(&found));
         let (r, on) = run("pmdk_cond_lanes", &["--analyses", pass], &env);
-        assert!(findings(&on, pass).is_empty(), "{pass}: {}", r.describe());
+        assert!(findings_of(&on, pass).is_empty(), "{pass}: {}", r.describe());
         assert!(on["stats"][format!("{pass}.withdrawn_accesses")].as_u64().unwrap_or(0) > 0, "{}", on["stats"]);
     }
 }

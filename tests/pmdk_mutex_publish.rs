@@ -23,23 +23,6 @@ fn run(prog: &str, opts: &[&str]) -> (Run, Value) {
     (run, report)
 }
 
-fn findings<'a>(report: &'a Value, analysis: &str) -> Vec<&'a Value> {
-    report["findings"].as_array().unwrap().iter().filter(|f| f["analysis"] == analysis).collect()
-}
-
-/// `(role, function, file name, line)` of each location.
-fn places(f: &Value) -> Vec<(String, String, String, u64)> {
-    f["locations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| {
-            let s = |k: &str| l[k].as_str().unwrap_or("").rsplit('/').next().unwrap_or("").to_string();
-            (s("role"), s("function"), s("file"), l["line"].as_u64().unwrap_or(0))
-        })
-        .collect()
-}
-
 fn at(role: &str, function: &str, file: &str, line: u32) -> (String, String, String, u64) {
     (role.into(), function.into(), file.into(), u64::from(line))
 }
@@ -69,7 +52,7 @@ fn hawkset_reports_the_store_and_the_load_in_every_schedule() {
     r.assert_code(66);
     // The labelled pair; other findings may name libpmemobj's own stores (allocation
     // headers written by libpmem and overwritten by the program before the library's fence).
-    let found = findings(&report, "hawkset");
+    let found = findings_of(&report, "hawkset");
     let f = found
         .iter()
         .copied()
@@ -98,7 +81,7 @@ fn pmrace_reports_the_readers_record_as_a_side_effect_and_recovery_confirms_it()
     let effect = marker_line(src, "/* EFFECT: the reader's durable record of the node it holds */");
     let (r, report) = run("pmdk_mutex_publish", &["--analyses", "pmrace"]);
     r.assert_code(66);
-    let found = findings(&report, "pmrace");
+    let found = findings_of(&report, "pmrace");
     let all = serde_json::to_string_pretty(&report["findings"]).unwrap();
     // One per load instruction of the 16-byte PMEMoid (the same line).
     assert!(!found.is_empty() && found.len() <= 2, "{all}");
@@ -121,7 +104,7 @@ fn vardalith_reports_the_marked_pair() {
     let load = marker_line(src, "/* LOAD: under the mutex, before the writer's persist */");
     let (_, report) = run("pmdk_mutex_publish", &["--analyses", "vardalith"]);
     let pair = [at("store", "writer", src, store), at("load", "reader", src, load)];
-    let found = findings(&report, "vardalith");
+    let found = findings_of(&report, "vardalith");
     assert!(
         found.len() == 1 && places(found[0]) == pair,
         "{}",

@@ -468,3 +468,21 @@ impl Ferrite {
         run
     }
 }
+
+/// The report's findings of `analysis`.
+pub fn findings_of<'a>(report: &'a Value, analysis: &str) -> Vec<&'a Value> {
+    report["findings"].as_array().unwrap().iter().filter(|f| f["analysis"] == analysis).collect()
+}
+
+/// `(role, function, file name, line)` of each location of finding `f`.
+pub fn places(f: &Value) -> Vec<(String, String, String, u64)> {
+    f["locations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let s = |k: &str| l[k].as_str().unwrap_or("").rsplit('/').next().unwrap_or("").to_string();
+            (s("role"), s("function"), s("file"), l["line"].as_u64().unwrap_or(0))
+        })
+        .collect()
+}
