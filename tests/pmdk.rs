@@ -30,10 +30,20 @@ fn libpmemobj_transactions_and_mutexes_work() {
     let dir = scratch();
     let pool = dir.path().join("objpool").display().to_string();
     let native = native(&prog, &[pool.as_str()], &[]);
-    let run = Ferrite::run(&prog).opts(&["--analyses", "none"]).args(&["/mnt/pmem0/objpool"]).go();
+    let pm = scratch();
+    let run = Ferrite::run(&prog)
+        .opts(&["--analyses", "none", "--pm-dir", pm.path().to_str().unwrap()])
+        .args(&["/mnt/pmem0/objpool"])
+        .go();
     assert_same_stdout(&native, &run);
     run.assert_code(0);
     assert_eq!(run.stdout_str(), "count 3: 3 2 1\n");
+    // libpmemobj creates the pool with mode 0 and chmods it: the pool left behind has the
+    // permissions the program asked for, as natively.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&pm.path().join("objpool")), mode(std::path::Path::new(&pool)));
+    assert_ne!(mode(&pm.path().join("objpool")), 0);
 }
 
 /// HawkSet's pseudo-lock for PMDK: libpmemobj's locks live in PM, so the loads and stores of

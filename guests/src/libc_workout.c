@@ -373,6 +373,14 @@ static void test_files(void)
     CHECK(f != NULL && fgets(line, sizeof line, f) != NULL, "read copy");
     printf("copy holds: %s", line);
     fclose(f);
+    int cm = chmod("created.txt", 0600);
+    CHECK(stat("created.txt", &st) == 0, "stat created");
+    printf("chmod: %d mode %o\n", cm, (unsigned)(st.st_mode & 0777));
+    fd = open("created.txt", O_RDONLY);
+    int fm = fchmod(fd, 0640);
+    close(fd);
+    CHECK(stat("created.txt", &st) == 0, "stat created 2");
+    printf("fchmod: %d mode %o\n", fm, (unsigned)(st.st_mode & 0777));
     CHECK(unlink("created.txt") == 0 && unlink("copy.txt") == 0, "unlink created");
 
     /* MAP_SHARED of an ordinary file: stores reach the file, read and write see the mapping. */

@@ -413,6 +413,39 @@ impl Kernel {
         Ok(0)
     }
 
+    /// `chmod`/`fchmodat`: sets the host file's permission bits, for files the guest may write
+    /// (EPERM for others, as for a file it does not own). PMDK creates its pools with mode 0 and
+    /// then chmods them: a pool left unreadable would outlive the run.
+    pub(crate) fn fchmodat(&mut self, m: &mut Machine, dirfd: i32, path: u64, mode: u32, flags: i32) -> SysResult {
+        use std::os::unix::fs::PermissionsExt;
+        if flags & !libc::AT_SYMLINK_NOFOLLOW != 0 {
+            return err(libc::EINVAL);
+        }
+        let guest = self.path_arg(m, dirfd, path)?;
+        self.stat_path(&guest, true)?;
+        let (host, _) = self.write_target(&guest).map_err(|_| Errno(libc::EPERM))?;
+        std::fs::set_permissions(&host, std::fs::Permissions::from_mode(mode & 0o7777))?;
+        Ok(0)
+    }
+
+    /// `fchmod`: as `chmod`, on the file a descriptor was opened for (a no-op on pipes and
+    /// generated files, which have no host file of their own to change).
+    pub(crate) fn fchmod(&mut self, fd: i32, mode: u32) -> SysResult {
+        use std::os::unix::fs::PermissionsExt;
+        let f = self.fds.get(fd)?.clone();
+        let d = f.desc.borrow();
+        match &d.kind {
+            Kind::File { file, .. } => {
+                if d.flags & libc::O_ACCMODE == libc::O_RDONLY && self.write_target(&d.guest_path).is_err() {
+                    return err(libc::EPERM);
+                }
+                file.set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))?;
+                Ok(0)
+            }
+            _ => Ok(0),
+        }
+    }
+
     /// `utimensat` (and `utime`, `utimes`, `futimesat`): the file must exist and be one the
     /// guest may write (EPERM otherwise, as for a file it does not own); timestamps are virtual,
     /// so nothing changes. A null path sets the times of descriptor `dirfd`.

@@ -268,7 +268,9 @@ impl Kernel {
             88 => self.symlinkat(m, a[0], libc::AT_FDCWD, a[1]),
             265 => self.linkat(m, i(a[0]), a[1], i(a[2]), a[3], i(a[4])),
             266 => self.symlinkat(m, a[0], i(a[1]), a[2]),
-            90 | 91 | 268 => Ok(0), // chmod, fchmod, fchmodat: permissions are not modelled
+            90 => self.fchmodat(m, libc::AT_FDCWD, a[0], a[1] as u32, 0),
+            91 => self.fchmod(i(a[0]), a[1] as u32),
+            268 => self.fchmodat(m, i(a[0]), a[1], a[2] as u32, 0),
             95 => self.umask(a[0] as u32),
             137 => self.statfs(m, a[0], a[1]),
             138 => self.fstatfs(m, i(a[0]), a[1]),
