@@ -301,6 +301,8 @@ impl Kernel {
             102 | 104 | 107 | 108 => Ok(process::UID),      // getuid, getgid, geteuid, getegid
             111 | 121 | 124 => Ok(u64::from(process::PID)), // getpgrp, getpgid, getsid
             118 | 120 => self.getresid(m, a),
+            // getgroups: the guest's user has no supplementary groups.
+            115 => Ok(0),
             13 => self.rt_sigaction(m, i(a[0]), a[1], a[2], a[3]),
             14 => self.rt_sigprocmask(m, i(a[0]), a[1], a[2], a[3]),
             131 => self.sigaltstack(m, a[0], a[1]),
