@@ -319,3 +319,19 @@ fn bytes_added_to_a_pmdk_transaction_are_not_candidates() {
         pretty(&r)
     );
 }
+
+/// Validation runs the recovery on a crash image, a hypothetical run: what it writes in the
+/// working directory goes to a private overlay, never to the user's directory (here the
+/// recovery command is a program that creates `log.bin` where it runs).
+#[test]
+fn validation_recoveries_never_write_the_users_directory() {
+    let writer = format!("{}", guest("file_mmap_log").display());
+    let run = Ferrite::run(&guest("pr_copy"))
+        .opts(&["--analyses", "pmrace", "--report", "r.json", "--recover", writer.as_str()])
+        .args(&["/mnt/pmem0/pool"])
+        .go();
+    let r = run.json("r.json");
+    let ran = stat(&r, "validated_bugs") + stat(&r, "validated_false_positives");
+    assert!(ran > 0, "no validation recovery ran: {}", pretty(&r));
+    assert!(!run.path("log.bin").exists(), "a validation recovery wrote the user's directory: {}", run.describe());
+}
