@@ -275,10 +275,11 @@ pub struct Vardalith {
     /// fences and releases allocate nothing once the pass has warmed up.
     spare_ids: Vec<Vec<u32>>,
     todo: Vec<u64>,
+    fence_lines: FxHashSet<u64>,
 }
 
 /// Emptied lists kept for reuse.
-const SPARE_LISTS: usize = 64;
+const SPARE_LISTS: usize = 4096;
 
 const PRUNE_EVERY: usize = 4096;
 
@@ -310,6 +311,7 @@ impl Vardalith {
             lane_ordered: 0,
             spare_ids: Vec::new(),
             todo: Vec::new(),
+            fence_lines: FxHashSet::default(),
         }
     }
 
@@ -378,7 +380,8 @@ impl Vardalith {
                 (self.windows.len() - 1) as u32
             }
         };
-        self.by_line.entry(line).or_default().push(id);
+        let spare = &mut self.spare_ids;
+        self.by_line.entry(line).or_insert_with(|| spare.pop().unwrap_or_default()).push(id);
         id
     }
 
@@ -735,18 +738,21 @@ impl Vardalith {
             }
         }
         let windows = &self.windows;
-        self.by_line.retain(|_, ids| {
+        let spare = &mut self.spare_ids;
+        let mut keep = |ids: &mut Vec<u32>| {
             ids.retain(|&id| windows[id as usize].is_some());
-            !ids.is_empty()
-        });
+            if ids.is_empty() {
+                Self::recycle(spare, std::mem::take(ids));
+                return false;
+            }
+            true
+        };
+        self.by_line.retain(|_, ids| keep(ids));
         // Threads' open lists only hold open windows, which are never pruned in window mode; in
         // hb mode a pruned window may still be listed (a load not yet released).
         for t in self.threads.values_mut() {
             t.loads.retain(|&id| windows[id as usize].is_some());
-            t.stores.retain(|_, ids| {
-                ids.retain(|&id| windows[id as usize].is_some());
-                !ids.is_empty()
-            });
+            t.stores.retain(|_, ids| keep(ids));
         }
     }
 }
@@ -794,10 +800,14 @@ impl Analysis for Vardalith {
                 }
             }
             EventKind::Fence(_) => {
-                let lines = std::mem::take(&mut self.thread(ev.tid).flushed);
+                // The thread's flushed set is swapped with an empty one that keeps its capacity.
+                let mut lines = std::mem::take(&mut self.fence_lines);
+                std::mem::swap(&mut lines, &mut self.thread(ev.tid).flushed);
                 if !lines.is_empty() {
                     self.settle(device, ev.tid, Some(&lines), true);
                 }
+                lines.clear();
+                self.fence_lines = lines;
             }
             EventKind::SyncEnter(_)
             | EventKind::SyncReturn(_)
