@@ -275,3 +275,12 @@ fn pm_redundant_flush() {
     let (nat, _, pm) = pm_equivalent("pm_redundant_flush", &[]);
     assert_same_pool(&nat, pm.path());
 }
+
+/// Shared mappings their file does not cover (past its end, after ftruncate shrinks it, after an
+/// O_TRUNC open), of an ordinary file and of a PM pool: the guest gets SIGBUS there, as natively,
+/// and ferrite never takes the fault itself.
+#[test]
+fn file_mmap_edges() {
+    let (_, emu, _) = pm_equivalent("file_mmap_edges", &[]);
+    assert_eq!(emu.stdout_str().matches("sigbus 1").count(), 6, "{}", emu.describe());
+}

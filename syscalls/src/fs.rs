@@ -321,7 +321,16 @@ impl Kernel {
                 if existed && flags & libc::O_TRUNC == 0 {
                     self.record_input(&guest, &host);
                 }
+                let old_len = meta.as_ref().map_or(0, |md| md.len());
                 let file = o.open(&host)?;
+                if existed && old_len > 0 && flags & libc::O_TRUNC != 0 {
+                    // Truncated by the open: as ftruncate(0) for its mappings and the device.
+                    let id = self.proc.pm_files.get(&host.to_string_lossy().into_owned()).copied();
+                    self.file_shrunk(m, &guest, id, 0);
+                    if let Some(id) = id {
+                        m.pm_discard_device(emu::pm::device_addr(id, 0), old_len);
+                    }
+                }
                 if !existed {
                     self.proc.created.insert(guest.clone());
                     if !pm {
@@ -736,8 +745,10 @@ impl Kernel {
         let old = file.metadata()?.len();
         file.set_len(len)?;
         if len < old {
-            if let Some(id) = self.proc.pm_files.get(&host.to_string_lossy().into_owned()) {
-                m.pm_discard_device(emu::pm::device_addr(*id, len), old - len);
+            let id = self.proc.pm_files.get(&host.to_string_lossy().into_owned()).copied();
+            self.file_shrunk(m, &guest, id, len);
+            if let Some(id) = id {
+                m.pm_discard_device(emu::pm::device_addr(id, len), old - len);
             }
         }
         Ok(0)
@@ -756,10 +767,12 @@ impl Kernel {
             Kind::File { file, host, pm } if d.flags & libc::O_ACCMODE != libc::O_RDONLY => {
                 let old = file.metadata()?.len();
                 file.set_len(len)?;
-                if *pm && len < old {
+                if len < old {
+                    let id = self.proc.pm_files.get(&host.to_string_lossy().into_owned()).copied();
+                    self.file_shrunk(m, &d.guest_path, id, len);
                     // What a crash could have kept past the new end is gone with it.
-                    if let Some(id) = self.proc.pm_files.get(&host.to_string_lossy().into_owned()) {
-                        m.pm_discard_device(emu::pm::device_addr(*id, len), old - len);
+                    if let (true, Some(id)) = (*pm, id) {
+                        m.pm_discard_device(emu::pm::device_addr(id, len), old - len);
                     }
                 }
                 Ok(0)

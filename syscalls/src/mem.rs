@@ -140,11 +140,11 @@ impl Kernel {
             let hint = if addr.is_multiple_of(PAGE) { addr } else { 0 };
             m.mem.find_free(len, hint, MMAP_BOTTOM, MMAP_TOP).ok_or(Errno(libc::ENOMEM))?
         };
-        // A shared PM mapping may extend past the end of its file: only the file's pages are the
+        // A shared mapping may extend past the end of its file: only the file's pages are the
         // file's; touching the rest raises SIGBUS in the guest (never in ferrite: those pages
         // are anonymous memory here).
         let file_part = match &backing {
-            Backing::Pm { .. } => self.pm_file_pages(fd, off).min(len),
+            Backing::Pm { .. } | Backing::SharedFile { .. } => self.file_pages(fd, off).min(len),
             _ => len,
         };
         if file_part > 0 {
@@ -222,8 +222,38 @@ impl Kernel {
         }
     }
 
+    /// After the file at guest path `guest` (PM file `file_id`, if one) shrank to `len` bytes:
+    /// the pages of its shared mappings past the new end are no longer the file's. Touching
+    /// them raises SIGBUS in the guest, as on Linux; here they become anonymous memory first,
+    /// since the host would raise it in ferrite itself.
+    pub(crate) fn file_shrunk(&mut self, m: &mut Machine, guest: &str, file_id: Option<u32>, len: u64) {
+        let Some(keep) = page_up(len) else { return };
+        let cuts: Vec<(u64, u64, Perm)> = m
+            .mem
+            .regions()
+            .filter_map(|r| {
+                let off = match &r.backing {
+                    Backing::Pm { file_id: id, offset, .. } if Some(*id) == file_id => *offset,
+                    Backing::SharedFile { path, offset } if path == guest => *offset,
+                    _ => return None,
+                };
+                let from = r.start + keep.saturating_sub(off);
+                (from < r.end).then_some((from, r.end, r.perm))
+            })
+            .collect();
+        for (a, b, perm) in cuts {
+            m.unmap(a, b);
+            let Ok(block) = HostBlock::anon((b - a) as usize) else { continue };
+            let label = Some("[past end of file]");
+            let region = Region { start: a, end: b, perm, block, block_off: 0, backing: Backing::Anon { label } };
+            if m.map(region).is_ok() {
+                m.add_sigbus_range(a, b);
+            }
+        }
+    }
+
     /// Bytes of a file mapping at `off` that the file covers, in whole pages.
-    fn pm_file_pages(&self, fd: i32, off: u64) -> u64 {
+    fn file_pages(&self, fd: i32, off: u64) -> u64 {
         let size = match self.fds.get(fd).ok().map(|f| f.desc.clone()) {
             Some(d) => match &d.borrow().kind {
                 Kind::File { file, .. } => file.metadata().map(|md| md.len()).unwrap_or(0),
