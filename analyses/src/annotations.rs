@@ -99,6 +99,8 @@ pub struct Annotations {
     registered: Ranges,
     /// Ranges registered at some point.
     ever: Ranges,
+    /// Accesses [`Annotations::screen`] found withdrawn (a race pass's `withdrawn_accesses`).
+    pub withdrawn_accesses: u64,
 }
 
 impl Annotations {
@@ -131,6 +133,7 @@ impl Annotations {
             EventKind::Load | EventKind::Store | EventKind::RmwStore | EventKind::NtStore
                 if self.withdrawn(ev.dev, ev.size) =>
             {
+                self.withdrawn_accesses += 1;
                 Screen::Withdrawn
             }
             _ => Screen::Keep,

@@ -437,8 +437,6 @@ pub struct Hawkset {
     pmdk_locks: crate::sync::PmdkLockCalls,
     /// What the program declared through pmemcheck's client requests.
     annotations: Annotations,
-    /// PM accesses left out because the program withdrew their bytes from checking.
-    withdrawn: u64,
     /// Vector clocks with create/join edges only.
     hb: HappensBefore,
     threads: FxHashMap<u32, Thread>,
@@ -483,7 +481,6 @@ impl Hawkset {
             sync: SyncAdapter::default(),
             pmdk_locks: crate::sync::PmdkLockCalls::default(),
             annotations: Annotations::default(),
-            withdrawn: 0,
             hb: HappensBefore::new(Edges { create_join: true, objects: false, locks: false }),
             threads: FxHashMap::default(),
             timed: Interner::default(),
@@ -926,10 +923,7 @@ impl Analysis for Hawkset {
         if self.opts.annotations {
             match self.annotations.screen(ev) {
                 Screen::Keep => {}
-                Screen::Withdrawn => {
-                    self.withdrawn += 1;
-                    return;
-                }
+                Screen::Withdrawn => return,
                 Screen::Clean => {
                     self.declare_clean(ev.dev, ev.size);
                     return;
@@ -969,7 +963,7 @@ impl Analysis for Hawkset {
     }
 
     fn stats(&self) -> Vec<(&'static str, u64)> {
-        vec![("lane_holds", self.sync.lanes.holds), ("withdrawn_accesses", self.withdrawn)]
+        vec![("lane_holds", self.sync.lanes.holds), ("withdrawn_accesses", self.annotations.withdrawn_accesses)]
     }
 
     fn finish(&mut self, device: &PmDevice) -> Vec<RawFinding> {

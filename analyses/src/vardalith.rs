@@ -248,8 +248,6 @@ pub struct Vardalith {
     pmdk_locks: crate::sync::PmdkLockCalls,
     /// What the program declared through pmemcheck's client requests.
     annotations: Annotations,
-    /// PM accesses left out because the program withdrew their bytes from checking.
-    withdrawn: u64,
     /// PM accesses seen (for sampling).
     accesses: u64,
     /// Vector clocks over every edge (used in hb mode only).
@@ -296,7 +294,6 @@ impl Vardalith {
             sync: SyncAdapter::default(),
             pmdk_locks: crate::sync::PmdkLockCalls::default(),
             annotations: Annotations::default(),
-            withdrawn: 0,
             accesses: 0,
             hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
             step: 0,
@@ -777,10 +774,7 @@ impl Analysis for Vardalith {
         if self.opts.annotations {
             match self.annotations.screen(ev) {
                 Screen::Keep => {}
-                Screen::Withdrawn => {
-                    self.withdrawn += 1;
-                    return;
-                }
+                Screen::Withdrawn => return,
                 Screen::Clean => {
                     self.declare_clean(ev.dev, ev.size);
                     return;
@@ -824,7 +818,7 @@ impl Analysis for Vardalith {
         vec![
             ("lane_holds", self.sync.lanes.holds),
             ("lane_ordered", self.lane_ordered),
-            ("withdrawn_accesses", self.withdrawn),
+            ("withdrawn_accesses", self.annotations.withdrawn_accesses),
         ]
     }
 

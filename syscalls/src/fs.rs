@@ -323,13 +323,8 @@ impl Kernel {
                 }
                 let old_len = meta.as_ref().map_or(0, |md| md.len());
                 let file = o.open(&host)?;
-                if existed && old_len > 0 && flags & libc::O_TRUNC != 0 {
-                    // Truncated by the open: as ftruncate(0) for its mappings and the device.
-                    let id = self.proc.pm_files.get(&host.to_string_lossy().into_owned()).copied();
-                    self.file_shrunk(m, &guest, id, 0);
-                    if let Some(id) = id {
-                        m.pm_discard_device(emu::pm::device_addr(id, 0), old_len);
-                    }
+                if existed && flags & libc::O_TRUNC != 0 {
+                    self.file_shrunk(m, &guest, &host, old_len, 0);
                 }
                 if !existed {
                     self.proc.created.insert(guest.clone());
@@ -744,13 +739,7 @@ impl Kernel {
         let file = std::fs::OpenOptions::new().write(true).open(&host)?;
         let old = file.metadata()?.len();
         file.set_len(len)?;
-        if len < old {
-            let id = self.proc.pm_files.get(&host.to_string_lossy().into_owned()).copied();
-            self.file_shrunk(m, &guest, id, len);
-            if let Some(id) = id {
-                m.pm_discard_device(emu::pm::device_addr(id, len), old - len);
-            }
-        }
+        self.file_shrunk(m, &guest, &host, old, len);
         Ok(0)
     }
 
@@ -764,17 +753,10 @@ impl Kernel {
             self.track(&d.guest_path);
         }
         match &d.kind {
-            Kind::File { file, host, pm } if d.flags & libc::O_ACCMODE != libc::O_RDONLY => {
+            Kind::File { file, host, .. } if d.flags & libc::O_ACCMODE != libc::O_RDONLY => {
                 let old = file.metadata()?.len();
                 file.set_len(len)?;
-                if len < old {
-                    let id = self.proc.pm_files.get(&host.to_string_lossy().into_owned()).copied();
-                    self.file_shrunk(m, &d.guest_path, id, len);
-                    // What a crash could have kept past the new end is gone with it.
-                    if let (true, Some(id)) = (*pm, id) {
-                        m.pm_discard_device(emu::pm::device_addr(id, len), old - len);
-                    }
-                }
+                self.file_shrunk(m, &d.guest_path, host, old, len);
                 Ok(0)
             }
             Kind::File { .. } => err(libc::EINVAL),

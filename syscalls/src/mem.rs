@@ -222,11 +222,25 @@ impl Kernel {
         }
     }
 
-    /// After the file at guest path `guest` (PM file `file_id`, if one) shrank to `len` bytes:
-    /// the pages of its shared mappings past the new end are no longer the file's. Touching
-    /// them raises SIGBUS in the guest, as on Linux; here they become anonymous memory first,
-    /// since the host would raise it in ferrite itself.
-    pub(crate) fn file_shrunk(&mut self, m: &mut Machine, guest: &str, file_id: Option<u32>, len: u64) {
+    /// After the file at guest path `guest` (host path `host`) shrank from `old` to `len` bytes
+    /// (ftruncate, truncate, an `O_TRUNC` open): the pages of its shared mappings past the new
+    /// end are no longer the file's. Touching them raises SIGBUS in the guest, as on Linux; here
+    /// they become anonymous memory first, since the host would raise it in ferrite itself. For
+    /// a PM file, what a crash could have kept past the new end is gone with it.
+    pub(crate) fn file_shrunk(&mut self, m: &mut Machine, guest: &str, host: &std::path::Path, old: u64, len: u64) {
+        if len >= old {
+            return;
+        }
+        let file_id = self.proc.pm_files.get(&host.to_string_lossy().into_owned()).copied();
+        self.unmap_past_end(m, guest, file_id, len);
+        if let Some(id) = file_id {
+            m.pm_discard_device(emu::pm::device_addr(id, len), old - len);
+        }
+    }
+
+    /// The pages of the shared mappings of `guest` (PM file `file_id`) past byte `len` of the
+    /// file become anonymous memory that raises SIGBUS in the guest.
+    fn unmap_past_end(&mut self, m: &mut Machine, guest: &str, file_id: Option<u32>, len: u64) {
         let Some(keep) = page_up(len) else { return };
         let cuts: Vec<(u64, u64, Perm)> = m
             .mem
