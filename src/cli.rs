@@ -326,10 +326,11 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3)]
     pub runs: u32,
 
-    /// ferrite configurations to measure, as --analyses values (repeatable); the first is the
-    /// baseline of plain emulation. `/mnt/pmem0` in the program's arguments becomes a temporary
-    /// directory for the native run.
-    #[arg(long = "config", value_name = "ANALYSES", default_values = ["none", "all"])]
+    /// ferrite configurations to measure (repeatable): an --analyses value, optionally followed
+    /// by more `ferrite run` options in the same argument (`--config "none --strategy fifo"`);
+    /// the first is the baseline of plain emulation. `/mnt/pmem0` in the program's arguments
+    /// becomes a temporary directory for the native run.
+    #[arg(long = "config", value_name = "ANALYSES [OPTIONS]", default_values = ["none", "all"])]
     pub configs: Vec<String>,
 
     /// Measure crash testing instead: `ferrite crash --jobs 1` of the program with this recovery

@@ -505,6 +505,10 @@ fn cmd_run(a: RunArgs) -> Result<i32, Fatal> {
             "allocations": HOST_ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed) - allocations,
             "wall_seconds": started.elapsed().as_secs_f64(),
             "instructions": report.run.instructions,
+            "switches": report.run.switches,
+            "blocks_translated": out.translation.blocks_translated,
+            "cache_flushes": out.translation.cache_flushes,
+            "ranges_removed": out.translation.ranges_removed,
         });
         std::fs::write(path, stats.to_string()).map_err(|e| Fatal(format!("--host-stats {}: {e}", path.display())))?;
     }
@@ -852,7 +856,9 @@ fn cmd_bench(a: BenchArgs) -> Result<i32, Fatal> {
     let runs = a.runs.max(1);
     let tmp = tempfile::NamedTempFile::with_suffix(".json")?;
     let host = tempfile::NamedTempFile::with_suffix(".json")?;
-    let mut rows: Vec<(String, f64, u64, Option<u64>)> = Vec::new();
+    // (configuration, seconds, peak RSS KiB, allocations, [switches, blocks translated, cache flushes])
+    type Row = (String, f64, u64, Option<u64>, [Option<u64>; 3]);
+    let mut rows: Vec<Row> = Vec::new();
     let mut native = Vec::new();
     let mut native_rss = 0;
     for _ in 0..runs {
@@ -864,15 +870,19 @@ fn cmd_bench(a: BenchArgs) -> Result<i32, Fatal> {
         native_rss = native_rss.max(rss);
     }
     let n = median(native);
-    rows.push(("native".into(), n, native_rss, None));
+    rows.push(("native".into(), n, native_rss, None, [None; 3]));
     let mut instructions = 0;
     for config in &a.configs {
         let mut ts = Vec::new();
         let mut rss_max = 0;
         for _ in 0..runs {
+            let mut words = config.split_whitespace();
+            let analyses = words.next().unwrap_or("none");
             let (t, rss) = time(
                 Proc::new(&exe)
-                    .args(["run", "--quiet", "--analyses", config, "--report"])
+                    .args(["run", "--quiet", "--analyses", analyses])
+                    .args(words)
+                    .arg("--report")
                     .arg(tmp.path())
                     .arg("--host-stats")
                     .arg(host.path())
@@ -884,20 +894,28 @@ fn cmd_bench(a: BenchArgs) -> Result<i32, Fatal> {
         }
         instructions = Report::read(tmp.path())?.run.instructions;
         let stats: serde_json::Value = serde_json::from_slice(&std::fs::read(host.path())?)?;
-        rows.push((format!("ferrite --analyses {config}"), median(ts), rss_max, stats["allocations"].as_u64()));
+        let engine = [&stats["switches"], &stats["blocks_translated"], &stats["cache_flushes"]].map(|v| v.as_u64());
+        rows.push((format!("ferrite --analyses {config}"), median(ts), rss_max, stats["allocations"].as_u64(), engine));
     }
     out!("program: {}  ({instructions} guest instructions; median of {runs} runs)", a.command.join(" "));
-    out!("| configuration | time (s) | vs native | vs plain emulation | M guest insns/s | peak RSS (MiB) | host allocations |");
-    out!("|---|---|---|---|---|---|---|");
+    out!(
+        "| configuration | time (s) | vs native | vs plain emulation | M guest insns/s | peak RSS (MiB) | host allocations \
+         | switches | blocks translated | cache flushes |"
+    );
+    out!("|---|---|---|---|---|---|---|---|---|---|");
     let plain = rows.get(1).map(|r| r.1).unwrap_or(n);
-    for (name, t, rss, allocs) in &rows {
+    let cell = |v: Option<u64>| v.map_or(String::from("-"), |a| a.to_string());
+    for (name, t, rss, allocs, [switches, blocks, flushes]) in &rows {
         let mips = if name == "native" { String::from("-") } else { format!("{:.0}", instructions as f64 / t / 1e6) };
-        let allocs = allocs.map_or(String::from("-"), |a| a.to_string());
         out!(
-            "| {name} | {t:.3} | {:.1}x | {:.2}x | {mips} | {:.1} | {allocs} |",
+            "| {name} | {t:.3} | {:.1}x | {:.2}x | {mips} | {:.1} | {} | {} | {} | {} |",
             t / n,
             t / plain,
-            *rss as f64 / 1024.0
+            *rss as f64 / 1024.0,
+            cell(*allocs),
+            cell(*switches),
+            cell(*blocks),
+            cell(*flushes)
         );
     }
     Ok(0)

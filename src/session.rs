@@ -131,6 +131,8 @@ pub struct RunOutcome {
     pub discarded: Vec<Finding>,
     /// Reads of PM file contents no pass saw as loads (`Kernel::pm_file_reads`).
     pub pm_file_reads: u64,
+    /// What Unicorn's translation cache did (blocks translated, flushes).
+    pub translation: emu::machine::TranslationStats,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -372,7 +374,7 @@ impl Session {
                     let point = match outcome {
                         Outcome::Exit(e) => break GuestEnd::Exited(e),
                         Outcome::Continue => {
-                            let others = k.runnable().len().saturating_sub(1);
+                            let others = k.runnable_count().saturating_sub(1);
                             m.set_runnable_others(others);
                             if others == 0 || !m.scheduler().wants_switch(others) {
                                 continue;
@@ -392,6 +394,13 @@ impl Session {
                     // A reader at a sync-point load waits for the matching store.
                     k.hold(m, None);
                     if let Err(d) = k.schedule(m, Point::Forced, false) {
+                        findings.push(deadlock_finding(symbols, &d, spec.seed));
+                        break GuestEnd::Deadlock;
+                    }
+                }
+                Exit::Quantum | Exit::Yield => {
+                    let point = if exit == Exit::Yield { Point::Yield } else { Point::Quantum };
+                    if let Err(d) = k.schedule(m, point, false) {
                         findings.push(deadlock_finding(symbols, &d, spec.seed));
                         break GuestEnd::Deadlock;
                     }
@@ -601,6 +610,7 @@ impl Session {
             pm_files,
             discarded,
             pm_file_reads: k.pm_file_reads,
+            translation: m.translation_stats(),
         })
     }
 }

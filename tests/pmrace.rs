@@ -172,8 +172,10 @@ fn a_pm_spinlock_persisted_while_held_is_a_sync_inconsistency_unless_recovery_re
     assert!(get(&f, "message").as_str().unwrap().contains("validated: recovery exited with status 3"));
     let r = pmrace("pr_spinlock_pm_fixed", &[], true);
     assert_silent(&r);
-    assert_eq!(stat(&r, "sync_inconsistencies"), 1);
-    assert_eq!(stat(&r, "validated_false_positives"), 1);
+    // How often the lock is persisted while held depends on the schedule; every time, recovery
+    // resets it, so each is a validated false positive.
+    assert!(stat(&r, "sync_inconsistencies") >= 1);
+    assert_eq!(stat(&r, "validated_false_positives"), stat(&r, "sync_inconsistencies"));
     let d = get(&r, "discarded").as_array().unwrap();
     assert!(get(&d[0], "message").as_str().unwrap().contains("recovery resets it to its initial value 0x0"));
 }

@@ -48,6 +48,9 @@ pub enum Special {
     /// translator may end a block anywhere, near a page boundary or at its size limit). The
     /// machine checks the whole preamble in guest memory before answering.
     ClientRequest,
+    /// `pause`, the spin-wait hint: a yield when another thread can run, so that a thread
+    /// spinning on a flag lets the thread it waits for in.
+    Pause,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -322,6 +325,7 @@ fn classify(m: &str, ops: &str, locked: bool, mem: bool) -> Option<Special> {
         "mfence" => Special::Fence(FenceOp::Mfence),
         "rdrand" => Special::Rand { seed_insn: false },
         "rdseed" => Special::Rand { seed_insn: true },
+        "pause" => Special::Pause,
         "hlt" | "cli" | "sti" | "in" | "out" | "insb" | "insw" | "insd" | "outsb" | "outsw" | "outsd" | "lgdt"
         | "lidt" | "lldt" | "ltr" | "lmsw" | "clts" | "invd" | "wbinvd" | "invlpg" | "rdmsr" | "wrmsr" | "swapgs"
         | "sysret" | "sysexit" | "monitor" | "mwait" | "iretq" | "iretd" | "iret" | "wrpkru" | "invpcid" | "xsetbv" => {

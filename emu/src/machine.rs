@@ -100,6 +100,12 @@ pub enum Exit {
     /// A scheduling point: the caller asks the scheduler which thread runs next. RIP is at the
     /// next instruction to run.
     Preempt,
+    /// The running thread's quantum ended (at a block start): another thread must run, if one
+    /// can. RIP is at the next instruction to run.
+    Quantum,
+    /// The running thread executed `pause`, the spin-wait hint, while another thread could run:
+    /// a yield. RIP is past the `pause`.
+    Yield,
     /// The running thread reached a sync-point load of the [`crate::sched::Hold`] and must wait
     /// for the matching store; RIP is at the load.
     Hold,
@@ -150,17 +156,17 @@ enum Stop {
     /// A scheduling point where the scheduler wants to consider another thread; RIP is at the
     /// next instruction to run.
     Preempt,
+    /// The quantum ended at the start of the block about to run.
+    Quantum,
     /// The budget runs out at the instruction at this PC, in the block about to run.
     ArmLimit(u64),
     /// An access to a mapping's pages past the end of its file (SIGBUS), at this address.
     Bus(u64),
-    /// A scheduling point at a load that the scheduler takes *after* the load: the machine
-    /// executes that one instruction, then stops (so a switch can fall between a load and the
-    /// store that follows it in the same block).
-    PreemptAfter,
     /// A hook failed; the message is in `HookState::error`.
     Error,
-    /// A scheduling point taken from a code hook: the instruction at RIP has not run.
+    /// A scheduling point taken before the instruction at RIP has had any effect: from its code
+    /// hook, from its first read hook (Unicorn leaves before the load completes), or from its
+    /// first write hook, whose store the machine undoes (`HookState::undo`).
     PreemptBefore,
     /// A sync-point load of the hold (it has not run).
     Hold,
@@ -199,10 +205,9 @@ pub struct HookState {
     pub(crate) sched: Scheduler,
     /// Runnable threads other than the running one (kept by the caller through the machine).
     runnable_others: usize,
-    /// Retired-instruction count at which the running thread's quantum ends.
+    /// Retired-instruction count at which the running thread's quantum ends (`u64::MAX` until a
+    /// second thread can run).
     quantum_end: u64,
-    /// A PM store asked for a switch: take it at the next block start.
-    preempt_next_block: bool,
     /// The instruction (by retired count) last considered as a scheduling point, so that an
     /// instruction re-executed after a stop, or firing several hooks, is one point.
     last_point: u64,
@@ -212,6 +217,14 @@ pub struct HookState {
     sync_fns: rustc_hash::FxHashMap<u64, SyncKind>,
     /// A PM store about to fault half-way (address, the bytes it overwrites, how many).
     torn: Option<(u64, [u8; 8], usize)>,
+    /// A store that is a scheduling point, stopped in its write hook: Unicorn performs the store
+    /// before it leaves the instruction, so the machine writes these bytes back (address, the
+    /// bytes it overwrote, how many) and the instruction runs again, whole, when the thread next
+    /// runs. Nothing else of the instruction has happened (QEMU writes registers back after the
+    /// memory access, so that a faulting store can restart).
+    undo: Option<(u64, [u8; 8], usize)>,
+    /// What the engine's translation cache did (for `--host-stats` and `ferrite bench`).
+    pub(crate) tcg: TranslationStats,
     /// What the program registered through Valgrind's client requests ([`crate::client`]).
     client: ClientState,
     /// Taint tracking, when an observer wants [`Interest::TAINT`].
@@ -376,9 +389,23 @@ impl HookState {
     }
 }
 
+/// What Unicorn's translation cache did during a run. A thread switch, a quantum end or a
+/// scheduling point must translate nothing: translations depend only on code and on the hooks
+/// installed, so a run's totals grow with the code it reaches, not with its switches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TranslationStats {
+    /// Translated blocks generated (QEMU's `tb_gen_code`, seen through an edge-generation hook;
+    /// the very first block of a run is not counted).
+    pub blocks_translated: u64,
+    /// Times the whole cache was thrown away (ferrite's own requests: a PM window or SIGBUS range
+    /// added, `--preempt all`, taint or all-memory hooks installed).
+    pub cache_flushes: u64,
+    /// Ranges of cached code removed (code written by the host, a hook installed at a PC).
+    pub ranges_removed: u64,
+}
+
 /// A thread that is not running: its registers and its shadow call stack.
 struct Parked {
-    tid: u32,
     ctx: unicorn_engine::Context,
     callstack: CallStack,
 }
@@ -388,8 +415,9 @@ pub struct Machine {
     pub mem: Memory,
     /// Hooks of each PM window, by window start.
     pm_hooks: Vec<(u64, Vec<unicorn_engine::UcHookId>)>,
-    /// Guest threads that are not running, by tid; the running one lives in the engine.
-    parked: Vec<Parked>,
+    /// Guest threads that are not running, by tid; the running one lives in the engine. Keyed,
+    /// so that a switch costs the same with four threads or a thousand.
+    parked: rustc_hash::FxHashMap<u32, Parked>,
     /// The context of the thread switched to last, kept to park the next thread in.
     spare_context: Option<unicorn_engine::Context>,
     /// Pages of file mappings past the end of their file, with the hooks that raise SIGBUS.
@@ -544,6 +572,7 @@ fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
                 st.to_hook = fresh;
                 st.prev_term = Term::Other;
                 install_special_hooks(uc);
+                uc.get_data_mut().tcg.ranges_removed += 1;
                 let _ = uc.ctl_remove_cache(addr, addr + u64::from(size));
                 let _ = uc.set_pc(addr);
                 return;
@@ -561,18 +590,19 @@ fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
             Some(pc) if k > 0 => Some(Stop::ArmLimit(pc)),
             _ => Some(Stop::Limit),
         }
-    } else if st.release_pending
-        || st.delay_pending.is_some()
-        || st.runnable_others > 0 && (st.preempt_next_block || base + n > st.quantum_end) && base != st.last_point
-    {
-        // Stop before this block runs: the quantum ended or a PM store asked for a switch.
+    } else if st.release_pending || st.delay_pending.is_some() {
+        // Stop before this block runs: the hold's writer or a delayed thread waits here.
         st.last_point = base;
         Some(Stop::Preempt)
+    } else if st.runnable_others > 0 && base + n > st.quantum_end && base != st.last_point {
+        // Stop before this block runs: the quantum ended. A check of a counter the hook keeps
+        // anyway: arming or ending a quantum changes no translation.
+        st.last_point = base;
+        Some(Stop::Quantum)
     } else {
         None
     };
     if let Some(stop) = stop {
-        st.preempt_next_block = false;
         st.block_base = base;
         st.block = (addr, size, 0);
         st.stop = Some(stop);
@@ -704,6 +734,13 @@ fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Special) {
             }
         }
         Special::ClientRequest => on_client_request(uc, pc),
+        Special::Pause => {
+            let st = uc.get_data_mut();
+            if st.stop.is_none() && st.runnable_others > 0 {
+                st.stop = Some(Stop::Special(pc, special));
+                let _ = uc.emu_stop();
+            }
+        }
     }
 }
 
@@ -799,6 +836,17 @@ fn on_pm_write(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, value: i
         // A failed `lock cmpxchg` writes its unchanged value back: no store for the model.
         return;
     }
+    if st.stop.is_none() && st.point(pc) {
+        // A switch before the store, never after it: Unicorn performs the store on its way out of
+        // the instruction, and the machine writes the old bytes back, so the instruction runs
+        // whole when the thread is scheduled again. Nothing of it reached the device.
+        let mut keep = [0u8; 8];
+        keep[..size].copy_from_slice(&old[..size]);
+        st.undo = Some((addr, keep, size));
+        st.stop = Some(Stop::PreemptBefore);
+        let _ = uc.emu_stop();
+        return;
+    }
     let dev = dev_base + (addr - start);
     let kind = match access {
         AccessKind::NonTemporal => StoreKind::NonTemporal,
@@ -825,10 +873,6 @@ fn on_pm_write(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, value: i
     if st.held > 0 && st.hold.as_ref().is_some_and(|h| h.covers(dev, size as u64)) && !st.hold_signalled {
         st.hold_signalled = true;
         st.release_pending = true;
-    }
-    if st.point(pc) {
-        // Never from a write hook: the store would run twice. At the next block start instead.
-        st.preempt_next_block = true;
     }
     if st.interest.has(Interest::STORES) {
         let ek = match access {
@@ -872,8 +916,9 @@ fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, start: u6
         }
     }
     if st.point(pc) {
-        // Unicorn rewinds RIP to the load; the machine then runs just the load and stops.
-        st.stop = Some(Stop::PreemptAfter);
+        // Unicorn leaves the instruction before the loaded value reaches a register: the switch
+        // falls before the load, which runs when the thread is scheduled again.
+        st.stop = Some(Stop::PreemptBefore);
         let _ = uc.emu_stop();
         return;
     }
@@ -1015,7 +1060,6 @@ impl Machine {
             sched: Scheduler::new(config.strategy, config.sched_seed),
             runnable_others: 0,
             quantum_end: u64::MAX,
-            preempt_next_block: false,
             last_point: u64::MAX,
             limit_pc: None,
             sync_fns: rustc_hash::FxHashMap::default(),
@@ -1030,6 +1074,8 @@ impl Machine {
             delay_pending: None,
             release_pending: false,
             torn: None,
+            undo: None,
+            tcg: TranslationStats::default(),
         };
         let mut uc = Unicorn::new_with_data(Arch::X86, Mode::MODE_64, state).map_err(engine)?;
         // Skylake-Server: the translator accepts CLWB, CLFLUSHOPT, SSE4.2 and POPCNT only if the
@@ -1042,6 +1088,9 @@ impl Machine {
         add_raw_insn_hook(&mut uc, X86Insn::CPUID, cpuid_hook)?;
         add_raw_insn_hook(&mut uc, X86Insn::RDTSC, rdtsc_hook)?;
         add_raw_insn_hook(&mut uc, X86Insn::RDTSCP, rdtscp_hook)?;
+        // Called only when QEMU generates a translated block: the count of translations, free at
+        // run time.
+        uc.add_edge_gen_hook(1, 0, |uc, _cur, _prev| uc.get_data_mut().tcg.blocks_translated += 1).map_err(engine)?;
         if config.warm {
             // Any memory hook makes the translator route every access through the hooks (on a
             // non-canonical address nothing ever maps, this one never fires).
@@ -1053,7 +1102,7 @@ impl Machine {
             uc,
             mem: Memory::default(),
             pm_hooks: Vec::new(),
-            parked: Vec::new(),
+            parked: rustc_hash::FxHashMap::default(),
             spare_context: None,
             sigbus: Vec::new(),
             icount: 0,
@@ -1143,7 +1192,7 @@ impl Machine {
         }
         self.sigbus.push((start, end, ids));
         if !self.warm {
-            let _ = self.uc.ctl_flush_tb();
+            self.flush_translations();
         }
     }
 
@@ -1168,7 +1217,7 @@ impl Machine {
         // Code translated before the hooks existed would not call them (a warm machine's code
         // calls every memory hook already).
         if !self.warm {
-            let _ = self.uc.ctl_flush_tb();
+            self.flush_translations();
         }
     }
 
@@ -1201,7 +1250,7 @@ impl Machine {
         for (r, v) in regs {
             ctx.reg_write(*r, *v).map_err(engine)?;
         }
-        self.parked.push(Parked { tid, ctx, callstack: CallStack::default() });
+        self.parked.insert(tid, Parked { ctx, callstack: CallStack::default() });
         self.uc.get_data_mut().sched.thread_created(tid);
         Ok(())
     }
@@ -1213,8 +1262,7 @@ impl Machine {
         if cur == tid {
             return Ok(());
         }
-        let i = self.parked.iter().position(|p| p.tid == tid).ok_or(EmuError::NoThread(tid))?;
-        let next = self.parked.remove(i);
+        let next = self.parked.remove(&tid).ok_or(EmuError::NoThread(tid))?;
         if !exited {
             // Into the context the last switch freed, if any: a switch allocates nothing.
             let ctx = match self.spare_context.take() {
@@ -1225,7 +1273,7 @@ impl Machine {
                 None => self.uc.context_init().map_err(engine)?,
             };
             let callstack = std::mem::take(&mut self.uc.get_data_mut().callstack);
-            self.parked.push(Parked { tid: cur, ctx, callstack });
+            self.parked.insert(cur, Parked { ctx, callstack });
         }
         self.uc.context_restore(&next.ctx).map_err(engine)?;
         self.spare_context = Some(next.ctx);
@@ -1244,7 +1292,7 @@ impl Machine {
 
     /// Drops a parked thread (it exited while another ran, or the process is going).
     pub fn forget_thread(&mut self, tid: u32) {
-        self.parked.retain(|p| p.tid != tid);
+        self.parked.remove(&tid);
         if let Some(t) = self.uc.get_data_mut().taint.as_deref_mut() {
             t.forget_thread(tid);
         }
@@ -1254,7 +1302,7 @@ impl Machine {
     pub fn set_parked_reg(&mut self, tid: u32, r: Reg, v: u64) {
         if tid == self.tid() {
             self.set_reg(r, v);
-        } else if let Some(p) = self.parked.iter_mut().find(|p| p.tid == tid) {
+        } else if let Some(p) = self.parked.get_mut(&tid) {
             let _ = p.ctx.reg_write(r, v);
         }
     }
@@ -1264,7 +1312,7 @@ impl Machine {
         if tid == self.tid() {
             return self.backtrace();
         }
-        match self.parked.iter().find(|p| p.tid == tid) {
+        match self.parked.get(&tid) {
             Some(p) => std::iter::once(p.ctx.reg_read(Reg::RIP).unwrap_or(0)).chain(p.callstack.call_sites()).collect(),
             None => Vec::new(),
         }
@@ -1274,18 +1322,42 @@ impl Machine {
         &mut self.uc.get_data_mut().sched
     }
 
-    /// Tells the hooks how many other threads could run now, and starts a new quantum for the
-    /// running thread.
+    /// Tells the hooks how many other threads could run now. The first time another thread
+    /// can run (the first `clone`), the running thread's quantum starts: preemption is armed
+    /// whenever two threads could run, whatever the strategy, and whether or not the running
+    /// thread ever reaches another scheduling point.
     pub fn set_runnable_others(&mut self, n: usize) {
-        self.uc.get_data_mut().runnable_others = n;
+        let icount = self.icount;
+        let st = self.uc.get_data_mut();
+        st.runnable_others = n;
+        if n > 0 && st.quantum_end == u64::MAX {
+            st.quantum_end = icount.saturating_add(st.sched.first_quantum());
+        }
     }
 
+    /// Starts a new quantum for the running thread (after a scheduling decision).
     pub fn new_quantum(&mut self) {
         let icount = self.icount;
         let st = self.uc.get_data_mut();
         let q = st.sched.quantum();
         st.quantum_end = icount.saturating_add(q);
-        st.preempt_next_block = false;
+    }
+
+    /// What Unicorn's translation cache has done so far in this machine.
+    pub fn translation_stats(&self) -> TranslationStats {
+        self.uc.get_data().tcg
+    }
+
+    /// Throws every translation away (code translated before a hook existed would not call it).
+    fn flush_translations(&mut self) {
+        self.uc.get_data_mut().tcg.cache_flushes += 1;
+        let _ = self.uc.ctl_flush_tb();
+    }
+
+    /// Drops the translations of `[start, end)`.
+    fn remove_translations(&mut self, start: u64, end: u64) {
+        self.uc.get_data_mut().tcg.ranges_removed += 1;
+        let _ = self.uc.ctl_remove_cache(start, end);
     }
 
     /// The synchronisation functions to report, by entry address.
@@ -1345,23 +1417,28 @@ impl Machine {
             let pc = uc.pc_read().unwrap_or(0);
             let st = uc.get_data_mut();
             if st.stop.is_none() && st.point(pc) {
-                st.stop = Some(Stop::PreemptAfter);
+                st.stop = Some(Stop::PreemptBefore);
                 let _ = uc.emu_stop();
             }
             true
         });
-        let _ = self.uc.add_mem_hook(HookType::MEM_WRITE, 1, 0, move |uc, _t, addr, _size, _v| {
-            if uc.get_data().runnable_others == 0 || near_stack(uc, addr) {
+        let _ = self.uc.add_mem_hook(HookType::MEM_WRITE, 1, 0, move |uc, _t, addr, size, _v| {
+            if uc.get_data().runnable_others == 0 || near_stack(uc, addr) || size == 0 || size > 8 {
                 return true;
             }
             let pc = uc.pc_read().unwrap_or(0);
+            let mut old = [0u8; 8];
+            let _ = uc.mem_read(addr, &mut old[..size]);
             let st = uc.get_data_mut();
-            if st.point(pc) {
-                st.preempt_next_block = true;
+            if st.stop.is_none() && st.point(pc) {
+                // Before the store, undone on the way out (see `HookState::undo`).
+                st.undo = Some((addr, old, size));
+                st.stop = Some(Stop::PreemptBefore);
+                let _ = uc.emu_stop();
             }
             true
         });
-        let _ = self.uc.ctl_flush_tb();
+        self.flush_translations();
     }
 
     /// Sets PMRace's targeted interleaving for this run (before it starts).
@@ -1435,7 +1512,7 @@ impl Machine {
                 }
                 true
             });
-            let _ = self.uc.ctl_flush_tb();
+            self.flush_translations();
         }
         let st = self.uc.get_data_mut();
         if st.interest.has(Interest::MEMORY) {
@@ -1447,7 +1524,7 @@ impl Machine {
                 on_dram_access(uc, addr, size, None);
                 true
             });
-            let _ = self.uc.ctl_flush_tb();
+            self.flush_translations();
         }
     }
 
@@ -1685,7 +1762,7 @@ impl Machine {
     /// Host-side writes to code (the loader, `read()` into code, MAP_FIXED) must drop stale
     /// translations: Unicorn does not notice them.
     pub fn code_changed(&mut self, start: u64, end: u64) {
-        let _ = self.uc.ctl_remove_cache(start, end.max(start + 1));
+        self.remove_translations(start, end.max(start + 1));
         let st = self.uc.get_data_mut();
         st.decoder.invalidate(start, end);
         if let Some(t) = st.taint.as_deref_mut() {
@@ -1695,9 +1772,6 @@ impl Machine {
 
     /// Runs the guest from RIP until it needs the outside world.
     pub fn run(&mut self) -> Exit {
-        // Instructions to execute in the next emu_start (0: until a stop), and whether a
-        // scheduling point is due once they have run.
-        let mut count = 0;
         loop {
             let begin = self.pc();
             {
@@ -1708,37 +1782,32 @@ impl Machine {
                 st.block = (begin, 0, 0);
                 st.prev_term = Term::Other;
             }
-            let stepping = count > 0;
-            // One instruction at a time only after a load point: Unicorn hooks every
-            // instruction while a count is set and flushes its translations afterwards.
-            let res = self.uc.emu_start(begin, u64::MAX, 0, count);
-            count = 0;
+            // Never with a count: Unicorn then hooks every instruction, and going back to no
+            // count flushes every translation.
+            let res = self.uc.emu_start(begin, u64::MAX, 0, 0);
             let pc = self.pc();
             let st = self.uc.get_data_mut();
             let stop = st.stop.take();
             self.icount = st.count_at(pc);
+            if let Some((a, old, n)) = st.undo.take() {
+                // The store of a scheduling point went through on Unicorn's way out: put the
+                // bytes back, so that the instruction runs whole, later.
+                let _ = self.mem.write(a, &old[..n], true);
+            }
+            let st = self.uc.get_data_mut();
             if let Some(t) = st.taint.as_deref_mut() {
                 // Whether the instruction under way when the engine stopped ran to its end.
-                let completed = match stop {
-                    Some(Stop::Syscall | Stop::Preempt | Stop::ArmLimit(_)) => true,
-                    Some(Stop::PreemptBefore | Stop::Hold) => false,
-                    None => res.is_ok() && stepping,
-                    Some(_) => false,
-                };
+                let completed = matches!(stop, Some(Stop::Syscall | Stop::Preempt | Stop::Quantum | Stop::ArmLimit(_)));
                 t.settle(completed);
                 if !t.applied().is_empty() {
                     st.report_tainted();
                 }
             }
             match (res, stop) {
-                (_, Some(Stop::PreemptAfter)) => {
-                    count = 1;
-                    continue;
-                }
-                (Ok(()), None) if stepping => return Exit::Preempt,
                 (_, Some(Stop::Syscall)) => return Exit::Syscall,
                 (_, Some(Stop::Limit)) => return Exit::Limit,
                 (_, Some(Stop::Preempt | Stop::PreemptBefore)) => return Exit::Preempt,
+                (_, Some(Stop::Quantum)) => return Exit::Quantum,
                 (_, Some(Stop::Hold)) => {
                     self.uc.get_data_mut().held += 1;
                     return Exit::Hold;
@@ -1770,6 +1839,12 @@ impl Machine {
                     self.code_changed(at, at + 1);
                 }
                 (_, Some(Stop::Interrupt(n))) => return Exit::Fault(self.interrupt_fault(n, pc)),
+                (_, Some(Stop::Special(at, Special::Pause))) => {
+                    // The spin-wait hint, with another thread runnable: a yield, after it.
+                    self.set_reg(Reg::RIP, at + 2);
+                    self.icount += 1;
+                    return Exit::Yield;
+                }
                 (_, Some(Stop::Special(at, s))) => {
                     if let Some(f) = self.emulate_special(at, s) {
                         return Exit::Fault(f);
@@ -1838,7 +1913,12 @@ impl Machine {
                     uc_error::WRITE_UNMAPPED => "write to",
                     _ => "execution of",
                 };
-                (sig::SIGSEGV, 1, format!("{kind} unmapped address {addr:#x}"))
+                if mapped {
+                    // A `PROT_NONE` page: mapped for the guest, never given to Unicorn.
+                    (sig::SIGSEGV, 2, format!("{kind} protected address {addr:#x}"))
+                } else {
+                    (sig::SIGSEGV, 1, format!("{kind} unmapped address {addr:#x}"))
+                }
             }
             uc_error::READ_PROT | uc_error::WRITE_PROT | uc_error::FETCH_PROT => {
                 let kind = match e {
@@ -1895,7 +1975,7 @@ impl Machine {
                 self.icount += 1;
                 None
             }
-            Special::Flush(..) | Special::Fence(_) | Special::ClientRequest => None,
+            Special::Flush(..) | Special::Fence(_) | Special::ClientRequest | Special::Pause => None,
         }
     }
 }

@@ -239,10 +239,27 @@ pub struct Memory {
     mapped: u64,
 }
 
+/// Hands a region to Unicorn. A region the guest may not touch at all (`PROT_NONE`: thread-stack
+/// guard pages, reservations) is not given to Unicorn: an access there faults as unmapped, which
+/// the machine reports as the access fault it is (the table knows the page). Each region Unicorn
+/// holds costs it a RAM block, and once any block has been freed Unicorn's search for room for a
+/// new one is quadratic in the number of blocks: guard pages would double that number, and the
+/// usual way threads get their stacks (a `PROT_NONE` mapping, then `mprotect` of all but the
+/// guard) would free a block per thread.
 fn uc_map<D>(uc: &mut Unicorn<'static, D>, r: &Region) -> Result<(), MemError> {
+    if r.perm == Perm::NONE {
+        return Ok(());
+    }
     // SAFETY: the host memory stays mapped while the region is in the table (the table holds an Rc
     // to the block), and the region is unmapped from Unicorn before it leaves the table.
     unsafe { uc.mem_map_ptr(r.start, r.len(), r.perm.to_uc(), r.host(r.start).cast()) }.map_err(|_| MemError::Engine)
+}
+
+/// Takes a region away from Unicorn (see [`uc_map`] for the ones it never had).
+fn uc_unmap<D>(uc: &mut Unicorn<'static, D>, r: &Region) {
+    if r.perm != Perm::NONE {
+        let _ = uc.mem_unmap(r.start, r.len());
+    }
 }
 
 impl Memory {
@@ -323,7 +340,7 @@ impl Memory {
         let mut removed = Vec::new();
         for k in keys.into_iter().rev() {
             let r = self.regions.remove(&k).expect("key from the table");
-            let _ = uc.mem_unmap(r.start, r.len());
+            uc_unmap(uc, &r);
             self.mapped -= r.len();
             let (lo, hi) = (r.start.max(start), r.end.min(end));
             let mut pieces = Vec::new();
@@ -365,8 +382,8 @@ impl Memory {
             }
             match self.regions.get(&cur.end).cloned() {
                 Some(next) if cur.continues_into(&next) => {
-                    let _ = uc.mem_unmap(cur.start, cur.len());
-                    let _ = uc.mem_unmap(next.start, next.len());
+                    uc_unmap(uc, &cur);
+                    uc_unmap(uc, &next);
                     self.regions.remove(&next.start);
                     let mut merged = cur;
                     merged.end = next.end;
@@ -571,7 +588,7 @@ impl Memory {
         let current = std::mem::take(&mut self.regions);
         let kept = |r: &Region, other: &BTreeMap<u64, Region>| other.get(&r.start).is_some_and(|o| same_region(o, r));
         for r in current.values().filter(|r| !kept(r, &snap.regions)) {
-            let _ = uc.mem_unmap(r.start, r.len());
+            uc_unmap(uc, r);
             if r.perm.exec() {
                 changed.push((r.start, r.end));
             }

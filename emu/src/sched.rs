@@ -2,13 +2,18 @@
 //! scheduling points, so that a seed names one interleaving and replays it exactly.
 //!
 //! All guest threads run in one engine, one at a time. A switch can happen only at a
-//! *scheduling point*: a system call, a locked instruction (before it runs), a PM load (right
-//! after it runs: the machine executes just that instruction and stops) or store (at the next
-//! block start after it), with `--preempt all` any access outside the thread's stack likewise,
-//! and when the running thread's instruction quantum runs out (at the next block start). Points are defined over retired instructions and
-//! events, never over which hooks happen to be installed: the same seed with other `--analyses`
-//! makes the same decisions. When only one thread exists, points consume nothing, so a
-//! single-threaded run is independent of the strategy.
+//! *scheduling point*: a system call, a locked instruction, a PM load or a PM store (each before
+//! it has any effect: the machine stops in the instruction's code or memory hook and, for a
+//! store, writes back the bytes Unicorn already wrote), with `--preempt all` any access outside
+//! the thread's stack likewise, `pause` (the spin-wait hint, a yield), and when the running
+//! thread's instruction quantum runs out (at the next block start). No point costs a
+//! translation: stopping, switching and resuming keep every translated block. Points are
+//! defined over retired instructions and events, never over which hooks happen to be installed:
+//! the same seed with other `--analyses` makes the same decisions. When only one thread exists,
+//! points consume nothing, so a single-threaded run is independent of the strategy.
+//!
+//! Every strategy has a quantum: a thread that never reaches another point (a spin on a plain
+//! flag) is preempted when it runs out, so no strategy can starve the thread it waits for.
 //!
 //! Strategies:
 //! - [`Strategy::Random`]: at each point, switch with probability 1/8 to a uniformly chosen other
@@ -18,16 +23,19 @@
 //!   runnable thread always runs; `depth - 1` change points, drawn uniformly over the expected
 //!   number of points, each lower the running thread's priority below all initial ones. A bug of
 //!   depth d is found with probability at least 1/(n k^(d-1)) per run for n threads and k points.
+//!   A thread that uses up its 500,000-instruction quantum is demoted below every thread not
+//!   demoted since (spinning threads take turns).
 //! - [`Strategy::Exhaustive`]: bounded systematic exploration (CHESS-style, Musuvathi & Qadeer
 //!   PLDI'07): a run follows a prefix of decisions and then never preempts; it records every
 //!   decision, and the driver (`--strategy exhaustive --explore N`) runs each untried alternative
 //!   whose prefix has at most `--max-preemptions` preemptions, depth first, until N runs or none
-//!   is left. Switches at forced points (the running thread blocked) cost no preemption. With
-//!   `--por` the driver tries only the alternatives dynamic partial-order reduction asks for
-//!   (`src/por.rs`).
-//! - [`Strategy::Fifo`]: no preemption at all: a thread runs until it blocks, yields or exits, and
-//!   the next is the runnable thread with the next higher id, wrapping round (round robin). Futex
-//!   wakes pick the oldest waiter, so FIFO never consults the seed: the baseline schedule.
+//!   is left. Switches at forced points (the running thread blocked) and at quantum ends
+//!   (100,000 instructions) cost no preemption. With `--por` the driver tries only the
+//!   alternatives dynamic partial-order reduction asks for (`src/por.rs`).
+//! - [`Strategy::Fifo`]: no preemption but the quantum: a thread runs until it blocks, yields,
+//!   exits or has run 100,000 instructions, and the next is the runnable thread with the next
+//!   higher id, wrapping round (round robin). Futex wakes pick the oldest waiter, so FIFO never
+//!   consults the seed: the baseline schedule.
 
 /// PMRace's scheduling primitive (its `cond_wait`/`cond_signal`, ASPLOS'22 §4.2.2), for one
 /// priority entry: a thread about to execute one of `loads` on PM bytes in `[dev, dev + len)` is
@@ -194,8 +202,11 @@ pub struct Decision {
 pub enum Point {
     /// The running thread may continue.
     Optional,
-    /// The running thread yielded: prefer another.
+    /// The running thread yielded (`sched_yield`, or `pause` in a spin): prefer another.
     Yield,
+    /// The running thread used up its quantum: another runnable thread runs, under every
+    /// strategy, so that a thread spinning on plain memory cannot starve the one it waits for.
+    Quantum,
     /// The running thread cannot continue (blocked or exited).
     Forced,
 }
@@ -205,9 +216,15 @@ pub struct Scheduler {
     pub strategy: Strategy,
     rng: Rng,
     /// PCT priorities by thread id (higher runs first).
-    priorities: Vec<(u32, u64)>,
+    priorities: rustc_hash::FxHashMap<u32, u64>,
+    /// The same priorities ordered, highest last (ties: the lower thread id last), so that a
+    /// pick looks only at the top instead of scanning every thread.
+    by_priority: std::collections::BTreeSet<(u64, std::cmp::Reverse<u32>)>,
     change_points: Vec<u64>,
     next_low_priority: u64,
+    /// PCT: the priority given to the next thread demoted at the end of its quantum. Counts down
+    /// from 2^31, between the change-point priorities (from 0 up) and the initial ones (2^32 up).
+    next_demoted: u64,
     /// Scheduling points seen so far (with more than one thread).
     pub points: u64,
     /// Switches made, for the report.
@@ -220,6 +237,13 @@ pub struct Scheduler {
 const SWITCH_ODDS: u64 = 8;
 const QUANTUM_MIN: u64 = 1_000;
 const QUANTUM_MAX: u64 = 50_000;
+/// The quantum of the strategies that never preempt otherwise (FIFO, exhaustive): long enough
+/// that a thread doing real work is not interrupted, short enough that a spin on a plain flag
+/// hands the CPU over within a millisecond of host time.
+const BACKSTOP_QUANTUM: u64 = 100_000;
+/// PCT's quantum: its schedule is decided by priorities, so the quantum only has to end spins
+/// (the running thread is demoted below every thread not yet demoted when it runs out).
+const PCT_QUANTUM: u64 = 500_000;
 
 impl Scheduler {
     pub fn new(strategy: Strategy, seed: u64) -> Scheduler {
@@ -235,9 +259,11 @@ impl Scheduler {
         Scheduler {
             strategy,
             rng,
-            priorities: Vec::new(),
+            priorities: rustc_hash::FxHashMap::default(),
+            by_priority: std::collections::BTreeSet::new(),
             change_points,
             next_low_priority: 0,
+            next_demoted: 1 << 31,
             points: 0,
             switches: 0,
             prefix: Vec::new(),
@@ -255,21 +281,54 @@ impl Scheduler {
         if matches!(self.strategy, Strategy::Pct { .. }) {
             // Initial priorities sit above every change-point priority (which count up from 0).
             let p = (1 << 32) + self.rng.below(1 << 31);
-            self.priorities.push((tid, p));
+            self.set_priority(tid, p);
         }
+    }
+
+    fn set_priority(&mut self, tid: u32, p: u64) {
+        if let Some(old) = self.priorities.insert(tid, p) {
+            self.by_priority.remove(&(old, std::cmp::Reverse(tid)));
+        }
+        self.by_priority.insert((p, std::cmp::Reverse(tid)));
     }
 
     /// Instructions the running thread may retire before a preemption point.
     pub fn quantum(&mut self) -> u64 {
         match self.strategy {
             Strategy::Random => QUANTUM_MIN + self.rng.below(QUANTUM_MAX - QUANTUM_MIN + 1),
-            Strategy::Pct { .. } => QUANTUM_MAX,
-            Strategy::Fifo | Strategy::Exhaustive => u64::MAX,
+            _ => self.fixed_quantum(),
         }
     }
 
-    fn priority(&self, tid: u32) -> u64 {
-        self.priorities.iter().find(|p| p.0 == tid).map(|p| p.1).unwrap_or(0)
+    /// The quantum of a thread that became one of several runnable threads without a
+    /// scheduling decision (the first `clone`, a wake-up): fixed, so that arming it consumes
+    /// nothing of the seed.
+    pub fn first_quantum(&self) -> u64 {
+        match self.strategy {
+            Strategy::Random => QUANTUM_MAX,
+            _ => self.fixed_quantum(),
+        }
+    }
+
+    fn fixed_quantum(&self) -> u64 {
+        match self.strategy {
+            Strategy::Random => QUANTUM_MAX,
+            Strategy::Pct { .. } => PCT_QUANTUM,
+            Strategy::Fifo | Strategy::Exhaustive => BACKSTOP_QUANTUM,
+        }
+    }
+
+    /// The highest-priority thread of `runnable` (sorted), ties to the lower id, leaving out
+    /// `skip`. Walks the priority order from the top, so it costs what the blocked threads above
+    /// the answer cost, not the number of threads.
+    fn highest(&self, runnable: &[u32], skip: Option<u32>) -> Option<u32> {
+        self.by_priority
+            .iter()
+            .rev()
+            .map(|(_, std::cmp::Reverse(t))| *t)
+            .find(|t| Some(*t) != skip && runnable.binary_search(t).is_ok())
+            // Threads the scheduler was never told about (none in practice) rank lowest.
+            .or_else(|| runnable.iter().copied().find(|t| Some(*t) != skip && !self.priorities.contains_key(t)))
     }
 
     /// Whether an optional point in the running thread should switch (cheap: called from hooks).
@@ -294,45 +353,57 @@ impl Scheduler {
     }
 
     /// Chooses the thread to run next among `runnable` (sorted, non-empty), given the thread that
-    /// was running.
+    /// was running. Costs O(log n) in the number of runnable threads (PCT: the blocked threads
+    /// ranked above the answer; exhaustive: recording the decision).
     pub fn pick(&mut self, runnable: &[u32], current: u32, point: Point) -> u32 {
         debug_assert!(!runnable.is_empty());
+        let here = runnable.binary_search(&current);
+        // The runnable thread after `current` by id, wrapping round.
+        let next_after = |runnable: &[u32]| -> u32 {
+            let i = runnable.partition_point(|t| *t <= current);
+            *runnable.get(i).unwrap_or(&runnable[0])
+        };
         let chosen = match self.strategy {
             Strategy::Exhaustive => {
                 let i = self.decisions.len();
-                let default = if point == Point::Optional && runnable.contains(&current) {
-                    current
-                } else if point == Point::Yield && runnable.len() > 1 {
-                    *runnable.iter().find(|t| **t > current).unwrap_or(&runnable[0])
+                // A quantum end is a switch the run must make, not a preemption it may try: the
+                // alternatives are the other threads (continuing would only spin longer).
+                let candidates: Vec<u32> = if point == Point::Quantum && runnable.len() > 1 {
+                    runnable.iter().copied().filter(|t| *t != current).collect()
                 } else {
-                    runnable[0]
+                    runnable.to_vec()
+                };
+                let default = match point {
+                    Point::Optional if here.is_ok() => current,
+                    Point::Quantum => next_after(&candidates),
+                    Point::Yield if candidates.len() > 1 => next_after(&candidates),
+                    _ => candidates[0],
                 };
                 let chosen = match self.prefix.get(i) {
-                    Some(t) if runnable.contains(t) => *t,
+                    Some(t) if candidates.contains(t) => *t,
                     _ => default,
                 };
                 self.decisions.push(Decision {
                     at: 0,
-                    runnable: runnable.to_vec(),
+                    runnable: candidates,
                     current,
                     chosen,
-                    optional: point == Point::Optional && runnable.contains(&current),
+                    optional: point == Point::Optional && here.is_ok(),
                 });
                 chosen
             }
             Strategy::Fifo => {
-                if point == Point::Optional && runnable.contains(&current) {
+                if point == Point::Optional && here.is_ok() {
                     current
                 } else {
-                    // Round robin from the current thread, so yields alternate.
-                    *runnable.iter().find(|t| **t > current).unwrap_or(&runnable[0])
+                    // Round robin from the current thread, so yields and quantum ends alternate.
+                    next_after(runnable)
                 }
             }
             Strategy::Random => {
                 // The threads other than `current`, counted rather than collected (no allocation
-                // per scheduling point).
-                let mut others = runnable.iter().copied().filter(|t| *t != current);
-                let n = others.clone().count();
+                // and no scan per scheduling point).
+                let n = runnable.len() - usize::from(here.is_ok());
                 if n == 0 {
                     current
                 } else if point == Point::Yield {
@@ -340,26 +411,33 @@ impl Scheduler {
                     // thread in: any runnable thread, the yielder included.
                     runnable[self.rng.below(runnable.len() as u64) as usize]
                 } else {
-                    // Forced, or an optional point that `wants_switch` approved: another thread.
-                    others.nth(self.rng.below(n as u64) as usize).expect("n others")
+                    // Forced, a quantum end, or an optional point that `wants_switch` approved:
+                    // another thread.
+                    let k = self.rng.below(n as u64) as usize;
+                    match here {
+                        Ok(pos) if k >= pos => runnable[k + 1],
+                        _ => runnable[k],
+                    }
                 }
             }
             Strategy::Pct { .. } => {
-                if point != Point::Forced && self.change_points.contains(&self.points) {
+                if matches!(point, Point::Optional | Point::Yield) && self.change_points.contains(&self.points) {
                     self.change_points.retain(|p| *p != self.points);
                     let low = self.next_low_priority;
                     self.next_low_priority += 1;
-                    if let Some(p) = self.priorities.iter_mut().find(|p| p.0 == current) {
-                        p.1 = low;
+                    self.set_priority(current, low);
+                }
+                if point == Point::Quantum && runnable.len() > 1 {
+                    // Out of quantum: below every thread not demoted since, so that spinning
+                    // threads take turns and the one they wait for gets to run.
+                    let low = self.next_demoted;
+                    self.next_demoted = self.next_demoted.saturating_sub(1).max(self.next_low_priority + 1);
+                    if self.priorities.get(&current).is_some_and(|p| *p > low) {
+                        self.set_priority(current, low);
                     }
                 }
-                let skip_current = point == Point::Yield && runnable.len() > 1;
-                runnable
-                    .iter()
-                    .copied()
-                    .filter(|t| !skip_current || *t != current)
-                    .max_by_key(|t| (self.priority(*t), u64::MAX - u64::from(*t)))
-                    .unwrap_or(runnable[0])
+                let skip_current = matches!(point, Point::Yield | Point::Quantum) && runnable.len() > 1;
+                self.highest(runnable, skip_current.then_some(current)).unwrap_or(runnable[0])
             }
         };
         if chosen != current {

@@ -149,8 +149,9 @@ pub struct Kernel {
     /// What a crash would leave of the files changed in the working directory
     /// (`KernelConfig::track_durable`).
     pub(crate) durable: fs::Durable,
-    /// Reused by `schedule` for the runnable threads, so that scheduling does not allocate.
-    pub(crate) runnable_buf: Vec<u32>,
+    /// Who is runnable and who waits for what, kept up to date at every change, so that a
+    /// scheduling decision never scans every thread.
+    pub(crate) waits: thread::WaitIndex,
 }
 
 impl Kernel {
@@ -173,7 +174,7 @@ impl Kernel {
             privileged: 0,
             pm_file_reads: 0,
             durable: fs::Durable::default(),
-            runnable_buf: Vec::new(),
+            waits: thread::WaitIndex::new(process::PID),
             cfg,
         }
     }

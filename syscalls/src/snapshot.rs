@@ -66,7 +66,7 @@ impl Kernel {
             privileged: self.privileged,
             pm_file_reads: self.pm_file_reads,
             durable: self.durable.clone(),
-            runnable_buf: Vec::new(),
+            waits: self.waits.clone(),
         })
     }
 

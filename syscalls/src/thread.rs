@@ -16,8 +16,11 @@
 //! Left out: fork, vfork and posix_spawn (no second address space: refused with ENOSYS and named),
 //! CLONE_PIDFD, namespaces. Asynchronous signals never interrupt a wait, so EINTR never happens.
 
+use std::collections::BTreeSet;
+
 use emu::sched::Point;
 use emu::{Machine, Reg};
+use rustc_hash::FxHashMap;
 
 use crate::{err, Errno, Kernel, SysResult};
 
@@ -77,6 +80,90 @@ pub struct KThread {
     pub altstack: [u64; 3],
 }
 
+/// Who is runnable and who waits for what, derived from the threads' [`Wait`]s and kept in step
+/// with every change of one ([`Kernel::set_wait`]): a scheduling point, a futex wake or the
+/// search for the next deadline costs O(log n) in the number of threads, never a scan of them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct WaitIndex {
+    /// Threads that can run, sorted by id.
+    runnable: Vec<u32>,
+    /// Futex waits and sleeps with a deadline: (deadline in virtual ns, tid).
+    deadlines: BTreeSet<(u64, u32)>,
+    /// Writers held by the targeted interleaving until an instruction count: (count, tid).
+    held_until: BTreeSet<(u64, u32)>,
+    /// Readers held until the hold's store, sorted by id.
+    held_readers: Vec<u32>,
+    /// Futex waiters by address, in arrival order: (wait_seq, tid, bitset).
+    futex: FxHashMap<u64, Vec<(u64, u32, u32)>>,
+}
+
+impl WaitIndex {
+    /// The index of a process whose only thread, `tid`, is running.
+    pub(crate) fn new(tid: u32) -> WaitIndex {
+        WaitIndex { runnable: vec![tid], ..WaitIndex::default() }
+    }
+
+    fn insert_sorted(v: &mut Vec<u32>, tid: u32) {
+        if let Err(i) = v.binary_search(&tid) {
+            v.insert(i, tid);
+        }
+    }
+
+    fn remove_sorted(v: &mut Vec<u32>, tid: u32) {
+        if let Ok(i) = v.binary_search(&tid) {
+            v.remove(i);
+        }
+    }
+
+    /// Thread `tid` enters state `w` (`None`: runnable), having arrived at position `seq`.
+    fn add(&mut self, tid: u32, w: Option<Wait>, seq: u64) {
+        match w {
+            None => Self::insert_sorted(&mut self.runnable, tid),
+            Some(Wait::Futex { addr, bitset, deadline }) => {
+                let q = self.futex.entry(addr).or_default();
+                // Requeued waiters keep their arrival order among the ones already there.
+                let i = q.partition_point(|x| (x.0, x.1) < (seq, tid));
+                q.insert(i, (seq, tid, bitset));
+                if let Some(d) = deadline {
+                    self.deadlines.insert((d, tid));
+                }
+            }
+            Some(Wait::Sleep { deadline }) => {
+                self.deadlines.insert((deadline, tid));
+            }
+            Some(Wait::Held { until: Some(n) }) => {
+                self.held_until.insert((n, tid));
+            }
+            Some(Wait::Held { until: None }) => Self::insert_sorted(&mut self.held_readers, tid),
+        }
+    }
+
+    /// Thread `tid` leaves state `w`.
+    fn remove(&mut self, tid: u32, w: Option<Wait>) {
+        match w {
+            None => Self::remove_sorted(&mut self.runnable, tid),
+            Some(Wait::Futex { addr, deadline, .. }) => {
+                if let Some(q) = self.futex.get_mut(&addr) {
+                    q.retain(|x| x.1 != tid);
+                    if q.is_empty() {
+                        self.futex.remove(&addr);
+                    }
+                }
+                if let Some(d) = deadline {
+                    self.deadlines.remove(&(d, tid));
+                }
+            }
+            Some(Wait::Sleep { deadline }) => {
+                self.deadlines.remove(&(deadline, tid));
+            }
+            Some(Wait::Held { until: Some(n) }) => {
+                self.held_until.remove(&(n, tid));
+            }
+            Some(Wait::Held { until: None }) => Self::remove_sorted(&mut self.held_readers, tid),
+        }
+    }
+}
+
 /// What the scheduler found when nothing could run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Deadlock {
@@ -104,17 +191,31 @@ impl Kernel {
         self.threads.entry(tid).or_insert_with(|| KThread::new(tid))
     }
 
-    /// Threads that can run now, sorted.
-    pub fn runnable(&self) -> Vec<u32> {
-        let mut v = Vec::new();
-        self.runnable_into(&mut v);
-        v
+    /// Every change of a thread's wait goes through here, so that [`WaitIndex`] stays exact.
+    /// `seq`, if given, is the thread's new place in the order of arrival among waiters.
+    fn set_wait(&mut self, tid: u32, w: Option<Wait>, seq: Option<u64>) {
+        let Some(t) = self.threads.get_mut(&tid) else { return };
+        let old = t.wait;
+        t.wait = w;
+        if let Some(seq) = seq {
+            t.wait_seq = seq;
+        }
+        if w.is_none() {
+            t.blocked_at.clear();
+        }
+        let seq = t.wait_seq;
+        self.waits.remove(tid, old);
+        self.waits.add(tid, w, seq);
     }
 
-    /// [`Kernel::runnable`] into `out`.
-    fn runnable_into(&self, out: &mut Vec<u32>) {
-        out.clear();
-        out.extend(self.threads.values().filter(|t| t.wait.is_none()).map(|t| t.tid));
+    /// Threads that can run now, sorted.
+    pub fn runnable(&self) -> Vec<u32> {
+        self.waits.runnable.clone()
+    }
+
+    /// How many threads can run now.
+    pub fn runnable_count(&self) -> usize {
+        self.waits.runnable.len()
     }
 
     pub fn live_threads(&self) -> usize {
@@ -166,6 +267,7 @@ impl Kernel {
         if flags & CLONE_CHILD_CLEARTID != 0 {
             t.clear_child_tid = ctid;
         }
+        self.waits.add(tid, None, 0);
         self.created.push((tid, if flags & CLONE_SETTLS != 0 { tls } else { 0 }));
         Ok(u64::from(tid))
     }
@@ -211,7 +313,9 @@ impl Kernel {
         if t.clear_child_tid != 0 && m.write(t.clear_child_tid, &0u32.to_le_bytes(), false).is_ok() {
             self.wake(m, t.clear_child_tid, 1, ALL_BITS);
         }
-        self.threads.remove(&cur);
+        if let Some(t) = self.threads.remove(&cur) {
+            self.waits.remove(cur, t.wait);
+        }
         self.threads.is_empty()
     }
 
@@ -256,19 +360,18 @@ impl Kernel {
     fn wake(&mut self, m: &mut Machine, addr: u64, n: u64, bits: u32) -> u64 {
         let mut woken = 0;
         while woken < n {
-            let mut cands: Vec<(u64, u32)> = self
-                .threads
-                .values()
-                .filter(
-                    |t| matches!(t.wait, Some(Wait::Futex { addr: a, bitset, .. }) if a == addr && bitset & bits != 0),
-                )
-                .map(|t| (t.wait_seq, t.tid))
-                .collect();
-            if cands.is_empty() {
+            let Some(q) = self.waits.futex.get(&addr) else { break };
+            // The waiters whose bitset meets `bits`, in arrival order, counted then indexed:
+            // nothing is collected.
+            let matching = |x: &&(u64, u32, u32)| x.2 & bits != 0;
+            let count = q.iter().filter(matching).count();
+            if count == 0 {
                 break;
             }
-            cands.sort_unstable();
-            let pick = cands[m.scheduler().choose(cands.len())].1;
+            let k = m.scheduler().choose(count);
+            let Some(&(_, pick, _)) = self.waits.futex.get(&addr).and_then(|q| q.iter().filter(matching).nth(k)) else {
+                break;
+            };
             self.resume(m, pick, 0);
             woken += 1;
         }
@@ -277,10 +380,7 @@ impl Kernel {
 
     /// Makes a blocked thread runnable with `ret` as its system call's result.
     fn resume(&mut self, m: &mut Machine, tid: u32, ret: u64) {
-        if let Some(t) = self.threads.get_mut(&tid) {
-            t.wait = None;
-            t.blocked_at.clear();
-        }
+        self.set_wait(tid, None, None);
         m.set_parked_reg(tid, Reg::RAX, ret);
     }
 
@@ -289,10 +389,8 @@ impl Kernel {
         let seq = self.wait_counter;
         self.wait_counter += 1;
         let bt = m.backtrace();
-        let t = self.thread_mut(cur);
-        t.wait = Some(w);
-        t.wait_seq = seq;
-        t.blocked_at = bt;
+        self.thread_mut(cur).blocked_at = bt;
+        self.set_wait(cur, Some(w), Some(seq));
     }
 
     fn read_timeout(&self, m: &Machine, addr: u64) -> Result<u64, Errno> {
@@ -366,18 +464,18 @@ impl Kernel {
                     return err(libc::EAGAIN);
                 }
                 let woken = self.wake(m, addr, val.min(i32::MAX as u64), ALL_BITS);
-                // The requeue count is passed in the timeout argument's register.
+                // The requeue count is passed in the timeout argument's register: the oldest
+                // remaining waiters move.
                 let mut moved = 0;
-                let mut waiters: Vec<(u64, u32)> = self
-                    .threads
-                    .values()
-                    .filter(|t| matches!(t.wait, Some(Wait::Futex { addr: a, .. }) if a == addr))
-                    .map(|t| (t.wait_seq, t.tid))
-                    .collect();
-                waiters.sort_unstable();
-                for (_, tid) in waiters.into_iter().take(timeout as usize) {
-                    if let Some(Wait::Futex { bitset, deadline, .. }) = self.threads[&tid].wait {
-                        self.thread_mut(tid).wait = Some(Wait::Futex { addr: addr2, bitset, deadline });
+                let waiters: Vec<u32> = self
+                    .waits
+                    .futex
+                    .get(&addr)
+                    .map(|q| q.iter().take(timeout as usize).map(|x| x.1).collect())
+                    .unwrap_or_default();
+                for tid in waiters {
+                    if let Some(Wait::Futex { bitset, deadline, .. }) = self.threads.get(&tid).and_then(|t| t.wait) {
+                        self.set_wait(tid, Some(Wait::Futex { addr: addr2, bitset, deadline }), None);
                         moved += 1;
                     }
                 }
@@ -448,13 +546,9 @@ impl Kernel {
 
     /// The hold's store happened: every held reader becomes runnable. Returns them.
     pub fn release_held(&mut self) -> Vec<u32> {
-        let mut out = Vec::new();
-        for t in self.threads.values_mut() {
-            if t.wait == Some(Wait::Held { until: None }) {
-                t.wait = None;
-                t.blocked_at.clear();
-                out.push(t.tid);
-            }
+        let out = self.waits.held_readers.clone();
+        for &tid in &out {
+            self.set_wait(tid, None, None);
         }
         out
     }
@@ -463,10 +557,9 @@ impl Kernel {
     /// else the `privileged`-th held reader (by id, wrapping) is released and never held again
     /// (PMRace's Pitfall-2). Returns whether a thread was released.
     fn release_privileged(&mut self, m: &mut Machine) -> bool {
-        let writer: Option<u32> =
-            self.threads.values().find(|t| matches!(t.wait, Some(Wait::Held { until: Some(_) }))).map(|t| t.tid);
-        let readers: Vec<u32> =
-            self.threads.values().filter(|t| t.wait == Some(Wait::Held { until: None })).map(|t| t.tid).collect();
+        // The writer with the lowest id, as the scan by id used to find.
+        let writer: Option<u32> = self.waits.held_until.iter().map(|x| x.1).min();
+        let readers = &self.waits.held_readers;
         let tid = match (writer, readers.is_empty()) {
             (Some(w), _) => w,
             (None, false) => {
@@ -476,37 +569,26 @@ impl Kernel {
             }
             (None, true) => return false,
         };
-        if let Some(t) = self.threads.get_mut(&tid) {
-            t.wait = None;
-            t.blocked_at.clear();
-        }
+        self.set_wait(tid, None, None);
         true
     }
 
     /// After a scheduling point: wakes expired waits, picks the thread to run, switches to it.
     /// `exited` says the running thread is gone. Returns the deadlock if no thread can ever run.
+    /// Costs O(log n) in the number of threads (plus the threads it wakes).
     pub fn schedule(&mut self, m: &mut Machine, point: Point, exited: bool) -> Result<(), Deadlock> {
         let cur = self.current;
-        let mut runnable = std::mem::take(&mut self.runnable_buf);
-        self.wake_expired(m, &mut runnable);
-        if runnable.is_empty() && self.release_privileged(m) {
-            self.runnable_into(&mut runnable);
+        self.wake_expired(m);
+        if self.waits.runnable.is_empty() {
+            self.release_privileged(m);
         }
-        if runnable.is_empty() {
+        if self.waits.runnable.is_empty() {
             // Nothing runs: jump the virtual clock to the earliest deadline, if any.
-            let earliest = self
-                .threads
-                .values()
-                .filter_map(|t| match t.wait {
-                    Some(Wait::Futex { deadline: Some(d), .. }) | Some(Wait::Sleep { deadline: d }) => Some(d),
-                    _ => None,
-                })
-                .min();
-            match earliest {
-                Some(d) => {
+            match self.waits.deadlines.first() {
+                Some(&(d, _)) => {
                     let now = self.now_ns(m);
                     self.rng.slept_ns += d.saturating_sub(now);
-                    self.wake_expired(m, &mut runnable);
+                    self.wake_expired(m);
                 }
                 None => {
                     let threads = self.threads.values().map(|t| (t.tid, t.blocked_at.clone())).collect();
@@ -514,11 +596,12 @@ impl Kernel {
                 }
             }
         }
+        let runnable = &self.waits.runnable;
         let next = if runnable.len() == 1 && !exited && runnable[0] == cur {
             cur
         } else {
             let icount = m.icount();
-            let next = m.scheduler().pick(&runnable, cur, point);
+            let next = m.scheduler().pick(runnable, cur, point);
             if let Some(d) = m.scheduler().decisions.last_mut() {
                 if d.at == 0 {
                     d.at = icount;
@@ -526,41 +609,36 @@ impl Kernel {
             }
             next
         };
+        let others = runnable.len().saturating_sub(1);
         if next != cur || exited {
             // A switch cannot fail for a thread the kernel knows: both sides are kept together.
             let _ = m.switch_to(next, exited);
             self.current = next;
         }
-        m.set_runnable_others(runnable.len().saturating_sub(1));
+        m.set_runnable_others(others);
         m.new_quantum();
-        self.runnable_buf = runnable;
         Ok(())
     }
 
-    /// Wakes every wait whose deadline passed; puts the runnable threads in `runnable`.
-    fn wake_expired(&mut self, m: &mut Machine, runnable: &mut Vec<u32>) {
-        let now = self.now_ns(m);
-        let expired: Vec<(u32, bool)> = self
-            .threads
-            .values()
-            .filter_map(|t| match t.wait {
-                Some(Wait::Futex { deadline: Some(d), .. }) if d <= now => Some((t.tid, true)),
-                Some(Wait::Sleep { deadline }) if deadline <= now => Some((t.tid, false)),
-                _ => None,
-            })
-            .collect();
+    /// Wakes every wait whose deadline passed, and every held writer whose wait is over: the
+    /// earliest ones only, in order, so nothing but what wakes is looked at.
+    fn wake_expired(&mut self, m: &mut Machine) {
         // A writer held for its wait goes on once enough instructions have retired.
         let icount = m.icount();
-        for t in self.threads.values_mut() {
-            if matches!(t.wait, Some(Wait::Held { until: Some(n) }) if n <= icount) {
-                t.wait = None;
-                t.blocked_at.clear();
+        while let Some(&(n, tid)) = self.waits.held_until.first() {
+            if n > icount {
+                break;
             }
+            self.set_wait(tid, None, None);
         }
-        for (tid, futex) in expired {
+        let now = self.now_ns(m);
+        while let Some(&(d, tid)) = self.waits.deadlines.first() {
+            if d > now {
+                break;
+            }
+            let futex = matches!(self.threads.get(&tid).and_then(|t| t.wait), Some(Wait::Futex { .. }));
             let ret = if futex { (-(libc::ETIMEDOUT as i64)) as u64 } else { 0 };
             self.resume(m, tid, ret);
         }
-        self.runnable_into(runnable);
     }
 }

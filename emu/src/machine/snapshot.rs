@@ -41,7 +41,6 @@ struct RunState {
     sched: Scheduler,
     runnable_others: usize,
     quantum_end: u64,
-    preempt_next_block: bool,
     last_point: u64,
     sync_fns: FxHashMap<u64, SyncKind>,
     client: ClientState,
@@ -100,7 +99,6 @@ impl Machine {
                 sched: st.sched.clone(),
                 runnable_others: st.runnable_others,
                 quantum_end: st.quantum_end,
-                preempt_next_block: st.preempt_next_block,
                 last_point: st.last_point,
                 sync_fns: st.sync_fns.clone(),
                 client: st.client.clone(),
@@ -144,7 +142,6 @@ impl Machine {
         st.sched = r.sched.clone();
         st.runnable_others = r.runnable_others;
         st.quantum_end = r.quantum_end;
-        st.preempt_next_block = r.preempt_next_block;
         st.last_point = r.last_point;
         st.sync_fns = r.sync_fns.clone();
         st.client = r.client.clone();
@@ -155,6 +152,7 @@ impl Machine {
         st.invalid = None;
         st.error = None;
         st.torn = None;
+        st.undo = None;
         st.to_hook.clear();
         st.hold = None;
         st.hold_signalled = false;
