@@ -44,12 +44,12 @@
 //! the emulator translates guest virtual addresses, so two mappings of a file share lines.
 //! The device keeps line contents only while a line has something undurable, and a line whose
 //! only undurable state is one small cached store as a compact record without history
-//! (`table.rs`); host memory follows the lines with undurable data, never the size of the PM
-//! files. When a store hits a
-//! line it does not track, it asks the `read_line` callback of [`PmDevice::store`] for the
-//! line's 64 bytes as guest memory holds them; the bytes of the stored range may be either before
-//! or after the store (the device overwrites them with `old`), the others must be current. So the
-//! emulator may call `store` from its write hook (before Unicorn writes) or right after.
+//! (`table.rs`): host memory follows the lines with undurable data, never the size of the PM
+//! files. When a store hits a line it does not track, it asks the `read_line` callback of
+//! [`PmDevice::store`] for the line's 64 bytes as guest memory holds them; the bytes of the
+//! stored range may be either before or after the store (the device overwrites them with `old`),
+//! the others must be current. So the emulator may call `store` from its write hook (before
+//! Unicorn writes) or right after.
 //!
 //! Per instruction (the full table is in `docs/pm-model.md`): plain and SSE stores → `store`
 //! (`Cached`, one call per access); `rep movs`/`rep stos` → one `RepString { seq }` store per

@@ -18,7 +18,7 @@
 //! it stores allocates nothing. Chunks are kept at their high-water mark.
 
 use super::fx::FxHashMap;
-use super::line::{range_mask, Entry, EntryKind, Line, Live, LINE};
+use super::line::{push_small, range_mask, Entry, EntryKind, Line, Live, LINE};
 use super::Tid;
 
 /// Largest store a compact record holds (one hooked guest store is at most 8 bytes).
@@ -66,8 +66,10 @@ impl Compact {
         l.floor = self.floor;
         l.current = self.id;
         let mask = self.mask();
-        l.log.push(Entry { id: self.id, last: self.id, kind: EntryKind::Cached, mask, data: self.current() });
-        l.lives.push(self.live());
+        // Room for the second version that usually follows.
+        let e = Entry { id: self.id, last: self.id, kind: EntryKind::Cached, mask, data: self.current() };
+        push_small(&mut l.log, e, 2);
+        push_small(&mut l.lives, self.live(), 1);
         l.hw_open = mask;
         l.own_open = mask;
     }
