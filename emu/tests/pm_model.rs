@@ -1275,3 +1275,106 @@ fn reference_agrees_on_tricky_sequences() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The compact representation (one small unpersisted store per line, no history).
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn compact_line_grows_a_history_and_shrinks_back() {
+    let mut s = Sim::adr();
+    let compact = |s: &Sim| {
+        let st = s.dev.stats();
+        (st.lines, st.compact_lines, st.versions)
+    };
+    let v1 = s.st(A, X, 1);
+    assert_eq!(compact(&s), (1, 1, 1));
+    assert_eq!(s.values(&[X]), set(&[&[0], &[1]]));
+    // A second unpersisted version: the line needs its history.
+    s.clwb(A, X);
+    let v2 = s.st(A, X + 1, 2);
+    assert_eq!(compact(&s), (1, 0, 2));
+    assert_eq!(s.values(&[X, X + 1]), set(&[&[0, 0], &[1, 0], &[1, 2]]));
+    // The fence persists v1 only: one version is left above the floor, held compactly again.
+    let out = s.sfence(A);
+    assert_eq!((out.lines_persisted, out.stores_hw), (1, 1));
+    assert_eq!(compact(&s), (1, 1, 1));
+    assert_eq!(s.values(&[X, X + 1]), set(&[&[1, 0], &[1, 2]]));
+    assert_eq!(s.dev.persist_info(X), None);
+    assert_eq!(s.dev.persist_info(X + 1).map(|i| i.store), Some(v2));
+    assert_ne!(v1, v2);
+    // Persisted by its writer: forgotten.
+    s.clwb(A, X);
+    s.sfence(A);
+    assert_eq!(compact(&s), (0, 0, 0));
+    // Another thread's flush and fence: durable by the hardware rule only, which a compact
+    // record cannot say.
+    s.st(A, X, 3);
+    s.clwb(B, X);
+    s.sfence(B);
+    assert_eq!(compact(&s), (1, 0, 0));
+    assert!(s.dev.durable_hw(X, 1) && !s.dev.durable_own(X, 1));
+    assert!(s.dev.crash_space().is_empty());
+    // Its writer's store replaces that record: compact again.
+    s.st(A, X, 4);
+    assert_eq!(compact(&s), (1, 1, 1));
+    // Stores a compact record cannot hold: wider than 8 bytes, non-temporal, rep-string.
+    s.store(A, 128, &[5; 16], StoreKind::Cached);
+    s.nt(A, 192, &[6; 8]);
+    s.rep(A, 256, &[7; 8], 8);
+    assert_eq!(compact(&s).1, 1);
+}
+
+/// Whether the device may hold line `l` as a compact record, from the public API alone: exactly
+/// one version above the floor (not merged, no pending chunk), made by one cached store (not a
+/// rep-string one) of at most 8 contiguous bytes that is the latest store of every byte still
+/// tracked, durable by neither rule.
+fn compactable(dev: &PmDevice, space: &CrashSpace, rep_ids: &BTreeSet<StoreId>, l: u64) -> bool {
+    let Some(ls) = space.lines().iter().find(|ls| ls.line == l) else {
+        return false;
+    };
+    let Some(upto) = ls.versions.last().and_then(|v| v.upto) else {
+        return false;
+    };
+    if ls.versions.len() != 2 || !ls.chunks.is_empty() || ls.merged || rep_ids.contains(&upto) {
+        return false;
+    }
+    let infos: Vec<(u64, PersistInfo)> = (0..64).filter_map(|b| dev.persist_info(l * 64 + b).map(|i| (b, i))).collect();
+    let (Some(first), Some(last)) = (infos.first(), infos.last()) else {
+        return false;
+    };
+    infos.len() <= 8
+        && last.0 - first.0 + 1 == infos.len() as u64
+        && infos.iter().all(|(_, i)| i.store == upto && !i.nt && i.hw.is_none() && i.own.is_none())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// After every event, a line is held compactly exactly when its state fits a compact
+    /// record: a second version turns it into a full history, and persisting back to one small
+    /// version turns it back (`device_matches_reference` checks both forms give the model's
+    /// answers).
+    #[test]
+    fn compact_exactly_when_one_small_unpersisted_store(
+        cfg in config(),
+        ops in prop::collection::vec(op(2, 3), 1..40),
+    ) {
+        let mut sim = Sim::new(cfg);
+        sim.init = pattern;
+        let mut val = 0u8;
+        let mut rep_ids = BTreeSet::new();
+        for o in &ops {
+            if let Op::Rep { tid, line, off, len, elem } = *o {
+                let data = vec![1u8; usize::from(len)];
+                let addr = u64::from(line) * 64 + u64::from(off);
+                rep_ids.extend(sim.rep(Tid::from(tid) + 1, addr, &data, usize::from(elem)));
+            } else {
+                run_op(&mut sim, o, &mut val);
+            }
+            let space = sim.dev.crash_space();
+            let fits = sim.dev.tracked_lines().into_iter().filter(|&l| compactable(&sim.dev, &space, &rep_ids, l));
+            prop_assert_eq!(sim.dev.stats().compact_lines, fits.count(), "after {:?}", o);
+        }
+    }
+}

@@ -55,6 +55,17 @@ pub(crate) fn apply(dst: &mut [u8; LINE], mut mask: u64, src: &[u8; LINE]) {
     }
 }
 
+/// Pushes `x`, giving a vector without memory room for exactly `first` elements (a `Vec`'s
+/// first push reserves four, and most lines never hold more than one or two versions and one
+/// latest store: a full line's memory is dominated by these first allocations).
+#[inline]
+pub(crate) fn push_small<T>(v: &mut Vec<T>, x: T, first: usize) {
+    if v.capacity() == 0 {
+        v.reserve_exact(first);
+    }
+    v.push(x);
+}
+
 /// The mask of the 8 bytes of word `w`.
 #[inline]
 pub(crate) fn word_mask(w: usize) -> u64 {
@@ -216,7 +227,7 @@ impl Line {
                 return;
             }
         }
-        self.lives.push(Live { id, tid, nt, mask, hw: None, own: None });
+        push_small(&mut self.lives, Live { id, tid, nt, mask, hw: None, own: None }, 1);
     }
 
     /// A cached (or rep-string) store under ADR: a new version above the floor, or, for the next
@@ -228,13 +239,8 @@ impl Line {
             e.mask |= mask;
             apply(&mut e.data, mask, data);
         } else {
-            self.log.push(Entry {
-                id,
-                last: id,
-                kind: if rep { EntryKind::Rep } else { EntryKind::Cached },
-                mask,
-                data: *data,
-            });
+            let kind = if rep { EntryKind::Rep } else { EntryKind::Cached };
+            push_small(&mut self.log, Entry { id, last: id, kind, mask, data: *data }, 2);
         }
         self.current = id;
         self.hw_open |= mask;

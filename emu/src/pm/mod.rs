@@ -42,11 +42,14 @@
 //! # How the emulator calls it
 //! Addresses are *device addresses*: `(file id << 40) | offset in the PM file` ([`device_addr`]);
 //! the emulator translates guest virtual addresses, so two mappings of a file share lines.
-//! The device keeps line contents only while a line has something undurable. When a store hits a
-//! line it does not track, it asks the `read_line` callback of [`PmDevice::store`] for the
-//! line's 64 bytes as guest memory holds them; the bytes of the stored range may be either before
-//! or after the store (the device overwrites them with `old`), the others must be current. So the
-//! emulator may call `store` from its write hook (before Unicorn writes) or right after.
+//! The device keeps line contents only while a line has something undurable, and a line whose
+//! only undurable state is one small cached store as a compact record without history
+//! (`table.rs`): host memory follows the lines with undurable data, never the size of the PM
+//! files. When a store hits a line it does not track, it asks the `read_line` callback of
+//! [`PmDevice::store`] for the line's 64 bytes as guest memory holds them; the bytes of the
+//! stored range may be either before or after the store (the device overwrites them with `old`),
+//! the others must be current. So the emulator may call `store` from its write hook (before
+//! Unicorn writes) or right after.
 //!
 //! Per instruction (the full table is in `docs/pm-model.md`): plain and SSE stores → `store`
 //! (`Cached`, one call per access); `rep movs`/`rep stos` → one `RepString { seq }` store per
@@ -82,6 +85,7 @@
 mod crash;
 mod fx;
 mod line;
+mod table;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -93,6 +97,7 @@ pub use crash::{CrashSpace, Dim, DimKind, Enumerate, LineSpace, PendingChunk, Ve
 
 use fx::FxHashMap;
 use line::{range_mask, Line};
+use table::{Compact, LineTable, Slot, COMPACT_BYTES};
 
 /// Bytes per PM line.
 pub const LINE_SIZE: u64 = 64;
@@ -365,6 +370,8 @@ pub struct PendingNt {
 pub struct PmStats {
     /// Lines with state (something not durable by some rule).
     pub lines: usize,
+    /// Of `lines`, those held compactly (one small cached store above the floor, no history).
+    pub compact_lines: usize,
     /// Log entries (versions and completed chunks) above the floors.
     pub versions: usize,
     /// Pending NT chunks.
@@ -389,7 +396,7 @@ struct ThreadState {
 pub struct PmDevice {
     config: PmConfig,
     version_limit: usize,
-    lines: FxHashMap<u64, Line>,
+    lines: LineTable,
     threads: FxHashMap<Tid, ThreadState>,
     /// Next event sequence number (store ids come from it; 0 is never used).
     next_event: u64,
@@ -399,13 +406,7 @@ pub struct PmDevice {
     merged_versions: u64,
     /// Reused by `fence` to avoid allocating.
     scratch: Vec<(u64, u64)>,
-    /// Lines forgotten, their vectors kept: a store to a line that is not tracked (the common
-    /// case, a line persisted since its last store) reuses one instead of allocating.
-    spare: Vec<Line>,
 }
-
-/// Spare lines kept for reuse.
-const SPARE_LINES: usize = 64;
 
 impl Default for PmDevice {
     fn default() -> Self {
@@ -418,13 +419,12 @@ impl PmDevice {
         PmDevice {
             config,
             version_limit: DEFAULT_VERSION_LIMIT,
-            lines: FxHashMap::default(),
+            lines: LineTable::default(),
             threads: FxHashMap::default(),
             next_event: 1,
             last_rep: None,
             merged_versions: 0,
             scratch: Vec::new(),
-            spare: Vec::new(),
         }
     }
 
@@ -510,26 +510,27 @@ impl PmDevice {
         if eadr && kind != StoreKind::NonTemporal {
             // Durable at once: only a line that has other state (pending chunks, lives) needs
             // to hear about it.
-            if let Some(l) = self.lines.get_mut(&line) {
+            if let Some(l) = self.lines.full(line) {
                 l.store_durable(id, tid, mask, &data);
-                if l.is_idle() {
-                    self.forget(line);
-                }
+                self.lines.settle(line);
             }
             return;
         }
-        let spare = &mut self.spare;
-        let l = self.lines.entry(line).or_insert_with(|| {
+        let base = |read_line: &mut F| {
             let mut base = read_line(line);
             base[lo..lo + old.len()].copy_from_slice(old);
-            match spare.pop() {
-                Some(mut l) => {
-                    l.reuse(base);
-                    l
-                }
-                None => Line::new(base),
-            }
-        });
+            base
+        };
+        if kind == StoreKind::Cached && new.len() <= COMPACT_BYTES && !self.lines.contains(line) {
+            // The common case: the line's only undurable state is this store.
+            let mut bytes = [0u8; COMPACT_BYTES];
+            bytes[..new.len()].copy_from_slice(new);
+            let c =
+                Compact { base: base(read_line), floor: 0, id, new: bytes, tid, lo: lo as u8, len: new.len() as u8 };
+            self.lines.insert_compact(line, c);
+            return;
+        }
+        let l = self.lines.full_or_insert(line, || base(read_line));
         match kind {
             StoreKind::Cached => l.store_cached(id, tid, false, mask, &data),
             StoreKind::RepString { .. } => l.store_cached(id, tid, true, mask, &data),
@@ -547,6 +548,34 @@ impl PmDevice {
             }
         }
         self.merged_versions += l.enforce_limit(self.version_limit);
+        // The store may have replaced the line's only other latest store.
+        self.lines.settle(line);
+    }
+
+    /// If `line` is a compact record written by `tid` and `cap` covers its store, persists it
+    /// as a persistence event of `p.tid == tid` would (both rules at once), forgets the line
+    /// and reports the store. The full path gives the same outcome; this one allocates nothing
+    /// and touches no vector.
+    fn persist_compact<S: FnMut(&Persisted)>(
+        &mut self,
+        line: u64,
+        p: Persister,
+        cap: u64,
+        out: &mut FenceOutcome,
+        sink: &mut S,
+    ) -> bool {
+        let Some(c) = self.lines.compact(line) else {
+            return false;
+        };
+        if c.tid != p.tid || cap < c.id {
+            return false;
+        }
+        out.lines_persisted += 1;
+        out.stores_hw += 1;
+        out.stores_own += 1;
+        sink(&Persisted { store: StoreId(c.id), writer: c.tid, line, mask: c.mask(), hw: true, own: true });
+        self.lines.remove(line);
+        true
     }
 
     /// A flush of the line holding `addr` by `tid`.
@@ -566,23 +595,33 @@ impl PmDevice {
         let seq = self.bump();
         let line = line_of(addr);
         let mut out = FlushOutcome { line, dirty: false, already_captured: false, persisted: false };
-        let Some(l) = self.lines.get_mut(&line) else {
-            return out;
+        let current = match self.lines.get(line) {
+            None => return out,
+            Some(Slot::Compact(c)) => {
+                out.dirty = true;
+                c.id
+            }
+            Some(Slot::Full(l)) => {
+                out.dirty = l.has_cached_above_floor();
+                l.current
+            }
         };
-        out.dirty = l.has_cached_above_floor();
         if self.config.persistency == Persistency::Eadr {
             // Nothing cached is undurable; NT chunks are not in the cache.
             return out;
         }
         if kind == FlushKind::Clflush && self.config.flush_model == FlushModel::Intel {
             let p = Persister { tid, seq, cause: PersistCause::Clflush };
+            if self.persist_compact(line, p, u64::MAX, &mut FenceOutcome::default(), &mut sink) {
+                out.persisted = true;
+                return out;
+            }
+            let l = self.lines.full(line).expect("tracked");
             out.persisted = l.raise_floor(u64::MAX);
             l.mark(line, p, u64::MAX, &mut FenceOutcome::default(), &mut sink);
-            if l.is_idle() {
-                self.forget(line);
-            }
-        } else if l.current != 0 {
-            let cur = l.current;
+            self.lines.settle(line);
+        } else if current != 0 {
+            let cur = current;
             let t = self.threads.entry(tid).or_default();
             let c = t.captures.entry(line).or_insert(0);
             out.already_captured = *c >= cur;
@@ -622,16 +661,17 @@ impl PmDevice {
                 cap = cap.max(work[i].1);
                 i += 1;
             }
-            if let Some(l) = self.lines.get_mut(&line) {
+            if self.persist_compact(line, p, cap, &mut out, &mut sink) {
+                continue;
+            }
+            if let Some(l) = self.lines.full(line) {
                 out.nt_completed += l.complete_nt(tid);
                 if l.raise_floor(cap) {
                     out.lines_persisted += 1;
                 }
                 l.fold();
                 l.mark(line, p, cap, &mut out, &mut sink);
-                if l.is_idle() {
-                    self.forget(line);
-                }
+                self.lines.settle(line);
             }
         }
         self.scratch = work;
@@ -659,17 +699,18 @@ impl PmDevice {
         let mut out = FenceOutcome { seq, redundant: true, ..FenceOutcome::default() };
         let p = Persister { tid, seq, cause: PersistCause::Range };
         for line in self.lines_in(start, len) {
-            let l = self.lines.get_mut(&line).expect("listed by lines_in");
             out.redundant = false;
+            if self.persist_compact(line, p, u64::MAX, &mut out, &mut sink) {
+                continue;
+            }
+            let l = self.lines.full(line).expect("listed by lines_in");
             out.nt_completed += l.complete_nt(tid);
             if l.raise_floor(u64::MAX) {
                 out.lines_persisted += 1;
             }
             l.fold();
             l.mark(line, p, u64::MAX, &mut out, &mut sink);
-            if l.is_idle() {
-                self.forget(line);
-            }
+            self.lines.settle(line);
         }
         out
     }
@@ -679,16 +720,7 @@ impl PmDevice {
     pub fn discard_range(&mut self, start: u64, len: u64) {
         self.bump();
         for line in self.lines_in(start, len) {
-            self.forget(line);
-        }
-    }
-
-    /// Stops tracking `line`, keeping its vectors for the next line a store creates.
-    fn forget(&mut self, line: u64) {
-        if let Some(l) = self.lines.remove(&line) {
-            if self.spare.len() < SPARE_LINES {
-                self.spare.push(l);
-            }
+            self.lines.remove(line);
         }
     }
 
@@ -701,9 +733,9 @@ impl PmDevice {
         let last = line_of(start.saturating_add(len - 1));
         let span = last - first + 1;
         if span <= self.lines.len() as u64 {
-            (first..=last).filter(|l| self.lines.contains_key(l)).collect()
+            (first..=last).filter(|&l| self.lines.contains(l)).collect()
         } else {
-            let mut v: Vec<u64> = self.lines.keys().copied().filter(|l| (first..=last).contains(l)).collect();
+            let mut v: Vec<u64> = self.lines.keys().filter(|l| (first..=last).contains(l)).collect();
             v.sort_unstable();
             v
         }
@@ -727,15 +759,24 @@ impl PmDevice {
     /// Every byte's latest store is durable by the hardware rule, and no pending NT chunk
     /// covers it: every crash image holds the current value.
     pub fn durable_hw(&self, addr: u64, len: u64) -> bool {
-        Self::for_pieces(addr, len, |line, mask| self.lines.get(&line).is_none_or(|l| l.hw_open & mask == 0))
+        Self::for_pieces(addr, len, |line, mask| self.open(line, false) & mask == 0)
     }
 
     /// `durable_hw`, and every byte's latest store was persisted by its writer's own flush and
     /// fence (or clflush, persist_range, eADR).
     pub fn durable_own(&self, addr: u64, len: u64) -> bool {
-        Self::for_pieces(addr, len, |line, mask| {
-            self.lines.get(&line).is_none_or(|l| (l.hw_open | l.own_open) & mask == 0)
-        })
+        Self::for_pieces(addr, len, |line, mask| self.open(line, true) & mask == 0)
+    }
+
+    /// The bytes of `line` that are not durable by the hardware rule (`own`: or by the own rule).
+    #[inline]
+    fn open(&self, line: u64, own: bool) -> u64 {
+        match self.lines.get(line) {
+            None => 0,
+            Some(Slot::Compact(c)) => c.mask(),
+            Some(Slot::Full(l)) if own => l.hw_open | l.own_open,
+            Some(Slot::Full(l)) => l.hw_open,
+        }
     }
 
     /// `durable_hw` or `durable_own`.
@@ -750,8 +791,22 @@ impl PmDevice {
     /// that store is durable by both rules (the device then forgets it) or there is none. The
     /// byte itself may still be open if an older NT chunk is pending on it: ask `durable_hw`.
     pub fn persist_info(&self, addr: u64) -> Option<PersistInfo> {
-        let l = self.lines.get(&line_of(addr))?;
         let b = (addr % LINE_SIZE) as usize;
+        let l = match self.lines.get(line_of(addr))? {
+            Slot::Compact(c) => {
+                let live = c.live();
+                return (live.mask >> b & 1 == 1).then_some(PersistInfo {
+                    store: StoreId(live.id),
+                    writer: live.tid,
+                    nt: false,
+                    hw: None,
+                    own: None,
+                    durable_hw: false,
+                    durable_own: false,
+                });
+            }
+            Slot::Full(l) => l,
+        };
         let live = l.live_at(b)?;
         Some(PersistInfo {
             store: StoreId(live.id),
@@ -769,8 +824,16 @@ impl PmDevice {
     pub fn unpersisted(&self, rule: DurabilityRule) -> Vec<UnpersistedStore> {
         // (tid, nt, min addr, max addr, bytes) per store; aggregation is order-independent.
         let mut acc: BTreeMap<u64, (Tid, bool, u64, u64, u64)> = BTreeMap::new();
-        for (&line, l) in &self.lines {
-            for live in &l.lives {
+        for line in self.lines.keys() {
+            let one;
+            let lives = match self.lines.get(line).expect("listed") {
+                Slot::Compact(c) => {
+                    one = [c.live()];
+                    &one[..]
+                }
+                Slot::Full(l) => &l.lives[..],
+            };
+            for live in lives {
                 let undurable = match rule {
                     DurabilityRule::Hw => live.hw.is_none(),
                     DurabilityRule::Own => live.own.is_none(),
@@ -811,11 +874,13 @@ impl PmDevice {
         let mut v: Vec<UnfencedFlush> = t
             .captures
             .iter()
-            .filter(|(line, &cap)| {
-                self.lines.get(line).is_some_and(|l| {
+            .filter(|(&line, &cap)| match self.lines.get(line) {
+                None => false,
+                Some(Slot::Compact(c)) => cap.min(c.id) > c.floor || (c.tid == tid && c.id <= cap),
+                Some(Slot::Full(l)) => {
                     cap.min(l.current) > l.floor
                         || l.lives.iter().any(|lv| lv.tid == tid && !lv.nt && lv.id <= cap && lv.own.is_none())
-                })
+                }
             })
             .map(|(&line, &cap)| UnfencedFlush { tid, line, captured: StoreId(cap) })
             .collect();
@@ -833,7 +898,7 @@ impl PmDevice {
         lines.dedup();
         let mut acc: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
         for line in lines {
-            let Some(l) = self.lines.get(&line) else {
+            let Some(Slot::Full(l)) = self.lines.get(line) else {
                 continue;
             };
             for c in l.pending.iter().filter(|c| c.tid == tid) {
@@ -868,31 +933,50 @@ impl PmDevice {
     /// The device's view of a tracked line's current contents (everything applied in program
     /// order); `None` if untracked (guest memory is then the truth). For consistency checks.
     pub fn current_line(&self, line: u64) -> Option<[u8; 64]> {
-        self.lines.get(&line).map(Line::current_content)
+        self.lines.get(line).map(|s| match s {
+            Slot::Compact(c) => c.current(),
+            Slot::Full(l) => l.current_content(),
+        })
     }
 
     /// Tracked lines, sorted (lines with something not durable by some rule).
     pub fn tracked_lines(&self) -> Vec<u64> {
-        let mut v: Vec<u64> = self.lines.keys().copied().collect();
+        let mut v: Vec<u64> = self.lines.keys().collect();
         v.sort_unstable();
         v
     }
 
     pub fn stats(&self) -> PmStats {
         let mut s = PmStats { lines: self.lines.len(), merged_versions: self.merged_versions, ..PmStats::default() };
-        for l in self.lines.values() {
-            s.versions += l.log.len();
-            s.pending_chunks += l.pending.len();
-            s.live_stores += l.lives.len();
+        for line in self.lines.keys() {
+            match self.lines.get(line).expect("listed") {
+                Slot::Compact(_) => {
+                    s.compact_lines += 1;
+                    s.versions += 1;
+                    s.live_stores += 1;
+                }
+                Slot::Full(l) => {
+                    s.versions += l.log.len();
+                    s.pending_chunks += l.pending.len();
+                    s.live_stores += l.lives.len();
+                }
+            }
         }
         s
     }
 
     /// Every crash image the model allows right now, as independent per-line choices.
     pub fn crash_space(&self) -> CrashSpace {
-        let mut keys: Vec<u64> = self.lines.keys().copied().collect();
+        let mut keys: Vec<u64> = self.lines.keys().collect();
         keys.sort_unstable();
-        CrashSpace::build(self.config.atomicity, keys.into_iter().map(|k| (k, &self.lines[&k])))
+        let lines: Vec<(u64, std::borrow::Cow<'_, Line>)> = keys
+            .into_iter()
+            .map(|k| match self.lines.get(k).expect("listed") {
+                Slot::Compact(c) => (k, std::borrow::Cow::Owned(c.expand())),
+                Slot::Full(l) => (k, std::borrow::Cow::Borrowed(l)),
+            })
+            .collect();
+        CrashSpace::build(self.config.atomicity, lines.iter().map(|(k, l)| (*k, l.as_ref())))
     }
 }
 

@@ -4,12 +4,32 @@
 
 use super::crash::CrashSpace;
 use super::line::{range_mask, EntryKind, Line};
+use super::table::{Compact, Slot};
 use super::*;
 
 impl PmDevice {
+    /// The full form of a tracked line (a compact record expanded).
+    fn full_line(&self, n: u64) -> Line {
+        match self.lines.get(n).expect("tracked") {
+            Slot::Compact(c) => c.expand(),
+            Slot::Full(l) => l.clone(),
+        }
+    }
+
     /// Checks every documented invariant of every line.
     fn assert_invariants(&self) {
-        for (&n, l) in &self.lines {
+        for n in self.lines.keys() {
+            let l = &self.full_line(n);
+            match self.lines.get(n).expect("tracked") {
+                Slot::Compact(c) => {
+                    let back = Compact::of(l).expect("an expanded compact record compacts again");
+                    assert_eq!((back.base, back.floor, back.id, back.tid), (c.base, c.floor, c.id, c.tid));
+                    assert_eq!((back.lo, back.len, back.new), (c.lo, c.len, c.new), "line {n}");
+                }
+                Slot::Full(_) => {
+                    assert!(Compact::of(l).is_none(), "line {n}: a full line that fits a compact record");
+                }
+            }
             assert!(!l.is_idle(), "line {n}: idle lines are forgotten");
             assert!(l.floor <= l.current || l.current == 0, "line {n}: floor above current");
             assert!(l.log.windows(2).all(|w| w[0].id <= w[1].id), "line {n}: log out of order");
@@ -144,13 +164,13 @@ fn version_limit_does_not_merge_across_a_pending_chunk() {
     st(&mut d, 8, 2);
     st(&mut d, 1, 3);
     st(&mut d, 2, 4);
-    let l = &d.lines[&0];
+    let l = &d.full_line(0);
     // The pair around the chunk (ids 1 and 3) stayed apart.
     assert!(l.log.iter().any(|e| e.id == 1 && e.last == 1));
     // Persist the first version only (thread 1's NT capture), then complete the chunk: it lands
     // under the younger store of byte 8.
     d.fence(1, FenceKind::Sfence);
-    assert_eq!(d.lines[&0].base[8], 7);
+    assert_eq!(d.full_line(0).base[8], 7);
     let space = d.crash_space();
     assert!(space.enumerate().all(|(_, img)| img[0].1[9] == 7 && img[0].1[0] == 1));
     assert!(space.enumerate().any(|(_, img)| img[0].1[8] == 2));
