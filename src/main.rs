@@ -666,8 +666,9 @@ fn explore(spec: &RunSpec, n: u32) -> Result<(Report, session::RunOutcome), Fata
 /// applied to the passes they concern when those are selected. A pass named with its own
 /// options keeps them.
 fn pass_options(opts: &RunOptions) -> Vec<String> {
-    let selected =
-        |name: &str| opts.analyses.iter().any(|a| a == name || (a == "all" && !analyses::OPT_IN.contains(&name)));
+    let selected = |name: &str| {
+        opts.analyses.iter().any(|a| a == name || (a == "all" && !analyses::info(name).is_some_and(|p| p.opt_in)))
+    };
     let mut out: Vec<String> = opts.analyses.clone();
     let mut add = |name: &str, option: String| {
         if selected(name) && !out.iter().any(|a| a.starts_with(&format!("{name}:"))) {

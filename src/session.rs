@@ -521,7 +521,7 @@ impl Session {
                             findings.push(f);
                             continue;
                         }
-                        if analysis == "pmrace" && allowed(&f, &spec.settings) {
+                        if analysis == "pmrace" && analyses::pmrace::known_benign(&f, &spec.settings) {
                             *stats.entry("pmrace.whitelisted_false_positives".into()).or_insert(0) += 1;
                             continue;
                         }
@@ -603,31 +603,4 @@ impl Session {
             pm_file_reads: k.pm_file_reads,
         })
     }
-}
-
-/// Functions whose recovery PMRace cannot validate (PMDK's transactional allocation, redo
-/// logged), and those the user lists (`pmrace_allow` in `--config`): a finding with one in a
-/// backtrace is a known false positive.
-const DEFAULT_ALLOW: &[&str] = &[
-    "pmemobj_tx_alloc",
-    "pmemobj_tx_zalloc",
-    "pmemobj_tx_xalloc",
-    "pmemobj_tx_realloc",
-    "pmemobj_tx_zrealloc",
-    "pmemobj_tx_strdup",
-    "pmemobj_tx_wcsdup",
-];
-
-/// Whether a finding's backtraces pass through an allowed function or `file:line`.
-fn allowed(f: &Finding, settings: &analyses::Settings) -> bool {
-    let names = DEFAULT_ALLOW.iter().copied().chain(settings.pmrace_allow.iter().map(String::as_str));
-    let names: Vec<&str> = names.collect();
-    f.locations.iter().flat_map(|l| l.backtrace.iter()).any(|fr| {
-        let func = fr.function.as_deref().unwrap_or("");
-        let at = match (&fr.file, fr.line) {
-            (Some(file), Some(line)) => format!("{}:{line}", file.rsplit('/').next().unwrap_or(file)),
-            _ => String::new(),
-        };
-        names.iter().any(|n| *n == func || (!at.is_empty() && *n == at))
-    })
 }

@@ -63,8 +63,10 @@ use emu::events::{Event, EventKind, Interest};
 use emu::pm::PmDevice;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::options::parse_bool;
+use crate::pair::{pair_finding, what, Side};
 use crate::sync::{Edges, HappensBefore, SyncAdapter, SyncBracket, SyncOp, VectorClock};
-use crate::{Analysis, CodeInfo, RawFinding, RawLocation};
+use crate::{Analysis, CodeInfo, RawFinding};
 
 /// Threads whose latest read and latest write each location remembers in the optimised variant
 /// (OSCS-Opt: "the two most recent reads and two most recent writes from different threads").
@@ -106,21 +108,12 @@ impl Options {
                         _ => return Err(format!("history={v}: expected opt or full")),
                     }
                 }
-                "redundant" => o.redundant_write = on_off(k, v)?,
-                "condflag" => o.condflag = on_off(k, v)?,
+                "redundant" => o.redundant_write = parse_bool(k, v)?,
+                "condflag" => o.condflag = parse_bool(k, v)?,
                 _ => return Err(format!("unknown oscs option `{k}` (history, redundant, condflag)")),
             }
         }
         Ok(o)
-    }
-}
-
-/// `on`/`off` (or `1`/`0`, `true`/`false`, `yes`/`no`).
-pub(crate) fn on_off(key: &str, v: &str) -> Result<bool, String> {
-    match v {
-        "on" | "1" | "true" | "yes" => Ok(true),
-        "off" | "0" | "false" | "no" => Ok(false),
-        _ => Err(format!("{key}={v}: expected on or off")),
     }
 }
 
@@ -172,13 +165,6 @@ struct Pending {
     cur: Side,
     cur_cs: CsId,
     lock: u64,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Side {
-    pc: u64,
-    stack: StackId,
-    write: bool,
 }
 
 #[derive(Debug)]
@@ -496,14 +482,6 @@ impl Oscs {
     }
 }
 
-fn what(write: bool) -> &'static str {
-    if write {
-        "write"
-    } else {
-        "read"
-    }
-}
-
 impl Analysis for Oscs {
     fn name(&self) -> &'static str {
         "oscs"
@@ -570,23 +548,14 @@ impl Analysis for Oscs {
                 rw(r.second_rw),
                 r.addr
             );
-            let role = |s: &Side, earlier: bool| match (earlier, s.write) {
-                (true, true) => "earlier-write",
-                (true, false) => "earlier-read",
-                (false, true) => "later-write",
-                (false, false) => "later-read",
-            };
-            out.push(RawFinding {
-                validation: None,
-                analysis: "oscs",
-                kind: "order-sensitive-critical-sections",
+            out.push(pair_finding(
+                "oscs",
+                "order-sensitive-critical-sections",
                 message,
-                occurrences: r.count,
-                locations: vec![
-                    RawLocation { role: role(&first, true), pc: first.pc, stack: first.stack, tid: r.first_tid },
-                    RawLocation { role: role(&second, false), pc: second.pc, stack: second.stack, tid: r.second_tid },
-                ],
-            });
+                r.count,
+                (&first, r.first_tid),
+                (&second, r.second_tid),
+            ));
         }
         out
     }
@@ -595,7 +564,7 @@ impl Analysis for Oscs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::*;
+    use crate::testkit::*;
 
     const X: u64 = 0x5000;
     const K: &str = "order-sensitive-critical-sections";

@@ -105,9 +105,11 @@ use emu::events::{Event, EventKind, Interest};
 use emu::pm::{DurabilityRule, PmDevice, LINE_SIZE};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::annotations::{Annotations, Screen};
-use crate::hawkset::{durable_bytes, is_release_call, option_pairs, parse_bool, parse_owner, pieces, Interner, Site};
-use crate::sync::{Edges, HappensBefore, SyncAdapter, SyncOp};
+use crate::annotations::Annotations;
+use crate::options::{option_pairs, parse_bool, parse_owner};
+use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Site};
+use crate::screen::WindowPass;
+use crate::sync::{Edges, HappensBefore, PmdkLockCalls, SyncAdapter, SyncOp};
 use crate::{Analysis, RawFinding, RawLocation};
 
 /// How overlap is decided.
@@ -245,7 +247,7 @@ struct Thread {
 pub struct Vardalith {
     opts: VardalithOptions,
     sync: SyncAdapter,
-    pmdk_locks: crate::sync::PmdkLockCalls,
+    pmdk_locks: PmdkLockCalls,
     /// What the program declared through pmemcheck's client requests.
     annotations: Annotations,
     /// PM accesses seen (for sampling).
@@ -292,7 +294,7 @@ impl Vardalith {
         Vardalith {
             opts,
             sync: SyncAdapter::default(),
-            pmdk_locks: crate::sync::PmdkLockCalls::default(),
+            pmdk_locks: PmdkLockCalls::default(),
             annotations: Annotations::default(),
             accesses: 0,
             hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
@@ -754,6 +756,56 @@ impl Vardalith {
     }
 }
 
+impl WindowPass for Vardalith {
+    fn pmdk_locks(&mut self) -> &mut PmdkLockCalls {
+        &mut self.pmdk_locks
+    }
+
+    fn annotations(&mut self) -> Option<&mut Annotations> {
+        self.opts.annotations.then_some(&mut self.annotations)
+    }
+
+    fn counted(&mut self) {
+        self.step += 1;
+    }
+
+    fn declare_clean(&mut self, dev: u64, size: u32) {
+        Vardalith::declare_clean(self, dev, size);
+    }
+
+    fn on_store(&mut self, ev: &Event, device: &PmDevice, nt: bool) {
+        self.on_access(ev, device, true, nt);
+    }
+
+    fn on_load(&mut self, ev: &Event, device: &PmDevice) {
+        self.on_access(ev, device, false, false);
+    }
+
+    fn on_flush(&mut self, ev: &Event, device: &PmDevice, op: FlushOp) {
+        let line = ev.dev / LINE_SIZE;
+        self.flush_line(ev.tid, line);
+        if op == FlushOp::Clflush {
+            let one: FxHashSet<u64> = std::iter::once(line).collect();
+            self.settle(device, ev.tid, Some(&one), false);
+        }
+    }
+
+    fn on_fence(&mut self, ev: &Event, device: &PmDevice) {
+        // The thread's flushed set is swapped with an empty one that keeps its capacity.
+        let mut lines = std::mem::take(&mut self.fence_lines);
+        std::mem::swap(&mut lines, &mut self.thread(ev.tid).flushed);
+        if !lines.is_empty() {
+            self.settle(device, ev.tid, Some(&lines), true);
+        }
+        lines.clear();
+        self.fence_lines = lines;
+    }
+
+    fn on_sync(&mut self, ev: &Event, device: &PmDevice) {
+        Vardalith::on_sync(self, ev, device);
+    }
+}
+
 impl Analysis for Vardalith {
     fn name(&self) -> &'static str {
         "vardalith"
@@ -764,54 +816,7 @@ impl Analysis for Vardalith {
     }
 
     fn on_event(&mut self, ev: &Event, device: &PmDevice) {
-        self.pmdk_locks.observe(ev);
-        if self.pmdk_locks.inside(ev.tid) && matches!(ev.kind, EventKind::Load | EventKind::Store | EventKind::RmwStore)
-        {
-            // PMDK's own lock implementation (its locks live in PM): the pseudo-lock protects it.
-            return;
-        }
-        self.step += 1;
-        if self.opts.annotations {
-            match self.annotations.screen(ev) {
-                Screen::Keep => {}
-                Screen::Withdrawn => return,
-                Screen::Clean => {
-                    self.declare_clean(ev.dev, ev.size);
-                    return;
-                }
-            }
-        }
-        match ev.kind {
-            EventKind::Store | EventKind::RmwStore if ev.dev != 0 => self.on_access(ev, device, true, false),
-            EventKind::NtStore if ev.dev != 0 => self.on_access(ev, device, true, true),
-            EventKind::Load if ev.dev != 0 => self.on_access(ev, device, false, false),
-            EventKind::Flush(op) => {
-                let line = ev.dev / LINE_SIZE;
-                self.flush_line(ev.tid, line);
-                if op == FlushOp::Clflush {
-                    let one: FxHashSet<u64> = std::iter::once(line).collect();
-                    self.settle(device, ev.tid, Some(&one), false);
-                }
-            }
-            EventKind::Fence(_) => {
-                // The thread's flushed set is swapped with an empty one that keeps its capacity.
-                let mut lines = std::mem::take(&mut self.fence_lines);
-                std::mem::swap(&mut lines, &mut self.thread(ev.tid).flushed);
-                if !lines.is_empty() {
-                    self.settle(device, ev.tid, Some(&lines), true);
-                }
-                lines.clear();
-                self.fence_lines = lines;
-            }
-            EventKind::SyncEnter(_)
-            | EventKind::SyncReturn(_)
-            | EventKind::ThreadCreate
-            | EventKind::ThreadExit
-            | EventKind::TxBegin
-            | EventKind::TxEnd
-            | EventKind::TxIgnore => self.on_sync(ev, device),
-            _ => {}
-        }
+        crate::screen::dispatch(self, ev, device);
     }
 
     fn stats(&self) -> Vec<(&'static str, u64)> {
@@ -854,7 +859,9 @@ impl Analysis for Vardalith {
 mod tests {
     use super::*;
 
-    use crate::hawkset::testkit::{pairs, Sim};
+    use crate::testkit::store_loads as pairs;
+
+    type Sim<'a> = crate::testkit::Sim<&'a mut dyn Analysis>;
     use emu::sync::SyncKind;
 
     const L: u64 = 0x100;
