@@ -278,6 +278,27 @@ pub struct RunOptions {
     pub pmrace_compat: bool,
 }
 
+impl RunOptions {
+    /// The shorthand flags given (flags that set an option of some passes:
+    /// [`analyses::PassInfo::flags`]), as `(flag, value)` in the order they are declared here.
+    pub fn shorthands(&self) -> Vec<(&'static str, String)> {
+        let mut v = Vec::new();
+        if let Some(n) = self.irh {
+            v.push(("irh", n.to_string()));
+        }
+        if let Some(who) = &self.persist_owner {
+            v.push(("persist-owner", who.clone()));
+        }
+        if self.oscs_condflag {
+            v.push(("oscs-condflag", "on".to_string()));
+        }
+        if self.pmrace_compat {
+            v.push(("pmrace-compat", "on".to_string()));
+        }
+        v
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct RunArgs {
     #[command(flatten)]

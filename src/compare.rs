@@ -29,7 +29,17 @@ use clap::Parser as _;
 use serde::{Deserialize, Serialize};
 
 use crate::cli::{Cli, Command, CompareArgs};
-use crate::Fatal;
+use driver::{out, say};
+
+/// An error of `ferrite compare`, said in full.
+#[derive(Debug)]
+pub struct Fatal(pub String);
+
+impl<E: std::fmt::Display> From<E> for Fatal {
+    fn from(e: E) -> Fatal {
+        Fatal(format!("{e:#}"))
+    }
+}
 
 /// How a detector is run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -494,7 +504,7 @@ struct RunRecord {
     seed: u64,
     time_s: f64,
     instructions: u64,
-    exit: crate::report::ExitInfo,
+    exit: driver::ExitInfo,
     /// The equivalent command line.
     command: String,
     findings: Vec<ScoredFinding>,
@@ -579,18 +589,9 @@ fn run_job(d: &Detector, case: &Case, seed: u64, explore: u32, jobs: usize) -> R
             // As `cmd_run`: one run, `--explore N` schedules from the seed, or exhaustive
             // exploration; the guest's output is discarded.
             let pm = tempfile::Builder::new().prefix("ferrite-pm-").tempdir()?;
-            let mut spec = crate::run_spec(&a.opts, &a.command, pm.path().to_path_buf())?;
+            let mut spec = crate::cmd::run_spec(&a.opts, &a.command, pm.path().to_path_buf())?;
             spec.discard_output = true;
-            let (report, out) = if spec.strategy == emu::sched::Strategy::Exhaustive {
-                crate::explore_exhaustive(&spec, a.opts.explore.max(1), a.opts.max_preemptions, a.opts.por)?
-            } else if a.opts.strategy == "pmrace" {
-                let (report, out, _) = crate::targeted::explore(&spec, a.opts.explore.max(1))?;
-                (report, out)
-            } else if a.opts.explore > 1 {
-                crate::explore(&spec, a.opts.explore)?
-            } else {
-                crate::execute(&spec)?
-            };
+            let (report, out, _) = crate::cmd::run::explore_as(&spec, &a.opts)?;
             (report.findings, out.instructions, report.run.exit)
         }
         Command::Crash(a) => crash_job(case, &a, jobs)?,
@@ -607,23 +608,18 @@ fn crash_job(
     case: &Case,
     a: &crate::cli::CrashArgs,
     jobs: usize,
-) -> Result<(Vec<Finding>, u64, crate::report::ExitInfo), Fatal> {
-    use crate::crash;
+) -> Result<(Vec<Finding>, u64, driver::ExitInfo), Fatal> {
     let work = tempfile::Builder::new().prefix("ferrite-crash-").tempdir()?;
-    let mut spec = crate::run_spec(&a.opts, &a.command, work.path().to_path_buf())?;
+    let mut spec = crate::cmd::run_spec(&a.opts, &a.command, work.path().to_path_buf())?;
     spec.discard_output = true;
-    let (report, out, log) = crate::crash_workload(&spec, &a.crash_points, a.crash_at, a.dedup_points)?;
+    let (report, out, log) =
+        crashtest::workload(&crate::cmd::runner(), &spec, &a.crash_points, a.crash_at, a.dedup_points)?;
     let c = case.crash.clone().unwrap_or(ResolvedCrash { recover: case.argv.clone(), check: None, options: vec![] });
-    let plan = crash::Plan {
+    let plan = crashtest::Plan {
         recover: c.recover,
         check: c.check,
-        base: crate::session::RunSpec {
-            analyses: vec!["none".into()],
-            discard_output: true,
-            quiet: true,
-            ..spec.clone()
-        },
-        budget: crate::recovery_budget(out.instructions, a.opts.max_instructions),
+        base: driver::RunSpec { analyses: vec!["none".into()], discard_output: true, quiet: true, ..spec.clone() },
+        budget: crashtest::recovery_budget(out.instructions, a.opts.max_instructions),
         jobs: a.jobs.unwrap_or(jobs).max(1),
         max_images: a.max_images,
         quiet: true,
@@ -632,7 +628,7 @@ fn crash_job(
         fresh: false,
         lazy: false,
     };
-    let tested = crash::test_all(&log, &plan, &mut std::collections::BTreeSet::new())?;
+    let tested = crashtest::test_all(&log, &plan, &mut std::collections::BTreeSet::new())?;
     let mut findings = report.findings.clone();
     findings.extend(tested.findings);
     Ok((Finding::merge(findings), out.instructions, report.run.exit))

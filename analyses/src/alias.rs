@@ -1,5 +1,6 @@
 //! PM alias pairs: PMRace's coverage metric and the source of its targeted interleavings
-//! (ASPLOS'22 §4.2.1–4.2.2; digest 003 §4).
+//! (Chen et al., "Efficiently Detecting Concurrency Bugs in Persistent Memory Programs", ASPLOS 2022,
+//! §4.2.1–4.2.2).
 //!
 //! A *PM alias pair* is two back-to-back accesses to the same PM bytes by different threads:
 //! (previous instruction, current instruction, type), the type being read→read, read→write,

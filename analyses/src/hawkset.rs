@@ -1,6 +1,6 @@
 //! `hawkset`: persistence-induced races predicted from one execution with PM-aware, timed
 //! locksets (Oliveira, Gonçalves & Matos, *HawkSet: Automatic, Application-Agnostic, and Efficient
-//! Concurrent PM Bug Detection*, EuroSys 2025; digest `shared/docs/digests/000_hawkset.md`).
+//! Concurrent PM Bug Detection*, EuroSys 2025).
 //!
 //! # The bug
 //! A *persistence-induced race* (the paper's Definition 1): thread T2 loads a PM value that

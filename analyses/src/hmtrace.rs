@@ -1,6 +1,6 @@
 //! `hmtrace`: data races found by software memory tags gated by locksets, after HMTRace
 //! (Shastri, Ammanaghatta Shivakumar, Verbeek, Ravindran, Wang: "HMTRace: Hardware-Assisted
-//! Memory-Tagging based Dynamic Data Race Detection"; digest `shared/docs/digests/001_hmtrace.md`).
+//! Memory-Tagging based Dynamic Data Race Detection").
 //!
 //! # Definition
 //! Two accesses race when they touch a common byte from different threads, at least one writes,
@@ -33,7 +33,7 @@
 //!   accesses (earlier and later, read or write) with their threads.
 //! - **Happens-before.** The paper keeps no clocks and says nothing about barriers, condition
 //!   variables, semaphores or atomics, so a literal reimplementation reports every handoff
-//!   through them (digest §3.8, §7.6). Vector clocks ([`HappensBefore`]) order: create → child,
+//!   through them (its Section 4 models only lock acquire/release and thread termination). Vector clocks ([`HappensBefore`]) order: create → child,
 //!   exit → join, barrier arrivals of a round → its departures (per generation), signal →
 //!   wakeup, `sem_post` → `sem_wait`, mutex and rwlock release → acquire (a read unlock orders
 //!   only later writers), and **sync locations**: bytes touched by a locked read-modify-write
@@ -55,8 +55,8 @@
 //!   orders data written before it (`drb_008`), which a pure lockset detector reports. Locksets
 //!   still gate the checks and classify read/read pairs.
 //! - Algorithm 2 read literally re-tags the granule after a Shared read, undoing the inheritance
-//!   (digest §7.5): reads here never re-tag another thread's write.
-//! - Algorithm 1 removes the lock *before* trimming the pointee's lockset (digest §7.3): the
+//!   (Algorithm 2 as printed): reads here never re-tag another thread's write.
+//! - Algorithm 1 removes the lock *before* trimming the pointee's lockset (as printed): the
 //!   lockset used here is the one held at the access.
 //! - Inconsistent lock usage requires both reads to hold locks: a read under a lock against an
 //!   unlocked read of data nobody writes concurrently (glibc does that with its own globals) is

@@ -1,6 +1,6 @@
 //! `oscs`: order-sensitive critical sections, the non-race atomicity and order violations of
 //! Huang, Halberg and Suh, "Non-Race Concurrency Bug Detection Through Order-Sensitive Critical
-//! Sections" (ISCA'13; digest `shared/docs/digests/002_oscs.md`).
+//! Sections" (ISCA 2013).
 //!
 //! # Definition
 //! Two critical sections of different threads that hold a common mutex are *order-sensitive*
@@ -11,7 +11,7 @@
 //! sequence* in both (a read followed by a write of the byte in the same section, the pattern of
 //! commutative updates such as `sum += x`), optionally not a redundant write.
 //!
-//! # Algorithm (the paper's Figure 8, with the digest's corrections)
+//! # Algorithm (the paper's Figure 8, corrected where it cannot be implemented literally)
 //! - Per thread: the critical-section list (mutex, instance), an instance per successful
 //!   acquisition (the paper's lock timestamp cannot tell apart sections between two ordering
 //!   operations); a vector clock that only ordering operations advance ([`HappensBefore`] with
@@ -629,7 +629,7 @@ mod tests {
 
     #[test]
     fn ordering_just_before_and_after_a_barrier_is_ordered() {
-        // The digest's off-by-one: the last access before the barrier and the first after it
+        // Figure 8's off-by-one: the last access before the barrier and the first after it
         // must count as ordered (copy the clock, then increment).
         let mut s = sim(Options::default());
         s.lock(2, L1);

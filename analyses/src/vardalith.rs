@@ -1,6 +1,6 @@
 //! `vardalith`: persistence-induced races from overlapping store and load windows (Gonçalves,
 //! Fragoso Santos, Rodrigues & Matos, *Vardalith: Hybrid Detection of Persistent Memory
-//! Concurrency Bugs*, ECOOP 2026; digest `shared/docs/digests/004_vardalith.md`).
+//! Concurrency Bugs*, ECOOP 2026).
 //!
 //! # The bug
 //! A *persistence-induced race* (PIR, the paper's Definition 1): a store `s` to PM address x by
@@ -45,7 +45,7 @@
 //! happens-before overlap). The paper's runtime matches regions by start address; this pass
 //! matches by byte range, so an 8-byte store and a 4-byte load at offset 4 conflict.
 //!
-//! Since happens-before overlap of *maximal* windows is equivalent to a PIR (digest §1.6), the
+//! Since happens-before overlap of *maximal* windows is equivalent to a PIR (the paper's Theorem 3), the
 //! option `mode=hb` checks Definition 1 directly with vector clocks over every synchronisation
 //! edge (create/join, locks, condition variables, barriers, semaphores): a store is reported with
 //! a load when the load does not happen before the store and the store's persistence does not
