@@ -57,7 +57,7 @@ fn main() -> ExitCode {
         Command::Replay(a) => cmd::replay::replay(a),
         Command::Crash(a) => cmd::crash::crash(a),
         Command::Bench(a) => cmd::bench::bench(a),
-        Command::Compare(a) => compare::cmd_compare(a).map_err(|compare::Fatal(e)| anyhow::anyhow!(e)),
+        Command::Compare(a) => cmd::compare::compare(a),
     };
     match res {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),

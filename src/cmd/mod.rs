@@ -2,6 +2,7 @@
 //! command line, the PM directory, the runner every run goes through.
 
 pub mod bench;
+pub mod compare;
 pub mod crash;
 pub mod replay;
 pub mod run;
