@@ -132,8 +132,6 @@ use crate::{Analysis, RawFinding, RawLocation};
 /// At most this many racing load sites are listed per finding (all are counted).
 pub const MAX_LOADS: usize = 8;
 
-/// A program point: PC and interned call stack.
-
 /// How non-temporal stores are treated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NtSemantics {
@@ -154,6 +152,7 @@ pub struct HawksetOptions {
     pub unpersisted: bool,
     /// Whose flush and fence make a store durable.
     pub persist_owner: DurabilityRule,
+    /// How non-temporal stores are treated.
     pub nt: NtSemantics,
     /// A fence executed inside an unlock call persists under the lockset held before the unlock.
     pub unlock_fence: bool,
@@ -365,6 +364,7 @@ impl Default for Hawkset {
 }
 
 impl Hawkset {
+    /// The pass with these options.
     pub fn new(opts: HawksetOptions) -> Hawkset {
         Hawkset {
             opts,

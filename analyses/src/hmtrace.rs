@@ -354,6 +354,7 @@ fn mask_of(base: u64, lo: u64, hi: u64) -> u16 {
 }
 
 impl Hmtrace {
+    /// The pass with these options.
     pub fn new(opts: Options) -> Hmtrace {
         Hmtrace {
             opts,

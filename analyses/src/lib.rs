@@ -16,6 +16,8 @@
 //! The rest of ferrite (the `--analyses` builder, `ferrite compare`'s claims, the command-line
 //! shorthands, post-failure validation) asks the registry, never a pass's name.
 
+#![deny(missing_docs)]
+
 pub mod alias;
 pub mod annotations;
 pub mod hawkset;
@@ -43,20 +45,28 @@ use serde::{Deserialize, Serialize};
 /// A place in the program before symbolisation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RawLocation {
+    /// What the place is in the finding (`store`, `load`, `fault`, ...).
     pub role: &'static str,
+    /// The instruction.
     pub pc: u64,
+    /// Its interned call stack.
     pub stack: StackId,
+    /// The thread.
     pub tid: u32,
 }
 
 /// A finding before symbolisation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RawFinding {
+    /// The pass's name.
     pub analysis: &'static str,
+    /// A stable kind (`unpersisted-store`, ...).
     pub kind: &'static str,
+    /// One line saying what was found.
     pub message: String,
     /// How many events this finding stands for (stores left unpersisted, flushes, ...).
     pub occurrences: u64,
+    /// The places that make the finding.
     pub locations: Vec<RawLocation>,
     /// Post-failure validation the pass asks for (PMRace): recover a crash image it captured
     /// and see whether recovery repairs what the finding is about.
@@ -104,9 +114,12 @@ pub struct Settings {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SyncVar {
+    /// Offset in the PM file.
     pub offset: u64,
+    /// Bytes: 1, 2, 4 or 8.
     pub size: u32,
     #[serde(default)]
+    /// The value recovery expects.
     pub init: u64,
 }
 
@@ -122,18 +135,18 @@ pub struct SyncVar {
 /// nothing on this path may allocate once the pass has warmed up (`tests/hot_path.rs`). What
 /// each interest brings:
 ///
-/// - [`Interest::STORES`]: PM stores (`Store`, `NtStore`, `RmwStore` with `dev != 0`), the
+/// - [`Interest::STORES`] brings PM stores (`Store`, `NtStore`, `RmwStore` with `dev != 0`), the
 ///   kernel's writes into PM included;
-/// - [`Interest::LOADS`]: PM loads, and the kernel's reads of a PM buffer for `write`/`pwrite`;
-/// - [`Interest::PERSIST`]: `Flush`, `Fence`, and pmemcheck's `SetClean`, `PmRegister`,
+/// - [`Interest::LOADS`] brings PM loads, and the kernel's reads of a PM buffer for `write`/`pwrite`;
+/// - [`Interest::PERSIST`] brings `Flush`, `Fence`, and pmemcheck's `SetClean`, `PmRegister`,
 ///   `PmUnregister`;
-/// - [`Interest::SYNC`]: `SyncEnter`/`SyncReturn` of recognised synchronisation and allocation
+/// - [`Interest::SYNC`] brings `SyncEnter`/`SyncReturn` of recognised synchronisation and allocation
 ///   functions, `ThreadCreate`, `ThreadExit`, `Syscall` (before the kernel handles it), and
 ///   pmemcheck's transaction events (`TxBegin`, `TxEnd`, `TxAdd`, `TxRemove`, `TxIgnore`);
-/// - [`Interest::MEMORY`]: every DRAM load and store (`dev == 0`) and every PM access too
+/// - [`Interest::MEMORY`] brings every DRAM load and store (`dev == 0`) and every PM access too
 ///   (a costly hook on every access: such passes are opt-in);
-/// - [`Interest::CRASH`]: `CrashPoint`s;
-/// - [`Interest::TAINT`]: the taint engine runs, and [`Analysis::taint_source`] and
+/// - [`Interest::CRASH`] brings the `CrashPoint`s;
+/// - [`Interest::TAINT`] turns the taint engine on: [`Analysis::taint_source`] and
 ///   [`Analysis::on_tainted_store`] are called.
 ///
 /// [`Analysis::finish`] is called once when the guest exited, normally or by a signal; it is
@@ -204,14 +217,17 @@ pub struct Passes {
 }
 
 impl Passes {
+    /// The passes, fed in this order.
     pub fn new(passes: Vec<Box<dyn Analysis>>) -> Passes {
         Passes { passes: passes.into_iter().map(|p| (p.interest(), p)).collect() }
     }
 
+    /// Whether there is no pass.
     pub fn is_empty(&self) -> bool {
         self.passes.is_empty()
     }
 
+    /// Every pass's findings, pass by pass ([`Analysis::finish`]).
     pub fn finish(&mut self, device: &PmDevice) -> Vec<RawFinding> {
         self.passes.iter_mut().flat_map(|(_, p)| p.finish(device)).collect()
     }
@@ -228,12 +244,14 @@ impl Passes {
         self.passes.iter().any(|(_, p)| info(p.name()).is_some_and(|i| i.wants_images))
     }
 
+    /// Hands every pass the sink for crash images ([`Analysis::set_image_sink`]).
     pub fn set_image_sink(&mut self, sink: std::rc::Rc<std::cell::RefCell<dyn ImageSink>>) {
         for (_, p) in &mut self.passes {
             p.set_image_sink(sink.clone());
         }
     }
 
+    /// Hands every pass the run's settings ([`Analysis::configure`]).
     pub fn configure(&mut self, settings: &Settings) {
         for (_, p) in &mut self.passes {
             p.configure(settings);
@@ -310,12 +328,16 @@ impl Observer for Passes {
 /// One frame of a backtrace, symbolised.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Frame {
+    /// The return address (or, for the innermost frame, the instruction).
     pub pc: u64,
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    /// The function, if a symbol covers the PC.
     pub function: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    /// The source file, if there is line information.
     pub file: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    /// The source line.
     pub line: Option<u32>,
 }
 
@@ -337,15 +359,22 @@ impl Frame {
 /// store, the load that observed it, ...).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Location {
+    /// What the place is in the finding.
     pub role: String,
+    /// The summary frame's PC.
     pub pc: u64,
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    /// The summary frame's function.
     pub function: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    /// The summary frame's file.
     pub file: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    /// The summary frame's line.
     pub line: Option<u32>,
+    /// The thread.
     pub thread: u32,
+    /// Every frame, innermost first.
     pub backtrace: Vec<Frame>,
 }
 
@@ -372,17 +401,22 @@ impl Location {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// What ferrite reports: a bug candidate, symbolised.
 pub struct Finding {
+    /// Its number in the report, from 1.
     pub id: u32,
     /// `fault`, `hang`, `deadlock`, `crash`, or a detector's name.
     pub analysis: String,
     /// A stable, analysis-specific kind (`SIGSEGV`, `unpersisted-store`, ...).
     pub kind: String,
+    /// One line saying what was found.
     pub message: String,
+    /// The seed of the run that exposed it.
     pub seed: u64,
     /// How many events this finding stands for; findings at the same source lines are merged.
     #[serde(default = "one")]
     pub occurrences: u64,
+    /// The places that make it, with backtraces.
     pub locations: Vec<Location>,
     /// For `crash` findings: which crash point and image of the workload run failed recovery,
     /// so that `ferrite replay --finding` can rebuild it.
@@ -402,7 +436,9 @@ pub struct Finding {
 /// its crash space (see `emu::pm::CrashSpace`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CrashImageRef {
+    /// The crash point's index in the workload run.
     pub point: u32,
+    /// A value per dimension of the point's crash space.
     pub choice: Vec<u32>,
 }
 

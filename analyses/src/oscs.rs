@@ -220,6 +220,7 @@ impl Default for Oscs {
 }
 
 impl Oscs {
+    /// The pass with these options.
     pub fn new(opts: Options) -> Oscs {
         Oscs {
             opts,

@@ -74,6 +74,7 @@ pub struct Options {
 }
 
 impl Options {
+    /// Parses `compat=on|off:intra=on|off`.
     pub fn parse(spec: &str) -> Result<Options, String> {
         let mut o = Options::default();
         for kv in spec.split(':').filter(|s| !s.is_empty()) {
@@ -159,6 +160,7 @@ struct Counts {
 const MAX_IMAGES: u64 = 32;
 
 #[derive(Default)]
+/// The `pmrace` pass: PMRace's checkers over taint from unpersisted loads.
 pub struct Pmrace {
     options: Options,
     /// Store sites by device store id.
@@ -188,6 +190,7 @@ pub struct Pmrace {
 }
 
 impl Pmrace {
+    /// The pass with these options.
     pub fn new(options: Options) -> Pmrace {
         Pmrace { options, ..Pmrace::default() }
     }

@@ -290,6 +290,7 @@ impl Default for Vardalith {
 }
 
 impl Vardalith {
+    /// The pass with these options.
     pub fn new(opts: VardalithOptions) -> Vardalith {
         Vardalith {
             opts,

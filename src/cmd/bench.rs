@@ -175,17 +175,12 @@ fn bench_crash(a: &BenchArgs, recover: &str) -> Result<i32> {
 
 /// User and system CPU time of the children waited for so far (getrusage), in seconds.
 fn children_cpu_secs() -> f64 {
-    // SAFETY: getrusage only writes the struct it is given.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    let ru = super::rusage(libc::RUSAGE_CHILDREN);
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     secs(ru.ru_utime) + secs(ru.ru_stime)
 }
 
 /// Peak resident set of the largest child waited for so far (getrusage), in KiB.
 fn peak_rss_children_kib() -> u64 {
-    // SAFETY: getrusage only writes the struct it is given.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
-    ru.ru_maxrss.max(0) as u64
+    super::rusage(libc::RUSAGE_CHILDREN).ru_maxrss.max(0) as u64
 }

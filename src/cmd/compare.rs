@@ -216,8 +216,5 @@ fn reset_peak_rss() -> bool {
 }
 
 fn process_peak_kib() -> u64 {
-    // SAFETY: getrusage only writes the struct it is given.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    ru.ru_maxrss.max(0) as u64
+    super::rusage(libc::RUSAGE_SELF).ru_maxrss.max(0) as u64
 }

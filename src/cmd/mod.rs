@@ -183,3 +183,13 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
 }
+
+/// Resource usage of the process (`RUSAGE_SELF`) or of the children waited for so far
+/// (`RUSAGE_CHILDREN`).
+pub fn rusage(who: libc::c_int) -> libc::rusage {
+    // SAFETY: `rusage` is plain data, for which all-zero bytes are a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only writes the struct it is given, which lives through the call.
+    unsafe { libc::getrusage(who, &mut ru) };
+    ru
+}
