@@ -15,7 +15,7 @@ use syscalls::ProcessExit;
 pub mod defaults {
     /// Retired instructions before a run is stopped as a hang (`--max-instructions`).
     pub const MAX_INSTRUCTIONS: u64 = 20_000_000_000;
-    /// Guest memory the guest may map, in bytes (`--max-memory`).
+    /// Guest memory the guest may map, in bytes (`--max-memory`, whose default is written `4G`).
     pub const MAX_MEMORY: u64 = 4 << 30;
     /// CPUs the guest is told it has (`--cpus`).
     pub const CPUS: u32 = 4;

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Instant;
 
-use anyhow::{anyhow, bail, Context as _, Result};
+use anyhow::{bail, Context as _, Result};
 use driver::say;
 
 use crate::cli::CompareArgs;
@@ -188,7 +188,8 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
         #[cfg(feature = "chart")]
         {
             let svg = path.with_extension("svg");
-            render::chart(&report.detectors, &svg).map_err(|e| anyhow!("cannot write `{}`: {e}", svg.display()))?;
+            render::chart(&report.detectors, &svg)
+                .map_err(|e| anyhow::anyhow!("cannot write `{}`: {e}", svg.display()))?;
             if !a.quiet {
                 say!("ferrite: wrote {}, {} and {}", path.display(), csv.display(), svg.display());
             }

@@ -1,9 +1,7 @@
 //! Output: the Markdown tables on standard output, the CSV summary, and the chart of detection
 //! against cost (SVG, by the `compare-chart` crate when the `chart` feature is on).
 
-use std::path::Path;
-
-use super::score::{CompareReport, DetectorOut, SummaryRow};
+use super::score::{CompareReport, SummaryRow};
 use super::suite::Case;
 use super::Detector;
 
@@ -212,7 +210,7 @@ pub fn summary_csv(rows: &[SummaryRow]) -> String {
 /// The chart of detection (F1 over each detector's claimed classes) against cost (summed run
 /// time), one point per detector, as SVG.
 #[cfg(feature = "chart")]
-pub fn chart(detectors: &[DetectorOut], path: &Path) -> Result<(), String> {
+pub fn chart(detectors: &[super::score::DetectorOut], path: &std::path::Path) -> Result<(), String> {
     let points: Vec<compare_chart::Point> = detectors
         .iter()
         .map(|d| compare_chart::Point {
