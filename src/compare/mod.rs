@@ -38,7 +38,7 @@ use suite::Case;
 
 /// How a detector is run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Runner {
+pub enum RunsAs {
     /// A pass of `--analyses`: `ferrite run --analyses NAME`.
     Pass,
     /// Crash testing: `ferrite crash --analyses none` with the case's recovery command.
@@ -54,7 +54,7 @@ pub struct Claim {
     pub classes: Vec<&'static str>,
     /// Runs once per seed of a case (and is scored k/N); otherwise once, with the first seed.
     pub schedule_dependent: bool,
-    pub runner: Runner,
+    pub runner: RunsAs,
     /// A pass whose findings are validated on crash images: its runs get the case's recovery
     /// command (`--recover`).
     pub wants_images: bool,
@@ -71,7 +71,7 @@ pub fn claims() -> &'static [Claim] {
                 name: p.name,
                 classes: p.claimed_classes(),
                 schedule_dependent: p.schedule_dependent,
-                runner: Runner::Pass,
+                runner: RunsAs::Pass,
                 wants_images: p.wants_images,
             })
             .collect();
@@ -79,14 +79,14 @@ pub fn claims() -> &'static [Claim] {
             name: "crash",
             classes: vec![CRASH_CLASS],
             schedule_dependent: false,
-            runner: Runner::Crash,
+            runner: RunsAs::Crash,
             wants_images: false,
         });
         v.push(Claim {
             name: "machine",
             classes: vec!["fault", "deadlock", "hang"],
             schedule_dependent: true,
-            runner: Runner::Machine,
+            runner: RunsAs::Machine,
             wants_images: false,
         });
         v
@@ -134,15 +134,15 @@ impl Detector {
     /// Whether a finding is this detector's own (and not the machine's, in a pass's run).
     pub fn owns(&self, f: &Finding) -> bool {
         match self.claim.runner {
-            Runner::Pass => f.analysis == self.base(),
-            Runner::Crash => f.analysis == "crash",
-            Runner::Machine => matches!(f.analysis.as_str(), "fault" | "deadlock" | "hang"),
+            RunsAs::Pass => f.analysis == self.base(),
+            RunsAs::Crash => f.analysis == "crash",
+            RunsAs::Machine => matches!(f.analysis.as_str(), "fault" | "deadlock" | "hang"),
         }
     }
 
     pub fn analyses_option(&self) -> &str {
         match self.claim.runner {
-            Runner::Pass => &self.name,
+            RunsAs::Pass => &self.name,
             _ => "none",
         }
     }
@@ -169,10 +169,10 @@ pub fn select_detectors(names: &[String]) -> Result<Vec<Detector>> {
                 claims().iter().map(|c| c.name).collect::<Vec<_>>().join(", ")
             );
         };
-        if claim.runner != Runner::Pass && n != base {
+        if claim.runner != RunsAs::Pass && n != base {
             bail!("--analyses: `{base}` takes no options");
         }
-        if claim.runner == Runner::Pass {
+        if claim.runner == RunsAs::Pass {
             analyses::build(std::slice::from_ref(n)).map_err(|e| anyhow::anyhow!("--analyses: {e}"))?;
         }
         if !out.iter().any(|d| d.name == *n) {
@@ -187,7 +187,7 @@ pub fn select_detectors(names: &[String]) -> Result<Vec<Detector>> {
 /// Whether `d` runs on `case`: the case is meant for it, or it claims the class of one of the
 /// case's bugs. `crash` runs only on cases that say how to recover (`crash: (...)`).
 pub fn applies(d: &Detector, case: &Case) -> bool {
-    if d.claim.runner == Runner::Crash {
+    if d.claim.runner == RunsAs::Crash {
         return case.crash.is_some();
     }
     let claims_a_bug = case.bugs.iter().any(|b| d.claim.classes.iter().any(|c| b.in_class(c)));

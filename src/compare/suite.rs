@@ -12,7 +12,7 @@ use clap::Parser as _;
 use serde::{Deserialize, Serialize};
 
 use super::score::{score_finding, ScoredFinding};
-use super::{claim_of, claims, known_classes, Detector, Runner, CRASH_CLASS};
+use super::{claim_of, claims, known_classes, Detector, RunsAs, CRASH_CLASS};
 use crate::cli::{Cli, Command, CrashArgs};
 use crate::cmd;
 
@@ -335,14 +335,14 @@ pub fn quote_all(v: &[String]) -> String {
 /// The `ferrite` command line of a run (what `ferrite run`/`crash` would be given), parsed by
 /// the real command-line parser so that every default is the same.
 fn command_line(d: &Detector, case: &Case, seed: u64, explore: u32) -> Vec<String> {
-    let sub = if d.claim.runner == Runner::Crash { "crash" } else { "run" };
+    let sub = if d.claim.runner == RunsAs::Crash { "crash" } else { "run" };
     let mut v: Vec<String> = vec!["ferrite".into(), sub.into(), "--quiet".into(), "--env-clear".into()];
     v.extend(["--analyses".into(), d.analyses_option().to_string(), "--seed".into(), seed.to_string()]);
-    if explore > 1 && d.claim.runner != Runner::Crash && !case.options.iter().any(|o| o.starts_with("--explore")) {
+    if explore > 1 && d.claim.runner != RunsAs::Crash && !case.options.iter().any(|o| o.starts_with("--explore")) {
         v.extend(["--explore".into(), explore.to_string()]);
     }
     v.extend(case.options.iter().cloned());
-    if let (Runner::Crash, Some(c)) = (d.claim.runner, &case.crash) {
+    if let (RunsAs::Crash, Some(c)) = (d.claim.runner, &case.crash) {
         v.extend(c.options.iter().cloned());
     }
     if let (true, Some(c)) = (d.claim.wants_images, &case.crash) {
@@ -357,7 +357,7 @@ fn command_line(d: &Detector, case: &Case, seed: u64, explore: u32) -> Vec<Strin
 fn display_command(d: &Detector, case: &Case, argv: &[String]) -> String {
     // Without the `--quiet` that command_line puts third.
     let mut shown: Vec<String> = argv[..2].iter().chain(&argv[3..]).cloned().collect();
-    if d.claim.runner == Runner::Crash {
+    if d.claim.runner == RunsAs::Crash {
         let recover = case.crash.as_ref().map(|c| c.recover.clone()).unwrap_or_else(|| case.argv.clone());
         let mut extra = vec!["--recover".to_string(), recover.join(" ")];
         if let Some(check) = case.crash.as_ref().and_then(|c| c.check.clone()) {
