@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use driver::spec::defaults;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -158,7 +159,7 @@ pub struct RunOptions {
     pub pm_dir: Option<PathBuf>,
 
     /// Where the PM mount appears in the guest's file namespace.
-    #[arg(long, value_name = "PATH", default_value = "/mnt/pmem0")]
+    #[arg(long, value_name = "PATH", default_value = defaults::PM_MOUNT)]
     pub pm_mount: String,
 
     /// Write the report here; the format follows the extension: .json, .ron or .sarif.
@@ -166,7 +167,7 @@ pub struct RunOptions {
     pub report: Option<PathBuf>,
 
     /// Stop the guest after this many retired instructions and report a `hang`.
-    #[arg(long, value_name = "N", default_value_t = 20_000_000_000)]
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_INSTRUCTIONS)]
     pub max_instructions: u64,
 
     /// Most guest memory (bytes; K, M, G suffixes) the guest may map; beyond it mmap and brk fail
@@ -216,16 +217,16 @@ pub struct RunOptions {
     pub pct_depth: u32,
 
     /// Most guest threads alive at once; beyond it clone fails with EAGAIN.
-    #[arg(long, value_name = "N", default_value_t = 256)]
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_THREADS)]
     pub max_threads: usize,
 
     /// Most file descriptors open at once (RLIMIT_NOFILE); beyond it open and dup fail with
     /// EMFILE.
-    #[arg(long, value_name = "N", default_value_t = 1024)]
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_OPEN_FILES)]
     pub max_open_files: i32,
 
     /// Number of CPUs the guest is told it has.
-    #[arg(long, value_name = "N", default_value_t = 4)]
+    #[arg(long, value_name = "N", default_value_t = defaults::CPUS)]
     pub cpus: u32,
 
     /// Start the guest with an empty environment (plus any --env).
@@ -276,6 +277,27 @@ pub struct RunOptions {
     /// clean, non-temporal stores are clean at once), to compare with the paper's counts.
     #[arg(long)]
     pub pmrace_compat: bool,
+}
+
+impl RunOptions {
+    /// The shorthand flags given (flags that set an option of some passes:
+    /// [`analyses::PassInfo::flags`]), as `(flag, value)` in the order they are declared here.
+    pub fn shorthands(&self) -> Vec<(&'static str, String)> {
+        let mut v = Vec::new();
+        if let Some(n) = self.irh {
+            v.push(("irh", n.to_string()));
+        }
+        if let Some(who) = &self.persist_owner {
+            v.push(("persist-owner", who.clone()));
+        }
+        if self.oscs_condflag {
+            v.push(("oscs-condflag", "on".to_string()));
+        }
+        if self.pmrace_compat {
+            v.push(("pmrace-compat", "on".to_string()));
+        }
+        v
+    }
 }
 
 #[derive(Args, Debug)]

@@ -1,12 +1,16 @@
-//! Reports: what a run was and what it found, as JSON, RON or SARIF 2.1.0 (chosen by the file
-//! extension), and the human summary on standard error. docs/report-format.md is the schema.
+//! The report file ferrite writes: what a run was and what it found (the driver's
+//! [`RunReport`]) and, for `ferrite crash`, what crash testing covered ([`CrashSummary`]); as
+//! JSON, RON or SARIF 2.1.0, chosen by the file extension. docs/report-format.md is the schema.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use analyses::Finding;
+use crashtest::CrashSummary;
+use driver::{RunInfo, RunReport};
 use serde::{Deserialize, Serialize};
 
+/// A report file.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Report {
     /// The ferrite version that wrote the report.
@@ -24,125 +28,6 @@ pub struct Report {
     /// their message.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub discarded: Vec<Finding>,
-}
-
-/// What `ferrite crash` did.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct CrashSummary {
-    /// Distinct crash points of the workload run.
-    pub crash_points: u64,
-    /// Images tried over all points (before deduplication).
-    pub images: u64,
-    /// Images with distinct file contents.
-    pub unique_images: u64,
-    /// Recovery runs, minimisation included.
-    pub recoveries: u64,
-    /// Unique images whose recovery failed.
-    pub failures: u64,
-    /// Points whose space was sampled rather than enumerated.
-    pub sampled_points: u64,
-    /// log2 of the largest crash space met.
-    pub max_space_log2: f64,
-    /// How recovery was run, for replay.
-    pub recover: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub check: Option<Vec<String>>,
-    pub crash_point_mode: String,
-    pub max_images: usize,
-    /// `--crash-at N`: the one crash point, after N instructions.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub crash_at: Option<u64>,
-    /// `--remap`: recovery mapped the PM files elsewhere.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub remap: bool,
-    /// `--dedup-points`: one crash point per instruction and call stack.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub dedup_points: bool,
-    /// `--lazy`: images were explored by Jaaru's refinement.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub lazy: bool,
-    /// `--lazy`: log2 of the images of the points explored to the end, each covered by some
-    /// recovery (the recoveries read only the lines that tell them apart).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub covered_log2: Option<f64>,
-}
-
-/// How the guest ended: exactly one of `code`, `signal`, `hang` or `deadlock`.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
-pub struct ExitInfo {
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub code: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub signal: Option<i32>,
-    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
-    pub hang: bool,
-    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
-    pub deadlock: bool,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct RunInfo {
-    pub program: String,
-    /// BLAKE3 of the program's bytes.
-    pub program_hash: String,
-    /// argv, starting with the program as given.
-    pub args: Vec<String>,
-    pub env: Vec<String>,
-    pub seed: u64,
-    pub exit: ExitInfo,
-    pub instructions: u64,
-    /// Most guest threads alive at once.
-    pub threads: u32,
-    /// Thread switches the scheduler made.
-    pub switches: u64,
-    pub strategy: String,
-    pub pct_depth: u32,
-    pub max_threads: usize,
-    #[serde(default = "default_open_files")]
-    pub max_open_files: i32,
-    /// The persistence model the run used.
-    #[serde(default)]
-    pub pm: emu::pm::PmConfig,
-    /// Lock functions named in `--config`.
-    #[serde(default)]
-    pub custom_locks: Vec<emu::sync::CustomLock>,
-    /// `--preempt all`.
-    #[serde(default)]
-    pub preempt_all: bool,
-    pub trace_hash: String,
-    pub pm_mount: String,
-    pub max_instructions: u64,
-    pub max_memory: u64,
-    pub cpus: u32,
-    /// The analyses that ran.
-    pub analyses: Vec<String>,
-    /// Schedules explored (`--explore`); the rest of `run` describes the first.
-    #[serde(default = "one")]
-    pub schedules: u32,
-    /// Host files the guest read, with the BLAKE3 of their contents.
-    pub inputs: BTreeMap<String, String>,
-    /// Settings for the passes from `--config` (PMRace's synchronisation variables and
-    /// allow-list).
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub settings: analyses::Settings,
-    /// `--recover`, which validates pmrace's findings.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recover: Option<Vec<String>>,
-    /// `--delay` and `--delay-decay`: active delay injection at releases.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delay: Option<emu::sched::DelayInjection>,
-}
-
-fn is_default<T: Default + PartialEq>(v: &T) -> bool {
-    *v == T::default()
-}
-
-fn default_open_files() -> i32 {
-    1024
-}
-
-fn one() -> u32 {
-    1
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -173,6 +58,18 @@ fn format_of(path: &Path) -> Option<Format> {
 }
 
 impl Report {
+    /// The report of a run (or an exploration), with crash testing's summary if any.
+    pub fn new(r: RunReport, crash: Option<CrashSummary>) -> Report {
+        Report {
+            ferrite: env!("CARGO_PKG_VERSION").into(),
+            run: r.run,
+            findings: r.findings,
+            crash,
+            stats: r.stats,
+            discarded: r.discarded,
+        }
+    }
+
     pub fn write(&self, path: &Path) -> Result<(), ReportError> {
         let name = path.display().to_string();
         let text = match format_of(path).ok_or_else(|| ReportError::Format(name.clone()))? {
@@ -263,28 +160,5 @@ impl Report {
                 "results": results
             }]
         })
-    }
-}
-
-/// Frames of each backtrace printed on the terminal (the report keeps them all).
-const PRINTED_FRAMES: usize = 16;
-
-/// The findings on standard error, like a sanitizer's report. Write errors (a closed pipe) are
-/// ignored: the report file, if any, still gets everything.
-pub fn print_findings(findings: &[Finding]) {
-    use std::io::Write;
-    let mut err = std::io::stderr().lock();
-    for f in findings {
-        let times = if f.occurrences > 1 { format!(" (x{})", f.occurrences) } else { String::new() };
-        let _ = writeln!(err, "ferrite: finding {} [{}] {}{times}", f.id, f.analysis, f.message);
-        for l in &f.locations {
-            for (i, fr) in l.backtrace.iter().take(PRINTED_FRAMES).enumerate() {
-                let lead = if i == 0 { format!("  {:>8}", l.role) } else { format!("  {:>8}", format!("#{i}")) };
-                let _ = writeln!(err, "{lead}  {}  [{:#x}]", fr.describe(), fr.pc);
-            }
-            if l.backtrace.len() > PRINTED_FRAMES {
-                let _ = writeln!(err, "  {:>8}  ... {} more frames", "", l.backtrace.len() - PRINTED_FRAMES);
-            }
-        }
     }
 }

@@ -1,5 +1,6 @@
 //! PM alias pairs: PMRace's coverage metric and the source of its targeted interleavings
-//! (ASPLOS'22 §4.2.1–4.2.2; digest 003 §4).
+//! (Chen et al., "Efficiently Detecting Concurrency Bugs in Persistent Memory Programs", ASPLOS 2022,
+//! §4.2.1–4.2.2).
 //!
 //! A *PM alias pair* is two back-to-back accesses to the same PM bytes by different threads:
 //! (previous instruction, current instruction, type), the type being read→read, read→write,
@@ -27,11 +28,15 @@ use crate::{Analysis, CodeInfo, RawFinding};
 /// Pair types (PMRace's XRR, XRW, XWW, UWR, PWR).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PairType {
+    /// Two loads (XRR).
     ReadRead,
+    /// A load and a store (XRW).
     ReadWrite,
+    /// Two stores (XWW).
     WriteWrite,
     /// A load of data not yet durable.
     UnpersistedWriteRead,
+    /// A load of durable data (PWR).
     PersistedWriteRead,
 }
 
@@ -40,7 +45,9 @@ pub enum PairType {
 pub struct Entry {
     /// Device address of the word (8-byte aligned).
     pub dev: u64,
+    /// PCs of the loads.
     pub loads: BTreeSet<u64>,
+    /// PCs of the stores.
     pub stores: BTreeSet<u64>,
     /// Cross-thread pair endpoints in the program's own code.
     pub weight: u64,
@@ -49,6 +56,7 @@ pub struct Entry {
 /// What a run's profile found.
 #[derive(Clone, Debug, Default)]
 pub struct Profile {
+    /// The alias pairs covered: (first PC, second PC, type).
     pub pairs: BTreeSet<(u64, u64, PairType)>,
     words: BTreeMap<u64, Entry>,
     shared: BTreeSet<u64>,
@@ -88,6 +96,7 @@ pub struct AliasProfiler {
 }
 
 impl AliasProfiler {
+    /// A profiler writing into `profile`.
     pub fn new(profile: Rc<RefCell<Profile>>) -> AliasProfiler {
         AliasProfiler { profile, last: FxHashMap::default(), code: CodeInfo::default() }
     }

@@ -1,6 +1,6 @@
 //! `hawkset`: persistence-induced races predicted from one execution with PM-aware, timed
 //! locksets (Oliveira, Gonçalves & Matos, *HawkSet: Automatic, Application-Agnostic, and Efficient
-//! Concurrent PM Bug Detection*, EuroSys 2025; digest `shared/docs/digests/000_hawkset.md`).
+//! Concurrent PM Bug Detection*, EuroSys 2025).
 //!
 //! # The bug
 //! A *persistence-induced race* (the paper's Definition 1): thread T2 loads a PM value that
@@ -117,22 +117,20 @@
 
 use std::collections::BTreeMap;
 
-use emu::callstack::StackId;
 use emu::decode::FlushOp;
 use emu::events::{Event, EventKind, Interest};
 use emu::pm::{DurabilityRule, PmDevice, LINE_SIZE};
-use emu::sync::SyncKind;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::annotations::{Annotations, Screen};
-use crate::sync::{Edges, HappensBefore, Mode, SyncAdapter, SyncOp, VectorClock, PMDK_LANE_LOCK};
+use crate::annotations::Annotations;
+use crate::options::{option_pairs, parse_bool, parse_owner};
+use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Site};
+use crate::screen::WindowPass;
+use crate::sync::{Edges, HappensBefore, Mode, PmdkLockCalls, SyncAdapter, SyncOp, VectorClock, PMDK_LANE_LOCK};
 use crate::{Analysis, RawFinding, RawLocation};
 
 /// At most this many racing load sites are listed per finding (all are counted).
 pub const MAX_LOADS: usize = 8;
-
-/// A program point: PC and interned call stack.
-pub(crate) type Site = (u64, StackId);
 
 /// How non-temporal stores are treated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,6 +152,7 @@ pub struct HawksetOptions {
     pub unpersisted: bool,
     /// Whose flush and fence make a store durable.
     pub persist_owner: DurabilityRule,
+    /// How non-temporal stores are treated.
     pub nt: NtSemantics,
     /// A fence executed inside an unlock call persists under the lockset held before the unlock.
     pub unlock_fence: bool,
@@ -193,30 +192,6 @@ impl Default for HawksetOptions {
     }
 }
 
-/// Splits `key=value:key=value` (an empty string is no option).
-pub(crate) fn option_pairs(spec: &str) -> Result<Vec<(&str, &str)>, String> {
-    spec.split(':')
-        .filter(|s| !s.is_empty())
-        .map(|kv| kv.split_once('=').ok_or_else(|| format!("option `{kv}` is not KEY=VALUE")))
-        .collect()
-}
-
-pub(crate) fn parse_bool(key: &str, v: &str) -> Result<bool, String> {
-    match v {
-        "on" | "true" | "1" | "yes" => Ok(true),
-        "off" | "false" | "0" | "no" => Ok(false),
-        _ => Err(format!("{key}={v}: expected on or off")),
-    }
-}
-
-pub(crate) fn parse_owner(key: &str, v: &str) -> Result<DurabilityRule, String> {
-    match v {
-        "own" | "writer" => Ok(DurabilityRule::Own),
-        "any" | "hw" => Ok(DurabilityRule::Hw),
-        _ => Err(format!("{key}={v}: expected own or any")),
-    }
-}
-
 impl HawksetOptions {
     /// Parses `irh=N`, `unpersisted=on|off`, `persist_owner=own|any`, `nt=paper|source`,
     /// `unlock_fence=on|off`, `hb=end|window`, separated by `:`.
@@ -253,92 +228,6 @@ impl HawksetOptions {
         }
         Ok(o)
     }
-}
-
-/// Interns values as dense ids.
-#[derive(Debug)]
-pub(crate) struct Interner<T: std::hash::Hash + Eq + Clone> {
-    ids: FxHashMap<T, u32>,
-    pub(crate) values: Vec<T>,
-}
-
-impl<T: std::hash::Hash + Eq + Clone> Default for Interner<T> {
-    fn default() -> Self {
-        Interner { ids: FxHashMap::default(), values: Vec::new() }
-    }
-}
-
-impl<T: std::hash::Hash + Eq + Clone> Interner<T> {
-    pub(crate) fn id(&mut self, v: T) -> u32 {
-        if let Some(&id) = self.ids.get(&v) {
-            return id;
-        }
-        let id = self.values.len() as u32;
-        self.values.push(v.clone());
-        self.ids.insert(v, id);
-        id
-    }
-
-    pub(crate) fn get(&self, id: u32) -> &T {
-        &self.values[id as usize]
-    }
-}
-
-/// The line pieces of an access: `(line, byte mask within the line)`.
-pub(crate) fn pieces(dev: u64, size: u32) -> impl Iterator<Item = (u64, u64)> {
-    let end = dev + u64::from(size.max(1));
-    let mut a = dev;
-    std::iter::from_fn(move || {
-        if a >= end {
-            return None;
-        }
-        let line = a / LINE_SIZE;
-        let lo = a % LINE_SIZE;
-        let n = (LINE_SIZE - lo).min(end - a);
-        a += n;
-        let mask = if n == 64 { u64::MAX } else { ((1u64 << n) - 1) << lo };
-        Some((line, mask))
-    })
-}
-
-/// Of the bytes `mask` of `line` that thread `writer` stored, those that are durable now: durable
-/// by `rule` on the device, or (when the writer has flushed them and is fencing now,
-/// `owner_fenced`) bytes whose latest store is another thread's, which the writer's flush and
-/// fence covered.
-pub(crate) fn durable_bytes(
-    device: &PmDevice,
-    rule: DurabilityRule,
-    line: u64,
-    mask: u64,
-    writer: u32,
-    owner_fenced: bool,
-) -> u64 {
-    let base = line * LINE_SIZE;
-    // Fast path: one contiguous run, all durable.
-    let lo = mask.trailing_zeros() as u64;
-    let hi = 64 - mask.leading_zeros() as u64;
-    if device.durable(rule, base + lo, hi - lo) {
-        return mask;
-    }
-    let mut out = 0;
-    let mut m = mask;
-    while m != 0 {
-        let b = m.trailing_zeros() as u64;
-        m &= m - 1;
-        let a = base + b;
-        let ok =
-            device.durable(rule, a, 1) || (owner_fenced && device.persist_info(a).is_some_and(|i| i.writer != writer));
-        if ok {
-            out |= 1 << b;
-        }
-    }
-    out
-}
-
-/// Which operations are releases for [`HawksetOptions::unlock_fence`]: the unlock-like calls.
-pub(crate) fn is_release_call(kind: SyncKind) -> bool {
-    matches!(kind, SyncKind::MutexUnlock | SyncKind::RwUnlock | SyncKind::SpinUnlock | SyncKind::CustomRelease)
-        || kind.is_cond_wait()
 }
 
 /// A lock held by a thread, with the thread's acquisition number.
@@ -434,7 +323,7 @@ struct IrhLine {
 pub struct Hawkset {
     opts: HawksetOptions,
     sync: SyncAdapter,
-    pmdk_locks: crate::sync::PmdkLockCalls,
+    pmdk_locks: PmdkLockCalls,
     /// What the program declared through pmemcheck's client requests.
     annotations: Annotations,
     /// Vector clocks with create/join edges only.
@@ -475,11 +364,12 @@ impl Default for Hawkset {
 }
 
 impl Hawkset {
+    /// The pass with these options.
     pub fn new(opts: HawksetOptions) -> Hawkset {
         Hawkset {
             opts,
             sync: SyncAdapter::default(),
-            pmdk_locks: crate::sync::PmdkLockCalls::default(),
+            pmdk_locks: PmdkLockCalls::default(),
             annotations: Annotations::default(),
             hb: HappensBefore::new(Edges { create_join: true, objects: false, locks: false }),
             threads: FxHashMap::default(),
@@ -904,6 +794,51 @@ struct Group {
     pairs: u64,
 }
 
+impl WindowPass for Hawkset {
+    fn pmdk_locks(&mut self) -> &mut PmdkLockCalls {
+        &mut self.pmdk_locks
+    }
+
+    fn annotations(&mut self) -> Option<&mut Annotations> {
+        self.opts.annotations.then_some(&mut self.annotations)
+    }
+
+    fn declare_clean(&mut self, dev: u64, size: u32) {
+        Hawkset::declare_clean(self, dev, size);
+    }
+
+    fn on_store(&mut self, ev: &Event, device: &PmDevice, nt: bool) {
+        Hawkset::on_store(self, ev, device, nt);
+    }
+
+    fn on_load(&mut self, ev: &Event, _device: &PmDevice) {
+        Hawkset::on_load(self, ev);
+    }
+
+    fn on_flush(&mut self, ev: &Event, device: &PmDevice, op: FlushOp) {
+        let line = ev.dev / LINE_SIZE;
+        self.flush_line(ev.tid, line);
+        if op == FlushOp::Clflush {
+            self.settle(device, ev.tid, &[line], End::Fence((ev.pc, ev.stack)), false);
+        }
+    }
+
+    fn on_fence(&mut self, ev: &Event, device: &PmDevice) {
+        let mut lines = std::mem::take(&mut self.fence_lines);
+        lines.clear();
+        lines.extend(self.thread(ev.tid).flushed.drain());
+        if !lines.is_empty() {
+            lines.sort_unstable();
+            self.settle(device, ev.tid, &lines, End::Fence((ev.pc, ev.stack)), true);
+        }
+        self.fence_lines = lines;
+    }
+
+    fn on_sync(&mut self, ev: &Event, device: &PmDevice) {
+        Hawkset::on_sync(self, ev, device);
+    }
+}
+
 impl Analysis for Hawkset {
     fn name(&self) -> &'static str {
         "hawkset"
@@ -914,52 +849,7 @@ impl Analysis for Hawkset {
     }
 
     fn on_event(&mut self, ev: &Event, device: &PmDevice) {
-        self.pmdk_locks.observe(ev);
-        if self.pmdk_locks.inside(ev.tid) && matches!(ev.kind, EventKind::Load | EventKind::Store | EventKind::RmwStore)
-        {
-            // PMDK's own lock implementation (its locks live in PM): the pseudo-lock protects it.
-            return;
-        }
-        if self.opts.annotations {
-            match self.annotations.screen(ev) {
-                Screen::Keep => {}
-                Screen::Withdrawn => return,
-                Screen::Clean => {
-                    self.declare_clean(ev.dev, ev.size);
-                    return;
-                }
-            }
-        }
-        match ev.kind {
-            EventKind::Store | EventKind::RmwStore if ev.dev != 0 => self.on_store(ev, device, false),
-            EventKind::NtStore if ev.dev != 0 => self.on_store(ev, device, true),
-            EventKind::Load if ev.dev != 0 => self.on_load(ev),
-            EventKind::Flush(op) => {
-                let line = ev.dev / LINE_SIZE;
-                self.flush_line(ev.tid, line);
-                if op == FlushOp::Clflush {
-                    self.settle(device, ev.tid, &[line], End::Fence((ev.pc, ev.stack)), false);
-                }
-            }
-            EventKind::Fence(_) => {
-                let mut lines = std::mem::take(&mut self.fence_lines);
-                lines.clear();
-                lines.extend(self.thread(ev.tid).flushed.drain());
-                if !lines.is_empty() {
-                    lines.sort_unstable();
-                    self.settle(device, ev.tid, &lines, End::Fence((ev.pc, ev.stack)), true);
-                }
-                self.fence_lines = lines;
-            }
-            EventKind::SyncEnter(_)
-            | EventKind::SyncReturn(_)
-            | EventKind::ThreadCreate
-            | EventKind::ThreadExit
-            | EventKind::TxBegin
-            | EventKind::TxEnd
-            | EventKind::TxIgnore => self.on_sync(ev, device),
-            _ => {}
-        }
+        crate::screen::dispatch(self, ev, device);
     }
 
     fn stats(&self) -> Vec<(&'static str, u64)> {
@@ -1050,189 +940,13 @@ impl Analysis for Hawkset {
     }
 }
 
-/// A synthetic execution for unit tests: drives the PM device and a pass with the events the
-/// machine would produce.
-#[cfg(test)]
-pub(crate) mod testkit {
-    use emu::callstack::StackId;
-    use emu::decode::{FenceOp, FlushOp};
-    use emu::events::{Event, EventKind};
-    use emu::pm::{device_addr, FenceKind, FlushKind, PmDevice, StoreKind};
-    use emu::sync::SyncKind;
-
-    use crate::{Analysis, RawFinding};
-
-    pub struct Sim<'a> {
-        pub dev: PmDevice,
-        pub pass: &'a mut dyn Analysis,
-    }
-
-    /// Device address of PM byte `off`.
-    pub fn pm(off: u64) -> u64 {
-        device_addr(1, off)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn ev(kind: EventKind, tid: u32, pc: u64, addr: u64, dev: u64, size: u32, old: u64, new: u64) -> Event {
-        Event {
-            kind,
-            tid,
-            pc,
-            addr,
-            dev,
-            size,
-            old,
-            new,
-            stack: StackId(0),
-            icount: 0,
-            store: None,
-            flush: None,
-            fence: None,
-        }
-    }
-
-    impl<'a> Sim<'a> {
-        pub fn new(pass: &'a mut dyn Analysis) -> Sim<'a> {
-            Sim { dev: PmDevice::default(), pass }
-        }
-
-        fn feed(&mut self, e: Event) {
-            self.pass.on_event(&e, &self.dev);
-        }
-
-        fn store_kind(&mut self, tid: u32, pc: u64, off: u64, size: u32, kind: StoreKind, ek: EventKind) {
-            let d = pm(off);
-            let old = vec![0u8; size as usize];
-            let new = vec![0xabu8; size as usize];
-            let id = self.dev.store(tid, d, &old, &new, kind, |_| [0u8; 64]);
-            let mut e = ev(ek, tid, pc, 0x7000_0000 + off, d, size, 0, 0xab);
-            e.store = Some(id);
-            self.feed(e);
-        }
-
-        pub fn store(&mut self, tid: u32, pc: u64, off: u64, size: u32) {
-            self.store_kind(tid, pc, off, size, StoreKind::Cached, EventKind::Store);
-        }
-
-        pub fn nt_store(&mut self, tid: u32, pc: u64, off: u64) {
-            self.store_kind(tid, pc, off, 8, StoreKind::NonTemporal, EventKind::NtStore);
-        }
-
-        pub fn load(&mut self, tid: u32, pc: u64, off: u64, size: u32) {
-            self.feed(ev(EventKind::Load, tid, pc, 0x7000_0000 + off, pm(off), size, 0, 0));
-        }
-
-        pub fn clwb(&mut self, tid: u32, off: u64) {
-            let out = self.dev.flush(tid, pm(off), FlushKind::Clwb);
-            let mut e = ev(EventKind::Flush(FlushOp::Clwb), tid, 0xf1, 0x7000_0000 + off, pm(off), 64, 0, 0);
-            e.flush = Some(out);
-            self.feed(e);
-        }
-
-        pub fn fence_kind(&mut self, tid: u32, pc: u64, kind: FenceKind, op: FenceOp) {
-            let out = self.dev.fence(tid, kind);
-            let mut e = ev(EventKind::Fence(op), tid, pc, 0, 0, 0, 0, 0);
-            e.fence = Some(out);
-            self.feed(e);
-        }
-
-        pub fn sfence(&mut self, tid: u32, pc: u64) {
-            self.fence_kind(tid, pc, FenceKind::Sfence, FenceOp::Sfence);
-        }
-
-        /// clwb + sfence of the line of `off`.
-        pub fn persist(&mut self, tid: u32, pc: u64, off: u64) {
-            self.clwb(tid, off);
-            self.sfence(tid, pc);
-        }
-
-        pub fn enter(&mut self, tid: u32, kind: SyncKind, arg0: u64, arg1: u64) {
-            self.feed(ev(EventKind::SyncEnter(kind), tid, 0x5000, arg0, 0, 0, arg1, 0));
-        }
-
-        pub fn ret(&mut self, tid: u32, kind: SyncKind, arg0: u64, rv: u64) {
-            self.feed(ev(EventKind::SyncReturn(kind), tid, 0x5000, arg0, 0, 0, 0, rv));
-        }
-
-        /// A call that enters and returns `rv`.
-        pub fn call(&mut self, tid: u32, kind: SyncKind, arg0: u64, rv: u64) {
-            self.enter(tid, kind, arg0, 0);
-            self.ret(tid, kind, arg0, rv);
-        }
-
-        pub fn lock(&mut self, tid: u32, l: u64) {
-            self.call(tid, SyncKind::MutexLock, l, 0);
-        }
-
-        pub fn unlock(&mut self, tid: u32, l: u64) {
-            self.call(tid, SyncKind::MutexUnlock, l, 0);
-        }
-
-        /// An unlock whose releasing instruction is locked (glibc's mutexes): a fence inside.
-        pub fn unlock_fencing(&mut self, tid: u32, l: u64) {
-            self.enter(tid, SyncKind::MutexUnlock, l, 0);
-            self.fence_kind(tid, 0x5001, FenceKind::Locked, FenceOp::Locked);
-            self.ret(tid, SyncKind::MutexUnlock, l, 0);
-        }
-
-        /// `parent` creates `child` (whose handle is `0x1000 + child`).
-        pub fn create(&mut self, parent: u32, child: u32) {
-            self.feed(ev(
-                EventKind::ThreadCreate,
-                parent,
-                0x6000,
-                0x1000 + u64::from(child),
-                0,
-                0,
-                0,
-                u64::from(child),
-            ));
-        }
-
-        pub fn exit(&mut self, tid: u32) {
-            self.feed(ev(EventKind::ThreadExit, tid, 0x6001, 0, 0, 0, 0, 0));
-        }
-
-        /// libpmemobj excludes PM bytes `off..off + len` from transactions (its lanes' logs).
-        pub fn tx_ignore(&mut self, tid: u32, off: u64, len: u32) {
-            self.feed(ev(EventKind::TxIgnore, tid, 0x7001, 0x7000_0000 + off, pm(off), len, 0, 0));
-        }
-
-        /// pmemcheck's `START_TX` / `END_TX` of the thread's own transaction.
-        pub fn tx_begin(&mut self, tid: u32) {
-            self.feed(ev(EventKind::TxBegin, tid, 0x7002, 0, 0, 0, 0, 0));
-        }
-
-        pub fn tx_end(&mut self, tid: u32) {
-            self.feed(ev(EventKind::TxEnd, tid, 0x7003, 0, 0, 0, 0, 0));
-        }
-
-        pub fn join(&mut self, tid: u32, child: u32) {
-            self.call(tid, SyncKind::Join, 0x1000 + u64::from(child), 0);
-        }
-
-        pub fn finish(&mut self) -> Vec<RawFinding> {
-            self.pass.finish(&self.dev)
-        }
-    }
-
-    /// Each finding as (store pc, load pcs).
-    pub fn pairs(f: &[RawFinding]) -> Vec<(u64, Vec<u64>)> {
-        f.iter()
-            .map(|f| {
-                let store = f.locations.iter().find(|l| l.role == "store").map_or(0, |l| l.pc);
-                let loads = f.locations.iter().filter(|l| l.role == "load").map(|l| l.pc).collect();
-                (store, loads)
-            })
-            .collect()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    use super::testkit::{pairs, Sim};
+    use crate::testkit::store_loads as pairs;
+
+    type Sim<'a> = crate::testkit::Sim<&'a mut dyn Analysis>;
     use emu::decode::FenceOp;
     use emu::pm::FenceKind;
     use emu::sync::SyncKind;
@@ -1705,14 +1419,6 @@ mod tests {
         };
         assert!(run("persist_owner=any", held).is_empty());
         assert_eq!(run("", held), vec![(0xa, vec![0xb])]);
-    }
-
-    #[test]
-    fn pieces_split_at_lines() {
-        let v: Vec<(u64, u64)> = pieces(60, 8).collect();
-        assert_eq!(v, vec![(0, 0xf << 60), (1, 0xf)]);
-        let v: Vec<(u64, u64)> = pieces(64 + 4, 4).collect();
-        assert_eq!(v, vec![(1, 0xf0)]);
     }
 
     #[test]

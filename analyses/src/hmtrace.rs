@@ -1,6 +1,6 @@
 //! `hmtrace`: data races found by software memory tags gated by locksets, after HMTRace
 //! (Shastri, Ammanaghatta Shivakumar, Verbeek, Ravindran, Wang: "HMTRace: Hardware-Assisted
-//! Memory-Tagging based Dynamic Data Race Detection"; digest `shared/docs/digests/001_hmtrace.md`).
+//! Memory-Tagging based Dynamic Data Race Detection").
 //!
 //! # Definition
 //! Two accesses race when they touch a common byte from different threads, at least one writes,
@@ -33,7 +33,7 @@
 //!   accesses (earlier and later, read or write) with their threads.
 //! - **Happens-before.** The paper keeps no clocks and says nothing about barriers, condition
 //!   variables, semaphores or atomics, so a literal reimplementation reports every handoff
-//!   through them (digest §3.8, §7.6). Vector clocks ([`HappensBefore`]) order: create → child,
+//!   through them (its Section 4 models only lock acquire/release and thread termination). Vector clocks ([`HappensBefore`]) order: create → child,
 //!   exit → join, barrier arrivals of a round → its departures (per generation), signal →
 //!   wakeup, `sem_post` → `sem_wait`, mutex and rwlock release → acquire (a read unlock orders
 //!   only later writers), and **sync locations**: bytes touched by a locked read-modify-write
@@ -55,8 +55,8 @@
 //!   orders data written before it (`drb_008`), which a pure lockset detector reports. Locksets
 //!   still gate the checks and classify read/read pairs.
 //! - Algorithm 2 read literally re-tags the granule after a Shared read, undoing the inheritance
-//!   (digest §7.5): reads here never re-tag another thread's write.
-//! - Algorithm 1 removes the lock *before* trimming the pointee's lockset (digest §7.3): the
+//!   (Algorithm 2 as printed): reads here never re-tag another thread's write.
+//! - Algorithm 1 removes the lock *before* trimming the pointee's lockset (as printed): the
 //!   lockset used here is the one held at the access.
 //! - Inconsistent lock usage requires both reads to hold locks: a read under a lock against an
 //!   unlocked read of data nobody writes concurrently (glibc does that with its own globals) is
@@ -89,8 +89,9 @@ use emu::events::{Event, EventKind, Interest};
 use emu::pm::PmDevice;
 use rustc_hash::FxHashMap;
 
+use crate::pair::{pair_finding, what, Side};
 use crate::sync::{Edges, HappensBefore, Mode, SyncAdapter, SyncBracket, SyncOp, VectorClock};
-use crate::{Analysis, CodeInfo, RawFinding, RawLocation};
+use crate::{Analysis, CodeInfo, RawFinding};
 
 /// Bytes per granule: MTE's tag granule, the unit whose owner the pass records.
 const GRANULE: u64 = 16;
@@ -258,14 +259,6 @@ impl Page {
     }
 }
 
-/// One side of a reported pair.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Side {
-    pc: u64,
-    stack: StackId,
-    write: bool,
-}
-
 #[derive(Debug)]
 struct Report {
     kind: &'static str,
@@ -299,7 +292,7 @@ impl Options {
         for kv in spec.split(':').filter(|s| !s.is_empty()) {
             let (k, v) = kv.split_once('=').ok_or_else(|| format!("`{kv}`: expected KEY=VALUE"))?;
             match k {
-                "ilu" => o.ilu = crate::oscs::on_off(k, v)?,
+                "ilu" => o.ilu = crate::options::parse_bool(k, v)?,
                 _ => return Err(format!("unknown hmtrace option `{k}` (ilu)")),
             }
         }
@@ -361,6 +354,7 @@ fn mask_of(base: u64, lo: u64, hi: u64) -> u16 {
 }
 
 impl Hmtrace {
+    /// The pass with these options.
     pub fn new(opts: Options) -> Hmtrace {
         Hmtrace {
             opts,
@@ -660,14 +654,6 @@ impl Hmtrace {
     }
 }
 
-fn what(write: bool) -> &'static str {
-    if write {
-        "write"
-    } else {
-        "read"
-    }
-}
-
 impl Analysis for Hmtrace {
     fn name(&self) -> &'static str {
         "hmtrace"
@@ -734,23 +720,7 @@ impl Analysis for Hmtrace {
                     r.first_tid, r.second_tid, r.len, r.addr
                 )
             };
-            let role = |s: &Side, earlier: bool| match (earlier, s.write) {
-                (true, true) => "earlier-write",
-                (true, false) => "earlier-read",
-                (false, true) => "later-write",
-                (false, false) => "later-read",
-            };
-            out.push(RawFinding {
-                validation: None,
-                analysis: "hmtrace",
-                kind: r.kind,
-                message,
-                occurrences: r.count,
-                locations: vec![
-                    RawLocation { role: role(&first, true), pc: first.pc, stack: first.stack, tid: r.first_tid },
-                    RawLocation { role: role(&second, false), pc: second.pc, stack: second.stack, tid: r.second_tid },
-                ],
-            });
+            out.push(pair_finding("hmtrace", r.kind, message, r.count, (&first, r.first_tid), (&second, r.second_tid)));
         }
         out
     }
@@ -759,7 +729,7 @@ impl Analysis for Hmtrace {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::*;
+    use crate::testkit::*;
 
     const X: u64 = 0x5000;
     const RACE: &str = "data-race";
@@ -817,7 +787,7 @@ mod tests {
         let mut s = sim();
         let stack = 0x7000_0000 + 2 * 0x100_0000 - 0x100;
         s.write(2, 0x100, stack, 0, 1);
-        s.send(ev(EventKind::ThreadExit, 2, 0, 0, 0, 0, 0));
+        s.send(dram(EventKind::ThreadExit, 2, 0, 0, 0, 0, 0));
         s.write(3, 0x200, stack, 1, 2);
         assert!(s.pairs(RACE).is_empty());
     }
@@ -829,8 +799,8 @@ mod tests {
         // Consumer polls before the producer publishes: plain, later found to be a sync location.
         s.read(3, 0x50, flag);
         s.write(2, 0x100, X, 0, 42);
-        s.send(ev(EventKind::Load, 2, 0x110, flag, 4, 0, 0));
-        s.send(ev(EventKind::RmwStore, 2, 0x110, flag, 4, 0, 1));
+        s.send(dram(EventKind::Load, 2, 0x110, flag, 4, 0, 0));
+        s.send(dram(EventKind::RmwStore, 2, 0x110, flag, 4, 0, 1));
         s.read(3, 0x200, flag);
         s.read(3, 0x300, X);
         assert!(s.pairs(RACE).is_empty());

@@ -10,18 +10,32 @@
 //! order, and at the end returns [`RawFinding`]s whose locations are PCs and interned stacks; the
 //! caller symbolises them. [`Passes`] runs the selected analyses side by side over one execution
 //! as the machine's single [`Observer`], so the machine builds only events some pass wants.
+//!
+//! Every pass has one row in the registry ([`PASSES`]): its name, its options, whether `all`
+//! includes it, the bug classes it claims, whether its findings are validated on crash images.
+//! The rest of ferrite (the `--analyses` builder, `ferrite compare`'s claims, the command-line
+//! shorthands, post-failure validation) asks the registry, never a pass's name.
+
+#![deny(missing_docs)]
 
 pub mod alias;
 pub mod annotations;
 pub mod hawkset;
 pub mod hmtrace;
+mod options;
 pub mod oscs;
+mod pair;
+mod persist;
 pub mod pmrace;
+mod registry;
+mod screen;
 pub mod sync;
 #[cfg(test)]
-mod testing;
+mod testkit;
 pub mod unpersisted;
 pub mod vardalith;
+
+pub use registry::{available, build, class_of_kind, info, PassInfo, PASSES};
 
 use emu::callstack::StackId;
 use emu::events::{Event, Interest, Observer};
@@ -31,20 +45,28 @@ use serde::{Deserialize, Serialize};
 /// A place in the program before symbolisation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RawLocation {
+    /// What the place is in the finding (`store`, `load`, `fault`, ...).
     pub role: &'static str,
+    /// The instruction.
     pub pc: u64,
+    /// Its interned call stack.
     pub stack: StackId,
+    /// The thread.
     pub tid: u32,
 }
 
 /// A finding before symbolisation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RawFinding {
+    /// The pass's name.
     pub analysis: &'static str,
+    /// A stable kind (`unpersisted-store`, ...).
     pub kind: &'static str,
+    /// One line saying what was found.
     pub message: String,
     /// How many events this finding stands for (stores left unpersisted, flushes, ...).
     pub occurrences: u64,
+    /// The places that make the finding.
     pub locations: Vec<RawLocation>,
     /// Post-failure validation the pass asks for (PMRace): recover a crash image it captured
     /// and see whether recovery repairs what the finding is about.
@@ -92,16 +114,51 @@ pub struct Settings {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SyncVar {
+    /// Offset in the PM file.
     pub offset: u64,
+    /// Bytes: 1, 2, 4 or 8.
     pub size: u32,
     #[serde(default)]
+    /// The value recovery expects.
     pub init: u64,
 }
 
 /// A detector: a pass over the event stream.
+///
+/// # The contract
+///
+/// Before the first event the session calls [`Analysis::configure`] (the run's settings),
+/// [`Analysis::set_image_sink`] (only for passes whose registry row wants images) and
+/// [`Analysis::set_code`] (again whenever the dynamic linker maps a library). Then every event
+/// whose kind the pass's [`Analysis::interest`] covers reaches [`Analysis::on_event`], in program
+/// order (one thread runs at a time), by reference: the event lives on the machine's stack, and
+/// nothing on this path may allocate once the pass has warmed up (`tests/hot_path.rs`). What
+/// each interest brings:
+///
+/// - [`Interest::STORES`] brings PM stores (`Store`, `NtStore`, `RmwStore` with `dev != 0`), the
+///   kernel's writes into PM included;
+/// - [`Interest::LOADS`] brings PM loads, and the kernel's reads of a PM buffer for `write`/`pwrite`;
+/// - [`Interest::PERSIST`] brings `Flush`, `Fence`, and pmemcheck's `SetClean`, `PmRegister`,
+///   `PmUnregister`;
+/// - [`Interest::SYNC`] brings `SyncEnter`/`SyncReturn` of recognised synchronisation and allocation
+///   functions, `ThreadCreate`, `ThreadExit`, `Syscall` (before the kernel handles it), and
+///   pmemcheck's transaction events (`TxBegin`, `TxEnd`, `TxAdd`, `TxRemove`, `TxIgnore`);
+/// - [`Interest::MEMORY`] brings every DRAM load and store (`dev == 0`) and every PM access too
+///   (a costly hook on every access: such passes are opt-in);
+/// - [`Interest::CRASH`] brings the `CrashPoint`s;
+/// - [`Interest::TAINT`] turns the taint engine on: [`Analysis::taint_source`] and
+///   [`Analysis::on_tainted_store`] are called.
+///
+/// [`Analysis::finish`] is called once when the guest exited, normally or by a signal; it is
+/// skipped when the run hung (the instruction budget stopped it) or deadlocked, which is no end
+/// of the program. [`Analysis::stats`] follows `finish`. A pass whose registry row wants images
+/// may attach a [`Validation`] to a finding: the driver validates it after the run.
 pub trait Analysis {
+    /// The pass's name: its registry row's, and the `analysis` of its findings.
     fn name(&self) -> &'static str;
+    /// The events it needs (constant for the pass's lifetime).
     fn interest(&self) -> Interest;
+    /// One event of the kinds [`Analysis::interest`] covers.
     fn on_event(&mut self, ev: &Event, device: &PmDevice);
     /// The run is over (every thread has exited); report.
     fn finish(&mut self, device: &PmDevice) -> Vec<RawFinding>;
@@ -154,100 +211,23 @@ impl CodeInfo {
     }
 }
 
-/// Names of the analyses `--analyses` accepts.
-///
-/// A name may carry options for its pass after a colon, `NAME:KEY=VALUE[:KEY=VALUE]...`
-/// (`hawkset:irh=0`, `vardalith:mode=hb`); each pass documents its keys.
-pub const AVAILABLE: &[&str] = &["hawkset", "hmtrace", "oscs", "pmrace", "unpersisted", "vardalith"];
-
-/// Analyses `all` leaves out until asked for by name: they watch every memory access (a costly
-/// hook on every load and store) and report on DRAM-only programs too.
-pub const OPT_IN: &[&str] = &["hmtrace", "oscs", "pmrace"];
-
-/// Builds the analyses named in `names` (`all` selects every one, `none` nothing).
-pub fn build(names: &[String]) -> Result<Vec<Box<dyn Analysis>>, String> {
-    let mut wanted: Vec<&'static str> = Vec::new();
-    // Options given as `NAME:KEY=VALUE...`, checked here, applied when the pass is built.
-    let mut specs: std::collections::HashMap<&'static str, String> = std::collections::HashMap::new();
-    for n in names {
-        if let Some((base, spec)) = n.split_once(':') {
-            let Some(a) = AVAILABLE.iter().find(|a| **a == base) else {
-                return Err(format!(
-                    "unknown analysis `{base}` (available: {}, or all, or none)",
-                    AVAILABLE.join(", ")
-                ));
-            };
-            match *a {
-                "hawkset" => hawkset::HawksetOptions::parse(spec).map(|_| ())?,
-                "vardalith" => vardalith::VardalithOptions::parse(spec).map(|_| ())?,
-                "hmtrace" => hmtrace::Options::parse(spec).map(|_| ())?,
-                "oscs" => oscs::Options::parse(spec).map(|_| ())?,
-                "unpersisted" => unpersisted::Options::parse(spec).map(|_| ())?,
-                "pmrace" => pmrace::Options::parse(spec).map(|_| ())?,
-                _ => return Err(format!("analysis `{a}` takes no options")),
-            }
-            wanted.push(a);
-            specs.insert(a, spec.to_string());
-            continue;
-        }
-        match n.as_str() {
-            "all" => wanted.extend(AVAILABLE.iter().filter(|a| !OPT_IN.contains(a))),
-            "none" | "" => {}
-            n => match AVAILABLE.iter().find(|a| **a == n) {
-                Some(a) => wanted.push(a),
-                None => {
-                    return Err(format!(
-                        "unknown analysis `{n}` (available: {}, or all, or none)",
-                        AVAILABLE.join(", ")
-                    ))
-                }
-            },
-        }
-    }
-    wanted.sort_unstable();
-    wanted.dedup();
-    Ok(wanted
-        .into_iter()
-        .map(|w| match w {
-            "hmtrace" => Box::new(hmtrace::Hmtrace::new(
-                hmtrace::Options::parse(specs.get("hmtrace").map_or("", |s| s)).unwrap_or_default(),
-            )) as Box<dyn Analysis>,
-            "oscs" => {
-                Box::new(oscs::Oscs::new(oscs::Options::parse(specs.get("oscs").map_or("", |s| s)).unwrap_or_default()))
-                    as Box<dyn Analysis>
-            }
-            "hawkset" => {
-                Box::new(hawkset::Hawkset::from_spec(specs.get("hawkset").map_or("", |s| s)).unwrap_or_default())
-                    as Box<dyn Analysis>
-            }
-            "vardalith" => {
-                Box::new(vardalith::Vardalith::from_spec(specs.get("vardalith").map_or("", |s| s)).unwrap_or_default())
-                    as Box<dyn Analysis>
-            }
-            "pmrace" => Box::new(pmrace::Pmrace::new(
-                pmrace::Options::parse(specs.get("pmrace").map_or("", |s| s)).unwrap_or_default(),
-            )) as Box<dyn Analysis>,
-            _ => Box::new(unpersisted::Unpersisted::new(
-                unpersisted::Options::parse(specs.get("unpersisted").map_or("", |s| s)).unwrap_or_default(),
-            )) as Box<dyn Analysis>,
-        })
-        .collect())
-}
-
 /// The selected analyses, fed side by side.
 pub struct Passes {
     passes: Vec<(Interest, Box<dyn Analysis>)>,
 }
 
 impl Passes {
+    /// The passes, fed in this order.
     pub fn new(passes: Vec<Box<dyn Analysis>>) -> Passes {
         Passes { passes: passes.into_iter().map(|p| (p.interest(), p)).collect() }
     }
 
+    /// Whether there is no pass.
     pub fn is_empty(&self) -> bool {
         self.passes.is_empty()
     }
 
+    /// Every pass's findings, pass by pass ([`Analysis::finish`]).
     pub fn finish(&mut self, device: &PmDevice) -> Vec<RawFinding> {
         self.passes.iter_mut().flat_map(|(_, p)| p.finish(device)).collect()
     }
@@ -259,17 +239,19 @@ impl Passes {
         }
     }
 
-    /// Whether some pass validates findings on crash images.
+    /// Whether some pass validates findings on crash images ([`PassInfo::wants_images`]).
     pub fn wants_images(&self) -> bool {
-        self.passes.iter().any(|(_, p)| p.name() == "pmrace")
+        self.passes.iter().any(|(_, p)| info(p.name()).is_some_and(|i| i.wants_images))
     }
 
+    /// Hands every pass the sink for crash images ([`Analysis::set_image_sink`]).
     pub fn set_image_sink(&mut self, sink: std::rc::Rc<std::cell::RefCell<dyn ImageSink>>) {
         for (_, p) in &mut self.passes {
             p.set_image_sink(sink.clone());
         }
     }
 
+    /// Hands every pass the run's settings ([`Analysis::configure`]).
     pub fn configure(&mut self, settings: &Settings) {
         for (_, p) in &mut self.passes {
             p.configure(settings);
@@ -346,12 +328,16 @@ impl Observer for Passes {
 /// One frame of a backtrace, symbolised.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Frame {
+    /// The return address (or, for the innermost frame, the instruction).
     pub pc: u64,
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    /// The function, if a symbol covers the PC.
     pub function: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    /// The source file, if there is line information.
     pub file: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    /// The source line.
     pub line: Option<u32>,
 }
 
@@ -373,15 +359,22 @@ impl Frame {
 /// store, the load that observed it, ...).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Location {
+    /// What the place is in the finding.
     pub role: String,
+    /// The summary frame's PC.
     pub pc: u64,
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    /// The summary frame's function.
     pub function: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    /// The summary frame's file.
     pub file: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    /// The summary frame's line.
     pub line: Option<u32>,
+    /// The thread.
     pub thread: u32,
+    /// Every frame, innermost first.
     pub backtrace: Vec<Frame>,
 }
 
@@ -408,17 +401,22 @@ impl Location {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// What ferrite reports: a bug candidate, symbolised.
 pub struct Finding {
+    /// Its number in the report, from 1.
     pub id: u32,
     /// `fault`, `hang`, `deadlock`, `crash`, or a detector's name.
     pub analysis: String,
     /// A stable, analysis-specific kind (`SIGSEGV`, `unpersisted-store`, ...).
     pub kind: String,
+    /// One line saying what was found.
     pub message: String,
+    /// The seed of the run that exposed it.
     pub seed: u64,
     /// How many events this finding stands for; findings at the same source lines are merged.
     #[serde(default = "one")]
     pub occurrences: u64,
+    /// The places that make it, with backtraces.
     pub locations: Vec<Location>,
     /// For `crash` findings: which crash point and image of the workload run failed recovery,
     /// so that `ferrite replay --finding` can rebuild it.
@@ -438,7 +436,9 @@ pub struct Finding {
 /// its crash space (see `emu::pm::CrashSpace`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CrashImageRef {
+    /// The crash point's index in the workload run.
     pub point: u32,
+    /// A value per dimension of the point's crash space.
     pub choice: Vec<u32>,
 }
 

@@ -1,6 +1,6 @@
 //! `oscs`: order-sensitive critical sections, the non-race atomicity and order violations of
 //! Huang, Halberg and Suh, "Non-Race Concurrency Bug Detection Through Order-Sensitive Critical
-//! Sections" (ISCA'13; digest `shared/docs/digests/002_oscs.md`).
+//! Sections" (ISCA 2013).
 //!
 //! # Definition
 //! Two critical sections of different threads that hold a common mutex are *order-sensitive*
@@ -11,7 +11,7 @@
 //! sequence* in both (a read followed by a write of the byte in the same section, the pattern of
 //! commutative updates such as `sum += x`), optionally not a redundant write.
 //!
-//! # Algorithm (the paper's Figure 8, with the digest's corrections)
+//! # Algorithm (the paper's Figure 8, corrected where it cannot be implemented literally)
 //! - Per thread: the critical-section list (mutex, instance), an instance per successful
 //!   acquisition (the paper's lock timestamp cannot tell apart sections between two ordering
 //!   operations); a vector clock that only ordering operations advance ([`HappensBefore`] with
@@ -63,8 +63,10 @@ use emu::events::{Event, EventKind, Interest};
 use emu::pm::PmDevice;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::options::parse_bool;
+use crate::pair::{pair_finding, what, Side};
 use crate::sync::{Edges, HappensBefore, SyncAdapter, SyncBracket, SyncOp, VectorClock};
-use crate::{Analysis, CodeInfo, RawFinding, RawLocation};
+use crate::{Analysis, CodeInfo, RawFinding};
 
 /// Threads whose latest read and latest write each location remembers in the optimised variant
 /// (OSCS-Opt: "the two most recent reads and two most recent writes from different threads").
@@ -106,21 +108,12 @@ impl Options {
                         _ => return Err(format!("history={v}: expected opt or full")),
                     }
                 }
-                "redundant" => o.redundant_write = on_off(k, v)?,
-                "condflag" => o.condflag = on_off(k, v)?,
+                "redundant" => o.redundant_write = parse_bool(k, v)?,
+                "condflag" => o.condflag = parse_bool(k, v)?,
                 _ => return Err(format!("unknown oscs option `{k}` (history, redundant, condflag)")),
             }
         }
         Ok(o)
-    }
-}
-
-/// `on`/`off` (or `1`/`0`, `true`/`false`, `yes`/`no`).
-pub(crate) fn on_off(key: &str, v: &str) -> Result<bool, String> {
-    match v {
-        "on" | "1" | "true" | "yes" => Ok(true),
-        "off" | "0" | "false" | "no" => Ok(false),
-        _ => Err(format!("{key}={v}: expected on or off")),
     }
 }
 
@@ -172,13 +165,6 @@ struct Pending {
     cur: Side,
     cur_cs: CsId,
     lock: u64,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Side {
-    pc: u64,
-    stack: StackId,
-    write: bool,
 }
 
 #[derive(Debug)]
@@ -234,6 +220,7 @@ impl Default for Oscs {
 }
 
 impl Oscs {
+    /// The pass with these options.
     pub fn new(opts: Options) -> Oscs {
         Oscs {
             opts,
@@ -496,14 +483,6 @@ impl Oscs {
     }
 }
 
-fn what(write: bool) -> &'static str {
-    if write {
-        "write"
-    } else {
-        "read"
-    }
-}
-
 impl Analysis for Oscs {
     fn name(&self) -> &'static str {
         "oscs"
@@ -570,23 +549,14 @@ impl Analysis for Oscs {
                 rw(r.second_rw),
                 r.addr
             );
-            let role = |s: &Side, earlier: bool| match (earlier, s.write) {
-                (true, true) => "earlier-write",
-                (true, false) => "earlier-read",
-                (false, true) => "later-write",
-                (false, false) => "later-read",
-            };
-            out.push(RawFinding {
-                validation: None,
-                analysis: "oscs",
-                kind: "order-sensitive-critical-sections",
+            out.push(pair_finding(
+                "oscs",
+                "order-sensitive-critical-sections",
                 message,
-                occurrences: r.count,
-                locations: vec![
-                    RawLocation { role: role(&first, true), pc: first.pc, stack: first.stack, tid: r.first_tid },
-                    RawLocation { role: role(&second, false), pc: second.pc, stack: second.stack, tid: r.second_tid },
-                ],
-            });
+                r.count,
+                (&first, r.first_tid),
+                (&second, r.second_tid),
+            ));
         }
         out
     }
@@ -595,7 +565,7 @@ impl Analysis for Oscs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::*;
+    use crate::testkit::*;
 
     const X: u64 = 0x5000;
     const K: &str = "order-sensitive-critical-sections";
@@ -660,7 +630,7 @@ mod tests {
 
     #[test]
     fn ordering_just_before_and_after_a_barrier_is_ordered() {
-        // The digest's off-by-one: the last access before the barrier and the first after it
+        // Figure 8's off-by-one: the last access before the barrier and the first after it
         // must count as ordered (copy the clock, then increment).
         let mut s = sim(Options::default());
         s.lock(2, L1);

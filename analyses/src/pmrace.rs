@@ -62,7 +62,7 @@ use emu::events::{Event, EventKind, Interest};
 use emu::pm::PmDevice;
 use rustc_hash::FxHashMap;
 
-use crate::{Analysis, CodeInfo, ImageSink, RawFinding, RawLocation, Settings, Validation};
+use crate::{Analysis, CodeInfo, Finding, ImageSink, RawFinding, RawLocation, Settings, Validation};
 
 /// `pmrace:compat=on|off:intra=on|off`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -74,6 +74,7 @@ pub struct Options {
 }
 
 impl Options {
+    /// Parses `compat=on|off:intra=on|off`.
     pub fn parse(spec: &str) -> Result<Options, String> {
         let mut o = Options::default();
         for kv in spec.split(':').filter(|s| !s.is_empty()) {
@@ -159,6 +160,7 @@ struct Counts {
 const MAX_IMAGES: u64 = 32;
 
 #[derive(Default)]
+/// The `pmrace` pass: PMRace's checkers over taint from unpersisted loads.
 pub struct Pmrace {
     options: Options,
     /// Store sites by device store id.
@@ -188,6 +190,7 @@ pub struct Pmrace {
 }
 
 impl Pmrace {
+    /// The pass with these options.
     pub fn new(options: Options) -> Pmrace {
         Pmrace { options, ..Pmrace::default() }
     }
@@ -567,4 +570,32 @@ impl Analysis for Pmrace {
             ("source_durable_first", c.closed),
         ]
     }
+}
+
+/// Functions whose recovery PMRace cannot validate (PMDK's transactional allocation, redo
+/// logged), and those the user lists (`pmrace_allow` in `--config`): a finding with one in a
+/// backtrace is a known false positive.
+const DEFAULT_ALLOW: &[&str] = &[
+    "pmemobj_tx_alloc",
+    "pmemobj_tx_zalloc",
+    "pmemobj_tx_xalloc",
+    "pmemobj_tx_realloc",
+    "pmemobj_tx_zrealloc",
+    "pmemobj_tx_strdup",
+    "pmemobj_tx_wcsdup",
+];
+
+/// Whether a finding's backtraces pass through an allowed function or `file:line`: a known
+/// false positive, left out before validation ([`crate::PassInfo::known_benign`]).
+pub fn known_benign(f: &Finding, settings: &Settings) -> bool {
+    let names = DEFAULT_ALLOW.iter().copied().chain(settings.pmrace_allow.iter().map(String::as_str));
+    let names: Vec<&str> = names.collect();
+    f.locations.iter().flat_map(|l| l.backtrace.iter()).any(|fr| {
+        let func = fr.function.as_deref().unwrap_or("");
+        let at = match (&fr.file, fr.line) {
+            (Some(file), Some(line)) => format!("{}:{line}", file.rsplit('/').next().unwrap_or(file)),
+            _ => String::new(),
+        };
+        names.iter().any(|n| *n == func || (!at.is_empty() && *n == at))
+    })
 }

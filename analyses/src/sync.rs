@@ -36,34 +36,48 @@ use rustc_hash::FxHashMap;
 /// How a lock is held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Mode {
+    /// Held alone (a mutex, a write lock).
     Exclusive,
+    /// Held with other readers (a read lock).
     Shared,
 }
 
 /// A synchronisation operation by the thread of the event it came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SyncOp {
+    /// A lock acquired.
     Acquire {
+        /// The lock's address.
         lock: u64,
+        /// How it is held.
         mode: Mode,
     },
+    /// A lock released.
     Release {
+        /// The lock's address.
         lock: u64,
     },
     /// An ordering release on an object (condition variable signal, barrier arrival, sem_post).
     Post {
+        /// The object's address.
         obj: u64,
     },
     /// An ordering acquire from an object (condition wait return, barrier departure, sem_wait).
     Wait {
+        /// The object's address.
         obj: u64,
     },
+    /// The thread created another.
     Create {
+        /// The new thread.
         child: u32,
     },
+    /// The thread joined another.
     Join {
+        /// The joined thread.
         child: u32,
     },
+    /// The thread exits.
     Exit,
     /// The thread takes one of libpmemobj's lanes (its outermost lane section begins): an
     /// acquire of a lock whose identity the run does not show, which protects only the lanes'
@@ -387,10 +401,12 @@ impl SyncBracket {
 pub struct VectorClock(pub Vec<u32>);
 
 impl VectorClock {
+    /// The clock's value for a thread's slot.
     pub fn get(&self, slot: usize) -> u32 {
         self.0.get(slot).copied().unwrap_or(0)
     }
 
+    /// Sets a thread's slot.
     pub fn set(&mut self, slot: usize, v: u32) {
         if self.0.len() <= slot {
             self.0.resize(slot + 1, 0);
@@ -398,6 +414,7 @@ impl VectorClock {
         self.0[slot] = v;
     }
 
+    /// The pointwise maximum with `other`.
     pub fn join(&mut self, other: &VectorClock) {
         if self.0.len() < other.0.len() {
             self.0.resize(other.0.len(), 0);
@@ -416,6 +433,7 @@ impl VectorClock {
 /// Which ordering operations create happens-before edges.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Edges {
+    /// Creation and join order threads.
     pub create_join: bool,
     /// Post/wait on condition variables, barriers, semaphores.
     pub objects: bool,
@@ -435,6 +453,7 @@ pub struct HappensBefore {
 }
 
 impl HappensBefore {
+    /// Vector clocks with these edges.
     pub fn new(edges: Edges) -> HappensBefore {
         HappensBefore {
             edges,

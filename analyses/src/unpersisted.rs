@@ -71,8 +71,11 @@ type Site = (u64, StackId);
 /// `unpersisted:tx=on|off`: pmemcheck's transaction check (default on).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Options {
+    /// Which durability predicate "persisted" means.
     pub rule: DurabilityRule,
+    /// The flush and fence lints cover PM the program registered with pmemcheck too.
     pub annotated_lints: bool,
+    /// pmemcheck's transaction check.
     pub tx_check: bool,
 }
 
@@ -83,6 +86,7 @@ impl Default for Options {
 }
 
 impl Options {
+    /// Parses `rule=hw|own:lints=all|unannotated:tx=on|off`.
     pub fn parse(spec: &str) -> Result<Options, String> {
         let mut o = Options::default();
         for kv in spec.split(':').filter(|s| !s.is_empty()) {
@@ -105,6 +109,7 @@ impl Options {
 }
 
 #[derive(Default)]
+/// The `unpersisted` pass: stores never made durable, and the flush and fence lints.
 pub struct Unpersisted {
     options: Options,
     /// Where each not-yet-durable store came from, by store id.
@@ -132,6 +137,7 @@ pub struct Unpersisted {
 const PRUNE_EVERY: usize = 1 << 16;
 
 impl Unpersisted {
+    /// The pass with these options.
     pub fn new(options: Options) -> Unpersisted {
         Unpersisted { options, ..Unpersisted::default() }
     }

@@ -1,6 +1,6 @@
 //! `vardalith`: persistence-induced races from overlapping store and load windows (Gonçalves,
 //! Fragoso Santos, Rodrigues & Matos, *Vardalith: Hybrid Detection of Persistent Memory
-//! Concurrency Bugs*, ECOOP 2026; digest `shared/docs/digests/004_vardalith.md`).
+//! Concurrency Bugs*, ECOOP 2026).
 //!
 //! # The bug
 //! A *persistence-induced race* (PIR, the paper's Definition 1): a store `s` to PM address x by
@@ -45,7 +45,7 @@
 //! happens-before overlap). The paper's runtime matches regions by start address; this pass
 //! matches by byte range, so an 8-byte store and a 4-byte load at offset 4 conflict.
 //!
-//! Since happens-before overlap of *maximal* windows is equivalent to a PIR (digest §1.6), the
+//! Since happens-before overlap of *maximal* windows is equivalent to a PIR (the paper's Theorem 3), the
 //! option `mode=hb` checks Definition 1 directly with vector clocks over every synchronisation
 //! edge (create/join, locks, condition variables, barriers, semaphores): a store is reported with
 //! a load when the load does not happen before the store and the store's persistence does not
@@ -105,9 +105,11 @@ use emu::events::{Event, EventKind, Interest};
 use emu::pm::{DurabilityRule, PmDevice, LINE_SIZE};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::annotations::{Annotations, Screen};
-use crate::hawkset::{durable_bytes, is_release_call, option_pairs, parse_bool, parse_owner, pieces, Interner, Site};
-use crate::sync::{Edges, HappensBefore, SyncAdapter, SyncOp};
+use crate::annotations::Annotations;
+use crate::options::{option_pairs, parse_bool, parse_owner};
+use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Site};
+use crate::screen::WindowPass;
+use crate::sync::{Edges, HappensBefore, PmdkLockCalls, SyncAdapter, SyncOp};
 use crate::{Analysis, RawFinding, RawLocation};
 
 /// How overlap is decided.
@@ -245,7 +247,7 @@ struct Thread {
 pub struct Vardalith {
     opts: VardalithOptions,
     sync: SyncAdapter,
-    pmdk_locks: crate::sync::PmdkLockCalls,
+    pmdk_locks: PmdkLockCalls,
     /// What the program declared through pmemcheck's client requests.
     annotations: Annotations,
     /// PM accesses seen (for sampling).
@@ -288,11 +290,12 @@ impl Default for Vardalith {
 }
 
 impl Vardalith {
+    /// The pass with these options.
     pub fn new(opts: VardalithOptions) -> Vardalith {
         Vardalith {
             opts,
             sync: SyncAdapter::default(),
-            pmdk_locks: crate::sync::PmdkLockCalls::default(),
+            pmdk_locks: PmdkLockCalls::default(),
             annotations: Annotations::default(),
             accesses: 0,
             hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
@@ -754,6 +757,56 @@ impl Vardalith {
     }
 }
 
+impl WindowPass for Vardalith {
+    fn pmdk_locks(&mut self) -> &mut PmdkLockCalls {
+        &mut self.pmdk_locks
+    }
+
+    fn annotations(&mut self) -> Option<&mut Annotations> {
+        self.opts.annotations.then_some(&mut self.annotations)
+    }
+
+    fn counted(&mut self) {
+        self.step += 1;
+    }
+
+    fn declare_clean(&mut self, dev: u64, size: u32) {
+        Vardalith::declare_clean(self, dev, size);
+    }
+
+    fn on_store(&mut self, ev: &Event, device: &PmDevice, nt: bool) {
+        self.on_access(ev, device, true, nt);
+    }
+
+    fn on_load(&mut self, ev: &Event, device: &PmDevice) {
+        self.on_access(ev, device, false, false);
+    }
+
+    fn on_flush(&mut self, ev: &Event, device: &PmDevice, op: FlushOp) {
+        let line = ev.dev / LINE_SIZE;
+        self.flush_line(ev.tid, line);
+        if op == FlushOp::Clflush {
+            let one: FxHashSet<u64> = std::iter::once(line).collect();
+            self.settle(device, ev.tid, Some(&one), false);
+        }
+    }
+
+    fn on_fence(&mut self, ev: &Event, device: &PmDevice) {
+        // The thread's flushed set is swapped with an empty one that keeps its capacity.
+        let mut lines = std::mem::take(&mut self.fence_lines);
+        std::mem::swap(&mut lines, &mut self.thread(ev.tid).flushed);
+        if !lines.is_empty() {
+            self.settle(device, ev.tid, Some(&lines), true);
+        }
+        lines.clear();
+        self.fence_lines = lines;
+    }
+
+    fn on_sync(&mut self, ev: &Event, device: &PmDevice) {
+        Vardalith::on_sync(self, ev, device);
+    }
+}
+
 impl Analysis for Vardalith {
     fn name(&self) -> &'static str {
         "vardalith"
@@ -764,54 +817,7 @@ impl Analysis for Vardalith {
     }
 
     fn on_event(&mut self, ev: &Event, device: &PmDevice) {
-        self.pmdk_locks.observe(ev);
-        if self.pmdk_locks.inside(ev.tid) && matches!(ev.kind, EventKind::Load | EventKind::Store | EventKind::RmwStore)
-        {
-            // PMDK's own lock implementation (its locks live in PM): the pseudo-lock protects it.
-            return;
-        }
-        self.step += 1;
-        if self.opts.annotations {
-            match self.annotations.screen(ev) {
-                Screen::Keep => {}
-                Screen::Withdrawn => return,
-                Screen::Clean => {
-                    self.declare_clean(ev.dev, ev.size);
-                    return;
-                }
-            }
-        }
-        match ev.kind {
-            EventKind::Store | EventKind::RmwStore if ev.dev != 0 => self.on_access(ev, device, true, false),
-            EventKind::NtStore if ev.dev != 0 => self.on_access(ev, device, true, true),
-            EventKind::Load if ev.dev != 0 => self.on_access(ev, device, false, false),
-            EventKind::Flush(op) => {
-                let line = ev.dev / LINE_SIZE;
-                self.flush_line(ev.tid, line);
-                if op == FlushOp::Clflush {
-                    let one: FxHashSet<u64> = std::iter::once(line).collect();
-                    self.settle(device, ev.tid, Some(&one), false);
-                }
-            }
-            EventKind::Fence(_) => {
-                // The thread's flushed set is swapped with an empty one that keeps its capacity.
-                let mut lines = std::mem::take(&mut self.fence_lines);
-                std::mem::swap(&mut lines, &mut self.thread(ev.tid).flushed);
-                if !lines.is_empty() {
-                    self.settle(device, ev.tid, Some(&lines), true);
-                }
-                lines.clear();
-                self.fence_lines = lines;
-            }
-            EventKind::SyncEnter(_)
-            | EventKind::SyncReturn(_)
-            | EventKind::ThreadCreate
-            | EventKind::ThreadExit
-            | EventKind::TxBegin
-            | EventKind::TxEnd
-            | EventKind::TxIgnore => self.on_sync(ev, device),
-            _ => {}
-        }
+        crate::screen::dispatch(self, ev, device);
     }
 
     fn stats(&self) -> Vec<(&'static str, u64)> {
@@ -854,7 +860,9 @@ impl Analysis for Vardalith {
 mod tests {
     use super::*;
 
-    use crate::hawkset::testkit::{pairs, Sim};
+    use crate::testkit::store_loads as pairs;
+
+    type Sim<'a> = crate::testkit::Sim<&'a mut dyn Analysis>;
     use emu::sync::SyncKind;
 
     const L: u64 = 0x100;

@@ -86,8 +86,11 @@ const CTX: Ctx = Ctx { container: Container::Big, le: Endian::Little };
 /// Access rights of a segment, from its `p_flags`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Prot {
+    /// Readable.
     pub read: bool,
+    /// Writable.
     pub write: bool,
+    /// Executable.
     pub exec: bool,
 }
 
@@ -109,7 +112,9 @@ pub struct Segment {
     pub memsz: u64,
     /// The `p_filesz` bytes of the file at `file_offset`.
     pub data: Vec<u8>,
+    /// Its access rights.
     pub prot: Prot,
+    /// `p_offset`: where its bytes are in the file (mappings of the file name it).
     pub file_offset: u64,
 }
 
@@ -186,10 +191,13 @@ impl fmt::Display for NotExecutableKind {
 pub struct TlsTemplate {
     /// Guest address of the initialisation image (`.tdata`), relocated.
     pub vaddr: u64,
+    /// `p_offset` of the `PT_TLS` segment.
     pub file_offset: u64,
     /// Bytes of initialised data; the rest up to `memsz` (`.tbss`) is zero.
     pub filesz: u64,
+    /// Bytes of the whole block (`.tdata` and `.tbss`).
     pub memsz: u64,
+    /// Alignment of the block.
     pub align: u64,
 }
 
@@ -224,11 +232,13 @@ pub struct Image {
     pub brk_start: u64,
     /// The `PT_INTERP` path, without its terminating NUL.
     pub interp: Option<String>,
+    /// Static, static-PIE or dynamic.
     pub kind: ElfKind,
     /// Whether `PT_GNU_STACK` asks for an executable stack. Without
     /// `PT_GNU_STACK`, x86-64 Linux gives a non-executable stack, and so
     /// does this.
     pub stack_exec: bool,
+    /// The `PT_TLS` template, if the program has thread-local storage.
     pub tls: Option<TlsTemplate>,
 }
 

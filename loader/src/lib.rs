@@ -30,6 +30,8 @@
 //! Every function here accepts arbitrary bytes without panicking; bad input
 //! becomes a [`LoadError`] (loading) or an empty [`SourceLoc`] (symbols).
 
+#![deny(missing_docs)]
+
 mod elf;
 mod stack;
 mod symbols;

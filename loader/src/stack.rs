@@ -14,30 +14,55 @@
 
 use crate::Image;
 
+/// `AT_NULL`: end of the auxiliary vector.
 pub const AT_NULL: u64 = 0;
+/// `AT_IGNORE`: an entry to ignore.
 pub const AT_IGNORE: u64 = 1;
+/// `AT_EXECFD`: file descriptor of the program (not used).
 pub const AT_EXECFD: u64 = 2;
+/// `AT_PHDR`: address of the program headers.
 pub const AT_PHDR: u64 = 3;
+/// `AT_PHENT`: size of one program header.
 pub const AT_PHENT: u64 = 4;
+/// `AT_PHNUM`: number of program headers.
 pub const AT_PHNUM: u64 = 5;
+/// `AT_PAGESZ`: the page size.
 pub const AT_PAGESZ: u64 = 6;
+/// `AT_BASE`: where the interpreter was loaded.
 pub const AT_BASE: u64 = 7;
+/// `AT_FLAGS`: flags (0).
 pub const AT_FLAGS: u64 = 8;
+/// `AT_ENTRY`: the program's entry point.
 pub const AT_ENTRY: u64 = 9;
+/// `AT_NOTELF`: the program is not ELF (never set).
 pub const AT_NOTELF: u64 = 10;
+/// `AT_UID`: real user id.
 pub const AT_UID: u64 = 11;
+/// `AT_EUID`: effective user id.
 pub const AT_EUID: u64 = 12;
+/// `AT_GID`: real group id.
 pub const AT_GID: u64 = 13;
+/// `AT_EGID`: effective group id.
 pub const AT_EGID: u64 = 14;
+/// `AT_PLATFORM`: address of the platform string.
 pub const AT_PLATFORM: u64 = 15;
+/// `AT_HWCAP`: cPU feature bits (CPUID leaf 1 EDX).
 pub const AT_HWCAP: u64 = 16;
+/// `AT_CLKTCK`: clock ticks per second of `times`.
 pub const AT_CLKTCK: u64 = 17;
+/// `AT_SECURE`: whether the program runs set-uid (0).
 pub const AT_SECURE: u64 = 23;
+/// `AT_BASE_PLATFORM`: address of the base platform string (not set).
 pub const AT_BASE_PLATFORM: u64 = 24;
+/// `AT_RANDOM`: address of 16 random bytes.
 pub const AT_RANDOM: u64 = 25;
+/// `AT_HWCAP2`: more CPU feature bits.
 pub const AT_HWCAP2: u64 = 26;
+/// `AT_EXECFN`: address of the path given to `execve`.
 pub const AT_EXECFN: u64 = 31;
+/// `AT_SYSINFO_EHDR`: address of the vDSO (not set: there is none).
 pub const AT_SYSINFO_EHDR: u64 = 33;
+/// `AT_MINSIGSTKSZ`: the smallest signal stack the CPU's state needs.
 pub const AT_MINSIGSTKSZ: u64 = 51;
 
 const WORD: u64 = 8;
@@ -45,7 +70,9 @@ const WORD: u64 = 8;
 /// What the kernel would know at `execve` time besides the ELF image.
 #[derive(Clone, Debug)]
 pub struct StackSpec<'a> {
+    /// The arguments, `argv[0]` first.
     pub argv: &'a [Vec<u8>],
+    /// The environment, `KEY=VALUE` each.
     pub envp: &'a [Vec<u8>],
     /// The path given to `execve`, pointed to by `AT_EXECFN`.
     pub execfn: &'a [u8],
@@ -55,17 +82,27 @@ pub struct StackSpec<'a> {
     /// The 16 bytes `AT_RANDOM` points to; glibc seeds its stack protector
     /// and pointer guard from them.
     pub random: [u8; 16],
+    /// `AT_HWCAP`.
     pub hwcap: u64,
+    /// `AT_HWCAP2`.
     pub hwcap2: u64,
+    /// `AT_PAGESZ`.
     pub pagesz: u64,
+    /// `AT_CLKTCK`.
     pub clktck: u64,
+    /// `AT_UID`.
     pub uid: u64,
+    /// `AT_EUID`.
     pub euid: u64,
+    /// `AT_GID`.
     pub gid: u64,
+    /// `AT_EGID`.
     pub egid: u64,
+    /// `AT_SECURE`.
     pub secure: u64,
     /// `AT_BASE`: where the interpreter was loaded, 0 for static programs.
     pub base: u64,
+    /// `AT_MINSIGSTKSZ`.
     pub minsigstksz: u64,
 }
 
@@ -73,7 +110,9 @@ pub struct StackSpec<'a> {
 /// `sp` is 16-byte aligned and points at `argc`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InitialStack {
+    /// The stack's bytes, from `sp` up to the stack top.
     pub bytes: Vec<u8>,
+    /// The initial stack pointer, at `argc`.
     pub sp: u64,
 }
 

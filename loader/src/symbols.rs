@@ -57,6 +57,7 @@ pub struct SourceLoc {
     /// The path as DWARF records it: the compilation directory joined with
     /// the file's directory and name. Match on suffixes.
     pub file: Option<String>,
+    /// The line.
     pub line: Option<u32>,
 }
 
@@ -112,6 +113,7 @@ pub const DEFAULT_DEBUG_DIR: &str = "/usr/lib/debug";
 pub struct DebugFile {
     /// The host path it was read from.
     pub path: PathBuf,
+    /// Its bytes.
     pub bytes: Vec<u8>,
 }
 

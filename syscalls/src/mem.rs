@@ -20,7 +20,9 @@ use emu::{Backing, HostBlock, Machine, MemError, Perm, Region, PAGE};
 use crate::fd::Kind;
 use crate::{err, Errno, Kernel, SysResult};
 
+/// The top of the main thread's stack (no ASLR).
 pub const STACK_TOP: u64 = 0x7fff_ffff_f000;
+/// The main thread's stack limit (`RLIMIT_STACK`).
 pub const STACK_LIMIT: u64 = 8 << 20;
 /// Linux leaves at least 128 MiB between the stack limit and the mmap base.
 pub const MMAP_TOP: u64 = STACK_TOP - STACK_LIMIT - (128 << 20);
@@ -42,7 +44,9 @@ const MREMAP_FIXED: u64 = 2;
 /// Where the heap is.
 #[derive(Clone, Debug, Default)]
 pub struct MemLayout {
+    /// Where the heap starts.
     pub brk_start: u64,
+    /// The current break.
     pub brk: u64,
 }
 

@@ -1,5 +1,6 @@
 //! Names of x86-64 Linux system calls, for messages about the ones ferrite does not implement.
 
+/// The name of system call `nr`, or `unknown`.
 pub fn name(nr: u64) -> &'static str {
     const NAMES: &[&str] = &[
         "read",

@@ -14,7 +14,9 @@ use loader::{build_initial_stack, load_elf, Image, LoadError, StackSpec};
 use crate::mem::{STACK_LIMIT, STACK_TOP};
 use crate::{err, Errno, Kernel, SysResult};
 
+/// The guest's pid.
 pub const PID: u32 = 1000;
+/// The guest's uid and gid.
 pub const UID: u64 = 1000;
 /// Where position-independent executables are placed (Linux's ELF_ET_DYN_BASE without ASLR).
 pub const PIE_BASE: u64 = 0x5555_5555_4000;
@@ -22,7 +24,9 @@ pub const PIE_BASE: u64 = 0x5555_5555_4000;
 /// How the guest process ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProcessExit {
+    /// It exited with this status.
     Code(i32),
+    /// This signal killed it.
     Signal(i32),
 }
 
@@ -37,13 +41,19 @@ impl ProcessExit {
 }
 
 #[derive(Clone, Debug)]
+/// Process-wide state: working directory, umask, signal actions, what was read.
 pub struct ProcState {
+    /// The working directory as the guest sees it (`None`: ferrite's own).
     pub cwd: Option<String>,
+    /// The umask.
     pub umask: u32,
     /// Per signal: handler address (0 = SIG_DFL, 1 = SIG_IGN), flags, restorer, mask.
     pub sigactions: [[u64; 4]; 65],
+    /// The main thread's FS base.
     pub fs_base: u64,
+    /// BLAKE3 of what the guest read from standard input.
     pub stdin_hash: blake3::Hasher,
+    /// Whether the guest read standard input.
     pub stdin_read: bool,
     /// PM files by host path, numbered from 1 in the order the guest first mapped them.
     pub pm_files: BTreeMap<String, u32>,
@@ -70,17 +80,22 @@ impl Default for ProcState {
 }
 
 #[derive(Debug, thiserror::Error)]
+/// Why a program could not be started.
 pub enum ExecError {
     #[error("{0}")]
+    /// The program is not a loadable ELF.
     Load(#[from] LoadError),
     #[error("its interpreter {0} cannot be loaded: {1}")]
+    /// Its interpreter cannot be read or loaded: the path, and why.
     Interp(String, String),
     #[error("cannot set up the guest's memory: {0}")]
+    /// Guest memory could not be set up.
     Memory(String),
 }
 
 /// What the caller needs to know about the started program.
 pub struct Started {
+    /// The program as loaded.
     pub image: Image,
     /// The interpreter of a dynamic executable: its path, bytes and load bias.
     pub interp: Option<(String, Vec<u8>, u64)>,
@@ -237,6 +252,7 @@ pub fn proc_maps(m: &Machine) -> String {
     out
 }
 
+/// The text of `/proc/self/status` for the program `exe`.
 pub fn proc_status(m: &Machine, exe: &str) -> String {
     let name = exe.rsplit('/').next().unwrap_or(exe);
     let kb = m.mem.mapped_bytes() / 1024;

@@ -24,14 +24,17 @@ pub struct SeededRng {
 }
 
 impl SeededRng {
+    /// A generator seeded with `seed`.
     pub fn new(seed: u64) -> SeededRng {
         SeededRng { rng: emu::sched::Rng::new(seed), slept_ns: 0 }
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.rng.next_u64()
     }
 
+    /// Fills `buf` with random bytes.
     pub fn fill(&mut self, buf: &mut [u8]) {
         for chunk in buf.chunks_mut(8) {
             let v = self.next_u64().to_le_bytes();

@@ -28,6 +28,7 @@ struct Object {
     sym: Arc<Symbolizer>,
 }
 
+/// The objects a guest has loaded, with their symbols and lines.
 #[derive(Default)]
 pub struct Objects {
     objects: Vec<Object>,
@@ -177,6 +178,7 @@ impl Objects {
         out
     }
 
+    /// The frames of a backtrace of PCs.
     pub fn frames(&self, pcs: &[u64]) -> Vec<Frame> {
         self.frames_with(pcs, false)
     }

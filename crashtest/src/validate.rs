@@ -1,5 +1,8 @@
-//! Post-failure validation (PMRace §4.4): run the program's recovery on a crash image a pass
-//! captured and see whether recovery repairs what the finding is about.
+//! Post-failure validation (Chen et al., "Efficiently Detecting Concurrency Bugs in Persistent
+//! Memory Programs", ASPLOS 2022, §4.4): run the program's recovery on a crash image a pass
+//! captured and see whether recovery repairs what the finding is about. This is the
+//! [`driver::Validator`] the binary gives its runner; the driver decides which findings go
+//! through it (those of passes that want images) and what a verdict does to them.
 //!
 //! The image is a true crash state: the pass captured the device when its finding became
 //! observable (a side effect durable while its source was not; a lock durable while held), and
@@ -18,21 +21,37 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::rc::Rc;
 
-use analyses::{Analysis, Location, RawFinding, RawLocation, Validation};
+use analyses::{Analysis, ImageSink, Location, RawFinding, RawLocation, Validation};
+use driver::{GuestEnd, ImageStore, RunOutcome, RunSpec, SessionError, Verdict};
 use emu::events::{Event, EventKind, Interest};
 use emu::pm::{PmDevice, FILE_SHIFT};
 
-use crate::crash::{self, CrashLog};
-use crate::session::{GuestEnd, RunSpec};
+use crate::files::{image_files, materialise};
+use crate::record::CrashLog;
 
-/// What validation concluded.
-pub enum Verdict {
-    /// Recovery repairs it: not a bug.
-    FalsePositive(String),
-    /// Recovery does not repair it; the extra location (a recovery load) if there is one.
-    Confirmed(String, Option<Location>),
-    /// Validation could not run.
-    NotRun(String),
+/// Crash testing's validator: the images a run's passes capture are kept as crash points
+/// ([`CrashLog`]) and each request is validated by running the recovery on one.
+pub struct Validate;
+
+impl driver::Validator for Validate {
+    fn images(&self, pm_dir: &std::path::Path) -> Box<dyn ImageStore> {
+        Box::new(Images(CrashLog::new(pm_dir, false)))
+    }
+}
+
+/// The crash images of one run.
+struct Images(Rc<RefCell<CrashLog>>);
+
+impl ImageStore for Images {
+    fn sink(&self) -> Rc<RefCell<dyn ImageSink>> {
+        self.0.clone()
+    }
+
+    fn validate(&self, spec: &RunSpec, run: &RunOutcome, request: &Validation) -> Verdict {
+        let mut log = self.0.borrow_mut();
+        log.file_paths = run.pm_files.clone();
+        validate(spec, &log, request, crate::recovery_budget(run.instructions, spec.max_instructions))
+    }
 }
 
 /// Per watched byte of one PM file (of the recovery run): whether recovery wrote it, and the
@@ -128,24 +147,28 @@ pub fn pm_access(ev: &Event) -> Option<(bool, u32, u64, u64)> {
 pub struct Watched {
     /// Watched bytes (in files the recovery opened) and how many of them it wrote.
     pub watched: usize,
+    /// How many of the watched bytes recovery wrote.
     pub written: usize,
     /// The earliest load of a watched byte the recovery had not written: file, offset, load.
     pub first_read: Option<(PathBuf, u64, Location)>,
 }
 
 /// Runs `spec` (a recovery) watching `bytes`: `(file relative to the PM directory, offset,
-/// length)`; from a snapshot ([`crate::warm`]) unless `fresh`.
+/// length)`; from a snapshot ([`driver::warm`]) unless `fresh`.
 pub fn watched_run(
     spec: &RunSpec,
     bytes: &[(PathBuf, u64, u64)],
     fresh: bool,
-) -> Result<(crate::session::RunOutcome, Watched), crate::session::SessionError> {
+) -> Result<(RunOutcome, Watched), SessionError> {
     let state = Rc::new(RefCell::new(BTreeMap::new()));
     let offsets: Vec<(u64, u64)> = bytes.iter().map(|(_, o, n)| (*o, *n)).collect();
     let watcher = Watcher { offsets, state: state.clone(), reads: Vec::new() };
     let extra: Vec<Box<dyn Analysis>> = vec![Box::new(watcher)];
-    let mut out =
-        if fresh { crate::session::run_with(spec, None, extra)? } else { crate::warm::run_with(spec, extra)? };
+    let mut out = if fresh {
+        driver::Runner::default().run_with(spec, None, extra)?
+    } else {
+        driver::warm::run_with(spec, extra)?
+    };
     let ids: BTreeMap<&PathBuf, u32> = out.pm_files.iter().map(|(id, p)| (p, *id)).collect();
     let mut w = Watched { watched: 0, written: 0, first_read: None };
     let mut earliest: Option<(u64, u32, u64)> = None;
@@ -180,7 +203,7 @@ pub fn watched_run(
 }
 
 /// Validates one finding of the workload run `spec` on image `v.image` of `images`.
-pub fn validate(spec: &RunSpec, images: &CrashLog, v: &Validation, budget: u64) -> Verdict {
+fn validate(spec: &RunSpec, images: &CrashLog, v: &Validation, budget: u64) -> Verdict {
     let Some(recover) = spec.recover.clone().filter(|r| !r.is_empty()) else {
         return Verdict::NotRun("no --recover command to validate it with".into());
     };
@@ -193,7 +216,7 @@ pub fn validate(spec: &RunSpec, images: &CrashLog, v: &Validation, budget: u64) 
             choice[i] = d.size - 1;
         }
     }
-    let Some(files) = crash::image_files(point, &choice, &images.file_paths) else {
+    let Some(files) = image_files(point, &choice, &images.file_paths) else {
         return Verdict::NotRun("its crash image cannot be built".into());
     };
     let path_of = |dev: u64| images.file_paths.get(&((dev >> FILE_SHIFT) as u32)).cloned();
@@ -201,7 +224,7 @@ pub fn validate(spec: &RunSpec, images: &CrashLog, v: &Validation, budget: u64) 
         Ok(d) => d,
         Err(e) => return Verdict::NotRun(format!("no temporary directory: {e}")),
     };
-    if let Err(e) = crash::materialise(&files, dir.path()) {
+    if let Err(e) = materialise(&files, dir.path()) {
         return Verdict::NotRun(format!("the crash image cannot be written: {e}"));
     }
     let watch: Vec<(PathBuf, u64, u64)> = v

@@ -1,5 +1,6 @@
-//! `--strategy pmrace`: PMRace's PM-aware interleaving exploration (ASPLOS'22 §4.2), with the
-//! deterministic scheduler in place of `usleep` (digest 003 §11.6).
+//! `--strategy pmrace`: PMRace's PM-aware interleaving exploration (Chen et al., "Efficiently
+//! Detecting Concurrency Bugs in Persistent Memory Programs", ASPLOS 2022, §4.2), with the
+//! deterministic scheduler holding readers where PMRace's instrumentation sleeps in `usleep`.
 //!
 //! The runs go one after the other, because each depends on the coverage of those before:
 //! - **seed tier**: a *profiling run* (a plain seeded-random schedule) records PM alias pairs
@@ -23,34 +24,39 @@ use std::rc::Rc;
 use analyses::alias::{AliasProfiler, PairType, Profile};
 use emu::sched::Hold;
 
-use crate::report::Report;
-use crate::session::{RunOutcome, RunSpec};
-use crate::{execute_with, exploration_run, Fatal};
+use crate::report::RunReport;
+use crate::spec::{RunOutcome, RunSpec, SessionError};
+use crate::Runner;
 
 /// Runs of one entry while coverage grows (PMRace's `TTL_RUN_LOOP`).
 pub const TTL_RUN_LOOP: u32 = 3;
 
 /// One run of the exploration: run `i` (its seed derived from the base seed) with `hold`.
-fn run_one(spec: &RunSpec, i: u64, hold: Option<Hold>) -> Result<(Report, RunOutcome, Profile), Fatal> {
-    let (_dir, mut s) = exploration_run(spec, i)?;
+fn run_one(
+    runner: &Runner,
+    spec: &RunSpec,
+    i: u64,
+    hold: Option<Hold>,
+) -> Result<(RunReport, RunOutcome, Profile), SessionError> {
+    let (_dir, mut s) = super::exploration_run(spec, i)?;
     s.hold = hold;
     let profile = Rc::new(RefCell::new(Profile::default()));
-    let (report, out) = execute_with(&s, None, vec![Box::new(AliasProfiler::new(profile.clone()))])?;
+    let (report, out) = runner.execute_with(&s, None, vec![Box::new(AliasProfiler::new(profile.clone()))])?;
     let p = profile.borrow().clone();
     Ok((report, out, p))
 }
 
 /// Runs at most `n` runs; returns the merged report (its `run` is the first run's), the first
 /// run's outcome, and the summary line.
-pub fn explore(spec: &RunSpec, n: u32) -> Result<(Report, RunOutcome, String), Fatal> {
+pub fn explore(runner: &Runner, spec: &RunSpec, n: u32) -> Result<(RunReport, RunOutcome, String), SessionError> {
     let mut coverage: BTreeSet<(u64, u64, PairType)> = BTreeSet::new();
     let mut explored: BTreeSet<u64> = BTreeSet::new();
-    let mut first: Option<(Report, RunOutcome)> = None;
+    let mut first: Option<(RunReport, RunOutcome)> = None;
     let mut findings = Vec::new();
     let mut discarded = Vec::new();
     let mut stats: BTreeMap<String, u64> = BTreeMap::new();
     let (mut runs, mut profiling, mut targeted) = (0u64, 0u64, 0u64);
-    let mut absorb = |report: Report, out: RunOutcome, first: &mut Option<(Report, RunOutcome)>| {
+    let mut absorb = |report: RunReport, out: RunOutcome, first: &mut Option<(RunReport, RunOutcome)>| {
         findings.extend(report.findings.iter().cloned());
         discarded.extend(report.discarded.iter().cloned());
         for (k, v) in &report.stats {
@@ -61,7 +67,7 @@ pub fn explore(spec: &RunSpec, n: u32) -> Result<(Report, RunOutcome, String), F
         }
     };
     'rounds: while runs < u64::from(n) {
-        let (report, out, profile) = run_one(spec, runs, None)?;
+        let (report, out, profile) = run_one(runner, spec, runs, None)?;
         runs += 1;
         profiling += 1;
         coverage.extend(profile.pairs.iter().copied());
@@ -74,7 +80,7 @@ pub fn explore(spec: &RunSpec, n: u32) -> Result<(Report, RunOutcome, String), F
                     break 'rounds;
                 }
                 let hold = Hold { loads: e.loads.iter().copied().collect(), dev: e.dev, len: 8, privileged: k };
-                let (report, out, profile) = run_one(spec, runs, Some(hold))?;
+                let (report, out, profile) = run_one(runner, spec, runs, Some(hold))?;
                 runs += 1;
                 targeted += 1;
                 let before = coverage.len();
@@ -86,7 +92,7 @@ pub fn explore(spec: &RunSpec, n: u32) -> Result<(Report, RunOutcome, String), F
             }
         }
     }
-    let (mut report, out) = first.ok_or_else(|| Fatal("--explore needs at least one run".into()))?;
+    let (mut report, out) = first.ok_or(SessionError::NoRun)?;
     report.findings = analyses::Finding::merge(findings);
     report.discarded = analyses::Finding::merge(discarded);
     report.stats = stats;

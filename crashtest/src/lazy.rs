@@ -18,7 +18,7 @@
 //! Every image agrees with exactly one run's decided lines, so the runs cover the whole space,
 //! however large, with one recovery per distinct behaviour; a recovery that reads every line
 //! costs as much as eager enumeration (the runs are the images). Re-execution is cheap because
-//! recoveries restore a snapshot of the program ([`crate::warm`]). Versions are chosen per line
+//! recoveries restore a snapshot of the program ([`driver::warm`]). Versions are chosen per line
 //! (under `--atomicity word8` a line's words are chosen together when the line is read).
 //!
 //! What this relies on, and what it does when that fails: the recovery must see PM only through
@@ -35,7 +35,10 @@ use analyses::{Analysis, RawFinding};
 use emu::events::{Event, Interest};
 use emu::pm::{PmDevice, FILE_SHIFT};
 
-use crate::crash::{self, PointData, Verdict};
+use crate::files::{image_files, materialise, Files};
+use crate::record::PointData;
+use crate::recover::{recovery_spec, verdict_of, Plan, Verdict};
+use crate::Error;
 
 /// Per line of a PM file (by device file id and line offset): bytes written so far and bytes
 /// loaded before being written, as masks.
@@ -93,17 +96,17 @@ type LineKey = (PathBuf, u64);
 
 /// One recovery (and checker) of an image, watched: its verdict, the lines it read before writing
 /// them in order, and whether it read PM behind the machine's back.
-fn watched_recovery(plan: &crash::Plan, files: &crash::Files) -> Result<(Verdict, Vec<LineKey>, bool), crate::Fatal> {
+fn watched_recovery(plan: &Plan, files: &Files) -> Result<(Verdict, Vec<LineKey>, bool), Error> {
     let dir = tempfile::Builder::new().prefix("ferrite-recovery-").tempdir()?;
-    crash::materialise(files, dir.path())?;
-    let run = |argv: &[String]| -> Result<_, crate::Fatal> {
+    materialise(files, dir.path())?;
+    let run = |argv: &[String]| -> Result<_, Error> {
         let lines = Rc::new(RefCell::new(Lines::default()));
-        let spec = crash::recovery_spec(plan, argv, dir.path());
+        let spec = recovery_spec(plan, argv, dir.path());
         let extra: Vec<Box<dyn Analysis>> = vec![Box::new(LineReads(lines.clone()))];
         let out = if plan.fresh {
-            crate::session::run_with(&spec, None, extra)?
+            driver::Runner::default().run_with(&spec, None, extra)?
         } else {
-            crate::warm::run_with(&spec, extra)?
+            driver::warm::run_with(&spec, extra)?
         };
         let lines = std::mem::take(&mut *lines.borrow_mut());
         let key = |(id, line): (u32, u64)| out.pm_files.get(&id).map(|p| (p.clone(), line));
@@ -114,11 +117,11 @@ fn watched_recovery(plan: &crash::Plan, files: &crash::Files) -> Result<(Verdict
     };
     let (out, written, mut order) = run(&plan.recover)?;
     let mut bypass = out.pm_file_reads > 0;
-    let mut verdict = crash::verdict_of(&out, "recovery");
+    let mut verdict = verdict_of(&out, "recovery");
     if let (Verdict::Passed, Some(check)) = (&verdict, &plan.check) {
         let (cout, cmasks, corder) = run(check)?;
         bypass |= cout.pm_file_reads > 0;
-        verdict = crash::verdict_of(&cout, "check");
+        verdict = verdict_of(&cout, "check");
         // The checker reads what recovery left: a line recovery wrote entirely is decided.
         for l in corder {
             let read = cmasks.get(&l).map_or(0, |m| m.1);
@@ -135,15 +138,16 @@ fn watched_recovery(plan: &crash::Plan, files: &crash::Files) -> Result<(Verdict
 pub struct LazyRun {
     /// The image recovered.
     pub choice: Vec<u32>,
+    /// How it ended.
     pub verdict: Verdict,
     /// The dimensions it decided (those of the lines it read): it stands for every image that
     /// agrees with `choice` on them. (The others are at their newest values.)
-    #[cfg_attr(not(test), allow(dead_code, reason = "what the tests check against eager enumeration"))]
     pub decided: Vec<usize>,
 }
 
 /// What lazy exploration of one point found.
 pub struct Explored {
+    /// The recoveries made, in order.
     pub runs: Vec<LazyRun>,
     /// Every image of the point is covered by a run.
     pub exhaustive: bool,
@@ -152,11 +156,7 @@ pub struct Explored {
 }
 
 /// Explores one point's images lazily (see the module doc), with at most `plan.max_images` runs.
-pub fn explore(
-    point: &PointData,
-    file_paths: &BTreeMap<u32, PathBuf>,
-    plan: &crash::Plan,
-) -> Result<Explored, crate::Fatal> {
+pub fn explore(point: &PointData, file_paths: &BTreeMap<u32, PathBuf>, plan: &Plan) -> Result<Explored, Error> {
     let space = &point.space;
     let dims = space.dims();
     // The open lines, with the dimensions that choose their value.
@@ -184,7 +184,7 @@ pub fn explore(
                 choice[d] = v;
             }
         }
-        let Some(files) = crash::image_files(point, &choice, file_paths) else { continue };
+        let Some(files) = image_files(point, &choice, file_paths) else { continue };
         let (verdict, order, bypass) = watched_recovery(plan, &files)?;
         if bypass {
             return Ok(Explored { runs, exhaustive: false, bypassed: true });
@@ -218,79 +218,4 @@ pub fn explore(
         }
     }
     Ok(Explored { runs, exhaustive, bypassed: false })
-}
-
-#[cfg(test)]
-mod tests {
-    use clap::Parser;
-
-    use crate::cli::{Cli, Command};
-    use crate::crash;
-
-    fn guest(name: &str) -> String {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("guests");
-        let status = std::process::Command::new("make")
-            .arg("-C")
-            .arg(&dir)
-            .arg(format!("build/{name}"))
-            .stdout(std::process::Stdio::null())
-            .status()
-            .expect("make runs");
-        assert!(status.success(), "make build/{name}");
-        dir.join("build").join(name).display().to_string()
-    }
-
-    /// Checked against eager enumeration: every image of every small point gets the verdict of
-    /// the one lazy run that stands for it (the run agreeing with it on the lines it read).
-    #[test]
-    fn every_image_gets_the_verdict_of_the_lazy_run_standing_for_it() {
-        let mut compared = 0;
-        let mut failing = 0;
-        for (prog, args, recover) in [
-            ("pm_log", vec!["/mnt/pmem0/log"], "/mnt/pmem0/log check"),
-            ("pm_dirty_lines", vec!["/mnt/pmem0/d", "6"], "/mnt/pmem0/d 6 check 0 3"),
-        ] {
-            let g = guest(prog);
-            let pm = tempfile::tempdir().unwrap();
-            let recover = format!("{g} {recover}");
-            let mut argv = vec!["ferrite", "crash", "--quiet", "--analyses", "none", "--recover", &recover, "--"];
-            argv.push(&g);
-            argv.extend(args.iter().copied());
-            let Command::Crash(a) = Cli::parse_from(argv).command else { panic!("a crash command") };
-            let spec = crate::run_spec(&a.opts, &a.command, pm.path().to_path_buf()).unwrap();
-            let (_, out, log) = crate::crash_workload(&spec, "fences", None, false).unwrap();
-            let plan = crash::Plan {
-                recover: crate::split_command(&recover),
-                check: None,
-                base: crate::session::RunSpec { discard_output: true, quiet: true, ..spec.clone() },
-                budget: crate::recovery_budget(out.instructions, spec.max_instructions),
-                jobs: 1,
-                max_images: 256,
-                quiet: true,
-                remap: false,
-                xfd: false,
-                fresh: false,
-                lazy: true,
-            };
-            for point in log.point_data() {
-                if point.space.is_empty() || point.space.count().is_none_or(|n| n > 64) {
-                    continue;
-                }
-                let lazy = super::explore(&point, &log.file_paths, &plan).unwrap();
-                assert!(lazy.exhaustive && !lazy.bypassed);
-                for (choice, _) in point.space.enumerate() {
-                    let files = crash::image_files(&point, &choice, &log.file_paths).unwrap();
-                    let eager = crash::recover(&plan, &files, &[]).unwrap().failed();
-                    let standing: Vec<&super::LazyRun> =
-                        lazy.runs.iter().filter(|r| r.decided.iter().all(|&d| r.choice[d] == choice[d])).collect();
-                    assert_eq!(standing.len(), 1, "{prog}: image {choice:?} is covered by exactly one run");
-                    assert_eq!(standing[0].verdict.failed(), eager, "{prog}: image {choice:?}");
-                    compared += 1;
-                    failing += usize::from(eager);
-                }
-            }
-        }
-        assert!(compared > 64, "{compared} images compared");
-        assert!(failing > 0, "the buggy log fails some image");
-    }
 }

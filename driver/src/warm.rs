@@ -1,14 +1,15 @@
-//! Recovery runs restored from a snapshot in a warm engine.
+//! Runs restored from a snapshot in a warm engine.
 //!
 //! Crash testing runs the same recovery command on many crash images, which differ only in the
 //! contents of the PM files. Each worker thread keeps, per recovery command, one machine that ran
 //! the command once up to its first system call that depends on the PM files or changes a host
 //! file ([`syscalls::Kernel::snapshot_boundary`]), and a snapshot of the machine and kernel taken
-//! there ([`emu::MachineSnapshot`]). Every later run of the command restores that snapshot into the
-//! same engine, which has kept its translations, points the PM mount at the image's private
-//! directory, and goes on from the pending system call. Nothing before that call can tell images
-//! apart, so a restored run is the run a fresh machine would make: same instructions, same trace
-//! hash, same findings (`tests/crash.rs` compares the reports of `--fresh-recoveries` runs).
+//! there ([`Session::snapshot`]). Every later run of the command restores that snapshot into the
+//! same engine ([`Session::restore`]), which has kept its translations, points the PM mount at
+//! the image's private directory, and goes on from the pending system call. Nothing before that
+//! call can tell images apart, so a restored run is the run a fresh machine would make: same
+//! instructions, same trace hash, same findings (`tests/crash.rs` compares the reports of
+//! `--fresh-recoveries` runs).
 //!
 //! A command is run fresh every time when a snapshot cannot hold its state at that call (more
 //! than one thread, an open host file or pipe, a finding already made), when it never reaches
@@ -19,25 +20,20 @@
 
 use std::cell::RefCell;
 
-use analyses::{Analysis, Passes};
+use analyses::Analysis;
 use emu::events::Interest;
-use syscalls::Kernel;
 
-use crate::session::{RunOutcome, RunSpec, Session, SessionError};
+use crate::session::{Session, Snapshot};
+use crate::spec::{RunOutcome, RunSpec, SessionError};
+use crate::Runner;
 
 /// Commands kept warm per worker thread (a recovery and its checker).
 const KEEP: usize = 2;
 
-/// A machine paused at its snapshot point, and what restoring it needs.
+/// A session paused at its snapshot point, and the snapshot that brings it back there.
 struct Warm {
     session: Session,
-    machine: emu::MachineSnapshot,
-    kernel: Kernel,
-    trace: blake3::Hasher,
-    objects: usize,
-    reported_unsupported: usize,
-    max_threads_seen: usize,
-    regions_seen: usize,
+    snapshot: Snapshot,
 }
 
 enum Entry {
@@ -47,13 +43,16 @@ enum Entry {
 }
 
 thread_local! {
-    static CACHE: RefCell<Vec<(String, Entry)>> = const { RefCell::new(Vec::new()) };
+    /// Per command (its spec without the PM directory), most recently used last.
+    static CACHE: RefCell<Vec<(RunSpec, Entry)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// How many runs were restored from a snapshot, and how many ran fresh, on this thread.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Counts {
+    /// Runs restored from a snapshot.
     pub restored: u64,
+    /// Runs made in a fresh machine.
     pub fresh: u64,
 }
 
@@ -94,10 +93,8 @@ fn eligible(spec: &RunSpec, extra: &[Box<dyn Analysis>]) -> bool {
 }
 
 /// What identifies a command's runs up to the snapshot: the whole spec but the PM directory.
-fn key_of(spec: &RunSpec) -> String {
-    let mut s = spec.clone();
-    s.pm_dir = std::path::PathBuf::new();
-    format!("{s:?}")
+fn key_of(spec: &RunSpec) -> RunSpec {
+    RunSpec { pm_dir: std::path::PathBuf::new(), ..spec.clone() }
 }
 
 /// Runs `spec` (a recovery or checker on one crash image's private PM directory), from this
@@ -109,24 +106,17 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
 /// [`run`] with passes of its own (which see the run from the snapshot point on).
 pub fn run_with(spec: &RunSpec, extra: Vec<Box<dyn Analysis>>) -> Result<RunOutcome, SessionError> {
     if !eligible(spec, &extra) {
-        count(false);
-        return crate::session::run_with(spec, None, extra);
+        return fresh(spec, extra);
     }
     let key = key_of(spec);
     CACHE.with(|cache| {
         let mut cache = cache.borrow_mut();
         if let Some(i) = cache.iter().position(|(k, _)| *k == key) {
             // Most recently used last.
-            let (key, entry) = cache.remove(i);
-            let (out, entry) = match entry {
-                Entry::Cold => {
-                    count(false);
-                    (crate::session::run_with(spec, None, extra), Entry::Cold)
-                }
-                Entry::Ready(mut w) => {
-                    let out = rerun(&mut w, spec, extra);
-                    (out, Entry::Ready(w))
-                }
+            let (key, mut entry) = cache.remove(i);
+            let out = match &mut entry {
+                Entry::Cold => fresh(spec, extra),
+                Entry::Ready(w) => rerun(w, spec, extra),
             };
             cache.push((key, entry));
             return out;
@@ -140,72 +130,41 @@ pub fn run_with(spec: &RunSpec, extra: Vec<Box<dyn Analysis>>) -> Result<RunOutc
     })
 }
 
+/// A run in a fresh machine.
+fn fresh(spec: &RunSpec, extra: Vec<Box<dyn Analysis>>) -> Result<RunOutcome, SessionError> {
+    count(false);
+    Runner::default().run_with(spec, None, extra)
+}
+
 /// The command's first run on this thread: fresh, pausing at the snapshot point to take one.
 fn first_run(spec: &RunSpec, extra: Vec<Box<dyn Analysis>>) -> Result<(RunOutcome, Entry), SessionError> {
     count(false);
-    let mut s = Session::start(spec, None, extra, true)?;
+    let mut s = Session::start(spec, None, extra, true, None)?;
     if let Some(end) = s.drive(true) {
         // It never reached a point where images could differ.
-        return Ok((s.finish(end)?, Entry::Cold));
+        return Ok((crate::validation::complete(spec, s.finish(end)), Entry::Cold));
     }
-    let snap = if s.findings.is_empty() { s.m.snapshot().zip(s.k.fork_copy()) } else { None };
-    let trace = s.trace.clone();
-    let (objects, reported_unsupported, max_threads_seen, regions_seen) =
-        (s.symbols.count(), s.reported_unsupported, s.max_threads_seen, s.regions_seen);
-    let out = finish(&mut s)?;
-    let entry = match snap {
-        Some((machine, kernel)) => Entry::Ready(Box::new(Warm {
-            session: s,
-            machine,
-            kernel,
-            trace,
-            objects,
-            reported_unsupported,
-            max_threads_seen,
-            regions_seen,
-        })),
+    let snapshot = s.snapshot();
+    let out = to_end(&mut s, spec);
+    let entry = match snapshot {
+        Some(snapshot) => Entry::Ready(Box::new(Warm { session: s, snapshot })),
         None => Entry::Cold,
     };
     Ok((out, entry))
 }
 
-/// Runs to the end and reports; leaves the machine ready to be restored again.
-fn finish(s: &mut Session) -> Result<RunOutcome, SessionError> {
-    let end = loop {
-        if let Some(end) = s.drive(false) {
-            break end;
-        }
-    };
-    let out = s.finish(end);
-    // The report took the (empty) passes; put an empty set back, which installs no hooks and
-    // needs no code information.
-    s.m.set_observer(Box::new(Passes::new(Vec::new())));
-    out
+/// Runs to the end and reports; the session stays ready to be restored again.
+fn to_end(s: &mut Session, spec: &RunSpec) -> RunOutcome {
+    let end = s.drive_to_end();
+    crate::validation::complete(spec, s.finish(end))
 }
 
 /// A later run of the command: restore the snapshot and go on from its pending system call.
 fn rerun(w: &mut Warm, spec: &RunSpec, extra: Vec<Box<dyn Analysis>>) -> Result<RunOutcome, SessionError> {
-    let Some(mut k) = w.kernel.fork_copy() else {
-        count(false);
-        return crate::session::run_with(spec, None, extra);
+    let Some(kernel) = w.snapshot.kernel_for(&spec.pm_dir) else {
+        return fresh(spec, extra);
     };
     count(true);
-    k.cfg.pm_dir = spec.pm_dir.clone();
-    let s = &mut w.session;
-    s.m.restore(&w.machine)?;
-    s.k = k;
-    s.spec.pm_dir = spec.pm_dir.clone();
-    s.trace = w.trace.clone();
-    s.findings.clear();
-    s.symbols.keep_first(w.objects);
-    s.reported_unsupported = w.reported_unsupported;
-    s.max_threads_seen = w.max_threads_seen;
-    s.regions_seen = w.regions_seen;
-    s.syscall_pending = true;
-    if !extra.is_empty() {
-        let mut passes = Passes::new(extra);
-        passes.configure(&spec.settings);
-        s.m.set_observer(Box::new(passes));
-    }
-    finish(s)
+    w.session.restore(&w.snapshot, kernel, extra)?;
+    Ok(to_end(&mut w.session, spec))
 }

@@ -5,18 +5,43 @@
 //! needs the outside world, the kernel answers, and every such exchange is folded into the run's
 //! trace hash (instruction count, system call number, arguments, result), so two runs with the
 //! same hash took the same path.
+//!
+//! A session knows no pass by name and nothing of crash testing. What follows a run from
+//! outside its passes (crash testing's recorder) is a [`Probe`]; what happens to findings after
+//! the passes have finished (post-failure validation) is a step of the [`crate::Runner`], which
+//! gets the session's [`Finished`] run.
 
-use std::cell::RefCell;
-use std::path::PathBuf;
-use std::rc::Rc;
+use std::collections::BTreeMap;
+use std::path::Path;
 
-use crate::crash::{CrashLog, Recorder};
-use crate::symbols::Objects;
-
-use analyses::{Finding, Location, Passes};
+use analyses::{Analysis, Finding, Location, Passes, RawFinding};
 use emu::sched::Point;
 use emu::{sig, Exit, Machine, MachineConfig, Reg};
 use syscalls::{Deadlock, Kernel, KernelConfig, Outcome, ProcessExit};
+
+use crate::spec::{GuestEnd, RunOutcome, RunSpec, SessionError};
+use crate::symbols::Objects;
+use crate::validation::ImageStore;
+
+/// Something that follows a run from outside its passes, through the machine and the kernel
+/// (crash testing's recorder): it observes the events through a pass of its own, hears of every
+/// system call, may make the run's end a point of its own, and gets the run's symbols at the end.
+pub trait Probe {
+    /// The pass through which it observes the run's events.
+    fn pass(&self) -> Box<dyn Analysis>;
+    /// Whether the kernel keeps, for the probe, what a crash would keep of the files the guest
+    /// changes in its working directory (`KernelConfig::track_durable`); such a run always has
+    /// a private working directory.
+    fn tracks_durable_files(&self) -> bool;
+    /// After each system call the kernel handled.
+    fn after_syscall(&mut self, k: &Kernel);
+    /// The guest ended: the probe may take the end as a point of its own
+    /// ([`Machine::crash_point_here`]). Returns whether a [`GuestEnd::Hang`] was the probe's own
+    /// stop (an instruction budget it set), which is then no finding.
+    fn at_end(&mut self, end: GuestEnd, m: &mut Machine) -> bool;
+    /// The run is over: what the probe needs of its symbols and files.
+    fn symbolise(&mut self, m: &Machine, k: &Kernel, symbols: &Objects, pm_dir: &Path);
+}
 
 /// Tells the passes which code is library code (and which copies for its caller).
 fn give_code_info(m: &mut Machine, symbols: &Objects) {
@@ -50,152 +75,73 @@ fn deadlock_finding(symbols: &Objects, d: &Deadlock, seed: u64) -> Finding {
     run_finding("deadlock", "all-threads-blocked", message, seed, locations)
 }
 
-/// Everything that defines a run.
-#[derive(Clone, Debug)]
-pub struct RunSpec {
-    pub program: PathBuf,
-    /// argv, with argv[0] as the user gave the program.
-    pub argv: Vec<String>,
-    pub env: Vec<String>,
-    pub seed: u64,
-    pub pm_dir: PathBuf,
-    pub pm_mount: String,
-    pub max_instructions: u64,
-    pub max_memory: u64,
-    pub cpus: u32,
-    pub analyses: Vec<String>,
-    pub strategy: emu::sched::Strategy,
-    pub max_threads: usize,
-    /// Drop the guest's stdout and stderr (exploration runs after the first).
-    pub discard_output: bool,
-    /// No warnings of ferrite's own on standard error.
-    pub quiet: bool,
-    pub max_open_files: i32,
-    /// The persistence model (`--atomicity`, `--flush-model`, `--persistency`).
-    pub pm: emu::pm::PmConfig,
-    /// Lock functions named by the user (`--config`).
-    pub custom_locks: Vec<emu::sync::CustomLock>,
-    /// Every shared memory access is a scheduling point (`--preempt all`).
-    pub preempt_all: bool,
-    /// PM files mapped away from their usual address (`ferrite crash --remap`, recovery only).
-    pub remap_pm: bool,
-    /// `--strategy exhaustive`: the decisions to follow.
-    pub schedule: Vec<u32>,
-    /// Settings for the passes (`--config`).
-    pub settings: analyses::Settings,
-    /// The recovery command that validates findings on crash images (`--recover`).
-    pub recover: Option<Vec<String>>,
-    /// PMRace's targeted interleaving (`--strategy pmrace`): readers held at sync-point loads.
-    pub hold: Option<emu::sched::Hold>,
-    /// Active delay injection at releases (`--delay`).
-    pub delay: Option<emu::sched::DelayInjection>,
-    /// Where separate debug files of the program and its libraries are looked for (`--debug-dir`).
-    pub debug_dirs: Vec<PathBuf>,
-    /// The guest's working directory is private, backed by the PM directory's
-    /// [`syscalls::vfs::PRIVATE_CWD`] over ferrite's own, which it never writes (`ferrite crash`'s
-    /// recoveries, which find a crash image's non-PM files there). A run that records crash
-    /// points always has one.
-    pub private_cwd: bool,
-    /// Print the guest's system calls on standard error (`--trace-syscalls`).
-    pub trace_syscalls: bool,
+/// A pass's finding, symbolised, with the validation its pass asked for.
+pub struct PassFinding {
+    /// The finding.
+    pub finding: Finding,
+    /// The pass's request to validate it on a crash image it captured.
+    pub request: Option<analyses::Validation>,
 }
 
-/// How the guest ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GuestEnd {
-    Exited(ProcessExit),
-    /// Stopped by the instruction budget.
-    Hang,
-    /// Every live thread blocked for good.
-    Deadlock,
-}
-
-pub struct RunOutcome {
-    pub end: GuestEnd,
-    /// `--strategy exhaustive`: every scheduling decision the run made.
-    pub decisions: Vec<emu::sched::Decision>,
-    /// Most threads alive at once.
-    pub threads: u32,
-    /// Thread switches the scheduler made.
-    pub switches: u64,
-    pub instructions: u64,
-    pub trace_hash: String,
-    pub findings: Vec<Finding>,
-    pub inputs: std::collections::BTreeMap<String, String>,
-    pub program_hash: String,
-    /// The passes' counters (`pmrace.inter_candidates`, ...), validation's included.
-    pub stats: std::collections::BTreeMap<String, u64>,
-    /// The PM files the guest opened: device file id → path relative to the PM directory.
-    pub pm_files: std::collections::BTreeMap<u32, std::path::PathBuf>,
-    /// Findings post-failure validation showed to be false positives (recovery repairs them).
-    pub discarded: Vec<Finding>,
-    /// Reads of PM file contents no pass saw as loads (`Kernel::pm_file_reads`).
-    pub pm_file_reads: u64,
-    /// What Unicorn's translation cache did (blocks translated, flushes).
-    pub translation: emu::machine::TranslationStats,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum SessionError {
-    #[error("cannot read program `{0}`: {1}")]
-    Program(String, std::io::Error),
-    #[error("`{0}` cannot be run: {1}")]
-    Exec(String, syscalls::ExecError),
-    #[error("the emulator failed: {0}")]
-    Emu(#[from] emu::EmuError),
-    #[error("working directory: {0}")]
-    Cwd(std::io::Error),
-    #[error("--analyses: {0}")]
-    Analyses(String),
-}
-
-pub fn run(spec: &RunSpec) -> Result<RunOutcome, SessionError> {
-    run_with(spec, None, Vec::new())
-}
-
-/// A run that also records crash points into `crash` (`ferrite crash`'s workload run), with
-/// `extra` passes besides the selected analyses.
-pub fn run_with(
-    spec: &RunSpec,
-    crash: Option<Rc<RefCell<CrashLog>>>,
-    extra: Vec<Box<dyn analyses::Analysis>>,
-) -> Result<RunOutcome, SessionError> {
-    let mut s = Session::start(spec, crash, extra, false)?;
-    loop {
-        if let Some(end) = s.drive(false) {
-            return s.finish(end);
-        }
-    }
+/// A run whose session is over, before the steps after it.
+pub struct Finished {
+    /// The outcome, with `findings` holding the run's own findings (faults, hangs,
+    /// deadlocks) so far, not merged.
+    pub outcome: RunOutcome,
+    /// The passes' findings in the order they reported them.
+    pub passes: Vec<PassFinding>,
+    /// A guest that killed itself with a signal, and no fault finding yet: its finding, which
+    /// comes after the passes'.
+    pub raised: Option<Finding>,
+    /// The crash images the passes captured, if they asked for some.
+    pub images: Option<Box<dyn ImageStore>>,
 }
 
 /// A run under way: the machine, the kernel, and what the loop has gathered so far.
-pub(crate) struct Session {
-    pub(crate) spec: RunSpec,
-    pub(crate) m: Machine,
-    pub(crate) k: Kernel,
-    pub(crate) symbols: Objects,
-    pub(crate) trace: blake3::Hasher,
-    pub(crate) findings: Vec<Finding>,
-    pub(crate) reported_unsupported: usize,
-    pub(crate) max_threads_seen: usize,
+pub struct Session {
+    spec: RunSpec,
+    m: Machine,
+    k: Kernel,
+    symbols: Objects,
+    trace: blake3::Hasher,
+    findings: Vec<Finding>,
+    reported_unsupported: usize,
+    max_threads_seen: usize,
     /// Mappings when symbols were last refreshed.
-    pub(crate) regions_seen: usize,
-    pub(crate) program_hash: String,
-    pub(crate) crash: Option<Rc<RefCell<CrashLog>>>,
-    pub(crate) images: Option<Rc<RefCell<CrashLog>>>,
+    regions_seen: usize,
+    program_hash: String,
+    probe: Option<Box<dyn Probe>>,
+    images: Option<Box<dyn ImageStore>>,
     /// The machine stopped at a system call the loop has not handled yet (where a snapshot was
     /// taken).
-    pub(crate) syscall_pending: bool,
+    syscall_pending: bool,
+    /// The machine is restored from snapshots ([`emu::MachineConfig::warm`]).
+    warm: bool,
+}
+
+/// A session paused at its snapshot point ([`Session::drive`] with `pause`), as
+/// [`Session::restore`] brings it back.
+pub struct Snapshot {
+    machine: emu::MachineSnapshot,
+    kernel: Kernel,
+    trace: blake3::Hasher,
+    objects: usize,
+    reported_unsupported: usize,
+    max_threads_seen: usize,
+    regions_seen: usize,
 }
 
 impl Session {
-    /// Builds the machine and the kernel and starts the program. `warm`: the machine will be
-    /// restored from snapshots ([`emu::MachineConfig::warm`]).
-    pub(crate) fn start(
+    /// Builds the machine and the kernel and starts the program, with `extra` passes besides
+    /// the selected analyses and the probe's. `warm`: the machine will be restored from
+    /// snapshots ([`emu::MachineConfig::warm`]). `images` makes the store for the crash images
+    /// the passes capture, when some pass asks for them ([`analyses::PassInfo::wants_images`]).
+    pub fn start(
         spec: &RunSpec,
-        crash: Option<Rc<RefCell<CrashLog>>>,
-        extra: Vec<Box<dyn analyses::Analysis>>,
+        probe: Option<Box<dyn Probe>>,
+        extra: Vec<Box<dyn Analysis>>,
         warm: bool,
+        images: Option<&dyn crate::validation::Validator>,
     ) -> Result<Session, SessionError> {
         let name = spec.program.display().to_string();
         let bytes = std::fs::read(&spec.program).map_err(|e| SessionError::Program(name.clone(), e))?;
@@ -210,6 +156,7 @@ impl Session {
             warm,
             ..MachineConfig::default()
         })?;
+        let track_durable = probe.as_ref().is_some_and(|p| p.tracks_durable_files());
         let mut k = Kernel::new(KernelConfig {
             seed: spec.seed,
             pm_mount: spec.pm_mount.trim_end_matches('/').to_string(),
@@ -222,8 +169,8 @@ impl Session {
             discard_output: spec.discard_output,
             max_open_files: spec.max_open_files,
             remap_pm: spec.remap_pm,
-            private_cwd: spec.private_cwd || crash.is_some(),
-            track_durable: crash.is_some(),
+            private_cwd: spec.private_cwd || track_durable,
+            track_durable,
             trace_syscalls: spec.trace_syscalls,
         });
         m.set_main_tid(k.current);
@@ -239,16 +186,19 @@ impl Session {
             m.preempt_all_accesses();
         }
         let mut passes = analyses::build(&spec.analyses).map_err(SessionError::Analyses)?;
-        if let Some(log) = &crash {
-            passes.push(Box::new(Recorder(log.clone())));
+        if let Some(p) = &probe {
+            passes.push(p.pass());
         }
         passes.extend(extra);
         let mut passes = Passes::new(passes);
         passes.configure(&spec.settings);
         // Crash images for post-failure validation, captured by the passes that want them.
-        let images = passes.wants_images().then(|| CrashLog::new(&spec.pm_dir, false));
-        if let Some(log) = &images {
-            passes.set_image_sink(log.clone());
+        let images = match images {
+            Some(v) if passes.wants_images() => Some(v.images(&spec.pm_dir)),
+            _ => None,
+        };
+        if let Some(store) = &images {
+            passes.set_image_sink(store.sink());
         }
         m.set_observer(Box::new(passes));
         let argv: Vec<Vec<u8>> = spec.argv.iter().map(|a| a.clone().into_bytes()).collect();
@@ -278,16 +228,17 @@ impl Session {
             max_threads_seen: 1,
             regions_seen,
             program_hash,
-            crash,
+            probe,
             images,
             syscall_pending: false,
+            warm,
         })
     }
 
     /// Runs the guest to its end, or with `pause` until the first system call where runs on
     /// different crash images may part ([`Kernel::snapshot_boundary`]): then `None`, with that
     /// call not handled yet.
-    pub(crate) fn drive(&mut self, pause: bool) -> Option<GuestEnd> {
+    pub fn drive(&mut self, pause: bool) -> Option<GuestEnd> {
         let Session {
             spec,
             m,
@@ -299,7 +250,7 @@ impl Session {
             max_threads_seen,
             regions_seen,
             syscall_pending,
-            crash,
+            probe,
             ..
         } = self;
         let spec = &*spec;
@@ -321,11 +272,12 @@ impl Session {
                     }
                     m.emit_syscall_event(nr, m.reg(Reg::RDI), m.reg(Reg::RSI));
                     let outcome = k.syscall(m);
-                    if let Some(log) = crash {
-                        CrashLog::note_durable(log, k);
+                    if let Some(p) = probe {
+                        p.after_syscall(k);
                     }
                     // The dynamic linker mapped a library: learn its symbols and sync functions.
-                    if matches!(nr, 9 | 10) && m.mem.regions().count() != *regions_seen {
+                    let mapped = nr == libc::SYS_mmap as u64 || nr == libc::SYS_mprotect as u64;
+                    if mapped && m.mem.regions().count() != *regions_seen {
                         *regions_seen = m.mem.regions().count();
                         if symbols.refresh(m) {
                             m.set_sync_functions(symbols.sync_functions(&spec.custom_locks));
@@ -345,12 +297,12 @@ impl Session {
                         let at = symbols.summary(&frames).map(|f| f.describe());
                         if !spec.quiet {
                             say!(
-                                    "ferrite: warning: unsupported system call {} (number {}) at {:#x} in {}; it returned ENOSYS",
-                                    u.name,
-                                    u.nr,
-                                    u.pc,
-                                    at.unwrap_or_default()
-                                );
+                                "ferrite: warning: unsupported system call {} (number {}) at {:#x} in {}; it returned ENOSYS",
+                                u.name,
+                                u.nr,
+                                u.pc,
+                                at.unwrap_or_default()
+                            );
                         }
                     }
                     *max_threads_seen = (*max_threads_seen).max(k.live_threads());
@@ -461,111 +413,60 @@ impl Session {
         Some(end)
     }
 
-    /// What the run found, once it has ended.
-    pub(crate) fn finish(&mut self, end: GuestEnd) -> Result<RunOutcome, SessionError> {
-        let Session { spec, m, k, symbols, trace, findings, max_threads_seen, program_hash, crash, images, .. } = self;
+    /// Runs the guest to its end ([`Session::drive`] without pausing).
+    pub fn drive_to_end(&mut self) -> GuestEnd {
+        loop {
+            if let Some(end) = self.drive(false) {
+                return end;
+            }
+        }
+    }
+
+    /// What the run found, once it has ended: the passes report what they saw (unless the
+    /// guest hung or deadlocked, which is no end of the program), symbolised, in order.
+    pub fn finish(&mut self, end: GuestEnd) -> Finished {
+        let Session { spec, m, k, symbols, trace, findings, max_threads_seen, program_hash, probe, images, .. } = self;
         let spec = &*spec;
-        // The run is over: the passes report what they saw (a hang is no end of the program, so
-        // what is unpersisted at that moment is not reported).
-        let crash_at = crash.as_ref().is_some_and(|l| l.borrow().at_end_only);
-        if crash.is_some() && (matches!(end, GuestEnd::Exited(_)) || crash_at && end == GuestEnd::Hang) {
-            // The program's end is a crash point too: what it left unpersisted may be lost. With
-            // `--crash-at N` the workload stops after N instructions, and that is the one point.
-            if let Some(log) = &crash {
-                log.borrow_mut().recording_end = true;
+        if let Some(p) = probe {
+            if p.at_end(end, m) && end == GuestEnd::Hang {
+                // The budget was the probe's stop, not a hang of the workload.
+                findings.retain(|f| f.analysis != "hang");
             }
-            m.crash_point_here();
+            p.symbolise(m, k, symbols, &spec.pm_dir);
         }
-        if crash_at && end == GuestEnd::Hang {
-            // The budget was the crash point, not a hang of the workload.
-            findings.retain(|f| f.analysis != "hang");
-        }
-        if let Some(log) = &crash {
-            let mut log = log.borrow_mut();
-            for p in &mut log.points {
-                let mut pcs = vec![p.pc];
-                pcs.extend(m.stacks().call_sites(p.stack));
-                p.frames = symbols.own_frames(&pcs);
-            }
-            let sites: Vec<(u64, (u64, emu::callstack::StackId, u32))> =
-                log.store_sites.iter().map(|(k, v)| (*k, *v)).collect();
-            for (id, (pc, stack, tid)) in sites {
-                let mut pcs = vec![pc];
-                pcs.extend(m.stacks().call_sites(stack));
-                log.store_frames.insert(id, (symbols.own_frames(&pcs), tid));
-            }
-            for (host, id) in k.pm_files() {
-                if let Ok(rel) = std::path::Path::new(host).strip_prefix(&spec.pm_dir) {
-                    log.file_paths.insert(*id, rel.to_path_buf());
-                }
-            }
-            log.initial_files = k.initial_files().clone();
-        }
-        let mut pm_files = std::collections::BTreeMap::new();
+        let mut pm_files = BTreeMap::new();
         for (host, id) in k.pm_files() {
-            if let Ok(rel) = std::path::Path::new(host).strip_prefix(&spec.pm_dir) {
+            if let Ok(rel) = Path::new(host).strip_prefix(&spec.pm_dir) {
                 pm_files.insert(*id, rel.to_path_buf());
             }
         }
-        let mut stats = std::collections::BTreeMap::new();
+        let mut stats = BTreeMap::new();
         if spec.delay.is_some() {
             stats.insert("scheduler.delays".to_string(), m.delays_injected());
         }
-        let mut discarded = Vec::new();
+        let mut passes = Vec::new();
         if let Some(obs) = m.take_observer() {
             let any: Box<dyn std::any::Any> = obs;
-            if let Ok(mut passes) = any.downcast::<Passes>() {
+            if let Ok(mut p) = any.downcast::<Passes>() {
                 if !matches!(end, GuestEnd::Hang | GuestEnd::Deadlock) {
-                    let raws = passes.finish(m.pm());
-                    stats.extend(passes.stats());
-                    if let Some(log) = &images {
-                        log.borrow_mut().file_paths = pm_files.clone();
-                    }
-                    let budget = m.icount().saturating_mul(10).max(20_000_000).min(spec.max_instructions);
-                    for raw in raws {
-                        let validation = raw.validation.clone();
-                        let analysis = raw.analysis;
-                        let mut f = symbols.finding(m, raw, spec.seed);
-                        if analysis != "pmrace" && validation.is_none() {
-                            findings.push(f);
-                            continue;
-                        }
-                        if analysis == "pmrace" && allowed(&f, &spec.settings) {
-                            *stats.entry("pmrace.whitelisted_false_positives".into()).or_insert(0) += 1;
-                            continue;
-                        }
-                        let verdict = match (&validation, &images) {
-                            (Some(v), Some(log)) => crate::validate::validate(spec, &log.borrow(), v, budget),
-                            _ => crate::validate::Verdict::NotRun("no crash image exposes it in this run".into()),
-                        };
-                        let counter = match verdict {
-                            crate::validate::Verdict::FalsePositive(_) => "validated_false_positives",
-                            crate::validate::Verdict::Confirmed(..) => "validated_bugs",
-                            crate::validate::Verdict::NotRun(_) => "unvalidated",
-                        };
-                        *stats.entry(format!("{analysis}.{counter}")).or_insert(0) += 1;
-                        match verdict {
-                            crate::validate::Verdict::FalsePositive(why) => {
-                                f.message = format!("{}; discarded: {why}", f.message);
-                                discarded.push(f);
-                                continue;
-                            }
-                            crate::validate::Verdict::Confirmed(why, at) => {
-                                f.message = format!("{}; validated: {why}", f.message);
-                                f.locations.extend(at);
-                            }
-                            crate::validate::Verdict::NotRun(why) if analysis == "pmrace" => {
-                                f.message = format!("{}; not validated: {why}", f.message);
-                            }
-                            crate::validate::Verdict::NotRun(_) => {}
-                        }
-                        findings.push(f);
+                    let raws: Vec<RawFinding> = p.finish(m.pm());
+                    stats.extend(p.stats());
+                    for mut raw in raws {
+                        let request = raw.validation.take();
+                        let finding = symbols.finding(m, raw, spec.seed);
+                        passes.push(PassFinding { finding, request });
                     }
                 }
             }
         }
+        if self.warm {
+            // The report took the (empty) passes; put an empty set back, which installs no
+            // hooks and needs no code information, for the next restored run.
+            m.set_observer(Box::new(Passes::new(Vec::new())));
+        }
         // A guest killed by a signal it sent itself (abort, assert) is a finding too, at the call
         // that raised it.
+        let mut raised = None;
         if let GuestEnd::Exited(ProcessExit::Signal(s)) = end {
             if !findings.iter().any(|f| f.analysis == "fault") {
                 let bt = symbols.frames(&m.backtrace());
@@ -577,7 +478,7 @@ impl Session {
                     "the program killed itself"
                 };
                 let at = symbols.location("raised", tid, bt);
-                findings.push(run_finding("fault", name, format!("{name}: {what}"), spec.seed, vec![at]));
+                raised = Some(run_finding("fault", name, format!("{name}: {what}"), spec.seed, vec![at]));
             }
         }
         let end_code: i64 = match end {
@@ -586,58 +487,83 @@ impl Session {
             GuestEnd::Hang => i64::MIN,
             GuestEnd::Deadlock => i64::MIN + 1,
         };
+        let mut trace = trace.clone();
         trace.update(&end_code.to_le_bytes());
         trace.update(&m.pm_hash().to_le_bytes());
         trace.update(&m.icount().to_le_bytes());
-        let mut findings = Finding::merge(std::mem::take(findings));
-        let mut discarded = Finding::merge(discarded);
-        for f in findings.iter_mut().chain(discarded.iter_mut()) {
-            f.interleaving = spec.hold.clone();
-        }
         let switches = m.scheduler().switches;
         let decisions = std::mem::take(&mut m.scheduler().decisions);
-        Ok(RunOutcome {
-            end,
-            decisions,
-            threads: *max_threads_seen as u32,
-            switches,
-            instructions: m.icount(),
-            trace_hash: trace.finalize().to_hex()[..32].to_string(),
-            findings,
-            inputs: k.take_inputs(),
-            program_hash: program_hash.clone(),
-            stats,
-            pm_files,
-            discarded,
-            pm_file_reads: k.pm_file_reads,
-            translation: m.translation_stats(),
+        Finished {
+            outcome: RunOutcome {
+                end,
+                decisions,
+                threads: *max_threads_seen as u32,
+                switches,
+                instructions: m.icount(),
+                trace_hash: trace.finalize().to_hex()[..32].to_string(),
+                findings: std::mem::take(findings),
+                inputs: k.take_inputs(),
+                program_hash: program_hash.clone(),
+                stats,
+                pm_files,
+                discarded: Vec::new(),
+                pm_file_reads: k.pm_file_reads,
+                translation: m.translation_stats(),
+            },
+            passes,
+            raised,
+            images: images.take(),
+        }
+    }
+
+    /// The snapshot of a session paused at its snapshot point, unless the machine or the
+    /// kernel cannot be captured there (more than one thread, an open host file or pipe) or a
+    /// finding was already made.
+    pub fn snapshot(&self) -> Option<Snapshot> {
+        if !self.findings.is_empty() {
+            return None;
+        }
+        let (machine, kernel) = self.m.snapshot().zip(self.k.fork_copy())?;
+        Some(Snapshot {
+            machine,
+            kernel,
+            trace: self.trace.clone(),
+            objects: self.symbols.count(),
+            reported_unsupported: self.reported_unsupported,
+            max_threads_seen: self.max_threads_seen,
+            regions_seen: self.regions_seen,
         })
+    }
+
+    /// Brings a warm session back to `snap`, paused at its pending system call, with the
+    /// kernel `k` ([`Snapshot::kernel_for`]) and `extra` passes (which see the run from there
+    /// on).
+    pub fn restore(&mut self, snap: &Snapshot, k: Kernel, extra: Vec<Box<dyn Analysis>>) -> Result<(), SessionError> {
+        self.m.restore(&snap.machine)?;
+        self.spec.pm_dir = k.cfg.pm_dir.clone();
+        self.k = k;
+        self.trace = snap.trace.clone();
+        self.findings.clear();
+        self.symbols.keep_first(snap.objects);
+        self.reported_unsupported = snap.reported_unsupported;
+        self.max_threads_seen = snap.max_threads_seen;
+        self.regions_seen = snap.regions_seen;
+        self.syscall_pending = true;
+        if !extra.is_empty() {
+            let mut passes = Passes::new(extra);
+            passes.configure(&self.spec.settings);
+            self.m.set_observer(Box::new(passes));
+        }
+        Ok(())
     }
 }
 
-/// Functions whose recovery PMRace cannot validate (PMDK's transactional allocation, redo
-/// logged), and those the user lists (`pmrace_allow` in `--config`): a finding with one in a
-/// backtrace is a known false positive.
-const DEFAULT_ALLOW: &[&str] = &[
-    "pmemobj_tx_alloc",
-    "pmemobj_tx_zalloc",
-    "pmemobj_tx_xalloc",
-    "pmemobj_tx_realloc",
-    "pmemobj_tx_zrealloc",
-    "pmemobj_tx_strdup",
-    "pmemobj_tx_wcsdup",
-];
-
-/// Whether a finding's backtraces pass through an allowed function or `file:line`.
-fn allowed(f: &Finding, settings: &analyses::Settings) -> bool {
-    let names = DEFAULT_ALLOW.iter().copied().chain(settings.pmrace_allow.iter().map(String::as_str));
-    let names: Vec<&str> = names.collect();
-    f.locations.iter().flat_map(|l| l.backtrace.iter()).any(|fr| {
-        let func = fr.function.as_deref().unwrap_or("");
-        let at = match (&fr.file, fr.line) {
-            (Some(file), Some(line)) => format!("{}:{line}", file.rsplit('/').next().unwrap_or(file)),
-            _ => String::new(),
-        };
-        names.iter().any(|n| *n == func || (!at.is_empty() && *n == at))
-    })
+impl Snapshot {
+    /// A copy of the snapshot's kernel whose PM directory is `pm_dir`, for
+    /// [`Session::restore`]; `None` when it cannot be copied again (run fresh instead).
+    pub fn kernel_for(&self, pm_dir: &Path) -> Option<Kernel> {
+        let mut k = self.kernel.fork_copy()?;
+        k.cfg.pm_dir = pm_dir.to_path_buf();
+        Some(k)
+    }
 }

@@ -1,0 +1,78 @@
+//! The event prologue of the passes that follow PM store windows (`hawkset`, `vardalith`): what
+//! every event goes through before the pass's own logic sees it, and the dispatch by kind.
+//!
+//! Two things are screened out first, the same way for both passes:
+//! - PM accesses made inside libpmemobj's own lock functions ([`PmdkLockCalls`]): its locks live
+//!   in PM, and their implementation is protected by the pseudo-lock the pass already holds;
+//! - what the program declared to pmemcheck ([`Annotations`], with the pass's `annotations=on`):
+//!   accesses to PM it withdrew from checking are not PM accesses, and bytes it declared clean
+//!   end their store windows unrecorded.
+//!
+//! What is left reaches the pass as a store, a load, a flush, a fence or a synchronisation event
+//! ([`WindowPass`]).
+
+use emu::decode::FlushOp;
+use emu::events::{Event, EventKind};
+use emu::pm::PmDevice;
+
+use crate::annotations::{Annotations, Screen};
+use crate::sync::PmdkLockCalls;
+
+/// A pass over PM store windows, fed by [`dispatch`].
+pub(crate) trait WindowPass {
+    /// The pass's view of libpmemobj's lock calls.
+    fn pmdk_locks(&mut self) -> &mut PmdkLockCalls;
+    /// What the program declared to pmemcheck, if the pass honours it (`annotations=on`).
+    fn annotations(&mut self) -> Option<&mut Annotations>;
+    /// Every event that was not inside a libpmemobj lock function, before the annotations
+    /// screen it (vardalith numbers them).
+    fn counted(&mut self) {}
+    /// The program declared PM bytes clean: their windows end unrecorded.
+    fn declare_clean(&mut self, dev: u64, size: u32);
+    /// A PM store (`nt`: non-temporal).
+    fn on_store(&mut self, ev: &Event, device: &PmDevice, nt: bool);
+    /// A PM load.
+    fn on_load(&mut self, ev: &Event, device: &PmDevice);
+    /// A flush of the line at `ev.dev`.
+    fn on_flush(&mut self, ev: &Event, device: &PmDevice, op: FlushOp);
+    /// A fence (or a locked instruction, which fences).
+    fn on_fence(&mut self, ev: &Event, device: &PmDevice);
+    /// A synchronisation call, a thread's creation or exit, or a transaction boundary.
+    fn on_sync(&mut self, ev: &Event, device: &PmDevice);
+}
+
+/// Screens `ev` and hands it to the pass's handler for its kind.
+pub(crate) fn dispatch<P: WindowPass>(pass: &mut P, ev: &Event, device: &PmDevice) {
+    let locks = pass.pmdk_locks();
+    locks.observe(ev);
+    if locks.inside(ev.tid) && matches!(ev.kind, EventKind::Load | EventKind::Store | EventKind::RmwStore) {
+        // PMDK's own lock implementation (its locks live in PM): the pseudo-lock protects it.
+        return;
+    }
+    pass.counted();
+    if let Some(annotations) = pass.annotations() {
+        match annotations.screen(ev) {
+            Screen::Keep => {}
+            Screen::Withdrawn => return,
+            Screen::Clean => {
+                pass.declare_clean(ev.dev, ev.size);
+                return;
+            }
+        }
+    }
+    match ev.kind {
+        EventKind::Store | EventKind::RmwStore if ev.dev != 0 => pass.on_store(ev, device, false),
+        EventKind::NtStore if ev.dev != 0 => pass.on_store(ev, device, true),
+        EventKind::Load if ev.dev != 0 => pass.on_load(ev, device),
+        EventKind::Flush(op) => pass.on_flush(ev, device, op),
+        EventKind::Fence(_) => pass.on_fence(ev, device),
+        EventKind::SyncEnter(_)
+        | EventKind::SyncReturn(_)
+        | EventKind::ThreadCreate
+        | EventKind::ThreadExit
+        | EventKind::TxBegin
+        | EventKind::TxEnd
+        | EventKind::TxIgnore => pass.on_sync(ev, device),
+        _ => {}
+    }
+}

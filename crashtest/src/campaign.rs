@@ -1,0 +1,403 @@
+//! A crash-testing campaign: the workload run with the recorder, then every crash point's
+//! images recovered (eagerly, or lazily with `--lazy`), deduplicated across points and
+//! schedules, failures minimised; and the replay of one failing image.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use analyses::{CrashImageRef, Finding};
+use driver::{RunOutcome, RunReport, RunSpec, Runner};
+
+use crate::files::{files_key, image_files};
+use crate::record::{CrashLog, PointData, Recording};
+use crate::recover::{finding_for, open_bytes, read_open_finding, recover, Plan, Verdict};
+use crate::space::{ddmin, images_of, log2_add, persisted, stale_dims, with_only, Image};
+use crate::{CrashSummary, Error};
+
+/// What testing found and covered.
+#[derive(Default)]
+pub struct Tested {
+    /// Findings: failed recoveries and cross-failure reads.
+    pub findings: Vec<Finding>,
+    /// Images tried (before deduplication).
+    pub images: u64,
+    /// Images with distinct file contents.
+    pub unique_images: u64,
+    /// Recovery runs, minimisation included.
+    pub recoveries: u64,
+    /// Unique images whose recovery failed.
+    pub failures: u64,
+    /// Points whose space was sampled rather than enumerated.
+    pub sampled_points: u64,
+    /// log2 of the largest crash space met.
+    pub max_space_log2: f64,
+    /// Recoveries restored from a snapshot rather than run fresh (depends on `--jobs`: each
+    /// worker runs a command fresh once).
+    pub restored: u64,
+    /// `--lazy`: log2 of the images of the points explored to the end, every one covered by a
+    /// recovery.
+    pub covered_log2: Option<f64>,
+}
+
+/// Tests every crash point of the workload run. Images whose files are in `seen` (recovered for
+/// another schedule of the same workload) are not recovered again; the new ones are added.
+pub fn test_all(log: &CrashLog, plan: &Plan, seen: &mut std::collections::BTreeSet<String>) -> Result<Tested, Error> {
+    use rayon::prelude::*;
+    let points = log.point_data();
+    let mut tested = Tested::default();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(plan.jobs.max(1))
+        .build()
+        .map_err(|e| Error::Other(format!("cannot start {} recovery workers: {e}", plan.jobs)))?;
+    let restored = std::sync::atomic::AtomicU64::new(0);
+    for p in &points {
+        tested.max_space_log2 = tested.max_space_log2.max(p.space.count_log2());
+    }
+    // Every recovered image: its key (the hash of its files), point, choice and verdict.
+    let mut recovered: Vec<(String, usize, Vec<u32>, Verdict)> = Vec::new();
+    // `--lazy`: points explored by Jaaru's refinement, each distinct point once; the others are
+    // enumerated eagerly below.
+    let mut eager: Vec<usize> = (0..points.len()).collect();
+    if plan.lazy {
+        eager.clear();
+        let mut todo: Vec<(usize, String)> = Vec::new();
+        for (i, p) in points.iter().enumerate() {
+            let key = point_key(p, &log.file_paths);
+            if !p.space.is_empty() && !seen.contains(&key) && !todo.iter().any(|(_, k)| *k == key) {
+                todo.push((i, key));
+            }
+        }
+        let bar = progress(plan, todo.len(), "exploring {pos}/{len} crash points lazily [{bar:30}] {msg}");
+        let explored: Vec<Result<crate::lazy::Explored, Error>> = pool.install(|| {
+            todo.par_iter()
+                .map(|(i, _)| {
+                    let e = crate::lazy::explore(&points[*i], &log.file_paths, plan);
+                    restored.fetch_add(driver::warm::take_counts().restored, std::sync::atomic::Ordering::Relaxed);
+                    bar.inc(1);
+                    e
+                })
+                .collect()
+        });
+        bar.finish_and_clear();
+        for ((i, key), e) in todo.into_iter().zip(explored) {
+            let e = e?;
+            tested.recoveries += e.runs.len() as u64;
+            if e.bypassed {
+                eager.push(i);
+                continue;
+            }
+            seen.insert(key);
+            if !e.exhaustive {
+                tested.sampled_points += 1;
+            }
+            if e.exhaustive {
+                let n = points[i].space.count_log2();
+                tested.covered_log2 = Some(tested.covered_log2.map_or(n, |c| log2_add(c, n)));
+            }
+            for crate::lazy::LazyRun { choice, verdict: v, .. } in e.runs {
+                tested.images += 1;
+                let Some(files) = image_files(&points[i], &choice, &log.file_paths) else { continue };
+                let key = files_key(&files);
+                if !recovered.iter().any(|r| r.0 == key) {
+                    recovered.push((key, i, choice, v));
+                }
+            }
+        }
+        tested.unique_images = recovered.len() as u64;
+    }
+    // Every image of every eager point, deduplicated by the bytes it leaves in the files.
+    // Only the point and choice are kept: an image's files (a copy of every PM file) are built
+    // again when it is recovered, so memory does not grow with the number of images.
+    let mut unique: BTreeMap<String, (usize, Vec<u32>)> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    for &i in &eager {
+        let p = &points[i];
+        let (images, exhaustive) = images_of(&p.space, plan.max_images);
+        if !exhaustive {
+            tested.sampled_points += 1;
+        }
+        // The image where nothing was lost is the point's own state: recovery must pass on it
+        // too (it is what a crash right there with everything flushed leaves).
+        let mut all = images;
+        all.push(persisted(&p.space));
+        for choice in all {
+            tested.images += 1;
+            let Some(files) = image_files(p, &choice, &log.file_paths) else { continue };
+            let key = files_key(&files);
+            if seen.contains(&key) || recovered.iter().any(|r| r.0 == key) {
+                continue;
+            }
+            if let std::collections::btree_map::Entry::Vacant(e) = unique.entry(key.clone()) {
+                order.push(key);
+                e.insert((i, choice));
+            }
+        }
+    }
+    tested.unique_images += unique.len() as u64;
+    seen.extend(order.iter().cloned());
+    let bar = progress(plan, order.len(), "recovering {pos}/{len} crash images [{bar:30}] {msg}");
+    let failing = std::sync::atomic::AtomicU64::new(0);
+    let log_paths = log.file_paths.clone();
+    let open: Vec<Vec<(PathBuf, u64, u64)>> =
+        points.iter().map(|p| if plan.xfd { open_bytes(&p.space, &log.file_paths) } else { Vec::new() }).collect();
+    let verdicts: Vec<Result<Verdict, Error>> = pool.install(|| {
+        order
+            .par_iter()
+            .map(|key| {
+                let (point, choice) = &unique[key];
+                let v = match image_files(&points[*point], choice, &log_paths) {
+                    Some(files) => recover(plan, &files, &open[*point]),
+                    None => Ok(Verdict::Passed),
+                };
+                restored.fetch_add(driver::warm::take_counts().restored, std::sync::atomic::Ordering::Relaxed);
+                if matches!(v, Ok(Verdict::Failed { .. })) {
+                    let n = failing.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                    bar.set_message(format!("{n} failing"));
+                }
+                bar.inc(1);
+                v
+            })
+            .collect()
+    });
+    bar.finish_and_clear();
+    tested.recoveries += order.len() as u64;
+    tested.restored = restored.into_inner();
+    for (key, v) in order.into_iter().zip(verdicts) {
+        let (point, choice) = unique.remove(&key).expect("ordered keys are unique images");
+        recovered.push((key, point, choice, v?));
+    }
+    for (_, point, choice, v) in recovered {
+        let (what, locations) = match v {
+            Verdict::Failed { what, locations } => (what, locations),
+            Verdict::ReadOpen { file, offset, location } => {
+                tested.findings.push(read_open_finding(log, point, &file, offset, location, plan.base.seed));
+                continue;
+            }
+            Verdict::Passed => continue,
+        };
+        tested.failures += 1;
+        let p = &points[point];
+        // The smallest set of lines that must stay unpersisted for recovery to fail.
+        let stale = stale_dims(&p.space, &choice);
+        let mut errors = None;
+        let mut fails = |keep: &[usize]| {
+            let c = with_only(&p.space, &choice, keep);
+            let Some(files) = image_files(p, &c, &log.file_paths) else { return false };
+            tested.recoveries += 1;
+            match recover(plan, &files, &[]) {
+                Ok(v) => v.failed(),
+                Err(e) => {
+                    errors = Some(e);
+                    false
+                }
+            }
+        };
+        // Nothing need be lost if the point's own state (everything persisted) fails too.
+        let minimal = if !stale.is_empty() && fails(&[]) { Vec::new() } else { ddmin(stale.clone(), 24, &mut fails) };
+        tested.restored += driver::warm::take_counts().restored;
+        if let Some(e) = errors {
+            return Err(e);
+        }
+        let image = Image { point, choice };
+        tested.findings.push(finding_for(log, &image, &minimal, &what, locations, plan.base.seed));
+    }
+    Ok(tested)
+}
+
+/// A progress bar (hidden with `--quiet`).
+fn progress(plan: &Plan, len: usize, template: &str) -> indicatif::ProgressBar {
+    let bar = if plan.quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(len as u64) };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(template).unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// What identifies a crash point for lazy exploration: its persisted files and its space.
+fn point_key(p: &PointData, file_paths: &BTreeMap<u32, PathBuf>) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(b"lazy");
+    if let Some(files) = image_files(p, &persisted(&p.space), file_paths) {
+        h.update(files_key(&files).as_bytes());
+    }
+    h.update(format!("{:?}", p.space).as_bytes());
+    h.finalize().to_hex().to_string()
+}
+/// `ferrite crash`'s workload run (its `--crash-points` mode, `--crash-at`, `--dedup-points`) in
+/// `spec.pm_dir`, recording its crash points.
+pub fn workload(
+    runner: &Runner,
+    spec: &RunSpec,
+    mode: &str,
+    crash_at: Option<u64>,
+    dedup_points: bool,
+) -> Result<(RunReport, RunOutcome, CrashLog), Error> {
+    let mut spec = spec.clone();
+    if let Some(n) = crash_at {
+        spec.max_instructions = n;
+    }
+    let log = CrashLog::new(&spec.pm_dir, crate::record::every_store(mode, spec.pm));
+    log.borrow_mut().at_end_only = crash_at.is_some();
+    log.borrow_mut().dedup_sites = dedup_points;
+    let (report, out) = runner.execute_with(&spec, Some(Box::new(Recording(log.clone()))), Vec::new())?;
+    let log = Rc::try_unwrap(log).map_err(|_| Error::Other("internal: crash log still shared".into()))?.into_inner();
+    Ok((report, out, log))
+}
+
+/// What `ferrite crash` is asked besides the workload's run specification.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The recovery command.
+    pub recover: Vec<String>,
+    /// The checker run after each successful recovery.
+    pub check: Option<Vec<String>>,
+    /// `--crash-points`: `fences` or `stores`.
+    pub crash_points: String,
+    /// `--crash-at N`.
+    pub crash_at: Option<u64>,
+    /// `--dedup-points`.
+    pub dedup_points: bool,
+    /// `--max-images`.
+    pub max_images: usize,
+    /// Recovery workers.
+    pub jobs: usize,
+    /// `--remap`.
+    pub remap: bool,
+    /// `--xfd`.
+    pub xfd: bool,
+    /// `--fresh-recoveries`.
+    pub fresh: bool,
+    /// `--lazy`.
+    pub lazy: bool,
+    /// Schedules of the workload to crash-test (`--explore`).
+    pub schedules: u32,
+}
+
+/// What a campaign found.
+pub struct Campaign {
+    /// The first schedule's run, with every schedule's findings and the crash findings merged.
+    pub report: RunReport,
+    /// The first schedule's run.
+    pub outcome: RunOutcome,
+    /// What crash testing covered.
+    pub summary: CrashSummary,
+    /// Recoveries restored from a snapshot.
+    pub restored: u64,
+}
+
+/// Crash-tests `o.schedules` schedules of the workload `base` (seeds as for `ferrite run
+/// --explore`), each on a copy of the PM directory: the user's is never changed. Images
+/// already recovered for an earlier schedule are not recovered again.
+pub fn test(runner: &Runner, base: &RunSpec, o: &Options) -> Result<Campaign, Error> {
+    let schedules = o.schedules.max(1);
+    let mut seen = std::collections::BTreeSet::new();
+    let mut first: Option<(RunReport, RunOutcome)> = None;
+    let mut findings = Vec::new();
+    let mut summary = CrashSummary {
+        crash_points: 0,
+        images: 0,
+        unique_images: 0,
+        recoveries: 0,
+        failures: 0,
+        sampled_points: 0,
+        max_space_log2: 0.0,
+        recover: o.recover.clone(),
+        check: o.check.clone(),
+        crash_point_mode: o.crash_points.clone(),
+        max_images: o.max_images,
+        crash_at: o.crash_at,
+        remap: o.remap,
+        dedup_points: o.dedup_points,
+        lazy: o.lazy,
+        covered_log2: None,
+    };
+    let mut restored = 0;
+    for i in 0..u64::from(schedules) {
+        let (_work, spec) = driver::explore::exploration_run(base, i)?;
+        let (report, out, log) = workload(runner, &spec, &o.crash_points, o.crash_at, o.dedup_points)?;
+        let plan = Plan {
+            recover: o.recover.clone(),
+            check: o.check.clone(),
+            base: RunSpec { analyses: vec!["none".into()], discard_output: true, quiet: true, ..spec.clone() },
+            budget: crate::recovery_budget(out.instructions, base.max_instructions),
+            jobs: o.jobs,
+            max_images: o.max_images,
+            quiet: base.quiet,
+            remap: o.remap,
+            xfd: o.xfd,
+            fresh: o.fresh,
+            lazy: o.lazy,
+        };
+        let tested = test_all(&log, &plan, &mut seen)?;
+        findings.extend(report.findings.iter().cloned());
+        findings.extend(tested.findings);
+        summary.crash_points += log.points.len() as u64;
+        summary.images += tested.images;
+        summary.unique_images += tested.unique_images;
+        summary.recoveries += tested.recoveries;
+        summary.failures += tested.failures;
+        summary.sampled_points += tested.sampled_points;
+        summary.max_space_log2 = summary.max_space_log2.max(tested.max_space_log2);
+        if let Some(c) = tested.covered_log2 {
+            let total = summary.covered_log2.map_or(c, |t| log2_add(t, c));
+            summary.covered_log2 = Some(total);
+        }
+        restored += tested.restored;
+        if first.is_none() {
+            first = Some((report, out));
+        }
+    }
+    let (mut report, outcome) = first.ok_or_else(|| Error::Other("no workload run".into()))?;
+    report.findings = analyses::Finding::merge(findings);
+    report.run.seed = base.seed;
+    report.run.schedules = schedules;
+    Ok(Campaign { report, outcome, summary, restored })
+}
+
+/// What replaying a crash finding showed.
+pub enum Replayed {
+    /// Recovery failed again on the rebuilt image: how.
+    Reproduced(String),
+    /// The image could not be rebuilt: why.
+    Diverged(String),
+    /// Recovery passed on the rebuilt image.
+    Passed,
+}
+
+/// Rebuilds a crash finding's image from a fresh workload run of `spec` (on a copy of its PM
+/// directory) and recovers it again, as the campaign `c` did.
+pub fn replay(runner: &Runner, spec: &RunSpec, c: &CrashSummary, image: &CrashImageRef) -> Result<Replayed, Error> {
+    let work = tempfile::Builder::new().prefix("ferrite-crash-").tempdir()?;
+    driver::explore::copy_dir(&spec.pm_dir, work.path())?;
+    let spec = RunSpec { pm_dir: work.path().to_path_buf(), ..spec.clone() };
+    let (_, out, log) = workload(runner, &spec, &c.crash_point_mode, c.crash_at, c.dedup_points)?;
+    let points = log.point_data();
+    let Some(point) = points.get(image.point as usize) else {
+        return Ok(Replayed::Diverged(format!(
+            "the workload has {} crash points, not {}",
+            points.len(),
+            image.point + 1
+        )));
+    };
+    let Some(files) = image_files(point, &image.choice, &log.file_paths) else {
+        return Ok(Replayed::Diverged(format!("crash point {} has another crash space", image.point)));
+    };
+    let plan = Plan {
+        recover: c.recover.clone(),
+        check: c.check.clone(),
+        base: RunSpec { analyses: vec!["none".into()], discard_output: false, quiet: true, ..spec.clone() },
+        budget: crate::recovery_budget(out.instructions, spec.max_instructions),
+        jobs: 1,
+        max_images: c.max_images,
+        quiet: true,
+        remap: c.remap,
+        xfd: false,
+        fresh: false,
+        lazy: c.lazy,
+    };
+    Ok(match recover(&plan, &files, &[])? {
+        Verdict::Failed { what, .. } => Replayed::Reproduced(what),
+        Verdict::Passed | Verdict::ReadOpen { .. } => Replayed::Passed,
+    })
+}

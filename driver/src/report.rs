@@ -1,0 +1,207 @@
+//! What a run was and what it found, as reports record it ([`RunReport`]; docs/report-format.md
+//! is the schema), and the human summary of findings on standard error.
+
+use std::collections::BTreeMap;
+
+use analyses::Finding;
+use serde::{Deserialize, Serialize};
+use syscalls::ProcessExit;
+
+use crate::spec::{GuestEnd, RunOutcome, RunSpec};
+
+/// A run, or an exploration of many: the `run` section of a report and what was found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunReport {
+    /// The run (for an exploration, its first run, with the schedules counted).
+    pub run: RunInfo,
+    /// Findings, merged and numbered.
+    pub findings: Vec<Finding>,
+    /// The passes' counters, summed over explored schedules (`pmrace.inter_candidates`,
+    /// `pmrace.validated_false_positives`, ...).
+    pub stats: BTreeMap<String, u64>,
+    /// Findings that post-failure validation discarded as false positives, with the reason in
+    /// their message.
+    pub discarded: Vec<Finding>,
+}
+
+impl RunReport {
+    /// The report of one run of `spec`.
+    pub fn of(spec: &RunSpec, out: &RunOutcome) -> RunReport {
+        RunReport {
+            run: RunInfo::of(spec, out),
+            findings: out.findings.clone(),
+            stats: out.stats.clone(),
+            discarded: out.discarded.clone(),
+        }
+    }
+}
+
+/// How the guest ended: exactly one of `code`, `signal`, `hang` or `deadlock`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct ExitInfo {
+    /// The exit status.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub code: Option<i32>,
+    /// The signal that killed it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub signal: Option<i32>,
+    /// Stopped by the instruction budget.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub hang: bool,
+    /// Every live thread blocked for good.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub deadlock: bool,
+}
+
+impl From<GuestEnd> for ExitInfo {
+    fn from(end: GuestEnd) -> ExitInfo {
+        match end {
+            GuestEnd::Exited(ProcessExit::Code(c)) => ExitInfo { code: Some(c), ..ExitInfo::default() },
+            GuestEnd::Exited(ProcessExit::Signal(s)) => ExitInfo { signal: Some(s), ..ExitInfo::default() },
+            GuestEnd::Hang => ExitInfo { hang: true, ..ExitInfo::default() },
+            GuestEnd::Deadlock => ExitInfo { deadlock: true, ..ExitInfo::default() },
+        }
+    }
+}
+
+/// Everything that defines a run, and what it did: the `run` section of a report, from which
+/// `ferrite replay` rebuilds the run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RunInfo {
+    /// The program's path as given.
+    pub program: String,
+    /// BLAKE3 of the program's bytes.
+    pub program_hash: String,
+    /// argv, starting with the program as given.
+    pub args: Vec<String>,
+    /// The guest's environment.
+    pub env: Vec<String>,
+    /// The seed.
+    pub seed: u64,
+    /// How the guest ended.
+    pub exit: ExitInfo,
+    /// Instructions retired.
+    pub instructions: u64,
+    /// Most threads alive at once.
+    pub threads: u32,
+    /// Thread switches the scheduler made.
+    pub switches: u64,
+    /// The scheduling strategy's name.
+    pub strategy: String,
+    /// `--pct-depth` (0 unless the strategy is PCT).
+    pub pct_depth: u32,
+    /// `--max-threads`.
+    pub max_threads: usize,
+    /// `--max-open-files`.
+    #[serde(default = "default_open_files")]
+    pub max_open_files: i32,
+    /// The persistence model the run used.
+    #[serde(default)]
+    pub pm: emu::pm::PmConfig,
+    /// Lock functions named in `--config`.
+    #[serde(default)]
+    pub custom_locks: Vec<emu::sync::CustomLock>,
+    /// `--preempt all`.
+    #[serde(default)]
+    pub preempt_all: bool,
+    /// The trace hash.
+    pub trace_hash: String,
+    /// Where the PM mount appeared in the guest.
+    pub pm_mount: String,
+    /// `--max-instructions`.
+    pub max_instructions: u64,
+    /// `--max-memory`.
+    pub max_memory: u64,
+    /// `--cpus`.
+    pub cpus: u32,
+    /// The analyses that ran.
+    pub analyses: Vec<String>,
+    /// Schedules explored (`--explore`); the rest of `run` describes the first.
+    #[serde(default = "one")]
+    pub schedules: u32,
+    /// Host files the guest read, with the BLAKE3 of their contents.
+    pub inputs: BTreeMap<String, String>,
+    /// Settings for the passes from `--config` (PMRace's synchronisation variables and
+    /// allow-list).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub settings: analyses::Settings,
+    /// `--recover`, which validates the findings of passes that ask for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recover: Option<Vec<String>>,
+    /// `--delay` and `--delay-decay`: active delay injection at releases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay: Option<emu::sched::DelayInjection>,
+}
+
+impl RunInfo {
+    /// The `run` section of one run of `spec`.
+    pub fn of(spec: &RunSpec, out: &RunOutcome) -> RunInfo {
+        RunInfo {
+            program: spec.program.display().to_string(),
+            program_hash: out.program_hash.clone(),
+            args: spec.argv.clone(),
+            env: spec.env.clone(),
+            seed: spec.seed,
+            exit: out.end.into(),
+            instructions: out.instructions,
+            threads: out.threads,
+            switches: out.switches,
+            strategy: crate::spec::strategy_name(spec.strategy).into(),
+            pct_depth: match spec.strategy {
+                emu::sched::Strategy::Pct { depth, .. } => depth,
+                _ => 0,
+            },
+            max_threads: spec.max_threads,
+            max_open_files: spec.max_open_files,
+            pm: spec.pm,
+            custom_locks: spec.custom_locks.clone(),
+            preempt_all: spec.preempt_all,
+            trace_hash: out.trace_hash.clone(),
+            pm_mount: spec.pm_mount.clone(),
+            max_instructions: spec.max_instructions,
+            max_memory: spec.max_memory,
+            cpus: spec.cpus,
+            analyses: spec.analyses.clone(),
+            schedules: 1,
+            inputs: out.inputs.clone(),
+            settings: spec.settings.clone(),
+            recover: spec.recover.clone(),
+            delay: spec.delay,
+        }
+    }
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+fn default_open_files() -> i32 {
+    1024
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Frames of each backtrace printed on the terminal (the report keeps them all).
+const PRINTED_FRAMES: usize = 16;
+
+/// The findings on standard error, like a sanitizer's report. Write errors (a closed pipe) are
+/// ignored: the report file, if any, still gets everything.
+pub fn print_findings(findings: &[Finding]) {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    for f in findings {
+        let times = if f.occurrences > 1 { format!(" (x{})", f.occurrences) } else { String::new() };
+        let _ = writeln!(err, "ferrite: finding {} [{}] {}{times}", f.id, f.analysis, f.message);
+        for l in &f.locations {
+            for (i, fr) in l.backtrace.iter().take(PRINTED_FRAMES).enumerate() {
+                let lead = if i == 0 { format!("  {:>8}", l.role) } else { format!("  {:>8}", format!("#{i}")) };
+                let _ = writeln!(err, "{lead}  {}  [{:#x}]", fr.describe(), fr.pc);
+            }
+            if l.backtrace.len() > PRINTED_FRAMES {
+                let _ = writeln!(err, "  {:>8}  ... {} more frames", "", l.backtrace.len() - PRINTED_FRAMES);
+            }
+        }
+    }
+}

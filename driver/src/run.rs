@@ -1,0 +1,60 @@
+//! Running a spec: a session to its end, then the steps after it.
+//!
+//! Every run of ferrite — `ferrite run`, each schedule of an exploration, a crash-testing
+//! workload, a recovery — goes through a [`Runner`]. What the runner adds to a bare session is
+//! configured once by the binary (post-failure validation: [`Runner::validating`]), so that an
+//! exploration of many runs validates each the same way.
+
+use analyses::Analysis;
+
+use crate::report::RunReport;
+use crate::session::{Probe, Session};
+use crate::spec::{RunOutcome, RunSpec, SessionError};
+use crate::validation::{self, Validator};
+
+/// Runs specs: sessions and the steps after them.
+#[derive(Clone, Copy, Default)]
+pub struct Runner<'a> {
+    validator: Option<&'a dyn Validator>,
+}
+
+impl<'a> Runner<'a> {
+    /// A runner whose runs validate the findings of passes that ask for it with `v`.
+    pub fn validating(v: &'a dyn Validator) -> Runner<'a> {
+        Runner { validator: Some(v) }
+    }
+
+    /// Runs `spec` to its end.
+    pub fn run(&self, spec: &RunSpec) -> Result<RunOutcome, SessionError> {
+        self.run_with(spec, None, Vec::new())
+    }
+
+    /// A run followed by `probe` (crash testing's recorder), with `extra` passes besides the
+    /// selected analyses.
+    pub fn run_with(
+        &self,
+        spec: &RunSpec,
+        probe: Option<Box<dyn Probe>>,
+        extra: Vec<Box<dyn Analysis>>,
+    ) -> Result<RunOutcome, SessionError> {
+        let mut s = Session::start(spec, probe, extra, false, self.validator)?;
+        let end = s.drive_to_end();
+        Ok(validation::complete(spec, s.finish(end)))
+    }
+
+    /// [`Runner::run`], with its report.
+    pub fn execute(&self, spec: &RunSpec) -> Result<(RunReport, RunOutcome), SessionError> {
+        self.execute_with(spec, None, Vec::new())
+    }
+
+    /// [`Runner::run_with`], with its report.
+    pub fn execute_with(
+        &self,
+        spec: &RunSpec,
+        probe: Option<Box<dyn Probe>>,
+        extra: Vec<Box<dyn Analysis>>,
+    ) -> Result<(RunReport, RunOutcome), SessionError> {
+        let out = self.run_with(spec, probe, extra)?;
+        Ok((RunReport::of(spec, &out), out))
+    }
+}

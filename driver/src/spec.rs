@@ -1,0 +1,233 @@
+//! What defines a run ([`RunSpec`]), how it ended ([`GuestEnd`]) and what it found
+//! ([`RunOutcome`]).
+//!
+//! A spec is plain data: two runs of equal specs on equal inputs are the same run, instruction
+//! for instruction. That is what replay, exploration and warm snapshots rely on (a warm engine
+//! is reused for a spec equal to its own up to the PM directory).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use analyses::Finding;
+use syscalls::ProcessExit;
+
+/// The command line's defaults, shared by [`RunSpec::new`] and the `ferrite` options.
+pub mod defaults {
+    /// Retired instructions before a run is stopped as a hang (`--max-instructions`).
+    pub const MAX_INSTRUCTIONS: u64 = 20_000_000_000;
+    /// Guest memory the guest may map, in bytes (`--max-memory`, whose default is written `4G`).
+    pub const MAX_MEMORY: u64 = 4 << 30;
+    /// CPUs the guest is told it has (`--cpus`).
+    pub const CPUS: u32 = 4;
+    /// Guest threads alive at once (`--max-threads`).
+    pub const MAX_THREADS: usize = 256;
+    /// Open file descriptors (`--max-open-files`).
+    pub const MAX_OPEN_FILES: i32 = 1024;
+    /// Where the PM mount appears in the guest (`--pm-mount`).
+    pub const PM_MOUNT: &str = "/mnt/pmem0";
+}
+
+/// Everything that defines a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunSpec {
+    /// The program's host path.
+    pub program: PathBuf,
+    /// argv, with argv[0] as the user gave the program.
+    pub argv: Vec<String>,
+    /// The guest's environment, `KEY=VALUE` each.
+    pub env: Vec<String>,
+    /// Seed of everything the guest could observe as nondeterminism.
+    pub seed: u64,
+    /// The host directory behind the PM mount.
+    pub pm_dir: PathBuf,
+    /// Where the PM mount appears in the guest's namespace.
+    pub pm_mount: String,
+    /// Retired instructions before the run is stopped as a hang.
+    pub max_instructions: u64,
+    /// Guest memory the guest may map, in bytes.
+    pub max_memory: u64,
+    /// CPUs the guest is told it has.
+    pub cpus: u32,
+    /// `--analyses`: pass names, with options after a colon.
+    pub analyses: Vec<String>,
+    /// The scheduling strategy.
+    pub strategy: emu::sched::Strategy,
+    /// Guest threads alive at once.
+    pub max_threads: usize,
+    /// Drop the guest's stdout and stderr (exploration runs after the first).
+    pub discard_output: bool,
+    /// No warnings of ferrite's own on standard error.
+    pub quiet: bool,
+    /// Open file descriptors (RLIMIT_NOFILE).
+    pub max_open_files: i32,
+    /// The persistence model (`--atomicity`, `--flush-model`, `--persistency`).
+    pub pm: emu::pm::PmConfig,
+    /// Lock functions named by the user (`--config`).
+    pub custom_locks: Vec<emu::sync::CustomLock>,
+    /// Every shared memory access is a scheduling point (`--preempt all`).
+    pub preempt_all: bool,
+    /// PM files mapped away from their usual address (`ferrite crash --remap`, recovery only).
+    pub remap_pm: bool,
+    /// `--strategy exhaustive`: the decisions to follow.
+    pub schedule: Vec<u32>,
+    /// Settings for the passes (`--config`).
+    pub settings: analyses::Settings,
+    /// The recovery command that validates findings on crash images (`--recover`).
+    pub recover: Option<Vec<String>>,
+    /// PMRace's targeted interleaving (`--strategy pmrace`): readers held at sync-point loads.
+    pub hold: Option<emu::sched::Hold>,
+    /// Active delay injection at releases (`--delay`).
+    pub delay: Option<emu::sched::DelayInjection>,
+    /// Where separate debug files of the program and its libraries are looked for (`--debug-dir`).
+    pub debug_dirs: Vec<PathBuf>,
+    /// The guest's working directory is private, backed by the PM directory's
+    /// [`syscalls::vfs::PRIVATE_CWD`] over ferrite's own, which it never writes (recoveries of
+    /// crash images, which find the image's non-PM files there). A run with a
+    /// [`crate::Probe`] that tracks durable files always has one.
+    pub private_cwd: bool,
+    /// Print the guest's system calls on standard error (`--trace-syscalls`).
+    pub trace_syscalls: bool,
+}
+
+impl RunSpec {
+    /// A run of `argv` (`argv[0]` is `program` as the user named it) on the PM directory
+    /// `pm_dir`, with the command line's defaults: seed 0, every PM pass, the random strategy.
+    pub fn new(program: PathBuf, argv: Vec<String>, pm_dir: PathBuf) -> RunSpec {
+        RunSpec {
+            program,
+            argv,
+            env: Vec::new(),
+            seed: 0,
+            pm_dir,
+            pm_mount: defaults::PM_MOUNT.into(),
+            max_instructions: defaults::MAX_INSTRUCTIONS,
+            max_memory: defaults::MAX_MEMORY,
+            cpus: defaults::CPUS,
+            analyses: vec!["all".into()],
+            strategy: emu::sched::Strategy::Random,
+            max_threads: defaults::MAX_THREADS,
+            discard_output: false,
+            quiet: false,
+            max_open_files: defaults::MAX_OPEN_FILES,
+            pm: emu::pm::PmConfig::default(),
+            custom_locks: Vec::new(),
+            preempt_all: false,
+            remap_pm: false,
+            schedule: Vec::new(),
+            settings: analyses::Settings::default(),
+            recover: None,
+            hold: None,
+            delay: None,
+            debug_dirs: Vec::new(),
+            private_cwd: false,
+            trace_syscalls: false,
+        }
+    }
+}
+
+/// PCT needs the number of scheduling points it spreads its change points over; without a
+/// profiling run, this estimate (PCT's k) is used.
+const PCT_EXPECTED_POINTS: u64 = 10_000;
+
+/// The scheduler strategy of a `--strategy` name (`pmrace` holds readers at chosen loads; its
+/// other choices are the random strategy's).
+pub fn strategy(name: &str, depth: u32) -> emu::sched::Strategy {
+    match name {
+        "pct" => emu::sched::Strategy::Pct { depth: depth.max(1), expected_points: PCT_EXPECTED_POINTS },
+        "fifo" => emu::sched::Strategy::Fifo,
+        "exhaustive" => emu::sched::Strategy::Exhaustive,
+        _ => emu::sched::Strategy::Random,
+    }
+}
+
+/// The name of a strategy, as reports record it.
+pub fn strategy_name(s: emu::sched::Strategy) -> &'static str {
+    match s {
+        emu::sched::Strategy::Random => "random",
+        emu::sched::Strategy::Pct { .. } => "pct",
+        emu::sched::Strategy::Fifo => "fifo",
+        emu::sched::Strategy::Exhaustive => "exhaustive",
+    }
+}
+
+/// How the guest ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GuestEnd {
+    /// It exited, or a signal killed it.
+    Exited(ProcessExit),
+    /// Stopped by the instruction budget.
+    Hang,
+    /// Every live thread blocked for good.
+    Deadlock,
+}
+
+impl GuestEnd {
+    /// The status ferrite exits with: a signal's 128+N first (what a shell would have seen
+    /// natively), then the findings code, then the guest's own status.
+    pub fn exit_status(self, findings: usize, findings_code: i32) -> i32 {
+        match self {
+            GuestEnd::Exited(ProcessExit::Signal(s)) => 128 + s,
+            _ if findings > 0 => findings_code,
+            GuestEnd::Exited(ProcessExit::Code(c)) => c,
+            GuestEnd::Hang | GuestEnd::Deadlock => findings_code,
+        }
+    }
+}
+
+/// What a run did and found.
+pub struct RunOutcome {
+    /// How the guest ended.
+    pub end: GuestEnd,
+    /// `--strategy exhaustive`: every scheduling decision the run made.
+    pub decisions: Vec<emu::sched::Decision>,
+    /// Most threads alive at once.
+    pub threads: u32,
+    /// Thread switches the scheduler made.
+    pub switches: u64,
+    /// Instructions retired.
+    pub instructions: u64,
+    /// The run's trace hash (docs/architecture.md, "The trace hash").
+    pub trace_hash: String,
+    /// Findings, merged and numbered.
+    pub findings: Vec<Finding>,
+    /// Host files the guest read, with the BLAKE3 of their contents.
+    pub inputs: BTreeMap<String, String>,
+    /// BLAKE3 of the program's bytes.
+    pub program_hash: String,
+    /// The passes' counters (`pmrace.inter_candidates`, ...), validation's included.
+    pub stats: BTreeMap<String, u64>,
+    /// The PM files the guest opened: device file id → path relative to the PM directory.
+    pub pm_files: BTreeMap<u32, PathBuf>,
+    /// Findings post-failure validation showed to be false positives (recovery repairs them).
+    pub discarded: Vec<Finding>,
+    /// Reads of PM file contents no pass saw as loads (`Kernel::pm_file_reads`).
+    pub pm_file_reads: u64,
+    /// What Unicorn's translation cache did (blocks translated, flushes).
+    pub translation: emu::machine::TranslationStats,
+}
+
+/// Why a run could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The program cannot be read.
+    #[error("cannot read program `{0}`: {1}")]
+    Program(String, std::io::Error),
+    /// The program cannot be started.
+    #[error("`{0}` cannot be run: {1}")]
+    Exec(String, syscalls::ExecError),
+    /// The emulator failed.
+    #[error("the emulator failed: {0}")]
+    Emu(#[from] emu::EmuError),
+    /// ferrite's working directory is unusable.
+    #[error("working directory: {0}")]
+    Cwd(std::io::Error),
+    /// `--analyses` names no pass or bad options.
+    #[error("--analyses: {0}")]
+    Analyses(String),
+    /// A temporary directory or a copy of the PM directory could not be made.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// An exploration was asked for no run.
+    #[error("--explore needs at least one run")]
+    NoRun,
+}

@@ -1,0 +1,67 @@
+//! `ferrite crash`: crash testing of a workload ([`crashtest`]), reported.
+
+use anyhow::{bail, Result};
+use driver::{say, GuestEnd};
+
+use crate::cli::CrashArgs;
+use crate::report::Report;
+
+/// `ferrite crash`.
+pub fn crash(a: CrashArgs) -> Result<i32> {
+    let opts = &a.opts;
+    super::check_report_path("--report", opts.report.as_deref())?;
+    let recover = opts.recover.as_deref().map(super::split_command).unwrap_or_else(|| a.command.clone());
+    if recover.is_empty() {
+        bail!("--recover needs a program");
+    }
+    let check = a.check.as_deref().map(super::split_command).filter(|c| !c.is_empty());
+    let user = super::PmDir::new(opts.pm_dir.clone())?;
+    let base = super::run_spec(opts, &a.command, user.path())?;
+    let options = crashtest::Options {
+        recover,
+        check,
+        crash_points: a.crash_points.clone(),
+        crash_at: a.crash_at,
+        dedup_points: a.dedup_points,
+        max_images: a.max_images,
+        jobs: a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
+        remap: a.remap,
+        xfd: a.xfd,
+        fresh: a.fresh_recoveries,
+        lazy: a.lazy,
+        schedules: opts.explore.max(1),
+    };
+    let c = crashtest::test(&super::runner(), &base, &options)?;
+    let schedules = options.schedules;
+    let report = Report::new(c.report, Some(c.summary));
+    if !opts.quiet {
+        driver::print_findings(&report.findings);
+        let c_ = report.crash.as_ref().expect("set above");
+        say!(
+            "ferrite: crash testing: {}{} crash points, {} images, {} unique, {} recoveries ({} from a snapshot), {} failing{}",
+            if schedules > 1 { format!("{schedules} schedules, ") } else { String::new() },
+            c_.crash_points,
+            c_.images,
+            c_.unique_images,
+            c_.recoveries,
+            c.restored,
+            c_.failures,
+            if c_.sampled_points > 0 {
+                format!(" ({} points sampled; largest space 2^{:.1} images)", c_.sampled_points, c_.max_space_log2)
+            } else if let Some(n) = c_.covered_log2 {
+                format!(" (every image of every point: 2^{n:.1} images, read lazily)")
+            } else {
+                " (every image of every point)".to_string()
+            }
+        );
+    }
+    if let Some(path) = &opts.report {
+        report.write(path)?;
+    }
+    if a.crash_at.is_some() && c.outcome.end == GuestEnd::Hang {
+        // The workload was stopped at the crash point, not hung: only findings count.
+        let n = report.findings.len();
+        return Ok(if n > 0 { opts.findings_exit_code.clamp(0, 255) } else { 0 });
+    }
+    Ok(c.outcome.end.exit_status(report.findings.len(), opts.findings_exit_code))
+}

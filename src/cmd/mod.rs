@@ -1,0 +1,195 @@
+//! The subcommands, one module each, and what they share: a run's specification from the
+//! command line, the PM directory, the runner every run goes through.
+
+pub mod bench;
+pub mod compare;
+pub mod crash;
+pub mod replay;
+pub mod run;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context as _, Result};
+use driver::{RunSpec, Runner};
+
+use crate::cli::RunOptions;
+
+/// The runner of every run ferrite makes: findings of passes that ask for it are validated on
+/// crash images with the program's recovery ([`crashtest::Validate`]).
+pub fn runner() -> Runner<'static> {
+    static VALIDATE: crashtest::Validate = crashtest::Validate;
+    Runner::validating(&VALIDATE)
+}
+
+/// Holds the PM directory of a run: the user's, or a temporary one removed afterwards.
+pub enum PmDir {
+    /// `--pm-dir`.
+    User(PathBuf),
+    /// A fresh temporary directory.
+    Temp(tempfile::TempDir),
+}
+
+impl PmDir {
+    /// The user's directory (which must exist), or a fresh temporary one.
+    pub fn new(user: Option<PathBuf>) -> Result<PmDir> {
+        Ok(match user {
+            Some(p) => {
+                if !p.is_dir() {
+                    bail!("--pm-dir `{}` is not a directory", p.display());
+                }
+                PmDir::User(p)
+            }
+            None => PmDir::Temp(
+                tempfile::Builder::new()
+                    .prefix("ferrite-pm-")
+                    .tempdir()
+                    .context("cannot create a temporary PM directory")?,
+            ),
+        })
+    }
+
+    /// Its path.
+    pub fn path(&self) -> PathBuf {
+        match self {
+            PmDir::User(p) => p.clone(),
+            PmDir::Temp(t) => t.path().to_path_buf(),
+        }
+    }
+}
+
+fn guest_env(opts: &RunOptions) -> Result<Vec<String>> {
+    let mut env: Vec<String> = if opts.env_clear {
+        Vec::new()
+    } else {
+        std::env::vars_os().map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy())).collect()
+    };
+    for kv in &opts.env {
+        let Some((k, _)) = kv.split_once('=') else {
+            bail!("--env `{kv}` is not KEY=VALUE");
+        };
+        env.retain(|e| e.split_once('=').map(|(ek, _)| ek) != Some(k));
+        env.push(kv.clone());
+    }
+    Ok(env)
+}
+
+/// The run the options describe, of `command` on the PM directory `pm_dir`.
+pub fn run_spec(opts: &RunOptions, command: &[String], pm_dir: PathBuf) -> Result<RunSpec> {
+    let config = match &opts.config {
+        Some(p) => load_config(p)?,
+        None => Config::default(),
+    };
+    Ok(RunSpec {
+        program: PathBuf::from(&command[0]),
+        argv: command.to_vec(),
+        env: guest_env(opts)?,
+        seed: opts.seed,
+        pm_dir,
+        pm_mount: opts.pm_mount.clone(),
+        max_instructions: opts.max_instructions,
+        max_memory: opts.max_memory,
+        cpus: opts.cpus,
+        analyses: pass_options(opts),
+        strategy: driver::strategy(&opts.strategy, opts.pct_depth),
+        max_threads: opts.max_threads,
+        discard_output: false,
+        quiet: opts.quiet,
+        max_open_files: opts.max_open_files,
+        pm: emu::pm::PmConfig {
+            atomicity: opts.atomicity.parse().map_err(|e| anyhow::anyhow!("--atomicity: {e}"))?,
+            flush_model: opts.flush_model.parse().map_err(|e| anyhow::anyhow!("--flush-model: {e}"))?,
+            persistency: opts.persistency.parse().map_err(|e| anyhow::anyhow!("--persistency: {e}"))?,
+        },
+        preempt_all: opts.preempt == "all",
+        remap_pm: false,
+        schedule: Vec::new(),
+        custom_locks: config.locks,
+        settings: analyses::Settings { sync_vars: config.sync_vars, pmrace_allow: config.pmrace_allow },
+        recover: opts.recover.as_deref().map(split_command).filter(|c| !c.is_empty()),
+        hold: None,
+        delay: (opts.delay > 0).then_some(emu::sched::DelayInjection { length: opts.delay, decay: opts.delay_decay }),
+        debug_dirs: driver::symbols::debug_dirs(opts.debug_dir.as_deref()),
+        private_cwd: false,
+        trace_syscalls: opts.trace_syscalls,
+    })
+}
+
+/// A command given as one string, split at whitespace (no quoting).
+pub fn split_command(s: &str) -> Vec<String> {
+    s.split_whitespace().map(String::from).collect()
+}
+
+/// `--analyses` with the options given as shorthand flags (`--irh`, `--persist-owner`,
+/// `--oscs-condflag`, `--pmrace-compat`) applied to the passes whose registry row lists the
+/// flag ([`analyses::PassInfo::flags`]), when those passes are selected. A pass named with its
+/// own options keeps them.
+fn pass_options(opts: &RunOptions) -> Vec<String> {
+    let selected = |p: &analyses::PassInfo| opts.analyses.iter().any(|a| a == p.name || (a == "all" && !p.opt_in));
+    // Each pass's options from the flags, in the order the flags are first given to a pass.
+    let mut per_pass: Vec<(&'static analyses::PassInfo, Vec<String>)> = Vec::new();
+    for (flag, value) in opts.shorthands() {
+        for p in analyses::PASSES {
+            for (_, key) in p.flags.iter().filter(|(f, _)| *f == flag) {
+                let option = format!("{key}={value}");
+                match per_pass.iter_mut().find(|(q, _)| q.name == p.name) {
+                    Some((_, v)) => v.push(option),
+                    None => per_pass.push((p, vec![option])),
+                }
+            }
+        }
+    }
+    let mut out: Vec<String> = opts.analyses.clone();
+    for (p, options) in per_pass {
+        if selected(p) && !out.iter().any(|a| a.starts_with(&format!("{}:", p.name))) {
+            out.push(format!("{}:{}", p.name, options.join(":")));
+        }
+    }
+    out
+}
+
+/// Settings from `--config FILE` (RON).
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    /// Lock functions to treat as acquire, try-acquire (with its success value) or release.
+    #[serde(default)]
+    locks: Vec<emu::sync::CustomLock>,
+    /// PMRace's synchronisation variables: `(offset: N, size: S, init: V)` in every PM file.
+    #[serde(default)]
+    sync_vars: Vec<analyses::SyncVar>,
+    /// PMRace's allow-list: function names or `file.c:LINE` whose findings are known benign.
+    #[serde(default)]
+    pmrace_allow: Vec<String>,
+}
+
+fn load_config(path: &Path) -> Result<Config> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config `{}`", path.display()))?;
+    ron::from_str(&text).with_context(|| format!("config `{}` is not valid", path.display()))
+}
+
+/// Refuses an unknown report format before any time is spent on a run.
+pub fn check_report_path(option: &str, path: Option<&Path>) -> Result<()> {
+    if let Some(r) = path {
+        let ext = r.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase());
+        if !matches!(ext.as_deref(), Some("json" | "ron" | "sarif")) {
+            bail!("{option} `{}`: use a .json, .ron or .sarif file name", r.display());
+        }
+    }
+    Ok(())
+}
+
+/// The median of `v` (not empty).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Resource usage of the process (`RUSAGE_SELF`) or of the children waited for so far
+/// (`RUSAGE_CHILDREN`).
+pub fn rusage(who: libc::c_int) -> libc::rusage {
+    // SAFETY: `rusage` is plain data, for which all-zero bytes are a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only writes the struct it is given, which lives through the call.
+    unsafe { libc::getrusage(who, &mut ru) };
+    ru
+}

@@ -1,0 +1,70 @@
+//! `ferrite run`: one run of a program, or an exploration of its schedules, reported.
+
+use std::time::Instant;
+
+use anyhow::{Context as _, Result};
+use driver::{explore, RunOutcome, RunReport, RunSpec};
+
+use crate::cli::{RunArgs, RunOptions};
+use crate::report::Report;
+
+/// One run, or the exploration the options ask for: `--strategy exhaustive`, `--strategy
+/// pmrace` (with its summary line), `--explore N` random schedules.
+pub fn explore_as(spec: &RunSpec, opts: &RunOptions) -> Result<(RunReport, RunOutcome, Option<String>)> {
+    let runner = super::runner();
+    Ok(if spec.strategy == emu::sched::Strategy::Exhaustive {
+        let (r, o) = explore::exhaustive::explore(&runner, spec, opts.explore.max(1), opts.max_preemptions, opts.por)?;
+        (r, o, None)
+    } else if opts.strategy == "pmrace" {
+        let (r, o, summary) = explore::targeted::explore(&runner, spec, opts.explore.max(1))?;
+        (r, o, Some(summary))
+    } else if opts.explore > 1 {
+        let (r, o) = explore::random(&runner, spec, opts.explore)?;
+        (r, o, None)
+    } else {
+        let (r, o) = runner.execute(spec)?;
+        (r, o, None)
+    })
+}
+
+/// `ferrite run`.
+pub fn run(a: RunArgs) -> Result<i32> {
+    let started = Instant::now();
+    let allocations = crate::HOST_ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed);
+    let opts = a.opts;
+    super::check_report_path("--report", opts.report.as_deref())?;
+    let pm = super::PmDir::new(opts.pm_dir.clone())?;
+    let spec = super::run_spec(&opts, &a.command, pm.path())?;
+    let (report, out, summary) = explore_as(&spec, &opts)?;
+    let report = Report::new(report, None);
+    if !opts.quiet {
+        if let Some(summary) = summary {
+            driver::say!("{summary}");
+        }
+        driver::print_findings(&report.findings);
+        if opts.explore > 1 && spec.strategy != emu::sched::Strategy::Exhaustive && opts.strategy != "pmrace" {
+            driver::say!(
+                "ferrite: explored {} schedules from seed {}; {} distinct finding(s)",
+                opts.explore,
+                opts.seed,
+                report.findings.len()
+            );
+        }
+    }
+    if let Some(path) = &opts.report {
+        report.write(path)?;
+    }
+    if let Some(path) = &a.host_stats {
+        let stats = serde_json::json!({
+            "allocations": crate::HOST_ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed) - allocations,
+            "wall_seconds": started.elapsed().as_secs_f64(),
+            "instructions": report.run.instructions,
+            "switches": report.run.switches,
+            "blocks_translated": out.translation.blocks_translated,
+            "cache_flushes": out.translation.cache_flushes,
+            "ranges_removed": out.translation.ranges_removed,
+        });
+        std::fs::write(path, stats.to_string()).with_context(|| format!("--host-stats {}", path.display()))?;
+    }
+    Ok(out.end.exit_status(report.findings.len(), opts.findings_exit_code))
+}
