@@ -18,8 +18,8 @@
 
 #![deny(missing_docs)]
 
-// TODO(arch): fd, fs, signal, thread and vfs are being rewritten (sandbox and thread-switching
-// work); their public items get their docs there, then these `allow`s go.
+// TODO(arch): fd, fs, signal and vfs are being rewritten (sandbox work); their public items get
+// their docs there, then these `allow`s go.
 #[allow(missing_docs)]
 pub mod fd;
 #[allow(missing_docs)]
@@ -30,7 +30,6 @@ pub mod process;
 #[allow(missing_docs)]
 pub mod signal;
 pub mod snapshot;
-#[allow(missing_docs)]
 pub mod thread;
 pub mod time;
 mod trace;

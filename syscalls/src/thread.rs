@@ -52,23 +52,42 @@ const FUTEX_OWNER_DIED: u32 = 0x4000_0000;
 const FUTEX_TID_MASK: u32 = 0x3fff_ffff;
 const ALL_BITS: u32 = u32::MAX;
 
+/// Why a thread cannot run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wait {
     /// Blocked in FUTEX_WAIT on `addr` until woken (or `deadline`, virtual ns since boot).
-    Futex { addr: u64, bitset: u32, deadline: Option<u64> },
-    /// Sleeping until `deadline`.
-    Sleep { deadline: u64 },
+    Futex {
+        /// The futex word.
+        addr: u64,
+        /// FUTEX_WAIT_BITSET's bits (all for FUTEX_WAIT): a wake must share one.
+        bitset: u32,
+        /// When the wait times out (ETIMEDOUT), if it does.
+        deadline: Option<u64>,
+    },
+    /// Sleeping until `deadline` (virtual ns since boot).
+    Sleep {
+        /// When it wakes.
+        deadline: u64,
+    },
     /// Held by PMRace's targeted interleaving (`emu::sched::Hold`): a reader at a sync-point
     /// load until the matching store (`until: None`), or that store's writer until `until`
     /// instructions have retired (the readers go first).
-    Held { until: Option<u64> },
+    Held {
+        /// The instruction count the writer's wait ends at; `None` for a reader.
+        until: Option<u64>,
+    },
 }
 
+/// The kernel's view of a guest thread.
 #[derive(Clone, Debug)]
 pub struct KThread {
+    /// Its thread id.
     pub tid: u32,
+    /// CLONE_CHILD_CLEARTID / `set_tid_address`: zeroed and futex-woken at exit.
     pub clear_child_tid: u64,
+    /// `set_robust_list`'s head, walked at exit.
     pub robust_list: u64,
+    /// What it waits for; `None` when it can run. Changed only through `Kernel::set_wait`.
     pub wait: Option<Wait>,
     /// Order of arrival among waiters, for fairness of the seeded choice's candidates.
     pub wait_seq: u64,
@@ -172,6 +191,7 @@ pub struct Deadlock {
 }
 
 impl KThread {
+    /// A runnable thread with nothing registered.
     pub fn new(tid: u32) -> KThread {
         KThread {
             tid,
@@ -218,6 +238,7 @@ impl Kernel {
         self.waits.runnable.len()
     }
 
+    /// Threads alive (running, runnable or waiting).
     pub fn live_threads(&self) -> usize {
         self.threads.len()
     }

@@ -127,6 +127,9 @@ pub(crate) struct LineTable {
     index: FxHashMap<u64, u32>,
     compact: Vec<Vec<Compact>>,
     compact_free: Vec<u32>,
+    // Boxed: a full line is large and the vector grows by copying its elements; a box moves
+    // as one pointer, and a freed one is kept with its own vectors for the next full line.
+    #[allow(clippy::vec_box)]
     full: Vec<Box<Line>>,
     full_free: Vec<u32>,
 }
