@@ -16,8 +16,10 @@
 //! An unknown system call returns `-ENOSYS`, as Linux does, and is recorded once (name, PC) in
 //! [`Kernel::unsupported`] for the caller to report with a source line.
 
+pub mod beneath;
 pub mod fd;
 pub mod fs;
+pub mod landlock;
 pub mod mem;
 pub mod names;
 pub mod process;
@@ -151,6 +153,8 @@ pub struct Kernel {
     pub(crate) durable: fs::Durable,
     /// Reused by `schedule` for the runnable threads, so that scheduling does not allocate.
     pub(crate) runnable_buf: Vec<u32>,
+    /// The writable roots and their descriptors, opened on the first change ([`vfs`]).
+    pub(crate) roots: vfs::Roots,
 }
 
 impl Kernel {
@@ -174,6 +178,7 @@ impl Kernel {
             pm_file_reads: 0,
             durable: fs::Durable::default(),
             runnable_buf: Vec::new(),
+            roots: Default::default(),
             cfg,
         }
     }

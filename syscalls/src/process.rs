@@ -247,6 +247,16 @@ pub fn proc_status(m: &Machine, exe: &str) -> String {
     )
 }
 
+/// `/proc/self/mounts` (and `/etc/mtab`, `/proc/mounts`): the guest's own mounts, never the
+/// host's: a root file system on the device `stat` shows for host files (8:1), `/proc`, `/sys`,
+/// and the PM mount as a DAX file system on `/dev/pmem0` (259:0, as `stat` shows PM files).
+pub fn proc_mounts(pm_mount: &str) -> String {
+    format!(
+        "/dev/sda1 / ext4 rw,relatime 0 0\nproc /proc proc rw,nosuid,nodev,noexec,relatime 0 0\n\
+         sysfs /sys sysfs rw,nosuid,nodev,noexec,relatime 0 0\n/dev/pmem0 {pm_mount} ext4 rw,relatime,dax=always 0 0\n"
+    )
+}
+
 impl Kernel {
     pub(crate) fn getresid(&mut self, m: &mut Machine, a: [u64; 6]) -> SysResult {
         for p in &a[..3] {

@@ -1,0 +1,113 @@
+//! Landlock: the kernel confines ferrite's own process, so that whatever a bug in the sandbox's
+//! checks ([`crate::vfs`]) lets a guest ask for, ferrite cannot create, change or remove a file
+//! outside the places it is meant to write. Defence in depth, not the sandbox itself: every
+//! check in `vfs` stays.
+//!
+//! [`confine`] is called by the `ferrite` binary once at start, before any thread exists (a
+//! Landlock domain applies to the thread that asks and to the threads it starts later, so every
+//! rayon worker is confined too). It handles every file-system *write* right the running kernel
+//! knows (making, removing, renaming, linking, writing and truncating files, `ioctl` on devices)
+//! and grants them only beneath:
+//!
+//! - ferrite's working directory (the guest's writable working directory; also where reports,
+//!   crash images and the like are written by default),
+//! - the directories of the output files named on the command line (reports, host statistics),
+//!   and `--pm-dir`,
+//! - ferrite's private temporary directory: [`TempRoot`] makes one below the system's and
+//!   points `TMPDIR` at it, so that every temporary directory ferrite makes later (the PM copies
+//!   of `--explore`, crash testing's images and recoveries, `bench`'s native runs) lies inside
+//!   it (the binary passes it in `writable`),
+//! - `/dev/null` (written only, for programs run natively).
+//!
+//! Reading is not confined (the guest may read the host's files, see docs/sandbox.md), nor are
+//! descriptors opened before: the standard streams stay usable. Where the kernel has no Landlock
+//! (or an older ABI), [`confine`] does what it can and says so once; `FERRITE_NO_LANDLOCK=1`
+//! turns it off (for tests that show what the path checks alone do).
+
+use std::path::{Path, PathBuf};
+
+use landlock::{AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, ABI};
+
+/// The newest Landlock ABI this code knows the rights of.
+const ABI_WANTED: ABI = ABI::V7;
+
+/// How far the process is confined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Confinement {
+    /// Every right asked for is enforced.
+    Full,
+    /// The kernel knows only some of the rights (an older Landlock ABI).
+    Partial,
+    /// No Landlock (kernel without it, or `FERRITE_NO_LANDLOCK=1`).
+    None,
+}
+
+/// Confines the process's writes to `writable` (directories, with everything below them) and the
+/// places listed in the module's doc. `writable` entries that do not exist are skipped.
+pub fn confine(writable: &[PathBuf]) -> Result<Confinement, String> {
+    if std::env::var_os("FERRITE_NO_LANDLOCK").is_some_and(|v| v == "1") {
+        return Ok(Confinement::None);
+    }
+    let write = AccessFs::from_write(ABI_WANTED);
+    let mut rules: Vec<(PathFd, landlock::BitFlags<AccessFs>)> = Vec::new();
+    let mut add = |p: &Path, access: landlock::BitFlags<AccessFs>| {
+        if let Ok(fd) = PathFd::new(p) {
+            rules.push((fd, access));
+        }
+    };
+    for p in writable {
+        add(p, write);
+    }
+    add(Path::new("/dev/null"), AccessFs::WriteFile.into());
+    let status = Ruleset::default()
+        .handle_access(write)
+        .and_then(|r| r.create())
+        .and_then(|r| {
+            r.add_rules(rules.into_iter().map(|(fd, a)| Ok::<_, landlock::RulesetError>(PathBeneath::new(fd, a))))
+        })
+        .and_then(|r| r.restrict_self())
+        .map_err(|e| format!("Landlock: {e}"))?;
+    Ok(match status.ruleset {
+        RulesetStatus::FullyEnforced => Confinement::Full,
+        RulesetStatus::PartiallyEnforced => Confinement::Partial,
+        _ => Confinement::None,
+    })
+}
+
+/// ferrite's private temporary directory: made below the system's temporary directory and made
+/// the process's `TMPDIR`, so that every temporary directory made later lies inside it (and one
+/// Landlock rule covers them all); removed with everything in it when dropped. Must be made
+/// before any thread is started, since it changes the environment.
+pub struct TempRoot {
+    path: PathBuf,
+}
+
+impl TempRoot {
+    pub fn new() -> std::io::Result<TempRoot> {
+        let base = std::env::temp_dir();
+        let mut n = 0u32;
+        let path = loop {
+            // Unique among live processes by the pid; the counter skips leftovers of a dead one.
+            let p = base.join(format!("ferrite-{}-{n}", std::process::id()));
+            match std::fs::create_dir(&p) {
+                Ok(()) => break p,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
+                Err(e) => return Err(e),
+            }
+        };
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))?;
+        std::env::set_var("TMPDIR", &path);
+        Ok(TempRoot { path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempRoot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
