@@ -87,6 +87,14 @@ impl<E: std::fmt::Display> From<E> for Fatal {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // From here on the kernel lets ferrite write only where it means to (docs/sandbox.md).
+    let _tmp = match confine(&cli.command) {
+        Ok(t) => t,
+        Err(Fatal(msg)) => {
+            say!("error: {msg}");
+            return ExitCode::from(2);
+        }
+    };
     let res = match cli.command {
         Command::Run(a) => cmd_run(a),
         Command::Replay(a) => cmd_replay(a),
@@ -101,6 +109,37 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Confines ferrite's own writes with Landlock ([`syscalls::landlock`]) to the working directory,
+/// the command's output files' directories, `--pm-dir` and a private temporary directory (made
+/// here, before any thread, and removed when the guard is dropped).
+fn confine(cmd: &Command) -> Result<syscalls::landlock::TempRoot, Fatal> {
+    let tmp = syscalls::landlock::TempRoot::new().map_err(|e| Fatal(format!("temporary directory: {e}")))?;
+    let dir_of = |f: &Option<PathBuf>| {
+        f.as_ref().map(|f| {
+            f.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new(".")).to_path_buf()
+        })
+    };
+    let mut writable = vec![PathBuf::from(".")];
+    writable.extend(
+        match cmd {
+            Command::Run(a) => vec![dir_of(&a.opts.report), dir_of(&a.host_stats), a.opts.pm_dir.clone()],
+            Command::Crash(a) => vec![dir_of(&a.opts.report), a.opts.pm_dir.clone()],
+            Command::Replay(a) => vec![dir_of(&a.report_out), a.pm_dir.clone()],
+            Command::Compare(a) => vec![dir_of(&a.report)],
+            Command::Bench(_) => vec![],
+        }
+        .into_iter()
+        .flatten(),
+    );
+    match syscalls::landlock::confine(&writable, &tmp).map_err(Fatal)? {
+        syscalls::landlock::Confinement::None if std::env::var_os("FERRITE_NO_LANDLOCK").is_none() => {
+            say!("warning: the kernel has no Landlock; ferrite's own writes are confined by its path checks alone")
+        }
+        _ => {}
+    }
+    Ok(tmp)
 }
 
 /// Holds the PM directory of a run: the user's, or a temporary one removed afterwards.
@@ -627,6 +666,8 @@ pub(crate) fn exploration_run(spec: &RunSpec, i: u64) -> Result<(tempfile::TempD
     let mut s = spec.clone();
     s.seed = explore_seed(spec.seed, i);
     s.pm_dir = dir.path().to_path_buf();
+    // Runs execute in parallel: each writes its own overlay of the working directory.
+    s.private_cwd = true;
     s.discard_output |= i > 0;
     s.quiet |= i > 0;
     Ok((dir, s))

@@ -16,8 +16,10 @@
 //! - ferrite's private temporary directory: [`TempRoot`] makes one below the system's and
 //!   points `TMPDIR` at it, so that every temporary directory ferrite makes later (the PM copies
 //!   of `--explore`, crash testing's images and recoveries, `bench`'s native runs) lies inside
-//!   it (the binary passes it in `writable`),
-//! - `/dev/null` (written only, for programs run natively).
+//!   it; in the system's temporary directory itself only
+//!   removing an empty directory is allowed, so that the private one can be removed at exit,
+//! - `/dev/null` (written only, for programs run natively) and ferrite's own
+//!   `/proc/self/clear_refs` (`ferrite compare` resets its peak memory count there).
 //!
 //! Reading is not confined (the guest may read the host's files, see docs/sandbox.md), nor are
 //! descriptors opened before: the standard streams stay usable. Where the kernel has no Landlock
@@ -42,9 +44,10 @@ pub enum Confinement {
     None,
 }
 
-/// Confines the process's writes to `writable` (directories, with everything below them) and the
-/// places listed in the module's doc. `writable` entries that do not exist are skipped.
-pub fn confine(writable: &[PathBuf]) -> Result<Confinement, String> {
+/// Confines the process's writes to `writable` (directories, with everything below them), the
+/// private temporary directory `temp` and the places listed in the module's doc. `writable`
+/// entries that do not exist are skipped.
+pub fn confine(writable: &[PathBuf], temp: &TempRoot) -> Result<Confinement, String> {
     if std::env::var_os("FERRITE_NO_LANDLOCK").is_some_and(|v| v == "1") {
         return Ok(Confinement::None);
     }
@@ -58,7 +61,16 @@ pub fn confine(writable: &[PathBuf]) -> Result<Confinement, String> {
     for p in writable {
         add(p, write);
     }
+    // The private temporary directory is removed at exit: removing a directory is a right on
+    // the directory holding it. Nothing else is granted there, so nothing but an empty
+    // directory can be removed in it.
+    add(temp.path(), write);
+    if let Some(base) = temp.path().parent() {
+        add(base, AccessFs::RemoveDir.into());
+    }
     add(Path::new("/dev/null"), AccessFs::WriteFile.into());
+    // `ferrite compare` resets its peak memory count here between runs.
+    add(Path::new("/proc/self/clear_refs"), AccessFs::WriteFile.into());
     let status = Ruleset::default()
         .handle_access(write)
         .and_then(|r| r.create())

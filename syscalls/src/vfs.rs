@@ -297,8 +297,10 @@ impl Kernel {
     /// Where the guest path `prefix` (a path without links up to its last component) points if
     /// it is a symbolic link, as a guest path; `None` if it is none (or does not exist).
     fn link_target(&self, prefix: &str, last: bool) -> Result<Option<String>, Errno> {
-        // The directories leading to the PM mount are the guest's, whatever the host has there.
-        if under(&self.cfg.pm_mount, prefix).is_some_and(|r| !r.is_empty()) {
+        // The PM mount, the working directory and the directories leading to them are
+        // directories in the guest's namespace whatever the host has there (`--pm-dir` may be a
+        // link; the working directory was canonical when the run started), and are not looked up.
+        if under(&self.cfg.pm_mount, prefix).is_some() || under(&self.cfg.cwd.to_string_lossy(), prefix).is_some() {
             return Ok(None);
         }
         match prefix {
