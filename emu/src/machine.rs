@@ -1769,7 +1769,11 @@ impl Machine {
                     }
                     self.code_changed(at, at + 1);
                 }
-                (_, Some(Stop::Interrupt(n))) => return Exit::Fault(self.interrupt_fault(n, pc)),
+                (_, Some(Stop::Interrupt(n))) => {
+                    // As if delivered: the guest's next fault must not become a double fault.
+                    crate::excp::forget_exception(&mut self.uc);
+                    return Exit::Fault(self.interrupt_fault(n, pc));
+                }
                 (_, Some(Stop::Special(at, s))) => {
                     if let Some(f) = self.emulate_special(at, s) {
                         return Exit::Fault(f);

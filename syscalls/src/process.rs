@@ -164,6 +164,11 @@ pub fn exec(
     m.set_reg(Reg::RIP, interp.as_ref().map(|i| i.2.entry).unwrap_or(image.entry));
     // The ABI's start state: RDX holds a function for atexit (none), the rest is zero.
     m.set_reg(Reg::RDX, 0);
+    // CPUID hides XSAVE and PKU (emu::cpuid), as on a CPU whose kernel enabled neither: clear
+    // CR4.OSXSAVE to match, so that XGETBV raises #UD (SIGILL) instead of answering with an XCR0
+    // that lists AVX-512 and PKRU state (CR4.PKE is clear already: RDPKRU/WRPKRU raise #UD).
+    const CR4_OSXSAVE: u64 = 1 << 18;
+    m.set_reg(Reg::CR4, m.reg(Reg::CR4) & !CR4_OSXSAVE);
     Ok(Started { image, interp: interp.map(|(path, bytes, im)| (path, bytes, im.load_bias)) })
 }
 

@@ -349,6 +349,10 @@ impl Kernel {
     /// Whether `rel`, or a directory above it, is marked gone from the private working directory.
     fn hidden(&self, rel: &str) -> bool {
         let mut p = self.private_root().join("hidden");
+        // Nothing marked yet (the usual case): one look-up instead of one per component.
+        if std::fs::symlink_metadata(&p).is_err() {
+            return false;
+        }
         for c in rel.split('/').filter(|c| !c.is_empty()) {
             p.push(c);
             match std::fs::symlink_metadata(&p) {
