@@ -113,9 +113,11 @@ fn main() -> ExitCode {
 
 /// Confines ferrite's own writes with Landlock ([`syscalls::landlock`]) to the working directory,
 /// the command's output files' directories, `--pm-dir` and a private temporary directory (made
-/// here, before any thread, and removed when the guard is dropped).
+/// here, before any thread, holding every temporary directory made later, and removed when the
+/// guard is dropped).
 fn confine(cmd: &Command) -> Result<syscalls::landlock::TempRoot, Fatal> {
     let tmp = syscalls::landlock::TempRoot::new().map_err(|e| Fatal(format!("temporary directory: {e}")))?;
+    let _ = tempfile::env::override_temp_dir(tmp.path());
     let dir_of = |f: &Option<PathBuf>| {
         f.as_ref().map(|f| {
             f.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new(".")).to_path_buf()

@@ -13,17 +13,16 @@
 //!   crash images and the like are written by default),
 //! - the directories of the output files named on the command line (reports, host statistics),
 //!   and `--pm-dir`,
-//! - ferrite's private temporary directory: [`TempRoot`] makes one below the system's and
-//!   points `TMPDIR` at it, so that every temporary directory ferrite makes later (the PM copies
-//!   of `--explore`, crash testing's images and recoveries, `bench`'s native runs) lies inside
-//!   it; in the system's temporary directory itself only
+//! - ferrite's private temporary directory: [`TempRoot`] makes one below the system's, and the
+//!   binary makes every temporary directory later inside it (the PM copies of `--explore`, crash
+//!   testing's images and recoveries, `bench`'s native runs); in the system's temporary directory itself only
 //!   removing an empty directory is allowed, so that the private one can be removed at exit,
 //! - `/dev/null` (written only, for programs run natively) and ferrite's own
 //!   `/proc/self/clear_refs` (`ferrite compare` resets its peak memory count there).
 //!
 //! Reading is not confined (the guest may read the host's files, see docs/sandbox.md), nor are
 //! descriptors opened before: the standard streams stay usable. Where the kernel has no Landlock
-//! (or an older ABI), [`confine`] does what it can and says so once; `FERRITE_NO_LANDLOCK=1`
+//! (or an older ABI), [`confine`] does what it can and says which; `FERRITE_NO_LANDLOCK=1`
 //! turns it off (for tests that show what the path checks alone do).
 
 use std::path::{Path, PathBuf};
@@ -86,10 +85,10 @@ pub fn confine(writable: &[PathBuf], temp: &TempRoot) -> Result<Confinement, Str
     })
 }
 
-/// ferrite's private temporary directory: made below the system's temporary directory and made
-/// the process's `TMPDIR`, so that every temporary directory made later lies inside it (and one
-/// Landlock rule covers them all); removed with everything in it when dropped. Must be made
-/// before any thread is started, since it changes the environment.
+/// ferrite's private temporary directory, below the system's temporary directory: every
+/// temporary directory ferrite makes later lies inside it, so one Landlock rule covers them all.
+/// Removed with everything in it when dropped. The environment is left alone (a guest that
+/// inherits it sees the user's `TMPDIR`, not a name with ferrite's pid in it).
 pub struct TempRoot {
     path: PathBuf,
 }
@@ -109,7 +108,6 @@ impl TempRoot {
         };
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))?;
-        std::env::set_var("TMPDIR", &path);
         Ok(TempRoot { path })
     }
 
@@ -121,5 +119,43 @@ impl TempRoot {
 impl Drop for TempRoot {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A thread confined to one directory and its private temporary directory can create files
+    /// there and not beside them, and can still remove the temporary directory. Landlock confines
+    /// the thread that asks (and threads it starts), so the test's other threads stay free.
+    #[test]
+    fn a_confined_thread_writes_only_where_allowed() {
+        let base = std::env::temp_dir().join(format!("ferrite-landlock-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (inside, outside) = (base.join("inside"), base.join("outside"));
+        std::fs::create_dir_all(&inside).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        let (ins, outs) = (inside.clone(), outside.clone());
+        let (status, tmp_path) = std::thread::spawn(move || {
+            let tmp = TempRoot::new().unwrap();
+            let status = confine(&[ins.clone()], &tmp).unwrap();
+            if status != Confinement::None {
+                assert!(std::fs::write(ins.join("ok"), b"x").is_ok());
+                assert!(std::fs::write(tmp.path().join("ok"), b"x").is_ok());
+                let e = std::fs::write(outs.join("escaped"), b"x").unwrap_err();
+                assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+                assert!(std::fs::create_dir(outs.join("d")).is_err());
+            }
+            (status, tmp.path().to_path_buf())
+        })
+        .join()
+        .unwrap();
+        if status == Confinement::None {
+            eprintln!("this kernel has no Landlock: nothing to check");
+        }
+        assert!(!tmp_path.exists(), "the private temporary directory was removed under Landlock");
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }
