@@ -109,9 +109,10 @@ fn counts(run: &Run) -> (u64, u64) {
 /// of the working directory for a link to a directory outside and back while trying to create
 /// `d/new`. Sharing one working directory, one run's swap landed between another's check and its
 /// open. Now each run has its own overlay of the working directory, and writes are made beneath
-/// their root whatever the directories do. 10^6 attempts (2 runs of 250,000 swaps, two attempts
-/// each), with Landlock and without: nothing outside changes, the working directory neither,
-/// and every run sees only its own swaps (half its attempts land in `d`, half are refused).
+/// their root whatever the directories do. 10^6 attempts (2 runs of 125,000 swaps there and
+/// back, four attempts each), with Landlock and without: nothing outside changes, the working
+/// directory neither, and every run sees only its own swaps (half its attempts land in `d`,
+/// half are refused).
 #[test]
 fn parallel_explore_runs_swapping_directories_for_links_never_write_outside() {
     for landlock in [true, false] {
@@ -120,7 +121,7 @@ fn parallel_explore_runs_swapping_directories_for_links_never_write_outside() {
         let work_path = work.path().to_path_buf();
         let mut f = Ferrite::run(&guest("sandbox_race"))
             .opts(&["--explore", "2"])
-            .args(&["250000", &outside.path().display().to_string(), "swap"])
+            .args(&["125000", &outside.path().display().to_string(), "swap"])
             .in_dir(work)
             .host_env("TMPDIR", &tmp.path().display().to_string());
         if !landlock {

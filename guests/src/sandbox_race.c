@@ -1,7 +1,8 @@
 /* sandbox_race: hammers the sandbox's check-then-open window. `sandbox_race N OUTSIDE swap`
  * repeats N times: swap the directory `d` of the working directory for a symbolic link to
- * OUTSIDE (an absolute path outside every writable root), try to create `d/new`, swap it back,
- * try again; `sandbox_race N OUTSIDE open` only tries, N times (something else swaps `d`). Runs
+ * OUTSIDE (an absolute path outside every writable root), try twice to create `d/new`, swap it
+ * back, try twice again (4N tries); `sandbox_race N OUTSIDE open` only tries, N times (something
+ * else swaps `d`). Runs
  * that share a working directory (`--explore`, or a host process swapping) race each other's
  * swaps against their opens. Prints how many creations succeeded (in the directory `d`) and how
  * many were refused; the caller checks OUTSIDE is untouched. Not for native runs: natively the
@@ -44,9 +45,11 @@ int main(int argc, char **argv)
             if (rename("d", "d.dir") == 0 && symlink(outside, "d") != 0)
                 rename("d.dir", "d");
             attempt();
+            attempt();
             /* and back to the directory */
             if (unlink("d") == 0)
                 rename("d.dir", "d");
+            attempt();
         }
         attempt();
     }
