@@ -1,16 +1,17 @@
 //! Opening a host path beneath a directory descriptor so that nothing on the way (a symbolic
-//! link, `..`, a `/proc` magic link, a mount point reached through one) can lead out of that
-//! directory, whatever another process or another run does to the directories meanwhile. This
-//! is what makes the sandbox's write checks ([`crate::vfs`]) free of races: a path is checked by
-//! name, then changed through a descriptor of its writable root, never by name from `/`.
+//! link, `..`, a `/proc` magic link) can lead out of that directory, whatever another process or
+//! another run does to the directories meanwhile. This is what makes the sandbox's write checks
+//! ([`crate::vfs`]) free of races: a path is checked by name, then changed through a descriptor
+//! of its writable root, never by name from `/`.
 //!
 //! `openat2(2)` with `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS` (Linux 5.6) does it in one call:
 //! the kernel refuses (`EXDEV`, `ELOOP`) any step that would leave the directory, atomically with
-//! the lookup. Where the kernel lacks it (`ENOSYS`) the path is walked one component at a time,
-//! each opened with `O_PATH | O_DIRECTORY | O_NOFOLLOW` relative to the previous one and the last
-//! with `O_NOFOLLOW`: a component that has become a symbolic link fails (`ELOOP`, `ENOTDIR`)
-//! instead of being followed. Both refuse paths with `..` components (the sandbox never makes
-//! any: guest paths are normalised first).
+//! the lookup. Where the kernel lacks it (`ENOSYS`, or `EPERM` from a seccomp filter that does not
+//! know it) the path is walked one component at a time, each opened with
+//! `O_PATH | O_DIRECTORY | O_NOFOLLOW` relative to the previous one and the last with
+//! `O_NOFOLLOW`: a component that has become a symbolic link fails (`ELOOP`, `ENOTDIR`) instead
+//! of being followed. Both refuse paths with `..` components (the sandbox never makes any: guest
+//! paths are normalised first).
 
 use std::ffi::{CString, OsStr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -53,6 +54,9 @@ pub fn open_beneath(root: BorrowedFd<'_>, rel: &Path, flags: i32, mode: u32) -> 
     if !NO_OPENAT2.load(Ordering::Relaxed) {
         match openat2_beneath(root, rel, flags, mode) {
             Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => NO_OPENAT2.store(true, Ordering::Relaxed),
+            // Some seccomp filters answer EPERM for system calls they do not know: walk this
+            // time (a real EPERM comes back from the walk as well).
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
             r => return r,
         }
     }

@@ -139,7 +139,7 @@ mod tests {
         let (ins, outs) = (inside.clone(), outside.clone());
         let (status, tmp_path) = std::thread::spawn(move || {
             let tmp = TempRoot::new().unwrap();
-            let status = confine(&[ins.clone()], &tmp).unwrap();
+            let status = confine(std::slice::from_ref(&ins), &tmp).unwrap();
             if status != Confinement::None {
                 assert!(std::fs::write(ins.join("ok"), b"x").is_ok());
                 assert!(std::fs::write(tmp.path().join("ok"), b"x").is_ok());
