@@ -135,11 +135,13 @@ fn confine(cmd: &Command) -> Result<syscalls::landlock::TempRoot, Fatal> {
         .into_iter()
         .flatten(),
     );
-    match syscalls::landlock::confine(&writable, &tmp).map_err(Fatal)? {
-        syscalls::landlock::Confinement::None if std::env::var_os("FERRITE_NO_LANDLOCK").is_none() => {
-            say!("warning: the kernel has no Landlock; ferrite's own writes are confined by its path checks alone")
+    let alone = "ferrite's own writes are confined by its path checks alone";
+    match syscalls::landlock::confine(&writable, &tmp) {
+        Ok(syscalls::landlock::Confinement::None) if std::env::var_os("FERRITE_NO_LANDLOCK").is_none() => {
+            say!("warning: the kernel has no Landlock; {alone}")
         }
-        _ => {}
+        Err(e) => say!("warning: {e}; {alone}"),
+        Ok(_) => {}
     }
     Ok(tmp)
 }

@@ -43,8 +43,8 @@
 //! renaming one marks it gone; a directory lists both layers. The writable roots are then the
 //! PM directory alone, so nothing the guest does reaches the host working directory, and the
 //! guest never sees [`PRIVATE_CWD`] in the PM mount. Paths are redirected by their guest name,
-//! relative or absolute alike; a symbolic link elsewhere that points into the working directory
-//! (or one inside it, followed on the host) reaches the host's files, read-only.
+//! relative or absolute alike, after the walk, so a symbolic link anywhere that points into the
+//! working directory reaches the overlay too.
 
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
