@@ -1838,7 +1838,11 @@ impl Machine {
                     }
                     self.code_changed(at, at + 1);
                 }
-                (_, Some(Stop::Interrupt(n))) => return Exit::Fault(self.interrupt_fault(n, pc)),
+                (_, Some(Stop::Interrupt(n))) => {
+                    // As if delivered: the guest's next fault must not become a double fault.
+                    crate::excp::forget_exception(&mut self.uc);
+                    return Exit::Fault(self.interrupt_fault(n, pc));
+                }
                 (_, Some(Stop::Special(at, Special::Pause))) => {
                     // The spin-wait hint, with another thread runnable: a yield, after it.
                     self.set_reg(Reg::RIP, at + 2);
