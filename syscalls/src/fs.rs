@@ -565,6 +565,7 @@ impl Kernel {
     pub(crate) fn mkdirat(&mut self, m: &mut Machine, dirfd: i32, path: u64, mode: u32) -> SysResult {
         let guest = self.path_arg(m, dirfd, path, false)?;
         let p = self.write_target(&guest)?.parent()?;
+        // SAFETY: `d` is an open directory and `n` a NUL-terminated C string, alive for the call.
         crate::vfs::at(&p, |d, n| crate::vfs::cvt(unsafe { libc::mkdirat(d, n, mode & 0o777) }))?;
         Ok(0)
     }
@@ -586,6 +587,7 @@ impl Kernel {
                 return err(libc::ENOTEMPTY);
             }
             let p = self.write_target(&guest)?.parent()?;
+            // SAFETY: `d` is an open directory and `n` a NUL-terminated C string, alive for the call.
             crate::vfs::at(&p, |d, n| crate::vfs::cvt(unsafe { libc::unlinkat(d, n, libc::AT_REMOVEDIR) }))?;
             if let Some(rel) = shown {
                 self.hide(&rel)?;
@@ -598,6 +600,7 @@ impl Kernel {
             if md.is_dir() {
                 return err(libc::EISDIR);
             }
+            // SAFETY: `d` is an open directory and `n` a NUL-terminated C string, alive for the call.
             crate::vfs::at(&w.parent()?, |d, n| crate::vfs::cvt(unsafe { libc::unlinkat(d, n, 0) }))?;
             if let Some(rel) = shown {
                 self.hide(&rel)?;
@@ -621,6 +624,8 @@ impl Kernel {
         let wf =
             if self.private_rel(&from).is_some() { self.resolve_for_rename(&from)? } else { self.write_target(&from)? };
         let (pf, pt) = (wf.parent()?, self.write_target(&to)?.parent()?);
+        // SAFETY: both descriptors are open directories and both names NUL-terminated C strings,
+        // alive for the call.
         crate::vfs::cvt(unsafe { libc::renameat(pf.0.as_raw_fd(), pf.1.as_ptr(), pt.0.as_raw_fd(), pt.1.as_ptr()) })?;
         if let Some(rel) = shown {
             self.hide(&rel)?;
@@ -639,6 +644,8 @@ impl Kernel {
         let target = std::ffi::CString::new(target).map_err(|_| Errno(libc::EINVAL))?;
         let guest = self.path_arg(m, dirfd, path, false)?;
         let p = self.write_target(&guest)?.parent()?;
+        // SAFETY: `d` is an open directory; `n` and `target` are NUL-terminated C strings alive for
+        // the call.
         crate::vfs::at(&p, |d, n| crate::vfs::cvt(unsafe { libc::symlinkat(target.as_ptr(), d, n) }))?;
         self.proc.created.insert(guest);
         Ok(0)
@@ -666,6 +673,8 @@ impl Kernel {
         let to = self.path_arg(m, newdir, new, false)?;
         self.track(&to);
         let (pf, pt) = (self.write_target(&from)?.parent()?, self.write_target(&to)?.parent()?);
+        // SAFETY: both descriptors are open directories and both names NUL-terminated C strings,
+        // alive for the call.
         crate::vfs::cvt(unsafe { libc::linkat(pf.0.as_raw_fd(), pf.1.as_ptr(), pt.0.as_raw_fd(), pt.1.as_ptr(), 0) })?;
         // A crash keeps the new name with the durable content of the old one.
         if self.tracked_rel(&to).is_some() {
