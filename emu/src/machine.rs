@@ -870,7 +870,7 @@ fn on_pm_write(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, value: i
     if st.delays.is_some() && !st.dirty.contains(&st.tid) {
         st.dirty.push(st.tid);
     }
-    if st.held > 0 && st.hold.as_ref().is_some_and(|h| h.covers(dev, size as u64)) && !st.hold_signalled {
+    if st.held > 0 && st.hold.as_ref().is_some_and(|h| h.signals(pc, dev, size as u64)) && !st.hold_signalled {
         st.hold_signalled = true;
         st.release_pending = true;
     }
@@ -904,11 +904,7 @@ fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, start: u6
     let st = uc.get_data_mut();
     if let Some(h) = &st.hold {
         let dev = dev_base + (addr - start);
-        if !st.hold_signalled
-            && h.covers(dev, size as u64)
-            && h.loads.binary_search(&pc).is_ok()
-            && !st.hold_bypass.contains(&st.tid)
-        {
+        if !st.hold_signalled && h.holds(pc, dev, size as u64) && !st.hold_bypass.contains(&st.tid) {
             // Unicorn rewinds RIP to the load, which runs again when the thread is released.
             st.stop = Some(Stop::Hold);
             let _ = uc.emu_stop();
@@ -1164,6 +1160,9 @@ impl Machine {
         }
         if removed.iter().any(|r| matches!(r.backing, Backing::Pm { .. })) {
             self.cut_windows(start, end);
+        }
+        if let Some(t) = self.uc.get_data_mut().taint.as_deref_mut() {
+            t.unmapped(start, end);
         }
         let (gone, kept): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.sigbus).into_iter().partition(|b| b.0 < end && b.1 > start);
@@ -1446,6 +1445,7 @@ impl Machine {
         let st = self.uc.get_data_mut();
         st.hold = hold.map(|mut h| {
             h.loads.sort_unstable();
+            h.stores.sort_unstable();
             h
         });
     }
