@@ -26,6 +26,9 @@ impl Machine {
         if removed.iter().any(|r| matches!(r.backing, Backing::Pm { .. })) {
             self.cut_windows(start, end);
         }
+        if let Some(t) = self.uc.get_data_mut().obs.taint.as_deref_mut() {
+            t.unmapped(start, end);
+        }
         let (gone, kept): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.sigbus).into_iter().partition(|b| b.0 < end && b.1 > start);
         self.sigbus = kept;

@@ -83,7 +83,7 @@ pub(super) fn on_pm_write(
         st.steer.dirty.push(st.tid);
     }
     if st.steer.held > 0
-        && st.steer.hold.as_ref().is_some_and(|h| h.covers(dev, size as u64))
+        && st.steer.hold.as_ref().is_some_and(|h| h.signals(pc, dev, size as u64))
         && !st.steer.hold_signalled
     {
         st.steer.hold_signalled = true;
@@ -122,11 +122,7 @@ pub(super) fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize
     let st = uc.get_data_mut();
     if let Some(h) = &st.steer.hold {
         let dev = dev_base + (addr - start);
-        if !st.steer.hold_signalled
-            && h.covers(dev, size as u64)
-            && h.loads.binary_search(&pc).is_ok()
-            && !st.steer.hold_bypass.contains(&st.tid)
-        {
+        if !st.steer.hold_signalled && h.holds(pc, dev, size as u64) && !st.steer.hold_bypass.contains(&st.tid) {
             // Unicorn rewinds RIP to the load, which runs again when the thread is released.
             st.stop = Some(Stop::Hold);
             let _ = uc.emu_stop();

@@ -155,6 +155,7 @@ impl Machine {
         let st = self.uc.get_data_mut();
         st.steer.hold = hold.map(|mut h| {
             h.loads.sort_unstable();
+            h.stores.sort_unstable();
             h
         });
     }
