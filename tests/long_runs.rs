@@ -1,7 +1,8 @@
-//! An interrupted ferrite leaves nothing behind: SIGINT, SIGTERM, SIGHUP and SIGABRT remove its
-//! private temporary directory (`$TMPDIR/ferrite-PID-N`, with the PM directories, their copies
-//! for `--explore` and crash testing's images in it) and end ferrite with status 128+N, even
-//! while rayon workers are running guests in it.
+//! What a long run shows and leaves behind. Interrupted, ferrite leaves nothing: SIGINT,
+//! SIGTERM, SIGHUP and SIGABRT remove its private temporary directory (`$TMPDIR/ferrite-PID-N`,
+//! with the PM directories, their copies for `--explore` and crash testing's images in it) and
+//! end ferrite with status 128+N, even while rayon workers are running guests in it. Watched
+//! through a pipe or a log file, a crash campaign prints plain progress lines.
 
 mod common;
 
@@ -16,9 +17,9 @@ fn leftovers(tmp: &Path) -> Vec<String> {
     std::fs::read_dir(tmp).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
 }
 
-/// Starts `ferrite ARGS` with `TMPDIR=tmp`, waits until its temporary directory holds
-/// `depth`-deep content (the PM directories exist: the guests are running), sends `sig`, and
-/// returns its exit status and stderr.
+/// Starts `ferrite ARGS` with `TMPDIR=tmp`, waits until its temporary directory is not empty
+/// (a PM directory exists: the guests are running), sends `sig`, and returns its exit status
+/// and stderr.
 fn interrupt(args: &[&str], tmp: &Path, sig: i32) -> (i32, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ferrite"))
         .args(args)
@@ -108,4 +109,34 @@ fn an_interrupted_crash_campaign_leaves_nothing() {
     // The campaign may have ended by itself before the signal came (status 66, findings).
     assert!(code == 128 + libc::SIGTERM || code == 66, "status {code}\n{stderr}");
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new(), "{stderr}");
+}
+
+#[test]
+fn a_crash_campaign_prints_progress_lines_on_a_pipe() {
+    let prog = guest("pm_log");
+    let recover = format!("{} /mnt/pmem0/log check", prog.display());
+    let run = Ferrite::crash(&prog)
+        .opts(&["--analyses", "none", "--crash-points", "stores", "--recover", &recover])
+        .args(&["/mnt/pmem0/log"])
+        .host_env("FERRITE_PROGRESS_SECS", "1")
+        .go();
+    run.assert_code(66);
+    let lines: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| {
+            l.strip_prefix("ferrite: crash testing: ")
+                .and_then(|rest| rest.split_once(' '))
+                .and_then(|(count, _)| count.split_once('/'))
+                .is_some_and(|(done, total)| done.parse::<u64>().is_ok() && total.parse::<u64>().is_ok())
+        })
+        .collect();
+    assert!(!lines.is_empty(), "no progress line\n{}", run.describe());
+    // With --quiet, none.
+    let quiet = Ferrite::crash(&prog)
+        .opts(&["--quiet", "--analyses", "none", "--crash-points", "stores", "--recover", &recover])
+        .args(&["/mnt/pmem0/log"])
+        .host_env("FERRITE_PROGRESS_SECS", "1")
+        .go();
+    assert_eq!(quiet.stderr, "", "{}", quiet.describe());
 }
