@@ -3,7 +3,11 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use driver::spec::defaults;
+use driver::spec::{defaults, limits};
+
+pub mod values;
+
+use values::ranged;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -45,7 +49,7 @@ pub struct CrashArgs {
 
     /// A checker run after each successful recovery on the same files; a non-zero exit is a
     /// failure.
-    #[arg(long, value_name = "CMD ARGS")]
+    #[arg(long, value_name = "CMD ARGS", value_parser = values::command)]
     pub check: Option<String>,
 
     /// Where crashes happen: `fences` (before every fence, clflush or msync that persists
@@ -55,11 +59,11 @@ pub struct CrashArgs {
 
     /// Images per crash point above which the point is sampled (targeted images first) instead
     /// of enumerated.
-    #[arg(long, value_name = "N", default_value_t = 256)]
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = ranged(limits::MAX_IMAGES))]
     pub max_images: usize,
 
     /// Recoveries run in parallel (default: the number of CPUs).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = ranged(limits::JOBS))]
     pub jobs: Option<usize>,
 
     /// One crash point per instruction and call stack (Mumak's deduplication): a loop's fence
@@ -155,11 +159,11 @@ pub struct RunOptions {
 
     /// Host directory behind the guest's PM mount. Without it, a fresh temporary directory is used
     /// and removed afterwards.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = values::pm_dir)]
     pub pm_dir: Option<PathBuf>,
 
     /// Where the PM mount appears in the guest's file namespace.
-    #[arg(long, value_name = "PATH", default_value = defaults::PM_MOUNT)]
+    #[arg(long, value_name = "PATH", default_value = defaults::PM_MOUNT, value_parser = values::pm_mount)]
     pub pm_mount: String,
 
     /// Write the report here; the format follows the extension: .json, .ron or .sarif.
@@ -172,18 +176,18 @@ pub struct RunOptions {
 
     /// Most guest memory (bytes; K, M, G suffixes) the guest may map; beyond it mmap and brk fail
     /// with ENOMEM.
-    #[arg(long, value_name = "BYTES", default_value = "4G", value_parser = parse_size)]
+    #[arg(long, value_name = "BYTES", default_value = "4G", value_parser = values::max_memory)]
     pub max_memory: u64,
 
     /// Exit status when there are findings (like ThreadSanitizer's exitcode).
-    #[arg(long, value_name = "N", default_value_t = 66)]
+    #[arg(long, value_name = "N", default_value_t = 66, value_parser = ranged(limits::EXIT_CODE))]
     pub findings_exit_code: i32,
 
     /// Run N schedules derived from the seed (in parallel on all cores; one after another, depth
     /// first, with --strategy exhaustive) and merge their findings
     /// (each keeps the seed that exposed it, for `ferrite replay --finding`). Only the first run's
     /// output is shown; every run starts from a copy of the PM directory.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = ranged(limits::EXPLORE))]
     pub explore: u32,
 
     /// Scheduling strategy: random (seeded preemption), pct (Burckhardt et al.'s probabilistic
@@ -213,20 +217,20 @@ pub struct RunOptions {
     pub por: bool,
 
     /// Bug depth d for --strategy pct: d-1 priority change points per run.
-    #[arg(long, value_name = "D", default_value_t = 3)]
+    #[arg(long, value_name = "D", default_value_t = 3, value_parser = ranged(limits::PCT_DEPTH))]
     pub pct_depth: u32,
 
     /// Most guest threads alive at once; beyond it clone fails with EAGAIN.
-    #[arg(long, value_name = "N", default_value_t = defaults::MAX_THREADS)]
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_THREADS, value_parser = ranged(limits::MAX_THREADS))]
     pub max_threads: usize,
 
     /// Most file descriptors open at once (RLIMIT_NOFILE); beyond it open and dup fail with
     /// EMFILE.
-    #[arg(long, value_name = "N", default_value_t = defaults::MAX_OPEN_FILES)]
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_OPEN_FILES, value_parser = ranged(limits::MAX_OPEN_FILES))]
     pub max_open_files: i32,
 
     /// Number of CPUs the guest is told it has.
-    #[arg(long, value_name = "N", default_value_t = defaults::CPUS)]
+    #[arg(long, value_name = "N", default_value_t = defaults::CPUS, value_parser = ranged(limits::CPUS))]
     pub cpus: u32,
 
     /// Start the guest with an empty environment (plus any --env).
@@ -234,7 +238,7 @@ pub struct RunOptions {
     pub env_clear: bool,
 
     /// Set a variable in the guest's environment (repeatable).
-    #[arg(long = "env", value_name = "KEY=VALUE")]
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = values::env)]
     pub env: Vec<String>,
 
     /// Print nothing of ferrite's own but errors (the guest's output still passes through).
@@ -244,7 +248,7 @@ pub struct RunOptions {
     /// The program's recovery command (program and arguments, split at spaces). `crash` runs it
     /// on every crash image (default: the workload command itself); pmrace runs it on the crash
     /// image of each finding to validate it (without it, pmrace findings are not validated).
-    #[arg(long, value_name = "CMD ARGS")]
+    #[arg(long, value_name = "CMD ARGS", value_parser = values::command)]
     pub recover: Option<String>,
 
     /// Active delay injection (Vardalith's, after TSVD): a thread entering a release (unlock,
@@ -270,7 +274,7 @@ pub struct RunOptions {
     pub trace_syscalls: bool,
 
     /// Percentage points a release site's delay probability loses per fruitless delay.
-    #[arg(long, value_name = "P", default_value_t = 5)]
+    #[arg(long, value_name = "P", default_value_t = 5, value_parser = ranged(limits::DELAY_DECAY))]
     pub delay_decay: u32,
 
     /// Shorthand for `pmrace:compat=on`: PMRace's own persistence rule (a flush alone makes data
@@ -330,7 +334,7 @@ pub struct ReplayArgs {
     pub report_out: Option<PathBuf>,
 
     /// Host directory behind the PM mount for the replay (default: a fresh temporary one).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = values::pm_dir)]
     pub pm_dir: Option<PathBuf>,
 
     /// Debug-file directories, as for `run` (not recorded in the report).
@@ -345,7 +349,7 @@ pub struct ReplayArgs {
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// Runs of each configuration; the median is reported.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = ranged(limits::BENCH_RUNS))]
     pub runs: u32,
 
     /// ferrite configurations to measure (repeatable): an --analyses value, optionally followed
@@ -358,7 +362,7 @@ pub struct BenchArgs {
     /// Measure crash testing instead: `ferrite crash --jobs 1` of the program with this recovery
     /// command, each recovery in a fresh machine and restored from a snapshot, reported as
     /// recoveries per second per core of CPU time (the workload's own run subtracted).
-    #[arg(long, value_name = "CMD ARGS")]
+    #[arg(long, value_name = "CMD ARGS", value_parser = values::command)]
     pub recover: Option<String>,
 
     /// The program to measure, then its arguments.
@@ -401,7 +405,7 @@ pub struct CompareArgs {
     pub cases: Vec<String>,
 
     /// Each run explores N schedules derived from its seed (as `ferrite run --explore N`).
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = ranged(limits::EXPLORE))]
     pub explore: u32,
 
     /// Write the results as JSON here, with the summary as CSV (.csv) and the chart of
@@ -410,7 +414,7 @@ pub struct CompareArgs {
     pub report: Option<PathBuf>,
 
     /// Runs in parallel (default: the number of CPUs).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = ranged(limits::JOBS))]
     pub jobs: Option<usize>,
 
     /// No progress on standard error (the tables still go to standard output).

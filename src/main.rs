@@ -7,6 +7,7 @@ mod cli;
 mod cmd;
 mod compare;
 mod report;
+mod signals;
 
 use std::process::ExitCode;
 
@@ -86,6 +87,9 @@ fn main() -> ExitCode {
 fn confine(cmd: &Command) -> anyhow::Result<syscalls::landlock::TempRoot> {
     use std::path::{Path, PathBuf};
     let tmp = syscalls::landlock::TempRoot::new().context("temporary directory")?;
+    if let Err(e) = signals::remove_on_signals(tmp.path().to_path_buf()) {
+        driver::say!("warning: {} may be left behind if ferrite is interrupted: {e}", tmp.path().display());
+    }
     let _ = tempfile::env::override_temp_dir(tmp.path());
     let dir_of = |f: &Option<PathBuf>| {
         f.as_ref().map(|f| f.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf())

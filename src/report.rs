@@ -7,7 +7,7 @@ use std::path::Path;
 
 use analyses::Finding;
 use crashtest::CrashSummary;
-use driver::{RunInfo, RunReport};
+use driver::{RunInfo, RunReport, RunSpec};
 use serde::{Deserialize, Serialize};
 
 /// A report file.
@@ -82,18 +82,84 @@ impl Report {
         std::fs::write(path, text + "\n").map_err(|e| ReportError::Write(name, e))
     }
 
+    /// Reads a report (a regular file of at most [`loader::input::REPORT_CAP`] bytes) and
+    /// checks it ([`Report::validate`]): a report that does not parse or that no run of ferrite
+    /// could have written is [`ReportError::Corrupt`].
     pub fn read(path: &Path) -> Result<Report, ReportError> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ReportError::Read(name.clone(), e))?;
-        match format_of(path) {
-            Some(Format::Json) => serde_json::from_str(&text).map_err(|e| ReportError::Corrupt(name, e.to_string())),
-            Some(Format::Ron) => ron::from_str(&text).map_err(|e| ReportError::Corrupt(name, e.to_string())),
-            Some(Format::Sarif) => Err(ReportError::Corrupt(
-                name,
-                "SARIF reports are for code-scanning tools; replay needs the .json or .ron report".into(),
-            )),
-            None => Err(ReportError::Format(name)),
+        let format = format_of(path).ok_or_else(|| ReportError::Format(name.clone()))?;
+        let text = loader::input::read_regular_text(path, loader::input::REPORT_CAP)
+            .map_err(|e| ReportError::Read(name.clone(), e))?;
+        Report::parse(&text, format).map_err(|e| ReportError::Corrupt(name, e))
+    }
+
+    /// A report from its text in `format`, checked.
+    fn parse(text: &str, format: Format) -> Result<Report, String> {
+        let report: Report = match format {
+            Format::Json => serde_json::from_str(text).map_err(|e| e.to_string())?,
+            Format::Ron => ron::from_str(text).map_err(|e| e.to_string())?,
+            Format::Sarif => {
+                return Err("SARIF reports are for code-scanning tools; replay needs the .json or .ron report".into())
+            }
+        };
+        report.validate()?;
+        Ok(report)
+    }
+
+    /// A report from JSON (`json`) or RON text, checked: what `ferrite replay` does with a
+    /// report file before it runs anything. The binary reads files; the fuzz target and
+    /// tests/never_panics.rs, which include this module, call this.
+    #[allow(dead_code)]
+    pub fn from_text(text: &str, json: bool) -> Result<Report, String> {
+        Report::parse(text, if json { Format::Json } else { Format::Ron })
+    }
+
+    /// The first thing in the report that no run of ferrite could have written: a `run` field
+    /// outside what the command line accepts ([`RunInfo::validate`]), a finding whose schedule
+    /// or crash image cannot be rebuilt, a crash section without a recovery command.
+    pub fn validate(&self) -> Result<(), String> {
+        self.run.validate()?;
+        let mut ids = std::collections::BTreeSet::new();
+        for f in &self.findings {
+            if !ids.insert(f.id) {
+                return Err(format!("findings: two findings have id {}", f.id));
+            }
+            driver::report::validate_finding(f)?;
+            if f.crash_image.is_some() && self.crash.is_none() {
+                return Err(format!("findings[{}].crash_image: the report has no crash section", f.id));
+            }
         }
+        if let Some(c) = &self.crash {
+            validate_crash(c)?;
+        }
+        Ok(())
+    }
+
+    /// The finding `ferrite replay --finding ID` asks for, and the run that rebuilds it, on the
+    /// PM directory `pm_dir`: the `run` section's, with the finding's seed, exhaustive schedule
+    /// and PMRace interleaving. The report must have been validated.
+    pub fn replay_spec(
+        &self,
+        finding: Option<u32>,
+        pm_dir: std::path::PathBuf,
+    ) -> Result<(RunSpec, Option<Finding>), String> {
+        let wanted = match finding {
+            Some(id) => Some(
+                self.findings
+                    .iter()
+                    .find(|f| f.id == id)
+                    .cloned()
+                    .ok_or_else(|| format!("the report has no finding {id}"))?,
+            ),
+            None => None,
+        };
+        let mut spec = self.run.spec(pm_dir);
+        if let Some(f) = &wanted {
+            spec.seed = f.seed;
+            spec.schedule = f.schedule.clone().unwrap_or_default();
+            spec.hold = f.interleaving.clone();
+        }
+        Ok((spec, wanted))
     }
 
     /// SARIF 2.1.0: one result per finding, rule = analysis/kind, with code flows for backtraces.
@@ -161,4 +227,31 @@ impl Report {
             }]
         })
     }
+}
+
+/// The first thing wrong with a report's crash section, as `crash.FIELD: why`.
+fn validate_crash(c: &CrashSummary) -> Result<(), String> {
+    use driver::spec::limits;
+    let command = |name: &str, cmd: &[String]| {
+        if cmd.is_empty() || cmd.iter().any(|a| a.is_empty() || a.contains('\0')) {
+            Err(format!("crash.{name}: not a command (a program and its arguments)"))
+        } else {
+            Ok(())
+        }
+    };
+    command("recover", &c.recover)?;
+    if let Some(check) = &c.check {
+        command("check", check)?;
+    }
+    if !["fences", "stores"].contains(&c.crash_point_mode.as_str()) {
+        return Err(format!("crash.crash_point_mode: `{}` is not fences or stores", c.crash_point_mode.escape_debug()));
+    }
+    limits::check("crash.max_images", c.max_images, &limits::MAX_IMAGES)?;
+    if !c.max_space_log2.is_finite() || c.max_space_log2 < 0.0 {
+        return Err(format!("crash.max_space_log2: {} is not a number of bits", c.max_space_log2));
+    }
+    if c.covered_log2.is_some_and(|n| !n.is_finite() || n < 0.0) {
+        return Err("crash.covered_log2: not a number of bits".into());
+    }
+    Ok(())
 }

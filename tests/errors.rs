@@ -288,3 +288,295 @@ fn help_mentions_the_main_options() {
         }
     }
 }
+
+// Hostile input (issue 20): numbers out of range, empty names and commands, special files and
+// corrupt reports are each one `error:` line and status 2, at once: never a panic, an abort
+// from a huge allocation, or a read that never ends.
+
+/// A limit no refusal below comes near: a FIFO or a device read to its end would hang or
+/// run out of memory long after this.
+const QUICK: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// `ferrite ARGS` must fail cleanly within [`QUICK`], its error line mentioning each of
+/// `mentions`.
+#[track_caller]
+fn assert_refused(args: &[&str], mentions: &[&str]) -> Run {
+    let dir = scratch();
+    let mut cmd = ferrite();
+    cmd.args(args).current_dir(dir.path()).stdin(std::process::Stdio::null());
+    let out = run_limited(cmd, QUICK);
+    let run = Run {
+        stdout: out.stdout,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        code: shell_status(out.status),
+        dir,
+        cmdline: format!("ferrite {}", args.join(" ")),
+    };
+    assert_clean_error(&run);
+    let line = error_lines(&run.stderr)[0];
+    for m in mentions {
+        assert!(line.contains(m), "the error should mention `{m}`\n{}", run.describe());
+    }
+    run
+}
+
+/// Runs `cmd` to its end, killing it (and failing) after `limit`.
+fn run_limited(mut cmd: std::process::Command, limit: std::time::Duration) -> std::process::Output {
+    let child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            // SAFETY: kill(2) of the child this test started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("ferrite (pid {pid}) did not end within {limit:?}");
+        }
+    }
+}
+
+#[test]
+fn numbers_out_of_range_are_refused_with_the_range() {
+    let prog = guest("exit_status");
+    let prog = prog.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["--cpus", "0"], "1..=1024"),
+        (&["--cpus", "100000"], "1..=1024"),
+        (&["--cpus", "4294967295"], "1..=1024"),
+        (&["--cpus", "99999999999999999999"], "1..=1024"),
+        (&["--pct-depth", "4294967295"], "0..=10000"),
+        (&["--max-open-files", "0"], "3..=4096"),
+        (&["--max-open-files", "2"], "3..=4096"),
+        (&["--max-open-files", "4097"], "3..=4096"),
+        (&["--max-open-files=-5"], "3..=4096"),
+        (&["--max-threads", "0"], "1..=32768"),
+        (&["--findings-exit-code", "300"], "0..=255"),
+        (&["--findings-exit-code=-1"], "0..=255"),
+        (&["--delay-decay", "101"], "0..=100"),
+        (&["--explore", "4294967295"], "0..=1000000"),
+        (&["--max-memory", "0"], "1M..=128T"),
+        (&["--max-memory", "200T"], "1M..=128T"),
+    ];
+    for (opts, range) in cases {
+        let option = opts[0].split('=').next().unwrap();
+        let mut args = vec!["run"];
+        args.extend_from_slice(opts);
+        args.extend(["--", prog]);
+        assert_refused(&args, &[option, range]);
+    }
+    for (opts, range) in
+        [(["--jobs", "0"], "1..=256"), (["--jobs", "100000"], "1..=256"), (["--max-images", "0"], "1..=1048576")]
+    {
+        let mut args = vec!["crash"];
+        args.extend_from_slice(&opts);
+        args.extend(["--", prog]);
+        assert_refused(&args, &[opts[0], range]);
+    }
+    assert_refused(&["bench", "--runs", "0", "--", prog], &["--runs", "1..=1000"]);
+    assert_refused(&["compare", "--jobs", "0"], &["--jobs", "1..=256"]);
+}
+
+#[test]
+fn empty_names_and_commands_are_refused() {
+    let prog = guest("exit_status");
+    let prog = prog.to_str().unwrap();
+    for (opts, mention) in [
+        (["--env", "=x"], "--env"),
+        (["--env", "="], "--env"),
+        (["--recover", ""], "--recover"),
+        (["--recover", "   "], "--recover"),
+        (["--pm-mount", ""], "--pm-mount"),
+        (["--pm-mount", "mnt/pmem0"], "absolute"),
+        (["--pm-mount", "/"], "root"),
+        (["--pm-mount", "/mnt/../etc"], ".."),
+    ] {
+        let mut args = vec!["run"];
+        args.extend_from_slice(&opts);
+        args.extend(["--", prog]);
+        assert_refused(&args, &[mention]);
+    }
+    assert_refused(&["crash", "--check", "", "--", prog], &["--check"]);
+    assert_refused(&["bench", "--recover", " ", "--", prog], &["--recover"]);
+}
+
+#[test]
+fn pm_dir_on_a_pseudo_file_system_is_refused() {
+    let prog = guest("exit_status");
+    for dir in ["/proc/self", "/proc", "/sys", "/dev"] {
+        if Path::new(dir).is_dir() {
+            assert_refused(&["run", "--pm-dir", dir, "--", prog.to_str().unwrap()], &["--pm-dir", dir]);
+        }
+    }
+    let report = real_report();
+    let dir = scratch();
+    let p = write_file(dir.path(), "r.json", serde_json::to_string(&report).unwrap().as_bytes());
+    assert_refused(&["replay", "--pm-dir", "/proc/self", p.to_str().unwrap()], &["--pm-dir"]);
+}
+
+/// Makes a FIFO at `path`.
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path alive through the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
+}
+
+#[test]
+fn special_files_are_refused_at_once() {
+    let dir = scratch();
+    let fifo = dir.path().join("fifo");
+    mkfifo(&fifo);
+    let fifo = fifo.to_str().unwrap();
+    let prog = guest("exit_status");
+    let prog = prog.to_str().unwrap();
+    let pm_log = guest("pm_log");
+    let pm_log = pm_log.to_str().unwrap();
+    // As the program, the recovery program (read when the first crash image is recovered), a
+    // configuration file, a suite.
+    for special in ["/dev/zero", "/dev/null", fifo, "/dev/stdin"] {
+        assert_refused(&["run", "--", special], &[special, "regular file"]);
+        assert_refused(&["crash", "--quiet", "--recover", special, "--", pm_log, "/mnt/pmem0/log"], &[special]);
+        assert_refused(&["run", "--config", special, "--", prog], &["config", special]);
+        assert_refused(&["compare", "--suite", special], &[special]);
+    }
+    // As a report: a name with the right extension for a device, and a FIFO.
+    std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.json")).unwrap();
+    let zero = dir.path().join("zero.json");
+    assert_refused(&["replay", zero.to_str().unwrap()], &["zero.json", "regular file"]);
+    let fifo_report = dir.path().join("fifo.ron");
+    mkfifo(&fifo_report);
+    assert_refused(&["replay", fifo_report.to_str().unwrap()], &["fifo.ron", "regular file"]);
+    // As a report's program.
+    let mut report = real_report();
+    report["run"]["program"] = fifo.into();
+    let p = write_file(dir.path(), "r.json", serde_json::to_string(&report).unwrap().as_bytes());
+    assert_refused(&["replay", p.to_str().unwrap()], &[fifo]);
+}
+
+#[test]
+fn special_files_as_the_interpreter_are_refused_at_once() {
+    // A dynamic guest whose PT_INTERP names a FIFO, then /dev/zero, through a short link
+    // (the interpreter's path is read from the host as the guest names it).
+    let dir = scratch();
+    let fifo = dir.path().join("fifo");
+    mkfifo(&fifo);
+    let link = std::env::temp_dir().join(format!("fi{}", std::process::id()));
+    let _ = std::fs::remove_file(&link);
+    let from = b"/lib64/ld-linux-x86-64.so.2";
+    let bytes = std::fs::read(guest("setjmp_longjmp.dyn")).unwrap();
+    let at = bytes.windows(from.len()).position(|w| w == from).expect("the interpreter path is in the file");
+    let name = link.to_str().unwrap().as_bytes();
+    assert!(name.len() <= from.len(), "{} is too long for the interpreter's field", link.display());
+    let mut patched = bytes.clone();
+    patched[at..at + from.len()].fill(0);
+    patched[at..at + name.len()].copy_from_slice(name);
+    let p = write_file(dir.path(), "odd_interp", &patched);
+    for target in [fifo.as_path(), Path::new("/dev/zero")] {
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(target, &link).unwrap();
+        assert_refused(&["run", "--", p.to_str().unwrap()], &["interpreter", "regular file"]);
+    }
+    std::fs::remove_file(&link).unwrap();
+}
+
+#[test]
+fn big_endian_x86_64_is_named_as_such() {
+    let mut bytes = std::fs::read(guest("exit_status")).unwrap();
+    bytes[5] = 2; // EI_DATA: big-endian
+    let dir = scratch();
+    let p = write_file(dir.path(), "flipped", &bytes);
+    let run = assert_run_rejects(&p, "big-endian");
+    assert!(!run.stderr.contains("15872"), "{}", run.describe());
+}
+
+/// `real_report()` with `edit` applied, written to a scratch directory as `r.json`.
+fn edited_report(edit: impl FnOnce(&mut serde_json::Value)) -> (tempfile::TempDir, std::path::PathBuf) {
+    let mut report = real_report();
+    edit(&mut report);
+    let dir = scratch();
+    let p = write_file(dir.path(), "r.json", serde_json::to_string(&report).unwrap().as_bytes());
+    (dir, p)
+}
+
+#[test]
+fn corrupt_report_fields_are_named() {
+    let cases: Vec<(&str, serde_json::Value, &str)> = vec![
+        ("strategy", "bogus".into(), "run.strategy"),
+        ("max_open_files", 0.into(), "run.max_open_files"),
+        ("max_open_files", (-5).into(), "run.max_open_files"),
+        ("pm_mount", "".into(), "run.pm_mount"),
+        ("pm_mount", "mnt".into(), "run.pm_mount"),
+        ("cpus", 4294967295u64.into(), "run.cpus"),
+        ("cpus", 100000.into(), "run.cpus"),
+        ("pct_depth", 4294967295u64.into(), "run.pct_depth"),
+        ("max_threads", 0.into(), "run.max_threads"),
+        ("max_memory", 0.into(), "run.max_memory"),
+        ("trace_hash", "not-a-hash".into(), "run.trace_hash"),
+        ("trace_hash", "0123456789ABCDEF0123456789ABCDEF".into(), "run.trace_hash"),
+        ("program_hash", "00".into(), "run.program_hash"),
+        ("args", serde_json::json!([]), "run.args"),
+        ("env", serde_json::json!(["=x"]), "run.env"),
+        ("recover", serde_json::json!([]), "run.recover"),
+    ];
+    for (field, value, mention) in cases {
+        let (_dir, p) = edited_report(|r| r["run"][field] = value.clone());
+        let run = Ferrite::replay(&p).go_within(QUICK);
+        assert_clean_error(&run);
+        let line = error_lines(&run.stderr)[0];
+        assert!(
+            line.contains("not a valid ferrite report") && line.contains(mention),
+            "{field} = {value}\n{}",
+            run.describe()
+        );
+    }
+}
+
+/// A crash report of pm_log with two failing images or more (crash testing's findings).
+fn crash_report() -> (Run, serde_json::Value) {
+    let prog = guest("pm_log");
+    let recover = format!("{} /mnt/pmem0/log check", prog.display());
+    let run = Ferrite::crash(&prog)
+        .opts(&["--quiet", "--analyses", "none", "--report", "r.json", "--recover", &recover])
+        .args(&["/mnt/pmem0/log"])
+        .go();
+    let report = run.json("r.json");
+    (run, report)
+}
+
+#[test]
+fn corrupt_crash_reports_are_refused_or_diverge_without_a_panic() {
+    let (run, report) = crash_report();
+    let crash_finding = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f.get("crash_image").is_some())
+        .unwrap_or_else(|| panic!("no crash finding\n{}", run.describe()))["id"]
+        .as_u64()
+        .unwrap()
+        .to_string();
+    let write =
+        |r: &serde_json::Value| write_file(run.dir.path(), "edited.json", serde_json::to_string(r).unwrap().as_bytes());
+    // No recovery command: a corrupt report, not an index out of bounds.
+    let mut r = report.clone();
+    r["crash"]["recover"] = serde_json::json!([]);
+    let replay = Ferrite::replay(&write(&r)).opts(&["--finding", &crash_finding]).go_within(QUICK);
+    assert_clean_error(&replay);
+    assert!(error_lines(&replay.stderr)[0].contains("crash.recover"), "{}", replay.describe());
+    let mut r = report.clone();
+    r["crash"]["crash_point_mode"] = "everywhere".into();
+    assert_clean_error(&Ferrite::replay(&write(&r)).opts(&["--finding", &crash_finding]).go_within(QUICK));
+    // A crash point the workload never reaches: the replay diverges, and says which point in
+    // full (no wrapped number).
+    let mut r = report.clone();
+    for f in r["findings"].as_array_mut().unwrap() {
+        if let Some(image) = f.get_mut("crash_image") {
+            image["point"] = 4294967295u64.into();
+        }
+    }
+    let replay = Ferrite::replay(&write(&r)).opts(&["--finding", &crash_finding]).go_within(QUICK * 3);
+    replay.assert_code(1);
+    assert!(replay.stderr.contains("not 4294967296"), "{}", replay.describe());
+}

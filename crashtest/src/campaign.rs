@@ -10,6 +10,7 @@ use analyses::{CrashImageRef, Finding};
 use driver::{RunOutcome, RunReport, RunSpec, Runner};
 
 use crate::files::{files_key, image_files};
+use crate::progress::Progress;
 use crate::record::{CrashLog, PointData, Recording};
 use crate::recover::{finding_for, open_bytes, read_open_finding, recover, Plan, Verdict};
 use crate::space::{ddmin, images_of, log2_add, persisted, stale_dims, with_only, Image};
@@ -68,7 +69,12 @@ pub fn test_all(log: &CrashLog, plan: &Plan, seen: &mut std::collections::BTreeS
                 todo.push((i, key));
             }
         }
-        let bar = progress(plan, todo.len(), "exploring {pos}/{len} crash points lazily [{bar:30}] {msg}");
+        let bar = Progress::new(
+            plan.quiet,
+            todo.len(),
+            "exploring {pos}/{len} crash points lazily [{bar:30}] {msg}",
+            "crash points explored lazily",
+        );
         let explored: Vec<Result<crate::lazy::Explored, Error>> = pool.install(|| {
             todo.par_iter()
                 .map(|(i, _)| {
@@ -136,7 +142,12 @@ pub fn test_all(log: &CrashLog, plan: &Plan, seen: &mut std::collections::BTreeS
     }
     tested.unique_images += unique.len() as u64;
     seen.extend(order.iter().cloned());
-    let bar = progress(plan, order.len(), "recovering {pos}/{len} crash images [{bar:30}] {msg}");
+    let bar = Progress::new(
+        plan.quiet,
+        order.len(),
+        "recovering {pos}/{len} crash images [{bar:30}] {msg}",
+        "crash images recovered",
+    );
     let failing = std::sync::atomic::AtomicU64::new(0);
     let log_paths = log.file_paths.clone();
     let open: Vec<Vec<(PathBuf, u64, u64)>> =
@@ -167,6 +178,13 @@ pub fn test_all(log: &CrashLog, plan: &Plan, seen: &mut std::collections::BTreeS
         let (point, choice) = unique.remove(&key).expect("ordered keys are unique images");
         recovered.push((key, point, choice, v?));
     }
+    let failed = recovered.iter().filter(|r| r.3.failed()).count();
+    let minimising = Progress::new(
+        plan.quiet,
+        failed,
+        "minimising {pos}/{len} failing images [{bar:30}]",
+        "failing images minimised",
+    );
     for (_, point, choice, v) in recovered {
         let (what, locations) = match v {
             Verdict::Failed { what, locations } => (what, locations),
@@ -201,17 +219,10 @@ pub fn test_all(log: &CrashLog, plan: &Plan, seen: &mut std::collections::BTreeS
         }
         let image = Image { point, choice };
         tested.findings.push(finding_for(log, &image, &minimal, &what, locations, plan.base.seed));
+        minimising.inc(1);
     }
+    minimising.finish_and_clear();
     Ok(tested)
-}
-
-/// A progress bar (hidden with `--quiet`).
-fn progress(plan: &Plan, len: usize, template: &str) -> indicatif::ProgressBar {
-    let bar = if plan.quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(len as u64) };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(template).unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    bar
 }
 
 /// What identifies a crash point for lazy exploration: its persisted files and its space.
@@ -368,6 +379,10 @@ pub enum Replayed {
 /// Rebuilds a crash finding's image from a fresh workload run of `spec` (on a copy of its PM
 /// directory) and recovers it again, as the campaign `c` did.
 pub fn replay(runner: &Runner, spec: &RunSpec, c: &CrashSummary, image: &CrashImageRef) -> Result<Replayed, Error> {
+    // A report is anyone's file: a crash section without a recovery command cannot be replayed.
+    if c.recover.first().is_none_or(|p| p.is_empty()) {
+        return Err(Error::Other("the report's crash section has no recovery command".into()));
+    }
     let work = tempfile::Builder::new().prefix("ferrite-crash-").tempdir()?;
     driver::explore::copy_dir(&spec.pm_dir, work.path())?;
     let spec = RunSpec { pm_dir: work.path().to_path_buf(), ..spec.clone() };
@@ -377,7 +392,7 @@ pub fn replay(runner: &Runner, spec: &RunSpec, c: &CrashSummary, image: &CrashIm
         return Ok(Replayed::Diverged(format!(
             "the workload has {} crash points, not {}",
             points.len(),
-            image.point + 1
+            u64::from(image.point) + 1
         )));
     };
     let Some(files) = image_files(point, &image.choice, &log.file_paths) else {

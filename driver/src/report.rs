@@ -205,3 +205,129 @@ pub fn print_findings(findings: &[Finding]) {
         }
     }
 }
+
+/// Checking a report's `run` section and rebuilding its run: what `ferrite replay` trusts of a
+/// file that anyone may have written. Every field the replay uses is held to what the command
+/// line accepts ([`crate::spec::limits`]), hashes to their shape, so that a corrupt report is
+/// said to be corrupt (status 2) instead of replaying into an abort, a hang or a "diverged".
+impl RunInfo {
+    /// The first field that no run of ferrite could have written, as `run.FIELD: why`.
+    pub fn validate(&self) -> Result<(), String> {
+        use crate::spec::limits::{self, check};
+        let field = |name: &str, why: String| Err(format!("run.{name}: {why}"));
+        if self.program.is_empty() || self.program.contains('\0') {
+            return field("program", "not a path".into());
+        }
+        if !is_hex(&self.program_hash, 64) {
+            return field("program_hash", "not a BLAKE3 hash (64 hexadecimal digits)".into());
+        }
+        if !is_hex(&self.trace_hash, 32) {
+            return field("trace_hash", "not a trace hash (32 hexadecimal digits)".into());
+        }
+        if self.args.is_empty() {
+            return field("args", "empty (argv[0] is the program)".into());
+        }
+        if self.args.iter().any(|a| a.contains('\0')) {
+            return field("args", "an argument contains a NUL byte".into());
+        }
+        if let Some(e) =
+            self.env.iter().find(|e| e.contains('\0') || e.split_once('=').is_none_or(|(k, _)| k.is_empty()))
+        {
+            return field("env", format!("`{}` is not KEY=VALUE", e.escape_debug()));
+        }
+        if !limits::STRATEGIES.contains(&self.strategy.as_str()) {
+            return field("strategy", format!("`{}` is not one of {}", self.strategy, limits::STRATEGIES.join(", ")));
+        }
+        check("run.pct_depth", self.pct_depth, &limits::PCT_DEPTH)?;
+        check("run.max_threads", self.max_threads, &limits::MAX_THREADS)?;
+        check("run.max_open_files", self.max_open_files, &limits::MAX_OPEN_FILES)?;
+        check("run.max_memory", self.max_memory, &limits::MAX_MEMORY)?;
+        check("run.cpus", self.cpus, &limits::CPUS)?;
+        check("run.schedules", self.schedules, &limits::EXPLORE)?;
+        limits::pm_mount(&self.pm_mount).or_else(|e| field("pm_mount", e))?;
+        if self.analyses.is_empty() {
+            return field("analyses", "empty (`none` runs no pass)".into());
+        }
+        let ends = [self.exit.code.is_some(), self.exit.signal.is_some(), self.exit.hang, self.exit.deadlock];
+        if ends.iter().filter(|e| **e).count() != 1 {
+            return field("exit", "not exactly one of code, signal, hang, deadlock".into());
+        }
+        if let Some((path, _)) = self.inputs.iter().find(|(p, h)| p.is_empty() || !is_hex(h, 64)) {
+            return field("inputs", format!("`{}` has no BLAKE3 hash (64 hexadecimal digits)", path.escape_debug()));
+        }
+        if let Some(r) = &self.recover {
+            if r.is_empty() || r.iter().any(|a| a.is_empty() || a.contains('\0')) {
+                return field("recover", "not a command (a program and its arguments)".into());
+            }
+        }
+        if let Some(d) = &self.delay {
+            check("run.delay.decay", d.decay, &limits::DELAY_DECAY)?;
+        }
+        if let Some(l) = self.custom_locks.iter().find(|l| l.symbol.is_empty()) {
+            return field("custom_locks", format!("a lock function has no name ({:?})", l.kind));
+        }
+        for v in &self.settings.sync_vars {
+            limits::sync_var(v.offset, v.size).or_else(|e| field("settings.sync_vars", e))?;
+        }
+        Ok(())
+    }
+
+    /// The run this section describes, on the PM directory `pm_dir` (what `ferrite replay`
+    /// runs before it picks a finding's seed, schedule or interleaving). Call
+    /// [`RunInfo::validate`] first.
+    pub fn spec(&self, pm_dir: std::path::PathBuf) -> RunSpec {
+        RunSpec {
+            program: self.program.clone().into(),
+            argv: self.args.clone(),
+            env: self.env.clone(),
+            seed: self.seed,
+            pm_dir,
+            pm_mount: self.pm_mount.clone(),
+            max_instructions: self.max_instructions,
+            max_memory: self.max_memory,
+            cpus: self.cpus,
+            analyses: self.analyses.clone(),
+            strategy: crate::spec::strategy(&self.strategy, self.pct_depth),
+            max_threads: self.max_threads,
+            discard_output: false,
+            quiet: false,
+            max_open_files: self.max_open_files,
+            pm: self.pm,
+            custom_locks: self.custom_locks.clone(),
+            preempt_all: self.preempt_all,
+            remap_pm: false,
+            schedule: Vec::new(),
+            settings: self.settings.clone(),
+            recover: self.recover.clone(),
+            hold: None,
+            delay: self.delay,
+            debug_dirs: Vec::new(),
+            private_cwd: false,
+            trace_syscalls: false,
+        }
+    }
+}
+
+/// The first thing wrong with a finding `ferrite replay --finding` would rebuild its run from
+/// (its schedule and PMRace interleaving; a crash image is checked against the crash section
+/// by the caller), as `findings[ID].FIELD: why`.
+pub fn validate_finding(f: &Finding) -> Result<(), String> {
+    let field = |name: &str, why: &str| Err(format!("findings[{}].{name}: {why}", f.id));
+    if f.analysis.is_empty() || f.kind.is_empty() {
+        return field("analysis", "empty");
+    }
+    if let Some(h) = &f.interleaving {
+        if h.dev.checked_add(h.len).is_none() {
+            return field("interleaving", "its bytes run past the end of the address space");
+        }
+        if h.loads.windows(2).any(|w| w[0] > w[1]) {
+            return field("interleaving", "its loads are not sorted");
+        }
+    }
+    Ok(())
+}
+
+/// `s` is `len` lowercase hexadecimal digits.
+fn is_hex(s: &str, len: usize) -> bool {
+    s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}

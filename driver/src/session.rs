@@ -144,7 +144,8 @@ impl Session {
         images: Option<&dyn crate::validation::Validator>,
     ) -> Result<Session, SessionError> {
         let name = spec.program.display().to_string();
-        let bytes = std::fs::read(&spec.program).map_err(|e| SessionError::Program(name.clone(), e))?;
+        let bytes = loader::input::read_regular(&spec.program, loader::input::PROGRAM_CAP)
+            .map_err(|e| SessionError::Program(name.clone(), e))?;
         let cwd = std::env::current_dir().map_err(SessionError::Cwd)?;
         let exe = std::fs::canonicalize(&spec.program).unwrap_or_else(|_| spec.program.clone());
         let mut m = Machine::new(MachineConfig {

@@ -27,6 +27,85 @@ pub mod defaults {
     pub const PM_MOUNT: &str = "/mnt/pmem0";
 }
 
+/// The values ferrite accepts for the numbers and names that define a run, whether they come
+/// from the command line or from a report's `run` section (docs/cli.md lists them). Each bound
+/// keeps a run's cost proportional to what it is asked for: a number the guest sees is turned
+/// into files and masks of that size (`--cpus` into `/proc/cpuinfo`), a depth into as many change
+/// points, so an unbounded value is an allocation that aborts or a loop that never ends.
+pub mod limits {
+    use std::fmt::Display;
+    use std::ops::RangeInclusive;
+
+    /// `--cpus`: at least one, at most glibc's `CPU_SETSIZE` (the affinity mask a guest's
+    /// `cpu_set_t` holds).
+    pub const CPUS: RangeInclusive<u32> = 1..=1024;
+    /// `--pct-depth`: at most one change point per scheduling point PCT spreads them over.
+    pub const PCT_DEPTH: RangeInclusive<u32> = 0..=10_000;
+    /// `--max-threads`: Linux's default `pid_max`.
+    pub const MAX_THREADS: RangeInclusive<usize> = 1..=32_768;
+    /// `--max-open-files`: the three standard streams, up to the hard limit a guest may raise
+    /// its own limit to with `prlimit`.
+    pub const MAX_OPEN_FILES: RangeInclusive<i32> = 3..=4096;
+    /// `--max-memory`: 1 MiB to the 128 TiB of the x86-64 user address space.
+    pub const MAX_MEMORY: RangeInclusive<u64> = (1 << 20)..=(1 << 47);
+    /// `--explore`: schedules of one exploration.
+    pub const EXPLORE: RangeInclusive<u32> = 0..=1_000_000;
+    /// `--delay-decay`: percentage points.
+    pub const DELAY_DECAY: RangeInclusive<u32> = 0..=100;
+    /// `--findings-exit-code`: an exit status.
+    pub const EXIT_CODE: RangeInclusive<i32> = 0..=255;
+    /// `--jobs`: worker threads (each recovery worker keeps a warm emulator).
+    pub const JOBS: RangeInclusive<usize> = 1..=256;
+    /// `ferrite crash --max-images`: images per crash point before it is sampled.
+    pub const MAX_IMAGES: RangeInclusive<usize> = 1..=(1 << 20);
+    /// `ferrite bench --runs`.
+    pub const BENCH_RUNS: RangeInclusive<u32> = 1..=1000;
+    /// The scheduling strategies (`--strategy`).
+    pub const STRATEGIES: [&str; 5] = ["random", "pct", "fifo", "exhaustive", "pmrace"];
+    /// Longest `--pm-mount`, in bytes (`PATH_MAX` less its NUL).
+    pub const PM_MOUNT_LEN: usize = 4095;
+
+    /// `value` if it lies in `range`, else the message `NAME: VALUE is not in START..=END`.
+    pub fn check<T: PartialOrd + Display>(name: &str, value: T, range: &RangeInclusive<T>) -> Result<T, String> {
+        if range.contains(&value) {
+            Ok(value)
+        } else {
+            Err(format!("{name}: {value} is not in {}..={}", range.start(), range.end()))
+        }
+    }
+
+    /// Checks a synchronisation variable of PMRace's (`sync_vars` in `--config`): 1, 2, 4 or 8
+    /// bytes at an offset they fit after.
+    pub fn sync_var(offset: u64, size: u32) -> Result<(), String> {
+        if [1, 2, 4, 8].contains(&size) && offset.checked_add(u64::from(size)).is_some() {
+            Ok(())
+        } else {
+            Err(format!("(offset: {offset}, size: {size}) is not 1, 2, 4 or 8 bytes in a file"))
+        }
+    }
+
+    /// Checks a PM mount point: an absolute guest path other than `/` itself, without `.` or
+    /// `..` components or NUL bytes, at most [`PM_MOUNT_LEN`] bytes.
+    pub fn pm_mount(path: &str) -> Result<(), String> {
+        let why = if path.is_empty() {
+            "is empty"
+        } else if !path.starts_with('/') {
+            "is not an absolute path"
+        } else if path.trim_end_matches('/').is_empty() {
+            "is the root directory"
+        } else if path.len() > PM_MOUNT_LEN {
+            "is longer than 4095 bytes"
+        } else if path.contains('\0') {
+            "contains a NUL byte"
+        } else if path.split('/').any(|c| c == "." || c == "..") {
+            "has a `.` or `..` component"
+        } else {
+            return Ok(());
+        };
+        Err(format!("`{}` {why}; give an absolute guest path such as /mnt/pmem0", path.escape_debug()))
+    }
+}
+
 /// Everything that defines a run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunSpec {

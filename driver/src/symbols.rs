@@ -118,7 +118,7 @@ impl Objects {
             if exec == 0 || self.objects.iter().any(|o| o.path == path) {
                 continue;
             }
-            if let Ok(bytes) = std::fs::read(&path) {
+            if let Ok(bytes) = loader::input::read_regular(std::path::Path::new(&path), loader::input::PROGRAM_CAP) {
                 self.add(&path, &bytes, base, base, end);
                 added = true;
             }

@@ -302,8 +302,14 @@ fn parse_header(bytes: &[u8]) -> Result<Header, LoadError> {
                 Ok(header) => header.e_machine,
                 Err(_) => bytes.get(18..20).map(|b| u16::from_be_bytes([b[0], b[1]])).ok_or(LoadError::Truncated)?,
             };
-            return if machine == EM_X86_64 {
+            // A little-endian x86-64 file with only its data-encoding byte changed reads as
+            // machine 0x3e00: name what it is, not a machine type nobody has heard of.
+            return if machine == EM_X86_64 || machine.swap_bytes() == EM_X86_64 {
                 Err(corrupt("big-endian ELF file claims to be x86-64"))
+            } else if machine_description(machine).starts_with("programs for machine type") {
+                Err(corrupt(format!(
+                    "big-endian ELF file for an unknown machine type {machine}; ferrite runs little-endian x86-64 programs"
+                )))
             } else {
                 Err(LoadError::WrongMachine(machine))
             };

@@ -10,7 +10,8 @@
 //! `.dynsym` and DWARF so that reports can name functions and lines, from the
 //! object itself or from its separate debug file ([`find_debug_file`]: by
 //! build ID or `.gnu_debuglink`, as gdb finds it). That search is the one
-//! place where the crate reads host files itself.
+//! place where the crate reads host files itself; [`input`] is how every file
+//! ferrite takes as input is read (regular files only, with a size cap).
 //!
 //! What is left out, on purpose:
 //! - Relocation and symbol binding. A static-PIE relocates itself and a
@@ -33,6 +34,7 @@
 #![deny(missing_docs)]
 
 mod elf;
+pub mod input;
 mod stack;
 mod symbols;
 

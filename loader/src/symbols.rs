@@ -401,14 +401,11 @@ pub fn find_debug_file(object_path: &Path, elf_bytes: &[u8], debug_dirs: &[PathB
     }
     let own = std::fs::canonicalize(object_path).ok();
     let read = |path: &Path| -> Option<Vec<u8>> {
-        if !std::fs::metadata(path).ok()?.is_file() {
-            return None;
-        }
         // The object itself is no debug file, whatever it calls itself.
         if own.is_some() && std::fs::canonicalize(path).ok() == own {
             return None;
         }
-        let bytes = std::fs::read(path).ok()?;
+        let bytes = crate::input::read_regular(path, crate::input::DEBUG_FILE_CAP).ok()?;
         ElfFile64::<Endianness>::parse(&bytes[..]).is_ok().then_some(bytes)
     };
     if let Some(id) = file.build_id().ok().flatten() {

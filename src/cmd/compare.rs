@@ -62,7 +62,7 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
             if missing.len() > 3 { ", ..." } else { "" }
         );
     }
-    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
+    let jobs = a.jobs.unwrap_or_else(crate::cli::values::default_jobs).max(1);
     let report_path = a.report.as_ref().map(|r| std::path::absolute(r).unwrap_or_else(|_| r.clone()));
     // Guests run in a scratch working directory of their own (the files some write there are
     // not left in the user's), shared by every run.

@@ -24,7 +24,7 @@ pub fn crash(a: CrashArgs) -> Result<i32> {
         crash_at: a.crash_at,
         dedup_points: a.dedup_points,
         max_images: a.max_images,
-        jobs: a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
+        jobs: a.jobs.unwrap_or_else(crate::cli::values::default_jobs),
         remap: a.remap,
         xfd: a.xfd,
         fresh: a.fresh_recoveries,

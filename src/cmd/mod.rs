@@ -163,8 +163,14 @@ struct Config {
 }
 
 fn load_config(path: &Path) -> Result<Config> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config `{}`", path.display()))?;
-    ron::from_str(&text).with_context(|| format!("config `{}` is not valid", path.display()))
+    let text = loader::input::read_regular_text(path, loader::input::CONFIG_CAP)
+        .with_context(|| format!("cannot read config `{}`", path.display()))?;
+    let config: Config = ron::from_str(&text).with_context(|| format!("config `{}` is not valid", path.display()))?;
+    for v in &config.sync_vars {
+        driver::spec::limits::sync_var(v.offset, v.size)
+            .map_err(|e| anyhow::anyhow!("config `{}`: sync_vars: {e}", path.display()))?;
+    }
+    Ok(config)
 }
 
 /// Refuses an unknown report format before any time is spent on a run.

@@ -2,10 +2,8 @@
 //! report (its trace hash, or the finding asked for); a crash finding's image rebuilt and
 //! recovered again.
 
-use std::path::PathBuf;
-
 use anyhow::{anyhow, bail, Context as _, Result};
-use driver::{say, RunSpec};
+use driver::say;
 
 use crate::cli::ReplayArgs;
 use crate::report::Report;
@@ -14,54 +12,19 @@ use crate::report::Report;
 pub fn replay(a: ReplayArgs) -> Result<i32> {
     super::check_report_path("--report-out", a.report_out.as_deref())?;
     let orig = Report::read(&a.report)?;
-    let program = PathBuf::from(&orig.run.program);
-    let bytes = std::fs::read(&program).with_context(|| format!("cannot read program `{}`", program.display()))?;
+    let pm = super::PmDir::new(a.pm_dir)?;
+    let (mut spec, wanted) = orig.replay_spec(a.finding, pm.path()).map_err(|e| anyhow!(e))?;
+    // A FIFO or a device named as the program is refused before anything waits on it.
+    let bytes = loader::input::read_regular(&spec.program, loader::input::PROGRAM_CAP)
+        .with_context(|| format!("cannot read program `{}`", spec.program.display()))?;
     if blake3::hash(&bytes).to_hex().as_str() != orig.run.program_hash {
         bail!(
             "program `{}` changed since the report was written (its hash differs); the run cannot be replayed",
-            program.display()
+            spec.program.display()
         );
     }
-    let wanted = match a.finding {
-        Some(id) => Some(
-            orig.findings
-                .iter()
-                .find(|f| f.id == id)
-                .cloned()
-                .ok_or_else(|| anyhow!("the report has no finding {id}"))?,
-        ),
-        None => None,
-    };
-    let pm = super::PmDir::new(a.pm_dir)?;
-    let spec = RunSpec {
-        program,
-        argv: orig.run.args.clone(),
-        env: orig.run.env.clone(),
-        seed: wanted.as_ref().map(|f| f.seed).unwrap_or(orig.run.seed),
-        pm_dir: pm.path(),
-        pm_mount: orig.run.pm_mount.clone(),
-        max_instructions: orig.run.max_instructions,
-        max_memory: orig.run.max_memory,
-        cpus: orig.run.cpus,
-        analyses: orig.run.analyses.clone(),
-        strategy: driver::strategy(&orig.run.strategy, orig.run.pct_depth),
-        max_threads: orig.run.max_threads,
-        discard_output: false,
-        quiet: false,
-        max_open_files: orig.run.max_open_files,
-        pm: orig.run.pm,
-        custom_locks: orig.run.custom_locks.clone(),
-        preempt_all: orig.run.preempt_all,
-        remap_pm: false,
-        schedule: wanted.as_ref().and_then(|f| f.schedule.clone()).unwrap_or_default(),
-        settings: orig.run.settings.clone(),
-        recover: orig.run.recover.clone(),
-        hold: wanted.as_ref().and_then(|f| f.interleaving.clone()),
-        delay: orig.run.delay,
-        debug_dirs: driver::symbols::debug_dirs(a.debug_dir.as_deref()),
-        private_cwd: false,
-        trace_syscalls: a.trace_syscalls,
-    };
+    spec.debug_dirs = driver::symbols::debug_dirs(a.debug_dir.as_deref());
+    spec.trace_syscalls = a.trace_syscalls;
     let runner = super::runner();
     if let (Some(f), Some(c)) = (&wanted, &orig.crash) {
         if let Some(image) = &f.crash_image {

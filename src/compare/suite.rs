@@ -182,7 +182,8 @@ pub fn load_suite(path: &Path) -> Result<(Vec<Case>, Vec<PathBuf>)> {
 }
 
 fn load_manifest(path: &Path) -> Result<Vec<Case>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read suite `{}`", path.display()))?;
+    let text = loader::input::read_regular_text(path, loader::input::CONFIG_CAP)
+        .with_context(|| format!("cannot read suite `{}`", path.display()))?;
     let suite: SuiteFile = ron::Options::default()
         .with_default_extension(ron::extensions::Extensions::IMPLICIT_SOME)
         .from_str(&text)
@@ -249,7 +250,7 @@ fn load_manifest(path: &Path) -> Result<Vec<Case>> {
                         Site::Marker(file, marker) | Site::Offset(file, marker, _) => {
                             if !sources_cache.contains_key(file) {
                                 let p = sources.join(file);
-                                let text = std::fs::read_to_string(&p)
+                                let text = loader::input::read_regular_text(&p, loader::input::CONFIG_CAP)
                                     .map_err(|e| ctx(format!("cannot read source `{}`: {e}", p.display())))?;
                                 sources_cache.insert(file.clone(), text);
                             }

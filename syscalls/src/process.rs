@@ -118,7 +118,8 @@ pub fn exec(
     let interp = match &image.interp {
         Some(path) => {
             let guest = crate::vfs::normalize("/", path);
-            let bytes = std::fs::read(&guest).map_err(|e| ExecError::Interp(guest.clone(), e.to_string()))?;
+            let bytes = loader::input::read_regular(std::path::Path::new(&guest), loader::input::PROGRAM_CAP)
+                .map_err(|e| ExecError::Interp(guest.clone(), e.to_string()))?;
             k.inputs.insert(guest.clone(), blake3::hash(&bytes).to_hex().to_string());
             let probe = load_elf(&bytes, 0).map_err(|e| ExecError::Interp(guest.clone(), e.to_string()))?;
             let span = probe.highest - probe.lowest;
@@ -394,13 +395,18 @@ impl Kernel {
     }
 
     pub(crate) fn sched_getaffinity(&mut self, m: &mut Machine, len: u64, mask: u64) -> SysResult {
-        let bytes = 8usize;
-        if (len as usize) < bytes || !len.is_multiple_of(8) {
+        // As Linux: the mask is as many longs as the CPUs need (`--cpus` is at most 1024, glibc's
+        // `cpu_set_t`), and a smaller buffer is EINVAL.
+        let cpus = self.cfg.cpus.max(1) as usize;
+        let bytes = cpus.div_ceil(64) * 8;
+        if len < bytes as u64 || !len.is_multiple_of(8) {
             return err(libc::EINVAL);
         }
-        let cpus = self.cfg.cpus.clamp(1, 64);
-        let bits: u64 = if cpus == 64 { u64::MAX } else { (1u64 << cpus) - 1 };
-        m.write(mask, &bits.to_le_bytes(), false)?;
+        let mut bits = vec![0u8; bytes];
+        for cpu in 0..cpus {
+            bits[cpu / 8] |= 1 << (cpu % 8);
+        }
+        m.write(mask, &bits, false)?;
         Ok(bytes as u64)
     }
 
