@@ -344,6 +344,13 @@ pub struct ReplayArgs {
     /// Print the replayed run's system calls on standard error, as `run --trace-syscalls`.
     #[arg(long)]
     pub trace_syscalls: bool,
+
+    /// Serve the replayed run to gdb on [ADDR:]PORT (address 127.0.0.1 unless given), stopped at
+    /// the program's first instruction, or at the finding's place with --finding; then
+    /// `gdb PROGRAM -ex 'target remote :PORT'`. Breakpoints, watchpoints, threads, and
+    /// reverse-stepi/reverse-continue work (docs/replay.md).
+    #[arg(long, value_name = "[ADDR:]PORT")]
+    pub gdb: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -6,6 +6,7 @@
 mod cli;
 mod cmd;
 mod compare;
+mod gdb;
 mod report;
 mod signals;
 

@@ -117,6 +117,50 @@ pub struct Session {
     syscall_pending: bool,
     /// The machine is restored from snapshots ([`emu::MachineConfig::warm`]).
     warm: bool,
+    /// What a debugger attached to the run needs ([`Session::enable_debugging`]).
+    debug: Option<Box<Debugging>>,
+}
+
+/// Why [`Session::drive_debug`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Driven {
+    /// The guest ended.
+    End(GuestEnd),
+    /// The machine stopped for the debugger.
+    Machine(emu::DebugStop),
+    /// The running thread faulted with this signal; it is delivered (or ends the guest) when the
+    /// run goes on.
+    Fault(i32),
+    /// The instruction budget ran out; the run ends as a hang when it goes on.
+    Budget,
+    /// The thread asked for with [`Session::stop_when_scheduled`] was scheduled.
+    Scheduled,
+    /// Stopped at the first system call where runs on different crash images may part
+    /// ([`Session::drive`] with `pause`).
+    Paused,
+}
+
+/// A debugger's view of the run: which thread ran from which instruction on, and the stop the
+/// debugger has been told of but the run has not acted on yet.
+#[derive(Default)]
+struct Debugging {
+    /// `(first instruction, thread)` for each stretch of the run one thread ran, in order.
+    switches: Vec<(u64, u32)>,
+    /// A fault or the budget's end, reported to the debugger, handled when the run goes on.
+    held_exit: Option<Exit>,
+    /// Stop as soon as this thread is scheduled.
+    switch_to: Option<u32>,
+}
+
+impl Debugging {
+    /// Notes the thread running after a scheduling decision; true if the debugger waits for it.
+    fn scheduled(&mut self, m: &Machine) -> bool {
+        let tid = m.tid();
+        if self.switches.last().is_none_or(|&(_, t)| t != tid) {
+            self.switches.push((m.icount(), tid));
+        }
+        self.switch_to == Some(tid)
+    }
 }
 
 /// A session paused at its snapshot point ([`Session::drive`] with `pause`), as
@@ -233,6 +277,7 @@ impl Session {
             images,
             syscall_pending: false,
             warm,
+            debug: None,
         })
     }
 
@@ -240,6 +285,82 @@ impl Session {
     /// different crash images may part ([`Kernel::snapshot_boundary`]): then `None`, with that
     /// call not handled yet.
     pub fn drive(&mut self, pause: bool) -> Option<GuestEnd> {
+        loop {
+            match self.drive_inner(pause) {
+                Driven::End(end) => return Some(end),
+                Driven::Paused => return None,
+                // A debugger's stop: the run goes on (a debugger drives with `drive_debug`).
+                Driven::Machine(_) | Driven::Fault(_) | Driven::Budget | Driven::Scheduled => {}
+            }
+        }
+    }
+
+    /// Runs the guest until it ends or stops for the debugger ([`Session::enable_debugging`]).
+    pub fn drive_debug(&mut self) -> Driven {
+        self.drive_inner(false)
+    }
+
+    /// From now on the run can stop for a debugger: breakpoints, watchpoints and stops at an
+    /// instruction count ([`Session::machine_mut`]), faults and the budget's end before they
+    /// are acted on, and a thread being scheduled. None of it changes the run.
+    pub fn enable_debugging(&mut self) {
+        self.m.enable_debugging();
+        let d = Debugging { switches: vec![(self.m.icount(), self.m.tid())], ..Debugging::default() };
+        self.debug = Some(Box::new(d));
+    }
+
+    /// Stop when thread `tid` is scheduled (`None`: no more).
+    pub fn stop_when_scheduled(&mut self, tid: Option<u32>) {
+        if let Some(d) = self.debug.as_deref_mut() {
+            d.switch_to = tid;
+        }
+    }
+
+    /// The thread that ran the instruction with retired count `n` (a debugger's view: `None`
+    /// without [`Session::enable_debugging`], or before the run started).
+    pub fn thread_at(&self, n: u64) -> Option<u32> {
+        let s = &self.debug.as_deref()?.switches;
+        let i = s.partition_point(|&(from, _)| from <= n);
+        Some(s.get(i.checked_sub(1)?)?.1)
+    }
+
+    /// The last instruction before `before` that thread `tid` ran, by retired count.
+    pub fn last_ran_by(&self, tid: u32, before: u64) -> Option<u64> {
+        let s = &self.debug.as_deref()?.switches;
+        let mut end = before;
+        for &(from, t) in s.iter().rev() {
+            if from >= end {
+                continue;
+            }
+            if t == tid {
+                return Some(end - 1);
+            }
+            end = from;
+        }
+        None
+    }
+
+    /// The machine.
+    pub fn machine(&self) -> &Machine {
+        &self.m
+    }
+
+    /// The machine, for a debugger's breakpoints, registers and memory.
+    pub fn machine_mut(&mut self) -> &mut Machine {
+        &mut self.m
+    }
+
+    /// The kernel.
+    pub fn kernel(&self) -> &Kernel {
+        &self.k
+    }
+
+    /// The program's and its libraries' symbols.
+    pub fn symbols(&self) -> &Objects {
+        &self.symbols
+    }
+
+    fn drive_inner(&mut self, pause: bool) -> Driven {
         let Session {
             spec,
             m,
@@ -252,16 +373,35 @@ impl Session {
             regions_seen,
             syscall_pending,
             probe,
+            debug,
             ..
         } = self;
         let spec = &*spec;
         let end = loop {
-            let exit = if std::mem::take(syscall_pending) { Exit::Syscall } else { m.run() };
+            let held = debug.as_deref_mut().and_then(|d| d.held_exit.take());
+            let exit = match held {
+                Some(e) => e,
+                None if std::mem::take(syscall_pending) => Exit::Syscall,
+                None => {
+                    let e = m.run();
+                    match (&e, debug.as_deref_mut()) {
+                        (Exit::Fault(f), Some(d)) => {
+                            d.held_exit = Some(e.clone());
+                            return Driven::Fault(f.signal);
+                        }
+                        (Exit::Limit, Some(d)) => {
+                            d.held_exit = Some(Exit::Limit);
+                            return Driven::Budget;
+                        }
+                        _ => e,
+                    }
+                }
+            };
             match exit {
                 Exit::Syscall => {
                     if pause && k.snapshot_boundary(m) {
                         *syscall_pending = true;
-                        return None;
+                        return Driven::Paused;
                     }
                     let nr = m.reg(Reg::RAX);
                     trace.update(&m.pm_hash().to_le_bytes());
@@ -342,6 +482,9 @@ impl Session {
                         findings.push(deadlock_finding(symbols, &d, spec.seed));
                         break GuestEnd::Deadlock;
                     }
+                    if debug.as_deref_mut().is_some_and(|d| d.scheduled(m)) {
+                        return Driven::Scheduled;
+                    }
                 }
                 Exit::Hold => {
                     // A reader at a sync-point load waits for the matching store.
@@ -350,12 +493,18 @@ impl Session {
                         findings.push(deadlock_finding(symbols, &d, spec.seed));
                         break GuestEnd::Deadlock;
                     }
+                    if debug.as_deref_mut().is_some_and(|d| d.scheduled(m)) {
+                        return Driven::Scheduled;
+                    }
                 }
                 Exit::Quantum | Exit::Yield => {
                     let point = if exit == Exit::Yield { Point::Yield } else { Point::Quantum };
                     if let Err(d) = k.schedule(m, point, false) {
                         findings.push(deadlock_finding(symbols, &d, spec.seed));
                         break GuestEnd::Deadlock;
+                    }
+                    if debug.as_deref_mut().is_some_and(|d| d.scheduled(m)) {
+                        return Driven::Scheduled;
                     }
                 }
                 Exit::Preempt => {
@@ -373,6 +522,9 @@ impl Session {
                     if let Err(d) = k.schedule(m, point, false) {
                         findings.push(deadlock_finding(symbols, &d, spec.seed));
                         break GuestEnd::Deadlock;
+                    }
+                    if debug.as_deref_mut().is_some_and(|d| d.scheduled(m)) {
+                        return Driven::Scheduled;
                     }
                 }
                 Exit::Fault(f) => {
@@ -399,6 +551,7 @@ impl Session {
                     findings.push(run_finding("fault", name, format!("{name}: {what}"), spec.seed, vec![at]));
                     break GuestEnd::Exited(exit);
                 }
+                Exit::Debug(stop) => return Driven::Machine(stop),
                 Exit::Limit => {
                     let bt = symbols.frames(&m.backtrace());
                     let what = format!(
@@ -411,7 +564,7 @@ impl Session {
                 }
             }
         };
-        Some(end)
+        Driven::End(end)
     }
 
     /// Runs the guest to its end ([`Session::drive`] without pausing).

@@ -17,5 +17,8 @@ pub mod sched;
 pub mod sync;
 pub mod taint;
 
-pub use machine::{sig, EmuError, Exit, Fault, Machine, MachineConfig, MachineSnapshot, Reg};
+pub use machine::{
+    sig, DebugStop, EmuError, Exit, Fault, Machine, MachineConfig, MachineSnapshot, Reg, ThreadRegisters, WatchKind,
+    GP_ORDER,
+};
 pub use memory::{Backing, HostBlock, MemError, Perm, Region, PAGE};

@@ -19,6 +19,7 @@
 //! - an interrupt hook mapping CPU exceptions to signals, and an invalid-memory hook recording the
 //!   faulting address.
 
+mod debug;
 mod guest_memory;
 mod hooks;
 mod pm_windows;
@@ -44,6 +45,7 @@ use crate::pm::{device_addr, FenceKind, FlushKind, PmConfig, PmDevice, StoreKind
 use crate::sched::{Scheduler, Strategy};
 use crate::sync::SyncKind;
 use crate::taint::Taint;
+pub use debug::{DebugStop, ThreadRegisters, WatchKind, GP_ORDER};
 pub use snapshot::MachineSnapshot;
 
 use hooks::*;
@@ -119,6 +121,9 @@ pub enum Exit {
     /// The running thread reached a sync-point load of the [`crate::sched::Hold`] and must wait
     /// for the matching store; RIP is at the load.
     Hold,
+    /// A debugger's stop ([`Machine::stop_at`], a breakpoint or a watchpoint); RIP is at the next
+    /// instruction to run, which has had no effect.
+    Debug(DebugStop),
 }
 
 /// Settings fixed when the machine is built.
@@ -180,6 +185,8 @@ enum Stop {
     PreemptBefore,
     /// A sync-point load of the hold (it has not run).
     Hold,
+    /// A debugger's breakpoint or watchpoint, before the instruction has had any effect.
+    Debug(DebugStop),
 }
 
 /// What Unicorn's translation cache did during a run. A thread switch, a quantum end or a
@@ -216,6 +223,10 @@ pub struct Machine {
     warm: bool,
     /// The code hook that stops at the instruction budget, once armed.
     limit_hook: Option<unicorn_engine::UcHookId>,
+    /// The instruction budget (`BlockClock::limit` is lowered below it by [`Machine::stop_at`]).
+    budget: u64,
+    /// The debugger's breakpoints and watchpoints.
+    debug_hooks: Vec<(debug::DebugHook, unicorn_engine::UcHookId)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -282,6 +293,7 @@ impl Machine {
             callstack: CallStack::default(),
             stacks: StackTable::default(),
             tcg: TranslationStats::default(),
+            debug: None,
         };
         let mut uc = Unicorn::new_with_data(Arch::X86, Mode::MODE_64, state).map_err(engine)?;
         // Skylake-Server: the translator accepts CLWB, CLFLUSHOPT, SSE4.2 and POPCNT only if the
@@ -314,6 +326,8 @@ impl Machine {
             icount: 0,
             warm: config.warm,
             limit_hook: None,
+            budget: config.max_instructions,
+            debug_hooks: Vec::new(),
             rand_state: (config.rand_seed ^ 0x9e37_79b9_7f4a_7c15).wrapping_mul(0xbf58_476d_1ce4_e5b9) | 1,
         })
     }

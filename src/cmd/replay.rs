@@ -25,6 +25,10 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
     }
     spec.debug_dirs = driver::symbols::debug_dirs(a.debug_dir.as_deref());
     spec.trace_syscalls = a.trace_syscalls;
+    if let Some(addr) = &a.gdb {
+        crate::gdb::serve(&spec, addr, wanted.as_ref(), orig.findings.clone())?;
+        return Ok(0);
+    }
     let runner = super::runner();
     if let (Some(f), Some(c)) = (&wanted, &orig.crash) {
         if let Some(image) = &f.crash_image {

@@ -246,6 +246,11 @@ impl Kernel {
         self.threads.len()
     }
 
+    /// The tids of the threads alive, in order.
+    pub fn thread_ids(&self) -> Vec<u32> {
+        self.threads.keys().copied().collect()
+    }
+
     /// clone(2): `flags, stack, parent_tid, child_tid, tls`.
     pub(crate) fn clone_thread(
         &mut self,

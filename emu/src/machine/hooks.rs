@@ -387,7 +387,11 @@ pub(super) fn on_taint_insn(uc: &mut Unicorn<'_, HookState>, pc: u64, size: u32)
 /// Any access outside the PM windows, for observers that want all memory (PM accesses are
 /// reported by the window hooks).
 pub(super) fn on_dram_access(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, value: Option<i64>) {
-    if size == 0 || size > 8 || uc.get_data().device_of(addr).is_some() {
+    if size == 0
+        || size > 8
+        || uc.get_data().device_of(addr).is_some()
+        || debug::debug_watch(uc, addr, size, value.is_some())
+    {
         return;
     }
     let mut cur = [0u8; 8];

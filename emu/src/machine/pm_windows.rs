@@ -13,7 +13,7 @@ pub(super) fn on_pm_write(
     start: u64,
     dev_base: u64,
 ) {
-    if size == 0 || size > 8 {
+    if size == 0 || size > 8 || debug::debug_watch(uc, addr, size, true) {
         return;
     }
     // A store running off the end of the window into unmapped memory faults after Unicorn has
@@ -42,6 +42,10 @@ pub(super) fn on_pm_write(
     }
     let pc = uc.pc_read().unwrap_or(0);
     let st = uc.get_data_mut();
+    if matches!(st.stop, Some(Stop::PreemptBefore | Stop::Debug(_))) {
+        // Another hook stopped before this instruction: it runs again, whole, later.
+        return;
+    }
     let access = st.access_kind(pc);
     let new = (value as u64).to_le_bytes();
     if access == AccessKind::LockedCmpxchg && old[..size] == new[..size] {
@@ -104,7 +108,7 @@ pub(super) fn on_pm_write(
 }
 
 pub(super) fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, start: u64, dev_base: u64) {
-    if size == 0 || size > 8 {
+    if size == 0 || size > 8 || debug::debug_watch(uc, addr, size, false) {
         return;
     }
     let st = uc.get_data();

@@ -39,7 +39,9 @@ impl Machine {
             }
             match (res, stop) {
                 (_, Some(Stop::Syscall)) => return Exit::Syscall,
+                (_, Some(Stop::Limit)) if self.icount < self.budget => return Exit::Debug(DebugStop::Reached),
                 (_, Some(Stop::Limit)) => return Exit::Limit,
+                (_, Some(Stop::Debug(d))) => return Exit::Debug(d),
                 (_, Some(Stop::Preempt | Stop::PreemptBefore)) => return Exit::Preempt,
                 (_, Some(Stop::Quantum)) => return Exit::Quantum,
                 (_, Some(Stop::Hold)) => {

@@ -32,6 +32,8 @@ pub struct HookState {
     pub(super) stacks: StackTable,
     /// What the engine's translation cache did (for `--host-stats` and `ferrite bench`).
     pub(crate) tcg: TranslationStats,
+    /// Watchpoints and the instruction to resume from, while a debugger is attached.
+    pub(super) debug: Option<Box<super::debug::DebugState>>,
 }
 
 /// The exact retired-instruction count, kept per translated block (never with Unicorn's

@@ -5,7 +5,7 @@ use super::*;
 
 /// A thread that is not running: its registers and its shadow call stack.
 pub(super) struct Parked {
-    ctx: unicorn_engine::Context,
+    pub(super) ctx: unicorn_engine::Context,
     callstack: CallStack,
 }
 

@@ -1,0 +1,115 @@
+//! `ferrite replay --gdb [ADDR:]PORT`: a replayed run served to gdb over the GDB remote serial
+//! protocol (the `gdbstub` crate), forwards and backwards.
+//!
+//! The server accepts one connection. The run starts stopped before the program's first
+//! instruction, or with `--finding ID` at the finding's place: the first time the finding's
+//! thread is about to run the instruction of its first location (the racy access, the store
+//! never persisted); just before the faulting instruction of a `fault` finding (`continue`
+//! delivers the signal); at the budget's end of a `hang` and the end of a `deadlock`. gdb then has threads, registers, memory, breakpoints, watchpoints (on PM
+//! too: "who stored here"), `continue`, `stepi`/`step`, and `reverse-stepi`, `reverse-step`,
+//! `reverse-continue` ([`timeline`]). The end of the run is the end of the replay log, as in rr:
+//! the process stays, so that one can go back from it. `monitor` commands show where the replay
+//! is and the PM state of a line ([`target`]).
+//!
+//! Crash findings (a recovery on a crash image) are not served yet.
+
+mod target;
+mod timeline;
+
+use std::net::TcpListener;
+
+use anyhow::{anyhow, bail, Context as _, Result};
+use gdbstub::conn::{Connection, ConnectionExt};
+use gdbstub::stub::{run_blocking, DisconnectReason, GdbStub, MultiThreadStopReason};
+
+use analyses::Finding;
+use driver::{say, RunSpec};
+
+use target::Debuggee;
+pub use timeline::Timeline;
+
+/// Serves the run of `spec` to one gdb on `addr` (`PORT` or `ADDR:PORT`; the address defaults to
+/// 127.0.0.1), stopped at `wanted`'s place if given. Returns when gdb detaches or kills it.
+pub fn serve(spec: &RunSpec, addr: &str, wanted: Option<&Finding>, findings: Vec<Finding>) -> Result<()> {
+    let addr = if addr.contains(':') { addr.to_string() } else { format!("127.0.0.1:{addr}") };
+    let mut timeline = Timeline::new(spec)?;
+    if let Some(f) = wanted {
+        if f.crash_image.is_some() {
+            bail!("finding {} is a crash finding: its recovery cannot be debugged with --gdb yet", f.id);
+        }
+        let found = match f.analysis.as_str() {
+            "fault" | "hang" => timeline.run_to_last_fault()?,
+            "deadlock" => {
+                timeline.run_to_last_fault()?;
+                true
+            }
+            _ => {
+                let loc = f.locations.first().ok_or_else(|| anyhow!("finding {} has no location", f.id))?;
+                let pc = loc.backtrace.first().map_or(loc.pc, |fr| fr.pc);
+                timeline.run_to_first(pc, loc.thread)?
+            }
+        };
+        if !found {
+            bail!("finding {}'s place was not reached in the replay (the run ended first)", f.id);
+        }
+    }
+    let listener = TcpListener::bind(&addr).with_context(|| format!("cannot listen on {addr}"))?;
+    // Port 0 asks the system for a free one: name the one it gave.
+    let addr = listener.local_addr().map_or(addr, |a| a.to_string());
+    say!(
+        "ferrite: gdb server on {addr}, stopped at instruction {} in thread {}; connect with: gdb {} -ex 'target remote {addr}'",
+        timeline.now(),
+        timeline.current_thread(),
+        spec.program.display()
+    );
+    let (stream, _) = listener.accept().with_context(|| format!("cannot accept a connection on {addr}"))?;
+    let _ = stream.set_nodelay(true);
+    let mut debuggee = Debuggee::new(timeline, findings);
+    let conn: Box<dyn ConnectionExt<Error = std::io::Error>> = Box::new(stream);
+    match GdbStub::new(conn).run_blocking::<EventLoop>(&mut debuggee) {
+        Ok(DisconnectReason::Disconnect) => say!("ferrite: gdb detached"),
+        Ok(DisconnectReason::Kill) => say!("ferrite: gdb killed the replay"),
+        Ok(DisconnectReason::TargetExited(_) | DisconnectReason::TargetTerminated(_)) => {}
+        Err(e) => bail!("the gdb session failed: {e}"),
+    }
+    Ok(())
+}
+
+/// gdbstub's blocking loop: the run goes on in this thread, between packets.
+enum EventLoop {}
+
+impl run_blocking::BlockingEventLoop for EventLoop {
+    type Target = Debuggee;
+    type Connection = Box<dyn ConnectionExt<Error = std::io::Error>>;
+    type StopReason = MultiThreadStopReason<u64>;
+
+    #[allow(clippy::type_complexity)]
+    fn wait_for_stop_reason(
+        target: &mut Debuggee,
+        conn: &mut Self::Connection,
+    ) -> Result<
+        run_blocking::Event<Self::StopReason>,
+        run_blocking::WaitForStopReasonError<String, <Self::Connection as Connection>::Error>,
+    > {
+        let what = target.resume.take().unwrap_or(target::Resume::Continue);
+        // A forward run looks for gdb's interrupt (Ctrl-C) between slices.
+        let mut interrupted = false;
+        let halt = target
+            .run(what, || {
+                interrupted = conn.peek().map(|b| b.is_some()).unwrap_or(true);
+                interrupted
+            })
+            .map_err(|e| run_blocking::WaitForStopReasonError::Target(e.to_string()))?;
+        match halt {
+            Some(h) => Ok(run_blocking::Event::TargetStopped(target.stop_reason(h))),
+            None => {
+                let byte = conn.read().map_err(run_blocking::WaitForStopReasonError::Connection)?;
+                Ok(run_blocking::Event::IncomingData(byte))
+            }
+        }
+    }
+
+    fn on_interrupt(_target: &mut Debuggee) -> Result<Option<MultiThreadStopReason<u64>>, String> {
+        Ok(Some(MultiThreadStopReason::Signal(gdbstub::common::Signal::SIGINT)))
+    }
+}

@@ -1,0 +1,353 @@
+//! A replayed run as a line a debugger moves along, in both directions.
+//!
+//! A position is a retired-instruction count: position `n` is the machine just before the
+//! instruction numbered `n` runs (counting from 0, all threads together), and the thread that
+//! runs it is the one the debugger stops in. Because a run is a function of its inputs and seed,
+//! every position is reached again, identically, by running the same program from its start to
+//! it: going backwards is going forwards from the beginning, as rr does between its checkpoints.
+//! Each incarnation of the run gets a fresh copy of the PM directory as it was before the first
+//! one, so the files the run changed do not change the run.
+//!
+//! Stops never change the run (`emu::machine::debug`): a forward `continue` that stops at ten
+//! breakpoints makes the same schedule, memory and trace hash as one that stops at none, so a
+//! position found in one incarnation is the same in the next.
+//!
+//! What it does not do yet: keep snapshots along the way. A backward step costs a re-run of the
+//! prefix (about a second per 100 M instructions of plain emulation); multi-threaded machine
+//! snapshots would bound it.
+
+use std::collections::BTreeSet;
+
+use anyhow::{Context as _, Result};
+use driver::session::Driven;
+use driver::{GuestEnd, RunSpec, Session};
+use emu::WatchKind;
+
+/// Why the timeline stopped where it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Halt {
+    /// A single step of this thread ended.
+    Stepped(u32),
+    /// A breakpoint's instruction is next, in this thread.
+    Breakpoint(u32),
+    /// This thread's last instruction accessed the watch starting at `addr`.
+    Watch { tid: u32, addr: u64, write: bool },
+    /// This thread faulted with this signal (not delivered yet).
+    Fault { tid: u32, signal: i32 },
+    /// The instruction budget ran out in this thread.
+    Budget(u32),
+    /// The start of the run: nothing before it.
+    Beginning,
+    /// The end of the run: the guest ended as said, nothing after it.
+    End(GuestEnd),
+}
+
+/// How long a forward run goes before it looks for the debugger's interrupt.
+pub const SLICE: u64 = 20_000_000;
+
+/// The replayed run and where the debugger is in it.
+pub struct Timeline {
+    spec: RunSpec,
+    /// The PM directory as it was before the run, copied once.
+    pristine: tempfile::TempDir,
+    /// The PM directory of the current incarnation (dropped after the session).
+    session: Session,
+    live_pm: tempfile::TempDir,
+    breakpoints: BTreeSet<u64>,
+    watches: Vec<(u64, u64, WatchKind)>,
+    /// How the run ended, once it has.
+    ended: Option<GuestEnd>,
+    /// Runs from the start made so far (the first one included).
+    pub incarnations: u64,
+}
+
+impl Timeline {
+    /// The run of `spec`, stopped before its first instruction.
+    pub fn new(spec: &RunSpec) -> Result<Timeline> {
+        let pristine =
+            tempfile::Builder::new().prefix("ferrite-pm-").tempdir().context("cannot create a PM directory")?;
+        driver::explore::copy_dir(&spec.pm_dir, pristine.path()).context("cannot copy the PM directory")?;
+        let (session, live_pm) = Self::incarnate(spec, pristine.path())?;
+        Ok(Timeline {
+            spec: spec.clone(),
+            pristine,
+            session,
+            live_pm,
+            breakpoints: BTreeSet::new(),
+            watches: Vec::new(),
+            ended: None,
+            incarnations: 1,
+        })
+    }
+
+    fn incarnate(spec: &RunSpec, pristine: &std::path::Path) -> Result<(Session, tempfile::TempDir)> {
+        let live = tempfile::Builder::new().prefix("ferrite-pm-").tempdir().context("cannot create a PM directory")?;
+        driver::explore::copy_dir(pristine, live.path()).context("cannot copy the PM directory")?;
+        let mut s = spec.clone();
+        s.pm_dir = live.path().to_path_buf();
+        let mut session = Session::start(&s, None, Vec::new(), false, None)?;
+        session.enable_debugging();
+        Ok((session, live))
+    }
+
+    /// Starts the run again from its first instruction, with the debugger's breakpoints.
+    fn restart(&mut self) -> Result<()> {
+        let (session, live) = Self::incarnate(&self.spec, self.pristine.path())?;
+        // The old session goes before its PM directory.
+        self.session = session;
+        self.live_pm = live;
+        self.ended = None;
+        self.incarnations += 1;
+        let m = self.session.machine_mut();
+        for &pc in &self.breakpoints {
+            m.add_breakpoint(pc);
+        }
+        for &(a, l, k) in &self.watches {
+            m.add_watchpoint(a, l, k);
+        }
+        Ok(())
+    }
+
+    /// The session at the current position.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// The session, for memory and register writes.
+    pub fn session_mut(&mut self) -> &mut Session {
+        &mut self.session
+    }
+
+    /// The current position.
+    pub fn now(&self) -> u64 {
+        self.session.machine().icount()
+    }
+
+    /// The thread that runs next (the one the debugger is stopped in).
+    pub fn current_thread(&self) -> u32 {
+        self.session.machine().tid()
+    }
+
+    /// How the run ended, if it has.
+    pub fn ended(&self) -> Option<GuestEnd> {
+        self.ended
+    }
+
+    pub fn add_breakpoint(&mut self, pc: u64) -> bool {
+        self.breakpoints.insert(pc);
+        self.session.machine_mut().add_breakpoint(pc)
+    }
+
+    pub fn remove_breakpoint(&mut self, pc: u64) -> bool {
+        self.breakpoints.remove(&pc);
+        self.session.machine_mut().remove_breakpoint(pc)
+    }
+
+    pub fn add_watchpoint(&mut self, addr: u64, len: u64, kind: WatchKind) -> bool {
+        if !self.watches.contains(&(addr, len, kind)) {
+            self.watches.push((addr, len, kind));
+        }
+        self.session.machine_mut().add_watchpoint(addr, len, kind)
+    }
+
+    pub fn remove_watchpoint(&mut self, addr: u64, len: u64, kind: WatchKind) -> bool {
+        self.watches.retain(|w| *w != (addr, len, kind));
+        self.session.machine_mut().remove_watchpoint(addr, len, kind)
+    }
+
+    /// One step of the session towards `target` (`None`: as far as it goes), resuming from the
+    /// current stop: a breakpoint at the current instruction does not stop it, a watchpoint
+    /// does (unless `stepping`: the instruction is being completed after its watchpoint stop).
+    fn drive_from(&mut self, target: Option<u64>, stepping: bool) -> Driven {
+        if let Some(end) = self.ended {
+            return Driven::End(end);
+        }
+        let m = self.session.machine_mut();
+        m.stop_at(target);
+        m.debug_skip_current(stepping);
+        let d = self.session.drive_debug();
+        if let Driven::End(end) = d {
+            self.ended = Some(end);
+        }
+        d
+    }
+
+    fn drive(&mut self, target: Option<u64>) -> Driven {
+        self.drive_from(target, false)
+    }
+
+    /// Moves to position `target`, from the start if it lies behind, stopping for nothing on the
+    /// way. Stops early at the end of the run.
+    pub fn goto(&mut self, target: u64) -> Result<()> {
+        // At the end, the last position is after the guest's last act (a fault delivered, the
+        // exit), not before it.
+        if target < self.now() || self.ended.is_some() {
+            self.restart()?;
+        }
+        while self.now() < target {
+            // Past every stop on the way, a watchpoint's too.
+            match self.drive_from(Some(target), true) {
+                Driven::End(_) => break,
+                Driven::Fault(_) | Driven::Budget if self.now() == target => break,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs forward until a breakpoint, a watchpoint, a fault, the budget or the end;
+    /// `interrupted` is asked every [`SLICE`] instructions and ends the run with `None`.
+    pub fn cont(&mut self, mut interrupted: impl FnMut() -> bool) -> Result<Option<Halt>> {
+        self.session.stop_when_scheduled(None);
+        loop {
+            let slice_end = self.now().saturating_add(SLICE);
+            match self.drive(Some(slice_end)) {
+                Driven::Machine(emu::DebugStop::Reached) | Driven::Scheduled | Driven::Paused => {
+                    if interrupted() {
+                        return Ok(None);
+                    }
+                }
+                Driven::Machine(emu::DebugStop::Breakpoint(_)) => {
+                    return Ok(Some(Halt::Breakpoint(self.current_thread())))
+                }
+                Driven::Machine(emu::DebugStop::Watch { addr, write }) => {
+                    let tid = self.current_thread();
+                    // Report it after the access, as a data breakpoint does.
+                    if let Some(h) = self.step_thread(tid)? {
+                        return Ok(Some(h));
+                    }
+                    return Ok(Some(Halt::Watch { tid, addr, write }));
+                }
+                Driven::Fault(signal) => return Ok(Some(Halt::Fault { tid: self.current_thread(), signal })),
+                Driven::Budget => return Ok(Some(Halt::Budget(self.current_thread()))),
+                Driven::End(e) => return Ok(Some(Halt::End(e))),
+            }
+        }
+    }
+
+    /// Runs until thread `tid` has run one instruction (other threads may run first). Returns a
+    /// halt that came first and is not that step's (a fault, the end), if any.
+    pub fn step_thread(&mut self, tid: u32) -> Result<Option<Halt>> {
+        let start = self.now();
+        loop {
+            if self.current_thread() != tid {
+                self.session.stop_when_scheduled(Some(tid));
+                let d = self.drive_from(None, true);
+                self.session.stop_when_scheduled(None);
+                match d {
+                    Driven::End(e) => return Ok(Some(Halt::End(e))),
+                    Driven::Fault(signal) => return Ok(Some(Halt::Fault { tid: self.current_thread(), signal })),
+                    Driven::Budget => return Ok(Some(Halt::Budget(self.current_thread()))),
+                    _ => continue,
+                }
+            }
+            let at = self.now();
+            match self.drive_from(Some(at + 1), true) {
+                Driven::End(e) => return Ok(Some(Halt::End(e))),
+                Driven::Fault(signal) if self.now() == at => return Ok(Some(Halt::Fault { tid, signal })),
+                Driven::Budget if self.now() == at => return Ok(Some(Halt::Budget(tid))),
+                _ => {}
+            }
+            if self.now() > start && self.session.last_ran_by(tid, self.now()).is_some_and(|q| q >= start) {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Moves back to just before the last instruction thread `tid` ran. `false`: it ran none
+    /// (the timeline is then at the start).
+    pub fn reverse_step(&mut self, tid: u32) -> Result<bool> {
+        match self.session.last_ran_by(tid, self.now()) {
+            Some(q) => {
+                self.goto(q)?;
+                Ok(true)
+            }
+            None => {
+                self.goto(0)?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Moves back to the last stop a forward `continue` would have made before the current
+    /// position, or to the start if there is none. A watchpoint's stop is before its access
+    /// (forwards it is after).
+    pub fn reverse_cont(&mut self) -> Result<Halt> {
+        let here = self.now();
+        self.restart()?;
+        let mut last: Option<(u64, Halt)> = None;
+        loop {
+            match self.drive(Some(here)) {
+                Driven::Machine(emu::DebugStop::Reached) | Driven::End(_) => break,
+                Driven::Machine(emu::DebugStop::Breakpoint(_)) => {
+                    last = Some((self.now(), Halt::Breakpoint(self.current_thread())));
+                }
+                Driven::Machine(emu::DebugStop::Watch { addr, write }) => {
+                    // Going backwards, the stop is before the access, as in gdb's own
+                    // record-and-replay: gdb compares the value there with the later one.
+                    let (at, tid) = (self.now(), self.current_thread());
+                    last = Some((at, Halt::Watch { tid, addr, write }));
+                    self.step_thread(tid)?;
+                }
+                Driven::Fault(signal) if self.now() < here => {
+                    last = Some((self.now(), Halt::Fault { tid: self.current_thread(), signal }));
+                }
+                _ => {}
+            }
+            if self.now() >= here {
+                break;
+            }
+        }
+        match last {
+            Some((at, halt)) => {
+                self.goto(at)?;
+                Ok(halt)
+            }
+            None => {
+                self.goto(0)?;
+                Ok(Halt::Beginning)
+            }
+        }
+    }
+
+    /// Runs to the first time thread `tid` is about to run the instruction at `pc` (a finding's
+    /// place), from the start. `false`: it never does (the timeline is then at the end).
+    pub fn run_to_first(&mut self, pc: u64, tid: u32) -> Result<bool> {
+        let had = self.breakpoints.contains(&pc);
+        self.session.machine_mut().add_breakpoint(pc);
+        let found = loop {
+            match self.drive_from(None, true) {
+                Driven::Machine(emu::DebugStop::Breakpoint(at)) if at == pc && self.current_thread() == tid => {
+                    break true
+                }
+                Driven::End(_) => break false,
+                _ => {}
+            }
+        };
+        if !had {
+            self.session.machine_mut().remove_breakpoint(pc);
+        }
+        Ok(found)
+    }
+
+    /// Runs to just before the last fault of the run (the instruction that faults is next), or
+    /// to the budget's end: the place of a `fault` or `hang` finding. `false`: there is none
+    /// (the timeline is then at the end).
+    pub fn run_to_last_fault(&mut self) -> Result<bool> {
+        let mut at = None;
+        loop {
+            match self.drive_from(None, true) {
+                Driven::Fault(_) | Driven::Budget => at = Some(self.now()),
+                Driven::End(_) => break,
+                _ => {}
+            }
+        }
+        match at {
+            Some(n) => {
+                self.goto(n)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}

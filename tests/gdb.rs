@@ -1,0 +1,222 @@
+//! `ferrite replay --gdb`, driven by the real gdb in batch mode: a finding opens at its source
+//! line with the report's frames; breakpoints, watchpoints, threads, `stepi`, and
+//! `reverse-stepi`/`reverse-continue` move through the replayed run; a watchpoint on the PM
+//! bytes of a lost store, reached backwards from the end, lands on the store that wrote them;
+//! and stopping changes nothing of the run (the end is at the report's instruction count).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+/// gdb, or `None` (the test then says why it is skipped) where it is not installed.
+fn gdb_available() -> bool {
+    Command::new("gdb").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+/// A ferrite gdb server for `report` (with `--finding` if given), and the address it listens on.
+struct Server {
+    child: Child,
+    addr: String,
+    /// The instruction it is stopped at, from its first line.
+    at: u64,
+}
+
+impl Server {
+    fn start(dir: &Path, report: &Path, finding: Option<u32>) -> Server {
+        let mut cmd = ferrite();
+        cmd.current_dir(dir).arg("replay").arg(report).args(["--gdb", "127.0.0.1:0"]);
+        if let Some(f) = finding {
+            cmd.args(["--finding", &f.to_string()]);
+        }
+        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stderr.take().unwrap()).read_line(&mut line).unwrap();
+        // ferrite: gdb server on 127.0.0.1:PORT, stopped at instruction N in thread T; ...
+        let addr = line
+            .split_once("gdb server on ")
+            .and_then(|(_, r)| r.split_once(','))
+            .map(|(a, _)| a.to_string())
+            .unwrap_or_else(|| panic!("no server line: {line:?}"));
+        let at = line
+            .split_once("stopped at instruction ")
+            .and_then(|(_, r)| r.split_once(' '))
+            .and_then(|(n, _)| n.parse().ok())
+            .unwrap_or_else(|| panic!("no instruction in {line:?}"));
+        Server { child, addr, at }
+    }
+
+    /// Runs gdb on `program` against the server with `commands`, and returns its output.
+    fn gdb(mut self, program: &Path, commands: &[&str]) -> String {
+        let mut cmd = Command::new("gdb");
+        cmd.args(["-q", "-nx", "-batch", "-ex", "set pagination off", "-ex", "set confirm off"]);
+        cmd.arg("-ex").arg(format!("target remote {}", self.addr));
+        for c in commands {
+            cmd.arg("-ex").arg(c);
+        }
+        cmd.arg("-ex").arg("kill").arg(program);
+        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = self.child.kill();
+                panic!("gdb did not finish within 120 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = child.wait_with_output().unwrap();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    }
+}
+
+/// The instruction counts `monitor when` printed, in order.
+fn whens(out: &str) -> Vec<u64> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix("instruction "))
+        .filter_map(|r| r.split_once(' ').and_then(|(n, _)| n.parse().ok()))
+        .collect()
+}
+
+/// Runs `args` under ferrite with `--report r.json` in a fresh directory, returning it.
+fn report(program: &Path, analyses: &str, args: &[&str]) -> tempfile::TempDir {
+    let dir = scratch();
+    let st = ferrite()
+        .current_dir(dir.path())
+        .args(["run", "--quiet", "--analyses", analyses, "--report", "r.json", "--"])
+        .arg(program)
+        .args(args)
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(66), "the run found nothing");
+    dir
+}
+
+#[test]
+fn a_lost_store_opens_at_its_line_and_a_watchpoint_backwards_lands_on_it() {
+    if !gdb_available() {
+        eprintln!("skipped: gdb is not installed");
+        return;
+    }
+    let prog = guest("pm_log");
+    let line = marker_line("pm_log.c", "BUG: entry stored but never persisted");
+    let dir = report(&prog, "unpersisted", &["/mnt/pmem0/log"]);
+    let r = read_json(&dir.path().join("r.json"));
+    let end = get(&r, "run.instructions").as_u64().unwrap();
+    let server = Server::start(dir.path(), Path::new("r.json"), Some(1));
+    let start = server.at;
+    let out = server.gdb(
+        &prog,
+        &[
+            "bt",
+            "monitor when",
+            "set $a = (long *) e",
+            // Forwards past the lost store to the end of the run, a breakpoint on the way in
+            // `main` that is never hit again.
+            "break exit",
+            "continue",
+            "delete",
+            "continue",
+            "monitor when",
+            // Backwards to whatever wrote the entry's first word last.
+            "watch *$a",
+            "reverse-continue",
+            "monitor when",
+            // Past the store: its bytes are stored, not durable.
+            "stepi",
+            "eval \"monitor pm 0x%lx\", (long) $a",
+            "monitor findings",
+        ],
+    );
+    let at_line = format!("pm_log.c:{line}");
+    let bt = out.lines().find(|l| l.starts_with("#0")).unwrap_or_else(|| panic!("no backtrace\n{out}"));
+    assert!(bt.contains("append") && bt.contains(&at_line), "{bt}\n{out}");
+    assert!(out.lines().any(|l| l.starts_with("#1") && l.contains("main")), "{out}");
+    assert!(out.contains("No more reverse-execution history"), "{out}");
+    let w = whens(&out);
+    assert_eq!(w.len(), 3, "{out}");
+    assert_eq!(w[0], start);
+    // Stopping at a breakpoint changed nothing: the run ends where the report's did.
+    assert_eq!(w[1], end, "{out}");
+    // Backwards, the watchpoint stops before the store the finding is about: where it opened.
+    assert_eq!(w[2], start, "{out}");
+    assert!(out.contains("Hardware watchpoint") && out.contains("Old value"), "{out}");
+    assert!(out.contains("stored, not durable"), "monitor pm:\n{out}");
+    assert!(out.contains("1: unpersisted/unpersisted-store"), "monitor findings:\n{out}");
+}
+
+#[test]
+fn threads_breakpoints_and_single_steps_go_both_ways() {
+    if !gdb_available() {
+        eprintln!("skipped: gdb is not installed");
+        return;
+    }
+    let prog = guest("hs_relock");
+    let store = marker_line("hs_relock.c", "BUG: stored, then the lock is released");
+    let load = marker_line("hs_relock.c", "LOAD: between the writer's unlock and relock");
+    let dir = report(&prog, "hawkset", &["/mnt/pmem0/x"]);
+    let server = Server::start(dir.path(), Path::new("r.json"), Some(1));
+    let start = server.at;
+    let out = server.gdb(
+        &prog,
+        &[
+            "info threads",
+            "bt 1",
+            "stepi",
+            "stepi",
+            "monitor when",
+            "reverse-stepi",
+            "reverse-stepi",
+            "monitor when",
+            &format!("break hs_relock.c:{load}"),
+            "continue",
+            "bt 1",
+            "monitor when",
+            "reverse-continue",
+            "monitor when",
+        ],
+    );
+    // Three threads: main and the two workers, the writer stopped at its store.
+    let threads = out.lines().filter(|l| l.contains("Thread 1.")).count();
+    assert!(threads >= 3, "{out}");
+    assert!(out.contains(&format!("hs_relock.c:{store}")), "{out}");
+    let w = whens(&out);
+    assert_eq!(w.len(), 4, "{out}");
+    assert!(w[0] > start, "two steps forward: {w:?}");
+    assert_eq!(w[1], start, "two steps back: {w:?}\n{out}");
+    // The reader reaches the load after the writer's store, in another thread.
+    assert!(out.contains(&format!("hs_relock.c:{load}")), "{out}");
+    assert!(w[2] > start, "{w:?}");
+    // Backwards from there, nothing stops before the start but that breakpoint, passed already.
+    assert!(w[3] < w[2], "{w:?}\n{out}");
+}
+
+#[test]
+fn a_fault_opens_at_the_faulting_instruction() {
+    if !gdb_available() {
+        eprintln!("skipped: gdb is not installed");
+        return;
+    }
+    let prog = guest("null_deref");
+    let dir = scratch();
+    let st = ferrite()
+        .current_dir(dir.path())
+        .args(["run", "--quiet", "--analyses", "none", "--report", "r.json", "--"])
+        .arg(&prog)
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(139));
+    let server = Server::start(dir.path(), Path::new("r.json"), Some(1));
+    let out = server.gdb(&prog, &["bt 1", "continue", "monitor when"]);
+    // Stopped before the faulting instruction, which faults when the run goes on.
+    let line = marker_line("null_deref.c", "FAULT");
+    let bt = out.lines().find(|l| l.starts_with("#0")).unwrap_or_else(|| panic!("no backtrace\n{out}"));
+    assert!(bt.contains(&format!("null_deref.c:{line}")), "{out}");
+    assert!(out.contains("received signal SIGSEGV"), "{out}");
+}
