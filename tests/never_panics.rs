@@ -160,7 +160,8 @@ fn structural(seed: &Value, rng: &mut Rng) -> Vec<Value> {
             out.push(m);
         }
     }
-    for image in [json!({"point": 4294967295u64, "choice": []}), json!({"point": 0, "choice": vec![4294967295u64; 64]})] {
+    for image in [json!({"point": 4294967295u64, "choice": []}), json!({"point": 0, "choice": vec![4294967295u64; 64]})]
+    {
         let mut m = seed.clone();
         if let Some(f) = m.pointer_mut("/findings/0").and_then(Value::as_object_mut) {
             f.insert("crash_image".into(), image);
