@@ -33,7 +33,7 @@ pub fn replay_setup(data: &[u8]) -> bool {
         // The passes are built as the session would build them; bad names or options are an
         // error the session reports, never a panic.
         let _ = analyses::build(&spec.analyses);
-        let _ = driver::strategy_name(spec.strategy);
+        let _ = driver::spec::strategy_name(spec.strategy);
         let _ = crashtest::recovery_budget(report.run.instructions, spec.max_instructions);
     }
     // A checked report reads back the same after it is written (what `--report-out` does).
