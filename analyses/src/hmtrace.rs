@@ -671,7 +671,12 @@ impl Analysis for Hmtrace {
                 self.access(ev)
             }
             EventKind::Syscall => self.allocation(ev),
-            EventKind::SyncEnter(_) | EventKind::SyncReturn(_) | EventKind::ThreadCreate | EventKind::ThreadExit => {
+            EventKind::SyncEnter(_)
+            | EventKind::SyncReturn(_)
+            | EventKind::ThreadCreate
+            | EventKind::ThreadExit
+            | EventKind::FutexWake
+            | EventKind::FutexWoken => {
                 self.allocation(ev);
                 self.bracket.observe(ev);
                 if ev.kind == EventKind::ThreadCreate && ev.addr != 0 {

@@ -422,6 +422,27 @@ impl Machine {
         }
     }
 
+    /// Reports that the running thread's system call woke thread `woken` from a futex wait on
+    /// `addr`: a [`EventKind::FutexWake`] of the running thread, then a
+    /// [`EventKind::FutexWoken`] of `woken`.
+    pub fn emit_futex_wake(&mut self, woken: u32, addr: u64) {
+        let pc = self.pc();
+        let st = self.uc.get_data_mut();
+        if !st.obs.interest.has(Interest::SYNC) {
+            return;
+        }
+        let waker = st.tid;
+        let ev = st.emit(EventKind::FutexWake, pc, addr, 0, 0, 0, u64::from(woken));
+        if let Some(o) = st.obs.observer.as_mut() {
+            o.on_event(&ev, &st.pm.device);
+        }
+        let mut ev = st.emit(EventKind::FutexWoken, pc, addr, 0, 0, 0, u64::from(waker));
+        ev.tid = woken;
+        if let Some(o) = st.obs.observer.as_mut() {
+            o.on_event(&ev, &st.pm.device);
+        }
+    }
+
     /// Installs the analyses' observer. Call before the guest maps PM.
     pub fn set_observer(&mut self, obs: Box<dyn Observer>) {
         let st = self.uc.get_data_mut();

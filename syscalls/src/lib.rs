@@ -158,6 +158,9 @@ pub struct Kernel {
     /// Threads created by the last system call: (tid, handle), the handle being the TLS pointer
     /// (glibc's `pthread_t`). The caller drains it to report thread creation.
     pub created: Vec<(u32, u64)>,
+    /// Threads the last system call woke from a futex wait: (tid, futex address), in the order
+    /// woken. The caller drains it to report the hand-off as an ordering edge.
+    pub woken: Vec<(u32, u64)>,
     /// Signals raised by system calls, to deliver to their thread when the call returns.
     pub(crate) pending: Vec<(u32, signal::SigInfo)>,
     /// Which held reader to release when every thread is held (`emu::sched::Hold::privileged`).
@@ -192,6 +195,7 @@ impl Kernel {
             max_threads: cfg.max_threads,
             wait_counter: 0,
             created: Vec::new(),
+            woken: Vec::new(),
             pending: Vec::new(),
             privileged: 0,
             pm_file_reads: 0,
