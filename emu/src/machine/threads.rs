@@ -85,6 +85,8 @@ impl Machine {
         }
     }
 
+    /// The scheduler, for the caller's scheduling decisions (which thread runs at a scheduling point,
+    /// which are blocked).
     pub fn scheduler(&mut self) -> &mut Scheduler {
         &mut self.uc.get_data_mut().steer.sched
     }
@@ -200,6 +202,7 @@ impl Machine {
         st.steer.held = st.steer.held.saturating_sub(1);
     }
 
+    /// The running thread's id.
     pub fn tid(&self) -> u32 {
         self.uc.get_data().tid
     }
