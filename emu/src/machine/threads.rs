@@ -85,8 +85,7 @@ impl Machine {
         }
     }
 
-    /// The scheduler, for the caller's scheduling decisions (which thread runs at a scheduling point,
-    /// which are blocked).
+    /// The run's scheduler: the caller asks it which thread runs next at each scheduling point.
     pub fn scheduler(&mut self) -> &mut Scheduler {
         &mut self.uc.get_data_mut().steer.sched
     }
