@@ -60,10 +60,14 @@ pub struct Durable {
     pub(crate) generation: u64,
 }
 
+/// One directory entry as `getdents64` returns it.
 #[derive(Clone, Debug)]
 pub struct DirEntry {
+    /// The entry's name, without a NUL.
     pub name: Vec<u8>,
+    /// Its inode number: derived from the guest path, so listings do not depend on the host.
     pub ino: u64,
+    /// Its `DT_*` type.
     pub dtype: u8,
 }
 
