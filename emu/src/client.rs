@@ -90,7 +90,8 @@ pub const fn tool_base(a: u8, b: u8) -> u64 {
 
 /// pmemcheck's requests (`valgrind/pmemcheck.h`), as offsets from `tool_base('P', 'C')`.
 pub mod pmc {
-    /// Registers `[arg1, arg1 + arg2)` as a PM mapping; merged into [`ClientState`](super::ClientState)'s set.
+    /// Registers `[arg1, arg1 + arg2)` as a PM mapping; merged into the set of
+    /// [`ClientState`](super::ClientState).
     pub const REGISTER_PMEM_MAPPING: u64 = 0;
     /// Registers a mapped file: descriptor, address, length and file offset. Decoded, then ignored.
     pub const REGISTER_PMEM_FILE: u64 = 1;
@@ -164,8 +165,8 @@ pub enum Request {
         /// Offset in the file of the mapping's first byte.
         offset: u64,
     },
-    /// `REMOVE_PMEM_MAPPING`: `[addr, addr + len)` is cut out of the registered ranges (and becomes a
-    /// [`PmUnregister`](crate::events::EventKind::PmUnregister) event).
+    /// `REMOVE_PMEM_MAPPING`: `[addr, addr + len)` is cut out of the registered ranges (and
+    /// becomes a [`PmUnregister`](crate::events::EventKind::PmUnregister) event).
     RemovePmemMapping {
         /// First byte of the range.
         addr: u64,

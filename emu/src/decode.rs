@@ -102,8 +102,8 @@ pub enum Term {
 /// The memory-access character of one instruction, for the event stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum AccessKind {
-    #[default]
     /// An ordinary access (or none).
+    #[default]
     Plain,
     /// A non-temporal store.
     NonTemporal,

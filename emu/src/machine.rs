@@ -249,17 +249,17 @@ pub struct Machine {
 /// Why the machine could not be built or could not do what it was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum EmuError {
-    #[error("the emulator could not be set up: {0:?}")]
     /// Unicorn refused to create or set up the engine.
+    #[error("the emulator could not be set up: {0:?}")]
     Engine(uc_error),
-    #[error("guest memory: {0:?}")]
     /// A guest-memory operation failed.
+    #[error("guest memory: {0:?}")]
     Memory(MemError),
-    #[error("host memory: {0}")]
     /// Host memory for the guest could not be mapped.
+    #[error("host memory: {0}")]
     Host(std::io::Error),
-    #[error("no guest thread {0}")]
     /// The thread id names no guest thread.
+    #[error("no guest thread {0}")]
     NoThread(u32),
 }
 
@@ -371,7 +371,8 @@ impl Machine {
         self.uc.reg_read_long(r).map(|b| b.to_vec()).unwrap_or_default()
     }
 
-    /// Sets a register wider than 64 bits from little-endian bytes (see [`reg_bytes`](Self::reg_bytes)).
+    /// Sets a register wider than 64 bits from little-endian bytes (see
+    /// [`reg_bytes`](Self::reg_bytes)).
     pub fn set_reg_bytes(&mut self, r: Reg, v: &[u8]) {
         let _ = self.uc.reg_write_long(r, v);
     }

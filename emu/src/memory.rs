@@ -145,7 +145,8 @@ impl HostBlock {
         self.len == 0
     }
 
-    /// The block's first byte in host memory; valid for [`len`](Self::len) bytes while the block lives.
+    /// The block's first byte in host memory; valid for [`len`](Self::len) bytes while the block
+    /// lives.
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
@@ -215,7 +216,8 @@ pub struct Region {
     pub start: u64,
     /// One past the last guest address (page-aligned).
     pub end: u64,
-    /// What the guest may do there (the table's truth; Unicorn holds the same, or nothing for `PROT_NONE`).
+    /// What the guest may do there (the table's truth; Unicorn holds the same, or nothing for
+    /// `PROT_NONE`).
     pub perm: Perm,
     /// The host memory behind the range, shared with neighbours split from the same mapping.
     pub block: Rc<HostBlock>,

@@ -216,7 +216,8 @@ pub enum Strategy {
     Pct {
         /// The bug depth aimed at: `depth - 1` change points are drawn.
         depth: u32,
-        /// How many scheduling points a run is expected to have; change points are drawn from 1 to it.
+        /// How many scheduling points a run is expected to have; change points are drawn from 1
+        /// to it.
         expected_points: u64,
     },
     /// No preemption but the 100,000-instruction quantum; round robin by thread id.

@@ -46,7 +46,8 @@ pub enum Kind {
         file: std::fs::File,
         /// The host path (what the sandbox resolved the guest path to).
         host: PathBuf,
-        /// Whether the file is on the PM mount: writes to it become device stores when it is mapped.
+        /// Whether the file is on the PM mount: writes to it become device stores when it is
+        /// mapped.
         pm: bool,
     },
     /// A directory opened for listing; `entries` is filled (sorted) on the first getdents.
@@ -117,8 +118,8 @@ pub struct FdTable {
 }
 
 impl FdTable {
-    /// A table with 0, 1 and 2 open on ferrite's standard streams, holding at most `limit` (at least
-    /// 3) descriptors.
+    /// A table with 0, 1 and 2 open on ferrite's standard streams, holding at most `limit`
+    /// descriptors (at least 3).
     pub fn with_stdio(limit: i32) -> FdTable {
         let mut t = FdTable { fds: BTreeMap::new(), limit: limit.max(3) };
         for (n, kind, path) in

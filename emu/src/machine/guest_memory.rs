@@ -18,8 +18,9 @@ impl Machine {
         Ok(())
     }
 
-    /// Unmaps `[start, end)` (see [`Memory::unmap`]) and returns the regions removed. Translations of
-    /// code there are forgotten, PM windows and `SIGBUS` ranges in it go, and its taint is dropped.
+    /// Unmaps `[start, end)` (see [`Memory::unmap`]) and returns the regions removed.
+    /// Translations of code there are forgotten, PM windows and `SIGBUS` ranges in it go, and its
+    /// taint is dropped.
     pub fn unmap(&mut self, start: u64, end: u64) -> Vec<Region> {
         let removed = self.mem.unmap(&mut self.uc, start, end);
         if removed.iter().any(|r| r.perm.exec()) {
@@ -42,7 +43,8 @@ impl Machine {
         removed
     }
 
-    /// Changes the protection of `[start, end)` (see [`Memory::protect`]); every page must be mapped.
+    /// Changes the protection of `[start, end)` (see [`Memory::protect`]); every page must be
+    /// mapped.
     /// Translations there are forgotten, since code may have become executable or stopped being so.
     pub fn protect(&mut self, start: u64, end: u64, perm: Perm) -> Result<(), MemError> {
         self.mem.protect(&mut self.uc, start, end, perm)?;
