@@ -20,7 +20,7 @@
 //! Every directory leading to a virtual file is a virtual directory listing its children.
 //!
 //! Paths are normalised lexically in the guest's namespace first (`..` never climbs above `/`),
-//! then walked component by component ([`Kernel::walk`]): every symbolic link met, on the host
+//! then walked component by component (`Kernel::walk`): every symbolic link met, on the host
 //! or virtual, is read and its target resolved again *in the guest's namespace*, so a link to
 //! `/proc/self/environ` reaches the virtual `/proc` (where it does not exist), not the host's,
 //! and `/proc/self/fd/N`, `/dev/fd/N`, `/dev/stdin` name the guest's own descriptors. The walked

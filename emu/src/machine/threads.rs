@@ -176,7 +176,8 @@ impl Machine {
     }
 
     /// A delay was decided for the running thread: its length in instructions, once. The caller
-    /// holds the thread for that long and reports it with [`Machine::delay_started`].
+    /// holds the thread for that long; the delay's start is recorded here
+    /// ([`Delays::started`](crate::sched::Delays::started)).
     pub fn take_delay(&mut self) -> Option<u64> {
         let st = self.uc.get_data_mut();
         let site = st.steer.delay_pending.take()?;
