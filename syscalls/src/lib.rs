@@ -18,25 +18,18 @@
 
 #![deny(missing_docs)]
 
-// TODO(arch): fd, fs, signal and vfs were rewritten by the sandbox work without docs for every
-// public item yet; then these `allow`s go.
-#[allow(missing_docs)]
 pub mod beneath;
-#[allow(missing_docs)]
 pub mod fd;
-#[allow(missing_docs)]
 pub mod fs;
 pub mod landlock;
 pub mod mem;
 pub mod names;
 pub mod process;
-#[allow(missing_docs)]
 pub mod signal;
 pub mod snapshot;
 pub mod thread;
 pub mod time;
 mod trace;
-#[allow(missing_docs)]
 pub mod vfs;
 
 use std::collections::BTreeMap;
