@@ -36,7 +36,9 @@
 //!   through them (its Section 4 models only lock acquire/release and thread termination). Vector clocks ([`HappensBefore`]) order: create → child,
 //!   exit → join, barrier arrivals of a round → its departures (per generation), signal →
 //!   wakeup, `sem_post` → `sem_wait`, mutex and rwlock release → acquire (a read unlock orders
-//!   only later writers), and **sync locations**: bytes touched by a locked read-modify-write
+//!   only later writers), a futex wake → the return of the wait it ended (runtimes the pass does
+//!   not know, such as libgomp's barriers, hand off through futexes; see
+//!   [`crate::sync::SyncAdapter`]), and **sync locations**: bytes touched by a locked read-modify-write
 //!   (`lock`-prefixed or `xchg`) are atomics; every later plain store to them is a release and
 //!   every plain load an acquire (C11 release stores and acquire loads compile to plain moves
 //!   on x86), a locked instruction both. Plain accesses to sync locations are never races, and a
@@ -671,7 +673,12 @@ impl Analysis for Hmtrace {
                 self.access(ev)
             }
             EventKind::Syscall => self.allocation(ev),
-            EventKind::SyncEnter(_) | EventKind::SyncReturn(_) | EventKind::ThreadCreate | EventKind::ThreadExit => {
+            EventKind::SyncEnter(_)
+            | EventKind::SyncReturn(_)
+            | EventKind::ThreadCreate
+            | EventKind::ThreadExit
+            | EventKind::FutexWake
+            | EventKind::FutexWoken => {
                 self.allocation(ev);
                 self.bracket.observe(ev);
                 if ev.kind == EventKind::ThreadCreate && ev.addr != 0 {

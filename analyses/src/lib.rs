@@ -287,6 +287,8 @@ impl Observer for Passes {
             | EventKind::SyncReturn(_)
             | EventKind::ThreadCreate
             | EventKind::ThreadExit
+            | EventKind::FutexWake
+            | EventKind::FutexWoken
             | EventKind::Syscall
             | EventKind::TxBegin
             | EventKind::TxEnd

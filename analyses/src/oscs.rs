@@ -499,7 +499,12 @@ impl Analysis for Oscs {
             {
                 self.access(ev)
             }
-            EventKind::SyncEnter(_) | EventKind::SyncReturn(_) | EventKind::ThreadCreate | EventKind::ThreadExit => {
+            EventKind::SyncEnter(_)
+            | EventKind::SyncReturn(_)
+            | EventKind::ThreadCreate
+            | EventKind::ThreadExit
+            | EventKind::FutexWake
+            | EventKind::FutexWoken => {
                 if self.opts.condflag {
                     match ev.kind {
                         EventKind::SyncEnter(k) if k.is_cond_wait() => self.mark_condflags(ev.tid, false),

@@ -101,6 +101,28 @@ pub struct SyncAdapter {
     barrier_rounds: FxHashMap<(u64, u32), u64>,
     /// libpmemobj's lanes: who holds one, and which PM bytes they protect.
     pub lanes: Lanes,
+    /// Per thread: how deeply it is inside lock releases (an unlock's futex wake is the lock's
+    /// business, not an ordering of its own).
+    releasing: FxHashMap<u32, u32>,
+}
+
+/// The sync object of a futex word's hand-offs: its address with the top bit set (guest
+/// addresses stay below 2^48, barrier generations use bits 48–62).
+fn futex_object(addr: u64) -> u64 {
+    addr | 1 << 63
+}
+
+/// The lock releases whose futex wakes are not orderings: they wake a waiter for the lock, which
+/// orders through the lock as the pass sees locks (locksets, or release → acquire edges).
+fn is_release(kind: SyncKind) -> bool {
+    matches!(
+        kind,
+        SyncKind::MutexUnlock
+            | SyncKind::RwUnlock
+            | SyncKind::SpinUnlock
+            | SyncKind::CustomRelease
+            | SyncKind::PmemobjUnlock
+    )
 }
 
 /// HawkSet's acquire-release pseudo-lock: held for the duration of every libpmemobj lock call,
@@ -137,7 +159,38 @@ impl SyncAdapter {
                 out(SyncOp::Create { child });
             }
             EventKind::ThreadExit => out(SyncOp::Exit),
-            EventKind::SyncEnter(kind) => match kind {
+            // A futex hand-off (a barrier's release by a runtime the pass does not know, a
+            // custom event, an unrecognised lock's contended path): what the waker did before
+            // the wake happens before what the woken thread does after its wait returns.
+            EventKind::FutexWake if !self.releasing.contains_key(&ev.tid) => {
+                out(SyncOp::Post { obj: futex_object(ev.addr) })
+            }
+            EventKind::FutexWoken if !self.releasing.contains_key(&(ev.new as u32)) => {
+                out(SyncOp::Wait { obj: futex_object(ev.addr) })
+            }
+            EventKind::SyncEnter(kind) if is_release(kind) => {
+                *self.releasing.entry(ev.tid).or_default() += 1;
+                self.enter(ev, kind, &mut out);
+            }
+            EventKind::SyncReturn(kind) if is_release(kind) => {
+                if let Some(d) = self.releasing.get_mut(&ev.tid) {
+                    *d -= 1;
+                    if *d == 0 {
+                        self.releasing.remove(&ev.tid);
+                    }
+                }
+                self.leave(ev, kind, &mut out);
+            }
+            EventKind::SyncEnter(kind) => self.enter(ev, kind, &mut out),
+            EventKind::SyncReturn(kind) => self.leave(ev, kind, &mut out),
+            _ => {}
+        }
+    }
+
+    /// The operations of entering the recognised function `kind`.
+    fn enter(&mut self, ev: &Event, kind: SyncKind, mut out: impl FnMut(SyncOp)) {
+        {
+            match kind {
                 SyncKind::MutexUnlock | SyncKind::RwUnlock | SyncKind::SpinUnlock | SyncKind::CustomRelease => {
                     out(SyncOp::Release { lock: ev.addr })
                 }
@@ -171,8 +224,14 @@ impl SyncAdapter {
                     out(SyncOp::Post { obj: barrier_round(ev.addr, *round) })
                 }
                 _ => {}
-            },
-            EventKind::SyncReturn(kind) => {
+            }
+        }
+    }
+
+    /// The operations of returning from the recognised function `kind`.
+    fn leave(&mut self, ev: &Event, kind: SyncKind, mut out: impl FnMut(SyncOp)) {
+        {
+            {
                 let ok = kind.succeeded(ev.new);
                 match kind {
                     SyncKind::MutexLock
@@ -223,7 +282,6 @@ impl SyncAdapter {
                     _ => {}
                 }
             }
-            _ => {}
         }
     }
 }

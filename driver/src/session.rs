@@ -450,6 +450,9 @@ impl Session {
                     for (tid, handle) in std::mem::take(&mut k.created) {
                         m.emit_thread_event(emu::events::EventKind::ThreadCreate, handle, u64::from(tid));
                     }
+                    for (tid, addr) in std::mem::take(&mut k.woken) {
+                        m.emit_futex_wake(tid, addr);
+                    }
                     if outcome == Outcome::ThreadExit {
                         m.emit_thread_event(emu::events::EventKind::ThreadExit, 0, 0);
                     }

@@ -90,26 +90,48 @@ pub const fn tool_base(a: u8, b: u8) -> u64 {
 
 /// pmemcheck's requests (`valgrind/pmemcheck.h`), as offsets from `tool_base('P', 'C')`.
 pub mod pmc {
+    /// Registers `[arg1, arg1 + arg2)` as a PM mapping; merged into the set of
+    /// [`ClientState`](super::ClientState).
     pub const REGISTER_PMEM_MAPPING: u64 = 0;
+    /// Registers a mapped file: descriptor, address, length and file offset. Decoded, then ignored.
     pub const REGISTER_PMEM_FILE: u64 = 1;
+    /// Removes `[arg1, arg1 + arg2)` from the registered mappings, splitting what it cuts.
     pub const REMOVE_PMEM_MAPPING: u64 = 2;
+    /// Asks whether `[arg1, arg1 + arg2)` is registered: 0 no, 1 wholly, 2 partly.
     pub const CHECK_IS_PMEM_MAPPING: u64 = 3;
+    /// Prints pmemcheck's mapping set to its log; ferrite prints nothing.
     pub const PRINT_PMEM_MAPPINGS: u64 = 4;
+    /// Announces a flush of `[arg1, arg1 + arg2)`; ferrite watches the `clwb` itself instead.
     pub const DO_FLUSH: u64 = 5;
+    /// Announces a drain (fence); ferrite watches the `sfence` itself instead.
     pub const DO_FENCE: u64 = 6;
+    /// Asks pmemcheck to print its statistics; ferrite ignores it.
     pub const WRITE_STATS: u64 = 8;
+    /// Marks `[arg1, arg1 + arg2)` as needing no persistence (state rebuilt at every open).
     pub const SET_CLEAN: u64 = 0x11;
+    /// Starts the running thread's transaction.
     pub const START_TX: u64 = 0x12;
+    /// Starts transaction `arg1`.
     pub const START_TX_N: u64 = 0x13;
+    /// Ends the running thread's transaction.
     pub const END_TX: u64 = 0x14;
+    /// Ends transaction `arg1`.
     pub const END_TX_N: u64 = 0x15;
+    /// Adds `[arg1, arg1 + arg2)` to the running thread's transaction.
     pub const ADD_TO_TX: u64 = 0x16;
+    /// Adds `[arg2, arg2 + arg3)` to transaction `arg1`.
     pub const ADD_TO_TX_N: u64 = 0x17;
+    /// Stops tracking `[arg1, arg1 + arg2)` in the running thread's transaction.
     pub const REMOVE_FROM_TX: u64 = 0x18;
+    /// Stops tracking `[arg2, arg2 + arg3)` in transaction `arg1`.
     pub const REMOVE_FROM_TX_N: u64 = 0x19;
+    /// Makes the running thread a participant of transaction `arg1`.
     pub const ADD_THREAD_TO_TX_N: u64 = 0x1a;
+    /// Takes the running thread out of transaction `arg1`.
     pub const REMOVE_THREAD_FROM_TX_N: u64 = 0x1b;
+    /// Excludes `[arg1, arg1 + arg2)` from transaction checking altogether.
     pub const ADD_TO_GLOBAL_TX_IGNORE: u64 = 0x1c;
+    /// A pmreorder marker (`PMREORDER_EMIT_LOG`); ferrite ignores it.
     pub const EMIT_LOG: u64 = 0x1e;
 }
 
@@ -122,58 +144,101 @@ pub fn is_preamble(bytes: &[u8; 16]) -> bool {
 /// program) and `None` for the running thread's own transaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Request {
+    /// `RUNNING_ON_VALGRIND`: answered 1.
     RunningOnValgrind,
+    /// `REGISTER_PMEM_MAPPING`: `[addr, addr + len)` joins the registered ranges (and becomes a
+    /// [`PmRegister`](crate::events::EventKind::PmRegister) event).
     RegisterPmemMapping {
+        /// First byte of the range.
         addr: u64,
+        /// Length in bytes.
         len: u64,
     },
+    /// `REGISTER_PMEM_FILE`: a file mapped at `addr`; decoded for completeness, otherwise ignored.
     RegisterPmemFile {
+        /// The guest's descriptor of the mapped file.
         fd: u64,
+        /// Where the file is mapped.
         addr: u64,
+        /// Length of the mapping in bytes.
         len: u64,
+        /// Offset in the file of the mapping's first byte.
         offset: u64,
     },
+    /// `REMOVE_PMEM_MAPPING`: `[addr, addr + len)` is cut out of the registered ranges (and
+    /// becomes a [`PmUnregister`](crate::events::EventKind::PmUnregister) event).
     RemovePmemMapping {
+        /// First byte of the range.
         addr: u64,
+        /// Length in bytes.
         len: u64,
     },
+    /// `CHECK_IS_PMEM_MAPPING`: answered 0, 1 or 2 (see [`ClientState::answer`]).
     CheckIsPmemMapping {
+        /// First byte of the range.
         addr: u64,
+        /// Length in bytes.
         len: u64,
     },
+    /// `DO_FLUSH`: the program says it flushed this range (not an event; the `clwb` is).
     DoFlush {
+        /// First byte of the range.
         addr: u64,
+        /// Length in bytes.
         len: u64,
     },
+    /// `DO_FENCE`: the program says it drained (not an event; the `sfence` is).
     DoFence,
+    /// `SET_CLEAN`: the range is deliberately left unpersisted (rebuilt at every open).
     SetClean {
+        /// First byte of the range.
         addr: u64,
+        /// Length in bytes.
         len: u64,
     },
+    /// `START_TX` / `START_TX_N`: a transaction begins.
     StartTx {
+        /// The program's transaction id, or `None` for the running thread's own.
         txn: Option<u64>,
     },
+    /// `END_TX` / `END_TX_N`: a transaction ends.
     EndTx {
+        /// The program's transaction id, or `None` for the running thread's own.
         txn: Option<u64>,
     },
+    /// `ADD_TO_TX` / `ADD_TO_TX_N`: the range is snapshotted into a transaction.
     AddToTx {
+        /// The program's transaction id, or `None` for the running thread's own.
         txn: Option<u64>,
+        /// First byte of the range.
         addr: u64,
+        /// Length in bytes.
         len: u64,
     },
+    /// `REMOVE_FROM_TX` / `REMOVE_FROM_TX_N`: the transaction stops tracking the range.
     RemoveFromTx {
+        /// The program's transaction id, or `None` for the running thread's own.
         txn: Option<u64>,
+        /// First byte of the range.
         addr: u64,
+        /// Length in bytes.
         len: u64,
     },
+    /// `ADD_THREAD_TO_TX_N`: the running thread joins transaction `txn`.
     AddThreadToTx {
+        /// The program's transaction id.
         txn: u64,
     },
+    /// `REMOVE_THREAD_FROM_TX_N`: the running thread leaves transaction `txn`.
     RemoveThreadFromTx {
+        /// The program's transaction id.
         txn: u64,
     },
+    /// `ADD_TO_GLOBAL_TX_IGNORE`: the range is excluded from transaction checking.
     AddToGlobalTxIgnore {
+        /// First byte of the range.
         addr: u64,
+        /// Length in bytes.
         len: u64,
     },
     /// Any other request (another tool's, or a pmemcheck request ferrite has no use for):

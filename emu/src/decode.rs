@@ -21,9 +21,13 @@ use crate::client;
 /// A memory operand, enough to compute its effective address from the registers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct MemRef {
+    /// The base register, if any.
     pub base: Option<Reg>,
+    /// The index register, if any.
     pub index: Option<Reg>,
+    /// What the index is multiplied by: 1, 2, 4 or 8 (0 when there is no index).
     pub scale: u8,
+    /// The displacement, sign-extended.
     pub disp: i64,
     /// RIP-relative: the base is the address of the next instruction.
     pub next_pc: Option<u64>,
@@ -38,9 +42,13 @@ pub enum Special {
     Privileged,
     /// RDRAND/RDSEED: hidden in CPUID, emulated from the seed if executed anyway.
     Rand {
+        /// `rdseed` rather than `rdrand`.
         seed_insn: bool,
     },
+    /// A cache-line flush of the line holding the operand's address.
     Flush(FlushOp, MemRef),
+    /// A fence: `sfence`, `mfence`, or a locked instruction or `xchg` with memory, seen before it
+    /// executes (its store also reaches the memory hook).
     Fence(FenceOp),
     /// The `xchg rbx, rbx` of a Valgrind client request ([`crate::client`]): preceded by the
     /// preamble `rol rdi, 3; rol rdi, 13; rol rdi, 61; rol rdi, 51` in this block, or by as
@@ -53,16 +61,23 @@ pub enum Special {
     Pause,
 }
 
+/// Which flush instruction a [`Special::Flush`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FlushOp {
+    /// `clflush`: flushes and invalidates, ordered with stores to the same line.
     Clflush,
+    /// `clflushopt`: flushes and invalidates, weakly ordered.
     Clflushopt,
+    /// `clwb`: writes the line back, may keep it cached.
     Clwb,
 }
 
+/// Which fence a [`Special::Fence`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FenceOp {
+    /// `sfence`: orders stores, flushes and NT stores.
     Sfence,
+    /// `mfence`: orders loads and stores as well.
     Mfence,
     /// A locked read-modify-write or `xchg` with memory: a full fence on x86.
     Locked,
@@ -73,16 +88,21 @@ pub enum FenceOp {
 pub enum Term {
     /// A call at `pc`; the callee returns to `ret`.
     Call {
+        /// Address of the call instruction.
         pc: u64,
+        /// Its return address: the next instruction's.
         ret: u64,
     },
+    /// A `ret`: the shadow call stack pops.
     Ret,
+    /// Anything else (a jump, a fall-through, a block cut short by the translator).
     Other,
 }
 
 /// The memory-access character of one instruction, for the event stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum AccessKind {
+    /// An ordinary access (or none).
     #[default]
     Plain,
     /// A non-temporal store.
@@ -95,11 +115,14 @@ pub enum AccessKind {
     LockedCmpxchg,
 }
 
+/// What the machine needs to know about one translated block, decoded once and cached.
 #[derive(Clone, Debug)]
 pub struct BlockInfo {
     /// Start address of each instruction, in order.
     pub insns: Box<[u64]>,
+    /// How the block ends, for the shadow call stack.
     pub term: Term,
+    /// Instructions that need a code hook of their own, by PC, in order.
     pub specials: Box<[(u64, Special)]>,
     /// Instructions whose memory accesses are not plain, by PC.
     pub access: Box<[(u64, AccessKind)]>,
@@ -111,11 +134,13 @@ impl BlockInfo {
         self.insns.partition_point(|a| *a < pc) as u64
     }
 
+    /// How the instruction at `pc` accesses memory (`Plain` unless it is listed in `access`).
     pub fn access_kind(&self, pc: u64) -> AccessKind {
         self.access.iter().find(|(p, _)| *p == pc).map(|(_, k)| *k).unwrap_or_default()
     }
 }
 
+/// The decoded-block cache and the two capstone handles that fill it.
 pub struct Decoder {
     cs: Capstone,
     /// With operand details, for the few instructions whose operands the machine needs.
@@ -138,6 +163,7 @@ impl Default for Decoder {
 }
 
 impl Decoder {
+    /// The cached decoding of the block at `addr` of `size` bytes, if it has been inserted.
     pub fn get(&self, addr: u64, size: u32) -> Option<&BlockInfo> {
         self.cache.get(&key(addr, size))
     }

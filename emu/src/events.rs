@@ -69,6 +69,12 @@ pub enum EventKind {
     ThreadCreate,
     /// The running thread exits.
     ThreadExit,
+    /// The running thread's system call woke thread `new` from a futex wait on `addr`
+    /// (`FUTEX_WAKE`, a requeue's wake, a robust or `clear_child_tid` wake).
+    FutexWake,
+    /// The other side of a [`EventKind::FutexWake`], reported right after it with `tid` the thread
+    /// woken (which runs nothing in between) and `new` the thread that woke it.
+    FutexWoken,
     /// The running thread makes system call number `addr` (first argument in `new`, second in
     /// `old`), before the kernel handles it. Reported with [`Interest::SYNC`].
     Syscall,

@@ -56,14 +56,22 @@ pub use unicorn_engine::RegisterX86 as Reg;
 
 /// Linux signal numbers used by the machine.
 pub mod sig {
+    /// Illegal instruction.
     pub const SIGILL: i32 = 4;
+    /// Breakpoint or trace trap (`int3`).
     pub const SIGTRAP: i32 = 5;
+    /// Abort, as `abort()` raises it.
     pub const SIGABRT: i32 = 6;
+    /// Bus error: an access to a file mapping's pages past the end of its file.
     pub const SIGBUS: i32 = 7;
+    /// Arithmetic exception (division by zero or overflow).
     pub const SIGFPE: i32 = 8;
+    /// Kill; cannot be caught.
     pub const SIGKILL: i32 = 9;
+    /// Segmentation fault: an access to unmapped memory or against its protection.
     pub const SIGSEGV: i32 = 11;
 
+    /// The signal's name (`SIGSEGV`), or `signal` for a number this table does not list.
     pub fn name(sig: i32) -> &'static str {
         match sig {
             1 => "SIGHUP",
@@ -89,6 +97,7 @@ pub mod sig {
 /// A synchronous signal raised by an instruction, with what Linux puts in its siginfo.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fault {
+    /// The signal number (see [`sig`]).
     pub signal: i32,
     /// `si_code` (SEGV_MAPERR=1, SEGV_ACCERR=2, FPE_INTDIV=1, ILL_ILLOPN=2, SI_KERNEL=0x80, ...).
     pub code: i32,
@@ -129,6 +138,7 @@ pub enum Exit {
 /// Settings fixed when the machine is built.
 #[derive(Clone, Debug)]
 pub struct MachineConfig {
+    /// What `cpuid` answers.
     pub cpuid: CpuidTable,
     /// Retired-instruction budget for the whole run.
     pub max_instructions: u64,
@@ -137,7 +147,9 @@ pub struct MachineConfig {
     pub tsc_per_insn: u64,
     /// Seed for RDRAND/RDSEED if a guest executes them despite CPUID.
     pub rand_seed: u64,
+    /// The PM device's model: atomicity, flush model and persistency.
     pub pm: PmConfig,
+    /// How the scheduler picks the next thread at a scheduling point.
     pub strategy: Strategy,
     /// Seed of the scheduler.
     pub sched_seed: u64,
@@ -204,8 +216,13 @@ pub struct TranslationStats {
     pub ranges_removed: u64,
 }
 
+/// The emulated machine: the engine with its hooks, guest memory, the PM device, the threads and
+/// the scheduler. The `syscalls` crate drives it: [`run`](Machine::run), handle the exit, repeat.
 pub struct Machine {
     uc: Unicorn<'static, HookState>,
+    /// The guest address-space table. Read it freely; change mappings through [`Machine::map`],
+    /// [`Machine::unmap`] and [`Machine::protect`], which keep Unicorn, PM windows and translations
+    /// in step.
     pub mem: Memory,
     /// Hooks of each PM window, by window start.
     pm_hooks: Vec<(u64, Vec<unicorn_engine::UcHookId>)>,
@@ -229,14 +246,19 @@ pub struct Machine {
     debug_hooks: Vec<(debug::DebugHook, unicorn_engine::UcHookId)>,
 }
 
+/// Why the machine could not be built or could not do what it was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum EmuError {
+    /// Unicorn refused to create or set up the engine.
     #[error("the emulator could not be set up: {0:?}")]
     Engine(uc_error),
+    /// A guest-memory operation failed.
     #[error("guest memory: {0:?}")]
     Memory(MemError),
+    /// Host memory for the guest could not be mapped.
     #[error("host memory: {0}")]
     Host(std::io::Error),
+    /// The thread id names no guest thread.
     #[error("no guest thread {0}")]
     NoThread(u32),
 }
@@ -246,6 +268,8 @@ fn engine(e: uc_error) -> EmuError {
 }
 
 impl Machine {
+    /// A machine configured by `config`, with no memory mapped and one thread, the running one (tid
+    /// 1 until [`set_main_tid`](Self::set_main_tid) names it).
     pub fn new(config: MachineConfig) -> Result<Machine, EmuError> {
         let state = HookState {
             clock: BlockClock {
@@ -332,10 +356,12 @@ impl Machine {
         })
     }
 
+    /// A 64-bit register of the running thread (0 if Unicorn cannot read it).
     pub fn reg(&self, r: Reg) -> u64 {
         self.uc.reg_read(r).unwrap_or(0)
     }
 
+    /// Sets a 64-bit register of the running thread (ignored if Unicorn refuses it).
     pub fn set_reg(&mut self, r: Reg, v: u64) {
         let _ = self.uc.reg_write(r, v);
     }
@@ -345,10 +371,13 @@ impl Machine {
         self.uc.reg_read_long(r).map(|b| b.to_vec()).unwrap_or_default()
     }
 
+    /// Sets a register wider than 64 bits from little-endian bytes (see
+    /// [`reg_bytes`](Self::reg_bytes)).
     pub fn set_reg_bytes(&mut self, r: Reg, v: &[u8]) {
         let _ = self.uc.reg_write_long(r, v);
     }
 
+    /// The running thread's RIP.
     pub fn pc(&self) -> u64 {
         self.reg(Reg::RIP)
     }
@@ -422,6 +451,27 @@ impl Machine {
         }
     }
 
+    /// Reports that the running thread's system call woke thread `woken` from a futex wait on
+    /// `addr`: a [`EventKind::FutexWake`] of the running thread, then a
+    /// [`EventKind::FutexWoken`] of `woken`.
+    pub fn emit_futex_wake(&mut self, woken: u32, addr: u64) {
+        let pc = self.pc();
+        let st = self.uc.get_data_mut();
+        if !st.obs.interest.has(Interest::SYNC) {
+            return;
+        }
+        let waker = st.tid;
+        let ev = st.emit(EventKind::FutexWake, pc, addr, 0, 0, 0, u64::from(woken));
+        if let Some(o) = st.obs.observer.as_mut() {
+            o.on_event(&ev, &st.pm.device);
+        }
+        let mut ev = st.emit(EventKind::FutexWoken, pc, addr, 0, 0, 0, u64::from(waker));
+        ev.tid = woken;
+        if let Some(o) = st.obs.observer.as_mut() {
+            o.on_event(&ev, &st.pm.device);
+        }
+    }
+
     /// Installs the analyses' observer. Call before the guest maps PM.
     pub fn set_observer(&mut self, obs: Box<dyn Observer>) {
         let st = self.uc.get_data_mut();
@@ -460,10 +510,12 @@ impl Machine {
         }
     }
 
+    /// The installed observer, if any.
     pub fn observer_mut(&mut self) -> Option<&mut dyn Observer> {
         self.uc.get_data_mut().obs.observer.as_deref_mut()
     }
 
+    /// Removes the observer and returns it; the machine stops reporting events.
     pub fn take_observer(&mut self) -> Option<Box<dyn Observer>> {
         let st = self.uc.get_data_mut();
         st.obs.interest = Interest::NONE;
@@ -482,10 +534,12 @@ impl Machine {
         }
     }
 
+    /// The table of interned call stacks that [`stack_id`](Self::stack_id)s index.
     pub fn stacks(&self) -> &StackTable {
         &self.uc.get_data().stacks
     }
 
+    /// The running thread's current shadow call stack, interned.
     pub fn stack_id(&self) -> StackId {
         self.uc.get_data().callstack.id()
     }

@@ -17,12 +17,15 @@ use std::rc::Rc;
 
 use unicorn_engine::{Prot, Unicorn};
 
+/// The guest page size: mappings and protections are handled in whole pages, as on x86-64 Linux.
 pub const PAGE: u64 = 4096;
 
+/// `a` rounded down to a page boundary.
 pub fn page_down(a: u64) -> u64 {
     a & !(PAGE - 1)
 }
 
+/// `a` rounded up to a page boundary, or `None` if that overflows the address space.
 pub fn page_up(a: u64) -> Option<u64> {
     a.checked_add(PAGE - 1).map(page_down)
 }
@@ -32,24 +35,34 @@ pub fn page_up(a: u64) -> Option<u64> {
 pub struct Perm(pub u8);
 
 impl Perm {
+    /// `PROT_NONE`: no access (guard pages, reservations); such regions are never given to Unicorn.
     pub const NONE: Perm = Perm(0);
+    /// `PROT_READ`.
     pub const R: Perm = Perm(1);
+    /// `PROT_WRITE` (the engine also makes it readable, as x86-64 does).
     pub const W: Perm = Perm(2);
+    /// `PROT_EXEC` (the engine also makes it readable, as x86-64 does).
     pub const X: Perm = Perm(4);
+    /// `PROT_READ | PROT_WRITE`.
     pub const RW: Perm = Perm(3);
+    /// `PROT_READ | PROT_EXEC`.
     pub const RX: Perm = Perm(5);
+    /// `PROT_READ | PROT_WRITE | PROT_EXEC`.
     pub const RWX: Perm = Perm(7);
 
     /// From the guest's `PROT_*` bits (PROT_READ=1, PROT_WRITE=2, PROT_EXEC=4 as in Linux).
     pub fn from_prot(prot: u64) -> Perm {
         Perm((prot & 7) as u8)
     }
+    /// Whether the guest asked for reading (`PROT_READ`).
     pub fn read(self) -> bool {
         self.0 & 1 != 0
     }
+    /// Whether the guest asked for writing (`PROT_WRITE`).
     pub fn write(self) -> bool {
         self.0 & 2 != 0
     }
+    /// Whether the guest asked for execution (`PROT_EXEC`).
     pub fn exec(self) -> bool {
         self.0 & 4 != 0
     }
@@ -122,14 +135,18 @@ impl HostBlock {
         Ok(Rc::new(HostBlock { ptr, len, touched: std::cell::Cell::new(false) }))
     }
 
+    /// Length of the host mapping in bytes.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether the block is zero bytes long (the host mapping is still one byte, as mmap needs).
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// The block's first byte in host memory; valid for [`len`](Self::len) bytes while the block
+    /// lives.
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
@@ -148,14 +165,34 @@ impl Drop for HostBlock {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Backing {
     /// Anonymous memory; the label names special ones (`[stack]`, `[heap]`).
-    Anon { label: Option<&'static str> },
+    Anon {
+        /// `[stack]`, `[heap]` and the like, or `None` for an unnamed anonymous mapping.
+        label: Option<&'static str>,
+    },
     /// A (private copy of a) file, at `offset` into it at the region's start.
-    File { path: String, offset: u64 },
+    File {
+        /// The file's guest path, as `/proc/self/maps` shows it.
+        path: String,
+        /// Offset in the file of the region's first byte.
+        offset: u64,
+    },
     /// A shared mapping of a file on the PM mount: device addresses are `file_id << 40 | offset`.
-    Pm { path: String, file_id: u32, offset: u64 },
+    Pm {
+        /// The file's guest path.
+        path: String,
+        /// The file's PM device id: the high bits of its device addresses.
+        file_id: u32,
+        /// Offset in the file of the region's first byte.
+        offset: u64,
+    },
     /// A shared mapping of an ordinary file: the host file itself, so stores reach it and
     /// `read`/`write` through a descriptor see them (the host's page cache keeps both coherent).
-    SharedFile { path: String, offset: u64 },
+    SharedFile {
+        /// The file's guest path.
+        path: String,
+        /// Offset in the file of the region's first byte.
+        offset: u64,
+    },
 }
 
 impl Backing {
@@ -172,22 +209,31 @@ impl Backing {
     }
 }
 
+/// One contiguous guest range with a single protection and backing, and the host memory behind it.
 #[derive(Clone, Debug)]
 pub struct Region {
+    /// First guest address (page-aligned).
     pub start: u64,
+    /// One past the last guest address (page-aligned).
     pub end: u64,
+    /// What the guest may do there (the table's truth; Unicorn holds the same, or nothing for
+    /// `PROT_NONE`).
     pub perm: Perm,
+    /// The host memory behind the range, shared with neighbours split from the same mapping.
     pub block: Rc<HostBlock>,
     /// Offset of `start` within `block`.
     pub block_off: usize,
+    /// What the range holds: anonymous memory, a private file copy, a PM file or a shared file.
     pub backing: Backing,
 }
 
 impl Region {
+    /// Length in bytes.
     pub fn len(&self) -> u64 {
         self.end - self.start
     }
 
+    /// Whether the region is empty (never true of a region in the table).
     pub fn is_empty(&self) -> bool {
         self.start == self.end
     }
@@ -219,6 +265,7 @@ impl Region {
     }
 }
 
+/// Why a change to the address space, or a kernel-side access, failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemError {
     /// The range overlaps an existing mapping.
@@ -263,10 +310,12 @@ fn uc_unmap<D>(uc: &mut Unicorn<'static, D>, r: &Region) {
 }
 
 impl Memory {
+    /// Every region, in address order.
     pub fn regions(&self) -> impl Iterator<Item = &Region> {
         self.regions.values()
     }
 
+    /// Bytes mapped in total (what `--max-memory` limits).
     pub fn mapped_bytes(&self) -> u64 {
         self.mapped
     }

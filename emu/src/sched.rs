@@ -59,6 +59,7 @@ pub struct Hold {
     pub loads: Vec<u64>,
     /// The device bytes (address, length) of the entry (unused with `stores`).
     pub dev: u64,
+    /// Length in bytes of the device range (unused with `stores`).
     pub len: u64,
     /// Which held thread to release when all are held.
     pub privileged: u32,
@@ -68,6 +69,7 @@ pub struct Hold {
 }
 
 impl Hold {
+    /// Whether device bytes `[dev, dev+len)` overlap the entry's `[self.dev, self.dev + self.len)`.
     pub fn covers(&self, dev: u64, len: u64) -> bool {
         dev < self.dev + self.len && self.dev < dev + len
     }
@@ -114,6 +116,7 @@ pub struct DelayInjection {
 /// The state of delay injection in one run.
 #[derive(Clone, Debug)]
 pub struct Delays {
+    /// The configuration the run was given.
     pub cfg: DelayInjection,
     rng: Rng,
     /// Fruitless delays per release site (the call's PC).
@@ -125,6 +128,7 @@ pub struct Delays {
 }
 
 impl Delays {
+    /// Delay injection configured by `cfg`, its decisions drawn from a stream derived from `seed`.
     pub fn new(cfg: DelayInjection, seed: u64) -> Delays {
         Delays {
             cfg,
@@ -170,6 +174,7 @@ pub struct Rng {
 }
 
 impl Rng {
+    /// A generator seeded with `seed`; equal seeds give equal streams on every host.
     pub fn new(seed: u64) -> Rng {
         let mut x = seed;
         let mut next = || {
@@ -182,6 +187,7 @@ impl Rng {
         Rng { s: [next(), next(), next(), next()] }
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         let r = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
         let t = self.s[1] << 17;
@@ -200,13 +206,21 @@ impl Rng {
     }
 }
 
+/// How the scheduler chooses at scheduling points (`--strategy`); see the module doc.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Strategy {
+    /// Switch at a point with probability 1/8; quanta drawn from 1,000..=50,000 instructions.
     Random,
+    /// PCT: the highest-priority runnable thread runs; at each of `depth - 1` change points the
+    /// running thread drops below every initial priority.
     Pct {
+        /// The bug depth aimed at: `depth - 1` change points are drawn.
         depth: u32,
+        /// How many scheduling points a run is expected to have; change points are drawn from 1
+        /// to it.
         expected_points: u64,
     },
+    /// No preemption but the 100,000-instruction quantum; round robin by thread id.
     Fifo,
     /// Systematic exploration: follow a prefix of decisions, then never preempt; every decision
     /// is recorded so a driver can enumerate the alternatives (see [`Decision`]).
@@ -218,9 +232,13 @@ pub enum Strategy {
 /// preemption).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decision {
+    /// The threads that could be chosen, sorted (at a quantum end, the running thread left out).
     pub runnable: Vec<u32>,
+    /// The thread running when the decision was made.
     pub current: u32,
+    /// The thread chosen.
     pub chosen: u32,
+    /// Whether the running thread could have continued: choosing another there is a preemption.
     pub optional: bool,
     /// Instructions retired when the decision was made (set by the caller of `pick`).
     pub at: u64,
@@ -240,8 +258,11 @@ pub enum Point {
     Forced,
 }
 
+/// The deterministic scheduler of one run: the strategy's state and what it decided (see the
+/// module doc).
 #[derive(Clone, Debug)]
 pub struct Scheduler {
+    /// The strategy, fixed for the run.
     pub strategy: Strategy,
     rng: Rng,
     /// PCT priorities by thread id (higher runs first).
@@ -260,6 +281,7 @@ pub struct Scheduler {
     pub switches: u64,
     /// Exhaustive: the decisions to follow, then the decisions made.
     prefix: Vec<u32>,
+    /// Exhaustive: every decision made in this run, in order.
     pub decisions: Vec<Decision>,
 }
 
@@ -275,6 +297,8 @@ const BACKSTOP_QUANTUM: u64 = 100_000;
 const PCT_QUANTUM: u64 = 500_000;
 
 impl Scheduler {
+    /// A scheduler for `strategy` whose random choices come from `seed` (PCT draws its change
+    /// points here).
     pub fn new(strategy: Strategy, seed: u64) -> Scheduler {
         let mut rng = Rng::new(seed ^ 0x5eed_5c4e_d01e);
         let mut change_points = Vec::new();

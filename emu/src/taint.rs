@@ -72,6 +72,7 @@ impl LabelSets {
         self.intern(Box::new([id]))
     }
 
+    /// The label of the union of `a`'s and `b`'s sets (cached; capped at the lowest eight ids).
     pub fn union(&mut self, a: Label, b: Label) -> Label {
         if a == b || b == 0 {
             return a;
@@ -160,7 +161,9 @@ struct Op {
 pub struct TaintedWrite {
     /// The storing instruction.
     pub pc: u64,
+    /// First byte stored.
     pub addr: u64,
+    /// Bytes stored by this access (one memory-hook access: a wider store comes in parts).
     pub size: u32,
     /// Union of the stored bytes' labels (content flow).
     pub content: Label,
@@ -174,7 +177,10 @@ struct Access {
     size: u32,
 }
 
+/// The taint engine: shadows of memory and of every thread's registers, and the label sets.
+/// Created by the machine only when an observer asks for taint.
 pub struct Taint {
+    /// The interned label sets; resolve a [`Label`] to its source ids here.
     pub sets: LabelSets,
     cs: Capstone,
     ops: FxHashMap<u64, Op>,
@@ -212,6 +218,7 @@ impl Default for Taint {
 }
 
 impl Taint {
+    /// An engine with nothing tainted (label 0 everywhere).
     pub fn new() -> Taint {
         let cs = Capstone::new().x86().mode(ArchMode::Mode64).detail(true).build().expect("capstone supports x86-64");
         Taint {

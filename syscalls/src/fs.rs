@@ -60,10 +60,14 @@ pub struct Durable {
     pub(crate) generation: u64,
 }
 
+/// One directory entry as `getdents64` returns it.
 #[derive(Clone, Debug)]
 pub struct DirEntry {
+    /// The entry's name, without a NUL.
     pub name: Vec<u8>,
+    /// Its inode number: derived from the guest path, so listings do not depend on the host.
     pub ino: u64,
+    /// Its `DT_*` type.
     pub dtype: u8,
 }
 
@@ -209,9 +213,9 @@ impl Kernel {
                     format!("0-{}\n", self.cfg.cpus - 1).into_bytes()
                 }
             }
+            VirtualFile::Mounts => crate::process::proc_mounts(&self.cfg.pm_mount).into_bytes(),
             // What PMDK reads to decide whether flushing is needed (eADR: the caches are in the
             // persistence domain), consistent with the device's model.
-            VirtualFile::Mounts => crate::process::proc_mounts(&self.cfg.pm_mount).into_bytes(),
             VirtualFile::PersistenceDomain => match m.pm().config().persistency {
                 emu::pm::Persistency::Eadr => b"cpu_cache\n".to_vec(),
                 emu::pm::Persistency::Adr => b"memory_controller\n".to_vec(),

@@ -18,25 +18,18 @@
 
 #![deny(missing_docs)]
 
-// TODO(arch): fd, fs, signal and vfs were rewritten by the sandbox work without docs for every
-// public item yet; then these `allow`s go.
-#[allow(missing_docs)]
 pub mod beneath;
-#[allow(missing_docs)]
 pub mod fd;
-#[allow(missing_docs)]
 pub mod fs;
 pub mod landlock;
 pub mod mem;
 pub mod names;
 pub mod process;
-#[allow(missing_docs)]
 pub mod signal;
 pub mod snapshot;
 pub mod thread;
 pub mod time;
 mod trace;
-#[allow(missing_docs)]
 pub mod vfs;
 
 use std::collections::BTreeMap;
@@ -158,6 +151,9 @@ pub struct Kernel {
     /// Threads created by the last system call: (tid, handle), the handle being the TLS pointer
     /// (glibc's `pthread_t`). The caller drains it to report thread creation.
     pub created: Vec<(u32, u64)>,
+    /// Threads the last system call woke from a futex wait: (tid, futex address), in the order
+    /// woken. The caller drains it to report the hand-off as an ordering edge.
+    pub woken: Vec<(u32, u64)>,
     /// Signals raised by system calls, to deliver to their thread when the call returns.
     pub(crate) pending: Vec<(u32, signal::SigInfo)>,
     /// Which held reader to release when every thread is held (`emu::sched::Hold::privileged`).
@@ -192,6 +188,7 @@ impl Kernel {
             max_threads: cfg.max_threads,
             wait_counter: 0,
             created: Vec::new(),
+            woken: Vec::new(),
             pending: Vec::new(),
             privileged: 0,
             pm_file_reads: 0,

@@ -39,14 +39,20 @@ const SIG_IGN: u64 = 1;
 /// What `siginfo` says beyond the signal number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SigInfo {
+    /// The signal number.
     pub signo: i32,
+    /// `si_code`: the fault's for a fault, `SI_TKILL` (-6) for a signal the guest sends itself,
+    /// `SI_USER` (0) for one a system call raises (`SIGPIPE`).
     pub code: i32,
     /// `si_addr` for faults; for kill/tgkill, the sender's pid in the low half.
     pub addr: u64,
+    /// Sent by the process rather than raised by a fault: the siginfo then names the sender's pid
+    /// and uid.
     pub from_kill: bool,
 }
 
 impl SigInfo {
+    /// The siginfo of a fault: its signal, code and address.
     pub fn from_fault(f: &Fault) -> SigInfo {
         SigInfo { signo: f.signal, code: f.code, addr: f.addr, from_kill: false }
     }

@@ -62,6 +62,7 @@ impl Kernel {
             max_threads: self.max_threads,
             wait_counter: self.wait_counter,
             created: self.created.clone(),
+            woken: self.woken.clone(),
             pending: self.pending.clone(),
             privileged: self.privileged,
             pm_file_reads: self.pm_file_reads,

@@ -402,6 +402,7 @@ impl Kernel {
                 break;
             };
             self.resume(m, pick, 0);
+            self.woken.push((pick, addr));
             woken += 1;
         }
         woken

@@ -20,7 +20,7 @@
 //! Every directory leading to a virtual file is a virtual directory listing its children.
 //!
 //! Paths are normalised lexically in the guest's namespace first (`..` never climbs above `/`),
-//! then walked component by component ([`Kernel::walk`]): every symbolic link met, on the host
+//! then walked component by component (`Kernel::walk`): every symbolic link met, on the host
 //! or virtual, is read and its target resolved again *in the guest's namespace*, so a link to
 //! `/proc/self/environ` reaches the virtual `/proc` (where it does not exist), not the host's,
 //! and `/proc/self/fd/N`, `/dev/fd/N`, `/dev/stdin` name the guest's own descriptors. The walked
@@ -58,20 +58,36 @@ use crate::{err, Errno, Kernel};
 pub enum Target {
     /// A host path; `writable` if inside the working directory or the PM mount; `pm` if inside the
     /// PM mount.
-    Host { host: PathBuf, writable: bool, pm: bool },
+    Host {
+        /// The host path, after the walk and any private-working-directory redirection.
+        host: PathBuf,
+        /// Whether the guest may change it (it lies under a writable root).
+        writable: bool,
+        /// Whether it lies in the PM mount.
+        pm: bool,
+    },
     /// A file whose contents ferrite generates.
     Virtual(VirtualFile),
 }
 
+/// A file whose contents ferrite generates from the run's state (see the module doc for why).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VirtualFile {
+    /// `/dev/null`.
     Null,
+    /// `/dev/zero`.
     Zero,
+    /// `/dev/urandom` and `/dev/random`: bytes from the run's seeded generator.
     Urandom,
+    /// `/proc/self/maps`, from the machine's region table.
     Maps,
+    /// `/proc/self/status`, with the run's fixed identities and memory sizes.
     Status,
+    /// `/proc/cpuinfo`, from ferrite's CPUID table, one entry per virtual CPU.
     CpuInfo,
+    /// `/sys/devices/system/cpu/online` and `possible`: the virtual CPUs (`--cpus`).
     CpuOnline,
+    /// `/proc/sys/kernel/random/uuid`: a fresh version-4 UUID from the seeded generator per open.
     Uuid,
     /// `/proc/self/mounts`: the guest's own mounts (root, `/proc`, `/sys`, the PM mount).
     Mounts,
@@ -91,6 +107,7 @@ pub enum VirtualFile {
 
 /// The NVDIMM region the PM device appears as, and the link to it from the nd bus.
 pub const ND_REGION: &str = "/sys/devices/platform/e820_pmem/ndbus0/region0";
+/// The nd-bus link to [`ND_REGION`].
 pub const ND_REGION_LINK: &str = "/sys/bus/nd/devices/region0";
 /// What `readlink` of [`ND_REGION_LINK`] says (relative, as sysfs's links are).
 pub const ND_REGION_LINK_TARGET: &str = "../../../devices/platform/e820_pmem/ndbus0/region0";

@@ -34,14 +34,22 @@ pub enum DebugStop {
     Breakpoint(u64),
     /// An instruction is about to access a watched range (it has not run): `addr` is the start
     /// of the watch, `write` whether the access is a store.
-    Watch { addr: u64, write: bool },
+    Watch {
+        /// The watch's first byte.
+        addr: u64,
+        /// Whether the access is a store.
+        write: bool,
+    },
 }
 
 /// Which accesses a watchpoint stops at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WatchKind {
+    /// Loads only (gdb's `rwatch`).
     Read,
+    /// Stores only (gdb's `watch`).
     Write,
+    /// Loads and stores (gdb's `awatch`).
     Access,
 }
 
@@ -345,17 +353,26 @@ pub const GP_ORDER: [Reg; 16] = [
 pub struct ThreadRegisters {
     /// In [`GP_ORDER`].
     pub gp: [u64; 16],
+    /// The instruction pointer.
     pub rip: u64,
+    /// RFLAGS (gdb's 32-bit `eflags`).
     pub eflags: u64,
     /// CS, SS, DS, ES, FS, GS.
     pub segments: [u32; 6],
+    /// The FS segment base (TLS of the thread).
     pub fs_base: u64,
+    /// The GS segment base.
     pub gs_base: u64,
     /// ST0–ST7, 80 bits each.
     pub st: [[u8; 10]; 8],
+    /// The x87 control word.
     pub fctrl: u32,
+    /// The x87 status word.
     pub fstat: u32,
+    /// The x87 tag word.
     pub ftag: u32,
+    /// XMM0–XMM15.
     pub xmm: [u128; 16],
+    /// The SSE control and status register.
     pub mxcsr: u32,
 }

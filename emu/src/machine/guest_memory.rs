@@ -18,6 +18,9 @@ impl Machine {
         Ok(())
     }
 
+    /// Unmaps `[start, end)` (see [`Memory::unmap`]) and returns the regions removed.
+    /// Translations of code there are forgotten, PM windows and `SIGBUS` ranges in it go, and its
+    /// taint is dropped.
     pub fn unmap(&mut self, start: u64, end: u64) -> Vec<Region> {
         let removed = self.mem.unmap(&mut self.uc, start, end);
         if removed.iter().any(|r| r.perm.exec()) {
@@ -40,6 +43,9 @@ impl Machine {
         removed
     }
 
+    /// Changes the protection of `[start, end)` (see [`Memory::protect`]); every page must be
+    /// mapped.
+    /// Translations there are forgotten, since code may have become executable or stopped being so.
     pub fn protect(&mut self, start: u64, end: u64, perm: Perm) -> Result<(), MemError> {
         self.mem.protect(&mut self.uc, start, end, perm)?;
         // Code may become executable, or stop being so: forget translations either way.
@@ -47,6 +53,7 @@ impl Machine {
         Ok(())
     }
 
+    /// Reads as the kernel would: every byte must be mapped readable, as for `copy_from_user`.
     pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
         self.mem.read(addr, buf)
     }
@@ -71,16 +78,19 @@ impl Machine {
         Ok(())
     }
 
+    /// Reads a little-endian `u64` as the kernel would (see [`read`](Self::read)).
     pub fn read_u64(&self, addr: u64) -> Result<u64, MemError> {
         let mut b = [0u8; 8];
         self.read(addr, &mut b)?;
         Ok(u64::from_le_bytes(b))
     }
 
+    /// Writes a little-endian `u64` as the kernel would, honouring write permission.
     pub fn write_u64(&mut self, addr: u64, v: u64) -> Result<(), MemError> {
         self.write(addr, &v.to_le_bytes(), false)
     }
 
+    /// Reads a little-endian `u32` as the kernel would (see [`read`](Self::read)).
     pub fn read_u32(&self, addr: u64) -> Result<u32, MemError> {
         let mut b = [0u8; 4];
         self.read(addr, &mut b)?;

@@ -347,10 +347,13 @@ impl Machine {
         }
     }
 
+    /// The PM device: what is durable and which crash images the run allows now.
     pub fn pm(&self) -> &PmDevice {
         &self.uc.get_data().pm.device
     }
 
+    /// The PM device, mutable. Feeding it directly bypasses the machine's events, windows and hash;
+    /// guest and kernel stores should go through the machine.
     pub fn pm_mut(&mut self) -> &mut PmDevice {
         &mut self.uc.get_data_mut().pm.device
     }

@@ -85,6 +85,7 @@ impl Machine {
         }
     }
 
+    /// The run's scheduler: the caller asks it which thread runs next at each scheduling point.
     pub fn scheduler(&mut self) -> &mut Scheduler {
         &mut self.uc.get_data_mut().steer.sched
     }
@@ -175,7 +176,8 @@ impl Machine {
     }
 
     /// A delay was decided for the running thread: its length in instructions, once. The caller
-    /// holds the thread for that long and reports it with [`Machine::delay_started`].
+    /// holds the thread for that long; the delay's start is recorded here
+    /// ([`Delays::started`](crate::sched::Delays::started)).
     pub fn take_delay(&mut self) -> Option<u64> {
         let st = self.uc.get_data_mut();
         let site = st.steer.delay_pending.take()?;
@@ -200,6 +202,7 @@ impl Machine {
         st.steer.held = st.steer.held.saturating_sub(1);
     }
 
+    /// The running thread's id.
     pub fn tid(&self) -> u32 {
         self.uc.get_data().tid
     }

@@ -38,7 +38,9 @@ pub struct Version {
 /// An NT chunk still waiting for its thread's fence: in a crash image, present or not.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PendingChunk {
+    /// The NT store the chunk belongs to.
     pub store: StoreId,
+    /// The thread whose next fence completes it.
     pub tid: Tid,
     /// Word of the line (0..8).
     pub word: u8,
@@ -63,6 +65,7 @@ impl PendingChunk {
 /// The choices of one line that is not fully durable.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LineSpace {
+    /// The line (device address / 64).
     pub line: u64,
     /// Candidate versions, oldest first: index 0 is the floor, the last is the current version.
     pub versions: Vec<Version>,
@@ -91,7 +94,9 @@ pub enum DimKind {
 pub struct Dim {
     /// Index into [`CrashSpace::lines`].
     pub line_index: usize,
+    /// The line (device address / 64), as in `lines[line_index].line`.
     pub line: u64,
+    /// What the dimension chooses.
     pub kind: DimKind,
     /// Number of values (at least 2).
     pub size: u32,
@@ -195,6 +200,7 @@ impl CrashSpace {
         CrashSpace { atomicity, lines, dims }
     }
 
+    /// The atomicity the space was built with (it decides what the dimensions mean).
     pub fn atomicity(&self) -> Atomicity {
         self.atomicity
     }

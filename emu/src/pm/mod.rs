@@ -164,20 +164,45 @@ pub enum Persistency {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PmConfig {
+    /// Whether a line persists whole or word by word (`--atomicity`).
     pub atomicity: Atomicity,
+    /// What `clflush` means (`--flush-model`).
     pub flush_model: FlushModel,
+    /// Where the persistence domain ends (`--persistency`).
     pub persistency: Persistency,
 }
 
 /// Errors of this module: a bad option name, or a malformed crash choice.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PmError {
+    /// A `--atomicity`, `--flush-model` or `--persistency` value that names no option.
     #[error("unknown {what} `{value}` (expected {expected})")]
-    UnknownOption { what: &'static str, value: String, expected: &'static str },
+    UnknownOption {
+        /// Which option, as the message names it.
+        what: &'static str,
+        /// The value given.
+        value: String,
+        /// The values accepted, for the message.
+        expected: &'static str,
+    },
+    /// A crash choice with a different number of entries than the crash space has dimensions.
     #[error("crash choice has {got} entries, the crash space has {expected} dimensions")]
-    ChoiceLength { got: usize, expected: usize },
+    ChoiceLength {
+        /// Entries in the choice.
+        got: usize,
+        /// Dimensions of the crash space.
+        expected: usize,
+    },
+    /// A crash choice picking a value outside its dimension.
     #[error("crash choice {value} for dimension {dim} is out of range (size {size})")]
-    ChoiceRange { dim: usize, value: u32, size: u32 },
+    ChoiceRange {
+        /// The dimension's index.
+        dim: usize,
+        /// The value chosen.
+        value: u32,
+        /// The dimension's size (valid values are `0..size`).
+        size: u32,
+    },
 }
 
 macro_rules! option_enum {
@@ -215,21 +240,30 @@ pub enum StoreKind {
     NonTemporal,
     /// One element of a `rep movs`/`rep stos`; `seq` names the instruction execution (equal for
     /// all its elements, different for the next execution, e.g. the retired-instruction count).
-    RepString { seq: u64 },
+    RepString {
+        /// The instruction execution this element belongs to.
+        seq: u64,
+    },
 }
 
 /// A cache-line flush instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum FlushKind {
+    /// Flushes and invalidates; persists at once under [`FlushModel::Intel`], needs a fence under
+    /// [`FlushModel::Strict`].
     Clflush,
+    /// Weakly ordered flush and invalidate: captures the line for the issuing thread's next fence.
     Clflushopt,
+    /// Writeback without invalidating: like `Clflushopt` for the device.
     Clwb,
 }
 
 /// An instruction that orders (and so completes) the issuing thread's flushes and NT stores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum FenceKind {
+    /// `sfence`.
     Sfence,
+    /// `mfence`.
     Mfence,
     /// A lock-prefixed read-modify-write or `xchg` with memory (on PM or not).
     Locked,
@@ -252,14 +286,18 @@ pub enum PersistCause {
 /// sequence number, the same counter as store ids).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Persister {
+    /// The thread whose flush and fence (or persisting call, or store under eADR) made it durable.
     pub tid: Tid,
+    /// The event's sequence number.
     pub seq: u64,
+    /// Which kind of event it was.
     pub cause: PersistCause,
 }
 
 /// What a flush found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlushOutcome {
+    /// The line flushed (device address / 64).
     pub line: u64,
     /// The line had a cached version above its floor (something for a writeback to write). False
     /// means "flush of a clean line" (pending NT chunks do not count: flushes do not drain
@@ -293,8 +331,11 @@ pub struct FenceOutcome {
 /// spans two lines is reported once per line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Persisted {
+    /// The store, by id.
     pub store: StoreId,
+    /// The thread that made it.
     pub writer: Tid,
+    /// The line (device address / 64) this report is about.
     pub line: u64,
     /// Bytes of the line for which this is still the latest store.
     pub mask: u64,
@@ -307,8 +348,11 @@ pub struct Persisted {
 /// What the device knows about the latest store to one byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PersistInfo {
+    /// The store, by id.
     pub store: StoreId,
+    /// The thread that made it.
     pub writer: Tid,
+    /// Whether it was a non-temporal store.
     pub nt: bool,
     /// Who made it durable under the hardware rule.
     pub hw: Option<Persister>,
@@ -335,7 +379,9 @@ pub enum DurabilityRule {
 /// A store some of whose bytes are still the latest and not durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnpersistedStore {
+    /// The store, by id.
     pub store: StoreId,
+    /// The thread that made it.
     pub tid: Tid,
     /// Lowest such byte.
     pub addr: u64,
@@ -343,21 +389,27 @@ pub struct UnpersistedStore {
     pub len: u64,
     /// Number of such bytes.
     pub bytes: u64,
+    /// Whether it was a non-temporal store.
     pub nt: bool,
 }
 
 /// A flush whose fence never came: the thread captured `captured` of `line` and has not fenced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnfencedFlush {
+    /// The thread that flushed and has not fenced since.
     pub tid: Tid,
+    /// The line (device address / 64) it flushed.
     pub line: u64,
+    /// The captured version, named by the store that made it.
     pub captured: StoreId,
 }
 
 /// An NT store with chunks still waiting for its thread's fence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingNt {
+    /// The store, by id.
     pub store: StoreId,
+    /// The thread whose fence the chunks wait for.
     pub tid: Tid,
     /// Lowest pending byte.
     pub addr: u64,
@@ -415,6 +467,7 @@ impl Default for PmDevice {
 }
 
 impl PmDevice {
+    /// A device with nothing stored, `config` fixed for its lifetime and the default version limit.
     pub fn new(config: PmConfig) -> Self {
         PmDevice {
             config,
@@ -428,6 +481,7 @@ impl PmDevice {
         }
     }
 
+    /// The configuration the device was created with.
     pub fn config(&self) -> PmConfig {
         self.config
     }
@@ -946,6 +1000,7 @@ impl PmDevice {
         v
     }
 
+    /// The size of the device's state now: what host memory follows (see [`PmStats`]).
     pub fn stats(&self) -> PmStats {
         let mut s = PmStats { lines: self.lines.len(), merged_versions: self.merged_versions, ..PmStats::default() };
         for line in self.lines.keys() {
