@@ -36,12 +36,18 @@ pub enum Command {
     Bench(BenchArgs),
     /// Run every detector over a labelled suite of guests and score them side by side.
     Compare(CompareArgs),
+    /// Merge the parts of a sharded campaign (--shard I/N) into the report one unsharded run
+    /// would have written.
+    Merge(MergeArgs),
 }
 
 #[derive(Args, Debug)]
 pub struct CrashArgs {
     #[command(flatten)]
     pub opts: RunOptions,
+
+    #[command(flatten)]
+    pub shard: ShardArgs,
 
     /// A checker run after each successful recovery on the same files; a non-zero exit is a
     /// failure.
@@ -414,6 +420,41 @@ pub struct CompareArgs {
     pub jobs: Option<usize>,
 
     /// No progress on standard error (the tables still go to standard output).
+    #[arg(long, short)]
+    pub quiet: bool,
+
+    #[command(flatten)]
+    pub shard: ShardArgs,
+}
+
+/// Sharding a campaign over a job array (docs/campaigns.md).
+#[derive(Args, Debug, Clone, Default)]
+pub struct ShardArgs {
+    /// Do shard I of N (I from 0) of the campaign's independent units and write a part
+    /// (--report FILE.json) for `ferrite merge`. Without it, Slurm's SLURM_ARRAY_TASK_ID and
+    /// SLURM_ARRAY_TASK_COUNT are used when set; `off` runs the whole campaign regardless.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+
+    /// The number of shards, with a Kubernetes Indexed Job's JOB_COMPLETION_INDEX as I.
+    #[arg(long, value_name = "N")]
+    pub shard_count: Option<u32>,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Example:\n  for i in 0 1 2 3; do ferrite crash --shard $i/4 --report part-$i.json -- ./log /mnt/pmem0/log; done\n  ferrite merge part-*.json --report crash.json\n\ndocs/campaigns.md runs the shards as a Slurm job array, a Kubernetes Indexed Job or with GNU parallel."
+)]
+pub struct MergeArgs {
+    /// The parts, one per shard (written by `--shard I/N --report PART.json`), in any order.
+    #[arg(required = true, value_name = "PART.json")]
+    pub parts: Vec<PathBuf>,
+
+    /// Write the merged report here (as the unsharded command's --report).
+    #[arg(long, value_name = "FILE", required = true)]
+    pub report: PathBuf,
+
+    /// Print nothing but errors and, for compare, the tables.
     #[arg(long, short)]
     pub quiet: bool,
 }

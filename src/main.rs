@@ -6,6 +6,7 @@
 mod cli;
 mod cmd;
 mod compare;
+mod part;
 mod report;
 
 use std::process::ExitCode;
@@ -67,6 +68,7 @@ fn main() -> ExitCode {
         Command::Crash(a) => cmd::crash::crash(a),
         Command::Bench(a) => cmd::bench::bench(a),
         Command::Compare(a) => cmd::compare::compare(a),
+        Command::Merge(a) => cmd::merge::merge(a),
     };
     match res {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
@@ -97,6 +99,7 @@ fn confine(cmd: &Command) -> anyhow::Result<syscalls::landlock::TempRoot> {
             Command::Crash(a) => vec![dir_of(&a.opts.report), a.opts.pm_dir.clone()],
             Command::Replay(a) => vec![dir_of(&a.report_out), a.pm_dir.clone()],
             Command::Compare(a) => vec![dir_of(&a.report)],
+            Command::Merge(a) => vec![dir_of(&Some(a.report.clone()))],
             Command::Bench(_) => vec![],
         }
         .into_iter()

@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod compare;
 pub mod crash;
+pub mod merge;
 pub mod replay;
 pub mod run;
 
