@@ -39,6 +39,9 @@ pub enum Command {
     /// Merge the parts of a sharded campaign (--shard I/N) into the report one unsharded run
     /// would have written.
     Merge(MergeArgs),
+    /// Write a Slurm batch script that runs a crash or compare campaign as a job array of
+    /// shards, then merges them.
+    Slurm(SlurmArgs),
 }
 
 #[derive(Args, Debug)]
@@ -457,4 +460,39 @@ pub struct MergeArgs {
     /// Print nothing but errors and, for compare, the tables.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Example:\n  ferrite slurm --shards 16 --cpus 4 --mem 8G --dir cmp -- compare --cases 'pm_*'\n  bash cmp/campaign.sbatch\n\ndocs/campaigns.md also shows the Kubernetes Indexed Job and GNU parallel equivalents."
+)]
+pub struct SlurmArgs {
+    /// Shards: the job array's size.
+    #[arg(long, value_name = "N")]
+    pub shards: u32,
+
+    /// CPUs of each task (its --jobs).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub cpus: u32,
+
+    /// Memory of each task, in Slurm's notation (`4G`).
+    #[arg(long, value_name = "SIZE", default_value = "4G")]
+    pub mem: String,
+
+    /// Time limit of each task, in Slurm's notation (`2:00:00`).
+    #[arg(long, value_name = "TIME")]
+    pub time: Option<String>,
+
+    /// The Slurm partition.
+    #[arg(long, value_name = "NAME")]
+    pub partition: Option<String>,
+
+    /// Where the script, the parts, the logs and the merged report go (on a file system every
+    /// node sees).
+    #[arg(long, value_name = "DIR", default_value = "ferrite-campaign")]
+    pub dir: PathBuf,
+
+    /// The campaign: `crash` or `compare` and its options (without --report, --shard, --jobs).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "SUBCOMMAND [ARGS]...")]
+    pub command: Vec<String>,
 }

@@ -69,6 +69,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => cmd::bench::bench(a),
         Command::Compare(a) => cmd::compare::compare(a),
         Command::Merge(a) => cmd::merge::merge(a),
+        Command::Slurm(a) => cmd::slurm::slurm(a),
     };
     match res {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
@@ -100,6 +101,7 @@ fn confine(cmd: &Command) -> anyhow::Result<syscalls::landlock::TempRoot> {
             Command::Replay(a) => vec![dir_of(&a.report_out), a.pm_dir.clone()],
             Command::Compare(a) => vec![dir_of(&a.report)],
             Command::Merge(a) => vec![dir_of(&Some(a.report.clone()))],
+            Command::Slurm(a) => vec![Some(a.dir.clone()), dir_of(&Some(a.dir.clone()))],
             Command::Bench(_) => vec![],
         }
         .into_iter()

@@ -11,6 +11,9 @@ pub fn crash(a: CrashArgs) -> Result<i32> {
     let opts = &a.opts;
     super::check_report_path("--report", opts.report.as_deref())?;
     let shard = super::merge::shard_of(&a.shard, opts.report.as_deref(), opts.quiet)?;
+    if shard.is_some() && a.lazy {
+        bail!("--lazy cannot be sharded: its crash points share what recovery read (run it unsharded)");
+    }
     let recover = opts.recover.as_deref().map(super::split_command).unwrap_or_else(|| a.command.clone());
     if recover.is_empty() {
         bail!("--recover needs a program");

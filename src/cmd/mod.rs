@@ -7,6 +7,7 @@ pub mod crash;
 pub mod merge;
 pub mod replay;
 pub mod run;
+pub mod slurm;
 
 use std::path::{Path, PathBuf};
 
