@@ -314,6 +314,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub opts: RunOptions,
 
+    #[command(flatten)]
+    pub shard: ShardArgs,
+
     /// Write host-side measurements of this run as JSON here (heap allocations ferrite made,
     /// wall-clock seconds): the numbers `ferrite bench` reports, kept out of the report because
     /// they are not deterministic.

@@ -85,22 +85,14 @@ fn part_header(
     base: &driver::RunSpec,
     shard: driver::shard::Shard,
 ) -> crate::part::Header {
-    use crate::part::{hash_path, hash_text, option_lines};
+    use crate::part::option_lines;
     let mut opts = a.opts.clone();
     (opts.report, opts.quiet, opts.pm_dir) = (None, false, None);
     let mut options = option_lines(&opts);
     options.extend(option_lines(&(&a.check, &a.crash_points, a.max_images, a.dedup_points, a.crash_at)));
     options.extend(option_lines(&(a.remap, a.xfd, a.fresh_recoveries, a.lazy, &a.command, &o.recover)));
-    let mut inputs = std::collections::BTreeMap::new();
     let mut programs = vec![&a.command[0], &o.recover[0]];
     programs.extend(o.check.as_ref().map(|c| &c[0]));
-    for p in programs {
-        inputs.insert(format!("program `{p}`"), hash_path(std::path::Path::new(p)));
-    }
-    if let Some(c) = &a.opts.config {
-        inputs.insert(format!("config `{}`", c.display()), hash_path(c));
-    }
-    inputs.insert("PM directory".into(), hash_path(&base.pm_dir));
-    inputs.insert("guest environment".into(), hash_text(&base.env.join("\n")));
+    let inputs = super::merge::run_inputs(&programs, a.opts.config.as_deref(), base);
     crate::part::Header::new("crash", shard, options, inputs)
 }

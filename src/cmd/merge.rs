@@ -69,6 +69,10 @@ pub fn merge(a: MergeArgs) -> Result<i32> {
             super::check_report_path("--report", Some(&a.report))?;
             merge_crash(parts, &a)
         }
+        "explore" => {
+            super::check_report_path("--report", Some(&a.report))?;
+            merge_explore(parts, &a)
+        }
         "compare" => {
             if !a.report.extension().is_some_and(|e| e.eq_ignore_ascii_case("json")) {
                 bail!(
@@ -205,5 +209,114 @@ fn merge_compare(parts: Vec<Part>, a: &MergeArgs) -> Result<i32> {
         summary,
     };
     emit(&report, &cases, &detectors, Some(&a.report), a.quiet)?;
+    Ok(0)
+}
+
+/// The inputs of a run: the programs (the workload's first), the config file, the PM
+/// directory, the guest's environment.
+pub fn run_inputs(programs: &[&String], config: Option<&Path>, spec: &driver::RunSpec) -> BTreeMap<String, String> {
+    use crate::part::{hash_path, hash_text};
+    let mut inputs = BTreeMap::new();
+    for p in programs {
+        inputs.insert(format!("program `{p}`"), hash_path(Path::new(p)));
+    }
+    if let Some(c) = config {
+        inputs.insert(format!("config `{}`", c.display()), hash_path(c));
+    }
+    inputs.insert("PM directory".into(), hash_path(&spec.pm_dir));
+    inputs.insert("guest environment".into(), hash_text(&spec.env.join("\n")));
+    inputs
+}
+
+/// An exploration's shard, as its part's body.
+#[derive(Serialize, Deserialize)]
+struct ExploreBody {
+    /// `random` (`--explore N`) or `exhaustive`.
+    mode: String,
+    /// The first run's report (random run 0 or the exhaustive root), where this shard ran it.
+    first: Option<Report>,
+    pieces: Vec<driver::explore::sharded::Piece>,
+    /// Whether the shard explored all it owns (exhaustive exploration can be cut by --explore).
+    complete: bool,
+}
+
+/// `ferrite run --shard`: the shard's schedules of `--explore N` or `--strategy exhaustive`,
+/// written as a part.
+pub fn explore_part(
+    opts: &crate::cli::RunOptions,
+    command: &[String],
+    spec: &driver::RunSpec,
+    shard: Shard,
+    path: &Path,
+) -> Result<i32> {
+    use driver::explore::sharded;
+    let runner = super::runner();
+    let exhaustive = spec.strategy == emu::sched::Strategy::Exhaustive;
+    if opts.strategy == "pmrace" {
+        bail!("--strategy pmrace cannot be sharded: each of its runs is guided by what the earlier ones covered");
+    }
+    if !exhaustive && opts.explore < 2 {
+        bail!("one run cannot be sharded: shard an exploration (--explore N, --strategy exhaustive)");
+    }
+    let mut o = opts.clone();
+    (o.report, o.quiet, o.pm_dir) = (None, false, None);
+    let mut options = crate::part::option_lines(&o);
+    options.extend(crate::part::option_lines(&command));
+    let mut programs = vec![&command[0]];
+    programs.extend(spec.recover.as_ref().map(|r| &r[0]));
+    let mut header =
+        Header::new("explore", shard, options, run_inputs(&programs, opts.config.as_deref(), spec));
+    let runs = if exhaustive {
+        sharded::exhaustive(&runner, spec, opts.explore.max(1), opts.max_preemptions, opts.por, shard)?
+    } else {
+        sharded::random(&runner, spec, opts.explore, shard)?
+    };
+    header.units = if exhaustive { 0 } else { u64::from(opts.explore) };
+    let ran = runs.pieces.len();
+    let body = ExploreBody {
+        mode: if exhaustive { "exhaustive" } else { "random" }.into(),
+        first: runs.first.map(|r| Report::new(r, None)),
+        pieces: runs.pieces,
+        complete: runs.complete,
+    };
+    crate::part::write(path, header, &body)?;
+    if !opts.quiet {
+        say!(
+            "ferrite: wrote part {} (shard {shard}: {ran} schedule(s){})",
+            path.display(),
+            if body.complete { "" } else { "; more remain in its branches (raise --explore)" }
+        );
+    }
+    Ok(0)
+}
+
+fn merge_explore(parts: Vec<Part>, a: &MergeArgs) -> Result<i32> {
+    let parts: Vec<(Header, ExploreBody)> = bodies(parts)?;
+    let random = parts[0].1.mode == "random";
+    let first = parts.iter().find_map(|(_, b)| b.first.clone()).context("no part has the exploration's first run")?;
+    for (h, b) in &parts {
+        if let Some(f) = b.first.as_ref().filter(|f| f.run != first.run) {
+            bail!(
+                "shard {}/{} saw another first run (trace hash {}, not {}): the run is not deterministic across the hosts",
+                h.shard,
+                h.shards,
+                f.run.trace_hash,
+                first.run.trace_hash
+            );
+        }
+    }
+    let incomplete: Vec<String> =
+        parts.iter().filter(|(_, b)| !b.complete).map(|(h, _)| format!("{}/{}", h.shard, h.shards)).collect();
+    let pieces = parts.into_iter().flat_map(|(_, b)| b.pieces).collect();
+    let run = driver::RunReport { run: first.run, findings: first.findings, stats: first.stats, discarded: first.discarded };
+    let report = Report::new(driver::explore::sharded::merge(run, pieces, random), None);
+    if !a.quiet {
+        driver::print_findings(&report.findings);
+        say!("ferrite: merged {} schedules: {} findings", report.run.schedules, report.findings.len());
+        if !incomplete.is_empty() {
+            say!("ferrite: shards {} stopped at --explore with schedules left", incomplete.join(", "));
+        }
+    }
+    report.write(&a.report)?;
     Ok(0)
 }
