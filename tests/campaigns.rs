@@ -204,3 +204,53 @@ fn compare_shards_merge_into_the_unsharded_report() {
     let e = error_of(&merge(dir.path(), &[parts[0].clone(), dir.path().join("nope.json")], &dir.path().join("m.json")));
     assert!(e.contains("nope.json"), "{e}");
 }
+
+/// `ferrite run` explorations: `--explore N` (units: the schedules), and `--strategy
+/// exhaustive` with and without `--por` (units: the root schedule's alternatives), on the lost
+/// update whose failed assertion some schedules show. Complete explorations merge into the
+/// unsharded report byte for byte: the same schedules counted, the same findings in the same
+/// order, each with the schedule that exposes it.
+#[test]
+fn exploration_shards_merge_into_the_unsharded_report() {
+    let dir = scratch();
+    let at = |n: &str| dir.path().join(n);
+    let g = guest("thr_lost_update");
+    let exhaustive = ["--strategy", "exhaustive", "--preempt", "all", "--max-preemptions", "1", "--explore", "400"];
+    let modes: [(&str, Vec<&str>); 3] = [
+        ("random", vec!["--explore", "8", "--preempt", "all", "--analyses", "hmtrace"]),
+        ("exhaustive", exhaustive.to_vec()),
+        ("por", [&exhaustive[..], &["--por"]].concat()),
+    ];
+    for (name, opts) in modes {
+        let run = |extra: &[&str], report: &Path| {
+            let report = report.display().to_string();
+            let run = Ferrite::run(&g).opts(&["--quiet", "--report", &report]).opts(&opts).opts(extra).go();
+            assert!(matches!(run.code, 0 | 66), "{}", run.describe());
+            run
+        };
+        let whole = run(&[], &at(&format!("{name}.json")));
+        let parts: Vec<PathBuf> = (0..3).map(|i| at(&format!("{name}-{i}.json"))).collect();
+        for (i, p) in parts.iter().enumerate() {
+            assert_eq!(run(&["--shard", &format!("{i}/3")], p).code, 0);
+        }
+        let out = merge(dir.path(), &parts, &at(&format!("{name}-merged.json")));
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let (a, b) = (
+            std::fs::read(at(&format!("{name}.json"))).unwrap(),
+            std::fs::read(at(&format!("{name}-merged.json"))).unwrap(),
+        );
+        assert!(a == b, "{name}: merged differs\n{}\n{}", diff(&a, &b, "whole", "merged"), whole.describe());
+        let report: Value = serde_json::from_slice(&a).unwrap();
+        if name != "random" {
+            assert!(
+                report["findings"].as_array().unwrap().iter().any(|f| f["kind"] == "SIGABRT"),
+                "{name}: the lost update is found"
+            );
+        }
+    }
+    // pmrace's exploration is guided by its earlier runs: not shardable.
+    let run =
+        Ferrite::run(&g).opts(&["--strategy", "pmrace", "--explore", "4", "--shard", "0/2", "--report", "p.json"]).go();
+    assert_eq!(run.code, 2, "{}", run.describe());
+    assert!(error_lines(&run.stderr)[0].contains("pmrace"), "{}", run.describe());
+}

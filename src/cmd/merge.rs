@@ -264,8 +264,7 @@ pub fn explore_part(
     options.extend(crate::part::option_lines(&command));
     let mut programs = vec![&command[0]];
     programs.extend(spec.recover.as_ref().map(|r| &r[0]));
-    let mut header =
-        Header::new("explore", shard, options, run_inputs(&programs, opts.config.as_deref(), spec));
+    let mut header = Header::new("explore", shard, options, run_inputs(&programs, opts.config.as_deref(), spec));
     let runs = if exhaustive {
         sharded::exhaustive(&runner, spec, opts.explore.max(1), opts.max_preemptions, opts.por, shard)?
     } else {
@@ -308,7 +307,8 @@ fn merge_explore(parts: Vec<Part>, a: &MergeArgs) -> Result<i32> {
     let incomplete: Vec<String> =
         parts.iter().filter(|(_, b)| !b.complete).map(|(h, _)| format!("{}/{}", h.shard, h.shards)).collect();
     let pieces = parts.into_iter().flat_map(|(_, b)| b.pieces).collect();
-    let run = driver::RunReport { run: first.run, findings: first.findings, stats: first.stats, discarded: first.discarded };
+    let run =
+        driver::RunReport { run: first.run, findings: first.findings, stats: first.stats, discarded: first.discarded };
     let report = Report::new(driver::explore::sharded::merge(run, pieces, random), None);
     if !a.quiet {
         driver::print_findings(&report.findings);

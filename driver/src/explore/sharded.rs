@@ -45,13 +45,7 @@ pub struct Piece {
 
 impl Piece {
     fn of(key: Vec<u64>, schedule: Vec<u32>, r: &RunReport) -> Piece {
-        Piece {
-            key,
-            schedule,
-            findings: r.findings.clone(),
-            stats: r.stats.clone(),
-            discarded: r.discarded.clone(),
-        }
+        Piece { key, schedule, findings: r.findings.clone(), stats: r.stats.clone(), discarded: r.discarded.clone() }
     }
 }
 
