@@ -26,7 +26,7 @@ pub struct Header {
     pub format: String,
     /// The ferrite version.
     pub ferrite: String,
-    /// BLAKE3 of the ferrite executable that wrote it.
+    /// The build of the ferrite executable that wrote it ([`own_build`]).
     pub build: String,
     /// `crash`, `compare` or `explore`.
     pub kind: String,
@@ -86,11 +86,23 @@ pub fn check_path(path: Option<&Path>) -> Result<()> {
     }
 }
 
-/// BLAKE3 of this ferrite executable (`unknown` if it cannot be read).
+/// What identifies this ferrite executable: its GNU build ID (which the linker derives from
+/// the code), else the BLAKE3 of its bytes; `unknown` if it cannot be read.
 pub fn own_build() -> String {
-    std::fs::read("/proc/self/exe")
-        .map(|b| blake3::hash(&b).to_hex()[..16].to_string())
-        .unwrap_or_else(|_| "unknown".into())
+    static BUILD: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BUILD
+        .get_or_init(|| {
+            use object::Object as _;
+            let Ok(file) = std::fs::File::open("/proc/self/exe") else { return "unknown".into() };
+            let cache = object::read::ReadCache::new(file);
+            if let Some(id) = object::File::parse(&cache).ok().and_then(|f| f.build_id().ok().flatten()) {
+                return id.iter().map(|b| format!("{b:02x}")).collect();
+            }
+            std::fs::read("/proc/self/exe")
+                .map(|b| blake3::hash(&b).to_hex()[..16].to_string())
+                .unwrap_or_else(|_| "unknown".into())
+        })
+        .clone()
 }
 
 /// BLAKE3 of a file's bytes, or of a directory's files (names and bytes, in name order), or
