@@ -184,9 +184,9 @@ fn compare_shards_merge_into_the_unsharded_report() {
     compare(&[], "whole.json");
     let parts: Vec<PathBuf> = (0..3).map(|i| dir.path().join(format!("part-{i}.json"))).collect();
     let mut runs = 0;
-    for i in 0..3 {
+    for (i, part) in parts.iter().enumerate() {
         compare(&["--shard", &format!("{i}/3")], &format!("part-{i}.json"));
-        runs += read_json(&parts[i])["body"]["runs"].as_array().unwrap().len();
+        runs += read_json(part)["body"]["runs"].as_array().unwrap().len();
     }
     let whole = read_json(&dir.path().join("whole.json"));
     let total: u64 = whole["detectors"].as_array().unwrap().iter().map(|d| d["runs"].as_u64().unwrap()).sum();
@@ -253,4 +253,66 @@ fn exploration_shards_merge_into_the_unsharded_report() {
         Ferrite::run(&g).opts(&["--strategy", "pmrace", "--explore", "4", "--shard", "0/2", "--report", "p.json"]).go();
     assert_eq!(run.code, 2, "{}", run.describe());
     assert!(error_lines(&run.stderr)[0].contains("pmrace"), "{}", run.describe());
+}
+
+/// `ferrite slurm` writes a batch script with the array, the per-task resources and the
+/// dependent merge, valid shell; and refuses a campaign it cannot shard or whose options it
+/// sets itself, before writing anything.
+#[test]
+fn slurm_writes_the_batch_script() {
+    let dir = scratch();
+    let slurm = |args: &[&str]| {
+        ferrite()
+            .arg("slurm")
+            .args(args)
+            .current_dir(dir.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("cannot start ferrite slurm")
+    };
+    let g = guest("pm_log").display().to_string();
+    let out = slurm(&[
+        "--shards",
+        "4",
+        "--cpus",
+        "2",
+        "--mem",
+        "3G",
+        "--time",
+        "0:30:00",
+        "--dir",
+        "c",
+        "--",
+        "crash",
+        "--env-clear",
+        "--",
+        &g,
+        "/mnt/pmem0/log",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let script = std::fs::read_to_string(dir.path().join("c/campaign.sbatch")).unwrap();
+    for want in [
+        "#SBATCH --array=0-3",
+        "#SBATCH --cpus-per-task=2",
+        "#SBATCH --mem=3G",
+        "#SBATCH --time=0:30:00",
+        "--dependency=afterany:",
+        "--shard \"$SLURM_ARRAY_TASK_ID/4\"",
+        " merge ",
+    ] {
+        assert!(script.contains(want), "no `{want}` in\n{script}");
+    }
+    let syntax =
+        std::process::Command::new("bash").arg("-n").arg(dir.path().join("c/campaign.sbatch")).status().unwrap();
+    assert!(syntax.success(), "the script is not valid shell:\n{script}");
+    for (args, want) in [
+        (vec!["--shards", "4", "--", "run", "--", &g], "`crash` and `compare`"),
+        (vec!["--shards", "4", "--", "compare", "--report", "x.json"], "sets the report"),
+        (vec!["--shards", "4", "--", "compare", "--bogus"], "--bogus"),
+        (vec!["--shards", "0", "--", "compare"], "at least one"),
+    ] {
+        let out = slurm(&args);
+        let e = error_of(&out);
+        assert!(e.contains(want), "{args:?}: {e}");
+    }
 }
