@@ -40,12 +40,21 @@ pub enum Command {
     Bench(BenchArgs),
     /// Run every detector over a labelled suite of guests and score them side by side.
     Compare(CompareArgs),
+    /// Merge the parts of a sharded campaign (--shard I/N) into the report one unsharded run
+    /// would have written.
+    Merge(MergeArgs),
+    /// Write a Slurm batch script that runs a crash or compare campaign as a job array of
+    /// shards, then merges them.
+    Slurm(SlurmArgs),
 }
 
 #[derive(Args, Debug)]
 pub struct CrashArgs {
     #[command(flatten)]
     pub opts: RunOptions,
+
+    #[command(flatten)]
+    pub shard: ShardArgs,
 
     /// A checker run after each successful recovery on the same files; a non-zero exit is a
     /// failure.
@@ -309,6 +318,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub opts: RunOptions,
 
+    #[command(flatten)]
+    pub shard: ShardArgs,
+
     /// Write host-side measurements of this run as JSON here (heap allocations ferrite made,
     /// wall-clock seconds): the numbers `ferrite bench` reports, kept out of the report because
     /// they are not deterministic.
@@ -427,4 +439,74 @@ pub struct CompareArgs {
     /// No progress on standard error (the tables still go to standard output).
     #[arg(long, short)]
     pub quiet: bool,
+
+    #[command(flatten)]
+    pub shard: ShardArgs,
+}
+
+/// Sharding a campaign over a job array (docs/campaigns.md).
+#[derive(Args, Debug, Clone, Default)]
+pub struct ShardArgs {
+    /// Do shard I of N (I from 0) of the campaign's independent units and write a part
+    /// (--report FILE.json) for `ferrite merge`. Without it, Slurm's SLURM_ARRAY_TASK_ID and
+    /// SLURM_ARRAY_TASK_COUNT are used when set; `off` runs the whole campaign regardless.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+
+    /// The number of shards, with a Kubernetes Indexed Job's JOB_COMPLETION_INDEX as I.
+    #[arg(long, value_name = "N")]
+    pub shard_count: Option<u32>,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Example:\n  for i in 0 1 2 3; do ferrite crash --shard $i/4 --report part-$i.json -- ./log /mnt/pmem0/log; done\n  ferrite merge part-*.json --report crash.json\n\ndocs/campaigns.md runs the shards as a Slurm job array, a Kubernetes Indexed Job or with GNU parallel."
+)]
+pub struct MergeArgs {
+    /// The parts, one per shard (written by `--shard I/N --report PART.json`), in any order.
+    #[arg(required = true, value_name = "PART.json")]
+    pub parts: Vec<PathBuf>,
+
+    /// Write the merged report here (as the unsharded command's --report).
+    #[arg(long, value_name = "FILE", required = true)]
+    pub report: PathBuf,
+
+    /// Print nothing but errors and, for compare, the tables.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Example:\n  ferrite slurm --shards 16 --cpus 4 --mem 8G --dir cmp -- compare --cases 'pm_*'\n  bash cmp/campaign.sbatch\n\ndocs/campaigns.md also shows the Kubernetes Indexed Job and GNU parallel equivalents."
+)]
+pub struct SlurmArgs {
+    /// Shards: the job array's size.
+    #[arg(long, value_name = "N")]
+    pub shards: u32,
+
+    /// CPUs of each task (its --jobs).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub cpus: u32,
+
+    /// Memory of each task, in Slurm's notation (`4G`).
+    #[arg(long, value_name = "SIZE", default_value = "4G")]
+    pub mem: String,
+
+    /// Time limit of each task, in Slurm's notation (`2:00:00`).
+    #[arg(long, value_name = "TIME")]
+    pub time: Option<String>,
+
+    /// The Slurm partition.
+    #[arg(long, value_name = "NAME")]
+    pub partition: Option<String>,
+
+    /// Where the script, the parts, the logs and the merged report go (on a file system every
+    /// node sees).
+    #[arg(long, value_name = "DIR", default_value = "ferrite-campaign")]
+    pub dir: PathBuf,
+
+    /// The campaign: `crash` or `compare` and its options (without --report, --shard, --jobs).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "SUBCOMMAND [ARGS]...")]
+    pub command: Vec<String>,
 }

@@ -7,6 +7,7 @@ mod cli;
 mod cmd;
 mod compare;
 mod gdb;
+mod part;
 mod report;
 mod signals;
 
@@ -69,6 +70,8 @@ fn main() -> ExitCode {
         Command::Crash(a) => cmd::crash::crash(a),
         Command::Bench(a) => cmd::bench::bench(a),
         Command::Compare(a) => cmd::compare::compare(a),
+        Command::Merge(a) => cmd::merge::merge(a),
+        Command::Slurm(a) => cmd::slurm::slurm(a),
     };
     match res {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
@@ -102,6 +105,8 @@ fn confine(cmd: &Command) -> anyhow::Result<syscalls::landlock::TempRoot> {
             Command::Crash(a) => vec![dir_of(&a.opts.report), a.opts.pm_dir.clone()],
             Command::Replay(a) => vec![dir_of(&a.report_out), a.pm_dir.clone()],
             Command::Compare(a) => vec![dir_of(&a.report)],
+            Command::Merge(a) => vec![dir_of(&Some(a.report.clone()))],
+            Command::Slurm(a) => vec![Some(a.dir.clone()), dir_of(&Some(a.dir.clone()))],
             Command::Bench(_) => vec![],
         }
         .into_iter()

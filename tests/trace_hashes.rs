@@ -152,7 +152,7 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
     ),
     (
         "dynamic",
-        "460ac4139cfd68574ed7800fd99da2d9",
+        "bd030861c3834bf2512ebe9655caf344",
         &[
             "exit {\"code\":0}",
             "unpersisted/unpersisted-store x40: store@pm_log.c:62 | store to PM never made durable (no flush and fence of its line) before the program ended",

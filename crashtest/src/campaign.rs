@@ -21,6 +21,9 @@ use crate::{CrashSummary, Error};
 pub struct Tested {
     /// Findings: failed recoveries and cross-failure reads.
     pub findings: Vec<Finding>,
+    /// The unit of each finding (its image's position among the unique images to recover),
+    /// which orders the findings of shards when they are merged.
+    pub units: Vec<u64>,
     /// Images tried (before deduplication).
     pub images: u64,
     /// Images with distinct file contents.
@@ -44,7 +47,25 @@ pub struct Tested {
 /// Tests every crash point of the workload run. Images whose files are in `seen` (recovered for
 /// another schedule of the same workload) are not recovered again; the new ones are added.
 pub fn test_all(log: &CrashLog, plan: &Plan, seen: &mut std::collections::BTreeSet<String>) -> Result<Tested, Error> {
+    test_shard(log, plan, seen, driver::shard::Shard::WHOLE, 0)
+}
+
+/// [`test_all`] for one shard: every shard computes the same unique images (and counts them
+/// all, so that every shard's counts of points and images are the whole campaign's), and
+/// recovers only the images it owns ([`driver::shard`]); its recoveries and failures are its
+/// own. Units are numbered from `base` (the units of earlier schedules). Not with `--lazy`
+/// (whose points share what recovery read).
+pub fn test_shard(
+    log: &CrashLog,
+    plan: &Plan,
+    seen: &mut std::collections::BTreeSet<String>,
+    shard: driver::shard::Shard,
+    base: u64,
+) -> Result<Tested, Error> {
     use rayon::prelude::*;
+    if plan.lazy && !shard.is_whole() {
+        return Err(Error::Other("--lazy cannot be sharded (its crash points share what recovery read)".into()));
+    }
     let points = log.point_data();
     let mut tested = Tested::default();
     let pool = rayon::ThreadPoolBuilder::new()
@@ -55,8 +76,10 @@ pub fn test_all(log: &CrashLog, plan: &Plan, seen: &mut std::collections::BTreeS
     for p in &points {
         tested.max_space_log2 = tested.max_space_log2.max(p.space.count_log2());
     }
-    // Every recovered image: its key (the hash of its files), point, choice and verdict.
+    // Every recovered image: its key (the hash of its files), point, choice and verdict, with
+    // its unit.
     let mut recovered: Vec<(String, usize, Vec<u32>, Verdict)> = Vec::new();
+    let mut recovered_units: Vec<u64> = Vec::new();
     // `--lazy`: points explored by Jaaru's refinement, each distinct point once; the others are
     // enumerated eagerly below.
     let mut eager: Vec<usize> = (0..points.len()).collect();
@@ -106,6 +129,7 @@ pub fn test_all(log: &CrashLog, plan: &Plan, seen: &mut std::collections::BTreeS
                 let Some(files) = image_files(&points[i], &choice, &log.file_paths) else { continue };
                 let key = files_key(&files);
                 if !recovered.iter().any(|r| r.0 == key) {
+                    recovered_units.push(base + recovered.len() as u64);
                     recovered.push((key, i, choice, v));
                 }
             }
@@ -142,6 +166,14 @@ pub fn test_all(log: &CrashLog, plan: &Plan, seen: &mut std::collections::BTreeS
     }
     tested.unique_images += unique.len() as u64;
     seen.extend(order.iter().cloned());
+    // This shard's images, each with its unit (after the lazy points' images).
+    let first_unit = base + recovered.len() as u64;
+    let order: Vec<(u64, String)> = order
+        .into_iter()
+        .enumerate()
+        .map(|(n, k)| (first_unit + n as u64, k))
+        .filter(|(u, _)| shard.owns(*u))
+        .collect();
     let bar = Progress::new(
         plan.quiet,
         order.len(),
@@ -155,7 +187,7 @@ pub fn test_all(log: &CrashLog, plan: &Plan, seen: &mut std::collections::BTreeS
     let verdicts: Vec<Result<Verdict, Error>> = pool.install(|| {
         order
             .par_iter()
-            .map(|key| {
+            .map(|(_, key)| {
                 let (point, choice) = &unique[key];
                 let v = match image_files(&points[*point], choice, &log_paths) {
                     Some(files) => recover(plan, &files, &open[*point]),
@@ -174,8 +206,9 @@ pub fn test_all(log: &CrashLog, plan: &Plan, seen: &mut std::collections::BTreeS
     bar.finish_and_clear();
     tested.recoveries += order.len() as u64;
     tested.restored = restored.into_inner();
-    for (key, v) in order.into_iter().zip(verdicts) {
+    for ((unit, key), v) in order.into_iter().zip(verdicts) {
         let (point, choice) = unique.remove(&key).expect("ordered keys are unique images");
+        recovered_units.push(unit);
         recovered.push((key, point, choice, v?));
     }
     let failed = recovered.iter().filter(|r| r.3.failed()).count();
@@ -185,11 +218,12 @@ pub fn test_all(log: &CrashLog, plan: &Plan, seen: &mut std::collections::BTreeS
         "minimising {pos}/{len} failing images [{bar:30}]",
         "failing images minimised",
     );
-    for (_, point, choice, v) in recovered {
+    for ((_, point, choice, v), unit) in recovered.into_iter().zip(recovered_units) {
         let (what, locations) = match v {
             Verdict::Failed { what, locations } => (what, locations),
             Verdict::ReadOpen { file, offset, location } => {
                 tested.findings.push(read_open_finding(log, point, &file, offset, location, plan.base.seed));
+                tested.units.push(unit);
                 continue;
             }
             Verdict::Passed => continue,
@@ -220,6 +254,7 @@ pub fn test_all(log: &CrashLog, plan: &Plan, seen: &mut std::collections::BTreeS
         let image = Image { point, choice };
         tested.findings.push(finding_for(log, &image, &minimal, &what, locations, plan.base.seed));
         minimising.inc(1);
+        tested.units.push(unit);
     }
     minimising.finish_and_clear();
     Ok(tested)
@@ -283,6 +318,8 @@ pub struct Options {
     pub lazy: bool,
     /// Schedules of the workload to crash-test (`--explore`).
     pub schedules: u32,
+    /// The shard of the campaign's unique images to recover ([`test_shard`]).
+    pub shard: driver::shard::Shard,
 }
 
 /// What a campaign found.
@@ -295,6 +332,12 @@ pub struct Campaign {
     pub summary: CrashSummary,
     /// Recoveries restored from a snapshot.
     pub restored: u64,
+    /// Every finding before merging, with its place in the campaign's order: (schedule, 0, 0)
+    /// for the workload run's, (schedule, 1, unit) for a recovery's. The findings of a
+    /// campaign's shards, put in this order and merged, are the whole campaign's.
+    pub pieces: Vec<((u64, u8, u64), Finding)>,
+    /// Unique images over all schedules: the units the shards divide.
+    pub units: u64,
 }
 
 /// Crash-tests `o.schedules` schedules of the workload `base` (seeds as for `ferrite run
@@ -324,6 +367,8 @@ pub fn test(runner: &Runner, base: &RunSpec, o: &Options) -> Result<Campaign, Er
         covered_log2: None,
     };
     let mut restored = 0;
+    let mut pieces = Vec::new();
+    let mut units = 0;
     for i in 0..u64::from(schedules) {
         let (_work, spec) = driver::explore::exploration_run(base, i)?;
         let (report, out, log) = workload(runner, &spec, &o.crash_points, o.crash_at, o.dedup_points)?;
@@ -340,7 +385,10 @@ pub fn test(runner: &Runner, base: &RunSpec, o: &Options) -> Result<Campaign, Er
             fresh: o.fresh,
             lazy: o.lazy,
         };
-        let tested = test_all(&log, &plan, &mut seen)?;
+        let tested = test_shard(&log, &plan, &mut seen, o.shard, units)?;
+        units += tested.unique_images;
+        pieces.extend(report.findings.iter().map(|f| ((i, 0, 0), f.clone())));
+        pieces.extend(tested.units.iter().zip(&tested.findings).map(|(&u, f)| ((i, 1, u), f.clone())));
         findings.extend(report.findings.iter().cloned());
         findings.extend(tested.findings);
         summary.crash_points += log.points.len() as u64;
@@ -363,7 +411,7 @@ pub fn test(runner: &Runner, base: &RunSpec, o: &Options) -> Result<Campaign, Er
     report.findings = analyses::Finding::merge(findings);
     report.run.seed = base.seed;
     report.run.schedules = schedules;
-    Ok(Campaign { report, outcome, summary, restored })
+    Ok(Campaign { report, outcome, summary, restored, pieces, units })
 }
 
 /// What replaying a crash finding showed.

@@ -33,6 +33,7 @@ pub mod explore;
 pub mod report;
 mod run;
 pub mod session;
+pub mod shard;
 pub mod spec;
 pub mod symbols;
 pub mod validation;

@@ -10,6 +10,10 @@ use crate::report::Report;
 pub fn crash(a: CrashArgs) -> Result<i32> {
     let opts = &a.opts;
     super::check_report_path("--report", opts.report.as_deref())?;
+    let shard = super::merge::shard_of(&a.shard, opts.report.as_deref(), opts.quiet)?;
+    if shard.is_some() && a.lazy {
+        bail!("--lazy cannot be sharded: its crash points share what recovery read (run it unsharded)");
+    }
     let recover = opts.recover.as_deref().map(super::split_command).unwrap_or_else(|| a.command.clone());
     if recover.is_empty() {
         bail!("--recover needs a program");
@@ -30,7 +34,14 @@ pub fn crash(a: CrashArgs) -> Result<i32> {
         fresh: a.fresh_recoveries,
         lazy: a.lazy,
         schedules: opts.explore.max(1),
+        shard: shard.unwrap_or(driver::shard::Shard::WHOLE),
     };
+    if let (Some(shard), Some(path)) = (shard, &opts.report) {
+        // Recorded before the run: the PM directory as the campaign's input.
+        let header = part_header(&a, &options, &base, shard);
+        let c = crashtest::test(&super::runner(), &base, &options)?;
+        return super::merge::write_crash_part(path, header, c, opts.quiet);
+    }
     let c = crashtest::test(&super::runner(), &base, &options)?;
     let schedules = options.schedules;
     let report = Report::new(c.report, Some(c.summary));
@@ -64,4 +75,24 @@ pub fn crash(a: CrashArgs) -> Result<i32> {
         return Ok(if n > 0 { opts.findings_exit_code.clamp(0, 255) } else { 0 });
     }
     Ok(c.outcome.end.exit_status(report.findings.len(), opts.findings_exit_code))
+}
+
+/// The header of a crash campaign's part: the options that define its results and the hashes
+/// of its inputs.
+fn part_header(
+    a: &CrashArgs,
+    o: &crashtest::Options,
+    base: &driver::RunSpec,
+    shard: driver::shard::Shard,
+) -> crate::part::Header {
+    use crate::part::option_lines;
+    let mut opts = a.opts.clone();
+    (opts.report, opts.quiet, opts.pm_dir) = (None, false, None);
+    let mut options = option_lines(&opts);
+    options.extend(option_lines(&(&a.check, &a.crash_points, a.max_images, a.dedup_points, a.crash_at)));
+    options.extend(option_lines(&(a.remap, a.xfd, a.fresh_recoveries, a.lazy, &a.command, &o.recover)));
+    let mut programs = vec![&a.command[0], &o.recover[0]];
+    programs.extend(o.check.as_ref().map(|c| &c[0]));
+    let inputs = super::merge::run_inputs(&programs, a.opts.config.as_deref(), base);
+    crate::part::Header::new("crash", shard, options, inputs)
 }

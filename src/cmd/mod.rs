@@ -4,8 +4,10 @@
 pub mod bench;
 pub mod compare;
 pub mod crash;
+pub mod merge;
 pub mod replay;
 pub mod run;
+pub mod slurm;
 
 use std::path::{Path, PathBuf};
 

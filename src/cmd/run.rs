@@ -33,8 +33,12 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let allocations = crate::HOST_ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed);
     let opts = a.opts;
     super::check_report_path("--report", opts.report.as_deref())?;
+    let shard = super::merge::shard_of(&a.shard, opts.report.as_deref(), opts.quiet)?;
     let pm = super::PmDir::new(opts.pm_dir.clone())?;
     let spec = super::run_spec(&opts, &a.command, pm.path())?;
+    if let (Some(shard), Some(path)) = (shard, &opts.report) {
+        return super::merge::explore_part(&opts, &a.command, &spec, shard, path);
+    }
     let (report, out, summary) = explore_as(&spec, &opts)?;
     let report = Report::new(report, None);
     if !opts.quiet {

@@ -6,12 +6,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use analyses::Finding;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::suite::{Case, RunRecord};
 use super::{class_of, Detector};
 
-#[derive(Serialize, Clone)]
+#[derive(Serialize, Deserialize, Clone)]
 pub struct ScoredFinding {
     pub analysis: String,
     pub kind: String,
@@ -23,8 +23,19 @@ pub struct ScoredFinding {
     /// The bugs whose labelled lines it names (of its class).
     pub matches: Vec<String>,
     pub message: String,
-    #[serde(skip)]
+    #[serde(skip, default)]
     signature: String,
+}
+
+impl ScoredFinding {
+    /// Sets the signature (what tells false positives apart: the class and the set of lines;
+    /// not serialised, so set again after reading a finding from a shard's part).
+    pub fn restore_signature(&mut self) {
+        let mut sig = self.lines.clone();
+        sig.sort();
+        sig.dedup();
+        self.signature = format!("{}|{}", self.class, sig.join(","));
+    }
 }
 
 /// How a finding of a run of `d` on `case` scores.
@@ -41,19 +52,18 @@ pub fn score_finding(d: &Detector, case: &Case, f: &Finding) -> ScoredFinding {
         .filter(|b| b.in_class(&class) && sites.iter().any(|(file, line)| b.names(file, *line)))
         .map(|b| b.id.clone())
         .collect();
-    let mut sig: Vec<String> = lines.clone();
-    sig.sort();
-    sig.dedup();
-    ScoredFinding {
+    let mut scored = ScoredFinding {
         analysis: f.analysis.clone(),
         kind: f.kind.clone(),
-        signature: format!("{class}|{}", sig.join(",")),
+        signature: String::new(),
         class,
         claimed,
         lines,
         matches,
         message: f.message.clone(),
-    }
+    };
+    scored.restore_signature();
+    scored
 }
 
 #[derive(Default, Clone, Copy, Serialize)]

@@ -310,7 +310,7 @@ fn load_manifest(path: &Path) -> Result<Vec<Case>> {
 // Jobs.
 
 /// One run's result, as scored.
-#[derive(Serialize, Clone)]
+#[derive(Serialize, Deserialize, Clone)]
 pub struct RunRecord {
     pub seed: u64,
     pub time_s: f64,

@@ -486,3 +486,19 @@ pub fn places(f: &Value) -> Vec<(String, String, String, u64)> {
         })
         .collect()
 }
+
+/// A compare report without what depends on the host and the moment: times and memory.
+pub fn without_timings(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| {
+                    !matches!(k.as_str(), "time_s" | "wall_s" | "peak_rss_mib" | "rss_at_start_mib" | "memory_scope")
+                })
+                .map(|(k, x)| (k.clone(), without_timings(x)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(without_timings).collect()),
+        x => x.clone(),
+    }
+}

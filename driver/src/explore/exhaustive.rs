@@ -28,43 +28,8 @@ pub fn explore(
             break;
         }
         runs += 1;
-        let dir = super::pm_copy(spec)?;
-        let mut s = spec.clone();
-        s.pm_dir = dir.path().to_path_buf();
-        s.schedule = prefix.clone();
-        s.discard_output |= runs > 1;
-        s.quiet |= runs > 1;
-        let accesses = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-        let extra: Vec<Box<dyn analyses::Analysis>> =
-            if por { vec![Box::new(por::Footprint(accesses.clone()))] } else { Vec::new() };
-        let (mut report, out) = runner.execute_with(&s, None, extra)?;
-        for f in &mut report.findings {
-            f.schedule = Some(prefix.clone());
-        }
+        let (report, out, children) = step(runner, spec, &prefix, runs > 1, max_preemptions, por)?;
         findings.extend(report.findings.clone());
-        let d = &out.decisions;
-        // With --por only the alternatives dynamic partial-order reduction asks for.
-        let backtrack = por.then(|| por::backtracks(d, &accesses.borrow()));
-        let chosen: Vec<u32> = d.iter().map(|x| x.chosen).collect();
-        let mut preemptions = 0u32;
-        let mut children = Vec::new();
-        for (j, x) in d.iter().enumerate() {
-            // Without reduction, decisions before the prefix's end were expanded by the runs
-            // that led here. With it, a race found now can ask for an alternative at an earlier
-            // decision (DPOR's backtrack sets along the path); `seen` keeps each prefix once.
-            if j >= prefix.len() || por {
-                let wanted = |t: &u32| backtrack.as_ref().is_none_or(|b| b[j].contains(t));
-                for &alt in x.runnable.iter().filter(|t| **t != x.chosen && wanted(t)) {
-                    let cost = preemptions + u32::from(x.optional && alt != x.current);
-                    if cost <= max_preemptions {
-                        let mut p = chosen[..j].to_vec();
-                        p.push(alt);
-                        children.push(p);
-                    }
-                }
-            }
-            preemptions += u32::from(x.optional && x.chosen != x.current);
-        }
         // Depth first: the deepest alternatives are tried first.
         for c in children {
             if seen.insert(c.clone()) {
@@ -86,4 +51,54 @@ pub fn explore(
         );
     }
     Ok((report, out))
+}
+
+/// One run of an exhaustive exploration: the schedule `prefix` (its findings keep it), and
+/// the prefixes of the schedules it leads to, in the order they are pushed on the stack.
+/// `later` runs discard their output.
+pub(crate) fn step(
+    runner: &Runner,
+    spec: &RunSpec,
+    prefix: &[u32],
+    later: bool,
+    max_preemptions: u32,
+    por: bool,
+) -> Result<(RunReport, RunOutcome, Vec<Vec<u32>>), SessionError> {
+    let dir = super::pm_copy(spec)?;
+    let mut s = spec.clone();
+    s.pm_dir = dir.path().to_path_buf();
+    s.schedule = prefix.to_vec();
+    s.discard_output |= later;
+    s.quiet |= later;
+    let accesses = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let extra: Vec<Box<dyn analyses::Analysis>> =
+        if por { vec![Box::new(por::Footprint(accesses.clone()))] } else { Vec::new() };
+    let (mut report, out) = runner.execute_with(&s, None, extra)?;
+    for f in &mut report.findings {
+        f.schedule = Some(prefix.to_vec());
+    }
+    let d = &out.decisions;
+    // With --por only the alternatives dynamic partial-order reduction asks for.
+    let backtrack = por.then(|| por::backtracks(d, &accesses.borrow()));
+    let chosen: Vec<u32> = d.iter().map(|x| x.chosen).collect();
+    let mut preemptions = 0u32;
+    let mut children = Vec::new();
+    for (j, x) in d.iter().enumerate() {
+        // Without reduction, decisions before the prefix's end were expanded by the runs
+        // that led here. With it, a race found now can ask for an alternative at an earlier
+        // decision (DPOR's backtrack sets along the path); `seen` keeps each prefix once.
+        if j >= prefix.len() || por {
+            let wanted = |t: &u32| backtrack.as_ref().is_none_or(|b| b[j].contains(t));
+            for &alt in x.runnable.iter().filter(|t| **t != x.chosen && wanted(t)) {
+                let cost = preemptions + u32::from(x.optional && alt != x.current);
+                if cost <= max_preemptions {
+                    let mut p = chosen[..j].to_vec();
+                    p.push(alt);
+                    children.push(p);
+                }
+            }
+        }
+        preemptions += u32::from(x.optional && x.chosen != x.current);
+    }
+    Ok((report, out, children))
 }

@@ -4,7 +4,8 @@
 //!   worker);
 //! - [`exhaustive`]: `--strategy exhaustive`, every schedule up to a preemption bound, depth
 //!   first, optionally partial-order reduced ([`por`]);
-//! - [`targeted`]: `--strategy pmrace`, PMRace's PM-aware interleaving exploration.
+//! - [`targeted`]: `--strategy pmrace`, PMRace's PM-aware interleaving exploration;
+//! - [`sharded`]: the first two split into shards of a job array (`--shard I/N`).
 //!
 //! Every run starts from a private copy of the PM directory ([`exploration_run`]), so that all
 //! of them start from the same pool and none changes the user's. Each finding keeps what
@@ -12,6 +13,7 @@
 
 pub mod exhaustive;
 pub mod por;
+pub mod sharded;
 pub mod targeted;
 
 use crate::report::RunReport;
