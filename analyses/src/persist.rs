@@ -8,7 +8,7 @@
 
 use emu::callstack::StackId;
 use emu::pm::{DurabilityRule, PmDevice, LINE_SIZE};
-use emu::sync::SyncKind;
+use emu::sync::{CustomOp, SyncKind};
 use rustc_hash::FxHashMap;
 
 /// A program point: PC and interned call stack.
@@ -98,7 +98,8 @@ pub(crate) fn durable_bytes(
 
 /// Which operations are releases for a pass's `unlock_fence` option: the unlock-like calls.
 pub(crate) fn is_release_call(kind: SyncKind) -> bool {
-    matches!(kind, SyncKind::MutexUnlock | SyncKind::RwUnlock | SyncKind::SpinUnlock | SyncKind::CustomRelease)
+    matches!(kind, SyncKind::MutexUnlock | SyncKind::RwUnlock | SyncKind::SpinUnlock)
+        || matches!(kind, SyncKind::Custom(c) if c.op == CustomOp::Release)
         || kind.is_cond_wait()
 }
 

@@ -526,6 +526,7 @@ impl Analysis for Pmrace {
                     RawLocation { role: "source store", pc: c.store.pc, stack: c.store.stack, tid: c.store.tid },
                 ],
                 validation: inc.validation.clone(),
+                group: None,
             });
         }
         for f in &self.sync_findings {
@@ -552,6 +553,7 @@ impl Analysis for Pmrace {
                     },
                 ],
                 validation: f.validation.clone(),
+                group: None,
             });
         }
         out
