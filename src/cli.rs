@@ -36,6 +36,18 @@ pub enum Command {
     Bench(BenchArgs),
     /// Run every detector over a labelled suite of guests and score them side by side.
     Compare(CompareArgs),
+    /// Rank a report's findings for triage, the shapes of published bugs first, with a reason each.
+    Triage(TriageArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct TriageArgs {
+    /// A report written by `ferrite run`, `crash` or `replay` (.json or .ron).
+    pub report: PathBuf,
+
+    /// Show only the first N findings.
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
 }
 
 #[derive(Args, Debug)]

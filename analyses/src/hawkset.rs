@@ -48,7 +48,7 @@
 //! - **Acquire and release** come from [`SyncAdapter`]: an acquisition when a lock call returns
 //!   successfully, a release when an unlock call is entered. Mutexes, spinlocks, read-write locks
 //!   (shared or exclusive), the mutex of a condition wait, and custom lock functions from the
-//!   user's configuration ([`emu::sync::SyncKind::CustomAcquire`] and friends) are all locks,
+//!   user's configuration ([`emu::sync::SyncKind::Custom`]) are all locks,
 //!   and so are libpmemobj's (`pmemobj_mutex_*`, `pmemobj_rwlock_*`, the mutex of
 //!   `pmemobj_cond_wait`). libpmemobj's lanes ([`crate::sync::Lanes`]) are one more lock,
 //!   [`crate::sync::PMDK_LANE_LOCK`], held in lane sections, which counts only on the lanes'
@@ -121,13 +121,13 @@ use emu::pm::{DurabilityRule, PmDevice, LINE_SIZE};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::annotations::Annotations;
+use crate::group::{Described, Grouper};
 use crate::options::{option_pairs, parse_bool, parse_owner};
 use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Site};
 use crate::screen::WindowPass;
 use crate::sync::{
     Edges, HappensBefore, Mode, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp, VectorClock, PMDK_LANE_LOCK,
 };
-use crate::group::{Described, Grouper};
 use crate::{Analysis, RawFinding, RawLocation, Stored, StoredCounts};
 
 /// At most this many racing load sites are listed per finding (all are counted).
@@ -835,7 +835,8 @@ impl Hawkset {
     /// Whether the store record `s` and a load at clock `l` are unordered by create/join.
     fn unordered(&self, s: &StoreRec, l: u32) -> bool {
         // With post/wait edges a load can be ordered inside the window (after the store and
-        // before the persist: a barrier between them), which is a race: both ends are checked.
+        // before the persist: a barrier or a condition signal between them), which is a race:
+        // both ends are checked. The paper's edges (create and join) check the end alone.
         match (self.opts.hb, self.opts.edges) {
             (HbCheck::End, EdgeSet::Paper) => !self.le(s.vc, l) && !self.le(l, s.vc),
             _ => !self.le(s.vc, l) && !self.le(l, s.vc_store),
@@ -999,7 +1000,7 @@ mod tests {
     type Sim<'a> = crate::testkit::Sim<&'a mut dyn Analysis>;
     use emu::decode::FenceOp;
     use emu::pm::FenceKind;
-    use emu::sync::SyncKind;
+    use emu::sync::{CustomLockKind, SyncKind};
 
     const L: u64 = 0x100;
     const M: u64 = 0x200;
@@ -1207,14 +1208,18 @@ mod tests {
         assert_eq!(run("", body(false)), vec![(0xa, vec![0xb])]);
     }
 
+    fn custom(kind: CustomLockKind) -> SyncKind {
+        emu::sync::CustomLock::new("lock", kind).sync_kind()
+    }
+
     #[test]
     fn spinlocks_and_custom_locks_protect() {
         for (acq, rel) in [
             (SyncKind::SpinLock, SyncKind::SpinUnlock),
-            (SyncKind::CustomAcquire, SyncKind::CustomRelease),
-            (SyncKind::CustomTryAcquire { success: 1 }, SyncKind::CustomRelease),
+            (custom(CustomLockKind::Acquire), custom(CustomLockKind::Release)),
+            (custom(CustomLockKind::TryAcquire { success: Some(1), failure: None }), custom(CustomLockKind::Release)),
         ] {
-            let rv = if matches!(acq, SyncKind::CustomTryAcquire { .. }) { 1 } else { 0 };
+            let rv = if matches!(acq, SyncKind::Custom(c) if c.op == emu::sync::CustomOp::TryAcquire) { 1 } else { 0 };
             let r = run("", |s| {
                 s.call(2, acq, L, rv);
                 s.store(2, 0xa, 0, 8);
@@ -1275,8 +1280,9 @@ mod tests {
     #[test]
     fn a_load_inside_the_window_needs_both_ends() {
         // Main stores, creates a reader that loads, joins it, and only then persists: the load
-        // happens before the end of the window, so the paper's check prunes it; `hb=window`
-        // sees that it does not happen before the store.
+        // happens before the end of the window, so the paper's check (its edges, its `hb=end`)
+        // prunes it; `hb=window`, and the default that also honours post/wait edges, see that
+        // it does not happen before the store.
         let body = |s: &mut Sim| {
             s.store(1, 0xa, 0, 8);
             s.create(1, 4);
@@ -1285,8 +1291,9 @@ mod tests {
             s.join(1, 4);
             s.persist(1, 0xf, 0);
         };
-        assert!(run("", body).is_empty());
-        assert_eq!(run("hb=window", body), vec![(0xa, vec![0xb])]);
+        assert!(run("edges=paper", body).is_empty());
+        assert_eq!(run("edges=paper:hb=window", body), vec![(0xa, vec![0xb])]);
+        assert_eq!(run("", body), vec![(0xa, vec![0xb])]);
         // A load before the store stays ordered in both.
         let before = |s: &mut Sim| {
             s.create(1, 4);

@@ -138,7 +138,9 @@ impl SyncAdapter {
             }
             EventKind::ThreadExit => out(SyncOp::Exit),
             EventKind::SyncEnter(kind) => match kind {
-                SyncKind::MutexUnlock | SyncKind::RwUnlock | SyncKind::SpinUnlock => out(SyncOp::Release { lock: ev.addr }),
+                SyncKind::MutexUnlock | SyncKind::RwUnlock | SyncKind::SpinUnlock => {
+                    out(SyncOp::Release { lock: ev.addr })
+                }
                 SyncKind::Custom(c) if c.op == CustomOp::Release => out(SyncOp::Release { lock: ev.addr }),
                 SyncKind::PmemobjUnlock => {
                     out(SyncOp::Release { lock: ev.addr });
@@ -420,7 +422,12 @@ impl SyncCalls {
     pub fn observe(&mut self, ev: &Event) {
         match ev.kind {
             EventKind::SyncEnter(kind) => {
-                self.threads.entry(ev.tid).or_default().push(OpenCall { kind, addr: ev.addr, old: ev.old, new: ev.new });
+                self.threads.entry(ev.tid).or_default().push(OpenCall {
+                    kind,
+                    addr: ev.addr,
+                    old: ev.old,
+                    new: ev.new,
+                });
                 self.open += 1;
             }
             EventKind::SyncReturn(kind) => {

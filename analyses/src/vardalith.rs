@@ -106,11 +106,11 @@ use emu::pm::{DurabilityRule, PmDevice, LINE_SIZE};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::annotations::Annotations;
+use crate::group::{Described, Grouper};
 use crate::options::{option_pairs, parse_bool, parse_owner};
 use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Site};
 use crate::screen::WindowPass;
 use crate::sync::{Edges, HappensBefore, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp};
-use crate::group::{Described, Grouper};
 use crate::{Analysis, RawFinding, RawLocation, Stored, StoredCounts};
 
 /// How overlap is decided.

@@ -428,7 +428,17 @@ fn string_extent(at: u64, limit: u64, read: &mut dyn FnMut(u64, &mut [u8]) -> bo
         let a = at.wrapping_add(done);
         let n = (64 - (a % 64)).min(limit - done) as usize;
         if !read(a, &mut buf[..n]) {
-            return done;
+            // Memory ends inside the chunk: what can be read of it, a byte at a time.
+            for i in 0..n {
+                if !read(a + i as u64, &mut buf[i..=i]) {
+                    return done + i as u64;
+                }
+                if buf[i] == 0 {
+                    return (done + i as u64 + 1).min(limit);
+                }
+            }
+            done += n as u64;
+            continue;
         }
         if let Some(i) = buf[..n].iter().position(|&c| c == 0) {
             return (done + i as u64 + 1).min(limit);
@@ -476,9 +486,10 @@ impl ReadContract {
     /// if it is one of [`READ_ROUTINES`].
     pub fn of_symbol(symbol: &str) -> Option<ReadContract> {
         let base = symbol.trim_start_matches('_');
-        READ_ROUTINES.iter().find(|(name, _)| {
-            base.strip_prefix(name).is_some_and(|rest| rest.is_empty() || rest.starts_with('_'))
-        }).map(|(_, c)| *c)
+        READ_ROUTINES
+            .iter()
+            .find(|(name, _)| base.strip_prefix(name).is_some_and(|rest| rest.is_empty() || rest.starts_with('_')))
+            .map(|(_, c)| *c)
     }
 }
 
@@ -563,7 +574,8 @@ impl CustomLock {
         if self.lock_arg > 5 || self.result_arg.is_some_and(|a| a > 5) {
             return Err(format!("lock `{name}`: arguments are numbered 0 to 5 (the register arguments)"));
         }
-        if self.result_size.is_some_and(|s| !(1..=8).contains(&s)) || self.lock_size.is_some_and(|s| !(1..=8).contains(&s))
+        if self.result_size.is_some_and(|s| !(1..=8).contains(&s))
+            || self.lock_size.is_some_and(|s| !(1..=8).contains(&s))
         {
             return Err(format!("lock `{name}`: sizes are 1 to 8 bytes"));
         }
@@ -636,7 +648,8 @@ mod tests {
 
     #[test]
     fn custom_locks_pick_their_argument_and_judge_their_result() {
-        let mut art = CustomLock::new("writeLockOrRestart", CustomLockKind::TryAcquire { success: Some(0), failure: None });
+        let mut art =
+            CustomLock::new("writeLockOrRestart", CustomLockKind::TryAcquire { success: Some(0), failure: None });
         art.result_arg = Some(1);
         art.check().unwrap();
         let k = art.sync_kind();
@@ -670,8 +683,9 @@ mod tests {
         let old: Vec<CustomLock> =
             ron.from_str("[(symbol: \"a\", kind: Acquire), (symbol: \"t\", kind: TryAcquire(success: 1))]").unwrap();
         assert_eq!(old[1].kind, CustomLockKind::TryAcquire { success: Some(1), failure: None });
-        let new: Vec<CustomLock> =
-            ron.from_str("[(symbol: \"w\", kind: TryAcquire(success: 0), result_arg: 1, mode: Shared, lock_arg: 0)]").unwrap();
+        let new: Vec<CustomLock> = ron
+            .from_str("[(symbol: \"w\", kind: TryAcquire(success: 0), result_arg: 1, mode: Shared, lock_arg: 0)]")
+            .unwrap();
         assert_eq!(new[0].mode, LockMode::Shared);
         // Written back, the old shape is kept.
         let json = serde_json::to_string(&old[1]).unwrap();

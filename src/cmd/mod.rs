@@ -6,6 +6,7 @@ pub mod compare;
 pub mod crash;
 pub mod replay;
 pub mod run;
+pub mod triage;
 
 use std::path::{Path, PathBuf};
 
