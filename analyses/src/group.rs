@@ -50,6 +50,9 @@ pub struct RawGroup {
     pub variants: Vec<(Vec<RawLocation>, u64)>,
 }
 
+/// The (role, PC, stack) of each location of an occurrence: one stack combination.
+type Variant = Vec<(&'static str, u64, u32)>;
+
 /// One group under construction.
 #[derive(Debug)]
 struct Acc {
@@ -57,7 +60,7 @@ struct Acc {
     locations: Vec<RawLocation>,
     key_locations: usize,
     /// (role, PC, stack) of each location → (occurrences, the first threads seen).
-    variants: BTreeMap<Vec<(&'static str, u64, u32)>, (u64, Vec<u32>)>,
+    variants: BTreeMap<Variant, (u64, Vec<u32>)>,
     occurrences: u64,
 }
 
@@ -102,7 +105,7 @@ impl<K: Ord> Grouper<K> {
                 acc.locations.push(l.clone());
             }
         }
-        let variant: Vec<(&'static str, u64, u32)> = locations.iter().map(|l| (l.role, l.pc, l.stack.0)).collect();
+        let variant: Variant = locations.iter().map(|l| (l.role, l.pc, l.stack.0)).collect();
         acc.variants.entry(variant).or_insert_with(|| (0, locations.iter().map(|l| l.tid).collect())).0 += n;
     }
 
