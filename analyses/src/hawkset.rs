@@ -123,7 +123,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::annotations::Annotations;
 use crate::group::{Described, Grouper};
 use crate::options::{option_pairs, parse_bool, parse_owner};
-use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Site};
+use crate::persist::{durable_bytes, is_release_call, pieces, Interner, ShadowLines, Site};
 use crate::screen::WindowPass;
 use crate::sync::{
     Edges, HappensBefore, Mode, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp, VectorClock, PMDK_LANE_LOCK,
@@ -379,7 +379,7 @@ pub struct Hawkset {
     /// Line → stores whose window is open there; each byte is in at most one piece per thread.
     pending: FxHashMap<u64, Vec<Piece>>,
     /// Line → IRH publication state (only lines some PM access touched).
-    irh: FxHashMap<u64, IrhLine>,
+    irh: ShadowLines<IrhLine>,
     /// Closed store windows → how many times each was recorded.
     stores: FxHashMap<StoreRec, u64>,
     /// Loads that passed the IRH → count.
@@ -421,7 +421,7 @@ impl Hawkset {
             clocks: Interner::default(),
             inter: FxHashMap::default(),
             pending: FxHashMap::default(),
-            irh: FxHashMap::default(),
+            irh: ShadowLines::default(),
             stores: FxHashMap::default(),
             loads: FxHashMap::default(),
             ops: Vec::new(),
@@ -500,7 +500,7 @@ impl Hawkset {
         if self.opts.irh == 0 {
             return mask;
         }
-        let e = self.irh.entry(line).or_default();
+        let e = self.irh.get_mut(line);
         let fresh = mask & !e.published;
         if fresh == 0 {
             return mask;
@@ -530,7 +530,7 @@ impl Hawkset {
         if self.opts.irh == 0 {
             return mask;
         }
-        self.irh.get(&line).map_or(0, |e| e.published & mask)
+        self.irh.get(line).map_or(0, |e| e.published & mask)
     }
 
     /// Ends the window of bytes `mask` of `piece` (of `line`) with `end`, under the writer's
