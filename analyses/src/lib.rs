@@ -664,13 +664,32 @@ impl Finding {
         }
     }
 
+    /// A grouped finding lists each racing source line once: several instructions of one line
+    /// (the two 8-byte loads of a 16-byte `PMEMoid`) are one listed location, the first.
+    fn dedup_listed(&mut self) {
+        let Some(g) = &self.group else { return };
+        let key = (g.key_locations as usize).min(self.locations.len());
+        let mut seen: Vec<String> = Vec::new();
+        let mut i = key;
+        while i < self.locations.len() {
+            let k = self.locations[i].site_key();
+            if seen.contains(&k) {
+                self.locations.remove(i);
+            } else {
+                seen.push(k);
+                i += 1;
+            }
+        }
+    }
+
     /// Merges findings with the same [`key`](Finding::key) (several instructions of one source
     /// line, say), keeping the first and adding up occurrences (and, for grouped findings,
     /// their listed locations and stack combinations), and numbers them from 1.
     pub fn merge(findings: Vec<Finding>) -> Vec<Finding> {
         let mut out: Vec<Finding> = Vec::new();
         let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-        for f in findings {
+        for mut f in findings {
+            f.dedup_listed();
             let key = f.key();
             match index.get(&key) {
                 Some(&i) => out[i].absorb(f, MAX_LISTED),
