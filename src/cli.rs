@@ -46,6 +46,18 @@ pub enum Command {
     /// Write a Slurm batch script that runs a crash or compare campaign as a job array of
     /// shards, then merges them.
     Slurm(SlurmArgs),
+    /// Rank a report's findings for triage, the shapes of published bugs first, with a reason each.
+    Triage(TriageArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct TriageArgs {
+    /// A report written by `ferrite run`, `crash` or `replay` (.json or .ron).
+    pub report: PathBuf,
+
+    /// Show only the first N findings.
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
 }
 
 #[derive(Args, Debug)]

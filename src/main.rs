@@ -72,6 +72,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => cmd::compare::compare(a),
         Command::Merge(a) => cmd::merge::merge(a),
         Command::Slurm(a) => cmd::slurm::slurm(a),
+        Command::Triage(a) => cmd::triage::triage(a.report, a.top),
     };
     match res {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
@@ -107,7 +108,7 @@ fn confine(cmd: &Command) -> anyhow::Result<syscalls::landlock::TempRoot> {
             Command::Compare(a) => vec![dir_of(&a.report)],
             Command::Merge(a) => vec![dir_of(&Some(a.report.clone()))],
             Command::Slurm(a) => vec![Some(a.dir.clone()), dir_of(&Some(a.dir.clone()))],
-            Command::Bench(_) => vec![],
+            Command::Bench(_) | Command::Triage(_) => vec![],
         }
         .into_iter()
         .flatten(),

@@ -48,7 +48,7 @@
 //! - **Acquire and release** come from [`SyncAdapter`]: an acquisition when a lock call returns
 //!   successfully, a release when an unlock call is entered. Mutexes, spinlocks, read-write locks
 //!   (shared or exclusive), the mutex of a condition wait, and custom lock functions from the
-//!   user's configuration ([`emu::sync::SyncKind::CustomAcquire`] and friends) are all locks,
+//!   user's configuration ([`emu::sync::SyncKind::Custom`]) are all locks,
 //!   and so are libpmemobj's (`pmemobj_mutex_*`, `pmemobj_rwlock_*`, the mutex of
 //!   `pmemobj_cond_wait`). libpmemobj's lanes ([`crate::sync::Lanes`]) are one more lock,
 //!   [`crate::sync::PMDK_LANE_LOCK`], held in lane sections, which counts only on the lanes'
@@ -115,19 +115,20 @@
 //!   `persist_owner=any` accepts it.
 //! - **CAS-based locks** not named as custom locks.
 
-use std::collections::BTreeMap;
-
 use emu::decode::FlushOp;
 use emu::events::{Event, EventKind, Interest};
 use emu::pm::{DurabilityRule, PmDevice, LINE_SIZE};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::annotations::Annotations;
+use crate::group::{Described, Grouper};
 use crate::options::{option_pairs, parse_bool, parse_owner};
-use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Site};
+use crate::persist::{durable_bytes, is_release_call, pieces, Interner, ShadowLines, Site};
 use crate::screen::WindowPass;
-use crate::sync::{Edges, HappensBefore, Mode, PmdkLockCalls, SyncAdapter, SyncOp, VectorClock, PMDK_LANE_LOCK};
-use crate::{Analysis, RawFinding, RawLocation};
+use crate::sync::{
+    Edges, HappensBefore, Mode, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp, VectorClock, PMDK_LANE_LOCK,
+};
+use crate::{Analysis, RawFinding, RawLocation, Stored, StoredCounts};
 
 /// At most this many racing load sites are listed per finding (all are counted).
 pub const MAX_LOADS: usize = 8;
@@ -163,6 +164,23 @@ pub struct HawksetOptions {
     /// PM the program withdrew from pmemcheck's checking (`REMOVE_PMEM_MAPPING`) is not PM for
     /// the pass, and bytes it declares clean (`SET_CLEAN`) leave their store windows.
     pub annotations: bool,
+    /// Which synchronisation orders accesses besides locksets ([`Edges`]).
+    pub edges: EdgeSet,
+    /// A lock function's own accesses to its lock word are synchronisation, not data.
+    pub sync_words: bool,
+    /// A load inside a string or memory routine counts only for the bytes its contract reads.
+    pub strings: bool,
+}
+
+/// The happens-before edges the pass honours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EdgeSet {
+    /// Thread creation and join only, as the paper (§3.1.2).
+    Paper,
+    /// Also semaphores, barriers and condition variables (a post or signal before the wait
+    /// that returns after it): a store persisted before a `sem_post` cannot race with a load
+    /// after the `sem_wait` it lets through. Locks still protect only through locksets.
+    Sync,
 }
 
 /// How the create/join clocks decide that a store and a load are unordered.
@@ -188,13 +206,17 @@ impl Default for HawksetOptions {
             hb: HbCheck::End,
             lanes: true,
             annotations: true,
+            edges: EdgeSet::Sync,
+            sync_words: true,
+            strings: true,
         }
     }
 }
 
 impl HawksetOptions {
     /// Parses `irh=N`, `unpersisted=on|off`, `persist_owner=own|any`, `nt=paper|source`,
-    /// `unlock_fence=on|off`, `hb=end|window`, separated by `:`.
+    /// `unlock_fence=on|off`, `hb=end|window`, `edges=paper|sync`, `lanes=on|off`,
+    /// `annotations=on|off`, `sync_words=on|off`, `strings=on|off`, separated by `:`.
     pub fn parse(spec: &str) -> Result<HawksetOptions, String> {
         let mut o = HawksetOptions::default();
         for (k, v) in option_pairs(spec)? {
@@ -219,9 +241,19 @@ impl HawksetOptions {
                         _ => return Err(format!("hb={v}: expected end or window")),
                     }
                 }
+                "edges" => {
+                    o.edges = match v {
+                        "paper" | "create-join" => EdgeSet::Paper,
+                        "sync" => EdgeSet::Sync,
+                        _ => return Err(format!("edges={v}: expected paper or sync")),
+                    }
+                }
+                "sync_words" => o.sync_words = parse_bool(k, v)?,
+                "strings" => o.strings = parse_bool(k, v)?,
                 _ => {
                     return Err(format!(
-                        "unknown hawkset option `{k}` (irh, unpersisted, persist_owner, nt, unlock_fence, hb, lanes, annotations)"
+                        "unknown hawkset option `{k}` (irh, unpersisted, persist_owner, nt, unlock_fence, hb, edges, \
+                         lanes, annotations, sync_words, strings)"
                     ))
                 }
             }
@@ -324,9 +356,16 @@ pub struct Hawkset {
     opts: HawksetOptions,
     sync: SyncAdapter,
     pmdk_locks: PmdkLockCalls,
+    /// The recognised calls each thread is in: lock words, string routines' contracts.
+    calls: SyncCalls,
     /// What the program declared through pmemcheck's client requests.
     annotations: Annotations,
-    /// Vector clocks with create/join edges only.
+    /// What each store site wrote (pointers, values, counters), for the findings.
+    stored: FxHashMap<u64, StoredCounts>,
+    /// The lowest and highest guest addresses of PM accesses so far: where PM pointers point.
+    pm_lo: u64,
+    pm_hi: u64,
+    /// Vector clocks with create/join edges (and post/wait ones with `edges=sync`).
     hb: HappensBefore,
     threads: FxHashMap<u32, Thread>,
     /// Timed locksets (sorted held locks with acquisition numbers), interned.
@@ -340,7 +379,7 @@ pub struct Hawkset {
     /// Line → stores whose window is open there; each byte is in at most one piece per thread.
     pending: FxHashMap<u64, Vec<Piece>>,
     /// Line → IRH publication state (only lines some PM access touched).
-    irh: FxHashMap<u64, IrhLine>,
+    irh: ShadowLines<IrhLine>,
     /// Closed store windows → how many times each was recorded.
     stores: FxHashMap<StoreRec, u64>,
     /// Loads that passed the IRH → count.
@@ -370,15 +409,19 @@ impl Hawkset {
             opts,
             sync: SyncAdapter::default(),
             pmdk_locks: PmdkLockCalls::default(),
+            calls: SyncCalls::default(),
             annotations: Annotations::default(),
-            hb: HappensBefore::new(Edges { create_join: true, objects: false, locks: false }),
+            stored: FxHashMap::default(),
+            pm_lo: u64::MAX,
+            pm_hi: 0,
+            hb: HappensBefore::new(Edges { create_join: true, objects: opts.edges == EdgeSet::Sync, locks: false }),
             threads: FxHashMap::default(),
             timed: Interner::default(),
             plain: Interner::default(),
             clocks: Interner::default(),
             inter: FxHashMap::default(),
             pending: FxHashMap::default(),
-            irh: FxHashMap::default(),
+            irh: ShadowLines::default(),
             stores: FxHashMap::default(),
             loads: FxHashMap::default(),
             ops: Vec::new(),
@@ -457,7 +500,7 @@ impl Hawkset {
         if self.opts.irh == 0 {
             return mask;
         }
-        let e = self.irh.entry(line).or_default();
+        let e = self.irh.get_mut(line);
         let fresh = mask & !e.published;
         if fresh == 0 {
             return mask;
@@ -487,7 +530,7 @@ impl Hawkset {
         if self.opts.irh == 0 {
             return mask;
         }
-        self.irh.get(&line).map_or(0, |e| e.published & mask)
+        self.irh.get(line).map_or(0, |e| e.published & mask)
     }
 
     /// Ends the window of bytes `mask` of `piece` (of `line`) with `end`, under the writer's
@@ -496,7 +539,10 @@ impl Hawkset {
         let mask = match end {
             End::Fence(_) | End::Durable => self.published(line, mask),
             End::Overwrite(_) | End::Exit if !self.opts.unpersisted => 0,
-            _ => mask,
+            // Overwritten before a second thread touched the bytes: nobody else could see the
+            // value in its window (a fresh node zeroed, then filled).
+            End::Overwrite(_) => self.published(line, mask),
+            End::Exit => mask,
         };
         if mask == 0 {
             return;
@@ -517,9 +563,18 @@ impl Hawkset {
         *self.stores.entry(rec).or_insert(0) += 1;
     }
 
+    /// Notes where PM lies in the guest's address space (for telling pointers).
+    fn note_pm(&mut self, ev: &Event) {
+        self.pm_lo = self.pm_lo.min(ev.addr);
+        self.pm_hi = self.pm_hi.max(ev.addr + u64::from(ev.size));
+    }
+
     fn on_store(&mut self, ev: &Event, device: &PmDevice, nt: bool) {
         let tid = ev.tid;
         let site = (ev.pc, ev.stack);
+        self.note_pm(ev);
+        let shape = Stored::of(ev.size, ev.old, ev.new, self.pm_lo, self.pm_hi);
+        self.stored.entry(ev.pc).or_default().add(shape);
         let ls = self.lockset(tid);
         let durable_now = device.durable(self.opts.persist_owner, ev.dev, u64::from(ev.size));
         for (line, mask) in pieces(ev.dev, ev.size) {
@@ -668,12 +723,12 @@ impl Hawkset {
     fn on_load(&mut self, ev: &Event) {
         let tid = ev.tid;
         let site = (ev.pc, ev.stack);
+        self.note_pm(ev);
         let mut ls = None;
-        for (line, mask) in pieces(ev.dev, ev.size) {
-            let m = self.touch(tid, line, mask);
-            if m == 0 {
-                continue;
-            }
+        for (line, m) in pieces(ev.dev, ev.size) {
+            // The IRH removes only stores persisted before a second thread touched their bytes
+            // (§3.1.3); a load is never initialisation, but it does publish the bytes.
+            self.touch(tid, line, m);
             let l = match ls {
                 Some(l) => l,
                 None => {
@@ -732,7 +787,8 @@ impl Hawkset {
                     self.thread(tid).vc = None;
                     self.thread(child).vc = None;
                 }
-                SyncOp::Join { .. } => {
+                SyncOp::Join { .. } | SyncOp::Post { .. } | SyncOp::Wait { .. } => {
+                    // Posts and waits order only with `edges=sync` (the clocks' edges say so).
                     self.hb.apply(tid, op);
                     self.thread(tid).vc = None;
                 }
@@ -755,7 +811,7 @@ impl Hawkset {
                         t.ls = None;
                     }
                 }
-                SyncOp::LaneHold | SyncOp::Post { .. } | SyncOp::Wait { .. } => {}
+                SyncOp::LaneHold => {}
             }
         }
         self.ops = ops;
@@ -778,25 +834,23 @@ impl Hawkset {
 
     /// Whether the store record `s` and a load at clock `l` are unordered by create/join.
     fn unordered(&self, s: &StoreRec, l: u32) -> bool {
-        match self.opts.hb {
-            HbCheck::End => !self.le(s.vc, l) && !self.le(l, s.vc),
-            HbCheck::Window => !self.le(s.vc, l) && !self.le(l, s.vc_store),
+        // With post/wait edges a load can be ordered inside the window (after the store and
+        // before the persist: a barrier or a condition signal between them), which is a race:
+        // both ends are checked. The paper's edges (create and join) check the end alone.
+        match (self.opts.hb, self.opts.edges) {
+            (HbCheck::End, EdgeSet::Paper) => !self.le(s.vc, l) && !self.le(l, s.vc),
+            _ => !self.le(s.vc, l) && !self.le(l, s.vc_store),
         }
     }
-}
-
-/// A finding under construction: the loads racing with one group of store records.
-#[derive(Default)]
-struct Group {
-    store_tid: u32,
-    /// Load site → (thread, pairs).
-    loads: BTreeMap<Site, (u32, u64)>,
-    pairs: u64,
 }
 
 impl WindowPass for Hawkset {
     fn pmdk_locks(&mut self) -> &mut PmdkLockCalls {
         &mut self.pmdk_locks
+    }
+
+    fn sync_calls(&mut self) -> (&mut SyncCalls, bool, bool) {
+        (&mut self.calls, self.opts.sync_words, self.opts.strings)
     }
 
     fn annotations(&mut self) -> Option<&mut Annotations> {
@@ -853,7 +907,13 @@ impl Analysis for Hawkset {
     }
 
     fn stats(&self) -> Vec<(&'static str, u64)> {
-        vec![("lane_holds", self.sync.lanes.holds), ("withdrawn_accesses", self.annotations.withdrawn_accesses)]
+        vec![
+            ("lane_holds", self.sync.lanes.holds),
+            ("withdrawn_accesses", self.annotations.withdrawn_accesses),
+            ("sync_accesses", self.calls.sync_accesses),
+            ("clipped_loads", self.calls.clipped_loads),
+            ("dropped_loads", self.calls.dropped_loads),
+        ]
     }
 
     fn finish(&mut self, device: &PmDevice) -> Vec<RawFinding> {
@@ -869,10 +929,12 @@ impl Analysis for Hawkset {
         for (i, (s, _)) in stores.iter().enumerate() {
             by_line.entry(s.line).or_default().push(i);
         }
-        let mut groups: BTreeMap<(Site, End, bool), Group> = BTreeMap::new();
+        let mut groups: Grouper<(u64, u8, u64, bool)> = Grouper::new(MAX_LOADS);
         let mut conc: FxHashMap<(u32, u32, u32), bool> = FxHashMap::default();
         let mut prot: FxHashMap<(u32, u32, bool), bool> = FxHashMap::default();
-        for l in self.loads.keys() {
+        let mut loads: Vec<(&LoadRec, &u64)> = self.loads.iter().collect();
+        loads.sort_unstable_by_key(|(l, _)| (l.line, l.site, l.tid, l.mask, l.ls, l.vc));
+        for (l, _) in loads {
             let Some(idx) = by_line.get(&l.line) else { continue };
             for &i in idx {
                 let s = &stores[i].0;
@@ -889,54 +951,43 @@ impl Analysis for Hawkset {
                 if *prot.entry((s.eff, l.ls, lane)).or_insert_with(|| self.protects(s.eff, l.ls, lane)) {
                     continue;
                 }
-                let g = groups
-                    .entry((s.site, s.end, s.flushed))
-                    .or_insert_with(|| Group { store_tid: s.tid, ..Group::default() });
-                g.store_tid = g.store_tid.min(s.tid);
-                let e = g.loads.entry(l.site).or_insert((l.tid, 0));
-                e.0 = e.0.min(l.tid);
-                e.1 += 1;
-                g.pairs += 1;
+                let store = RawLocation { role: "store", pc: s.site.0, stack: s.site.1, tid: s.tid };
+                let load = RawLocation { role: "load", pc: l.site.0, stack: l.site.1, tid: l.tid };
+                let (tag, end) = match s.end {
+                    End::Fence(f) => (0, Some(RawLocation { role: "fence", pc: f.0, stack: f.1, tid: s.tid })),
+                    End::Overwrite(o) => (1, Some(RawLocation { role: "overwrite", pc: o.0, stack: o.1, tid: s.tid })),
+                    End::Exit => (2, None),
+                    End::Durable => (3, None),
+                };
+                let key = (s.site.0, tag, end.as_ref().map_or(0, |e| e.pc), s.flushed);
+                match end {
+                    Some(e) => groups.add(key, &[store, e, load], 2, 1),
+                    None => groups.add(key, &[store, load], 1, 1),
+                }
             }
         }
-        let mut out = Vec::new();
-        for ((site, end, flushed), g) in groups {
-            let mut locations = vec![RawLocation { role: "store", pc: site.0, stack: site.1, tid: g.store_tid }];
-            let how = match end {
-                End::Fence(f) => {
-                    locations.push(RawLocation { role: "fence", pc: f.0, stack: f.1, tid: g.store_tid });
-                    "persisted by a fence outside the locks its readers hold".to_string()
-                }
-                End::Overwrite(o) => {
-                    locations.push(RawLocation { role: "overwrite", pc: o.0, stack: o.1, tid: g.store_tid });
-                    format!(
-                        "overwritten by its own thread before it was persisted{}",
-                        if flushed { " (flushed, not fenced)" } else { "" }
-                    )
-                }
-                End::Exit => {
-                    format!("never persisted by its thread{}", if flushed { " (flushed, never fenced)" } else { "" })
-                }
-                End::Durable => "made durable only by msync/fsync, after the locks were released".to_string(),
+        let stored = &self.stored;
+        groups.finish(|&(store_pc, tag, _, flushed), _, _| {
+            let how = match tag {
+                0 => "persisted by a fence outside the locks its readers hold".to_string(),
+                1 => format!(
+                    "overwritten by its own thread before it was persisted{}",
+                    if flushed { " (flushed, not fenced)" } else { "" }
+                ),
+                2 => format!("never persisted by its thread{}", if flushed { " (flushed, never fenced)" } else { "" }),
+                _ => "made durable only by msync/fsync, after the locks were released".to_string(),
             };
-            let n = g.loads.len();
-            for (ls, (tid, _)) in g.loads.iter().take(MAX_LOADS) {
-                locations.push(RawLocation { role: "load", pc: ls.0, stack: ls.1, tid: *tid });
-            }
-            out.push(RawFinding {
-                validation: None,
+            Described {
                 analysis: "hawkset",
                 kind: "persistence-induced-race",
                 message: format!(
-                    "persistence-induced race: a PM store {how}; {n} load site{} in other threads, holding no common \
-                     lock and not ordered by create/join, can read it before it is durable",
-                    if n == 1 { "" } else { "s" }
+                    "persistence-induced race: a PM store {how}; loads in other threads, holding no common lock and not \
+                     ordered by create/join, can read it before it is durable"
                 ),
-                occurrences: g.pairs,
-                locations,
-            });
-        }
-        out
+                class: if flushed { "flushed" } else { "unflushed" },
+                stored: stored.get(&store_pc).and_then(|c| c.shape()),
+            }
+        })
     }
 }
 
@@ -949,7 +1000,7 @@ mod tests {
     type Sim<'a> = crate::testkit::Sim<&'a mut dyn Analysis>;
     use emu::decode::FenceOp;
     use emu::pm::FenceKind;
-    use emu::sync::SyncKind;
+    use emu::sync::{CustomLockKind, SyncKind};
 
     const L: u64 = 0x100;
     const M: u64 = 0x200;
@@ -1157,14 +1208,18 @@ mod tests {
         assert_eq!(run("", body(false)), vec![(0xa, vec![0xb])]);
     }
 
+    fn custom(kind: CustomLockKind) -> SyncKind {
+        emu::sync::CustomLock::new("lock", kind).sync_kind()
+    }
+
     #[test]
     fn spinlocks_and_custom_locks_protect() {
         for (acq, rel) in [
             (SyncKind::SpinLock, SyncKind::SpinUnlock),
-            (SyncKind::CustomAcquire, SyncKind::CustomRelease),
-            (SyncKind::CustomTryAcquire { success: 1 }, SyncKind::CustomRelease),
+            (custom(CustomLockKind::Acquire), custom(CustomLockKind::Release)),
+            (custom(CustomLockKind::TryAcquire { success: Some(1), failure: None }), custom(CustomLockKind::Release)),
         ] {
-            let rv = if matches!(acq, SyncKind::CustomTryAcquire { .. }) { 1 } else { 0 };
+            let rv = if matches!(acq, SyncKind::Custom(c) if c.op == emu::sync::CustomOp::TryAcquire) { 1 } else { 0 };
             let r = run("", |s| {
                 s.call(2, acq, L, rv);
                 s.store(2, 0xa, 0, 8);
@@ -1225,8 +1280,9 @@ mod tests {
     #[test]
     fn a_load_inside_the_window_needs_both_ends() {
         // Main stores, creates a reader that loads, joins it, and only then persists: the load
-        // happens before the end of the window, so the paper's check prunes it; `hb=window`
-        // sees that it does not happen before the store.
+        // happens before the end of the window, so the paper's check (its edges, its `hb=end`)
+        // prunes it; `hb=window`, and the default that also honours post/wait edges, see that
+        // it does not happen before the store.
         let body = |s: &mut Sim| {
             s.store(1, 0xa, 0, 8);
             s.create(1, 4);
@@ -1235,8 +1291,9 @@ mod tests {
             s.join(1, 4);
             s.persist(1, 0xf, 0);
         };
-        assert!(run("", body).is_empty());
-        assert_eq!(run("hb=window", body), vec![(0xa, vec![0xb])]);
+        assert!(run("edges=paper", body).is_empty());
+        assert_eq!(run("edges=paper:hb=window", body), vec![(0xa, vec![0xb])]);
+        assert_eq!(run("", body), vec![(0xa, vec![0xb])]);
         // A load before the store stays ordered in both.
         let before = |s: &mut Sim| {
             s.create(1, 4);

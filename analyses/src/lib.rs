@@ -20,6 +20,7 @@
 
 pub mod alias;
 pub mod annotations;
+pub mod group;
 pub mod hawkset;
 pub mod hmtrace;
 mod options;
@@ -71,6 +72,9 @@ pub struct RawFinding {
     /// Post-failure validation the pass asks for (PMRace): recover a crash image it captured
     /// and see whether recovery repairs what the finding is about.
     pub validation: Option<Validation>,
+    /// For a finding that groups occurrences by site ([`group::Grouper`]): its class, key
+    /// locations and every distinct combination of call stacks.
+    pub group: Option<group::RawGroup>,
 }
 
 /// A request to validate a finding on a crash image ([`ImageSink`]) by running the program's
@@ -214,12 +218,58 @@ impl CodeInfo {
 /// The selected analyses, fed side by side.
 pub struct Passes {
     passes: Vec<(Interest, Box<dyn Analysis>)>,
+    tally: LockTally,
+}
+
+/// How often each custom lock function (by entry address) was called, and how many of its
+/// calls acquired the lock: so that a lock configuration that does not say what the program
+/// does shows (a try-lock whose success value is wrong acquires never, or always).
+#[derive(Debug, Default)]
+pub struct LockTally {
+    /// Entry address → (calls, acquisitions, failed attempts).
+    counts: std::collections::BTreeMap<u64, [u64; 3]>,
+    /// Per thread, the custom lock calls it is in (entry addresses).
+    open: rustc_hash::FxHashMap<u32, Vec<u64>>,
+}
+
+impl LockTally {
+    fn observe(&mut self, ev: &Event) {
+        use emu::events::EventKind;
+        use emu::sync::{CustomOp, SyncKind};
+        match ev.kind {
+            EventKind::SyncEnter(SyncKind::Custom(_)) => {
+                self.counts.entry(ev.pc).or_default()[0] += 1;
+                self.open.entry(ev.tid).or_default().push(ev.pc);
+            }
+            EventKind::SyncReturn(k @ SyncKind::Custom(c)) => {
+                let Some(entry) = self.open.get_mut(&ev.tid).and_then(|v| v.pop()) else { return };
+                if c.op != CustomOp::Release {
+                    let n = self.counts.entry(entry).or_default();
+                    if k.succeeded(ev.new) {
+                        n[1] += 1;
+                    } else {
+                        n[2] += 1;
+                    }
+                }
+            }
+            EventKind::ThreadExit => {
+                self.open.remove(&ev.tid);
+            }
+            _ => {}
+        }
+    }
 }
 
 impl Passes {
     /// The passes, fed in this order.
     pub fn new(passes: Vec<Box<dyn Analysis>>) -> Passes {
-        Passes { passes: passes.into_iter().map(|p| (p.interest(), p)).collect() }
+        Passes { passes: passes.into_iter().map(|p| (p.interest(), p)).collect(), tally: LockTally::default() }
+    }
+
+    /// Calls of each custom lock function seen (when some pass watched synchronisation), by
+    /// entry address: `(address, calls, acquisitions, failed attempts)`.
+    pub fn lock_calls(&self) -> Vec<(u64, u64, u64, u64)> {
+        self.tally.counts.iter().map(|(&a, &[c, ok, no])| (a, c, ok, no)).collect()
     }
 
     /// Whether there is no pass.
@@ -298,6 +348,9 @@ impl Observer for Passes {
             EventKind::CrashPoint => Interest::CRASH,
             _ => Interest::STORES,
         };
+        if kind == Interest::SYNC {
+            self.tally.observe(ev);
+        }
         let pm_access = kind == Interest::LOADS || kind == Interest::STORES;
         for (i, p) in &mut self.passes {
             if i.has(kind) || (pm_access && i.has(Interest::MEMORY)) {
@@ -432,6 +485,107 @@ pub struct Finding {
     /// and their address) of the run that exposed it; replay holds the same loads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interleaving: Option<emu::sched::Hold>,
+    /// For findings grouped by site (the race passes): the group's class, which locations make
+    /// its key, what the racing store wrote, and every distinct combination of call stacks its
+    /// occurrences had.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<Group>,
+}
+
+/// What a finding grouped by site keeps besides its representative `locations` (see
+/// [`group::Grouper`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Group {
+    /// The pass's class of the group, part of the key (`hawkset`: `flushed` or `unflushed`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub class: String,
+    /// How many leading locations identify the finding; the others are listed (hawkset's
+    /// racing loads, one per site).
+    pub key_locations: u32,
+    /// What the racing store wrote, when the pass could tell ([`Stored`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored: Option<Stored>,
+    /// Every distinct combination of locations with their call stacks, with how many
+    /// occurrences had it.
+    pub stacks: Vec<StackVariant>,
+}
+
+/// One combination of call stacks of a grouped finding's occurrences.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackVariant {
+    /// Occurrences with these stacks.
+    pub occurrences: u64,
+    /// The locations, each with its thread and backtrace (innermost first).
+    pub locations: Vec<VariantLocation>,
+}
+
+/// A location of a [`StackVariant`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VariantLocation {
+    /// Its role, as in the finding's locations.
+    pub role: String,
+    /// The thread.
+    pub thread: u32,
+    /// Every frame, innermost first.
+    pub backtrace: Vec<Frame>,
+}
+
+/// What a racing store wrote, judged from its values ([`Stored::of`]): what the race can do to a
+/// reader that acts on it before it is durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stored {
+    /// An address into the PM the program maps: a reader follows it.
+    Pointer,
+    /// Data.
+    Value,
+    /// The old value plus or minus a little: a count.
+    Counter,
+}
+
+impl Stored {
+    /// What a store of `size` bytes that replaced `old` with `new` wrote: a pointer if it is 8
+    /// bytes into `[pm_lo, pm_hi)` (the guest addresses of the program's PM accesses so far), a
+    /// counter if it moved the old value by 1 to 16, else a value.
+    pub fn of(size: u32, old: u64, new: u64, pm_lo: u64, pm_hi: u64) -> Stored {
+        if size == 8 && new >= pm_lo && new < pm_hi {
+            return Stored::Pointer;
+        }
+        let bits = 8 * size.clamp(1, 8);
+        let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        let d = new.wrapping_sub(old) & mask;
+        let back = old.wrapping_sub(new) & mask;
+        if (1..=16).contains(&d) || (1..=16).contains(&back) {
+            Stored::Counter
+        } else {
+            Stored::Value
+        }
+    }
+}
+
+/// Counts of what the stores of one site wrote ([`Stored`]), for [`RawGroup`]s.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoredCounts(pub [u64; 3]);
+
+impl StoredCounts {
+    /// One more store of that shape.
+    pub fn add(&mut self, s: Stored) {
+        self.0[s as usize] += 1;
+    }
+
+    /// The shape most of the stores had (a pointer wins a tie: it is the worst case).
+    pub fn shape(&self) -> Option<Stored> {
+        let [p, v, c] = self.0;
+        if p + v + c == 0 {
+            None
+        } else if p >= v && p >= c {
+            Some(Stored::Pointer)
+        } else if v >= c {
+            Some(Stored::Value)
+        } else {
+            Some(Stored::Counter)
+        }
+    }
 }
 
 /// A crash image of a workload run: the crash point's index and the value of each dimension of
@@ -448,16 +602,34 @@ fn one() -> u64 {
     1
 }
 
+impl Location {
+    /// `role@file:line`, or `role@pc` without a line.
+    fn site_key(&self) -> String {
+        match (&self.file, self.line) {
+            (Some(f), Some(n)) => format!("|{}@{f}:{n}", self.role),
+            _ => format!("|{}@{:#x}", self.role, self.pc),
+        }
+    }
+}
+
 impl Finding {
     /// What identifies the same bug across runs and schedules: the analysis, the kind, and each
-    /// location's role, source line (or PC without one) and callers.
+    /// location's role, source line (or PC without one) and callers. A finding grouped by site
+    /// ([`Finding::group`]) is identified by its class and its key locations' lines alone: its
+    /// call stacks are what it groups.
     pub fn key(&self) -> String {
         let mut k = format!("{}/{}", self.analysis, self.kind);
-        for l in &self.locations {
-            match (&l.file, l.line) {
-                (Some(f), Some(n)) => k.push_str(&format!("|{}@{f}:{n}", l.role)),
-                _ => k.push_str(&format!("|{}@{:#x}", l.role, l.pc)),
+        if let Some(g) = &self.group {
+            if !g.class.is_empty() {
+                k.push_str(&format!("#{}", g.class));
             }
+            for l in self.locations.iter().take(g.key_locations as usize) {
+                k.push_str(&l.site_key());
+            }
+            return k;
+        }
+        for l in &self.locations {
+            k.push_str(&l.site_key());
             for fr in l.backtrace.iter().skip(1) {
                 k.push_str(&format!(",{:#x}", fr.pc));
             }
@@ -465,16 +637,66 @@ impl Finding {
         k
     }
 
+    /// How many distinct call-stack combinations it stands for (1 unless grouped).
+    pub fn stack_count(&self) -> usize {
+        self.group.as_ref().map_or(1, |g| g.stacks.len().max(1))
+    }
+
+    /// Adds `other` (a finding with the same key) to this one: occurrences add up; a grouped
+    /// finding also gains the other's listed locations it lacks (up to `max_listed`) and its
+    /// stack combinations.
+    fn absorb(&mut self, other: Finding, max_listed: usize) {
+        self.occurrences += other.occurrences;
+        let (Some(g), Some(o)) = (self.group.as_mut(), other.group) else { return };
+        let key = g.key_locations as usize;
+        for l in other.locations.into_iter().skip(key) {
+            let listed = self.locations.len() - key.min(self.locations.len());
+            if listed < max_listed && !self.locations.iter().skip(key).any(|m| m.site_key() == l.site_key()) {
+                self.locations.push(l);
+            }
+        }
+        for v in o.stacks {
+            match g.stacks.iter_mut().find(|w| same_stacks(w, &v)) {
+                Some(w) => w.occurrences += v.occurrences,
+                None => g.stacks.push(v),
+            }
+        }
+        if g.stored.is_none() {
+            g.stored = o.stored;
+        }
+    }
+
+    /// A grouped finding lists each racing source line once: several instructions of one line
+    /// (the two 8-byte loads of a 16-byte `PMEMoid`) are one listed location, the first.
+    fn dedup_listed(&mut self) {
+        let Some(g) = &self.group else { return };
+        let key = (g.key_locations as usize).min(self.locations.len());
+        let mut seen: Vec<String> = Vec::new();
+        let mut i = key;
+        while i < self.locations.len() {
+            let k = self.locations[i].site_key();
+            if seen.contains(&k) {
+                self.locations.remove(i);
+            } else {
+                seen.push(k);
+                i += 1;
+            }
+        }
+    }
+
     /// Merges findings with the same [`key`](Finding::key) (several instructions of one source
-    /// line, say), keeping the first and adding up occurrences, and numbers them from 1.
+    /// line, say), keeping the first and adding up occurrences (and, for grouped findings,
+    /// their listed locations and stack combinations), and numbers them from 1.
     pub fn merge(findings: Vec<Finding>) -> Vec<Finding> {
         let mut out: Vec<Finding> = Vec::new();
         let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-        for f in findings {
-            match index.get(&f.key()) {
-                Some(&i) => out[i].occurrences += f.occurrences,
+        for mut f in findings {
+            f.dedup_listed();
+            let key = f.key();
+            match index.get(&key) {
+                Some(&i) => out[i].absorb(f, MAX_LISTED),
                 None => {
-                    index.insert(f.key(), out.len());
+                    index.insert(key, out.len());
                     out.push(f);
                 }
             }
@@ -484,4 +706,18 @@ impl Finding {
         }
         out
     }
+}
+
+/// Most listed (non-key) locations a merged grouped finding keeps (its stack combinations keep
+/// them all).
+pub const MAX_LISTED: usize = 16;
+
+/// Whether two stack combinations are the same: roles, threads aside, and every frame's PC.
+fn same_stacks(a: &StackVariant, b: &StackVariant) -> bool {
+    a.locations.len() == b.locations.len()
+        && a.locations.iter().zip(&b.locations).all(|(x, y)| {
+            x.role == y.role
+                && x.backtrace.len() == y.backtrace.len()
+                && x.backtrace.iter().zip(&y.backtrace).all(|(f, g)| f.pc == g.pc)
+        })
 }

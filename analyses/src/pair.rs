@@ -41,6 +41,7 @@ pub(crate) fn pair_finding(
     };
     RawFinding {
         validation: None,
+        group: None,
         analysis,
         kind,
         message,

@@ -8,7 +8,7 @@
 
 use emu::callstack::StackId;
 use emu::pm::{DurabilityRule, PmDevice, LINE_SIZE};
-use emu::sync::SyncKind;
+use emu::sync::{CustomOp, SyncKind};
 use rustc_hash::FxHashMap;
 
 /// A program point: PC and interned call stack.
@@ -98,7 +98,8 @@ pub(crate) fn durable_bytes(
 
 /// Which operations are releases for a pass's `unlock_fence` option: the unlock-like calls.
 pub(crate) fn is_release_call(kind: SyncKind) -> bool {
-    matches!(kind, SyncKind::MutexUnlock | SyncKind::RwUnlock | SyncKind::SpinUnlock | SyncKind::CustomRelease)
+    matches!(kind, SyncKind::MutexUnlock | SyncKind::RwUnlock | SyncKind::SpinUnlock)
+        || matches!(kind, SyncKind::Custom(c) if c.op == CustomOp::Release)
         || kind.is_cond_wait()
 }
 
@@ -112,5 +113,68 @@ mod tests {
         assert_eq!(v, vec![(0, 0xf << 60), (1, 0xf)]);
         let v: Vec<(u64, u64)> = pieces(64 + 4, 4).collect();
         assert_eq!(v, vec![(1, 0xf0)]);
+    }
+}
+
+/// Lines per shadow block: one 4 KiB page of 64-byte lines.
+const SHADOW_LINES: u64 = 64;
+
+/// Per-line state of PM in a two-level table (TSan and Valgrind style): a block of
+/// [`SHADOW_LINES`] entries for each page touched, found through a map of pages with a one-entry
+/// cache of the last page used. Accesses are local, so most lookups hash nothing; a page's block
+/// is allocated when it is first touched and never per access.
+#[derive(Debug)]
+pub(crate) struct ShadowLines<T> {
+    pages: FxHashMap<u64, u32>,
+    blocks: Vec<Box<[T]>>,
+    /// The last page looked up and its block.
+    last: (u64, u32),
+}
+
+impl<T: Default> Default for ShadowLines<T> {
+    fn default() -> Self {
+        ShadowLines { pages: FxHashMap::default(), blocks: Vec::new(), last: (u64::MAX, 0) }
+    }
+}
+
+impl<T: Default> ShadowLines<T> {
+    /// The state of `line` (a device line number), created at its default.
+    pub(crate) fn get_mut(&mut self, line: u64) -> &mut T {
+        let page = line / SHADOW_LINES;
+        let i = if self.last.0 == page {
+            self.last.1
+        } else {
+            let ShadowLines { pages, blocks, .. } = self;
+            let i = *pages.entry(page).or_insert_with(|| {
+                blocks.push((0..SHADOW_LINES).map(|_| T::default()).collect());
+                (blocks.len() - 1) as u32
+            });
+            self.last = (page, i);
+            i
+        };
+        &mut self.blocks[i as usize][(line % SHADOW_LINES) as usize]
+    }
+
+    /// The state of `line`, if its page was ever touched.
+    pub(crate) fn get(&self, line: u64) -> Option<&T> {
+        let page = line / SHADOW_LINES;
+        let i = if self.last.0 == page { self.last.1 } else { *self.pages.get(&page)? };
+        Some(&self.blocks[i as usize][(line % SHADOW_LINES) as usize])
+    }
+}
+
+#[cfg(test)]
+mod shadow_tests {
+    use super::ShadowLines;
+
+    #[test]
+    fn lines_keep_their_state_across_pages() {
+        let mut s: ShadowLines<u64> = ShadowLines::default();
+        assert_eq!(s.get(5), None);
+        *s.get_mut(5) = 7;
+        *s.get_mut(64 * 9 + 1) = 8;
+        *s.get_mut(6) += 1;
+        assert_eq!((s.get(5), s.get(6), s.get(64 * 9 + 1), s.get(64 * 9)), (Some(&7), Some(&1), Some(&8), Some(&0)));
+        assert_eq!(s.get(64 * 3), None);
     }
 }

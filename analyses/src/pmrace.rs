@@ -618,6 +618,7 @@ impl Analysis for Pmrace {
                 occurrences: incs.iter().map(|&i| self.inconsistencies[i].count).sum(),
                 locations,
                 validation,
+                group: None,
             });
         }
         for f in &self.sync_findings {
@@ -645,6 +646,7 @@ impl Analysis for Pmrace {
                     },
                 ],
                 validation: f.validation.clone(),
+                group: None,
             });
         }
         out

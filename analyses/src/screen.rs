@@ -1,27 +1,34 @@
 //! The event prologue of the passes that follow PM store windows (`hawkset`, `vardalith`): what
 //! every event goes through before the pass's own logic sees it, and the dispatch by kind.
 //!
-//! Two things are screened out first, the same way for both passes:
+//! Screened out first, the same way for both passes:
 //! - PM accesses made inside libpmemobj's own lock functions ([`PmdkLockCalls`]): its locks live
 //!   in PM, and their implementation is protected by the pseudo-lock the pass already holds;
+//! - a synchronisation primitive's own accesses to its lock word ([`SyncCalls::is_sync_access`]:
+//!   a pthread mutex or a custom CAS lock placed in PM), which are synchronisation, not data
+//!   (the pass's `sync_words=off` keeps them);
 //! - what the program declared to pmemcheck ([`Annotations`], with the pass's `annotations=on`):
 //!   accesses to PM it withdrew from checking are not PM accesses, and bytes it declared clean
 //!   end their store windows unrecorded.
 //!
-//! What is left reaches the pass as a store, a load, a flush, a fence or a synchronisation event
-//! ([`WindowPass`]).
+//! A load made inside a string or memory routine is trimmed to the bytes the routine's contract
+//! reads ([`SyncCalls::clip`]; `strings=off` keeps the whole vector load). What is left reaches
+//! the pass as a store, a load, a flush, a fence or a synchronisation event ([`WindowPass`]).
 
 use emu::decode::FlushOp;
 use emu::events::{Event, EventKind};
 use emu::pm::PmDevice;
 
 use crate::annotations::{Annotations, Screen};
-use crate::sync::PmdkLockCalls;
+use crate::sync::{Clip, PmdkLockCalls, SyncCalls};
 
 /// A pass over PM store windows, fed by [`dispatch`].
 pub(crate) trait WindowPass {
     /// The pass's view of libpmemobj's lock calls.
     fn pmdk_locks(&mut self) -> &mut PmdkLockCalls;
+    /// The pass's view of the recognised calls each thread is in, and whether it leaves out
+    /// lock words (`sync_words`) and trims string routines' loads (`strings`).
+    fn sync_calls(&mut self) -> (&mut SyncCalls, bool, bool);
     /// What the program declared to pmemcheck, if the pass honours it (`annotations=on`).
     fn annotations(&mut self) -> Option<&mut Annotations>;
     /// Every event that was not inside a libpmemobj lock function, before the annotations
@@ -45,10 +52,17 @@ pub(crate) trait WindowPass {
 pub(crate) fn dispatch<P: WindowPass>(pass: &mut P, ev: &Event, device: &PmDevice) {
     let locks = pass.pmdk_locks();
     locks.observe(ev);
-    if locks.inside(ev.tid) && matches!(ev.kind, EventKind::Load | EventKind::Store | EventKind::RmwStore) {
+    let access = matches!(ev.kind, EventKind::Load | EventKind::Store | EventKind::RmwStore | EventKind::NtStore);
+    if access && ev.kind != EventKind::NtStore && locks.inside(ev.tid) {
         // PMDK's own lock implementation (its locks live in PM): the pseudo-lock protects it.
         return;
     }
+    let (calls, words, strings) = pass.sync_calls();
+    calls.observe(ev);
+    if access && ev.dev != 0 && words && calls.is_sync_access(ev) {
+        return;
+    }
+    let clip = if ev.kind == EventKind::Load && ev.dev != 0 && strings { calls.clip(ev) } else { Clip::Whole };
     pass.counted();
     if let Some(annotations) = pass.annotations() {
         match annotations.screen(ev) {
@@ -63,7 +77,16 @@ pub(crate) fn dispatch<P: WindowPass>(pass: &mut P, ev: &Event, device: &PmDevic
     match ev.kind {
         EventKind::Store | EventKind::RmwStore if ev.dev != 0 => pass.on_store(ev, device, false),
         EventKind::NtStore if ev.dev != 0 => pass.on_store(ev, device, true),
-        EventKind::Load if ev.dev != 0 => pass.on_load(ev, device),
+        EventKind::Load if ev.dev != 0 => match clip {
+            Clip::Whole => pass.on_load(ev, device),
+            Clip::Pieces(pieces) => {
+                for (addr, dev, size) in pieces {
+                    if size > 0 {
+                        pass.on_load(&Event { addr, dev, size, ..*ev }, device);
+                    }
+                }
+            }
+        },
         EventKind::Flush(op) => pass.on_flush(ev, device, op),
         EventKind::Fence(_) => pass.on_fence(ev, device),
         EventKind::SyncEnter(_)

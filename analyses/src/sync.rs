@@ -30,7 +30,7 @@
 //! honour (HawkSet honours only create and join; HMTRace and OSCS honour all of them).
 
 use emu::events::{Event, EventKind};
-use emu::sync::SyncKind;
+use emu::sync::{CustomOp, LockMode, SyncKind};
 use rustc_hash::FxHashMap;
 
 /// How a lock is held.
@@ -112,19 +112,6 @@ fn futex_object(addr: u64) -> u64 {
     addr | 1 << 63
 }
 
-/// The lock releases whose futex wakes are not orderings: they wake a waiter for the lock, which
-/// orders through the lock as the pass sees locks (locksets, or release → acquire edges).
-fn is_release(kind: SyncKind) -> bool {
-    matches!(
-        kind,
-        SyncKind::MutexUnlock
-            | SyncKind::RwUnlock
-            | SyncKind::SpinUnlock
-            | SyncKind::CustomRelease
-            | SyncKind::PmemobjUnlock
-    )
-}
-
 /// HawkSet's acquire-release pseudo-lock: held for the duration of every libpmemobj lock call,
 /// so that the PM accesses inside PMDK's lock implementation (its locks live in PM, with their
 /// lazy reinitialisation) are mutually protected rather than races among themselves.
@@ -168,11 +155,11 @@ impl SyncAdapter {
             EventKind::FutexWoken if !self.releasing.contains_key(&(ev.new as u32)) => {
                 out(SyncOp::Wait { obj: futex_object(ev.addr) })
             }
-            EventKind::SyncEnter(kind) if is_release(kind) => {
+            EventKind::SyncEnter(kind) if kind.is_release() => {
                 *self.releasing.entry(ev.tid).or_default() += 1;
                 self.enter(ev, kind, &mut out);
             }
-            EventKind::SyncReturn(kind) if is_release(kind) => {
+            EventKind::SyncReturn(kind) if kind.is_release() => {
                 if let Some(d) = self.releasing.get_mut(&ev.tid) {
                     *d -= 1;
                     if *d == 0 {
@@ -189,99 +176,97 @@ impl SyncAdapter {
 
     /// The operations of entering the recognised function `kind`.
     fn enter(&mut self, ev: &Event, kind: SyncKind, mut out: impl FnMut(SyncOp)) {
-        {
-            match kind {
-                SyncKind::MutexUnlock | SyncKind::RwUnlock | SyncKind::SpinUnlock | SyncKind::CustomRelease => {
-                    out(SyncOp::Release { lock: ev.addr })
-                }
-                SyncKind::PmemobjUnlock => {
-                    out(SyncOp::Release { lock: ev.addr });
+        match kind {
+            SyncKind::MutexUnlock | SyncKind::RwUnlock | SyncKind::SpinUnlock => out(SyncOp::Release { lock: ev.addr }),
+            SyncKind::Custom(c) if c.op == CustomOp::Release => out(SyncOp::Release { lock: ev.addr }),
+            SyncKind::PmemobjUnlock => {
+                out(SyncOp::Release { lock: ev.addr });
+                out(SyncOp::Acquire { lock: PMDK_PSEUDO_LOCK, mode: Mode::Exclusive });
+            }
+            SyncKind::PmemobjLock | SyncKind::PmemobjRdlock => {
+                out(SyncOp::Acquire { lock: PMDK_PSEUDO_LOCK, mode: Mode::Exclusive })
+            }
+            SyncKind::CondWait | SyncKind::PmemobjCondWait => {
+                self.cond_mutex.insert(ev.tid, ev.old);
+                out(SyncOp::Release { lock: ev.old });
+                if kind.is_pmemobj() {
                     out(SyncOp::Acquire { lock: PMDK_PSEUDO_LOCK, mode: Mode::Exclusive });
                 }
-                SyncKind::PmemobjLock | SyncKind::PmemobjRdlock => {
-                    out(SyncOp::Acquire { lock: PMDK_PSEUDO_LOCK, mode: Mode::Exclusive })
-                }
-                SyncKind::CondWait | SyncKind::PmemobjCondWait => {
-                    self.cond_mutex.insert(ev.tid, ev.old);
-                    out(SyncOp::Release { lock: ev.old });
-                    if kind.is_pmemobj() {
-                        out(SyncOp::Acquire { lock: PMDK_PSEUDO_LOCK, mode: Mode::Exclusive });
-                    }
-                }
-                SyncKind::CondSignal
-                | SyncKind::CondBroadcast
-                | SyncKind::PmemobjCondSignal
-                | SyncKind::PmemobjCondBroadcast
-                | SyncKind::SemPost => {
-                    out(SyncOp::Post { obj: ev.addr });
-                    if kind.is_pmemobj() {
-                        out(SyncOp::Acquire { lock: PMDK_PSEUDO_LOCK, mode: Mode::Exclusive });
-                    }
-                }
-                SyncKind::BarrierWait => {
-                    let round = self.barrier_rounds.entry((ev.addr, ev.tid)).or_insert(0);
-                    *round += 1;
-                    out(SyncOp::Post { obj: barrier_round(ev.addr, *round) })
-                }
-                _ => {}
             }
+            SyncKind::CondSignal
+            | SyncKind::CondBroadcast
+            | SyncKind::PmemobjCondSignal
+            | SyncKind::PmemobjCondBroadcast
+            | SyncKind::SemPost => {
+                out(SyncOp::Post { obj: ev.addr });
+                if kind.is_pmemobj() {
+                    out(SyncOp::Acquire { lock: PMDK_PSEUDO_LOCK, mode: Mode::Exclusive });
+                }
+            }
+            SyncKind::BarrierWait => {
+                let round = self.barrier_rounds.entry((ev.addr, ev.tid)).or_insert(0);
+                *round += 1;
+                out(SyncOp::Post { obj: barrier_round(ev.addr, *round) })
+            }
+            _ => {}
         }
     }
 
     /// The operations of returning from the recognised function `kind`.
     fn leave(&mut self, ev: &Event, kind: SyncKind, mut out: impl FnMut(SyncOp)) {
-        {
+        let ok = kind.succeeded(ev.new);
+        match kind {
+            SyncKind::MutexLock
+            | SyncKind::MutexTrylock
+            | SyncKind::SpinLock
+            | SyncKind::SpinTrylock
+            | SyncKind::RwWrlock
+            | SyncKind::RwTryWrlock
+                if ok =>
             {
-                let ok = kind.succeeded(ev.new);
-                match kind {
-                    SyncKind::MutexLock
-                    | SyncKind::MutexTrylock
-                    | SyncKind::SpinLock
-                    | SyncKind::SpinTrylock
-                    | SyncKind::RwWrlock
-                    | SyncKind::RwTryWrlock
-                    | SyncKind::CustomAcquire
-                    | SyncKind::CustomTryAcquire { .. }
-                        if ok =>
-                    {
-                        out(SyncOp::Acquire { lock: ev.addr, mode: Mode::Exclusive })
-                    }
-                    SyncKind::RwRdlock | SyncKind::RwTryRdlock if ok => {
-                        out(SyncOp::Acquire { lock: ev.addr, mode: Mode::Shared })
-                    }
-                    SyncKind::CondWait | SyncKind::PmemobjCondWait => {
-                        if kind.is_pmemobj() {
-                            out(SyncOp::Release { lock: PMDK_PSEUDO_LOCK });
-                        }
-                        // The mutex is reacquired even when the wait times out.
-                        out(SyncOp::Wait { obj: ev.addr });
-                        if let Some(m) = self.cond_mutex.remove(&ev.tid) {
-                            out(SyncOp::Acquire { lock: m, mode: Mode::Exclusive });
-                        }
-                    }
-                    SyncKind::PmemobjCondSignal | SyncKind::PmemobjCondBroadcast => {
-                        out(SyncOp::Release { lock: PMDK_PSEUDO_LOCK })
-                    }
-                    SyncKind::BarrierWait if ok => {
-                        let round = self.barrier_rounds.get(&(ev.addr, ev.tid)).copied().unwrap_or(0);
-                        out(SyncOp::Wait { obj: barrier_round(ev.addr, round) })
-                    }
-                    SyncKind::SemWait | SyncKind::SemTrywait if ok => out(SyncOp::Wait { obj: ev.addr }),
-                    SyncKind::PmemobjLock | SyncKind::PmemobjRdlock | SyncKind::PmemobjUnlock => {
-                        out(SyncOp::Release { lock: PMDK_PSEUDO_LOCK });
-                        if ok && kind != SyncKind::PmemobjUnlock {
-                            let mode = if kind == SyncKind::PmemobjRdlock { Mode::Shared } else { Mode::Exclusive };
-                            out(SyncOp::Acquire { lock: ev.addr, mode });
-                        }
-                    }
-                    SyncKind::Join if ok => {
-                        if let Some(&child) = self.handles.get(&ev.addr) {
-                            out(SyncOp::Join { child });
-                        }
-                    }
-                    _ => {}
+                out(SyncOp::Acquire { lock: ev.addr, mode: Mode::Exclusive })
+            }
+            SyncKind::Custom(c) if c.op != CustomOp::Release && ok => {
+                let mode = match c.mode {
+                    LockMode::Exclusive => Mode::Exclusive,
+                    LockMode::Shared => Mode::Shared,
+                };
+                out(SyncOp::Acquire { lock: ev.addr, mode })
+            }
+            SyncKind::RwRdlock | SyncKind::RwTryRdlock if ok => {
+                out(SyncOp::Acquire { lock: ev.addr, mode: Mode::Shared })
+            }
+            SyncKind::CondWait | SyncKind::PmemobjCondWait => {
+                if kind.is_pmemobj() {
+                    out(SyncOp::Release { lock: PMDK_PSEUDO_LOCK });
+                }
+                // The mutex is reacquired even when the wait times out.
+                out(SyncOp::Wait { obj: ev.addr });
+                if let Some(m) = self.cond_mutex.remove(&ev.tid) {
+                    out(SyncOp::Acquire { lock: m, mode: Mode::Exclusive });
                 }
             }
+            SyncKind::PmemobjCondSignal | SyncKind::PmemobjCondBroadcast => {
+                out(SyncOp::Release { lock: PMDK_PSEUDO_LOCK })
+            }
+            SyncKind::BarrierWait if ok => {
+                let round = self.barrier_rounds.get(&(ev.addr, ev.tid)).copied().unwrap_or(0);
+                out(SyncOp::Wait { obj: barrier_round(ev.addr, round) })
+            }
+            SyncKind::SemWait | SyncKind::SemTrywait if ok => out(SyncOp::Wait { obj: ev.addr }),
+            SyncKind::PmemobjLock | SyncKind::PmemobjRdlock | SyncKind::PmemobjUnlock => {
+                out(SyncOp::Release { lock: PMDK_PSEUDO_LOCK });
+                if ok && kind != SyncKind::PmemobjUnlock {
+                    let mode = if kind == SyncKind::PmemobjRdlock { Mode::Shared } else { Mode::Exclusive };
+                    out(SyncOp::Acquire { lock: ev.addr, mode });
+                }
+            }
+            SyncKind::Join if ok => {
+                if let Some(&child) = self.handles.get(&ev.addr) {
+                    out(SyncOp::Join { child });
+                }
+            }
+            _ => {}
         }
     }
 }
@@ -419,6 +404,145 @@ impl PmdkLockCalls {
     }
 }
 
+/// The recognised calls each thread is inside, for the passes that follow PM accesses: which
+/// accesses are a synchronisation primitive's own, and which bytes a string routine's load
+/// really reads.
+///
+/// - **Synchronisation accesses are not data.** A lock lives in memory, in PM too (a pthread
+///   mutex in a pool, a custom CAS lock word in a hash bucket): the lock function's own loads,
+///   compare-and-swaps and release stores of its lock word race with other threads' lock
+///   attempts by design. An access made inside a recognised call that locks something
+///   ([`SyncKind::lock_bytes`]: pthread's, libpmemobj's, a `--config` custom lock's), to the
+///   bytes of the object that call synchronises on, is such an access ([`SyncCalls::is_sync_access`]).
+///   What else the function touches (CLHT's lock function checks the table's resize pointer)
+///   stays data.
+/// - **A string routine reads what its contract says.** glibc's vector `strcmp`, `strlen`, ...
+///   read 16 or 32 aligned bytes at a time, before the string's start and past its terminator;
+///   the machine reports each routine's contract at its entry ([`SyncKind::Reads`]), and a load
+///   inside one counts only for the bytes within it ([`SyncCalls::clip`]).
+///
+/// Allocation-free once warm: each thread's stack of open calls keeps its capacity.
+#[derive(Default, Debug)]
+pub struct SyncCalls {
+    threads: FxHashMap<u32, Vec<OpenCall>>,
+    /// Calls open in all threads together (nothing to check when 0).
+    open: u32,
+    /// Accesses found to be a primitive's own ([`SyncCalls::is_sync_access`]).
+    pub sync_accesses: u64,
+    /// Loads inside string routines trimmed to their contract, and those left with no byte.
+    pub clipped_loads: u64,
+    /// Loads inside string routines that read no byte of the contract.
+    pub dropped_loads: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct OpenCall {
+    kind: SyncKind,
+    /// The entry's `addr`, `old`, `new`.
+    addr: u64,
+    old: u64,
+    new: u64,
+}
+
+/// What is left of a load inside a string routine ([`SyncCalls::clip`]): up to two pieces
+/// `(guest address, device address, size)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clip {
+    /// Not inside a string routine: the load as it is.
+    Whole,
+    /// These pieces (the second's size 0 when there is one).
+    Pieces([(u64, u64, u32); 2]),
+}
+
+impl SyncCalls {
+    /// Follows `ev` (any event).
+    pub fn observe(&mut self, ev: &Event) {
+        match ev.kind {
+            EventKind::SyncEnter(kind) => {
+                self.threads.entry(ev.tid).or_default().push(OpenCall {
+                    kind,
+                    addr: ev.addr,
+                    old: ev.old,
+                    new: ev.new,
+                });
+                self.open += 1;
+            }
+            EventKind::SyncReturn(kind) => {
+                let Some(calls) = self.threads.get_mut(&ev.tid) else { return };
+                // The innermost call of that kind returns (the machine pairs them by frame; a
+                // longjmp out of a call loses its return, which the next return of an outer
+                // one repairs).
+                if let Some(i) = calls.iter().rposition(|c| c.kind == kind) {
+                    self.open -= (calls.len() - i) as u32;
+                    calls.truncate(i);
+                }
+            }
+            EventKind::ThreadExit => {
+                if let Some(calls) = self.threads.get_mut(&ev.tid) {
+                    self.open -= calls.len() as u32;
+                    calls.clear();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn calls(&self, tid: u32) -> &[OpenCall] {
+        if self.open == 0 {
+            return &[];
+        }
+        self.threads.get(&tid).map_or(&[], |v| v.as_slice())
+    }
+
+    /// Whether the access `ev` (a load or store) is a synchronisation primitive's own: made
+    /// inside a recognised call that locks an object, to that object's bytes (counted in
+    /// [`SyncCalls::sync_accesses`]).
+    pub fn is_sync_access(&mut self, ev: &Event) -> bool {
+        let end = ev.addr.saturating_add(u64::from(ev.size.max(1)));
+        let own = self.calls(ev.tid).iter().any(|c| {
+            c.kind.lock_bytes().is_some_and(|n| ev.addr < c.addr.saturating_add(u64::from(n)) && c.addr < end)
+        });
+        if own {
+            self.sync_accesses += 1;
+        }
+        own
+    }
+
+    /// The bytes of the load `ev` that the string routine it is made in reads by its contract
+    /// (its innermost open call, if that is a [`SyncKind::Reads`]).
+    pub fn clip(&mut self, ev: &Event) -> Clip {
+        let Some(c) = self.calls(ev.tid).last().copied() else { return Clip::Whole };
+        if !matches!(c.kind, SyncKind::Reads(_)) {
+            return Clip::Whole;
+        }
+        let (lo, hi) = (ev.addr, ev.addr + u64::from(ev.size));
+        let mut out = [(0u64, 0u64, 0u32); 2];
+        let mut n = 0;
+        for (start, len) in [(c.addr, c.new & 0xffff_ffff), (c.old, c.new >> 32)] {
+            let (a, b) = (lo.max(start), hi.min(start.saturating_add(len)));
+            if len > 0 && a < b {
+                out[n] = (a, ev.dev + (a - lo), (b - a) as u32);
+                n += 1;
+            }
+        }
+        // Two overlapping pieces (both strings cover the bytes) are one.
+        if n == 2 && out[1].0 < out[0].0 + u64::from(out[0].2) && out[0].0 < out[1].0 + u64::from(out[1].2) {
+            let a = out[0].0.min(out[1].0);
+            let b = (out[0].0 + u64::from(out[0].2)).max(out[1].0 + u64::from(out[1].2));
+            out = [(a, ev.dev + (a - lo), (b - a) as u32), (0, 0, 0)];
+            n = 1;
+        }
+        if n == 0 {
+            self.dropped_loads += 1;
+        } else if out[0].2 != ev.size || n == 2 {
+            self.clipped_loads += 1;
+        } else {
+            return Clip::Whole;
+        }
+        Clip::Pieces(out)
+    }
+}
+
 /// Which threads are inside a recognised synchronisation function (between its
 /// [`EventKind::SyncEnter`] and [`EventKind::SyncReturn`]): the memory accesses of the primitive
 /// itself (lock words, futex state, barrier counters) are not the program's and a detector that
@@ -431,10 +555,12 @@ pub struct SyncBracket {
 impl SyncBracket {
     /// Follows one event (call before translating it: a return ends the bracket first). A
     /// libpmemobj call that only holds a lane ([`SyncKind::PmemobjLane`], an allocation whose
-    /// constructor is the program's code) is no synchronisation function here.
+    /// constructor is the program's code) is no synchronisation function here, nor is a string
+    /// or memory routine ([`SyncKind::Reads`], whose accesses are its caller's).
     pub fn observe(&mut self, ev: &Event) {
         match ev.kind {
-            EventKind::SyncEnter(SyncKind::PmemobjLane) | EventKind::SyncReturn(SyncKind::PmemobjLane) => {}
+            EventKind::SyncEnter(SyncKind::PmemobjLane | SyncKind::Reads(_))
+            | EventKind::SyncReturn(SyncKind::PmemobjLane | SyncKind::Reads(_)) => {}
             EventKind::SyncEnter(_) => *self.depth.entry(ev.tid).or_insert(0) += 1,
             EventKind::SyncReturn(_) => {
                 if let Some(d) = self.depth.get_mut(&ev.tid) {

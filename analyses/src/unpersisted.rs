@@ -283,6 +283,7 @@ impl Analysis for Unpersisted {
             let _ = bytes;
             out.push(RawFinding {
                 validation: None,
+                group: None,
                 analysis: "unpersisted",
                 kind,
                 message: format!("{what} before the program ended"),
@@ -301,6 +302,7 @@ impl Analysis for Unpersisted {
         for (site, (tid, n)) in unfenced {
             out.push(RawFinding {
                 validation: None,
+                group: None,
                 analysis: "unpersisted",
                 kind: "flush-without-fence",
                 message: "flushed line never fenced afterwards: the flush may not have completed".into(),
@@ -311,6 +313,7 @@ impl Analysis for Unpersisted {
         for (site, (tid, n)) in std::mem::take(&mut self.clean_flushes) {
             out.push(RawFinding {
                 validation: None,
+                group: None,
                 analysis: "unpersisted",
                 kind: "flush-clean-line",
                 message: "flush of a line with nothing left to flush: clean, or already flushed and not yet fenced (redundant flush)".into(),
@@ -321,6 +324,7 @@ impl Analysis for Unpersisted {
         for (site, (tid, n, begin)) in std::mem::take(&mut self.outside) {
             out.push(RawFinding {
                 validation: None,
+                group: None,
                 analysis: "unpersisted",
                 kind: "store-outside-transaction",
                 message:
@@ -333,6 +337,7 @@ impl Analysis for Unpersisted {
         for (site, (tid, n)) in std::mem::take(&mut self.redundant_fences) {
             out.push(RawFinding {
                 validation: None,
+                group: None,
                 analysis: "unpersisted",
                 kind: "redundant-fence",
                 message: "fence with no flush or non-temporal store to order (redundant fence)".into(),

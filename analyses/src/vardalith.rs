@@ -106,11 +106,12 @@ use emu::pm::{DurabilityRule, PmDevice, LINE_SIZE};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::annotations::Annotations;
+use crate::group::{Described, Grouper};
 use crate::options::{option_pairs, parse_bool, parse_owner};
 use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Site};
 use crate::screen::WindowPass;
-use crate::sync::{Edges, HappensBefore, PmdkLockCalls, SyncAdapter, SyncOp};
-use crate::{Analysis, RawFinding, RawLocation};
+use crate::sync::{Edges, HappensBefore, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp};
+use crate::{Analysis, RawFinding, RawLocation, Stored, StoredCounts};
 
 /// How overlap is decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,6 +143,10 @@ pub struct VardalithOptions {
     /// PM the program withdrew from pmemcheck's checking (`REMOVE_PMEM_MAPPING`: PMDK's
     /// run-time state in the pool) is not PM for this pass.
     pub annotations: bool,
+    /// A lock function's own accesses to its lock word are synchronisation, not data.
+    pub sync_words: bool,
+    /// A load inside a string or memory routine counts only for the bytes its contract reads.
+    pub strings: bool,
 }
 
 impl Default for VardalithOptions {
@@ -154,13 +159,16 @@ impl Default for VardalithOptions {
             sample: 1,
             lanes: true,
             annotations: true,
+            sync_words: true,
+            strings: true,
         }
     }
 }
 
 impl VardalithOptions {
     /// Parses `mode=windows|hb`, `release_fence=on|off`, `persist_owner=own|any`,
-    /// `unlock_fence=on|off`, separated by `:`.
+    /// `unlock_fence=on|off`, `sample=N`, `lanes=on|off`, `annotations=on|off`,
+    /// `sync_words=on|off`, `strings=on|off`, separated by `:`.
     pub fn parse(spec: &str) -> Result<VardalithOptions, String> {
         let mut o = VardalithOptions::default();
         for (k, v) in option_pairs(spec)? {
@@ -177,6 +185,8 @@ impl VardalithOptions {
                 "unlock_fence" => o.unlock_fence = parse_bool(k, v)?,
                 "lanes" => o.lanes = parse_bool(k, v)?,
                 "annotations" => o.annotations = parse_bool(k, v)?,
+                "sync_words" => o.sync_words = parse_bool(k, v)?,
+                "strings" => o.strings = parse_bool(k, v)?,
                 "sample" => {
                     o.sample = v
                         .parse()
@@ -185,7 +195,8 @@ impl VardalithOptions {
                         .ok_or_else(|| format!("sample={v}: expected a number >= 1"))?
                 }
                 _ => {
-                    let known = "mode, release_fence, persist_owner, unlock_fence, sample, lanes, annotations";
+                    let known = "mode, release_fence, persist_owner, unlock_fence, sample, lanes, annotations, \
+                                 sync_words, strings";
                     return Err(format!("unknown vardalith option `{k}` ({known})"));
                 }
             }
@@ -193,6 +204,9 @@ impl VardalithOptions {
         Ok(o)
     }
 }
+
+/// At most this many racing load sites are listed per finding (all are counted).
+pub const MAX_LOADS: usize = 8;
 
 /// Windows still open have this end.
 const OPEN: u64 = u64::MAX;
@@ -237,6 +251,8 @@ struct Thread {
     loads: Vec<u32>,
     /// Lines flushed since the last fence.
     flushed: FxHashSet<u64>,
+    /// Lines flushed since the last fence where an exited thread left store windows open.
+    flushed_orphans: Vec<u64>,
     /// Inside an unlock call: the step of its release and the epoch before it.
     in_release: Option<(u64, u32)>,
     vc: Option<u32>,
@@ -248,8 +264,15 @@ pub struct Vardalith {
     opts: VardalithOptions,
     sync: SyncAdapter,
     pmdk_locks: PmdkLockCalls,
+    /// The recognised calls each thread is in: lock words, string routines' contracts.
+    calls: SyncCalls,
     /// What the program declared through pmemcheck's client requests.
     annotations: Annotations,
+    /// What each store site wrote (pointers, values, counters), for the findings.
+    stored: FxHashMap<u64, StoredCounts>,
+    /// The lowest and highest guest addresses of PM accesses so far: where PM pointers point.
+    pm_lo: u64,
+    pm_hi: u64,
     /// PM accesses seen (for sampling).
     accesses: u64,
     /// Vector clocks over every edge (used in hb mode only).
@@ -266,6 +289,8 @@ pub struct Vardalith {
     clocks: Interner<Vec<u32>>,
     /// Windows created since the last prune.
     created_since_prune: usize,
+    /// Exited threads that left store windows open (never persisted by their writer).
+    exited_with_stores: usize,
     /// (store site, load site) → (store thread, load thread, occurrences).
     pairs: BTreeMap<(Site, Site), (u32, u32, u64)>,
     ops: Vec<SyncOp>,
@@ -296,7 +321,11 @@ impl Vardalith {
             opts,
             sync: SyncAdapter::default(),
             pmdk_locks: PmdkLockCalls::default(),
+            calls: SyncCalls::default(),
             annotations: Annotations::default(),
+            stored: FxHashMap::default(),
+            pm_lo: u64::MAX,
+            pm_hi: 0,
             accesses: 0,
             hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
             step: 0,
@@ -306,6 +335,7 @@ impl Vardalith {
             by_line: FxHashMap::default(),
             clocks: Interner::default(),
             created_since_prune: 0,
+            exited_with_stores: 0,
             pairs: BTreeMap::new(),
             ops: Vec::new(),
             lane_ordered: 0,
@@ -405,6 +435,12 @@ impl Vardalith {
 
     fn on_access(&mut self, ev: &Event, device: &PmDevice, store: bool, nt: bool) {
         self.accesses += 1;
+        self.pm_lo = self.pm_lo.min(ev.addr);
+        self.pm_hi = self.pm_hi.max(ev.addr + u64::from(ev.size));
+        if store {
+            let shape = Stored::of(ev.size, ev.old, ev.new, self.pm_lo, self.pm_hi);
+            self.stored.entry(ev.pc).or_default().add(shape);
+        }
         let sampled = self.accesses.is_multiple_of(u64::from(self.opts.sample.max(1)));
         let tid = ev.tid;
         let site = (ev.pc, ev.stack);
@@ -532,7 +568,18 @@ impl Vardalith {
     /// Marks `tid`'s store windows on `lines` that are durable now as persisted; inside an
     /// unlock call (with `unlock_fence`) they close at that release.
     fn settle(&mut self, device: &PmDevice, tid: u32, lines: Option<&FxHashSet<u64>>, fencing: bool) {
-        let rule = self.opts.persist_owner;
+        self.settle_by(device, tid, lines, fencing, self.opts.persist_owner);
+    }
+
+    /// [`Vardalith::settle`] under durability rule `rule`.
+    fn settle_by(
+        &mut self,
+        device: &PmDevice,
+        tid: u32,
+        lines: Option<&FxHashSet<u64>>,
+        fencing: bool,
+        rule: DurabilityRule,
+    ) {
         let in_release = if self.opts.unlock_fence { self.thread(tid).in_release } else { None };
         let epoch = match in_release {
             Some((_, e)) => e,
@@ -679,6 +726,13 @@ impl Vardalith {
             );
             let is_acquire =
                 matches!(op, SyncOp::Acquire { .. } | SyncOp::Wait { .. } | SyncOp::Join { .. } | SyncOp::LaneHold);
+            if op == SyncOp::Exit {
+                // The writer is gone: a store of it that another thread's flush and fence made
+                // durable (the hardware rule) is durable by now whatever the rule, and its
+                // window closes at this exit, the writer's last release; loads ordered after
+                // the exit (a join) read durable bytes.
+                self.settle_by(device, tid, None, false, DurabilityRule::Hw);
+            }
             if is_release {
                 if release_call {
                     let e = self.epoch(tid);
@@ -703,9 +757,59 @@ impl Vardalith {
             }
             if op == SyncOp::Exit {
                 self.thread(tid).exited = true;
+                if !self.thread(tid).stores.is_empty() {
+                    self.exited_with_stores += 1;
+                }
             }
         }
         self.ops = ops;
+    }
+
+    /// Whether a thread that exited left a store window open on `line`.
+    fn orphaned(&self, line: u64) -> bool {
+        self.exited_with_stores > 0 && self.threads.values().any(|t| t.exited && t.stores.contains_key(&line))
+    }
+
+    /// Thread `tid` fenced lines it flushed where exited threads left store windows open: those
+    /// its flush and fence made durable (the hardware rule) are persisted now, and since their
+    /// writer can no longer persist or release anything, their windows close at `tid`'s next
+    /// release, as if `tid` had stored them. A load ordered after that release (a join of
+    /// `tid`) reads durable bytes.
+    fn adopt(&mut self, device: &PmDevice, tid: u32) {
+        let lines = std::mem::take(&mut self.thread(tid).flushed_orphans);
+        let epoch = self.epoch(tid);
+        let mut writers: Vec<u32> = self.threads.iter().filter(|(_, t)| t.exited).map(|(&k, _)| k).collect();
+        writers.sort_unstable();
+        for &line in &lines {
+            for &w in &writers {
+                let Some(mut ids) = self.thread(w).stores.remove(&line) else { continue };
+                let mut moved = Vec::new();
+                ids.retain(|&id| {
+                    let win = self.windows[id as usize].as_mut().expect("live window");
+                    let base = win.line * LINE_SIZE;
+                    let lo = u64::from(win.mask.trailing_zeros());
+                    let hi = 64 - u64::from(win.mask.leading_zeros());
+                    if device.durable(DurabilityRule::Hw, base + lo, hi - lo) {
+                        win.state = State::Persisted;
+                        win.p_epoch = epoch;
+                        moved.push(id);
+                        false
+                    } else {
+                        true
+                    }
+                });
+                if !ids.is_empty() {
+                    self.thread(w).stores.insert(line, ids);
+                }
+                if !moved.is_empty() {
+                    self.thread(tid).stores.entry(line).or_default().extend(moved);
+                }
+            }
+        }
+        self.exited_with_stores = self.threads.values().filter(|t| t.exited && !t.stores.is_empty()).count();
+        let mut lines = lines;
+        lines.clear();
+        self.thread(tid).flushed_orphans = lines;
     }
 
     /// Drops windows that can no longer conflict with any future access.
@@ -762,6 +866,10 @@ impl WindowPass for Vardalith {
         &mut self.pmdk_locks
     }
 
+    fn sync_calls(&mut self) -> (&mut SyncCalls, bool, bool) {
+        (&mut self.calls, self.opts.sync_words, self.opts.strings)
+    }
+
     fn annotations(&mut self) -> Option<&mut Annotations> {
         self.opts.annotations.then_some(&mut self.annotations)
     }
@@ -785,6 +893,9 @@ impl WindowPass for Vardalith {
     fn on_flush(&mut self, ev: &Event, device: &PmDevice, op: FlushOp) {
         let line = ev.dev / LINE_SIZE;
         self.flush_line(ev.tid, line);
+        if self.orphaned(line) {
+            self.thread(ev.tid).flushed_orphans.push(line);
+        }
         if op == FlushOp::Clflush {
             let one: FxHashSet<u64> = std::iter::once(line).collect();
             self.settle(device, ev.tid, Some(&one), false);
@@ -797,6 +908,9 @@ impl WindowPass for Vardalith {
         std::mem::swap(&mut lines, &mut self.thread(ev.tid).flushed);
         if !lines.is_empty() {
             self.settle(device, ev.tid, Some(&lines), true);
+        }
+        if !self.thread(ev.tid).flushed_orphans.is_empty() {
+            self.adopt(device, ev.tid);
         }
         lines.clear();
         self.fence_lines = lines;
@@ -825,34 +939,41 @@ impl Analysis for Vardalith {
             ("lane_holds", self.sync.lanes.holds),
             ("lane_ordered", self.lane_ordered),
             ("withdrawn_accesses", self.annotations.withdrawn_accesses),
+            ("sync_accesses", self.calls.sync_accesses),
+            ("clipped_loads", self.calls.clipped_loads),
+            ("dropped_loads", self.calls.dropped_loads),
         ]
     }
 
     fn finish(&mut self, _device: &PmDevice) -> Vec<RawFinding> {
         let hb = self.hb_mode();
-        std::mem::take(&mut self.pairs)
-            .into_iter()
-            .map(|((s, l), (st, lt, n))| RawFinding {
-                validation: None,
-                analysis: "vardalith",
-                kind: "persistence-induced-race",
-                message: if hb {
-                    "persistence-induced race: a load in another thread is neither ordered before this PM store nor \
-                     after its persistence (happens-before), so it can read the store before it is durable"
-                        .into()
-                } else {
-                    "persistence-induced race: the store's window (from the acquire before it to the first release \
-                     after its own persist) overlapped another thread's load window on the same PM bytes, so some \
-                     interleaving lets the load read the store before it is durable"
-                        .into()
-                },
-                occurrences: n,
-                locations: vec![
-                    RawLocation { role: "store", pc: s.0, stack: s.1, tid: st },
-                    RawLocation { role: "load", pc: l.0, stack: l.1, tid: lt },
-                ],
-            })
-            .collect()
+        // One finding per store site, its racing loads listed (as hawkset's, without an end
+        // site: a window ends at a release, which is no part of the bug).
+        let mut groups: Grouper<u64> = Grouper::new(MAX_LOADS);
+        for ((s, l), (st, lt, n)) in std::mem::take(&mut self.pairs) {
+            let locations = [
+                RawLocation { role: "store", pc: s.0, stack: s.1, tid: st },
+                RawLocation { role: "load", pc: l.0, stack: l.1, tid: lt },
+            ];
+            groups.add(s.0, &locations, 1, n);
+        }
+        let stored = &self.stored;
+        groups.finish(|&store_pc, _, _| Described {
+            analysis: "vardalith",
+            kind: "persistence-induced-race",
+            message: if hb {
+                "persistence-induced race: a load in another thread is neither ordered before this PM store nor after \
+                 its persistence (happens-before), so it can read the store before it is durable"
+                    .into()
+            } else {
+                "persistence-induced race: the store's window (from the acquire before it to the first release after \
+                 its own persist) overlapped another thread's load window on the same PM bytes, so some interleaving \
+                 lets the load read the store before it is durable"
+                    .into()
+            },
+            class: "",
+            stored: stored.get(&store_pc).and_then(|c| c.shape()),
+        })
     }
 }
 

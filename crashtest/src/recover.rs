@@ -163,6 +163,7 @@ pub(crate) fn read_open_finding(
         locations,
         schedule: None,
         interleaving: None,
+        group: None,
         crash_image: None,
     }
 }
@@ -278,6 +279,7 @@ pub fn finding_for(
         locations,
         schedule: None,
         interleaving: None,
+        group: None,
         crash_image: Some(CrashImageRef {
             point: image.point as u32,
             choice: with_only(&point.space, &image.choice, minimal),

@@ -124,6 +124,7 @@ impl Analysis for Watcher {
                 occurrences: 1,
                 locations: vec![l],
                 validation: None,
+                group: None,
             })
             .collect()
     }

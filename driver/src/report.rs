@@ -192,7 +192,12 @@ pub fn print_findings(findings: &[Finding]) {
     use std::io::Write;
     let mut err = std::io::stderr().lock();
     for f in findings {
-        let times = if f.occurrences > 1 { format!(" (x{})", f.occurrences) } else { String::new() };
+        let stacks = f.stack_count();
+        let times = match (f.occurrences > 1, stacks > 1) {
+            (_, true) => format!(" (x{}, {stacks} call stacks)", f.occurrences),
+            (true, false) => format!(" (x{})", f.occurrences),
+            (false, false) => String::new(),
+        };
         let _ = writeln!(err, "ferrite: finding {} [{}] {}{times}", f.id, f.analysis, f.message);
         for l in &f.locations {
             for (i, fr) in l.backtrace.iter().take(PRINTED_FRAMES).enumerate() {

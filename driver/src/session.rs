@@ -53,6 +53,43 @@ fn give_code_info(m: &mut Machine, symbols: &Objects) {
     }
 }
 
+/// The custom locks of `--config` in the run's counters: `locks.SYMBOL.calls` for each, and
+/// `.acquired` and `.failed` for acquire and try-acquire functions, so that a configuration that
+/// does not say what the program does shows (a try-lock whose success is misread acquires never,
+/// or always). A lock no object has a symbol for is warned about (once per process).
+fn lock_stats(spec: &RunSpec, symbols: &Objects, passes: &Passes, stats: &mut BTreeMap<String, u64>) {
+    use emu::sync::CustomLockKind;
+    if spec.custom_locks.is_empty() {
+        return;
+    }
+    for c in &spec.custom_locks {
+        stats.entry(format!("locks.{}.calls", c.symbol)).or_insert(0);
+        if c.kind != CustomLockKind::Release {
+            stats.entry(format!("locks.{}.acquired", c.symbol)).or_insert(0);
+            stats.entry(format!("locks.{}.failed", c.symbol)).or_insert(0);
+        }
+    }
+    for (addr, calls, acquired, failed) in passes.lock_calls() {
+        let Some(name) = symbols.custom_lock_at(&spec.custom_locks, addr) else { continue };
+        *stats.entry(format!("locks.{name}.calls")).or_insert(0) += calls;
+        if acquired + failed > 0 {
+            *stats.entry(format!("locks.{name}.acquired")).or_insert(0) += acquired;
+            *stats.entry(format!("locks.{name}.failed")).or_insert(0) += failed;
+        }
+    }
+    static WARNED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    for name in symbols.missing_locks(&spec.custom_locks) {
+        let mut warned = WARNED.lock().unwrap_or_else(|p| p.into_inner());
+        if !spec.quiet && !warned.iter().any(|w| w == name) {
+            warned.push(name.to_string());
+            say!(
+                "ferrite: warning: --config names lock function `{name}`, which neither the program nor a library it \
+                 loaded has (symbols are matched as the symbol table spells them: C++ names mangled)"
+            );
+        }
+    }
+}
+
 /// A finding of the run itself (a fault, a hang, a deadlock).
 fn run_finding(analysis: &str, kind: &str, message: String, seed: u64, locations: Vec<Location>) -> Finding {
     Finding {
@@ -65,6 +102,7 @@ fn run_finding(analysis: &str, kind: &str, message: String, seed: u64, locations
         crash_image: None,
         schedule: None,
         interleaving: None,
+        group: None,
         locations,
     }
 }
@@ -605,6 +643,7 @@ impl Session {
         if let Some(obs) = m.take_observer() {
             let any: Box<dyn std::any::Any> = obs;
             if let Ok(mut p) = any.downcast::<Passes>() {
+                lock_stats(spec, symbols, &p, &mut stats);
                 if !matches!(end, GuestEnd::Hang | GuestEnd::Deadlock) {
                     let raws: Vec<RawFinding> = p.finish(m.pm());
                     stats.extend(p.stats());

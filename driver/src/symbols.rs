@@ -159,8 +159,10 @@ impl Objects {
         info.sorted()
     }
 
-    /// Addresses of the recognised synchronisation functions in every object: the standard ones
-    /// and the user's custom locks.
+    /// Addresses of the recognised functions in every object: the standard synchronisation
+    /// functions, the user's custom locks, and the C library's string and memory routines
+    /// ([`SyncKind::Reads`]: library code only, found by the object's own symbols, so a
+    /// program's own `strlen_utf8` is not one).
     pub fn sync_functions(&self, custom: &[CustomLock]) -> Vec<(u64, SyncKind)> {
         let mut out = Vec::new();
         for o in &self.objects {
@@ -171,11 +173,39 @@ impl Objects {
             }
             for c in custom {
                 if let Some(a) = o.sym.symbol_address(&c.symbol) {
-                    out.push((a, c.kind.sync_kind()));
+                    out.push((a, c.sync_kind()));
+                }
+            }
+            let own_lines = o.sym.has_debug_info() && o.sym.debug_file().is_none();
+            for (name, addr, _) in o.sym.object_symbols() {
+                if let Some(contract) = emu::sync::ReadContract::of_symbol(name) {
+                    if !own_lines || o.sym.lookup(addr).line.is_none() {
+                        out.push((addr, SyncKind::Reads(contract)));
+                    }
                 }
             }
         }
+        // A custom lock named like a routine (or a standard function) is the user's.
+        out.sort_by_key(|&(a, k)| (a, !matches!(k, SyncKind::Custom(_))));
+        out.dedup_by_key(|e| e.0);
         out
+    }
+
+    /// The custom locks of `custom` that no loaded object has a symbol for.
+    pub fn missing_locks<'a>(&self, custom: &'a [CustomLock]) -> Vec<&'a str> {
+        custom
+            .iter()
+            .filter(|c| !self.objects.iter().any(|o| o.sym.symbol_address(&c.symbol).is_some()))
+            .map(|c| c.symbol.as_str())
+            .collect()
+    }
+
+    /// The name of the custom lock at `addr`, if one of `custom` is there.
+    pub fn custom_lock_at<'a>(&self, custom: &'a [CustomLock], addr: u64) -> Option<&'a str> {
+        custom
+            .iter()
+            .find(|c| self.objects.iter().any(|o| o.sym.symbol_address(&c.symbol) == Some(addr)))
+            .map(|c| c.symbol.as_str())
     }
 
     /// The frames of a backtrace of PCs.
@@ -237,17 +267,35 @@ impl Objects {
         loc
     }
 
-    /// A raw finding's locations, with backtraces from the interned stacks.
+    /// A raw finding's locations, with backtraces from the interned stacks (and, for a finding
+    /// grouped by site, every stack combination of its occurrences).
     pub fn finding(&self, m: &Machine, raw: RawFinding, seed: u64) -> Finding {
-        let locations = raw
-            .locations
-            .iter()
-            .map(|l| {
-                let mut pcs = vec![l.pc];
-                pcs.extend(m.stacks().call_sites(l.stack));
-                self.location(l.role, l.tid, self.frames(&pcs))
-            })
-            .collect();
+        let backtrace = |l: &analyses::RawLocation| {
+            let mut pcs = vec![l.pc];
+            pcs.extend(m.stacks().call_sites(l.stack));
+            self.frames(&pcs)
+        };
+        let locations = raw.locations.iter().map(|l| self.location(l.role, l.tid, backtrace(l))).collect();
+        let group = raw.group.map(|g| analyses::Group {
+            class: g.class.to_string(),
+            key_locations: g.key_locations as u32,
+            stored: g.stored,
+            stacks: g
+                .variants
+                .iter()
+                .map(|(locs, n)| analyses::StackVariant {
+                    occurrences: *n,
+                    locations: locs
+                        .iter()
+                        .map(|l| analyses::VariantLocation {
+                            role: l.role.to_string(),
+                            thread: l.tid,
+                            backtrace: backtrace(l),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        });
         Finding {
             id: 0,
             analysis: raw.analysis.into(),
@@ -259,6 +307,7 @@ impl Objects {
             crash_image: None,
             schedule: None,
             interleaving: None,
+            group,
         }
     }
 }

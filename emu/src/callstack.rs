@@ -18,6 +18,10 @@ use rustc_hash::FxHashMap;
 
 use crate::sync::SyncKind;
 
+/// A call to a recognised function, as its frame keeps it: the kind, the object (the entry
+/// event's `addr`) and the word its return needs ([`crate::sync::Entry::aux`]).
+pub type SyncCall = (SyncKind, u64, u64);
+
 const MAX_DEPTH: usize = 4096;
 
 /// An interned call stack: 0 is the empty stack.
@@ -29,8 +33,9 @@ struct Frame {
     call_pc: u64,
     ret: u64,
     node: StackId,
-    /// A recognised synchronisation function this frame called, with its first argument.
-    sync: Option<(SyncKind, u64)>,
+    /// A recognised synchronisation function this frame called, with the object it
+    /// synchronises on and the word its return needs ([`crate::sync::Entry`]).
+    sync: Option<SyncCall>,
 }
 
 /// Every call stack seen, as a tree of call sites.
@@ -90,8 +95,8 @@ impl CallStack {
         self.push_sync(table, call_pc, ret, None);
     }
 
-    /// A call to a recognised synchronisation function (`sync`: its kind and first argument).
-    pub fn push_sync(&mut self, table: &mut StackTable, call_pc: u64, ret: u64, sync: Option<(SyncKind, u64)>) {
+    /// A call to a recognised synchronisation function (`sync`: what its frame keeps).
+    pub fn push_sync(&mut self, table: &mut StackTable, call_pc: u64, ret: u64, sync: Option<SyncCall>) {
         if self.frames.len() == MAX_DEPTH {
             // Rebase: forget the outermost frame and re-intern the rest from the root.
             self.frames.remove(0);
@@ -107,7 +112,7 @@ impl CallStack {
 
     /// A `ret` landed at `target`. Returns the synchronisation call that returned, if the frame
     /// it returns from was one.
-    pub fn returned_to(&mut self, target: u64) -> Option<(SyncKind, u64)> {
+    pub fn returned_to(&mut self, target: u64) -> Option<SyncCall> {
         let i = self.frames.iter().rposition(|f| f.ret == target)?;
         let sync = self.frames[i].sync;
         self.frames.truncate(i);
@@ -117,14 +122,14 @@ impl CallStack {
     /// Marks the innermost frame as being in a synchronisation function reached by a jump (a
     /// PLT stub's, ld.so's lazy-binding resolver's, a tail call): the function returns when the
     /// frame does. Does nothing on an empty stack (no frame to return from).
-    pub fn set_top_sync(&mut self, sync: Option<(SyncKind, u64)>) {
+    pub fn set_top_sync(&mut self, sync: Option<SyncCall>) {
         if let Some(f) = self.frames.last_mut() {
             f.sync = sync;
         }
     }
 
     /// The synchronisation call the innermost frame is in, if any (`None` on an empty stack).
-    pub fn top_sync(&self) -> Option<(SyncKind, u64)> {
+    pub fn top_sync(&self) -> Option<SyncCall> {
         self.frames.last().and_then(|f| f.sync)
     }
 
@@ -181,14 +186,14 @@ mod tests {
         let mut t = StackTable::default();
         let mut s = CallStack::default();
         // No frame: nothing to mark (nothing would return from it).
-        s.set_top_sync(Some((SyncKind::MutexLock, 0x100)));
+        s.set_top_sync(Some((SyncKind::MutexLock, 0x100, 0)));
         assert_eq!(s.top_sync(), None);
         // A wrapper called at 0x10 tail-jumps to the lock function: the lock returns to 0x15.
         s.push(&mut t, 0x10, 0x15);
         assert_eq!(s.top_sync(), None);
-        s.set_top_sync(Some((SyncKind::MutexLock, 0x100)));
-        assert_eq!(s.top_sync(), Some((SyncKind::MutexLock, 0x100)));
-        assert_eq!(s.returned_to(0x15), Some((SyncKind::MutexLock, 0x100)));
+        s.set_top_sync(Some((SyncKind::MutexLock, 0x100, 0)));
+        assert_eq!(s.top_sync(), Some((SyncKind::MutexLock, 0x100, 0)));
+        assert_eq!(s.returned_to(0x15), Some((SyncKind::MutexLock, 0x100, 0)));
         assert_eq!(s.depth(), 0);
     }
 }

@@ -60,9 +60,13 @@ pub enum EventKind {
     /// A recognised synchronisation function was entered: `addr` is its first argument, `old`
     /// its second. libpmemobj's functions take the pool first ([`SyncKind::is_pmemobj`]): for
     /// them `addr` is the second argument (the `PMEMmutex`, `PMEMrwlock` or `PMEMcondvar`),
-    /// `old` the third (the `PMEMmutex` of a condition wait) and `new` the pool.
+    /// `old` the third (the `PMEMmutex` of a condition wait) and `new` the pool. A custom lock's
+    /// `addr` is its configured lock argument. A string or memory routine
+    /// ([`SyncKind::Reads`]) reports the bytes its contract reads: `[addr, addr + (new as u32))`
+    /// and `[old, old + (new >> 32))` (see [`crate::sync::SyncKind::entry`]).
     SyncEnter(SyncKind),
-    /// It returned: `addr` is the entry's `addr`, `new` the return value.
+    /// It returned: `addr` is the entry's `addr`, `new` the result (the return value, or the
+    /// out-parameter of a custom lock that reports success there: [`SyncKind::result`]).
     SyncReturn(SyncKind),
     /// The running thread created thread `new` (`addr`: its handle, the TLS pointer glibc passes
     /// to clone, which is also its `pthread_t`).

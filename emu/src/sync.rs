@@ -47,13 +47,14 @@ pub enum SyncKind {
     SemPost,
     /// `pthread_join(thread, ...)`: the joined thread's handle is the first argument.
     Join,
-    /// A user-named lock function: acquires the lock at its first argument.
-    CustomAcquire,
-    /// A user-named try-lock: acquires when it returns the given value.
-    CustomTryAcquire {
-        success: i64,
-    },
-    CustomRelease,
+    /// A lock function named in the user's configuration (`--config`, HawkSet's custom locks):
+    /// which argument is the lock, how it is held and how success is told ([`CustomSpec`]).
+    Custom(CustomSpec),
+    /// A C library routine that reads strings or bounded memory for its caller (`strcmp`,
+    /// `strlen`, `memcpy`, ... and their vector variants): its entry reports which bytes its
+    /// contract reads ([`ReadContract`]), so that wider vector loads past a terminator are not
+    /// taken for reads of the next object.
+    Reads(ReadContract),
     /// Memory allocation, recognised like the sync functions so that passes can see allocations
     /// (`malloc(size)`, `calloc(n, size)`, `realloc(ptr, size)`: the return value is the block)
     /// and frees (`free(ptr)`), e.g. to forget the history of freed memory.
@@ -185,50 +186,509 @@ impl SyncKind {
         )
     }
 
-    /// The event fields `(addr, old, new)` of an entry with the integer arguments `args`
-    /// (RDI, RSI, RDX): the first two arguments, or for libpmemobj's functions the object (the
-    /// second), the third argument (a condition wait's mutex) and the pool.
-    pub fn entry_fields(self, args: [u64; 3]) -> (u64, u64, u64) {
-        if self.is_pmemobj() {
-            (args[1], args[2], args[0])
-        } else {
-            (args[0], args[1], 0)
+    /// What the machine reports of an entry with the integer arguments `args` (RDI, RSI, RDX,
+    /// RCX, R8, R9), reading guest memory with `read` where the kind needs it (the strings of a
+    /// [`SyncKind::Reads`] routine): see [`Entry`].
+    pub fn entry(self, args: [u64; 6], read: &mut dyn FnMut(u64, &mut [u8]) -> bool) -> Entry {
+        match self {
+            k if k.is_pmemobj() => Entry { obj: args[1], old: args[2], new: args[0], aux: 0 },
+            SyncKind::Custom(c) => Entry {
+                obj: args[usize::from(c.lock_arg.min(5))],
+                old: 0,
+                new: 0,
+                aux: c.result_arg.map_or(0, |a| args[usize::from(a.min(5))]),
+            },
+            SyncKind::Reads(r) => {
+                let ((a, la), (b, lb)) = r.ranges(args, read);
+                Entry { obj: a, old: b, new: u64::from(la) | u64::from(lb) << 32, aux: 0 }
+            }
+            _ => Entry { obj: args[0], old: args[1], new: 0, aux: 0 },
         }
     }
 
-    /// Whether a call that returned `ret` acquired what it set out to.
+    /// The result a return reports (the `new` of its [`crate::events::EventKind::SyncReturn`]):
+    /// the return value `rax`, or for a custom lock that reports success through an
+    /// out-parameter, that parameter's value now (`aux` is its address, from [`Entry::aux`]),
+    /// read with `read` (0 if it cannot be read).
+    pub fn result(self, rax: u64, aux: u64, read: &mut dyn FnMut(u64, &mut [u8]) -> bool) -> u64 {
+        match self {
+            SyncKind::Custom(CustomSpec { result_arg: Some(_), result_size, .. }) => {
+                let mut buf = [0u8; 8];
+                let n = usize::from(result_size.clamp(1, 8));
+                if aux == 0 || !read(aux, &mut buf[..n]) {
+                    return 0;
+                }
+                u64::from_le_bytes(buf)
+            }
+            _ => rax,
+        }
+    }
+
+    /// Whether a call whose result ([`SyncKind::result`]) was `ret` acquired what it set out to.
     pub fn succeeded(self, ret: u64) -> bool {
         match self {
-            SyncKind::CustomTryAcquire { success } => ret as i64 == success,
-            SyncKind::CustomAcquire | SyncKind::CustomRelease => true,
+            SyncKind::Custom(c) => c.succeeded(ret),
             // pthread functions return 0 on success (the barrier's serial thread returns
             // PTHREAD_BARRIER_SERIAL_THREAD = -1, also a success); sem_* return 0.
             SyncKind::BarrierWait => ret as i32 == 0 || ret as i32 == -1,
             _ => ret as i32 == 0,
         }
     }
+
+    /// An unlock-like call: a release of a lock when it is entered (mutex, rwlock, spinlock and
+    /// libpmemobj unlocks, custom releases, `sem_post`).
+    pub fn is_release(self) -> bool {
+        matches!(
+            self,
+            SyncKind::MutexUnlock
+                | SyncKind::RwUnlock
+                | SyncKind::SpinUnlock
+                | SyncKind::PmemobjUnlock
+                | SyncKind::SemPost
+                | SyncKind::Custom(CustomSpec { op: CustomOp::Release, .. })
+        )
+    }
+
+    /// The bytes of the lock object at the event's address that the primitive's own code reads
+    /// and writes (its lock word): a pthread or libpmemobj object's size, a semaphore's, a custom
+    /// lock's configured size. `None` for calls that lock nothing (joins, allocations, string
+    /// routines, lane holders).
+    pub fn lock_bytes(self) -> Option<u32> {
+        match self {
+            SyncKind::MutexLock | SyncKind::MutexTrylock | SyncKind::MutexUnlock => Some(40),
+            SyncKind::RwRdlock
+            | SyncKind::RwWrlock
+            | SyncKind::RwTryRdlock
+            | SyncKind::RwTryWrlock
+            | SyncKind::RwUnlock => Some(56),
+            SyncKind::SpinLock | SyncKind::SpinTrylock | SyncKind::SpinUnlock => Some(4),
+            SyncKind::CondWait | SyncKind::CondSignal | SyncKind::CondBroadcast => Some(48),
+            SyncKind::BarrierWait => Some(32),
+            SyncKind::SemWait | SyncKind::SemTrywait | SyncKind::SemPost => Some(32),
+            // PMEMmutex, PMEMrwlock and PMEMcondvar are 64-byte unions.
+            SyncKind::PmemobjLock
+            | SyncKind::PmemobjRdlock
+            | SyncKind::PmemobjUnlock
+            | SyncKind::PmemobjCondWait
+            | SyncKind::PmemobjCondSignal
+            | SyncKind::PmemobjCondBroadcast => Some(64),
+            SyncKind::Custom(c) => Some(u32::from(c.lock_size.max(1))),
+            SyncKind::Join
+            | SyncKind::Malloc
+            | SyncKind::Calloc
+            | SyncKind::Realloc
+            | SyncKind::Free
+            | SyncKind::PmemobjLane
+            | SyncKind::Reads(_) => None,
+        }
+    }
 }
 
-/// A custom lock function from the user's configuration (RON), HawkSet-style.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CustomLock {
-    pub symbol: String,
-    pub kind: CustomLockKind,
+/// What the machine reports of a call's entry ([`SyncKind::entry`]): the event's `addr`, `old`
+/// and `new` (see [`crate::events::EventKind::SyncEnter`]), and a word the call's frame keeps
+/// for its return (the address of a custom lock's out-parameter).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Entry {
+    /// The object synchronised on (the event's `addr`).
+    pub obj: u64,
+    /// The event's `old`.
+    pub old: u64,
+    /// The event's `new`.
+    pub new: u64,
+    /// Kept by the frame until the return ([`SyncKind::result`]).
+    pub aux: u64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum CustomLockKind {
+/// How a lock is held, for read-write locks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum LockMode {
+    /// Alone: a mutex, a write lock (HawkSet's `regular`, `write`, `unique`).
+    #[default]
+    Exclusive,
+    /// With other readers (HawkSet's `read`, `shared`).
+    Shared,
+}
+
+/// What a custom lock function does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum CustomOp {
+    /// Acquires the lock when it returns.
     Acquire,
-    TryAcquire { success: i64 },
+    /// Acquires the lock when it returns, if its result says so ([`CustomSpec::succeeded`]).
+    TryAcquire,
+    /// Releases the lock when it is entered.
     Release,
 }
 
-impl CustomLockKind {
-    pub fn sync_kind(self) -> SyncKind {
-        match self {
-            CustomLockKind::Acquire => SyncKind::CustomAcquire,
-            CustomLockKind::TryAcquire { success } => SyncKind::CustomTryAcquire { success },
-            CustomLockKind::Release => SyncKind::CustomRelease,
+/// A custom lock function as the machine and the passes use it (from a [`CustomLock`] of the
+/// configuration).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CustomSpec {
+    /// What it does.
+    pub op: CustomOp,
+    /// How the lock is held.
+    pub mode: LockMode,
+    /// The argument (0 = the first) that is the lock's address.
+    pub lock_arg: u8,
+    /// Bytes of the lock word at that address (what the function's own accesses there are).
+    pub lock_size: u8,
+    /// The argument that points to the out-parameter reporting success, if success is not the
+    /// return value.
+    pub result_arg: Option<u8>,
+    /// Bytes of the result compared (the return value's low bytes, or the out-parameter's).
+    pub result_size: u8,
+    /// A try-lock succeeded when its result equals this ...
+    pub success: Option<i64>,
+    /// ... or differs from this.
+    pub failure: Option<i64>,
+}
+
+impl CustomSpec {
+    /// Whether a call with result `ret` (already read from the out-parameter, if any) holds the
+    /// lock: always for an acquire, on the success value (or any value but the failure value)
+    /// for a try-acquire. The result is compared at its `result_size` bytes, sign-extended, so
+    /// `-1` matches an `int` returning -1.
+    pub fn succeeded(&self, ret: u64) -> bool {
+        if self.op != CustomOp::TryAcquire {
+            return true;
         }
+        let bits = 8 * u32::from(self.result_size.clamp(1, 8));
+        let v = if bits == 64 { ret as i64 } else { ((ret << (64 - bits)) as i64) >> (64 - bits) };
+        let fit = |x: i64| if bits == 64 { x } else { (x << (64 - bits)) >> (64 - bits) };
+        match (self.success, self.failure) {
+            (Some(s), _) => v == fit(s),
+            (None, Some(f)) => v != fit(f),
+            (None, None) => v == 0,
+        }
+    }
+}
+
+/// Which bytes a string or memory routine reads by its contract: up to two ranges, each
+/// either a NUL-terminated string at an argument (its bytes through the terminator, bounded by a
+/// length argument for the `strn*` functions) or `[arg, arg + length argument)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ReadContract {
+    /// The strings at arguments `first` and (if `two`) `first + 1`, each bounded by argument
+    /// `bound` if given.
+    Strings {
+        /// The first string's argument.
+        first: u8,
+        /// A second string at the next argument.
+        two: bool,
+        /// The argument bounding each string's length (`strncmp`'s `n`).
+        bound: Option<u8>,
+    },
+    /// `[arg a, arg a + arg n)` and, if given, `[arg b, arg b + arg n)`.
+    Bytes {
+        /// The first buffer's argument.
+        a: u8,
+        /// A second buffer's argument.
+        b: Option<u8>,
+        /// The length's argument.
+        n: u8,
+    },
+}
+
+/// Longest string a routine's contract is measured to; longer ones count as this long.
+const MAX_STRING: u64 = 1 << 20;
+
+impl ReadContract {
+    /// The ranges `(start, length)` the call with `args` reads (length 0: no second range).
+    fn ranges(self, args: [u64; 6], read: &mut dyn FnMut(u64, &mut [u8]) -> bool) -> ((u64, u32), (u64, u32)) {
+        let arg = |i: u8| args[usize::from(i.min(5))];
+        let clamp = |n: u64| n.min(u64::from(u32::MAX)) as u32;
+        match self {
+            ReadContract::Strings { first, two, bound } => {
+                let limit = bound.map_or(MAX_STRING, |b| arg(b).min(MAX_STRING));
+                let a = arg(first);
+                let la = string_extent(a, limit, read);
+                let (b, lb) = if two {
+                    let b = arg(first + 1);
+                    (b, string_extent(b, limit, read))
+                } else {
+                    (0, 0)
+                };
+                ((a, clamp(la)), (b, clamp(lb)))
+            }
+            ReadContract::Bytes { a, b, n } => {
+                let len = clamp(arg(n));
+                ((arg(a), len), b.map_or((0, 0), |b| (arg(b), len)))
+            }
+        }
+    }
+}
+
+/// Bytes of the string at `at` its readers may use: through its terminating NUL, at most
+/// `limit`; what can be read of it if memory ends first.
+fn string_extent(at: u64, limit: u64, read: &mut dyn FnMut(u64, &mut [u8]) -> bool) -> u64 {
+    let mut buf = [0u8; 64];
+    let mut done = 0u64;
+    while done < limit {
+        // Chunks end at 64-byte boundaries, so a read never crosses into an unmapped page.
+        let a = at.wrapping_add(done);
+        let n = (64 - (a % 64)).min(limit - done) as usize;
+        if !read(a, &mut buf[..n]) {
+            // Memory ends inside the chunk: what can be read of it, a byte at a time.
+            for i in 0..n {
+                if !read(a + i as u64, &mut buf[i..=i]) {
+                    return done + i as u64;
+                }
+                if buf[i] == 0 {
+                    return (done + i as u64 + 1).min(limit);
+                }
+            }
+            done += n as u64;
+            continue;
+        }
+        if let Some(i) = buf[..n].iter().position(|&c| c == 0) {
+            return (done + i as u64 + 1).min(limit);
+        }
+        done += n as u64;
+    }
+    limit
+}
+
+/// The string and memory routines whose reads are bounded by their contract, by base name (the
+/// symbol without leading underscores, up to a `_variant` suffix: `__strcmp_sse42`,
+/// `__memcpy_avx_unaligned_erms`, `__strcpy_chk`).
+pub const READ_ROUTINES: &[(&str, ReadContract)] = &[
+    ("strlen", ReadContract::Strings { first: 0, two: false, bound: None }),
+    ("strnlen", ReadContract::Strings { first: 0, two: false, bound: Some(1) }),
+    ("strcmp", ReadContract::Strings { first: 0, two: true, bound: None }),
+    ("strcasecmp", ReadContract::Strings { first: 0, two: true, bound: None }),
+    ("strncmp", ReadContract::Strings { first: 0, two: true, bound: Some(2) }),
+    ("strncasecmp", ReadContract::Strings { first: 0, two: true, bound: Some(2) }),
+    ("strcoll", ReadContract::Strings { first: 0, two: true, bound: None }),
+    ("strstr", ReadContract::Strings { first: 0, two: true, bound: None }),
+    ("strspn", ReadContract::Strings { first: 0, two: true, bound: None }),
+    ("strcspn", ReadContract::Strings { first: 0, two: true, bound: None }),
+    ("strpbrk", ReadContract::Strings { first: 0, two: true, bound: None }),
+    ("strcat", ReadContract::Strings { first: 0, two: true, bound: None }),
+    ("strchr", ReadContract::Strings { first: 0, two: false, bound: None }),
+    ("strchrnul", ReadContract::Strings { first: 0, two: false, bound: None }),
+    ("strrchr", ReadContract::Strings { first: 0, two: false, bound: None }),
+    ("strdup", ReadContract::Strings { first: 0, two: false, bound: None }),
+    ("strcpy", ReadContract::Strings { first: 1, two: false, bound: None }),
+    ("stpcpy", ReadContract::Strings { first: 1, two: false, bound: None }),
+    ("strncpy", ReadContract::Strings { first: 1, two: false, bound: Some(2) }),
+    ("stpncpy", ReadContract::Strings { first: 1, two: false, bound: Some(2) }),
+    ("memchr", ReadContract::Bytes { a: 0, b: None, n: 2 }),
+    ("memrchr", ReadContract::Bytes { a: 0, b: None, n: 2 }),
+    ("memcmp", ReadContract::Bytes { a: 0, b: Some(1), n: 2 }),
+    ("bcmp", ReadContract::Bytes { a: 0, b: Some(1), n: 2 }),
+    ("memcpy", ReadContract::Bytes { a: 1, b: None, n: 2 }),
+    ("memmove", ReadContract::Bytes { a: 1, b: None, n: 2 }),
+    ("mempcpy", ReadContract::Bytes { a: 1, b: None, n: 2 }),
+];
+
+impl ReadContract {
+    /// The contract of the routine named `symbol` (`__strcmp_avx2`, `memcpy`, `__strncpy_chk`),
+    /// if it is one of [`READ_ROUTINES`].
+    pub fn of_symbol(symbol: &str) -> Option<ReadContract> {
+        let base = symbol.trim_start_matches('_');
+        READ_ROUTINES
+            .iter()
+            .find(|(name, _)| base.strip_prefix(name).is_some_and(|rest| rest.is_empty() || rest.starts_with('_')))
+            .map(|(_, c)| *c)
+    }
+}
+
+/// A custom lock function from the user's configuration (RON), HawkSet-style: its symbol (as
+/// the object's symbol table has it, so C++ names mangled), what it does, and optionally which
+/// argument is the lock, how it is held and where its success shows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CustomLock {
+    /// The function's symbol.
+    pub symbol: String,
+    /// Acquire, try-acquire (with its success or failure value) or release.
+    pub kind: CustomLockKind,
+    /// The argument that is the lock's address (HawkSet's `mutex_id_arg`), from 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lock_arg: u8,
+    /// How the lock is held (HawkSet's `type`: `regular`, `write` and `unique` are `Exclusive`,
+    /// `read` and `shared` are `Shared`).
+    #[serde(default, skip_serializing_if = "is_exclusive")]
+    pub mode: LockMode,
+    /// The argument pointing to the out-parameter that reports a try-acquire's success
+    /// (HawkSet's `result_id_arg`; P-ART's `writeLockOrRestart(bool &needRestart)`): its value
+    /// when the function returns is compared instead of the return value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_arg: Option<u8>,
+    /// Bytes of the result compared: default 4 (an `int` return value) or, with `result_arg`,
+    /// 1 (a `bool` out-parameter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_size: Option<u8>,
+    /// Bytes of the lock word (default 8): the function's own accesses to them are
+    /// synchronisation, not data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_size: Option<u8>,
+}
+
+fn is_zero(v: &u8) -> bool {
+    *v == 0
+}
+
+fn is_exclusive(m: &LockMode) -> bool {
+    *m == LockMode::Exclusive
+}
+
+/// What a custom lock function does: `Acquire`, `Release`, or `TryAcquire(success: V)` /
+/// `TryAcquire(failure: V)` (HawkSet's `success_value` / `failure_value`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CustomLockKind {
+    /// Acquires when it returns.
+    Acquire,
+    /// Acquires when its result is `success`, or is not `failure`.
+    TryAcquire {
+        /// The result that means success.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        success: Option<i64>,
+        /// The result that means failure (any other means success).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure: Option<i64>,
+    },
+    /// Releases when it is entered.
+    Release,
+}
+
+impl CustomLock {
+    /// A lock function of kind `kind` with every option at its default.
+    pub fn new(symbol: &str, kind: CustomLockKind) -> CustomLock {
+        CustomLock {
+            symbol: symbol.to_string(),
+            kind,
+            lock_arg: 0,
+            mode: LockMode::Exclusive,
+            result_arg: None,
+            result_size: None,
+            lock_size: None,
+        }
+    }
+
+    /// What is wrong with it, if anything: an argument beyond the sixth (only register arguments
+    /// are read), a size that is not 1 to 8 bytes, a try-acquire without a success or failure
+    /// value, an out-parameter on something that is not a try-acquire.
+    pub fn check(&self) -> Result<(), String> {
+        let name = &self.symbol;
+        if self.lock_arg > 5 || self.result_arg.is_some_and(|a| a > 5) {
+            return Err(format!("lock `{name}`: arguments are numbered 0 to 5 (the register arguments)"));
+        }
+        if self.result_size.is_some_and(|s| !(1..=8).contains(&s))
+            || self.lock_size.is_some_and(|s| !(1..=8).contains(&s))
+        {
+            return Err(format!("lock `{name}`: sizes are 1 to 8 bytes"));
+        }
+        match self.kind {
+            CustomLockKind::TryAcquire { success: None, failure: None } => {
+                Err(format!("lock `{name}`: TryAcquire needs a success or a failure value"))
+            }
+            CustomLockKind::TryAcquire { .. } => Ok(()),
+            _ if self.result_arg.is_some() => Err(format!("lock `{name}`: result_arg is for TryAcquire")),
+            _ => Ok(()),
+        }
+    }
+
+    /// The kind of event the machine reports for calls to it.
+    pub fn sync_kind(&self) -> SyncKind {
+        let (op, success, failure) = match self.kind {
+            CustomLockKind::Acquire => (CustomOp::Acquire, None, None),
+            CustomLockKind::TryAcquire { success, failure } => (CustomOp::TryAcquire, success, failure),
+            CustomLockKind::Release => (CustomOp::Release, None, None),
+        };
+        SyncKind::Custom(CustomSpec {
+            op,
+            mode: self.mode,
+            lock_arg: self.lock_arg,
+            lock_size: self.lock_size.unwrap_or(8),
+            result_arg: self.result_arg,
+            result_size: self.result_size.unwrap_or(if self.result_arg.is_some() { 1 } else { 4 }),
+            success,
+            failure,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memory(bytes: &'static [u8], base: u64) -> impl FnMut(u64, &mut [u8]) -> bool {
+        move |a, buf| {
+            let Some(off) = a.checked_sub(base) else { return false };
+            let off = off as usize;
+            if off + buf.len() > bytes.len() {
+                return false;
+            }
+            buf.copy_from_slice(&bytes[off..off + buf.len()]);
+            true
+        }
+    }
+
+    #[test]
+    fn string_contracts_end_at_the_terminator_or_the_bound() {
+        let mut mem = memory(b"key1\0key22\0\0\0", 0x1000);
+        let strcmp = SyncKind::Reads(ReadContract::of_symbol("__strcmp_sse42").unwrap());
+        let e = strcmp.entry([0x1000, 0x1005, 0, 0, 0, 0], &mut mem);
+        assert_eq!((e.obj, e.old, e.new), (0x1000, 0x1005, 5 | 6 << 32));
+        let strncmp = SyncKind::Reads(ReadContract::of_symbol("strncmp").unwrap());
+        let e = strncmp.entry([0x1000, 0x1005, 3, 0, 0, 0], &mut mem);
+        assert_eq!(e.new, 3 | 3 << 32);
+        // Memory that ends before a terminator: what could be read.
+        let strlen = SyncKind::Reads(ReadContract::of_symbol("strlen").unwrap());
+        let mut short = memory(b"abc", 0x2000);
+        assert_eq!(strlen.entry([0x2000, 0, 0, 0, 0, 0], &mut short).new, 3);
+        let memcpy = SyncKind::Reads(ReadContract::of_symbol("__memcpy_avx_unaligned_erms").unwrap());
+        let e = memcpy.entry([0x9000, 0x1000, 24, 0, 0, 0], &mut mem);
+        assert_eq!((e.obj, e.new), (0x1000, 24));
+        assert!(ReadContract::of_symbol("strcmpx").is_none());
+        assert!(ReadContract::of_symbol("memset").is_none());
+        assert_eq!(ReadContract::of_symbol("__strcpy_chk"), ReadContract::of_symbol("strcpy"));
+    }
+
+    #[test]
+    fn custom_locks_pick_their_argument_and_judge_their_result() {
+        let mut art =
+            CustomLock::new("writeLockOrRestart", CustomLockKind::TryAcquire { success: Some(0), failure: None });
+        art.result_arg = Some(1);
+        art.check().unwrap();
+        let k = art.sync_kind();
+        let mut mem = memory(&[1, 0], 0x100);
+        let e = k.entry([0x5000, 0x100, 0, 0, 0, 0], &mut mem);
+        assert_eq!((e.obj, e.aux), (0x5000, 0x100));
+        // needRestart = true: not acquired; false: acquired.
+        assert_eq!(k.result(77, 0x100, &mut mem), 1);
+        assert!(!k.succeeded(1));
+        assert_eq!(k.result(77, 0x101, &mut mem), 0);
+        assert!(k.succeeded(0));
+        let mut second = CustomLock::new("rd", CustomLockKind::Acquire);
+        second.lock_arg = 1;
+        let e = second.sync_kind().entry([1, 2, 3, 4, 5, 6], &mut mem);
+        assert_eq!(e.obj, 2);
+        // Failure values, and an int's -1.
+        let t = CustomLock::new("t", CustomLockKind::TryAcquire { success: None, failure: Some(0) }).sync_kind();
+        assert!(!t.succeeded(0) && t.succeeded(1));
+        let m1 = CustomLock::new("t", CustomLockKind::TryAcquire { success: Some(-1), failure: None }).sync_kind();
+        assert!(m1.succeeded(0xffff_ffff) && !m1.succeeded(1));
+        assert!(CustomLock::new("t", CustomLockKind::TryAcquire { success: None, failure: None }).check().is_err());
+        let mut bad = CustomLock::new("t", CustomLockKind::Acquire);
+        bad.result_arg = Some(1);
+        assert!(bad.check().is_err());
+    }
+
+    #[test]
+    fn old_configurations_still_parse() {
+        // As the configuration is read: `Some` may be left out.
+        let ron = ron::Options::default().with_default_extension(ron::extensions::Extensions::IMPLICIT_SOME);
+        let old: Vec<CustomLock> =
+            ron.from_str("[(symbol: \"a\", kind: Acquire), (symbol: \"t\", kind: TryAcquire(success: 1))]").unwrap();
+        assert_eq!(old[1].kind, CustomLockKind::TryAcquire { success: Some(1), failure: None });
+        let new: Vec<CustomLock> = ron
+            .from_str("[(symbol: \"w\", kind: TryAcquire(success: 0), result_arg: 1, mode: Shared, lock_arg: 0)]")
+            .unwrap();
+        assert_eq!(new[0].mode, LockMode::Shared);
+        // Written back, the old shape is kept.
+        let json = serde_json::to_string(&old[1]).unwrap();
+        assert_eq!(json, r#"{"symbol":"t","kind":{"TryAcquire":{"success":1}}}"#);
     }
 }

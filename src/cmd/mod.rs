@@ -8,6 +8,7 @@ pub mod merge;
 pub mod replay;
 pub mod run;
 pub mod slurm;
+pub mod triage;
 
 use std::path::{Path, PathBuf};
 
@@ -153,7 +154,8 @@ fn pass_options(opts: &RunOptions) -> Vec<String> {
 #[derive(serde::Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct Config {
-    /// Lock functions to treat as acquire, try-acquire (with its success value) or release.
+    /// Lock functions to treat as acquire, try-acquire (with its success or failure value, in
+    /// the return value or an out-parameter) or release, with the lock's argument and mode.
     #[serde(default)]
     locks: Vec<emu::sync::CustomLock>,
     /// PMRace's synchronisation variables: `(offset: N, size: S, init: V)` in every PM file.
@@ -167,10 +169,16 @@ struct Config {
 fn load_config(path: &Path) -> Result<Config> {
     let text = loader::input::read_regular_text(path, loader::input::CONFIG_CAP)
         .with_context(|| format!("cannot read config `{}`", path.display()))?;
-    let config: Config = ron::from_str(&text).with_context(|| format!("config `{}` is not valid", path.display()))?;
+    // `result_arg: 1` and `TryAcquire(success: 0)` are written without `Some(...)`.
+    let options = ron::Options::default().with_default_extension(ron::extensions::Extensions::IMPLICIT_SOME);
+    let config: Config =
+        options.from_str(&text).with_context(|| format!("config `{}` is not valid", path.display()))?;
     for v in &config.sync_vars {
         driver::spec::limits::sync_var(v.offset, v.size)
             .map_err(|e| anyhow::anyhow!("config `{}`: sync_vars: {e}", path.display()))?;
+    }
+    for lock in &config.locks {
+        lock.check().map_err(|e| anyhow::anyhow!("config `{}`: {e}", path.display()))?;
     }
     Ok(config)
 }

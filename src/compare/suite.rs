@@ -34,7 +34,7 @@ struct CaseSpec {
     name: String,
     /// The binary's file name under the build directory.
     program: String,
-    /// The guest's arguments; `{pool}`, `{guest}` and `{build}` are replaced.
+    /// The guest's arguments; `{pool}`, `{guest}`, `{build}` and `{sources}` are replaced.
     #[serde(default)]
     args: Vec<String>,
     /// The PM pool's path inside the guest (`{pool}`; default `/mnt/pmem0/pool`).
@@ -207,6 +207,7 @@ fn load_manifest(path: &Path) -> Result<Vec<Case>> {
             s.replace("{pool}", &pool)
                 .replace("{guest}", &binary.display().to_string())
                 .replace("{build}", &build.display().to_string())
+                .replace("{sources}", &sources.display().to_string())
         };
         let mut argv = vec![binary.display().to_string()];
         argv.extend(spec.args.iter().map(|a| subst(a)));
@@ -297,7 +298,7 @@ fn load_manifest(path: &Path) -> Result<Vec<Case>> {
             argv,
             seeds,
             analyses: spec.analyses.clone(),
-            options: spec.options.clone(),
+            options: spec.options.iter().map(|a| subst(a)).collect(),
             crash,
             bugs,
             note: spec.note.clone(),

@@ -87,10 +87,11 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
             Some(kind) => enter_sync(uc, kind, addr, Some((pc, ret))),
         },
         Term::Ret => {
-            if let Some((kind, arg0)) = st.callstack.returned_to(addr) {
+            if let Some((kind, obj, aux)) = st.callstack.returned_to(addr) {
                 let rax = uc.reg_read(Reg::RAX).unwrap_or(0);
+                let result = kind.result(rax, aux, &mut |a, buf| uc.mem_read(a, buf).is_ok());
                 let st = uc.get_data_mut();
-                let ev = st.emit(EventKind::SyncReturn(kind), addr, arg0, 0, 0, 0, rax);
+                let ev = st.emit(EventKind::SyncReturn(kind), addr, obj, 0, 0, 0, result);
                 if let Some(o) = st.obs.observer.as_mut() {
                     o.on_event(&ev, &st.pm.device);
                 }
@@ -176,15 +177,15 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
 /// (call site, return address)`, or reached by a jump and run in the innermost frame. Reports
 /// its [`EventKind::SyncEnter`] and marks the frame, whose return reports the `SyncReturn`.
 pub(super) fn enter_sync(uc: &mut Unicorn<'_, HookState>, kind: SyncKind, addr: u64, call: Option<(u64, u64)>) {
-    let args = [Reg::RDI, Reg::RSI, Reg::RDX].map(|r| uc.reg_read(r).unwrap_or(0));
-    let (obj, old, new) = kind.entry_fields(args);
+    let args = [Reg::RDI, Reg::RSI, Reg::RDX, Reg::RCX, Reg::R8, Reg::R9].map(|r| uc.reg_read(r).unwrap_or(0));
+    let e = kind.entry(args, &mut |a, buf| uc.mem_read(a, buf).is_ok());
     let st = uc.get_data_mut();
     st.consider_delay(kind, call.map_or(addr, |(pc, _)| pc));
     match call {
-        Some((pc, ret)) => st.callstack.push_sync(&mut st.stacks, pc, ret, Some((kind, obj))),
-        None => st.callstack.set_top_sync(Some((kind, obj))),
+        Some((pc, ret)) => st.callstack.push_sync(&mut st.stacks, pc, ret, Some((kind, e.obj, e.aux))),
+        None => st.callstack.set_top_sync(Some((kind, e.obj, e.aux))),
     }
-    let ev = st.emit(EventKind::SyncEnter(kind), addr, obj, 0, 0, old, new);
+    let ev = st.emit(EventKind::SyncEnter(kind), addr, e.obj, 0, 0, e.old, e.new);
     if let Some(o) = st.obs.observer.as_mut() {
         o.on_event(&ev, &st.pm.device);
     }

@@ -201,16 +201,7 @@ impl HookState {
     /// A thread enters the synchronisation function `kind` (called at `site`): with delay
     /// injection, a release by a thread with unfenced PM stores may be delayed.
     pub(super) fn consider_delay(&mut self, kind: SyncKind, site: u64) {
-        let release = matches!(
-            kind,
-            SyncKind::MutexUnlock
-                | SyncKind::RwUnlock
-                | SyncKind::SpinUnlock
-                | SyncKind::CustomRelease
-                | SyncKind::PmemobjUnlock
-                | SyncKind::SemPost
-        );
-        if !release || self.steer.runnable_others == 0 || !self.steer.dirty.contains(&self.tid) {
+        if !kind.is_release() || self.steer.runnable_others == 0 || !self.steer.dirty.contains(&self.tid) {
             return;
         }
         if let Some(d) = self.steer.delays.as_mut() {
