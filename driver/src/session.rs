@@ -172,6 +172,9 @@ impl Session {
             private_cwd: spec.private_cwd || track_durable,
             track_durable,
             trace_syscalls: spec.trace_syscalls,
+            // A run on a private working directory recovers a crash image, whose files are
+            // the image: not inputs worth reading whole at every recovery.
+            hash_inputs: !spec.private_cwd,
         });
         m.set_main_tid(k.current);
         m.scheduler().set_prefix(spec.schedule.clone());
