@@ -10,6 +10,7 @@ mod report;
 
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::Parser;
 
 use cli::{Cli, Command};
@@ -52,6 +53,14 @@ static ALLOCATOR: CountingAlloc = CountingAlloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // From here on the kernel lets ferrite write only where it means to (docs/sandbox.md).
+    let _tmp = match confine(&cli.command) {
+        Ok(t) => t,
+        Err(e) => {
+            driver::say!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
     let res = match cli.command {
         Command::Run(a) => cmd::run::run(a),
         Command::Replay(a) => cmd::replay::replay(a),
@@ -68,4 +77,38 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Restricts ferrite's own writes with Landlock before anything runs: the working directory, the
+/// PM directory, the directories of the files the command writes, and a private temporary
+/// directory (removed when the returned guard goes) in which every later temporary directory
+/// is made (docs/sandbox.md). Without Landlock, a warning.
+fn confine(cmd: &Command) -> anyhow::Result<syscalls::landlock::TempRoot> {
+    use std::path::{Path, PathBuf};
+    let tmp = syscalls::landlock::TempRoot::new().context("temporary directory")?;
+    let _ = tempfile::env::override_temp_dir(tmp.path());
+    let dir_of = |f: &Option<PathBuf>| {
+        f.as_ref().map(|f| f.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf())
+    };
+    let mut writable = vec![PathBuf::from(".")];
+    writable.extend(
+        match cmd {
+            Command::Run(a) => vec![dir_of(&a.opts.report), dir_of(&a.host_stats), a.opts.pm_dir.clone()],
+            Command::Crash(a) => vec![dir_of(&a.opts.report), a.opts.pm_dir.clone()],
+            Command::Replay(a) => vec![dir_of(&a.report_out), a.pm_dir.clone()],
+            Command::Compare(a) => vec![dir_of(&a.report)],
+            Command::Bench(_) => vec![],
+        }
+        .into_iter()
+        .flatten(),
+    );
+    let alone = "ferrite's own writes are confined by its path checks alone";
+    match syscalls::landlock::confine(&writable, &tmp) {
+        Ok(syscalls::landlock::Confinement::None) if std::env::var_os("FERRITE_NO_LANDLOCK").is_none() => {
+            driver::say!("warning: the kernel has no Landlock; {alone}")
+        }
+        Err(e) => driver::say!("warning: {e}; {alone}"),
+        Ok(_) => {}
+    }
+    Ok(tmp)
 }

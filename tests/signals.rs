@@ -2,7 +2,7 @@
 //! alternate stack leaving by siglongjmp, SIGFPE with FPE_INTDIV, a handler editing the saved
 //! RIP and returning through rt_sigreturn, SA_RESETHAND, FP state preserved across a handler,
 //! a stack overflow caught on the alternate stack); without a handler a stack overflow is a
-//! `fault` finding at the recursion.
+//! `fault` finding at the recursion. Repeated SIGFPE, SIGPIPE and XGETBV/WRPKRU as natively.
 
 mod common;
 
@@ -47,4 +47,29 @@ fn unhandled_stack_overflow_is_a_fault_at_the_recursion() {
     assert!(get(f, "message").as_str().unwrap().contains("stack overflow"), "{f}");
     assert_eq!(get(f, "locations.0.line").as_u64(), Some(u64::from(line)));
     assert!(run.stderr.contains("more frames"), "long backtraces are cut on the terminal:\n{}", run.stderr);
+}
+
+/// What a hostile probe found: a second SIGFPE after a handled one became a double fault
+/// (`SIGSEGV: CPU exception 8`); a write to a pipe without readers failed with EPIPE but raised
+/// no SIGPIPE; XGETBV answered with an XCR0 listing PKRU while CPUID said the OS had not enabled
+/// XSAVE, and WRPKRU then faulted with SIGSEGV. The guest prints whether each agrees with CPUID
+/// (not the host's bits), then dies of a default SIGPIPE: output and status match the native run.
+#[test]
+fn repeated_faults_sigpipe_and_xgetbv_behave_as_natively() {
+    let prog = guest("sig_repeat");
+    let native = native(&prog, &[], &[]);
+    let emu = emulated(&prog, &[], &[]);
+    assert_same_stdout(&native, &emu);
+    assert_same_status(&native, &emu);
+    emu.assert_code(128 + 13);
+    let out = emu.stdout_str();
+    for expected in [
+        "1. SIGFPE handled 3 time(s)",
+        "2. handled: write -1 (EPIPE), SIGPIPE handled 1 time(s)",
+        "2. ignored: write -1 (EPIPE), handler ran 1 time(s)",
+        "3. where refused, by SIGILL: yes",
+    ] {
+        assert!(out.contains(expected), "missing `{expected}`\n{}", emu.describe());
+    }
+    assert!(!out.contains("DISAGREES") && !out.contains("still alive"), "{}", emu.describe());
 }

@@ -14,13 +14,24 @@
 //! program's own code (library code such as libpmemobj's internals does not count, and
 //! non-temporal stores are left out, as in PMRace's `trace_walker.py`). Each entry's loads become
 //! sync points of one targeted interleaving (`emu::sched::Hold`).
+//!
+//! Beyond PMRace, the profile finds *publication sites*: a store of an 8-byte value that names PM
+//! memory (as an address in the same mapping, or as an offset into the same file, the way PMDK's
+//! `PMEMoid.off` and hand-made pools do) whose first store in the run came after the first store
+//! to the stored-to word's line: a pointer to a fresh object put where older code finds it (a
+//! resize swapping in its new table, a split linking its new node, a list insert). Such a store
+//! is where PMRace's published inter-thread inconsistencies begin (P-CLHT, FAST-FAIR): a thread
+//! that loads the pointer before it is durable and inserts into the object has a durable side
+//! effect of it. Each publishing store PC is one entry, whatever address it stores to (the
+//! object, so the word, differs between runs), with the loads of every word it stored; these
+//! entries come first.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use emu::events::{Event, EventKind, Interest};
-use emu::pm::PmDevice;
+use emu::pm::{PmDevice, FILE_SHIFT};
 use rustc_hash::FxHashMap;
 
 use crate::{Analysis, CodeInfo, RawFinding};
@@ -51,6 +62,9 @@ pub struct Entry {
     pub stores: BTreeSet<u64>,
     /// Cross-thread pair endpoints in the program's own code.
     pub weight: u64,
+    /// A publication site: `stores` are the publishing stores and `loads` the loads of the words
+    /// they stored, on any address (`dev` is then the first such word, for the summary only).
+    pub publication: bool,
 }
 
 /// What a run's profile found.
@@ -60,6 +74,8 @@ pub struct Profile {
     pub pairs: BTreeSet<(u64, u64, PairType)>,
     words: BTreeMap<u64, Entry>,
     shared: BTreeSet<u64>,
+    /// Publishing store PC → the words it stored a fresh object's address to.
+    publications: BTreeMap<u64, BTreeSet<u64>>,
 }
 
 /// PMRace keeps at most this many entries (`INJECTION_POINT_LIMIT`).
@@ -68,6 +84,22 @@ pub const MAX_ENTRIES: usize = 100;
 impl Profile {
     /// The priority entries: shared words that have both loads and stores, heaviest first.
     pub fn entries(&self) -> Vec<Entry> {
+        let mut pubs: Vec<Entry> = Vec::new();
+        for (&pc, words) in &self.publications {
+            let mut e = Entry { dev: *words.first().unwrap_or(&0), publication: true, ..Entry::default() };
+            e.stores.insert(pc);
+            for w in words {
+                if let Some(x) = self.words.get(w) {
+                    e.loads.extend(x.loads.iter().copied());
+                    e.weight += x.weight;
+                }
+            }
+            // Only a pointer another thread loaded can be read before it is durable.
+            if !e.loads.is_empty() && words.iter().any(|w| self.shared.contains(w)) {
+                pubs.push(e);
+            }
+        }
+        pubs.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.stores.cmp(&b.stores)));
         let mut out: Vec<Entry> = self
             .shared
             .iter()
@@ -76,9 +108,17 @@ impl Profile {
             .cloned()
             .collect();
         out.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.dev.cmp(&b.dev)));
-        out.truncate(MAX_ENTRIES);
-        out
+        pubs.extend(out);
+        pubs.truncate(MAX_ENTRIES);
+        pubs
     }
+}
+
+#[derive(Clone, Copy)]
+struct Birth {
+    seq: u64,
+    tid: u32,
+    solo: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -92,13 +132,38 @@ struct Last {
 pub struct AliasProfiler {
     profile: Rc<RefCell<Profile>>,
     last: FxHashMap<u64, Last>,
+    /// Per PM line: event number of its first store (its "birth"), that store's thread, and
+    /// whether no other thread stored to it since (a fresh object is its creator's alone).
+    born: FxHashMap<u64, Birth>,
+    seq: u64,
     code: CodeInfo,
 }
 
 impl AliasProfiler {
     /// A profiler writing into `profile`.
     pub fn new(profile: Rc<RefCell<Profile>>) -> AliasProfiler {
-        AliasProfiler { profile, last: FxHashMap::default(), code: CodeInfo::default() }
+        AliasProfiler {
+            profile,
+            last: FxHashMap::default(),
+            born: FxHashMap::default(),
+            seq: 0,
+            code: CodeInfo::default(),
+        }
+    }
+
+    /// The device line a stored 8-byte value names, if it names a PM line stored to in this run:
+    /// as an address in the store's own mapping, or as an offset into the store's file.
+    fn target(&self, ev: &Event) -> Option<u64> {
+        let mask = (1u64 << FILE_SHIFT) - 1;
+        let (file, off) = (ev.dev & !mask, ev.dev & mask);
+        let v = ev.new;
+        let base = ev.addr.wrapping_sub(off);
+        let as_addr = v.checked_sub(base).filter(|o| *o <= mask);
+        [as_addr, Some(v).filter(|o| *o <= mask)]
+            .into_iter()
+            .flatten()
+            .map(|o| (file | o) & !63)
+            .find(|l| self.born.contains_key(l))
     }
 }
 
@@ -127,6 +192,23 @@ impl Analysis for AliasProfiler {
         };
         let own = !self.code.is_library(ev.pc);
         let word = ev.dev & !7;
+        if write {
+            self.seq += 1;
+            let line = ev.dev & !63;
+            let b = self.born.entry(line).or_insert(Birth { seq: self.seq, tid: ev.tid, solo: true });
+            b.solo &= b.tid == ev.tid;
+            let field_born = b.seq;
+            if own && ev.size == 8 && ev.new != 0 {
+                // A pointer to an object younger than the field it is stored in, that only the
+                // storing thread has written so far: a publication.
+                if let Some(t) = self.target(ev) {
+                    let o = self.born[&t];
+                    if t != line && o.seq > field_born && o.tid == ev.tid && o.solo {
+                        self.profile.borrow_mut().publications.entry(ev.pc).or_default().insert(word);
+                    }
+                }
+            }
+        }
         let mut p = self.profile.borrow_mut();
         if let Some(prev) = self.last.get(&word).copied() {
             if prev.tid != ev.tid {

@@ -98,6 +98,15 @@ struct Site {
     tid: u32,
 }
 
+/// A PM store the pass may still name as a candidate's source.
+#[derive(Clone, Copy)]
+struct StoreRec {
+    site: Site,
+    seq: u64,
+    dev: u64,
+    size: u32,
+}
+
 /// A deduplicated candidate: a (source store, load) pair.
 struct Candidate {
     store: Site,
@@ -117,7 +126,15 @@ struct Inconsistency {
     validation: Option<Validation>,
     /// The source was durable again by the time of every side effect seen (not reported).
     window_closed: bool,
+    /// The distinct PM bytes the side-effect store wrote (the first few).
+    targets: Vec<(u64, u32)>,
 }
+
+/// Side-effect stores named in one finding, at most.
+const MAX_SIDE_LOCATIONS: usize = 4;
+
+/// Distinct side-effect targets kept per inconsistency to judge whether they are data.
+const MAX_TARGETS: usize = 8;
 
 /// A synchronisation variable in PM.
 struct SyncVar {
@@ -137,7 +154,10 @@ struct SyncVar {
 }
 
 struct SyncFinding {
+    /// The variable validation checks (the first seen).
     dev: u64,
+    /// The variables seen at these sites (the first few).
+    devs: Vec<u64>,
     acquire: Site,
     persisted_at: Site,
     count: u64,
@@ -154,6 +174,8 @@ struct Counts {
     images: u64,
     /// Inconsistencies whose source was durable again before each of their side effects.
     closed: u64,
+    /// Inconsistencies whose side effects only took or released locks.
+    sync_side_effects: u64,
 }
 
 /// Crash images captured for validation per run, at most (each copies the PM files).
@@ -163,12 +185,14 @@ const MAX_IMAGES: u64 = 32;
 /// The `pmrace` pass: PMRace's checkers over taint from unpersisted loads.
 pub struct Pmrace {
     options: Options,
-    /// Store sites by device store id.
-    stores: FxHashMap<u64, Site>,
-    /// Last flush of each device line, as an event sequence number (compat rule).
+    /// Each recent store by device store id: its site, event sequence number (compat rule) and
+    /// bytes. Pruned of stores no byte holds unpersisted any more ([`Pmrace::prune_stores`]), so
+    /// it stays as large as the data not yet durable, not the run.
+    stores: FxHashMap<u64, StoreRec>,
+    /// `stores`' size after the last pruning.
+    stores_kept: usize,
+    /// Last flush of each device line, as an event sequence number (compat rule only).
     flushed: FxHashMap<u64, u64>,
-    /// Event sequence number of each store id (compat rule), and whether it was NT.
-    store_seq: FxHashMap<u64, (u64, bool)>,
     seq: u64,
     candidates: Vec<Candidate>,
     candidate_ids: FxHashMap<(u64, u64), u32>,
@@ -211,7 +235,7 @@ impl Pmrace {
                 if info.nt {
                     continue;
                 }
-                let stored = self.store_seq.get(&info.store.0).map_or(0, |s| s.0);
+                let stored = self.stores.get(&info.store.0).map_or(0, |s| s.seq);
                 if self.flushed.get(&(a & !63)).is_some_and(|&f| f > stored) {
                     continue;
                 }
@@ -242,6 +266,28 @@ impl Pmrace {
         image
     }
 
+    /// Whether every byte a side effect wrote is a synchronisation variable (a word the program
+    /// used as a lock: moved away from its value by a locked read-modify-write and back, or
+    /// annotated).
+    fn only_sync(&self, inc: &Inconsistency) -> bool {
+        !inc.targets.is_empty()
+            && inc.targets.iter().all(|&(dev, size)| {
+                self.sync_vars.range(..=dev).next_back().is_some_and(|(&v, var)| {
+                    dev + u64::from(size) <= v + u64::from(var.size) && (var.released || var.annotated)
+                })
+            })
+    }
+
+    /// Forgets the stores no byte holds unpersisted any more: none can be a candidate's source
+    /// again. Run when the map has doubled since the last time, so it costs O(1) a store.
+    fn prune_stores(&mut self, device: &PmDevice) {
+        self.stores.retain(|&id, r| {
+            (r.dev..r.dev + u64::from(r.size))
+                .any(|a| device.persist_info(a).is_some_and(|i| i.store.0 == id && !i.durable_hw))
+        });
+        self.stores_kept = self.stores.len();
+    }
+
     /// After something became durable: variables persisted while held.
     fn check_durability(&mut self, ev: &Event, device: &PmDevice) {
         let held: Vec<(u64, u32)> = self
@@ -256,9 +302,18 @@ impl Pmrace {
             }
             let v = &self.sync_vars[&dev];
             let Some(acquire) = v.acquire else { continue };
-            let (init, key) = (v.init, (dev, acquire.pc));
+            // One finding per (acquire, persist) site pair, whichever variable (PMRace's unique
+            // bug is per synchronisation-variable type; a lock per bucket is one bug, not one per
+            // bucket): the first variable seen is the one validation checks.
+            let (init, key) = (v.init, (acquire.pc, ev.pc));
             match self.sync_finding_ids.get(&key) {
-                Some(&i) => self.sync_findings[i].count += 1,
+                Some(&i) => {
+                    let f = &mut self.sync_findings[i];
+                    f.count += 1;
+                    if f.devs.len() < MAX_TARGETS && !f.devs.contains(&dev) {
+                        f.devs.push(dev);
+                    }
+                }
                 None => {
                     let image = self.capture(ev, device);
                     let validation = image.map(|image| Validation {
@@ -270,6 +325,7 @@ impl Pmrace {
                     self.sync_finding_ids.insert(key, self.sync_findings.len());
                     self.sync_findings.push(SyncFinding {
                         dev,
+                        devs: vec![dev],
                         acquire,
                         persisted_at: Self::site(ev),
                         count: 1,
@@ -285,8 +341,10 @@ impl Pmrace {
 
     fn on_store(&mut self, ev: &Event, device: &PmDevice) {
         if let Some(id) = ev.store {
-            self.stores.insert(id.0, Self::site(ev));
-            self.store_seq.insert(id.0, (self.seq, ev.kind == EventKind::NtStore));
+            self.stores.insert(id.0, StoreRec { site: Self::site(ev), seq: self.seq, dev: ev.dev, size: ev.size });
+            if self.stores.len() >= 2 * self.stores_kept + 4096 {
+                self.prune_stores(device);
+            }
         }
         // Annotated variables: known from their offset in any PM file.
         if !self.annotated.is_empty() {
@@ -340,7 +398,6 @@ impl Pmrace {
                 }
             }
         }
-        let _ = device;
     }
 }
 
@@ -371,7 +428,9 @@ impl Analysis for Pmrace {
         match ev.kind {
             EventKind::Store | EventKind::NtStore | EventKind::RmwStore if ev.dev != 0 => self.on_store(ev, device),
             EventKind::Flush(_) if ev.dev != 0 => {
-                self.flushed.insert(ev.dev & !63, self.seq);
+                if self.options.compat {
+                    self.flushed.insert(ev.dev & !63, self.seq);
+                }
                 self.check_durability(ev, device);
             }
             EventKind::Fence(_) | EventKind::Flush(_) => self.check_durability(ev, device),
@@ -404,7 +463,7 @@ impl Analysis for Pmrace {
             return 0;
         }
         let Some((byte, store, writer)) = self.unpersisted_byte(ev.dev, ev.size, device) else { return 0 };
-        let Some(&store_site) = self.stores.get(&store) else { return 0 };
+        let Some(store_site) = self.stores.get(&store).map(|s| s.site) else { return 0 };
         let key = (store_site.pc, ev.pc);
         let inter = writer != ev.tid;
         let id = match self.candidate_ids.get(&key) {
@@ -452,6 +511,7 @@ impl Analysis for Pmrace {
                         count: 0,
                         validation: None,
                         window_closed: true,
+                        targets: Vec::new(),
                     });
                     self.inconsistency_ids.insert(key, self.inconsistencies.len() - 1);
                     self.inconsistencies.len() - 1
@@ -459,6 +519,9 @@ impl Analysis for Pmrace {
             };
             let inc = &mut self.inconsistencies[idx];
             inc.count += 1;
+            if inc.targets.len() < MAX_TARGETS && !inc.targets.contains(&(dev, ev.size)) {
+                inc.targets.push((dev, ev.size));
+            }
             inc.content |= content.contains(&id);
             inc.address |= address.contains(&id);
             let (s, n) = c.source;
@@ -483,11 +546,22 @@ impl Analysis for Pmrace {
 
     fn finish(&mut self, _device: &PmDevice) -> Vec<RawFinding> {
         let mut out = Vec::new();
-        for inc in &self.inconsistencies {
+        // The reportable inconsistencies, grouped by candidate: one unpersisted load has one
+        // finding, whatever number of stores its taint reached (an insert's value, key and link
+        // through the same unpersisted pointer are one bug).
+        let mut groups: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (i, inc) in self.inconsistencies.iter().enumerate() {
             if inc.window_closed {
                 // Every side effect came after its source was durable again: under the exact
                 // model no crash image holds the effect without the cause.
                 self.counts.closed += 1;
+                continue;
+            }
+            if self.only_sync(inc) {
+                // Taking or releasing a lock reached through the pointer is no durable side
+                // effect: the lock word is synchronisation, not data (its own persistence is the
+                // sync-inconsistency check's business).
+                self.counts.sync_side_effects += 1;
                 continue;
             }
             let c = &self.candidates[inc.candidate as usize - 1];
@@ -496,13 +570,21 @@ impl Analysis for Pmrace {
                 // it initialised and persists a little later).
                 continue;
             }
-            let flow = match (inc.content, inc.address) {
+            groups.entry(inc.candidate).or_default().push(i);
+        }
+        for (cand, incs) in groups {
+            let c = &self.candidates[cand as usize - 1];
+            let (content, address) = incs.iter().fold((false, false), |(a, b), &i| {
+                (a || self.inconsistencies[i].content, b || self.inconsistencies[i].address)
+            });
+            let validation = incs.iter().find_map(|&i| self.inconsistencies[i].validation.clone());
+            let flow = match (content, address) {
                 (true, true) => "a value derived from them, through an address derived from them,",
                 (false, true) => "through an address derived from them",
                 _ => "a value derived from them",
             };
             let whose = if c.inter { "another thread" } else { "the same thread" };
-            let window = if inc.validation.is_some() {
+            let window = if validation.is_some() {
                 "; a crash image where the side effect is durable and its source is not was captured"
             } else {
                 ""
@@ -510,29 +592,40 @@ impl Analysis for Pmrace {
             let message = format!(
                 "the load read PM bytes {whose} stored that were not yet durable, and the thread then stored {flow} to PM: a crash after that store is durable and before the source is loses the cause but keeps its effect{window}"
             );
+            let mut locations =
+                vec![RawLocation { role: "unpersisted load", pc: c.load.pc, stack: c.load.stack, tid: c.load.tid }];
+            // The side-effect stores by address, so that runs that reach the same ones agree.
+            let mut sides: Vec<Site> = incs.iter().map(|&i| self.inconsistencies[i].side).collect();
+            sides.sort_by_key(|s| s.pc);
+            for side in sides.iter().take(MAX_SIDE_LOCATIONS) {
+                locations.push(RawLocation {
+                    role: "durable side effect",
+                    pc: side.pc,
+                    stack: side.stack,
+                    tid: side.tid,
+                });
+            }
+            locations.push(RawLocation {
+                role: "source store",
+                pc: c.store.pc,
+                stack: c.store.stack,
+                tid: c.store.tid,
+            });
             out.push(RawFinding {
                 analysis: "pmrace",
                 kind: if c.inter { "inter-thread-inconsistency" } else { "intra-thread-inconsistency" },
                 message,
-                occurrences: inc.count,
-                locations: vec![
-                    RawLocation { role: "unpersisted load", pc: c.load.pc, stack: c.load.stack, tid: c.load.tid },
-                    RawLocation {
-                        role: "durable side effect",
-                        pc: inc.side.pc,
-                        stack: inc.side.stack,
-                        tid: inc.side.tid,
-                    },
-                    RawLocation { role: "source store", pc: c.store.pc, stack: c.store.stack, tid: c.store.tid },
-                ],
-                validation: inc.validation.clone(),
+                occurrences: incs.iter().map(|&i| self.inconsistencies[i].count).sum(),
+                locations,
+                validation,
             });
         }
         for f in &self.sync_findings {
-            let v = &self.sync_vars[&f.dev];
-            if v.pmdk || !(v.released || v.annotated) {
+            let is_lock = |d: &u64| self.sync_vars.get(d).is_some_and(|v| !v.pmdk && (v.released || v.annotated));
+            if !is_lock(&f.dev) && !f.devs.iter().any(is_lock) {
                 continue;
             }
+            let v = &self.sync_vars[&f.dev];
             self.counts.sync_inconsistencies += 1;
             out.push(RawFinding {
                 analysis: "pmrace",
@@ -568,6 +661,7 @@ impl Analysis for Pmrace {
             ("sync_inconsistencies", c.sync_inconsistencies),
             ("images", c.images),
             ("source_durable_first", c.closed),
+            ("sync_side_effects", c.sync_side_effects),
         ]
     }
 }

@@ -37,7 +37,10 @@ impl<'a> Runner<'a> {
         probe: Option<Box<dyn Probe>>,
         extra: Vec<Box<dyn Analysis>>,
     ) -> Result<RunOutcome, SessionError> {
-        let mut s = Session::start(spec, probe, extra, false, self.validator)?;
+        // Without a recovery command no image is ever validated: none is captured (each holds
+        // the state of every PM file, a large pool's worth).
+        let validator = self.validator.filter(|_| spec.recover.is_some());
+        let mut s = Session::start(spec, probe, extra, false, validator)?;
         let end = s.drive_to_end();
         Ok(validation::complete(spec, s.finish(end)))
     }

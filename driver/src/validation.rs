@@ -64,6 +64,7 @@ pub fn complete(spec: &RunSpec, finished: Finished) -> RunOutcome {
         }
         let verdict = match (&request, &images) {
             (Some(v), Some(store)) => store.validate(spec, &outcome, v),
+            _ if spec.recover.is_none() => Verdict::NotRun("no --recover command to validate it with".into()),
             _ => Verdict::NotRun("no crash image exposes it in this run".into()),
         };
         let counter = match verdict {

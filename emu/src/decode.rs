@@ -328,7 +328,7 @@ fn classify(m: &str, ops: &str, locked: bool, mem: bool) -> Option<Special> {
         "pause" => Special::Pause,
         "hlt" | "cli" | "sti" | "in" | "out" | "insb" | "insw" | "insd" | "outsb" | "outsw" | "outsd" | "lgdt"
         | "lidt" | "lldt" | "ltr" | "lmsw" | "clts" | "invd" | "wbinvd" | "invlpg" | "rdmsr" | "wrmsr" | "swapgs"
-        | "sysret" | "sysexit" | "monitor" | "mwait" | "iretq" | "iretd" | "iret" | "wrpkru" | "invpcid" | "xsetbv" => {
+        | "sysret" | "sysexit" | "monitor" | "mwait" | "iretq" | "iretd" | "iret" | "invpcid" | "xsetbv" => {
             Special::Privileged
         }
         "mov" if ops.contains("cr") && !mem || ops.contains("dr") && !mem && mov_debug(ops) => Special::Privileged,

@@ -9,6 +9,7 @@ pub mod client;
 pub mod cpuid;
 pub mod decode;
 pub mod events;
+mod excp;
 pub mod machine;
 pub mod memory;
 pub mod pm;

@@ -47,26 +47,55 @@
 /// only waste the interleaving. When every runnable
 /// thread is held, `privileged`-th held thread (by id, wrapping) is released and never held again
 /// (Pitfall-2, enumerated deterministically instead of chosen at random).
+///
+/// A hold with `stores` is a *publication site* instead of one word: a thread is held at one of
+/// `loads` whatever PM bytes it loads, and the signal is a store by one of `stores` (a pointer to a
+/// fresh object being published: a resize's new table, a split's new node), wherever it stores.
+/// The object published lives at a different address in every run, so a word found by one run
+/// would not be the word of the next.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Hold {
     /// PCs of the sync-point loads, sorted.
     pub loads: Vec<u64>,
-    /// The device bytes (address, length) of the entry.
+    /// The device bytes (address, length) of the entry (unused with `stores`).
     pub dev: u64,
     pub len: u64,
     /// Which held thread to release when all are held.
     pub privileged: u32,
+    /// PCs of the publishing stores, sorted (empty: the hold is the word `dev`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stores: Vec<u64>,
 }
 
 impl Hold {
     pub fn covers(&self, dev: u64, len: u64) -> bool {
         dev < self.dev + self.len && self.dev < dev + len
     }
+
+    /// Whether a load at `pc` of PM bytes `[dev, dev+len)` is a sync point.
+    pub fn holds(&self, pc: u64, dev: u64, len: u64) -> bool {
+        (!self.stores.is_empty() || self.covers(dev, len)) && self.loads.binary_search(&pc).is_ok()
+    }
+
+    /// Whether a store at `pc` to `[dev, dev+len)` is the signal that releases the held threads.
+    pub fn signals(&self, pc: u64, dev: u64, len: u64) -> bool {
+        if self.stores.is_empty() {
+            self.covers(dev, len)
+        } else {
+            self.stores.binary_search(&pc).is_ok()
+        }
+    }
 }
 
 /// Instructions the storing thread waits, after releasing the readers, before it may run on to
 /// its flush (PMRace's `writerWaiting`, as an instruction budget instead of a sleep).
 pub const WRITER_WAIT: u64 = 20_000;
+
+/// Instructions (of the other threads) a reader held at a sync point waits for the store before
+/// it gives up and is never held again in the run (PMRace's Pitfall-3: its reader disables a sync
+/// point after waiting 0.1 s, a hundred times the writer's wait). Without it a reader held while
+/// the only running thread waits for it (for a lock it holds, a flag it sets) would spin forever.
+pub const READER_PATIENCE: u64 = 2_000_000;
 
 /// Active delay injection (Vardalith §5.2, after TSVD and WAFFLE): when a thread enters a release
 /// (an unlock, a semaphore post, a custom release) while it has PM stores not yet fenced, it is

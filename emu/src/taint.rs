@@ -99,6 +99,15 @@ impl LabelSets {
 }
 
 const PAGE: u64 = 4096;
+
+/// Freed shadow pages kept for reuse.
+const SPARE_PAGES: usize = 16;
+
+/// One page of the memory shadow: a label per byte and how many are tainted.
+struct ShadowPage {
+    labels: Box<[Label; PAGE as usize]>,
+    live: u32,
+}
 /// General registers 0..16 (rax, rcx, rdx, rbx, rsp, rbp, rsi, rdi, r8..r15), XMM 16..32.
 const NREG: usize = 32;
 const RSP: u8 = 4;
@@ -141,6 +150,9 @@ struct Op {
     /// General registers forming the memory operand's address (address flow of its stores).
     addr: [u8; 2],
     naddr: u8,
+    /// The address registers' labels join the loaded bytes' (not for string instructions,
+    /// whose one address register is the destination's).
+    ptr_load: bool,
 }
 
 /// A store of the instruction just applied that carries taint.
@@ -166,9 +178,17 @@ pub struct Taint {
     pub sets: LabelSets,
     cs: Capstone,
     ops: FxHashMap<u64, Op>,
-    mem: FxHashMap<u64, Box<[Label; PAGE as usize]>>,
+    /// The memory shadow, two levels: page number → the page's labels, allocated when a byte of
+    /// the page is first tainted and freed when its last tainted byte is cleaned or the page is
+    /// unmapped, so untainted memory (most of a large PM pool) costs nothing.
+    mem: FxHashMap<u64, ShadowPage>,
     /// Tainted bytes in memory.
     mem_live: u64,
+    /// The most shadow pages allocated at once.
+    pages_peak: u64,
+    /// Freed shadow pages (clean) kept for reuse, so that a page whose only tainted byte comes
+    /// and goes does not allocate each time.
+    spare: Vec<Box<[Label; PAGE as usize]>>,
     regs: Box<RegShadow>,
     /// Bit per register with any tainted byte.
     reg_mask: u32,
@@ -200,6 +220,8 @@ impl Taint {
             ops: FxHashMap::default(),
             mem: FxHashMap::default(),
             mem_live: 0,
+            pages_peak: 0,
+            spare: Vec::new(),
             regs: Box::new([[0; 16]; NREG]),
             reg_mask: 0,
             parked: FxHashMap::default(),
@@ -306,12 +328,51 @@ impl Taint {
 
     /// The kernel wrote `[addr, addr+len)`: it holds no program data any more.
     pub fn clean(&mut self, addr: u64, len: u64) {
-        if self.mem_live == 0 {
+        if self.mem_live == 0 || len == 0 {
             return;
         }
-        for a in addr..addr.saturating_add(len) {
-            self.set_mem(a, 0);
+        let end = addr.saturating_add(len);
+        let mut page = addr / PAGE;
+        while page * PAGE < end {
+            let (s, e) = ((page * PAGE).max(addr), ((page + 1) * PAGE).min(end));
+            if s == page * PAGE && e == (page + 1) * PAGE {
+                // A whole page: drop its shadow at once.
+                if let Some(p) = self.mem.remove(&page) {
+                    self.mem_live -= u64::from(p.live);
+                    self.release_page(p);
+                }
+            } else if self.mem.contains_key(&page) {
+                for a in s..e {
+                    self.set_mem(a, 0);
+                }
+            }
+            if self.mem_live == 0 {
+                break;
+            }
+            page += 1;
         }
+    }
+
+    /// `[start, end)` was unmapped: its shadow pages are freed.
+    pub fn unmapped(&mut self, start: u64, end: u64) {
+        if end <= start || self.mem_live == 0 {
+            return;
+        }
+        if (end - start) / PAGE <= self.mem.len() as u64 {
+            self.clean(start, end - start);
+            return;
+        }
+        // Fewer shadow pages than pages unmapped (a large pool): visit the shadow pages instead.
+        let pages: Vec<u64> = self.mem.keys().copied().filter(|&p| p * PAGE < end && (p + 1) * PAGE > start).collect();
+        for p in pages {
+            let (s, e) = ((p * PAGE).max(start), ((p + 1) * PAGE).min(end));
+            self.clean(s, e - s);
+        }
+    }
+
+    /// Memory shadow pages allocated now, and the most allocated at once.
+    pub fn shadow_pages(&self) -> (u64, u64) {
+        (self.mem.len() as u64, self.pages_peak)
     }
 
     /// Union of the labels of `[addr, addr+len)`.
@@ -336,24 +397,48 @@ impl Taint {
 
     fn mem_label(&self, a: u64) -> Label {
         match self.mem.get(&(a / PAGE)) {
-            Some(p) => p[(a % PAGE) as usize],
+            Some(p) => p.labels[(a % PAGE) as usize],
             None => 0,
         }
     }
 
     fn set_mem(&mut self, a: u64, l: Label) {
         let page = a / PAGE;
-        let slot = match self.mem.get_mut(&page) {
-            Some(p) => &mut p[(a % PAGE) as usize],
-            None if l == 0 => return,
-            None => &mut self.mem.entry(page).or_insert_with(|| Box::new([0; PAGE as usize]))[(a % PAGE) as usize],
-        };
+        if l != 0 && !self.mem.contains_key(&page) {
+            let labels = self.spare.pop().unwrap_or_else(|| Box::new([0; PAGE as usize]));
+            self.mem.insert(page, ShadowPage { labels, live: 0 });
+            self.pages_peak = self.pages_peak.max(self.mem.len() as u64);
+        }
+        let Some(p) = self.mem.get_mut(&page) else { return };
+        let slot = &mut p.labels[(a % PAGE) as usize];
         match (*slot != 0, l != 0) {
-            (false, true) => self.mem_live += 1,
-            (true, false) => self.mem_live -= 1,
+            (false, true) => {
+                p.live += 1;
+                self.mem_live += 1;
+            }
+            (true, false) => {
+                p.live -= 1;
+                self.mem_live -= 1;
+            }
             _ => {}
         }
         *slot = l;
+        if p.live == 0 {
+            // The page's last tainted byte was cleaned: its shadow goes (kept for reuse, a few).
+            if let Some(p) = self.mem.remove(&page) {
+                self.release_page(p);
+            }
+        }
+    }
+
+    /// Keeps a freed shadow page (all clean) for the next one, up to [`SPARE_PAGES`].
+    fn release_page(&mut self, mut p: ShadowPage) {
+        if self.spare.len() < SPARE_PAGES {
+            if p.live != 0 {
+                p.labels.fill(0);
+            }
+            self.spare.push(p.labels);
+        }
     }
 
     /// The label a read byte carries: its shadow, plus the pending source label over it.
@@ -417,6 +502,11 @@ impl Taint {
             let l = self.slot_union(s);
             address = self.sets.union(address, l);
         }
+        // A value loaded through a pointer derived from the source carries the source too
+        // (DataFlowSanitizer's default, which PMRace runs with): a thread that follows an
+        // unpersisted pointer to a node and loads the node's fields, then stores through them, has
+        // a side effect of that pointer however many loads deep.
+        let via = if op.ptr_load && !self.reads.is_empty() { address } else { 0 };
         let mut bytes = std::mem::take(&mut self.bytes);
         bytes.clear();
         match op.kind {
@@ -433,6 +523,7 @@ impl Taint {
                         let a = self.reads[k];
                         for b in 0..u64::from(a.size) {
                             let l = self.read_label(a.addr + b);
+                            let l = self.sets.union(l, via);
                             bytes.push(l);
                         }
                     }
@@ -468,6 +559,7 @@ impl Taint {
                         u = self.sets.union(u, l);
                     }
                 }
+                u = self.sets.union(u, via);
                 for i in 0..op.ndst as usize {
                     self.write_slot(op.dst[i], |_| u);
                 }
@@ -487,6 +579,7 @@ impl Taint {
                         let a = self.reads[k];
                         for b in 0..u64::from(a.size) {
                             let l = self.read_label(a.addr + b);
+                            let l = self.sets.union(l, via);
                             bytes.push(l);
                         }
                     }
@@ -573,6 +666,7 @@ impl Taint {
             m,
             "movsb" | "movsw" | "movsq" | "stosb" | "stosw" | "stosd" | "stosq" | "lodsb" | "lodsw" | "lodsd" | "lodsq"
         ) || m == "movsd" && !xmm_operand;
+        op.ptr_load = mem_ops > 0 && !string;
         // Implicit registers: data only for the arithmetic that uses rax/rdx implicitly, and
         // rax for stos/lods.
         if string {
@@ -795,6 +889,45 @@ mod tests {
         assert_eq!(w.len(), 1);
         assert_eq!(w[0].content, 0);
         assert_eq!(t.sets.members(w[0].address), &[1]);
+    }
+
+    #[test]
+    fn a_value_loaded_through_a_tainted_pointer_carries_the_pointer_label() {
+        let mut t = Taint::new();
+        // mov rax, [rdi] (source 1: an unpersisted pointer); mov rbx, [rax+8] (a clean field of
+        // the node it points to); mov [rsi], rbx: content flow of 1, one load deeper.
+        taint_load(&mut t, &[0x48, 0x8b, 0x07], 0x1000, 8, 1);
+        step(&mut t, 0x104, &[0x48, 0x8b, 0x58, 0x08], &[(0x7008, 8)], &[]);
+        let w = step(&mut t, 0x108, &[0x48, 0x89, 0x1e], &[], &[(0x2000, 8)]);
+        assert_eq!(w.len(), 1);
+        assert_eq!(t.sets.members(w[0].content), &[1]);
+        // mov qword [rbx], 1: a store through the loaded field is address flow of 1.
+        let w = step(&mut t, 0x10c, &[0x48, 0xc7, 0x03, 0x01, 0, 0, 0], &[], &[(0x9000, 8)]);
+        assert_eq!(w.len(), 1);
+        assert_eq!(t.sets.members(w[0].address), &[1]);
+        // A store through a clean pointer of a clean value stays clean, and its memory does too.
+        step(&mut t, 0x114, &[0x31, 0xdb], &[], &[]); // xor ebx, ebx
+        let w = step(&mut t, 0x116, &[0x48, 0x89, 0x1e], &[], &[(0x2000, 8)]);
+        assert!(w.is_empty());
+        assert_eq!(t.label_of(0x2000, 8), 0);
+    }
+
+    #[test]
+    fn shadow_pages_are_freed_when_clean_or_unmapped() {
+        let mut t = Taint::new();
+        taint_load(&mut t, &[0x48, 0x8b, 0x07], 0x1000, 8, 1);
+        // mov [rsi], rax into two pages; then clean one byte range and unmap the other page.
+        step(&mut t, 0x104, &[0x48, 0x89, 0x06], &[], &[(0x20_0000, 8)]);
+        step(&mut t, 0x104, &[0x48, 0x89, 0x06], &[], &[(0x30_0ff8, 8)]);
+        assert_eq!(t.shadow_pages(), (2, 2));
+        t.clean(0x20_0000, 8);
+        assert_eq!(t.shadow_pages().0, 1, "the page's only tainted bytes were cleaned");
+        t.unmapped(0x10_0000, 0x4000_0000);
+        assert_eq!(t.shadow_pages().0, 0);
+        assert_eq!(t.label_of(0x30_0ff8, 8), 0);
+        // A freed page is reused.
+        step(&mut t, 0x104, &[0x48, 0x89, 0x06], &[], &[(0x50_0000, 8)]);
+        assert_eq!(t.shadow_pages(), (1, 2));
     }
 
     #[test]

@@ -2,6 +2,9 @@
  * the sandbox must refuse. argv[1] is the absolute path of a directory outside, argv[2] the same
  * directory relative to the working directory (e.g. ../outside). Prints one line per attempt,
  * "NAME: refused (ERRNO)" or "NAME: ALLOWED", and checks inside-the-sandbox operations work.
+ * Then tries to see the host through symbolic links the guest makes (to /proc/1/cmdline,
+ * /proc/self/{environ,mem,status}), /etc/mtab and /dev/fd, /dev/stdin: "NAME: guest" when what
+ * it sees is the guest's own, "NAME: HOST ..." otherwise.
  * Under ferrite every escape is refused; natively (no sandbox) they succeed: not for native runs. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,6 +29,64 @@ static void report(const char *name, int rc)
         printf("%s: refused (%s)\n", name, strerrorname_np(errno));
     else
         printf("%s: ALLOWED\n", name);
+}
+
+/* Reads what `p` holds (at most sizeof buf - 1 bytes); -1 if it cannot be opened. */
+static int slurp(const char *p, int flags)
+{
+    int fd = open(p, flags);
+    if (fd < 0)
+        return -1;
+    int n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = 0;
+    return n;
+}
+
+/* Links the guest makes to the host's /proc, /etc/mtab and /dev/fd. */
+static void host_views(void)
+{
+    static const char *proc[] = {"/proc/1/cmdline", "/proc/self/environ", "/proc/self/mem"};
+    char name[64];
+    for (unsigned i = 0; i < sizeof proc / sizeof *proc; i++) {
+        snprintf(name, sizeof name, "plink%u", i);
+        symlink(proc[i], name);
+        char what[128];
+        snprintf(what, sizeof what, "link to %s", proc[i]);
+        report(what, slurp(name, O_RDONLY));
+    }
+    /* The guest's own status says pid 1000 (ferrite's virtual pid), the host's another. */
+    symlink("/proc/self/status", "slink");
+    int n = slurp("slink", O_RDONLY);
+    printf("link to /proc/self/status: %s\n", n > 0 && strstr(buf, "\nPid:\t1000\n") ? "guest" : "HOST");
+    /* /etc/mtab and /proc/mounts: the guest's mounts have its PM mount and no overlay. */
+    n = slurp("/etc/mtab", O_RDONLY);
+    printf("/etc/mtab: %s\n", n > 0 && strstr(buf, " /mnt/pmem0 ") && !strstr(buf, "overlay") ? "guest" : "HOST");
+    symlink("/etc/mtab", "mlink");
+    n = slurp("mlink", O_RDONLY);
+    printf("link to /etc/mtab: %s\n", n > 0 && strstr(buf, " /mnt/pmem0 ") ? "guest" : "HOST");
+    /* /dev/fd/N of a pipe of the guest's reads that pipe (ferrite's own N is another file). */
+    int p[2];
+    if (pipe(p) == 0 && write(p[1], "piped", 5) == 5) {
+        char devfd[64];
+        snprintf(devfd, sizeof devfd, "/dev/fd/%d", p[0]);
+        n = slurp(devfd, O_RDONLY);
+        printf("/dev/fd/N of a pipe: %s\n", n == 5 && memcmp(buf, "piped", 5) == 0 ? "guest" : "HOST");
+        close(p[0]);
+        close(p[1]);
+    }
+    /* A descriptor opened on a file: /dev/fd/N is that file. */
+    int fd = open("viewed", O_CREAT | O_RDWR, 0644);
+    if (write(fd, "x", 1) != 1)
+        perror("write");
+    char devfd[64];
+    snprintf(devfd, sizeof devfd, "/dev/fd/%d", fd);
+    n = slurp(devfd, O_RDONLY);
+    printf("/dev/fd/N of a file: %s\n", n == 1 && buf[0] == 'x' ? "guest" : "HOST");
+    close(fd);
+    /* Standard input is /dev/null for the test: reading /dev/stdin gives end of file at once. */
+    n = slurp("/dev/stdin", O_RDONLY);
+    printf("/dev/stdin: %s\n", n == 0 ? "guest" : "HOST");
 }
 
 static int creat_at(int dirfd, const char *p, int extra)
@@ -83,5 +144,6 @@ int main(int argc, char **argv)
                : "broken");
     close(fd);
     close(up);
+    host_views();
     return 0;
 }

@@ -230,7 +230,11 @@ impl Kernel {
             Kind::PipeWrite(p) => {
                 let mut p = p.borrow_mut();
                 if p.readers == 0 {
-                    // SIGPIPE's default action would kill the guest; report EPIPE as if ignored.
+                    // Linux also sends the writer SIGPIPE (SI_USER): its default action ends the
+                    // process; handled or ignored, the write fails with EPIPE.
+                    drop(p);
+                    drop(d);
+                    self.raise(libc::SIGPIPE);
                     return err(libc::EPIPE);
                 }
                 p.buf.extend(data);

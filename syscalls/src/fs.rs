@@ -16,6 +16,7 @@
 //! file of the working directory also keep what a crash would leave of it ([`Durable`]).
 
 use std::collections::BTreeMap;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -109,10 +110,11 @@ fn stat_of_virtual(v: VirtualFile, guest: &str) -> StatInfo {
         VirtualFile::Zero => (libc::S_IFCHR | 0o666, (1 << 8) | 5),
         VirtualFile::Urandom => (libc::S_IFCHR | 0o666, (1 << 8) | 9),
         VirtualFile::Dir => (libc::S_IFDIR | 0o555, 0),
-        VirtualFile::NdRegionLink => {
-            let size = crate::vfs::ND_REGION_LINK_TARGET.len() as u64;
+        VirtualFile::Link(t) => {
+            let size = t.len() as u64;
             return StatInfo { dev: 5, ino: path_ino(guest), nlink: 1, mode: libc::S_IFLNK | 0o777, size, rdev: 0 };
         }
+        VirtualFile::Magic | VirtualFile::Descriptor(_) => (libc::S_IFLNK | 0o777, 0),
         _ => (libc::S_IFREG | 0o444, 0),
     };
     StatInfo { dev: 5, ino: path_ino(guest), nlink: 1, mode, size: 0, rdev }
@@ -176,7 +178,14 @@ impl StatInfo {
 }
 
 impl Kernel {
-    pub(crate) fn path_arg(&self, m: &Machine, dirfd: i32, addr: u64) -> Result<String, Errno> {
+    /// The guest path a path argument names (relative to `dirfd`), with its symbolic links
+    /// resolved in the guest's namespace ([`Kernel::walk`]), the last one only when `follow`.
+    pub(crate) fn path_arg(&self, m: &Machine, dirfd: i32, addr: u64, follow: bool) -> Result<String, Errno> {
+        let guest = self.lexical_path_arg(m, dirfd, addr)?;
+        self.walk(&guest, follow)
+    }
+
+    fn lexical_path_arg(&self, m: &Machine, dirfd: i32, addr: u64) -> Result<String, Errno> {
         let raw = m.read_cstr(addr, 4096).map_err(|e| match e {
             emu::MemError::Protection(_) if m.read_cstr(addr, 1 << 20).is_ok() => Errno(libc::ENAMETOOLONG),
             _ => Errno(libc::EFAULT),
@@ -202,6 +211,7 @@ impl Kernel {
             }
             // What PMDK reads to decide whether flushing is needed (eADR: the caches are in the
             // persistence domain), consistent with the device's model.
+            VirtualFile::Mounts => crate::process::proc_mounts(&self.cfg.pm_mount).into_bytes(),
             VirtualFile::PersistenceDomain => match m.pm().config().persistency {
                 emu::pm::Persistency::Eadr => b"cpu_cache\n".to_vec(),
                 emu::pm::Persistency::Adr => b"memory_controller\n".to_vec(),
@@ -233,7 +243,10 @@ impl Kernel {
     }
 
     pub(crate) fn openat(&mut self, m: &mut Machine, dirfd: i32, path: u64, flags: i32, mode: u32) -> SysResult {
-        let guest = self.path_arg(m, dirfd, path)?;
+        // O_CREAT|O_EXCL never follows a final link (it fails with EEXIST on one).
+        let follow =
+            flags & libc::O_NOFOLLOW == 0 && flags & (libc::O_CREAT | libc::O_EXCL) != libc::O_CREAT | libc::O_EXCL;
+        let guest = self.path_arg(m, dirfd, path, follow)?;
         let cloexec = flags & libc::O_CLOEXEC != 0;
         if flags & libc::O_TMPFILE == libc::O_TMPFILE {
             return err(libc::EOPNOTSUPP);
@@ -241,17 +254,15 @@ impl Kernel {
         let acc = flags & libc::O_ACCMODE;
         let wants_write = acc != libc::O_RDONLY || flags & (libc::O_CREAT | libc::O_TRUNC) != 0;
         let desc = match self.resolve(&guest)? {
-            Target::Virtual(VirtualFile::NdRegionLink) => {
-                if flags & libc::O_NOFOLLOW != 0 || wants_write {
-                    return err(if wants_write { libc::EISDIR } else { libc::ELOOP });
+            Target::Virtual(VirtualFile::Link(_) | VirtualFile::Magic) => {
+                // Only a link not followed gets here: O_NOFOLLOW, or O_CREAT|O_EXCL.
+                return err(if flags & libc::O_CREAT != 0 { libc::EEXIST } else { libc::ELOOP });
+            }
+            Target::Virtual(VirtualFile::Descriptor(fd)) => {
+                if !follow {
+                    return err(if flags & libc::O_CREAT != 0 { libc::EEXIST } else { libc::ELOOP });
                 }
-                let region = crate::vfs::ND_REGION.to_string();
-                let kind = Kind::Dir {
-                    host: Path::new("/nonexistent-virtual").into(),
-                    entries: Some(virtual_dir_entries(&region)),
-                    pos: 0,
-                };
-                Description { kind, guest_path: region, flags }
+                self.reopen(fd, flags)?
             }
             Target::Virtual(v) => {
                 if wants_write && !matches!(v, VirtualFile::Null | VirtualFile::Zero | VirtualFile::Urandom) {
@@ -262,49 +273,23 @@ impl Kernel {
                     VirtualFile::Zero => Kind::Zero,
                     VirtualFile::Urandom => Kind::Urandom,
                     VirtualFile::Dir => {
-                        let guest = crate::vfs::through_links(&guest);
                         let entries = Some(virtual_dir_entries(&guest));
                         Kind::Dir { host: Path::new("/nonexistent-virtual").into(), entries, pos: 0 }
                     }
                     v => Kind::Virtual { data: self.virtual_contents(m, v), pos: 0 },
                 };
-                Description { kind, guest_path: crate::vfs::through_links(&guest).into_owned(), flags }
+                Description { kind, guest_path: guest, flags }
             }
             Target::Host { host, pm, .. } => {
                 if wants_write && !pm {
                     self.track(&guest);
                 }
-                let host = if wants_write {
-                    let (h, _) = self.resolve_for_write(&guest).map_err(|e| {
-                        // Creating or writing a file outside the writable roots.
-                        if e.0 == libc::EACCES && !Path::new(&guest).starts_with(&self.cfg.cwd) && !pm {
-                            Errno(libc::EACCES)
-                        } else {
-                            e
-                        }
-                    })?;
-                    h
-                } else {
-                    host
-                };
-                let mut o = std::fs::OpenOptions::new();
-                o.read(acc != libc::O_WRONLY)
-                    .write(acc != libc::O_RDONLY)
-                    .append(flags & libc::O_APPEND != 0)
-                    .truncate(flags & libc::O_TRUNC != 0 && acc != libc::O_RDONLY)
-                    .mode(mode & 0o777)
-                    .custom_flags(flags & (libc::O_EXCL | libc::O_NOFOLLOW | libc::O_DIRECTORY | libc::O_NONBLOCK));
-                if flags & libc::O_CREAT != 0 {
-                    if flags & libc::O_EXCL != 0 {
-                        o.create_new(true);
-                    } else {
-                        o.create(true);
-                    }
-                }
+                let writable = if wants_write { Some(self.resolve_for_write(&guest)?) } else { None };
+                let host = writable.as_ref().map_or(host, |w| w.host.clone());
                 if flags & libc::O_TRUNC != 0 && acc == libc::O_RDONLY {
                     return err(libc::EACCES);
                 }
-                let meta = std::fs::metadata(&host);
+                let meta = std::fs::symlink_metadata(&host);
                 if let Ok(md) = &meta {
                     if md.is_dir() {
                         if acc != libc::O_RDONLY {
@@ -322,7 +307,24 @@ impl Kernel {
                     self.record_input(&guest, &host);
                 }
                 let old_len = meta.as_ref().map_or(0, |md| md.len());
-                let file = o.open(&host)?;
+                // The walk resolved every link, the last one included unless the guest asked not
+                // to: a link found now was put there since, and is not followed.
+                let host_flags = acc
+                    | libc::O_NOFOLLOW
+                    | flags
+                        & (libc::O_APPEND
+                            | libc::O_CREAT
+                            | libc::O_EXCL
+                            | libc::O_DIRECTORY
+                            | libc::O_NONBLOCK
+                            | if acc != libc::O_RDONLY { libc::O_TRUNC } else { 0 });
+                let file = match &writable {
+                    Some(w) => w.open(host_flags, mode & 0o777)?,
+                    None => std::fs::OpenOptions::new()
+                        .read(true)
+                        .custom_flags(host_flags & !libc::O_ACCMODE)
+                        .open(&host)?,
+                };
                 if existed && flags & libc::O_TRUNC != 0 {
                     self.file_shrunk(m, &guest, &host, old_len, 0);
                 }
@@ -338,17 +340,41 @@ impl Kernel {
         self.fds.insert(desc, cloexec).map(|n| n as u64)
     }
 
+    /// Opens `/proc/self/fd/N` of a descriptor that has no path (a pipe, a standard stream, a
+    /// generated file): a new description of the same thing, as Linux reopens the inode. A pipe
+    /// end is chosen by the access asked for; a standard stream only in its own direction.
+    fn reopen(&mut self, fd: i32, flags: i32) -> Result<Description, Errno> {
+        let acc = flags & libc::O_ACCMODE;
+        let f = self.fds.get(fd)?.clone();
+        let d = f.desc.borrow();
+        let kind = match (&d.kind, acc) {
+            (Kind::PipeRead(p) | Kind::PipeWrite(p), libc::O_RDONLY) => {
+                p.borrow_mut().readers += 1;
+                Kind::PipeRead(p.clone())
+            }
+            (Kind::PipeRead(p) | Kind::PipeWrite(p), libc::O_WRONLY) => {
+                p.borrow_mut().writers += 1;
+                Kind::PipeWrite(p.clone())
+            }
+            (Kind::Stdin, libc::O_RDONLY) => Kind::Stdin,
+            (Kind::Stdout, libc::O_WRONLY) => Kind::Stdout,
+            (Kind::Stderr, libc::O_WRONLY) => Kind::Stderr,
+            (Kind::Null, _) => Kind::Null,
+            (Kind::Zero, _) => Kind::Zero,
+            (Kind::Urandom, _) => Kind::Urandom,
+            (Kind::Virtual { data, .. }, libc::O_RDONLY) => Kind::Virtual { data: data.clone(), pos: 0 },
+            _ => return err(libc::EACCES),
+        };
+        Ok(Description { kind, guest_path: d.guest_path.clone(), flags })
+    }
+
+    /// What `stat` says of a walked guest path (whose links are resolved already when `follow`;
+    /// a host link found now was put there since, and is described, not followed).
     fn stat_path(&self, guest: &str, follow: bool) -> Result<StatInfo, Errno> {
         match self.resolve(guest)? {
-            // A symbolic link followed: the directory it names.
-            Target::Virtual(VirtualFile::NdRegionLink) if follow => {
-                Ok(stat_of_virtual(VirtualFile::Dir, crate::vfs::ND_REGION))
-            }
-            Target::Virtual(v) => Ok(stat_of_virtual(v, &crate::vfs::through_links(guest))),
-            Target::Host { host, pm, .. } => {
-                let meta = if follow { std::fs::metadata(&host)? } else { std::fs::symlink_metadata(&host)? };
-                Ok(stat_of_meta(&meta, guest, pm))
-            }
+            Target::Virtual(VirtualFile::Descriptor(fd)) if follow => self.stat_fd(fd),
+            Target::Virtual(v) => Ok(stat_of_virtual(v, guest)),
+            Target::Host { host, pm, .. } => Ok(stat_of_meta(&std::fs::symlink_metadata(&host)?, guest, pm)),
         }
     }
 
@@ -389,8 +415,9 @@ impl Kernel {
         if flags & libc::AT_EMPTY_PATH != 0 && m.read_cstr(path, 1).map(|s| s.is_empty()).unwrap_or(false) {
             return if dirfd == libc::AT_FDCWD { self.stat_path(&self.guest_cwd(), true) } else { self.stat_fd(dirfd) };
         }
-        let guest = self.path_arg(m, dirfd, path)?;
-        self.stat_path(&guest, flags & libc::AT_SYMLINK_NOFOLLOW == 0)
+        let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
+        let guest = self.path_arg(m, dirfd, path, follow)?;
+        self.stat_path(&guest, follow)
     }
 
     pub(crate) fn fstatat(&mut self, m: &mut Machine, dirfd: i32, path: u64, buf: u64, flags: i32) -> SysResult {
@@ -406,7 +433,7 @@ impl Kernel {
     }
 
     pub(crate) fn faccessat(&mut self, m: &mut Machine, dirfd: i32, path: u64, mode: i32) -> SysResult {
-        let guest = self.path_arg(m, dirfd, path)?;
+        let guest = self.path_arg(m, dirfd, path, true)?;
         let st = self.stat_path(&guest, true)?;
         if mode & libc::W_OK != 0 && self.private_rel(&guest).is_none() && self.resolve_for_write(&guest).is_err() {
             return err(libc::EACCES);
@@ -421,14 +448,14 @@ impl Kernel {
     /// (EPERM for others, as for a file it does not own). PMDK creates its pools with mode 0 and
     /// then chmods them: a pool left unreadable would outlive the run.
     pub(crate) fn fchmodat(&mut self, m: &mut Machine, dirfd: i32, path: u64, mode: u32, flags: i32) -> SysResult {
-        use std::os::unix::fs::PermissionsExt;
         if flags & !libc::AT_SYMLINK_NOFOLLOW != 0 {
             return err(libc::EINVAL);
         }
-        let guest = self.path_arg(m, dirfd, path)?;
+        let guest = self.path_arg(m, dirfd, path, true)?;
         self.stat_path(&guest, true)?;
-        let (host, _) = self.write_target(&guest).map_err(|_| Errno(libc::EPERM))?;
-        std::fs::set_permissions(&host, std::fs::Permissions::from_mode(mode & 0o7777))?;
+        let w = self.write_target(&guest).map_err(|_| Errno(libc::EPERM))?;
+        let file = w.open(libc::O_PATH, 0)?;
+        chmod_fd(&file, mode & 0o7777)?;
         Ok(0)
     }
 
@@ -460,8 +487,9 @@ impl Kernel {
         if path == 0 {
             return self.fds.get(dirfd).map(|_| 0);
         }
-        let guest = self.path_arg(m, dirfd, path)?;
-        self.stat_path(&guest, flags & libc::AT_SYMLINK_NOFOLLOW == 0)?;
+        let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
+        let guest = self.path_arg(m, dirfd, path, follow)?;
+        self.stat_path(&guest, follow)?;
         if self.private_rel(&guest).is_none() && self.resolve_for_write(&guest).is_err() {
             return err(libc::EPERM);
         }
@@ -535,14 +563,15 @@ impl Kernel {
     }
 
     pub(crate) fn mkdirat(&mut self, m: &mut Machine, dirfd: i32, path: u64, mode: u32) -> SysResult {
-        let guest = self.path_arg(m, dirfd, path)?;
-        let (host, _) = self.write_target(&guest)?;
-        std::fs::DirBuilder::new().mode(mode & 0o777).create(host)?;
+        let guest = self.path_arg(m, dirfd, path, false)?;
+        let p = self.write_target(&guest)?.parent()?;
+        // SAFETY: `d` is an open directory and `n` a NUL-terminated C string, alive for the call.
+        crate::vfs::at(&p, |d, n| crate::vfs::cvt(unsafe { libc::mkdirat(d, n, mode & 0o777) }))?;
         Ok(0)
     }
 
     /// A path the guest changes: inside a writable root, or EROFS/EACCES.
-    fn write_target(&self, guest: &str) -> Result<(std::path::PathBuf, bool), Errno> {
+    fn write_target(&self, guest: &str) -> Result<crate::vfs::Writable, Errno> {
         match self.resolve(guest)? {
             Target::Host { writable: false, host, .. } if host.exists() => err(libc::EROFS),
             _ => self.resolve_for_write(guest),
@@ -550,26 +579,29 @@ impl Kernel {
     }
 
     pub(crate) fn unlinkat(&mut self, m: &mut Machine, dirfd: i32, path: u64, flags: i32) -> SysResult {
-        let guest = self.path_arg(m, dirfd, path)?;
+        let guest = self.path_arg(m, dirfd, path, false)?;
         // In a private working directory, a file of the host's is marked gone once removed.
         let shown = self.private_shown(&guest);
         if flags & libc::AT_REMOVEDIR != 0 {
             if self.private_listing(&guest).is_some_and(|l| !l.is_empty()) {
                 return err(libc::ENOTEMPTY);
             }
-            let (host, _) = self.write_target(&guest)?;
-            std::fs::remove_dir(host)?;
+            let p = self.write_target(&guest)?.parent()?;
+            // SAFETY: `d` is an open directory and `n` a NUL-terminated C string, alive for the call.
+            crate::vfs::at(&p, |d, n| crate::vfs::cvt(unsafe { libc::unlinkat(d, n, libc::AT_REMOVEDIR) }))?;
             if let Some(rel) = shown {
                 self.hide(&rel)?;
             }
         } else {
             self.track(&guest);
-            let (host, _) = self.write_target(&guest)?;
+            let w = self.write_target(&guest)?;
+            let host = w.host.clone();
             let md = std::fs::symlink_metadata(&host)?;
             if md.is_dir() {
                 return err(libc::EISDIR);
             }
-            std::fs::remove_file(&host)?;
+            // SAFETY: `d` is an open directory and `n` a NUL-terminated C string, alive for the call.
+            crate::vfs::at(&w.parent()?, |d, n| crate::vfs::cvt(unsafe { libc::unlinkat(d, n, 0) }))?;
             if let Some(rel) = shown {
                 self.hide(&rel)?;
             }
@@ -584,15 +616,17 @@ impl Kernel {
     }
 
     pub(crate) fn renameat(&mut self, m: &mut Machine, olddir: i32, old: u64, newdir: i32, new: u64) -> SysResult {
-        let from = self.path_arg(m, olddir, old)?;
-        let to = self.path_arg(m, newdir, new)?;
+        let from = self.path_arg(m, olddir, old, false)?;
+        let to = self.path_arg(m, newdir, new, false)?;
         let shown = self.private_shown(&from);
         self.track_tree(&from);
         self.track(&to);
-        let (hf, _) =
+        let wf =
             if self.private_rel(&from).is_some() { self.resolve_for_rename(&from)? } else { self.write_target(&from)? };
-        let (ht, _) = self.write_target(&to)?;
-        std::fs::rename(hf, ht)?;
+        let (pf, pt) = (wf.parent()?, self.write_target(&to)?.parent()?);
+        // SAFETY: both descriptors are open directories and both names NUL-terminated C strings,
+        // alive for the call.
+        crate::vfs::cvt(unsafe { libc::renameat(pf.0.as_raw_fd(), pf.1.as_ptr(), pt.0.as_raw_fd(), pt.1.as_ptr()) })?;
         if let Some(rel) = shown {
             self.hide(&rel)?;
         }
@@ -607,9 +641,12 @@ impl Kernel {
         if target.is_empty() {
             return err(libc::ENOENT);
         }
-        let guest = self.path_arg(m, dirfd, path)?;
-        let (host, _) = self.write_target(&guest)?;
-        std::os::unix::fs::symlink(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&target), host)?;
+        let target = std::ffi::CString::new(target).map_err(|_| Errno(libc::EINVAL))?;
+        let guest = self.path_arg(m, dirfd, path, false)?;
+        let p = self.write_target(&guest)?.parent()?;
+        // SAFETY: `d` is an open directory; `n` and `target` are NUL-terminated C strings alive for
+        // the call.
+        crate::vfs::at(&p, |d, n| crate::vfs::cvt(unsafe { libc::symlinkat(target.as_ptr(), d, n) }))?;
         self.proc.created.insert(guest);
         Ok(0)
     }
@@ -631,13 +668,14 @@ impl Kernel {
         let from = if flags & libc::AT_EMPTY_PATH != 0 && m.read_cstr(old, 1).map(|s| s.is_empty()).unwrap_or(false) {
             self.fds.get(olddir)?.desc.borrow().guest_path.clone()
         } else {
-            self.path_arg(m, olddir, old)?
+            self.path_arg(m, olddir, old, flags & libc::AT_SYMLINK_FOLLOW != 0)?
         };
-        let to = self.path_arg(m, newdir, new)?;
+        let to = self.path_arg(m, newdir, new, false)?;
         self.track(&to);
-        let (hf, _) = self.write_target(&from)?;
-        let (ht, _) = self.write_target(&to)?;
-        std::fs::hard_link(hf, ht)?;
+        let (pf, pt) = (self.write_target(&from)?.parent()?, self.write_target(&to)?.parent()?);
+        // SAFETY: both descriptors are open directories and both names NUL-terminated C strings,
+        // alive for the call.
+        crate::vfs::cvt(unsafe { libc::linkat(pf.0.as_raw_fd(), pf.1.as_ptr(), pt.0.as_raw_fd(), pt.1.as_ptr(), 0) })?;
         // A crash keeps the new name with the durable content of the old one.
         if self.tracked_rel(&to).is_some() {
             let content = match self.tracked_rel(&from).and_then(|f| self.durable.now.get(&f).cloned()) {
@@ -651,18 +689,20 @@ impl Kernel {
     }
 
     pub(crate) fn readlinkat(&mut self, m: &mut Machine, dirfd: i32, path: u64, buf: u64, len: u64) -> SysResult {
-        let guest = self.path_arg(m, dirfd, path)?;
+        let guest = self.path_arg(m, dirfd, path, false)?;
         let target: Vec<u8> = if guest == "/proc/self/exe" {
             self.cfg.exe.clone().into_bytes()
         } else if guest == "/proc/self/cwd" {
             self.guest_cwd().into_bytes()
+        } else if guest == "/proc/self/root" {
+            b"/".to_vec()
         } else if let Some(n) = guest.strip_prefix("/proc/self/fd/") {
             let fd: i32 = n.parse().map_err(|_| Errno(libc::ENOENT))?;
             self.fds.get(fd).map_err(|_| Errno(libc::ENOENT))?.desc.borrow().guest_path.clone().into_bytes()
         } else {
             match self.resolve(&guest)? {
                 Target::Host { host, .. } => std::fs::read_link(host)?.into_os_string().into_encoded_bytes(),
-                Target::Virtual(VirtualFile::NdRegionLink) => crate::vfs::ND_REGION_LINK_TARGET.as_bytes().to_vec(),
+                Target::Virtual(VirtualFile::Link(t)) => t.as_bytes().to_vec(),
                 Target::Virtual(_) => return err(libc::EINVAL),
             }
         };
@@ -682,7 +722,7 @@ impl Kernel {
     }
 
     pub(crate) fn chdir(&mut self, m: &mut Machine, path: u64) -> SysResult {
-        let guest = self.path_arg(m, libc::AT_FDCWD, path)?;
+        let guest = self.path_arg(m, libc::AT_FDCWD, path, true)?;
         let st = self.stat_path(&guest, true)?;
         if st.mode & libc::S_IFMT != libc::S_IFDIR {
             return err(libc::ENOTDIR);
@@ -719,7 +759,7 @@ impl Kernel {
     }
 
     pub(crate) fn statfs(&mut self, m: &mut Machine, path: u64, buf: u64) -> SysResult {
-        let guest = self.path_arg(m, libc::AT_FDCWD, path)?;
+        let guest = self.path_arg(m, libc::AT_FDCWD, path, true)?;
         self.stat_path(&guest, true)?;
         let pm = matches!(self.resolve(&guest)?, Target::Host { pm: true, .. });
         m.write(buf, &Self::statfs_bytes(pm), false)?;
@@ -733,10 +773,10 @@ impl Kernel {
     }
 
     pub(crate) fn truncate(&mut self, m: &mut Machine, path: u64, len: u64) -> SysResult {
-        let guest = self.path_arg(m, libc::AT_FDCWD, path)?;
+        let guest = self.path_arg(m, libc::AT_FDCWD, path, true)?;
         self.track(&guest);
-        let (host, _) = self.write_target(&guest)?;
-        let file = std::fs::OpenOptions::new().write(true).open(&host)?;
+        let w = self.write_target(&guest)?;
+        let (file, host) = (w.open(libc::O_WRONLY, 0)?, w.host);
         let old = file.metadata()?.len();
         file.set_len(len)?;
         self.file_shrunk(m, &guest, &host, old, len);
@@ -900,4 +940,19 @@ impl Kernel {
     }
 }
 
-use std::os::unix::fs::DirBuilderExt;
+/// Sets the mode of the file `f` (opened `O_PATH`): `fchmodat2(AT_EMPTY_PATH)` (Linux 6.6), else
+/// through its `/proc/self/fd` link, which names that very file whatever its path is now.
+fn chmod_fd(f: &std::fs::File, mode: u32) -> Result<(), Errno> {
+    // SAFETY: a valid descriptor and an empty NUL-terminated path.
+    let r = unsafe { libc::syscall(libc::SYS_fchmodat2, f.as_raw_fd(), c"".as_ptr(), mode, libc::AT_EMPTY_PATH) };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if !matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EINVAL)) {
+        return Err(e.into());
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(format!("/proc/self/fd/{}", f.as_raw_fd()), std::fs::Permissions::from_mode(mode))?;
+    Ok(())
+}

@@ -179,6 +179,11 @@ pub fn exec(
     m.set_reg(Reg::RIP, interp.as_ref().map(|i| i.2.entry).unwrap_or(image.entry));
     // The ABI's start state: RDX holds a function for atexit (none), the rest is zero.
     m.set_reg(Reg::RDX, 0);
+    // CPUID hides XSAVE and PKU (emu::cpuid), as on a CPU whose kernel enabled neither: clear
+    // CR4.OSXSAVE to match, so that XGETBV raises #UD (SIGILL) instead of answering with an XCR0
+    // that lists AVX-512 and PKRU state (CR4.PKE is clear already: RDPKRU/WRPKRU raise #UD).
+    const CR4_OSXSAVE: u64 = 1 << 18;
+    m.set_reg(Reg::CR4, m.reg(Reg::CR4) & !CR4_OSXSAVE);
     Ok(Started { image, interp: interp.map(|(path, bytes, im)| (path, bytes, im.load_bias)) })
 }
 
@@ -260,6 +265,16 @@ pub fn proc_status(m: &Machine, exe: &str) -> String {
         "Name:\t{name}\nUmask:\t0022\nState:\tR (running)\nTgid:\t{PID}\nNgid:\t0\nPid:\t{PID}\nPPid:\t1\n\
          TracerPid:\t0\nUid:\t{UID}\t{UID}\t{UID}\t{UID}\nGid:\t{UID}\t{UID}\t{UID}\t{UID}\n\
          VmSize:\t{kb} kB\nVmRSS:\t{kb} kB\nThreads:\t1\nCpus_allowed_list:\t0\n"
+    )
+}
+
+/// `/proc/self/mounts` (and `/etc/mtab`, `/proc/mounts`): the guest's own mounts, never the
+/// host's: a root file system on the device `stat` shows for host files (8:1), `/proc`, `/sys`,
+/// and the PM mount as a DAX file system on `/dev/pmem0` (259:0, as `stat` shows PM files).
+pub fn proc_mounts(pm_mount: &str) -> String {
+    format!(
+        "/dev/sda1 / ext4 rw,relatime 0 0\nproc /proc proc rw,nosuid,nodev,noexec,relatime 0 0\n\
+         sysfs /sys sysfs rw,nosuid,nodev,noexec,relatime 0 0\n/dev/pmem0 {pm_mount} ext4 rw,relatime,dax=always 0 0\n"
     )
 }
 

@@ -284,6 +284,16 @@ impl Kernel {
         }
     }
 
+    /// A signal a system call raises for the running thread (SIGPIPE for a write to a pipe no
+    /// one reads): delivered when the call returns, unless ignored. A blocked one is dropped
+    /// (ferrite keeps no set of pending signals), where Linux would keep it pending.
+    pub(crate) fn raise(&mut self, sig: i32) {
+        let blocked = self.sigmask() & (1 << (sig - 1)) != 0;
+        if self.proc.sigactions[sig as usize][0] != SIG_IGN && !blocked {
+            self.pending.push((self.current, SigInfo { signo: sig, code: 0, addr: 0, from_kill: true }));
+        }
+    }
+
     /// Signals raised for the running thread by its last system call, to deliver now.
     pub fn take_pending(&mut self) -> Vec<SigInfo> {
         let cur = self.current;

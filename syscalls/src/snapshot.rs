@@ -67,6 +67,8 @@ impl Kernel {
             pm_file_reads: self.pm_file_reads,
             durable: self.durable.clone(),
             waits: self.waits.clone(),
+            // The copy may be given other directories: its roots are opened afresh.
+            roots: Default::default(),
         })
     }
 
@@ -94,7 +96,7 @@ impl Kernel {
         changes
             || paths.iter().any(|&(dirfd, addr)| {
                 // A private working directory holds each crash image's own files too.
-                self.path_arg(m, dirfd as i32, addr).is_ok_and(|g| {
+                self.path_arg(m, dirfd as i32, addr, false).is_ok_and(|g| {
                     self.private_rel(&g).is_some() || matches!(self.resolve(&g), Ok(Target::Host { pm: true, .. }))
                 })
             })

@@ -112,6 +112,9 @@ pub(crate) struct WaitIndex {
     held_until: BTreeSet<(u64, u32)>,
     /// Readers held until the hold's store, sorted by id.
     held_readers: Vec<u32>,
+    /// When each held reader gives up waiting: (instruction count, tid) (entries of readers
+    /// released meanwhile are dropped when they come up).
+    reader_deadlines: BTreeSet<(u64, u32)>,
     /// Futex waiters by address, in arrival order: (wait_seq, tid, bitset).
     futex: FxHashMap<u64, Vec<(u64, u32, u32)>>,
 }
@@ -563,6 +566,9 @@ impl Kernel {
     /// then schedules. RIP stays where it is (at the load, for a reader).
     pub fn hold(&mut self, m: &Machine, until: Option<u64>) {
         self.block(m, Wait::Held { until });
+        if until.is_none() {
+            self.waits.reader_deadlines.insert((m.icount() + emu::sched::READER_PATIENCE, self.current));
+        }
     }
 
     /// The hold's store happened: every held reader becomes runnable. Returns them.
@@ -651,6 +657,18 @@ impl Kernel {
                 break;
             }
             self.set_wait(tid, None, None);
+        }
+        // A reader held too long (the thread it waits for waits for it, or never stores) stops
+        // waiting and is never held again: PMRace's Pitfall-3, its hung sync point disabled.
+        while let Some(&(n, tid)) = self.waits.reader_deadlines.first() {
+            if n > icount {
+                break;
+            }
+            self.waits.reader_deadlines.remove(&(n, tid));
+            if self.waits.held_readers.binary_search(&tid).is_ok() {
+                m.bypass_hold(tid);
+                self.set_wait(tid, None, None);
+            }
         }
         let now = self.now_ns(m);
         while let Some(&(d, tid)) = self.waits.deadlines.first() {

@@ -59,6 +59,8 @@ pub fn exploration_run(spec: &RunSpec, i: u64) -> std::io::Result<(tempfile::Tem
     let mut s = spec.clone();
     s.seed = explore_seed(spec.seed, i);
     s.pm_dir = dir.path().to_path_buf();
+    // Runs execute in parallel: each writes its own overlay of the working directory.
+    s.private_cwd = true;
     s.discard_output |= i > 0;
     s.quiet |= i > 0;
     Ok((dir, s))

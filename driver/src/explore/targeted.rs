@@ -4,8 +4,9 @@
 //!
 //! The runs go one after the other, because each depends on the coverage of those before:
 //! - **seed tier**: a *profiling run* (a plain seeded-random schedule) records PM alias pairs
-//!   (`analyses::alias`) and yields the priority entries: PM words shared across threads, with
-//!   their loads and stores, heaviest first;
+//!   (`analyses::alias`) and yields the priority entries: first the *publication sites* (a store
+//!   of a fresh object's address into PM, with the loads of the fields it stores to, held on any
+//!   address), then PM words shared across threads, with their loads and stores, heaviest first;
 //! - **interleaving tier**: each entry not explored yet becomes a targeted interleaving
 //!   (`emu::sched::Hold`): its loads are sync points where readers wait until another thread
 //!   stores to the word, then read it before the writer's flush;
@@ -50,7 +51,8 @@ fn run_one(
 /// run's outcome, and the summary line.
 pub fn explore(runner: &Runner, spec: &RunSpec, n: u32) -> Result<(RunReport, RunOutcome, String), SessionError> {
     let mut coverage: BTreeSet<(u64, u64, PairType)> = BTreeSet::new();
-    let mut explored: BTreeSet<u64> = BTreeSet::new();
+    // Entries explored: (publication, its store PC or its word).
+    let mut explored: BTreeSet<(bool, u64)> = BTreeSet::new();
     let mut first: Option<(RunReport, RunOutcome)> = None;
     let mut findings = Vec::new();
     let mut discarded = Vec::new();
@@ -72,14 +74,22 @@ pub fn explore(runner: &Runner, spec: &RunSpec, n: u32) -> Result<(RunReport, Ru
         profiling += 1;
         coverage.extend(profile.pairs.iter().copied());
         absorb(report, out, &mut first);
-        let entries: Vec<_> = profile.entries().into_iter().filter(|e| !explored.contains(&e.dev)).collect();
+        let key = |e: &analyses::alias::Entry| {
+            (e.publication, if e.publication { e.stores.first().copied().unwrap_or(0) } else { e.dev })
+        };
+        let entries: Vec<_> = profile.entries().into_iter().filter(|e| !explored.contains(&key(e))).collect();
         for e in entries {
-            explored.insert(e.dev);
+            explored.insert(key(&e));
             for k in 0..TTL_RUN_LOOP {
                 if runs >= u64::from(n) {
                     break 'rounds;
                 }
-                let hold = Hold { loads: e.loads.iter().copied().collect(), dev: e.dev, len: 8, privileged: k };
+                let loads = e.loads.iter().copied().collect();
+                let hold = if e.publication {
+                    Hold { loads, dev: 0, len: 0, privileged: k, stores: e.stores.iter().copied().collect() }
+                } else {
+                    Hold { loads, dev: e.dev, len: 8, privileged: k, stores: Vec::new() }
+                };
                 let (report, out, profile) = run_one(runner, spec, runs, Some(hold))?;
                 runs += 1;
                 targeted += 1;
@@ -100,9 +110,10 @@ pub fn explore(runner: &Runner, spec: &RunSpec, n: u32) -> Result<(RunReport, Ru
     report.run.schedules = runs as u32;
     report.run.strategy = "pmrace".into();
     let summary = format!(
-        "ferrite: pmrace exploration: {runs} run(s) from seed {} ({profiling} profiling, {targeted} targeted over {} PM word(s)), {} alias pair(s) covered; {} distinct finding(s)",
+        "ferrite: pmrace exploration: {runs} run(s) from seed {} ({profiling} profiling, {targeted} targeted over {} PM word(s) and {} publication site(s)), {} alias pair(s) covered; {} distinct finding(s)",
         spec.seed,
-        explored.len(),
+        explored.iter().filter(|e| !e.0).count(),
+        explored.iter().filter(|e| e.0).count(),
         coverage.len(),
         report.findings.len()
     );

@@ -70,14 +70,14 @@ impl Machine {
         let simple = self.parked.is_empty()
             && self.pm_hooks.is_empty()
             && self.sigbus.is_empty()
-            && st.windows.is_empty()
-            && st.taint.is_none()
-            && st.hold.is_none()
-            && st.delays.is_none()
-            && st.limit_pc.is_none()
-            && st.torn.is_none()
-            && !st.release_pending
-            && st.delay_pending.is_none()
+            && st.pm.windows.is_empty()
+            && st.obs.taint.is_none()
+            && st.steer.hold.is_none()
+            && st.steer.delays.is_none()
+            && st.clock.limit_pc.is_none()
+            && st.pm.torn.is_none()
+            && !st.steer.release_pending
+            && st.steer.delay_pending.is_none()
             // Restoring would write old bytes into the host file behind a shared mapping.
             && !self.mem.regions().any(|r| matches!(r.backing, crate::Backing::SharedFile { .. }));
         if !simple {
@@ -94,15 +94,15 @@ impl Machine {
                 callstack: st.callstack.clone(),
                 tid: st.tid,
                 stacks: st.stacks.clone(),
-                pm: st.pm.clone(),
-                pm_hash: st.pm_hash,
-                sched: st.sched.clone(),
-                runnable_others: st.runnable_others,
-                quantum_end: st.quantum_end,
-                last_point: st.last_point,
-                sync_fns: st.sync_fns.clone(),
-                client: st.client.clone(),
-                dirty: st.dirty.clone(),
+                pm: st.pm.device.clone(),
+                pm_hash: st.pm.hash,
+                sched: st.steer.sched.clone(),
+                runnable_others: st.steer.runnable_others,
+                quantum_end: st.steer.quantum_end,
+                last_point: st.clock.last_point,
+                sync_fns: st.code.sync_fns.clone(),
+                client: st.pm.client.clone(),
+                dirty: st.steer.dirty.clone(),
             },
         })
     }
@@ -137,30 +137,30 @@ impl Machine {
         st.callstack = r.callstack.clone();
         st.tid = r.tid;
         st.stacks = r.stacks.clone();
-        st.pm = r.pm.clone();
-        st.pm_hash = r.pm_hash;
-        st.sched = r.sched.clone();
-        st.runnable_others = r.runnable_others;
-        st.quantum_end = r.quantum_end;
-        st.last_point = r.last_point;
-        st.sync_fns = r.sync_fns.clone();
-        st.client = r.client.clone();
-        st.dirty = r.dirty.clone();
-        st.windows.clear();
-        st.limit_pc = None;
+        st.pm.device = r.pm.clone();
+        st.pm.hash = r.pm_hash;
+        st.steer.sched = r.sched.clone();
+        st.steer.runnable_others = r.runnable_others;
+        st.steer.quantum_end = r.quantum_end;
+        st.clock.last_point = r.last_point;
+        st.code.sync_fns = r.sync_fns.clone();
+        st.pm.client = r.client.clone();
+        st.steer.dirty = r.dirty.clone();
+        st.pm.windows.clear();
+        st.clock.limit_pc = None;
         st.stop = None;
         st.invalid = None;
         st.error = None;
-        st.torn = None;
-        st.undo = None;
-        st.to_hook.clear();
-        st.hold = None;
-        st.hold_signalled = false;
-        st.hold_bypass.clear();
-        st.held = 0;
-        st.delays = None;
-        st.delay_pending = None;
-        st.release_pending = false;
+        st.pm.torn = None;
+        st.pm.undo = None;
+        st.code.to_hook.clear();
+        st.steer.hold = None;
+        st.steer.hold_signalled = false;
+        st.steer.hold_bypass.clear();
+        st.steer.held = 0;
+        st.steer.delays = None;
+        st.steer.delay_pending = None;
+        st.steer.release_pending = false;
         Ok(())
     }
 }

@@ -1,0 +1,118 @@
+//! Guest memory as the kernel sees it: mapping, protection, and reads and writes checked like
+//! `copy_from_user`/`copy_to_user`, keeping Unicorn's translations in step with code the host
+//! writes.
+
+use super::*;
+
+impl Machine {
+    /// Maps a region (see [`Memory::map`]). A PM region becomes a window of the device.
+    pub fn map(&mut self, region: Region) -> Result<(), MemError> {
+        let pm = match &region.backing {
+            Backing::Pm { file_id, offset, .. } => Some((region.start, region.end, device_addr(*file_id, *offset))),
+            _ => None,
+        };
+        self.mem.map(&mut self.uc, region)?;
+        if let Some(w) = pm {
+            self.add_window(w);
+        }
+        Ok(())
+    }
+
+    pub fn unmap(&mut self, start: u64, end: u64) -> Vec<Region> {
+        let removed = self.mem.unmap(&mut self.uc, start, end);
+        if removed.iter().any(|r| r.perm.exec()) {
+            self.code_changed(start, end);
+        }
+        if removed.iter().any(|r| matches!(r.backing, Backing::Pm { .. })) {
+            self.cut_windows(start, end);
+        }
+        if let Some(t) = self.uc.get_data_mut().obs.taint.as_deref_mut() {
+            t.unmapped(start, end);
+        }
+        let (gone, kept): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.sigbus).into_iter().partition(|b| b.0 < end && b.1 > start);
+        self.sigbus = kept;
+        for (_, _, ids) in gone {
+            for id in ids {
+                let _ = self.uc.remove_hook(id);
+            }
+        }
+        removed
+    }
+
+    pub fn protect(&mut self, start: u64, end: u64, perm: Perm) -> Result<(), MemError> {
+        self.mem.protect(&mut self.uc, start, end, perm)?;
+        // Code may become executable, or stop being so: forget translations either way.
+        self.code_changed(start, end);
+        Ok(())
+    }
+
+    pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
+        self.mem.read(addr, buf)
+    }
+
+    /// Writes as the kernel would (requires write permission unless `force`).
+    pub fn write(&mut self, addr: u64, data: &[u8], force: bool) -> Result<(), MemError> {
+        let end = addr.saturating_add(data.len() as u64);
+        let into_pm = self.uc.get_data().pm.windows.iter().any(|w| w.0 < end && w.1 > addr);
+        if into_pm {
+            // The kernel storing into PM (read() into a PM buffer): unpersisted stores, made
+            // by the calling thread at the system call, as the guest's own would be.
+            let mut old = vec![0u8; data.len()];
+            self.mem.read_unchecked(addr, &mut old);
+            self.kernel_pm_stores(addr, &old, data);
+        }
+        if self.mem.write(addr, data, force)? {
+            self.code_changed(addr, end);
+        }
+        if let Some(t) = self.uc.get_data_mut().obs.taint.as_deref_mut() {
+            t.clean(addr, data.len() as u64);
+        }
+        Ok(())
+    }
+
+    pub fn read_u64(&self, addr: u64) -> Result<u64, MemError> {
+        let mut b = [0u8; 8];
+        self.read(addr, &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    pub fn write_u64(&mut self, addr: u64, v: u64) -> Result<(), MemError> {
+        self.write(addr, &v.to_le_bytes(), false)
+    }
+
+    pub fn read_u32(&self, addr: u64) -> Result<u32, MemError> {
+        let mut b = [0u8; 4];
+        self.read(addr, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    /// A NUL-terminated string of at most `max` bytes (without the NUL).
+    pub fn read_cstr(&self, addr: u64, max: usize) -> Result<Vec<u8>, MemError> {
+        let mut out = Vec::new();
+        let mut at = addr;
+        while out.len() < max {
+            let chunk = (4096 - (at % 4096)) as usize;
+            let mut buf = vec![0u8; chunk.min(max - out.len()).max(1)];
+            self.read(at, &mut buf)?;
+            if let Some(i) = buf.iter().position(|b| *b == 0) {
+                out.extend_from_slice(&buf[..i]);
+                return Ok(out);
+            }
+            out.extend_from_slice(&buf);
+            at += buf.len() as u64;
+        }
+        Err(MemError::Protection(at))
+    }
+
+    /// Host-side writes to code (the loader, `read()` into code, MAP_FIXED) must drop stale
+    /// translations: Unicorn does not notice them.
+    pub fn code_changed(&mut self, start: u64, end: u64) {
+        self.remove_translations(start, end.max(start + 1));
+        let st = self.uc.get_data_mut();
+        st.code.decoder.invalidate(start, end);
+        if let Some(t) = st.obs.taint.as_deref_mut() {
+            t.forget_code(start, end);
+        }
+    }
+}

@@ -1,0 +1,436 @@
+//! The engine's hooks on code: the block hook (instruction count, call stack, synchronisation
+//! functions, quantum ends), the code hooks of [`Special`] instructions, the raw CPUID/RDTSC
+//! hooks, the observers' catch-all memory and taint hooks, interrupts and invalid accesses.
+
+use super::*;
+
+pub(super) extern "C" fn cpuid_hook(uc: *mut ffi::uc_engine, user: *mut c_void) -> i32 {
+    // SAFETY: `user` is the engine's HookState, alive as long as the engine (see Machine::new).
+    let st = unsafe { &*(user as *const HookState) };
+    let mut eax = 0u64;
+    let mut ecx = 0u64;
+    // SAFETY: `uc` is the live engine calling us; register ids are valid for x86.
+    unsafe {
+        ffi::uc_reg_read(uc, RegisterX86::RAX as i32, (&raw mut eax).cast());
+        ffi::uc_reg_read(uc, RegisterX86::RCX as i32, (&raw mut ecx).cast());
+    }
+    let r = st.code.cpuid.query(eax as u32, ecx as u32);
+    for (reg, v) in [RegisterX86::RAX, RegisterX86::RBX, RegisterX86::RCX, RegisterX86::RDX].iter().zip(r) {
+        let v = u64::from(v);
+        // SAFETY: as above.
+        unsafe { ffi::uc_reg_write(uc, *reg as i32, (&raw const v).cast()) };
+    }
+    1
+}
+
+pub(super) fn tsc_now(uc: *mut ffi::uc_engine, st: &HookState) -> u64 {
+    let mut rip = 0u64;
+    // SAFETY: `uc` is the live engine calling us.
+    unsafe { ffi::uc_reg_read(uc, RegisterX86::RIP as i32, (&raw mut rip).cast()) };
+    st.count_at(rip).wrapping_mul(st.code.tsc_per_insn)
+}
+
+pub(super) fn write_edx_eax(uc: *mut ffi::uc_engine, v: u64) {
+    let (lo, hi) = (v & 0xffff_ffff, v >> 32);
+    // SAFETY: `uc` is the live engine calling us.
+    unsafe {
+        ffi::uc_reg_write(uc, RegisterX86::RAX as i32, (&raw const lo).cast());
+        ffi::uc_reg_write(uc, RegisterX86::RDX as i32, (&raw const hi).cast());
+    }
+}
+
+pub(super) extern "C" fn rdtsc_hook(uc: *mut ffi::uc_engine, user: *mut c_void) -> i32 {
+    // SAFETY: see cpuid_hook.
+    let st = unsafe { &*(user as *const HookState) };
+    write_edx_eax(uc, tsc_now(uc, st));
+    1
+}
+
+pub(super) extern "C" fn rdtscp_hook(uc: *mut ffi::uc_engine, user: *mut c_void) -> i32 {
+    // SAFETY: see cpuid_hook.
+    let st = unsafe { &*(user as *const HookState) };
+    write_edx_eax(uc, tsc_now(uc, st));
+    let zero = 0u64; // IA32_TSC_AUX: CPU 0
+                     // SAFETY: `uc` is the live engine calling us.
+    unsafe { ffi::uc_reg_write(uc, RegisterX86::RCX as i32, (&raw const zero).cast()) };
+    1
+}
+
+pub(super) fn add_raw_insn_hook(
+    uc: &mut Unicorn<'static, HookState>,
+    insn: X86Insn,
+    cb: extern "C" fn(*mut ffi::uc_engine, *mut c_void) -> i32,
+) -> Result<(), EmuError> {
+    let user = (uc.get_data() as *const HookState).cast_mut().cast::<c_void>();
+    let mut hh: ffi::uc_hook = 0;
+    // SAFETY: the callback has the signature Unicorn expects for CPUID/RDTSC hooks and `user`
+    // points at the engine's own data, which outlives the hook.
+    let err = unsafe {
+        ffi::uc_hook_add(uc.get_handle(), &mut hh, HookType::INSN.0 as i32, cb as *mut c_void, user, 1, 0, insn as i32)
+    };
+    if err != uc_error::OK {
+        return Err(engine(err));
+    }
+    Ok(())
+}
+
+pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
+    let st = uc.get_data_mut();
+    if st.stop.is_some() {
+        return;
+    }
+    // Synchronisation functions are looked up only when someone listens: passes off cost nothing.
+    let watch = st.obs.interest.has(Interest::SYNC) || st.steer.delays.is_some();
+    match std::mem::replace(&mut st.clock.prev_term, Term::Other) {
+        Term::Call { pc, ret } => match if watch { st.code.sync_fns.get(&addr).copied() } else { None } {
+            None => st.callstack.push(&mut st.stacks, pc, ret),
+            Some(kind) => enter_sync(uc, kind, addr, Some((pc, ret))),
+        },
+        Term::Ret => {
+            if let Some((kind, arg0)) = st.callstack.returned_to(addr) {
+                let rax = uc.reg_read(Reg::RAX).unwrap_or(0);
+                let st = uc.get_data_mut();
+                let ev = st.emit(EventKind::SyncReturn(kind), addr, arg0, 0, 0, 0, rax);
+                if let Some(o) = st.obs.observer.as_mut() {
+                    o.on_event(&ev, &st.pm.device);
+                }
+            }
+        }
+        Term::Other => {
+            // A jump (or fall-through) to a recognised function: a PLT stub's jump, ld.so's
+            // lazy-binding resolver jumping to the function it just bound, a tail call. The
+            // function runs in the innermost frame. A frame already in a synchronisation
+            // function is left alone: that is this very entry seen again (the block hook fires
+            // twice for a block the engine stopped before, or re-translated with its hooks) or
+            // a function jumping to another inside its own implementation.
+            if watch && st.callstack.depth() > 0 && st.callstack.top_sync().is_none() {
+                if let Some(kind) = st.code.sync_fns.get(&addr).copied() {
+                    enter_sync(uc, kind, addr, None);
+                }
+            }
+        }
+    }
+    let st = uc.get_data_mut();
+    let (n, term) = match st.code.decoder.get(addr, size) {
+        Some(b) => (b.insns.len() as u64, b.term),
+        None => {
+            let mut bytes = vec![0u8; size as usize];
+            if uc.mem_read(addr, &mut bytes).is_err() {
+                bytes.clear();
+            }
+            let st = uc.get_data_mut();
+            let b = st.code.decoder.insert(addr, size, &bytes);
+            let (n, term) = (b.insns.len() as u64, b.term);
+            let fresh: Vec<(u64, Special)> =
+                b.specials.iter().copied().filter(|(pc, _)| !st.code.hooked.contains(pc)).collect();
+            if !fresh.is_empty() {
+                // Hook the specials, then leave this translation before it runs anything: writing
+                // RIP from a hook exits the block, and it is translated again with the hooks.
+                st.code.to_hook = fresh;
+                st.clock.prev_term = Term::Other;
+                install_special_hooks(uc);
+                uc.get_data_mut().tcg.ranges_removed += 1;
+                let _ = uc.ctl_remove_cache(addr, addr + u64::from(size));
+                let _ = uc.set_pc(addr);
+                return;
+            }
+            (n, term)
+        }
+    };
+    let st = uc.get_data_mut();
+    let base = st.clock.block_base + st.clock.block.2;
+    let stop = if base + n > st.clock.limit && st.clock.limit_pc.is_none() {
+        // The budget ends inside (or at the start of) this block. At its start, stop here;
+        // otherwise stop here, hook the first instruction past the budget, and run up to it.
+        let k = st.clock.limit - base;
+        match st.code.decoder.get(addr, size).and_then(|b| b.insns.get(k as usize).copied()) {
+            Some(pc) if k > 0 => Some(Stop::ArmLimit(pc)),
+            _ => Some(Stop::Limit),
+        }
+    } else if st.steer.release_pending || st.steer.delay_pending.is_some() {
+        // Stop before this block runs: the hold's writer or a delayed thread waits here.
+        st.clock.last_point = base;
+        Some(Stop::Preempt)
+    } else if st.steer.runnable_others > 0 && base + n > st.steer.quantum_end && base != st.clock.last_point {
+        // Stop before this block runs: the quantum ended. A check of a counter the hook keeps
+        // anyway: arming or ending a quantum changes no translation.
+        st.clock.last_point = base;
+        Some(Stop::Quantum)
+    } else {
+        None
+    };
+    if let Some(stop) = stop {
+        st.clock.block_base = base;
+        st.clock.block = (addr, size, 0);
+        st.stop = Some(stop);
+        let _ = uc.emu_stop();
+        let _ = uc.set_pc(addr);
+        return;
+    }
+    st.clock.block_base = base;
+    st.clock.block = (addr, size, n);
+    st.clock.prev_term = term;
+}
+
+/// The recognised synchronisation function `kind` at `addr` is entered: called from `call =
+/// (call site, return address)`, or reached by a jump and run in the innermost frame. Reports
+/// its [`EventKind::SyncEnter`] and marks the frame, whose return reports the `SyncReturn`.
+pub(super) fn enter_sync(uc: &mut Unicorn<'_, HookState>, kind: SyncKind, addr: u64, call: Option<(u64, u64)>) {
+    let args = [Reg::RDI, Reg::RSI, Reg::RDX].map(|r| uc.reg_read(r).unwrap_or(0));
+    let (obj, old, new) = kind.entry_fields(args);
+    let st = uc.get_data_mut();
+    st.consider_delay(kind, call.map_or(addr, |(pc, _)| pc));
+    match call {
+        Some((pc, ret)) => st.callstack.push_sync(&mut st.stacks, pc, ret, Some((kind, obj))),
+        None => st.callstack.set_top_sync(Some((kind, obj))),
+    }
+    let ev = st.emit(EventKind::SyncEnter(kind), addr, obj, 0, 0, old, new);
+    if let Some(o) = st.obs.observer.as_mut() {
+        o.on_event(&ev, &st.pm.device);
+    }
+}
+
+pub(super) fn install_special_hooks(uc: &mut Unicorn<'_, HookState>) {
+    let list = std::mem::take(&mut uc.get_data_mut().code.to_hook);
+    for (pc, special) in list {
+        uc.get_data_mut().code.hooked.insert(pc);
+        let res = uc.add_code_hook(pc, pc, move |uc, at, _| on_special(uc, at, special));
+        if res.is_err() {
+            let st = uc.get_data_mut();
+            st.error = Some(format!("cannot hook the instruction at {pc:#x}"));
+            st.stop = Some(Stop::Error);
+            let _ = uc.emu_stop();
+        }
+    }
+}
+
+pub(super) fn effective_address(uc: &Unicorn<'_, HookState>, m: &MemRef) -> u64 {
+    let r = |x: Option<Reg>| x.map(|x| uc.reg_read(x).unwrap_or(0)).unwrap_or(0);
+    let base = m.next_pc.unwrap_or_else(|| r(m.base));
+    let seg = match m.segment {
+        Some(Reg::FS) => uc.reg_read(Reg::FS_BASE).unwrap_or(0),
+        Some(Reg::GS) => uc.reg_read(Reg::GS_BASE).unwrap_or(0),
+        _ => 0,
+    };
+    base.wrapping_add(r(m.index).wrapping_mul(u64::from(m.scale))).wrapping_add(m.disp as u64).wrapping_add(seg)
+}
+
+pub(super) fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Special) {
+    let delay_here = matches!(special, Special::Fence(FenceOp::Locked)) && uc.get_data().steer.delay_pending.is_some();
+    if delay_here || matches!(special, Special::Flush(..) | Special::Fence(_)) && uc.get_data().steer.release_pending {
+        // The hold's writer reached a flush or fence: the readers go first.
+        let st = uc.get_data_mut();
+        if st.stop.is_none() {
+            st.stop = Some(Stop::PreemptBefore);
+            let _ = uc.emu_stop();
+        }
+        return;
+    }
+    match special {
+        Special::Flush(op, mref) => {
+            if uc.get_data().pm.windows.is_empty() {
+                return;
+            }
+            let ea = effective_address(uc, &mref);
+            let st = uc.get_data_mut();
+            let Some(dev) = st.device_of(ea) else { return };
+            let kind = match op {
+                FlushOp::Clflush => FlushKind::Clflush,
+                FlushOp::Clflushopt => FlushKind::Clflushopt,
+                FlushOp::Clwb => FlushKind::Clwb,
+            };
+            if st.obs.interest.has(Interest::CRASH) && kind == FlushKind::Clflush {
+                st.crash_point(pc);
+            }
+            let out = st.pm.device.flush(st.tid, dev, kind);
+            st.mix([1, dev, op as u64, u64::from(st.tid)]);
+            if st.obs.interest.has(Interest::PERSIST) {
+                let mut ev = st.emit(EventKind::Flush(op), pc, ea, dev, 64, 0, 0);
+                ev.flush = Some(out);
+                if let Some(o) = st.obs.observer.as_mut() {
+                    o.on_event(&ev, &st.pm.device);
+                }
+            }
+        }
+        Special::Fence(op) => {
+            let st = uc.get_data_mut();
+            if op == FenceOp::Locked && st.point(pc) {
+                // Switch before the locked instruction runs; it is a point only once.
+                st.stop = Some(Stop::PreemptBefore);
+                let _ = uc.emu_stop();
+                return;
+            }
+            if st.pm.windows.is_empty() {
+                return;
+            }
+            let kind = match op {
+                FenceOp::Sfence => FenceKind::Sfence,
+                FenceOp::Mfence => FenceKind::Mfence,
+                FenceOp::Locked => FenceKind::Locked,
+            };
+            if st.obs.interest.has(Interest::CRASH) && st.pm.device.threads_with_pending().contains(&st.tid) {
+                st.crash_point(pc);
+            }
+            let out = st.pm.device.fence(st.tid, kind);
+            st.mix([2, op as u64, u64::from(st.tid), 0]);
+            let tid = st.tid;
+            st.steer.dirty.retain(|&t| t != tid);
+            if st.obs.interest.has(Interest::PERSIST) {
+                let mut ev = st.emit(EventKind::Fence(op), pc, 0, 0, 0, 0, 0);
+                ev.fence = Some(out);
+                if let Some(o) = st.obs.observer.as_mut() {
+                    o.on_event(&ev, &st.pm.device);
+                }
+            }
+        }
+        Special::Privileged | Special::Rand { .. } => {
+            let st = uc.get_data_mut();
+            if st.stop.is_none() {
+                st.stop = Some(Stop::Special(pc, special));
+                let _ = uc.emu_stop();
+            }
+        }
+        Special::ClientRequest => on_client_request(uc, pc),
+        Special::Pause => {
+            let st = uc.get_data_mut();
+            if st.stop.is_none() && st.steer.runnable_others > 0 {
+                st.stop = Some(Stop::Special(pc, special));
+                let _ = uc.emu_stop();
+            }
+        }
+    }
+}
+
+/// The `xchg rbx, rbx` of a Valgrind client request ([`crate::client`]), before it executes
+/// (it is a no-op): answers it in RDX and tells the observer what the program declared. The
+/// answer never depends on the observer. Not a request unless the 16 bytes before `pc` are the
+/// preamble and RAX points to readable memory.
+pub(super) fn on_client_request(uc: &mut Unicorn<'_, HookState>, pc: u64) {
+    if uc.get_data().stop.is_some() {
+        // The engine stops before this instruction; it is handled when it runs.
+        return;
+    }
+    let mut pre = [0u8; 16];
+    if pc < 16 || uc.mem_read(pc - 16, &mut pre).is_err() || !client::is_preamble(&pre) {
+        return;
+    }
+    let mut raw = [0u8; 48];
+    let rax = uc.reg_read(Reg::RAX).unwrap_or(0);
+    if uc.mem_read(rax, &mut raw).is_err() {
+        return;
+    }
+    let mut args = [0u64; 6];
+    for (a, w) in args.iter_mut().zip(raw.chunks_exact(8)) {
+        *a = u64::from_le_bytes(w.try_into().unwrap_or_default());
+    }
+    let req = Request::decode(&args);
+    let st = uc.get_data_mut();
+    let answer = st.pm.client.answer(&req);
+    let (sync, persist) = (st.obs.interest.has(Interest::SYNC), st.obs.interest.has(Interest::PERSIST));
+    match req {
+        Request::SetClean { addr, len } if persist => st.emit_range(EventKind::SetClean, pc, addr, len, 0),
+        Request::RegisterPmemMapping { addr, len } if persist => st.emit_range(EventKind::PmRegister, pc, addr, len, 0),
+        Request::RemovePmemMapping { addr, len } if persist => st.emit_range(EventKind::PmUnregister, pc, addr, len, 0),
+        Request::StartTx { txn } | Request::EndTx { txn } if sync => {
+            let kind = if matches!(req, Request::StartTx { .. }) { EventKind::TxBegin } else { EventKind::TxEnd };
+            let ev = st.emit(kind, pc, 0, 0, 0, 0, txn.unwrap_or(0));
+            if let Some(o) = st.obs.observer.as_mut() {
+                o.on_event(&ev, &st.pm.device);
+            }
+        }
+        Request::AddToTx { txn, addr, len } if sync => st.emit_range(EventKind::TxAdd, pc, addr, len, txn.unwrap_or(0)),
+        Request::RemoveFromTx { txn, addr, len } if sync => {
+            st.emit_range(EventKind::TxRemove, pc, addr, len, txn.unwrap_or(0))
+        }
+        Request::AddToGlobalTxIgnore { addr, len } if sync => st.emit_range(EventKind::TxIgnore, pc, addr, len, 0),
+        _ => {}
+    }
+    if let Some(v) = answer {
+        if uc.reg_write(Reg::RDX, v).is_err() {
+            let st = uc.get_data_mut();
+            st.error = Some(format!("cannot answer the client request at {pc:#x}"));
+            st.stop = Some(Stop::Error);
+            let _ = uc.emu_stop();
+        }
+    }
+}
+
+/// Decodes the instruction at `pc` for the taint engine.
+pub(super) fn learn_insn(uc: &mut Unicorn<'_, HookState>, pc: u64, size: usize) {
+    let mut bytes = [0u8; 16];
+    let n = size.clamp(1, 16);
+    if uc.mem_read(pc, &mut bytes[..n]).is_err() && uc.mem_read(pc, &mut bytes[..1]).is_err() {
+        return;
+    }
+    if let Some(t) = uc.get_data_mut().obs.taint.as_deref_mut() {
+        t.learn(pc, &bytes[..n]);
+    }
+}
+
+/// Before every instruction, with taint tracking: the previous one is complete.
+pub(super) fn on_taint_insn(uc: &mut Unicorn<'_, HookState>, pc: u64, size: u32) {
+    // With nothing tainted the instruction needs no decoding (unless it loads a source, see
+    // `learn_insn`).
+    let decode = uc.get_data().obs.taint.as_deref().is_some_and(|t| !t.is_quiet() && !t.knows(pc));
+    if decode {
+        learn_insn(uc, pc, size as usize);
+    }
+    let st = uc.get_data_mut();
+    if let Some(t) = st.obs.taint.as_deref_mut() {
+        t.begin(pc);
+        if !t.applied().is_empty() {
+            st.report_tainted();
+        }
+    }
+}
+
+/// Any access outside the PM windows, for observers that want all memory (PM accesses are
+/// reported by the window hooks).
+pub(super) fn on_dram_access(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, value: Option<i64>) {
+    if size == 0 || size > 8 || uc.get_data().device_of(addr).is_some() {
+        return;
+    }
+    let mut cur = [0u8; 8];
+    let _ = uc.mem_read(addr, &mut cur[..size]);
+    let pc = uc.pc_read().unwrap_or(0);
+    let st = uc.get_data_mut();
+    if st.stop.is_some() {
+        return;
+    }
+    let cur = u64::from_le_bytes(cur);
+    let ev = match value {
+        Some(v) => {
+            let kind = match st.access_kind(pc) {
+                AccessKind::Locked | AccessKind::LockedCmpxchg => EventKind::RmwStore,
+                _ => EventKind::Store,
+            };
+            let mask = if size == 8 { u64::MAX } else { (1u64 << (8 * size)) - 1 };
+            st.emit(kind, pc, addr, 0, size as u32, cur, v as u64 & mask)
+        }
+        None => st.emit(EventKind::Load, pc, addr, 0, size as u32, cur, 0),
+    };
+    if let Some(o) = st.obs.observer.as_mut() {
+        o.on_event(&ev, &st.pm.device);
+    }
+}
+
+pub(super) fn on_interrupt(uc: &mut Unicorn<'_, HookState>, intno: u32) {
+    let st = uc.get_data_mut();
+    if st.stop.is_none() {
+        st.stop = Some(Stop::Interrupt(intno));
+    }
+    let _ = uc.emu_stop();
+}
+
+pub(super) fn on_syscall(uc: &mut Unicorn<'_, HookState>) {
+    let st = uc.get_data_mut();
+    if st.stop.is_none() {
+        st.stop = Some(Stop::Syscall);
+    }
+    let _ = uc.emu_stop();
+}
+
+pub(super) fn on_invalid(uc: &mut Unicorn<'_, HookState>, t: MemType, addr: u64, _size: usize, _v: i64) -> bool {
+    uc.get_data_mut().invalid = Some((t, addr));
+    false
+}

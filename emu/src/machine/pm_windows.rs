@@ -1,0 +1,363 @@
+//! PM windows: the memory hooks of the guest's PM mappings, which feed the device, and the
+//! kernel's own accesses to PM (`read()` into PM, `write()` from it, `msync`, `fsync`, truncation).
+
+use super::*;
+
+/// A guest store into a PM window (`start` maps to device address `dev_base`), before Unicorn
+/// performs it. Accesses wider than 8 bytes arrive split into 8-byte hooks.
+pub(super) fn on_pm_write(
+    uc: &mut Unicorn<'_, HookState>,
+    addr: u64,
+    size: usize,
+    value: i64,
+    start: u64,
+    dev_base: u64,
+) {
+    if size == 0 || size > 8 {
+        return;
+    }
+    // A store running off the end of the window into unmapped memory faults after Unicorn has
+    // written its first part; on Linux it would write nothing. Its events are discarded.
+    let last = addr + size as u64 - 1;
+    if uc.get_data().device_of(last).is_none() {
+        let mut probe = [0u8; 1];
+        if uc.mem_read(last, &mut probe).is_err() {
+            // Keep the bytes it is about to overwrite, to put them back when it faults.
+            let mapped = (((addr | 0xfff) + 1) - addr).min(size as u64) as usize;
+            let mut old = [0u8; 8];
+            let _ = uc.mem_read(addr, &mut old[..mapped]);
+            uc.get_data_mut().pm.torn = Some((addr, old, mapped));
+            return;
+        }
+    }
+    let mut old = [0u8; 8];
+    let _ = uc.mem_read(addr, &mut old[..size]);
+    // The lines the store touches, as memory holds them now, for lines the device does not
+    // track yet.
+    let first = addr & !63;
+    let mut lines = [0u8; 128];
+    let _ = uc.mem_read(first, &mut lines[..64]);
+    if (addr + size as u64 - 1) & !63 != first {
+        let _ = uc.mem_read(first + 64, &mut lines[64..]);
+    }
+    let pc = uc.pc_read().unwrap_or(0);
+    let st = uc.get_data_mut();
+    let access = st.access_kind(pc);
+    let new = (value as u64).to_le_bytes();
+    if access == AccessKind::LockedCmpxchg && old[..size] == new[..size] {
+        // A failed `lock cmpxchg` writes its unchanged value back: no store for the model.
+        return;
+    }
+    if st.stop.is_none() && st.point(pc) {
+        // A switch before the store, never after it: Unicorn performs the store on its way out of
+        // the instruction, and the machine writes the old bytes back, so the instruction runs
+        // whole when the thread is scheduled again. Nothing of it reached the device.
+        let mut keep = [0u8; 8];
+        keep[..size].copy_from_slice(&old[..size]);
+        st.pm.undo = Some((addr, keep, size));
+        st.stop = Some(Stop::PreemptBefore);
+        let _ = uc.emu_stop();
+        return;
+    }
+    let dev = dev_base + (addr - start);
+    let kind = match access {
+        AccessKind::NonTemporal => StoreKind::NonTemporal,
+        AccessKind::RepString => StoreKind::RepString { seq: st.count_at(pc) },
+        _ => StoreKind::Cached,
+    };
+    let first_dev = dev & !63;
+    let id = st.pm.device.store(st.tid, dev, &old[..size], &new[..size], kind, |line| {
+        let off = (line * 64).wrapping_sub(first_dev) as usize;
+        let mut out = [0u8; 64];
+        if off <= 64 {
+            out.copy_from_slice(&lines[off..off + 64]);
+        }
+        out
+    });
+    let oldv = u64::from_le_bytes(old);
+    let mut newb = [0u8; 8];
+    newb[..size].copy_from_slice(&new[..size]);
+    let newv = u64::from_le_bytes(newb);
+    st.mix([3, dev, size as u64, newv]);
+    if st.steer.delays.is_some() && !st.steer.dirty.contains(&st.tid) {
+        st.steer.dirty.push(st.tid);
+    }
+    if st.steer.held > 0
+        && st.steer.hold.as_ref().is_some_and(|h| h.signals(pc, dev, size as u64))
+        && !st.steer.hold_signalled
+    {
+        st.steer.hold_signalled = true;
+        st.steer.release_pending = true;
+    }
+    if st.obs.interest.has(Interest::STORES) {
+        let ek = match access {
+            AccessKind::NonTemporal => EventKind::NtStore,
+            AccessKind::Locked | AccessKind::LockedCmpxchg => EventKind::RmwStore,
+            _ => EventKind::Store,
+        };
+        let mut ev = st.emit(ek, pc, addr, dev, size as u32, oldv, newv);
+        ev.store = Some(id);
+        if let Some(o) = st.obs.observer.as_mut() {
+            o.on_event(&ev, &st.pm.device);
+        }
+    }
+}
+
+pub(super) fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, start: u64, dev_base: u64) {
+    if size == 0 || size > 8 {
+        return;
+    }
+    let st = uc.get_data();
+    // Reading RIP inside a memory hook makes QEMU search for the translated block: skip it (and
+    // the value) for a load that is no point, no hold, no delay site and no event, as every load of
+    // a single-threaded recovery is.
+    let wanted = st.steer.hold.is_some()
+        || st.steer.runnable_others > 0
+        || st.steer.delays.is_some()
+        || st.obs.interest.has(Interest::LOADS);
+    if st.stop.is_some() || !wanted {
+        return;
+    }
+    let pc = uc.pc_read().unwrap_or(0);
+    let st = uc.get_data_mut();
+    if let Some(h) = &st.steer.hold {
+        let dev = dev_base + (addr - start);
+        if !st.steer.hold_signalled && h.holds(pc, dev, size as u64) && !st.steer.hold_bypass.contains(&st.tid) {
+            // Unicorn rewinds RIP to the load, which runs again when the thread is released.
+            st.stop = Some(Stop::Hold);
+            let _ = uc.emu_stop();
+            return;
+        }
+    }
+    if st.point(pc) {
+        // Unicorn leaves the instruction before the loaded value reaches a register: the switch
+        // falls before the load, which runs when the thread is scheduled again.
+        st.stop = Some(Stop::PreemptBefore);
+        let _ = uc.emu_stop();
+        return;
+    }
+    if st.steer.delays.is_some() {
+        let dev = dev_base + (addr - start);
+        if let Some(info) = st.pm.device.persist_info(dev).filter(|i| !i.durable_hw) {
+            let at = st.count_at(pc);
+            let tid = st.tid;
+            if let Some(d) = st.steer.delays.as_mut() {
+                d.observe(tid, info.writer, at);
+            }
+        }
+    }
+    if !st.obs.interest.has(Interest::LOADS) {
+        return;
+    }
+    let mut v = [0u8; 8];
+    let _ = uc.mem_read(addr, &mut v[..size]);
+    let st = uc.get_data_mut();
+    let dev = dev_base + (addr - start);
+    let ev = st.emit(EventKind::Load, pc, addr, dev, size as u32, u64::from_le_bytes(v), 0);
+    if let Some(o) = st.obs.observer.as_mut() {
+        o.on_event(&ev, &st.pm.device);
+        if let Some(t) = st.obs.taint.as_deref_mut() {
+            let id = o.taint_source(&ev, &st.pm.device);
+            if id != 0 {
+                t.source(addr, size as u32, id);
+                if !t.knows(pc) {
+                    learn_insn(uc, pc, 16);
+                }
+            }
+        }
+    }
+}
+
+impl Machine {
+    /// Accesses to `[start, end)` raise SIGBUS (a mapping's pages past the end of its file).
+    pub fn add_sigbus_range(&mut self, start: u64, end: u64) {
+        let mut ids = Vec::new();
+        for t in [HookType::MEM_READ, HookType::MEM_WRITE] {
+            let h = self.uc.add_mem_hook(t, start, end - 1, |uc, _t, addr, _size, _v| {
+                let st = uc.get_data_mut();
+                if st.stop.is_none() {
+                    st.stop = Some(Stop::Bus(addr));
+                    let _ = uc.emu_stop();
+                }
+                true
+            });
+            ids.extend(h);
+        }
+        self.sigbus.push((start, end, ids));
+        if !self.warm {
+            self.flush_translations();
+        }
+    }
+
+    /// Starts watching a PM window: stores always, loads if an observer wants them.
+    pub(super) fn add_window(&mut self, (start, end, dev): (u64, u64, u64)) {
+        let mut ids = Vec::new();
+        let w = self.uc.add_mem_hook(HookType::MEM_WRITE, start, end - 1, move |uc, _t, addr, size, value| {
+            on_pm_write(uc, addr, size, value, start, dev);
+            true
+        });
+        ids.extend(w);
+        // Loads are scheduling points whatever the analyses, so they are always hooked.
+        let r = self.uc.add_mem_hook(HookType::MEM_READ, start, end - 1, move |uc, _t, addr, size, _v| {
+            on_pm_read(uc, addr, size, start, dev);
+            true
+        });
+        ids.extend(r);
+        self.pm_hooks.push((start, ids));
+        let st = self.uc.get_data_mut();
+        st.pm.windows.push((start, end, dev));
+        st.pm.windows.sort_unstable();
+        // Code translated before the hooks existed would not call them (a warm machine's code
+        // calls every memory hook already).
+        if !self.warm {
+            self.flush_translations();
+        }
+    }
+
+    /// Stops watching `[start, end)`; windows that straddle it keep their outer parts.
+    pub(super) fn cut_windows(&mut self, start: u64, end: u64) {
+        let affected: Vec<(u64, u64, u64)> =
+            self.uc.get_data().pm.windows.iter().copied().filter(|w| w.0 < end && w.1 > start).collect();
+        for w in &affected {
+            if let Some(i) = self.pm_hooks.iter().position(|h| h.0 == w.0) {
+                for id in self.pm_hooks.remove(i).1 {
+                    let _ = self.uc.remove_hook(id);
+                }
+            }
+            self.uc.get_data_mut().pm.windows.retain(|x| x != w);
+        }
+        for (s, e, d) in affected {
+            if s < start {
+                self.add_window((s, start, d));
+            }
+            if e > end {
+                self.add_window((end, e, d + (end - s)));
+            }
+        }
+    }
+
+    /// Feeds the device the parts of a kernel write `[addr, addr + new.len())` that land in PM
+    /// windows, in 8-byte pieces like the guest's own stores.
+    pub(super) fn kernel_pm_stores(&mut self, addr: u64, old: &[u8], new: &[u8]) {
+        let pc = self.pc().wrapping_sub(2);
+        for (i, (o, n)) in old.chunks(8).zip(new.chunks(8)).enumerate() {
+            let va = addr + 8 * i as u64;
+            let Some(dev) = self.pm_device_addr(va) else { continue };
+            let mut lines = [0u8; 128];
+            self.mem.read_unchecked(va & !63, &mut lines);
+            let first = dev & !63;
+            let st = self.uc.get_data_mut();
+            let id = st.pm.device.store(st.tid, dev, o, n, StoreKind::Cached, |line| {
+                let off = (line * 64).wrapping_sub(first) as usize;
+                let mut out = [0u8; 64];
+                if off <= 64 {
+                    out.copy_from_slice(&lines[off..off + 64]);
+                }
+                out
+            });
+            let mut nb = [0u8; 8];
+            nb[..n.len()].copy_from_slice(n);
+            let newv = u64::from_le_bytes(nb);
+            st.mix([3, dev, n.len() as u64, newv]);
+            if st.obs.interest.has(Interest::STORES) {
+                let mut ob = [0u8; 8];
+                ob[..o.len()].copy_from_slice(o);
+                let mut ev = st.emit(EventKind::Store, pc, va, dev, n.len() as u32, u64::from_le_bytes(ob), newv);
+                ev.store = Some(id);
+                if let Some(obs) = st.obs.observer.as_mut() {
+                    obs.on_event(&ev, &st.pm.device);
+                }
+            }
+        }
+    }
+
+    /// The kernel reading PM on the guest's behalf (`write()` from a PM buffer): loads by the
+    /// calling thread at the system call, for observers that want loads.
+    pub fn kernel_pm_loads(&mut self, addr: u64, len: u64) {
+        let end = addr.saturating_add(len);
+        if !self.uc.get_data().obs.interest.has(Interest::LOADS)
+            || !self.uc.get_data().pm.windows.iter().any(|w| w.0 < end && w.1 > addr)
+        {
+            return;
+        }
+        let pc = self.pc().wrapping_sub(2);
+        let mut va = addr;
+        while va < end {
+            let n = (end - va).min(8);
+            if let Some(dev) = self.pm_device_addr(va) {
+                let mut b = [0u8; 8];
+                self.mem.read_unchecked(va, &mut b[..n as usize]);
+                let st = self.uc.get_data_mut();
+                let ev = st.emit(EventKind::Load, pc, va, dev, n as u32, u64::from_le_bytes(b), 0);
+                if let Some(o) = st.obs.observer.as_mut() {
+                    o.on_event(&ev, &st.pm.device);
+                }
+            }
+            va += n;
+        }
+    }
+
+    /// msync of `[start, end)`: every PM line mapped there becomes durable.
+    pub fn pm_persist_mapped(&mut self, start: u64, end: u64) {
+        let windows: Vec<(u64, u64, u64)> = self.uc.get_data().pm.windows.clone();
+        for (ws, we, dev) in windows {
+            let (lo, hi) = (ws.max(start), we.min(end));
+            if lo < hi {
+                self.pm_persist_device(dev + (lo - ws), hi - lo);
+            }
+        }
+    }
+
+    /// The device forgets `[dev, dev + len)`: the file was truncated there or removed.
+    pub fn pm_discard_device(&mut self, dev: u64, len: u64) {
+        let st = self.uc.get_data_mut();
+        st.pm.device.discard_range(dev, len);
+        st.mix([5, dev, len, 0]);
+    }
+
+    /// fsync of a PM file, or the durable part of a `pwrite`: device range `[dev, dev + len)`.
+    pub fn pm_persist_device(&mut self, dev: u64, len: u64) {
+        let pc = self.pc().wrapping_sub(2);
+        let st = self.uc.get_data_mut();
+        if st.obs.interest.has(Interest::CRASH) {
+            st.crash_point(pc);
+        }
+        st.pm.device.persist_range(st.tid, dev, len);
+        st.mix([4, dev, len, u64::from(st.tid)]);
+    }
+
+    /// A `pwrite` into a PM file changed `[dev, dev + new.len())` behind the guest's mappings:
+    /// a store of those bytes, durable at once. Only lines of mapped files are tracked.
+    pub fn pm_file_written(&mut self, dev: u64, old: &[u8], new: &[u8]) {
+        let windows: Vec<(u64, u64, u64)> = self.uc.get_data().pm.windows.clone();
+        for (ws, we, wdev) in windows {
+            let wlen = we - ws;
+            let (lo, hi) = (wdev.max(dev), (wdev + wlen).min(dev + new.len() as u64));
+            if lo >= hi {
+                continue;
+            }
+            let (a, b) = ((lo - dev) as usize, (hi - dev) as usize);
+            let va = ws + (lo - wdev);
+            self.kernel_pm_stores(va, &old[a..b], &new[a..b]);
+            self.pm_persist_device(lo, hi - lo);
+        }
+    }
+
+    pub fn pm(&self) -> &PmDevice {
+        &self.uc.get_data().pm.device
+    }
+
+    pub fn pm_mut(&mut self) -> &mut PmDevice {
+        &mut self.uc.get_data_mut().pm.device
+    }
+
+    /// The device address of a guest address in a PM window.
+    pub fn pm_device_addr(&self, va: u64) -> Option<u64> {
+        self.uc.get_data().device_of(va)
+    }
+
+    /// Hash of every PM store, flush and fence so far.
+    pub fn pm_hash(&self) -> u64 {
+        self.uc.get_data().pm.hash
+    }
+}

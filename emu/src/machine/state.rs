@@ -1,0 +1,281 @@
+//! What the hooks touch: [`HookState`], the engine's user data.
+
+use super::*;
+
+/// State the hooks touch. Lives inside the engine (its user data), so hooks reach it without
+/// locks; everything else reaches it through [`Machine`]. Grouped by concern: counting
+/// instructions ([`BlockClock`]), knowing the code ([`CodeKnowledge`]), the PM device and its
+/// windows ([`PmState`]), the observers ([`Observing`]) and what steers the scheduler from inside
+/// the engine ([`Steering`]).
+pub struct HookState {
+    /// Where the running thread is in the instruction count.
+    pub(super) clock: BlockClock,
+    /// What the hooks know of the guest's code.
+    pub(super) code: CodeKnowledge,
+    /// The PM device, the guest's windows onto it, and what the program declared about them.
+    pub(super) pm: PmState,
+    /// The observer (the passes) and what it wants.
+    pub(super) obs: Observing,
+    /// The scheduler and the interleaving steering that must act from inside hooks.
+    pub(super) steer: Steering,
+    /// Why the engine stopped, set by the hook that stopped it (the first reason wins).
+    pub(super) stop: Option<Stop>,
+    /// The kind and address of the last invalid memory access (for `si_addr`).
+    pub(super) invalid: Option<(MemType, u64)>,
+    /// A hook that failed says why here (it never panics into C).
+    pub(super) error: Option<String>,
+    /// The running guest thread.
+    pub(super) tid: u32,
+    /// The running thread's shadow call stack.
+    pub(super) callstack: CallStack,
+    /// Interned call stacks of every thread.
+    pub(super) stacks: StackTable,
+    /// What the engine's translation cache did (for `--host-stats` and `ferrite bench`).
+    pub(crate) tcg: TranslationStats,
+}
+
+/// The exact retired-instruction count, kept per translated block (never with Unicorn's
+/// per-instruction count, which flushes translations): the count before the current block plus
+/// the block's decoded boundaries.
+pub(super) struct BlockClock {
+    /// Instructions retired before the current block.
+    pub(super) block_base: u64,
+    /// The current block's address, size and instruction count.
+    pub(super) block: (u64, u32, u64),
+    /// How the previous block ended (a call, a return, anything else), for the call stack.
+    pub(super) prev_term: Term,
+    /// The instruction (by retired count) last considered as a scheduling point, so that an
+    /// instruction re-executed after a stop, or firing several hooks, is one point.
+    pub(super) last_point: u64,
+    /// The instruction budget (`--max-instructions`).
+    pub(super) limit: u64,
+    /// The PC where the instruction budget runs out, once hooked.
+    pub(super) limit_pc: Option<u64>,
+}
+
+/// What the hooks know of the guest's code.
+pub(super) struct CodeKnowledge {
+    /// Each translated block decoded once (capstone): instruction boundaries, accesses, specials.
+    pub(super) decoder: Decoder,
+    /// PCs that already have a code hook for their [`Special`].
+    pub(super) hooked: FxHashSet<u64>,
+    /// Specials found in a block, to be hooked before it runs.
+    pub(super) to_hook: Vec<(u64, Special)>,
+    /// Recognised synchronisation functions by entry address.
+    pub(super) sync_fns: rustc_hash::FxHashMap<u64, SyncKind>,
+    /// The CPUID table the guest is shown.
+    pub(super) cpuid: CpuidTable,
+    /// Virtual TSC ticks per retired instruction.
+    pub(super) tsc_per_insn: u64,
+}
+
+/// The PM device and the guest's windows onto it.
+pub(super) struct PmState {
+    /// The device: every line's persistence state.
+    pub(super) device: PmDevice,
+    /// PM mappings: (start, end, device address of start), sorted.
+    pub(super) windows: Vec<(u64, u64, u64)>,
+    /// Rolling hash of every PM store, flush and fence, folded into the trace hash.
+    pub(super) hash: u64,
+    /// A PM store about to fault half-way (address, the bytes it overwrites, how many).
+    pub(super) torn: Option<(u64, [u8; 8], usize)>,
+    /// A store that is a scheduling point, stopped in its write hook: Unicorn performs the store
+    /// before it leaves the instruction, so the machine writes these bytes back (address, the
+    /// bytes it overwrote, how many) and the instruction runs again, whole, when the thread next
+    /// runs. Nothing else of the instruction has happened (QEMU writes registers back after the
+    /// memory access, so that a faulting store can restart). Any store, PM or not.
+    pub(super) undo: Option<(u64, [u8; 8], usize)>,
+    /// What the program registered through Valgrind's client requests ([`crate::client`]).
+    pub(super) client: ClientState,
+}
+
+/// The observer (the passes) and what it wants: events are built only for what it asked.
+pub(super) struct Observing {
+    /// The passes, as one observer.
+    pub(super) observer: Option<Box<dyn Observer>>,
+    /// What the observer wants.
+    pub(super) interest: Interest,
+    /// Taint tracking, when the observer wants [`Interest::TAINT`].
+    pub(super) taint: Option<Box<Taint>>,
+}
+
+/// The scheduler, and the interleaving steering that must act from inside hooks.
+pub(super) struct Steering {
+    /// The seeded scheduler (asked at optional points from hooks; it picks threads for the
+    /// kernel).
+    pub(super) sched: Scheduler,
+    /// Runnable threads other than the running one (kept by the caller through the machine).
+    pub(super) runnable_others: usize,
+    /// Retired-instruction count at which the running thread's quantum ends (`u64::MAX` until a
+    /// second thread can run).
+    pub(super) quantum_end: u64,
+    /// PMRace's targeted interleaving for this run.
+    pub(super) hold: Option<crate::sched::Hold>,
+    /// The hold's store happened: nobody is held any more.
+    pub(super) hold_signalled: bool,
+    /// Threads released as privileged: never held again.
+    pub(super) hold_bypass: Vec<u32>,
+    /// Threads held now (a store with nobody waiting does not count as the signal).
+    pub(super) held: u32,
+    /// Delay injection (`--delay`).
+    pub(super) delays: Option<crate::sched::Delays>,
+    /// Threads with PM stores since their last fence (a delay is worth it only for them).
+    pub(super) dirty: Vec<u32>,
+    /// A delay was decided at a release call (its site): stop at the next block or locked
+    /// instruction so that the caller holds the thread.
+    pub(super) delay_pending: Option<u64>,
+    /// The hold's store just happened: stop before the writer's next flush, fence or block so
+    /// that the caller releases the readers.
+    pub(super) release_pending: bool,
+}
+
+impl HookState {
+    pub(super) fn access_kind(&self, pc: u64) -> AccessKind {
+        let (addr, size, _) = self.clock.block;
+        self.code.decoder.get(addr, size).map(|b| b.access_kind(pc)).unwrap_or_default()
+    }
+
+    pub(super) fn device_of(&self, va: u64) -> Option<u64> {
+        let i = self.pm.windows.partition_point(|w| w.0 <= va);
+        let &(start, end, dev) = self.pm.windows.get(i.checked_sub(1)?)?;
+        (va < end).then(|| dev + (va - start))
+    }
+
+    /// A scheduling point at the instruction at `pc`: whether to stop for the scheduler.
+    pub(super) fn point(&mut self, pc: u64) -> bool {
+        if self.steer.runnable_others == 0 {
+            return false;
+        }
+        let at = self.count_at(pc);
+        if at == self.clock.last_point {
+            return false;
+        }
+        self.clock.last_point = at;
+        self.steer.sched.wants_switch(self.steer.runnable_others)
+    }
+
+    /// Tells the observer a crash point is here, before the device changes.
+    pub(super) fn crash_point(&mut self, pc: u64) {
+        let ev = self.emit(EventKind::CrashPoint, pc, 0, 0, 0, 0, 0);
+        if let Some(o) = self.obs.observer.as_mut() {
+            o.on_event(&ev, &self.pm.device);
+        }
+    }
+
+    pub(super) fn mix(&mut self, words: [u64; 4]) {
+        for w in words {
+            self.pm.hash = (self.pm.hash ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn emit(
+        &mut self,
+        kind: EventKind,
+        pc: u64,
+        addr: u64,
+        dev: u64,
+        size: u32,
+        old: u64,
+        new: u64,
+    ) -> Event {
+        Event {
+            kind,
+            tid: self.tid,
+            pc,
+            addr,
+            dev,
+            size,
+            old,
+            new,
+            stack: self.callstack.id(),
+            icount: self.count_at(pc),
+            store: None,
+            flush: None,
+            fence: None,
+        }
+    }
+
+    /// A thread enters the synchronisation function `kind` (called at `site`): with delay
+    /// injection, a release by a thread with unfenced PM stores may be delayed.
+    pub(super) fn consider_delay(&mut self, kind: SyncKind, site: u64) {
+        let release = matches!(
+            kind,
+            SyncKind::MutexUnlock
+                | SyncKind::RwUnlock
+                | SyncKind::SpinUnlock
+                | SyncKind::CustomRelease
+                | SyncKind::PmemobjUnlock
+                | SyncKind::SemPost
+        );
+        if !release || self.steer.runnable_others == 0 || !self.steer.dirty.contains(&self.tid) {
+            return;
+        }
+        if let Some(d) = self.steer.delays.as_mut() {
+            if d.decide(site) {
+                self.steer.delay_pending = Some(site);
+            }
+        }
+    }
+
+    /// Tells the observer of the tainted PM stores the taint engine just applied.
+    pub(super) fn report_tainted(&mut self) {
+        let HookState { obs, pm, tid, callstack, .. } = self;
+        let Observing { taint, observer, .. } = obs;
+        let PmState { device: pm, windows, .. } = pm;
+        let (Some(t), Some(o)) = (taint.as_deref(), observer.as_mut()) else { return };
+        for w in t.applied() {
+            let i = windows.partition_point(|x| x.0 <= w.addr);
+            let Some(&(start, end, dev)) = i.checked_sub(1).and_then(|i| windows.get(i)) else { continue };
+            if w.addr >= end {
+                continue;
+            }
+            let ev = Event {
+                kind: EventKind::Store,
+                tid: *tid,
+                pc: w.pc,
+                addr: w.addr,
+                dev: dev + (w.addr - start),
+                size: w.size,
+                old: 0,
+                new: 0,
+                stack: callstack.id(),
+                icount: 0,
+                store: None,
+                flush: None,
+                fence: None,
+            };
+            o.on_tainted_store(&ev, t.sets.members(w.content), t.sets.members(w.address), pm);
+        }
+    }
+
+    /// Tells the observer `kind` for the guest range `[addr, addr + len)` with `new` = `txn`:
+    /// one event per piece inside or outside a PM window (`dev` set inside, 0 outside), each
+    /// at most `u32::MAX` bytes.
+    pub(super) fn emit_range(&mut self, kind: EventKind, pc: u64, addr: u64, len: u64, txn: u64) {
+        let end = addr.saturating_add(len);
+        let mut a = addr;
+        while a < end {
+            let i = self.pm.windows.partition_point(|w| w.0 <= a);
+            let (upto, dev) = match i.checked_sub(1).and_then(|j| self.pm.windows.get(j)) {
+                Some(&(start, wend, dev)) if a < wend => (wend.min(end), dev + (a - start)),
+                _ => (self.pm.windows.get(i).map_or(end, |w| w.0.min(end)), 0),
+            };
+            let upto = upto.min(a.saturating_add(u64::from(u32::MAX)));
+            let ev = self.emit(kind, pc, a, dev, (upto - a) as u32, 0, txn);
+            if let Some(o) = self.obs.observer.as_mut() {
+                o.on_event(&ev, &self.pm.device);
+            }
+            a = upto;
+        }
+    }
+
+    /// Instructions retired before the instruction at `pc` in the current block.
+    pub(super) fn count_at(&self, pc: u64) -> u64 {
+        let (addr, size, n) = self.clock.block;
+        match self.code.decoder.get(addr, size) {
+            Some(b) if pc >= addr && pc <= addr + u64::from(size) => self.clock.block_base + b.retired_before(pc),
+            _ => self.clock.block_base + n,
+        }
+    }
+}
