@@ -115,8 +115,10 @@ pub struct Unpersisted {
     /// Where each not-yet-durable store came from, by store id.
     origin: FxHashMap<u64, (Site, u32)>,
     inserts_since_prune: usize,
-    /// Last flush of each line by each thread.
-    last_flush: FxHashMap<(u32, u64), Site>,
+    /// Per thread, the last flush of each line it flushed since its last fence: a fence
+    /// completes all of them (the device drains the thread's captures), so the map holds only
+    /// what the end-of-run check may still ask about, not every line ever flushed.
+    last_flush: FxHashMap<u32, FxHashMap<u64, Site>>,
     clean_flushes: BTreeMap<Site, (u32, u64)>,
     redundant_fences: BTreeMap<Site, (u32, u64)>,
     /// What the program declared through client requests (PMDK's pmemcheck annotations).
@@ -135,6 +137,8 @@ pub struct Unpersisted {
 }
 
 const PRUNE_EVERY: usize = 1 << 16;
+/// Capacity of a thread's flush map kept across its fences (beyond it the map is freed).
+const LAST_FLUSH_KEEP: usize = 4096;
 
 impl Unpersisted {
     /// The pass with these options.
@@ -214,7 +218,7 @@ impl Analysis for Unpersisted {
                 }
             }
             EventKind::Flush(_) => {
-                self.last_flush.insert((ev.tid, ev.dev / 64), site);
+                self.last_flush.entry(ev.tid).or_default().insert(ev.dev / 64, site);
                 // Under eADR every flush and fence is redundant by design; a program written
                 // for ADR machines keeps them, and saying so is noise.
                 let eadr = device.config().persistency == emu::pm::Persistency::Eadr;
@@ -244,6 +248,14 @@ impl Analysis for Unpersisted {
                 }
             }
             EventKind::Fence(op) => {
+                if let Some(m) = self.last_flush.get_mut(&ev.tid) {
+                    // Kept for the next batch of flushes unless a burst made it large.
+                    if m.capacity() > LAST_FLUSH_KEEP {
+                        *m = FxHashMap::default();
+                    } else {
+                        m.clear();
+                    }
+                }
                 let eadr = device.config().persistency == emu::pm::Persistency::Eadr;
                 // pmemcheck reports no fences: nor does this pass for a program that annotates
                 // its PM for pmemcheck.
@@ -293,7 +305,7 @@ impl Analysis for Unpersisted {
         let mut unfenced: BTreeMap<Site, (u32, u64)> = BTreeMap::new();
         for tid in device.threads_with_pending() {
             for f in device.unfenced_flushes(tid) {
-                if let Some(site) = self.last_flush.get(&(tid, f.line)) {
+                if let Some(site) = self.last_flush.get(&tid).and_then(|m| m.get(&f.line)) {
                     unfenced.entry(*site).or_insert((tid, 0)).1 += 1;
                 }
             }

@@ -397,6 +397,9 @@ impl Session {
                     } else {
                         format!("{} (and the signal frame could not be written)", f.what)
                     };
+                    if let Some(bytes) = k.memory_refused().filter(|_| !spec.quiet) {
+                        driver_say_refused(name, bytes, spec.max_memory);
+                    }
                     let at = symbols.location("fault", m.tid(), bt);
                     findings.push(run_finding("fault", name, format!("{name}: {what}"), spec.seed, vec![at]));
                     break GuestEnd::Exited(exit);
@@ -569,4 +572,13 @@ impl Snapshot {
         k.cfg.pm_dir = pm_dir.to_path_buf();
         Some(k)
     }
+}
+
+/// The guest died of a fault after `--max-memory` refused it memory: most likely of the
+/// refusal (a pointer from a failed mmap, unchecked), which the fault alone does not say.
+fn driver_say_refused(signal: &str, bytes: u64, max: u64) {
+    crate::say!(
+        "ferrite: warning: the guest died of {signal} after a mapping of {bytes} bytes failed with ENOMEM: it would \
+         have taken the guest past --max-memory ({max} bytes); raise --max-memory if the program needs that much"
+    );
 }
