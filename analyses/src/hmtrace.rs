@@ -552,7 +552,12 @@ impl Hmtrace {
         // The granule's one record is this thread's, made at the same site, epoch and locks (a
         // loop over its own data): nothing to check, and the access only widens the record.
         if let [e] = g.entries.as_mut_slice() {
-            if e.tid == tid && e.write == write && e.epoch == epoch && e.ls == ls && e.pc == ev.pc && e.stack == ev.stack
+            if e.tid == tid
+                && e.write == write
+                && e.epoch == epoch
+                && e.ls == ls
+                && e.pc == ev.pc
+                && e.stack == ev.stack
             {
                 e.mask |= m;
                 g.state = LsState::Exclusive(tid);

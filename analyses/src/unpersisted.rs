@@ -112,8 +112,12 @@ impl Options {
 /// The `unpersisted` pass: stores never made durable, and the flush and fence lints.
 pub struct Unpersisted {
     options: Options,
-    /// Where each not-yet-durable store came from, by store id.
-    origin: FxHashMap<u64, (Site, u32)>,
+    /// Where each not-yet-durable store came from, by store id: an index into `sites` (a
+    /// program has few store sites, and each undurable store costs a 16-byte entry, not 32).
+    origin: FxHashMap<u64, u32>,
+    /// Store sites and their threads, interned for `origin`.
+    sites: Vec<(Site, u32)>,
+    site_ids: FxHashMap<(Site, u32), u32>,
     inserts_since_prune: usize,
     /// Per thread, the last flush of each line it flushed since its last fence: a fence
     /// completes all of them (the device drains the thread's captures), so the map holds only
@@ -210,7 +214,14 @@ impl Analysis for Unpersisted {
                     } else if !self.withdrawn.is_empty() {
                         self.withdrawn.remove(&id.0);
                     }
-                    self.origin.entry(id.0).or_insert((site, ev.tid));
+                    if !self.origin.contains_key(&id.0) {
+                        let next = self.sites.len() as u32;
+                        let s = *self.site_ids.entry((site, ev.tid)).or_insert(next);
+                        if s == next {
+                            self.sites.push((site, ev.tid));
+                        }
+                        self.origin.insert(id.0, s);
+                    }
                     self.inserts_since_prune += 1;
                     if self.inserts_since_prune >= PRUNE_EVERY {
                         self.prune(device);
@@ -280,7 +291,7 @@ impl Analysis for Unpersisted {
             if self.withdrawn.contains(&u.store.0) || self.annotations.is_clean(&u, device, self.options.rule) {
                 continue;
             }
-            let (site, tid) = self.origin.get(&u.store.0).copied().unwrap_or(((0, StackId(0)), u.tid));
+            let (site, tid) = self.origin.get(&u.store.0).map_or(((0, StackId(0)), u.tid), |&s| self.sites[s as usize]);
             let e = by_site.entry(site).or_insert((tid, 0, 0, false));
             e.1 += 1;
             e.2 += u.bytes;
