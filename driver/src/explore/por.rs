@@ -90,7 +90,7 @@ pub fn backtracks(decisions: &[Decision], accesses: &[Access]) -> Vec<BTreeSet<u
     let close = |seg: usize, cur: &mut Vec<u32>, deps: &mut Vec<u32>, starts: &mut Vec<usize>| {
         cur.sort_unstable();
         cur.dedup();
-        deps.extend(cur.drain(..));
+        deps.append(cur);
         starts[seg + 1] = deps.len();
     };
     for &(icount, _tid, word, write) in accesses {
