@@ -26,6 +26,14 @@ itself or its input is at fault (not an ELF, a bad option, a corrupt report).",
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+
+    /// Most memory ferrite itself may keep on its heap (bytes; K, M, G suffixes): the PM
+    /// device's state, the analyses' records, crash points and images, an exploration's
+    /// schedules. Beyond it the run ends with an `error:` line and status 2 instead of
+    /// exhausting the machine. The guest's own memory is --max-memory's. [default: half of the
+    /// machine's RAM]
+    #[arg(long, global = true, value_name = "BYTES", value_parser = parse_size)]
+    pub max_host_memory: Option<u64>,
 }
 
 #[derive(Subcommand, Debug)]

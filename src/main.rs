@@ -7,6 +7,7 @@ mod cli;
 mod cmd;
 mod compare;
 mod gdb;
+mod host_memory;
 mod part;
 mod report;
 mod signals;
@@ -18,9 +19,10 @@ use clap::Parser;
 
 use cli::{Cli, Command};
 
-/// The system allocator, counting allocations: `ferrite bench` shows how many the emulator makes
-/// per guest instruction (its hot path should make none), and tests check that the count does
-/// not grow with the instructions a guest executes.
+/// The system allocator, counting allocations and live bytes: `ferrite bench` shows how many
+/// allocations the emulator makes per guest instruction (its hot path should make none), tests
+/// check that the count does not grow with the instructions a guest executes, and the live bytes
+/// are what `--max-host-memory` bounds ([`host_memory`]).
 struct CountingAlloc;
 
 static HOST_ALLOCATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -29,23 +31,28 @@ static HOST_ALLOCATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::Atomi
 unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
         HOST_ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        host_memory::grew(layout.size() as u64);
         // SAFETY: the caller's contract is `System`'s.
         unsafe { std::alloc::System.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
         HOST_ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        host_memory::grew(layout.size() as u64);
         // SAFETY: as above.
         unsafe { std::alloc::System.alloc_zeroed(layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
         HOST_ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // Wrapping: a shrink adds the difference's two's complement.
+        host_memory::grew((new_size as u64).wrapping_sub(layout.size() as u64));
         // SAFETY: as above.
         unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        host_memory::LIVE.fetch_sub(layout.size() as u64, std::sync::atomic::Ordering::Relaxed);
         // SAFETY: as above.
         unsafe { std::alloc::System.dealloc(ptr, layout) }
     }
@@ -64,6 +71,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let limit = cli.max_host_memory.unwrap_or_else(host_memory::default_limit);
+    host_memory::watch(limit, host_memory::what_grows(&cli.command), _tmp.path().to_path_buf());
     let res = match cli.command {
         Command::Run(a) => cmd::run::run(a),
         Command::Replay(a) => cmd::replay::replay(a),

@@ -161,6 +161,7 @@ impl Calls {
             remap_pm: false,
             private_cwd: true,
             track_durable: track,
+            hash_inputs: true,
             trace_syscalls: false,
         });
         syscalls::exec(&mut m, &mut k, &program, &[b"calls".to_vec()], &[]).unwrap();

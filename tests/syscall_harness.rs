@@ -41,6 +41,7 @@ fn random_system_calls_through_the_kernel_never_panic() {
         remap_pm: false,
         private_cwd: false,
         track_durable: false,
+        hash_inputs: true,
         trace_syscalls: false,
     });
     syscalls::exec(&mut m, &mut k, &program, &[b"fuzz".to_vec()], &[]).unwrap();

@@ -92,15 +92,13 @@ use emu::pm::PmDevice;
 use rustc_hash::FxHashMap;
 
 use crate::pair::{pair_finding, what, Side};
+use crate::shadow::{PcCache, Shadow};
 use crate::sync::{Edges, HappensBefore, Mode, SyncAdapter, SyncBracket, SyncOp, VectorClock};
 use crate::{Analysis, CodeInfo, RawFinding};
 
 /// Bytes per granule: MTE's tag granule, the unit whose owner the pass records.
 const GRANULE: u64 = 16;
 const GRANULE_SHIFT: u32 = 4;
-/// Shadow pages: 4 KiB of guest memory, 256 granules.
-const PAGE_SHIFT: u32 = 12;
-const GRANULES_PER_PAGE: usize = 1 << (PAGE_SHIFT - GRANULE_SHIFT);
 /// Most access records one granule keeps; beyond it the oldest record of another thread is
 /// forgotten (a possible missed race, never a false one).
 const MAX_ENTRIES: usize = 32;
@@ -245,20 +243,13 @@ enum LsState {
     Shared(LsId),
 }
 
+/// What the pass keeps per granule, in its shadow memory.
 #[derive(Default)]
 struct Granule {
     state: LsState,
+    /// The bytes that are sync locations now (touched by a locked instruction).
+    sync: u16,
     entries: Vec<Entry>,
-}
-
-struct Page {
-    granules: Box<[Granule]>,
-}
-
-impl Page {
-    fn new() -> Page {
-        Page { granules: (0..GRANULES_PER_PAGE).map(|_| Granule::default()).collect() }
-    }
 }
 
 #[derive(Debug)]
@@ -302,29 +293,35 @@ impl Options {
     }
 }
 
-/// The running thread's vector clock, kept between accesses.
+/// What the pass knows of the running thread, kept between accesses: its vector clock and
+/// what every access needs of it (valid until the next synchronisation event).
 #[derive(Default)]
 struct CurrentClock {
     valid: bool,
     tid: u32,
     vc: VectorClock,
     epoch: u32,
+    slot: u32,
+    ls: LsId,
+    /// Inside a recognised synchronisation function ([`SyncBracket`]).
+    inside: bool,
 }
 
 /// The `hmtrace` pass.
 pub struct Hmtrace {
     opts: Options,
     code: CodeInfo,
+    /// [`CodeInfo::is_library`] of the PCs seen.
+    library: PcCache,
     adapter: SyncAdapter,
     bracket: SyncBracket,
     hb: HappensBefore,
     locks: LockSets,
     threads: FxHashMap<u32, ThreadState>,
-    /// Shadow memory, by page number.
-    pages: FxHashMap<u64, Page>,
-    /// Bytes that are sync locations now (touched by a locked instruction), by granule.
-    sync_now: FxHashMap<u64, u16>,
-    /// Bytes that were sync locations at any time (for the end-of-run filter).
+    /// Shadow memory: the records of every granule of the pages accessed.
+    shadow: Shadow<Granule>,
+    /// Bytes that were sync locations at any time, by granule (for the end-of-run filter; only
+    /// atomics' granules, which locked instructions touch).
     sync_ever: FxHashMap<u64, u16>,
     /// The running thread's clock, cached between synchronisation operations.
     cur: CurrentClock,
@@ -361,13 +358,13 @@ impl Hmtrace {
         Hmtrace {
             opts,
             code: CodeInfo::default(),
+            library: PcCache::default(),
             adapter: SyncAdapter::default(),
             bracket: SyncBracket::default(),
             hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: false }),
             locks: LockSets::new(),
             threads: FxHashMap::default(),
-            pages: FxHashMap::default(),
-            sync_now: FxHashMap::default(),
+            shadow: Shadow::new(GRANULE_SHIFT),
             sync_ever: FxHashMap::default(),
             cur: CurrentClock::default(),
             reports: BTreeMap::new(),
@@ -381,20 +378,22 @@ impl Hmtrace {
         self.threads.entry(tid).or_default()
     }
 
-    /// Makes `self.cur` the clock of `tid` (copied into its buffer only after a thread switch
-    /// or a synchronisation operation); returns the thread's own epoch.
-    fn refresh_clock(&mut self, tid: u32) -> u32 {
+    /// Makes `self.cur` the state of `tid` (copied into its buffers only after a thread switch
+    /// or a synchronisation event).
+    fn refresh_clock(&mut self, tid: u32) {
         if self.cur.valid && self.cur.tid == tid {
-            return self.cur.epoch;
+            return;
         }
         let slot = self.hb.slot(tid);
         let c = self.hb.clock(tid);
         self.cur.vc.0.clear();
         self.cur.vc.0.extend_from_slice(&c.0);
         self.cur.epoch = c.get(slot);
+        self.cur.slot = slot as u32;
+        self.cur.ls = self.threads.get(&tid).map_or(0, |t| t.ls);
+        self.cur.inside = self.bracket.inside(tid);
         self.cur.tid = tid;
         self.cur.valid = true;
-        self.cur.epoch
     }
 
     fn apply(&mut self, tid: u32, op: SyncOp) {
@@ -451,15 +450,9 @@ impl Hmtrace {
         self.thread(tid).ls = id;
     }
 
-    /// Clears the records of the granules of `[lo, hi)`: a freed heap block.
+    /// Clears the records of the granules of `[lo, hi)`: a freed heap block, unmapped memory.
     fn forget_block(&mut self, lo: u64, hi: u64) {
-        let per_page = PAGE_SHIFT - GRANULE_SHIFT;
-        for gi in (lo >> GRANULE_SHIFT)..hi.div_ceil(1 << GRANULE_SHIFT) {
-            if let Some(page) = self.pages.get_mut(&(gi >> per_page)) {
-                page.granules[(gi & ((1 << per_page) - 1)) as usize] = Granule::default();
-            }
-            self.sync_now.remove(&gi);
-        }
+        self.shadow.clear(lo, hi);
     }
 
     /// Follows malloc, calloc, realloc and free.
@@ -503,13 +496,7 @@ impl Hmtrace {
 
     /// Clears every record in `[lo, hi)`: memory that is dead (an exited thread's stack block).
     fn forget(&mut self, lo: u64, hi: u64) {
-        for page in (lo >> PAGE_SHIFT)..(hi >> PAGE_SHIFT) {
-            self.pages.remove(&page);
-            let first = page << (PAGE_SHIFT - GRANULE_SHIFT);
-            for g in first..first + GRANULES_PER_PAGE as u64 {
-                self.sync_now.remove(&g);
-            }
-        }
+        self.shadow.clear(lo, hi);
     }
 
     fn access(&mut self, ev: &Event) {
@@ -517,7 +504,8 @@ impl Hmtrace {
         let write = !matches!(ev.kind, EventKind::Load);
         let locked = matches!(ev.kind, EventKind::RmwStore);
         // Library internals take part only through their synchronisation.
-        let library = self.code.is_library(ev.pc);
+        let code = &self.code;
+        let library = self.library.get(ev.pc, |pc| code.is_library(pc));
         let (lo, hi) = (ev.addr, ev.addr.saturating_add(u64::from(ev.size.max(1))));
         let mut gi = lo >> GRANULE_SHIFT;
         while gi << GRANULE_SHIFT < hi {
@@ -526,20 +514,18 @@ impl Hmtrace {
             if locked {
                 // A locked read-modify-write: the bytes become a sync location, and the
                 // instruction an acquire and a release of it.
-                *self.sync_now.entry(gi).or_insert(0) |= m;
                 *self.sync_ever.entry(gi).or_insert(0) |= m;
-                if let Some(p) = self.pages.get_mut(&(base >> PAGE_SHIFT)) {
-                    let g = &mut p.granules[(gi as usize) & (GRANULES_PER_PAGE - 1)];
-                    for e in &mut g.entries {
-                        e.mask &= !m;
-                    }
-                    g.entries.retain(|e| e.mask != 0);
+                let g = self.shadow.get_or_insert(base);
+                g.sync |= m;
+                for e in &mut g.entries {
+                    e.mask &= !m;
                 }
+                g.entries.retain(|e| e.mask != 0);
                 let key = SYNC_KEY | (ev.addr & !7);
                 self.apply(tid, SyncOp::Wait { obj: key });
                 self.apply(tid, SyncOp::Post { obj: key });
             } else {
-                let sync = self.sync_now.get(&gi).copied().unwrap_or(0) & m;
+                let sync = self.shadow.get(base).map_or(0, |g| g.sync) & m;
                 if sync != 0 {
                     // A plain access to a sync location: a release store or an acquire load
                     // (C11 atomics compile to plain moves on x86).
@@ -560,14 +546,27 @@ impl Hmtrace {
     /// tag update.
     fn check(&mut self, ev: &Event, gi: u64, m: u16, write: bool) {
         let tid = ev.tid;
-        let epoch = self.refresh_clock(tid);
+        self.refresh_clock(tid);
         // Taken out while the granule is checked (nothing here changes clocks): no copy.
         let cur = std::mem::take(&mut self.cur);
-        let vc = &cur.vc;
-        let slot = self.hb.slot(tid) as u32;
-        let ls = self.thread(tid).ls;
-        let page = self.pages.entry(gi >> (PAGE_SHIFT - GRANULE_SHIFT)).or_insert_with(Page::new);
-        let g = &mut page.granules[(gi as usize) & (GRANULES_PER_PAGE - 1)];
+        let (vc, epoch, slot, ls) = (&cur.vc, cur.epoch, cur.slot, cur.ls);
+        let g = self.shadow.get_or_insert(gi << GRANULE_SHIFT);
+        // The granule's one record is this thread's, made at the same site, epoch and locks (a
+        // loop over its own data): nothing to check, and the access only widens the record.
+        if let [e] = g.entries.as_mut_slice() {
+            if e.tid == tid
+                && e.write == write
+                && e.epoch == epoch
+                && e.ls == ls
+                && e.pc == ev.pc
+                && e.stack == ev.stack
+            {
+                e.mask |= m;
+                g.state = LsState::Exclusive(tid);
+                self.cur = cur;
+                return;
+            }
+        }
         let ordered = |e: &Entry| e.epoch <= vc.get(e.slot as usize);
         let unordered_others = g.entries.iter().any(|e| e.tid != tid && !ordered(e));
         let need_check = if !unordered_others {
@@ -667,10 +666,11 @@ impl Analysis for Hmtrace {
 
     fn on_event(&mut self, ev: &Event, _device: &PmDevice) {
         match ev.kind {
-            EventKind::Load | EventKind::Store | EventKind::NtStore | EventKind::RmwStore
-                if !self.bracket.inside(ev.tid) =>
-            {
-                self.access(ev)
+            EventKind::Load | EventKind::Store | EventKind::NtStore | EventKind::RmwStore => {
+                self.refresh_clock(ev.tid);
+                if !self.cur.inside {
+                    self.access(ev)
+                }
             }
             EventKind::Syscall => self.allocation(ev),
             EventKind::SyncEnter(_)
@@ -679,6 +679,7 @@ impl Analysis for Hmtrace {
             | EventKind::ThreadExit
             | EventKind::FutexWake
             | EventKind::FutexWoken => {
+                self.cur.valid = false;
                 self.allocation(ev);
                 self.bracket.observe(ev);
                 if ev.kind == EventKind::ThreadCreate && ev.addr != 0 {
@@ -697,6 +698,7 @@ impl Analysis for Hmtrace {
 
     fn set_code(&mut self, code: &CodeInfo) {
         self.code = code.clone().sorted();
+        self.library.clear();
     }
 
     fn finish(&mut self, _device: &PmDevice) -> Vec<RawFinding> {

@@ -30,6 +30,7 @@ mod persist;
 pub mod pmrace;
 mod registry;
 mod screen;
+pub mod shadow;
 pub mod sync;
 #[cfg(test)]
 mod testkit;

@@ -65,6 +65,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::options::parse_bool;
 use crate::pair::{pair_finding, what, Side};
+use crate::shadow::{PcCache, Shadow};
 use crate::sync::{Edges, HappensBefore, SyncAdapter, SyncBracket, SyncOp, VectorClock};
 use crate::{Analysis, CodeInfo, RawFinding};
 
@@ -202,10 +203,14 @@ pub struct Oscs {
     threads: FxHashMap<u32, ThreadState>,
     cs_lists: Vec<Vec<(u64, u64)>>,
     next_instance: u64,
-    locs: FxHashMap<u64, Loc>,
-    /// Pages (4 KiB) holding any location with history: accesses outside critical sections
-    /// elsewhere need no lookup.
-    pages: FxHashSet<u64>,
+    /// Shadow memory: each byte's history, on the pages a critical section accessed (accesses
+    /// outside critical sections elsewhere need no lookup). Boxed: most bytes of such a page
+    /// have none.
+    locs: Shadow<Option<Box<Loc>>>,
+    /// [`CodeInfo::is_library`] of the PCs seen.
+    library: PcCache,
+    /// The candidates of one access (kept: no allocation per access).
+    cands: Vec<(Access, bool)>,
     condflags: FxHashSet<u64>,
     reports: BTreeMap<(Side, Side), Report>,
     ops: Vec<SyncOp>,
@@ -231,8 +236,9 @@ impl Oscs {
             threads: FxHashMap::default(),
             cs_lists: vec![Vec::new()],
             next_instance: 1,
-            locs: FxHashMap::default(),
-            pages: FxHashSet::default(),
+            locs: Shadow::new(0),
+            library: PcCache::default(),
+            cands: Vec::new(),
             condflags: FxHashSet::default(),
             reports: BTreeMap::new(),
             ops: Vec::new(),
@@ -311,7 +317,7 @@ impl Oscs {
     fn flush_detection(&mut self, tid: u32) {
         let pending = std::mem::take(&mut self.thread(tid).detection);
         for p in pending {
-            let loc = self.locs.get(&p.addr);
+            let loc = self.locs.get(p.addr).and_then(|l| l.as_deref());
             let prev_rw = loc.and_then(|l| l.flag(p.prev.tid)).is_some_and(|f| f.rw);
             let cur_rw = loc.and_then(|l| l.flag(tid)).is_some_and(|f| f.rw);
             if !prev_rw || !cur_rw {
@@ -340,8 +346,7 @@ impl Oscs {
         if cs == 0 {
             // Outside critical sections only locations with history matter (the flag is
             // cleared, the thread's latest access replaced).
-            let (p0, p1) = (ev.addr >> 12, (ev.addr + size - 1) >> 12);
-            if !self.pages.contains(&p0) && !self.pages.contains(&p1) {
+            if !self.locs.has_page(ev.addr) && !self.locs.has_page(ev.addr + size - 1) {
                 return;
             }
         }
@@ -383,14 +388,13 @@ impl Oscs {
         vc: &VectorClock,
     ) {
         let tid = ev.tid;
-        if cs == 0 && !self.locs.contains_key(&addr) {
-            return;
-        }
-        if cs != 0 {
-            self.pages.insert(addr >> 12);
-        }
+        // Taken out while it is checked (reports borrow the pass), put back at the end.
+        let mut loc = match self.locs.get_mut(addr).and_then(Option::take) {
+            Some(l) => l,
+            None if cs == 0 => return,
+            None => Box::default(),
+        };
         let epoch = vc.get(slot as usize);
-        let mut loc = self.locs.remove(&addr).unwrap_or_default();
         // update_commutative_flag, before the history is updated: a write completes a
         // read-write sequence when the thread's latest read of the byte was in this same
         // critical-section instance; the first read of a section (or one outside) clears it.
@@ -410,11 +414,13 @@ impl Oscs {
         let cur = Side { pc: ev.pc, stack: ev.stack, write };
         if cs != 0 && !redundant {
             // Step 1: previous writes of other threads; step 2 (writes only): previous reads.
-            let mut cands: Vec<(Access, bool)> = loc.writes.iter().map(|a| (*a, true)).collect();
+            let mut cands = std::mem::take(&mut self.cands);
+            cands.clear();
+            cands.extend(loc.writes.iter().map(|a| (*a, true)));
             if write {
                 cands.extend(loc.reads.iter().map(|a| (*a, false)));
             }
-            for (prev, prev_write) in cands {
+            for &(prev, prev_write) in &cands {
                 if prev.tid == tid || prev.redundant {
                     continue;
                 }
@@ -435,6 +441,7 @@ impl Oscs {
                     self.thread(tid).detection.push(Pending { addr, prev, prev_write, cur, cur_cs: cs, lock });
                 }
             }
+            self.cands = cands;
         }
         // Step 3: the history.
         let acc = Access { tid, slot, epoch, cs, redundant, pc: ev.pc, stack: ev.stack };
@@ -446,7 +453,7 @@ impl Oscs {
         if !write {
             loc.flags[fi].last_read_cs = cs;
         }
-        self.locs.insert(addr, loc);
+        *self.locs.get_or_insert(addr) = Some(loc);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -494,11 +501,14 @@ impl Analysis for Oscs {
 
     fn on_event(&mut self, ev: &Event, _device: &PmDevice) {
         match ev.kind {
-            EventKind::Load | EventKind::Store | EventKind::NtStore | EventKind::RmwStore
-                if !self.bracket.inside(ev.tid) && !self.code.is_library(ev.pc) =>
-            {
-                self.access(ev)
+            EventKind::Load | EventKind::Store | EventKind::NtStore | EventKind::RmwStore => {
+                let code = &self.code;
+                if !self.library.get(ev.pc, |pc| code.is_library(pc)) && !self.bracket.inside(ev.tid) {
+                    self.access(ev)
+                }
             }
+            // munmap(addr, len): the memory's history goes with it.
+            EventKind::Syscall if ev.addr == 11 => self.locs.clear(ev.new, ev.new.saturating_add(ev.old)),
             EventKind::SyncEnter(_)
             | EventKind::SyncReturn(_)
             | EventKind::ThreadCreate
@@ -526,6 +536,7 @@ impl Analysis for Oscs {
 
     fn set_code(&mut self, code: &CodeInfo) {
         self.code = code.clone().sorted();
+        self.library.clear();
     }
 
     fn finish(&mut self, _device: &PmDevice) -> Vec<RawFinding> {

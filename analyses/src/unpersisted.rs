@@ -112,11 +112,17 @@ impl Options {
 /// The `unpersisted` pass: stores never made durable, and the flush and fence lints.
 pub struct Unpersisted {
     options: Options,
-    /// Where each not-yet-durable store came from, by store id.
-    origin: FxHashMap<u64, (Site, u32)>,
+    /// Where each not-yet-durable store came from, by store id: an index into `sites` (a
+    /// program has few store sites, and each undurable store costs a 16-byte entry, not 32).
+    origin: FxHashMap<u64, u32>,
+    /// Store sites and their threads, interned for `origin`.
+    sites: Vec<(Site, u32)>,
+    site_ids: FxHashMap<(Site, u32), u32>,
     inserts_since_prune: usize,
-    /// Last flush of each line by each thread.
-    last_flush: FxHashMap<(u32, u64), Site>,
+    /// Per thread, the last flush of each line it flushed since its last fence: a fence
+    /// completes all of them (the device drains the thread's captures), so the map holds only
+    /// what the end-of-run check may still ask about, not every line ever flushed.
+    last_flush: FxHashMap<u32, FxHashMap<u64, Site>>,
     clean_flushes: BTreeMap<Site, (u32, u64)>,
     redundant_fences: BTreeMap<Site, (u32, u64)>,
     /// What the program declared through client requests (PMDK's pmemcheck annotations).
@@ -135,6 +141,8 @@ pub struct Unpersisted {
 }
 
 const PRUNE_EVERY: usize = 1 << 16;
+/// Capacity of a thread's flush map kept across its fences (beyond it the map is freed).
+const LAST_FLUSH_KEEP: usize = 4096;
 
 impl Unpersisted {
     /// The pass with these options.
@@ -206,7 +214,14 @@ impl Analysis for Unpersisted {
                     } else if !self.withdrawn.is_empty() {
                         self.withdrawn.remove(&id.0);
                     }
-                    self.origin.entry(id.0).or_insert((site, ev.tid));
+                    if !self.origin.contains_key(&id.0) {
+                        let next = self.sites.len() as u32;
+                        let s = *self.site_ids.entry((site, ev.tid)).or_insert(next);
+                        if s == next {
+                            self.sites.push((site, ev.tid));
+                        }
+                        self.origin.insert(id.0, s);
+                    }
                     self.inserts_since_prune += 1;
                     if self.inserts_since_prune >= PRUNE_EVERY {
                         self.prune(device);
@@ -214,7 +229,7 @@ impl Analysis for Unpersisted {
                 }
             }
             EventKind::Flush(_) => {
-                self.last_flush.insert((ev.tid, ev.dev / 64), site);
+                self.last_flush.entry(ev.tid).or_default().insert(ev.dev / 64, site);
                 // Under eADR every flush and fence is redundant by design; a program written
                 // for ADR machines keeps them, and saying so is noise.
                 let eadr = device.config().persistency == emu::pm::Persistency::Eadr;
@@ -244,6 +259,14 @@ impl Analysis for Unpersisted {
                 }
             }
             EventKind::Fence(op) => {
+                if let Some(m) = self.last_flush.get_mut(&ev.tid) {
+                    // Kept for the next batch of flushes unless a burst made it large.
+                    if m.capacity() > LAST_FLUSH_KEEP {
+                        *m = FxHashMap::default();
+                    } else {
+                        m.clear();
+                    }
+                }
                 let eadr = device.config().persistency == emu::pm::Persistency::Eadr;
                 // pmemcheck reports no fences: nor does this pass for a program that annotates
                 // its PM for pmemcheck.
@@ -268,7 +291,7 @@ impl Analysis for Unpersisted {
             if self.withdrawn.contains(&u.store.0) || self.annotations.is_clean(&u, device, self.options.rule) {
                 continue;
             }
-            let (site, tid) = self.origin.get(&u.store.0).copied().unwrap_or(((0, StackId(0)), u.tid));
+            let (site, tid) = self.origin.get(&u.store.0).map_or(((0, StackId(0)), u.tid), |&s| self.sites[s as usize]);
             let e = by_site.entry(site).or_insert((tid, 0, 0, false));
             e.1 += 1;
             e.2 += u.bytes;
@@ -294,7 +317,7 @@ impl Analysis for Unpersisted {
         let mut unfenced: BTreeMap<Site, (u32, u64)> = BTreeMap::new();
         for tid in device.threads_with_pending() {
             for f in device.unfenced_flushes(tid) {
-                if let Some(site) = self.last_flush.get(&(tid, f.line)) {
+                if let Some(site) = self.last_flush.get(&tid).and_then(|m| m.get(&f.line)) {
                     unfenced.entry(*site).or_insert((tid, 0)).1 += 1;
                 }
             }

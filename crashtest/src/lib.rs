@@ -35,6 +35,7 @@
 pub mod campaign;
 pub mod files;
 pub mod lazy;
+pub mod paged;
 pub mod progress;
 pub mod record;
 pub mod recover;

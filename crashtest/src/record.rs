@@ -5,6 +5,13 @@
 //! its run: the session hands it every change of the kernel's durable working-directory files
 //! (after each system call), makes the program's end a crash point, and gives it the run's
 //! symbols at the end, when the points and the stores they lose are symbolised.
+//!
+//! A point's PM files are [`PagedFile`]s sharing every unchanged page with the point before, and
+//! the recorder reads only what may have changed since that point: the pages the program stored
+//! to (from the store events, by device address), and, after a system call (which may write,
+//! grow, create or remove files), every file's data extents. So a point costs the pages written
+//! since the last one, in time and memory, however big the pool: a 1 GiB pool is never read
+//! whole, nor held.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -18,51 +25,12 @@ use emu::callstack::StackId;
 use emu::events::{Event, EventKind, Interest};
 use emu::pm::{CrashSpace, PmDevice};
 use emu::Machine;
+
+use crate::paged::PAGE;
 use rustc_hash::FxHashMap;
 use syscalls::Kernel;
 
-/// A PM file's contents at a crash point, in pages shared with the points before it where they
-/// did not change: a point costs the pages written since the last one, not the whole pool (an
-/// 8 MiB libpmemobj pool at 50 crash points took 400 MiB as copies).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PagedFile {
-    len: usize,
-    pages: Vec<Arc<[u8]>>,
-}
-
-/// Bytes per shared page of a [`PagedFile`].
-const FILE_PAGE: usize = 4096;
-
-impl PagedFile {
-    /// `bytes`, sharing the pages equal to `prev`'s.
-    fn new(bytes: &[u8], prev: Option<&PagedFile>) -> PagedFile {
-        let pages = bytes
-            .chunks(FILE_PAGE)
-            .enumerate()
-            .map(|(i, chunk)| match prev.and_then(|p| p.pages.get(i)) {
-                Some(old) if **old == *chunk => old.clone(),
-                _ => Arc::from(chunk),
-            })
-            .collect();
-        PagedFile { len: bytes.len(), pages }
-    }
-
-    /// Whether `self` shares every page with `other` (then they are equal).
-    fn same_pages(&self, other: &PagedFile) -> bool {
-        self.len == other.len
-            && self.pages.len() == other.pages.len()
-            && self.pages.iter().zip(&other.pages).all(|(a, b)| Arc::ptr_eq(a, b))
-    }
-
-    /// The file's bytes.
-    pub fn to_vec(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.len);
-        for p in &self.pages {
-            out.extend_from_slice(p);
-        }
-        out
-    }
-}
+pub use crate::paged::PagedFile;
 
 /// The PM files at a crash point.
 pub type PointFiles = BTreeMap<PathBuf, PagedFile>;
@@ -120,6 +88,18 @@ pub struct CrashLog {
     /// Every changed working-directory file's content when the workload started: what a crash
     /// before its first change keeps of it. Set after the run.
     pub initial_files: CwdFiles,
+    /// A probe tells the log of every system call ([`Recording`]): between two, only the pages
+    /// stored to can change. Without one, every point reads every file's data.
+    tracked: bool,
+    /// A system call ran since the last point: the next reads every file's data.
+    rescan: bool,
+    /// Pages stored to since the last point, as (PM file id, page index), in store order.
+    dirty: Vec<(u32, u64)>,
+    /// The pages stored to before the last point, read once more at the next: a store's bytes
+    /// reach memory after its event, so a point recorded at a store event reads them next time.
+    carried: Vec<(u32, u64)>,
+    /// PM file ids the kernel handed out so far, with their paths relative to the PM directory.
+    ids: BTreeMap<u32, PathBuf>,
 }
 
 impl CrashLog {
@@ -140,7 +120,38 @@ impl CrashLog {
             cwd_now: Arc::new(CwdFiles::new()),
             cwd_generation: 0,
             initial_files: CwdFiles::new(),
+            tracked: false,
+            rescan: false,
+            dirty: Vec::new(),
+            carried: Vec::new(),
+            ids: BTreeMap::new(),
         }))
+    }
+
+    /// After a system call: the files may have changed in any way, and the kernel may have
+    /// handed out new PM file ids.
+    fn after_syscall(&mut self, k: &syscalls::Kernel) {
+        self.tracked = true;
+        self.rescan = true;
+        if k.pm_files().len() != self.ids.len() {
+            for (host, id) in k.pm_files() {
+                if let Ok(rel) = Path::new(host).strip_prefix(&self.pm_dir) {
+                    self.ids.insert(*id, rel.to_path_buf());
+                }
+            }
+        }
+    }
+
+    /// A PM store of `size` bytes at device address `dev`: its pages may have changed.
+    fn stored(&mut self, dev: u64, size: u32) {
+        let id = (dev >> emu::pm::FILE_SHIFT) as u32;
+        let off = dev & ((1 << emu::pm::FILE_SHIFT) - 1);
+        let (first, last) = (off / PAGE as u64, (off + u64::from(size.max(1)) - 1) / PAGE as u64);
+        for page in first..=last {
+            if self.dirty.last() != Some(&(id, page)) {
+                self.dirty.push((id, page));
+            }
+        }
     }
 
     /// Takes the kernel's durable working-directory files when they changed (after each system
@@ -153,8 +164,29 @@ impl CrashLog {
         }
     }
 
-    /// The PM files now, sharing unchanged pages with the last point's.
-    fn snapshot_files(&self) -> PointFiles {
+    /// The PM files now, sharing unchanged pages with the last point's: the pages stored to since
+    /// then, or, after a system call (or with no probe to say when one ran), every file's data.
+    fn snapshot_files(&mut self) -> std::io::Result<PointFiles> {
+        let prev = self.points.last().map(|p| p.files.clone());
+        let mut touched = std::mem::take(&mut self.dirty);
+        let carried = std::mem::replace(&mut self.carried, touched.clone());
+        let rescan = std::mem::take(&mut self.rescan) || !self.tracked;
+        let Some(prev) = prev.filter(|_| !rescan) else { return Ok(self.read_all()) };
+        touched.extend(carried);
+        touched.sort_unstable();
+        touched.dedup();
+        let mut out = (*prev).clone();
+        for group in touched.chunk_by(|a, b| a.0 == b.0) {
+            let Some(rel) = self.ids.get(&group[0].0) else { return Ok(self.read_all()) };
+            let Some(file) = prev.get(rel) else { return Ok(self.read_all()) };
+            let pages: Vec<u64> = group.iter().map(|(_, p)| *p).collect();
+            out.insert(rel.clone(), file.reread_pages(&self.pm_dir.join(rel), &pages)?);
+        }
+        Ok(out)
+    }
+
+    /// Every file in the PM directory, by its data, sharing the pages equal to the last point's.
+    fn read_all(&self) -> PointFiles {
         let prev = self.points.last().map(|p| p.files.clone());
         let mut out = PointFiles::new();
         let mut stack = vec![self.pm_dir.clone()];
@@ -169,9 +201,16 @@ impl CrashLog {
                 match e.file_type() {
                     Ok(t) if t.is_dir() => stack.push(p),
                     Ok(t) if t.is_file() => {
-                        if let (Ok(rel), Ok(bytes)) = (p.strip_prefix(&self.pm_dir), std::fs::read(&p)) {
+                        if let Ok(rel) = p.strip_prefix(&self.pm_dir) {
                             let old = prev.as_ref().and_then(|f| f.get(rel));
-                            out.insert(rel.to_path_buf(), PagedFile::new(&bytes, old));
+                            if let Ok(mut file) = PagedFile::read(&p, old) {
+                                // Equal contents are the same version, as if only the changed
+                                // pages had been read.
+                                if let Some(o) = old.filter(|o| o.shares_pages(&file)) {
+                                    file = o.clone();
+                                }
+                                out.insert(rel.to_path_buf(), file);
+                            }
                         }
                     }
                     _ => {}
@@ -189,10 +228,10 @@ impl CrashLog {
             return self.points.len() - 1;
         }
         let space = device.crash_space();
-        let files = self.snapshot_files();
+        // A file that cannot be read now (removed under the run) is left as it was.
+        let files = self.snapshot_files().unwrap_or_else(|_| self.read_all());
         let unchanged = |last: &CrashPoint| {
-            last.files.len() == files.len()
-                && last.files.iter().zip(&files).all(|((p, a), (q, b))| p == q && a.same_pages(b))
+            last.files.len() == files.len() && last.files.iter().zip(&files).all(|((p, a), (q, b))| p == q && a.same(b))
         };
         if let Some(last) = self.points.last() {
             if unchanged(last) && last.space == space && Arc::ptr_eq(&last.cwd, &self.cwd_now) {
@@ -243,6 +282,7 @@ impl Analysis for Recorder {
                 log.record(ev.icount, ev.pc, ev.stack, ev.tid, device);
             }
             EventKind::Store | EventKind::NtStore | EventKind::RmwStore if ev.dev != 0 => {
+                log.stored(ev.dev, ev.size);
                 if let Some(id) = ev.store {
                     log.store_sites.entry(id.0).or_insert((ev.pc, ev.stack, ev.tid));
                 }
@@ -309,6 +349,7 @@ impl driver::Probe for Recording {
 
     fn after_syscall(&mut self, k: &Kernel) {
         CrashLog::note_durable(&self.0, k);
+        self.0.borrow_mut().after_syscall(k);
     }
 
     fn at_end(&mut self, end: GuestEnd, m: &mut Machine) -> bool {

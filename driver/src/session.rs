@@ -255,6 +255,9 @@ impl Session {
             private_cwd: spec.private_cwd || track_durable,
             track_durable,
             trace_syscalls: spec.trace_syscalls,
+            // A run on a private working directory recovers a crash image, whose files are
+            // the image: not inputs worth reading whole at every recovery.
+            hash_inputs: !spec.private_cwd,
         });
         m.set_main_tid(k.current);
         m.scheduler().set_prefix(spec.schedule.clone());
@@ -588,6 +591,9 @@ impl Session {
                     } else {
                         format!("{} (and the signal frame could not be written)", f.what)
                     };
+                    if let Some(bytes) = k.memory_refused().filter(|_| !spec.quiet) {
+                        driver_say_refused(name, bytes, spec.max_memory);
+                    }
                     let at = symbols.location("fault", m.tid(), bt);
                     findings.push(run_finding("fault", name, format!("{name}: {what}"), spec.seed, vec![at]));
                     break GuestEnd::Exited(exit);
@@ -762,4 +768,13 @@ impl Snapshot {
         k.cfg.pm_dir = pm_dir.to_path_buf();
         Some(k)
     }
+}
+
+/// The guest died of a fault after `--max-memory` refused it memory: most likely of the
+/// refusal (a pointer from a failed mmap, unchecked), which the fault alone does not say.
+fn driver_say_refused(signal: &str, bytes: u64, max: u64) {
+    crate::say!(
+        "ferrite: warning: the guest died of {signal} after a mapping of {bytes} bytes failed with ENOMEM: it would \
+         have taken the guest past --max-memory ({max} bytes); raise --max-memory if the program needs that much"
+    );
 }

@@ -61,6 +61,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     if let Some(path) = &a.host_stats {
         let stats = serde_json::json!({
             "allocations": crate::HOST_ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed) - allocations,
+            "peak_heap_bytes": crate::host_memory::PEAK.load(std::sync::atomic::Ordering::Relaxed),
             "wall_seconds": started.elapsed().as_secs_f64(),
             "instructions": report.run.instructions,
             "switches": report.run.switches,

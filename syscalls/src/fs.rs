@@ -236,7 +236,7 @@ impl Kernel {
     /// its contents are an input of the run (a PM pool included). Files the guest created itself
     /// are outputs, not inputs.
     fn record_input(&mut self, guest: &str, host: &Path) {
-        if self.inputs.contains_key(guest) || self.proc.created.contains(guest) {
+        if !self.cfg.hash_inputs || self.inputs.contains_key(guest) || self.proc.created.contains(guest) {
             return;
         }
         let mut h = blake3::Hasher::new();

@@ -102,6 +102,10 @@ pub struct KernelConfig {
     /// Keep what a crash would leave of the files the guest changes in its working directory
     /// ([`fs::Durable`]; `ferrite crash`'s workload run), and make each change of it a crash point.
     pub track_durable: bool,
+    /// Hash every host file the guest opens as an input of the run ([`Kernel::take_inputs`]).
+    /// Recoveries of crash images do not: their PM files are the image, and hashing a 1 GiB pool
+    /// at every recovery would read it whole.
+    pub hash_inputs: bool,
 }
 
 /// The outcome of one system call for the run loop.

@@ -48,6 +48,9 @@ pub struct MemLayout {
     pub brk_start: u64,
     /// The current break.
     pub brk: u64,
+    /// The last request `--max-memory` refused (bytes asked for), so that a guest that dies
+    /// soon after (a SIGSEGV through a null pointer it did not check) is told why.
+    pub refused: Option<u64>,
 }
 
 fn page_up(x: u64) -> Option<u64> {
@@ -55,11 +58,17 @@ fn page_up(x: u64) -> Option<u64> {
 }
 
 impl Kernel {
-    fn check_budget(&self, m: &Machine, extra: u64) -> Result<(), Errno> {
+    fn check_budget(&mut self, m: &Machine, extra: u64) -> Result<(), Errno> {
         if m.mem.mapped_bytes().saturating_add(extra) > self.cfg.max_memory {
+            self.mm.refused = Some(extra);
             return err(libc::ENOMEM);
         }
         Ok(())
+    }
+
+    /// The bytes of the last mapping `--max-memory` refused (with ENOMEM), if any was.
+    pub fn memory_refused(&self) -> Option<u64> {
+        self.mm.refused
     }
 
     pub(crate) fn brk(&mut self, m: &mut Machine, want: u64) -> SysResult {

@@ -97,6 +97,7 @@ pub fn exhaustive(
     // The root's alternatives, numbered in the order they would run (the last pushed first).
     let mut branches: Vec<Vec<u32>> = Vec::new();
     for c in children {
+        let c = c.prefix();
         if seen.insert(c.clone()) {
             branches.push(c);
         }
@@ -122,6 +123,7 @@ pub fn exhaustive(
         out.pieces.push(Piece::of(vec![1, branch, seq], prefix, &report));
         seq += 1;
         for c in children {
+            let c = c.prefix();
             if seen.insert(c.clone()) {
                 pending.push((branch, c));
             }

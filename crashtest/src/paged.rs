@@ -1,0 +1,432 @@
+//! A file's contents as a persistent, sparse tree of 4 KiB pages: what crash testing keeps of a
+//! PM file at every crash point and in every image.
+//!
+//! PM pools are big and sparse (PMDK programs create pools of 1–8 GiB and touch a few MiB), and
+//! a workload has thousands of crash points, each with its images. Keeping a copy of the file
+//! per point, or even a flat table of its pages, costs the pool's size (or a pointer per page)
+//! every time. Here a file is a radix tree with 64 slots per node: all-zero pages are never
+//! stored (a hole reads as zeros, as in a sparse file), and two versions share every node and
+//! page they have in common, so a point costs the pages written since the point before it plus
+//! the few nodes on their paths, and an image the pages its lines land in. Writing a page copies
+//! only the nodes it is shared through ([`Arc::make_mut`]).
+//!
+//! Equal contents always have the same shape (zero pages are absent, never stored), so
+//! [`PagedFile::hash_into`] hashes what a file holds, page by page, with each page's hash
+//! computed once however many images share it.
+
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, OnceLock};
+
+/// Bytes per page.
+pub const PAGE: usize = 4096;
+const FANOUT_BITS: u32 = 6;
+const FANOUT: usize = 1 << FANOUT_BITS;
+
+/// One page of a file that is not all zeros, with its hash once someone asked for it.
+pub struct Page {
+    bytes: Box<[u8; PAGE]>,
+    hash: OnceLock<[u8; 32]>,
+}
+
+impl Page {
+    /// A page holding `bytes` (zero-filled past their end), or `None` if they are all zeros.
+    fn of(bytes: &[u8]) -> Option<Arc<Page>> {
+        if bytes.iter().all(|b| *b == 0) {
+            return None;
+        }
+        let mut page = Box::new([0u8; PAGE]);
+        page[..bytes.len()].copy_from_slice(bytes);
+        Some(Arc::new(Page { bytes: page, hash: OnceLock::new() }))
+    }
+
+    /// The page's bytes.
+    pub fn bytes(&self) -> &[u8; PAGE] {
+        &self.bytes
+    }
+
+    fn hash(&self) -> &[u8; 32] {
+        self.hash.get_or_init(|| *blake3::hash(&self.bytes[..]).as_bytes())
+    }
+}
+
+#[derive(Clone, Default)]
+enum Slot {
+    #[default]
+    Empty,
+    Node(Arc<Node>),
+    Page(Arc<Page>),
+}
+
+#[derive(Clone)]
+struct Node {
+    slots: [Slot; FANOUT],
+}
+
+impl Default for Node {
+    fn default() -> Node {
+        Node { slots: std::array::from_fn(|_| Slot::Empty) }
+    }
+}
+
+/// A file's bytes: its length and its non-zero pages, shared with other versions of it.
+#[derive(Clone, Default)]
+pub struct PagedFile {
+    len: u64,
+    /// Levels of nodes above the pages: the root covers `FANOUT^levels` pages.
+    levels: u32,
+    root: Slot,
+}
+
+impl std::fmt::Debug for PagedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PagedFile({} bytes, {} pages stored)", self.len, self.stored_pages())
+    }
+}
+
+impl PartialEq for PagedFile {
+    fn eq(&self, other: &PagedFile) -> bool {
+        if self.len != other.len {
+            return false;
+        }
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        self.each_page(|i, p| a.push((i, p.clone())));
+        other.each_page(|i, p| b.push((i, p.clone())));
+        a.len() == b.len() && a.iter().zip(&b).all(|((i, p), (j, q))| i == j && p.bytes == q.bytes)
+    }
+}
+
+impl Eq for PagedFile {}
+
+fn levels_for(pages: u64) -> u32 {
+    let mut levels = 0;
+    while (FANOUT as u64).saturating_pow(levels) < pages {
+        levels += 1;
+    }
+    levels
+}
+
+impl PagedFile {
+    /// A file of `len` bytes, all zeros.
+    pub fn zeros(len: u64) -> PagedFile {
+        PagedFile { len, levels: levels_for(len.div_ceil(PAGE as u64)), root: Slot::Empty }
+    }
+
+    /// `bytes` as a file.
+    pub fn from_bytes(bytes: &[u8]) -> PagedFile {
+        let mut f = PagedFile::zeros(bytes.len() as u64);
+        for (i, chunk) in bytes.chunks(PAGE).enumerate() {
+            f.set(i as u64, Page::of(chunk));
+        }
+        f
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether it has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Pages in the file (the last one possibly partial).
+    pub fn pages(&self) -> u64 {
+        self.len.div_ceil(PAGE as u64)
+    }
+
+    /// Whether `other` is this very version (then they are equal; unequal pointers say nothing).
+    pub fn same(&self, other: &PagedFile) -> bool {
+        self.len == other.len
+            && match (&self.root, &other.root) {
+                (Slot::Empty, Slot::Empty) => true,
+                (Slot::Node(a), Slot::Node(b)) => Arc::ptr_eq(a, b),
+                (Slot::Page(a), Slot::Page(b)) => Arc::ptr_eq(a, b),
+                _ => false,
+            }
+    }
+
+    /// Whether both have the same length and the very same pages (then they are equal).
+    pub fn shares_pages(&self, other: &PagedFile) -> bool {
+        if self.same(other) {
+            return true;
+        }
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        self.each_page(|i, p| a.push((i, Arc::as_ptr(p))));
+        other.each_page(|i, p| b.push((i, Arc::as_ptr(p))));
+        self.len == other.len && a == b
+    }
+
+    /// Page `index`, unless it is all zeros.
+    pub fn page(&self, index: u64) -> Option<&Arc<Page>> {
+        if index >= self.pages() {
+            return None;
+        }
+        let mut slot = &self.root;
+        for level in (0..self.levels).rev() {
+            match slot {
+                Slot::Node(n) => slot = &n.slots[((index >> (level * FANOUT_BITS)) as usize) & (FANOUT - 1)],
+                _ => return None,
+            }
+        }
+        match slot {
+            Slot::Page(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// Makes page `index` (inside the file) `page`, copying the nodes shared with other versions
+    /// on its way.
+    fn set(&mut self, index: u64, page: Option<Arc<Page>>) {
+        debug_assert!(index < self.pages());
+        let mut slot = &mut self.root;
+        for level in (0..self.levels).rev() {
+            if !matches!(slot, Slot::Node(_)) {
+                if page.is_none() {
+                    return;
+                }
+                *slot = Slot::Node(Arc::new(Node::default()));
+            }
+            let Slot::Node(n) = slot else { unreachable!("made a node above") };
+            slot = &mut Arc::make_mut(n).slots[((index >> (level * FANOUT_BITS)) as usize) & (FANOUT - 1)];
+        }
+        *slot = match page {
+            Some(p) => Slot::Page(p),
+            None => Slot::Empty,
+        };
+    }
+
+    /// Calls `f` with every stored (not all-zero) page and its index, in order.
+    pub fn each_page(&self, mut f: impl FnMut(u64, &Arc<Page>)) {
+        fn walk(slot: &Slot, base: u64, level: u32, f: &mut dyn FnMut(u64, &Arc<Page>)) {
+            match slot {
+                Slot::Empty => {}
+                Slot::Page(p) => f(base, p),
+                Slot::Node(n) => {
+                    let span = (FANOUT as u64).pow(level - 1);
+                    for (i, s) in n.slots.iter().enumerate() {
+                        walk(s, base + i as u64 * span, level - 1, f);
+                    }
+                }
+            }
+        }
+        walk(&self.root, 0, self.levels, &mut f);
+    }
+
+    /// Pages stored (those not all zeros).
+    pub fn stored_pages(&self) -> u64 {
+        let mut n = 0;
+        self.each_page(|_, _| n += 1);
+        n
+    }
+
+    /// Writes `bytes` at `offset` (inside the file; bytes past its end are dropped).
+    pub fn write_at(&mut self, offset: u64, bytes: &[u8]) {
+        let end = (offset + bytes.len() as u64).min(self.len);
+        let mut at = offset;
+        while at < end {
+            let index = at / PAGE as u64;
+            let in_page = (at % PAGE as u64) as usize;
+            let n = ((end - at) as usize).min(PAGE - in_page);
+            let mut buf = match self.page(index) {
+                Some(p) => *p.bytes(),
+                None => [0u8; PAGE],
+            };
+            let from = (at - offset) as usize;
+            buf[in_page..in_page + n].copy_from_slice(&bytes[from..from + n]);
+            self.set(index, Page::of(&buf));
+            at += n as u64;
+        }
+    }
+
+    /// The whole file as bytes (for small files and tests: this is what the tree avoids).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = vec![0u8; self.len as usize];
+        self.each_page(|i, p| {
+            let at = i as usize * PAGE;
+            let n = (out.len() - at).min(PAGE);
+            out[at..at + n].copy_from_slice(&p.bytes[..n]);
+        });
+        out
+    }
+
+    /// Feeds what the file holds to `h`: its length and each stored page's index and hash.
+    pub fn hash_into(&self, h: &mut blake3::Hasher) {
+        h.update(&self.len.to_le_bytes());
+        self.each_page(|i, p| {
+            h.update(&i.to_le_bytes());
+            h.update(p.hash());
+        });
+    }
+
+    /// Writes the file at `path` as a sparse file: only its stored pages take space.
+    pub fn write_sparse(&self, path: &std::path::Path) -> io::Result<()> {
+        let f = std::fs::File::create(path)?;
+        f.set_len(self.len)?;
+        let mut err = None;
+        self.each_page(|i, p| {
+            let at = i * PAGE as u64;
+            let n = ((self.len - at) as usize).min(PAGE);
+            if err.is_none() {
+                err = f.write_all_at(&p.bytes[..n], at).err();
+            }
+        });
+        err.map_or(Ok(()), Err)
+    }
+
+    /// The file at `path` as it is now, sharing the pages equal to `prev`'s. Only the file's
+    /// data is read (`SEEK_DATA`/`SEEK_HOLE`): holes are zeros without reading them.
+    pub fn read(path: &std::path::Path, prev: Option<&PagedFile>) -> io::Result<PagedFile> {
+        let f = std::fs::File::open(path)?;
+        let len = f.metadata()?.len();
+        let mut out = PagedFile::zeros(len);
+        let mut buf = vec![0u8; PAGE];
+        for (lo, hi) in data_extents(&f, len) {
+            let mut index = lo / PAGE as u64;
+            while index * (PAGE as u64) < hi {
+                out.reread(&f, index, prev, &mut buf)?;
+                index += 1;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reads page `index` of `f` again into this version, sharing `prev`'s page if equal.
+    fn reread(&mut self, f: &std::fs::File, index: u64, prev: Option<&PagedFile>, buf: &mut [u8]) -> io::Result<()> {
+        let at = index * PAGE as u64;
+        let n = ((self.len - at) as usize).min(PAGE);
+        let got = read_full_at(f, &mut buf[..n], at)?;
+        buf[got..n].fill(0);
+        let bytes = &buf[..n];
+        let old = prev.and_then(|p| p.page(index));
+        let page = match old {
+            Some(p) if p.bytes[..n] == *bytes => Some(p.clone()),
+            None if bytes.iter().all(|b| *b == 0) => None,
+            _ => Page::of(bytes),
+        };
+        // Unchanged pages are already this version's (shared with `prev`): no copy.
+        let current = self.page(index);
+        let unchanged = match (current, &page) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if !unchanged {
+            self.set(index, page);
+        }
+        Ok(())
+    }
+
+    /// This file with the pages `indices` (sorted or not) read again from `path`, whose length
+    /// must be unchanged; others are kept as they are.
+    pub fn reread_pages(&self, path: &std::path::Path, indices: &[u64]) -> io::Result<PagedFile> {
+        let f = std::fs::File::open(path)?;
+        let mut out = self.clone();
+        let mut buf = vec![0u8; PAGE];
+        for &i in indices.iter().filter(|i| **i < self.pages()) {
+            out.reread(&f, i, Some(self), &mut buf)?;
+        }
+        Ok(out)
+    }
+}
+
+/// Reads as much of `buf` as the file has at `at`.
+fn read_full_at(f: &std::fs::File, buf: &mut [u8], at: u64) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match f.read_at(&mut buf[got..], at + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// The ranges of `f` that hold data, by `SEEK_DATA`/`SEEK_HOLE`; the whole file where the file
+/// system cannot say.
+fn data_extents(f: &std::fs::File, len: u64) -> Vec<(u64, u64)> {
+    use std::os::fd::AsRawFd;
+    let fd = f.as_raw_fd();
+    let mut out = Vec::new();
+    let mut at = 0u64;
+    while at < len {
+        // SAFETY: lseek on a descriptor this function borrows; it changes only the file offset,
+        // which nothing here relies on (reads are positional).
+        let data = unsafe { libc::lseek(fd, at as libc::off_t, libc::SEEK_DATA) };
+        if data < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::ENXIO) {
+                break; // no data past `at`
+            }
+            return vec![(0, len)];
+        }
+        // SAFETY: as above.
+        let hole = unsafe { libc::lseek(fd, data, libc::SEEK_HOLE) };
+        if hole < 0 {
+            return vec![(0, len)];
+        }
+        let (lo, hi) = (data as u64, (hole as u64).min(len));
+        if hi <= lo {
+            break;
+        }
+        out.push((lo, hi));
+        at = hi;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sparse_pages_share_and_read_back() {
+        let mut bytes = vec![0u8; 300 * PAGE + 100];
+        bytes[5] = 1;
+        bytes[200 * PAGE + 7] = 2;
+        bytes[300 * PAGE + 99] = 3;
+        let f = PagedFile::from_bytes(&bytes);
+        assert_eq!(f.stored_pages(), 3);
+        assert_eq!(f.to_vec(), bytes);
+        let mut g = f.clone();
+        g.write_at(200 * PAGE as u64 + 7, &[0]);
+        assert_eq!(g.stored_pages(), 2, "a page written back to zeros is a hole again");
+        assert!(f.page(0).is_some_and(|p| Arc::ptr_eq(p, g.page(0).unwrap())), "untouched pages are shared");
+        let mut h = g.clone();
+        h.write_at(200 * PAGE as u64 + 7, &[2]);
+        assert_eq!(h, f);
+        let (mut a, mut b) = (blake3::Hasher::new(), blake3::Hasher::new());
+        h.hash_into(&mut a);
+        f.hash_into(&mut b);
+        assert_eq!(a.finalize(), b.finalize(), "equal contents hash equal whatever their history");
+        // Past the end: dropped.
+        h.write_at(h.len() - 1, &[9, 9, 9]);
+        assert_eq!(h.len(), f.len());
+        assert_eq!(h.to_vec()[h.len() as usize - 1], 9);
+    }
+
+    #[test]
+    fn files_are_read_by_their_data_and_written_sparse() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pool");
+        let file = std::fs::File::create(&path).unwrap();
+        file.set_len(64 << 20).unwrap();
+        file.write_all_at(b"head", 0).unwrap();
+        file.write_all_at(b"tail", (64 << 20) - 4).unwrap();
+        let f = PagedFile::read(&path, None).unwrap();
+        assert_eq!(f.len(), 64 << 20);
+        assert_eq!(f.stored_pages(), 2);
+        file.write_all_at(b"mid", 32 << 20).unwrap();
+        let g = f.reread_pages(&path, &[(32 << 20) / PAGE as u64, 0]).unwrap();
+        assert_eq!(g.stored_pages(), 3);
+        assert!(Arc::ptr_eq(f.page(0).unwrap(), g.page(0).unwrap()), "an unchanged page is shared");
+        let copy = dir.path().join("copy");
+        g.write_sparse(&copy).unwrap();
+        assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(&path).unwrap());
+        use std::os::unix::fs::MetadataExt;
+        assert!(std::fs::metadata(&copy).unwrap().blocks() * 512 < 1 << 20, "holes take no space");
+    }
+}
