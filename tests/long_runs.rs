@@ -118,7 +118,7 @@ fn a_crash_campaign_prints_progress_lines_on_a_pipe() {
     let run = Ferrite::crash(&prog)
         .opts(&["--analyses", "none", "--crash-points", "stores", "--recover", &recover])
         .args(&["/mnt/pmem0/log"])
-        .host_env("FERRITE_PROGRESS_SECS", "1")
+        .host_env("FERRITE_PROGRESS_SECS", "0.01")
         .go();
     run.assert_code(66);
     let lines: Vec<&str> = run
@@ -136,7 +136,7 @@ fn a_crash_campaign_prints_progress_lines_on_a_pipe() {
     let quiet = Ferrite::crash(&prog)
         .opts(&["--quiet", "--analyses", "none", "--crash-points", "stores", "--recover", &recover])
         .args(&["/mnt/pmem0/log"])
-        .host_env("FERRITE_PROGRESS_SECS", "1")
+        .host_env("FERRITE_PROGRESS_SECS", "0.01")
         .go();
     assert_eq!(quiet.stderr, "", "{}", quiet.describe());
 }

@@ -2,7 +2,7 @@
 //! otherwise (a log file, CI, a pipe) a plain line every few seconds, `ferrite: crash testing:
 //! 120/500 crash images recovered, 3 failing`, so that a long campaign shows it is alive and how
 //! far it got. Neither appears with `--quiet`. The interval is `FERRITE_PROGRESS_SECS` seconds
-//! (default 5). Host time decides only when a line is printed, never anything in the run.
+//! (default 5, fractions allowed). Host time decides only when a line is printed, never anything in the run.
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -108,14 +108,15 @@ impl Drop for Progress {
 
 /// The ticker thread: a line every interval until the phase is over.
 fn tick(s: &Shared) {
+    // Fractions too (`0.05`), so that a test sees lines from a short campaign.
     let secs = std::env::var("FERRITE_PROGRESS_SECS")
         .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .filter(|n| *n > 0)
-        .unwrap_or(DEFAULT_INTERVAL_SECS);
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|n| n.is_finite() && *n >= 0.001 && *n <= 86_400.0)
+        .unwrap_or(DEFAULT_INTERVAL_SECS as f64);
     let Ok(mut stopped) = s.stopped.lock() else { return };
     loop {
-        let Ok((guard, _)) = s.wake.wait_timeout(stopped, Duration::from_secs(secs)) else { return };
+        let Ok((guard, _)) = s.wake.wait_timeout(stopped, Duration::from_secs_f64(secs)) else { return };
         stopped = guard;
         if *stopped {
             return;

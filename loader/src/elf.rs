@@ -580,7 +580,7 @@ impl File<'_> {
     }
 
     /// The interpreter path, checked as Linux does: a NUL-terminated string
-    /// of at most `PATH_MAX` bytes.
+    /// of at most `PATH_MAX` bytes, which ends at its first NUL.
     ///
     /// goblin's `Elf::parse` would take the `p_filesz - 1` bytes as the path
     /// without looking at the terminator, so this reads the bytes itself.
@@ -595,8 +595,10 @@ impl File<'_> {
         let Some((0, path)) = raw.split_last() else {
             return Err(corrupt("the PT_INTERP path is not NUL-terminated"));
         };
-        if path.contains(&0) {
-            return Err(corrupt("the PT_INTERP path contains a NUL byte"));
+        // Linux opens it as a C string: a NUL inside ends the path there.
+        let path = path.split(|&b| b == 0).next().unwrap_or_default();
+        if path.is_empty() {
+            return Err(corrupt("the PT_INTERP path is empty"));
         }
         String::from_utf8(path.to_vec()).map_err(|_| corrupt("the PT_INTERP path is not valid UTF-8"))
     }
