@@ -601,7 +601,7 @@ fn analyses_never_change_the_schedule() {
 }
 
 /// `--por`: dynamic partial-order reduction for the exhaustive strategy. On the lost update it
-/// covers the same bounded space with a fraction of the schedules (281 without it at one
+/// covers the same bounded space with a fraction of the schedules (390 without it at one
 /// preemption), still finds the failed assertion, and the finding replays.
 #[test]
 fn partial_order_reduction_finds_the_lost_update_with_far_fewer_schedules() {

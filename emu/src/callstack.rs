@@ -76,21 +76,27 @@ impl StackTable {
         out
     }
 
+    /// Stacks interned so far, the empty stack included.
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
 
+    /// Whether only the empty stack is interned.
     pub fn is_empty(&self) -> bool {
         self.nodes.len() <= 1
     }
 }
 
+/// One thread's shadow call stack: the call site and return address of each frame the thread
+/// entered by a `call` and has not left, outermost first, each marked with the recognised
+/// synchronisation function it is in, if any.
 #[derive(Clone, Debug, Default)]
 pub struct CallStack {
     frames: Vec<Frame>,
 }
 
 impl CallStack {
+    /// A `call` at `call_pc` returning to `ret`, interning the new stack in `table`.
     pub fn push(&mut self, table: &mut StackTable, call_pc: u64, ret: u64) {
         self.push_sync(table, call_pc, ret, None);
     }
@@ -143,10 +149,13 @@ impl CallStack {
         self.frames.iter().rev().map(|f| f.call_pc)
     }
 
+    /// Frames on the stack.
     pub fn depth(&self) -> usize {
         self.frames.len()
     }
 
+    /// Forgets every frame (the thread's stack was replaced: `execve`, a `longjmp` out of
+    /// everything, a new thread).
     pub fn clear(&mut self) {
         self.frames.clear();
     }

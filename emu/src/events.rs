@@ -19,9 +19,14 @@ use crate::sync::SyncKind;
 pub struct Interest(pub u8);
 
 impl Interest {
+    /// Nothing.
     pub const NONE: Interest = Interest(0);
+    /// Loads from PM windows.
     pub const LOADS: Interest = Interest(1);
+    /// Stores to PM windows (cached, non-temporal and the store half of locked instructions).
     pub const STORES: Interest = Interest(2);
+    /// Flushes, fences, and the program's own declarations about PM (`SetClean`, PM
+    /// registration).
     pub const PERSIST: Interest = Interest(4);
     /// Entries and returns of synchronisation functions, thread creation, join and exit.
     pub const SYNC: Interest = Interest(8);
@@ -37,17 +42,21 @@ impl Interest {
     /// memory access.
     pub const TAINT: Interest = Interest(64);
 
+    /// Whether any kind of `other` is wanted.
     pub fn has(self, other: Interest) -> bool {
         self.0 & other.0 != 0
     }
 
+    /// Both sets of kinds.
     pub fn union(self, other: Interest) -> Interest {
         Interest(self.0 | other.0)
     }
 }
 
+/// What happened: the kinds of [`Event`], and what their fields mean for each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventKind {
+    /// A load (from a PM window, or anywhere with [`Interest::MEMORY`]).
     Load,
     /// A cached store (also one element of a rep string instruction).
     Store,
@@ -55,7 +64,11 @@ pub enum EventKind {
     NtStore,
     /// The store half of a locked read-modify-write or `xchg` (its fence came first).
     RmwStore,
+    /// A cache-line flush (`clflush`, `clflushopt`, `clwb`) of the line at `addr`; the device's
+    /// outcome is in [`Event::flush`].
     Flush(FlushOp),
+    /// A fence (`sfence`, `mfence`, or a locked instruction's implicit one); the device's
+    /// outcome is in [`Event::fence`].
     Fence(FenceOp),
     /// A recognised synchronisation function was entered: `addr` is its first argument, `old`
     /// its second. libpmemobj's functions take the pool first ([`SyncKind::is_pmemobj`]): for
@@ -134,27 +147,37 @@ pub enum EventKind {
 /// One event. Addresses of flushes are the flushed address; fences have none.
 #[derive(Clone, Copy, Debug)]
 pub struct Event {
+    /// What happened.
     pub kind: EventKind,
+    /// The thread it happened in.
     pub tid: u32,
+    /// The instruction (or the `syscall`) that made it.
     pub pc: u64,
     /// Guest virtual address.
     pub addr: u64,
     /// Device address (`file id << 40 | offset`).
     pub dev: u64,
+    /// Bytes accessed (at most 8 for a single access; a whole range for kernel accesses).
     pub size: u32,
     /// Little-endian value before (stores) or read (loads), for accesses up to 8 bytes.
     pub old: u64,
+    /// The value stored (stores), or the kind's own datum (see [`EventKind`]).
     pub new: u64,
+    /// The thread's interned call stack at the event.
     pub stack: StackId,
     /// Retired instructions before this one.
     pub icount: u64,
+    /// The device's id of a PM store.
     pub store: Option<StoreId>,
+    /// What a flush did to its line.
     pub flush: Option<FlushOutcome>,
+    /// What a fence made durable.
     pub fence: Option<FenceOutcome>,
 }
 
 /// Something that watches the execution: the analyses' side of the stream.
 pub trait Observer: std::any::Any {
+    /// The kinds of event it wants; asked when it is installed.
     fn interest(&self) -> Interest;
     /// Called for each event of an interesting kind, after the device has seen it.
     fn on_event(&mut self, ev: &Event, device: &PmDevice);

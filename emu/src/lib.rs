@@ -4,6 +4,8 @@
 //! Nothing here knows about Linux system calls (the `syscalls` crate) or about any detector (the
 //! `analyses` crate): the machine runs guest code until it needs the outside world and says why.
 
+#![deny(missing_docs)]
+
 pub mod callstack;
 pub mod client;
 pub mod cpuid;

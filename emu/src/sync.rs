@@ -25,25 +25,41 @@ use serde::{Deserialize, Serialize};
 /// What a recognised function does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum SyncKind {
+    /// `pthread_mutex_lock` (and its timed variants: success when it returns 0).
     MutexLock,
     /// Succeeds when it returns 0.
     MutexTrylock,
+    /// `pthread_mutex_unlock`.
     MutexUnlock,
+    /// `pthread_rwlock_rdlock` (and its timed variants): shared.
     RwRdlock,
+    /// `pthread_rwlock_wrlock` (and its timed variants): exclusive.
     RwWrlock,
+    /// `pthread_rwlock_tryrdlock`: shared, succeeds when it returns 0.
     RwTryRdlock,
+    /// `pthread_rwlock_trywrlock`: exclusive, succeeds when it returns 0.
     RwTryWrlock,
+    /// `pthread_rwlock_unlock`.
     RwUnlock,
+    /// `pthread_spin_lock`.
     SpinLock,
+    /// `pthread_spin_trylock`: succeeds when it returns 0.
     SpinTrylock,
+    /// `pthread_spin_unlock`.
     SpinUnlock,
     /// `(cond, mutex)`: releases the mutex at entry, reacquires it at return.
     CondWait,
+    /// `pthread_cond_signal(cond)`.
     CondSignal,
+    /// `pthread_cond_broadcast(cond)`.
     CondBroadcast,
+    /// `pthread_barrier_wait(barrier)`: its arrivals of one round happen before its departures.
     BarrierWait,
+    /// `sem_wait(sem)` and `sem_timedwait`: succeeds when it returns 0.
     SemWait,
+    /// `sem_trywait(sem)`: succeeds when it returns 0.
     SemTrywait,
+    /// `sem_post(sem)`.
     SemPost,
     /// `pthread_join(thread, ...)`: the joined thread's handle is the first argument.
     Join,
@@ -59,19 +75,25 @@ pub enum SyncKind {
     /// (`malloc(size)`, `calloc(n, size)`, `realloc(ptr, size)`: the return value is the block)
     /// and frees (`free(ptr)`), e.g. to forget the history of freed memory.
     Malloc,
+    /// `calloc(n, size)`.
     Calloc,
+    /// `realloc(ptr, size)`.
     Realloc,
+    /// `free(ptr)`.
     Free,
     /// libpmemobj's lock functions (`pmemobj_mutex_lock`, `pmemobj_rwlock_wrlock`, ...): their
     /// lock lives in PM and PMDK reinitialises it when the pool is opened.
     PmemobjLock,
     /// `pmemobj_rwlock_rdlock` and its timed and try variants: shared.
     PmemobjRdlock,
+    /// `pmemobj_mutex_unlock` and `pmemobj_rwlock_unlock`.
     PmemobjUnlock,
     /// `pmemobj_cond_wait(pop, cond, mutex)` and `pmemobj_cond_timedwait`: release the
     /// `PMEMmutex` at entry and reacquire it at return, like [`SyncKind::CondWait`].
     PmemobjCondWait,
+    /// `pmemobj_cond_signal(pop, cond)`.
     PmemobjCondSignal,
+    /// `pmemobj_cond_broadcast(pop, cond)`.
     PmemobjCondBroadcast,
     /// A libpmemobj function that holds one of the pool's lanes while it runs: the atomic
     /// allocations and frees, the atomic list operations, `pmemobj_publish`, `pmemobj_defrag`
