@@ -535,12 +535,7 @@ fn corrupt_report_fields_are_named() {
 
 /// A crash report of pm_log with two failing images or more (crash testing's findings).
 fn crash_report() -> (Run, serde_json::Value) {
-    let prog = guest("pm_log");
-    let recover = format!("{} /mnt/pmem0/log check", prog.display());
-    let run = Ferrite::crash(&prog)
-        .opts(&["--quiet", "--analyses", "none", "--report", "r.json", "--recover", &recover])
-        .args(&["/mnt/pmem0/log"])
-        .go();
+    let run = pm_log_crash();
     let report = run.json("r.json");
     (run, report)
 }

@@ -92,13 +92,7 @@ fn seeds() -> Vec<(String, Value)> {
         ])
         .go();
     out.push(("thr_lost_update exhaustive".into(), run.json("r.json")));
-    let prog = guest("pm_log");
-    let recover = format!("{} /mnt/pmem0/log check", prog.display());
-    let run = Ferrite::crash(&prog)
-        .opts(&["--quiet", "--analyses", "none", "--report", "r.json", "--recover", &recover])
-        .args(&["/mnt/pmem0/log"])
-        .go();
-    out.push(("pm_log crash".into(), run.json("r.json")));
+    out.push(("pm_log crash".into(), pm_log_crash().json("r.json")));
     out
 }
 

@@ -673,12 +673,7 @@ impl Analysis for Hmtrace {
                 }
             }
             EventKind::Syscall => self.allocation(ev),
-            EventKind::SyncEnter(_)
-            | EventKind::SyncReturn(_)
-            | EventKind::ThreadCreate
-            | EventKind::ThreadExit
-            | EventKind::FutexWake
-            | EventKind::FutexWoken => {
+            k if k.orders_threads() => {
                 self.cur.valid = false;
                 self.allocation(ev);
                 self.bracket.observe(ev);

@@ -509,12 +509,7 @@ impl Analysis for Oscs {
             }
             // munmap(addr, len): the memory's history goes with it.
             EventKind::Syscall if ev.addr == 11 => self.locs.clear(ev.new, ev.new.saturating_add(ev.old)),
-            EventKind::SyncEnter(_)
-            | EventKind::SyncReturn(_)
-            | EventKind::ThreadCreate
-            | EventKind::ThreadExit
-            | EventKind::FutexWake
-            | EventKind::FutexWoken => {
+            k if k.orders_threads() => {
                 if self.opts.condflag {
                     match ev.kind {
                         EventKind::SyncEnter(k) if k.is_cond_wait() => self.mark_condflags(ev.tid, false),

@@ -357,14 +357,6 @@ impl Session {
         }
     }
 
-    /// The thread that ran the instruction with retired count `n` (a debugger's view: `None`
-    /// without [`Session::enable_debugging`], or before the run started).
-    pub fn thread_at(&self, n: u64) -> Option<u32> {
-        let s = &self.debug.as_deref()?.switches;
-        let i = s.partition_point(|&(from, _)| from <= n);
-        Some(s.get(i.checked_sub(1)?)?.1)
-    }
-
     /// The last instruction before `before` that thread `tid` ran, by retired count.
     pub fn last_ran_by(&self, tid: u32, before: u64) -> Option<u64> {
         let s = &self.debug.as_deref()?.switches;

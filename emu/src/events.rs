@@ -144,6 +144,22 @@ pub enum EventKind {
     TxIgnore,
 }
 
+impl EventKind {
+    /// Whether it is one of the events through which threads order each other: a recognised
+    /// synchronisation function's entry or return, thread creation and exit, a futex hand-off.
+    pub fn orders_threads(self) -> bool {
+        matches!(
+            self,
+            EventKind::SyncEnter(_)
+                | EventKind::SyncReturn(_)
+                | EventKind::ThreadCreate
+                | EventKind::ThreadExit
+                | EventKind::FutexWake
+                | EventKind::FutexWoken
+        )
+    }
+}
+
 /// One event. Addresses of flushes are the flushed address; fences have none.
 #[derive(Clone, Copy, Debug)]
 pub struct Event {

@@ -109,6 +109,28 @@ pub struct Fault {
     pub what: String,
 }
 
+/// The SSE registers, XMM0–XMM15.
+pub const XMM_REGS: [Reg; 16] = [
+    Reg::XMM0,
+    Reg::XMM1,
+    Reg::XMM2,
+    Reg::XMM3,
+    Reg::XMM4,
+    Reg::XMM5,
+    Reg::XMM6,
+    Reg::XMM7,
+    Reg::XMM8,
+    Reg::XMM9,
+    Reg::XMM10,
+    Reg::XMM11,
+    Reg::XMM12,
+    Reg::XMM13,
+    Reg::XMM14,
+    Reg::XMM15,
+];
+/// The x87 registers, ST0–ST7 (80 bits each).
+pub const ST_REGS: [Reg; 8] = [Reg::ST0, Reg::ST1, Reg::ST2, Reg::ST3, Reg::ST4, Reg::ST5, Reg::ST6, Reg::ST7];
+
 /// Why [`Machine::run`] returned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Exit {
@@ -366,7 +388,7 @@ impl Machine {
         let _ = self.uc.reg_write(r, v);
     }
 
-    /// A register wider than 64 bits (XMM, x87 ST) as little-endian bytes.
+    /// A register wider than 64 bits ([`XMM_REGS`], [`ST_REGS`]) as little-endian bytes.
     pub fn reg_bytes(&self, r: Reg) -> Vec<u8> {
         self.uc.reg_read_long(r).map(|b| b.to_vec()).unwrap_or_default()
     }
@@ -440,12 +462,19 @@ impl Machine {
     /// Reports an event the kernel sees (thread creation and exit) to the observer, as made by
     /// the running thread at its current PC.
     pub fn emit_thread_event(&mut self, kind: EventKind, handle: u64, other: u64) {
+        let tid = self.tid();
+        self.emit_sync_event(kind, tid, handle, other);
+    }
+
+    /// A [`Interest::SYNC`] event of thread `tid` at the running thread's PC.
+    fn emit_sync_event(&mut self, kind: EventKind, tid: u32, addr: u64, new: u64) {
         let pc = self.pc();
         let st = self.uc.get_data_mut();
         if !st.obs.interest.has(Interest::SYNC) {
             return;
         }
-        let ev = st.emit(kind, pc, handle, 0, 0, 0, other);
+        let mut ev = st.emit(kind, pc, addr, 0, 0, 0, new);
+        ev.tid = tid;
         if let Some(o) = st.obs.observer.as_mut() {
             o.on_event(&ev, &st.pm.device);
         }
@@ -455,21 +484,9 @@ impl Machine {
     /// `addr`: a [`EventKind::FutexWake`] of the running thread, then a
     /// [`EventKind::FutexWoken`] of `woken`.
     pub fn emit_futex_wake(&mut self, woken: u32, addr: u64) {
-        let pc = self.pc();
-        let st = self.uc.get_data_mut();
-        if !st.obs.interest.has(Interest::SYNC) {
-            return;
-        }
-        let waker = st.tid;
-        let ev = st.emit(EventKind::FutexWake, pc, addr, 0, 0, 0, u64::from(woken));
-        if let Some(o) = st.obs.observer.as_mut() {
-            o.on_event(&ev, &st.pm.device);
-        }
-        let mut ev = st.emit(EventKind::FutexWoken, pc, addr, 0, 0, 0, u64::from(waker));
-        ev.tid = woken;
-        if let Some(o) = st.obs.observer.as_mut() {
-            o.on_event(&ev, &st.pm.device);
-        }
+        let waker = self.tid();
+        self.emit_sync_event(EventKind::FutexWake, waker, addr, u64::from(woken));
+        self.emit_sync_event(EventKind::FutexWoken, woken, addr, u64::from(waker));
     }
 
     /// Installs the analyses' observer. Call before the guest maps PM.

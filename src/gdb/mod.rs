@@ -40,7 +40,7 @@ pub fn serve(spec: &RunSpec, addr: &str, wanted: Option<&Finding>, findings: Vec
         let found = match f.analysis.as_str() {
             "fault" | "hang" => timeline.run_to_last_fault()?,
             "deadlock" => {
-                timeline.run_to_last_fault()?;
+                timeline.run_to_end();
                 true
             }
             _ => {

@@ -336,19 +336,24 @@ impl Timeline {
         Ok(found)
     }
 
-    /// Runs to just before the last fault of the run (the instruction that faults is next), or
-    /// to the budget's end: the place of a `fault` or `hang` finding. `false`: there is none
-    /// (the timeline is then at the end).
-    pub fn run_to_last_fault(&mut self) -> Result<bool> {
+    /// Runs to the end of the run, stopping for nothing; returns where it last faulted or ran
+    /// out of budget.
+    pub fn run_to_end(&mut self) -> Option<u64> {
         let mut at = None;
         loop {
             match self.drive_from(None, true) {
                 Driven::Fault(_) | Driven::Budget => at = Some(self.now()),
-                Driven::End(_) => break,
+                Driven::End(_) => return at,
                 _ => {}
             }
         }
-        match at {
+    }
+
+    /// Runs to just before the last fault of the run (the instruction that faults is next), or
+    /// to the budget's end: the place of a `fault` or `hang` finding. `false`: there is none
+    /// (the timeline is then at the end).
+    pub fn run_to_last_fault(&mut self) -> Result<bool> {
+        match self.run_to_end() {
             Some(n) => {
                 self.goto(n)?;
                 Ok(true)

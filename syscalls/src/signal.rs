@@ -22,6 +22,7 @@
 //! signal), `sigsuspend`/`sigtimedwait`/`signalfd`, the XSAVE frame format (the CPU model has no
 //! XSAVE, so the FXSAVE format with no FP_XSTATE magic is what Linux would build too).
 
+use emu::machine::{ST_REGS, XMM_REGS};
 use emu::{Fault, Machine, Reg};
 
 use crate::{err, Errno, Kernel, ProcessExit, SysResult};
@@ -93,25 +94,6 @@ const SIGCONTEXT_REGS: [Reg; 18] = [
     Reg::RIP,
     Reg::EFLAGS,
 ];
-const XMM: [Reg; 16] = [
-    Reg::XMM0,
-    Reg::XMM1,
-    Reg::XMM2,
-    Reg::XMM3,
-    Reg::XMM4,
-    Reg::XMM5,
-    Reg::XMM6,
-    Reg::XMM7,
-    Reg::XMM8,
-    Reg::XMM9,
-    Reg::XMM10,
-    Reg::XMM11,
-    Reg::XMM12,
-    Reg::XMM13,
-    Reg::XMM14,
-    Reg::XMM15,
-];
-const ST: [Reg; 8] = [Reg::ST0, Reg::ST1, Reg::ST2, Reg::ST3, Reg::ST4, Reg::ST5, Reg::ST6, Reg::ST7];
 
 /// Offsets in the frame (from its start, where the return address is).
 const UC: u64 = 8;
@@ -137,12 +119,12 @@ fn fxsave(m: &Machine) -> [u8; 512] {
     b[4] = abridged;
     b[24..28].copy_from_slice(&(m.reg(Reg::MXCSR) as u32).to_le_bytes());
     b[28..32].copy_from_slice(&0xffffu32.to_le_bytes()); // MXCSR_MASK
-    for (i, r) in ST.iter().enumerate() {
+    for (i, r) in ST_REGS.iter().enumerate() {
         let v = m.reg_bytes(*r);
         let n = v.len().min(10);
         b[32 + 16 * i..32 + 16 * i + n].copy_from_slice(&v[..n]);
     }
-    for (i, r) in XMM.iter().enumerate() {
+    for (i, r) in XMM_REGS.iter().enumerate() {
         let v = m.reg_bytes(*r);
         let n = v.len().min(16);
         b[160 + 16 * i..160 + 16 * i + n].copy_from_slice(&v[..n]);
@@ -154,10 +136,10 @@ fn fxrstor(m: &mut Machine, b: &[u8; 512]) {
     m.set_reg(Reg::FPCW, u64::from(u16::from_le_bytes([b[0], b[1]])));
     m.set_reg(Reg::FPSW, u64::from(u16::from_le_bytes([b[2], b[3]])));
     m.set_reg(Reg::MXCSR, u64::from(u32::from_le_bytes([b[24], b[25], b[26], b[27]])));
-    for (i, r) in ST.iter().enumerate() {
+    for (i, r) in ST_REGS.iter().enumerate() {
         m.set_reg_bytes(*r, &b[32 + 16 * i..32 + 16 * i + 10]);
     }
-    for (i, r) in XMM.iter().enumerate() {
+    for (i, r) in XMM_REGS.iter().enumerate() {
         m.set_reg_bytes(*r, &b[160 + 16 * i..160 + 16 * i + 16]);
     }
 }

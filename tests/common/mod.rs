@@ -502,3 +502,14 @@ pub fn without_timings(v: &Value) -> Value {
         x => x.clone(),
     }
 }
+
+/// `ferrite crash` of the bundled `pm_log` with its `check` recovery, quiet, without passes, its
+/// report in `r.json`: a campaign with failing images (crash findings) in about a second.
+pub fn pm_log_crash() -> Run {
+    let prog = guest("pm_log");
+    let recover = format!("{} /mnt/pmem0/log check", prog.display());
+    Ferrite::crash(&prog)
+        .opts(&["--quiet", "--analyses", "none", "--report", "r.json", "--recover", &recover])
+        .args(&["/mnt/pmem0/log"])
+        .go()
+}

@@ -287,38 +287,17 @@ impl Machine {
         }
         r.fs_base = self.reg(Reg::FS_BASE);
         r.gs_base = self.reg(Reg::GS_BASE);
-        let xmm = [
-            Reg::XMM0,
-            Reg::XMM1,
-            Reg::XMM2,
-            Reg::XMM3,
-            Reg::XMM4,
-            Reg::XMM5,
-            Reg::XMM6,
-            Reg::XMM7,
-            Reg::XMM8,
-            Reg::XMM9,
-            Reg::XMM10,
-            Reg::XMM11,
-            Reg::XMM12,
-            Reg::XMM13,
-            Reg::XMM14,
-            Reg::XMM15,
-        ];
-        for (i, reg) in xmm.iter().enumerate() {
-            if let Ok(b) = self.uc.reg_read_long(*reg) {
-                let mut v = [0u8; 16];
-                let n = b.len().min(16);
-                v[..n].copy_from_slice(&b[..n]);
-                r.xmm[i] = u128::from_le_bytes(v);
-            }
+        for (i, reg) in XMM_REGS.iter().enumerate() {
+            let b = self.reg_bytes(*reg);
+            let mut v = [0u8; 16];
+            let n = b.len().min(16);
+            v[..n].copy_from_slice(&b[..n]);
+            r.xmm[i] = u128::from_le_bytes(v);
         }
-        let st = [Reg::ST0, Reg::ST1, Reg::ST2, Reg::ST3, Reg::ST4, Reg::ST5, Reg::ST6, Reg::ST7];
-        for (i, reg) in st.iter().enumerate() {
-            if let Ok(b) = self.uc.reg_read_long(*reg) {
-                let n = b.len().min(10);
-                r.st[i][..n].copy_from_slice(&b[..n]);
-            }
+        for (i, reg) in ST_REGS.iter().enumerate() {
+            let b = self.reg_bytes(*reg);
+            let n = b.len().min(10);
+            r.st[i][..n].copy_from_slice(&b[..n]);
         }
         r.fctrl = self.reg(Reg::FPCW) as u32;
         r.fstat = self.reg(Reg::FPSW) as u32;
