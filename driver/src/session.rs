@@ -483,7 +483,8 @@ impl Session {
                     for (tid, handle) in std::mem::take(&mut k.created) {
                         m.emit_thread_event(emu::events::EventKind::ThreadCreate, handle, u64::from(tid));
                     }
-                    for (tid, addr) in std::mem::take(&mut k.woken) {
+                    // Drained, not taken: the list keeps its capacity (no allocation per wake).
+                    for (tid, addr) in k.woken.drain(..) {
                         m.emit_futex_wake(tid, addr);
                     }
                     if outcome == Outcome::ThreadExit {
