@@ -134,6 +134,20 @@ impl BlockInfo {
         self.insns.partition_point(|a| *a < pc) as u64
     }
 
+    /// [`retired_before`](Self::retired_before), starting from `hint`, the index the block's
+    /// previous access was at: a block's accesses mostly come in address order, so the answer is
+    /// usually at or just past it.
+    pub fn retired_before_from(&self, pc: u64, hint: usize) -> usize {
+        let mut i = hint.min(self.insns.len());
+        if i > 0 && self.insns[i - 1] >= pc {
+            return self.insns.partition_point(|a| *a < pc);
+        }
+        while i < self.insns.len() && self.insns[i] < pc {
+            i += 1;
+        }
+        i
+    }
+
     /// How the instruction at `pc` accesses memory (`Plain` unless it is listed in `access`).
     pub fn access_kind(&self, pc: u64) -> AccessKind {
         self.access.iter().find(|(p, _)| *p == pc).map(|(_, k)| *k).unwrap_or_default()
@@ -145,7 +159,13 @@ pub struct Decoder {
     cs: Capstone,
     /// With operand details, for the few instructions whose operands the machine needs.
     detailed: Capstone,
-    cache: FxHashMap<u64, BlockInfo>,
+    /// Decoded blocks in slots that stay put, so the block hook can name the running block by
+    /// its slot and the memory hooks find it without hashing ([`Decoder::at`]).
+    slots: Vec<Option<BlockInfo>>,
+    /// Slots by block (address and size).
+    index: FxHashMap<u64, u32>,
+    /// Slots freed by [`Decoder::invalidate`], to be reused.
+    free: Vec<u32>,
 }
 
 fn key(addr: u64, size: u32) -> u64 {
@@ -158,28 +178,62 @@ impl Default for Decoder {
         let cs = Capstone::new().x86().mode(ArchMode::Mode64).build().expect("capstone supports x86-64");
         let detailed =
             Capstone::new().x86().mode(ArchMode::Mode64).detail(true).build().expect("capstone supports x86-64");
-        Decoder { cs, detailed, cache: FxHashMap::default() }
+        Decoder { cs, detailed, slots: Vec::new(), index: FxHashMap::default(), free: Vec::new() }
     }
 }
 
 impl Decoder {
     /// The cached decoding of the block at `addr` of `size` bytes, if it has been inserted.
     pub fn get(&self, addr: u64, size: u32) -> Option<&BlockInfo> {
-        self.cache.get(&key(addr, size))
+        self.at(self.slot(addr, size)?)
     }
 
-    /// Decodes `bytes` (the block at `addr`) and caches the result.
-    pub fn insert(&mut self, addr: u64, size: u32, bytes: &[u8]) -> &BlockInfo {
-        let info = self.decode(addr, bytes);
-        self.cache.entry(key(addr, size)).or_insert(info)
+    /// The slot of the block at `addr` of `size` bytes, if it has been inserted.
+    pub fn slot(&self, addr: u64, size: u32) -> Option<u32> {
+        self.index.get(&key(addr, size)).copied()
+    }
+
+    /// The block in `slot` (none once invalidated).
+    pub fn at(&self, slot: u32) -> Option<&BlockInfo> {
+        self.slots.get(slot as usize)?.as_ref()
+    }
+
+    /// Decodes `bytes` (the block at `addr`) and caches the result; returns its slot too.
+    pub fn insert(&mut self, addr: u64, size: u32, bytes: &[u8]) -> (u32, &BlockInfo) {
+        let slot = match self.index.get(&key(addr, size)) {
+            Some(&slot) => slot,
+            None => {
+                let info = self.decode(addr, bytes);
+                let slot = match self.free.pop() {
+                    Some(slot) => {
+                        self.slots[slot as usize] = Some(info);
+                        slot
+                    }
+                    None => {
+                        self.slots.push(Some(info));
+                        (self.slots.len() - 1) as u32
+                    }
+                };
+                self.index.insert(key(addr, size), slot);
+                slot
+            }
+        };
+        (slot, self.slots[slot as usize].as_ref().expect("an indexed slot holds its block"))
     }
 
     /// Forgets every block overlapping `[start, end)` (code was rewritten or unmapped).
     pub fn invalidate(&mut self, start: u64, end: u64) {
-        self.cache.retain(|_, b| {
+        let (slots, free) = (&mut self.slots, &mut self.free);
+        self.index.retain(|_, slot| {
+            let Some(b) = slots[*slot as usize].as_ref() else { return false };
             let lo = b.insns.first().copied().unwrap_or(0);
             let hi = b.insns.last().map(|a| a + 16).unwrap_or(0);
-            hi <= start || lo >= end
+            let keep = hi <= start || lo >= end;
+            if !keep {
+                slots[*slot as usize] = None;
+                free.push(*slot);
+            }
+            keep
         });
     }
 
@@ -387,7 +441,7 @@ mod tests {
             0x48, 0x89, 0xd0, // mov rax, rdx (not privileged)
             0xe8, 0, 0, 0, 0, // call
         ];
-        let b = d.insert(0x1000, code.len() as u32, &code).clone();
+        let b = d.insert(0x1000, code.len() as u32, &code).1.clone();
         assert_eq!(b.insns.len(), 8);
         let s: Vec<Special> = b.specials.iter().map(|x| x.1).collect();
         let rdi = MemRef { base: Some(Reg::RDI), scale: 1, ..MemRef::default() };
@@ -420,7 +474,7 @@ mod tests {
     fn finds_client_requests_at_their_xchg() {
         let mut d = Decoder::default();
         let code = client_request_block();
-        let b = d.insert(0x1000, code.len() as u32, &code).clone();
+        let b = d.insert(0x1000, code.len() as u32, &code).1.clone();
         let xchg = 0x1000 + 6 + 16;
         assert_eq!(&b.specials[..], &[(xchg, Special::ClientRequest)]);
         assert_eq!(b.insns.len(), 8);
@@ -428,7 +482,7 @@ mod tests {
         // the second rol, the last one, or the xchg itself: the machine checks the rest.
         for skip in [6 + 4, 6 + 12, 6 + 16] {
             let at = 0x1000 + skip as u64;
-            let b = d.insert(at, (code.len() - skip) as u32, &code[skip..]).clone();
+            let b = d.insert(at, (code.len() - skip) as u32, &code[skip..]).1.clone();
             assert_eq!(&b.specials[..], &[(xchg, Special::ClientRequest)], "block from +{skip}");
         }
     }
@@ -439,15 +493,15 @@ mod tests {
         // Preamble with the rotations out of order.
         let mut code = client_request_block();
         code.swap(6 + 3, 6 + 7);
-        let b = d.insert(0x1000, code.len() as u32, &code).clone();
+        let b = d.insert(0x1000, code.len() as u32, &code).1.clone();
         assert!(b.specials.is_empty(), "{:?}", b.specials);
         // A plain `xchg rbx, rbx` after ordinary instructions, and one after a partial preamble.
         let code = [0x48, 0x89, 0xd0, 0x31, 0xd2, 0x48, 0x89, 0xd0, 0x31, 0xd2, 0x48, 0x87, 0xdb];
-        assert!(d.insert(0x2000, code.len() as u32, &code).specials.is_empty());
+        assert!(d.insert(0x2000, code.len() as u32, &code).1.specials.is_empty());
         let mut code = vec![0x31, 0xd2, 0x31, 0xd2, 0x31, 0xd2, 0x31, 0xd2];
         code.extend_from_slice(&client::PREAMBLE[4..]);
         code.extend_from_slice(&client::XCHG_RBX);
-        assert!(d.insert(0x3000, code.len() as u32, &code).specials.is_empty());
+        assert!(d.insert(0x3000, code.len() as u32, &code).1.specials.is_empty());
         // Natively the rotations leave rdi unchanged: 3 + 13 + 61 + 51 = 128.
         assert_eq!((3 + 13 + 61 + 51) % 64, 0);
     }

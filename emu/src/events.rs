@@ -175,7 +175,8 @@ pub struct Event {
     pub dev: u64,
     /// Bytes accessed (at most 8 for a single access; a whole range for kernel accesses).
     pub size: u32,
-    /// Little-endian value before (stores) or read (loads), for accesses up to 8 bytes.
+    /// Little-endian value before (stores) or read (loads), for accesses up to 8 bytes; 0 for
+    /// loads outside PM (all-memory observers get no value: none uses it).
     pub old: u64,
     /// The value stored (stores), or the kind's own datum (see [`EventKind`]).
     pub new: u64,

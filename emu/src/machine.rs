@@ -266,6 +266,9 @@ pub struct Machine {
     budget: u64,
     /// The debugger's breakpoints and watchpoints.
     debug_hooks: Vec<(debug::DebugHook, unicorn_engine::UcHookId)>,
+    /// Whether the all-memory hooks of an observer with [`Interest::MEMORY`] are in the engine.
+    /// They go in when the guest first has a second thread (see [`Machine::hook_all_memory`]).
+    dram_hooked: bool,
 }
 
 /// Why the machine could not be built or could not do what it was asked.
@@ -297,6 +300,8 @@ impl Machine {
             clock: BlockClock {
                 block_base: 0,
                 block: (0, 0, 0),
+                slot: state::NO_SLOT,
+                cursor: Default::default(),
                 prev_term: Term::Other,
                 last_point: u64::MAX,
                 limit: config.max_instructions,
@@ -374,6 +379,7 @@ impl Machine {
             limit_hook: None,
             budget: config.max_instructions,
             debug_hooks: Vec::new(),
+            dram_hooked: false,
             rand_state: (config.rand_seed ^ 0x9e37_79b9_7f4a_7c15).wrapping_mul(0xbf58_476d_1ce4_e5b9) | 1,
         })
     }
@@ -513,18 +519,41 @@ impl Machine {
             });
             self.flush_translations();
         }
-        let st = self.uc.get_data_mut();
-        if st.obs.interest.has(Interest::MEMORY) {
-            let _ = self.uc.add_mem_hook(HookType::MEM_WRITE, 1, 0, |uc, _t, addr, size, value| {
-                on_dram_access(uc, addr, size, Some(value));
-                true
-            });
-            let _ = self.uc.add_mem_hook(HookType::MEM_READ, 1, 0, |uc, _t, addr, size, _v| {
-                on_dram_access(uc, addr, size, None);
-                true
-            });
-            self.flush_translations();
+        if !self.parked.is_empty() {
+            self.hook_all_memory();
         }
+    }
+
+    /// Puts the all-memory hooks in the engine for an observer with [`Interest::MEMORY`], once the
+    /// guest has a second thread.
+    ///
+    /// Why not from the start: every pass that watches all memory (hmtrace, oscs, DPOR's
+    /// dependencies) asks how accesses of different threads are ordered, and whatever the only
+    /// thread did before it created the second happens before everything any other thread will
+    /// ever do (creation orders it, and every later thread descends from one created after it).
+    /// Such accesses can never be one side of a race, an order-sensitive pair or a dependency, so
+    /// a single-threaded program, or the single-threaded start of a parallel one, runs at the speed
+    /// of plain emulation: an all-memory hook sends every access down Unicorn's slow path, with a
+    /// search for the instruction's PC before each call (about 8× plain emulation on CPU-bound
+    /// code). What it costs: an atomic (`lock`-prefixed) access made before the first thread is
+    /// created does not mark its bytes as a synchronisation location (hmtrace's documentation says
+    /// so). Installed once and kept: a later return to one thread may still race with threads that
+    /// exited unjoined.
+    fn hook_all_memory(&mut self) {
+        let st = self.uc.get_data_mut();
+        if self.dram_hooked || !st.obs.interest.has(Interest::MEMORY) {
+            return;
+        }
+        self.dram_hooked = true;
+        let _ = self.uc.add_mem_hook(HookType::MEM_WRITE, 1, 0, |uc, _t, addr, size, value| {
+            on_dram_access(uc, addr, size, Some(value));
+            true
+        });
+        let _ = self.uc.add_mem_hook(HookType::MEM_READ, 1, 0, |uc, _t, addr, size, _v| {
+            on_dram_access(uc, addr, size, None);
+            true
+        });
+        self.flush_translations();
     }
 
     /// The installed observer, if any.

@@ -112,15 +112,16 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
         }
     }
     let st = uc.get_data_mut();
-    let (n, term) = match st.code.decoder.get(addr, size) {
-        Some(b) => (b.insns.len() as u64, b.term),
+    let found = st.code.decoder.slot(addr, size).and_then(|slot| Some((slot, st.code.decoder.at(slot)?)));
+    let (slot, n, term) = match found {
+        Some((slot, b)) => (slot, b.insns.len() as u64, b.term),
         None => {
             let mut bytes = vec![0u8; size as usize];
             if uc.mem_read(addr, &mut bytes).is_err() {
                 bytes.clear();
             }
             let st = uc.get_data_mut();
-            let b = st.code.decoder.insert(addr, size, &bytes);
+            let (slot, b) = st.code.decoder.insert(addr, size, &bytes);
             let (n, term) = (b.insns.len() as u64, b.term);
             let fresh: Vec<(u64, Special)> =
                 b.specials.iter().copied().filter(|(pc, _)| !st.code.hooked.contains(pc)).collect();
@@ -135,7 +136,7 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
                 let _ = uc.set_pc(addr);
                 return;
             }
-            (n, term)
+            (slot, n, term)
         }
     };
     let st = uc.get_data_mut();
@@ -144,7 +145,7 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
         // The budget ends inside (or at the start of) this block. At its start, stop here;
         // otherwise stop here, hook the first instruction past the budget, and run up to it.
         let k = st.clock.limit - base;
-        match st.code.decoder.get(addr, size).and_then(|b| b.insns.get(k as usize).copied()) {
+        match st.code.decoder.at(slot).and_then(|b| b.insns.get(k as usize).copied()) {
             Some(pc) if k > 0 => Some(Stop::ArmLimit(pc)),
             _ => Some(Stop::Limit),
         }
@@ -163,6 +164,7 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
     if let Some(stop) = stop {
         st.clock.block_base = base;
         st.clock.block = (addr, size, 0);
+        st.clock.slot = super::state::NO_SLOT;
         st.stop = Some(stop);
         let _ = uc.emu_stop();
         let _ = uc.set_pc(addr);
@@ -170,6 +172,8 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
     }
     st.clock.block_base = base;
     st.clock.block = (addr, size, n);
+    st.clock.slot = slot;
+    st.clock.cursor.set(0);
     st.clock.prev_term = term;
 }
 
@@ -395,8 +399,12 @@ pub(super) fn on_dram_access(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u
     {
         return;
     }
+    // A store's event carries the bytes it overwrites (oscs drops writes that change nothing); a
+    // load's carries no value: no pass wants it, and reading it back would cost a tenth of the hook.
     let mut cur = [0u8; 8];
-    let _ = uc.mem_read(addr, &mut cur[..size]);
+    if value.is_some() {
+        let _ = uc.mem_read(addr, &mut cur[..size]);
+    }
     let pc = uc.pc_read().unwrap_or(0);
     let st = uc.get_data_mut();
     if st.stop.is_some() {

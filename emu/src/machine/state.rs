@@ -39,11 +39,19 @@ pub struct HookState {
 /// The exact retired-instruction count, kept per translated block (never with Unicorn's
 /// per-instruction count, which flushes translations): the count before the current block plus
 /// the block's decoded boundaries.
+/// [`BlockClock::slot`] before the first block.
+pub(super) const NO_SLOT: u32 = u32::MAX;
+
 pub(super) struct BlockClock {
     /// Instructions retired before the current block.
     pub(super) block_base: u64,
     /// The current block's address, size and instruction count.
     pub(super) block: (u64, u32, u64),
+    /// The current block's slot in the decoder ([`NO_SLOT`] when it has not started), and the
+    /// index its last access was found at: the memory hooks find the instruction they are in
+    /// without a hash lookup or a search ([`HookState::count_at`]).
+    pub(super) slot: u32,
+    pub(super) cursor: std::cell::Cell<usize>,
     /// How the previous block ended (a call, a return, anything else), for the call stack.
     pub(super) prev_term: Term,
     /// The instruction (by retired count) last considered as a scheduling point, so that an
@@ -133,8 +141,13 @@ pub(super) struct Steering {
 
 impl HookState {
     pub(super) fn access_kind(&self, pc: u64) -> AccessKind {
-        let (addr, size, _) = self.clock.block;
-        self.code.decoder.get(addr, size).map(|b| b.access_kind(pc)).unwrap_or_default()
+        self.running_block().map(|b| b.access_kind(pc)).unwrap_or_default()
+    }
+
+    /// The decoded block the engine is running, if the block hook saw it start.
+    fn running_block(&self) -> Option<&crate::decode::BlockInfo> {
+        let (addr, _, _) = self.clock.block;
+        self.code.decoder.at(self.clock.slot).filter(|b| b.insns.first() == Some(&addr))
     }
 
     pub(super) fn device_of(&self, va: u64) -> Option<u64> {
@@ -266,8 +279,12 @@ impl HookState {
     /// Instructions retired before the instruction at `pc` in the current block.
     pub(super) fn count_at(&self, pc: u64) -> u64 {
         let (addr, size, n) = self.clock.block;
-        match self.code.decoder.get(addr, size) {
-            Some(b) if pc >= addr && pc <= addr + u64::from(size) => self.clock.block_base + b.retired_before(pc),
+        match self.running_block() {
+            Some(b) if pc >= addr && pc <= addr + u64::from(size) => {
+                let i = b.retired_before_from(pc, self.clock.cursor.get());
+                self.clock.cursor.set(i);
+                self.clock.block_base + i as u64
+            }
             _ => self.clock.block_base + n,
         }
     }

@@ -19,6 +19,7 @@ impl Machine {
         }
         self.parked.insert(tid, Parked { ctx, callstack: CallStack::default() });
         self.uc.get_data_mut().steer.sched.thread_created(tid);
+        self.hook_all_memory();
         Ok(())
     }
 
