@@ -142,6 +142,14 @@ impl Kernel {
         } else {
             self.file_block(fd, off, len, kind, perm, flags)?
         };
+        if let Backing::Pm { file_id, .. } = &backing {
+            // The device reads the file back instead of keeping copies of unpersisted lines.
+            let f = self.fds.get(fd)?.clone();
+            let d = f.desc.borrow();
+            if let Kind::File { file, .. } = &d.kind {
+                m.pm_mut().attach_file(*file_id, file).map_err(|_| Errno(libc::ENOMEM))?;
+            }
+        }
         let start = if fixed {
             if flags & MAP_FIXED != 0 {
                 m.unmap(addr, end);

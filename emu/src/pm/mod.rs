@@ -83,6 +83,7 @@
 //!   emulator maps them. Non-PM files (as of their last fsync) are the crash engine's business.
 
 mod crash;
+mod files;
 mod fx;
 mod line;
 mod table;
@@ -458,6 +459,8 @@ pub struct PmDevice {
     merged_versions: u64,
     /// Reused by `fence` to avoid allocating.
     scratch: Vec<(u64, u64)>,
+    /// The PM files, read for the durable contents of compact lines.
+    files: files::FileViews,
 }
 
 impl Default for PmDevice {
@@ -478,7 +481,18 @@ impl PmDevice {
             last_rep: None,
             merged_versions: 0,
             scratch: Vec::new(),
+            files: files::FileViews::default(),
         }
+    }
+
+    /// Lets the device read PM file `id` (a descriptor of its own, duplicated from `file`): the
+    /// common unpersisted line then costs 40 bytes instead of 96, its durable bytes being read
+    /// back from the file when needed. The emulator attaches each PM file it maps; a device that
+    /// cannot read a file keeps copies of its lines. Every change to the file's contents must
+    /// reach the device (stores, [`discard_range`](Self::discard_range)) — they do when the
+    /// file is the guest's PM.
+    pub fn attach_file(&mut self, id: u32, file: &std::fs::File) -> std::io::Result<()> {
+        self.files.attach(id, file)
     }
 
     /// The configuration the device was created with.
@@ -561,30 +575,35 @@ impl PmDevice {
         let mut data = [0u8; 64];
         data[lo..lo + new.len()].copy_from_slice(new);
         let eadr = self.config.persistency == Persistency::Eadr;
+        // The line as it was before this store (guest memory may hold the store already).
+        let before = |read_line: &mut F| {
+            let mut b = read_line(line);
+            b[lo..lo + old.len()].copy_from_slice(old);
+            b
+        };
         if eadr && kind != StoreKind::NonTemporal {
             // Durable at once: only a line that has other state (pending chunks, lives) needs
             // to hear about it.
-            if let Some(l) = self.lines.full(line) {
+            let readable = self.files.has(line);
+            if let Some(l) = self.lines.full(line, || Some(before(read_line))) {
                 l.store_durable(id, tid, mask, &data);
-                self.lines.settle(line);
+                self.lines.settle(line, readable);
             }
             return;
         }
-        let base = |read_line: &mut F| {
-            let mut base = read_line(line);
-            base[lo..lo + old.len()].copy_from_slice(old);
-            base
-        };
+        let readable = self.files.has(line);
         if kind == StoreKind::Cached && new.len() <= COMPACT_BYTES && !self.lines.contains(line) {
-            // The common case: the line's only undurable state is this store.
-            let mut bytes = [0u8; COMPACT_BYTES];
+            // The common case: the line's only undurable state is this store. The rest of the
+            // line is durable and its file holds it, unless the device cannot read the file.
+            let (mut bytes, mut was) = ([0u8; COMPACT_BYTES], [0u8; COMPACT_BYTES]);
             bytes[..new.len()].copy_from_slice(new);
-            let c =
-                Compact { base: base(read_line), floor: 0, id, new: bytes, tid, lo: lo as u8, len: new.len() as u8 };
-            self.lines.insert_compact(line, c);
+            was[..old.len()].copy_from_slice(old);
+            let c = Compact { floor: 0, id, new: bytes, old: was, tid, lo: lo as u8, len: new.len() as u8 };
+            let base = (!readable).then(|| before(read_line));
+            self.lines.insert_compact(line, c, base);
             return;
         }
-        let l = self.lines.full_or_insert(line, || base(read_line));
+        let l = self.lines.full_or_insert(line, || before(read_line));
         match kind {
             StoreKind::Cached => l.store_cached(id, tid, false, mask, &data),
             StoreKind::RepString { .. } => l.store_cached(id, tid, true, mask, &data),
@@ -603,7 +622,7 @@ impl PmDevice {
         }
         self.merged_versions += l.enforce_limit(self.version_limit);
         // The store may have replaced the line's only other latest store.
-        self.lines.settle(line);
+        self.lines.settle(line, readable);
     }
 
     /// If `line` is a compact record written by `tid` and `cap` covers its store, persists it
@@ -670,10 +689,11 @@ impl PmDevice {
                 out.persisted = true;
                 return out;
             }
-            let l = self.lines.full(line).expect("tracked");
+            let files = &self.files;
+            let l = self.lines.full(line, || files.read(line)).expect("tracked");
             out.persisted = l.raise_floor(u64::MAX);
             l.mark(line, p, u64::MAX, &mut FenceOutcome::default(), &mut sink);
-            self.lines.settle(line);
+            self.lines.settle(line, self.files.has(line));
         } else if current != 0 {
             let cur = current;
             let t = self.threads.entry(tid).or_default();
@@ -718,14 +738,15 @@ impl PmDevice {
             if self.persist_compact(line, p, cap, &mut out, &mut sink) {
                 continue;
             }
-            if let Some(l) = self.lines.full(line) {
+            let files = &self.files;
+            if let Some(l) = self.lines.full(line, || files.read(line)) {
                 out.nt_completed += l.complete_nt(tid);
                 if l.raise_floor(cap) {
                     out.lines_persisted += 1;
                 }
                 l.fold();
                 l.mark(line, p, cap, &mut out, &mut sink);
-                self.lines.settle(line);
+                self.lines.settle(line, self.files.has(line));
             }
         }
         self.scratch = work;
@@ -757,14 +778,15 @@ impl PmDevice {
             if self.persist_compact(line, p, u64::MAX, &mut out, &mut sink) {
                 continue;
             }
-            let l = self.lines.full(line).expect("listed by lines_in");
+            let files = &self.files;
+            let l = self.lines.full(line, || files.read(line)).expect("listed by lines_in");
             out.nt_completed += l.complete_nt(tid);
             if l.raise_floor(u64::MAX) {
                 out.lines_persisted += 1;
             }
             l.fold();
             l.mark(line, p, u64::MAX, &mut out, &mut sink);
-            self.lines.settle(line);
+            self.lines.settle(line, self.files.has(line));
         }
         out
     }
@@ -988,7 +1010,7 @@ impl PmDevice {
     /// order); `None` if untracked (guest memory is then the truth). For consistency checks.
     pub fn current_line(&self, line: u64) -> Option<[u8; 64]> {
         self.lines.get(line).map(|s| match s {
-            Slot::Compact(c) => c.current(),
+            Slot::Compact(c) => c.current(self.lines.compact_base(line, c, || self.files.read(line))),
             Slot::Full(l) => l.current_content(),
         })
     }
@@ -1027,7 +1049,9 @@ impl PmDevice {
         let lines: Vec<(u64, std::borrow::Cow<'_, Line>)> = keys
             .into_iter()
             .map(|k| match self.lines.get(k).expect("listed") {
-                Slot::Compact(c) => (k, std::borrow::Cow::Owned(c.expand())),
+                Slot::Compact(c) => {
+                    (k, std::borrow::Cow::Owned(c.expand(self.lines.compact_base(k, c, || self.files.read(k)))))
+                }
                 Slot::Full(l) => (k, std::borrow::Cow::Borrowed(l)),
             })
             .collect();
