@@ -28,11 +28,16 @@ pub(crate) struct FileViews {
 }
 
 impl FileViews {
-    /// Reads file `id` from now on through a descriptor of its own.
+    /// Reads file `id` from now on through a descriptor of its own (a device restored from a
+    /// snapshot may hold one of another file under the same id: it is replaced).
     pub fn attach(&mut self, id: u32, file: &File) -> std::io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
         let i = id as usize;
-        if self.files.get(i).is_some_and(Option::is_some) {
-            return Ok(());
+        if let Some(Some(f)) = self.files.get(i) {
+            let (a, b) = (f.metadata()?, file.metadata()?);
+            if (a.dev(), a.ino()) == (b.dev(), b.ino()) {
+                return Ok(());
+            }
         }
         let f = Arc::new(file.try_clone()?);
         if self.files.len() <= i {
