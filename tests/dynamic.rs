@@ -64,3 +64,39 @@ fn the_interpreter_and_libraries_are_recorded_as_inputs() {
     assert!(names.iter().any(|n| n.contains("ld-linux")), "{names:?}");
     assert!(names.iter().any(|n| n.contains("libc.so")), "{names:?}");
 }
+
+/// Host tools that ask glibc's NSS for user names (`nscd` over an `AF_UNIX` socket first) and
+/// read extended attributes (`ls -l`: SELinux labels, ACLs) run without a warning and print what
+/// they print natively: a socket exists and reaches nothing, as on a host without `nscd`, and
+/// files have no extended attributes.
+#[test]
+fn host_tools_that_probe_sockets_and_xattrs_run_without_warnings() {
+    let readme = repo().join("README.md");
+    let readme = readme.to_str().unwrap();
+    for (tool, args) in [("/usr/bin/id", vec![]), ("/bin/ls", vec!["-l", "-d", "/"]), ("/bin/ls", vec!["-l", readme])] {
+        let prog = std::path::Path::new(tool);
+        if !prog.exists() {
+            eprintln!("skipped: {tool} is not installed");
+            continue;
+        }
+        let emu = emulated(prog, &args, &[]);
+        assert_eq!(emu.code, 0, "{}: {}", emu.cmdline, emu.stderr);
+        assert!(
+            !emu.stderr.contains("warning") && !emu.stderr.contains("not implemented"),
+            "{}: {}",
+            emu.cmdline,
+            emu.stderr
+        );
+        if !tool.ends_with("id") {
+            // Times and owners differ (the guest's clock and identity are its own); modes and
+            // sizes do not.
+            let n = native(prog, &args, &[]).stdout_str();
+            let e = emu.stdout_str();
+            let fields = |s: &str| {
+                let f: Vec<String> = s.split_whitespace().map(str::to_owned).collect();
+                (f.first().cloned(), f.get(4).cloned())
+            };
+            assert_eq!(fields(&n), fields(&e), "{}", emu.cmdline);
+        }
+    }
+}

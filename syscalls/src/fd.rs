@@ -6,8 +6,9 @@
 //! file system does); standard output and error pass straight through to ferrite's own. Standard
 //! input is read from ferrite's standard input and hashed into the run record.
 //!
-//! Left out: sockets, eventfd, epoll, non-blocking pipes with more than one thread (a pipe here
-//! never blocks: reading an empty pipe whose writer is open returns EAGAIN... see [`Pipe`]).
+//! Left out: connected sockets (a socket exists but reaches nothing: [`crate::net`]), eventfd,
+//! epoll, non-blocking pipes with more than one thread (a pipe here never blocks: reading an empty
+//! pipe whose writer is open returns EAGAIN... see [`Pipe`]).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
@@ -76,6 +77,13 @@ pub enum Kind {
     PipeRead(Rc<RefCell<Pipe>>),
     /// The write end of a pipe.
     PipeWrite(Rc<RefCell<Pipe>>),
+    /// A socket that is not connected to anything (see [`crate::net`]).
+    Socket {
+        /// `AF_UNIX`, `AF_INET` or `AF_INET6`.
+        domain: i32,
+        /// `SOCK_STREAM`, `SOCK_DGRAM` or `SOCK_SEQPACKET` (without the flags).
+        ty: i32,
+    },
 }
 
 /// An open file description: what `dup` shares.
@@ -231,6 +239,12 @@ impl Kernel {
             }
             Kind::Dir { .. } => return err(libc::EISDIR),
             Kind::Stdout | Kind::Stderr | Kind::PipeWrite(_) => return err(libc::EBADF),
+            // Nothing will ever arrive on a datagram socket (no peer can exist), so a read that
+            // would block forever fails as a non-blocking one, like a lone pipe's.
+            Kind::Socket { .. } if len == 0 => 0,
+            Kind::Socket { ty: libc::SOCK_DGRAM, .. } => return err(libc::EAGAIN),
+            Kind::Socket { domain: libc::AF_UNIX, .. } => return err(libc::EINVAL),
+            Kind::Socket { .. } => return err(libc::ENOTCONN),
         };
         buf.truncate(n);
         Ok(buf)
@@ -274,6 +288,14 @@ impl Kernel {
             }
             Kind::Virtual { .. } | Kind::Stdin | Kind::PipeRead(_) => return err(libc::EBADF),
             Kind::Dir { .. } => return err(libc::EISDIR),
+            Kind::Socket { domain: libc::AF_UNIX, .. } => return err(libc::ENOTCONN),
+            Kind::Socket { ty: libc::SOCK_DGRAM, .. } => return err(libc::EDESTADDRREQ),
+            Kind::Socket { .. } => {
+                // An unconnected TCP socket: EPIPE with SIGPIPE, as for a pipe without readers.
+                drop(d);
+                self.raise(libc::SIGPIPE);
+                return err(libc::EPIPE);
+            }
         };
         Ok(n as u64)
     }

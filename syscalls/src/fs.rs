@@ -398,6 +398,9 @@ impl Kernel {
             Kind::Null => stat_of_virtual(VirtualFile::Null, &guest),
             Kind::Zero => stat_of_virtual(VirtualFile::Zero, &guest),
             Kind::Urandom => stat_of_virtual(VirtualFile::Urandom, &guest),
+            Kind::Socket { .. } => {
+                StatInfo { dev: 8, ino: fd as u64 + 2000, nlink: 1, mode: libc::S_IFSOCK | 0o777, size: 0, rdev: 0 }
+            }
             Kind::PipeRead(_) | Kind::PipeWrite(_) => {
                 StatInfo { dev: 12, ino: fd as u64 + 1000, nlink: 1, mode: libc::S_IFIFO | 0o600, size: 0, rdev: 0 }
             }
@@ -959,4 +962,37 @@ fn chmod_fd(f: &std::fs::File, mode: u32) -> Result<(), Errno> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(format!("/proc/self/fd/{}", f.as_raw_fd()), std::fs::Permissions::from_mode(mode))?;
     Ok(())
+}
+
+/// Extended attributes: the file systems the guest sees have none, and refuse new ones, like a
+/// file system mounted without xattr support. (`ls -l` asks for SELinux labels and ACLs.)
+impl Kernel {
+    /// `getxattr`, `lgetxattr` (`fd` is `None`) and `fgetxattr`: the file must exist; it has no
+    /// such attribute.
+    pub(crate) fn getxattr(&self, m: &Machine, path: Option<u64>, fd: i32, follow: bool) -> SysResult {
+        self.xattr_target(m, path, fd, follow)?;
+        err(libc::ENODATA)
+    }
+
+    /// `listxattr` and friends: the file must exist; its list is empty.
+    pub(crate) fn listxattr(&self, m: &Machine, path: Option<u64>, fd: i32, follow: bool) -> SysResult {
+        self.xattr_target(m, path, fd, follow)?;
+        Ok(0)
+    }
+
+    /// `setxattr`, `removexattr` and friends: not supported by the file system.
+    pub(crate) fn setxattr(&self, m: &Machine, path: Option<u64>, fd: i32, follow: bool) -> SysResult {
+        self.xattr_target(m, path, fd, follow)?;
+        err(libc::EOPNOTSUPP)
+    }
+
+    fn xattr_target(&self, m: &Machine, path: Option<u64>, fd: i32, follow: bool) -> Result<(), Errno> {
+        match path {
+            Some(p) => {
+                let guest = self.path_arg(m, libc::AT_FDCWD, p, follow)?;
+                self.stat_path(&guest, follow).map(|_| ())
+            }
+            None => self.fds.get(fd).map(|_| ()),
+        }
+    }
 }

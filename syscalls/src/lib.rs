@@ -24,6 +24,7 @@ pub mod fs;
 pub mod landlock;
 pub mod mem;
 pub mod names;
+pub mod net;
 pub mod process;
 pub mod signal;
 pub mod snapshot;
@@ -263,6 +264,17 @@ impl Kernel {
             libc::SYS_fsync | libc::SYS_fdatasync => self.fsync(m, i(a[0])),
             libc::SYS_dup3 => self.dup3(i(a[0]), i(a[1]), i(a[2]), false),
             libc::SYS_pipe2 => self.pipe2(m, a[0], i(a[1])),
+            libc::SYS_socket => self.socket(i(a[0]), i(a[1]), i(a[2])),
+            libc::SYS_getxattr => self.getxattr(m, Some(a[0]), -1, true),
+            libc::SYS_lgetxattr => self.getxattr(m, Some(a[0]), -1, false),
+            libc::SYS_fgetxattr => self.getxattr(m, None, i(a[0]), true),
+            libc::SYS_listxattr => self.listxattr(m, Some(a[0]), -1, true),
+            libc::SYS_llistxattr => self.listxattr(m, Some(a[0]), -1, false),
+            libc::SYS_flistxattr => self.listxattr(m, None, i(a[0]), true),
+            libc::SYS_setxattr | libc::SYS_removexattr => self.setxattr(m, Some(a[0]), -1, true),
+            libc::SYS_lsetxattr | libc::SYS_lremovexattr => self.setxattr(m, Some(a[0]), -1, false),
+            libc::SYS_fsetxattr | libc::SYS_fremovexattr => self.setxattr(m, None, i(a[0]), true),
+            libc::SYS_connect => self.connect(m, i(a[0]), a[1], a[2] as u32),
             libc::SYS_close_range => self.close_range(i(a[0]) as u32, i(a[1]) as u32, i(a[2]) as u32),
             // fs
             libc::SYS_open => self.openat(m, libc::AT_FDCWD, a[0], i(a[1]), a[2] as u32),

@@ -38,6 +38,7 @@ impl Kernel {
                         Kind::Zero => Kind::Zero,
                         Kind::Urandom => Kind::Urandom,
                         Kind::Virtual { data, pos } => Kind::Virtual { data: data.clone(), pos: *pos },
+                        Kind::Socket { domain, ty } => Kind::Socket { domain: *domain, ty: *ty },
                         Kind::File { .. } | Kind::Dir { .. } | Kind::PipeRead(_) | Kind::PipeWrite(_) => return None,
                     };
                     let c =
