@@ -297,10 +297,11 @@ impl MonitorCmd for Debuggee {
                 };
                 outputln!(
                     out,
-                    "instruction {} in thread {}; run from its start {} times{ended}",
+                    "instruction {} in thread {}; run from its start {} times, back to a snapshot {} times{ended}",
                     t.now(),
                     t.current_thread(),
-                    t.incarnations
+                    t.incarnations,
+                    t.rewinds
                 );
             }
             Some("findings") => {
