@@ -5,7 +5,8 @@ use std::num::NonZeroUsize;
 
 use gdbstub::common::{Signal, Tid};
 use gdbstub::target::ext::base::multithread::{
-    MultiThreadBase, MultiThreadResume, MultiThreadResumeOps, MultiThreadSingleStep, MultiThreadSingleStepOps,
+    MultiThreadBase, MultiThreadResume, MultiThreadResumeOps, MultiThreadSchedulerLocking,
+    MultiThreadSchedulerLockingOps, MultiThreadSingleStep, MultiThreadSingleStepOps,
 };
 use gdbstub::target::ext::base::reverse_exec::{ReverseCont, ReverseContOps, ReverseStep, ReverseStepOps};
 use gdbstub::target::ext::base::BaseOps;
@@ -222,6 +223,20 @@ impl MultiThreadResume for Debuggee {
 
     fn support_reverse_cont(&mut self) -> Option<ReverseContOps<'_, Tid, Self>> {
         Some(self)
+    }
+
+    fn support_scheduler_locking(&mut self) -> Option<MultiThreadSchedulerLockingOps<'_, Self>> {
+        Some(self)
+    }
+}
+
+/// gdb asks for it when it steps one thread over a breakpoint while others exist (`vCont;s:N`
+/// with nothing for the rest). The replay cannot hold the others without leaving the run: they
+/// run first if its schedule says so, as with any `stepi`, and the step still ends after an
+/// instruction of the stepped thread.
+impl MultiThreadSchedulerLocking for Debuggee {
+    fn set_resume_action_scheduler_lock(&mut self) -> Result<(), Self::Error> {
+        Ok(())
     }
 }
 
