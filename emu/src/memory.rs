@@ -637,8 +637,10 @@ impl Memory {
             }
             let file = file_backed(r);
             let saved = if file { self.file_pages(&r.block, past_eof) } else { resident_pages(&r.block) };
-            let mut pages = Vec::new();
-            let mut data = Vec::new();
+            let count = saved.iter().filter(|t| **t).count();
+            let mut pages = Vec::with_capacity(count);
+            // Sized once: growing it would copy what it holds again and again.
+            let mut data = Vec::with_capacity(count * PAGE as usize);
             for (i, _) in saved.iter().enumerate().filter(|(_, t)| **t) {
                 let off = i * PAGE as usize;
                 let n = (PAGE as usize).min(r.block.len - off);

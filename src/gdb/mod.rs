@@ -14,7 +14,7 @@
 //! Crash findings (a recovery on a crash image) are not served yet.
 
 mod target;
-mod timeline;
+pub(crate) mod timeline;
 
 use std::net::TcpListener;
 
