@@ -266,3 +266,39 @@ fn a_long_run_goes_back_from_its_snapshots() {
     assert!(last.contains("run from its start 1 times"), "{last}");
     assert!(!last.contains("back to a snapshot 0 times"), "{last}");
 }
+
+#[test]
+fn a_crash_finding_opens_in_its_recovery() {
+    if !gdb_available() {
+        eprintln!("skipped: gdb is not installed");
+        return;
+    }
+    let prog = guest("pm_log");
+    let dir = scratch();
+    let recover = format!("{} /mnt/pmem0/log check", prog.display());
+    let st = ferrite()
+        .current_dir(dir.path())
+        .args(["crash", "--quiet", "--analyses", "none", "--report", "r.json", "--recover", &recover, "--"])
+        .arg(&prog)
+        .arg("/mnt/pmem0/log")
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(66), "the crash campaign found nothing");
+    let r = read_json(&dir.path().join("r.json"));
+    let f = get(&r, "findings").as_array().unwrap().iter().find(|f| f["analysis"] == "crash").unwrap().clone();
+    let server = Server::start(dir.path(), Path::new("r.json"), Some(f["id"].as_u64().unwrap() as u32));
+    // Where check mode finds the corrupt entry, reached backwards from the recovery's failing exit.
+    let src = std::fs::read_to_string(guest_source("pm_log.c")).unwrap();
+    let corrupt = 1 + src.lines().position(|l| l.contains("printf(\"recovery: entry %d corrupt")).unwrap();
+    let out = server.gdb(
+        &prog,
+        &["monitor crash", "monitor when", &format!("break pm_log.c:{corrupt}"), "reverse-continue", "bt 2", "monitor when"],
+    );
+    // It says which crash the image is of: the finding's crash point.
+    assert!(out.contains("on the crash image of the crash at") && out.contains("pm.h:"), "{out}");
+    let w = whens(&out);
+    assert_eq!(w.len(), 2, "{out}");
+    assert!(out.contains("the run has ended: Exited(Code(1))"), "the recovery fails: {out}");
+    assert!(w[1] < w[0], "{w:?}");
+    assert!(out.lines().any(|l| l.starts_with("#0") && l.contains(&format!("pm_log.c:{corrupt}"))), "{out}");
+}

@@ -41,11 +41,13 @@ pub struct Debuggee {
     /// Set by the resume calls, taken by the event loop.
     pub resume: Option<Resume>,
     step_tid: Option<u32>,
+    /// A crash finding's recovery is being debugged: what `monitor crash` says of it.
+    crash: Option<String>,
 }
 
 impl Debuggee {
-    pub fn new(timeline: Timeline, findings: Vec<Finding>) -> Debuggee {
-        Debuggee { timeline, findings, resume: None, step_tid: None }
+    pub fn new(timeline: Timeline, findings: Vec<Finding>, crash: Option<String>) -> Debuggee {
+        Debuggee { timeline, findings, resume: None, step_tid: None, crash }
     }
 
     /// Does what gdb asked; `None` when `interrupted` cut a forward run short.
@@ -341,11 +343,16 @@ impl MonitorCmd for Debuggee {
                     outputln!(out, "usage: monitor pm ADDRESS (a guest address in a PM mapping, e.g. 0x7f0000001000)")
                 }
             },
+            Some("crash") => match &self.crash {
+                Some(c) => outputln!(out, "{c}"),
+                None => outputln!(out, "the replay is the report's run, not a recovery of a crash image"),
+            },
             _ => {
                 outputln!(out, "ferrite monitor commands:");
                 outputln!(out, "  monitor when          the instruction count and thread the replay is at");
                 outputln!(out, "  monitor findings      the report's findings");
                 outputln!(out, "  monitor pm ADDRESS    the persistence state of the PM line holding ADDRESS");
+                outputln!(out, "  monitor crash         the crash point and image a recovery being debugged runs on");
             }
         }
         Ok(())
