@@ -262,7 +262,7 @@ fn a_long_run_goes_back_from_its_snapshots() {
     // Backwards from near the end, the joins again, last first: found from the snapshots.
     assert_eq!(w[8], joins[3], "{w:?}\n{out}");
     assert_eq!(w[9], joins[2], "{w:?}\n{out}");
-    let last = out.lines().filter(|l| l.starts_with("instruction ")).last().unwrap();
+    let last = out.lines().rfind(|l| l.starts_with("instruction ")).unwrap();
     assert!(last.contains("run from its start 1 times"), "{last}");
     assert!(!last.contains("back to a snapshot 0 times"), "{last}");
 }
@@ -292,7 +292,14 @@ fn a_crash_finding_opens_in_its_recovery() {
     let corrupt = 1 + src.lines().position(|l| l.contains("printf(\"recovery: entry %d corrupt")).unwrap();
     let out = server.gdb(
         &prog,
-        &["monitor crash", "monitor when", &format!("break pm_log.c:{corrupt}"), "reverse-continue", "bt 2", "monitor when"],
+        &[
+            "monitor crash",
+            "monitor when",
+            &format!("break pm_log.c:{corrupt}"),
+            "reverse-continue",
+            "bt 2",
+            "monitor when",
+        ],
     );
     // It says which crash the image is of: the finding's crash point.
     assert!(out.contains("on the crash image of the crash at") && out.contains("pm.h:"), "{out}");

@@ -221,7 +221,9 @@ impl Machine {
         }
         self.parked.clear();
         for t in &snap.parked {
-            let ctx = self.copy_context(&t.ctx, &snap.ctx).ok_or(EmuError::Engine(unicorn_engine::unicorn_const::uc_error::NOMEM))?;
+            let ctx = self
+                .copy_context(&t.ctx, &snap.ctx)
+                .ok_or(EmuError::Engine(unicorn_engine::unicorn_const::uc_error::NOMEM))?;
             self.parked.insert(t.tid, super::threads::Parked { ctx, callstack: t.callstack.clone() });
         }
         self.uc.context_restore(&snap.ctx).map_err(engine)?;
