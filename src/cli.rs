@@ -404,6 +404,12 @@ pub struct BenchArgs {
     #[arg(long, value_name = "CMD ARGS", value_parser = values::command)]
     pub recover: Option<String>,
 
+    /// Measure snapshots instead: one of the whole run taken half-way (every thread, guest
+    /// memory, the PM device and files), restored after the run went on, and a debugger's
+    /// `reverse-stepi` at the end of the run, in wall-clock time.
+    #[arg(long, conflicts_with = "recover")]
+    pub snapshots: bool,
+
     /// The program to measure, then its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]...")]
     pub command: Vec<String>,

@@ -108,7 +108,7 @@ fn confine(cmd: &Command) -> anyhow::Result<syscalls::landlock::TempRoot> {
     let dir_of = |f: &Option<PathBuf>| {
         f.as_ref().map(|f| f.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf())
     };
-    if matches!(cmd, Command::Bench(_)) {
+    if matches!(cmd, Command::Bench(a) if !a.snapshots) {
         // bench only starts processes: the program natively, and ferrite runs that confine
         // themselves. Its own Landlock domain would be inherited by them and refuse each one its
         // private temporary directory.

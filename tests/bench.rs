@@ -27,3 +27,26 @@ fn bench_prints_a_row_per_configuration() {
         assert!(cells[3].strip_suffix('x').is_some_and(|r| r.parse::<f64>().is_ok()), "{line}");
     }
 }
+
+#[test]
+fn bench_snapshots_prints_take_restore_and_a_step_back() {
+    let prog = guest("snap_touch");
+    let dir = scratch();
+    let out = ferrite()
+        .current_dir(dir.path())
+        .args(["bench", "--snapshots", "--runs", "1", "--"])
+        .arg(&prog)
+        .args(["2", "2"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let row = stdout.lines().last().unwrap_or_default();
+    let cells: Vec<&str> = row.split('|').map(str::trim).filter(|c| !c.is_empty()).collect();
+    assert_eq!(cells.len(), 6, "{stdout}");
+    // Half-way, the four workers and main are alive, their buffers being touched.
+    assert_eq!(cells[1], "5", "{stdout}");
+    assert!(cells[2].parse::<f64>().is_ok_and(|m| m > 1.0), "{stdout}");
+    assert!(cells[3..].iter().all(|c| c.parse::<f64>().is_ok_and(|t| t >= 0.0)), "{stdout}");
+}

@@ -220,3 +220,92 @@ fn a_fault_opens_at_the_faulting_instruction() {
     assert!(bt.contains(&format!("null_deref.c:{line}")), "{out}");
     assert!(out.contains("received signal SIGSEGV"), "{out}");
 }
+
+#[test]
+fn a_long_run_goes_back_from_its_snapshots() {
+    if !gdb_available() {
+        eprintln!("skipped: gdb is not installed");
+        return;
+    }
+    // About 30 M instructions of 4 threads: several of the timeline's snapshot intervals.
+    let prog = guest("thr_racy_counter_n");
+    let dir = report(&prog, "hmtrace", &["4", "1200000"]);
+    let end = get(&read_json(&dir.path().join("r.json")), "run.instructions").as_u64().unwrap();
+    let server = Server::start(dir.path(), Path::new("r.json"), None);
+    assert_eq!(server.at, 0);
+    let mut cmds = vec!["break pthread_join"];
+    cmds.extend(["continue", "monitor when"].repeat(4));
+    cmds.extend([
+        "delete",
+        "continue",
+        "monitor when",
+        "reverse-stepi",
+        "monitor when",
+        "reverse-stepi",
+        "monitor when",
+        "stepi",
+        "monitor when",
+        "break pthread_join",
+        "reverse-continue",
+        "monitor when",
+        "reverse-continue",
+        "monitor when",
+    ]);
+    let out = server.gdb(&prog, &cmds);
+    let w = whens(&out);
+    assert_eq!(w.len(), 10, "{out}");
+    let joins = &w[..4];
+    assert!(joins.windows(2).all(|p| p[0] < p[1]), "{w:?}");
+    assert_eq!(w[4], end, "{out}");
+    assert!(w[6] < w[5] && w[5] < end, "two steps back: {w:?}");
+    assert_eq!(w[7], w[5], "a step forward again: {w:?}");
+    // Backwards from near the end, the joins again, last first: found from the snapshots.
+    assert_eq!(w[8], joins[3], "{w:?}\n{out}");
+    assert_eq!(w[9], joins[2], "{w:?}\n{out}");
+    let last = out.lines().rfind(|l| l.starts_with("instruction ")).unwrap();
+    assert!(last.contains("run from its start 1 times"), "{last}");
+    assert!(!last.contains("back to a snapshot 0 times"), "{last}");
+}
+
+#[test]
+fn a_crash_finding_opens_in_its_recovery() {
+    if !gdb_available() {
+        eprintln!("skipped: gdb is not installed");
+        return;
+    }
+    let prog = guest("pm_log");
+    let dir = scratch();
+    let recover = format!("{} /mnt/pmem0/log check", prog.display());
+    let st = ferrite()
+        .current_dir(dir.path())
+        .args(["crash", "--quiet", "--analyses", "none", "--report", "r.json", "--recover", &recover, "--"])
+        .arg(&prog)
+        .arg("/mnt/pmem0/log")
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(66), "the crash campaign found nothing");
+    let r = read_json(&dir.path().join("r.json"));
+    let f = get(&r, "findings").as_array().unwrap().iter().find(|f| f["analysis"] == "crash").unwrap().clone();
+    let server = Server::start(dir.path(), Path::new("r.json"), Some(f["id"].as_u64().unwrap() as u32));
+    // Where check mode finds the corrupt entry, reached backwards from the recovery's failing exit.
+    let src = std::fs::read_to_string(guest_source("pm_log.c")).unwrap();
+    let corrupt = 1 + src.lines().position(|l| l.contains("printf(\"recovery: entry %d corrupt")).unwrap();
+    let out = server.gdb(
+        &prog,
+        &[
+            "monitor crash",
+            "monitor when",
+            &format!("break pm_log.c:{corrupt}"),
+            "reverse-continue",
+            "bt 2",
+            "monitor when",
+        ],
+    );
+    // It says which crash the image is of: the finding's crash point.
+    assert!(out.contains("on the crash image of the crash at") && out.contains("pm.h:"), "{out}");
+    let w = whens(&out);
+    assert_eq!(w.len(), 2, "{out}");
+    assert!(out.contains("the run has ended: Exited(Code(1))"), "the recovery fails: {out}");
+    assert!(w[1] < w[0], "{w:?}");
+    assert!(out.lines().any(|l| l.starts_with("#0") && l.contains(&format!("pm_log.c:{corrupt}"))), "{out}");
+}

@@ -427,6 +427,24 @@ pub enum Replayed {
 /// Rebuilds a crash finding's image from a fresh workload run of `spec` (on a copy of its PM
 /// directory) and recovers it again, as the campaign `c` did.
 pub fn replay(runner: &Runner, spec: &RunSpec, c: &CrashSummary, image: &CrashImageRef) -> Result<Replayed, Error> {
+    let (plan, files) = match rebuild(runner, spec, c, image)? {
+        Ok(rebuilt) => rebuilt,
+        Err(why) => return Ok(Replayed::Diverged(why)),
+    };
+    Ok(match recover(&plan, &files, &[])? {
+        Verdict::Failed { what, .. } => Replayed::Reproduced(what),
+        Verdict::Passed | Verdict::ReadOpen { .. } => Replayed::Passed,
+    })
+}
+
+/// A crash finding's image rebuilt from a fresh workload run of `spec`: the recovery plan and
+/// the image's files, or why the workload no longer gives that image.
+fn rebuild(
+    runner: &Runner,
+    spec: &RunSpec,
+    c: &CrashSummary,
+    image: &CrashImageRef,
+) -> Result<Result<(Plan, crate::files::Files), String>, Error> {
     // A report is anyone's file: a crash section without a recovery command cannot be replayed.
     if c.recover.first().is_none_or(|p| p.is_empty()) {
         return Err(Error::Other("the report's crash section has no recovery command".into()));
@@ -437,14 +455,10 @@ pub fn replay(runner: &Runner, spec: &RunSpec, c: &CrashSummary, image: &CrashIm
     let (_, out, log) = workload(runner, &spec, &c.crash_point_mode, c.crash_at, c.dedup_points)?;
     let points = log.point_data();
     let Some(point) = points.get(image.point as usize) else {
-        return Ok(Replayed::Diverged(format!(
-            "the workload has {} crash points, not {}",
-            points.len(),
-            u64::from(image.point) + 1
-        )));
+        return Ok(Err(format!("the workload has {} crash points, not {}", points.len(), u64::from(image.point) + 1)));
     };
     let Some(files) = image_files(point, &image.choice, &log.file_paths) else {
-        return Ok(Replayed::Diverged(format!("crash point {} has another crash space", image.point)));
+        return Ok(Err(format!("crash point {} has another crash space", image.point)));
     };
     let plan = Plan {
         recover: c.recover.clone(),
@@ -459,8 +473,23 @@ pub fn replay(runner: &Runner, spec: &RunSpec, c: &CrashSummary, image: &CrashIm
         fresh: false,
         lazy: c.lazy,
     };
-    Ok(match recover(&plan, &files, &[])? {
-        Verdict::Failed { what, .. } => Replayed::Reproduced(what),
-        Verdict::Passed | Verdict::ReadOpen { .. } => Replayed::Passed,
-    })
+    Ok(Ok((plan, files)))
+}
+
+/// A crash finding's recovery as a run of its own on its rebuilt crash image, for a debugger:
+/// the recovery's spec and the directory holding the image (which the spec's PM directory is),
+/// or why the workload no longer gives that image.
+pub fn recovery_of(
+    runner: &Runner,
+    spec: &RunSpec,
+    c: &CrashSummary,
+    image: &CrashImageRef,
+) -> Result<Result<(RunSpec, tempfile::TempDir), String>, Error> {
+    let (plan, files) = match rebuild(runner, spec, c, image)? {
+        Ok(rebuilt) => rebuilt,
+        Err(why) => return Ok(Err(why)),
+    };
+    let dir = tempfile::Builder::new().prefix("ferrite-recovery-").tempdir()?;
+    crate::files::materialise(&files, dir.path())?;
+    Ok(Ok((crate::recover::recovery_spec(&plan, &plan.recover, dir.path()), dir)))
 }

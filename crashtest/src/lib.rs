@@ -44,7 +44,7 @@ pub mod validate;
 
 use serde::{Deserialize, Serialize};
 
-pub use campaign::{replay, test, test_all, workload, Campaign, Options, Replayed, Tested};
+pub use campaign::{recovery_of, replay, test, test_all, workload, Campaign, Options, Replayed, Tested};
 pub use record::CrashLog;
 pub use recover::{Plan, Verdict};
 pub use validate::Validate;

@@ -29,6 +29,7 @@ macro_rules! out {
     }};
 }
 
+pub mod dir_image;
 pub mod explore;
 pub mod report;
 mod run;

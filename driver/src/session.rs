@@ -157,6 +157,38 @@ pub struct Session {
     warm: bool,
     /// What a debugger attached to the run needs ([`Session::enable_debugging`]).
     debug: Option<Box<Debugging>>,
+    /// Some pass watches the run (a [`Checkpoint`] does not hold their state).
+    has_passes: bool,
+}
+
+/// A session at any stop ([`Session::checkpoint`]), as [`Session::rewind`] brings it back, any
+/// number of times: the machine (every thread, memory, the scheduler, the PM device), a copy of
+/// the kernel, the PM directory's files, the trace hash so far and the debugger's record.
+pub struct Checkpoint {
+    machine: emu::MachineSnapshot,
+    kernel: Kernel,
+    files: crate::dir_image::DirImage,
+    trace: blake3::Hasher,
+    findings: Vec<Finding>,
+    objects: usize,
+    reported_unsupported: usize,
+    max_threads_seen: usize,
+    regions_seen: usize,
+    syscall_pending: bool,
+    /// The debugger's record: how many thread stretches, and the held exit.
+    debug: Option<(usize, Option<Exit>)>,
+}
+
+impl Checkpoint {
+    /// The retired-instruction count it was taken at.
+    pub fn icount(&self) -> u64 {
+        self.machine.icount()
+    }
+
+    /// Host bytes it holds (guest memory pages and PM files), roughly.
+    pub fn bytes(&self) -> usize {
+        self.machine.saved_bytes() + self.files.bytes()
+    }
 }
 
 /// Why [`Session::drive_debug`] returned.
@@ -277,6 +309,7 @@ impl Session {
         }
         passes.extend(extra);
         let mut passes = Passes::new(passes);
+        let has_passes = !passes.is_empty();
         passes.configure(&spec.settings);
         // Crash images for post-failure validation, captured by the passes that want them.
         let images = match images {
@@ -319,6 +352,7 @@ impl Session {
             syscall_pending: false,
             warm,
             debug: None,
+            has_passes,
         })
     }
 
@@ -748,6 +782,59 @@ impl Session {
             let mut passes = Passes::new(extra);
             passes.configure(&self.spec.settings);
             self.m.set_observer(Box::new(passes));
+        }
+        Ok(())
+    }
+}
+
+impl Session {
+    /// The whole run as it is now, at any stop (a debugger's, at any instruction), or `None`
+    /// when it cannot be held: passes or a probe watch the run (their state is not captured),
+    /// the machine cannot be (taint tracking), or a host file cannot be opened again or the PM
+    /// directory holds something but files and directories.
+    pub fn checkpoint(&self) -> Option<Checkpoint> {
+        if self.has_passes || self.probe.is_some() || self.images.is_some() {
+            return None;
+        }
+        let machine = self.m.checkpoint()?;
+        let kernel = self.k.checkpoint_copy()?;
+        let files = crate::dir_image::DirImage::capture(&self.spec.pm_dir).ok()?;
+        Some(Checkpoint {
+            machine,
+            kernel,
+            files,
+            trace: self.trace.clone(),
+            findings: self.findings.clone(),
+            objects: self.symbols.count(),
+            reported_unsupported: self.reported_unsupported,
+            max_threads_seen: self.max_threads_seen,
+            regions_seen: self.regions_seen,
+            syscall_pending: self.syscall_pending,
+            debug: self.debug.as_deref().map(|d| (d.switches.len(), d.held_exit.clone())),
+        })
+    }
+
+    /// Brings the session back to `c`, taken of this session earlier: the run goes on from
+    /// there exactly as it went on the first time (same instructions, schedule and trace hash).
+    pub fn rewind(&mut self, c: &Checkpoint) -> Result<(), SessionError> {
+        // The files first: the machine writes the pages of shared mappings back into them,
+        // which must be as long as they were.
+        c.files.restore(&self.spec.pm_dir)?;
+        self.m.restore(&c.machine)?;
+        self.k = c
+            .kernel
+            .checkpoint_copy()
+            .ok_or_else(|| SessionError::Io(std::io::Error::other("a file of the run cannot be opened again")))?;
+        self.trace = c.trace.clone();
+        self.findings = c.findings.clone();
+        self.symbols.keep_first(c.objects);
+        self.reported_unsupported = c.reported_unsupported;
+        self.max_threads_seen = c.max_threads_seen;
+        self.regions_seen = c.regions_seen;
+        self.syscall_pending = c.syscall_pending;
+        if let (Some(d), Some((n, held))) = (self.debug.as_deref_mut(), &c.debug) {
+            d.switches.truncate(*n);
+            d.held_exit = held.clone();
         }
         Ok(())
     }

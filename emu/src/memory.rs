@@ -82,15 +82,20 @@ impl Perm {
     }
 }
 
+/// Snapshots taken so far, in this process: a block touched at epoch `e` may differ from every
+/// snapshot whose epoch is at most `e`. Only compared, never part of a run.
+static EPOCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// Host memory behind one or more guest regions. Unmapped from the host when the last region
 /// (or snapshot) holding it goes.
 #[derive(Debug)]
 pub struct HostBlock {
     ptr: NonNull<u8>,
     len: usize,
-    /// Made writable or written by force since the last snapshot or restore: its contents may
-    /// differ from the snapshot's even though no region of it is writable now.
-    touched: std::cell::Cell<bool>,
+    /// The [`EPOCH`] when it was last made writable or written by force: its contents may differ
+    /// from those of every snapshot taken before then, even though no region of it is writable
+    /// now. An epoch rather than a flag, because a machine may hold many snapshots at once.
+    touched: std::cell::Cell<u64>,
 }
 
 impl HostBlock {
@@ -132,7 +137,11 @@ impl HostBlock {
             return Err(std::io::Error::last_os_error());
         }
         let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| std::io::Error::other("mmap returned null"))?;
-        Ok(Rc::new(HostBlock { ptr, len, touched: std::cell::Cell::new(false) }))
+        Ok(Rc::new(HostBlock { ptr, len, touched: std::cell::Cell::new(0) }))
+    }
+
+    fn touch(&self) {
+        self.touched.set(EPOCH.load(std::sync::atomic::Ordering::Relaxed));
     }
 
     /// Length of the host mapping in bytes.
@@ -399,7 +408,7 @@ impl Memory {
             let mut middle = r.piece(lo, hi);
             if let Some(p) = perm {
                 if p.write() {
-                    middle.block.touched.set(true);
+                    middle.block.touch();
                 }
                 middle.perm = p;
                 pieces.push(middle);
@@ -506,7 +515,7 @@ impl Memory {
         self.access(addr, data.len() as u64, need, |r, a, off, n| {
             exec |= r.perm.exec();
             if !r.perm.write() {
-                r.block.touched.set(true);
+                r.block.touch();
             }
             // SAFETY: as in `read`.
             unsafe { std::ptr::copy_nonoverlapping(data.as_ptr().add(off), r.host(a), n) }
@@ -518,7 +527,7 @@ impl Memory {
     pub fn zero(&mut self, addr: u64, len: u64) -> Result<(), MemError> {
         self.access(addr, len, Perm::NONE, |r, a, _, n| {
             if !r.perm.write() {
-                r.block.touched.set(true);
+                r.block.touch();
             }
             // SAFETY: as in `read`.
             unsafe { std::ptr::write_bytes(r.host(a), 0, n) }
@@ -575,6 +584,10 @@ struct SavedBlock {
     data: Vec<u8>,
     /// Some region of it was writable at the snapshot.
     writable: bool,
+    /// A shared mapping of a host file: only the saved pages may be touched (the others may lie
+    /// past the end of the file, where the host raises SIGBUS), and an unsaved page is not
+    /// zero but the file's.
+    file: bool,
 }
 
 /// Guest memory as plain data: the table and the touched pages of every host block it uses.
@@ -585,6 +598,8 @@ pub struct MemorySnapshot {
     regions: BTreeMap<u64, Region>,
     mapped: u64,
     blocks: Vec<SavedBlock>,
+    /// Its [`EPOCH`]: blocks touched at or after it may differ from it.
+    epoch: u64,
 }
 
 impl MemorySnapshot {
@@ -603,35 +618,61 @@ fn same_region(a: &Region, b: &Region) -> bool {
         && a.backing == b.backing
 }
 
+/// Whether a region maps a host file shared (its block is the file's pages).
+fn file_backed(r: &Region) -> bool {
+    matches!(r.backing, Backing::Pm { .. } | Backing::SharedFile { .. })
+}
+
 impl Memory {
-    /// The table and its blocks' touched pages. PM mappings are not part of a snapshot (the
-    /// caller takes snapshots only when there are none).
-    pub fn snapshot(&self) -> MemorySnapshot {
+    /// The table and its blocks' touched pages. Of a shared file mapping, every page some region
+    /// maps is saved but those in `past_eof` (guest ranges past the end of their file, which the
+    /// host would answer with SIGBUS): the file's contents are the caller's to keep.
+    pub fn snapshot(&self, past_eof: &[(u64, u64)]) -> MemorySnapshot {
+        let epoch = EPOCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         let mut blocks: Vec<SavedBlock> = Vec::new();
         for r in self.regions.values() {
             if let Some(b) = blocks.iter_mut().find(|b| Rc::ptr_eq(&b.block, &r.block)) {
                 b.writable |= r.perm.write();
                 continue;
             }
-            let resident = resident_pages(&r.block);
-            let mut pages = Vec::new();
-            let mut data = Vec::new();
-            for (i, _) in resident.iter().enumerate().filter(|(_, t)| **t) {
+            let file = file_backed(r);
+            let saved = if file { self.file_pages(&r.block, past_eof) } else { resident_pages(&r.block) };
+            let count = saved.iter().filter(|t| **t).count();
+            let mut pages = Vec::with_capacity(count);
+            // Sized once: growing it would copy what it holds again and again.
+            let mut data = Vec::with_capacity(count * PAGE as usize);
+            for (i, _) in saved.iter().enumerate().filter(|(_, t)| **t) {
                 let off = i * PAGE as usize;
                 let n = (PAGE as usize).min(r.block.len - off);
-                // SAFETY: `off..off+n` lies inside the block's mapping.
+                // SAFETY: `off..off+n` lies inside the block's mapping (and, of a file, inside
+                // the file).
                 let page = unsafe { std::slice::from_raw_parts(r.block.as_ptr().add(off), n) };
                 pages.push(i as u32);
                 data.extend_from_slice(page);
             }
-            r.block.touched.set(false);
-            blocks.push(SavedBlock { block: r.block.clone(), pages, data, writable: r.perm.write() });
+            blocks.push(SavedBlock { block: r.block.clone(), pages, data, writable: r.perm.write(), file });
         }
-        MemorySnapshot { regions: self.regions.clone(), mapped: self.mapped, blocks }
+        MemorySnapshot { regions: self.regions.clone(), mapped: self.mapped, blocks, epoch }
+    }
+
+    /// The pages of a file's block that some region maps, outside `past_eof`.
+    fn file_pages(&self, block: &Rc<HostBlock>, past_eof: &[(u64, u64)]) -> Vec<bool> {
+        let mut pages = vec![false; block.len.div_ceil(PAGE as usize)];
+        for r in self.regions.values().filter(|r| Rc::ptr_eq(&r.block, block)) {
+            for (i, a) in (r.start..r.end).step_by(PAGE as usize).enumerate() {
+                if !past_eof.iter().any(|&(s, e)| a >= s && a < e) {
+                    if let Some(p) = pages.get_mut(r.block_off / PAGE as usize + i) {
+                        *p = true;
+                    }
+                }
+            }
+        }
+        pages
     }
 
     /// Puts memory back as it was at `snap`. Returns the executable ranges Unicorn had to map
-    /// again (translations of them are gone; the caller forgets what it decoded there).
+    /// again (translations of them are gone; the caller forgets what it decoded there). The
+    /// files behind shared mappings must be as long as they were at the snapshot.
     pub fn restore<D>(&mut self, uc: &mut Unicorn<'static, D>, snap: &MemorySnapshot) -> Vec<(u64, u64)> {
         let mut changed = Vec::new();
         let current = std::mem::take(&mut self.regions);
@@ -650,7 +691,7 @@ impl Memory {
             }
         }
         for b in &snap.blocks {
-            let touched = b.block.touched.replace(false);
+            let touched = b.block.touched.get() >= snap.epoch;
             let writable_now = current.values().any(|r| Rc::ptr_eq(&r.block, &b.block) && r.perm.write());
             if !b.writable && !writable_now && !touched {
                 continue;
@@ -668,7 +709,7 @@ impl Memory {
                     exec[i] |= r.perm.exec();
                 }
             }
-            let resident = resident_pages(&b.block);
+            let resident = if b.file { vec![false; pages] } else { resident_pages(&b.block) };
             let mut saved = b.pages.iter().peekable();
             let mut data_off = 0usize;
             for (i, in_use) in resident.iter().enumerate() {
@@ -682,7 +723,7 @@ impl Memory {
                 } else {
                     None
                 };
-                if !writable[i] {
+                if !writable[i] || (old.is_none() && b.file) {
                     continue;
                 }
                 // SAFETY: `off..off+n` lies inside the block's mapping, and nothing else refers

@@ -14,6 +14,9 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
     if let Some(recover) = &a.recover {
         return bench_crash(&a, recover);
     }
+    if a.snapshots {
+        return bench_snapshots(&a);
+    }
     let exe = std::env::current_exe().context("cannot find ferrite's own executable")?;
     let expected = std::cell::Cell::new(None::<i32>);
     let time = |cmd: &mut Proc| -> Result<(f64, u64)> {
@@ -99,6 +102,75 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
             cell(*flushes)
         );
     }
+    Ok(0)
+}
+
+/// `ferrite bench --snapshots`: what a snapshot of the whole run costs half-way through it, and
+/// a debugger's step back at its end, in this process (wall-clock time, median of the runs).
+fn bench_snapshots(a: &BenchArgs) -> Result<i32> {
+    use driver::session::Driven;
+    let runs = a.runs.max(1) as usize;
+    let program = std::path::PathBuf::from(&a.command[0]);
+    let pm = tempfile::tempdir().context("cannot create a temporary PM directory")?;
+    let mut spec = driver::RunSpec::new(program, a.command.clone(), pm.path().to_path_buf());
+    spec.analyses = Vec::new();
+    spec.discard_output = true;
+    spec.quiet = true;
+    let fresh = |spec: &mut driver::RunSpec| -> Result<(driver::Session, tempfile::TempDir)> {
+        let pm = tempfile::tempdir().context("cannot create a temporary PM directory")?;
+        spec.pm_dir = pm.path().to_path_buf();
+        Ok((driver::Session::start(spec, None, Vec::new(), false, None)?, pm))
+    };
+    let (mut s, _pm) = fresh(&mut spec)?;
+    let end = s.drive_to_end();
+    let total = s.finish(end).outcome.instructions;
+    let half = total / 2;
+    let (mut s, _pm) = fresh(&mut spec)?;
+    s.enable_debugging();
+    // Goes to instruction `n` (stops nothing if the run ends first).
+    let run_to = |s: &mut driver::Session, n: u64| {
+        s.machine_mut().stop_at(Some(n));
+        while !matches!(s.drive_debug(), Driven::Machine(emu::DebugStop::Reached) | Driven::End(_)) {}
+    };
+    run_to(&mut s, half);
+    let threads = s.kernel().live_threads();
+    let (mut take, mut restore) = (Vec::new(), Vec::new());
+    let mut held = 0;
+    for _ in 0..runs {
+        let t = Instant::now();
+        let c = s.checkpoint().ok_or_else(|| anyhow!("the run cannot be snapshotted half-way"))?;
+        take.push(t.elapsed().as_secs_f64());
+        held = c.bytes();
+        // The run goes on a little, then comes back.
+        run_to(&mut s, half + (total - half) / 10);
+        let t = Instant::now();
+        s.rewind(&c)?;
+        restore.push(t.elapsed().as_secs_f64());
+    }
+    // A debugger at the end of the run, stepping back.
+    let pristine = tempfile::tempdir().context("cannot create a temporary PM directory")?;
+    spec.pm_dir = pristine.path().to_path_buf();
+    let mut tl = crate::gdb::timeline::Timeline::new(&spec)?;
+    tl.run_to_end();
+    let mut back = Vec::new();
+    for _ in 0..runs.max(3) {
+        let t = Instant::now();
+        let tid = tl.current_thread();
+        tl.reverse_step(tid)?;
+        back.push(t.elapsed().as_secs_f64());
+    }
+    let ms = |v: Vec<f64>| super::median(v) * 1e3;
+    println!("program: {} ({total} guest instructions); median of {runs} runs, wall-clock time", a.command.join(" "));
+    println!();
+    println!("| snapshot at | live threads | held (MiB) | take (ms) | restore (ms) | reverse-stepi at the end (ms) |");
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!(
+        "| {half} | {threads} | {:.1} | {:.2} | {:.2} | {:.1} |",
+        held as f64 / f64::from(1 << 20),
+        ms(take),
+        ms(restore),
+        ms(back)
+    );
     Ok(0)
 }
 

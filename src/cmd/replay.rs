@@ -25,11 +25,24 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
     }
     spec.debug_dirs = driver::symbols::debug_dirs(a.debug_dir.as_deref());
     spec.trace_syscalls = a.trace_syscalls;
+    let runner = super::runner();
     if let Some(addr) = &a.gdb {
-        crate::gdb::serve(&spec, addr, wanted.as_ref(), orig.findings.clone())?;
+        if let (Some(f), Some(c)) = (&wanted, &orig.crash) {
+            if let Some(image) = &f.crash_image {
+                // A crash finding: its recovery, on its crash image rebuilt from a fresh
+                // workload run, is what gdb sees.
+                let (rspec, _image_dir) = match crashtest::recovery_of(&runner, &spec, c, image)? {
+                    Ok(r) => r,
+                    Err(why) => bail!("replay diverged: {why}"),
+                };
+                let note = crate::gdb::crash_note(f, &rspec.argv);
+                crate::gdb::serve(&rspec, addr, Some(f), orig.findings.clone(), Some(note))?;
+                return Ok(0);
+            }
+        }
+        crate::gdb::serve(&spec, addr, wanted.as_ref(), orig.findings.clone(), None)?;
         return Ok(0);
     }
-    let runner = super::runner();
     if let (Some(f), Some(c)) = (&wanted, &orig.crash) {
         if let Some(image) = &f.crash_image {
             // A crash finding: rebuild its image from a fresh workload run and recover it.

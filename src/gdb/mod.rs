@@ -14,7 +14,7 @@
 //! Crash findings (a recovery on a crash image) are not served yet.
 
 mod target;
-mod timeline;
+pub(crate) mod timeline;
 
 use std::net::TcpListener;
 
@@ -30,14 +30,29 @@ pub use timeline::Timeline;
 
 /// Serves the run of `spec` to one gdb on `addr` (`PORT` or `ADDR:PORT`; the address defaults to
 /// 127.0.0.1), stopped at `wanted`'s place if given. Returns when gdb detaches or kills it.
-pub fn serve(spec: &RunSpec, addr: &str, wanted: Option<&Finding>, findings: Vec<Finding>) -> Result<()> {
+/// For a crash finding, `spec` is its recovery on the rebuilt crash image ([`crash_note`]
+/// describes it), stopped where the recovery fails: before its last fault, or at its end.
+pub fn serve(
+    spec: &RunSpec,
+    addr: &str,
+    wanted: Option<&Finding>,
+    findings: Vec<Finding>,
+    crash: Option<String>,
+) -> Result<()> {
     let addr = if addr.contains(':') { addr.to_string() } else { format!("127.0.0.1:{addr}") };
     let mut timeline = Timeline::new(spec)?;
     if let Some(f) = wanted {
-        if f.crash_image.is_some() {
-            bail!("finding {} is a crash finding: its recovery cannot be debugged with --gdb yet", f.id);
-        }
         let found = match f.analysis.as_str() {
+            _ if f.crash_image.is_some() => {
+                if crash.is_none() {
+                    bail!("finding {} is a crash finding, and the report has no crash section to rebuild it", f.id);
+                }
+                if !timeline.run_to_last_fault()? {
+                    // It exited (with a failing status, or by a signal it raised): at its end.
+                    timeline.run_to_end();
+                }
+                true
+            }
             "fault" | "hang" => timeline.run_to_last_fault()?,
             "deadlock" => {
                 timeline.run_to_end();
@@ -64,7 +79,7 @@ pub fn serve(spec: &RunSpec, addr: &str, wanted: Option<&Finding>, findings: Vec
     );
     let (stream, _) = listener.accept().with_context(|| format!("cannot accept a connection on {addr}"))?;
     let _ = stream.set_nodelay(true);
-    let mut debuggee = Debuggee::new(timeline, findings);
+    let mut debuggee = Debuggee::new(timeline, findings, crash);
     let conn: Box<dyn ConnectionExt<Error = std::io::Error>> = Box::new(stream);
     match GdbStub::new(conn).run_blocking::<EventLoop>(&mut debuggee) {
         Ok(DisconnectReason::Disconnect) => say!("ferrite: gdb detached"),
@@ -73,6 +88,27 @@ pub fn serve(spec: &RunSpec, addr: &str, wanted: Option<&Finding>, findings: Vec
         Err(e) => bail!("the gdb session failed: {e}"),
     }
     Ok(())
+}
+
+/// What `monitor crash` says of crash finding `f`'s recovery `argv`: the crash point and how
+/// the recovery failed.
+pub fn crash_note(f: &Finding, argv: &[String]) -> String {
+    let point = f
+        .locations
+        .iter()
+        .find(|l| l.role == "crash point")
+        .map(|l| match (&l.function, &l.file, l.line) {
+            (Some(func), Some(file), Some(line)) => format!("{func} at {file}:{line} in thread {}", l.thread),
+            _ => format!("{:#x} in thread {}", l.pc, l.thread),
+        })
+        .unwrap_or_else(|| "an unknown place".into());
+    let image = f.crash_image.as_ref().map_or(String::new(), |i| format!(" (crash point {})", i.point));
+    format!(
+        "recovery `{}` of finding {} on the crash image of the crash at {point}{image}: {}",
+        argv.join(" "),
+        f.id,
+        f.message
+    )
 }
 
 /// gdbstub's blocking loop: the run goes on in this thread, between packets.

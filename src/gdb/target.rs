@@ -5,7 +5,8 @@ use std::num::NonZeroUsize;
 
 use gdbstub::common::{Signal, Tid};
 use gdbstub::target::ext::base::multithread::{
-    MultiThreadBase, MultiThreadResume, MultiThreadResumeOps, MultiThreadSingleStep, MultiThreadSingleStepOps,
+    MultiThreadBase, MultiThreadResume, MultiThreadResumeOps, MultiThreadSchedulerLocking,
+    MultiThreadSchedulerLockingOps, MultiThreadSingleStep, MultiThreadSingleStepOps,
 };
 use gdbstub::target::ext::base::reverse_exec::{ReverseCont, ReverseContOps, ReverseStep, ReverseStepOps};
 use gdbstub::target::ext::base::BaseOps;
@@ -40,11 +41,13 @@ pub struct Debuggee {
     /// Set by the resume calls, taken by the event loop.
     pub resume: Option<Resume>,
     step_tid: Option<u32>,
+    /// A crash finding's recovery is being debugged: what `monitor crash` says of it.
+    crash: Option<String>,
 }
 
 impl Debuggee {
-    pub fn new(timeline: Timeline, findings: Vec<Finding>) -> Debuggee {
-        Debuggee { timeline, findings, resume: None, step_tid: None }
+    pub fn new(timeline: Timeline, findings: Vec<Finding>, crash: Option<String>) -> Debuggee {
+        Debuggee { timeline, findings, resume: None, step_tid: None, crash }
     }
 
     /// Does what gdb asked; `None` when `interrupted` cut a forward run short.
@@ -223,6 +226,20 @@ impl MultiThreadResume for Debuggee {
     fn support_reverse_cont(&mut self) -> Option<ReverseContOps<'_, Tid, Self>> {
         Some(self)
     }
+
+    fn support_scheduler_locking(&mut self) -> Option<MultiThreadSchedulerLockingOps<'_, Self>> {
+        Some(self)
+    }
+}
+
+/// gdb asks for it when it steps one thread over a breakpoint while others exist (`vCont;s:N`
+/// with nothing for the rest). The replay cannot hold the others without leaving the run: they
+/// run first if its schedule says so, as with any `stepi`, and the step still ends after an
+/// instruction of the stepped thread.
+impl MultiThreadSchedulerLocking for Debuggee {
+    fn set_resume_action_scheduler_lock(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
 }
 
 impl MultiThreadSingleStep for Debuggee {
@@ -297,10 +314,11 @@ impl MonitorCmd for Debuggee {
                 };
                 outputln!(
                     out,
-                    "instruction {} in thread {}; run from its start {} times{ended}",
+                    "instruction {} in thread {}; run from its start {} times, back to a snapshot {} times{ended}",
                     t.now(),
                     t.current_thread(),
-                    t.incarnations
+                    t.incarnations,
+                    t.rewinds
                 );
             }
             Some("findings") => {
@@ -325,11 +343,16 @@ impl MonitorCmd for Debuggee {
                     outputln!(out, "usage: monitor pm ADDRESS (a guest address in a PM mapping, e.g. 0x7f0000001000)")
                 }
             },
+            Some("crash") => match &self.crash {
+                Some(c) => outputln!(out, "{c}"),
+                None => outputln!(out, "the replay is the report's run, not a recovery of a crash image"),
+            },
             _ => {
                 outputln!(out, "ferrite monitor commands:");
                 outputln!(out, "  monitor when          the instruction count and thread the replay is at");
                 outputln!(out, "  monitor findings      the report's findings");
                 outputln!(out, "  monitor pm ADDRESS    the persistence state of the PM line holding ADDRESS");
+                outputln!(out, "  monitor crash         the crash point and image a recovery being debugged runs on");
             }
         }
         Ok(())

@@ -14,8 +14,14 @@
 //!
 //! The passes do not run: they change nothing of the run, and the report holds their findings.
 //!
-//! What it does not do yet: keep snapshots along the way. A backward step costs a re-run of the
-//! prefix at the speed of plain emulation; multi-threaded machine snapshots would bound it.
+//! Snapshots along the way bound the cost of going back, as rr's checkpoints do: the timeline
+//! snapshots the whole session ([`Session::checkpoint`]) before the first instruction and every
+//! [`INTERVAL`] instructions as the run passes there, and a position behind is reached from the
+//! last snapshot at or before it, so a step back re-runs at most one interval. The snapshots
+//! hold at most [`MAX_BYTES`] of host memory: past it, every other one goes and the interval
+//! doubles. Snapshot stops are the debugger's own stops at an instruction count, which change
+//! nothing of the run. A session that cannot be snapshotted (a host file that cannot be opened
+//! again) is run again from its start, as before.
 
 use std::collections::BTreeSet;
 
@@ -46,6 +52,13 @@ pub enum Halt {
 /// How long a forward run goes before it looks for the debugger's interrupt.
 pub const SLICE: u64 = 20_000_000;
 
+/// Instructions between two snapshots of the timeline, at first: a step back re-runs at most
+/// this many (about 30 ms of plain emulation).
+pub const INTERVAL: u64 = 5_000_000;
+
+/// Host memory the timeline's snapshots may hold together.
+pub const MAX_BYTES: usize = 512 << 20;
+
 /// The replayed run and where the debugger is in it.
 pub struct Timeline {
     spec: RunSpec,
@@ -60,6 +73,12 @@ pub struct Timeline {
     ended: Option<GuestEnd>,
     /// Runs from the start made so far (the first one included).
     pub incarnations: u64,
+    /// Snapshots of the current incarnation, by instruction count.
+    checkpoints: Vec<driver::session::Checkpoint>,
+    /// Instructions between two snapshots.
+    interval: u64,
+    /// Times the run went back to a snapshot.
+    pub rewinds: u64,
 }
 
 impl Timeline {
@@ -74,7 +93,7 @@ impl Timeline {
         let mut spec = spec.clone();
         spec.analyses = Vec::new();
         let (session, live_pm) = Self::incarnate(&spec, pristine.path())?;
-        Ok(Timeline {
+        let mut t = Timeline {
             spec,
             pristine,
             session,
@@ -83,7 +102,54 @@ impl Timeline {
             watches: Vec::new(),
             ended: None,
             incarnations: 1,
-        })
+            checkpoints: Vec::new(),
+            interval: INTERVAL,
+            rewinds: 0,
+        };
+        t.take_checkpoint();
+        Ok(t)
+    }
+
+    /// Snapshots the session here, unless there is one here already; thins the snapshots out
+    /// when they hold too much.
+    fn take_checkpoint(&mut self) {
+        let now = self.now();
+        let i = self.checkpoints.partition_point(|c| c.icount() < now);
+        if self.checkpoints.get(i).is_some_and(|c| c.icount() == now) {
+            return;
+        }
+        // Without one at the start, none is of use: every way back is a run from the start.
+        if i == 0 && now != 0 {
+            return;
+        }
+        let Some(c) = self.session.checkpoint() else { return };
+        self.checkpoints.insert(i, c);
+        while self.checkpoints.iter().map(|c| c.bytes()).sum::<usize>() > MAX_BYTES && self.checkpoints.len() > 1 {
+            // Every other one goes, the start's stays: the interval doubles.
+            self.interval = self.interval.saturating_mul(2);
+            let interval = self.interval;
+            self.checkpoints.retain(|c| c.icount() % interval == 0);
+        }
+    }
+
+    /// Where the next snapshot is due: the next multiple of the interval past here.
+    fn next_checkpoint(&self) -> u64 {
+        (self.now() / self.interval).saturating_add(1).saturating_mul(self.interval)
+    }
+
+    /// Goes back to the last snapshot at or before `target` (to the start, re-running it, if
+    /// there is none). Returns the position reached.
+    fn rewind_to(&mut self, target: u64) -> Result<u64> {
+        let i = self.checkpoints.partition_point(|c| c.icount() <= target);
+        match i.checked_sub(1) {
+            Some(i) => {
+                self.session.rewind(&self.checkpoints[i])?;
+                self.ended = None;
+                self.rewinds += 1;
+            }
+            None => self.restart()?,
+        }
+        Ok(self.now())
     }
 
     fn incarnate(spec: &RunSpec, pristine: &std::path::Path) -> Result<(Session, tempfile::TempDir)> {
@@ -104,6 +170,8 @@ impl Timeline {
         self.live_pm = live;
         self.ended = None;
         self.incarnations += 1;
+        // The snapshots were of the old incarnation's machine.
+        self.checkpoints.clear();
         let m = self.session.machine_mut();
         for &pc in &self.breakpoints {
             m.add_breakpoint(pc);
@@ -164,18 +232,35 @@ impl Timeline {
     /// One step of the session towards `target` (`None`: as far as it goes), resuming from the
     /// current stop: a breakpoint at the current instruction does not stop it, a watchpoint
     /// does (unless `stepping`: the instruction is being completed after its watchpoint stop).
+    /// Snapshots are taken on the way.
     fn drive_from(&mut self, target: Option<u64>, stepping: bool) -> Driven {
-        if let Some(end) = self.ended {
-            return Driven::End(end);
+        self.session.machine_mut().debug_skip_current(stepping);
+        self.drive_on(target)
+    }
+
+    /// [`drive_from`](Self::drive_from) without ignoring anything at the current instruction.
+    fn drive_on(&mut self, target: Option<u64>) -> Driven {
+        loop {
+            if let Some(end) = self.ended {
+                return Driven::End(end);
+            }
+            let due = self.next_checkpoint();
+            let stop = target.map_or(due, |t| t.min(due));
+            self.session.machine_mut().stop_at(Some(stop));
+            let d = self.session.drive_debug();
+            if let Driven::End(end) = d {
+                self.ended = Some(end);
+            }
+            if d == Driven::Machine(emu::DebugStop::Reached) && self.now() == due {
+                self.take_checkpoint();
+                if target != Some(due) {
+                    // A stop of the timeline's own: the run goes on, and the instruction here
+                    // has had no stop yet.
+                    continue;
+                }
+            }
+            return d;
         }
-        let m = self.session.machine_mut();
-        m.stop_at(target);
-        m.debug_skip_current(stepping);
-        let d = self.session.drive_debug();
-        if let Driven::End(end) = d {
-            self.ended = Some(end);
-        }
-        d
     }
 
     fn drive(&mut self, target: Option<u64>) -> Driven {
@@ -188,7 +273,7 @@ impl Timeline {
         // At the end, the last position is after the guest's last act (a fault delivered, the
         // exit), not before it.
         if target < self.now() || self.ended.is_some() {
-            self.restart()?;
+            self.rewind_to(target)?;
         }
         while self.now() < target {
             // Past every stop on the way, a watchpoint's too.
@@ -277,13 +362,42 @@ impl Timeline {
 
     /// Moves back to the last stop a forward `continue` would have made before the current
     /// position, or to the start if there is none. A watchpoint's stop is before its access
-    /// (forwards it is after).
+    /// (forwards it is after). Searched one stretch between snapshots at a time, the latest
+    /// first.
     pub fn reverse_cont(&mut self) -> Result<Halt> {
-        let here = self.now();
-        self.restart()?;
-        let mut last: Option<(u64, Halt)> = None;
+        let mut upto = self.now();
         loop {
-            match self.drive(Some(here)) {
+            let from = self.rewind_to(upto.saturating_sub(1))?;
+            if let Some((at, halt)) = self.last_stop_before(upto)? {
+                self.goto(at)?;
+                return Ok(halt);
+            }
+            if from == 0 {
+                self.goto(0)?;
+                return Ok(Halt::Beginning);
+            }
+            upto = from;
+        }
+    }
+
+    /// From here, the last stop a forward `continue` would make before position `here`; the
+    /// timeline is then at `here` or the end.
+    fn last_stop_before(&mut self, here: u64) -> Result<Option<(u64, Halt)>> {
+        let mut last: Option<(u64, Halt)> = None;
+        if self.now() >= here {
+            return Ok(None);
+        }
+        // A stop at the instruction the search starts from counts (unless it is the start of
+        // the run, where a forward run starts past it).
+        let mut first = self.now() != 0;
+        loop {
+            let d = if std::mem::take(&mut first) {
+                self.session.machine_mut().debug_skip_nothing();
+                self.drive_on(Some(here))
+            } else {
+                self.drive(Some(here))
+            };
+            match d {
                 Driven::Machine(emu::DebugStop::Reached) | Driven::End(_) => break,
                 Driven::Machine(emu::DebugStop::Breakpoint(_)) => {
                     last = Some((self.now(), Halt::Breakpoint(self.current_thread())));
@@ -304,16 +418,7 @@ impl Timeline {
                 break;
             }
         }
-        match last {
-            Some((at, halt)) => {
-                self.goto(at)?;
-                Ok(halt)
-            }
-            None => {
-                self.goto(0)?;
-                Ok(Halt::Beginning)
-            }
-        }
+        Ok(last)
     }
 
     /// Runs to the first time thread `tid` is about to run the instruction at `pc` (a finding's

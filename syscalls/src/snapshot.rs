@@ -6,7 +6,9 @@
 //! and the virtual machine's own state. [`Kernel::snapshot_boundary`] names that call, and
 //! [`Kernel::fork_copy`] copies the state restored runs start from. Open host files, directories
 //! and pipes are not copied (a copy would share the host's file offset); a kernel that holds one
-//! gives no copy, and its runs are not restored from snapshots.
+//! gives no copy, and its runs are not restored from snapshots. [`Kernel::checkpoint_copy`] is
+//! the copy for snapshots of one run at any instruction (the debugger's timeline), which opens
+//! host files again and copies pipes.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -14,16 +16,42 @@ use std::rc::Rc;
 
 use emu::{Machine, Reg};
 
-use crate::fd::{Description, Fd, FdTable, Kind};
+use crate::fd::{Description, Fd, FdTable, Kind, Pipe};
 use crate::vfs::Target;
 use crate::Kernel;
 
 impl Kernel {
-    /// A copy of the kernel's state, or `None` if it holds open host files, directories or pipes.
+    /// A copy of the kernel's state for a recovery restored on another crash image, or `None`
+    /// if it holds open host files, directories or pipes.
     pub fn fork_copy(&self) -> Option<Kernel> {
+        self.copy(false)
+    }
+
+    /// A copy of the whole kernel's state for a snapshot of the same run ([`emu::Machine::checkpoint`]):
+    /// open host files are opened again (a description of their own, at the same offset, so the
+    /// run restored from the copy moves no other's offset), directories and pipes copied with
+    /// what they hold. `None` if a file cannot be opened again. The files' contents are the
+    /// caller's to keep.
+    pub fn checkpoint_copy(&self) -> Option<Kernel> {
+        self.copy(true)
+    }
+
+    fn copy(&self, files: bool) -> Option<Kernel> {
         let mut fds = BTreeMap::new();
-        // Descriptors sharing one description (dup) share its copy.
+        // Descriptors sharing one description (dup) share its copy, and the two ends of a pipe
+        // one pipe.
         let mut copies: Vec<(*const RefCell<Description>, Rc<RefCell<Description>>)> = Vec::new();
+        let mut pipes: Vec<(*const RefCell<Pipe>, Rc<RefCell<Pipe>>)> = Vec::new();
+        let mut pipe_copy = |p: &Rc<RefCell<Pipe>>| {
+            let key = Rc::as_ptr(p);
+            if let Some((_, c)) = pipes.iter().find(|(k, _)| *k == key) {
+                return c.clone();
+            }
+            let o = p.borrow();
+            let c = Rc::new(RefCell::new(Pipe { buf: o.buf.clone(), writers: o.writers, readers: o.readers }));
+            pipes.push((key, c.clone()));
+            c
+        };
         for (n, fd) in &self.fds.fds {
             let key = Rc::as_ptr(&fd.desc);
             let desc = match copies.iter().find(|(k, _)| *k == key) {
@@ -39,6 +67,14 @@ impl Kernel {
                         Kind::Urandom => Kind::Urandom,
                         Kind::Virtual { data, pos } => Kind::Virtual { data: data.clone(), pos: *pos },
                         Kind::Socket { domain, ty } => Kind::Socket { domain: *domain, ty: *ty },
+                        Kind::File { file, host, pm } if files => {
+                            Kind::File { file: reopen(file)?, host: host.clone(), pm: *pm }
+                        }
+                        Kind::Dir { host, entries, pos } if files => {
+                            Kind::Dir { host: host.clone(), entries: entries.clone(), pos: *pos }
+                        }
+                        Kind::PipeRead(p) if files => Kind::PipeRead(pipe_copy(p)),
+                        Kind::PipeWrite(p) if files => Kind::PipeWrite(pipe_copy(p)),
                         Kind::File { .. } | Kind::Dir { .. } | Kind::PipeRead(_) | Kind::PipeWrite(_) => return None,
                     };
                     let c =
@@ -103,4 +139,29 @@ impl Kernel {
                 })
             })
     }
+}
+
+/// A description of its own of the host file `file` is open on, with the same access, flags
+/// and offset (through `/proc/self/fd`, which reaches a file even after it was unlinked).
+fn reopen(file: &std::fs::File) -> Option<std::fs::File> {
+    use std::io::Seek;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let fd = file.as_raw_fd();
+    // SAFETY: F_GETFL on a descriptor this process owns; no memory is passed.
+    let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if fl < 0 {
+        return None;
+    }
+    let acc = fl & libc::O_ACCMODE;
+    let mut copy = std::fs::OpenOptions::new()
+        .read(acc != libc::O_WRONLY)
+        .write(acc != libc::O_RDONLY)
+        .custom_flags(fl & (libc::O_APPEND | libc::O_NONBLOCK))
+        .open(format!("/proc/self/fd/{fd}"))
+        .ok()?;
+    let mut at = file;
+    let pos = at.stream_position().ok()?;
+    copy.seek(std::io::SeekFrom::Start(pos)).ok()?;
+    Some(copy)
 }

@@ -143,6 +143,15 @@ impl Machine {
         }
     }
 
+    /// Hits of the instruction the running thread is about to run are not ignored: the debugger
+    /// resumes from a stop it made itself (a snapshot's), not from one it reported.
+    pub fn debug_skip_nothing(&mut self) {
+        if let Some(d) = self.uc.get_data_mut().debug.as_deref_mut() {
+            d.skip = u64::MAX;
+            d.skip_watch = u64::MAX;
+        }
+    }
+
     /// Stops the next [`Machine::run`] when `target` instructions have retired (before the
     /// instruction with that number runs), with [`Exit::Debug`]`(`[`DebugStop::Reached`]`)`;
     /// `None` runs to the instruction budget. A target at or before the current count, or past

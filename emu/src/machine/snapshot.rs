@@ -18,8 +18,12 @@
 //! from the start, so mapping the PM pool later flushes nothing. `tests/crash.rs` checks that
 //! recoveries from a snapshot report exactly what fresh ones do.
 //!
-//! What a snapshot refuses (the caller then runs every recovery fresh): more than one thread,
-//! PM mappings, a PMRace hold, delay injection or taint tracking in effect.
+//! The same snapshots serve any machine at any instruction boundary ([`Machine::checkpoint`]):
+//! every parked thread's context (copied through the engine), the scheduler, the PM device and
+//! windows, what steers the schedule. A recovery's snapshot ([`Machine::snapshot`]) is restored
+//! on other crash images' files, so it refuses what would tie it to the files it was taken on:
+//! PM and shared file mappings (and, being taken before anything ran in parallel, more than one
+//! thread). Only taint tracking is refused by both: its shadow state is not captured.
 
 use rustc_hash::FxHashMap;
 
@@ -28,7 +32,7 @@ use crate::callstack::{CallStack, StackTable};
 use crate::client::ClientState;
 use crate::memory::MemorySnapshot;
 use crate::pm::PmDevice;
-use crate::sched::Scheduler;
+use crate::sched::{Delays, Hold, Scheduler};
 use crate::sync::SyncKind;
 
 /// What the hooks remember of the run so far.
@@ -45,15 +49,35 @@ struct RunState {
     sync_fns: FxHashMap<u64, SyncKind>,
     client: ClientState,
     dirty: Vec<u32>,
+    hold: Option<Hold>,
+    hold_signalled: bool,
+    hold_bypass: Vec<u32>,
+    held: u32,
+    delays: Option<Delays>,
+    delay_pending: Option<u64>,
+    release_pending: bool,
 }
 
-/// The machine at a stop between two `run`s (a system call), as plain data.
+/// A parked thread: its registers and shadow call stack.
+struct SavedThread {
+    tid: u32,
+    ctx: unicorn_engine::Context,
+    callstack: CallStack,
+}
+
+/// The machine at a stop between two `run`s, as plain data.
 pub struct MachineSnapshot {
     memory: MemorySnapshot,
     ctx: unicorn_engine::Context,
     icount: u64,
     rand_state: u64,
     run: RunState,
+    /// The parked threads, by tid.
+    parked: Vec<SavedThread>,
+    /// PM windows (start, end, device address).
+    windows: Vec<(u64, u64, u64)>,
+    /// Ranges past the end of their file.
+    sigbus: Vec<(u64, u64)>,
 }
 
 impl MachineSnapshot {
@@ -61,32 +85,59 @@ impl MachineSnapshot {
     pub fn saved_bytes(&self) -> usize {
         self.memory.saved_bytes()
     }
+
+    /// The retired-instruction count it was taken at.
+    pub fn icount(&self) -> u64 {
+        self.icount
+    }
 }
 
 impl Machine {
-    /// The machine as it is now, or `None` if it holds what a snapshot does not capture.
+    /// The machine as it is now for a recovery's warm engine, or `None` if it holds what such a
+    /// snapshot must not: more than one thread, PM mappings or shared file mappings (restored
+    /// for another crash image, their bytes would be written into that image's files), a PMRace
+    /// hold, delay injection or taint tracking.
     pub fn snapshot(&self) -> Option<MachineSnapshot> {
         let st = self.uc.get_data();
         let simple = self.parked.is_empty()
             && self.pm_hooks.is_empty()
             && self.sigbus.is_empty()
             && st.pm.windows.is_empty()
-            && st.obs.taint.is_none()
             && st.steer.hold.is_none()
             && st.steer.delays.is_none()
             && st.clock.limit_pc.is_none()
-            && st.pm.torn.is_none()
             && !st.steer.release_pending
             && st.steer.delay_pending.is_none()
-            // Restoring would write old bytes into the host file behind a shared mapping.
             && !self.mem.regions().any(|r| matches!(r.backing, crate::Backing::SharedFile { .. }));
         if !simple {
             return None;
         }
+        self.checkpoint()
+    }
+
+    /// The whole machine as it is now, at any stop of [`Machine::run`] (any instruction
+    /// boundary: [`Machine::stop_at`] stops at an exact count), restorable any number of times
+    /// with [`Machine::restore`]: every thread's registers and call stack, the scheduler with its
+    /// quantum and random stream, the PM device and windows, PMRace's hold and delay injection.
+    /// The contents of files behind shared mappings are the caller's to keep (restore them
+    /// first). `None` with taint tracking, whose shadow state is not captured.
+    pub fn checkpoint(&self) -> Option<MachineSnapshot> {
+        let st = self.uc.get_data();
+        if st.obs.taint.is_some() || st.pm.torn.is_some() || st.pm.undo.is_some() {
+            return None;
+        }
         let mut ctx = self.uc.context_alloc().ok()?;
         self.uc.context_save(&mut ctx).ok()?;
+        let mut parked = Vec::with_capacity(self.parked.len());
+        for (&tid, p) in &self.parked {
+            parked.push(SavedThread { tid, ctx: self.copy_context(&p.ctx, &ctx)?, callstack: p.callstack.clone() });
+        }
+        // Keyed by tid, so that restoring is the same whatever the hash map's order.
+        parked.sort_unstable_by_key(|t| t.tid);
+        let sigbus: Vec<(u64, u64)> = self.sigbus.iter().map(|&(s, e, _)| (s, e)).collect();
+        let s = &st.steer;
         Some(MachineSnapshot {
-            memory: self.mem.snapshot(),
+            memory: self.mem.snapshot(&sigbus),
             ctx,
             icount: self.icount,
             rand_state: self.rand_state,
@@ -96,42 +147,89 @@ impl Machine {
                 stacks: st.stacks.clone(),
                 pm: st.pm.device.clone(),
                 pm_hash: st.pm.hash,
-                sched: st.steer.sched.clone(),
-                runnable_others: st.steer.runnable_others,
-                quantum_end: st.steer.quantum_end,
+                sched: s.sched.clone(),
+                runnable_others: s.runnable_others,
+                quantum_end: s.quantum_end,
                 last_point: st.clock.last_point,
                 sync_fns: st.code.sync_fns.clone(),
                 client: st.pm.client.clone(),
-                dirty: st.steer.dirty.clone(),
+                dirty: s.dirty.clone(),
+                hold: s.hold.clone(),
+                hold_signalled: s.hold_signalled,
+                hold_bypass: s.hold_bypass.clone(),
+                held: s.held,
+                delays: s.delays.clone(),
+                delay_pending: s.delay_pending,
+                release_pending: s.release_pending,
             },
+            parked,
+            windows: st.pm.windows.clone(),
+            sigbus,
         })
     }
 
-    /// Puts the machine back as it was at `snap`, keeping the engine's translations.
+    /// A copy of the context `ctx`, through the engine (Unicorn copies contexts only into and
+    /// out of its CPU); `running` is put back in the engine afterwards.
+    fn copy_context(
+        &self,
+        ctx: &unicorn_engine::Context,
+        running: &unicorn_engine::Context,
+    ) -> Option<unicorn_engine::Context> {
+        let mut copy = self.uc.context_alloc().ok()?;
+        self.uc.context_restore(ctx).ok()?;
+        let saved = self.uc.context_save(&mut copy);
+        self.uc.context_restore(running).ok()?;
+        saved.ok()?;
+        Some(copy)
+    }
+
+    /// Puts the machine back as it was at `snap`, keeping the engine's translations (those of
+    /// code whose mapping changed are dropped). The debugger's breakpoints and watchpoints stay.
     pub fn restore(&mut self, snap: &MachineSnapshot) -> Result<(), EmuError> {
-        // Hooks of the last run's PM windows, SIGBUS ranges and budget stop go first: deleting a
-        // hook invalidates the translations of its range only.
-        for (_, ids) in std::mem::take(&mut self.pm_hooks) {
-            for id in ids {
-                let _ = self.uc.remove_hook(id);
+        // Hooks of PM windows and SIGBUS ranges the snapshot does not have go first (deleting a
+        // hook invalidates the translations of its range only); those it has are kept.
+        if self.uc.get_data().pm.windows != snap.windows {
+            for (_, ids) in std::mem::take(&mut self.pm_hooks) {
+                for id in ids {
+                    let _ = self.uc.remove_hook(id);
+                }
+            }
+            self.uc.get_data_mut().pm.windows.clear();
+            for &w in &snap.windows {
+                self.add_window(w);
             }
         }
-        for (_, _, ids) in std::mem::take(&mut self.sigbus) {
-            for id in ids {
-                let _ = self.uc.remove_hook(id);
+        if !self.sigbus.iter().map(|&(s, e, _)| (s, e)).eq(snap.sigbus.iter().copied()) {
+            for (_, _, ids) in std::mem::take(&mut self.sigbus) {
+                for id in ids {
+                    let _ = self.uc.remove_hook(id);
+                }
+            }
+            for &(s, e) in &snap.sigbus {
+                self.add_sigbus_range(s, e);
             }
         }
         if let Some(id) = self.limit_hook.take() {
             let _ = self.uc.remove_hook(id);
         }
-        self.parked.clear();
+        if let Some(at) = self.uc.get_data_mut().clock.limit_pc.take() {
+            self.code_changed(at, at + 1);
+        }
         let changed = self.mem.restore(&mut self.uc, &snap.memory);
         for (start, end) in changed {
             self.code_changed(start, end);
         }
+        self.parked.clear();
+        for t in &snap.parked {
+            let ctx = self
+                .copy_context(&t.ctx, &snap.ctx)
+                .ok_or(EmuError::Engine(unicorn_engine::unicorn_const::uc_error::NOMEM))?;
+            self.parked.insert(t.tid, super::threads::Parked { ctx, callstack: t.callstack.clone() });
+        }
         self.uc.context_restore(&snap.ctx).map_err(engine)?;
         self.icount = snap.icount;
         self.rand_state = snap.rand_state;
+        let budget = self.budget;
         let st = self.uc.get_data_mut();
         let r = &snap.run;
         st.callstack = r.callstack.clone();
@@ -143,24 +241,24 @@ impl Machine {
         st.steer.runnable_others = r.runnable_others;
         st.steer.quantum_end = r.quantum_end;
         st.clock.last_point = r.last_point;
+        st.clock.limit = budget;
+        st.clock.prev_term = super::Term::Other;
         st.code.sync_fns = r.sync_fns.clone();
         st.pm.client = r.client.clone();
         st.steer.dirty = r.dirty.clone();
-        st.pm.windows.clear();
-        st.clock.limit_pc = None;
         st.stop = None;
         st.invalid = None;
         st.error = None;
         st.pm.torn = None;
         st.pm.undo = None;
         st.code.to_hook.clear();
-        st.steer.hold = None;
-        st.steer.hold_signalled = false;
-        st.steer.hold_bypass.clear();
-        st.steer.held = 0;
-        st.steer.delays = None;
-        st.steer.delay_pending = None;
-        st.steer.release_pending = false;
+        st.steer.hold = r.hold.clone();
+        st.steer.hold_signalled = r.hold_signalled;
+        st.steer.hold_bypass = r.hold_bypass.clone();
+        st.steer.held = r.held;
+        st.steer.delays = r.delays.clone();
+        st.steer.delay_pending = r.delay_pending;
+        st.steer.release_pending = r.release_pending;
         Ok(())
     }
 }

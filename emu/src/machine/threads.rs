@@ -6,7 +6,7 @@ use super::*;
 /// A thread that is not running: its registers and its shadow call stack.
 pub(super) struct Parked {
     pub(super) ctx: unicorn_engine::Context,
-    callstack: CallStack,
+    pub(super) callstack: CallStack,
 }
 
 impl Machine {
