@@ -331,6 +331,9 @@ pub struct Hmtrace {
     reports: BTreeMap<(&'static str, Side, Side), Report>,
     /// Operations of one event, each with the thread of happens-before time it is by.
     ops: Vec<(u32, SyncOp)>,
+    /// The conflicts of one check (kept: a racy loop finds one per access, and must not
+    /// allocate for each).
+    found: Vec<(&'static str, Entry, u16)>,
     /// Live heap blocks (start → size), from malloc/calloc/realloc returns, so that `free`
     /// clears the block's records: memory the allocator hands to another thread is new memory.
     allocs: FxHashMap<u64, u64>,
@@ -373,6 +376,7 @@ impl Hmtrace {
             cur: CurrentClock::default(),
             reports: BTreeMap::new(),
             ops: Vec::new(),
+            found: Vec::new(),
             allocs: FxHashMap::default(),
             alloc_sizes: FxHashMap::default(),
         }
@@ -592,7 +596,7 @@ impl Hmtrace {
                 }
             }
         };
-        let mut found: Vec<(&'static str, Entry, u16)> = Vec::new();
+        let mut found = std::mem::take(&mut self.found);
         if need_check {
             for e in &g.entries {
                 let both = e.mask & m;
@@ -628,7 +632,14 @@ impl Hmtrace {
             e.tid == tid && e.write == write && e.epoch == epoch && e.ls == ls && e.pc == ev.pc && e.stack == ev.stack
         }) {
             Some(e) => e.mask |= m,
-            None => g.entries.push(new),
+            None => {
+                // Two threads' records are the common shape of a shared granule: one
+                // allocation for them, not a growth per record.
+                if g.entries.capacity() == 0 {
+                    g.entries.reserve_exact(4);
+                }
+                g.entries.push(new)
+            }
         }
         if g.entries.len() > MAX_ENTRIES {
             if let Some(i) = g.entries.iter().position(|e| e.tid != tid) {
@@ -636,9 +647,10 @@ impl Hmtrace {
             }
         }
         self.cur = cur;
-        for (kind, e, both) in found {
+        for (kind, e, both) in found.drain(..) {
             self.report(kind, &e, ev, tid, write, gi, both);
         }
+        self.found = found;
     }
 
     #[allow(clippy::too_many_arguments)]

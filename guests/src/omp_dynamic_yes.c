@@ -11,7 +11,7 @@ int main(void)
         a[i] = i;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(2)
     for (int i = 0; i < N; i++)
-        a[i] = a[i + 1] * 2; /* RACE: a[i] = a[i + 1] * 2 */
+        a[i] = a[i + 1] * 2; /* RACE: a[i] from a[i + 1] */
     printf("%d\n", a[0]);
     return 0;
 }

@@ -13,7 +13,7 @@ int main(void)
 #pragma omp parallel for num_threads(2)
     for (int i = 0; i < N; i++) {
         tmp = b[i] + 1; /* RACE: shared tmp written */
-        a[i] = tmp * tmp;
+        a[i] = tmp * tmp; /* RACE: gcc -O1 stores tmp here */
     }
     printf("%d %d\n", a[N - 1], tmp);
     return 0;
