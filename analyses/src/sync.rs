@@ -536,8 +536,22 @@ impl Omp {
                     self.taskloops.retain(|l| l.region.map(|x| x.0) != Some(r.id));
                 }
             }
-            (SyncKind::OmpBarrier, _) => {
+            (SyncKind::OmpBarrier, _) | (SyncKind::OmpSingleCopyStart, false) => {
+                let copy = kind == SyncKind::OmpSingleCopyStart;
+                if copy && ev.new == 0 {
+                    // The winner: no barrier in this call.
+                    return;
+                }
                 let Some(f) = self.region_frame(t) else { return };
+                if copy {
+                    // A barrier met inside the call, seen only at its return.
+                    f.round += 1;
+                    let key = f.region.unwrap_or(0) << 24 | u64::from(f.round);
+                    out(actor, SyncOp::Post { obj: omp_object(OMP_BARRIER, key) });
+                    out(actor, SyncOp::Wait { obj: omp_object(OMP_BARRIER, key) });
+                    out(actor, SyncOp::Wait { obj: omp_object(OMP_ROUND_TASKS, key) });
+                    return;
+                }
                 if enter {
                     f.round += 1;
                     f.in_barrier = true;

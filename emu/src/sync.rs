@@ -147,6 +147,10 @@ pub enum SyncKind {
     OmpSectionsNext,
     /// `GOMP_sections_end_nowait`: the thread's last section ends.
     OmpSectionsEnd,
+    /// `GOMP_single_copy_start` (`single copyprivate`): returns NULL to the thread that runs
+    /// the single region, and to the others, after a barrier, the winner's data (the winner
+    /// meets that barrier in `GOMP_single_copy_end`, a [`SyncKind::OmpBarrier`]).
+    OmpSingleCopyStart,
     /// Any other `GOMP_*` entry point (work sharing, `single`, loop scheduling, ...): libgomp's
     /// own code, whose internal synchronisation is not the program's.
     OmpRuntime,
@@ -330,6 +334,8 @@ impl SyncKind {
         ("GOMP_sections_start", SyncKind::OmpSectionsNext),
         ("GOMP_sections_next", SyncKind::OmpSectionsNext),
         ("GOMP_sections_end_nowait", SyncKind::OmpSectionsEnd),
+        ("GOMP_single_copy_start", SyncKind::OmpSingleCopyStart),
+        ("GOMP_single_copy_end", SyncKind::OmpBarrier),
     ];
 
     /// The OpenMP kind of a function symbol: an entry of [`SyncKind::OPENMP`], any other
@@ -363,6 +369,7 @@ impl SyncKind {
                 | SyncKind::OmpTaskloop
                 | SyncKind::OmpSectionsNext
                 | SyncKind::OmpSectionsEnd
+                | SyncKind::OmpSingleCopyStart
                 | SyncKind::OmpRuntime
         )
     }
@@ -555,6 +562,7 @@ impl SyncKind {
             | SyncKind::OmpTaskloop
             | SyncKind::OmpSectionsNext
             | SyncKind::OmpSectionsEnd
+            | SyncKind::OmpSingleCopyStart
             | SyncKind::OmpRuntime => None,
             SyncKind::Join
             | SyncKind::Malloc
