@@ -668,7 +668,8 @@ impl Omp {
         let below = self.actor(t);
         let st = self.threads.entry(t).or_default();
         let saved = std::mem::take(&mut st.depth);
-        let mut frame = Frame { saved, actor: below, task: None, region: None, round: 0, in_barrier: false, sp: 0, section: false };
+        let mut frame =
+            Frame { saved, actor: below, task: None, region: None, round: 0, in_barrier: false, sp: 0, section: false };
         if let Some(r) = self.regions.iter().rev().find(|r| r.body == ev.pc && r.data == ev.addr) {
             frame.actor = t;
             frame.region = Some(r.id);
@@ -1347,6 +1348,107 @@ mod tests {
         );
         assert_eq!(ops(&mut a, event(EventKind::ThreadExit, 3, 0, 0, 0, 0)), vec![SyncOp::LaneRelease, SyncOp::Exit]);
         assert_eq!(a.lanes.holds, 2);
+    }
+
+    /// Feeds OpenMP events to an adapter and applies their operations to vector clocks.
+    struct OmpSim {
+        a: SyncAdapter,
+        hb: HappensBefore,
+    }
+
+    impl OmpSim {
+        fn new() -> OmpSim {
+            OmpSim {
+                a: SyncAdapter::default(),
+                hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
+            }
+        }
+        fn send(&mut self, kind: EventKind, tid: u32, pc: u64, addr: u64, old: u64, new: u64) {
+            let mut ev = event(kind, tid, addr, 0, 0, old);
+            ev.pc = pc;
+            ev.new = new;
+            let mut ops = Vec::new();
+            self.a.translate_actors(&ev, |who, op| ops.push((who, op)));
+            for (who, op) in ops {
+                self.hb.apply(who, op);
+            }
+        }
+        fn enter(&mut self, kind: SyncKind, tid: u32, pc: u64, addr: u64, old: u64, new: u64) {
+            self.send(EventKind::SyncEnter(kind), tid, pc, addr, old, new);
+        }
+        fn leave(&mut self, kind: SyncKind, tid: u32) {
+            self.send(EventKind::SyncReturn(kind), tid, 0, 0, 0, 0);
+        }
+        /// The clock of whoever runs on `tid` now.
+        fn now(&mut self, tid: u32) -> VectorClock {
+            let who = self.a.omp.actor(tid);
+            self.hb.clock(who).clone()
+        }
+        fn before(&mut self, c: &VectorClock, tid: u32) -> bool {
+            let who = self.a.omp.actor(tid);
+            self.hb.ordered_before(c, who)
+        }
+    }
+
+    const BODY: u64 = 0x401000;
+    const TASK_A: u64 = 0x402000;
+    const TASK_B: u64 = 0x403000;
+
+    #[test]
+    fn openmp_tasks_are_ordered_by_their_declared_edges_only() {
+        let mut s = OmpSim::new();
+        // Thread 1 forks a region whose body thread 2 runs too (a pool thread).
+        s.enter(SyncKind::OmpParallel, 1, 0, BODY, 0x7000, 0);
+        s.send(EventKind::ThreadCreate, 1, 0, 0, 0, 2);
+        assert!(s.a.omp.in_runtime(2));
+        s.enter(SyncKind::OmpBody, 2, BODY, 0x7000, 0, 0x7f00_0000);
+        assert!(!s.a.omp.in_runtime(2));
+        s.enter(SyncKind::OmpBody, 1, BODY, 0x7000, 0, 0x7e00_0000);
+        // Thread 1 creates task A (depend out: x) and task B (depend in: x), then task C with
+        // no dependence; one bloom bit stands for x.
+        let x = emu::sync::omp_depend_bit(0x5000);
+        let before_create = s.now(1);
+        s.enter(SyncKind::OmpTask, 1, 0, TASK_A, 1, x | 1 << 56);
+        s.leave(SyncKind::OmpTask, 1);
+        s.enter(SyncKind::OmpTask, 1, 0, TASK_B, 2, x << 28 | 1 << 56);
+        s.leave(SyncKind::OmpTask, 1);
+        s.enter(SyncKind::OmpTask, 1, 0, TASK_A, 3, 1 << 56);
+        s.leave(SyncKind::OmpTask, 1);
+        let after_create = s.now(1);
+        // Thread 2 runs task A (argument starting with 1), then the third task (with 3).
+        s.enter(SyncKind::OmpBarrier, 2, 0, 0, 0, 0);
+        s.enter(SyncKind::OmpBody, 2, TASK_A, 0x9000, 1, 0x7f00_0000);
+        assert!(s.a.omp.actor(2) >= OMP_TASK_BASE);
+        assert!(s.before(&before_create, 2), "creation happens before the task");
+        assert!(!s.before(&after_create, 2), "the creator's later work does not");
+        let in_a = s.now(2);
+        s.leave(SyncKind::OmpBody, 2);
+        s.enter(SyncKind::OmpBody, 2, TASK_A, 0x9100, 3, 0x7f00_0000);
+        assert!(!s.before(&in_a, 2), "one thread ran both, but the tasks are not ordered");
+        let in_c = s.now(2);
+        s.leave(SyncKind::OmpBody, 2);
+        // Thread 1 runs task B: after A (its dependence), not after C.
+        s.enter(SyncKind::OmpTaskwait, 1, 0, 0, 0, 0);
+        s.enter(SyncKind::OmpBody, 1, TASK_B, 0x9200, 2, 0x7e00_0000);
+        assert!(s.before(&in_a, 1) && !s.before(&in_c, 1));
+        let in_b = s.now(1);
+        s.leave(SyncKind::OmpBody, 1);
+        s.leave(SyncKind::OmpTaskwait, 1);
+        // After the taskwait: every child.
+        assert!(s.before(&in_b, 1) && s.before(&in_c, 1));
+        // Thread 2 leaves the barrier thread 1 has not reached: nothing of thread 1's yet.
+        let t1 = s.now(1);
+        s.enter(SyncKind::OmpBarrier, 1, 0, 0, 0, 0);
+        s.leave(SyncKind::OmpBarrier, 1);
+        s.leave(SyncKind::OmpBarrier, 2);
+        assert!(s.before(&t1, 2) && s.before(&in_b, 2));
+        // The join: thread 2's body end before the master's return.
+        let t2 = s.now(2);
+        s.leave(SyncKind::OmpBody, 2);
+        s.leave(SyncKind::OmpBody, 1);
+        s.leave(SyncKind::OmpParallel, 1);
+        assert!(s.before(&t2, 1));
+        assert_eq!(s.a.omp.tasks_created, 3);
     }
 
     #[test]

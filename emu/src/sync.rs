@@ -938,6 +938,33 @@ mod tests {
     }
 
     #[test]
+    fn openmp_entry_points_and_dependences() {
+        assert_eq!(SyncKind::omp("GOMP_parallel"), Some(SyncKind::OmpParallel));
+        assert_eq!(SyncKind::omp("omp_set_lock@@OMP_3.0"), Some(SyncKind::OmpAcquire(OmpLock::Lock)));
+        assert_eq!(SyncKind::omp("GOMP_loop_dynamic_next"), Some(SyncKind::OmpRuntime));
+        assert_eq!(SyncKind::omp("main._omp_fn.3"), Some(SyncKind::OmpBody));
+        assert_eq!(SyncKind::omp("omp_get_thread_num"), None);
+        // depend array, gcc's old layout: 3 dependences, the first 2 out/inout.
+        let (a, b, c) = (0x5000u64, 0x5008u64, 0x5010u64);
+        let mut words = vec![3u64, 2, a, b, c];
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let leaked: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+        let bits = omp_depend_bits(0x8000, &mut memory(leaked, 0x8000));
+        assert_eq!(bits, omp_depend_bit(a) | omp_depend_bit(b) | omp_depend_bit(c) << 28);
+        // OpenMP 5 layout: [0, n, out, mutexinoutset, in, addrs].
+        words = vec![0, 2, 0, 0, 2, a, b];
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let leaked: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+        let bits = omp_depend_bits(0x8000, &mut memory(leaked, 0x8000));
+        assert_eq!(bits, (omp_depend_bit(a) | omp_depend_bit(b)) << 28);
+        // GOMP_task's entry: flags and depend from the stack (rsp + 8, rsp + 16).
+        let frame: Vec<u8> = [0u64, 8, 0x9000].iter().flat_map(|w| w.to_le_bytes()).collect();
+        let mut mem = memory(Box::leak(frame.into_boxed_slice()), 0x1000);
+        let e = SyncKind::OmpTask.entry_at([0x40_1000, 0, 0, 4, 4, 1], 0x1000, &mut mem);
+        assert_eq!((e.obj, e.new >> 56), (0x40_1000, 4));
+    }
+
+    #[test]
     fn custom_locks_pick_their_argument_and_judge_their_result() {
         let mut art =
             CustomLock::new("writeLockOrRestart", CustomLockKind::TryAcquire { success: Some(0), failure: None });
