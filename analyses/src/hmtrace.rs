@@ -709,6 +709,13 @@ impl Analysis for Hmtrace {
                 if let Some((lo, hi)) = self.adapter.omp.dead_stack.take() {
                     self.forget(lo, hi);
                 }
+                for obj in self.adapter.omp.dead_objects.drain(..) {
+                    self.hb.forget(obj);
+                }
+                for actor in self.adapter.omp.dead_actors.drain(..) {
+                    self.hb.retire(actor);
+                    self.threads.remove(&actor);
+                }
             }
             _ => {}
         }

@@ -453,10 +453,15 @@ pub struct Omp {
     /// pointer), for a pass to forget: the next task the thread runs reuses it, and is not
     /// ordered with the one before.
     pub dead_stack: Option<(u64, u64)>,
+    /// Happens-before objects no operation will wait on again (a started task's creation, the
+    /// ends of children a `taskwait` collected), for a pass to drop ([`HappensBefore::forget`]).
+    pub dead_objects: Vec<u64>,
+    /// Tasks that ended: their clocks will not be read again.
+    pub dead_actors: Vec<u32>,
 }
 
 /// How far below a task body's entry stack pointer its frames are taken to reach.
-const TASK_STACK: u64 = 256 << 10;
+const TASK_STACK: u64 = 32 << 10;
 
 impl Omp {
     /// Whose happens-before time thread `tid` runs now: the task whose body it is in, else its
@@ -606,7 +611,8 @@ impl Omp {
                 }
             }
             (SyncKind::OmpTaskwait, false) => {
-                self.logical(actor).children.clear();
+                let children = std::mem::take(&mut self.logical(actor).children);
+                self.dead_objects.extend(children.iter().map(|c| omp_object(OMP_TASK_END, u64::from(c.0))));
                 out(actor, SyncOp::Wait { obj: omp_object(OMP_CHILDREN, u64::from(actor)) });
             }
             (SyncKind::OmpTaskgroupStart, true) => {
@@ -684,6 +690,7 @@ impl Omp {
             frame.actor = p.id;
             frame.task = Some(p.id);
             out(p.id, SyncOp::Wait { obj: omp_object(OMP_TASK_CREATE, u64::from(p.id)) });
+            self.dead_objects.push(omp_object(OMP_TASK_CREATE, u64::from(p.id)));
             for d in self.tasks.get(&p.id).map(|i| i.deps.as_slice()).unwrap_or(&[]) {
                 out(p.id, SyncOp::Wait { obj: omp_object(OMP_TASK_END, u64::from(*d)) });
             }
@@ -741,7 +748,11 @@ impl Omp {
     fn end(&mut self, f: Frame, out: &mut impl FnMut(u32, SyncOp)) {
         if let Some(id) = f.task {
             let info = self.tasks.remove(&id).unwrap_or_default();
-            self.logical.remove(&id);
+            if let Some(l) = self.logical.remove(&id) {
+                self.dead_objects.extend(l.children.iter().map(|c| omp_object(OMP_TASK_END, u64::from(c.0))));
+            }
+            self.dead_objects.push(omp_object(OMP_CHILDREN, u64::from(id)));
+            self.dead_actors.push(id);
             self.dead_stack = Some((f.sp.saturating_sub(TASK_STACK), f.sp));
             let post = |kind, key: u64| SyncOp::Post { obj: omp_object(kind, key) };
             out(id, post(OMP_TASK_END, u64::from(id)));
@@ -1087,11 +1098,9 @@ impl SyncBracket {
                     }
                 }
             }
-            EventKind::ThreadCreate => {
-                if self.omp.get(&ev.tid).is_some_and(|d| *d > 0) {
-                    self.depth.insert(ev.new as u32, 1);
-                    self.omp.insert(ev.new as u32, 1);
-                }
+            EventKind::ThreadCreate if self.omp.get(&ev.tid).is_some_and(|d| *d > 0) => {
+                self.depth.insert(ev.new as u32, 1);
+                self.omp.insert(ev.new as u32, 1);
             }
             EventKind::ThreadExit => {
                 self.depth.remove(&ev.tid);
@@ -1247,6 +1256,17 @@ impl HappensBefore {
             }
             _ => {}
         }
+    }
+
+    /// Drops a sync object's clock (nothing will wait on it again).
+    pub fn forget(&mut self, obj: u64) {
+        self.objects.remove(&obj);
+    }
+
+    /// Drops a finished thread of happens-before time's clock (an OpenMP task that ended:
+    /// nothing joins it; its slot stays its own).
+    pub fn retire(&mut self, tid: u32) {
+        self.threads.remove(&tid);
     }
 
     /// Whether the event at clock `earlier` (by thread `t1`) happens before thread `t2` now.
