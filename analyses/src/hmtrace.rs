@@ -299,6 +299,9 @@ impl Options {
 struct CurrentClock {
     valid: bool,
     tid: u32,
+    /// Whose happens-before time `tid` runs: itself, or the OpenMP task it is running
+    /// ([`crate::sync::Omp::actor`]).
+    actor: u32,
     vc: VectorClock,
     epoch: u32,
     slot: u32,
@@ -326,7 +329,11 @@ pub struct Hmtrace {
     /// The running thread's clock, cached between synchronisation operations.
     cur: CurrentClock,
     reports: BTreeMap<(&'static str, Side, Side), Report>,
-    ops: Vec<SyncOp>,
+    /// Operations of one event, each with the thread of happens-before time it is by.
+    ops: Vec<(u32, SyncOp)>,
+    /// The conflicts of one check (kept: a racy loop finds one per access, and must not
+    /// allocate for each).
+    found: Vec<(&'static str, Entry, u16)>,
     /// Live heap blocks (start → size), from malloc/calloc/realloc returns, so that `free`
     /// clears the block's records: memory the allocator hands to another thread is new memory.
     allocs: FxHashMap<u64, u64>,
@@ -369,6 +376,7 @@ impl Hmtrace {
             cur: CurrentClock::default(),
             reports: BTreeMap::new(),
             ops: Vec::new(),
+            found: Vec::new(),
             allocs: FxHashMap::default(),
             alloc_sizes: FxHashMap::default(),
         }
@@ -384,15 +392,17 @@ impl Hmtrace {
         if self.cur.valid && self.cur.tid == tid {
             return;
         }
-        let slot = self.hb.slot(tid);
-        let c = self.hb.clock(tid);
+        let actor = self.adapter.omp.actor(tid);
+        let slot = self.hb.slot(actor);
+        let c = self.hb.clock(actor);
         self.cur.vc.0.clear();
         self.cur.vc.0.extend_from_slice(&c.0);
         self.cur.epoch = c.get(slot);
         self.cur.slot = slot as u32;
-        self.cur.ls = self.threads.get(&tid).map_or(0, |t| t.ls);
+        self.cur.ls = self.threads.get(&actor).map_or(0, |t| t.ls);
         self.cur.inside = self.bracket.inside(tid);
         self.cur.tid = tid;
+        self.cur.actor = actor;
         self.cur.valid = true;
     }
 
@@ -500,7 +510,8 @@ impl Hmtrace {
     }
 
     fn access(&mut self, ev: &Event) {
-        let tid = ev.tid;
+        // Refreshed by the caller: the thread or task the access is by.
+        let tid = self.cur.actor;
         let write = !matches!(ev.kind, EventKind::Load);
         let locked = matches!(ev.kind, EventKind::RmwStore);
         // Library internals take part only through their synchronisation.
@@ -545,8 +556,8 @@ impl Hmtrace {
     /// HMTRace's check of one granule (Algorithm 2 with the tag compare made explicit), then the
     /// tag update.
     fn check(&mut self, ev: &Event, gi: u64, m: u16, write: bool) {
-        let tid = ev.tid;
-        self.refresh_clock(tid);
+        self.refresh_clock(ev.tid);
+        let tid = self.cur.actor;
         // Taken out while the granule is checked (nothing here changes clocks): no copy.
         let cur = std::mem::take(&mut self.cur);
         let (vc, epoch, slot, ls) = (&cur.vc, cur.epoch, cur.slot, cur.ls);
@@ -585,7 +596,7 @@ impl Hmtrace {
                 }
             }
         };
-        let mut found: Vec<(&'static str, Entry, u16)> = Vec::new();
+        let mut found = std::mem::take(&mut self.found);
         if need_check {
             for e in &g.entries {
                 let both = e.mask & m;
@@ -621,7 +632,14 @@ impl Hmtrace {
             e.tid == tid && e.write == write && e.epoch == epoch && e.ls == ls && e.pc == ev.pc && e.stack == ev.stack
         }) {
             Some(e) => e.mask |= m,
-            None => g.entries.push(new),
+            None => {
+                // Two threads' records are the common shape of a shared granule: one
+                // allocation for them, not a growth per record.
+                if g.entries.capacity() == 0 {
+                    g.entries.reserve_exact(4);
+                }
+                g.entries.push(new)
+            }
         }
         if g.entries.len() > MAX_ENTRIES {
             if let Some(i) = g.entries.iter().position(|e| e.tid != tid) {
@@ -629,19 +647,21 @@ impl Hmtrace {
             }
         }
         self.cur = cur;
-        for (kind, e, both) in found {
-            self.report(kind, &e, ev, write, gi, both);
+        for (kind, e, both) in found.drain(..) {
+            self.report(kind, &e, ev, tid, write, gi, both);
         }
+        self.found = found;
     }
 
-    fn report(&mut self, kind: &'static str, e: &Entry, ev: &Event, write: bool, gi: u64, both: u16) {
+    #[allow(clippy::too_many_arguments)]
+    fn report(&mut self, kind: &'static str, e: &Entry, ev: &Event, tid: u32, write: bool, gi: u64, both: u16) {
         let first = Side { pc: e.pc, stack: e.stack, write: e.write };
         let second = Side { pc: ev.pc, stack: ev.stack, write };
-        let locked = e.ls != 0 || self.threads.get(&ev.tid).is_some_and(|t| t.ls != 0);
+        let locked = e.ls != 0 || self.threads.get(&tid).is_some_and(|t| t.ls != 0);
         let r = self.reports.entry((kind, first, second)).or_insert_with(|| Report {
             kind,
             first_tid: e.tid,
-            second_tid: ev.tid,
+            second_tid: tid,
             addr: (gi << GRANULE_SHIFT) + u64::from(both.trailing_zeros()),
             len: both.count_ones(),
             locked,
@@ -681,11 +701,21 @@ impl Analysis for Hmtrace {
                     self.thread(ev.new as u32).handle = Some(ev.addr);
                 }
                 let mut ops = std::mem::take(&mut self.ops);
-                self.adapter.translate(ev, |op| ops.push(op));
-                for op in ops.drain(..) {
-                    self.apply(ev.tid, op);
+                self.adapter.translate_actors(ev, |who, op| ops.push((who, op)));
+                for (who, op) in ops.drain(..) {
+                    self.apply(who, op);
                 }
                 self.ops = ops;
+                if let Some((lo, hi)) = self.adapter.omp.dead_stack.take() {
+                    self.forget(lo, hi);
+                }
+                for obj in self.adapter.omp.dead_objects.drain(..) {
+                    self.hb.forget(obj);
+                }
+                for actor in self.adapter.omp.dead_actors.drain(..) {
+                    self.hb.retire(actor);
+                    self.threads.remove(&actor);
+                }
             }
             _ => {}
         }

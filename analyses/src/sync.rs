@@ -104,6 +104,8 @@ pub struct SyncAdapter {
     /// Per thread: how deeply it is inside lock releases (an unlock's futex wake is the lock's
     /// business, not an ordering of its own).
     releasing: FxHashMap<u32, u32>,
+    /// OpenMP's synchronisation, from libgomp's entry points ([`Omp`]).
+    pub omp: Omp,
 }
 
 /// The sync object of a futex word's hand-offs: its address with the top bit set (guest
@@ -132,6 +134,22 @@ impl SyncAdapter {
     /// use [`SyncAdapter::lanes`] also pass the transaction events (`TxBegin`, `TxEnd`,
     /// `TxIgnore`).
     pub fn translate(&mut self, ev: &Event, mut out: impl FnMut(SyncOp)) {
+        self.translate_actors(ev, |_, op| out(op));
+    }
+
+    /// [`SyncAdapter::translate`], naming with each operation the thread of happens-before time
+    /// it is by: the event's thread, or the OpenMP task it is running ([`Omp::actor`]; a task's
+    /// start is by the task, its end too). Passes that do not keep task clocks use
+    /// [`SyncAdapter::translate`] and see a task's operations as its thread's.
+    pub fn translate_actors(&mut self, ev: &Event, mut out: impl FnMut(u32, SyncOp)) {
+        if let EventKind::SyncEnter(k) | EventKind::SyncReturn(k) = ev.kind {
+            if k.is_omp_runtime() || k == SyncKind::OmpBody {
+                self.omp.event(ev, k, &mut out);
+                return;
+            }
+        }
+        let actor = self.omp.actor(ev.tid);
+        let mut out = |op| out(actor, op);
         match self.lanes.observe(ev) {
             Some(true) => out(SyncOp::LaneHold),
             Some(false) => out(SyncOp::LaneRelease),
@@ -143,9 +161,18 @@ impl SyncAdapter {
                 if ev.addr != 0 {
                     self.handles.insert(ev.addr, child);
                 }
+                self.omp.created(ev.tid, child);
                 out(SyncOp::Create { child });
             }
-            EventKind::ThreadExit => out(SyncOp::Exit),
+            EventKind::ThreadExit => {
+                self.omp.threads.remove(&ev.tid);
+                out(SyncOp::Exit)
+            }
+            // libgomp's own futex hand-offs (its barriers, locks, task queue) are not edges: the
+            // entry points give the ones OpenMP guarantees, and the rest is the order the
+            // runtime happened to pick.
+            EventKind::FutexWake | EventKind::FutexWoken
+                if self.omp.in_runtime(if ev.kind == EventKind::FutexWake { ev.tid } else { ev.new as u32 }) => {}
             // A futex hand-off (a barrier's release by a runtime the pass does not know, a
             // custom event, an unrecognised lock's contended path): what the waker did before
             // the wake happens before what the woken thread does after its wait returns.
@@ -267,6 +294,479 @@ impl SyncAdapter {
                 }
             }
             _ => {}
+        }
+    }
+}
+
+/// An OpenMP happens-before object: `kind` in bits 52–55, `id` below, bits 61–62 set (no guest
+/// address, futex object or sync location has them).
+fn omp_object(kind: u64, id: u64) -> u64 {
+    3 << 61 | kind << 52 | (id & ((1 << 52) - 1))
+}
+/// A parallel region's fork (its master's entry), by region.
+const OMP_FORK: u64 = 1;
+/// A region's join: each of its threads' body ends and each of its tasks' ends.
+const OMP_JOIN: u64 = 2;
+/// A barrier of a region (`region << 24 | round`).
+const OMP_BARRIER: u64 = 3;
+/// The tasks a barrier completes (`region << 24 | round`).
+const OMP_ROUND_TASKS: u64 = 4;
+/// A task's creation, by task (a taskloop's, by the taskloop's id).
+const OMP_TASK_CREATE: u64 = 5;
+/// A task's end, by task.
+const OMP_TASK_END: u64 = 6;
+/// The ends of a thread's or task's child tasks (what `taskwait` waits for), by parent.
+const OMP_CHILDREN: u64 = 7;
+/// The ends of a taskgroup's tasks and their descendants, by group.
+const OMP_GROUP: u64 = 8;
+/// Logical thread ids of tasks (happens-before "threads" of their own): above every tid.
+pub const OMP_TASK_BASE: u32 = 0x4000_0000;
+/// `GOMP_TASK_FLAG_NOGROUP` (libgomp.h): a taskloop without its implicit taskgroup.
+const GOMP_TASK_FLAG_NOGROUP: u64 = 1 << 11;
+const BLOOM: u64 = (1 << 28) - 1;
+
+/// A body running on a thread ([`SyncKind::OmpBody`]).
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    /// The thread's libgomp depth before the body began.
+    saved: u32,
+    /// Whose happens-before time the body is: the thread's, or a task's.
+    actor: u32,
+    /// The task it runs, if it is one.
+    task: Option<u32>,
+    /// The parallel region, if it is a region's body (an implicit task).
+    region: Option<u64>,
+    /// The region's barriers this thread has entered.
+    round: u32,
+    /// Inside one of them now.
+    in_barrier: bool,
+    /// A task's stack pointer at entry.
+    sp: u64,
+    /// A section of a `sections` construct (pushed by the return of `GOMP_sections_next`,
+    /// popped by the thread's next call), not a body.
+    section: bool,
+}
+
+/// What [`Omp`] follows of an OS thread.
+#[derive(Debug, Default)]
+struct OmpThread {
+    /// Open libgomp calls since the innermost body began (a pool thread starts at 1: its code
+    /// outside bodies is libgomp's).
+    depth: u32,
+    frames: Vec<Frame>,
+    /// `GOMP_task` calls in progress: the task each creates, and whether its body ran inside
+    /// the call (undeferred: the creator continues after it).
+    creating: Vec<(u32, bool)>,
+    /// `GOMP_taskloop` calls in progress: the implicit taskgroup of each, if any.
+    taskloops: Vec<Option<u64>>,
+    /// The stack pointer at the entry of the `GOMP_sections_next` call in progress.
+    sections_sp: u64,
+}
+
+/// What [`Omp`] keeps of a thread of happens-before time (a thread or a task).
+#[derive(Debug, Default)]
+struct Logical {
+    /// Child tasks since the last `taskwait`: id, out and in dependence filters.
+    children: Vec<(u32, u64, u64)>,
+    /// Taskgroups it belongs to (its creator's, inherited) and those it opened, innermost last.
+    groups: Vec<u64>,
+}
+
+/// A task created and not started yet.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    id: u32,
+    body: u64,
+    /// The first bytes of its argument, and how many count.
+    first: u64,
+    size: u8,
+}
+
+/// A task's place: whose child it is, the groups and the barrier that complete it, the
+/// tasks its dependences wait for.
+#[derive(Debug, Default)]
+struct TaskInfo {
+    parent: u32,
+    groups: Vec<u64>,
+    region: Option<(u64, u32)>,
+    deps: Vec<u32>,
+}
+
+/// A taskloop in progress: its body's runs are tasks created at its entry.
+#[derive(Debug)]
+struct Taskloop {
+    id: u32,
+    body: u64,
+    creator: u32,
+    groups: Vec<u64>,
+    region: Option<(u64, u32)>,
+}
+
+/// An open parallel region.
+#[derive(Debug, Clone, Copy)]
+struct Region {
+    id: u64,
+    body: u64,
+    data: u64,
+    master: u32,
+}
+
+/// OpenMP's happens-before, from libgomp's entry points (gcc's runtime; the program's code
+/// calls them and they call its outlined bodies):
+/// - a parallel region's fork (`GOMP_parallel*` entry) happens before each of its threads'
+///   body; each body's end, and each task of the region, before the master's return;
+/// - a barrier (`GOMP_barrier`, the implicit ones of `GOMP_loop_end`, `GOMP_sections_end`):
+///   the region's arrivals of one round before its departures, and the tasks created before
+///   it (or inside it) before its departures;
+/// - `critical` (unnamed, named), `atomic` under libgomp's lock, `ordered` and
+///   `omp_*_lock` are locks ([`SyncOp::Acquire`], [`SyncOp::Release`]);
+/// - a task is a thread of happens-before time of its own (its *actor*, an id from
+///   [`OMP_TASK_BASE`]), whichever OS thread runs it: it starts from its creator's time at
+///   `GOMP_task` and from the ends of the earlier sibling tasks its dependences name (out/inout
+///   against earlier out/inout/in, in against earlier out/inout; addresses compared through
+///   28-bit Bloom filters, so a collision can add an edge, never drop one); its end happens
+///   before its creator's next `taskwait`, the end of every taskgroup it is in, the barrier
+///   that completes it and the region's join. An undeferred task (run inside its `GOMP_task`)
+///   ends before its creator continues. Taskloops (`GOMP_taskloop`) make a task of each run
+///   of their body, complete at the taskloop's return unless `nogroup`.
+///
+/// Everything else libgomp does (its task queue's lock, its barrier words, futex hand-offs,
+/// loop scheduling) orders nothing here: that is the order the runtime happened to pick, and
+/// a race between unordered tasks must show in the one run. Task bodies are told apart by
+/// their body function and the first bytes of their argument (libgomp copies the creator's
+/// data into the task); two pending tasks of one body whose arguments start alike are taken in
+/// creation order.
+#[derive(Debug, Default)]
+pub struct Omp {
+    threads: FxHashMap<u32, OmpThread>,
+    logical: FxHashMap<u32, Logical>,
+    regions: Vec<Region>,
+    pending: Vec<Pending>,
+    tasks: FxHashMap<u32, TaskInfo>,
+    taskloops: Vec<Taskloop>,
+    next_region: u64,
+    next_task: u32,
+    next_group: u64,
+    /// Tasks created (for the run's statistics and tests).
+    pub tasks_created: u64,
+    /// Stack memory a task's start or end made dead (`[lo, hi)`, below the body's entry stack
+    /// pointer), for a pass to forget: the next task the thread runs reuses it, and is not
+    /// ordered with the one before.
+    pub dead_stack: Option<(u64, u64)>,
+    /// Happens-before objects no operation will wait on again (a started task's creation, the
+    /// ends of children a `taskwait` collected), for a pass to drop ([`HappensBefore::forget`]).
+    pub dead_objects: Vec<u64>,
+    /// Tasks that ended: their clocks will not be read again.
+    pub dead_actors: Vec<u32>,
+}
+
+/// How far below a task body's entry stack pointer its frames are taken to reach.
+const TASK_STACK: u64 = 32 << 10;
+
+impl Omp {
+    /// Whose happens-before time thread `tid` runs now: the task whose body it is in, else its
+    /// own.
+    pub fn actor(&self, tid: u32) -> u32 {
+        self.threads.get(&tid).and_then(|t| t.frames.last()).map_or(tid, |f| f.actor)
+    }
+
+    /// Whether `tid` is running libgomp's code now (inside an entry point, or a pool thread
+    /// outside the bodies it runs).
+    pub fn in_runtime(&self, tid: u32) -> bool {
+        self.threads.get(&tid).is_some_and(|t| t.depth > 0)
+    }
+
+    /// `creator` made thread `child`: from inside libgomp, a pool thread.
+    pub fn created(&mut self, creator: u32, child: u32) {
+        if self.in_runtime(creator) {
+            self.threads.entry(child).or_default().depth = 1;
+        }
+    }
+
+    /// The region frame (implicit task) `tid` is in, innermost.
+    fn region_frame(&mut self, tid: u32) -> Option<&mut Frame> {
+        self.threads.get_mut(&tid)?.frames.iter_mut().rev().find(|f| f.region.is_some())
+    }
+
+    /// The barrier that completes a task created by `tid` now: the next one of its region,
+    /// or the one it is in.
+    fn completing_barrier(&mut self, tid: u32) -> Option<(u64, u32)> {
+        let f = self.region_frame(tid)?;
+        Some((f.region?, f.round + u32::from(!f.in_barrier)))
+    }
+
+    fn logical(&mut self, actor: u32) -> &mut Logical {
+        self.logical.entry(actor).or_default()
+    }
+
+    fn new_task(&mut self) -> u32 {
+        self.next_task += 1;
+        self.tasks_created += 1;
+        OMP_TASK_BASE + self.next_task
+    }
+
+    /// The operations of an entry or return of an OpenMP kind `kind` (`ev` is its event).
+    fn event(&mut self, ev: &Event, kind: SyncKind, out: &mut impl FnMut(u32, SyncOp)) {
+        let t = ev.tid;
+        let enter = matches!(ev.kind, EventKind::SyncEnter(_));
+        if kind == SyncKind::OmpBody {
+            if enter {
+                self.body_enter(ev, out);
+            } else {
+                self.body_return(t, out);
+            }
+            return;
+        }
+        if enter && matches!(kind, SyncKind::OmpSectionsNext | SyncKind::OmpSectionsEnd | SyncKind::OmpBarrier) {
+            self.end_section(t, out);
+        }
+        let st = self.threads.entry(t).or_default();
+        if enter {
+            st.depth += 1;
+        } else {
+            st.depth = st.depth.saturating_sub(1);
+        }
+        let actor = self.actor(t);
+        match (kind, enter) {
+            (SyncKind::OmpParallel, true) => {
+                self.next_region += 1;
+                let id = self.next_region;
+                self.regions.push(Region { id, body: ev.addr, data: ev.old, master: t });
+                out(actor, SyncOp::Post { obj: omp_object(OMP_FORK, id) });
+            }
+            (SyncKind::OmpParallel, false) => {
+                if let Some(i) = self.regions.iter().rposition(|r| r.master == t) {
+                    let r = self.regions.remove(i);
+                    out(actor, SyncOp::Wait { obj: omp_object(OMP_JOIN, r.id) });
+                    self.taskloops.retain(|l| l.region.map(|x| x.0) != Some(r.id));
+                }
+            }
+            (SyncKind::OmpBarrier, _) | (SyncKind::OmpSingleCopyStart, false) => {
+                let copy = kind == SyncKind::OmpSingleCopyStart;
+                if copy && ev.new == 0 {
+                    // The winner: no barrier in this call.
+                    return;
+                }
+                let Some(f) = self.region_frame(t) else { return };
+                if copy {
+                    // A barrier met inside the call, seen only at its return.
+                    f.round += 1;
+                    let key = f.region.unwrap_or(0) << 24 | u64::from(f.round);
+                    out(actor, SyncOp::Post { obj: omp_object(OMP_BARRIER, key) });
+                    out(actor, SyncOp::Wait { obj: omp_object(OMP_BARRIER, key) });
+                    out(actor, SyncOp::Wait { obj: omp_object(OMP_ROUND_TASKS, key) });
+                    return;
+                }
+                if enter {
+                    f.round += 1;
+                    f.in_barrier = true;
+                } else {
+                    f.in_barrier = false;
+                }
+                let key = f.region.unwrap_or(0) << 24 | u64::from(f.round);
+                if enter {
+                    out(actor, SyncOp::Post { obj: omp_object(OMP_BARRIER, key) });
+                } else {
+                    out(actor, SyncOp::Wait { obj: omp_object(OMP_BARRIER, key) });
+                    out(actor, SyncOp::Wait { obj: omp_object(OMP_ROUND_TASKS, key) });
+                }
+            }
+            (SyncKind::OmpSectionsNext, true) => self.threads.entry(t).or_default().sections_sp = ev.new,
+            (SyncKind::OmpSectionsNext, false) if ev.new as u32 != 0 => {
+                // A section: a task of its own, created and started here, complete at the
+                // sections' barrier or the region's join.
+                let id = self.new_task();
+                let region = self.completing_barrier(t);
+                let groups = self.logical(actor).groups.clone();
+                self.tasks.insert(id, TaskInfo { parent: actor, groups, region, deps: Vec::new() });
+                let obj = omp_object(OMP_TASK_CREATE, u64::from(id));
+                out(actor, SyncOp::Post { obj });
+                out(id, SyncOp::Wait { obj });
+                let st = self.threads.entry(t).or_default();
+                let sp = st.sections_sp;
+                let depth = st.depth;
+                st.frames.push(Frame {
+                    saved: depth,
+                    actor: id,
+                    task: Some(id),
+                    region: None,
+                    round: 0,
+                    in_barrier: false,
+                    sp,
+                    section: true,
+                });
+                self.dead_stack = Some((sp.saturating_sub(TASK_STACK), sp));
+            }
+            (SyncKind::OmpAcquire(_), false) => out(actor, SyncOp::Acquire { lock: ev.addr, mode: Mode::Exclusive }),
+            (SyncKind::OmpTryAcquire, false) if kind.succeeded(ev.new) => {
+                out(actor, SyncOp::Acquire { lock: ev.addr, mode: Mode::Exclusive })
+            }
+            (SyncKind::OmpRelease(_), true) => out(actor, SyncOp::Release { lock: ev.addr }),
+            (SyncKind::OmpTask, true) => self.create_task(t, actor, ev, out),
+            (SyncKind::OmpTask, false) => {
+                if let Some((id, inline)) = self.threads.get_mut(&t).and_then(|s| s.creating.pop()) {
+                    if inline {
+                        out(actor, SyncOp::Wait { obj: omp_object(OMP_TASK_END, u64::from(id)) });
+                    }
+                }
+            }
+            (SyncKind::OmpTaskwait, false) => {
+                let children = std::mem::take(&mut self.logical(actor).children);
+                self.dead_objects.extend(children.iter().map(|c| omp_object(OMP_TASK_END, u64::from(c.0))));
+                out(actor, SyncOp::Wait { obj: omp_object(OMP_CHILDREN, u64::from(actor)) });
+            }
+            (SyncKind::OmpTaskgroupStart, true) => {
+                self.next_group += 1;
+                let g = self.next_group;
+                self.logical(actor).groups.push(g);
+            }
+            (SyncKind::OmpTaskgroupEnd, false) => {
+                if let Some(g) = self.logical(actor).groups.pop() {
+                    out(actor, SyncOp::Wait { obj: omp_object(OMP_GROUP, g) });
+                }
+            }
+            (SyncKind::OmpTaskloop, true) => {
+                let group = (ev.old & GOMP_TASK_FLAG_NOGROUP == 0).then(|| {
+                    self.next_group += 1;
+                    self.next_group
+                });
+                let mut groups = self.logical(actor).groups.clone();
+                groups.extend(group);
+                let id = self.new_task();
+                let region = self.completing_barrier(t);
+                self.taskloops.push(Taskloop { id, body: ev.addr, creator: actor, groups, region });
+                self.threads.entry(t).or_default().taskloops.push(group);
+                out(actor, SyncOp::Post { obj: omp_object(OMP_TASK_CREATE, u64::from(id)) });
+            }
+            (SyncKind::OmpTaskloop, false) => {
+                if let Some(Some(g)) = self.threads.get_mut(&t).and_then(|s| s.taskloops.pop()) {
+                    out(actor, SyncOp::Wait { obj: omp_object(OMP_GROUP, g) });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// `GOMP_task` entered by thread `t` running `actor`.
+    fn create_task(&mut self, t: u32, actor: u32, ev: &Event, out: &mut impl FnMut(u32, SyncOp)) {
+        let id = self.new_task();
+        let (outs, ins) = (ev.new & BLOOM, ev.new >> 28 & BLOOM);
+        let region = self.completing_barrier(t);
+        let parent = self.logical(actor);
+        let deps: Vec<u32> = if outs | ins == 0 {
+            Vec::new()
+        } else {
+            parent.children.iter().filter(|c| outs & (c.1 | c.2) != 0 || ins & c.1 != 0).map(|c| c.0).collect()
+        };
+        parent.children.push((id, outs, ins));
+        let groups = parent.groups.clone();
+        self.tasks.insert(id, TaskInfo { parent: actor, groups, region, deps });
+        self.pending.push(Pending { id, body: ev.addr, first: ev.old, size: (ev.new >> 56) as u8 });
+        self.threads.entry(t).or_default().creating.push((id, false));
+        out(actor, SyncOp::Post { obj: omp_object(OMP_TASK_CREATE, u64::from(id)) });
+    }
+
+    /// A body entered by `ev.tid`: a region's (its fork happens before), a pending task's (it
+    /// starts), a taskloop's (a task of it starts), or an unknown one (run as the code that
+    /// called it).
+    fn body_enter(&mut self, ev: &Event, out: &mut impl FnMut(u32, SyncOp)) {
+        let t = ev.tid;
+        let below = self.actor(t);
+        let st = self.threads.entry(t).or_default();
+        let saved = std::mem::take(&mut st.depth);
+        let mut frame =
+            Frame { saved, actor: below, task: None, region: None, round: 0, in_barrier: false, sp: 0, section: false };
+        if let Some(r) = self.regions.iter().rev().find(|r| r.body == ev.pc && r.data == ev.addr) {
+            frame.actor = t;
+            frame.region = Some(r.id);
+            out(t, SyncOp::Wait { obj: omp_object(OMP_FORK, r.id) });
+        } else if let Some(i) = self.pending_task(ev.pc, ev.old) {
+            let p = self.pending.remove(i);
+            if let Some(c) = self.threads.get_mut(&t).and_then(|s| s.creating.last_mut()) {
+                if c.0 == p.id {
+                    c.1 = true;
+                }
+            }
+            frame.actor = p.id;
+            frame.task = Some(p.id);
+            out(p.id, SyncOp::Wait { obj: omp_object(OMP_TASK_CREATE, u64::from(p.id)) });
+            self.dead_objects.push(omp_object(OMP_TASK_CREATE, u64::from(p.id)));
+            for d in self.tasks.get(&p.id).map(|i| i.deps.as_slice()).unwrap_or(&[]) {
+                out(p.id, SyncOp::Wait { obj: omp_object(OMP_TASK_END, u64::from(*d)) });
+            }
+        } else if let Some(l) = self.taskloops.iter().rev().find(|l| l.body == ev.pc) {
+            let (lid, creator, groups, region) = (l.id, l.creator, l.groups.clone(), l.region);
+            let id = self.new_task();
+            self.tasks.insert(id, TaskInfo { parent: creator, groups, region, deps: Vec::new() });
+            frame.actor = id;
+            frame.task = Some(id);
+            out(id, SyncOp::Wait { obj: omp_object(OMP_TASK_CREATE, u64::from(lid)) });
+        }
+        if let Some(id) = frame.task {
+            let groups = self.tasks.get(&id).map(|i| i.groups.clone()).unwrap_or_default();
+            self.logical(id).groups = groups;
+            self.dead_stack = Some((ev.new.saturating_sub(TASK_STACK), ev.new));
+            frame.sp = ev.new;
+        }
+        self.threads.entry(t).or_default().frames.push(frame);
+    }
+
+    /// The pending task whose body is `body` and whose argument starts with `first`, else the
+    /// oldest of that body.
+    fn pending_task(&self, body: u64, first: u64) -> Option<usize> {
+        let fits = |p: &Pending| {
+            let n = u32::from(p.size.min(8)) * 8;
+            let mask = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+            first & mask == p.first & mask
+        };
+        self.pending
+            .iter()
+            .position(|p| p.body == body && fits(p))
+            .or_else(|| self.pending.iter().position(|p| p.body == body))
+    }
+
+    /// A body returns on `t`: a task ends (before its creator's taskwait, its groups' ends,
+    /// its barrier and its region's join), a region's thread's body ends (before the join).
+    fn body_return(&mut self, t: u32, out: &mut impl FnMut(u32, SyncOp)) {
+        self.end_section(t, out);
+        let Some(st) = self.threads.get_mut(&t) else { return };
+        let Some(f) = st.frames.pop() else { return };
+        st.depth = f.saved;
+        self.end(f, out);
+    }
+
+    /// Ends the section `t` runs, if it runs one.
+    fn end_section(&mut self, t: u32, out: &mut impl FnMut(u32, SyncOp)) {
+        let Some(st) = self.threads.get_mut(&t) else { return };
+        if st.frames.last().is_some_and(|f| f.section) {
+            let f = st.frames.pop().expect("checked");
+            self.end(f, out);
+        }
+    }
+
+    /// The end of the body, task or section of frame `f`.
+    fn end(&mut self, f: Frame, out: &mut impl FnMut(u32, SyncOp)) {
+        if let Some(id) = f.task {
+            let info = self.tasks.remove(&id).unwrap_or_default();
+            if let Some(l) = self.logical.remove(&id) {
+                self.dead_objects.extend(l.children.iter().map(|c| omp_object(OMP_TASK_END, u64::from(c.0))));
+            }
+            self.dead_objects.push(omp_object(OMP_CHILDREN, u64::from(id)));
+            self.dead_actors.push(id);
+            self.dead_stack = Some((f.sp.saturating_sub(TASK_STACK), f.sp));
+            let post = |kind, key: u64| SyncOp::Post { obj: omp_object(kind, key) };
+            out(id, post(OMP_TASK_END, u64::from(id)));
+            out(id, post(OMP_CHILDREN, u64::from(info.parent)));
+            for g in info.groups {
+                out(id, post(OMP_GROUP, g));
+            }
+            if let Some((r, round)) = info.region {
+                out(id, post(OMP_ROUND_TASKS, r << 24 | u64::from(round)));
+                out(id, post(OMP_JOIN, r));
+            }
+        }
+        if let Some(r) = f.region {
+            out(f.actor, SyncOp::Post { obj: omp_object(OMP_JOIN, r) });
         }
     }
 }
@@ -547,9 +1047,19 @@ impl SyncCalls {
 /// [`EventKind::SyncEnter`] and [`EventKind::SyncReturn`]): the memory accesses of the primitive
 /// itself (lock words, futex state, barrier counters) are not the program's and a detector that
 /// watches all memory ignores them. Counts nest; a thread's count is dropped when it exits.
+///
+/// OpenMP: a body gcc outlined ([`SyncKind::OmpBody`]) is the program's code even when libgomp
+/// calls it from inside an entry point (a region's body on its master, a task run at a
+/// barrier): the bracket starts afresh in it and resumes when it returns. A thread created
+/// from inside a libgomp entry point is a pool thread, inside libgomp except in the bodies it
+/// runs.
 #[derive(Default, Debug)]
 pub struct SyncBracket {
     depth: FxHashMap<u32, u32>,
+    /// Per thread: open libgomp calls (a part of `depth`).
+    omp: FxHashMap<u32, u32>,
+    /// Per thread: `(depth, omp)` outside each body it is in.
+    saved: FxHashMap<u32, Vec<(u32, u32)>>,
 }
 
 impl SyncBracket {
@@ -561,14 +1071,41 @@ impl SyncBracket {
         match ev.kind {
             EventKind::SyncEnter(SyncKind::PmemobjLane | SyncKind::Reads(_))
             | EventKind::SyncReturn(SyncKind::PmemobjLane | SyncKind::Reads(_)) => {}
-            EventKind::SyncEnter(_) => *self.depth.entry(ev.tid).or_insert(0) += 1,
-            EventKind::SyncReturn(_) => {
+            EventKind::SyncEnter(SyncKind::OmpBody) => {
+                let d = self.depth.insert(ev.tid, 0).unwrap_or(0);
+                let o = self.omp.insert(ev.tid, 0).unwrap_or(0);
+                self.saved.entry(ev.tid).or_default().push((d, o));
+            }
+            EventKind::SyncReturn(SyncKind::OmpBody) => {
+                if let Some((d, o)) = self.saved.get_mut(&ev.tid).and_then(|s| s.pop()) {
+                    self.depth.insert(ev.tid, d);
+                    self.omp.insert(ev.tid, o);
+                }
+            }
+            EventKind::SyncEnter(k) => {
+                *self.depth.entry(ev.tid).or_insert(0) += 1;
+                if k.is_omp_runtime() {
+                    *self.omp.entry(ev.tid).or_insert(0) += 1;
+                }
+            }
+            EventKind::SyncReturn(k) => {
                 if let Some(d) = self.depth.get_mut(&ev.tid) {
                     *d = d.saturating_sub(1);
                 }
+                if k.is_omp_runtime() {
+                    if let Some(d) = self.omp.get_mut(&ev.tid) {
+                        *d = d.saturating_sub(1);
+                    }
+                }
+            }
+            EventKind::ThreadCreate if self.omp.get(&ev.tid).is_some_and(|d| *d > 0) => {
+                self.depth.insert(ev.new as u32, 1);
+                self.omp.insert(ev.new as u32, 1);
             }
             EventKind::ThreadExit => {
                 self.depth.remove(&ev.tid);
+                self.omp.remove(&ev.tid);
+                self.saved.remove(&ev.tid);
             }
             _ => {}
         }
@@ -721,6 +1258,17 @@ impl HappensBefore {
         }
     }
 
+    /// Drops a sync object's clock (nothing will wait on it again).
+    pub fn forget(&mut self, obj: u64) {
+        self.objects.remove(&obj);
+    }
+
+    /// Drops a finished thread of happens-before time's clock (an OpenMP task that ended:
+    /// nothing joins it; its slot stays its own).
+    pub fn retire(&mut self, tid: u32) {
+        self.threads.remove(&tid);
+    }
+
     /// Whether the event at clock `earlier` (by thread `t1`) happens before thread `t2` now.
     pub fn ordered_before(&mut self, earlier: &VectorClock, t2: u32) -> bool {
         self.ensure(t2);
@@ -820,6 +1368,107 @@ mod tests {
         );
         assert_eq!(ops(&mut a, event(EventKind::ThreadExit, 3, 0, 0, 0, 0)), vec![SyncOp::LaneRelease, SyncOp::Exit]);
         assert_eq!(a.lanes.holds, 2);
+    }
+
+    /// Feeds OpenMP events to an adapter and applies their operations to vector clocks.
+    struct OmpSim {
+        a: SyncAdapter,
+        hb: HappensBefore,
+    }
+
+    impl OmpSim {
+        fn new() -> OmpSim {
+            OmpSim {
+                a: SyncAdapter::default(),
+                hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
+            }
+        }
+        fn send(&mut self, kind: EventKind, tid: u32, pc: u64, addr: u64, old: u64, new: u64) {
+            let mut ev = event(kind, tid, addr, 0, 0, old);
+            ev.pc = pc;
+            ev.new = new;
+            let mut ops = Vec::new();
+            self.a.translate_actors(&ev, |who, op| ops.push((who, op)));
+            for (who, op) in ops {
+                self.hb.apply(who, op);
+            }
+        }
+        fn enter(&mut self, kind: SyncKind, tid: u32, pc: u64, addr: u64, old: u64, new: u64) {
+            self.send(EventKind::SyncEnter(kind), tid, pc, addr, old, new);
+        }
+        fn leave(&mut self, kind: SyncKind, tid: u32) {
+            self.send(EventKind::SyncReturn(kind), tid, 0, 0, 0, 0);
+        }
+        /// The clock of whoever runs on `tid` now.
+        fn now(&mut self, tid: u32) -> VectorClock {
+            let who = self.a.omp.actor(tid);
+            self.hb.clock(who).clone()
+        }
+        fn before(&mut self, c: &VectorClock, tid: u32) -> bool {
+            let who = self.a.omp.actor(tid);
+            self.hb.ordered_before(c, who)
+        }
+    }
+
+    const BODY: u64 = 0x401000;
+    const TASK_A: u64 = 0x402000;
+    const TASK_B: u64 = 0x403000;
+
+    #[test]
+    fn openmp_tasks_are_ordered_by_their_declared_edges_only() {
+        let mut s = OmpSim::new();
+        // Thread 1 forks a region whose body thread 2 runs too (a pool thread).
+        s.enter(SyncKind::OmpParallel, 1, 0, BODY, 0x7000, 0);
+        s.send(EventKind::ThreadCreate, 1, 0, 0, 0, 2);
+        assert!(s.a.omp.in_runtime(2));
+        s.enter(SyncKind::OmpBody, 2, BODY, 0x7000, 0, 0x7f00_0000);
+        assert!(!s.a.omp.in_runtime(2));
+        s.enter(SyncKind::OmpBody, 1, BODY, 0x7000, 0, 0x7e00_0000);
+        // Thread 1 creates task A (depend out: x) and task B (depend in: x), then task C with
+        // no dependence; one bloom bit stands for x.
+        let x = emu::sync::omp_depend_bit(0x5000);
+        let before_create = s.now(1);
+        s.enter(SyncKind::OmpTask, 1, 0, TASK_A, 1, x | 1 << 56);
+        s.leave(SyncKind::OmpTask, 1);
+        s.enter(SyncKind::OmpTask, 1, 0, TASK_B, 2, x << 28 | 1 << 56);
+        s.leave(SyncKind::OmpTask, 1);
+        s.enter(SyncKind::OmpTask, 1, 0, TASK_A, 3, 1 << 56);
+        s.leave(SyncKind::OmpTask, 1);
+        let after_create = s.now(1);
+        // Thread 2 runs task A (argument starting with 1), then the third task (with 3).
+        s.enter(SyncKind::OmpBarrier, 2, 0, 0, 0, 0);
+        s.enter(SyncKind::OmpBody, 2, TASK_A, 0x9000, 1, 0x7f00_0000);
+        assert!(s.a.omp.actor(2) >= OMP_TASK_BASE);
+        assert!(s.before(&before_create, 2), "creation happens before the task");
+        assert!(!s.before(&after_create, 2), "the creator's later work does not");
+        let in_a = s.now(2);
+        s.leave(SyncKind::OmpBody, 2);
+        s.enter(SyncKind::OmpBody, 2, TASK_A, 0x9100, 3, 0x7f00_0000);
+        assert!(!s.before(&in_a, 2), "one thread ran both, but the tasks are not ordered");
+        let in_c = s.now(2);
+        s.leave(SyncKind::OmpBody, 2);
+        // Thread 1 runs task B: after A (its dependence), not after C.
+        s.enter(SyncKind::OmpTaskwait, 1, 0, 0, 0, 0);
+        s.enter(SyncKind::OmpBody, 1, TASK_B, 0x9200, 2, 0x7e00_0000);
+        assert!(s.before(&in_a, 1) && !s.before(&in_c, 1));
+        let in_b = s.now(1);
+        s.leave(SyncKind::OmpBody, 1);
+        s.leave(SyncKind::OmpTaskwait, 1);
+        // After the taskwait: every child.
+        assert!(s.before(&in_b, 1) && s.before(&in_c, 1));
+        // Thread 2 leaves the barrier thread 1 has not reached: nothing of thread 1's yet.
+        let t1 = s.now(1);
+        s.enter(SyncKind::OmpBarrier, 1, 0, 0, 0, 0);
+        s.leave(SyncKind::OmpBarrier, 1);
+        s.leave(SyncKind::OmpBarrier, 2);
+        assert!(s.before(&t1, 2) && s.before(&in_b, 2));
+        // The join: thread 2's body end before the master's return.
+        let t2 = s.now(2);
+        s.leave(SyncKind::OmpBody, 2);
+        s.leave(SyncKind::OmpBody, 1);
+        s.leave(SyncKind::OmpParallel, 1);
+        assert!(s.before(&t2, 1));
+        assert_eq!(s.a.omp.tasks_created, 3);
     }
 
     #[test]

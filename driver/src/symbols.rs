@@ -160,7 +160,8 @@ impl Objects {
     }
 
     /// Addresses of the recognised functions in every object: the standard synchronisation
-    /// functions, the user's custom locks, and the C library's string and memory routines
+    /// functions, the user's custom locks, libgomp's entry points and gcc's outlined OpenMP
+    /// bodies ([`SyncKind::omp`]), and the C library's string and memory routines
     /// ([`SyncKind::Reads`]: library code only, found by the object's own symbols, so a
     /// program's own `strlen_utf8` is not one).
     pub fn sync_functions(&self, custom: &[CustomLock]) -> Vec<(u64, SyncKind)> {
@@ -178,6 +179,13 @@ impl Objects {
             }
             let own_lines = o.sym.has_debug_info() && o.sym.debug_file().is_none();
             for (name, addr, _) in o.sym.object_symbols() {
+                // libgomp's entry points and the bodies gcc outlined for it, by symbol: the
+                // static library's, the shared one's (versioned names), the program's own
+                // `main._omp_fn.0`.
+                if let Some(kind) = SyncKind::omp(name) {
+                    out.push((addr, kind));
+                    continue;
+                }
                 if let Some(contract) = emu::sync::ReadContract::of_symbol(name) {
                     if !own_lines || o.sym.lookup(addr).line.is_none() {
                         out.push((addr, SyncKind::Reads(contract)));

@@ -102,6 +102,120 @@ pub enum SyncKind {
     /// `START_TX`/`END_TX`, which PMDK issues around the lane hold of a transaction): see
     /// docs/pmdk.md.
     PmemobjLane,
+    // ---------------------------------------------------------------- OpenMP (libgomp)
+    // gcc's OpenMP runtime, recognised by the symbols gcc's code calls (see [`SyncKind::omp`]
+    // and docs/analyses/hmtrace.md, "OpenMP"). The event's fields per kind are given with each.
+    /// `GOMP_parallel`, `GOMP_parallel_loop_*`, `GOMP_parallel_sections`,
+    /// `GOMP_parallel_reductions` (`fn, data, ...`): a parallel region forks at entry and joins
+    /// at return. `addr` = the region's body function, `old` = its data pointer.
+    OmpParallel,
+    /// An outlined body of gcc's (`NAME._omp_fn.N`): a parallel region's or a task's code,
+    /// called by libgomp with one argument. `addr` = the argument, `old` = its first 8 bytes
+    /// (0 if unreadable), `new` = the stack pointer at entry; the event's `pc` is the function.
+    OmpBody,
+    /// A team barrier: `GOMP_barrier`, and the implicit ones of `GOMP_loop_end`,
+    /// `GOMP_sections_end` and their `_cancel` variants.
+    OmpBarrier,
+    /// A mutual exclusion entered (at return): `critical` (unnamed, named), `atomic`'s global
+    /// lock, `ordered`, `omp_set_lock`/`omp_set_nest_lock`. `addr` = the lock object.
+    OmpAcquire(OmpLock),
+    /// `omp_test_lock`/`omp_test_nest_lock`: acquired when it returns non-zero.
+    OmpTryAcquire,
+    /// The matching exits: `GOMP_critical_end`, `GOMP_critical_name_end`, `GOMP_atomic_end`,
+    /// `GOMP_ordered_end`, `omp_unset_lock`, `omp_unset_nest_lock` (a release at entry).
+    OmpRelease(OmpLock),
+    /// `GOMP_task(fn, data, cpyfn, arg_size, arg_align, if, flags, depend, ...)`: a task is
+    /// created at entry. `addr` = `fn`, `old` = the first `min(arg_size, 8)` bytes of `data`
+    /// (what its body's argument starts with), `new` = its dependences as two 28-bit Bloom
+    /// filters of addresses (out/inout in bits 0–27, in in bits 28–55) and `min(arg_size, 255)`
+    /// in bits 56–63 ([`omp_depend_bits`]).
+    OmpTask,
+    /// `GOMP_taskwait`: the creator's children are complete when it returns.
+    OmpTaskwait,
+    /// `GOMP_taskgroup_start`.
+    OmpTaskgroupStart,
+    /// `GOMP_taskgroup_end`: the group's tasks and their descendants are complete when it
+    /// returns.
+    OmpTaskgroupEnd,
+    /// `GOMP_taskloop(fn, data, cpyfn, arg_size, arg_align, flags, ...)` and `_ull`: tasks of
+    /// the body `fn` created at entry, complete at return unless `nogroup`. `addr` = `fn`,
+    /// `old` = `flags`.
+    OmpTaskloop,
+    /// `GOMP_sections_start`, `GOMP_sections_next`: the section it returns (0: none left)
+    /// runs until the thread's next call of them or the sections' end. `new` = the stack
+    /// pointer at entry.
+    OmpSectionsNext,
+    /// `GOMP_sections_end_nowait`: the thread's last section ends.
+    OmpSectionsEnd,
+    /// `GOMP_single_copy_start` (`single copyprivate`): returns NULL to the thread that runs
+    /// the single region, and to the others, after a barrier, the winner's data (the winner
+    /// meets that barrier in `GOMP_single_copy_end`, a [`SyncKind::OmpBarrier`]).
+    OmpSingleCopyStart,
+    /// Any other `GOMP_*` entry point (work sharing, `single`, loop scheduling, ...): libgomp's
+    /// own code, whose internal synchronisation is not the program's.
+    OmpRuntime,
+}
+
+/// The lock object of an OpenMP mutual exclusion ([`SyncKind::OmpAcquire`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum OmpLock {
+    /// The unnamed `critical` (one lock for the program).
+    Critical,
+    /// A named `critical`: `GOMP_critical_name_start(void **pptr)`, the lock is `pptr`.
+    Named,
+    /// `atomic` done under libgomp's global lock (`GOMP_atomic_start`).
+    Atomic,
+    /// `ordered` (`GOMP_ordered_start`): one lock, taken in iteration order.
+    Ordered,
+    /// An `omp_lock_t` or `omp_nest_lock_t`: the first argument.
+    Lock,
+}
+
+/// Fixed objects of the OpenMP locks that have no address of their own: page zero, which no
+/// guest object occupies.
+pub const OMP_CRITICAL_OBJ: u64 = 0x10;
+/// See [`OMP_CRITICAL_OBJ`].
+pub const OMP_ATOMIC_OBJ: u64 = 0x20;
+/// See [`OMP_CRITICAL_OBJ`].
+pub const OMP_ORDERED_OBJ: u64 = 0x30;
+
+/// libgomp's task flags (`libgomp.h`): the task has a `depend` array.
+const GOMP_TASK_FLAG_DEPEND: u64 = 1 << 3;
+/// Most dependences of one task read.
+const OMP_MAX_DEPENDS: u64 = 64;
+
+/// The bit of a dependence address in a 28-bit Bloom filter.
+pub fn omp_depend_bit(addr: u64) -> u64 {
+    1 << ((addr.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) % 28)
+}
+
+/// A task's dependences as [`SyncKind::OmpTask`] reports them: the out/inout (and
+/// mutexinoutset, inoutset, depobj: treated as out) addresses in bits 0–27, the in ones in
+/// bits 28–55, read from gcc's `depend` array (`[n, nout, addrs...]`, or with `depend[0] == 0`
+/// the OpenMP 5 layout `[0, n, nout, nmutexinoutset, nin, addrs...]`).
+pub fn omp_depend_bits(depend: u64, read: &mut dyn FnMut(u64, &mut [u8]) -> bool) -> u64 {
+    let mut word = |i: u64| {
+        let mut b = [0u8; 8];
+        if read(depend.wrapping_add(8 * i), &mut b) {
+            u64::from_le_bytes(b)
+        } else {
+            0
+        }
+    };
+    let (n, first, out_end, in_end) = match word(0) {
+        0 => {
+            let (n, nout, nmut, nin) = (word(1), word(2), word(3), word(4));
+            (n, 5, nout + nmut, nout + nmut + nin)
+        }
+        n => (n, 2, word(1), n),
+    };
+    let mut bits = 0;
+    for i in 0..n.min(OMP_MAX_DEPENDS) {
+        let a = word(first + i);
+        let inn = i >= out_end && i < in_end;
+        bits |= omp_depend_bit(a) << if inn { 28 } else { 0 };
+    }
+    bits
 }
 
 impl SyncKind {
@@ -175,6 +289,91 @@ impl SyncKind {
         ("pmemobj_list_move", SyncKind::PmemobjLane),
     ];
 
+    /// libgomp's entry points by symbol (static `libgomp.a` and the shared `libgomp.so.1`, whose
+    /// lock functions are versioned: `omp_set_lock@@OMP_3.0` and `@OMP_1.0` share one
+    /// address). Every other `GOMP_*` symbol is [`SyncKind::OmpRuntime`] and every gcc-outlined
+    /// body (`._omp_fn.`) [`SyncKind::OmpBody`]: see [`SyncKind::omp`].
+    pub const OPENMP: &'static [(&'static str, SyncKind)] = &[
+        ("GOMP_parallel", SyncKind::OmpParallel),
+        ("GOMP_parallel_loop_static", SyncKind::OmpParallel),
+        ("GOMP_parallel_loop_dynamic", SyncKind::OmpParallel),
+        ("GOMP_parallel_loop_guided", SyncKind::OmpParallel),
+        ("GOMP_parallel_loop_runtime", SyncKind::OmpParallel),
+        ("GOMP_parallel_loop_nonmonotonic_dynamic", SyncKind::OmpParallel),
+        ("GOMP_parallel_loop_nonmonotonic_guided", SyncKind::OmpParallel),
+        ("GOMP_parallel_loop_nonmonotonic_runtime", SyncKind::OmpParallel),
+        ("GOMP_parallel_loop_maybe_nonmonotonic_runtime", SyncKind::OmpParallel),
+        ("GOMP_parallel_sections", SyncKind::OmpParallel),
+        ("GOMP_parallel_reductions", SyncKind::OmpParallel),
+        ("GOMP_barrier", SyncKind::OmpBarrier),
+        ("GOMP_barrier_cancel", SyncKind::OmpBarrier),
+        ("GOMP_loop_end", SyncKind::OmpBarrier),
+        ("GOMP_loop_end_cancel", SyncKind::OmpBarrier),
+        ("GOMP_sections_end", SyncKind::OmpBarrier),
+        ("GOMP_sections_end_cancel", SyncKind::OmpBarrier),
+        ("GOMP_critical_start", SyncKind::OmpAcquire(OmpLock::Critical)),
+        ("GOMP_critical_end", SyncKind::OmpRelease(OmpLock::Critical)),
+        ("GOMP_critical_name_start", SyncKind::OmpAcquire(OmpLock::Named)),
+        ("GOMP_critical_name_end", SyncKind::OmpRelease(OmpLock::Named)),
+        ("GOMP_atomic_start", SyncKind::OmpAcquire(OmpLock::Atomic)),
+        ("GOMP_atomic_end", SyncKind::OmpRelease(OmpLock::Atomic)),
+        ("GOMP_ordered_start", SyncKind::OmpAcquire(OmpLock::Ordered)),
+        ("GOMP_ordered_end", SyncKind::OmpRelease(OmpLock::Ordered)),
+        ("omp_set_lock", SyncKind::OmpAcquire(OmpLock::Lock)),
+        ("omp_set_nest_lock", SyncKind::OmpAcquire(OmpLock::Lock)),
+        ("omp_test_lock", SyncKind::OmpTryAcquire),
+        ("omp_test_nest_lock", SyncKind::OmpTryAcquire),
+        ("omp_unset_lock", SyncKind::OmpRelease(OmpLock::Lock)),
+        ("omp_unset_nest_lock", SyncKind::OmpRelease(OmpLock::Lock)),
+        ("GOMP_task", SyncKind::OmpTask),
+        ("GOMP_taskwait", SyncKind::OmpTaskwait),
+        ("GOMP_taskgroup_start", SyncKind::OmpTaskgroupStart),
+        ("GOMP_taskgroup_end", SyncKind::OmpTaskgroupEnd),
+        ("GOMP_taskloop", SyncKind::OmpTaskloop),
+        ("GOMP_taskloop_ull", SyncKind::OmpTaskloop),
+        ("GOMP_sections_start", SyncKind::OmpSectionsNext),
+        ("GOMP_sections_next", SyncKind::OmpSectionsNext),
+        ("GOMP_sections_end_nowait", SyncKind::OmpSectionsEnd),
+        ("GOMP_single_copy_start", SyncKind::OmpSingleCopyStart),
+        ("GOMP_single_copy_end", SyncKind::OmpBarrier),
+    ];
+
+    /// The OpenMP kind of a function symbol: an entry of [`SyncKind::OPENMP`], any other
+    /// `GOMP_*` function ([`SyncKind::OmpRuntime`]), or a body gcc outlined
+    /// (`NAME._omp_fn.N`, [`SyncKind::OmpBody`]). Versioned names (`omp_set_lock@@OMP_3.0`)
+    /// are taken by their base name.
+    pub fn omp(symbol: &str) -> Option<SyncKind> {
+        let base = symbol.split('@').next().unwrap_or(symbol);
+        if let Some((_, k)) = SyncKind::OPENMP.iter().find(|(n, _)| *n == base) {
+            return Some(*k);
+        }
+        if base.starts_with("GOMP_") {
+            return Some(SyncKind::OmpRuntime);
+        }
+        base.contains("._omp_fn.").then_some(SyncKind::OmpBody)
+    }
+
+    /// A call into libgomp (every OpenMP kind but a body, which is the program's code).
+    pub fn is_omp_runtime(self) -> bool {
+        matches!(
+            self,
+            SyncKind::OmpParallel
+                | SyncKind::OmpBarrier
+                | SyncKind::OmpAcquire(_)
+                | SyncKind::OmpTryAcquire
+                | SyncKind::OmpRelease(_)
+                | SyncKind::OmpTask
+                | SyncKind::OmpTaskwait
+                | SyncKind::OmpTaskgroupStart
+                | SyncKind::OmpTaskgroupEnd
+                | SyncKind::OmpTaskloop
+                | SyncKind::OmpSectionsNext
+                | SyncKind::OmpSectionsEnd
+                | SyncKind::OmpSingleCopyStart
+                | SyncKind::OmpRuntime
+        )
+    }
+
     /// libpmemobj's functions, which take the pool first and the lock or condition variable
     /// second (`pmemobj_mutex_lock(pop, mutexp)`, `pmemobj_cond_wait(pop, condp, mutexp)`): their
     /// events name the object they synchronise on, not the pool (see
@@ -212,6 +411,53 @@ impl SyncKind {
     /// RCX, R8, R9), reading guest memory with `read` where the kind needs it (the strings of a
     /// [`SyncKind::Reads`] routine): see [`Entry`].
     pub fn entry(self, args: [u64; 6], read: &mut dyn FnMut(u64, &mut [u8]) -> bool) -> Entry {
+        self.entry_at(args, 0, read)
+    }
+
+    /// [`SyncKind::entry`] with the stack pointer at entry (`rsp`, pointing at the return
+    /// address), for the kinds that read arguments passed on the stack (`GOMP_task`'s flags
+    /// and `depend`).
+    pub fn entry_at(self, args: [u64; 6], rsp: u64, read: &mut dyn FnMut(u64, &mut [u8]) -> bool) -> Entry {
+        fn word(read: &mut dyn FnMut(u64, &mut [u8]) -> bool, a: u64) -> u64 {
+            let mut b = [0u8; 8];
+            if read(a, &mut b) {
+                u64::from_le_bytes(b)
+            } else {
+                0
+            }
+        }
+        match self {
+            SyncKind::OmpParallel | SyncKind::OmpTaskloop => {
+                let old = if self == SyncKind::OmpTaskloop { args[5] } else { args[1] };
+                return Entry { obj: args[0], old, new: 0, aux: 0 };
+            }
+            SyncKind::OmpBody => return Entry { obj: args[0], old: word(read, args[0]), new: rsp, aux: 0 },
+            SyncKind::OmpSectionsNext => return Entry { obj: 0, old: 0, new: rsp, aux: 0 },
+            SyncKind::OmpAcquire(l) | SyncKind::OmpRelease(l) => {
+                let obj = match l {
+                    OmpLock::Critical => OMP_CRITICAL_OBJ,
+                    OmpLock::Atomic => OMP_ATOMIC_OBJ,
+                    OmpLock::Ordered => OMP_ORDERED_OBJ,
+                    OmpLock::Named | OmpLock::Lock => args[0],
+                };
+                return Entry { obj, old: 0, new: 0, aux: 0 };
+            }
+            SyncKind::OmpTask => {
+                let size = args[3];
+                let n = size.min(8) as usize;
+                let mut b = [0u8; 8];
+                let fp = if n > 0 && read(args[1], &mut b[..n]) { u64::from_le_bytes(b) } else { 0 };
+                let flags = word(read, rsp.wrapping_add(8));
+                let depend = word(read, rsp.wrapping_add(16));
+                let deps = if flags & GOMP_TASK_FLAG_DEPEND != 0 && depend != 0 && rsp != 0 {
+                    omp_depend_bits(depend, read)
+                } else {
+                    0
+                };
+                return Entry { obj: args[0], old: fp, new: deps | size.min(255) << 56, aux: 0 };
+            }
+            _ => {}
+        }
         match self {
             k if k.is_pmemobj() => Entry { obj: args[1], old: args[2], new: args[0], aux: 0 },
             SyncKind::Custom(c) => Entry {
@@ -253,6 +499,9 @@ impl SyncKind {
             // pthread functions return 0 on success (the barrier's serial thread returns
             // PTHREAD_BARRIER_SERIAL_THREAD = -1, also a success); sem_* return 0.
             SyncKind::BarrierWait => ret as i32 == 0 || ret as i32 == -1,
+            // omp_test_lock returns true, omp_test_nest_lock the new nesting count.
+            SyncKind::OmpTryAcquire => ret as i32 != 0,
+            SyncKind::OmpAcquire(_) => true,
             _ => ret as i32 == 0,
         }
     }
@@ -267,6 +516,7 @@ impl SyncKind {
                 | SyncKind::SpinUnlock
                 | SyncKind::PmemobjUnlock
                 | SyncKind::SemPost
+                | SyncKind::OmpRelease(_)
                 | SyncKind::Custom(CustomSpec { op: CustomOp::Release, .. })
         )
     }
@@ -295,6 +545,25 @@ impl SyncKind {
             | SyncKind::PmemobjCondSignal
             | SyncKind::PmemobjCondBroadcast => Some(64),
             SyncKind::Custom(c) => Some(u32::from(c.lock_size.max(1))),
+            // omp_nest_lock_t is 16 bytes (omp_lock_t 4); a named critical's lock pointer 8.
+            SyncKind::OmpAcquire(OmpLock::Lock) | SyncKind::OmpRelease(OmpLock::Lock) | SyncKind::OmpTryAcquire => {
+                Some(16)
+            }
+            SyncKind::OmpAcquire(OmpLock::Named) | SyncKind::OmpRelease(OmpLock::Named) => Some(8),
+            SyncKind::OmpAcquire(_)
+            | SyncKind::OmpRelease(_)
+            | SyncKind::OmpParallel
+            | SyncKind::OmpBody
+            | SyncKind::OmpBarrier
+            | SyncKind::OmpTask
+            | SyncKind::OmpTaskwait
+            | SyncKind::OmpTaskgroupStart
+            | SyncKind::OmpTaskgroupEnd
+            | SyncKind::OmpTaskloop
+            | SyncKind::OmpSectionsNext
+            | SyncKind::OmpSectionsEnd
+            | SyncKind::OmpSingleCopyStart
+            | SyncKind::OmpRuntime => None,
             SyncKind::Join
             | SyncKind::Malloc
             | SyncKind::Calloc
@@ -666,6 +935,33 @@ mod tests {
         assert!(ReadContract::of_symbol("strcmpx").is_none());
         assert!(ReadContract::of_symbol("memset").is_none());
         assert_eq!(ReadContract::of_symbol("__strcpy_chk"), ReadContract::of_symbol("strcpy"));
+    }
+
+    #[test]
+    fn openmp_entry_points_and_dependences() {
+        assert_eq!(SyncKind::omp("GOMP_parallel"), Some(SyncKind::OmpParallel));
+        assert_eq!(SyncKind::omp("omp_set_lock@@OMP_3.0"), Some(SyncKind::OmpAcquire(OmpLock::Lock)));
+        assert_eq!(SyncKind::omp("GOMP_loop_dynamic_next"), Some(SyncKind::OmpRuntime));
+        assert_eq!(SyncKind::omp("main._omp_fn.3"), Some(SyncKind::OmpBody));
+        assert_eq!(SyncKind::omp("omp_get_thread_num"), None);
+        // depend array, gcc's old layout: 3 dependences, the first 2 out/inout.
+        let (a, b, c) = (0x5000u64, 0x5008u64, 0x5010u64);
+        let mut words = vec![3u64, 2, a, b, c];
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let leaked: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+        let bits = omp_depend_bits(0x8000, &mut memory(leaked, 0x8000));
+        assert_eq!(bits, omp_depend_bit(a) | omp_depend_bit(b) | omp_depend_bit(c) << 28);
+        // OpenMP 5 layout: [0, n, out, mutexinoutset, in, addrs].
+        words = vec![0, 2, 0, 0, 2, a, b];
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let leaked: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+        let bits = omp_depend_bits(0x8000, &mut memory(leaked, 0x8000));
+        assert_eq!(bits, (omp_depend_bit(a) | omp_depend_bit(b)) << 28);
+        // GOMP_task's entry: flags and depend from the stack (rsp + 8, rsp + 16).
+        let frame: Vec<u8> = [0u64, 8, 0x9000].iter().flat_map(|w| w.to_le_bytes()).collect();
+        let mut mem = memory(Box::leak(frame.into_boxed_slice()), 0x1000);
+        let e = SyncKind::OmpTask.entry_at([0x40_1000, 0, 0, 4, 4, 1], 0x1000, &mut mem);
+        assert_eq!((e.obj, e.new >> 56), (0x40_1000, 4));
     }
 
     #[test]

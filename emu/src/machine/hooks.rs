@@ -182,7 +182,8 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
 /// its [`EventKind::SyncEnter`] and marks the frame, whose return reports the `SyncReturn`.
 pub(super) fn enter_sync(uc: &mut Unicorn<'_, HookState>, kind: SyncKind, addr: u64, call: Option<(u64, u64)>) {
     let args = [Reg::RDI, Reg::RSI, Reg::RDX, Reg::RCX, Reg::R8, Reg::R9].map(|r| uc.reg_read(r).unwrap_or(0));
-    let e = kind.entry(args, &mut |a, buf| uc.mem_read(a, buf).is_ok());
+    let rsp = uc.reg_read(Reg::RSP).unwrap_or(0);
+    let e = kind.entry_at(args, rsp, &mut |a, buf| uc.mem_read(a, buf).is_ok());
     let st = uc.get_data_mut();
     st.consider_delay(kind, call.map_or(addr, |(pc, _)| pc));
     match call {
