@@ -102,7 +102,15 @@ fn openmp_kernels_are_classified_as_labelled() {
 fn dynamically_linked_libgomp_is_modelled_the_same() {
     // libgomp.so.1 exports versioned lock functions (omp_set_lock@@OMP_3.0) and is called
     // through the PLT: the same kernels, the same verdicts.
-    let some = ["omp_task_yes", "omp_task_no", "omp_lock_yes", "omp_lock_no", "omp_barrier_no", "omp_depend_no"];
+    let some = [
+        "omp_task_yes",
+        "omp_task_no",
+        "omp_task_onethread_yes",
+        "omp_lock_yes",
+        "omp_lock_no",
+        "omp_barrier_no",
+        "omp_depend_no",
+    ];
     let failures = std::sync::Mutex::new(Vec::new());
     each(&some, |name| {
         if let Some(f) = classify(name, &format!("{name}.dyn"), 0) {
