@@ -122,6 +122,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::annotations::Annotations;
 use crate::group::{Described, Grouper};
+use crate::inferred_locks::{within, InferredLocks};
 use crate::options::{option_pairs, parse_bool, parse_owner};
 use crate::persist::{durable_bytes, is_release_call, pieces, Interner, ShadowLines, Site};
 use crate::screen::WindowPass;
@@ -170,6 +171,9 @@ pub struct HawksetOptions {
     pub sync_words: bool,
     /// A load inside a string or memory routine counts only for the bytes its contract reads.
     pub strings: bool,
+    /// Locks built from atomics are inferred from the accesses to their PM words
+    /// ([`crate::inferred_locks`]).
+    pub infer_locks: bool,
 }
 
 /// The happens-before edges the pass honours.
@@ -209,6 +213,7 @@ impl Default for HawksetOptions {
             edges: EdgeSet::Sync,
             sync_words: true,
             strings: true,
+            infer_locks: true,
         }
     }
 }
@@ -216,7 +221,8 @@ impl Default for HawksetOptions {
 impl HawksetOptions {
     /// Parses `irh=N`, `unpersisted=on|off`, `persist_owner=own|any`, `nt=paper|source`,
     /// `unlock_fence=on|off`, `hb=end|window`, `edges=paper|sync`, `lanes=on|off`,
-    /// `annotations=on|off`, `sync_words=on|off`, `strings=on|off`, separated by `:`.
+    /// `annotations=on|off`, `sync_words=on|off`, `strings=on|off`, `infer_locks=on|off`,
+    /// separated by `:`.
     pub fn parse(spec: &str) -> Result<HawksetOptions, String> {
         let mut o = HawksetOptions::default();
         for (k, v) in option_pairs(spec)? {
@@ -250,10 +256,11 @@ impl HawksetOptions {
                 }
                 "sync_words" => o.sync_words = parse_bool(k, v)?,
                 "strings" => o.strings = parse_bool(k, v)?,
+                "infer_locks" => o.infer_locks = parse_bool(k, v)?,
                 _ => {
                     return Err(format!(
                         "unknown hawkset option `{k}` (irh, unpersisted, persist_owner, nt, unlock_fence, hb, edges, \
-                         lanes, annotations, sync_words, strings)"
+                         lanes, annotations, sync_words, strings, infer_locks)"
                     ))
                 }
             }
@@ -360,6 +367,8 @@ pub struct Hawkset {
     calls: SyncCalls,
     /// What the program declared through pmemcheck's client requests.
     annotations: Annotations,
+    /// Locks inferred from atomics on PM words.
+    inferred: InferredLocks,
     /// What each store site wrote (pointers, values, counters), for the findings.
     stored: FxHashMap<u64, StoredCounts>,
     /// The lowest and highest guest addresses of PM accesses so far: where PM pointers point.
@@ -411,6 +420,7 @@ impl Hawkset {
             pmdk_locks: PmdkLockCalls::default(),
             calls: SyncCalls::default(),
             annotations: Annotations::default(),
+            inferred: InferredLocks::default(),
             stored: FxHashMap::default(),
             pm_lo: u64::MAX,
             pm_hi: 0,
@@ -761,6 +771,14 @@ impl Hawkset {
         ops.clear();
         self.sync.translate(ev, |op| ops.push(op));
         for &op in &ops {
+            self.apply(tid, op, device);
+        }
+        self.ops = ops;
+    }
+
+    /// Thread `tid` performs `op`.
+    fn apply(&mut self, tid: u32, op: SyncOp, device: &PmDevice) {
+        {
             match op {
                 SyncOp::Acquire { lock, mode } => {
                     let t = self.thread(tid);
@@ -814,7 +832,6 @@ impl Hawkset {
                 SyncOp::LaneHold => {}
             }
         }
-        self.ops = ops;
     }
 
     /// Whether `a` (an untimed effective lockset) and `b` share a lock held exclusively by at
@@ -823,6 +840,7 @@ impl Hawkset {
         let (x, y) = (self.plain.get(a), self.plain.get(b));
         x.iter().any(|&(l, m)| {
             (lane_memory || l != PMDK_LANE_LOCK)
+                && self.inferred.confirmed(l)
                 && y.iter().any(|&(l2, m2)| l == l2 && (m == Mode::Exclusive || m2 == Mode::Exclusive))
         })
     }
@@ -855,6 +873,14 @@ impl WindowPass for Hawkset {
 
     fn annotations(&mut self) -> Option<&mut Annotations> {
         self.opts.annotations.then_some(&mut self.annotations)
+    }
+
+    fn inferred(&mut self) -> Option<&mut InferredLocks> {
+        self.opts.infer_locks.then_some(&mut self.inferred)
+    }
+
+    fn on_lock_op(&mut self, ev: &Event, device: &PmDevice, op: SyncOp) {
+        self.apply(ev.tid, op, device);
     }
 
     fn declare_clean(&mut self, dev: u64, size: u32) {
@@ -913,6 +939,8 @@ impl Analysis for Hawkset {
             ("sync_accesses", self.calls.sync_accesses),
             ("clipped_loads", self.calls.clipped_loads),
             ("dropped_loads", self.calls.dropped_loads),
+            ("inferred_acquisitions", self.inferred.acquisitions),
+            ("inferred_releases", self.inferred.releases),
         ]
     }
 
@@ -922,8 +950,12 @@ impl Analysis for Hawkset {
         for tid in live {
             self.exit_thread(device, tid);
         }
+        // Accesses to words found to be locks after they were recorded are synchronisation.
+        self.inferred.settle();
+        let lock_bytes = self.inferred.lock_bytes();
         // Store records by line.
-        let mut stores: Vec<(StoreRec, u64)> = self.stores.iter().map(|(k, v)| (*k, *v)).collect();
+        let mut stores: Vec<(StoreRec, u64)> =
+            self.stores.iter().filter(|(k, _)| !within(&lock_bytes, k.line, k.mask)).map(|(k, v)| (*k, *v)).collect();
         stores.sort_unstable_by_key(|(s, _)| (s.line, s.site, s.end, s.tid, s.mask, s.eff, s.vc, s.flushed));
         let mut by_line: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
         for (i, (s, _)) in stores.iter().enumerate() {
@@ -932,7 +964,8 @@ impl Analysis for Hawkset {
         let mut groups: Grouper<(u64, u8, u64, bool)> = Grouper::new(MAX_LOADS);
         let mut conc: FxHashMap<(u32, u32, u32), bool> = FxHashMap::default();
         let mut prot: FxHashMap<(u32, u32, bool), bool> = FxHashMap::default();
-        let mut loads: Vec<(&LoadRec, &u64)> = self.loads.iter().collect();
+        let mut loads: Vec<(&LoadRec, &u64)> =
+            self.loads.iter().filter(|(l, _)| !within(&lock_bytes, l.line, l.mask)).collect();
         loads.sort_unstable_by_key(|(l, _)| (l.line, l.site, l.tid, l.mask, l.ls, l.vc));
         for (l, _) in loads {
             let Some(idx) = by_line.get(&l.line) else { continue };

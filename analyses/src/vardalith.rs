@@ -107,6 +107,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::annotations::Annotations;
 use crate::group::{Described, Grouper};
+use crate::inferred_locks::{within, InferredLocks};
 use crate::options::{option_pairs, parse_bool, parse_owner};
 use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Site};
 use crate::screen::WindowPass;
@@ -147,6 +148,9 @@ pub struct VardalithOptions {
     pub sync_words: bool,
     /// A load inside a string or memory routine counts only for the bytes its contract reads.
     pub strings: bool,
+    /// Locks built from atomics are inferred from the accesses to their PM words
+    /// ([`crate::inferred_locks`]).
+    pub infer_locks: bool,
 }
 
 impl Default for VardalithOptions {
@@ -161,6 +165,7 @@ impl Default for VardalithOptions {
             annotations: true,
             sync_words: true,
             strings: true,
+            infer_locks: true,
         }
     }
 }
@@ -168,7 +173,7 @@ impl Default for VardalithOptions {
 impl VardalithOptions {
     /// Parses `mode=windows|hb`, `release_fence=on|off`, `persist_owner=own|any`,
     /// `unlock_fence=on|off`, `sample=N`, `lanes=on|off`, `annotations=on|off`,
-    /// `sync_words=on|off`, `strings=on|off`, separated by `:`.
+    /// `sync_words=on|off`, `strings=on|off`, `infer_locks=on|off`, separated by `:`.
     pub fn parse(spec: &str) -> Result<VardalithOptions, String> {
         let mut o = VardalithOptions::default();
         for (k, v) in option_pairs(spec)? {
@@ -187,6 +192,7 @@ impl VardalithOptions {
                 "annotations" => o.annotations = parse_bool(k, v)?,
                 "sync_words" => o.sync_words = parse_bool(k, v)?,
                 "strings" => o.strings = parse_bool(k, v)?,
+                "infer_locks" => o.infer_locks = parse_bool(k, v)?,
                 "sample" => {
                     o.sample = v
                         .parse()
@@ -196,7 +202,7 @@ impl VardalithOptions {
                 }
                 _ => {
                     let known = "mode, release_fence, persist_owner, unlock_fence, sample, lanes, annotations, \
-                                 sync_words, strings";
+                                 sync_words, strings, infer_locks";
                     return Err(format!("unknown vardalith option `{k}` ({known})"));
                 }
             }
@@ -268,6 +274,8 @@ pub struct Vardalith {
     calls: SyncCalls,
     /// What the program declared through pmemcheck's client requests.
     annotations: Annotations,
+    /// Locks inferred from atomics on PM words.
+    inferred: InferredLocks,
     /// What each store site wrote (pointers, values, counters), for the findings.
     stored: FxHashMap<u64, StoredCounts>,
     /// The lowest and highest guest addresses of PM accesses so far: where PM pointers point.
@@ -293,6 +301,9 @@ pub struct Vardalith {
     exited_with_stores: usize,
     /// (store site, load site) → (store thread, load thread, occurrences).
     pairs: BTreeMap<(Site, Site), (u32, u32, u64)>,
+    /// Overlaps on words a locked RMW targeted, by (store site, load site, line, bytes): kept
+    /// apart until the end, when those on words confirmed as locks are dropped.
+    word_pairs: BTreeMap<(Site, Site, u64, u64), (u32, u32, u64)>,
     ops: Vec<SyncOp>,
     /// Conflicting windows left out because a lane orders them.
     lane_ordered: u64,
@@ -323,6 +334,7 @@ impl Vardalith {
             pmdk_locks: PmdkLockCalls::default(),
             calls: SyncCalls::default(),
             annotations: Annotations::default(),
+            inferred: InferredLocks::default(),
             stored: FxHashMap::default(),
             pm_lo: u64::MAX,
             pm_hi: 0,
@@ -337,6 +349,7 @@ impl Vardalith {
             created_since_prune: 0,
             exited_with_stores: 0,
             pairs: BTreeMap::new(),
+            word_pairs: BTreeMap::new(),
             ops: Vec::new(),
             lane_ordered: 0,
             spare_ids: Vec::new(),
@@ -493,7 +506,12 @@ impl Vardalith {
                         continue;
                     }
                     let (s, l) = if store { (&w, &o) } else { (&o, &w) };
-                    let e = self.pairs.entry((s.site, l.site)).or_insert((s.tid, l.tid, 0));
+                    let both = o.mask & mask;
+                    let e = if self.inferred.on_rmw_word(line, both) {
+                        self.word_pairs.entry((s.site, l.site, line, both)).or_insert((s.tid, l.tid, 0))
+                    } else {
+                        self.pairs.entry((s.site, l.site)).or_insert((s.tid, l.tid, 0))
+                    };
                     e.2 += 1;
                 }
             }
@@ -713,8 +731,16 @@ impl Vardalith {
         ops.clear();
         self.sync.translate(ev, |op| ops.push(op));
         for &op in &ops {
+            self.apply(tid, op, device, release_call);
+        }
+        self.ops = ops;
+    }
+
+    /// Thread `tid` performs `op` (`release_call`: inside an unlock-like call).
+    fn apply(&mut self, tid: u32, op: SyncOp, device: &PmDevice, release_call: bool) {
+        {
             if matches!(op, SyncOp::LaneHold | SyncOp::LaneRelease) && !self.opts.lanes {
-                continue;
+                return;
             }
             let is_release = matches!(
                 op,
@@ -762,7 +788,6 @@ impl Vardalith {
                 }
             }
         }
-        self.ops = ops;
     }
 
     /// Whether a thread that exited left a store window open on `line`.
@@ -874,6 +899,14 @@ impl WindowPass for Vardalith {
         self.opts.annotations.then_some(&mut self.annotations)
     }
 
+    fn inferred(&mut self) -> Option<&mut InferredLocks> {
+        self.opts.infer_locks.then_some(&mut self.inferred)
+    }
+
+    fn on_lock_op(&mut self, ev: &Event, device: &PmDevice, op: SyncOp) {
+        self.apply(ev.tid, op, device, false);
+    }
+
     fn counted(&mut self) {
         self.step += 1;
     }
@@ -942,6 +975,8 @@ impl Analysis for Vardalith {
             ("sync_accesses", self.calls.sync_accesses),
             ("clipped_loads", self.calls.clipped_loads),
             ("dropped_loads", self.calls.dropped_loads),
+            ("inferred_acquisitions", self.inferred.acquisitions),
+            ("inferred_releases", self.inferred.releases),
         ]
     }
 
@@ -950,6 +985,15 @@ impl Analysis for Vardalith {
         // One finding per store site, its racing loads listed (as hawkset's, without an end
         // site: a window ends at a release, which is no part of the bug).
         let mut groups: Grouper<u64> = Grouper::new(MAX_LOADS);
+        // Overlaps on the words of inferred locks are synchronisation; on other RMW words, data.
+        self.inferred.settle();
+        let lock_bytes = self.inferred.lock_bytes();
+        for ((s, l, line, mask), (st, lt, n)) in std::mem::take(&mut self.word_pairs) {
+            if !within(&lock_bytes, line, mask) {
+                let e = self.pairs.entry((s, l)).or_insert((st, lt, 0));
+                e.2 += n;
+            }
+        }
         for ((s, l), (st, lt, n)) in std::mem::take(&mut self.pairs) {
             let locations = [
                 RawLocation { role: "store", pc: s.0, stack: s.1, tid: st },
