@@ -121,15 +121,15 @@ use emu::pm::{DurabilityRule, PmDevice, LINE_SIZE};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::annotations::Annotations;
-use crate::group::{Described, Grouper};
+use crate::group::{Described, Grouper, StoreShapes};
 use crate::inferred_locks::{within, InferredLocks};
 use crate::options::{option_pairs, parse_bool, parse_owner};
-use crate::persist::{durable_bytes, is_release_call, pieces, Interner, ShadowLines, Site};
+use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Publication, Site};
 use crate::screen::WindowPass;
 use crate::sync::{
     Edges, HappensBefore, Mode, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp, VectorClock, PMDK_LANE_LOCK,
 };
-use crate::{Analysis, RawFinding, RawLocation, Stored, StoredCounts};
+use crate::{Analysis, RawFinding, RawLocation};
 
 /// At most this many racing load sites are listed per finding (all are counted).
 pub const MAX_LOADS: usize = 8;
@@ -349,14 +349,6 @@ struct Thread {
     exited: bool,
 }
 
-/// Publication state of one line for the IRH.
-#[derive(Default, Debug)]
-struct IrhLine {
-    published: u64,
-    /// Threads that touched unpublished bytes, with those bytes.
-    seen: Vec<(u32, u64)>,
-}
-
 /// The pass. Memory follows distinct PM bytes, sites, locksets and clocks, not accesses: records
 /// are deduplicated, and a store's pending state lives only until its window ends.
 pub struct Hawkset {
@@ -370,10 +362,7 @@ pub struct Hawkset {
     /// Locks inferred from atomics on PM words.
     inferred: InferredLocks,
     /// What each store site wrote (pointers, values, counters), for the findings.
-    stored: FxHashMap<u64, StoredCounts>,
-    /// The lowest and highest guest addresses of PM accesses so far: where PM pointers point.
-    pm_lo: u64,
-    pm_hi: u64,
+    stored: StoreShapes,
     /// Vector clocks with create/join edges (and post/wait ones with `edges=sync`).
     hb: HappensBefore,
     threads: FxHashMap<u32, Thread>,
@@ -388,7 +377,7 @@ pub struct Hawkset {
     /// Line → stores whose window is open there; each byte is in at most one piece per thread.
     pending: FxHashMap<u64, Vec<Piece>>,
     /// Line → IRH publication state (only lines some PM access touched).
-    irh: ShadowLines<IrhLine>,
+    irh: Publication,
     /// Closed store windows → how many times each was recorded.
     stores: FxHashMap<StoreRec, u64>,
     /// Loads that passed the IRH → count.
@@ -421,9 +410,7 @@ impl Hawkset {
             calls: SyncCalls::default(),
             annotations: Annotations::default(),
             inferred: InferredLocks::default(),
-            stored: FxHashMap::default(),
-            pm_lo: u64::MAX,
-            pm_hi: 0,
+            stored: StoreShapes::default(),
             hb: HappensBefore::new(Edges { create_join: true, objects: opts.edges == EdgeSet::Sync, locks: false }),
             threads: FxHashMap::default(),
             timed: Interner::default(),
@@ -431,7 +418,7 @@ impl Hawkset {
             clocks: Interner::default(),
             inter: FxHashMap::default(),
             pending: FxHashMap::default(),
-            irh: ShadowLines::default(),
+            irh: Publication::new(opts.irh),
             stores: FxHashMap::default(),
             loads: FxHashMap::default(),
             ops: Vec::new(),
@@ -504,43 +491,13 @@ impl Hawkset {
         self.effective(timed, timed)
     }
 
-    /// IRH: registers an access by `tid` to `mask` of `line`; returns the bytes of `mask` that
-    /// are published (after this access).
-    fn touch(&mut self, tid: u32, line: u64, mask: u64) -> u64 {
-        if self.opts.irh == 0 {
-            return mask;
-        }
-        let e = self.irh.get_mut(line);
-        let fresh = mask & !e.published;
-        if fresh == 0 {
-            return mask;
-        }
-        match e.seen.iter_mut().find(|(t, _)| *t == tid) {
-            Some((_, m)) => *m |= fresh,
-            None => e.seen.push((tid, fresh)),
-        }
-        let mut m = fresh;
-        while m != 0 {
-            let b = m.trailing_zeros();
-            m &= m - 1;
-            let n = e.seen.iter().filter(|(_, s)| s >> b & 1 == 1).count();
-            if n as u32 > self.opts.irh {
-                e.published |= 1 << b;
-            }
-        }
-        let p = e.published;
-        for s in &mut e.seen {
-            s.1 &= !p;
-        }
-        e.seen.retain(|s| s.1 != 0);
-        mask & p
+    /// IRH: registers an access by `tid` to `mask` of `line`.
+    fn touch(&mut self, tid: u32, line: u64, mask: u64) {
+        self.irh.touch(tid, line, mask);
     }
 
     fn published(&self, line: u64, mask: u64) -> u64 {
-        if self.opts.irh == 0 {
-            return mask;
-        }
-        self.irh.get(line).map_or(0, |e| e.published & mask)
+        self.irh.published(line, mask)
     }
 
     /// Ends the window of bytes `mask` of `piece` (of `line`) with `end`, under the writer's
@@ -575,16 +532,14 @@ impl Hawkset {
 
     /// Notes where PM lies in the guest's address space (for telling pointers).
     fn note_pm(&mut self, ev: &Event) {
-        self.pm_lo = self.pm_lo.min(ev.addr);
-        self.pm_hi = self.pm_hi.max(ev.addr + u64::from(ev.size));
+        self.stored.access(ev.addr, ev.size);
     }
 
     fn on_store(&mut self, ev: &Event, device: &PmDevice, nt: bool) {
         let tid = ev.tid;
         let site = (ev.pc, ev.stack);
         self.note_pm(ev);
-        let shape = Stored::of(ev.size, ev.old, ev.new, self.pm_lo, self.pm_hi);
-        self.stored.entry(ev.pc).or_default().add(shape);
+        self.stored.store(ev.pc, ev.size, ev.old, ev.new);
         let ls = self.lockset(tid);
         let durable_now = device.durable(self.opts.persist_owner, ev.dev, u64::from(ev.size));
         for (line, mask) in pieces(ev.dev, ev.size) {
@@ -1018,7 +973,7 @@ impl Analysis for Hawkset {
                      ordered by create/join, can read it before it is durable"
                 ),
                 class: if flushed { "flushed" } else { "unflushed" },
-                stored: stored.get(&store_pc).and_then(|c| c.shape()),
+                stored: stored.shape(store_pc),
             }
         })
     }

@@ -163,6 +163,74 @@ impl<T: Default> ShadowLines<T> {
     }
 }
 
+/// Publication state of one line for the IRH.
+#[derive(Default, Debug)]
+struct IrhLine {
+    published: u64,
+    /// Threads that touched unpublished bytes, with those bytes.
+    seen: Vec<(u32, u64)>,
+}
+
+/// HawkSet's initialization removal heuristic (§3.1.3), per byte: a byte is *published* once
+/// `threshold + 1` distinct threads have accessed it. A store persisted (or overwritten) before
+/// its bytes were published is initialisation nobody else could have seen in its window. A
+/// threshold of 0 disables it (every byte is published).
+#[derive(Debug)]
+pub(crate) struct Publication {
+    threshold: u32,
+    lines: ShadowLines<IrhLine>,
+}
+
+impl Publication {
+    /// The heuristic with this threshold (`irh=N`).
+    pub(crate) fn new(threshold: u32) -> Publication {
+        Publication { threshold, lines: ShadowLines::default() }
+    }
+
+    /// Registers an access by `tid` to bytes `mask` of `line`.
+    pub(crate) fn touch(&mut self, tid: u32, line: u64, mask: u64) {
+        if self.threshold == 0 {
+            return;
+        }
+        let e = self.lines.get_mut(line);
+        let fresh = mask & !e.published;
+        if fresh == 0 {
+            return;
+        }
+        // Thread-private bytes this thread touched before, which no other thread has touched:
+        // nothing changes (the common case of a thread's own data).
+        if e.seen.len() == 1 && e.seen[0].0 == tid && e.seen[0].1 & fresh == fresh {
+            return;
+        }
+        match e.seen.iter_mut().find(|(t, _)| *t == tid) {
+            Some((_, m)) => *m |= fresh,
+            None => e.seen.push((tid, fresh)),
+        }
+        let mut m = fresh;
+        while m != 0 {
+            let b = m.trailing_zeros();
+            m &= m - 1;
+            let n = e.seen.iter().filter(|(_, s)| s >> b & 1 == 1).count();
+            if n as u32 > self.threshold {
+                e.published |= 1 << b;
+            }
+        }
+        let p = e.published;
+        for s in &mut e.seen {
+            s.1 &= !p;
+        }
+        e.seen.retain(|s| s.1 != 0);
+    }
+
+    /// The bytes of `mask` of `line` that are published.
+    pub(crate) fn published(&self, line: u64, mask: u64) -> u64 {
+        if self.threshold == 0 {
+            return mask;
+        }
+        self.lines.get(line).map_or(0, |e| e.published & mask)
+    }
+}
+
 #[cfg(test)]
 mod shadow_tests {
     use super::ShadowLines;

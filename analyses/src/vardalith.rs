@@ -106,13 +106,13 @@ use emu::pm::{DurabilityRule, PmDevice, LINE_SIZE};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::annotations::Annotations;
-use crate::group::{Described, Grouper};
+use crate::group::{Described, Grouper, StoreShapes};
 use crate::inferred_locks::{within, InferredLocks};
 use crate::options::{option_pairs, parse_bool, parse_owner};
-use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Site};
+use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Publication, Site};
 use crate::screen::WindowPass;
 use crate::sync::{Edges, HappensBefore, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp};
-use crate::{Analysis, RawFinding, RawLocation, Stored, StoredCounts};
+use crate::{Analysis, RawFinding, RawLocation};
 
 /// How overlap is decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,6 +151,9 @@ pub struct VardalithOptions {
     /// Locks built from atomics are inferred from the accesses to their PM words
     /// ([`crate::inferred_locks`]).
     pub infer_locks: bool,
+    /// HawkSet's initialization removal heuristic with this threshold (0: off): a store
+    /// persisted before `irh + 1` threads accessed its bytes opens no window.
+    pub irh: u32,
 }
 
 impl Default for VardalithOptions {
@@ -166,6 +169,7 @@ impl Default for VardalithOptions {
             sync_words: true,
             strings: true,
             infer_locks: true,
+            irh: 1,
         }
     }
 }
@@ -173,7 +177,7 @@ impl Default for VardalithOptions {
 impl VardalithOptions {
     /// Parses `mode=windows|hb`, `release_fence=on|off`, `persist_owner=own|any`,
     /// `unlock_fence=on|off`, `sample=N`, `lanes=on|off`, `annotations=on|off`,
-    /// `sync_words=on|off`, `strings=on|off`, `infer_locks=on|off`, separated by `:`.
+    /// `sync_words=on|off`, `strings=on|off`, `infer_locks=on|off`, `irh=N`, separated by `:`.
     pub fn parse(spec: &str) -> Result<VardalithOptions, String> {
         let mut o = VardalithOptions::default();
         for (k, v) in option_pairs(spec)? {
@@ -193,6 +197,7 @@ impl VardalithOptions {
                 "sync_words" => o.sync_words = parse_bool(k, v)?,
                 "strings" => o.strings = parse_bool(k, v)?,
                 "infer_locks" => o.infer_locks = parse_bool(k, v)?,
+                "irh" => o.irh = v.parse().map_err(|_| format!("irh={v}: expected a number"))?,
                 "sample" => {
                     o.sample = v
                         .parse()
@@ -202,7 +207,7 @@ impl VardalithOptions {
                 }
                 _ => {
                     let known = "mode, release_fence, persist_owner, unlock_fence, sample, lanes, annotations, \
-                                 sync_words, strings, infer_locks";
+                                 sync_words, strings, infer_locks, irh";
                     return Err(format!("unknown vardalith option `{k}` ({known})"));
                 }
             }
@@ -276,11 +281,10 @@ pub struct Vardalith {
     annotations: Annotations,
     /// Locks inferred from atomics on PM words.
     inferred: InferredLocks,
+    /// Which PM bytes a second thread has accessed (the IRH).
+    irh: Publication,
     /// What each store site wrote (pointers, values, counters), for the findings.
-    stored: FxHashMap<u64, StoredCounts>,
-    /// The lowest and highest guest addresses of PM accesses so far: where PM pointers point.
-    pm_lo: u64,
-    pm_hi: u64,
+    stored: StoreShapes,
     /// PM accesses seen (for sampling).
     accesses: u64,
     /// Vector clocks over every edge (used in hb mode only).
@@ -335,9 +339,8 @@ impl Vardalith {
             calls: SyncCalls::default(),
             annotations: Annotations::default(),
             inferred: InferredLocks::default(),
-            stored: FxHashMap::default(),
-            pm_lo: u64::MAX,
-            pm_hi: 0,
+            irh: Publication::new(opts.irh),
+            stored: StoreShapes::default(),
             accesses: 0,
             hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
             step: 0,
@@ -448,11 +451,9 @@ impl Vardalith {
 
     fn on_access(&mut self, ev: &Event, device: &PmDevice, store: bool, nt: bool) {
         self.accesses += 1;
-        self.pm_lo = self.pm_lo.min(ev.addr);
-        self.pm_hi = self.pm_hi.max(ev.addr + u64::from(ev.size));
+        self.stored.access(ev.addr, ev.size);
         if store {
-            let shape = Stored::of(ev.size, ev.old, ev.new, self.pm_lo, self.pm_hi);
-            self.stored.entry(ev.pc).or_default().add(shape);
+            self.stored.store(ev.pc, ev.size, ev.old, ev.new);
         }
         let sampled = self.accesses.is_multiple_of(u64::from(self.opts.sample.max(1)));
         let tid = ev.tid;
@@ -462,6 +463,7 @@ impl Vardalith {
         let durable_now = store && !nt && device.durable(self.opts.persist_owner, ev.dev, u64::from(ev.size));
         let lane = self.opts.lanes && self.sync.lanes.protects(ev);
         for (line, mask) in pieces(ev.dev, ev.size) {
+            self.irh.touch(tid, line, mask);
             let mut w = Window {
                 store,
                 tid,
@@ -621,6 +623,17 @@ impl Vardalith {
                 if w.state != State::Persisted {
                     let owner_fenced = fencing && w.state == State::Flushed;
                     if durable_bytes(device, rule, w.line, w.mask, tid, owner_fenced) == w.mask {
+                        if w.store && self.irh.published(w.line, w.mask) == 0 {
+                            // Initialisation (the IRH): persisted before another thread
+                            // touched its bytes. Nobody could read it in its window, whatever
+                            // synchronisation publishes it later (a plain store of a pointer,
+                            // an `xchg` of a root, which open no window boundary here).
+                            let w = self.get_mut(id);
+                            w.state = State::Persisted;
+                            w.p_epoch = 0;
+                            w.end = 0;
+                            continue;
+                        }
                         let w = self.get_mut(id);
                         w.state = State::Persisted;
                         w.p_epoch = epoch;
@@ -1016,7 +1029,7 @@ impl Analysis for Vardalith {
                     .into()
             },
             class: "",
-            stored: stored.get(&store_pc).and_then(|c| c.shape()),
+            stored: stored.shape(store_pc),
         })
     }
 }
