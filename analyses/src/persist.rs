@@ -155,6 +155,13 @@ impl<T: Default> ShadowLines<T> {
         &mut self.blocks[i as usize][(line % SHADOW_LINES) as usize]
     }
 
+    /// Calls `f` with every line's state (of the pages ever touched), in no particular order.
+    pub(crate) fn each_mut(&mut self, mut f: impl FnMut(&mut T)) {
+        for block in &mut self.blocks {
+            block.iter_mut().for_each(&mut f);
+        }
+    }
+
     /// The state of `line`, if its page was ever touched.
     pub(crate) fn get(&self, line: u64) -> Option<&T> {
         let page = line / SHADOW_LINES;
@@ -197,22 +204,35 @@ impl Publication {
         if fresh == 0 {
             return;
         }
-        // Thread-private bytes this thread touched before, which no other thread has touched:
-        // nothing changes (the common case of a thread's own data).
-        if e.seen.len() == 1 && e.seen[0].0 == tid && e.seen[0].1 & fresh == fresh {
+        let (mut own, mut others) = (0u64, 0u64);
+        for &(t, m) in &e.seen {
+            if t == tid {
+                own = m;
+            } else {
+                others |= m;
+            }
+        }
+        // Bytes this thread touched before and no other thread has: nothing changes (the common
+        // case of a thread's own data, whatever its neighbours on the line do).
+        if own & fresh == fresh && others & fresh == 0 {
             return;
         }
         match e.seen.iter_mut().find(|(t, _)| *t == tid) {
             Some((_, m)) => *m |= fresh,
             None => e.seen.push((tid, fresh)),
         }
-        let mut m = fresh;
-        while m != 0 {
-            let b = m.trailing_zeros();
-            m &= m - 1;
-            let n = e.seen.iter().filter(|(_, s)| s >> b & 1 == 1).count();
-            if n as u32 > self.threshold {
-                e.published |= 1 << b;
+        if self.threshold == 1 {
+            // Published: touched by this thread and another.
+            e.published |= fresh & others;
+        } else {
+            let mut m = fresh;
+            while m != 0 {
+                let b = m.trailing_zeros();
+                m &= m - 1;
+                let n = e.seen.iter().filter(|(_, s)| s >> b & 1 == 1).count();
+                if n as u32 > self.threshold {
+                    e.published |= 1 << b;
+                }
             }
         }
         let p = e.published;

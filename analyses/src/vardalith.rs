@@ -103,13 +103,14 @@ use std::collections::BTreeMap;
 use emu::decode::FlushOp;
 use emu::events::{Event, EventKind, Interest};
 use emu::pm::{DurabilityRule, PmDevice, LINE_SIZE};
+use emu::sync::SyncKind;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::annotations::Annotations;
 use crate::group::{Described, Grouper, StoreShapes};
 use crate::inferred_locks::{within, InferredLocks};
 use crate::options::{option_pairs, parse_bool, parse_owner};
-use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Publication, Site};
+use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Publication, ShadowLines, Site};
 use crate::screen::WindowPass;
 use crate::sync::{Edges, HappensBefore, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp};
 use crate::{Analysis, RawFinding, RawLocation};
@@ -216,6 +217,11 @@ impl VardalithOptions {
     }
 }
 
+/// The 8-byte granules (device address / 8) holding bytes `mask` of `line`.
+fn granules(line: u64, mask: u64) -> impl Iterator<Item = u64> + Clone {
+    (0..8u64).filter(move |g| mask >> (8 * g) & 0xff != 0).map(move |g| line * 8 + g)
+}
+
 /// At most this many racing load sites are listed per finding (all are counted).
 pub const MAX_LOADS: usize = 8;
 
@@ -268,6 +274,10 @@ struct Thread {
     in_release: Option<(u64, u32)>,
     vc: Option<u32>,
     exited: bool,
+    /// Inside `pthread_join`: its next access comes after the join's acquire, so it holds no
+    /// window back from pruning (a main thread waiting for its workers would keep every window
+    /// they close).
+    joining: bool,
 }
 
 /// The pass. Reports are made online, when the later of two conflicting windows is created.
@@ -295,8 +305,13 @@ pub struct Vardalith {
     /// Window slab; `None` slots are listed in `free`.
     windows: Vec<Option<Window>>,
     free: Vec<u32>,
-    /// Line → windows on it (open or closed, not yet pruned).
-    by_line: FxHashMap<u64, Vec<u32>>,
+    /// 8-byte granule of PM (device address / 8) → windows on its bytes (open or closed, not
+    /// yet pruned). An access looks only at the windows of the granules it touches, not at
+    /// every window of its line: a line of eight 8-byte words (an array of bucket heads) has
+    /// eight times fewer windows per granule.
+    by_line: ShadowLines<Vec<u32>>,
+    /// Scratch: windows already looked at by an access touching several granules.
+    seen_ids: Vec<u32>,
     /// Vector clocks without trailing zeros, interned (hb mode).
     clocks: Interner<Vec<u32>>,
     /// Windows created since the last prune.
@@ -347,7 +362,8 @@ impl Vardalith {
             threads: FxHashMap::default(),
             windows: Vec::new(),
             free: Vec::new(),
-            by_line: FxHashMap::default(),
+            by_line: ShadowLines::default(),
+            seen_ids: Vec::new(),
             clocks: Interner::default(),
             created_since_prune: 0,
             exited_with_stores: 0,
@@ -426,8 +442,9 @@ impl Vardalith {
                 (self.windows.len() - 1) as u32
             }
         };
-        let spare = &mut self.spare_ids;
-        self.by_line.entry(line).or_insert_with(|| spare.pop().unwrap_or_default()).push(id);
+        for g in granules(line, w.mask) {
+            self.by_line.get_mut(g).push(id);
+        }
         id
     }
 
@@ -483,41 +500,53 @@ impl Vardalith {
                 w.p_epoch = self.epoch(tid);
             }
             // Conflicts with the other kind's windows of other threads.
-            let ids = self.by_line.remove(&line).unwrap_or_default();
+            let several = granules(line, mask).nth(1).is_some();
+            self.seen_ids.clear();
             let mut replace = None;
-            for &id in &ids {
-                let o = *self.get(id);
-                if o.tid == tid {
-                    if o.store == store && o.site == site && o.mask & !mask == 0 {
-                        // An earlier window of this site on bytes this access covers: for every
-                        // later access of another thread, the new window conflicts whenever the
-                        // old one does (it starts no earlier, so it ends no earlier and persists
-                        // no earlier; in hb mode its clock is later), so it takes the old one's
-                        // place. Memory follows distinct (thread, site, bytes), not accesses.
-                        replace = Some(id);
+            for g in granules(line, mask) {
+                let ids = std::mem::take(self.by_line.get_mut(g));
+                for &id in &ids {
+                    if several {
+                        if self.seen_ids.contains(&id) {
+                            continue;
+                        }
+                        self.seen_ids.push(id);
                     }
-                    continue;
-                }
-                if o.store == store || o.mask & mask == 0 {
-                    continue;
-                }
-                if self.conflicts(&w, &o) {
-                    if w.lane && o.lane {
-                        // The lanes' memory, both in lane sections: the lane orders them.
-                        self.lane_ordered += 1;
+                    // Looked at in place; copied only when it may conflict.
+                    let o = self.get(id);
+                    if o.tid == tid {
+                        if o.store == store && o.site == site && o.mask & !mask == 0 {
+                            // An earlier window of this site on bytes this access covers: for every
+                            // later access of another thread, the new window conflicts whenever the
+                            // old one does (it starts no earlier, so it ends no earlier and persists
+                            // no earlier; in hb mode its clock is later), so it takes the old one's
+                            // place. Memory follows distinct (thread, site, bytes), not accesses.
+                            replace = Some(id);
+                        }
                         continue;
                     }
-                    let (s, l) = if store { (&w, &o) } else { (&o, &w) };
-                    let both = o.mask & mask;
-                    let e = if self.inferred.on_rmw_word(line, both) {
-                        self.word_pairs.entry((s.site, l.site, line, both)).or_insert((s.tid, l.tid, 0))
-                    } else {
-                        self.pairs.entry((s.site, l.site)).or_insert((s.tid, l.tid, 0))
-                    };
-                    e.2 += 1;
+                    if o.store == store || o.mask & mask == 0 {
+                        continue;
+                    }
+                    let o = *o;
+                    if self.conflicts(&w, &o) {
+                        if w.lane && o.lane {
+                            // The lanes' memory, both in lane sections: the lane orders them.
+                            self.lane_ordered += 1;
+                            continue;
+                        }
+                        let (s, l) = if store { (&w, &o) } else { (&o, &w) };
+                        let both = o.mask & mask;
+                        let e = if self.inferred.on_rmw_word(line, both) {
+                            self.word_pairs.entry((s.site, l.site, line, both)).or_insert((s.tid, l.tid, 0))
+                        } else {
+                            self.pairs.entry((s.site, l.site)).or_insert((s.tid, l.tid, 0))
+                        };
+                        e.2 += 1;
+                    }
                 }
+                *self.by_line.get_mut(g) = ids;
             }
-            self.by_line.insert(line, ids);
             if !sampled {
                 // Checked against the open windows, but opens none of its own.
                 if nt {
@@ -529,7 +558,14 @@ impl Vardalith {
                 Some(id) => {
                     let o = self.get_mut(id);
                     let was_open = o.end == OPEN;
+                    let old = o.mask;
                     *o = w;
+                    // The new window covers the old one's bytes, perhaps more granules.
+                    for g in granules(line, mask) {
+                        if granules(line, old).all(|h| h != g) {
+                            self.by_line.get_mut(g).push(id);
+                        }
+                    }
                     if !was_open {
                         self.track(tid, store, line, id);
                     }
@@ -734,6 +770,11 @@ impl Vardalith {
 
     fn on_sync(&mut self, ev: &Event, device: &PmDevice) {
         let tid = ev.tid;
+        match ev.kind {
+            EventKind::SyncEnter(SyncKind::Join) => self.thread(tid).joining = true,
+            EventKind::SyncReturn(SyncKind::Join) => self.thread(tid).joining = false,
+            _ => {}
+        }
         if let EventKind::SyncReturn(k) = ev.kind {
             if is_release_call(k) {
                 self.thread(tid).in_release = None;
@@ -870,7 +911,12 @@ impl Vardalith {
             }
             out
         } else {
-            let floor = live.iter().map(|t| self.threads[t].last_acquire).min().unwrap_or(u64::MAX);
+            let floor = live
+                .iter()
+                .filter(|t| !self.threads[t].joining)
+                .map(|t| self.threads[t].last_acquire)
+                .min()
+                .unwrap_or(u64::MAX);
             self.windows.iter().map(|w| w.as_ref().is_some_and(|w| w.end != OPEN && w.end <= floor)).collect()
         };
         for (i, gone) in dead.into_iter().enumerate() {
@@ -889,7 +935,8 @@ impl Vardalith {
             }
             true
         };
-        self.by_line.retain(|_, ids| keep(ids));
+        // A line's list keeps its capacity: the line is likely to be used again.
+        self.by_line.each_mut(|ids| ids.retain(|&id| windows[id as usize].is_some()));
         // Threads' open lists only hold open windows, which are never pruned in window mode; in
         // hb mode a pruned window may still be listed (a load not yet released).
         for t in self.threads.values_mut() {
@@ -1041,7 +1088,6 @@ mod tests {
     use crate::testkit::store_loads as pairs;
 
     type Sim<'a> = crate::testkit::Sim<&'a mut dyn Analysis>;
-    use emu::sync::SyncKind;
 
     const L: u64 = 0x100;
     const M: u64 = 0x200;
