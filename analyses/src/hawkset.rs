@@ -19,6 +19,9 @@
 //! acquisition* at both ends: each thread numbers its acquisitions (try-locks included) and each
 //! held lock carries its number, so unlock–relock between the store and the persist (Fig. 2b)
 //! leaves the lock out (*timed locksets*, §3.1.2). Every PM load records the thread's lockset.
+//! Locks are the recognised lock calls, `--config`'s custom locks, and locks built from atomics
+//! on PM words with no function to name, inferred from their words' accesses
+//! ([`crate::inferred_locks`]; they protect only if the end of the run confirms them).
 //! At the end of the run a store record and a load record race when
 //! - they are by different threads and share at least one byte (size-aware: an 8-byte store and
 //!   a 4-byte load at offset 4 share bytes 4..7);

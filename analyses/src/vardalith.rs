@@ -92,9 +92,13 @@
 //!
 //! # Sources of false positives, and the options for them
 //! The guarantee needs *every* acquire and release to be visible. A synchronisation the pass does
-//! not see — a lock taken by inlined code or a hand-written spin loop not named as a custom lock,
-//! a flag handed over with atomics, a lock-free protocol — makes windows longer than the true
-//! ones, and their overlap may then be impossible. Flush-on-read designs, where readers persist
+//! not see — a lock taken by inlined code or a hand-written spin loop on a DRAM word not named as
+//! a custom lock (on a PM word it is inferred: [`crate::inferred_locks`], `infer_locks=off`), a
+//! flag handed over with atomics, a lock-free protocol — makes windows longer than the true
+//! ones, and their overlap may then be impossible. Initialisation persisted before its
+//! publication by a plain store or an `xchg` is the common case: HawkSet's initialization
+//! removal heuristic (`irh=1`, `irh=0` off) drops a store persisted before a second thread
+//! touched its bytes, at the price of the schedules in which a reader could have come first. Flush-on-read designs, where readers persist
 //! what they read, are bugs only under the writer-only rule; `persist_owner=any` accepts them.
 //! Reports may be benign when recovery tolerates the lost value (the paper counts them anyway).
 
@@ -217,6 +221,10 @@ impl VardalithOptions {
     }
 }
 
+/// A racing (store, load) pair's store thread, load thread (of its first occurrence) and
+/// occurrences.
+type PairCount = (u32, u32, u64);
+
 /// The 8-byte granules (device address / 8) holding bytes `mask` of `line`.
 fn granules(line: u64, mask: u64) -> impl Iterator<Item = u64> + Clone {
     (0..8u64).filter(move |g| mask >> (8 * g) & 0xff != 0).map(move |g| line * 8 + g)
@@ -319,10 +327,10 @@ pub struct Vardalith {
     /// Exited threads that left store windows open (never persisted by their writer).
     exited_with_stores: usize,
     /// (store site, load site) → (store thread, load thread, occurrences).
-    pairs: BTreeMap<(Site, Site), (u32, u32, u64)>,
+    pairs: BTreeMap<(Site, Site), PairCount>,
     /// Overlaps on words a locked RMW targeted, by (store site, load site, line, bytes): kept
     /// apart until the end, when those on words confirmed as locks are dropped.
-    word_pairs: BTreeMap<(Site, Site, u64, u64), (u32, u32, u64)>,
+    word_pairs: BTreeMap<(Site, Site, u64, u64), PairCount>,
     ops: Vec<SyncOp>,
     /// Conflicting windows left out because a lane orders them.
     lane_ordered: u64,
