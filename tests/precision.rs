@@ -5,7 +5,9 @@
 //! that the test fails if the guest stops exercising the rule.
 //!
 //! - a lock word in PM under a custom CAS lock (`pi_pm_caslock`, with its `--config`), a pthread
-//!   mutex placed in PM (`pi_pm_mutex`): `sync_words`;
+//!   mutex placed in PM (`pi_pm_mutex`): `sync_words` (and `infer_locks`, which sees them too);
+//! - an inline CAS lock on a PM word that no configuration can name (`pi_inline_caslock`):
+//!   `infer_locks`;
 //! - `strcmp` over keys in PM, whose vector loads read past the terminator (`pi_pm_strcmp`):
 //!   `strings`;
 //! - a try-lock that reports success through an out-parameter, as P-ART's (`pi_outparam_lock`):
@@ -14,7 +16,7 @@
 //! - the two simplest two-thread shapes under the IRH (`hs_irh_writer`, `hs_irh_nolock`);
 //! - grouping by site with the call stacks kept, and `ferrite triage`.
 //!
-//! Code: analyses/src/{screen,sync,group,hawkset,vardalith}.rs, emu/src/sync.rs, src/cmd/triage.rs;
+//! Code: analyses/src/{screen,sync,inferred_locks,group,hawkset,vardalith}.rs, emu/src/sync.rs, src/cmd/triage.rs;
 //! docs/analyses/hawkset.md, docs/report-format.md, docs/cli.md.
 
 mod common;
@@ -82,15 +84,30 @@ fn assert_twins(guest_name: &str, extra: &[&str], off: &str) {
 #[test]
 fn a_custom_cas_locks_own_accesses_to_its_pm_lock_word_are_not_races() {
     let c = config("pi_pm_caslock");
-    assert_twins("pi_pm_caslock", &["--config", &c], "sync_words=off");
+    // The lock is also inferred from its word's accesses: both rules off bring the races back.
+    assert_twins("pi_pm_caslock", &["--config", &c], "sync_words=off:infer_locks=off");
     // The lock word's accesses were there and were left out.
     let (_, r) = run("pi_pm_caslock_fixed", "hawkset", 0, &["--config", &c]);
     assert!(get(&r, "stats").get("hawkset.sync_accesses").and_then(Value::as_u64).unwrap_or(0) > 0, "{r:#}");
 }
 
 #[test]
+fn an_inline_cas_lock_on_a_pm_word_is_inferred() {
+    assert_twins("pi_inline_caslock", &[], "infer_locks=off");
+    // Every acquisition was seen, and released: 4 threads × 24 critical sections.
+    for pass in ["hawkset", "vardalith"] {
+        let (_, r) = run("pi_inline_caslock_fixed", pass, 0, &[]);
+        let stats = get(&r, "stats");
+        for what in ["acquisitions", "releases"] {
+            let n = stats.get(format!("{pass}.inferred_{what}")).and_then(Value::as_u64);
+            assert_eq!(n, Some(96), "{pass} {what}:\n{r:#}");
+        }
+    }
+}
+
+#[test]
 fn a_pthread_mutex_in_pm_is_synchronisation() {
-    assert_twins("pi_pm_mutex", &[], "sync_words=off");
+    assert_twins("pi_pm_mutex", &[], "sync_words=off:infer_locks=off");
 }
 
 #[test]

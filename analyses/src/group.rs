@@ -187,3 +187,62 @@ mod tests {
         assert_eq!(g.variants.iter().map(|v| v.1).sum::<u64>(), 6);
     }
 }
+
+/// Entries of [`StoreShapes`]' cache.
+const SHAPE_CACHE: usize = 256;
+
+/// What the stores of each site wrote ([`crate::StoredCounts`]), counted at every PM store of a
+/// race pass and read for its findings: a direct-mapped cache of store PCs in front of the
+/// table, so that the few PCs of a program's hot loops cost a compare, not a hash-map entry.
+#[derive(Debug)]
+pub(crate) struct StoreShapes {
+    /// (PC, index in `counts`), `u64::MAX` for an empty entry.
+    cache: Box<[(u64, u32)]>,
+    index: rustc_hash::FxHashMap<u64, u32>,
+    counts: Vec<crate::StoredCounts>,
+    /// The lowest and highest guest addresses of PM accesses so far: where PM pointers point.
+    pm_lo: u64,
+    pm_hi: u64,
+}
+
+impl Default for StoreShapes {
+    fn default() -> StoreShapes {
+        StoreShapes {
+            cache: vec![(u64::MAX, 0); SHAPE_CACHE].into_boxed_slice(),
+            index: rustc_hash::FxHashMap::default(),
+            counts: Vec::new(),
+            pm_lo: u64::MAX,
+            pm_hi: 0,
+        }
+    }
+}
+
+impl StoreShapes {
+    /// Notes a PM access (where PM lies in the guest's address space, for telling pointers).
+    #[inline]
+    pub(crate) fn access(&mut self, addr: u64, size: u32) {
+        self.pm_lo = self.pm_lo.min(addr);
+        self.pm_hi = self.pm_hi.max(addr + u64::from(size));
+    }
+
+    /// A PM store at `pc` of `size` bytes replacing `old` with `new`.
+    #[inline]
+    pub(crate) fn store(&mut self, pc: u64, size: u32, old: u64, new: u64) {
+        let shape = Stored::of(size, old, new, self.pm_lo, self.pm_hi);
+        let e = &mut self.cache[((pc ^ (pc >> 8)) as usize) & (SHAPE_CACHE - 1)];
+        if e.0 != pc {
+            let next = self.counts.len() as u32;
+            let i = *self.index.entry(pc).or_insert(next);
+            if i == next {
+                self.counts.push(crate::StoredCounts::default());
+            }
+            *e = (pc, i);
+        }
+        self.counts[e.1 as usize].add(shape);
+    }
+
+    /// What most stores at `pc` wrote.
+    pub(crate) fn shape(&self, pc: u64) -> Option<Stored> {
+        self.index.get(&pc).and_then(|&i| self.counts[i as usize].shape())
+    }
+}

@@ -19,6 +19,9 @@
 //! acquisition* at both ends: each thread numbers its acquisitions (try-locks included) and each
 //! held lock carries its number, so unlock–relock between the store and the persist (Fig. 2b)
 //! leaves the lock out (*timed locksets*, §3.1.2). Every PM load records the thread's lockset.
+//! Locks are the recognised lock calls, `--config`'s custom locks, and locks built from atomics
+//! on PM words with no function to name, inferred from their words' accesses
+//! ([`crate::inferred_locks`]; they protect only if the end of the run confirms them).
 //! At the end of the run a store record and a load record race when
 //! - they are by different threads and share at least one byte (size-aware: an 8-byte store and
 //!   a 4-byte load at offset 4 share bytes 4..7);
@@ -121,14 +124,15 @@ use emu::pm::{DurabilityRule, PmDevice, LINE_SIZE};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::annotations::Annotations;
-use crate::group::{Described, Grouper};
+use crate::group::{Described, Grouper, StoreShapes};
+use crate::inferred_locks::{within, InferredLocks};
 use crate::options::{option_pairs, parse_bool, parse_owner};
-use crate::persist::{durable_bytes, is_release_call, pieces, Interner, ShadowLines, Site};
+use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Publication, Site};
 use crate::screen::WindowPass;
 use crate::sync::{
     Edges, HappensBefore, Mode, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp, VectorClock, PMDK_LANE_LOCK,
 };
-use crate::{Analysis, RawFinding, RawLocation, Stored, StoredCounts};
+use crate::{Analysis, RawFinding, RawLocation};
 
 /// At most this many racing load sites are listed per finding (all are counted).
 pub const MAX_LOADS: usize = 8;
@@ -170,6 +174,9 @@ pub struct HawksetOptions {
     pub sync_words: bool,
     /// A load inside a string or memory routine counts only for the bytes its contract reads.
     pub strings: bool,
+    /// Locks built from atomics are inferred from the accesses to their PM words
+    /// ([`crate::inferred_locks`]).
+    pub infer_locks: bool,
 }
 
 /// The happens-before edges the pass honours.
@@ -209,6 +216,7 @@ impl Default for HawksetOptions {
             edges: EdgeSet::Sync,
             sync_words: true,
             strings: true,
+            infer_locks: true,
         }
     }
 }
@@ -216,7 +224,8 @@ impl Default for HawksetOptions {
 impl HawksetOptions {
     /// Parses `irh=N`, `unpersisted=on|off`, `persist_owner=own|any`, `nt=paper|source`,
     /// `unlock_fence=on|off`, `hb=end|window`, `edges=paper|sync`, `lanes=on|off`,
-    /// `annotations=on|off`, `sync_words=on|off`, `strings=on|off`, separated by `:`.
+    /// `annotations=on|off`, `sync_words=on|off`, `strings=on|off`, `infer_locks=on|off`,
+    /// separated by `:`.
     pub fn parse(spec: &str) -> Result<HawksetOptions, String> {
         let mut o = HawksetOptions::default();
         for (k, v) in option_pairs(spec)? {
@@ -250,10 +259,11 @@ impl HawksetOptions {
                 }
                 "sync_words" => o.sync_words = parse_bool(k, v)?,
                 "strings" => o.strings = parse_bool(k, v)?,
+                "infer_locks" => o.infer_locks = parse_bool(k, v)?,
                 _ => {
                     return Err(format!(
                         "unknown hawkset option `{k}` (irh, unpersisted, persist_owner, nt, unlock_fence, hb, edges, \
-                         lanes, annotations, sync_words, strings)"
+                         lanes, annotations, sync_words, strings, infer_locks)"
                     ))
                 }
             }
@@ -342,14 +352,6 @@ struct Thread {
     exited: bool,
 }
 
-/// Publication state of one line for the IRH.
-#[derive(Default, Debug)]
-struct IrhLine {
-    published: u64,
-    /// Threads that touched unpublished bytes, with those bytes.
-    seen: Vec<(u32, u64)>,
-}
-
 /// The pass. Memory follows distinct PM bytes, sites, locksets and clocks, not accesses: records
 /// are deduplicated, and a store's pending state lives only until its window ends.
 pub struct Hawkset {
@@ -360,11 +362,10 @@ pub struct Hawkset {
     calls: SyncCalls,
     /// What the program declared through pmemcheck's client requests.
     annotations: Annotations,
+    /// Locks inferred from atomics on PM words.
+    inferred: InferredLocks,
     /// What each store site wrote (pointers, values, counters), for the findings.
-    stored: FxHashMap<u64, StoredCounts>,
-    /// The lowest and highest guest addresses of PM accesses so far: where PM pointers point.
-    pm_lo: u64,
-    pm_hi: u64,
+    stored: StoreShapes,
     /// Vector clocks with create/join edges (and post/wait ones with `edges=sync`).
     hb: HappensBefore,
     threads: FxHashMap<u32, Thread>,
@@ -379,7 +380,7 @@ pub struct Hawkset {
     /// Line → stores whose window is open there; each byte is in at most one piece per thread.
     pending: FxHashMap<u64, Vec<Piece>>,
     /// Line → IRH publication state (only lines some PM access touched).
-    irh: ShadowLines<IrhLine>,
+    irh: Publication,
     /// Closed store windows → how many times each was recorded.
     stores: FxHashMap<StoreRec, u64>,
     /// Loads that passed the IRH → count.
@@ -411,9 +412,8 @@ impl Hawkset {
             pmdk_locks: PmdkLockCalls::default(),
             calls: SyncCalls::default(),
             annotations: Annotations::default(),
-            stored: FxHashMap::default(),
-            pm_lo: u64::MAX,
-            pm_hi: 0,
+            inferred: InferredLocks::default(),
+            stored: StoreShapes::default(),
             hb: HappensBefore::new(Edges { create_join: true, objects: opts.edges == EdgeSet::Sync, locks: false }),
             threads: FxHashMap::default(),
             timed: Interner::default(),
@@ -421,7 +421,7 @@ impl Hawkset {
             clocks: Interner::default(),
             inter: FxHashMap::default(),
             pending: FxHashMap::default(),
-            irh: ShadowLines::default(),
+            irh: Publication::new(opts.irh),
             stores: FxHashMap::default(),
             loads: FxHashMap::default(),
             ops: Vec::new(),
@@ -494,43 +494,13 @@ impl Hawkset {
         self.effective(timed, timed)
     }
 
-    /// IRH: registers an access by `tid` to `mask` of `line`; returns the bytes of `mask` that
-    /// are published (after this access).
-    fn touch(&mut self, tid: u32, line: u64, mask: u64) -> u64 {
-        if self.opts.irh == 0 {
-            return mask;
-        }
-        let e = self.irh.get_mut(line);
-        let fresh = mask & !e.published;
-        if fresh == 0 {
-            return mask;
-        }
-        match e.seen.iter_mut().find(|(t, _)| *t == tid) {
-            Some((_, m)) => *m |= fresh,
-            None => e.seen.push((tid, fresh)),
-        }
-        let mut m = fresh;
-        while m != 0 {
-            let b = m.trailing_zeros();
-            m &= m - 1;
-            let n = e.seen.iter().filter(|(_, s)| s >> b & 1 == 1).count();
-            if n as u32 > self.opts.irh {
-                e.published |= 1 << b;
-            }
-        }
-        let p = e.published;
-        for s in &mut e.seen {
-            s.1 &= !p;
-        }
-        e.seen.retain(|s| s.1 != 0);
-        mask & p
+    /// IRH: registers an access by `tid` to `mask` of `line`.
+    fn touch(&mut self, tid: u32, line: u64, mask: u64) {
+        self.irh.touch(tid, line, mask);
     }
 
     fn published(&self, line: u64, mask: u64) -> u64 {
-        if self.opts.irh == 0 {
-            return mask;
-        }
-        self.irh.get(line).map_or(0, |e| e.published & mask)
+        self.irh.published(line, mask)
     }
 
     /// Ends the window of bytes `mask` of `piece` (of `line`) with `end`, under the writer's
@@ -565,16 +535,14 @@ impl Hawkset {
 
     /// Notes where PM lies in the guest's address space (for telling pointers).
     fn note_pm(&mut self, ev: &Event) {
-        self.pm_lo = self.pm_lo.min(ev.addr);
-        self.pm_hi = self.pm_hi.max(ev.addr + u64::from(ev.size));
+        self.stored.access(ev.addr, ev.size);
     }
 
     fn on_store(&mut self, ev: &Event, device: &PmDevice, nt: bool) {
         let tid = ev.tid;
         let site = (ev.pc, ev.stack);
         self.note_pm(ev);
-        let shape = Stored::of(ev.size, ev.old, ev.new, self.pm_lo, self.pm_hi);
-        self.stored.entry(ev.pc).or_default().add(shape);
+        self.stored.store(ev.pc, ev.size, ev.old, ev.new);
         let ls = self.lockset(tid);
         let durable_now = device.durable(self.opts.persist_owner, ev.dev, u64::from(ev.size));
         for (line, mask) in pieces(ev.dev, ev.size) {
@@ -761,6 +729,14 @@ impl Hawkset {
         ops.clear();
         self.sync.translate(ev, |op| ops.push(op));
         for &op in &ops {
+            self.apply(tid, op, device);
+        }
+        self.ops = ops;
+    }
+
+    /// Thread `tid` performs `op`.
+    fn apply(&mut self, tid: u32, op: SyncOp, device: &PmDevice) {
+        {
             match op {
                 SyncOp::Acquire { lock, mode } => {
                     let t = self.thread(tid);
@@ -814,7 +790,6 @@ impl Hawkset {
                 SyncOp::LaneHold => {}
             }
         }
-        self.ops = ops;
     }
 
     /// Whether `a` (an untimed effective lockset) and `b` share a lock held exclusively by at
@@ -823,6 +798,7 @@ impl Hawkset {
         let (x, y) = (self.plain.get(a), self.plain.get(b));
         x.iter().any(|&(l, m)| {
             (lane_memory || l != PMDK_LANE_LOCK)
+                && self.inferred.confirmed(l)
                 && y.iter().any(|&(l2, m2)| l == l2 && (m == Mode::Exclusive || m2 == Mode::Exclusive))
         })
     }
@@ -855,6 +831,14 @@ impl WindowPass for Hawkset {
 
     fn annotations(&mut self) -> Option<&mut Annotations> {
         self.opts.annotations.then_some(&mut self.annotations)
+    }
+
+    fn inferred(&mut self) -> Option<&mut InferredLocks> {
+        self.opts.infer_locks.then_some(&mut self.inferred)
+    }
+
+    fn on_lock_op(&mut self, ev: &Event, device: &PmDevice, op: SyncOp) {
+        self.apply(ev.tid, op, device);
     }
 
     fn declare_clean(&mut self, dev: u64, size: u32) {
@@ -913,6 +897,8 @@ impl Analysis for Hawkset {
             ("sync_accesses", self.calls.sync_accesses),
             ("clipped_loads", self.calls.clipped_loads),
             ("dropped_loads", self.calls.dropped_loads),
+            ("inferred_acquisitions", self.inferred.acquisitions),
+            ("inferred_releases", self.inferred.releases),
         ]
     }
 
@@ -922,8 +908,12 @@ impl Analysis for Hawkset {
         for tid in live {
             self.exit_thread(device, tid);
         }
+        // Accesses to words found to be locks after they were recorded are synchronisation.
+        self.inferred.settle();
+        let lock_bytes = self.inferred.lock_bytes();
         // Store records by line.
-        let mut stores: Vec<(StoreRec, u64)> = self.stores.iter().map(|(k, v)| (*k, *v)).collect();
+        let mut stores: Vec<(StoreRec, u64)> =
+            self.stores.iter().filter(|(k, _)| !within(&lock_bytes, k.line, k.mask)).map(|(k, v)| (*k, *v)).collect();
         stores.sort_unstable_by_key(|(s, _)| (s.line, s.site, s.end, s.tid, s.mask, s.eff, s.vc, s.flushed));
         let mut by_line: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
         for (i, (s, _)) in stores.iter().enumerate() {
@@ -932,7 +922,8 @@ impl Analysis for Hawkset {
         let mut groups: Grouper<(u64, u8, u64, bool)> = Grouper::new(MAX_LOADS);
         let mut conc: FxHashMap<(u32, u32, u32), bool> = FxHashMap::default();
         let mut prot: FxHashMap<(u32, u32, bool), bool> = FxHashMap::default();
-        let mut loads: Vec<(&LoadRec, &u64)> = self.loads.iter().collect();
+        let mut loads: Vec<(&LoadRec, &u64)> =
+            self.loads.iter().filter(|(l, _)| !within(&lock_bytes, l.line, l.mask)).collect();
         loads.sort_unstable_by_key(|(l, _)| (l.line, l.site, l.tid, l.mask, l.ls, l.vc));
         for (l, _) in loads {
             let Some(idx) = by_line.get(&l.line) else { continue };
@@ -985,7 +976,7 @@ impl Analysis for Hawkset {
                      ordered by create/join, can read it before it is durable"
                 ),
                 class: if flushed { "flushed" } else { "unflushed" },
-                stored: stored.get(&store_pc).and_then(|c| c.shape()),
+                stored: stored.shape(store_pc),
             }
         })
     }

@@ -23,6 +23,7 @@ pub mod annotations;
 pub mod group;
 pub mod hawkset;
 pub mod hmtrace;
+mod inferred_locks;
 mod options;
 pub mod oscs;
 mod pair;

@@ -155,11 +155,99 @@ impl<T: Default> ShadowLines<T> {
         &mut self.blocks[i as usize][(line % SHADOW_LINES) as usize]
     }
 
+    /// Calls `f` with every line's state (of the pages ever touched), in no particular order.
+    pub(crate) fn each_mut(&mut self, mut f: impl FnMut(&mut T)) {
+        for block in &mut self.blocks {
+            block.iter_mut().for_each(&mut f);
+        }
+    }
+
     /// The state of `line`, if its page was ever touched.
     pub(crate) fn get(&self, line: u64) -> Option<&T> {
         let page = line / SHADOW_LINES;
         let i = if self.last.0 == page { self.last.1 } else { *self.pages.get(&page)? };
         Some(&self.blocks[i as usize][(line % SHADOW_LINES) as usize])
+    }
+}
+
+/// Publication state of one line for the IRH.
+#[derive(Default, Debug)]
+struct IrhLine {
+    published: u64,
+    /// Threads that touched unpublished bytes, with those bytes.
+    seen: Vec<(u32, u64)>,
+}
+
+/// HawkSet's initialization removal heuristic (§3.1.3), per byte: a byte is *published* once
+/// `threshold + 1` distinct threads have accessed it. A store persisted (or overwritten) before
+/// its bytes were published is initialisation nobody else could have seen in its window. A
+/// threshold of 0 disables it (every byte is published).
+#[derive(Debug)]
+pub(crate) struct Publication {
+    threshold: u32,
+    lines: ShadowLines<IrhLine>,
+}
+
+impl Publication {
+    /// The heuristic with this threshold (`irh=N`).
+    pub(crate) fn new(threshold: u32) -> Publication {
+        Publication { threshold, lines: ShadowLines::default() }
+    }
+
+    /// Registers an access by `tid` to bytes `mask` of `line`.
+    pub(crate) fn touch(&mut self, tid: u32, line: u64, mask: u64) {
+        if self.threshold == 0 {
+            return;
+        }
+        let e = self.lines.get_mut(line);
+        let fresh = mask & !e.published;
+        if fresh == 0 {
+            return;
+        }
+        let (mut own, mut others) = (0u64, 0u64);
+        for &(t, m) in &e.seen {
+            if t == tid {
+                own = m;
+            } else {
+                others |= m;
+            }
+        }
+        // Bytes this thread touched before and no other thread has: nothing changes (the common
+        // case of a thread's own data, whatever its neighbours on the line do).
+        if own & fresh == fresh && others & fresh == 0 {
+            return;
+        }
+        match e.seen.iter_mut().find(|(t, _)| *t == tid) {
+            Some((_, m)) => *m |= fresh,
+            None => e.seen.push((tid, fresh)),
+        }
+        if self.threshold == 1 {
+            // Published: touched by this thread and another.
+            e.published |= fresh & others;
+        } else {
+            let mut m = fresh;
+            while m != 0 {
+                let b = m.trailing_zeros();
+                m &= m - 1;
+                let n = e.seen.iter().filter(|(_, s)| s >> b & 1 == 1).count();
+                if n as u32 > self.threshold {
+                    e.published |= 1 << b;
+                }
+            }
+        }
+        let p = e.published;
+        for s in &mut e.seen {
+            s.1 &= !p;
+        }
+        e.seen.retain(|s| s.1 != 0);
+    }
+
+    /// The bytes of `mask` of `line` that are published.
+    pub(crate) fn published(&self, line: u64, mask: u64) -> u64 {
+        if self.threshold == 0 {
+            return mask;
+        }
+        self.lines.get(line).map_or(0, |e| e.published & mask)
     }
 }
 

@@ -11,6 +11,10 @@
 //!   accesses to PM it withdrew from checking are not PM accesses, and bytes it declared clean
 //!   end their store windows unrecorded.
 //!
+//! - accesses to a PM word inferred to be a lock ([`InferredLocks`]: a locked RMW takes it from 0,
+//!   its holder stores 0 back), whose acquisitions and releases reach the pass as lock
+//!   operations ([`WindowPass::on_lock_op`]; the pass's `infer_locks=off` leaves them data).
+//!
 //! A load made inside a string or memory routine is trimmed to the bytes the routine's contract
 //! reads ([`SyncCalls::clip`]; `strings=off` keeps the whole vector load). What is left reaches
 //! the pass as a store, a load, a flush, a fence or a synchronisation event ([`WindowPass`]).
@@ -20,7 +24,8 @@ use emu::events::{Event, EventKind};
 use emu::pm::PmDevice;
 
 use crate::annotations::{Annotations, Screen};
-use crate::sync::{Clip, PmdkLockCalls, SyncCalls};
+use crate::inferred_locks::InferredLocks;
+use crate::sync::{Clip, PmdkLockCalls, SyncCalls, SyncOp};
 
 /// A pass over PM store windows, fed by [`dispatch`].
 pub(crate) trait WindowPass {
@@ -31,8 +36,13 @@ pub(crate) trait WindowPass {
     fn sync_calls(&mut self) -> (&mut SyncCalls, bool, bool);
     /// What the program declared to pmemcheck, if the pass honours it (`annotations=on`).
     fn annotations(&mut self) -> Option<&mut Annotations>;
-    /// Every event that was not inside a libpmemobj lock function, before the annotations
-    /// screen it (vardalith numbers them).
+    /// The pass's lock inference, if it infers locks from atomics (`infer_locks=on`).
+    fn inferred(&mut self) -> Option<&mut InferredLocks>;
+    /// A lock operation inferred from the access `ev` (before the access itself is handed on,
+    /// if it is not screened out).
+    fn on_lock_op(&mut self, ev: &Event, device: &PmDevice, op: SyncOp);
+    /// Every event that was not inside a libpmemobj lock function, before anything else
+    /// screens it (vardalith numbers them).
     fn counted(&mut self) {}
     /// The program declared PM bytes clean: their windows end unrecorded.
     fn declare_clean(&mut self, dev: u64, size: u32);
@@ -57,13 +67,22 @@ pub(crate) fn dispatch<P: WindowPass>(pass: &mut P, ev: &Event, device: &PmDevic
         // PMDK's own lock implementation (its locks live in PM): the pseudo-lock protects it.
         return;
     }
+    pass.counted();
+    if let Some(inferred) = pass.inferred() {
+        let seen = inferred.observe(ev);
+        if let Some(op) = seen.op {
+            pass.on_lock_op(ev, device, op);
+        }
+        if seen.screen {
+            return;
+        }
+    }
     let (calls, words, strings) = pass.sync_calls();
     calls.observe(ev);
     if access && ev.dev != 0 && words && calls.is_sync_access(ev) {
         return;
     }
     let clip = if ev.kind == EventKind::Load && ev.dev != 0 && strings { calls.clip(ev) } else { Clip::Whole };
-    pass.counted();
     if let Some(annotations) = pass.annotations() {
         match annotations.screen(ev) {
             Screen::Keep => {}

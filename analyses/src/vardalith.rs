@@ -92,9 +92,13 @@
 //!
 //! # Sources of false positives, and the options for them
 //! The guarantee needs *every* acquire and release to be visible. A synchronisation the pass does
-//! not see — a lock taken by inlined code or a hand-written spin loop not named as a custom lock,
-//! a flag handed over with atomics, a lock-free protocol — makes windows longer than the true
-//! ones, and their overlap may then be impossible. Flush-on-read designs, where readers persist
+//! not see — a lock taken by inlined code or a hand-written spin loop on a DRAM word not named as
+//! a custom lock (on a PM word it is inferred: [`crate::inferred_locks`], `infer_locks=off`), a
+//! flag handed over with atomics, a lock-free protocol — makes windows longer than the true
+//! ones, and their overlap may then be impossible. Initialisation persisted before its
+//! publication by a plain store or an `xchg` is the common case: HawkSet's initialization
+//! removal heuristic (`irh=1`, `irh=0` off) drops a store persisted before a second thread
+//! touched its bytes, at the price of the schedules in which a reader could have come first. Flush-on-read designs, where readers persist
 //! what they read, are bugs only under the writer-only rule; `persist_owner=any` accepts them.
 //! Reports may be benign when recovery tolerates the lost value (the paper counts them anyway).
 
@@ -103,15 +107,17 @@ use std::collections::BTreeMap;
 use emu::decode::FlushOp;
 use emu::events::{Event, EventKind, Interest};
 use emu::pm::{DurabilityRule, PmDevice, LINE_SIZE};
+use emu::sync::SyncKind;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::annotations::Annotations;
-use crate::group::{Described, Grouper};
+use crate::group::{Described, Grouper, StoreShapes};
+use crate::inferred_locks::{within, InferredLocks};
 use crate::options::{option_pairs, parse_bool, parse_owner};
-use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Site};
+use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Publication, ShadowLines, Site};
 use crate::screen::WindowPass;
 use crate::sync::{Edges, HappensBefore, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp};
-use crate::{Analysis, RawFinding, RawLocation, Stored, StoredCounts};
+use crate::{Analysis, RawFinding, RawLocation};
 
 /// How overlap is decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,6 +153,12 @@ pub struct VardalithOptions {
     pub sync_words: bool,
     /// A load inside a string or memory routine counts only for the bytes its contract reads.
     pub strings: bool,
+    /// Locks built from atomics are inferred from the accesses to their PM words
+    /// ([`crate::inferred_locks`]).
+    pub infer_locks: bool,
+    /// HawkSet's initialization removal heuristic with this threshold (0: off): a store
+    /// persisted before `irh + 1` threads accessed its bytes opens no window.
+    pub irh: u32,
 }
 
 impl Default for VardalithOptions {
@@ -161,6 +173,8 @@ impl Default for VardalithOptions {
             annotations: true,
             sync_words: true,
             strings: true,
+            infer_locks: true,
+            irh: 1,
         }
     }
 }
@@ -168,7 +182,7 @@ impl Default for VardalithOptions {
 impl VardalithOptions {
     /// Parses `mode=windows|hb`, `release_fence=on|off`, `persist_owner=own|any`,
     /// `unlock_fence=on|off`, `sample=N`, `lanes=on|off`, `annotations=on|off`,
-    /// `sync_words=on|off`, `strings=on|off`, separated by `:`.
+    /// `sync_words=on|off`, `strings=on|off`, `infer_locks=on|off`, `irh=N`, separated by `:`.
     pub fn parse(spec: &str) -> Result<VardalithOptions, String> {
         let mut o = VardalithOptions::default();
         for (k, v) in option_pairs(spec)? {
@@ -187,6 +201,8 @@ impl VardalithOptions {
                 "annotations" => o.annotations = parse_bool(k, v)?,
                 "sync_words" => o.sync_words = parse_bool(k, v)?,
                 "strings" => o.strings = parse_bool(k, v)?,
+                "infer_locks" => o.infer_locks = parse_bool(k, v)?,
+                "irh" => o.irh = v.parse().map_err(|_| format!("irh={v}: expected a number"))?,
                 "sample" => {
                     o.sample = v
                         .parse()
@@ -196,13 +212,22 @@ impl VardalithOptions {
                 }
                 _ => {
                     let known = "mode, release_fence, persist_owner, unlock_fence, sample, lanes, annotations, \
-                                 sync_words, strings";
+                                 sync_words, strings, infer_locks, irh";
                     return Err(format!("unknown vardalith option `{k}` ({known})"));
                 }
             }
         }
         Ok(o)
     }
+}
+
+/// A racing (store, load) pair's store thread, load thread (of its first occurrence) and
+/// occurrences.
+type PairCount = (u32, u32, u64);
+
+/// The 8-byte granules (device address / 8) holding bytes `mask` of `line`.
+fn granules(line: u64, mask: u64) -> impl Iterator<Item = u64> + Clone {
+    (0..8u64).filter(move |g| mask >> (8 * g) & 0xff != 0).map(move |g| line * 8 + g)
 }
 
 /// At most this many racing load sites are listed per finding (all are counted).
@@ -257,6 +282,10 @@ struct Thread {
     in_release: Option<(u64, u32)>,
     vc: Option<u32>,
     exited: bool,
+    /// Inside `pthread_join`: its next access comes after the join's acquire, so it holds no
+    /// window back from pruning (a main thread waiting for its workers would keep every window
+    /// they close).
+    joining: bool,
 }
 
 /// The pass. Reports are made online, when the later of two conflicting windows is created.
@@ -268,11 +297,12 @@ pub struct Vardalith {
     calls: SyncCalls,
     /// What the program declared through pmemcheck's client requests.
     annotations: Annotations,
+    /// Locks inferred from atomics on PM words.
+    inferred: InferredLocks,
+    /// Which PM bytes a second thread has accessed (the IRH).
+    irh: Publication,
     /// What each store site wrote (pointers, values, counters), for the findings.
-    stored: FxHashMap<u64, StoredCounts>,
-    /// The lowest and highest guest addresses of PM accesses so far: where PM pointers point.
-    pm_lo: u64,
-    pm_hi: u64,
+    stored: StoreShapes,
     /// PM accesses seen (for sampling).
     accesses: u64,
     /// Vector clocks over every edge (used in hb mode only).
@@ -283,8 +313,13 @@ pub struct Vardalith {
     /// Window slab; `None` slots are listed in `free`.
     windows: Vec<Option<Window>>,
     free: Vec<u32>,
-    /// Line → windows on it (open or closed, not yet pruned).
-    by_line: FxHashMap<u64, Vec<u32>>,
+    /// 8-byte granule of PM (device address / 8) → windows on its bytes (open or closed, not
+    /// yet pruned). An access looks only at the windows of the granules it touches, not at
+    /// every window of its line: a line of eight 8-byte words (an array of bucket heads) has
+    /// eight times fewer windows per granule.
+    by_line: ShadowLines<Vec<u32>>,
+    /// Scratch: windows already looked at by an access touching several granules.
+    seen_ids: Vec<u32>,
     /// Vector clocks without trailing zeros, interned (hb mode).
     clocks: Interner<Vec<u32>>,
     /// Windows created since the last prune.
@@ -292,7 +327,10 @@ pub struct Vardalith {
     /// Exited threads that left store windows open (never persisted by their writer).
     exited_with_stores: usize,
     /// (store site, load site) → (store thread, load thread, occurrences).
-    pairs: BTreeMap<(Site, Site), (u32, u32, u64)>,
+    pairs: BTreeMap<(Site, Site), PairCount>,
+    /// Overlaps on words a locked RMW targeted, by (store site, load site, line, bytes): kept
+    /// apart until the end, when those on words confirmed as locks are dropped.
+    word_pairs: BTreeMap<(Site, Site, u64, u64), PairCount>,
     ops: Vec<SyncOp>,
     /// Conflicting windows left out because a lane orders them.
     lane_ordered: u64,
@@ -323,20 +361,22 @@ impl Vardalith {
             pmdk_locks: PmdkLockCalls::default(),
             calls: SyncCalls::default(),
             annotations: Annotations::default(),
-            stored: FxHashMap::default(),
-            pm_lo: u64::MAX,
-            pm_hi: 0,
+            inferred: InferredLocks::default(),
+            irh: Publication::new(opts.irh),
+            stored: StoreShapes::default(),
             accesses: 0,
             hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
             step: 0,
             threads: FxHashMap::default(),
             windows: Vec::new(),
             free: Vec::new(),
-            by_line: FxHashMap::default(),
+            by_line: ShadowLines::default(),
+            seen_ids: Vec::new(),
             clocks: Interner::default(),
             created_since_prune: 0,
             exited_with_stores: 0,
             pairs: BTreeMap::new(),
+            word_pairs: BTreeMap::new(),
             ops: Vec::new(),
             lane_ordered: 0,
             spare_ids: Vec::new(),
@@ -410,8 +450,9 @@ impl Vardalith {
                 (self.windows.len() - 1) as u32
             }
         };
-        let spare = &mut self.spare_ids;
-        self.by_line.entry(line).or_insert_with(|| spare.pop().unwrap_or_default()).push(id);
+        for g in granules(line, w.mask) {
+            self.by_line.get_mut(g).push(id);
+        }
         id
     }
 
@@ -435,11 +476,9 @@ impl Vardalith {
 
     fn on_access(&mut self, ev: &Event, device: &PmDevice, store: bool, nt: bool) {
         self.accesses += 1;
-        self.pm_lo = self.pm_lo.min(ev.addr);
-        self.pm_hi = self.pm_hi.max(ev.addr + u64::from(ev.size));
+        self.stored.access(ev.addr, ev.size);
         if store {
-            let shape = Stored::of(ev.size, ev.old, ev.new, self.pm_lo, self.pm_hi);
-            self.stored.entry(ev.pc).or_default().add(shape);
+            self.stored.store(ev.pc, ev.size, ev.old, ev.new);
         }
         let sampled = self.accesses.is_multiple_of(u64::from(self.opts.sample.max(1)));
         let tid = ev.tid;
@@ -449,6 +488,7 @@ impl Vardalith {
         let durable_now = store && !nt && device.durable(self.opts.persist_owner, ev.dev, u64::from(ev.size));
         let lane = self.opts.lanes && self.sync.lanes.protects(ev);
         for (line, mask) in pieces(ev.dev, ev.size) {
+            self.irh.touch(tid, line, mask);
             let mut w = Window {
                 store,
                 tid,
@@ -468,36 +508,53 @@ impl Vardalith {
                 w.p_epoch = self.epoch(tid);
             }
             // Conflicts with the other kind's windows of other threads.
-            let ids = self.by_line.remove(&line).unwrap_or_default();
+            let several = granules(line, mask).nth(1).is_some();
+            self.seen_ids.clear();
             let mut replace = None;
-            for &id in &ids {
-                let o = *self.get(id);
-                if o.tid == tid {
-                    if o.store == store && o.site == site && o.mask & !mask == 0 {
-                        // An earlier window of this site on bytes this access covers: for every
-                        // later access of another thread, the new window conflicts whenever the
-                        // old one does (it starts no earlier, so it ends no earlier and persists
-                        // no earlier; in hb mode its clock is later), so it takes the old one's
-                        // place. Memory follows distinct (thread, site, bytes), not accesses.
-                        replace = Some(id);
+            for g in granules(line, mask) {
+                let ids = std::mem::take(self.by_line.get_mut(g));
+                for &id in &ids {
+                    if several {
+                        if self.seen_ids.contains(&id) {
+                            continue;
+                        }
+                        self.seen_ids.push(id);
                     }
-                    continue;
-                }
-                if o.store == store || o.mask & mask == 0 {
-                    continue;
-                }
-                if self.conflicts(&w, &o) {
-                    if w.lane && o.lane {
-                        // The lanes' memory, both in lane sections: the lane orders them.
-                        self.lane_ordered += 1;
+                    // Looked at in place; copied only when it may conflict.
+                    let o = self.get(id);
+                    if o.tid == tid {
+                        if o.store == store && o.site == site && o.mask & !mask == 0 {
+                            // An earlier window of this site on bytes this access covers: for every
+                            // later access of another thread, the new window conflicts whenever the
+                            // old one does (it starts no earlier, so it ends no earlier and persists
+                            // no earlier; in hb mode its clock is later), so it takes the old one's
+                            // place. Memory follows distinct (thread, site, bytes), not accesses.
+                            replace = Some(id);
+                        }
                         continue;
                     }
-                    let (s, l) = if store { (&w, &o) } else { (&o, &w) };
-                    let e = self.pairs.entry((s.site, l.site)).or_insert((s.tid, l.tid, 0));
-                    e.2 += 1;
+                    if o.store == store || o.mask & mask == 0 {
+                        continue;
+                    }
+                    let o = *o;
+                    if self.conflicts(&w, &o) {
+                        if w.lane && o.lane {
+                            // The lanes' memory, both in lane sections: the lane orders them.
+                            self.lane_ordered += 1;
+                            continue;
+                        }
+                        let (s, l) = if store { (&w, &o) } else { (&o, &w) };
+                        let both = o.mask & mask;
+                        let e = if self.inferred.on_rmw_word(line, both) {
+                            self.word_pairs.entry((s.site, l.site, line, both)).or_insert((s.tid, l.tid, 0))
+                        } else {
+                            self.pairs.entry((s.site, l.site)).or_insert((s.tid, l.tid, 0))
+                        };
+                        e.2 += 1;
+                    }
                 }
+                *self.by_line.get_mut(g) = ids;
             }
-            self.by_line.insert(line, ids);
             if !sampled {
                 // Checked against the open windows, but opens none of its own.
                 if nt {
@@ -509,7 +566,14 @@ impl Vardalith {
                 Some(id) => {
                     let o = self.get_mut(id);
                     let was_open = o.end == OPEN;
+                    let old = o.mask;
                     *o = w;
+                    // The new window covers the old one's bytes, perhaps more granules.
+                    for g in granules(line, mask) {
+                        if granules(line, old).all(|h| h != g) {
+                            self.by_line.get_mut(g).push(id);
+                        }
+                    }
                     if !was_open {
                         self.track(tid, store, line, id);
                     }
@@ -603,6 +667,17 @@ impl Vardalith {
                 if w.state != State::Persisted {
                     let owner_fenced = fencing && w.state == State::Flushed;
                     if durable_bytes(device, rule, w.line, w.mask, tid, owner_fenced) == w.mask {
+                        if w.store && self.irh.published(w.line, w.mask) == 0 {
+                            // Initialisation (the IRH): persisted before another thread
+                            // touched its bytes. Nobody could read it in its window, whatever
+                            // synchronisation publishes it later (a plain store of a pointer,
+                            // an `xchg` of a root, which open no window boundary here).
+                            let w = self.get_mut(id);
+                            w.state = State::Persisted;
+                            w.p_epoch = 0;
+                            w.end = 0;
+                            continue;
+                        }
                         let w = self.get_mut(id);
                         w.state = State::Persisted;
                         w.p_epoch = epoch;
@@ -703,6 +778,11 @@ impl Vardalith {
 
     fn on_sync(&mut self, ev: &Event, device: &PmDevice) {
         let tid = ev.tid;
+        match ev.kind {
+            EventKind::SyncEnter(SyncKind::Join) => self.thread(tid).joining = true,
+            EventKind::SyncReturn(SyncKind::Join) => self.thread(tid).joining = false,
+            _ => {}
+        }
         if let EventKind::SyncReturn(k) = ev.kind {
             if is_release_call(k) {
                 self.thread(tid).in_release = None;
@@ -713,8 +793,16 @@ impl Vardalith {
         ops.clear();
         self.sync.translate(ev, |op| ops.push(op));
         for &op in &ops {
+            self.apply(tid, op, device, release_call);
+        }
+        self.ops = ops;
+    }
+
+    /// Thread `tid` performs `op` (`release_call`: inside an unlock-like call).
+    fn apply(&mut self, tid: u32, op: SyncOp, device: &PmDevice, release_call: bool) {
+        {
             if matches!(op, SyncOp::LaneHold | SyncOp::LaneRelease) && !self.opts.lanes {
-                continue;
+                return;
             }
             let is_release = matches!(
                 op,
@@ -762,7 +850,6 @@ impl Vardalith {
                 }
             }
         }
-        self.ops = ops;
     }
 
     /// Whether a thread that exited left a store window open on `line`.
@@ -832,7 +919,12 @@ impl Vardalith {
             }
             out
         } else {
-            let floor = live.iter().map(|t| self.threads[t].last_acquire).min().unwrap_or(u64::MAX);
+            let floor = live
+                .iter()
+                .filter(|t| !self.threads[t].joining)
+                .map(|t| self.threads[t].last_acquire)
+                .min()
+                .unwrap_or(u64::MAX);
             self.windows.iter().map(|w| w.as_ref().is_some_and(|w| w.end != OPEN && w.end <= floor)).collect()
         };
         for (i, gone) in dead.into_iter().enumerate() {
@@ -851,7 +943,8 @@ impl Vardalith {
             }
             true
         };
-        self.by_line.retain(|_, ids| keep(ids));
+        // A line's list keeps its capacity: the line is likely to be used again.
+        self.by_line.each_mut(|ids| ids.retain(|&id| windows[id as usize].is_some()));
         // Threads' open lists only hold open windows, which are never pruned in window mode; in
         // hb mode a pruned window may still be listed (a load not yet released).
         for t in self.threads.values_mut() {
@@ -872,6 +965,14 @@ impl WindowPass for Vardalith {
 
     fn annotations(&mut self) -> Option<&mut Annotations> {
         self.opts.annotations.then_some(&mut self.annotations)
+    }
+
+    fn inferred(&mut self) -> Option<&mut InferredLocks> {
+        self.opts.infer_locks.then_some(&mut self.inferred)
+    }
+
+    fn on_lock_op(&mut self, ev: &Event, device: &PmDevice, op: SyncOp) {
+        self.apply(ev.tid, op, device, false);
     }
 
     fn counted(&mut self) {
@@ -942,6 +1043,8 @@ impl Analysis for Vardalith {
             ("sync_accesses", self.calls.sync_accesses),
             ("clipped_loads", self.calls.clipped_loads),
             ("dropped_loads", self.calls.dropped_loads),
+            ("inferred_acquisitions", self.inferred.acquisitions),
+            ("inferred_releases", self.inferred.releases),
         ]
     }
 
@@ -950,6 +1053,15 @@ impl Analysis for Vardalith {
         // One finding per store site, its racing loads listed (as hawkset's, without an end
         // site: a window ends at a release, which is no part of the bug).
         let mut groups: Grouper<u64> = Grouper::new(MAX_LOADS);
+        // Overlaps on the words of inferred locks are synchronisation; on other RMW words, data.
+        self.inferred.settle();
+        let lock_bytes = self.inferred.lock_bytes();
+        for ((s, l, line, mask), (st, lt, n)) in std::mem::take(&mut self.word_pairs) {
+            if !within(&lock_bytes, line, mask) {
+                let e = self.pairs.entry((s, l)).or_insert((st, lt, 0));
+                e.2 += n;
+            }
+        }
         for ((s, l), (st, lt, n)) in std::mem::take(&mut self.pairs) {
             let locations = [
                 RawLocation { role: "store", pc: s.0, stack: s.1, tid: st },
@@ -972,7 +1084,7 @@ impl Analysis for Vardalith {
                     .into()
             },
             class: "",
-            stored: stored.get(&store_pc).and_then(|c| c.shape()),
+            stored: stored.shape(store_pc),
         })
     }
 }
@@ -984,7 +1096,6 @@ mod tests {
     use crate::testkit::store_loads as pairs;
 
     type Sim<'a> = crate::testkit::Sim<&'a mut dyn Analysis>;
-    use emu::sync::SyncKind;
 
     const L: u64 = 0x100;
     const M: u64 = 0x200;

@@ -210,7 +210,7 @@ static int put(uint64_t key, uint64_t val)
             last = c;
             for (int j = 0; j < ENTRIES; j++)
                 if (c->key[j] == key) {
-                    c->val[j] = val;
+                    c->val[j] = val; /* LF: read by lock-free gets before its persist */
                     persist((void *)&c->val[j], 8);
                     unlock_bucket(b);
                     return 0;
@@ -221,7 +221,7 @@ static int put(uint64_t key, uint64_t val)
                 if (c->key[j] == 0) {
                     c->val[j] = val; /* PR: side effect */
                     persist((void *)&c->val[j], 8);
-                    c->key[j] = key;
+                    c->key[j] = key; /* LF: read by lock-free gets before its persist */
                     persist((void *)&c->key[j], 8);
                     unlock_bucket(b);
                     return 1;
@@ -236,9 +236,9 @@ static int put(uint64_t key, uint64_t val)
         nb->val[0] = val;
         nb->key[0] = key;
         persist(nb, sizeof *nb);
-        last->next = o;
+        last->next = o; /* LF: read by lock-free gets before its persist */
         persist((void *)&last->next, 8);
-        __atomic_fetch_add(&t->expansions, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&t->expansions, 1, __ATOMIC_RELAXED); /* CNT: never persisted, read by puts under other locks */
         unlock_bucket(b);
         return 1;
     }

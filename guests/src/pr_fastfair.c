@@ -126,17 +126,17 @@ static void leaf_store(struct leaf *l, uint64_t key, uint64_t val)
     int n = count(l), i = n;
     for (int j = 0; j < n; j++)
         if (l->rec[j].key == key) {
-            l->rec[j].val = val;
+            l->rec[j].val = val; /* LF: read by lock-free searches before its persist */
             persist((void *)&l->rec[j].val, 8);
             return;
         }
     while (i > 0 && l->rec[i - 1].key > key) {
-        l->rec[i].val = l->rec[i - 1].val;
-        l->rec[i].key = l->rec[i - 1].key;
+        l->rec[i].val = l->rec[i - 1].val; /* LF: read by lock-free searches before its persist */
+        l->rec[i].key = l->rec[i - 1].key; /* LF: read by lock-free searches before its persist */
         i--;
     }
     l->rec[i].val = val; /* PR: side effect */
-    l->rec[i].key = key;
+    l->rec[i].key = key; /* LF: read by lock-free searches before its persist */
     persist((void *)l->rec, sizeof l->rec);
 }
 
@@ -160,7 +160,7 @@ static uint64_t split(uint64_t off)
     PM_CLWB(&l->sibling); PM_SFENCE(); /* BUG: lock-free inserts follow the link before this persist */
 #endif
     for (int j = CAP / 2; j < CAP; j++)
-        l->rec[j].key = 0;
+        l->rec[j].key = 0; /* LF: read by lock-free searches before its persist */
     persist((void *)&l->rec[CAP / 2], sizeof l->rec[0] * (CAP / 2));
     return sib_off;
 }
