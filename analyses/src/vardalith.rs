@@ -316,8 +316,9 @@ pub struct Vardalith {
     /// 8-byte granule of PM (device address / 8) → windows on its bytes (open or closed, not
     /// yet pruned). An access looks only at the windows of the granules it touches, not at
     /// every window of its line: a line of eight 8-byte words (an array of bucket heads) has
-    /// eight times fewer windows per granule.
-    by_line: ShadowLines<Vec<u32>>,
+    /// eight times fewer windows per granule. Up to four ids are kept inline (the list is as
+    /// big as a `Vec` either way): a granule with few windows costs no allocation.
+    by_line: ShadowLines<smallvec::SmallVec<[u32; 4]>>,
     /// Scratch: windows already looked at by an access touching several granules.
     seen_ids: Vec<u32>,
     /// Vector clocks without trailing zeros, interned (hb mode).
@@ -944,7 +945,7 @@ impl Vardalith {
             true
         };
         // A line's list keeps its capacity: the line is likely to be used again.
-        self.by_line.each_mut(|ids| ids.retain(|&id| windows[id as usize].is_some()));
+        self.by_line.each_mut(|ids| ids.retain(|id| windows[*id as usize].is_some()));
         // Threads' open lists only hold open windows, which are never pruned in window mode; in
         // hb mode a pruned window may still be listed (a load not yet released).
         for t in self.threads.values_mut() {
