@@ -50,24 +50,6 @@ fn program_findings(report: &Value) -> Vec<&Value> {
         .collect()
 }
 
-fn lines(f: &Value) -> Vec<u64> {
-    f["locations"].as_array().unwrap().iter().filter_map(|l| l.get("line").and_then(Value::as_u64)).collect()
-}
-
-fn show(fs: &[&Value]) -> String {
-    fs.iter().map(|f| serde_json::to_string_pretty(f).unwrap()).collect::<Vec<_>>().join("\n")
-}
-
-/// Runs `f` over `items` on a few threads (each emulation is single-threaded).
-fn each<T: Sync>(items: &[T], f: impl Fn(&T) + Sync) {
-    std::thread::scope(|s| {
-        for chunk in items.chunks(items.len().div_ceil(4).max(1)) {
-            let f = &f;
-            s.spawn(move || chunk.iter().for_each(f));
-        }
-    });
-}
-
 #[test]
 fn unsynchronised_counter_is_reported_at_its_lines() {
     let read = u64::from(marker_line("thr_racy_counter.c", "/* RACE: read */"));
@@ -77,14 +59,14 @@ fn unsynchronised_counter_is_reported_at_its_lines() {
     let fs = program_findings(&report);
     assert!(!fs.is_empty(), "no race reported\n{}", r.describe());
     for f in &fs {
-        assert_eq!(f["kind"], "data-race", "{}", show(&fs));
-        for l in lines(f) {
-            assert!(l == read || l == write, "a race away from the RACE markers:\n{}", show(&fs));
+        assert_eq!(f["kind"], "data-race", "{}", show_findings(&fs));
+        for l in finding_lines(f) {
+            assert!(l == read || l == write, "a race away from the RACE markers:\n{}", show_findings(&fs));
         }
     }
-    let all: Vec<u64> = fs.iter().flat_map(|f| lines(f)).collect();
-    assert!(all.contains(&read) && all.contains(&write), "both marked lines should be named:\n{}", show(&fs));
-    let f = fs.iter().find(|f| lines(f).contains(&read)).unwrap();
+    let all: Vec<u64> = fs.iter().flat_map(|f| finding_lines(f)).collect();
+    assert!(all.contains(&read) && all.contains(&write), "both marked lines should be named:\n{}", show_findings(&fs));
+    let f = fs.iter().find(|f| finding_lines(f).contains(&read)).unwrap();
     let roles: Vec<&str> = f["locations"].as_array().unwrap().iter().map(|l| l["role"].as_str().unwrap()).collect();
     assert!(roles.iter().any(|r| r.ends_with("read")) && roles.iter().any(|r| r.ends_with("write")), "{roles:?}");
     assert!(f["message"].as_str().unwrap().contains("data race"), "{}", f["message"]);
@@ -107,11 +89,11 @@ fn correct_pthread_programs_are_silent() {
         // The lock-protected atomicity violation (an OSCS bug, not a race).
         "os_balance",
     ];
-    each(&guests, |g| {
+    in_parallel(&guests, 4, |g| {
         for seed in [0, 1] {
             let (r, report) = run(g, "hmtrace", seed);
             let fs = program_findings(&report);
-            assert!(fs.is_empty(), "{g} (seed {seed}) should be silent:\n{}\n{}", show(&fs), r.describe());
+            assert!(fs.is_empty(), "{g} (seed {seed}) should be silent:\n{}\n{}", show_findings(&fs), r.describe());
         }
     });
 }
@@ -121,8 +103,8 @@ fn read_read_with_disjoint_locks_is_inconsistent_lock_usage_not_a_race() {
     let line = u64::from(marker_line("drb_026_ilu_no.c", "/* ILU: read under its own lock */"));
     let (_, report) = run("drb_026_ilu_no", "hmtrace", 0);
     let fs = program_findings(&report);
-    assert!(fs.iter().all(|f| f["kind"] == "inconsistent-lock-usage"), "{}", show(&fs));
-    assert!(fs.iter().any(|f| lines(f) == [line, line]), "{}", show(&fs));
+    assert!(fs.iter().all(|f| f["kind"] == "inconsistent-lock-usage"), "{}", show_findings(&fs));
+    assert!(fs.iter().any(|f| finding_lines(f) == [line, line]), "{}", show_findings(&fs));
     let (_, report) = run("drb_026_ilu_no", "hmtrace:ilu=off", 0);
     assert!(program_findings(&report).is_empty());
 }
@@ -140,7 +122,7 @@ fn dataracebench_kernels_are_classified_as_labelled() {
     kernels.sort();
     assert!(kernels.len() >= 12, "the kernel set: {kernels:?}");
     let failures = std::sync::Mutex::new(Vec::new());
-    each(&kernels, |file| {
+    in_parallel(&kernels, 4, |file| {
         let name = file.trim_end_matches(".c");
         let racy = name.ends_with("_yes");
         let src = std::fs::read_to_string(dir.join(file)).unwrap();
@@ -150,12 +132,12 @@ fn dataracebench_kernels_are_classified_as_labelled() {
         let (_, report) = run(name, "hmtrace", 0);
         let races: Vec<&Value> = program_findings(&report).into_iter().filter(|f| f["kind"] == "data-race").collect();
         let ok = if racy {
-            !races.is_empty() && races.iter().all(|f| lines(f).iter().all(|l| marked.contains(l)))
+            !races.is_empty() && races.iter().all(|f| finding_lines(f).iter().all(|l| marked.contains(l)))
         } else {
             races.is_empty()
         };
         if !ok {
-            failures.lock().unwrap().push(format!("{name} (marked lines {marked:?}):\n{}", show(&races)));
+            failures.lock().unwrap().push(format!("{name} (marked lines {marked:?}):\n{}", show_findings(&races)));
         }
     });
     let failures = failures.into_inner().unwrap();
@@ -167,10 +149,10 @@ fn a_library_copy_is_attributed_to_its_caller() {
     let copy = u64::from(marker_line("drb_025_memcpy_yes.c", "/* RACE: memcpy into buf */"));
     let (_, report) = run("drb_025_memcpy_yes", "hmtrace", 0);
     let fs = program_findings(&report);
-    let f = fs.iter().find(|f| lines(f).contains(&copy)).unwrap_or_else(|| panic!("{}", show(&fs)));
+    let f = fs.iter().find(|f| finding_lines(f).contains(&copy)).unwrap_or_else(|| panic!("{}", show_findings(&fs)));
     let loc = f["locations"].as_array().unwrap().iter().find(|l| l["line"] == copy).unwrap();
-    assert_eq!(loc["function"], "writer", "{}", show(&fs));
-    assert!(loc["backtrace"][0]["function"].as_str().unwrap().contains("mem"), "{}", show(&fs));
+    assert_eq!(loc["function"], "writer", "{}", show_findings(&fs));
+    assert!(loc["backtrace"][0]["function"].as_str().unwrap().contains("mem"), "{}", show_findings(&fs));
 }
 
 #[test]

@@ -31,24 +31,6 @@ fn races(report: &Value) -> Vec<&Value> {
     report["findings"].as_array().expect("findings").iter().filter(|f| f["kind"] == "data-race").collect()
 }
 
-fn lines(f: &Value) -> Vec<u64> {
-    f["locations"].as_array().unwrap().iter().filter_map(|l| l.get("line").and_then(Value::as_u64)).collect()
-}
-
-fn show(fs: &[&Value]) -> String {
-    fs.iter().map(|f| serde_json::to_string_pretty(f).unwrap()).collect::<Vec<_>>().join("\n")
-}
-
-/// Runs `f` over `items` on a few threads (each emulation is single-threaded).
-fn each<T: Sync>(items: &[T], f: impl Fn(&T) + Sync) {
-    std::thread::scope(|s| {
-        for chunk in items.chunks(items.len().div_ceil(3).max(1)) {
-            let f = &f;
-            s.spawn(move || chunk.iter().for_each(f));
-        }
-    });
-}
-
 /// The OpenMP kernels, without the documented misses.
 fn kernels() -> Vec<String> {
     let dir = repo().join("guests/src");
@@ -75,11 +57,11 @@ fn classify(name: &str, program: &str, seed: u64) -> Option<String> {
     let report = run(program, seed);
     let rs = races(&report);
     let ok = if racy {
-        !rs.is_empty() && rs.iter().all(|f| lines(f).iter().any(|l| marked.contains(l)))
+        !rs.is_empty() && rs.iter().all(|f| finding_lines(f).iter().any(|l| marked.contains(l)))
     } else {
         report["findings"].as_array().unwrap().is_empty()
     };
-    (!ok).then(|| format!("{program} seed {seed} (marked lines {marked:?}):\n{}", show(&rs)))
+    (!ok).then(|| format!("{program} seed {seed} (marked lines {marked:?}):\n{}", show_findings(&rs)))
 }
 
 #[test]
@@ -87,7 +69,7 @@ fn openmp_kernels_are_classified_as_labelled() {
     let kernels = kernels();
     assert!(kernels.len() >= 50, "the kernel set: {kernels:?}");
     let failures = std::sync::Mutex::new(Vec::new());
-    each(&kernels, |name| {
+    in_parallel(&kernels, 3, |name| {
         for seed in [0, 1] {
             if let Some(f) = classify(name, name, seed) {
                 failures.lock().unwrap().push(f);
@@ -112,7 +94,7 @@ fn dynamically_linked_libgomp_is_modelled_the_same() {
         "omp_depend_no",
     ];
     let failures = std::sync::Mutex::new(Vec::new());
-    each(&some, |name| {
+    in_parallel(&some, 3, |name| {
         if let Some(f) = classify(name, &format!("{name}.dyn"), 0) {
             failures.lock().unwrap().push(f);
         }
@@ -132,11 +114,11 @@ fn sibling_tasks_race_whichever_thread_runs_them() {
         let rs = races(&report);
         assert!(
             rs.iter().any(|f| {
-                let l = lines(f);
+                let l = finding_lines(f);
                 l.contains(&first) && l.contains(&second)
             }),
             "seed {seed}: {}",
-            show(&rs)
+            show_findings(&rs)
         );
     }
 }

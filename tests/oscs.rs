@@ -26,19 +26,11 @@ fn findings(report: &Value) -> Vec<&Value> {
     report["findings"].as_array().expect("findings").iter().filter(|f| f["analysis"] == "oscs").collect()
 }
 
-fn lines(f: &Value) -> Vec<u64> {
-    f["locations"].as_array().unwrap().iter().filter_map(|l| l.get("line").and_then(Value::as_u64)).collect()
-}
-
 fn all_lines(fs: &[&Value]) -> Vec<u64> {
-    let mut v: Vec<u64> = fs.iter().flat_map(|f| lines(f)).collect();
+    let mut v: Vec<u64> = fs.iter().flat_map(|f| finding_lines(f)).collect();
     v.sort_unstable();
     v.dedup();
     v
-}
-
-fn show(fs: &[&Value]) -> String {
-    fs.iter().map(|f| serde_json::to_string_pretty(f).unwrap()).collect::<Vec<_>>().join("\n")
 }
 
 fn line(file: &str, marker: &str) -> u64 {
@@ -50,7 +42,7 @@ fn silent(name: &str, analyses: &str) {
     for seed in 0..3 {
         let (r, report) = run(name, analyses, seed);
         let fs = findings(&report);
-        assert!(fs.is_empty(), "{name} (seed {seed}) should be silent:\n{}\n{}", show(&fs), r.describe());
+        assert!(fs.is_empty(), "{name} (seed {seed}) should be silent:\n{}\n{}", show_findings(&fs), r.describe());
         r.assert_code(0);
     }
 }
@@ -63,8 +55,8 @@ fn balance_read_and_written_in_two_sections_is_reported_at_both_lines() {
     r.assert_code(66);
     let fs = findings(&report);
     assert!(fs.iter().all(|f| f["kind"] == KIND));
-    assert_eq!(all_lines(&fs), vec![read, write], "{}", show(&fs));
-    let pair = fs.iter().find(|f| lines(f).contains(&read)).unwrap();
+    assert_eq!(all_lines(&fs), vec![read, write], "{}", show_findings(&fs));
+    let pair = fs.iter().find(|f| finding_lines(f).contains(&read)).unwrap();
     assert!(pair["message"].as_str().unwrap().contains("no read-write sequence"), "{}", pair["message"]);
 }
 
@@ -92,9 +84,9 @@ fn paper_figure_3c_mozilla_1_is_reported() {
         let (_, report) = run("os_fig3c", &format!("oscs:history={history}"), seed);
         let fs = findings(&report);
         assert!(
-            fs.iter().any(|f| lines(f).contains(&set) && lines(f).contains(&clear)),
+            fs.iter().any(|f| finding_lines(f).contains(&set) && finding_lines(f).contains(&clear)),
             "the write/write pair 1.2-2.2 (seed {seed}, history {history}):\n{}",
-            show(&fs)
+            show_findings(&fs)
         );
     }
 }
@@ -110,7 +102,7 @@ fn paper_figure_4_kb3_is_reported() {
         let fs = findings(&report);
         let got = all_lines(&fs);
         for l in [waiting, check, processing, test] {
-            assert!(got.contains(&l), "line {l} of os_fig4.c (seed {seed}):\n{}", show(&fs));
+            assert!(got.contains(&l), "line {l} of os_fig4.c (seed {seed}):\n{}", show_findings(&fs));
         }
     }
 }
@@ -130,9 +122,9 @@ fn condition_flag_is_the_expected_false_positive_and_condflag_suppresses_it() {
         let (_, report) = run("os_condflag", "oscs", seed);
         let fs = findings(&report);
         assert!(
-            fs.iter().any(|f| lines(f).contains(&wait) && lines(f).contains(&set)),
+            fs.iter().any(|f| finding_lines(f).contains(&wait) && finding_lines(f).contains(&set)),
             "EXPECTED FALSE POSITIVE (flag + condition variable) missing (seed {seed}):\n{}",
-            show(&fs)
+            show_findings(&fs)
         );
     }
     silent("os_condflag", "oscs:condflag=on");

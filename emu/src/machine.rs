@@ -442,14 +442,8 @@ impl Machine {
     pub fn set_sync_functions(&mut self, fns: impl IntoIterator<Item = (u64, SyncKind)>) {
         let st = self.uc.get_data_mut();
         st.code.sync_fns = fns.into_iter().collect();
-        // OpenMP's tasks and sections are concurrent with one another whatever thread runs
-        // them, one thread included: the program is concurrent before its second thread.
-        if st
-            .code
-            .sync_fns
-            .values()
-            .any(|k| matches!(k, SyncKind::OmpTask | SyncKind::OmpTaskloop | SyncKind::OmpSectionsNext))
-        {
+        // Tasks are concurrent before the program's second thread ([`Machine::hook_all_memory`]).
+        if st.code.sync_fns.values().any(|k| k.spawns_logical_threads()) {
             self.hook_all_memory();
         }
     }
@@ -542,15 +536,14 @@ impl Machine {
     /// dependencies) asks how accesses of different threads are ordered, and whatever the only
     /// thread did before it created the second happens before everything any other thread will
     /// ever do (creation orders it, and every later thread descends from one created after it).
-    /// The exception is a runtime whose units of concurrency are not threads — OpenMP's tasks
-    /// and sections, which hmtrace orders by their declared dependences even on one thread: a
-    /// program with them is watched from the moment their entry points are known
-    /// ([`Machine::set_sync_functions`]).
     /// Such accesses can never be one side of a race, an order-sensitive pair or a dependency, so
     /// a single-threaded program, or the single-threaded start of a parallel one, runs at the speed
     /// of plain emulation: an all-memory hook sends every access down Unicorn's slow path, with a
     /// search for the instruction's PC before each call (about 8× plain emulation on CPU-bound
-    /// code). What it costs: an atomic (`lock`-prefixed) access made before the first thread is
+    /// code). The exception is a runtime whose units of concurrency are not threads — OpenMP's
+    /// tasks and sections, which hmtrace orders by their declared dependences even on one thread:
+    /// a program with them is watched from the moment their entry points are known
+    /// ([`Machine::set_sync_functions`]). What it costs: an atomic (`lock`-prefixed) access made before the first thread is
     /// created does not mark its bytes as a synchronisation location (hmtrace's documentation says
     /// so). Installed once and kept: a later return to one thread may still race with threads that
     /// exited unjoined.

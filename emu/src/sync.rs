@@ -353,6 +353,12 @@ impl SyncKind {
         base.contains("._omp_fn.").then_some(SyncKind::OmpBody)
     }
 
+    /// Whether the function creates units of concurrency that are not threads (OpenMP tasks
+    /// and sections: concurrent with one another whatever thread runs them, one included).
+    pub fn spawns_logical_threads(self) -> bool {
+        matches!(self, SyncKind::OmpTask | SyncKind::OmpTaskloop | SyncKind::OmpSectionsNext)
+    }
+
     /// A call into libgomp (every OpenMP kind but a body, which is the program's code).
     pub fn is_omp_runtime(self) -> bool {
         matches!(

@@ -967,32 +967,18 @@ fn chmod_fd(f: &std::fs::File, mode: u32) -> Result<(), Errno> {
 /// Extended attributes: the file systems the guest sees have none, and refuse new ones, like a
 /// file system mounted without xattr support. (`ls -l` asks for SELinux labels and ACLs.)
 impl Kernel {
-    /// `getxattr`, `lgetxattr` (`fd` is `None`) and `fgetxattr`: the file must exist; it has no
-    /// such attribute.
-    pub(crate) fn getxattr(&self, m: &Machine, path: Option<u64>, fd: i32, follow: bool) -> SysResult {
-        self.xattr_target(m, path, fd, follow)?;
-        err(libc::ENODATA)
-    }
-
-    /// `listxattr` and friends: the file must exist; its list is empty.
-    pub(crate) fn listxattr(&self, m: &Machine, path: Option<u64>, fd: i32, follow: bool) -> SysResult {
-        self.xattr_target(m, path, fd, follow)?;
-        Ok(0)
-    }
-
-    /// `setxattr`, `removexattr` and friends: not supported by the file system.
-    pub(crate) fn setxattr(&self, m: &Machine, path: Option<u64>, fd: i32, follow: bool) -> SysResult {
-        self.xattr_target(m, path, fd, follow)?;
-        err(libc::EOPNOTSUPP)
-    }
-
-    fn xattr_target(&self, m: &Machine, path: Option<u64>, fd: i32, follow: bool) -> Result<(), Errno> {
+    /// Any `*xattr` call on `path` (`fd` when `None`): the file must exist; then `answer` —
+    /// ENODATA for a get, 0 (an empty list) for a list, EOPNOTSUPP for a set or remove.
+    pub(crate) fn xattr(&self, m: &Machine, path: Option<u64>, fd: i32, follow: bool, answer: SysResult) -> SysResult {
         match path {
             Some(p) => {
                 let guest = self.path_arg(m, libc::AT_FDCWD, p, follow)?;
-                self.stat_path(&guest, follow).map(|_| ())
+                self.stat_path(&guest, follow)?;
             }
-            None => self.fds.get(fd).map(|_| ()),
+            None => {
+                self.fds.get(fd)?;
+            }
         }
+        answer
     }
 }

@@ -513,3 +513,23 @@ pub fn pm_log_crash() -> Run {
         .args(&["/mnt/pmem0/log"])
         .go()
 }
+
+/// The source lines of a finding's locations (those that have one).
+pub fn finding_lines(f: &Value) -> Vec<u64> {
+    f["locations"].as_array().unwrap().iter().filter_map(|l| l.get("line").and_then(Value::as_u64)).collect()
+}
+
+/// Findings as pretty JSON, for failure messages.
+pub fn show_findings(fs: &[&Value]) -> String {
+    fs.iter().map(|f| serde_json::to_string_pretty(f).unwrap()).collect::<Vec<_>>().join("\n")
+}
+
+/// Runs `f` over `items` on `workers` threads (each emulation is single-threaded).
+pub fn in_parallel<T: Sync>(items: &[T], workers: usize, f: impl Fn(&T) + Sync) {
+    std::thread::scope(|s| {
+        for chunk in items.chunks(items.len().div_ceil(workers).max(1)) {
+            let f = &f;
+            s.spawn(move || chunk.iter().for_each(f));
+        }
+    });
+}
