@@ -7,7 +7,8 @@
 //! - a lock word in PM under a custom CAS lock (`pi_pm_caslock`, with its `--config`), a pthread
 //!   mutex placed in PM (`pi_pm_mutex`): `sync_words` (and `infer_locks`, which sees them too);
 //! - an inline CAS lock on a PM word that no configuration can name (`pi_inline_caslock`):
-//!   `infer_locks`;
+//!   `infer_locks`; the same with the lock words in DRAM, taken by CAS or exchange
+//!   (`pi_dram_caslock`, `pi_cas_lock`);
 //! - `strcmp` over keys in PM, whose vector loads read past the terminator (`pi_pm_strcmp`):
 //!   `strings`;
 //! - a try-lock that reports success through an out-parameter, as P-ART's (`pi_outparam_lock`):
@@ -101,6 +102,27 @@ fn an_inline_cas_lock_on_a_pm_word_is_inferred() {
         for what in ["acquisitions", "releases"] {
             let n = stats.get(format!("{pass}.inferred_{what}")).and_then(Value::as_u64);
             assert_eq!(n, Some(96), "{pass} {what}:\n{r:#}");
+        }
+    }
+}
+
+#[test]
+fn an_inline_spinlock_on_a_dram_word_is_inferred() {
+    assert_twins("pi_dram_caslock", &[], "infer_locks=off");
+    // CAS-taken and exchange-taken words alike, each critical section seen once.
+    for pass in ["hawkset", "vardalith"] {
+        let (_, r) = run("pi_dram_caslock_fixed", pass, 0, &[]);
+        let stats = get(&r, "stats");
+        for what in ["acquisitions", "releases"] {
+            let n = stats.get(format!("{pass}.inferred_{what}")).and_then(Value::as_u64);
+            assert_eq!(n, Some(96), "{pass} {what}:\n{r:#}");
+        }
+    }
+    // A correct program whose spinlock lives in a DRAM global (and is no function of libc's).
+    for pass in ["hawkset", "vardalith"] {
+        for seed in [0, 1, 2] {
+            let (_, r) = run("pi_cas_lock", pass, seed, &[]);
+            assert!(findings(&r).is_empty(), "{pass} on pi_cas_lock (seed {seed}) must be silent:\n{r:#}");
         }
     }
 }

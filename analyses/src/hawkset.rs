@@ -132,7 +132,7 @@ use crate::screen::WindowPass;
 use crate::sync::{
     Edges, HappensBefore, Mode, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp, VectorClock, PMDK_LANE_LOCK,
 };
-use crate::{Analysis, RawFinding, RawLocation};
+use crate::{Analysis, CodeInfo, RawFinding, RawLocation};
 
 /// At most this many racing load sites are listed per finding (all are counted).
 pub const MAX_LOADS: usize = 8;
@@ -883,7 +883,16 @@ impl Analysis for Hawkset {
     }
 
     fn interest(&self) -> Interest {
-        Interest::LOADS.union(Interest::STORES).union(Interest::PERSIST).union(Interest::SYNC)
+        let i = Interest::LOADS.union(Interest::STORES).union(Interest::PERSIST).union(Interest::SYNC);
+        if self.opts.infer_locks {
+            i.union(Interest::LOCK_WORDS)
+        } else {
+            i
+        }
+    }
+
+    fn set_code(&mut self, code: &CodeInfo) {
+        self.inferred.set_code(code);
     }
 
     fn on_event(&mut self, ev: &Event, device: &PmDevice) {

@@ -24,8 +24,15 @@
 //! just before it (same thread, same PC), so the very first CAS on a word, made before any
 //! acquisition of it, is already known as an access to an RMW word.
 //!
-//! Only PM words are seen: the passes watch PM accesses, and a lock word in DRAM (guest
-//! `pi_cas_lock`) is still invisible without a lock configuration.
+//! A lock word in DRAM (guest `pi_cas_lock`: a spinlock in a global) is seen through the
+//! machine's [`EventKind::WordAcquire`] and [`EventKind::WordRelease`]
+//! (`Interest::LOCK_WORDS`): a locked `cmpxchg`/`xchg` that turned the word from 0 to non-zero,
+//! and the word back at 0 by the same thread. The same tentative/confirmed rule applies. The
+//! release of a DRAM word is noticed at the holder's next event rather than at its store, which
+//! no pass can tell apart: nothing the holder does in between is seen. Atomics inside library
+//! code (libc's own locks: malloc's arena lock, stdio's, the named pthread functions' words)
+//! are left out — their functions are named, or their locks protect the library's data, not
+//! the program's; a window split at every `malloc` would hide races.
 
 use emu::decode::FenceOp;
 use emu::events::{Event, EventKind};
@@ -39,6 +46,9 @@ use crate::sync::{Mode, SyncOp};
 /// addresses, the ids of named locks, stay below 2^48; futex objects set bit 63 alone, barrier
 /// generations bits 48–62 alone).
 const INFERRED: u64 = 3 << 62;
+
+/// Marks the key of a DRAM word (its guest address) apart from PM words' device addresses.
+const DRAM_WORD: u64 = 1 << 61;
 
 /// Whether a lock id is an inferred lock's.
 pub(crate) fn is_inferred(lock: u64) -> bool {
@@ -76,6 +86,8 @@ pub(crate) struct InferredLocks {
     /// Threads whose last event was a locked instruction's fence, with its PC: their next load
     /// at that PC is the instruction's read half.
     locked: Vec<(u32, u64)>,
+    /// Library code, whose own atomics are not the program's locks (sorted ranges).
+    library: Vec<(u64, u64)>,
     /// Acquisitions and releases seen, and words confirmed.
     pub(crate) acquisitions: u64,
     pub(crate) releases: u64,
@@ -90,9 +102,40 @@ fn value_mask(size: u32) -> u64 {
 }
 
 impl InferredLocks {
+    /// What is library code (see the module documentation).
+    pub(crate) fn set_code(&mut self, code: &crate::CodeInfo) {
+        self.library = code.library.clone();
+    }
+
+    fn in_library(&self, pc: u64) -> bool {
+        let i = self.library.partition_point(|r| r.0 <= pc);
+        i > 0 && pc < self.library[i - 1].1
+    }
+
     /// Follows `ev` (any event the pass sees, before it screens anything else).
     pub(crate) fn observe(&mut self, ev: &Event) -> Observed {
         match ev.kind {
+            EventKind::WordAcquire if !self.in_library(ev.pc) => {
+                let key = DRAM_WORD | ev.addr;
+                let w = self.words.entry(key).or_insert_with(|| Word { size: ev.size, ..Word::default() });
+                if w.size != ev.size || w.holders.contains(&ev.tid) {
+                    return NOTHING;
+                }
+                w.holders.push(ev.tid);
+                if !w.acquired_at.contains(&ev.pc) {
+                    w.acquired_at.push(ev.pc);
+                }
+                self.acquisitions += 1;
+                Observed { op: Some(SyncOp::Acquire { lock: INFERRED | key, mode: Mode::Exclusive }), screen: false }
+            }
+            EventKind::WordRelease => {
+                let key = DRAM_WORD | ev.addr;
+                let op = match self.words.get_mut(&key) {
+                    Some(w) if w.size == ev.size => Self::release_by(w, ev.tid, key, &mut self.releases),
+                    _ => None,
+                };
+                Observed { op, screen: false }
+            }
             EventKind::Fence(FenceOp::Locked) => {
                 match self.locked.iter_mut().find(|(t, _)| *t == ev.tid) {
                     Some(e) => e.1 = ev.pc,
@@ -148,11 +191,16 @@ impl InferredLocks {
         if ev.new & value_mask(ev.size) != 0 {
             return None;
         }
-        let i = w.holders.iter().position(|&t| t == ev.tid)?;
+        Self::release_by(w, ev.tid, ev.dev, releases)
+    }
+
+    /// Word `w` (key `key`) is free again by thread `tid`'s doing: a release if `tid` holds it.
+    fn release_by(w: &mut Word, tid: u32, key: u64, releases: &mut u64) -> Option<SyncOp> {
+        let i = w.holders.iter().position(|&t| t == tid)?;
         w.holders.swap_remove(i);
         w.confirmed = true;
         *releases += 1;
-        Some(SyncOp::Release { lock: INFERRED | ev.dev })
+        Some(SyncOp::Release { lock: INFERRED | key })
     }
 
     fn forget_locked(&mut self, tid: u32) {
@@ -194,7 +242,7 @@ impl InferredLocks {
     pub(crate) fn lock_bytes(&self) -> FxHashMap<u64, u64> {
         let mut out: FxHashMap<u64, u64> = FxHashMap::default();
         for (&dev, w) in &self.words {
-            if w.confirmed {
+            if w.confirmed && dev & DRAM_WORD == 0 {
                 for (line, mask) in pieces(dev, w.size) {
                     *out.entry(line).or_insert(0) |= mask;
                 }
@@ -269,6 +317,34 @@ mod tests {
         assert!(l.observe(&ev(EventKind::RmwStore, 2, 0x18, w + 128, 0, 2)).op.is_some());
         l.settle();
         assert!(l.confirmed(INFERRED | (w + 64)) && !l.confirmed(INFERRED | (w + 128)));
+    }
+
+    #[test]
+    fn a_dram_word_taken_and_given_back_is_a_lock_unless_libc_took_it() {
+        let mut l = InferredLocks::default();
+        l.set_code(&crate::CodeInfo { library: vec![(0x9000, 0xa000)], copy: Vec::new() });
+        let word =
+            |kind, tid, pc, old, new| Event { addr: 0x4c_0010, dev: 0, size: 4, ..ev(kind, tid, pc, 0, old, new) };
+        let key = DRAM_WORD | 0x4c_0010;
+        let acq = l.observe(&word(EventKind::WordAcquire, 1, 0x401000, 0, 1));
+        assert_eq!(
+            acq,
+            Observed { op: Some(SyncOp::Acquire { lock: INFERRED | key, mode: Mode::Exclusive }), screen: false }
+        );
+        assert!(!l.confirmed(INFERRED | key));
+        // Only the holder gives it back.
+        assert_eq!(l.observe(&word(EventKind::WordRelease, 2, 0x401010, 1, 0)).op, None);
+        assert_eq!(
+            l.observe(&word(EventKind::WordRelease, 1, 0x401010, 1, 0)).op,
+            Some(SyncOp::Release { lock: INFERRED | key })
+        );
+        assert!(l.confirmed(INFERRED | key));
+        // A DRAM word has no PM bytes to leave out.
+        assert!(l.lock_bytes().is_empty());
+        // libc's own atomics (malloc's arena lock) are not the program's locks.
+        let other = Event { addr: 0x4c_0020, ..word(EventKind::WordAcquire, 1, 0x9100, 0, 1) };
+        assert_eq!(l.observe(&other), NOTHING);
+        assert_eq!(l.acquisitions, 1);
     }
 
     #[test]

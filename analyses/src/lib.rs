@@ -348,6 +348,7 @@ impl Observer for Passes {
             | EventKind::TxRemove
             | EventKind::TxIgnore => Interest::SYNC,
             EventKind::CrashPoint => Interest::CRASH,
+            EventKind::WordAcquire | EventKind::WordRelease => Interest::LOCK_WORDS,
             _ => Interest::STORES,
         };
         if kind == Interest::SYNC {

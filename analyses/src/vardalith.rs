@@ -117,7 +117,7 @@ use crate::options::{option_pairs, parse_bool, parse_owner};
 use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Publication, ShadowLines, Site};
 use crate::screen::WindowPass;
 use crate::sync::{Edges, HappensBefore, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp};
-use crate::{Analysis, RawFinding, RawLocation};
+use crate::{Analysis, CodeInfo, RawFinding, RawLocation};
 
 /// How overlap is decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1029,7 +1029,16 @@ impl Analysis for Vardalith {
     }
 
     fn interest(&self) -> Interest {
-        Interest::LOADS.union(Interest::STORES).union(Interest::PERSIST).union(Interest::SYNC)
+        let i = Interest::LOADS.union(Interest::STORES).union(Interest::PERSIST).union(Interest::SYNC);
+        if self.opts.infer_locks {
+            i.union(Interest::LOCK_WORDS)
+        } else {
+            i
+        }
+    }
+
+    fn set_code(&mut self, code: &CodeInfo) {
+        self.inferred.set_code(code);
     }
 
     fn on_event(&mut self, ev: &Event, device: &PmDevice) {

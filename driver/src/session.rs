@@ -45,11 +45,12 @@ pub trait Probe {
 
 /// Tells the passes which code is library code (and which copies for its caller).
 fn give_code_info(m: &mut Machine, symbols: &Objects) {
-    if let Some(obs) = m.observer_mut() {
-        let any: &mut dyn std::any::Any = obs;
-        if let Some(passes) = any.downcast_mut::<Passes>() {
-            passes.set_code(&symbols.code_info());
-        }
+    let Some(obs) = m.observer_mut() else { return };
+    let any: &mut dyn std::any::Any = obs;
+    if let Some(passes) = any.downcast_mut::<Passes>() {
+        let info = symbols.code_info();
+        passes.set_code(&info);
+        m.set_library_code(info.library);
     }
 }
 

@@ -50,6 +50,15 @@ pub enum Special {
     /// A fence: `sfence`, `mfence`, or a locked instruction or `xchg` with memory, seen before it
     /// executes (its store also reaches the memory hook).
     Fence(FenceOp),
+    /// A locked `cmpxchg` or an `xchg` with memory: a fence like [`Special::Fence`] with
+    /// [`FenceOp::Locked`], with the word it changes (`size` bytes: 1, 2, 4 or 8), so that a lock
+    /// built from atomics on a DRAM word can be followed (`Interest::LOCK_WORDS`).
+    LockedRmw {
+        /// The memory operand.
+        word: MemRef,
+        /// Its width in bytes.
+        size: u8,
+    },
     /// The `xchg rbx, rbx` of a Valgrind client request ([`crate::client`]): preceded by the
     /// preamble `rol rdi, 3; rol rdi, 13; rol rdi, 61; rol rdi, 51` in this block, or by as
     /// much of its end as the block holds when the block starts inside the sequence (the
@@ -264,9 +273,21 @@ impl Decoder {
                 };
                 match classify(m, ops, locked, mem) {
                     Some(Special::Flush(op, _)) => {
-                        if let Some(r) = self.mem_operand(i.bytes(), pc) {
+                        if let Some((r, _)) = self.mem_operand(i.bytes(), pc) {
                             specials.push((pc, Special::Flush(op, r)));
                         }
+                    }
+                    Some(Special::Fence(FenceOp::Locked)) if m.contains("cmpxchg") || m.ends_with("xchg") => {
+                        // The word a lock built from atomics takes and gives back (a DRAM one is
+                        // seen nowhere else): where it is, and how wide.
+                        let word = self.mem_operand(i.bytes(), pc).filter(|(_, size)| matches!(size, 1 | 2 | 4 | 8));
+                        specials.push((
+                            pc,
+                            word.map_or(Special::Fence(FenceOp::Locked), |(word, size)| Special::LockedRmw {
+                                word,
+                                size,
+                            }),
+                        ));
                     }
                     Some(s) => specials.push((pc, s)),
                     None => {}
@@ -306,7 +327,8 @@ impl Decoder {
 
 impl Decoder {
     /// The memory operand of the single instruction in `bytes` at `pc`.
-    fn mem_operand(&self, bytes: &[u8], pc: u64) -> Option<MemRef> {
+    /// The instruction's memory operand and its size in bytes.
+    fn mem_operand(&self, bytes: &[u8], pc: u64) -> Option<(MemRef, u8)> {
         let list = self.detailed.disasm_count(bytes, pc, 1).ok()?;
         let insn = list.iter().next()?;
         let detail = self.detailed.insn_detail(insn).ok()?;
@@ -322,14 +344,15 @@ impl Decoder {
             if let X86OperandType::Mem(m) = op.op_type {
                 let base_name = self.detailed.reg_name(m.base()).unwrap_or_default();
                 let next_pc = (base_name == "rip").then(|| pc + insn.len() as u64);
-                return Some(MemRef {
+                let r = MemRef {
                     base: if next_pc.is_some() { None } else { reg(m.base()) },
                     index: reg(m.index()),
                     scale: m.scale() as u8,
                     disp: m.disp(),
                     next_pc,
                     segment: reg(m.segment()).filter(|r| matches!(r, Reg::FS | Reg::GS)),
-                });
+                };
+                return Some((r, op.size));
             }
         }
         let _ = ArchOperand::X86Operand;
@@ -426,6 +449,25 @@ fn mov_debug(ops: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn locked_exchanges_name_their_word() {
+        let mut d = Decoder::default();
+        // lock cmpxchg [rdi], ecx; xchg [rsi+8], al; lock xadd [rdi], eax
+        let code = [0xf0, 0x0f, 0xb1, 0x0f, 0x86, 0x46, 0x08, 0xf0, 0x0f, 0xc1, 0x07];
+        let b = d.insert(0x1000, code.len() as u32, &code).1.clone();
+        let s: Vec<Special> = b.specials.iter().map(|x| x.1).collect();
+        let rdi = MemRef { base: Some(Reg::RDI), scale: 1, ..MemRef::default() };
+        let rsi8 = MemRef { base: Some(Reg::RSI), scale: 1, disp: 8, ..MemRef::default() };
+        assert_eq!(
+            s,
+            vec![
+                Special::LockedRmw { word: rdi, size: 4 },
+                Special::LockedRmw { word: rsi8, size: 1 },
+                Special::Fence(FenceOp::Locked),
+            ]
+        );
+    }
 
     #[test]
     fn classifies_persistence_and_privileged_instructions() {

@@ -41,6 +41,12 @@ impl Interest {
     /// from one ([`Observer::on_tainted_store`]). Costly: a hook on every instruction and every
     /// memory access.
     pub const TAINT: Interest = Interest(64);
+    /// Lock words in DRAM taken and given back by the program's own atomics
+    /// ([`EventKind::WordAcquire`], [`EventKind::WordRelease`]): a word a locked
+    /// compare-and-exchange or exchange turned from 0 to non-zero, and its return to 0 by the
+    /// same thread. Cheap: only locked instructions on DRAM are looked at, and a held word is
+    /// read again at the holder's next event.
+    pub const LOCK_WORDS: Interest = Interest(128);
 
     /// Whether any kind of `other` is wanted.
     pub fn has(self, other: Interest) -> bool {
@@ -92,6 +98,16 @@ pub enum EventKind {
     /// The other side of a [`EventKind::FutexWake`], reported right after it with `tid` the thread
     /// woken (which runs nothing in between) and `new` the thread that woke it.
     FutexWoken,
+    /// A locked `cmpxchg` or `xchg` (the event's PC) turned the DRAM word `[addr, addr + size)`
+    /// from 0 (`old`) to `new` != 0: taken, if it is a lock. Reported with
+    /// [`Interest::LOCK_WORDS`] before the thread's next event (PM words come as their own
+    /// accesses instead).
+    WordAcquire,
+    /// A DRAM word this thread took ([`EventKind::WordAcquire`]) is 0 again: given back. The
+    /// store that cleared it is a plain `mov` no hook sees, so this is reported before the
+    /// thread's first event after it (or before another thread runs); the PC is the start of
+    /// the block where it was noticed, `old` the value the word had when taken.
+    WordRelease,
     /// The running thread makes system call number `addr` (first argument in `new`, second in
     /// `old`), before the kernel handles it. Reported with [`Interest::SYNC`].
     Syscall,

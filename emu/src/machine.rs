@@ -50,7 +50,7 @@ pub use snapshot::MachineSnapshot;
 
 use hooks::*;
 pub(crate) use state::HookState;
-use state::{BlockClock, CodeKnowledge, Observing, PmState, Steering};
+use state::{BlockClock, CodeKnowledge, LockWords, Observing, PmState, Steering};
 use threads::Parked;
 pub use unicorn_engine::RegisterX86 as Reg;
 
@@ -323,7 +323,7 @@ impl Machine {
                 undo: None,
                 client: ClientState::default(),
             },
-            obs: Observing { observer: None, interest: Interest::NONE, taint: None },
+            obs: Observing { observer: None, interest: Interest::NONE, taint: None, words: LockWords::default() },
             steer: Steering {
                 sched: Scheduler::new(config.strategy, config.sched_seed),
                 runnable_others: 0,
@@ -438,6 +438,13 @@ impl Machine {
         let _ = self.uc.ctl_remove_cache(start, end);
     }
 
+    /// Library code (sorted `[start, end)` ranges): its atomics take no DRAM lock word
+    /// ([`Interest::LOCK_WORDS`]) — libc's own locks protect libc's data, and the named lock
+    /// functions are followed by name.
+    pub fn set_library_code(&mut self, ranges: Vec<(u64, u64)>) {
+        self.uc.get_data_mut().obs.words.library = ranges;
+    }
+
     /// The synchronisation functions to report, by entry address.
     pub fn set_sync_functions(&mut self, fns: impl IntoIterator<Item = (u64, SyncKind)>) {
         let st = self.uc.get_data_mut();
@@ -480,6 +487,7 @@ impl Machine {
     /// A [`Interest::SYNC`] event of thread `tid` at the running thread's PC.
     fn emit_sync_event(&mut self, kind: EventKind, tid: u32, addr: u64, new: u64) {
         let pc = self.pc();
+        hooks::settle_words(&mut self.uc, pc);
         let st = self.uc.get_data_mut();
         if !st.obs.interest.has(Interest::SYNC) {
             return;

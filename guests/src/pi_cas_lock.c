@@ -1,12 +1,10 @@
 /* pi_cas_lock: a lock built from compare-and-swap, as P-CLHT and APEX do (HawkSet §5.5).  Both
  * threads store, persist and load the PM value only inside critical sections of this lock, and
- * the writer persists before unlocking: the program has no persistence-induced race.  But the
- * lock is inline atomics, not a pthread call, so the detectors see no synchronisation at all:
- *   - hawkset reports the store and the load (empty locksets on both sides);
- *   - vardalith reports them too (with no acquire or release seen, every window spans its
- *     thread's whole life).
- * Naming cas_lock/cas_unlock as a custom acquire/release in the lock configuration (HawkSet's
- * config file) removes both reports.
+ * the writer persists before unlocking: the program has no persistence-induced race.  The lock
+ * is inline atomics on a DRAM word, not a pthread call: HawkSet sees it only when cas_lock and
+ * cas_unlock are named in its lock configuration.  ferrite also infers it from the word (taken
+ * from 0 by a locked CAS, given back to 0 by its holder): both passes are silent by default and
+ * report the store and the load with `infer_locks=off`.
  * Usage: pi_cas_lock [POOL]; exits 0. */
 #include <pthread.h>
 

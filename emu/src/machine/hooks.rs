@@ -75,10 +75,11 @@ pub(super) fn add_raw_insn_hook(
 }
 
 pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
-    let st = uc.get_data_mut();
-    if st.stop.is_some() {
+    if uc.get_data().stop.is_some() {
         return;
     }
+    settle_words(uc, addr);
+    let st = uc.get_data_mut();
     // Synchronisation functions are looked up only when someone listens: passes off cost nothing.
     let watch = st.obs.interest.has(Interest::SYNC) || st.steer.delays.is_some();
     match std::mem::replace(&mut st.clock.prev_term, Term::Other) {
@@ -221,7 +222,75 @@ pub(super) fn effective_address(uc: &Unicorn<'_, HookState>, m: &MemRef) -> u64 
     base.wrapping_add(r(m.index).wrapping_mul(u64::from(m.scale))).wrapping_add(m.disp as u64).wrapping_add(seg)
 }
 
+/// Reads the value of the `size`-byte word at `addr` (0 when it cannot be read).
+fn read_word(uc: &Unicorn<'_, HookState>, addr: u64, size: u8) -> u64 {
+    let mut b = [0u8; 8];
+    match uc.mem_read(addr, &mut b[..usize::from(size)]) {
+        Ok(()) => u64::from_le_bytes(b),
+        Err(_) => 0,
+    }
+}
+
+/// Reports what the running thread did to DRAM lock words since its last event
+/// ([`super::state::LockWords`]): the word its last locked instruction took from 0, and the
+/// words it holds that are 0 again. Called before each of its events and before it is switched
+/// out, so every other event sees the words as they are. `pc` is where the thread is.
+pub(super) fn settle_words(uc: &mut Unicorn<'_, HookState>, pc: u64) {
+    let st = uc.get_data();
+    let tid = st.tid;
+    if !st.obs.words.active(tid) {
+        return;
+    }
+    if let Some((t, at, addr, size, before)) = st.obs.words.pending {
+        let now = read_word(uc, addr, size);
+        let st = uc.get_data_mut();
+        st.obs.words.pending = None;
+        let taken = t == tid && before == 0 && now != 0;
+        if taken && !st.obs.words.held.iter().any(|h| h.0 == tid && h.1 == addr) {
+            st.obs.words.held.push((tid, addr, size, now));
+            let ev = st.emit(EventKind::WordAcquire, at, addr, 0, u32::from(size), before, now);
+            if let Some(o) = st.obs.observer.as_mut() {
+                o.on_event(&ev, &st.pm.device);
+            }
+        }
+    }
+    let mut i = 0;
+    while i < uc.get_data().obs.words.held.len() {
+        let (t, addr, size, taken) = uc.get_data().obs.words.held[i];
+        if t != tid || read_word(uc, addr, size) != 0 {
+            i += 1;
+            continue;
+        }
+        let st = uc.get_data_mut();
+        st.obs.words.held.swap_remove(i);
+        let ev = st.emit(EventKind::WordRelease, pc, addr, 0, u32::from(size), taken, 0);
+        if let Some(o) = st.obs.observer.as_mut() {
+            o.on_event(&ev, &st.pm.device);
+        }
+    }
+}
+
 pub(super) fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Special) {
+    let special = match special {
+        Special::LockedRmw { word, size } => {
+            let st = uc.get_data();
+            if st.obs.interest.has(Interest::LOCK_WORDS) && !st.pm.windows.is_empty() && !st.obs.words.in_library(pc) {
+                settle_words(uc, pc);
+                let addr = effective_address(uc, &word);
+                if uc.get_data().device_of(addr).is_none() {
+                    let before = read_word(uc, addr, size);
+                    let st = uc.get_data_mut();
+                    st.obs.words.pending = Some((st.tid, pc, addr, size, before));
+                }
+            }
+            Special::Fence(FenceOp::Locked)
+        }
+        Special::Flush(..) | Special::Fence(_) => {
+            settle_words(uc, pc);
+            special
+        }
+        other => other,
+    };
     let delay_here = matches!(special, Special::Fence(FenceOp::Locked)) && uc.get_data().steer.delay_pending.is_some();
     if delay_here || matches!(special, Special::Flush(..) | Special::Fence(_)) && uc.get_data().steer.release_pending {
         // The hold's writer reached a flush or fence: the readers go first.
@@ -297,6 +366,7 @@ pub(super) fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Spec
             }
         }
         Special::ClientRequest => on_client_request(uc, pc),
+        Special::LockedRmw { .. } => {}
         Special::Pause => {
             let st = uc.get_data_mut();
             if st.stop.is_none() && st.steer.runnable_others > 0 {

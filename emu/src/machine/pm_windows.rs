@@ -16,6 +16,7 @@ pub(super) fn on_pm_write(
     if size == 0 || size > 8 || debug::debug_watch(uc, addr, size, true) {
         return;
     }
+    hooks::settle_words(uc, uc.get_data().clock.block.0);
     // A store running off the end of the window into unmapped memory faults after Unicorn has
     // written its first part; on Linux it would write nothing. Its events are discarded.
     let last = addr + size as u64 - 1;
@@ -111,6 +112,7 @@ pub(super) fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize
     if size == 0 || size > 8 || debug::debug_watch(uc, addr, size, false) {
         return;
     }
+    hooks::settle_words(uc, uc.get_data().clock.block.0);
     let st = uc.get_data();
     // Reading RIP inside a memory hook makes QEMU search for the translated block: skip it (and
     // the value) for a load that is no point, no hold, no delay site and no event, as every load of

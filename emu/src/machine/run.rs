@@ -215,7 +215,11 @@ impl Machine {
                 self.icount += 1;
                 None
             }
-            Special::Flush(..) | Special::Fence(_) | Special::ClientRequest | Special::Pause => None,
+            Special::Flush(..)
+            | Special::Fence(_)
+            | Special::LockedRmw { .. }
+            | Special::ClientRequest
+            | Special::Pause => None,
         }
     }
 }

@@ -42,6 +42,7 @@ struct RunState {
     stacks: StackTable,
     pm: PmDevice,
     pm_hash: u64,
+    words: super::state::LockWords,
     sched: Scheduler,
     runnable_others: usize,
     quantum_end: u64,
@@ -147,6 +148,7 @@ impl Machine {
                 stacks: st.stacks.clone(),
                 pm: st.pm.device.clone(),
                 pm_hash: st.pm.hash,
+                words: st.obs.words.clone(),
                 sched: s.sched.clone(),
                 runnable_others: s.runnable_others,
                 quantum_end: s.quantum_end,
@@ -244,6 +246,7 @@ impl Machine {
         st.clock.limit = budget;
         st.clock.prev_term = super::Term::Other;
         st.code.sync_fns = r.sync_fns.clone();
+        st.obs.words = r.words.clone();
         st.pm.client = r.client.clone();
         st.steer.dirty = r.dirty.clone();
         st.stop = None;

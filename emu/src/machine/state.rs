@@ -107,6 +107,38 @@ pub(super) struct Observing {
     pub(super) interest: Interest,
     /// Taint tracking, when the observer wants [`Interest::TAINT`].
     pub(super) taint: Option<Box<Taint>>,
+    /// DRAM lock words, when the observer wants [`Interest::LOCK_WORDS`].
+    pub(super) words: LockWords,
+}
+
+/// DRAM words the program's own atomics take and give back ([`Interest::LOCK_WORDS`]): what a
+/// locked `cmpxchg`/`xchg` is about to change, and the words each thread holds. A word's return
+/// to 0 is a plain store no hook sees, so the holder's words are read again before each of its
+/// events and before another thread runs ([`super::hooks::settle_words`]): between two of its
+/// events a thread does nothing any observer can tell apart from releasing at the later one.
+#[derive(Clone, Debug, Default)]
+pub(super) struct LockWords {
+    /// The locked instruction the running thread is about to execute: (tid, pc, address,
+    /// size, value before), decided at its next event.
+    pub(super) pending: Option<(u32, u64, u64, u8, u64)>,
+    /// Words taken and not yet seen back at 0: (tid, address, size, value when taken).
+    pub(super) held: Vec<(u32, u64, u8, u64)>,
+    /// Library code, whose atomics are not followed ([`super::Machine::set_library_code`]).
+    pub(super) library: Vec<(u64, u64)>,
+}
+
+impl LockWords {
+    /// Whether the running thread `tid` has anything to settle.
+    #[inline]
+    pub(super) fn active(&self, tid: u32) -> bool {
+        self.pending.is_some() || self.held.iter().any(|h| h.0 == tid)
+    }
+
+    /// Whether the instruction at `pc` is library code.
+    pub(super) fn in_library(&self, pc: u64) -> bool {
+        let i = self.library.partition_point(|r| r.0 <= pc);
+        i > 0 && pc < self.library[i - 1].1
+    }
 }
 
 /// The scheduler, and the interleaving steering that must act from inside hooks.
