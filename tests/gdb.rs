@@ -309,3 +309,22 @@ fn a_crash_finding_opens_in_its_recovery() {
     assert!(w[1] < w[0], "{w:?}");
     assert!(out.lines().any(|l| l.starts_with("#0") && l.contains(&format!("pm_log.c:{corrupt}"))), "{out}");
 }
+
+/// A dynamically linked program: the server hands gdb the program's auxiliary vector, from
+/// which gdb finds the dynamic linker and the link map in guest memory, so libc's functions have
+/// names and breakpoints on them work.
+#[test]
+fn a_dynamic_programs_libraries_are_known_to_gdb() {
+    if !gdb_available() {
+        eprintln!("skipped: gdb is not installed");
+        return;
+    }
+    let prog = guest("pm_log.dyn");
+    let dir = report(&prog, "unpersisted", &["/mnt/pmem0/log"]);
+    let server = Server::start(dir.path(), Path::new("r.json"), Some(1));
+    let out = server.gdb(&prog, &["info sharedlibrary", "break exit", "continue", "bt 1"]);
+    let libc = out.lines().find(|l| l.contains("libc.so")).unwrap_or_else(|| panic!("libc is not listed\n{out}"));
+    assert!(libc.contains("Yes") && libc.trim_start().starts_with("0x00007f"), "{libc}\n{out}");
+    let top = out.lines().find(|l| l.starts_with("#0")).unwrap_or_else(|| panic!("no backtrace\n{out}"));
+    assert!(top.contains("exit"), "a breakpoint on libc's exit stops in it: {top}\n{out}");
+}

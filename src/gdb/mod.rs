@@ -41,6 +41,7 @@ pub fn serve(
 ) -> Result<()> {
     let addr = if addr.contains(':') { addr.to_string() } else { format!("127.0.0.1:{addr}") };
     let mut timeline = Timeline::new(spec)?;
+    let auxv = initial_auxv(&timeline);
     if let Some(f) = wanted {
         let found = match f.analysis.as_str() {
             _ if f.crash_image.is_some() => {
@@ -79,7 +80,7 @@ pub fn serve(
     );
     let (stream, _) = listener.accept().with_context(|| format!("cannot accept a connection on {addr}"))?;
     let _ = stream.set_nodelay(true);
-    let mut debuggee = Debuggee::new(timeline, findings, crash);
+    let mut debuggee = Debuggee::new(timeline, findings, crash, auxv);
     let conn: Box<dyn ConnectionExt<Error = std::io::Error>> = Box::new(stream);
     match GdbStub::new(conn).run_blocking::<EventLoop>(&mut debuggee) {
         Ok(DisconnectReason::Disconnect) => say!("ferrite: gdb detached"),
@@ -88,6 +89,42 @@ pub fn serve(
         Err(e) => bail!("the gdb session failed: {e}"),
     }
     Ok(())
+}
+
+/// The program's auxiliary vector, as the kernel laid it out above the first thread's stack
+/// pointer at the start (`argc`, `argv`, `NULL`, `envp`, `NULL`, then the key-value pairs up to
+/// `AT_NULL`): gdb reads it (`qXfer:auxv:read`) to find where a position-independent program and
+/// the dynamic linker were loaded, and from there the libraries' link map in guest memory, so
+/// that a dynamic program's library frames have names. Empty if the stack cannot be read.
+fn initial_auxv(timeline: &Timeline) -> Vec<u8> {
+    let m = timeline.session().machine();
+    let word = |a: u64| {
+        let mut b = [0u8; 8];
+        m.mem.read(a, &mut b).ok().map(|()| u64::from_le_bytes(b))
+    };
+    let sp = m.reg(emu::Reg::RSP);
+    let Some(argc) = word(sp) else { return Vec::new() };
+    // Past argc, argv and its NULL; then past envp and its NULL (bounded: a corrupt stack ends it).
+    let mut a = sp.wrapping_add(8 * (argc.min(1 << 20) + 2));
+    for _ in 0..(1 << 20) {
+        match word(a) {
+            Some(0) => break,
+            Some(_) => a = a.wrapping_add(8),
+            None => return Vec::new(),
+        }
+    }
+    a = a.wrapping_add(8);
+    let mut out = Vec::new();
+    for _ in 0..64 {
+        let (Some(key), Some(value)) = (word(a), word(a.wrapping_add(8))) else { return Vec::new() };
+        out.extend_from_slice(&key.to_le_bytes());
+        out.extend_from_slice(&value.to_le_bytes());
+        if key == 0 {
+            return out;
+        }
+        a = a.wrapping_add(16);
+    }
+    Vec::new()
 }
 
 /// What `monitor crash` says of crash finding `f`'s recovery `argv`: the crash point and how

@@ -4,6 +4,7 @@
 use std::num::NonZeroUsize;
 
 use gdbstub::common::{Signal, Tid};
+use gdbstub::target::ext::auxv::{Auxv, AuxvOps};
 use gdbstub::target::ext::base::multithread::{
     MultiThreadBase, MultiThreadResume, MultiThreadResumeOps, MultiThreadSchedulerLocking,
     MultiThreadSchedulerLockingOps, MultiThreadSingleStep, MultiThreadSingleStepOps,
@@ -43,11 +44,13 @@ pub struct Debuggee {
     step_tid: Option<u32>,
     /// A crash finding's recovery is being debugged: what `monitor crash` says of it.
     crash: Option<String>,
+    /// The program's auxiliary vector (`qXfer:auxv:read`), empty if unknown.
+    auxv: Vec<u8>,
 }
 
 impl Debuggee {
-    pub fn new(timeline: Timeline, findings: Vec<Finding>, crash: Option<String>) -> Debuggee {
-        Debuggee { timeline, findings, resume: None, step_tid: None, crash }
+    pub fn new(timeline: Timeline, findings: Vec<Finding>, crash: Option<String>, auxv: Vec<u8>) -> Debuggee {
+        Debuggee { timeline, findings, resume: None, step_tid: None, crash, auxv }
     }
 
     /// Does what gdb asked; `None` when `interrupted` cut a forward run short.
@@ -119,9 +122,22 @@ impl Target for Debuggee {
         Some(self)
     }
 
+    fn support_auxv(&mut self) -> Option<AuxvOps<'_, Self>> {
+        (!self.auxv.is_empty()).then_some(self)
+    }
+
     // The guest's `int3` is the guest's: gdb's breakpoints are hooks, not patched code.
     fn guard_rail_implicit_sw_breakpoints(&self) -> bool {
         true
+    }
+}
+
+impl Auxv for Debuggee {
+    fn get_auxv(&self, offset: u64, length: usize, buf: &mut [u8]) -> TargetResult<usize, Self> {
+        let from = usize::try_from(offset).unwrap_or(usize::MAX).min(self.auxv.len());
+        let n = length.min(buf.len()).min(self.auxv.len() - from);
+        buf[..n].copy_from_slice(&self.auxv[from..from + n]);
+        Ok(n)
     }
 }
 
