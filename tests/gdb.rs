@@ -312,7 +312,7 @@ fn a_crash_finding_opens_in_its_recovery() {
 
 /// A dynamically linked program: the server hands gdb the program's auxiliary vector, from
 /// which gdb finds the dynamic linker and the link map in guest memory, so libc's functions have
-/// names and breakpoints on them work.
+/// names and breakpoints on them work; and the thread's `fs_base`.
 #[test]
 fn a_dynamic_programs_libraries_are_known_to_gdb() {
     if !gdb_available() {
@@ -322,7 +322,18 @@ fn a_dynamic_programs_libraries_are_known_to_gdb() {
     let prog = guest("pm_log.dyn");
     let dir = report(&prog, "unpersisted", &["/mnt/pmem0/log"]);
     let server = Server::start(dir.path(), Path::new("r.json"), Some(1));
-    let out = server.gdb(&prog, &["info sharedlibrary", "break exit", "continue", "bt 1"]);
+    let out = server.gdb(
+        &prog,
+        &[
+            // The thread pointer: glibc's TCB begins with a pointer to itself.
+            "p *(long *) $fs_base == $fs_base",
+            "info sharedlibrary",
+            "break exit",
+            "continue",
+            "bt 1",
+        ],
+    );
+    assert!(out.lines().any(|l| l.trim() == "$1 = 1"), "fs_base is the thread's TCB:\n{out}");
     let libc = out.lines().find(|l| l.contains("libc.so")).unwrap_or_else(|| panic!("libc is not listed\n{out}"));
     assert!(libc.contains("Yes") && libc.trim_start().starts_with("0x00007f"), "{libc}\n{out}");
     let top = out.lines().find(|l| l.starts_with("#0")).unwrap_or_else(|| panic!("no backtrace\n{out}"));

@@ -13,6 +13,7 @@
 //!
 //! Crash findings (a recovery on a crash image) are not served yet.
 
+mod arch;
 mod target;
 pub(crate) mod timeline;
 

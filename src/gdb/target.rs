@@ -17,12 +17,12 @@ use gdbstub::target::ext::breakpoints::{
 use gdbstub::target::ext::monitor_cmd::{ConsoleOutput, MonitorCmd, MonitorCmdOps};
 use gdbstub::target::{Target, TargetError, TargetResult};
 use gdbstub::{outputln, stub::MultiThreadStopReason};
-use gdbstub_arch::x86::reg::{X86SegmentRegs, X86_64CoreRegs, X87FpuInternalRegs};
-use gdbstub_arch::x86::X86_64_SSE;
+use gdbstub_arch::x86::reg::{X86SegmentRegs, X87FpuInternalRegs};
 
 use analyses::Finding;
 use emu::{ThreadRegisters, WatchKind};
 
+use super::arch::{LinuxRegs, X86_64Linux};
 use super::timeline::{Halt, Timeline};
 
 /// What gdb asked the run to do next, done in the event loop.
@@ -107,7 +107,7 @@ fn guest_tid(t: Tid) -> u32 {
 }
 
 impl Target for Debuggee {
-    type Arch = X86_64_SSE;
+    type Arch = X86_64Linux;
     type Error = String;
 
     fn base_ops(&mut self) -> BaseOps<'_, Self::Arch, Self::Error> {
@@ -142,8 +142,11 @@ impl Auxv for Debuggee {
 }
 
 impl MultiThreadBase for Debuggee {
-    fn read_registers(&mut self, regs: &mut X86_64CoreRegs, t: Tid) -> TargetResult<(), Self> {
+    fn read_registers(&mut self, all: &mut LinuxRegs, t: Tid) -> TargetResult<(), Self> {
         let r = self.timeline.session().machine().thread_registers(guest_tid(t)).ok_or(TargetError::NonFatal)?;
+        // Never inside a system call at a stop gdb sees.
+        (all.orig_rax, all.fs_base, all.gs_base) = (u64::MAX, r.fs_base, r.gs_base);
+        let regs = &mut all.core;
         regs.regs = r.gp;
         regs.rip = r.rip;
         regs.eflags = r.eflags as u32;
@@ -156,7 +159,8 @@ impl MultiThreadBase for Debuggee {
         Ok(())
     }
 
-    fn write_registers(&mut self, regs: &X86_64CoreRegs, t: Tid) -> TargetResult<(), Self> {
+    fn write_registers(&mut self, all: &LinuxRegs, t: Tid) -> TargetResult<(), Self> {
+        let regs = &all.core;
         let m = self.timeline.session_mut().machine_mut();
         let mut r: ThreadRegisters = m.thread_registers(guest_tid(t)).ok_or(TargetError::NonFatal)?;
         r.gp = regs.regs;
