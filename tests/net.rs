@@ -82,3 +82,53 @@ fn pingpong_is_deterministic_per_seed_and_schedules_differ_across_seeds() {
     let others: Vec<_> = (2..6).map(go).collect();
     assert!(others.iter().any(|o| o.0 != a.0), "every seed gave the same schedule: {a:?} {others:?}");
 }
+
+/// `ferrite run` of a kv guest with its pool in a fresh PM directory: the run and its report.
+fn kv_run(name: &str, opts: &[&str]) -> (Run, Value) {
+    let pm = scratch();
+    let run = Ferrite::run(&guest(name))
+        .opts(&["--pm-dir".as_ref(), pm.path().as_os_str()])
+        .opts(&["--report", "r.json"])
+        .opts(opts)
+        .args(&["/mnt/pmem0/kv", "20"])
+        .go_within(Duration::from_secs(300));
+    let report = run.json("r.json");
+    (run, report)
+}
+
+#[test]
+fn kv_server_answers_every_request_as_natively() {
+    for name in ["kv_server", "kv_server_fixed", "kv_server.dyn"] {
+        let dir = scratch();
+        let pool = dir.path().join("kv").to_str().unwrap().to_string();
+        let nat = native_in(dir, &guest(name), &[&pool, "20"], &[]);
+        assert_eq!(nat.stdout_str(), "kv: 40 of 40 requests answered\n", "{}", nat.describe());
+        let (emu, _) = kv_run(name, &["--analyses", "none"]);
+        emu.assert_code(0);
+        assert_same_stdout(&nat, &emu);
+    }
+}
+
+#[test]
+fn kv_server_race_is_found_through_the_network_path_replays_and_its_twin_is_silent() {
+    let bug = u64::from(marker_line("kv_server.c", "/* BUG:"));
+    let load = u64::from(marker_line("kv_server.c", "/* LOAD:"));
+    let (run, report) = kv_run("kv_server", &["--explore", "8", "--analyses", "hawkset,vardalith"]);
+    run.assert_code(66);
+    assert_eq!(run.stdout_str().lines().next(), Some("kv: 40 of 40 requests answered"), "{}", run.describe());
+    for analysis in ["hawkset", "vardalith"] {
+        let f = findings_of(&report, analysis);
+        assert_eq!(f.len(), 1, "{analysis}: {report:#}");
+        let lines = finding_lines(f[0]);
+        assert!(lines.contains(&bug) && lines.contains(&load), "{analysis} at {lines:?}, not {bug} and {load}");
+        // The finding's schedule replays, with the finding.
+        let id = get(f[0], "id").to_string();
+        let replay =
+            Ferrite::replay(&run.path("r.json")).opts(&["--finding", id.as_str()]).go_within(Duration::from_secs(120));
+        replay.assert_code(66);
+        assert!(replay.stderr.contains(&format!("replay reproduced finding {id}")), "{}", replay.describe());
+    }
+    let (twin, report) = kv_run("kv_server_fixed", &["--explore", "8", "--analyses", "hawkset,vardalith"]);
+    twin.assert_code(0);
+    assert!(get(&report, "findings").as_array().unwrap().is_empty(), "{report:#}");
+}
