@@ -18,6 +18,7 @@
 #include <sys/eventfd.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -354,6 +355,41 @@ static void multiplexing(void)
     close(sv[1]);
 }
 
+/* 7. timerfds: a one-shot read blocks until it expires; a periodic one wakes epoll_wait. */
+static void timers(void)
+{
+    int t = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+    struct itimerspec its = {.it_value = {0, 5 * 1000 * 1000}};
+    CHECK(timerfd_settime(t, 0, &its, NULL) == 0);
+    struct itimerspec cur;
+    CHECK(timerfd_gettime(t, &cur) == 0);
+    printf("timerfd armed: %d\n", cur.it_value.tv_sec == 0 && cur.it_value.tv_nsec > 0);
+    uint64_t ticks = 0;
+    ssize_t n = read(t, &ticks, sizeof ticks);
+    CHECK(timerfd_gettime(t, &cur) == 0);
+    printf("timerfd one-shot: read %zd, %llu expiration, then disarmed %d\n", n, (unsigned long long)ticks,
+           cur.it_value.tv_sec == 0 && cur.it_value.tv_nsec == 0);
+    close(t);
+
+    t = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK);
+    n = read(t, &ticks, sizeof ticks);
+    printf("timerfd disarmed, nonblocking: %zd %s\n", n, strerrorname_np(errno));
+    struct itimerspec per = {.it_interval = {0, 1000 * 1000}, .it_value = {0, 1000 * 1000}};
+    CHECK(timerfd_settime(t, 0, &per, NULL) == 0);
+    int ep = epoll_create1(0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u32 = 7};
+    CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, t, &ev) == 0);
+    struct epoll_event out;
+    int got = 0;
+    for (int i = 0; i < 3; i++) {
+        if (epoll_wait(ep, &out, 1, -1) == 1 && out.data.u32 == 7 && read(t, &ticks, sizeof ticks) == 8 && ticks >= 1)
+            got++;
+    }
+    printf("timerfd periodic through epoll: %d of 3\n", got);
+    close(ep);
+    close(t);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -363,6 +399,7 @@ int main(void)
     unix_and_tcp();
     udp();
     multiplexing();
+    timers();
     printf("failures: %d\n", failures);
     return failures != 0;
 }

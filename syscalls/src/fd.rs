@@ -143,6 +143,8 @@ pub enum Kind {
     EventFd(Rc<RefCell<crate::poll::EventFd>>),
     /// An epoll set ([`crate::poll`]).
     Epoll(Rc<RefCell<crate::poll::Epoll>>),
+    /// A timerfd on the virtual clock ([`crate::poll`]).
+    TimerFd(Rc<RefCell<crate::poll::TimerFd>>),
 }
 
 /// An open file description: what `dup` shares.
@@ -241,7 +243,7 @@ impl Kernel {
     }
 
     /// Reads up to `len` bytes from `fd` at the description's offset (or at `at`).
-    fn read_bytes(&mut self, fd: i32, len: usize, at: Option<u64>) -> Result<Vec<u8>, Errno> {
+    fn read_bytes(&mut self, m: &Machine, fd: i32, len: usize, at: Option<u64>) -> Result<Vec<u8>, Errno> {
         let d = self.desc(fd)?;
         let mut d = d.borrow_mut();
         if d.flags & libc::O_ACCMODE == libc::O_WRONLY {
@@ -258,6 +260,11 @@ impl Kernel {
                 let e = e.clone();
                 drop(d);
                 return self.eventfd_read(&e, len, nonblock);
+            }
+            Kind::TimerFd(t) => {
+                let t = t.clone();
+                drop(d);
+                return self.timerfd_read(m, &t, len, nonblock);
             }
             Kind::PipeRead(p) => {
                 let p = p.clone();
@@ -303,7 +310,7 @@ impl Kernel {
             Kind::Stdout | Kind::Stderr | Kind::PipeWrite(_) => return err(libc::EBADF),
             Kind::Epoll(_) => return err(libc::EINVAL),
             // Taken above.
-            Kind::PipeRead(_) | Kind::Socket(_) | Kind::EventFd(_) => return err(libc::EBADF),
+            Kind::PipeRead(_) | Kind::Socket(_) | Kind::EventFd(_) | Kind::TimerFd(_) => return err(libc::EBADF),
         };
         buf.truncate(n);
         Ok(buf)
@@ -401,7 +408,7 @@ impl Kernel {
             Kind::Null | Kind::Zero | Kind::Urandom => data.len(),
             Kind::Virtual { .. } | Kind::Stdin | Kind::PipeRead(_) => return err(libc::EBADF),
             Kind::Dir { .. } => return err(libc::EISDIR),
-            Kind::Epoll(_) => return err(libc::EINVAL),
+            Kind::Epoll(_) | Kind::TimerFd(_) => return err(libc::EINVAL),
             // Taken above.
             Kind::PipeWrite(_) | Kind::Socket(_) | Kind::EventFd(_) => return err(libc::EBADF),
         };
@@ -409,7 +416,7 @@ impl Kernel {
     }
 
     pub(crate) fn read(&mut self, m: &mut Machine, fd: i32, buf: u64, len: u64) -> SysResult {
-        let data = self.read_bytes(fd, len.min(MAX_RW) as usize, None)?;
+        let data = self.read_bytes(m, fd, len.min(MAX_RW) as usize, None)?;
         m.write(buf, &data, false)?;
         Ok(data.len() as u64)
     }
@@ -419,7 +426,7 @@ impl Kernel {
             return err(libc::EINVAL);
         }
         self.check_seekable(fd)?;
-        let data = self.read_bytes(fd, len.min(MAX_RW) as usize, Some(off))?;
+        let data = self.read_bytes(m, fd, len.min(MAX_RW) as usize, Some(off))?;
         m.write(buf, &data, false)?;
         Ok(data.len() as u64)
     }

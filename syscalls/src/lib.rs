@@ -182,6 +182,9 @@ pub struct Kernel {
     pub(crate) roots: vfs::Roots,
     /// The readiness keys the running call waits on if it returns [`RESTART`].
     pub(crate) block_keys: Vec<u64>,
+    /// When the running call, if it blocks, must be woken at the latest: a timerfd it waits
+    /// for expires then.
+    pub(crate) block_wake: Option<u64>,
     /// Sockets, their names and ports, eventfds and epoll sets ([`net`], [`poll`]).
     pub(crate) net: net::Net,
 }
@@ -211,6 +214,7 @@ impl Kernel {
             waits: thread::WaitIndex::new(process::PID),
             roots: Default::default(),
             block_keys: Vec::new(),
+            block_wake: None,
             net: net::Net::default(),
             cfg,
         }
@@ -233,6 +237,7 @@ impl Kernel {
             }
             Dispatch::Ret(r) => {
                 self.block_keys.clear();
+                self.block_wake = None;
                 self.io_done();
                 r
             }
@@ -310,6 +315,9 @@ impl Kernel {
             }
             libc::SYS_eventfd => self.eventfd2(a[0] as u32, 0),
             libc::SYS_eventfd2 => self.eventfd2(a[0] as u32, i(a[1])),
+            libc::SYS_timerfd_create => self.timerfd_create(i(a[0]), i(a[1])),
+            libc::SYS_timerfd_settime => self.timerfd_settime(m, i(a[0]), i(a[1]), a[2], a[3]),
+            libc::SYS_timerfd_gettime => self.timerfd_gettime(m, i(a[0]), a[1]),
             // flock: one process, so every lock is granted (after checking the descriptor).
             libc::SYS_flock => self.fds.get(i(a[0])).map(|_| 0),
             // fadvise64: advice changes nothing the guest can observe (ESPIPE on a pipe).

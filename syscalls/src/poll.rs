@@ -72,6 +72,41 @@ pub struct Epoll {
     pub id: u64,
 }
 
+/// What a wait for descriptors waits on: readiness keys, and the earliest time a timer among
+/// them expires (virtual ns since boot), gathered while their readiness is computed at `now`.
+#[derive(Debug, Default)]
+pub(crate) struct Watch {
+    /// Readiness keys of the objects watched.
+    pub keys: Vec<u64>,
+    /// When the first timerfd watched expires.
+    pub wake: Option<u64>,
+    /// The virtual time readiness is computed at.
+    pub now: u64,
+}
+
+/// A timerfd: its next expiry and period on the virtual clock.
+#[derive(Debug)]
+pub struct TimerFd {
+    /// When it next expires (virtual ns since boot); `None`: disarmed.
+    pub next: Option<u64>,
+    /// Its period in ns; 0: it expires once.
+    pub interval: u64,
+    /// Whether it counts on CLOCK_REALTIME (for `TFD_TIMER_ABSTIME` values and `gettime`).
+    pub realtime: bool,
+    /// Its readiness key.
+    pub id: u64,
+}
+
+impl TimerFd {
+    /// Expirations by `now` not yet read.
+    fn ticks(&self, now: u64) -> u64 {
+        match self.next {
+            Some(n) if n <= now => 1 + (now - n).checked_div(self.interval).unwrap_or(0),
+            _ => 0,
+        }
+    }
+}
+
 /// A wait's timeout in ns from a `struct timespec` argument (0: NULL, forever).
 fn timespec_ns(m: &Machine, addr: u64) -> Result<Option<u64>, Errno> {
     if addr == 0 {
@@ -90,8 +125,13 @@ fn ms_ns(ms: i32) -> Option<u64> {
 }
 
 impl Kernel {
+    /// An empty watch at the current virtual time.
+    pub(crate) fn watch(&self, m: &Machine) -> Watch {
+        Watch { now: self.now_ns(m), ..Watch::default() }
+    }
+
     /// What `d` is ready for now; pushes onto `keys` what a wait for it must wait on.
-    pub(crate) fn readiness(&self, d: &Description, keys: &mut Vec<u64>, depth: u32) -> u32 {
+    pub(crate) fn readiness(&self, d: &Description, w: &mut Watch, depth: u32) -> u32 {
         let acc = d.flags & libc::O_ACCMODE;
         let rw = match acc {
             libc::O_RDONLY => POLLIN | POLLRDNORM,
@@ -101,7 +141,7 @@ impl Kernel {
         match &d.kind {
             Kind::PipeRead(p) => {
                 let p = p.borrow();
-                keys.push(p.id);
+                w.keys.push(p.id);
                 let mut r = if p.buf.is_empty() { 0 } else { POLLIN | POLLRDNORM };
                 if p.writers == 0 {
                     r |= POLLHUP;
@@ -110,7 +150,7 @@ impl Kernel {
             }
             Kind::PipeWrite(p) => {
                 let p = p.borrow();
-                keys.push(p.id);
+                w.keys.push(p.id);
                 if p.readers == 0 {
                     POLLOUT | POLLWRNORM | POLLERR
                 } else if p.room() > 0 {
@@ -121,7 +161,7 @@ impl Kernel {
             }
             Kind::Socket(s) => {
                 let s = s.borrow();
-                keys.push(s.id);
+                w.keys.push(s.id);
                 if let Some(q) = &s.queue {
                     return if q.is_empty() { 0 } else { POLLIN | POLLRDNORM };
                 }
@@ -133,8 +173,8 @@ impl Kernel {
                     return POLLHUP | if s.domain == libc::AF_UNIX { 0 } else { POLLOUT | POLLWRNORM };
                 };
                 let (rx, tx) = (rx.borrow(), tx.borrow());
-                keys.push(rx.id);
-                keys.push(tx.id);
+                w.keys.push(rx.id);
+                w.keys.push(tx.id);
                 let mut r = 0;
                 let eof = rx.writers == 0 || s.shut_rd;
                 if !rx.buf.is_empty() || eof {
@@ -155,9 +195,20 @@ impl Kernel {
                 }
                 r
             }
+            Kind::TimerFd(t) => {
+                let t = t.borrow();
+                w.keys.push(t.id);
+                if let Some(next) = t.next {
+                    if next <= w.now {
+                        return POLLIN | POLLRDNORM;
+                    }
+                    w.wake = Some(w.wake.map_or(next, |x| x.min(next)));
+                }
+                0
+            }
             Kind::EventFd(e) => {
                 let e = e.borrow();
-                keys.push(e.id);
+                w.keys.push(e.id);
                 let mut r = 0;
                 if e.count > 0 {
                     r |= POLLIN | POLLRDNORM;
@@ -169,7 +220,7 @@ impl Kernel {
             }
             Kind::Epoll(ep) => {
                 let ep = ep.borrow();
-                keys.push(ep.id);
+                w.keys.push(ep.id);
                 // A set inside a set (or in poll) is readable when an entry is ready; deeper
                 // nesting is not looked into.
                 if depth > 0 {
@@ -177,8 +228,7 @@ impl Kernel {
                 }
                 let ready = ep.interest.values().any(|i| {
                     i.desc.upgrade().is_some_and(|d| {
-                        self.readiness(&d.borrow(), keys, depth + 1) & (i.events | POLLERR | POLLHUP) != 0
-                            && i.events != 0
+                        self.readiness(&d.borrow(), w, depth + 1) & (i.events | POLLERR | POLLHUP) != 0 && i.events != 0
                     })
                 });
                 if ready {
@@ -194,21 +244,21 @@ impl Kernel {
     }
 
     /// The readiness of descriptor `fd` (`POLLNVAL` if it is not open), its keys pushed.
-    fn fd_readiness(&self, fd: i32, keys: &mut Vec<u64>) -> u32 {
+    fn fd_readiness(&self, fd: i32, w: &mut Watch) -> u32 {
         match self.fds.get(fd) {
-            Ok(f) => self.readiness(&f.desc.borrow(), keys, 0),
+            Ok(f) => self.readiness(&f.desc.borrow(), w, 0),
             Err(_) => POLLNVAL,
         }
     }
 
     /// Nothing is ready: the call returns `zero` if its deadline passed (or it has no time to
     /// wait), else blocks on the keys it gathered.
-    fn wait_or<T>(&mut self, m: &Machine, timeout: Option<u64>, keys: &[u64], zero: T) -> Result<T, Errno> {
-        let (deadline, timed_out) = self.io_deadline(m, timeout);
-        if timed_out || deadline.is_some_and(|d| d <= self.now_ns(m)) {
+    fn wait_or<T>(&mut self, m: &Machine, timeout: Option<u64>, w: Watch, zero: T) -> Result<T, Errno> {
+        if self.io_deadline(m, timeout) {
             return Ok(zero);
         }
-        self.would_block(keys)
+        self.block_wake = w.wake;
+        self.would_block(&w.keys)
     }
 
     pub(crate) fn poll(&mut self, m: &mut Machine, fds: u64, nfds: u64, timeout: Option<u64>) -> SysResult {
@@ -217,18 +267,17 @@ impl Kernel {
         }
         let mut raw = vec![0u8; nfds as usize * 8];
         m.read(fds, &mut raw)?;
-        let mut keys = Vec::new();
+        let mut w = self.watch(m);
         let mut count = 0;
         for e in raw.chunks_mut(8) {
             let fd = i32::from_le_bytes([e[0], e[1], e[2], e[3]]);
             let events = u32::from(u16::from_le_bytes([e[4], e[5]]));
-            let rev =
-                if fd < 0 { 0 } else { self.fd_readiness(fd, &mut keys) & (events | POLLERR | POLLHUP | POLLNVAL) };
+            let rev = if fd < 0 { 0 } else { self.fd_readiness(fd, &mut w) & (events | POLLERR | POLLHUP | POLLNVAL) };
             e[6..8].copy_from_slice(&(rev as u16).to_le_bytes());
             count += u64::from(rev != 0);
         }
         if count == 0 {
-            self.wait_or(m, timeout, &keys, ())?;
+            self.wait_or(m, timeout, w, ())?;
         }
         m.write(fds, &raw, false)?;
         Ok(count)
@@ -249,7 +298,7 @@ impl Kernel {
             }
         }
         let mut outs = [vec![0u64; words], vec![0u64; words], vec![0u64; words]];
-        let mut keys = Vec::new();
+        let mut watch = self.watch(m);
         let mut count = 0;
         let masks = [POLLIN | POLLRDNORM | POLLHUP | POLLERR, POLLOUT | POLLWRNORM | POLLERR, POLLPRI];
         for fd in 0..nfds {
@@ -257,7 +306,7 @@ impl Kernel {
             if ins.iter().all(|s| s[w] & bit == 0) {
                 continue;
             }
-            let r = self.fd_readiness(fd, &mut keys);
+            let r = self.fd_readiness(fd, &mut watch);
             if r & POLLNVAL != 0 {
                 return err(libc::EBADF);
             }
@@ -269,7 +318,7 @@ impl Kernel {
             }
         }
         if count == 0 {
-            self.wait_or(m, timeout, &keys, ())?;
+            self.wait_or(m, timeout, watch, ())?;
         }
         for (k, set) in sets.iter().enumerate() {
             if *set != 0 {
@@ -367,6 +416,109 @@ impl Kernel {
         Ok(8)
     }
 
+    pub(crate) fn timerfd_create(&mut self, clock: i32, flags: i32) -> SysResult {
+        if !matches!(clock, libc::CLOCK_REALTIME | libc::CLOCK_MONOTONIC | libc::CLOCK_BOOTTIME) {
+            return err(libc::EINVAL);
+        }
+        if flags & !(libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) != 0 {
+            return err(libc::EINVAL);
+        }
+        let t = TimerFd { next: None, interval: 0, realtime: clock == libc::CLOCK_REALTIME, id: self.net.key() };
+        let fl = libc::O_RDWR | if flags & libc::TFD_NONBLOCK != 0 { libc::O_NONBLOCK } else { 0 };
+        let d = Description {
+            kind: Kind::TimerFd(Rc::new(RefCell::new(t))),
+            guest_path: "anon_inode:[timerfd]".into(),
+            flags: fl,
+        };
+        Ok(self.fds.insert(d, flags & libc::TFD_CLOEXEC != 0)? as u64)
+    }
+
+    fn timerfd(&self, fd: i32) -> Result<Rc<RefCell<TimerFd>>, Errno> {
+        match &self.fds.get(fd)?.desc.borrow().kind {
+            Kind::TimerFd(t) => Ok(t.clone()),
+            _ => err(libc::EINVAL),
+        }
+    }
+
+    /// A timer's `struct itimerspec` as the guest reads it: (interval, time to the next expiry).
+    fn timer_value(t: &TimerFd, now: u64) -> [u64; 2] {
+        [t.interval, t.next.map_or(0, |n| n.saturating_sub(now))]
+    }
+
+    fn write_itimerspec(m: &mut Machine, addr: u64, v: [u64; 2]) -> Result<(), Errno> {
+        let mut b = [0u8; 32];
+        for (k, ns) in v.iter().enumerate() {
+            b[16 * k..16 * k + 8].copy_from_slice(&(ns / 1_000_000_000).to_le_bytes());
+            b[16 * k + 8..16 * k + 16].copy_from_slice(&(ns % 1_000_000_000).to_le_bytes());
+        }
+        m.write(addr, &b, false)?;
+        Ok(())
+    }
+
+    pub(crate) fn timerfd_settime(&mut self, m: &mut Machine, fd: i32, flags: i32, new: u64, old: u64) -> SysResult {
+        const TFD_TIMER_ABSTIME: i32 = 1;
+        const TFD_TIMER_CANCEL_ON_SET: i32 = 2;
+        let t = self.timerfd(fd)?;
+        if flags & !(TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET) != 0 {
+            return err(libc::EINVAL);
+        }
+        let interval = timespec_ns(m, new)?.unwrap_or(0);
+        let value = timespec_ns(m, new + 16)?.unwrap_or(0);
+        let now = self.now_ns(m);
+        if old != 0 {
+            Self::write_itimerspec(m, old, Self::timer_value(&t.borrow(), now))?;
+        }
+        let mut b = t.borrow_mut();
+        b.interval = interval;
+        b.next = match value {
+            0 => None,
+            v if flags & TFD_TIMER_ABSTIME != 0 && b.realtime => Some(v.saturating_sub(self.realtime_offset_ns())),
+            v if flags & TFD_TIMER_ABSTIME != 0 => Some(v),
+            v => Some(now.saturating_add(v)),
+        };
+        let id = b.id;
+        drop(b);
+        self.io_ready(id);
+        Ok(0)
+    }
+
+    pub(crate) fn timerfd_gettime(&mut self, m: &mut Machine, fd: i32, cur: u64) -> SysResult {
+        let t = self.timerfd(fd)?;
+        let now = self.now_ns(m);
+        let v = Self::timer_value(&t.borrow(), now);
+        Self::write_itimerspec(m, cur, v)?;
+        Ok(0)
+    }
+
+    pub(crate) fn timerfd_read(
+        &mut self,
+        m: &Machine,
+        t: &Rc<RefCell<TimerFd>>,
+        len: usize,
+        nonblock: bool,
+    ) -> Result<Vec<u8>, Errno> {
+        if len < 8 {
+            return err(libc::EINVAL);
+        }
+        let now = self.now_ns(m);
+        let mut b = t.borrow_mut();
+        let ticks = b.ticks(now);
+        if ticks == 0 {
+            if nonblock {
+                return err(libc::EAGAIN);
+            }
+            self.block_wake = b.next;
+            let id = b.id;
+            drop(b);
+            return self.would_block(&[id]);
+        }
+        b.next = match (b.next, b.interval) {
+            (Some(n), i) if i > 0 => Some(n + ticks * i),
+            _ => None,
+        };
+        Ok(ticks.to_le_bytes().to_vec())
+    }
+
     pub(crate) fn epoll_create1(&mut self, flags: i32) -> SysResult {
         if flags & !libc::EPOLL_CLOEXEC != 0 {
             return err(libc::EINVAL);
@@ -445,14 +597,15 @@ impl Kernel {
             return err(libc::EINVAL);
         }
         let ep = self.epoll(epfd)?;
-        let mut keys = vec![ep.borrow().id];
+        let mut w = self.watch(m);
+        w.keys.push(ep.borrow().id);
         let mut events: Vec<(u32, u64)> = Vec::new();
         {
             let mut set = ep.borrow_mut();
             set.interest.retain(|_, i| i.desc.strong_count() > 0);
             for i in set.interest.values_mut() {
                 let Some(d) = i.desc.upgrade() else { continue };
-                let r = self.readiness(&d.borrow(), &mut keys, 1) & (i.events | POLLERR | POLLHUP);
+                let r = self.readiness(&d.borrow(), &mut w, 1) & (i.events | POLLERR | POLLHUP);
                 if r == 0 || i.events & !EPOLLONESHOT == 0 || events.len() >= max as usize {
                     continue;
                 }
@@ -463,7 +616,7 @@ impl Kernel {
             }
         }
         if events.is_empty() {
-            return self.wait_or(m, timeout, &keys, 0);
+            return self.wait_or(m, timeout, w, 0);
         }
         let mut raw = Vec::with_capacity(events.len() * 12);
         for (e, data) in &events {

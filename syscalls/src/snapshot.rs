@@ -83,7 +83,8 @@ impl Kernel {
                         | Kind::PipeWrite(_)
                         | Kind::Socket(_)
                         | Kind::EventFd(_)
-                        | Kind::Epoll(_) => return None,
+                        | Kind::Epoll(_)
+                        | Kind::TimerFd(_) => return None,
                     };
                     let c =
                         Rc::new(RefCell::new(Description { kind, guest_path: d.guest_path.clone(), flags: d.flags }));
@@ -116,6 +117,7 @@ impl Kernel {
             // The copy may be given other directories: its roots are opened afresh.
             roots: Default::default(),
             block_keys: Vec::new(),
+            block_wake: None,
             net: self.net.copy_keys(),
         })
     }

@@ -111,8 +111,6 @@ pub struct KThread {
     /// The absolute deadline of the call on descriptors being restarted, so a restart does not
     /// start its timeout again; `None` when no call is under way (or it has no timeout).
     pub io_deadline: Option<u64>,
-    /// The restarted call's deadline passed: it completes now with what is ready (nothing).
-    pub io_timed_out: bool,
 }
 
 /// Who is runnable and who waits for what, derived from the threads' [`Wait`]s and kept in step
@@ -227,7 +225,6 @@ impl KThread {
             altstack: [0, 2, 0],
             io_keys: Vec::new(),
             io_deadline: None,
-            io_timed_out: false,
         }
     }
 }
@@ -304,25 +301,28 @@ impl Kernel {
         let pc = m.pc();
         m.set_reg(Reg::RIP, pc.wrapping_sub(2));
         m.set_reg(Reg::RAX, nr);
+        let wake = self.block_wake.take();
         let t = self.thread_mut(cur);
-        let deadline = t.io_deadline;
+        // Woken at its timeout or when a timer it watches expires, whichever comes first.
+        let deadline = match (t.io_deadline, wake) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         t.io_keys = keys;
         self.block(m, Wait::Io { deadline });
     }
 
-    /// The deadline of the running thread's call on descriptors that waits `timeout_ns` (`None`:
-    /// forever): computed on the first try, kept across restarts. Also says whether it passed.
-    pub(crate) fn io_deadline(&mut self, m: &Machine, timeout_ns: Option<u64>) -> (Option<u64>, bool) {
+    /// Whether the running thread's call on descriptors, which waits `timeout_ns` (`None`:
+    /// forever), has timed out. Its deadline is computed on the first try and kept across
+    /// restarts, so waking and blocking again does not start the timeout afresh.
+    pub(crate) fn io_deadline(&mut self, m: &Machine, timeout_ns: Option<u64>) -> bool {
         let now = self.now_ns(m);
         let cur = self.current;
         let t = self.thread_mut(cur);
-        if t.io_timed_out {
-            return (t.io_deadline, true);
-        }
         if t.io_deadline.is_none() {
             t.io_deadline = timeout_ns.map(|ns| now.saturating_add(ns));
         }
-        (t.io_deadline, false)
+        t.io_deadline.is_some_and(|d| d <= now)
     }
 
     /// The running thread's call on descriptors completed: a later call starts afresh.
@@ -330,7 +330,6 @@ impl Kernel {
         let cur = self.current;
         if let Some(t) = self.threads.get_mut(&cur) {
             t.io_deadline = None;
-            t.io_timed_out = false;
         }
     }
 
@@ -786,10 +785,7 @@ impl Kernel {
             }
             let w = self.threads.get(&tid).and_then(|t| t.wait);
             if matches!(w, Some(Wait::Io { .. })) {
-                // The call is made again and finds its deadline passed.
-                if let Some(t) = self.threads.get_mut(&tid) {
-                    t.io_timed_out = true;
-                }
+                // The call is made again: its timeout has passed, or a timer it watches expired.
                 self.set_wait(tid, None, None);
                 continue;
             }
