@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/eventfd.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -317,6 +318,10 @@ static void multiplexing(void)
     CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, efd, &ev) == 0);
     int er = epoll_ctl(ep, EPOLL_CTL_ADD, efd, &ev);
     printf("epoll_ctl add again: %d %s\n", er, strerrorname_np(errno));
+    int ep2 = dup(ep);
+    er = epoll_ctl(ep, EPOLL_CTL_ADD, ep2, &ev);
+    printf("epoll_ctl add itself: %d %s\n", er, strerrorname_np(errno));
+    close(ep2);
     struct epoll_event out[4];
     printf("epoll_wait nothing, 1 ms: %d\n", epoll_wait(ep, out, 4, 1));
     pthread_t t;
@@ -342,6 +347,12 @@ static void multiplexing(void)
     struct timeval tv = {0, 1000};
     int r = select(sv[1] + 1, &rd, &wr, NULL, &tv);
     printf("select: %d, readable %d, writable %d\n", r, FD_ISSET(sv[0], &rd), FD_ISSET(sv[1], &wr));
+    int on = 1;
+    CHECK(ioctl(sv[0], FIONBIO, &on) == 0);
+    n = read(sv[0], &c, 1);
+    printf("read after FIONBIO: %zd %s\n", n, strerrorname_np(errno));
+    on = 0;
+    CHECK(ioctl(sv[0], FIONBIO, &on) == 0);
     n = recv(sv[0], &c, 1, MSG_DONTWAIT);
     printf("recv MSG_DONTWAIT: %zd %s\n", n, strerrorname_np(errno));
     int l = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);

@@ -704,6 +704,14 @@ impl Kernel {
             // TCGETS / TIOCGWINSZ: no descriptor is a terminal, so output is fully buffered
             // the same way whatever ferrite's own stdout is.
             0x5401 | 0x5413 => err(libc::ENOTTY),
+            // FIONBIO: sets or clears O_NONBLOCK, as fcntl's F_SETFL would.
+            0x5421 => {
+                let on = m.read_u32(arg)? != 0;
+                let d = self.desc(fd)?;
+                let mut d = d.borrow_mut();
+                d.flags = if on { d.flags | libc::O_NONBLOCK } else { d.flags & !libc::O_NONBLOCK };
+                Ok(0)
+            }
             // FIONREAD
             0x541b => {
                 let n = match &self.desc(fd)?.borrow().kind {

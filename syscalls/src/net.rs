@@ -525,7 +525,8 @@ impl Kernel {
         let n = match Rc::try_unwrap(next) {
             Ok(c) => self.install_sock(c.into_inner(), flags)?,
             Err(shared) => {
-                let d = Description { kind: Kind::Socket(shared), guest_path: "socket:".into(), flags: libc::O_RDWR };
+                let fl = libc::O_RDWR | if flags & libc::SOCK_NONBLOCK != 0 { libc::O_NONBLOCK } else { 0 };
+                let d = Description { kind: Kind::Socket(shared), guest_path: "socket:".into(), flags: fl };
                 self.fds.insert(d, flags & libc::SOCK_CLOEXEC != 0)?
             }
         };

@@ -542,7 +542,8 @@ impl Kernel {
     pub(crate) fn epoll_ctl(&mut self, m: &mut Machine, epfd: i32, op: i32, fd: i32, ev: u64) -> SysResult {
         let ep = self.epoll(epfd)?;
         let target = self.fds.get(fd)?.desc.clone();
-        if fd == epfd {
+        // A set cannot watch itself, through any descriptor of it (Linux: EINVAL).
+        if matches!(&target.borrow().kind, Kind::Epoll(x) if Rc::ptr_eq(x, &ep)) {
             return err(libc::EINVAL);
         }
         if matches!(target.borrow().kind, Kind::File { .. } | Kind::Dir { .. }) {
