@@ -6,9 +6,16 @@
 //! file system does); standard output and error pass straight through to ferrite's own. Standard
 //! input is read from ferrite's standard input and hashed into the run record.
 //!
-//! Left out: connected sockets (a socket exists but reaches nothing: [`crate::net`]), eventfd,
-//! epoll, non-blocking pipes with more than one thread (a pipe here never blocks: reading an empty
-//! pipe whose writer is open returns EAGAIN... see [`Pipe`]).
+//! Pipes block as Linux's do: reading an empty pipe whose write end is open, or writing a full
+//! one (64 KiB) whose read end is open, blocks the thread ([`crate::thread::Wait::Io`]) until
+//! the other end changes it, unless the description is `O_NONBLOCK` (`EAGAIN`). A thread that
+//! reads its own empty pipe with nobody else to write it is therefore a deadlock, reported
+//! where it blocked, as Linux would hang there. Sockets are [`crate::net`]'s, eventfds and epoll
+//! sets [`crate::poll`]'s.
+//!
+//! Left out: a blocking write larger than the room left writes what fits and returns the short
+//! count (Linux writes it all, blocking in between; writes of up to `PIPE_BUF` are atomic in
+//! both).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
@@ -21,15 +28,68 @@ use emu::Machine;
 
 use crate::{err, Errno, Kernel, SysResult};
 
-/// Bytes in a pipe; the write end counts its open descriptions so readers see EOF.
-#[derive(Default, Debug)]
+/// Bytes a pipe holds before a write blocks (Linux's default pipe size).
+pub const PIPE_CAPACITY: usize = 65536;
+/// Writes up to this size go into a pipe whole or not at all.
+const PIPE_BUF: usize = 4096;
+
+/// Bytes in a pipe (or one direction of a connected socket); the ends count their open
+/// descriptions so readers see EOF and writers EPIPE.
+#[derive(Debug, Clone)]
 pub struct Pipe {
     /// Written and not yet read, oldest first.
     pub buf: VecDeque<u8>,
-    /// Open descriptions of the write end: at 0 an empty pipe reads as EOF, not `EAGAIN`.
+    /// Open descriptions of the write end: at 0 an empty pipe reads as EOF.
     pub writers: usize,
     /// Open descriptions of the read end.
     pub readers: usize,
+    /// Its readiness key: threads blocked on either end wait on it.
+    pub id: u64,
+    /// Bytes it holds before a write blocks.
+    pub capacity: usize,
+    /// The lengths of the messages in `buf`, for a channel that keeps message boundaries
+    /// (`SOCK_SEQPACKET`); `None` for a byte stream.
+    pub msgs: Option<VecDeque<usize>>,
+}
+
+impl Default for Pipe {
+    fn default() -> Pipe {
+        Pipe { buf: VecDeque::new(), writers: 0, readers: 0, id: 0, capacity: PIPE_CAPACITY, msgs: None }
+    }
+}
+
+impl Pipe {
+    /// Bytes that can be written before it is full.
+    pub fn room(&self) -> usize {
+        self.capacity.saturating_sub(self.buf.len())
+    }
+
+    /// Appends what fits of `data` (a whole message, for a message channel). Returns how much.
+    pub fn put(&mut self, data: &[u8]) -> usize {
+        let n = data.len().min(self.room());
+        self.buf.extend(&data[..n]);
+        if let Some(m) = self.msgs.as_mut() {
+            m.push_back(n);
+        }
+        n
+    }
+
+    /// Takes (or with `peek` copies) up to `len` bytes from the front: of the first message
+    /// only, for a message channel, whose rest is then dropped as Linux truncates it.
+    pub fn take(&mut self, len: usize, peek: bool) -> Vec<u8> {
+        let (n, whole) = match self.msgs.as_ref().and_then(|m| m.front()) {
+            Some(&msg) => (len.min(msg), msg),
+            None => (len.min(self.buf.len()), len.min(self.buf.len())),
+        };
+        let out: Vec<u8> = self.buf.iter().take(n).copied().collect();
+        if !peek {
+            self.buf.drain(..whole);
+            if let Some(m) = self.msgs.as_mut() {
+                m.pop_front();
+            }
+        }
+        out
+    }
 }
 
 /// What an open file description refers to, and the state its reads and writes need.
@@ -77,13 +137,14 @@ pub enum Kind {
     PipeRead(Rc<RefCell<Pipe>>),
     /// The write end of a pipe.
     PipeWrite(Rc<RefCell<Pipe>>),
-    /// A socket that is not connected to anything (see [`crate::net`]).
-    Socket {
-        /// `AF_UNIX`, `AF_INET` or `AF_INET6`.
-        domain: i32,
-        /// `SOCK_STREAM`, `SOCK_DGRAM` or `SOCK_SEQPACKET` (without the flags).
-        ty: i32,
-    },
+    /// A socket ([`crate::net`]).
+    Socket(Rc<RefCell<crate::net::Sock>>),
+    /// An eventfd ([`crate::poll`]).
+    EventFd(Rc<RefCell<crate::poll::EventFd>>),
+    /// An epoll set ([`crate::poll`]).
+    Epoll(Rc<RefCell<crate::poll::Epoll>>),
+    /// A timerfd on the virtual clock ([`crate::poll`]).
+    TimerFd(Rc<RefCell<crate::poll::TimerFd>>),
 }
 
 /// An open file description: what `dup` shares.
@@ -174,7 +235,7 @@ impl Fd {
 }
 
 /// Largest single transfer, as Linux's MAX_RW_COUNT.
-const MAX_RW: u64 = 0x7fff_f000;
+pub(crate) const MAX_RW: u64 = 0x7fff_f000;
 
 impl Kernel {
     fn desc(&self, fd: i32) -> Result<Rc<RefCell<Description>>, Errno> {
@@ -182,11 +243,35 @@ impl Kernel {
     }
 
     /// Reads up to `len` bytes from `fd` at the description's offset (or at `at`).
-    fn read_bytes(&mut self, fd: i32, len: usize, at: Option<u64>) -> Result<Vec<u8>, Errno> {
+    fn read_bytes(&mut self, m: &Machine, fd: i32, len: usize, at: Option<u64>) -> Result<Vec<u8>, Errno> {
         let d = self.desc(fd)?;
         let mut d = d.borrow_mut();
         if d.flags & libc::O_ACCMODE == libc::O_WRONLY {
             return err(libc::EBADF);
+        }
+        let nonblock = d.flags & libc::O_NONBLOCK != 0;
+        match &d.kind {
+            Kind::Socket(s) => {
+                let s = s.clone();
+                drop(d);
+                return Ok(self.sock_recv(&s, len, 0, nonblock)?.0);
+            }
+            Kind::EventFd(e) => {
+                let e = e.clone();
+                drop(d);
+                return self.eventfd_read(&e, len, nonblock);
+            }
+            Kind::TimerFd(t) => {
+                let t = t.clone();
+                drop(d);
+                return self.timerfd_read(m, &t, len, nonblock);
+            }
+            Kind::PipeRead(p) => {
+                let p = p.clone();
+                drop(d);
+                return self.pipe_read(&p, len, nonblock);
+            }
+            _ => {}
         }
         let mut buf = vec![0u8; len];
         let n = match &mut d.kind {
@@ -221,33 +306,62 @@ impl Kernel {
                 self.rng.fill(&mut buf);
                 len
             }
-            Kind::PipeRead(p) => {
-                let mut p = p.borrow_mut();
-                if p.buf.is_empty() {
-                    if p.writers > 0 {
-                        // A lone thread reading its own empty pipe would block forever.
-                        return err(libc::EAGAIN);
-                    }
-                    0
-                } else {
-                    let n = len.min(p.buf.len());
-                    for (i, b) in p.buf.drain(..n).enumerate() {
-                        buf[i] = b;
-                    }
-                    n
-                }
-            }
             Kind::Dir { .. } => return err(libc::EISDIR),
             Kind::Stdout | Kind::Stderr | Kind::PipeWrite(_) => return err(libc::EBADF),
-            // Nothing will ever arrive on a datagram socket (no peer can exist), so a read that
-            // would block forever fails as a non-blocking one, like a lone pipe's.
-            Kind::Socket { .. } if len == 0 => 0,
-            Kind::Socket { ty: libc::SOCK_DGRAM, .. } => return err(libc::EAGAIN),
-            Kind::Socket { domain: libc::AF_UNIX, .. } => return err(libc::EINVAL),
-            Kind::Socket { .. } => return err(libc::ENOTCONN),
+            Kind::Epoll(_) => return err(libc::EINVAL),
+            // Taken above.
+            Kind::PipeRead(_) | Kind::Socket(_) | Kind::EventFd(_) | Kind::TimerFd(_) => return err(libc::EBADF),
         };
         buf.truncate(n);
         Ok(buf)
+    }
+
+    fn pipe_read(&mut self, p: &Rc<RefCell<Pipe>>, len: usize, nonblock: bool) -> Result<Vec<u8>, Errno> {
+        let mut b = p.borrow_mut();
+        if b.buf.is_empty() {
+            if b.writers == 0 || len == 0 {
+                return Ok(Vec::new());
+            }
+            if nonblock {
+                return err(libc::EAGAIN);
+            }
+            let id = b.id;
+            drop(b);
+            return self.would_block(&[id]);
+        }
+        let out = b.take(len, false);
+        let id = b.id;
+        drop(b);
+        self.io_ready(id);
+        Ok(out)
+    }
+
+    fn pipe_write(&mut self, p: &Rc<RefCell<Pipe>>, data: &[u8], nonblock: bool) -> SysResult {
+        let mut b = p.borrow_mut();
+        if b.readers == 0 {
+            // Linux also sends the writer SIGPIPE (SI_USER): its default action ends the
+            // process; handled or ignored, the write fails with EPIPE.
+            drop(b);
+            self.raise(libc::SIGPIPE);
+            return err(libc::EPIPE);
+        }
+        let room = b.room();
+        if data.is_empty() {
+            return Ok(0);
+        }
+        if room == 0 || (data.len() <= PIPE_BUF && room < data.len()) {
+            if nonblock {
+                return err(libc::EAGAIN);
+            }
+            let id = b.id;
+            drop(b);
+            return self.would_block(&[id]);
+        }
+        let n = b.put(data);
+        let id = b.id;
+        drop(b);
+        self.io_ready(id);
+        Ok(n as u64)
     }
 
     fn write_bytes(&mut self, fd: i32, data: &[u8], at: Option<u64>) -> SysResult {
@@ -255,6 +369,25 @@ impl Kernel {
         let mut d = d.borrow_mut();
         if d.flags & libc::O_ACCMODE == libc::O_RDONLY && !matches!(d.kind, Kind::Stdout | Kind::Stderr) {
             return err(libc::EBADF);
+        }
+        let nonblock = d.flags & libc::O_NONBLOCK != 0;
+        match &d.kind {
+            Kind::Socket(s) => {
+                let s = s.clone();
+                drop(d);
+                return self.sock_send(&s, data, None, 0, nonblock);
+            }
+            Kind::EventFd(e) => {
+                let e = e.clone();
+                drop(d);
+                return self.eventfd_write(&e, data, nonblock);
+            }
+            Kind::PipeWrite(p) => {
+                let p = p.clone();
+                drop(d);
+                return self.pipe_write(&p, data, nonblock);
+            }
+            _ => {}
         }
         let n = match &mut d.kind {
             Kind::Stdout | Kind::Stderr if self.cfg.discard_output => data.len(),
@@ -273,35 +406,17 @@ impl Kernel {
                 None => file.write(data)?,
             },
             Kind::Null | Kind::Zero | Kind::Urandom => data.len(),
-            Kind::PipeWrite(p) => {
-                let mut p = p.borrow_mut();
-                if p.readers == 0 {
-                    // Linux also sends the writer SIGPIPE (SI_USER): its default action ends the
-                    // process; handled or ignored, the write fails with EPIPE.
-                    drop(p);
-                    drop(d);
-                    self.raise(libc::SIGPIPE);
-                    return err(libc::EPIPE);
-                }
-                p.buf.extend(data);
-                data.len()
-            }
             Kind::Virtual { .. } | Kind::Stdin | Kind::PipeRead(_) => return err(libc::EBADF),
             Kind::Dir { .. } => return err(libc::EISDIR),
-            Kind::Socket { domain: libc::AF_UNIX, .. } => return err(libc::ENOTCONN),
-            Kind::Socket { ty: libc::SOCK_DGRAM, .. } => return err(libc::EDESTADDRREQ),
-            Kind::Socket { .. } => {
-                // An unconnected TCP socket: EPIPE with SIGPIPE, as for a pipe without readers.
-                drop(d);
-                self.raise(libc::SIGPIPE);
-                return err(libc::EPIPE);
-            }
+            Kind::Epoll(_) | Kind::TimerFd(_) => return err(libc::EINVAL),
+            // Taken above.
+            Kind::PipeWrite(_) | Kind::Socket(_) | Kind::EventFd(_) => return err(libc::EBADF),
         };
         Ok(n as u64)
     }
 
     pub(crate) fn read(&mut self, m: &mut Machine, fd: i32, buf: u64, len: u64) -> SysResult {
-        let data = self.read_bytes(fd, len.min(MAX_RW) as usize, None)?;
+        let data = self.read_bytes(m, fd, len.min(MAX_RW) as usize, None)?;
         m.write(buf, &data, false)?;
         Ok(data.len() as u64)
     }
@@ -311,7 +426,7 @@ impl Kernel {
             return err(libc::EINVAL);
         }
         self.check_seekable(fd)?;
-        let data = self.read_bytes(fd, len.min(MAX_RW) as usize, Some(off))?;
+        let data = self.read_bytes(m, fd, len.min(MAX_RW) as usize, Some(off))?;
         m.write(buf, &data, false)?;
         Ok(data.len() as u64)
     }
@@ -393,7 +508,7 @@ impl Kernel {
         }
     }
 
-    fn iovecs(m: &Machine, iov: u64, cnt: u64) -> Result<Vec<(u64, u64)>, Errno> {
+    pub(crate) fn iovecs(m: &Machine, iov: u64, cnt: u64) -> Result<Vec<(u64, u64)>, Errno> {
         if cnt > 1024 {
             return err(libc::EINVAL);
         }
@@ -406,7 +521,14 @@ impl Kernel {
             if len == 0 {
                 continue;
             }
-            let n = self.read(m, fd, base, len)?;
+            let n = match self.read(m, fd, base, len) {
+                // Bytes came already: the call returns them rather than waiting for more.
+                Err(Errno(crate::RESTART)) if total > 0 => {
+                    self.block_keys.clear();
+                    break;
+                }
+                r => r?,
+            };
             total += n;
             if n < len {
                 break;
@@ -429,7 +551,10 @@ impl Kernel {
     }
 
     pub(crate) fn close(&mut self, fd: i32) -> SysResult {
-        self.fds.fds.remove(&fd).map(|_| 0).ok_or(Errno(libc::EBADF))
+        let f = self.fds.fds.remove(&fd).ok_or(Errno(libc::EBADF))?;
+        drop(f);
+        self.io_ready_all();
+        Ok(0)
     }
 
     pub(crate) fn close_range(&mut self, lo: u32, hi: u32, flags: u32) -> SysResult {
@@ -449,6 +574,7 @@ impl Kernel {
                 self.fds.fds.remove(&k);
             }
         }
+        self.io_ready_all();
         Ok(0)
     }
 
@@ -499,7 +625,11 @@ impl Kernel {
         if new < 0 || new >= self.fds.limit || flags & !libc::O_CLOEXEC != 0 {
             return err(if flags & !libc::O_CLOEXEC != 0 { libc::EINVAL } else { libc::EBADF });
         }
-        self.fds.fds.insert(new, Fd { cloexec: flags & libc::O_CLOEXEC != 0, ..f });
+        let old = self.fds.fds.insert(new, Fd { cloexec: flags & libc::O_CLOEXEC != 0, ..f });
+        if old.is_some() {
+            drop(old);
+            self.io_ready_all();
+        }
         Ok(new as u64)
     }
 
@@ -507,7 +637,7 @@ impl Kernel {
         if flags & !(libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_DIRECT) != 0 {
             return err(libc::EINVAL);
         }
-        let p = Rc::new(RefCell::new(Pipe { readers: 1, writers: 1, ..Pipe::default() }));
+        let p = Rc::new(RefCell::new(Pipe { readers: 1, writers: 1, id: self.net.key(), ..Pipe::default() }));
         let cloexec = flags & libc::O_CLOEXEC != 0;
         let r =
             Description { kind: Kind::PipeRead(p.clone()), guest_path: "pipe:".into(), flags: libc::O_RDONLY | flags };
@@ -574,10 +704,26 @@ impl Kernel {
             // TCGETS / TIOCGWINSZ: no descriptor is a terminal, so output is fully buffered
             // the same way whatever ferrite's own stdout is.
             0x5401 | 0x5413 => err(libc::ENOTTY),
+            // FIONBIO: sets or clears O_NONBLOCK, as fcntl's F_SETFL would.
+            0x5421 => {
+                let on = m.read_u32(arg)? != 0;
+                let d = self.desc(fd)?;
+                let mut d = d.borrow_mut();
+                d.flags = if on { d.flags | libc::O_NONBLOCK } else { d.flags & !libc::O_NONBLOCK };
+                Ok(0)
+            }
             // FIONREAD
             0x541b => {
                 let n = match &self.desc(fd)?.borrow().kind {
                     Kind::PipeRead(p) => p.borrow().buf.len(),
+                    Kind::Socket(s) => {
+                        let s = s.borrow();
+                        match (&s.conn, s.inbox.front()) {
+                            (Some((rx, _)), _) => rx.borrow().buf.len(),
+                            (None, Some((_, d))) => d.len(),
+                            _ => 0,
+                        }
+                    }
                     _ => 0,
                 };
                 m.write(arg, &(n as i32).to_le_bytes(), false)?;

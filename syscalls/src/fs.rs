@@ -398,7 +398,10 @@ impl Kernel {
             Kind::Null => stat_of_virtual(VirtualFile::Null, &guest),
             Kind::Zero => stat_of_virtual(VirtualFile::Zero, &guest),
             Kind::Urandom => stat_of_virtual(VirtualFile::Urandom, &guest),
-            Kind::Socket { .. } => {
+            Kind::EventFd(_) | Kind::Epoll(_) | Kind::TimerFd(_) => {
+                StatInfo { dev: 13, ino: fd as u64 + 3000, nlink: 1, mode: 0o600, size: 0, rdev: 0 }
+            }
+            Kind::Socket(_) => {
                 StatInfo { dev: 8, ino: fd as u64 + 2000, nlink: 1, mode: libc::S_IFSOCK | 0o777, size: 0, rdev: 0 }
             }
             Kind::PipeRead(_) | Kind::PipeWrite(_) => {

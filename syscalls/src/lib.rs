@@ -25,6 +25,7 @@ pub mod landlock;
 pub mod mem;
 pub mod names;
 pub mod net;
+pub mod poll;
 pub mod process;
 pub mod signal;
 pub mod snapshot;
@@ -48,6 +49,11 @@ pub struct Errno(pub i32);
 
 /// A system call's result: the value for RAX, or an errno.
 pub type SysResult = Result<u64, Errno>;
+
+/// What a call on descriptors returns inside the kernel when it must wait (Linux's
+/// ERESTARTSYS, never seen by the guest): it named what it waits on in `Kernel::block_keys`,
+/// and [`Kernel::syscall`] blocks the thread so that it makes the call again when woken.
+pub(crate) const RESTART: i32 = 512;
 
 pub(crate) fn err<T>(e: i32) -> Result<T, Errno> {
     Err(Errno(e))
@@ -174,6 +180,13 @@ pub struct Kernel {
     pub(crate) waits: thread::WaitIndex,
     /// The writable roots and their descriptors, opened on the first change ([`vfs`]).
     pub(crate) roots: vfs::Roots,
+    /// The readiness keys the running call waits on if it returns [`RESTART`].
+    pub(crate) block_keys: Vec<u64>,
+    /// When the running call, if it blocks, must be woken at the latest: a timerfd it waits
+    /// for expires then.
+    pub(crate) block_wake: Option<u64>,
+    /// Sockets, their names and ports, eventfds and epoll sets ([`net`], [`poll`]).
+    pub(crate) net: net::Net,
 }
 
 impl Kernel {
@@ -200,6 +213,9 @@ impl Kernel {
             durable: fs::Durable::default(),
             waits: thread::WaitIndex::new(process::PID),
             roots: Default::default(),
+            block_keys: Vec::new(),
+            block_wake: None,
+            net: net::Net::default(),
             cfg,
         }
     }
@@ -215,7 +231,16 @@ impl Kernel {
             trace::result(&call, nr, &d);
         }
         let res = match d {
-            Dispatch::Ret(r) => r,
+            Dispatch::Ret(Err(Errno(RESTART))) => {
+                self.block_io(m, nr);
+                return Outcome::Block;
+            }
+            Dispatch::Ret(r) => {
+                self.block_keys.clear();
+                self.block_wake = None;
+                self.io_done();
+                r
+            }
             Dispatch::Exit(e) => return Outcome::Exit(e),
             Dispatch::Block => return Outcome::Block,
             Dispatch::Yield => {
@@ -252,8 +277,47 @@ impl Kernel {
             libc::SYS_dup => self.dup(i(a[0])),
             libc::SYS_dup2 => self.dup3(i(a[0]), i(a[1]), 0, true),
             libc::SYS_fcntl => self.fcntl(m, i(a[0]), i(a[1]), a[2]),
-            // getsockname, getpeername: no descriptor is a socket (bash asks about stdin).
-            libc::SYS_getsockname | libc::SYS_getpeername => self.fds.get(i(a[0])).and_then(|_| err(libc::ENOTSOCK)),
+            libc::SYS_getsockname => self.sockname(m, i(a[0]), a[1], a[2], false),
+            libc::SYS_getpeername => self.sockname(m, i(a[0]), a[1], a[2], true),
+            libc::SYS_socketpair => self.socketpair(m, i(a[0]), i(a[1]), i(a[2]), a[3]),
+            libc::SYS_bind => self.bind(m, i(a[0]), a[1], a[2] as u32),
+            libc::SYS_listen => self.listen(i(a[0]), i(a[1])),
+            libc::SYS_accept => self.accept4(m, i(a[0]), a[1], a[2], 0),
+            libc::SYS_accept4 => self.accept4(m, i(a[0]), a[1], a[2], i(a[3])),
+            libc::SYS_sendto => self.sendto(m, i(a[0]), a[1], a[2], i(a[3]), a[4], a[5] as u32),
+            libc::SYS_recvfrom => self.recvfrom(m, i(a[0]), a[1], a[2], i(a[3]), a[4], a[5]),
+            libc::SYS_sendmsg => self.sendmsg(m, i(a[0]), a[1], i(a[2])),
+            libc::SYS_recvmsg => self.recvmsg(m, i(a[0]), a[1], i(a[2])),
+            libc::SYS_shutdown => self.shutdown(i(a[0]), i(a[1])),
+            libc::SYS_setsockopt => self.setsockopt(m, i(a[0]), i(a[1]), i(a[2]), a[3], a[4] as u32),
+            libc::SYS_getsockopt => self.getsockopt(m, i(a[0]), i(a[1]), i(a[2]), a[3], a[4]),
+            // poll
+            libc::SYS_poll => self.poll(m, a[0], a[1], Self::ms_timeout(i(a[2]))),
+            libc::SYS_ppoll => Self::timespec_timeout(m, a[2]).and_then(|t| self.poll(m, a[0], a[1], t)),
+            libc::SYS_select => Self::timeval_ns(m, a[4]).and_then(|t| self.select(m, i(a[0]), [a[1], a[2], a[3]], t)),
+            libc::SYS_pselect6 => {
+                Self::timespec_timeout(m, a[4]).and_then(|t| self.select(m, i(a[0]), [a[1], a[2], a[3]], t))
+            }
+            libc::SYS_epoll_create => {
+                if (a[0] as i32) <= 0 {
+                    err(libc::EINVAL)
+                } else {
+                    self.epoll_create1(0)
+                }
+            }
+            libc::SYS_epoll_create1 => self.epoll_create1(i(a[0])),
+            libc::SYS_epoll_ctl => self.epoll_ctl(m, i(a[0]), i(a[1]), i(a[2]), a[3]),
+            libc::SYS_epoll_wait | libc::SYS_epoll_pwait => {
+                self.epoll_wait(m, i(a[0]), a[1], i(a[2]), Self::ms_timeout(i(a[3])))
+            }
+            libc::SYS_epoll_pwait2 => {
+                Self::timespec_timeout(m, a[3]).and_then(|t| self.epoll_wait(m, i(a[0]), a[1], i(a[2]), t))
+            }
+            libc::SYS_eventfd => self.eventfd2(a[0] as u32, 0),
+            libc::SYS_eventfd2 => self.eventfd2(a[0] as u32, i(a[1])),
+            libc::SYS_timerfd_create => self.timerfd_create(i(a[0]), i(a[1])),
+            libc::SYS_timerfd_settime => self.timerfd_settime(m, i(a[0]), i(a[1]), a[2], a[3]),
+            libc::SYS_timerfd_gettime => self.timerfd_gettime(m, i(a[0]), a[1]),
             // flock: one process, so every lock is granted (after checking the descriptor).
             libc::SYS_flock => self.fds.get(i(a[0])).map(|_| 0),
             // fadvise64: advice changes nothing the guest can observe (ESPIPE on a pipe).

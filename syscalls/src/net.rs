@@ -1,23 +1,236 @@
-//! Sockets as far as the machine has a network: they exist, and there is nothing to reach.
+//! Sockets between the guest's threads: `AF_UNIX` (paths and abstract names) and loopback
+//! `AF_INET`/`AF_INET6` (TCP streams and UDP datagrams), entirely inside ferrite.
 //!
-//! The machine has no network and, so far, no in-machine peers: nothing in it can `bind` or
-//! `listen` yet (those calls are still reported as unsupported). So a socket is created as Linux
-//! creates one, and connecting it fails as it fails on a host where nobody listens: `ENOENT` for an
-//! `AF_UNIX` path or abstract name, `ECONNREFUSED` for a loopback TCP port, `ENETUNREACH` for any
-//! other address. That is what programs that only probe need — glibc's NSS asks `nscd` over
-//! `/var/run/nscd/socket` before reading `/etc/passwd` (`ls -l`, `id`, `tar`), its resolver
-//! connects a UDP socket to the name server — and they fall back exactly as on a host without
-//! those services, with no warning.
+//! A connected stream is two [`Pipe`]s, one per direction, so a socket's bytes, its end of file
+//! and its wake-ups work as a pipe's do; `SOCK_SEQPACKET` keeps each message's length in the
+//! pipe. A listener holds the connections made to it until `accept` takes them: a loopback
+//! `connect` completes at once (no handshake to wait for, also when non-blocking). A datagram
+//! socket has an inbox of (source address, bytes). Names — `AF_UNIX` paths and abstract names,
+//! TCP and UDP ports (one port space for IPv4 and IPv6: a listener on one family takes loopback
+//! connections of both) — live in [`Net`], released when their socket closes; port 0 binds the
+//! next free ephemeral port from 32768 up, in order, so the same run gets the same ports.
+//!
+//! Blocking follows Linux: a call that cannot complete (nothing to read, no room to write, no
+//! connection to accept) fails with `EAGAIN` on a non-blocking socket or with `MSG_DONTWAIT`,
+//! else blocks the thread on the socket's readiness keys ([`crate::thread::Wait::Io`]) and is
+//! made again when they change.
+//!
+//! Nothing reaches the host's network: a connection to a loopback port nobody listens on is
+//! refused (`ECONNREFUSED`), an `AF_UNIX` name nobody bound is `ENOENT` (a path) or
+//! `ECONNREFUSED` (an abstract name), any other address is unreachable (`ENETUNREACH`) — which is
+//! what programs that only probe need (glibc's NSS asks `nscd` over `/var/run/nscd/socket`
+//! before reading `/etc/passwd`; `ls -l`, `id` and `tar` fall back as on a host without it).
+//!
+//! Left out: an `AF_UNIX` path is a name in the machine, not a file (it does not appear in
+//! listings and `unlink` does not remove it; the name goes when its socket closes); listen
+//! backlogs are not enforced; ancillary data (`SCM_RIGHTS`, credentials) is refused; a
+//! blocking send to a full socket that fits partly writes what fits (a short write, as for a
+//! signal-interrupted send on Linux).
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::{Rc, Weak};
 
 use emu::Machine;
 
-use crate::fd::{Description, Kind};
-use crate::{err, Errno, Kernel, SysResult};
+use crate::fd::{Description, Kind, Pipe};
+use crate::{err, Errno, Kernel, SysResult, RESTART};
 
 const SOCK_TYPE_MASK: i32 = 0xf;
+/// Bytes a stream socket's direction holds before a send blocks (Linux's default `SO_SNDBUF`
+/// for `AF_UNIX` is 212,992).
+pub const SOCK_CAPACITY: usize = 212_992;
+const FIRST_EPHEMERAL: u16 = 32768;
+const LAST_EPHEMERAL: u16 = 60999;
+
+/// A shared pipe: one direction of a connected socket.
+pub type Chan = Rc<RefCell<Pipe>>;
+
+/// What a receive got: the bytes, the whole length of the datagram they came from (`MSG_TRUNC`),
+/// and the sender's address (datagrams).
+pub(crate) type Received = (Vec<u8>, usize, Option<Vec<u8>>);
+
+/// A socket's state.
+#[derive(Debug)]
+pub struct Sock {
+    /// `AF_UNIX`, `AF_INET` or `AF_INET6`.
+    pub domain: i32,
+    /// `SOCK_STREAM`, `SOCK_DGRAM` or `SOCK_SEQPACKET` (without the flags).
+    pub ty: i32,
+    /// Its readiness key: connections queued on a listener, datagrams arriving.
+    pub id: u64,
+    /// Its own address (`sockaddr` bytes) once bound.
+    pub local: Option<Vec<u8>>,
+    /// The peer's address once connected.
+    pub peer: Option<Vec<u8>>,
+    /// A connected stream or seqpacket socket's directions: (from the peer, to the peer).
+    pub conn: Option<(Chan, Chan)>,
+    /// A listener's connections not accepted yet; `None` until `listen`.
+    pub queue: Option<VecDeque<Rc<RefCell<Sock>>>>,
+    /// A datagram socket's arrivals: (source address, bytes).
+    pub inbox: VecDeque<(Vec<u8>, Vec<u8>)>,
+    /// A datagram socket's peer from `socketpair` or `connect` to an `AF_UNIX` name.
+    pub dgram_peer: Option<Weak<RefCell<Sock>>>,
+    /// `shutdown(SHUT_RD)` was called.
+    pub shut_rd: bool,
+    /// `shutdown(SHUT_WR)` was called (the peer reads end of file).
+    pub shut_wr: bool,
+    /// Options set with `setsockopt`, returned by `getsockopt`: (level, name) → value.
+    pub opts: BTreeMap<(i32, i32), i32>,
+}
+
+impl Drop for Sock {
+    fn drop(&mut self) {
+        if let Some((rx, tx)) = &self.conn {
+            rx.borrow_mut().readers -= 1;
+            if !self.shut_wr {
+                tx.borrow_mut().writers -= 1;
+            }
+        }
+    }
+}
+
+/// Where a socket can be found by address.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Name {
+    /// An `AF_UNIX` path or abstract name (leading NUL), as bytes.
+    Unix(Vec<u8>),
+    /// A loopback port, for streams or datagrams.
+    Port { dgram: bool, port: u16 },
+}
+
+/// The machine's network: bound names and the allocation of readiness keys and ports.
+#[derive(Debug, Default)]
+pub struct Net {
+    names: BTreeMap<Name, Weak<RefCell<Sock>>>,
+    next_key: u64,
+    next_port: u16,
+}
+
+impl Net {
+    /// A copy for a snapshot of a kernel that holds no socket: no names, the same next key and
+    /// port, so a restored run allocates what the original did.
+    pub fn copy_keys(&self) -> Net {
+        Net { names: BTreeMap::new(), next_key: self.next_key, next_port: self.next_port }
+    }
+
+    /// A fresh readiness key, for a pipe, socket, eventfd or epoll set.
+    pub fn key(&mut self) -> u64 {
+        self.next_key += 1;
+        self.next_key
+    }
+
+    fn lookup(&mut self, name: &Name) -> Option<Rc<RefCell<Sock>>> {
+        let s = self.names.get(name)?.upgrade();
+        if s.is_none() {
+            self.names.remove(name);
+        }
+        s
+    }
+
+    /// The next free ephemeral port, for streams or datagrams.
+    fn ephemeral(&mut self, dgram: bool) -> Result<u16, Errno> {
+        if self.next_port < FIRST_EPHEMERAL {
+            self.next_port = FIRST_EPHEMERAL;
+        }
+        for _ in FIRST_EPHEMERAL..=LAST_EPHEMERAL {
+            let port = self.next_port;
+            self.next_port = if port == LAST_EPHEMERAL { FIRST_EPHEMERAL } else { port + 1 };
+            if self.lookup(&Name::Port { dgram, port }).is_none() {
+                return Ok(port);
+            }
+        }
+        err(libc::EADDRINUSE)
+    }
+}
+
+/// A `sockaddr_in` or `sockaddr_in6` for loopback (or the any address) and `port`.
+fn inet_addr(domain: i32, any: bool, port: u16) -> Vec<u8> {
+    let mut sa = vec![0u8; if domain == libc::AF_INET { 16 } else { 28 }];
+    sa[..2].copy_from_slice(&(domain as u16).to_ne_bytes());
+    sa[2..4].copy_from_slice(&port.to_be_bytes());
+    if !any {
+        if domain == libc::AF_INET {
+            sa[4..8].copy_from_slice(&[127, 0, 0, 1]);
+        } else {
+            sa[23] = 1;
+        }
+    }
+    sa
+}
+
+/// Whether an `AF_INET`/`AF_INET6` socket address names this machine (127.0.0.0/8, ::1, or
+/// 127.0.0.0/8 mapped into IPv6).
+fn loopback(domain: i32, sa: &[u8]) -> bool {
+    if domain == libc::AF_INET {
+        return sa[4] == 127;
+    }
+    let a = &sa[8..24];
+    let v4_mapped = a[..10].iter().all(|b| *b == 0) && a[10] == 0xff && a[11] == 0xff && a[12] == 127;
+    v4_mapped || (a[..15].iter().all(|b| *b == 0) && a[15] == 1)
+}
+
+/// Whether an inet address is the any address (0.0.0.0 or ::).
+fn any_addr(domain: i32, sa: &[u8]) -> bool {
+    if domain == libc::AF_INET {
+        sa[4..8].iter().all(|b| *b == 0)
+    } else {
+        sa[8..24].iter().all(|b| *b == 0)
+    }
+}
+
+/// A socket's options as `getsockopt` reads them back when never set.
+fn default_opt(s: &Sock, level: i32, name: i32) -> Option<i32> {
+    Some(match (level, name) {
+        (libc::SOL_SOCKET, libc::SO_TYPE) => s.ty,
+        (libc::SOL_SOCKET, libc::SO_DOMAIN) => s.domain,
+        (libc::SOL_SOCKET, libc::SO_ACCEPTCONN) => i32::from(s.queue.is_some()),
+        (libc::SOL_SOCKET, libc::SO_ERROR) => 0,
+        (libc::SOL_SOCKET, libc::SO_RCVBUF | libc::SO_SNDBUF) => SOCK_CAPACITY as i32,
+        (libc::SOL_SOCKET, libc::SO_PROTOCOL) => match (s.domain, s.ty) {
+            (libc::AF_UNIX, _) => 0,
+            (_, libc::SOCK_STREAM) => libc::IPPROTO_TCP,
+            _ => libc::IPPROTO_UDP,
+        },
+        (libc::SOL_SOCKET, _) | (libc::IPPROTO_TCP, _) | (libc::IPPROTO_IP, _) | (libc::IPPROTO_IPV6, _) => 0,
+        _ => return None,
+    })
+}
 
 impl Kernel {
-    pub(crate) fn socket(&mut self, domain: i32, ty: i32, _proto: i32) -> SysResult {
+    fn new_sock(&mut self, domain: i32, ty: i32) -> Sock {
+        Sock {
+            domain,
+            ty,
+            id: self.net.key(),
+            local: None,
+            peer: None,
+            conn: None,
+            queue: None,
+            inbox: VecDeque::new(),
+            dgram_peer: None,
+            shut_rd: false,
+            shut_wr: false,
+            opts: BTreeMap::new(),
+        }
+    }
+
+    fn install_sock(&mut self, s: Sock, flags: i32) -> Result<i32, Errno> {
+        let fl = libc::O_RDWR | if flags & libc::SOCK_NONBLOCK != 0 { libc::O_NONBLOCK } else { 0 };
+        let d = Description { kind: Kind::Socket(Rc::new(RefCell::new(s))), guest_path: "socket:".into(), flags: fl };
+        self.fds.insert(d, flags & libc::SOCK_CLOEXEC != 0)
+    }
+
+    /// The socket behind `fd` and whether its description is non-blocking.
+    fn sock(&self, fd: i32) -> Result<(Rc<RefCell<Sock>>, bool), Errno> {
+        let d = self.fds.get(fd)?.desc.borrow();
+        match &d.kind {
+            Kind::Socket(s) => Ok((s.clone(), d.flags & libc::O_NONBLOCK != 0)),
+            _ => err(libc::ENOTSOCK),
+        }
+    }
+
+    fn check_type(domain: i32, ty: i32) -> Result<i32, Errno> {
         if !matches!(domain, libc::AF_UNIX | libc::AF_INET | libc::AF_INET6) {
             return err(libc::EAFNOSUPPORT);
         }
@@ -31,46 +244,632 @@ impl Kernel {
         if base == libc::SOCK_SEQPACKET && domain != libc::AF_UNIX {
             return err(libc::ESOCKTNOSUPPORT);
         }
-        let flags = libc::O_RDWR | if ty & libc::SOCK_NONBLOCK != 0 { libc::O_NONBLOCK } else { 0 };
-        let d = Description { kind: Kind::Socket { domain, ty: base }, guest_path: "socket:".into(), flags };
-        Ok(self.fds.insert(d, ty & libc::SOCK_CLOEXEC != 0)? as u64)
+        Ok(base)
     }
 
-    pub(crate) fn connect(&mut self, m: &mut Machine, fd: i32, addr: u64, len: u32) -> SysResult {
-        let (domain, ty) = match &self.fds.get(fd)?.desc.borrow().kind {
-            Kind::Socket { domain, ty } => (*domain, *ty),
-            _ => return err(libc::ENOTSOCK),
+    pub(crate) fn socket(&mut self, domain: i32, ty: i32, _proto: i32) -> SysResult {
+        let base = Self::check_type(domain, ty)?;
+        let s = self.new_sock(domain, base);
+        Ok(self.install_sock(s, ty)? as u64)
+    }
+
+    pub(crate) fn socketpair(&mut self, m: &mut Machine, domain: i32, ty: i32, _proto: i32, out: u64) -> SysResult {
+        let base = Self::check_type(domain, ty)?;
+        if domain != libc::AF_UNIX {
+            return err(libc::EOPNOTSUPP);
+        }
+        let (a, b) =
+            (Rc::new(RefCell::new(self.new_sock(domain, base))), Rc::new(RefCell::new(self.new_sock(domain, base))));
+        let unnamed = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
+        if base == libc::SOCK_DGRAM {
+            a.borrow_mut().dgram_peer = Some(Rc::downgrade(&b));
+            b.borrow_mut().dgram_peer = Some(Rc::downgrade(&a));
+        } else {
+            self.join(&mut a.borrow_mut(), &mut b.borrow_mut());
+        }
+        for s in [&a, &b] {
+            let mut s = s.borrow_mut();
+            s.local = Some(unnamed.clone());
+            s.peer = Some(unnamed.clone());
+        }
+        let fl = libc::O_RDWR | if ty & libc::SOCK_NONBLOCK != 0 { libc::O_NONBLOCK } else { 0 };
+        let cloexec = ty & libc::SOCK_CLOEXEC != 0;
+        let fa =
+            self.fds.insert(Description { kind: Kind::Socket(a), guest_path: "socket:".into(), flags: fl }, cloexec)?;
+        let fb = match self
+            .fds
+            .insert(Description { kind: Kind::Socket(b), guest_path: "socket:".into(), flags: fl }, cloexec)
+        {
+            Ok(n) => n,
+            Err(e) => {
+                self.fds.fds.remove(&fa);
+                return Err(e);
+            }
         };
+        let mut buf = [0u8; 8];
+        buf[..4].copy_from_slice(&fa.to_le_bytes());
+        buf[4..].copy_from_slice(&fb.to_le_bytes());
+        if let Err(e) = m.write(out, &buf, false) {
+            self.fds.fds.remove(&fa);
+            self.fds.fds.remove(&fb);
+            return Err(e.into());
+        }
+        Ok(0)
+    }
+
+    /// Connects two stream or seqpacket sockets with a pipe each way.
+    fn join(&mut self, a: &mut Sock, b: &mut Sock) {
+        let msgs = (a.ty == libc::SOCK_SEQPACKET).then(VecDeque::new);
+        let mut pipe = || {
+            Rc::new(RefCell::new(Pipe {
+                readers: 1,
+                writers: 1,
+                id: self.net.key(),
+                capacity: SOCK_CAPACITY,
+                msgs: msgs.clone(),
+                ..Pipe::default()
+            }))
+        };
+        let (ab, ba) = (pipe(), pipe());
+        a.conn = Some((ba.clone(), ab.clone()));
+        b.conn = Some((ab, ba));
+    }
+
+    /// Reads a socket address argument: its bytes, checked against the socket's family.
+    fn read_sockaddr(m: &Machine, domain: i32, addr: u64, len: u32) -> Result<Vec<u8>, Errno> {
         if !(2..=128).contains(&len) {
             return err(libc::EINVAL);
         }
         let mut sa = vec![0u8; len as usize];
         m.read(addr, &mut sa).map_err(|_| Errno(libc::EFAULT))?;
         let family = i32::from(u16::from_ne_bytes([sa[0], sa[1]]));
-        if family == libc::AF_UNSPEC && ty == libc::SOCK_DGRAM {
-            // Dissolves a datagram socket's association: there is none.
-            return Ok(0);
-        }
         if family != domain {
             return err(if domain == libc::AF_UNIX { libc::EINVAL } else { libc::EAFNOSUPPORT });
         }
         match domain {
-            libc::AF_UNIX => err(libc::ENOENT),
             libc::AF_INET if len < 16 => err(libc::EINVAL),
             libc::AF_INET6 if len < 24 => err(libc::EINVAL),
-            _ if ty == libc::SOCK_STREAM && loopback(domain, &sa) => err(libc::ECONNREFUSED),
-            _ => err(libc::ENETUNREACH),
+            _ => Ok(sa),
         }
     }
-}
 
-/// Whether an `AF_INET`/`AF_INET6` socket address names this machine (127.0.0.0/8, ::1, or
-/// 127.0.0.0/8 mapped into IPv6).
-fn loopback(domain: i32, sa: &[u8]) -> bool {
-    if domain == libc::AF_INET {
-        return sa[4] == 127;
+    /// The name an address binds or reaches, with its canonical `sockaddr`.
+    fn name_of(domain: i32, ty: i32, sa: &[u8]) -> Result<(Name, Vec<u8>), Errno> {
+        if domain == libc::AF_UNIX {
+            let path = &sa[2..];
+            // A path ends at its NUL; an abstract name (leading NUL) is every byte given.
+            let path = if path.first() == Some(&0) {
+                path.to_vec()
+            } else {
+                path[..path.iter().position(|b| *b == 0).unwrap_or(path.len())].to_vec()
+            };
+            if path.is_empty() {
+                return err(libc::EINVAL);
+            }
+            let mut canon = sa[..2].to_vec();
+            canon.extend_from_slice(&path);
+            if path[0] != 0 {
+                canon.push(0);
+            }
+            return Ok((Name::Unix(path), canon));
+        }
+        let port = u16::from_be_bytes([sa[2], sa[3]]);
+        let mut canon = sa[..if domain == libc::AF_INET { 16 } else { 28.min(sa.len()) }].to_vec();
+        canon.resize(if domain == libc::AF_INET { 16 } else { 28 }, 0);
+        Ok((Name::Port { dgram: ty == libc::SOCK_DGRAM, port }, canon))
     }
-    let a = &sa[8..24];
-    let v4_mapped = a[..10].iter().all(|b| *b == 0) && a[10] == 0xff && a[11] == 0xff && a[12] == 127;
-    v4_mapped || (a[..15].iter().all(|b| *b == 0) && a[15] == 1)
+
+    pub(crate) fn bind(&mut self, m: &mut Machine, fd: i32, addr: u64, len: u32) -> SysResult {
+        let (s, _) = self.sock(fd)?;
+        let (domain, ty) = {
+            let s = s.borrow();
+            (s.domain, s.ty)
+        };
+        let sa = Self::read_sockaddr(m, domain, addr, len)?;
+        if s.borrow().local.is_some() {
+            return err(libc::EINVAL);
+        }
+        let (mut name, mut canon) = Self::name_of(domain, ty, &sa)?;
+        if domain != libc::AF_UNIX {
+            if !loopback(domain, &sa) && !any_addr(domain, &sa) {
+                return err(libc::EADDRNOTAVAIL);
+            }
+            if let Name::Port { dgram, port: 0 } = name {
+                let port = self.net.ephemeral(dgram)?;
+                canon[2..4].copy_from_slice(&port.to_be_bytes());
+                name = Name::Port { dgram, port };
+            }
+        }
+        if self.net.lookup(&name).is_some() {
+            return err(libc::EADDRINUSE);
+        }
+        self.net.names.insert(name, Rc::downgrade(&s));
+        s.borrow_mut().local = Some(canon);
+        Ok(0)
+    }
+
+    /// An inet socket not bound yet gets the next ephemeral port on loopback, as Linux's
+    /// autobind at connect or first send.
+    fn autobind(&mut self, s: &Rc<RefCell<Sock>>) -> Result<(), Errno> {
+        let (domain, ty, bound) = {
+            let b = s.borrow();
+            (b.domain, b.ty, b.local.is_some())
+        };
+        if bound {
+            return Ok(());
+        }
+        if domain == libc::AF_UNIX {
+            s.borrow_mut().local = Some((libc::AF_UNIX as u16).to_ne_bytes().to_vec());
+            return Ok(());
+        }
+        let dgram = ty == libc::SOCK_DGRAM;
+        let port = self.net.ephemeral(dgram)?;
+        self.net.names.insert(Name::Port { dgram, port }, Rc::downgrade(s));
+        s.borrow_mut().local = Some(inet_addr(domain, false, port));
+        Ok(())
+    }
+
+    pub(crate) fn listen(&mut self, fd: i32, _backlog: i32) -> SysResult {
+        let (s, _) = self.sock(fd)?;
+        if s.borrow().ty == libc::SOCK_DGRAM {
+            return err(libc::EOPNOTSUPP);
+        }
+        if s.borrow().conn.is_some() {
+            return err(libc::EINVAL);
+        }
+        self.autobind(&s)?;
+        let mut b = s.borrow_mut();
+        if b.domain == libc::AF_UNIX && b.local.as_ref().is_some_and(|l| l.len() <= 2) {
+            return err(libc::EINVAL);
+        }
+        if b.queue.is_none() {
+            b.queue = Some(VecDeque::new());
+        }
+        Ok(0)
+    }
+
+    /// The socket an address reaches, or the error of nobody being there.
+    fn reach(&mut self, domain: i32, ty: i32, sa: &[u8]) -> Result<Option<Rc<RefCell<Sock>>>, Errno> {
+        if domain != libc::AF_UNIX && !loopback(domain, sa) {
+            return err(libc::ENETUNREACH);
+        }
+        let (name, _) = Self::name_of(domain, ty, sa)?;
+        let found = self.net.lookup(&name);
+        match (&name, found) {
+            (Name::Unix(p), None) => err(if p[0] == 0 { libc::ECONNREFUSED } else { libc::ENOENT }),
+            (Name::Unix(_), Some(t)) if t.borrow().ty != ty => err(libc::EPROTOTYPE),
+            (_, found) => Ok(found),
+        }
+    }
+
+    pub(crate) fn connect(&mut self, m: &mut Machine, fd: i32, addr: u64, len: u32) -> SysResult {
+        let (s, _) = self.sock(fd)?;
+        let (domain, ty) = {
+            let s = s.borrow();
+            (s.domain, s.ty)
+        };
+        if !(2..=128).contains(&len) {
+            return err(libc::EINVAL);
+        }
+        let mut fam = [0u8; 2];
+        m.read(addr, &mut fam).map_err(|_| Errno(libc::EFAULT))?;
+        if i32::from(u16::from_ne_bytes(fam)) == libc::AF_UNSPEC && ty == libc::SOCK_DGRAM {
+            // Dissolves a datagram socket's association.
+            let mut b = s.borrow_mut();
+            b.peer = None;
+            b.dgram_peer = None;
+            return Ok(0);
+        }
+        let sa = Self::read_sockaddr(m, domain, addr, len)?;
+        if ty == libc::SOCK_DGRAM {
+            let target = self.reach(domain, ty, &sa)?;
+            self.autobind(&s)?;
+            let (_, canon) = Self::name_of(domain, ty, &sa)?;
+            let mut b = s.borrow_mut();
+            b.peer = Some(canon);
+            b.dgram_peer = target.map(|t| Rc::downgrade(&t));
+            return Ok(0);
+        }
+        {
+            let b = s.borrow();
+            if b.conn.is_some() {
+                return err(libc::EISCONN);
+            }
+            if b.queue.is_some() {
+                return err(libc::EINVAL);
+            }
+        }
+        let target = match self.reach(domain, ty, &sa)? {
+            Some(t) if t.borrow().queue.is_some() => t,
+            _ => return err(libc::ECONNREFUSED),
+        };
+        self.autobind(&s)?;
+        let mut server = self.new_sock(domain, ty);
+        {
+            let mut c = s.borrow_mut();
+            self.join(&mut c, &mut server);
+            let (_, canon) = Self::name_of(domain, ty, &sa)?;
+            c.peer = Some(if domain == libc::AF_UNIX { target.borrow().local.clone().unwrap_or(canon) } else { canon });
+            server.peer = c.local.clone();
+            server.local = c.peer.clone();
+        }
+        let key = {
+            let mut t = target.borrow_mut();
+            if let Some(q) = t.queue.as_mut() {
+                q.push_back(Rc::new(RefCell::new(server)));
+            }
+            t.id
+        };
+        self.io_ready(key);
+        Ok(0)
+    }
+
+    pub(crate) fn accept4(&mut self, m: &mut Machine, fd: i32, addr: u64, lenp: u64, flags: i32) -> SysResult {
+        if flags & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) != 0 {
+            return err(libc::EINVAL);
+        }
+        let (s, nonblock) = self.sock(fd)?;
+        let next = {
+            let mut b = s.borrow_mut();
+            let id = b.id;
+            match b.queue.as_mut() {
+                None => return err(libc::EINVAL),
+                Some(q) => match q.pop_front() {
+                    Some(c) => c,
+                    None if nonblock => return err(libc::EAGAIN),
+                    None => return self.would_block(&[id]),
+                },
+            }
+        };
+        let peer = next.borrow().peer.clone().unwrap_or_default();
+        let n = match Rc::try_unwrap(next) {
+            Ok(c) => self.install_sock(c.into_inner(), flags)?,
+            Err(shared) => {
+                let fl = libc::O_RDWR | if flags & libc::SOCK_NONBLOCK != 0 { libc::O_NONBLOCK } else { 0 };
+                let d = Description { kind: Kind::Socket(shared), guest_path: "socket:".into(), flags: fl };
+                self.fds.insert(d, flags & libc::SOCK_CLOEXEC != 0)?
+            }
+        };
+        if addr != 0 {
+            Self::put_sockaddr(m, &peer, addr, lenp)?;
+        }
+        Ok(n as u64)
+    }
+
+    /// Writes a socket address for `getsockname`, `accept`, `recvfrom`: as much as the buffer
+    /// holds, and its whole length into `*lenp`.
+    fn put_sockaddr(m: &mut Machine, sa: &[u8], addr: u64, lenp: u64) -> Result<(), Errno> {
+        let room = m.read_u32(lenp)? as i32;
+        if room < 0 {
+            return err(libc::EINVAL);
+        }
+        let n = sa.len().min(room as usize);
+        m.write(addr, &sa[..n], false)?;
+        m.write(lenp, &(sa.len() as u32).to_le_bytes(), false)?;
+        Ok(())
+    }
+
+    /// getsockname (`peer` false) and getpeername (`peer` true).
+    pub(crate) fn sockname(&mut self, m: &mut Machine, fd: i32, addr: u64, lenp: u64, peer: bool) -> SysResult {
+        let (s, _) = self.sock(fd)?;
+        let b = s.borrow();
+        let sa = if peer {
+            b.peer.clone().ok_or(Errno(libc::ENOTCONN))?
+        } else {
+            match &b.local {
+                Some(l) => l.clone(),
+                None if b.domain == libc::AF_UNIX => (libc::AF_UNIX as u16).to_ne_bytes().to_vec(),
+                None => inet_addr(b.domain, true, 0),
+            }
+        };
+        drop(b);
+        Self::put_sockaddr(m, &sa, addr, lenp)?;
+        Ok(0)
+    }
+
+    pub(crate) fn shutdown(&mut self, fd: i32, how: i32) -> SysResult {
+        let (s, _) = self.sock(fd)?;
+        let mut b = s.borrow_mut();
+        if !(0..=2).contains(&how) {
+            return err(libc::EINVAL);
+        }
+        let Some((rx, tx)) = b.conn.clone() else { return err(libc::ENOTCONN) };
+        if how != libc::SHUT_WR {
+            b.shut_rd = true;
+        }
+        if how != libc::SHUT_RD && !b.shut_wr {
+            b.shut_wr = true;
+            tx.borrow_mut().writers -= 1;
+        }
+        drop(b);
+        let (r, t) = (rx.borrow().id, tx.borrow().id);
+        self.io_ready(r);
+        self.io_ready(t);
+        Ok(0)
+    }
+
+    pub(crate) fn setsockopt(
+        &mut self,
+        m: &mut Machine,
+        fd: i32,
+        level: i32,
+        name: i32,
+        val: u64,
+        len: u32,
+    ) -> SysResult {
+        let (s, _) = self.sock(fd)?;
+        if default_opt(&s.borrow(), level, name).is_none() {
+            return err(libc::ENOPROTOOPT);
+        }
+        // Integer options are kept; longer ones (SO_LINGER, timeouts) are accepted and change
+        // nothing: nothing lingers or times out in the machine's network.
+        if len >= 4 {
+            let v = m.read_u32(val)? as i32;
+            s.borrow_mut().opts.insert((level, name), v);
+        } else if len != 0 {
+            return err(libc::EINVAL);
+        }
+        Ok(0)
+    }
+
+    pub(crate) fn getsockopt(
+        &mut self,
+        m: &mut Machine,
+        fd: i32,
+        level: i32,
+        name: i32,
+        val: u64,
+        lenp: u64,
+    ) -> SysResult {
+        let (s, _) = self.sock(fd)?;
+        let b = s.borrow();
+        let def = default_opt(&b, level, name).ok_or(Errno(libc::ENOPROTOOPT))?;
+        let v = match (level, name) {
+            (libc::SOL_SOCKET, libc::SO_TYPE | libc::SO_DOMAIN | libc::SO_ACCEPTCONN | libc::SO_ERROR) => def,
+            _ => b.opts.get(&(level, name)).copied().unwrap_or(def),
+        };
+        drop(b);
+        let room = m.read_u32(lenp)? as i32;
+        if room < 0 {
+            return err(libc::EINVAL);
+        }
+        let n = 4.min(room as usize);
+        m.write(val, &v.to_le_bytes()[..n], false)?;
+        m.write(lenp, &(n as u32).to_le_bytes(), false)?;
+        Ok(0)
+    }
+
+    /// The call waits on `keys`: [`RESTART`], which blocks the thread until one changes.
+    pub(crate) fn would_block<T>(&mut self, keys: &[u64]) -> Result<T, Errno> {
+        self.block_keys.extend_from_slice(keys);
+        err(RESTART)
+    }
+
+    /// Receives up to `len` bytes: the bytes and the sender's address (datagrams). `MSG_PEEK`
+    /// leaves them; `MSG_TRUNC` on a datagram gives its whole length in the second value.
+    pub(crate) fn sock_recv(
+        &mut self,
+        s: &Rc<RefCell<Sock>>,
+        len: usize,
+        flags: i32,
+        nonblock: bool,
+    ) -> Result<Received, Errno> {
+        let nonblock = nonblock || flags & libc::MSG_DONTWAIT != 0;
+        let peek = flags & libc::MSG_PEEK != 0;
+        let mut b = s.borrow_mut();
+        if b.ty == libc::SOCK_DGRAM {
+            if b.inbox.is_empty() {
+                if nonblock {
+                    return err(libc::EAGAIN);
+                }
+                let id = b.id;
+                drop(b);
+                return self.would_block(&[id]);
+            }
+            let (src, data) = if peek { b.inbox[0].clone() } else { b.inbox.pop_front().unwrap_or_default() };
+            let whole = data.len();
+            let mut data = data;
+            data.truncate(len);
+            return Ok((data, whole, Some(src)));
+        }
+        let Some((rx, _)) = b.conn.clone() else {
+            return if len == 0 {
+                Ok((Vec::new(), 0, None))
+            } else if b.domain == libc::AF_UNIX {
+                err(libc::EINVAL)
+            } else {
+                err(libc::ENOTCONN)
+            };
+        };
+        let shut = b.shut_rd;
+        drop(b);
+        let data = {
+            let mut p = rx.borrow_mut();
+            if p.buf.is_empty() {
+                if p.writers == 0 || shut || len == 0 {
+                    return Ok((Vec::new(), 0, None));
+                }
+                if nonblock {
+                    return err(libc::EAGAIN);
+                }
+                let id = p.id;
+                drop(p);
+                return self.would_block(&[id]);
+            }
+            p.take(len, peek)
+        };
+        let id = rx.borrow().id;
+        self.io_ready(id);
+        let n = data.len();
+        Ok((data, n, None))
+    }
+
+    /// Sends `data` to the connected peer or to `dest`. Returns how many bytes went.
+    pub(crate) fn sock_send(
+        &mut self,
+        s: &Rc<RefCell<Sock>>,
+        data: &[u8],
+        dest: Option<Vec<u8>>,
+        flags: i32,
+        nonblock: bool,
+    ) -> SysResult {
+        let nonblock = nonblock || flags & libc::MSG_DONTWAIT != 0;
+        let (domain, ty) = {
+            let b = s.borrow();
+            (b.domain, b.ty)
+        };
+        if ty == libc::SOCK_DGRAM {
+            let target = match dest {
+                Some(sa) => self.reach(domain, ty, &sa)?,
+                None => {
+                    let b = s.borrow();
+                    match (&b.dgram_peer, &b.peer) {
+                        (Some(w), _) => Some(w.upgrade().ok_or(Errno(libc::ECONNREFUSED))?),
+                        (None, Some(sa)) => {
+                            let sa = sa.clone();
+                            drop(b);
+                            self.reach(domain, ty, &sa)?
+                        }
+                        (None, None) => {
+                            return err(if domain == libc::AF_UNIX { libc::ENOTCONN } else { libc::EDESTADDRREQ })
+                        }
+                    }
+                }
+            };
+            self.autobind(s)?;
+            let src = s.borrow().local.clone().unwrap_or_default();
+            // A datagram to a loopback port nobody bound is dropped, as the host drops it.
+            if let Some(t) = target {
+                let key = {
+                    let mut t = t.borrow_mut();
+                    t.inbox.push_back((src, data.to_vec()));
+                    t.id
+                };
+                self.io_ready(key);
+            }
+            return Ok(data.len() as u64);
+        }
+        if dest.is_some() && s.borrow().conn.is_none() {
+            return err(if domain == libc::AF_UNIX { libc::EOPNOTSUPP } else { libc::EPIPE });
+        }
+        let (tx, shut) = {
+            let b = s.borrow();
+            match &b.conn {
+                Some((_, tx)) => (tx.clone(), b.shut_wr),
+                None if domain == libc::AF_UNIX => return err(libc::ENOTCONN),
+                None => (Rc::new(RefCell::new(Pipe::default())), true),
+            }
+        };
+        let mut p = tx.borrow_mut();
+        if shut || p.readers == 0 {
+            drop(p);
+            // EPIPE, with SIGPIPE unless MSG_NOSIGNAL.
+            if flags & libc::MSG_NOSIGNAL == 0 {
+                self.raise(libc::SIGPIPE);
+            }
+            return err(libc::EPIPE);
+        }
+        if p.msgs.is_some() && data.len() > p.capacity {
+            return err(libc::EMSGSIZE);
+        }
+        let room = p.room();
+        if room == 0 || (p.msgs.is_some() && room < data.len()) {
+            if nonblock {
+                return err(libc::EAGAIN);
+            }
+            let id = p.id;
+            drop(p);
+            return self.would_block(&[id]);
+        }
+        let n = p.put(data);
+        let id = p.id;
+        drop(p);
+        self.io_ready(id);
+        Ok(n as u64)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn sendto(
+        &mut self,
+        m: &mut Machine,
+        fd: i32,
+        buf: u64,
+        len: u64,
+        flags: i32,
+        addr: u64,
+        alen: u32,
+    ) -> SysResult {
+        let (s, nonblock) = self.sock(fd)?;
+        let mut data = vec![0u8; len.min(crate::fd::MAX_RW) as usize];
+        m.read(buf, &mut data)?;
+        let dest = if addr != 0 { Some(Self::read_sockaddr(m, s.borrow().domain, addr, alen)?) } else { None };
+        self.sock_send(&s, &data, dest, flags, nonblock)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn recvfrom(
+        &mut self,
+        m: &mut Machine,
+        fd: i32,
+        buf: u64,
+        len: u64,
+        flags: i32,
+        addr: u64,
+        lenp: u64,
+    ) -> SysResult {
+        let (s, nonblock) = self.sock(fd)?;
+        let (data, whole, src) = self.sock_recv(&s, len.min(crate::fd::MAX_RW) as usize, flags, nonblock)?;
+        m.write(buf, &data, false)?;
+        if addr != 0 {
+            if let Some(src) = src {
+                Self::put_sockaddr(m, &src, addr, lenp)?;
+            } else {
+                m.write(lenp, &0u32.to_le_bytes(), false)?;
+            }
+        }
+        Ok(if flags & libc::MSG_TRUNC != 0 { whole } else { data.len() } as u64)
+    }
+
+    pub(crate) fn sendmsg(&mut self, m: &mut Machine, fd: i32, msg: u64, flags: i32) -> SysResult {
+        let (s, nonblock) = self.sock(fd)?;
+        let (name, namelen) = (m.read_u64(msg)?, m.read_u32(msg + 8)?);
+        let (iov, iovlen, controllen) = (m.read_u64(msg + 16)?, m.read_u64(msg + 24)?, m.read_u64(msg + 40)?);
+        if controllen != 0 {
+            self.note_named(m, libc::SYS_sendmsg as u64, "sendmsg with ancillary data (SCM_RIGHTS, credentials)");
+            return err(libc::EOPNOTSUPP);
+        }
+        let mut data = Vec::new();
+        for (base, len) in Self::iovecs(m, iov, iovlen)? {
+            let start = data.len();
+            data.resize(start + len.min(crate::fd::MAX_RW) as usize, 0);
+            m.read(base, &mut data[start..])?;
+        }
+        let dest = if name != 0 { Some(Self::read_sockaddr(m, s.borrow().domain, name, namelen)?) } else { None };
+        self.sock_send(&s, &data, dest, flags, nonblock)
+    }
+
+    pub(crate) fn recvmsg(&mut self, m: &mut Machine, fd: i32, msg: u64, flags: i32) -> SysResult {
+        let (s, nonblock) = self.sock(fd)?;
+        let (name, iov, iovlen) = (m.read_u64(msg)?, m.read_u64(msg + 16)?, m.read_u64(msg + 24)?);
+        let iovs = Self::iovecs(m, iov, iovlen)?;
+        let want: u64 = iovs.iter().map(|v| v.1).sum();
+        let (data, whole, src) = self.sock_recv(&s, want.min(crate::fd::MAX_RW) as usize, flags, nonblock)?;
+        let mut at = 0;
+        for (base, len) in iovs {
+            let n = (len as usize).min(data.len() - at);
+            m.write(base, &data[at..at + n], false)?;
+            at += n;
+        }
+        if name != 0 {
+            let src = src.unwrap_or_default();
+            let room = m.read_u32(msg + 8)? as usize;
+            m.write(name, &src[..src.len().min(room)], false)?;
+            m.write(msg + 8, &(src.len() as u32).to_le_bytes(), false)?;
+        }
+        // No ancillary data; MSG_TRUNC when a datagram was longer than the buffers.
+        m.write_u64(msg + 40, 0)?;
+        let out_flags = if whole > data.len() { libc::MSG_TRUNC } else { 0 };
+        m.write(msg + 48, &out_flags.to_le_bytes(), false)?;
+        Ok(if flags & libc::MSG_TRUNC != 0 { whole } else { data.len() } as u64)
+    }
 }

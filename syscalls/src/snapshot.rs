@@ -48,7 +48,7 @@ impl Kernel {
                 return c.clone();
             }
             let o = p.borrow();
-            let c = Rc::new(RefCell::new(Pipe { buf: o.buf.clone(), writers: o.writers, readers: o.readers }));
+            let c = Rc::new(RefCell::new(o.clone()));
             pipes.push((key, c.clone()));
             c
         };
@@ -66,7 +66,6 @@ impl Kernel {
                         Kind::Zero => Kind::Zero,
                         Kind::Urandom => Kind::Urandom,
                         Kind::Virtual { data, pos } => Kind::Virtual { data: data.clone(), pos: *pos },
-                        Kind::Socket { domain, ty } => Kind::Socket { domain: *domain, ty: *ty },
                         Kind::File { file, host, pm } if files => {
                             Kind::File { file: reopen(file)?, host: host.clone(), pm: *pm }
                         }
@@ -75,7 +74,17 @@ impl Kernel {
                         }
                         Kind::PipeRead(p) if files => Kind::PipeRead(pipe_copy(p)),
                         Kind::PipeWrite(p) if files => Kind::PipeWrite(pipe_copy(p)),
-                        Kind::File { .. } | Kind::Dir { .. } | Kind::PipeRead(_) | Kind::PipeWrite(_) => return None,
+                        // Sockets, eventfds and epoll sets share state with their peers and
+                        // the machine's names (net::Net): no copy is given, and such runs
+                        // are not restored from snapshots.
+                        Kind::File { .. }
+                        | Kind::Dir { .. }
+                        | Kind::PipeRead(_)
+                        | Kind::PipeWrite(_)
+                        | Kind::Socket(_)
+                        | Kind::EventFd(_)
+                        | Kind::Epoll(_)
+                        | Kind::TimerFd(_) => return None,
                     };
                     let c =
                         Rc::new(RefCell::new(Description { kind, guest_path: d.guest_path.clone(), flags: d.flags }));
@@ -107,6 +116,9 @@ impl Kernel {
             waits: self.waits.clone(),
             // The copy may be given other directories: its roots are opened afresh.
             roots: Default::default(),
+            block_keys: Vec::new(),
+            block_wake: None,
+            net: self.net.copy_keys(),
         })
     }
 

@@ -69,6 +69,15 @@ pub enum Wait {
         /// When it wakes.
         deadline: u64,
     },
+    /// Blocked in a call on descriptors (read, write, accept, connect, poll, epoll_wait,
+    /// select ...) until one of the objects in its [`KThread::io_keys`] changes readiness, or
+    /// until `deadline` (virtual ns since boot; poll's timeout). Its RIP is back at the
+    /// `syscall` and RAX holds the call's number: woken, it makes the call again, which
+    /// completes or blocks anew (restart on wake, as Linux's ERESTARTSYS).
+    Io {
+        /// When the call gives up (its timeout), if it does.
+        deadline: Option<u64>,
+    },
     /// Held by PMRace's targeted interleaving (`emu::sched::Hold`): a reader at a sync-point
     /// load until the matching store (`until: None`), or that store's writer until `until`
     /// instructions have retired (the readers go first).
@@ -97,6 +106,11 @@ pub struct KThread {
     pub sigmask: u64,
     /// The alternate signal stack: ss_sp, ss_flags, ss_size.
     pub altstack: [u64; 3],
+    /// The readiness keys ([`crate::fd::Pipe::id`] ...) a [`Wait::Io`] waits on.
+    pub io_keys: Vec<u64>,
+    /// The absolute deadline of the call on descriptors being restarted, so a restart does not
+    /// start its timeout again; `None` when no call is under way (or it has no timeout).
+    pub io_deadline: Option<u64>,
 }
 
 /// Who is runnable and who waits for what, derived from the threads' [`Wait`]s and kept in step
@@ -117,6 +131,8 @@ pub(crate) struct WaitIndex {
     reader_deadlines: BTreeSet<(u64, u32)>,
     /// Futex waiters by address, in arrival order: (wait_seq, tid, bitset).
     futex: FxHashMap<u64, Vec<(u64, u32, u32)>>,
+    /// Threads in [`Wait::Io`] by readiness key, sorted by id.
+    io: FxHashMap<u64, Vec<u32>>,
 }
 
 impl WaitIndex {
@@ -150,9 +166,10 @@ impl WaitIndex {
                     self.deadlines.insert((d, tid));
                 }
             }
-            Some(Wait::Sleep { deadline }) => {
+            Some(Wait::Sleep { deadline }) | Some(Wait::Io { deadline: Some(deadline) }) => {
                 self.deadlines.insert((deadline, tid));
             }
+            Some(Wait::Io { deadline: None }) => {}
             Some(Wait::Held { until: Some(n) }) => {
                 self.held_until.insert((n, tid));
             }
@@ -175,9 +192,10 @@ impl WaitIndex {
                     self.deadlines.remove(&(d, tid));
                 }
             }
-            Some(Wait::Sleep { deadline }) => {
+            Some(Wait::Sleep { deadline }) | Some(Wait::Io { deadline: Some(deadline) }) => {
                 self.deadlines.remove(&(deadline, tid));
             }
+            Some(Wait::Io { deadline: None }) => {}
             Some(Wait::Held { until: Some(n) }) => {
                 self.held_until.remove(&(n, tid));
             }
@@ -205,6 +223,8 @@ impl KThread {
             blocked_at: Vec::new(),
             sigmask: 0,
             altstack: [0, 2, 0],
+            io_keys: Vec::new(),
+            io_deadline: None,
         }
     }
 }
@@ -227,8 +247,90 @@ impl Kernel {
             t.blocked_at.clear();
         }
         let seq = t.wait_seq;
+        if matches!(old, Some(Wait::Io { .. })) {
+            for k in std::mem::take(&mut t.io_keys) {
+                if let Some(q) = self.waits.io.get_mut(&k) {
+                    WaitIndex::remove_sorted(q, tid);
+                    if q.is_empty() {
+                        self.waits.io.remove(&k);
+                    }
+                }
+            }
+        }
+        if matches!(w, Some(Wait::Io { .. })) {
+            for &k in &t.io_keys {
+                WaitIndex::insert_sorted(self.waits.io.entry(k).or_default(), tid);
+            }
+        }
         self.waits.remove(tid, old);
         self.waits.add(tid, w, seq);
+    }
+
+    /// The object behind readiness key `key` changed (bytes arrived or left, a peer closed, a
+    /// connection was queued): every thread blocked on it makes its call again.
+    pub(crate) fn io_ready(&mut self, key: u64) {
+        let Some(q) = self.waits.io.get(&key) else { return };
+        // Cleared by set_wait as each leaves; a copy of the few ids, not of the index.
+        let tids: Vec<u32> = q.clone();
+        for tid in tids {
+            self.set_wait(tid, None, None);
+        }
+    }
+
+    /// Some descriptor was closed: its objects' ends may have closed with it (a pipe's last
+    /// writer, a socket's peer), which only the descriptions' drops know. Every thread blocked
+    /// on descriptors looks again; those whose call still cannot complete block again.
+    pub(crate) fn io_ready_all(&mut self) {
+        if self.waits.io.is_empty() {
+            return;
+        }
+        let mut tids: Vec<u32> = self.waits.io.values().flatten().copied().collect();
+        tids.sort_unstable();
+        tids.dedup();
+        for tid in tids {
+            self.set_wait(tid, None, None);
+        }
+    }
+
+    /// The running thread blocks in a call on descriptors (the call returned [`crate::RESTART`]
+    /// after naming its keys in `Kernel::block_keys`): RIP goes back to the `syscall` and RAX
+    /// to the call's number `nr`, so that, woken, the thread makes the call again.
+    pub(crate) fn block_io(&mut self, m: &mut Machine, nr: u64) {
+        let cur = self.current;
+        let keys = std::mem::take(&mut self.block_keys);
+        let pc = m.pc();
+        m.set_reg(Reg::RIP, pc.wrapping_sub(2));
+        m.set_reg(Reg::RAX, nr);
+        let wake = self.block_wake.take();
+        let t = self.thread_mut(cur);
+        // Woken at its timeout or when a timer it watches expires, whichever comes first.
+        let deadline = match (t.io_deadline, wake) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        t.io_keys = keys;
+        self.block(m, Wait::Io { deadline });
+    }
+
+    /// Whether the running thread's call on descriptors, which waits `timeout_ns` (`None`:
+    /// forever), has timed out. Its deadline is computed on the first try and kept across
+    /// restarts, so waking and blocking again does not start the timeout afresh.
+    pub(crate) fn io_deadline(&mut self, m: &Machine, timeout_ns: Option<u64>) -> bool {
+        let now = self.now_ns(m);
+        let cur = self.current;
+        let t = self.thread_mut(cur);
+        if t.io_deadline.is_none() {
+            t.io_deadline = timeout_ns.map(|ns| now.saturating_add(ns));
+        }
+        t.io_deadline.is_some_and(|d| d <= now)
+    }
+
+    /// The running thread's call on descriptors completed: a later call starts afresh.
+    pub(crate) fn io_done(&mut self) {
+        let cur = self.current;
+        if let Some(t) = self.threads.get_mut(&cur) {
+            t.io_deadline = None;
+        }
     }
 
     /// Threads that can run now, sorted.
@@ -681,7 +783,13 @@ impl Kernel {
             if d > now {
                 break;
             }
-            let futex = matches!(self.threads.get(&tid).and_then(|t| t.wait), Some(Wait::Futex { .. }));
+            let w = self.threads.get(&tid).and_then(|t| t.wait);
+            if matches!(w, Some(Wait::Io { .. })) {
+                // The call is made again: its timeout has passed, or a timer it watches expired.
+                self.set_wait(tid, None, None);
+                continue;
+            }
+            let futex = matches!(w, Some(Wait::Futex { .. }));
             let ret = if futex { (-(libc::ETIMEDOUT as i64)) as u64 } else { 0 };
             self.resume(m, tid, ret);
         }

@@ -1,0 +1,288 @@
+/* kv_server: a PM key-value server and its clients in one process, over loopback TCP.
+ *
+ * A server thread runs an epoll event loop: it accepts connections, reads request lines
+ * (`set KEY VALUE`, `get KEY`) and queues them for two worker threads, which execute them on a
+ * hash table in a PM file and answer on the connection. Two client threads connect and issue N
+ * requests each, waiting for each answer; then main stops the server through an eventfd.
+ *
+ * FIXED twin of kv_server.c: `set` persists the bucket before unlocking it, so no `get` can
+ * load an index a crash would lose. Everything else is kv_server.c's.
+ *
+ * (kv_server.c's race, for comparison: `set` publishes the item's index in its bucket under the
+ * bucket's lock, unlocks, acknowledges the client, and persists the bucket only then. Another
+ * worker's `get` of the same key loads the bucket under the lock and answers with a value a
+ * crash could still lose (HawkSet's pattern: the store's persist is outside its lock).
+ * Usage: kv_server POOL [N]; prints how many requests were answered, exits 0. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include "pm.h"
+
+#define NBUCKETS 16
+#define NITEMS 1024
+#define NCLIENTS 2
+#define NWORKERS 2
+
+struct item {
+    char key[24];
+    char val[40];
+};
+
+struct bucket {
+    volatile uint64_t item; /* index + 1 of the item, 0: empty */
+    uint64_t pad[7];
+};
+
+struct root {
+    uint64_t next_item;
+    uint64_t pad[7];
+    struct bucket buckets[NBUCKETS];
+    struct item items[NITEMS];
+};
+
+static struct root *r;
+static pthread_mutex_t bucket_lock[NBUCKETS];
+static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Requests handed from the event loop to the workers. */
+struct job {
+    int fd;
+    char line[96];
+};
+static struct job queue[64];
+static int q_head, q_len, stopping;
+static pthread_mutex_t q_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t q_cond = PTHREAD_COND_INITIALIZER;
+
+static int listener, stop_fd;
+static struct sockaddr_in addr;
+
+static unsigned hash(const char *s)
+{
+    unsigned h = 5381;
+    while (*s)
+        h = h * 33 + (unsigned char)*s++;
+    return h % NBUCKETS;
+}
+
+static void answer(int fd, const char *text)
+{
+    size_t len = strlen(text), done = 0;
+    while (done < len) {
+        ssize_t n = send(fd, text + done, len - done, MSG_NOSIGNAL);
+        if (n < 0 && errno == EAGAIN)
+            continue;
+        if (n <= 0)
+            return;
+        done += (size_t)n;
+    }
+}
+
+static void do_set(int fd, const char *key, const char *val)
+{
+    pthread_mutex_lock(&alloc_lock);
+    uint64_t i = r->next_item++ % NITEMS;
+    persist(&r->next_item, sizeof r->next_item);
+    pthread_mutex_unlock(&alloc_lock);
+    struct item *it = &r->items[i];
+    snprintf(it->key, sizeof it->key, "%s", key);
+    snprintf(it->val, sizeof it->val, "%s", val);
+    persist(it, sizeof *it);
+    unsigned b = hash(key);
+    pthread_mutex_lock(&bucket_lock[b]);
+    r->buckets[b].item = i + 1; /* FIX: published and persisted under the lock */
+    PM_CLWB(&r->buckets[b].item); PM_SFENCE(); /* PERSIST: before unlocking */
+    pthread_mutex_unlock(&bucket_lock[b]);
+    answer(fd, "OK\n");
+}
+
+static void do_get(int fd, const char *key)
+{
+    unsigned b = hash(key);
+    pthread_mutex_lock(&bucket_lock[b]);
+    uint64_t i = r->buckets[b].item; /* LOAD: another worker's get */
+    pthread_mutex_unlock(&bucket_lock[b]);
+    char out[64];
+    if (i != 0 && strcmp(r->items[i - 1].key, key) == 0)
+        snprintf(out, sizeof out, "VALUE %s\n", r->items[i - 1].val);
+    else
+        snprintf(out, sizeof out, "NONE\n");
+    answer(fd, out);
+}
+
+static void *worker(void *arg)
+{
+    for (;;) {
+        pthread_mutex_lock(&q_lock);
+        while (q_len == 0 && !stopping)
+            pthread_cond_wait(&q_cond, &q_lock);
+        if (q_len == 0) {
+            pthread_mutex_unlock(&q_lock);
+            return NULL;
+        }
+        struct job j = queue[q_head];
+        q_head = (q_head + 1) % 64;
+        q_len--;
+        pthread_mutex_unlock(&q_lock);
+        char cmd[8], key[24], val[40];
+        int n = sscanf(j.line, "%7s %23s %39s", cmd, key, val);
+        if (n == 3 && strcmp(cmd, "set") == 0)
+            do_set(j.fd, key, val);
+        else if (n >= 2 && strcmp(cmd, "get") == 0)
+            do_get(j.fd, key);
+        else
+            answer(j.fd, "ERROR\n");
+    }
+}
+
+static void push(int fd, const char *line)
+{
+    pthread_mutex_lock(&q_lock);
+    if (q_len < 64) {
+        struct job *j = &queue[(q_head + q_len) % 64];
+        j->fd = fd;
+        size_t len = strnlen(line, sizeof j->line - 1);
+        memcpy(j->line, line, len);
+        j->line[len] = 0;
+        q_len++;
+        pthread_cond_signal(&q_cond);
+    }
+    pthread_mutex_unlock(&q_lock);
+}
+
+/* A connection's bytes not yet a whole line. */
+struct conn {
+    int fd;
+    size_t len;
+    char buf[256];
+};
+
+static void *server(void *arg)
+{
+    int ep = epoll_create1(0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    epoll_ctl(ep, EPOLL_CTL_ADD, listener, &ev);
+    struct epoll_event sev = {.events = EPOLLIN, .data.ptr = &stop_fd};
+    epoll_ctl(ep, EPOLL_CTL_ADD, stop_fd, &sev);
+    for (;;) {
+        struct epoll_event evs[8];
+        int n = epoll_wait(ep, evs, 8, -1);
+        for (int k = 0; k < n; k++) {
+            if (evs[k].data.ptr == &stop_fd) {
+                close(ep);
+                return NULL;
+            }
+            if (evs[k].data.ptr == NULL) {
+                int c = accept4(listener, NULL, NULL, SOCK_NONBLOCK);
+                if (c < 0)
+                    continue;
+                struct conn *cn = calloc(1, sizeof *cn);
+                cn->fd = c;
+                struct epoll_event cev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = cn};
+                epoll_ctl(ep, EPOLL_CTL_ADD, c, &cev);
+                continue;
+            }
+            struct conn *cn = evs[k].data.ptr;
+            ssize_t got = read(cn->fd, cn->buf + cn->len, sizeof cn->buf - 1 - cn->len);
+            if (got == 0 || (got < 0 && errno != EAGAIN)) {
+                epoll_ctl(ep, EPOLL_CTL_DEL, cn->fd, NULL);
+                close(cn->fd);
+                free(cn);
+                continue;
+            }
+            if (got < 0)
+                continue;
+            cn->len += (size_t)got;
+            cn->buf[cn->len] = 0;
+            char *nl;
+            while ((nl = strchr(cn->buf, '\n')) != NULL) {
+                *nl = 0;
+                push(cn->fd, cn->buf);
+                size_t rest = cn->len - (size_t)(nl + 1 - cn->buf);
+                memmove(cn->buf, nl + 1, rest + 1);
+                cn->len = rest;
+            }
+        }
+    }
+}
+
+static long requests;
+static int answered[NCLIENTS];
+
+static void *client(void *arg)
+{
+    int id = (int)(long)arg;
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(c, (struct sockaddr *)&addr, sizeof addr) != 0)
+        return NULL;
+    char req[96], resp[96];
+    for (long i = 0; i < requests; i++) {
+        int len = (i % 2 == 0) ? snprintf(req, sizeof req, "set k%ld v%d_%ld\n", (i / 2) % 4, id, i)
+                               : snprintf(req, sizeof req, "get k%ld\n", (i / 2 + id) % 4);
+        if (send(c, req, (size_t)len, 0) != len)
+            break;
+        size_t got = 0;
+        while (got < sizeof resp - 1) {
+            ssize_t n = recv(c, resp + got, 1, 0);
+            if (n <= 0 || resp[got] == '\n')
+                break;
+            got++;
+        }
+        resp[got] = 0;
+        answered[id] += strcmp(resp, "OK") == 0 || strncmp(resp, "VALUE ", 6) == 0 || strcmp(resp, "NONE") == 0;
+    }
+    close(c);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = argc > 1 ? argv[1] : PM_DEFAULT_POOL;
+    requests = argc > 2 ? atol(argv[2]) : 20;
+    r = pm_map(path, sizeof(struct root));
+    /* The items are not cleared: each is written whole by the worker that allocates it. */
+    memset(r, 0, offsetof(struct root, items));
+    persist(r, offsetof(struct root, items));
+    for (int b = 0; b < NBUCKETS; b++)
+        pthread_mutex_init(&bucket_lock[b], NULL);
+
+    listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t alen = sizeof addr;
+    if (bind(listener, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(listener, 8) != 0 ||
+        getsockname(listener, (struct sockaddr *)&addr, &alen) != 0) {
+        perror("kv_server_fixed: listen");
+        return 2;
+    }
+    stop_fd = eventfd(0, 0);
+    pthread_t srv, w[NWORKERS], cl[NCLIENTS];
+    pthread_create(&srv, NULL, server, NULL);
+    for (int k = 0; k < NWORKERS; k++)
+        pthread_create(&w[k], NULL, worker, NULL);
+    for (long k = 0; k < NCLIENTS; k++)
+        pthread_create(&cl[k], NULL, client, (void *)k);
+    for (int k = 0; k < NCLIENTS; k++)
+        pthread_join(cl[k], NULL);
+    uint64_t one = 1;
+    if (write(stop_fd, &one, sizeof one) != sizeof one)
+        return 2;
+    pthread_join(srv, NULL);
+    pthread_mutex_lock(&q_lock);
+    stopping = 1;
+    pthread_cond_broadcast(&q_cond);
+    pthread_mutex_unlock(&q_lock);
+    for (int k = 0; k < NWORKERS; k++)
+        pthread_join(w[k], NULL);
+    int total = 0;
+    for (int k = 0; k < NCLIENTS; k++)
+        total += answered[k];
+    printf("kv: %d of %ld requests answered\n", total, NCLIENTS * requests);
+    return total != NCLIENTS * requests;
+}
