@@ -245,6 +245,12 @@ pub struct RunOptions {
     #[arg(long)]
     pub por: bool,
 
+    /// With --strategy exhaustive: run every schedule from the program's start instead of
+    /// going on from a snapshot of an earlier schedule taken where they part (the report is the
+    /// same; only slower).
+    #[arg(long)]
+    pub no_snapshots: bool,
+
     /// Bug depth d for --strategy pct: d-1 priority change points per run.
     #[arg(long, value_name = "D", default_value_t = 3, value_parser = ranged(limits::PCT_DEPTH))]
     pub pct_depth: u32,
