@@ -308,6 +308,9 @@ pub struct Branching {
     pub instructions_from_start: u64,
     /// The most bytes the snapshots held at once.
     pub peak_bytes: u64,
+    /// The trace hashes of the schedules run, in order, hashed together (BLAKE3, the first 16
+    /// bytes): what shows that runs from snapshots took the paths runs from the start take.
+    pub traces: [u8; 16],
 }
 
 /// Why a run could not be made.

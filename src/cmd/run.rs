@@ -84,6 +84,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
                     "instructions": b.instructions,
                     "instructions_from_start": b.instructions_from_start,
                     "peak_snapshot_bytes": b.peak_bytes,
+                    "trace_hashes": b.traces.iter().map(|x| format!("{x:02x}")).collect::<String>(),
                 }),
             );
         }
