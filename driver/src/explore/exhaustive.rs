@@ -212,19 +212,28 @@ impl<'r, 'a> Tree<'r, 'a> {
         }
         let mut started_at = 0;
         let restored = match (self.path.last(), self.session.as_mut()) {
-            (Some(snap), Some((session, _))) => {
-                session.rewind(&snap.checkpoint)?;
-                session.set_schedule(prefix.to_vec());
-                session.quiet_from_now();
-                self.accesses.borrow_mut().truncate(snap.accesses);
-                started_at = snap.checkpoint.icount();
-                true
-            }
+            (Some(snap), Some((session, _))) => match session.rewind(&snap.checkpoint) {
+                Ok(()) => {
+                    session.set_schedule(prefix.to_vec());
+                    session.quiet_from_now();
+                    self.accesses.borrow_mut().truncate(snap.accesses);
+                    started_at = snap.checkpoint.icount();
+                    true
+                }
+                // A host file that cannot be opened again now: the path's other snapshots hold
+                // it too.
+                Err(_) => {
+                    self.counts.refused += 1;
+                    false
+                }
+            },
             _ => false,
         };
         if restored {
             self.counts.from_snapshot += 1;
         } else {
+            self.path.clear();
+            self.held = 0;
             self.session = None;
             self.accesses.borrow_mut().clear();
             let dir = super::pm_copy(self.spec)?;
