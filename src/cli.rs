@@ -245,6 +245,12 @@ pub struct RunOptions {
     #[arg(long)]
     pub por: bool,
 
+    /// With --strategy exhaustive: run every schedule from the program's start instead of
+    /// going on from a snapshot of an earlier schedule taken where they part (the report is the
+    /// same; only slower).
+    #[arg(long)]
+    pub no_snapshots: bool,
+
     /// Bug depth d for --strategy pct: d-1 priority change points per run.
     #[arg(long, value_name = "D", default_value_t = 3, value_parser = ranged(limits::PCT_DEPTH))]
     pub pct_depth: u32,
@@ -342,8 +348,10 @@ pub struct RunArgs {
     pub shard: ShardArgs,
 
     /// Write host-side measurements of this run as JSON here (heap allocations ferrite made,
-    /// wall-clock seconds): the numbers `ferrite bench` reports, kept out of the report because
-    /// they are not deterministic.
+    /// wall-clock seconds; for `--strategy exhaustive`, `exploration`: schedules run from the
+    /// start and from a snapshot, guest instructions run and what running every schedule from
+    /// the start runs): the numbers `ferrite bench` reports, kept out of the report because
+    /// they are not deterministic or say how, not what.
     #[arg(long, value_name = "FILE", hide = true)]
     pub host_stats: Option<PathBuf>,
 

@@ -21,6 +21,9 @@ use std::time::Duration;
 
 /// Bytes live on ferrite's heap (the allocator adds and subtracts).
 pub static LIVE: AtomicU64 = AtomicU64::new(0);
+/// The limit the watchdog enforces (`--max-host-memory`); what parts of a run that keep
+/// state by choice (an exploration's snapshots) size themselves by.
+pub static LIMIT: AtomicU64 = AtomicU64::new(u64::MAX);
 /// The most [`LIVE`] has been (`ferrite run --host-stats`: bytes per touched line).
 pub static PEAK: AtomicU64 = AtomicU64::new(0);
 

@@ -72,6 +72,7 @@ fn main() -> ExitCode {
         }
     };
     let limit = cli.max_host_memory.unwrap_or_else(host_memory::default_limit);
+    host_memory::LIMIT.store(limit, std::sync::atomic::Ordering::Relaxed);
     host_memory::watch(limit, host_memory::what_grows(&cli.command), _tmp.path().to_path_buf());
     let res = match cli.command {
         Command::Run(a) => cmd::run::run(a),

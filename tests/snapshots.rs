@@ -3,6 +3,9 @@
 //! count and schedule of the uninterrupted run; restored to N, it makes them again, as many
 //! times as it is restored. Multi-threaded guests, PM mappings, stops in the middle of a quantum
 //! and while threads wait on a futex, and several snapshots of one run restored out of order.
+//! Passes' state is part of a snapshot (hmtrace restored reports the same races); a pass that
+//! cannot be copied gives none. `--strategy exhaustive` branching from snapshots runs the same
+//! schedules (trace hashes), with the same report, as running each from the start.
 
 mod common;
 
@@ -131,13 +134,168 @@ fn several_snapshots_of_one_run_restore_in_any_order() {
     assert_eq!(to_end(&mut s), whole);
 }
 
+/// A pass that cannot be copied ([`analyses::Analysis::fork`]'s default): runs with it are
+/// never snapshotted.
+struct Unforkable;
+
+impl analyses::Analysis for Unforkable {
+    fn name(&self) -> &'static str {
+        "unforkable"
+    }
+    fn interest(&self) -> emu::events::Interest {
+        emu::events::Interest::SYNC
+    }
+    fn on_event(&mut self, _ev: &emu::events::Event, _device: &emu::pm::PmDevice) {}
+    fn finish(&mut self, _device: &emu::pm::PmDevice) -> Vec<analyses::RawFinding> {
+        Vec::new()
+    }
+}
+
 #[test]
-fn a_run_with_passes_gives_no_snapshot() {
+fn a_run_with_a_pass_that_cannot_be_copied_gives_no_snapshot() {
     let pm = scratch();
-    let mut sp = spec("thr_racy_counter_n", &["2", "100"], 0, pm.path());
-    sp.analyses = vec!["hmtrace".into()];
-    let mut s = Session::start(&sp, None, Vec::new(), false, None).unwrap();
+    let sp = spec("thr_racy_counter_n", &["2", "100"], 0, pm.path());
+    let mut s = Session::start(&sp, None, vec![Box::new(Unforkable)], false, None).unwrap();
     s.enable_debugging();
     run_to(&mut s, 10_000);
     assert!(s.checkpoint().is_none());
+}
+
+/// A run watched by hmtrace (all memory, vector clocks, locksets) snapshotted mid-run reports
+/// the same races, trace hash and schedule from the snapshot, every time it is restored.
+#[test]
+fn a_run_with_passes_restores_with_their_state() {
+    let run = |s: &mut Session| {
+        let end = s.drive_to_end();
+        let out = driver::validation::complete(&spec_hm(), s.finish(end));
+        let findings: Vec<String> =
+            out.findings.iter().map(|f| format!("{} {} {:?}", f.kind, f.message, f.locations)).collect();
+        (out.trace_hash, out.instructions, findings)
+    };
+    fn spec_hm() -> RunSpec {
+        let mut sp = spec("thr_racy_counter_n", &["3", "300"], 2, std::path::Path::new("/nonexistent"));
+        sp.analyses = vec!["hmtrace".into()];
+        sp
+    }
+    let start = |pm: &std::path::Path| {
+        let mut sp = spec_hm();
+        sp.pm_dir = pm.to_path_buf();
+        Session::start(&sp, None, Vec::new(), false, None).unwrap()
+    };
+    let pm = scratch();
+    let whole = run(&mut start(pm.path()));
+    assert!(!whole.2.is_empty(), "hmtrace finds the racy counter's race");
+    let mut taken = 0;
+    for frac in [1, 6, 8, 9] {
+        let pm = scratch();
+        let mut s = start(pm.path());
+        s.enable_debugging();
+        run_to(&mut s, whole.1 * frac / 10);
+        // Not before the second thread exists: hmtrace watches all memory from then on only.
+        let Some(c) = s.checkpoint() else {
+            assert_eq!(s.kernel().live_threads(), 1, "at {frac}/10: hmtrace's state can be copied");
+            continue;
+        };
+        taken += 1;
+        assert_eq!(run(&mut s), whole, "snapshotted at {frac}/10, first run on");
+        for again in 1..=2 {
+            s.rewind(&c).unwrap();
+            assert_eq!(run(&mut s), whole, "restored at {frac}/10, run {again}");
+        }
+    }
+    assert!(taken >= 2, "{taken} snapshots");
+}
+
+/// The `exploration` counters of `--host-stats`.
+fn exploration(run: &Run) -> serde_json::Value {
+    run.json("h.json")["exploration"].clone()
+}
+
+/// `--strategy exhaustive` going on from snapshots finds the same schedules (the chained trace
+/// hashes of every schedule run), findings and report as running every schedule from the
+/// start (`--no-snapshots`), with and without `--por`, with no pass, hmtrace and hawkset; with
+/// `--por` it runs at least 3× fewer guest instructions.
+#[test]
+fn exploration_from_snapshots_runs_the_same_schedules() {
+    let base = ["--strategy", "exhaustive", "--preempt", "all", "--max-preemptions", "1", "--quiet"];
+    for (analyses, por) in [("none", true), ("hmtrace", true), ("hawkset", true), ("none", false), ("hmtrace", false)] {
+        let mut opts: Vec<&str> = base.to_vec();
+        opts.extend(["--analyses", analyses, "--report", "r.json", "--host-stats", "h.json"]);
+        // Without reduction the space is 390 schedules: the first 60 of them.
+        opts.extend(if por { &["--por", "--explore", "400"][..] } else { &["--explore", "60"][..] });
+        let with = Ferrite::run(&guest("thr_lost_update")).opts(&opts).go();
+        let without = Ferrite::run(&guest("thr_lost_update")).opts(&opts).opts(&["--no-snapshots"]).go();
+        let what = format!("--analyses {analyses}, por {por}");
+        assert_eq!(with.code, without.code, "{what}\n{}", with.describe());
+        assert_eq!(without_timings(&with.json("r.json")), without_timings(&without.json("r.json")), "{what}");
+        let (a, b) = (exploration(&with), exploration(&without));
+        assert_eq!(a["trace_hashes"], b["trace_hashes"], "{what}: the schedules' trace hashes");
+        assert_eq!(a["instructions_from_start"], b["instructions"], "{what}");
+        assert_eq!(b["from_snapshot"], 0, "{what}");
+        let runs = a["from_start"].as_u64().unwrap() + a["from_snapshot"].as_u64().unwrap();
+        assert_eq!(a["from_start"], 1, "{what}: only the first schedule runs from the start\n{a}");
+        assert!(runs > 5, "{what}: {a}");
+        // With an empty environment (the tests'), the lost update's start-up before its first
+        // decision is about two thirds of a run (with a shell's environment, four fifths).
+        let ratio = a["instructions_from_start"].as_f64().unwrap() / a["instructions"].as_f64().unwrap();
+        assert!(ratio >= if por { 2.5 } else { 1.5 }, "{what}: {ratio:.2}x fewer instructions\n{a}");
+        let findings = with.json("r.json")["findings"].as_array().unwrap().len();
+        // Without reduction the failing schedules are past the first 60.
+        assert!(!por || findings > 0, "{what}: the lost update is found");
+    }
+}
+
+/// On the racy counter (threads that run longer after their start-up), `--por` with
+/// snapshots runs over 3× fewer guest instructions than running every schedule from the start.
+#[test]
+fn exploration_from_snapshots_saves_most_of_the_racy_counter() {
+    let opts = [
+        "--strategy",
+        "exhaustive",
+        "--max-preemptions",
+        "2",
+        "--por",
+        "--explore",
+        "30",
+        "--quiet",
+        "--report",
+        "r.json",
+        "--host-stats",
+        "h.json",
+    ];
+    let with = Ferrite::run(&guest("thr_racy_counter")).opts(&opts).go();
+    let without = Ferrite::run(&guest("thr_racy_counter")).opts(&opts).opts(&["--no-snapshots"]).go();
+    assert_eq!(without_timings(&with.json("r.json")), without_timings(&without.json("r.json")));
+    let (a, b) = (exploration(&with), exploration(&without));
+    assert_eq!(a["trace_hashes"], b["trace_hashes"]);
+    let ratio = a["instructions_from_start"].as_f64().unwrap() / a["instructions"].as_f64().unwrap();
+    assert!(ratio >= 3.0, "{ratio:.2}x fewer instructions\n{a}");
+}
+
+/// A pass whose state a snapshot cannot hold (pmrace: taint tracking): every schedule runs from
+/// the start, the refusal is counted, and the report is the one `--no-snapshots` gives.
+#[test]
+fn exploration_falls_back_to_runs_from_the_start() {
+    let opts = [
+        "--strategy",
+        "exhaustive",
+        "--max-preemptions",
+        "1",
+        "--explore",
+        "6",
+        "--analyses",
+        "pmrace",
+        "--quiet",
+        "--report",
+        "r.json",
+        "--host-stats",
+        "h.json",
+    ];
+    let with = Ferrite::run(&guest("thr_lost_update")).opts(&opts).go();
+    let without = Ferrite::run(&guest("thr_lost_update")).opts(&opts).opts(&["--no-snapshots"]).go();
+    assert_eq!(without_timings(&with.json("r.json")), without_timings(&without.json("r.json")));
+    let a = exploration(&with);
+    assert_eq!(a["from_snapshot"], 0, "{a}");
+    assert!(a["refused"].as_u64().unwrap() >= 1, "{a}");
+    assert_eq!(a["trace_hashes"], exploration(&without)["trace_hashes"]);
 }

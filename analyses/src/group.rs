@@ -194,7 +194,7 @@ const SHAPE_CACHE: usize = 256;
 /// What the stores of each site wrote ([`crate::StoredCounts`]), counted at every PM store of a
 /// race pass and read for its findings: a direct-mapped cache of store PCs in front of the
 /// table, so that the few PCs of a program's hot loops cost a compare, not a hash-map entry.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct StoreShapes {
     /// (PC, index in `counts`), `u64::MAX` for an empty entry.
     cache: Box<[(u64, u32)]>,

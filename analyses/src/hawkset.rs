@@ -336,7 +336,7 @@ struct LoadRec {
     vc: u32,
 }
 
-#[derive(Default, Debug)]
+#[derive(Clone, Default, Debug)]
 struct Thread {
     held: Vec<Held>,
     acquisitions: u32,
@@ -354,6 +354,7 @@ struct Thread {
 
 /// The pass. Memory follows distinct PM bytes, sites, locksets and clocks, not accesses: records
 /// are deduplicated, and a store's pending state lives only until its window ends.
+#[derive(Clone)]
 pub struct Hawkset {
     opts: HawksetOptions,
     sync: SyncAdapter,
@@ -880,6 +881,10 @@ impl WindowPass for Hawkset {
 impl Analysis for Hawkset {
     fn name(&self) -> &'static str {
         "hawkset"
+    }
+
+    fn fork(&self) -> Option<Box<dyn Analysis>> {
+        Some(Box::new(self.clone()))
     }
 
     fn interest(&self) -> Interest {

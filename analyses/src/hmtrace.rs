@@ -119,6 +119,7 @@ const MAX_CONFLICTS: usize = 16;
 type LsId = u32;
 
 /// Locksets held at accesses, interned: sorted `(lock, mode)` lists.
+#[derive(Clone)]
 struct LockSets {
     sets: Vec<Vec<(u64, Mode)>>,
     index: FxHashMap<Vec<(u64, Mode)>, LsId>,
@@ -204,7 +205,7 @@ impl LockSets {
 }
 
 /// What the pass knows of a thread.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct ThreadState {
     /// Locks held now, with their mode and how often they were taken (recursive mutexes).
     held: Vec<(u64, Mode, u32)>,
@@ -244,7 +245,7 @@ enum LsState {
 }
 
 /// What the pass keeps per granule, in its shadow memory.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Granule {
     state: LsState,
     /// The bytes that are sync locations now (touched by a locked instruction).
@@ -252,7 +253,7 @@ struct Granule {
     entries: Vec<Entry>,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Report {
     kind: &'static str,
     first_tid: u32,
@@ -295,7 +296,7 @@ impl Options {
 
 /// What the pass knows of the running thread, kept between accesses: its vector clock and
 /// what every access needs of it (valid until the next synchronisation event).
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct CurrentClock {
     valid: bool,
     tid: u32,
@@ -311,6 +312,7 @@ struct CurrentClock {
 }
 
 /// The `hmtrace` pass.
+#[derive(Clone)]
 pub struct Hmtrace {
     opts: Options,
     code: CodeInfo,
@@ -678,6 +680,10 @@ impl Hmtrace {
 impl Analysis for Hmtrace {
     fn name(&self) -> &'static str {
         "hmtrace"
+    }
+
+    fn fork(&self) -> Option<Box<dyn Analysis>> {
+        Some(Box::new(self.clone()))
     }
 
     fn interest(&self) -> Interest {

@@ -56,7 +56,7 @@ pub(crate) fn is_inferred(lock: u64) -> bool {
 }
 
 /// One word that was the target of a locked read-modify-write.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Word {
     size: u32,
     /// Threads holding it by the pattern (one, unless its release went unseen).
@@ -79,7 +79,7 @@ pub(crate) struct Observed {
 const NOTHING: Observed = Observed { op: None, screen: false };
 
 /// The inference; see the module documentation.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct InferredLocks {
     /// Device address → word.
     words: FxHashMap<u64, Word>,

@@ -185,6 +185,14 @@ pub trait Analysis {
     fn stats(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+    /// A copy of the pass as it is now, which goes on from here as this one would: what a
+    /// snapshot of the run holds of the pass, so that a run restored from it (an exploration's
+    /// schedule branching off an earlier one) reports what a run from the start does. `None`
+    /// (the default) for a pass that cannot be copied (one holding a shared handle: an image
+    /// sink, a recorder's log); runs with it are then never snapshotted.
+    fn fork(&self) -> Option<Box<dyn Analysis>> {
+        None
+    }
 }
 
 /// The program's code as the session knows it from symbols and the line table.
@@ -226,7 +234,7 @@ pub struct Passes {
 /// How often each custom lock function (by entry address) was called, and how many of its
 /// calls acquired the lock: so that a lock configuration that does not say what the program
 /// does shows (a try-lock whose success value is wrong acquires never, or always).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct LockTally {
     /// Entry address → (calls, acquisitions, failed attempts).
     counts: std::collections::BTreeMap<u64, [u64; 3]>,
@@ -272,6 +280,13 @@ impl Passes {
     /// entry address: `(address, calls, acquisitions, failed attempts)`.
     pub fn lock_calls(&self) -> Vec<(u64, u64, u64, u64)> {
         self.tally.counts.iter().map(|(&a, &[c, ok, no])| (a, c, ok, no)).collect()
+    }
+
+    /// A copy of every pass as it is now ([`Analysis::fork`]), or `None` if some pass cannot be
+    /// copied.
+    pub fn fork(&self) -> Option<Passes> {
+        let passes = self.passes.iter().map(|(i, p)| Some((*i, p.fork()?))).collect::<Option<Vec<_>>>()?;
+        Some(Passes { passes, tally: self.tally.clone() })
     }
 
     /// Whether there is no pass.

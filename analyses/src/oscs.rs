@@ -142,7 +142,7 @@ struct Flag {
 }
 
 /// One byte's history.
-#[derive(Default, Debug)]
+#[derive(Clone, Default, Debug)]
 struct Loc {
     /// Most recent first, one per thread.
     reads: Vec<Access>,
@@ -168,7 +168,7 @@ struct Pending {
     lock: u64,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Report {
     first_tid: u32,
     second_tid: u32,
@@ -182,7 +182,7 @@ struct Report {
     addrs: Vec<u64>,
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct ThreadState {
     /// `(mutex, instance)`, outermost first.
     cs: Vec<(u64, u64)>,
@@ -194,6 +194,7 @@ struct ThreadState {
 }
 
 /// The `oscs` pass.
+#[derive(Clone)]
 pub struct Oscs {
     opts: Options,
     code: CodeInfo,
@@ -493,6 +494,10 @@ impl Oscs {
 impl Analysis for Oscs {
     fn name(&self) -> &'static str {
         "oscs"
+    }
+
+    fn fork(&self) -> Option<Box<dyn Analysis>> {
+        Some(Box::new(self.clone()))
     }
 
     fn interest(&self) -> Interest {

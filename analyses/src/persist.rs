@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 pub(crate) type Site = (u64, StackId);
 
 /// Interns values as dense ids.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Interner<T: std::hash::Hash + Eq + Clone> {
     ids: FxHashMap<T, u32>,
     pub(crate) values: Vec<T>,
@@ -123,7 +123,7 @@ const SHADOW_LINES: u64 = 64;
 /// [`SHADOW_LINES`] entries for each page touched, found through a map of pages with a one-entry
 /// cache of the last page used. Accesses are local, so most lookups hash nothing; a page's block
 /// is allocated when it is first touched and never per access.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct ShadowLines<T> {
     pages: FxHashMap<u64, u32>,
     blocks: Vec<Box<[T]>>,
@@ -171,7 +171,7 @@ impl<T: Default> ShadowLines<T> {
 }
 
 /// Publication state of one line for the IRH.
-#[derive(Default, Debug)]
+#[derive(Clone, Default, Debug)]
 struct IrhLine {
     published: u64,
     /// Threads that touched unpublished bytes, with those bytes.
@@ -182,7 +182,7 @@ struct IrhLine {
 /// `threshold + 1` distinct threads have accessed it. A store persisted (or overwritten) before
 /// its bytes were published is initialisation nobody else could have seen in its window. A
 /// threshold of 0 disables it (every byte is published).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Publication {
     threshold: u32,
     lines: ShadowLines<IrhLine>,

@@ -21,6 +21,7 @@ pub const PAGE_SHIFT: u32 = 12;
 const CHUNK_BITS: u32 = 12;
 const CHUNK_PAGES: usize = 1 << CHUNK_BITS;
 
+#[derive(Clone)]
 struct Chunk<T> {
     /// The chunk's number (address >> (PAGE_SHIFT + CHUNK_BITS)).
     number: u64,
@@ -30,6 +31,7 @@ struct Chunk<T> {
 }
 
 /// Per-granule records of type `T` for the pages of guest memory that have any.
+#[derive(Clone)]
 pub struct Shadow<T> {
     granule_shift: u32,
     /// The chunks with pages, sorted by number.
@@ -185,6 +187,7 @@ const PC_CACHE: usize = 1024;
 /// A direct-mapped cache of a yes/no question about code addresses (is this PC library code?),
 /// for the passes that ask it at every memory access: a loop's few PCs hit it every time,
 /// instead of a binary search over every function range of libc.
+#[derive(Clone)]
 pub struct PcCache {
     entries: Box<[(u64, bool)]>,
 }

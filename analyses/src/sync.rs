@@ -88,7 +88,7 @@ pub enum SyncOp {
 }
 
 /// Turns the machine's sync events into [`SyncOp`]s.
-#[derive(Default, Debug)]
+#[derive(Clone, Default, Debug)]
 pub struct SyncAdapter {
     /// Thread handle (pthread_t) → tid.
     handles: FxHashMap<u64, u32>,
@@ -348,7 +348,7 @@ struct Frame {
 }
 
 /// What [`Omp`] follows of an OS thread.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct OmpThread {
     /// Open libgomp calls since the innermost body began (a pool thread starts at 1: its code
     /// outside bodies is libgomp's).
@@ -364,7 +364,7 @@ struct OmpThread {
 }
 
 /// What [`Omp`] keeps of a thread of happens-before time (a thread or a task).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Logical {
     /// Child tasks since the last `taskwait`: id, out and in dependence filters.
     children: Vec<(u32, u64, u64)>,
@@ -384,7 +384,7 @@ struct Pending {
 
 /// A task's place: whose child it is, the groups and the barrier that complete it, the
 /// tasks its dependences wait for.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct TaskInfo {
     parent: u32,
     groups: Vec<u64>,
@@ -393,7 +393,7 @@ struct TaskInfo {
 }
 
 /// A taskloop in progress: its body's runs are tasks created at its entry.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Taskloop {
     id: u32,
     body: u64,
@@ -436,7 +436,7 @@ struct Region {
 /// their body function and the first bytes of their argument (libgomp copies the creator's
 /// data into the task); two pending tasks of one body whose arguments start alike are taken in
 /// creation order.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Omp {
     threads: FxHashMap<u32, OmpThread>,
     logical: FxHashMap<u32, Logical>,
@@ -792,7 +792,7 @@ impl Omp {
 /// adding it to a transaction). Two accesses of those bytes, each inside a lane section of its
 /// thread, are ordered; anything else a lane section touches is not (transactions do not
 /// isolate the program's data).
-#[derive(Default, Debug)]
+#[derive(Clone, Default, Debug)]
 pub struct Lanes {
     /// Per thread: how deeply it is in lane sections (they nest: a transaction inside a
     /// transaction, an atomic allocation inside one).
@@ -876,7 +876,7 @@ impl Lanes {
 /// condition variables live in PM, so their own loads and stores (the lock words, the pthread
 /// objects inside them, the lazy reinitialisation) are PM accesses; HawkSet's pseudo-lock makes
 /// them mutually protected, and PM detectors leave them out.
-#[derive(Default, Debug)]
+#[derive(Clone, Default, Debug)]
 pub struct PmdkLockCalls {
     depth: FxHashMap<u32, u32>,
 }
@@ -922,7 +922,7 @@ impl PmdkLockCalls {
 ///   inside one counts only for the bytes within it ([`SyncCalls::clip`]).
 ///
 /// Allocation-free once warm: each thread's stack of open calls keeps its capacity.
-#[derive(Default, Debug)]
+#[derive(Clone, Default, Debug)]
 pub struct SyncCalls {
     threads: FxHashMap<u32, Vec<OpenCall>>,
     /// Calls open in all threads together (nothing to check when 0).
@@ -1053,7 +1053,7 @@ impl SyncCalls {
 /// barrier): the bracket starts afresh in it and resumes when it returns. A thread created
 /// from inside a libgomp entry point is a pool thread, inside libgomp except in the bodies it
 /// runs.
-#[derive(Default, Debug)]
+#[derive(Clone, Default, Debug)]
 pub struct SyncBracket {
     depth: FxHashMap<u32, u32>,
     /// Per thread: open libgomp calls (a part of `depth`).
@@ -1163,7 +1163,7 @@ pub struct Edges {
 }
 
 /// Vector clocks per thread, per sync object and per lock.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct HappensBefore {
     edges: Edges,
     slots: FxHashMap<u32, usize>,

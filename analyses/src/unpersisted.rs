@@ -108,7 +108,7 @@ impl Options {
     }
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 /// The `unpersisted` pass: stores never made durable, and the flush and fence lints.
 pub struct Unpersisted {
     options: Options,
@@ -184,6 +184,10 @@ fn loc(role: &'static str, site: Site, tid: u32) -> RawLocation {
 impl Analysis for Unpersisted {
     fn name(&self) -> &'static str {
         "unpersisted"
+    }
+
+    fn fork(&self) -> Option<Box<dyn Analysis>> {
+        Some(Box::new(self.clone()))
     }
 
     fn interest(&self) -> Interest {

@@ -268,7 +268,7 @@ struct Window {
     lane: bool,
 }
 
-#[derive(Default, Debug)]
+#[derive(Clone, Default, Debug)]
 struct Thread {
     last_acquire: u64,
     /// Store windows not closed, by line, and load windows not closed.
@@ -289,6 +289,7 @@ struct Thread {
 }
 
 /// The pass. Reports are made online, when the later of two conflicting windows is created.
+#[derive(Clone)]
 pub struct Vardalith {
     opts: VardalithOptions,
     sync: SyncAdapter,
@@ -1026,6 +1027,10 @@ impl WindowPass for Vardalith {
 impl Analysis for Vardalith {
     fn name(&self) -> &'static str {
         "vardalith"
+    }
+
+    fn fork(&self) -> Option<Box<dyn Analysis>> {
+        Some(Box::new(self.clone()))
     }
 
     fn interest(&self) -> Interest {

@@ -43,6 +43,6 @@ pub mod warm;
 pub use report::{print_findings, ExitInfo, RunInfo, RunReport};
 pub use run::Runner;
 pub use session::{Probe, Session};
-pub use spec::{strategy, GuestEnd, RunOutcome, RunSpec, SessionError};
+pub use spec::{strategy, Branching, GuestEnd, RunOutcome, RunSpec, SessionError};
 pub use symbols::Objects;
 pub use validation::{ImageStore, Validator, Verdict};

@@ -24,6 +24,13 @@ impl<'a> Runner<'a> {
         Runner { validator: Some(v) }
     }
 
+    /// The validator of `spec`'s runs, if any: without a recovery command no image is ever
+    /// validated, so none is captured (each holds the state of every PM file, a large pool's
+    /// worth).
+    pub(crate) fn validator_for(&self, spec: &RunSpec) -> Option<&'a dyn Validator> {
+        self.validator.filter(|_| spec.recover.is_some())
+    }
+
     /// Runs `spec` to its end.
     pub fn run(&self, spec: &RunSpec) -> Result<RunOutcome, SessionError> {
         self.run_with(spec, None, Vec::new())
@@ -37,10 +44,7 @@ impl<'a> Runner<'a> {
         probe: Option<Box<dyn Probe>>,
         extra: Vec<Box<dyn Analysis>>,
     ) -> Result<RunOutcome, SessionError> {
-        // Without a recovery command no image is ever validated: none is captured (each holds
-        // the state of every PM file, a large pool's worth).
-        let validator = self.validator.filter(|_| spec.recover.is_some());
-        let mut s = Session::start(spec, probe, extra, false, validator)?;
+        let mut s = Session::start(spec, probe, extra, false, self.validator_for(spec))?;
         let end = s.drive_to_end();
         Ok(validation::complete(spec, s.finish(end)))
     }

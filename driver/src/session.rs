@@ -158,8 +158,13 @@ pub struct Session {
     warm: bool,
     /// What a debugger attached to the run needs ([`Session::enable_debugging`]).
     debug: Option<Box<Debugging>>,
-    /// Some pass watches the run (a [`Checkpoint`] does not hold their state).
+    /// Some pass watches the run (a [`Checkpoint`] holds copies of them, if they can be copied).
     has_passes: bool,
+    /// A scheduling call the loop has decided on but not made yet: the point and whether the
+    /// running thread exited (where [`Session::stop_before_decision`] stopped the run).
+    pending_schedule: Option<(Point, bool)>,
+    /// Stop before the scheduling call that may make this decision (by index).
+    stop_at_decision: Option<usize>,
 }
 
 /// A session at any stop ([`Session::checkpoint`]), as [`Session::rewind`] brings it back, any
@@ -176,6 +181,9 @@ pub struct Checkpoint {
     max_threads_seen: usize,
     regions_seen: usize,
     syscall_pending: bool,
+    pending_schedule: Option<(Point, bool)>,
+    /// Copies of the passes, when some watch the run.
+    passes: Option<Passes>,
     /// The debugger's record: how many thread stretches, and the held exit.
     debug: Option<(usize, Option<Exit>)>,
 }
@@ -209,6 +217,9 @@ pub enum Driven {
     /// Stopped at the first system call where runs on different crash images may part
     /// ([`Session::drive`] with `pause`).
     Paused,
+    /// Stopped before the scheduling call that may make the decision asked for
+    /// ([`Session::stop_before_decision`]); the call is made when the run goes on.
+    Decision,
 }
 
 /// A debugger's view of the run: which thread ran from which instruction on, and the stop the
@@ -354,6 +365,8 @@ impl Session {
             warm,
             debug: None,
             has_passes,
+            pending_schedule: None,
+            stop_at_decision: None,
         })
     }
 
@@ -366,7 +379,7 @@ impl Session {
                 Driven::End(end) => return Some(end),
                 Driven::Paused => return None,
                 // A debugger's stop: the run goes on (a debugger drives with `drive_debug`).
-                Driven::Machine(_) | Driven::Fault(_) | Driven::Budget | Driven::Scheduled => {}
+                Driven::Machine(_) | Driven::Fault(_) | Driven::Budget | Driven::Scheduled | Driven::Decision => {}
             }
         }
     }
@@ -383,6 +396,29 @@ impl Session {
         self.m.enable_debugging();
         let d = Debugging { switches: vec![(self.m.icount(), self.m.tid())], ..Debugging::default() };
         self.debug = Some(Box::new(d));
+    }
+
+    /// Stop ([`Driven::Decision`], from [`Session::drive_debug`]) before the first scheduling
+    /// call made once `n` decisions have been made (`None`: no more), so that a snapshot taken
+    /// there is one from which any schedule that agrees with this run on its first `n` decisions
+    /// goes on (an exploration's branches).
+    pub fn stop_before_decision(&mut self, n: Option<usize>) {
+        self.stop_at_decision = n;
+    }
+
+    /// The decisions to follow from now on, by index from the run's first (`--strategy
+    /// exhaustive`; those already made are not made again).
+    pub fn set_schedule(&mut self, prefix: Vec<u32>) {
+        self.m.scheduler().set_prefix(prefix.clone());
+        self.spec.schedule = prefix;
+    }
+
+    /// From now on the guest's output is discarded and the run says nothing (an exploration's
+    /// later runs, restored from a snapshot of an earlier one).
+    pub fn quiet_from_now(&mut self) {
+        self.spec.quiet = true;
+        self.spec.discard_output = true;
+        self.k.cfg.discard_output = true;
     }
 
     /// Stop when thread `tid` is scheduled (`None`: no more).
@@ -442,10 +478,27 @@ impl Session {
             syscall_pending,
             probe,
             debug,
+            pending_schedule,
+            stop_at_decision,
             ..
         } = self;
         let spec = &*spec;
         let end = loop {
+            if let Some((point, exited)) = pending_schedule.take() {
+                if stop_at_decision.is_some_and(|n| m.scheduler().decisions.len() >= n) {
+                    *stop_at_decision = None;
+                    *pending_schedule = Some((point, exited));
+                    return Driven::Decision;
+                }
+                if let Err(d) = k.schedule(m, point, exited) {
+                    findings.push(deadlock_finding(symbols, &d, spec.seed));
+                    break GuestEnd::Deadlock;
+                }
+                if debug.as_deref_mut().is_some_and(|d| d.scheduled(m)) {
+                    return Driven::Scheduled;
+                }
+                continue;
+            }
             let held = debug.as_deref_mut().and_then(|d| d.held_exit.take());
             let exit = match held {
                 Some(e) => e,
@@ -550,34 +603,16 @@ impl Session {
                         Outcome::Block => (Point::Forced, false),
                         Outcome::ThreadExit => (Point::Forced, true),
                     };
-                    if let Err(d) = k.schedule(m, point.0, point.1) {
-                        findings.push(deadlock_finding(symbols, &d, spec.seed));
-                        break GuestEnd::Deadlock;
-                    }
-                    if debug.as_deref_mut().is_some_and(|d| d.scheduled(m)) {
-                        return Driven::Scheduled;
-                    }
+                    *pending_schedule = Some(point);
                 }
                 Exit::Hold => {
                     // A reader at a sync-point load waits for the matching store.
                     k.hold(m, None);
-                    if let Err(d) = k.schedule(m, Point::Forced, false) {
-                        findings.push(deadlock_finding(symbols, &d, spec.seed));
-                        break GuestEnd::Deadlock;
-                    }
-                    if debug.as_deref_mut().is_some_and(|d| d.scheduled(m)) {
-                        return Driven::Scheduled;
-                    }
+                    *pending_schedule = Some((Point::Forced, false));
                 }
                 Exit::Quantum | Exit::Yield => {
                     let point = if exit == Exit::Yield { Point::Yield } else { Point::Quantum };
-                    if let Err(d) = k.schedule(m, point, false) {
-                        findings.push(deadlock_finding(symbols, &d, spec.seed));
-                        break GuestEnd::Deadlock;
-                    }
-                    if debug.as_deref_mut().is_some_and(|d| d.scheduled(m)) {
-                        return Driven::Scheduled;
-                    }
+                    *pending_schedule = Some((point, false));
                 }
                 Exit::Preempt => {
                     let mut point = Point::Optional;
@@ -591,13 +626,7 @@ impl Session {
                         k.hold(m, Some(m.icount() + emu::sched::WRITER_WAIT));
                         point = Point::Forced;
                     }
-                    if let Err(d) = k.schedule(m, point, false) {
-                        findings.push(deadlock_finding(symbols, &d, spec.seed));
-                        break GuestEnd::Deadlock;
-                    }
-                    if debug.as_deref_mut().is_some_and(|d| d.scheduled(m)) {
-                        return Driven::Scheduled;
-                    }
+                    *pending_schedule = Some((point, false));
                 }
                 Exit::Fault(f) => {
                     // The guest's own handler gets the first chance.
@@ -739,6 +768,7 @@ impl Session {
                 discarded: Vec::new(),
                 pm_file_reads: k.pm_file_reads,
                 translation: m.translation_stats(),
+                branching: None,
             },
             passes,
             raised,
@@ -790,13 +820,26 @@ impl Session {
 
 impl Session {
     /// The whole run as it is now, at any stop (a debugger's, at any instruction), or `None`
-    /// when it cannot be held: passes or a probe watch the run (their state is not captured),
-    /// the machine cannot be (taint tracking), or a host file cannot be opened again or the PM
-    /// directory holds something but files and directories.
+    /// when it cannot be held: a probe or crash images for validation follow the run, a pass
+    /// cannot be copied ([`analyses::Analysis::fork`]) or watches all memory while the run is
+    /// still single-threaded ([`Machine::memory_hooks_final`]), the machine cannot be (taint
+    /// tracking), or a host file cannot be opened again or the PM directory holds something but
+    /// files and directories.
     pub fn checkpoint(&self) -> Option<Checkpoint> {
-        if self.has_passes || self.probe.is_some() || self.images.is_some() {
+        if self.probe.is_some() || self.images.is_some() {
             return None;
         }
+        let passes = match self.m.observer() {
+            Some(obs) if self.has_passes => {
+                let any: &dyn std::any::Any = obs;
+                let passes = any.downcast_ref::<Passes>()?;
+                if !self.m.memory_hooks_final() {
+                    return None;
+                }
+                Some(passes.fork()?)
+            }
+            _ => None,
+        };
         let machine = self.m.checkpoint()?;
         let kernel = self.k.checkpoint_copy()?;
         let files = crate::dir_image::DirImage::capture(&self.spec.pm_dir).ok()?;
@@ -811,6 +854,8 @@ impl Session {
             max_threads_seen: self.max_threads_seen,
             regions_seen: self.regions_seen,
             syscall_pending: self.syscall_pending,
+            pending_schedule: self.pending_schedule,
+            passes,
             debug: self.debug.as_deref().map(|d| (d.switches.len(), d.held_exit.clone())),
         })
     }
@@ -833,6 +878,12 @@ impl Session {
         self.max_threads_seen = c.max_threads_seen;
         self.regions_seen = c.regions_seen;
         self.syscall_pending = c.syscall_pending;
+        self.pending_schedule = c.pending_schedule;
+        self.stop_at_decision = None;
+        if let Some(p) = &c.passes {
+            let p = p.fork().ok_or_else(|| SessionError::Io(std::io::Error::other("a pass cannot be copied again")))?;
+            self.m.set_observer(Box::new(p));
+        }
         if let (Some(d), Some((n, held))) = (self.debug.as_deref_mut(), &c.debug) {
             d.switches.truncate(*n);
             d.held_exit = held.clone();

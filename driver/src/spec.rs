@@ -283,6 +283,34 @@ pub struct RunOutcome {
     pub pm_file_reads: u64,
     /// What Unicorn's translation cache did (blocks translated, flushes).
     pub translation: emu::machine::TranslationStats,
+    /// For an exhaustive exploration: how its schedules were run (from the start or from a
+    /// snapshot of an earlier one).
+    pub branching: Option<Branching>,
+}
+
+/// How an exhaustive exploration's schedules were run (`ferrite run --host-stats`; the report
+/// is the same either way). A schedule that shares its first decisions with an earlier one goes
+/// on from a snapshot taken at or before the first decision where they differ.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Branching {
+    /// Schedules run from the program's start (the first, and those no snapshot served).
+    pub from_start: u64,
+    /// Schedules that went on from a snapshot.
+    pub from_snapshot: u64,
+    /// Snapshots taken.
+    pub snapshots: u64,
+    /// Times a run could not be snapshotted (a pass that cannot be copied, taint tracking, a
+    /// host file that cannot be opened again, crash images for validation).
+    pub refused: u64,
+    /// Guest instructions executed, over all schedules.
+    pub instructions: u64,
+    /// Guest instructions re-running every schedule from its start would have executed.
+    pub instructions_from_start: u64,
+    /// The most bytes the snapshots held at once.
+    pub peak_bytes: u64,
+    /// The trace hashes of the schedules run, in order, hashed together (BLAKE3, the first 16
+    /// bytes): what shows that runs from snapshots took the paths runs from the start take.
+    pub traces: [u8; 16],
 }
 
 /// Why a run could not be made.

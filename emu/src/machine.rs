@@ -572,6 +572,19 @@ impl Machine {
         self.flush_translations();
     }
 
+    /// The installed observer, if any, to look at.
+    pub fn observer(&self) -> Option<&dyn Observer> {
+        self.uc.get_data().obs.observer.as_deref()
+    }
+
+    /// Whether the memory hooks are as they will stay for the rest of the run: the observer
+    /// watches no DRAM, or the all-memory hooks are in ([`Machine::hook_all_memory`], installed
+    /// once and never removed). A snapshot of an observed run taken before that would, restored
+    /// later, show its observer the accesses of a single-threaded stretch a fresh run hides.
+    pub fn memory_hooks_final(&self) -> bool {
+        self.dram_hooked || !self.uc.get_data().obs.interest.has(Interest::MEMORY)
+    }
+
     /// The installed observer, if any.
     pub fn observer_mut(&mut self) -> Option<&mut dyn Observer> {
         self.uc.get_data_mut().obs.observer.as_deref_mut()

@@ -13,7 +13,11 @@ use crate::report::Report;
 pub fn explore_as(spec: &RunSpec, opts: &RunOptions) -> Result<(RunReport, RunOutcome, Option<String>)> {
     let runner = super::runner();
     Ok(if spec.strategy == emu::sched::Strategy::Exhaustive {
-        let (r, o) = explore::exhaustive::explore(&runner, spec, opts.explore.max(1), opts.max_preemptions, opts.por)?;
+        // Snapshots take at most a quarter of what ferrite may hold (`--max-host-memory`).
+        let limit = crate::host_memory::LIMIT.load(std::sync::atomic::Ordering::Relaxed) / 4;
+        let budget = (!opts.no_snapshots).then_some(limit.min(explore::exhaustive::SNAPSHOT_BUDGET));
+        let (r, o) =
+            explore::exhaustive::explore(&runner, spec, opts.explore.max(1), opts.max_preemptions, opts.por, budget)?;
         (r, o, None)
     } else if opts.strategy == "pmrace" {
         let (r, o, summary) = explore::targeted::explore(&runner, spec, opts.explore.max(1))?;
@@ -59,7 +63,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         report.write(path)?;
     }
     if let Some(path) = &a.host_stats {
-        let stats = serde_json::json!({
+        let mut stats = serde_json::json!({
             "allocations": crate::HOST_ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed) - allocations,
             "peak_heap_bytes": crate::host_memory::PEAK.load(std::sync::atomic::Ordering::Relaxed),
             "wall_seconds": started.elapsed().as_secs_f64(),
@@ -69,6 +73,21 @@ pub fn run(a: RunArgs) -> Result<i32> {
             "cache_flushes": out.translation.cache_flushes,
             "ranges_removed": out.translation.ranges_removed,
         });
+        if let (Some(b), Some(map)) = (out.branching, stats.as_object_mut()) {
+            map.insert(
+                "exploration".into(),
+                serde_json::json!({
+                    "from_start": b.from_start,
+                    "from_snapshot": b.from_snapshot,
+                    "snapshots": b.snapshots,
+                    "refused": b.refused,
+                    "instructions": b.instructions,
+                    "instructions_from_start": b.instructions_from_start,
+                    "peak_snapshot_bytes": b.peak_bytes,
+                    "trace_hashes": b.traces.iter().map(|x| format!("{x:02x}")).collect::<String>(),
+                }),
+            );
+        }
         std::fs::write(path, stats.to_string()).with_context(|| format!("--host-stats {}", path.display()))?;
     }
     Ok(out.end.exit_status(report.findings.len(), opts.findings_exit_code))

@@ -293,7 +293,7 @@ impl Timeline {
         loop {
             let slice_end = self.now().saturating_add(SLICE);
             match self.drive(Some(slice_end)) {
-                Driven::Machine(emu::DebugStop::Reached) | Driven::Scheduled | Driven::Paused => {
+                Driven::Machine(emu::DebugStop::Reached) | Driven::Scheduled | Driven::Paused | Driven::Decision => {
                     if interrupted() {
                         return Ok(None);
                     }

@@ -36,6 +36,13 @@ impl Analysis for Footprint {
         "footprint"
     }
 
+    /// The copy shares the record: the explorer cuts it back to what the run had recorded at
+    /// the snapshot when it restores one (the accesses before it are those of any run that
+    /// agrees with it so far).
+    fn fork(&self) -> Option<Box<dyn Analysis>> {
+        Some(Box::new(Footprint(self.0.clone())))
+    }
+
     fn interest(&self) -> Interest {
         Interest::MEMORY
     }
