@@ -116,6 +116,44 @@ mod tests {
     }
 }
 
+/// A record a pass keeps per PM line and bytes until the end of the run (hawkset's store windows
+/// and loads), split into its line and bytes and the rest (thread, site, lockset, clocks).
+pub(crate) trait LineKeyed: Clone + Eq + std::hash::Hash {
+    /// The record's line and byte mask.
+    fn line_mask(&self) -> (u64, u64);
+    /// The record with another line and byte mask.
+    fn at(&self, line: u64, mask: u64) -> Self;
+}
+
+/// A deduplicated set of [`LineKeyed`] records. What a record holds besides its line repeats
+/// from line to line (one site and thread touch many lines under the same lockset and clock), so
+/// it is interned, and a record costs a 24-byte `(line, mask, context)` entry, not the whole
+/// record (an 80-byte store record with its count was the pass's largest cost per touched line).
+pub(crate) struct LineRecords<R: LineKeyed> {
+    contexts: Interner<R>,
+    set: rustc_hash::FxHashSet<(u64, u64, u32)>,
+}
+
+impl<R: LineKeyed> Default for LineRecords<R> {
+    fn default() -> Self {
+        LineRecords { contexts: Interner::default(), set: rustc_hash::FxHashSet::default() }
+    }
+}
+
+impl<R: LineKeyed> LineRecords<R> {
+    /// Adds `r` (once).
+    pub(crate) fn insert(&mut self, r: R) {
+        let (line, mask) = r.line_mask();
+        let ctx = self.contexts.id(r.at(0, 0));
+        self.set.insert((line, mask, ctx));
+    }
+
+    /// Every record, in no particular order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = R> + '_ {
+        self.set.iter().map(|&(line, mask, ctx)| self.contexts.get(ctx).at(line, mask))
+    }
+}
+
 /// Lines per shadow block: one 4 KiB page of 64-byte lines.
 const SHADOW_LINES: u64 = 64;
 
