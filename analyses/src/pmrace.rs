@@ -461,7 +461,9 @@ impl Analysis for Pmrace {
         // nothing they read).
         ev.dev != 0
             && !self.code.is_library(ev.pc)
-            && self.unpersisted_byte(ev.dev, ev.size, device).is_some_and(|(_, store, _)| self.stores.contains_key(&store))
+            && self
+                .unpersisted_byte(ev.dev, ev.size, device)
+                .is_some_and(|(_, store, _)| self.stores.contains_key(&store))
     }
 
     fn taint_source(&mut self, ev: &Event, device: &PmDevice) -> u32 {
