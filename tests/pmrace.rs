@@ -225,6 +225,40 @@ fn taint_tracking_does_not_change_the_schedule() {
     assert_eq!(hash("pmrace"), hash("pmrace"));
 }
 
+/// The taint engine's hooks on every instruction and access go into the engine (one translation
+/// flush, counted by `--host-stats`) only at the first load the pass may name a source: never in
+/// a program that reads no unpersisted PM (`pm_bench` persists each store before reading it
+/// back, `cpu_bound` has no PM), once in `pr_copy`, whose reader loads the writer's unpersisted
+/// value, and its finding is the same as with the hooks in from the start (the other tests here).
+#[test]
+fn taint_hooks_go_in_at_the_first_possible_source_only() {
+    let flushes = |analyses: &str, program: &str, args: &[&str]| {
+        let dir = scratch();
+        let stats = dir.path().join("host.json");
+        let run = Ferrite::run(&guest(program))
+            .opts(&["--quiet", "--analyses", analyses, "--seed", "3", "--host-stats", stats.to_str().unwrap()])
+            .args(args)
+            .go();
+        let stats = read_json(&stats);
+        (stats["cache_flushes"].as_u64().unwrap(), run.code)
+    };
+    for (program, args) in [
+        ("pm_bench", &["20000", "/mnt/pmem0/bench"][..]),
+        ("cpu_bound", &["0.01"][..]),
+        ("pr_copy", &["/mnt/pmem0/pool"][..]),
+    ] {
+        let (none, _) = flushes("none", program, args);
+        let (taint, code) = flushes("pmrace", program, args);
+        let sources = usize::from(program == "pr_copy");
+        assert_eq!(
+            taint,
+            none + sources as u64,
+            "{program}: {none} translation flushes without pmrace, {taint} with it"
+        );
+        assert_eq!(code, if sources > 0 { 66 } else { 0 }, "{program}");
+    }
+}
+
 #[test]
 fn an_unknown_pmrace_option_is_an_error() {
     let run = Ferrite::run(&guest("pr_copy")).opts(&["--analyses", "pmrace:bogus=1"]).args(&["/mnt/pmem0/pool"]).go();

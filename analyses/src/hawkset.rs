@@ -127,7 +127,7 @@ use crate::annotations::Annotations;
 use crate::group::{Described, Grouper, StoreShapes};
 use crate::inferred_locks::{within, InferredLocks};
 use crate::options::{option_pairs, parse_bool, parse_owner};
-use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Publication, Site};
+use crate::persist::{durable_bytes, is_release_call, pieces, Interner, LineKeyed, LineRecords, Publication, Site};
 use crate::screen::WindowPass;
 use crate::sync::{
     Edges, HappensBefore, Mode, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp, VectorClock, PMDK_LANE_LOCK,
@@ -336,6 +336,24 @@ struct LoadRec {
     vc: u32,
 }
 
+impl LineKeyed for StoreRec {
+    fn line_mask(&self) -> (u64, u64) {
+        (self.line, self.mask)
+    }
+    fn at(&self, line: u64, mask: u64) -> Self {
+        StoreRec { line, mask, ..*self }
+    }
+}
+
+impl LineKeyed for LoadRec {
+    fn line_mask(&self) -> (u64, u64) {
+        (self.line, self.mask)
+    }
+    fn at(&self, line: u64, mask: u64) -> Self {
+        LoadRec { line, mask, ..*self }
+    }
+}
+
 #[derive(Clone, Default, Debug)]
 struct Thread {
     held: Vec<Held>,
@@ -383,9 +401,9 @@ pub struct Hawkset {
     /// Line → IRH publication state (only lines some PM access touched).
     irh: Publication,
     /// Closed store windows → how many times each was recorded.
-    stores: FxHashMap<StoreRec, u64>,
+    stores: LineRecords<StoreRec>,
     /// Loads that passed the IRH → count.
-    loads: FxHashMap<LoadRec, u64>,
+    loads: LineRecords<LoadRec>,
     /// Scratch buffer for the sync adapter's operations.
     ops: Vec<SyncOp>,
     /// Empty pending lists kept for reuse, and scratch buffers: a store, a flush or a fence
@@ -423,8 +441,8 @@ impl Hawkset {
             inter: FxHashMap::default(),
             pending: FxHashMap::default(),
             irh: Publication::new(opts.irh),
-            stores: FxHashMap::default(),
-            loads: FxHashMap::default(),
+            stores: LineRecords::default(),
+            loads: LineRecords::default(),
             ops: Vec::new(),
             spare_lists: Vec::new(),
             closed: Vec::new(),
@@ -531,7 +549,7 @@ impl Hawkset {
             vc,
             vc_store: piece.vc,
         };
-        *self.stores.entry(rec).or_insert(0) += 1;
+        self.stores.insert(rec);
     }
 
     /// Notes where PM lies in the guest's address space (for telling pointers).
@@ -708,7 +726,7 @@ impl Hawkset {
                 }
             };
             let vc = self.clock(tid);
-            *self.loads.entry(LoadRec { line, mask: m, tid, site, ls: l, vc }).or_insert(0) += 1;
+            self.loads.insert(LoadRec { line, mask: m, tid, site, ls: l, vc });
         }
     }
 
@@ -926,23 +944,21 @@ impl Analysis for Hawkset {
         self.inferred.settle();
         let lock_bytes = self.inferred.lock_bytes();
         // Store records by line.
-        let mut stores: Vec<(StoreRec, u64)> =
-            self.stores.iter().filter(|(k, _)| !within(&lock_bytes, k.line, k.mask)).map(|(k, v)| (*k, *v)).collect();
-        stores.sort_unstable_by_key(|(s, _)| (s.line, s.site, s.end, s.tid, s.mask, s.eff, s.vc, s.flushed));
+        let mut stores: Vec<StoreRec> = self.stores.iter().filter(|k| !within(&lock_bytes, k.line, k.mask)).collect();
+        stores.sort_unstable_by_key(|s| (s.line, s.site, s.end, s.tid, s.mask, s.eff, s.vc, s.flushed));
         let mut by_line: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
-        for (i, (s, _)) in stores.iter().enumerate() {
+        for (i, s) in stores.iter().enumerate() {
             by_line.entry(s.line).or_default().push(i);
         }
         let mut groups: Grouper<(u64, u8, u64, bool)> = Grouper::new(MAX_LOADS);
         let mut conc: FxHashMap<(u32, u32, u32), bool> = FxHashMap::default();
         let mut prot: FxHashMap<(u32, u32, bool), bool> = FxHashMap::default();
-        let mut loads: Vec<(&LoadRec, &u64)> =
-            self.loads.iter().filter(|(l, _)| !within(&lock_bytes, l.line, l.mask)).collect();
-        loads.sort_unstable_by_key(|(l, _)| (l.line, l.site, l.tid, l.mask, l.ls, l.vc));
-        for (l, _) in loads {
+        let mut loads: Vec<LoadRec> = self.loads.iter().filter(|l| !within(&lock_bytes, l.line, l.mask)).collect();
+        loads.sort_unstable_by_key(|l| (l.line, l.site, l.tid, l.mask, l.ls, l.vc));
+        for l in &loads {
             let Some(idx) = by_line.get(&l.line) else { continue };
             for &i in idx {
-                let s = &stores[i].0;
+                let s = &stores[i];
                 if s.tid == l.tid || s.mask & l.mask == 0 {
                     continue;
                 }

@@ -175,6 +175,10 @@ pub trait Analysis {
     fn taint_source(&mut self, _ev: &Event, _device: &PmDevice) -> u32 {
         0
     }
+    /// See [`Observer::may_taint`].
+    fn may_taint(&self, _ev: &Event, _device: &PmDevice) -> bool {
+        true
+    }
     /// See [`Observer::on_tainted_store`].
     fn on_tainted_store(&mut self, _ev: &Event, _content: &[u32], _address: &[u32], _device: &PmDevice) {}
     /// Where to capture crash images for post-failure validation (before the first event).
@@ -387,6 +391,10 @@ impl Observer for Passes {
             }
         }
         0
+    }
+
+    fn may_taint(&self, ev: &Event, device: &PmDevice) -> bool {
+        self.passes.iter().any(|(i, p)| i.has(Interest::TAINT) && p.may_taint(ev, device))
     }
 
     fn on_tainted_store(&mut self, ev: &Event, content: &[u32], address: &[u32], device: &PmDevice) {

@@ -116,6 +116,45 @@ mod tests {
     }
 }
 
+/// A record a pass keeps per PM line and bytes until the end of the run (hawkset's store windows
+/// and loads), split into its line and bytes and the rest (thread, site, lockset, clocks).
+pub(crate) trait LineKeyed: Clone + Eq + std::hash::Hash {
+    /// The record's line and byte mask.
+    fn line_mask(&self) -> (u64, u64);
+    /// The record with another line and byte mask.
+    fn at(&self, line: u64, mask: u64) -> Self;
+}
+
+/// A deduplicated set of [`LineKeyed`] records. What a record holds besides its line repeats
+/// from line to line (one site and thread touch many lines under the same lockset and clock), so
+/// it is interned, and a record costs a 24-byte `(line, mask, context)` entry, not the whole
+/// record (an 80-byte store record with its count was the pass's largest cost per touched line).
+#[derive(Clone)]
+pub(crate) struct LineRecords<R: LineKeyed> {
+    contexts: Interner<R>,
+    set: rustc_hash::FxHashSet<(u64, u64, u32)>,
+}
+
+impl<R: LineKeyed> Default for LineRecords<R> {
+    fn default() -> Self {
+        LineRecords { contexts: Interner::default(), set: rustc_hash::FxHashSet::default() }
+    }
+}
+
+impl<R: LineKeyed> LineRecords<R> {
+    /// Adds `r` (once).
+    pub(crate) fn insert(&mut self, r: R) {
+        let (line, mask) = r.line_mask();
+        let ctx = self.contexts.id(r.at(0, 0));
+        self.set.insert((line, mask, ctx));
+    }
+
+    /// Every record, in no particular order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = R> + '_ {
+        self.set.iter().map(|&(line, mask, ctx)| self.contexts.get(ctx).at(line, mask))
+    }
+}
+
 /// Lines per shadow block: one 4 KiB page of 64-byte lines.
 const SHADOW_LINES: u64 = 64;
 
@@ -170,12 +209,77 @@ impl<T: Default> ShadowLines<T> {
     }
 }
 
+/// A list of ids per entry of a [`ShadowLines`] table (vardalith's windows per 8-byte granule),
+/// for tables whose entries are mostly empty: an entry is a 4-byte index into a slab of lists
+/// (0: no list), so a touched page costs 256 bytes of indices however few of its granules hold
+/// ids, and a list (up to four ids inline) only for those that do. Lists emptied by
+/// [`ShadowLists::retain`] go back to the slab.
+#[derive(Clone, Default)]
+pub(crate) struct ShadowLists {
+    slots: ShadowLines<u32>,
+    /// Index 0 is never used.
+    lists: Vec<smallvec::SmallVec<[u32; 4]>>,
+    free: Vec<u32>,
+}
+
+impl ShadowLists {
+    /// The list of `key`, made empty the first time.
+    pub(crate) fn get_mut(&mut self, key: u64) -> &mut smallvec::SmallVec<[u32; 4]> {
+        let ShadowLists { slots, lists, free } = self;
+        let slot = slots.get_mut(key);
+        if *slot == 0 {
+            if lists.is_empty() {
+                lists.push(smallvec::SmallVec::new());
+            }
+            *slot = free.pop().unwrap_or_else(|| {
+                lists.push(smallvec::SmallVec::new());
+                (lists.len() - 1) as u32
+            });
+        }
+        &mut lists[*slot as usize]
+    }
+
+    /// Takes the list of `key` (empty if it has none), to be put back with [`ShadowLists::put`].
+    pub(crate) fn take(&mut self, key: u64) -> smallvec::SmallVec<[u32; 4]> {
+        match self.slots.get(key) {
+            Some(&slot) if slot != 0 => std::mem::take(&mut self.lists[slot as usize]),
+            _ => smallvec::SmallVec::new(),
+        }
+    }
+
+    /// Puts back a list taken from `key`.
+    pub(crate) fn put(&mut self, key: u64, ids: smallvec::SmallVec<[u32; 4]>) {
+        if !ids.is_empty() || self.slots.get(key).is_some_and(|&s| s != 0) {
+            *self.get_mut(key) = ids;
+        }
+    }
+
+    /// Keeps the ids for which `keep` holds, in every list.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
+        let ShadowLists { slots, lists, free } = self;
+        slots.each_mut(|slot| {
+            if *slot == 0 {
+                return;
+            }
+            let l = &mut lists[*slot as usize];
+            l.retain(|id| keep(*id));
+            if l.is_empty() {
+                *l = smallvec::SmallVec::new();
+                free.push(*slot);
+                *slot = 0;
+            }
+        });
+    }
+}
+
 /// Publication state of one line for the IRH.
 #[derive(Clone, Default, Debug)]
 struct IrhLine {
     published: u64,
-    /// Threads that touched unpublished bytes, with those bytes.
-    seen: Vec<(u32, u64)>,
+    /// Threads that touched unpublished bytes, with those bytes. One thread inline: most lines
+    /// are only ever touched by one (a thread's own data, initialisation), and a line's state
+    /// then costs no allocation of its own (a `Vec` cost 64 bytes more a line).
+    seen: smallvec::SmallVec<[(u32, u64); 1]>,
 }
 
 /// HawkSet's initialization removal heuristic (§3.1.3), per byte: a byte is *published* once

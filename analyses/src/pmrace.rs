@@ -456,6 +456,16 @@ impl Analysis for Pmrace {
         }
     }
 
+    fn may_taint(&self, ev: &Event, device: &PmDevice) -> bool {
+        // `taint_source`'s conditions, without naming the candidate (a load event changes
+        // nothing they read).
+        ev.dev != 0
+            && !self.code.is_library(ev.pc)
+            && self
+                .unpersisted_byte(ev.dev, ev.size, device)
+                .is_some_and(|(_, store, _)| self.stores.contains_key(&store))
+    }
+
     fn taint_source(&mut self, ev: &Event, device: &PmDevice) -> u32 {
         // A library's loads of its own metadata (libpmemobj's pool and heap management) are
         // the library's business; copies it makes for the program (memcpy) are the program's.

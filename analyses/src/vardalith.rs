@@ -114,7 +114,7 @@ use crate::annotations::Annotations;
 use crate::group::{Described, Grouper, StoreShapes};
 use crate::inferred_locks::{within, InferredLocks};
 use crate::options::{option_pairs, parse_bool, parse_owner};
-use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Publication, ShadowLines, Site};
+use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Publication, ShadowLists, Site};
 use crate::screen::WindowPass;
 use crate::sync::{Edges, HappensBefore, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp};
 use crate::{Analysis, CodeInfo, RawFinding, RawLocation};
@@ -317,9 +317,9 @@ pub struct Vardalith {
     /// 8-byte granule of PM (device address / 8) → windows on its bytes (open or closed, not
     /// yet pruned). An access looks only at the windows of the granules it touches, not at
     /// every window of its line: a line of eight 8-byte words (an array of bucket heads) has
-    /// eight times fewer windows per granule. Up to four ids are kept inline (the list is as
-    /// big as a `Vec` either way): a granule with few windows costs no allocation.
-    by_line: ShadowLines<smallvec::SmallVec<[u32; 4]>>,
+    /// eight times fewer windows per granule. A granule's list is a 4-byte index into a slab
+    /// ([`ShadowLists`]), and a list of up to four ids costs no allocation of its own.
+    by_line: ShadowLists,
     /// Scratch: windows already looked at by an access touching several granules.
     seen_ids: Vec<u32>,
     /// Vector clocks without trailing zeros, interned (hb mode).
@@ -372,7 +372,7 @@ impl Vardalith {
             threads: FxHashMap::default(),
             windows: Vec::new(),
             free: Vec::new(),
-            by_line: ShadowLines::default(),
+            by_line: ShadowLists::default(),
             seen_ids: Vec::new(),
             clocks: Interner::default(),
             created_since_prune: 0,
@@ -514,7 +514,7 @@ impl Vardalith {
             self.seen_ids.clear();
             let mut replace = None;
             for g in granules(line, mask) {
-                let ids = std::mem::take(self.by_line.get_mut(g));
+                let ids = self.by_line.take(g);
                 for &id in &ids {
                     if several {
                         if self.seen_ids.contains(&id) {
@@ -555,7 +555,7 @@ impl Vardalith {
                         e.2 += 1;
                     }
                 }
-                *self.by_line.get_mut(g) = ids;
+                self.by_line.put(g, ids);
             }
             if !sampled {
                 // Checked against the open windows, but opens none of its own.
@@ -945,8 +945,7 @@ impl Vardalith {
             }
             true
         };
-        // A line's list keeps its capacity: the line is likely to be used again.
-        self.by_line.each_mut(|ids| ids.retain(|id| windows[*id as usize].is_some()));
+        self.by_line.retain(|id| windows[id as usize].is_some());
         // Threads' open lists only hold open windows, which are never pruned in window mode; in
         // hb mode a pruned window may still be listed (a load not yet released).
         for t in self.threads.values_mut() {

@@ -219,6 +219,14 @@ pub trait Observer: std::any::Any {
     fn taint_source(&mut self, _ev: &Event, _device: &PmDevice) -> u32 {
         0
     }
+    /// With [`Interest::TAINT`], asked of a PM load before anything of it happens while nothing
+    /// has been a taint source yet: whether [`Observer::taint_source`] could name it (it must not
+    /// answer `false` for a load `taint_source` would name, as the device and the observer stand
+    /// now; `true` is always safe). The machine puts the taint engine's hooks in only when this
+    /// first says yes.
+    fn may_taint(&self, _ev: &Event, _device: &PmDevice) -> bool {
+        true
+    }
     /// With [`Interest::TAINT`]: the PM store `ev` (kind `Store`, after it executed) wrote bytes
     /// derived from the sources `content`, or through an address derived from `address`.
     fn on_tainted_store(&mut self, _ev: &Event, _content: &[u32], _address: &[u32], _device: &PmDevice) {}

@@ -221,6 +221,9 @@ enum Stop {
     Hold,
     /// A debugger's breakpoint or watchpoint, before the instruction has had any effect.
     Debug(DebugStop),
+    /// The first PM load that may be a taint source, before it has had any effect: the taint
+    /// hooks go in and the instruction runs again ([`Machine::hook_taint`]).
+    Taint,
 }
 
 /// What Unicorn's translation cache did during a run. A thread switch, a quantum end or a
@@ -323,7 +326,15 @@ impl Machine {
                 undo: None,
                 client: ClientState::default(),
             },
-            obs: Observing { observer: None, interest: Interest::NONE, taint: None, words: LockWords::default() },
+            obs: Observing {
+                observer: None,
+                interest: Interest::NONE,
+                taint: None,
+                taint_hooked: false,
+                replay: state::TaintReplay::default(),
+                taint_began: None,
+                words: LockWords::default(),
+            },
             steer: Steering {
                 sched: Scheduler::new(config.strategy, config.sched_seed),
                 runnable_others: 0,
@@ -522,16 +533,6 @@ impl Machine {
             st.obs.taint = Some(Box::default());
         }
         st.obs.observer = Some(obs);
-        if taint {
-            let _ = self.uc.add_code_hook(1, 0, on_taint_insn);
-            let _ = self.uc.add_mem_hook(HookType::MEM_READ | HookType::MEM_WRITE, 1, 0, |uc, t, addr, size, _v| {
-                if let Some(taint) = uc.get_data_mut().obs.taint.as_deref_mut() {
-                    taint.access(addr, size, t == MemType::WRITE);
-                }
-                true
-            });
-            self.flush_translations();
-        }
         if !self.parked.is_empty() {
             self.hook_all_memory();
         }
@@ -583,6 +584,36 @@ impl Machine {
     /// later, show its observer the accesses of a single-threaded stretch a fresh run hides.
     pub fn memory_hooks_final(&self) -> bool {
         self.dram_hooked || !self.uc.get_data().obs.interest.has(Interest::MEMORY)
+    }
+
+    /// Puts the taint engine's hooks in the engine: a code hook before every instruction and a
+    /// hook on every memory access, which the engine needs to move labels.
+    ///
+    /// Why not from the start: taint starts only at a source, a PM load the observer names
+    /// (PMRace's: a load of PM data not yet durable), and until one exists nothing is tainted,
+    /// so every instruction and access before it could move nothing. Those hooks cost 3–12× plain
+    /// emulation (Unicorn calls the code hook before each instruction and sends every access down
+    /// its slow path), so a program that never loads such data, or the part of it before the
+    /// first such load, runs at the speed of plain emulation. The PM load hook asks the observer
+    /// ([`crate::events::Observer::may_taint`]) before each load while the hooks are out; the
+    /// first yes stops the engine before that load's instruction, which runs again with the hooks
+    /// (one translation flush; [`state::TaintReplay`] keeps its earlier loads from being
+    /// reported twice). Kept once in: taint in memory can outlive its registers for the rest of
+    /// the run.
+    fn hook_taint(&mut self) {
+        let st = self.uc.get_data_mut();
+        if st.obs.taint_hooked || st.obs.taint.is_none() {
+            return;
+        }
+        st.obs.taint_hooked = true;
+        let _ = self.uc.add_code_hook(1, 0, on_taint_insn);
+        let _ = self.uc.add_mem_hook(HookType::MEM_READ | HookType::MEM_WRITE, 1, 0, |uc, t, addr, size, _v| {
+            if let Some(taint) = uc.get_data_mut().obs.taint.as_deref_mut() {
+                taint.access(addr, size, t == MemType::WRITE);
+            }
+            true
+        });
+        self.flush_translations();
     }
 
     /// The installed observer, if any.

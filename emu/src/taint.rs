@@ -284,6 +284,11 @@ impl Taint {
             return;
         }
         let a = Access { addr, size: size as u32 };
+        if !write && self.sources.iter().any(|s| s.0 == addr) && self.reads.iter().any(|r| r.addr == addr) {
+            // The source's own read, recorded by `source` (the machine's hooks may call either
+            // first).
+            return;
+        }
         if write {
             self.writes.push(a);
         } else {

@@ -180,6 +180,7 @@ impl Machine {
             return true;
         }
         let hooked = self.uc.add_code_hook(pc, pc, |uc, at, _| {
+            taint_first(uc, at);
             let st = uc.get_data_mut();
             if st.stop.is_some() {
                 return;

@@ -271,6 +271,7 @@ pub(super) fn settle_words(uc: &mut Unicorn<'_, HookState>, pc: u64) {
 }
 
 pub(super) fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Special) {
+    taint_first(uc, pc);
     let special = match special {
         Special::LockedRmw { word, size } => {
             let st = uc.get_data();
@@ -445,6 +446,34 @@ pub(super) fn learn_insn(uc: &mut Unicorn<'_, HookState>, pc: u64, size: usize) 
 
 /// Before every instruction, with taint tracking: the previous one is complete.
 pub(super) fn on_taint_insn(uc: &mut Unicorn<'_, HookState>, pc: u64, size: u32) {
+    let st = uc.get_data_mut();
+    if st.obs.taint_began == Some((pc, true)) {
+        // A code hook older than this one began the instruction (`taint_first`).
+        st.obs.taint_began = Some((pc, false));
+        return;
+    }
+    st.obs.taint_began = Some((pc, false));
+    taint_begin(uc, pc, size);
+}
+
+/// Called first by the code hooks that act at one PC (specials, the budget's, breakpoints): the
+/// taint engine completes the previous instruction before they act or stop. Unicorn calls code
+/// hooks in the order they were added, and the taint hook goes in only at the first taint source
+/// ([`Machine::hook_taint`]), after the hooks of code translated before it; without this those
+/// would report a flush or a fence before the taint engine reported the store before it, and a
+/// hook stopping the engine would throw the previous instruction's effect away. Special
+/// instructions never jump to themselves, so a taint hook seen at this very PC already ran for
+/// this execution of it; the run loop forgets what began at every stop.
+pub(super) fn taint_first(uc: &mut Unicorn<'_, HookState>, pc: u64) {
+    let st = uc.get_data_mut();
+    if !st.obs.taint_hooked || st.obs.taint_began.is_some_and(|(at, _)| at == pc) {
+        return;
+    }
+    st.obs.taint_began = Some((pc, true));
+    taint_begin(uc, pc, 16);
+}
+
+fn taint_begin(uc: &mut Unicorn<'_, HookState>, pc: u64, size: u32) {
     // With nothing tainted the instruction needs no decoding (unless it loads a source, see
     // `learn_insn`).
     let decode = uc.get_data().obs.taint.as_deref().is_some_and(|t| !t.is_quiet() && !t.knows(pc));

@@ -43,7 +43,7 @@ pub(super) fn on_pm_write(
     }
     let pc = uc.pc_read().unwrap_or(0);
     let st = uc.get_data_mut();
-    if matches!(st.stop, Some(Stop::PreemptBefore | Stop::Debug(_))) {
+    if matches!(st.stop, Some(Stop::PreemptBefore | Stop::Debug(_) | Stop::Taint)) {
         // Another hook stopped before this instruction: it runs again, whole, later.
         return;
     }
@@ -126,6 +126,12 @@ pub(super) fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize
     }
     let pc = uc.pc_read().unwrap_or(0);
     let st = uc.get_data_mut();
+    if st.obs.taint.is_some() && taint_gate(st, pc, addr, size, dev_base + (addr - start)) {
+        if st.stop == Some(Stop::Taint) {
+            let _ = uc.emu_stop();
+        }
+        return;
+    }
     if let Some(h) = &st.steer.hold {
         let dev = dev_base + (addr - start);
         if !st.steer.hold_signalled && h.holds(pc, dev, size as u64) && !st.steer.hold_bypass.contains(&st.tid) {
@@ -160,6 +166,9 @@ pub(super) fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize
     let st = uc.get_data_mut();
     let dev = dev_base + (addr - start);
     let ev = st.emit(EventKind::Load, pc, addr, dev, size as u32, u64::from_le_bytes(v), 0);
+    if !st.obs.taint_hooked {
+        st.obs.replay.reported(ev.icount, addr);
+    }
     if let Some(o) = st.obs.observer.as_mut() {
         o.on_event(&ev, &st.pm.device);
         if let Some(t) = st.obs.taint.as_deref_mut() {
@@ -172,6 +181,27 @@ pub(super) fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize
             }
         }
     }
+}
+
+/// A PM load with taint tracking on: whether it must go no further. Before the taint engine's
+/// hooks are in ([`Machine::hook_taint`]), a load the observer may name as a source stops the
+/// engine before it (Unicorn leaves a load's instruction before it completes), to run again with
+/// the hooks; once they are in, the loads of that instruction already reported before the stop
+/// are not reported again.
+fn taint_gate(st: &mut HookState, pc: u64, addr: u64, size: usize, dev: u64) -> bool {
+    if st.obs.taint_hooked {
+        if st.obs.replay.is_empty() {
+            return false;
+        }
+        let at = st.count_at(pc);
+        return st.obs.replay.replayed(at, addr);
+    }
+    let ev = st.emit(EventKind::Load, pc, addr, dev, size as u32, 0, 0);
+    if st.obs.observer.as_ref().is_some_and(|o| o.may_taint(&ev, &st.pm.device)) {
+        st.stop = Some(Stop::Taint);
+        return true;
+    }
+    false
 }
 
 impl Machine {

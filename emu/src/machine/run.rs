@@ -29,6 +29,7 @@ impl Machine {
                 let _ = self.mem.write(a, &old[..n], true);
             }
             let st = self.uc.get_data_mut();
+            st.obs.taint_began = None;
             if let Some(t) = st.obs.taint.as_deref_mut() {
                 // Whether the instruction under way when the engine stopped ran to its end.
                 let completed = matches!(stop, Some(Stop::Syscall | Stop::Preempt | Stop::Quantum | Stop::ArmLimit(_)));
@@ -44,6 +45,8 @@ impl Machine {
                 (_, Some(Stop::Debug(d))) => return Exit::Debug(d),
                 (_, Some(Stop::Preempt | Stop::PreemptBefore)) => return Exit::Preempt,
                 (_, Some(Stop::Quantum)) => return Exit::Quantum,
+                // The load that stopped runs again, now with the taint hooks.
+                (_, Some(Stop::Taint)) => self.hook_taint(),
                 (_, Some(Stop::Hold)) => {
                     self.uc.get_data_mut().steer.held += 1;
                     return Exit::Hold;
@@ -61,7 +64,8 @@ impl Machine {
                     // Stop exactly at the budget: a code hook before the first instruction past
                     // it, and the block translated again so it calls the hook.
                     self.uc.get_data_mut().clock.limit_pc = Some(at);
-                    let hooked = self.uc.add_code_hook(at, at, |uc, _, _| {
+                    let hooked = self.uc.add_code_hook(at, at, |uc, pc, _| {
+                        taint_first(uc, pc);
                         let st = uc.get_data_mut();
                         if st.stop.is_none() {
                             st.stop = Some(Stop::Limit);

@@ -109,6 +109,14 @@ pub(super) struct Observing {
     pub(super) taint: Option<Box<Taint>>,
     /// DRAM lock words, when the observer wants [`Interest::LOCK_WORDS`].
     pub(super) words: LockWords,
+    /// Whether the taint engine's per-instruction and all-memory hooks are in the engine: from
+    /// the first load the observer may name as a source ([`crate::events::Observer::may_taint`]).
+    pub(super) taint_hooked: bool,
+    /// The PM loads of the latest instruction reported before the taint hooks went in.
+    pub(super) replay: TaintReplay,
+    /// The PC of the instruction the taint engine began last in this run of the engine, and
+    /// whether a code hook other than the taint hook began it (`hooks::taint_first`).
+    pub(super) taint_began: Option<(u64, bool)>,
 }
 
 /// DRAM words the program's own atomics take and give back ([`Interest::LOCK_WORDS`]): what a
@@ -138,6 +146,46 @@ impl LockWords {
     pub(super) fn in_library(&self, pc: u64) -> bool {
         let i = self.library.partition_point(|r| r.0 <= pc);
         i > 0 && pc < self.library[i - 1].1
+    }
+}
+
+/// PM loads of one instruction (by retired-instruction count) already reported to the observer.
+/// An instruction stopped at its first possible taint source runs again with the taint hooks
+/// ([`crate::machine::Machine::hook_taint`]); its earlier loads (the first half of a 16-byte
+/// load, a `cmps`'s first operand) are not reported twice. A `rep` string instruction's completed
+/// iterations are not repeated at all, so their addresses never come again.
+#[derive(Default)]
+pub(super) struct TaintReplay {
+    at: u64,
+    addrs: [u64; 4],
+    n: usize,
+}
+
+impl TaintReplay {
+    /// The load of `addr` by the instruction at count `at` was reported.
+    pub(super) fn reported(&mut self, at: u64, addr: u64) {
+        if at != self.at {
+            self.at = at;
+            self.n = 0;
+        }
+        if self.n < self.addrs.len() {
+            self.addrs[self.n] = addr;
+            self.n += 1;
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Whether the load of `addr` by the instruction at count `at` was reported before it ran
+    /// again. Forgets everything once another instruction loads.
+    pub(super) fn replayed(&mut self, at: u64, addr: u64) -> bool {
+        if at != self.at {
+            self.n = 0;
+            return false;
+        }
+        self.addrs[..self.n].contains(&addr)
     }
 }
 
