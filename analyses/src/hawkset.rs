@@ -906,12 +906,7 @@ impl Analysis for Hawkset {
     }
 
     fn interest(&self) -> Interest {
-        let i = Interest::LOADS.union(Interest::STORES).union(Interest::PERSIST).union(Interest::SYNC);
-        if self.opts.infer_locks {
-            i.union(Interest::LOCK_WORDS)
-        } else {
-            i
-        }
+        crate::screen::interest(self.opts.infer_locks)
     }
 
     fn set_code(&mut self, code: &CodeInfo) {

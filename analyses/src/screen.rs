@@ -20,7 +20,7 @@
 //! the pass as a store, a load, a flush, a fence or a synchronisation event ([`WindowPass`]).
 
 use emu::decode::FlushOp;
-use emu::events::{Event, EventKind};
+use emu::events::{Event, EventKind, Interest};
 use emu::pm::PmDevice;
 
 use crate::annotations::{Annotations, Screen};
@@ -56,6 +56,17 @@ pub(crate) trait WindowPass {
     fn on_fence(&mut self, ev: &Event, device: &PmDevice);
     /// A synchronisation call, a thread's creation or exit, or a transaction boundary.
     fn on_sync(&mut self, ev: &Event, device: &PmDevice);
+}
+
+/// The events a window pass needs: PM accesses, persistence, synchronisation, and DRAM lock
+/// words when it infers locks ([`crate::inferred_locks`]).
+pub(crate) fn interest(infer_locks: bool) -> Interest {
+    let i = Interest::LOADS.union(Interest::STORES).union(Interest::PERSIST).union(Interest::SYNC);
+    if infer_locks {
+        i.union(Interest::LOCK_WORDS)
+    } else {
+        i
+    }
 }
 
 /// Screens `ev` and hands it to the pass's handler for its kind.

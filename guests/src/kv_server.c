@@ -9,7 +9,7 @@
  * bucket's lock, unlocks, acknowledges the client, and persists the bucket only then. Another
  * worker's `get` of the same key loads the bucket under the lock and answers with a value a
  * crash could still lose (HawkSet's pattern: the store's persist is outside its lock).
- * FIXED twin: kv_server_fixed.c (persists before unlocking).
+ * FIXED twin: kv_server_fixed.c, this source built with FIXED (persists before unlocking).
  * Usage: kv_server POOL [N]; prints how many requests were answered, exits 0. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -94,10 +94,17 @@ static void do_set(int fd, const char *key, const char *val)
     persist(it, sizeof *it);
     unsigned b = hash(key);
     pthread_mutex_lock(&bucket_lock[b]);
+#ifdef FIXED
+    r->buckets[b].item = i + 1; /* FIX: published and persisted under the lock */
+    PM_CLWB(&r->buckets[b].item); PM_SFENCE(); /* PERSIST: before unlocking */
+    pthread_mutex_unlock(&bucket_lock[b]);
+    answer(fd, "OK\n");
+#else
     r->buckets[b].item = i + 1; /* BUG: published under the lock, persisted after the answer */
     pthread_mutex_unlock(&bucket_lock[b]);
     answer(fd, "OK\n");
     PM_CLWB(&r->buckets[b].item); PM_SFENCE(); /* PERSIST: after unlocking and answering */
+#endif
 }
 
 static void do_get(int fd, const char *key)
