@@ -151,10 +151,9 @@ impl Unpersisted {
     }
 
     fn prune(&mut self, device: &PmDevice) {
-        let live: rustc_hash::FxHashSet<u64> =
-            device.unpersisted(self.options.rule).iter().map(|u| u.store.0).collect();
-        self.origin.retain(|id, _| live.contains(id));
-        self.withdrawn.retain(|id| live.contains(id));
+        let live = device.unpersisted_ids(self.options.rule);
+        self.origin.retain(|id, _| live.binary_search(id).is_ok());
+        self.withdrawn.retain(|id| live.binary_search(id).is_ok());
         self.inserts_since_prune = 0;
     }
 }

@@ -97,7 +97,7 @@ use serde::{Deserialize, Serialize};
 pub use crash::{CrashSpace, Dim, DimKind, Enumerate, LineSpace, PendingChunk, Version};
 
 use fx::FxHashMap;
-use line::{range_mask, Line};
+use line::{range_mask, Line, Live};
 use table::{Compact, LineTable, Slot, COMPACT_BYTES};
 
 /// Bytes per PM line.
@@ -895,11 +895,9 @@ impl PmDevice {
         })
     }
 
-    /// Every store that is still the latest for some bytes that are not durable by `rule`, once
-    /// per store id, in program order (store id). For the exit check.
-    pub fn unpersisted(&self, rule: DurabilityRule) -> Vec<UnpersistedStore> {
-        // (tid, nt, min addr, max addr, bytes) per store; aggregation is order-independent.
-        let mut acc: BTreeMap<u64, (Tid, bool, u64, u64, u64)> = BTreeMap::new();
+    /// The latest stores of lines with bytes not durable by `rule`, one entry per line and store
+    /// (`addr`, `len` and `bytes` of that line's part), unsorted.
+    fn undurable_pieces(&self, rule: DurabilityRule, out: &mut Vec<UnpersistedStore>) {
         for line in self.lines.keys() {
             let one;
             let lives = match self.lines.get(line).expect("listed") {
@@ -909,36 +907,62 @@ impl PmDevice {
                 }
                 Slot::Full(l) => &l.lives[..],
             };
-            for live in lives {
-                let undurable = match rule {
-                    DurabilityRule::Hw => live.hw.is_none(),
-                    DurabilityRule::Own => live.own.is_none(),
-                };
-                if !undurable {
-                    continue;
-                }
+            for live in lives.iter().filter(|live| undurable(live, rule)) {
                 let lo = line * LINE_SIZE + u64::from(live.mask.trailing_zeros());
                 let hi = line * LINE_SIZE + 63 - u64::from(live.mask.leading_zeros());
-                let n = u64::from(live.mask.count_ones());
-                acc.entry(live.id)
-                    .and_modify(|e| {
-                        e.2 = e.2.min(lo);
-                        e.3 = e.3.max(hi);
-                        e.4 += n;
-                    })
-                    .or_insert((live.tid, live.nt, lo, hi, n));
+                out.push(UnpersistedStore {
+                    store: StoreId(live.id),
+                    tid: live.tid,
+                    addr: lo,
+                    len: hi - lo + 1,
+                    bytes: u64::from(live.mask.count_ones()),
+                    nt: live.nt,
+                });
             }
         }
-        acc.into_iter()
-            .map(|(id, (tid, nt, lo, hi, bytes))| UnpersistedStore {
-                store: StoreId(id),
-                tid,
-                addr: lo,
-                len: hi - lo + 1,
-                bytes,
-                nt,
-            })
-            .collect()
+    }
+
+    /// Every store that is still the latest for some bytes that are not durable by `rule`, once
+    /// per store id, in program order (store id). For the exit check. One vector of the pieces,
+    /// sorted and merged in place: a run ending with a million unpersisted lines holds 48 bytes
+    /// a line for it, not a tree node and a copy.
+    pub fn unpersisted(&self, rule: DurabilityRule) -> Vec<UnpersistedStore> {
+        let mut v = Vec::new();
+        self.undurable_pieces(rule, &mut v);
+        v.sort_unstable_by_key(|u| (u.store.0, u.addr));
+        // The pieces of one store (an unaligned or rep store across lines) become one entry:
+        // lowest byte, highest byte, bytes summed.
+        v.dedup_by(|later, first| {
+            if later.store != first.store {
+                return false;
+            }
+            let hi = (first.addr + first.len).max(later.addr + later.len);
+            first.addr = first.addr.min(later.addr);
+            first.len = hi - first.addr;
+            first.bytes += later.bytes;
+            true
+        });
+        v
+    }
+
+    /// The ids of the stores [`PmDevice::unpersisted`] would list, sorted: 8 bytes a store, for
+    /// passes that only prune what they keep per store.
+    pub fn unpersisted_ids(&self, rule: DurabilityRule) -> Vec<u64> {
+        let mut ids: Vec<u64> = Vec::new();
+        for line in self.lines.keys() {
+            match self.lines.get(line).expect("listed") {
+                Slot::Compact(c) => {
+                    let live = c.live();
+                    if undurable(&live, rule) {
+                        ids.push(live.id);
+                    }
+                }
+                Slot::Full(l) => ids.extend(l.lives.iter().filter(|live| undurable(live, rule)).map(|live| live.id)),
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        ids
     }
 
     /// Flushes `tid` issued and never fenced that would still persist something (a version above
@@ -1056,6 +1080,14 @@ impl PmDevice {
             })
             .collect();
         CrashSpace::build(self.config.atomicity, lines.iter().map(|(k, l)| (*k, l.as_ref())))
+    }
+}
+
+/// Whether `live`'s bytes are not durable by `rule`.
+fn undurable(live: &Live, rule: DurabilityRule) -> bool {
+    match rule {
+        DurabilityRule::Hw => live.hw.is_none(),
+        DurabilityRule::Own => live.own.is_none(),
     }
 }
 

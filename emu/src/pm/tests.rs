@@ -265,3 +265,24 @@ fn reading_the_file_back_equals_keeping_copies() {
     }
     let _ = std::fs::remove_file(&path);
 }
+
+#[test]
+fn unpersisted_stores_are_one_entry_each_in_program_order() {
+    let mut d = PmDevice::new(PmConfig::default());
+    let zero = |_| [0u8; 64];
+    // A 16-byte store across a line boundary, then an 8-byte one before it in the same lines,
+    // then one persisted by its writer.
+    let a = d.store(1, 60, &[0; 16], &[1; 16], StoreKind::Cached, zero);
+    let b = d.store(2, 8, &[0; 8], &[2; 8], StoreKind::Cached, zero);
+    let c = d.store(1, 200, &[0; 8], &[3; 8], StoreKind::Cached, zero);
+    d.flush(1, 192, FlushKind::Clwb);
+    d.fence(1, FenceKind::Sfence);
+    for rule in [DurabilityRule::Hw, DurabilityRule::Own] {
+        let u = d.unpersisted(rule);
+        let got: Vec<(u64, Tid, u64, u64, u64)> =
+            u.iter().map(|u| (u.store.0, u.tid, u.addr, u.len, u.bytes)).collect();
+        assert_eq!(got, vec![(a.0, 1, 60, 16, 16), (b.0, 2, 8, 8, 8)], "{rule:?}");
+        assert_eq!(d.unpersisted_ids(rule), vec![a.0, b.0]);
+        assert!(!d.unpersisted_ids(rule).contains(&c.0));
+    }
+}
