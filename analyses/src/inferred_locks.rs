@@ -86,8 +86,8 @@ pub(crate) struct InferredLocks {
     /// Threads whose last event was a locked instruction's fence, with its PC: their next load
     /// at that PC is the instruction's read half.
     locked: Vec<(u32, u64)>,
-    /// Library code, whose own atomics are not the program's locks (sorted ranges).
-    library: Vec<(u64, u64)>,
+    /// Library code, whose own atomics are not the program's locks.
+    code: crate::CodeInfo,
     /// Acquisitions and releases seen, and words confirmed.
     pub(crate) acquisitions: u64,
     pub(crate) releases: u64,
@@ -104,18 +104,13 @@ fn value_mask(size: u32) -> u64 {
 impl InferredLocks {
     /// What is library code (see the module documentation).
     pub(crate) fn set_code(&mut self, code: &crate::CodeInfo) {
-        self.library = code.library.clone();
-    }
-
-    fn in_library(&self, pc: u64) -> bool {
-        let i = self.library.partition_point(|r| r.0 <= pc);
-        i > 0 && pc < self.library[i - 1].1
+        self.code = code.clone();
     }
 
     /// Follows `ev` (any event the pass sees, before it screens anything else).
     pub(crate) fn observe(&mut self, ev: &Event) -> Observed {
         match ev.kind {
-            EventKind::WordAcquire if !self.in_library(ev.pc) => {
+            EventKind::WordAcquire if !self.code.is_library(ev.pc) => {
                 let key = DRAM_WORD | ev.addr;
                 let w = self.words.entry(key).or_insert_with(|| Word { size: ev.size, ..Word::default() });
                 if w.size != ev.size || w.holders.contains(&ev.tid) {

@@ -277,7 +277,7 @@ impl Decoder {
                             specials.push((pc, Special::Flush(op, r)));
                         }
                     }
-                    Some(Special::Fence(FenceOp::Locked)) if m.contains("cmpxchg") || m.ends_with("xchg") => {
+                    Some(Special::Fence(FenceOp::Locked)) if m.contains("xchg") => {
                         // The word a lock built from atomics takes and gives back (a DRAM one is
                         // seen nowhere else): where it is, and how wide.
                         let word = self.mem_operand(i.bytes(), pc).filter(|(_, size)| matches!(size, 1 | 2 | 4 | 8));

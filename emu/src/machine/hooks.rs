@@ -234,14 +234,21 @@ fn read_word(uc: &Unicorn<'_, HookState>, addr: u64, size: u8) -> u64 {
 /// Reports what the running thread did to DRAM lock words since its last event
 /// ([`super::state::LockWords`]): the word its last locked instruction took from 0, and the
 /// words it holds that are 0 again. Called before each of its events and before it is switched
-/// out, so every other event sees the words as they are. `pc` is where the thread is.
+/// out, so every other event sees the words as they are. `pc` is where the thread is. On every
+/// block and PM access: the common case (no word pending or held) is one inlined test.
+#[inline]
 pub(super) fn settle_words(uc: &mut Unicorn<'_, HookState>, pc: u64) {
     let st = uc.get_data();
-    let tid = st.tid;
-    if !st.obs.words.active(tid) {
-        return;
+    if st.obs.words.active(st.tid) {
+        settle_words_now(uc, pc);
     }
-    if let Some((t, at, addr, size, before)) = st.obs.words.pending {
+}
+
+#[cold]
+#[inline(never)]
+fn settle_words_now(uc: &mut Unicorn<'_, HookState>, pc: u64) {
+    let tid = uc.get_data().tid;
+    if let Some((t, at, addr, size, before)) = uc.get_data().obs.words.pending {
         let now = read_word(uc, addr, size);
         let st = uc.get_data_mut();
         st.obs.words.pending = None;

@@ -32,12 +32,13 @@ impl Machine {
         }
         let next = self.parked.remove(&tid).ok_or(EmuError::NoThread(tid))?;
         // What the outgoing thread did to DRAM lock words, before anything of the next one.
-        let pc = self.uc.pc_read().unwrap_or(0);
-        hooks::settle_words(&mut self.uc, pc);
+        if self.uc.get_data().obs.words.active(cur) {
+            let pc = self.uc.pc_read().unwrap_or(0);
+            hooks::settle_words(&mut self.uc, pc);
+        }
         if exited {
             self.uc.get_data_mut().obs.words.held.retain(|h| h.0 != cur);
-        }
-        if !exited {
+        } else {
             // Into the context the last switch freed, if any: a switch allocates nothing.
             let ctx = match self.spare_context.take() {
                 Some(mut ctx) => {

@@ -895,29 +895,18 @@ impl PmDevice {
         })
     }
 
-    /// The latest stores of lines with bytes not durable by `rule`, one entry per line and store
-    /// (`addr`, `len` and `bytes` of that line's part), unsorted.
-    fn undurable_pieces(&self, rule: DurabilityRule, out: &mut Vec<UnpersistedStore>) {
+    /// Calls `f(line, live)` for each latest store of a line whose bytes there are not durable
+    /// by `rule`, in no particular order.
+    fn for_each_undurable(&self, rule: DurabilityRule, mut f: impl FnMut(u64, &Live)) {
         for line in self.lines.keys() {
-            let one;
-            let lives = match self.lines.get(line).expect("listed") {
+            match self.lines.get(line).expect("listed") {
                 Slot::Compact(c) => {
-                    one = [c.live()];
-                    &one[..]
+                    let live = c.live();
+                    if undurable(&live, rule) {
+                        f(line, &live);
+                    }
                 }
-                Slot::Full(l) => &l.lives[..],
-            };
-            for live in lives.iter().filter(|live| undurable(live, rule)) {
-                let lo = line * LINE_SIZE + u64::from(live.mask.trailing_zeros());
-                let hi = line * LINE_SIZE + 63 - u64::from(live.mask.leading_zeros());
-                out.push(UnpersistedStore {
-                    store: StoreId(live.id),
-                    tid: live.tid,
-                    addr: lo,
-                    len: hi - lo + 1,
-                    bytes: u64::from(live.mask.count_ones()),
-                    nt: live.nt,
-                });
+                Slot::Full(l) => l.lives.iter().filter(|live| undurable(live, rule)).for_each(|live| f(line, live)),
             }
         }
     }
@@ -927,8 +916,20 @@ impl PmDevice {
     /// sorted and merged in place: a run ending with a million unpersisted lines holds 48 bytes
     /// a line for it, not a tree node and a copy.
     pub fn unpersisted(&self, rule: DurabilityRule) -> Vec<UnpersistedStore> {
+        // One entry per line and store (that line's part), then merged.
         let mut v = Vec::new();
-        self.undurable_pieces(rule, &mut v);
+        self.for_each_undurable(rule, |line, live| {
+            let lo = line * LINE_SIZE + u64::from(live.mask.trailing_zeros());
+            let hi = line * LINE_SIZE + 63 - u64::from(live.mask.leading_zeros());
+            v.push(UnpersistedStore {
+                store: StoreId(live.id),
+                tid: live.tid,
+                addr: lo,
+                len: hi - lo + 1,
+                bytes: u64::from(live.mask.count_ones()),
+                nt: live.nt,
+            });
+        });
         v.sort_unstable_by_key(|u| (u.store.0, u.addr));
         // The pieces of one store (an unaligned or rep store across lines) become one entry:
         // lowest byte, highest byte, bytes summed.
@@ -948,18 +949,8 @@ impl PmDevice {
     /// The ids of the stores [`PmDevice::unpersisted`] would list, sorted: 8 bytes a store, for
     /// passes that only prune what they keep per store.
     pub fn unpersisted_ids(&self, rule: DurabilityRule) -> Vec<u64> {
-        let mut ids: Vec<u64> = Vec::new();
-        for line in self.lines.keys() {
-            match self.lines.get(line).expect("listed") {
-                Slot::Compact(c) => {
-                    let live = c.live();
-                    if undurable(&live, rule) {
-                        ids.push(live.id);
-                    }
-                }
-                Slot::Full(l) => ids.extend(l.lives.iter().filter(|live| undurable(live, rule)).map(|live| live.id)),
-            }
-        }
+        let mut ids = Vec::new();
+        self.for_each_undurable(rule, |_, live| ids.push(live.id));
         ids.sort_unstable();
         ids.dedup();
         ids
