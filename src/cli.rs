@@ -144,8 +144,10 @@ pub struct RunOptions {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 
-    /// HawkSet's initialization removal heuristic: stores and loads of a byte before it is first
-    /// persisted N times are ignored (`hawkset:irh=N`; 0 disables).
+    /// The initialization removal heuristic of hawkset and vardalith: a store made durable
+    /// before N+1 threads accessed its bytes is initialisation and ignored, as are those
+    /// threads' earlier loads (`hawkset:irh=N`; 0 disables; hawkset by default also asks that
+    /// the persist happen before the publishing access, `hawkset:irh_order`).
     #[arg(long, value_name = "N")]
     pub irh: Option<u32>,
 

@@ -283,15 +283,18 @@ fn a_cas_lock_named_in_the_config_is_a_lock() {
     assert_eq!(run.json("r.json")["findings"], serde_json::json!([]), "{}", run.describe());
 }
 
-/// `--irh 0` is the flag form of `hawkset:irh=0`: a store persisted before another thread's
-/// first access is then reported.
+/// `--irh 0` is the flag form of `irh=0` for every pass that has the heuristic: a store
+/// persisted before another thread's first access is then reported.
 #[test]
-fn the_irh_flag_reaches_hawkset() {
-    // hs_irh_nolock's writer stores and persists before main's first access in seed 2: the IRH
-    // drops the store (tests/precision.rs).
+fn the_irh_flag_reaches_the_passes() {
+    // hs_irh_nolock's writer stores and persists before main's first access in seed 2:
+    // vardalith's IRH (HawkSet's rule) drops the store (tests/precision.rs).
     let prog = common::guest("hs_irh_nolock");
-    common::Ferrite::run(&prog).opts(&["--analyses", "hawkset", "--seed", "2"]).go().assert_code(0);
-    common::Ferrite::run(&prog).opts(&["--analyses", "hawkset", "--seed", "2", "--irh", "0"]).go().assert_code(66);
+    common::Ferrite::run(&prog).opts(&["--analyses", "vardalith", "--seed", "2"]).go().assert_code(0);
+    common::Ferrite::run(&prog).opts(&["--analyses", "vardalith", "--seed", "2", "--irh", "0"]).go().assert_code(66);
+    // A pass named with its own options keeps them.
+    let observed = "hawkset:irh_order=observed";
+    common::Ferrite::run(&prog).opts(&["--analyses", observed, "--seed", "2", "--irh", "0"]).go().assert_code(0);
 }
 
 /// `spec` reports, on `guest` with each seed, every race of `pairs` (a finding whose store is at

@@ -188,23 +188,29 @@ fn a_configured_lock_the_program_lacks_is_a_warning() {
     assert!(bad.stderr.contains("result_arg is for TryAcquire"), "{}", bad.stderr);
 }
 
-/// The two simplest two-thread shapes are reported at the default `irh=1` in the schedules where
-/// the reader touches the value before its persist (the IRH never drops a load), every schedule
-/// with `irh=0`, and their fixed twins never.
+/// The two simplest two-thread shapes are reported in every schedule at the default `irh=1`:
+/// a store persisted before the reader's first access is dropped only when that persist happens
+/// before the access (`irh_order=causal`), which nothing here makes so. HawkSet's own rule
+/// (`irh_order=observed`) drops it in the schedules where the writer happens to finish first.
+/// `irh=0` reports them too, and their fixed twins are never reported.
 #[test]
 fn the_irh_keeps_the_simplest_shapes() {
     for g in ["hs_irh_writer", "hs_irh_nolock"] {
-        let mut reported = 0;
+        let mut observed = 0;
         for seed in 0..3 {
-            let (_, r) = run(g, "hawkset", seed, &[]);
-            reported += usize::from(reports_marked_race(&r, g));
-            let (_, r) = run(g, "hawkset:irh=0", seed, &[]);
-            assert!(reports_marked_race(&r, g), "{g} irh=0 seed {seed}:\n{r:#}");
+            for spec in ["hawkset", "hawkset:irh=0"] {
+                let (_, r) = run(g, spec, seed, &[]);
+                assert!(reports_marked_race(&r, g), "{g} {spec} seed {seed}:\n{r:#}");
+            }
+            let (_, r) = run(g, "hawkset:irh_order=observed", seed, &[]);
+            observed += usize::from(reports_marked_race(&r, g));
             let fixed = format!("{g}_fixed");
-            let (_, r) = run(&fixed, "hawkset:irh=0", seed, &[]);
-            assert!(findings(&r).is_empty(), "{fixed} seed {seed}:\n{r:#}");
+            for spec in ["hawkset", "hawkset:irh=0"] {
+                let (_, r) = run(&fixed, spec, seed, &[]);
+                assert!(findings(&r).is_empty(), "{fixed} {spec} seed {seed}:\n{r:#}");
+            }
         }
-        assert!(reported >= 2, "{g}: reported at irh=1 in {reported} of 3 seeds");
+        assert!(observed >= 2, "{g}: reported with HawkSet's rule in {observed} of 3 seeds");
     }
 }
 

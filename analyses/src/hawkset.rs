@@ -42,6 +42,18 @@
 //! thread touches its bytes survives, and stores that were never persisted (overwritten, or
 //! left at exit) always survive.
 //!
+//! HawkSet applies the heuristic in the order the run happened to take, so whether the simplest
+//! race is reported depends on the schedule: a writer that stores under a lock and persists
+//! after the unlock, read under the lock by a thread that happened to come second, is dropped
+//! as initialisation. By default (`irh_order=causal`) a store persisted before its bytes were
+//! published is held until the publishing access, and dropped only if its persist *happens
+//! before* that access: by program order, create/join, a lock released after the persist and
+//! acquired before the access, a post and its wait, or a PM load by the accessing thread of a
+//! line the writer stored after the persist (a reads-from edge: how lock-free code publishes a
+//! fresh node, through a pointer). Otherwise it is a store record like any other. Initialisation
+//! published by any of these is removed in every schedule; an order only the schedule made
+//! removes nothing. `irh_order=observed` is HawkSet's rule.
+//!
 //! Reports are grouped like HawkSet's: by (store site, site that ended the window, whether the
 //! store had been flushed), each with the loads that race with it. A finding's locations are the
 //! `store`, then the `fence` that persisted it (or the `overwrite` that replaced it; none when the
@@ -98,10 +110,13 @@
 //! It is predictive only over the accesses this run executed: code paths not taken, and loads of
 //! bytes no other thread stored to in this run, are not checked. Locks taken by inlined code or
 //! hand-written spin loops that are not named as custom locks look like no lock at all (more
-//! reports, not fewer). The IRH depends on the order this run observed: a store persisted before
-//! any second thread touched its bytes *in this run* is dropped, even if in another schedule a
-//! reader could load it before the persist (publication is approximated by "a second thread
-//! accessed the byte", not by the program's actual publishing store). A program that declares
+//! reports, not fewer). The IRH's causal order sees PM reads-from edges and the recognised
+//! synchronisation, not DRAM: initialisation published through a plain or atomic store to a
+//! DRAM pointer that the reader loads without a lock is reported (`irh_order=observed` drops it
+//! whenever the reader came second in this run). With `irh_order=observed`, a store persisted
+//! before any second thread touched its bytes *in this run* is dropped, even if in another
+//! schedule a reader could load it before the persist. Reads-from edges are kept per line, so a
+//! load of another word of the line the writer stored after the persist also orders. A program that declares
 //! PM clean or withdraws it from pmemcheck's checking is believed: a race on such bytes is not
 //! reported unless `annotations=off`.
 //!
@@ -127,7 +142,9 @@ use crate::annotations::Annotations;
 use crate::group::{Described, Grouper, StoreShapes};
 use crate::inferred_locks::{within, InferredLocks};
 use crate::options::{option_pairs, parse_bool, parse_owner};
-use crate::persist::{durable_bytes, is_release_call, pieces, Interner, LineKeyed, LineRecords, Publication, Site};
+use crate::persist::{
+    durable_bytes, is_release_call, pieces, Interner, LineKeyed, LineRecords, Publication, ShadowLines, Site,
+};
 use crate::screen::WindowPass;
 use crate::sync::{
     Edges, HappensBefore, Mode, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp, VectorClock, PMDK_LANE_LOCK,
@@ -177,6 +194,22 @@ pub struct HawksetOptions {
     /// Locks built from atomics are inferred from the accesses to their PM words
     /// ([`crate::inferred_locks`]).
     pub infer_locks: bool,
+    /// Which stores the IRH removes ([`IrhOrder`]).
+    pub irh_order: IrhOrder,
+}
+
+/// When a store persisted before its bytes were published counts as initialisation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IrhOrder {
+    /// HawkSet's rule: whenever this run persisted it before a second thread touched its
+    /// bytes, whatever made that order.
+    Observed,
+    /// Only when the persist *happens before* the publishing access: by program order,
+    /// create/join, a lock released after the persist and acquired before the access, a post
+    /// and its wait, or the access's thread having loaded PM data the writer stored after the
+    /// persist (the publishing pointer). An order the schedule merely happened to pick removes
+    /// nothing.
+    Causal,
 }
 
 /// The happens-before edges the pass honours.
@@ -217,6 +250,7 @@ impl Default for HawksetOptions {
             sync_words: true,
             strings: true,
             infer_locks: true,
+            irh_order: IrhOrder::Causal,
         }
     }
 }
@@ -225,7 +259,7 @@ impl HawksetOptions {
     /// Parses `irh=N`, `unpersisted=on|off`, `persist_owner=own|any`, `nt=paper|source`,
     /// `unlock_fence=on|off`, `hb=end|window`, `edges=paper|sync`, `lanes=on|off`,
     /// `annotations=on|off`, `sync_words=on|off`, `strings=on|off`, `infer_locks=on|off`,
-    /// separated by `:`.
+    /// `irh_order=observed|causal`, separated by `:`.
     pub fn parse(spec: &str) -> Result<HawksetOptions, String> {
         let mut o = HawksetOptions::default();
         for (k, v) in option_pairs(spec)? {
@@ -260,10 +294,17 @@ impl HawksetOptions {
                 "sync_words" => o.sync_words = parse_bool(k, v)?,
                 "strings" => o.strings = parse_bool(k, v)?,
                 "infer_locks" => o.infer_locks = parse_bool(k, v)?,
+                "irh_order" => {
+                    o.irh_order = match v {
+                        "observed" => IrhOrder::Observed,
+                        "causal" => IrhOrder::Causal,
+                        _ => return Err(format!("irh_order={v}: expected observed or causal")),
+                    }
+                }
                 _ => {
                     return Err(format!(
                         "unknown hawkset option `{k}` (irh, unpersisted, persist_owner, nt, unlock_fence, hb, edges, \
-                         lanes, annotations, sync_words, strings, infer_locks)"
+                         lanes, annotations, sync_words, strings, infer_locks, irh_order)"
                     ))
                 }
             }
@@ -400,6 +441,19 @@ pub struct Hawkset {
     pending: FxHashMap<u64, Vec<Piece>>,
     /// Line → IRH publication state (only lines some PM access touched).
     irh: Publication,
+    /// Vector clocks with every edge the program has (locks included), for `irh_order=causal`.
+    causal: HappensBefore,
+    /// Line → the last PM store's thread (+1) and its epoch in `causal`, while stores are
+    /// tentative (a load of the line learns that epoch: a reads-from edge).
+    last_store: ShadowLines<(u32, u32)>,
+    /// Line → stores persisted before their bytes were published, each with the writer's epoch
+    /// at the persist, until the publishing access decides whether they were initialisation.
+    tentative: FxHashMap<u64, Vec<(StoreRec, u32)>>,
+    /// Threads seen and not exited.
+    live: u32,
+    /// Stores held tentatively, and of those, the ones an unordered access published.
+    held: u64,
+    unordered_publications: u64,
     /// Closed store windows → how many times each was recorded.
     stores: LineRecords<StoreRec>,
     /// Loads that passed the IRH → count.
@@ -441,6 +495,12 @@ impl Hawkset {
             inter: FxHashMap::default(),
             pending: FxHashMap::default(),
             irh: Publication::new(opts.irh),
+            causal: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
+            last_store: ShadowLines::default(),
+            tentative: FxHashMap::default(),
+            live: 0,
+            held: 0,
+            unordered_publications: 0,
             stores: LineRecords::default(),
             loads: LineRecords::default(),
             ops: Vec::new(),
@@ -456,6 +516,9 @@ impl Hawkset {
     }
 
     fn thread(&mut self, tid: u32) -> &mut Thread {
+        if !self.threads.contains_key(&tid) {
+            self.live += 1;
+        }
         self.threads.entry(tid).or_default()
     }
 
@@ -513,9 +576,53 @@ impl Hawkset {
         self.effective(timed, timed)
     }
 
-    /// IRH: registers an access by `tid` to `mask` of `line`.
+    /// IRH: registers an access by `tid` to `mask` of `line`; bytes it publishes decide the
+    /// tentative stores there.
     fn touch(&mut self, tid: u32, line: u64, mask: u64) {
-        self.irh.touch(tid, line, mask);
+        let published = self.irh.touch(tid, line, mask);
+        if published != 0 && !self.tentative.is_empty() {
+            self.publish(tid, line, published);
+        }
+    }
+
+    /// `tid`'s access published bytes `published` of `line`: a tentative store there whose
+    /// persist happens before the access was initialisation and goes; one the access is not
+    /// ordered after is a store record like any other.
+    fn publish(&mut self, tid: u32, line: u64, published: u64) {
+        let Some(mut list) = self.tentative.remove(&line) else { return };
+        for (rec, epoch) in list.iter_mut() {
+            let part = rec.mask & published;
+            if part == 0 {
+                continue;
+            }
+            rec.mask &= !part;
+            if rec.tid != tid && self.causal.knows(tid, rec.tid) < *epoch {
+                self.unordered_publications += 1;
+                self.stores.insert(rec.at(line, part));
+            }
+        }
+        list.retain(|(rec, _)| rec.mask != 0);
+        if !list.is_empty() {
+            self.tentative.insert(line, list);
+        }
+    }
+
+    /// Keeps `rec`, persisted (or overwritten) before its bytes were published, until they are.
+    /// With one live thread nothing can publish it before it inherits the writer's clock (a
+    /// thread created later happens after the persist), so it goes at once.
+    fn hold_tentative(&mut self, rec: StoreRec) {
+        if self.opts.irh_order == IrhOrder::Observed || self.live <= 1 {
+            return;
+        }
+        let epoch = self.causal.advance(rec.tid);
+        self.held += 1;
+        let list = self.tentative.entry(rec.line).or_default();
+        // The same store closed again: the later epoch decides (an access after the later
+        // persist is after the earlier one too).
+        match list.iter_mut().find(|(r, _)| *r == rec) {
+            Some((_, e)) => *e = epoch,
+            None => list.push((rec, epoch)),
+        }
     }
 
     fn published(&self, line: u64, mask: u64) -> u64 {
@@ -525,15 +632,17 @@ impl Hawkset {
     /// Ends the window of bytes `mask` of `piece` (of `line`) with `end`, under the writer's
     /// timed lockset `end_ls`.
     fn record(&mut self, line: u64, piece: Piece, mask: u64, end: End, end_ls: u32) {
+        let all = mask;
         let mask = match end {
             End::Fence(_) | End::Durable => self.published(line, mask),
-            End::Overwrite(_) | End::Exit if !self.opts.unpersisted => 0,
+            End::Overwrite(_) | End::Exit if !self.opts.unpersisted => return,
             // Overwritten before a second thread touched the bytes: nobody else could see the
             // value in its window (a fresh node zeroed, then filled).
             End::Overwrite(_) => self.published(line, mask),
             End::Exit => mask,
         };
-        if mask == 0 {
+        let early = all & !mask;
+        if mask == 0 && early == 0 {
             return;
         }
         let eff = self.effective(piece.ls, end_ls);
@@ -549,7 +658,12 @@ impl Hawkset {
             vc,
             vc_store: piece.vc,
         };
-        self.stores.insert(rec);
+        if mask != 0 {
+            self.stores.insert(rec);
+        }
+        if early != 0 {
+            self.hold_tentative(rec.at(line, early));
+        }
     }
 
     /// Notes where PM lies in the guest's address space (for telling pointers).
@@ -564,8 +678,14 @@ impl Hawkset {
         self.stored.store(ev.pc, ev.size, ev.old, ev.new);
         let ls = self.lockset(tid);
         let durable_now = device.durable(self.opts.persist_owner, ev.dev, u64::from(ev.size));
+        let epoch = if self.tentative.is_empty() { 0 } else { self.causal.own(tid) };
         for (line, mask) in pieces(ev.dev, ev.size) {
             self.touch(tid, line, mask);
+            // Only an epoch a tentative store may need is worth keeping: later ones are newer
+            // than anything a stale entry here could name.
+            if epoch != 0 {
+                *self.last_store.get_mut(line) = (tid + 1, epoch);
+            }
             // Same-thread overwrite of pending bytes ends their window.
             let mut ended: Vec<(Piece, u64)> = Vec::new();
             if let Some(list) = self.pending.get_mut(&line) {
@@ -704,7 +824,11 @@ impl Hawkset {
                 }
             }
         }
-        self.thread(tid).exited = true;
+        let t = self.thread(tid);
+        if !t.exited {
+            t.exited = true;
+            self.live -= 1;
+        }
     }
 
     fn on_load(&mut self, ev: &Event) {
@@ -713,6 +837,15 @@ impl Hawkset {
         self.note_pm(ev);
         let mut ls = None;
         for (line, m) in pieces(ev.dev, ev.size) {
+            if !self.tentative.is_empty() {
+                // A load sees what the line's last store published with it: a reads-from edge
+                // (x86 loads acquire), which is how lock-free code publishes a fresh node.
+                if let Some(&(w, epoch)) = self.last_store.get(line) {
+                    if w != 0 && w - 1 != tid {
+                        self.causal.learn(tid, w - 1, epoch);
+                    }
+                }
+            }
             // The IRH removes only stores persisted before a second thread touched their bytes
             // (§3.1.3); a load is never initialisation, but it does publish the bytes.
             self.touch(tid, line, m);
@@ -755,6 +888,7 @@ impl Hawkset {
 
     /// Thread `tid` performs `op`.
     fn apply(&mut self, tid: u32, op: SyncOp, device: &PmDevice) {
+        self.order(tid, op);
         {
             match op {
                 SyncOp::Acquire { lock, mode } => {
@@ -808,6 +942,27 @@ impl Hawkset {
                 }
                 SyncOp::LaneHold => {}
             }
+        }
+    }
+
+    /// The edge `op` makes in the causal clocks. While one thread lives no lock or post edge
+    /// can matter: every later thread is created after it, and inherits its clock.
+    fn order(&mut self, tid: u32, op: SyncOp) {
+        if self.opts.irh_order != IrhOrder::Causal {
+            return;
+        }
+        let _ = self.thread(tid);
+        match op {
+            SyncOp::Create { .. } | SyncOp::Join { .. } | SyncOp::Exit => self.causal.apply(tid, op),
+            // The PMDK pseudo-lock is every libpmemobj lock at once: as an edge it would order
+            // unrelated critical sections.
+            SyncOp::Acquire { lock, .. } | SyncOp::Release { lock } if lock == crate::sync::PMDK_PSEUDO_LOCK => {}
+            SyncOp::Acquire { .. } | SyncOp::Release { .. } | SyncOp::Post { .. } | SyncOp::Wait { .. }
+                if self.live > 1 =>
+            {
+                self.causal.apply(tid, op)
+            }
+            _ => {}
         }
     }
 
@@ -926,6 +1081,8 @@ impl Analysis for Hawkset {
             ("dropped_loads", self.calls.dropped_loads),
             ("inferred_acquisitions", self.inferred.acquisitions),
             ("inferred_releases", self.inferred.releases),
+            ("irh_held", self.held),
+            ("irh_unordered_publications", self.unordered_publications),
         ]
     }
 
@@ -1125,30 +1282,16 @@ mod tests {
                 s.tx_end(3);
             }
         };
-        let r = run("", |s| {
-            s.store(1, 0x10, 32, 8);
-            s.persist(1, 0x11, 32);
-            lanes(s, true, 32)
-        });
+        let r = run("irh=0", |s| lanes(s, true, 32));
         assert!(r.is_empty(), "{r:x?}");
-        let r = run("", |s| {
-            s.store(1, 0x10, 32, 8);
-            s.persist(1, 0x11, 32);
-            lanes(s, false, 32)
-        });
+        let r = run("irh=0", |s| lanes(s, false, 32));
         assert_eq!(r, vec![(0xa, vec![0xb])]);
-        let r = run("lanes=off", |s| {
-            s.store(1, 0x10, 32, 8);
-            s.persist(1, 0x11, 32);
-            lanes(s, true, 32)
-        });
+        let r = run("irh=0:lanes=off", |s| lanes(s, true, 32));
         assert_eq!(r, vec![(0xa, vec![0xb])]);
         // The program's data in a transaction is not lane memory.
         assert_eq!(run("", |s| lanes(s, true, 0)), vec![(0xa, vec![0xb])]);
         // An atomic allocation holds a lane for the duration of its call.
-        let r = run("", |s| {
-            s.store(1, 0x10, 32, 8);
-            s.persist(1, 0x11, 32);
+        let r = run("irh=0", |s| {
             s.tx_ignore(1, 32, 32);
             s.enter(2, SyncKind::PmemobjLane, 0, 0);
             s.store(2, 0xa, 32, 8);
@@ -1342,7 +1485,8 @@ mod tests {
     #[test]
     fn initialization_removal_heuristic() {
         // Bytes 64.. were never touched by main: thread 2 initialises and persists them before
-        // thread 3 reads them.
+        // thread 3 reads them, with nothing ordering the two: HawkSet's rule drops the store
+        // for the order this run happened to pick; the causal rule keeps it.
         let body = |s: &mut Sim| {
             s.store(2, 0xa, 64, 8);
             s.persist(2, 0xf, 64);
@@ -1350,7 +1494,8 @@ mod tests {
             s.load(3, 0xb, 64, 8);
             s.unlock(3, L);
         };
-        assert!(run("", body).is_empty());
+        assert!(run("irh_order=observed", body).is_empty());
+        assert_eq!(run("", body), vec![(0xa, vec![0xb])]);
         assert_eq!(run("irh=0", body), vec![(0xa, vec![0xb])]);
         // Still pending when the second thread touches the bytes: kept.
         let r = run("", |s| {
@@ -1360,14 +1505,61 @@ mod tests {
         });
         assert_eq!(r, vec![(0xa, vec![0xb])]);
         // irh=2: a third thread is needed to publish.
-        let r = run("irh=2", |s| {
+        let body = |s: &mut Sim| {
             s.store(1, 0x10, 128, 8);
             s.persist(1, 0x11, 128);
             s.store(2, 0xa, 128, 8);
             s.persist(2, 0xf, 128);
             s.load(3, 0xb, 128, 8);
+        };
+        assert!(run("irh=2:irh_order=observed", body).is_empty());
+        assert_eq!(run("irh=2", body), vec![(0xa, vec![0xb]), (0x10, vec![0xb])]);
+    }
+
+    #[test]
+    fn initialisation_published_after_its_persist_is_removed() {
+        // Published under a lock released after the persist: the reader's lock acquisition
+        // orders its load after the persist.
+        let r = run("", |s| {
+            s.store(2, 0xa, 64, 8);
+            s.persist(2, 0xf, 64);
+            s.lock(2, L);
+            s.unlock(2, L);
+            s.lock(3, L);
+            s.load(3, 0xb, 64, 8);
+            s.unlock(3, L);
         });
         assert!(r.is_empty(), "{r:x?}");
+        // Published by a plain PM store of a pointer after the persist, which the reader loads
+        // first (reads-from).
+        let r = run("", |s| {
+            s.store(2, 0xa, 64, 8);
+            s.persist(2, 0xf, 64);
+            s.store(2, 0x20, 128, 8);
+            s.persist(2, 0x21, 128);
+            s.load(3, 0x30, 128, 8);
+            s.load(3, 0xb, 64, 8);
+        });
+        assert!(r.iter().all(|(store, _)| *store != 0xa), "{r:x?}");
+        // The lock released before the persist orders nothing after it (HawkSet's Fig. 1c in
+        // the order where the writer finishes first).
+        let r = run("", |s| {
+            s.lock(2, L);
+            s.store(2, 0xa, 64, 8);
+            s.unlock(2, L);
+            s.persist(2, 0xf, 64);
+            s.lock(3, L);
+            s.load(3, 0xb, 64, 8);
+            s.unlock(3, L);
+        });
+        assert_eq!(r, vec![(0xa, vec![0xb])]);
+        // A value loaded from the very store the reader races with is no publication of it.
+        let r = run("", |s| {
+            s.store(2, 0xa, 64, 8);
+            s.persist(2, 0xf, 64);
+            s.load(3, 0xb, 64, 8);
+        });
+        assert_eq!(r, vec![(0xa, vec![0xb])]);
     }
 
     #[test]

@@ -298,15 +298,16 @@ impl Publication {
         Publication { threshold, lines: ShadowLines::default() }
     }
 
-    /// Registers an access by `tid` to bytes `mask` of `line`.
-    pub(crate) fn touch(&mut self, tid: u32, line: u64, mask: u64) {
+    /// Registers an access by `tid` to bytes `mask` of `line`, and returns the bytes this access
+    /// published.
+    pub(crate) fn touch(&mut self, tid: u32, line: u64, mask: u64) -> u64 {
         if self.threshold == 0 {
-            return;
+            return 0;
         }
         let e = self.lines.get_mut(line);
         let fresh = mask & !e.published;
         if fresh == 0 {
-            return;
+            return 0;
         }
         let (mut own, mut others) = (0u64, 0u64);
         for &(t, m) in &e.seen {
@@ -319,8 +320,9 @@ impl Publication {
         // Bytes this thread touched before and no other thread has: nothing changes (the common
         // case of a thread's own data, whatever its neighbours on the line do).
         if own & fresh == fresh && others & fresh == 0 {
-            return;
+            return 0;
         }
+        let before = e.published;
         match e.seen.iter_mut().find(|(t, _)| *t == tid) {
             Some((_, m)) => *m |= fresh,
             None => e.seen.push((tid, fresh)),
@@ -344,6 +346,7 @@ impl Publication {
             s.1 &= !p;
         }
         e.seen.retain(|s| s.1 != 0);
+        p & !before
     }
 
     /// The bytes of `mask` of `line` that are published.

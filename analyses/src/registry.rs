@@ -80,7 +80,7 @@ pub static PASSES: &[PassInfo] = &[
         classes: &[("persistence-induced-race", "persistence-race")],
         wants_images: false,
         schedule_dependent: true,
-        flags: &[("persist-owner", "persist_owner")],
+        flags: &[("irh", "irh"), ("persist-owner", "persist_owner")],
         known_benign: never,
     },
     PassInfo {

@@ -1234,27 +1234,60 @@ impl HappensBefore {
                 let c = self.threads[&tid].clone();
                 self.exited.insert(tid, c);
             }
+            // Posts, waits, releases and acquires reuse the clocks' buffers: a lock-heavy
+            // program releases millions of times.
             SyncOp::Post { obj } if self.edges.objects => {
-                let c = self.threads[&tid].clone();
-                self.objects.entry(obj).or_default().join(&c);
+                self.objects.entry(obj).or_default().join(&self.threads[&tid]);
                 self.tick(tid);
             }
             SyncOp::Wait { obj } if self.edges.objects => {
-                if let Some(c) = self.objects.get(&obj).cloned() {
-                    self.threads.get_mut(&tid).expect("ensured").join(&c);
+                if let Some(c) = self.objects.get(&obj) {
+                    self.threads.get_mut(&tid).expect("ensured").join(c);
                 }
             }
             SyncOp::Release { lock } if self.edges.locks => {
-                let c = self.threads[&tid].clone();
-                self.locks.insert(lock, c);
+                self.locks.entry(lock).or_default().0.clone_from(&self.threads[&tid].0);
                 self.tick(tid);
             }
             SyncOp::Acquire { lock, .. } if self.edges.locks => {
-                if let Some(c) = self.locks.get(&lock).cloned() {
-                    self.threads.get_mut(&tid).expect("ensured").join(&c);
+                if let Some(c) = self.locks.get(&lock) {
+                    self.threads.get_mut(&tid).expect("ensured").join(c);
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Starts a new epoch of `tid` and returns it: everything the thread did so far is before
+    /// it, and only a clock that later learns it (by an edge from the thread) is after.
+    pub fn advance(&mut self, tid: u32) -> u32 {
+        self.tick(tid);
+        self.own(tid)
+    }
+
+    /// The thread's own component: its current epoch.
+    pub fn own(&mut self, tid: u32) -> u32 {
+        self.ensure(tid);
+        let s = self.slot(tid);
+        self.threads[&tid].get(s)
+    }
+
+    /// How much of thread `of`'s time thread `tid` has seen: `of`'s epochs up to this one
+    /// happen before `tid` now.
+    pub fn knows(&mut self, tid: u32, of: u32) -> u32 {
+        self.ensure(tid);
+        let s = self.slot(of);
+        self.threads[&tid].get(s)
+    }
+
+    /// An edge from epoch `epoch` of thread `of` to `tid` now, carrying `of`'s own component
+    /// only (not what `of` had learnt from others by then).
+    pub fn learn(&mut self, tid: u32, of: u32, epoch: u32) {
+        self.ensure(tid);
+        let s = self.slot(of);
+        let c = self.threads.get_mut(&tid).expect("ensured");
+        if c.get(s) < epoch {
+            c.set(s, epoch);
         }
     }
 
