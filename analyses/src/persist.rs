@@ -127,17 +127,19 @@ pub(crate) trait LineKeyed: Clone + Eq + std::hash::Hash {
 
 /// A deduplicated set of [`LineKeyed`] records. What a record holds besides its line repeats
 /// from line to line (one site and thread touch many lines under the same lockset and clock), so
-/// it is interned, and a record costs a 24-byte `(line, mask, context)` entry, not the whole
-/// record (an 80-byte store record with its count was the pass's largest cost per touched line).
+/// it is interned, and a record costs a `(mask, context)` entry in its line's list of a
+/// [`ShadowLines`] table (one inline), not the whole record (an 80-byte store record with its
+/// count was the pass's largest cost per touched line). A hash set of `(line, mask, context)`
+/// cost as much memory, and every access probed a table larger than the caches.
 #[derive(Clone)]
 pub(crate) struct LineRecords<R: LineKeyed> {
     contexts: Interner<R>,
-    set: rustc_hash::FxHashSet<(u64, u64, u32)>,
+    lines: ShadowLines<smallvec::SmallVec<[(u64, u32); 1]>>,
 }
 
 impl<R: LineKeyed> Default for LineRecords<R> {
     fn default() -> Self {
-        LineRecords { contexts: Interner::default(), set: rustc_hash::FxHashSet::default() }
+        LineRecords { contexts: Interner::default(), lines: ShadowLines::default() }
     }
 }
 
@@ -146,12 +148,17 @@ impl<R: LineKeyed> LineRecords<R> {
     pub(crate) fn insert(&mut self, r: R) {
         let (line, mask) = r.line_mask();
         let ctx = self.contexts.id(r.at(0, 0));
-        self.set.insert((line, mask, ctx));
+        let list = self.lines.get_mut(line);
+        if !list.contains(&(mask, ctx)) {
+            list.push((mask, ctx));
+        }
     }
 
     /// Every record, in no particular order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = R> + '_ {
-        self.set.iter().map(|&(line, mask, ctx)| self.contexts.get(ctx).at(line, mask))
+        self.lines
+            .iter()
+            .flat_map(move |(line, list)| list.iter().map(move |&(mask, ctx)| self.contexts.get(ctx).at(line, mask)))
     }
 }
 
@@ -199,6 +206,13 @@ impl<T: Default> ShadowLines<T> {
         for block in &mut self.blocks {
             block.iter_mut().for_each(&mut f);
         }
+    }
+
+    /// Every line of the pages ever touched with its state, in no particular order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &T)> + '_ {
+        self.pages.iter().flat_map(move |(&page, &i)| {
+            self.blocks[i as usize].iter().enumerate().map(move |(k, t)| (page * SHADOW_LINES + k as u64, t))
+        })
     }
 
     /// The state of `line`, if its page was ever touched.
