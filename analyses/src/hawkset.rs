@@ -438,7 +438,8 @@ pub struct Hawkset {
     /// Memo of timed intersections: (timed, timed) → untimed.
     inter: FxHashMap<(u32, u32), u32>,
     /// Line → stores whose window is open there; each byte is in at most one piece per thread.
-    pending: FxHashMap<u64, Vec<Piece>>,
+    /// A per-page table: a line's list is found without hashing, and one piece is inline.
+    pending: ShadowLines<PieceList>,
     /// Line → IRH publication state (only lines some PM access touched).
     irh: Publication,
     /// Vector clocks with every edge the program has (locks included), for `irh_order=causal`.
@@ -460,15 +461,15 @@ pub struct Hawkset {
     loads: LineRecords<LoadRec>,
     /// Scratch buffer for the sync adapter's operations.
     ops: Vec<SyncOp>,
-    /// Empty pending lists kept for reuse, and scratch buffers: a store, a flush or a fence
-    /// allocates nothing once the pass has warmed up.
-    spare_lists: Vec<Vec<Piece>>,
+    /// Scratch buffers: a store, a flush or a fence allocates nothing once the pass has warmed
+    /// up.
     closed: Vec<(Piece, u64)>,
     fence_lines: Vec<u64>,
 }
 
-/// Empty pending lists kept for reuse.
-const SPARE_LISTS: usize = 64;
+/// The stores pending on a line: one inline (most lines have one writer at a time), so a line
+/// costs its slot in the page's block and nothing else.
+type PieceList = smallvec::SmallVec<[Piece; 1]>;
 
 impl Default for Hawkset {
     fn default() -> Self {
@@ -493,7 +494,7 @@ impl Hawkset {
             plain: Interner::default(),
             clocks: Interner::default(),
             inter: FxHashMap::default(),
-            pending: FxHashMap::default(),
+            pending: ShadowLines::default(),
             irh: Publication::new(opts.irh),
             causal: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
             last_store: ShadowLines::default(),
@@ -504,7 +505,6 @@ impl Hawkset {
             stores: LineRecords::default(),
             loads: LineRecords::default(),
             ops: Vec::new(),
-            spare_lists: Vec::new(),
             closed: Vec::new(),
             fence_lines: Vec::new(),
         }
@@ -688,7 +688,7 @@ impl Hawkset {
             }
             // Same-thread overwrite of pending bytes ends their window.
             let mut ended: Vec<(Piece, u64)> = Vec::new();
-            if let Some(list) = self.pending.get_mut(&line) {
+            if let Some(list) = self.pending.get_mut_if(line) {
                 for p in list.iter_mut().filter(|p| p.tid == tid && p.mask & mask != 0) {
                     ended.push((*p, p.mask & mask));
                     p.mask &= !mask;
@@ -711,8 +711,7 @@ impl Hawkset {
             }
             let vc = self.clock(tid);
             let piece = Piece { tid, mask, site, ls, flushed: nt, vc };
-            let spare = &mut self.spare_lists;
-            self.pending.entry(line).or_insert_with(|| spare.pop().unwrap_or_default()).push(piece);
+            self.pending.get_mut(line).push(piece);
             let t = self.thread(tid);
             t.lines.insert(line);
             if nt {
@@ -721,11 +720,11 @@ impl Hawkset {
         }
     }
 
-    /// `line` has no pending store left: its list goes back to the spares.
+    /// `line` has no pending store left: a list that grew out of its slot gives its memory back.
     fn forget_line(&mut self, line: u64) {
-        if let Some(list) = self.pending.remove(&line) {
-            if self.spare_lists.len() < SPARE_LISTS {
-                self.spare_lists.push(list);
+        if let Some(list) = self.pending.get_mut_if(line) {
+            if list.spilled() {
+                *list = PieceList::new();
             }
         }
     }
@@ -736,7 +735,7 @@ impl Hawkset {
     /// does not rely on.
     fn declare_clean(&mut self, dev: u64, size: u32) {
         for (line, clean) in pieces(dev, size) {
-            let Some(list) = self.pending.get_mut(&line) else { continue };
+            let Some(list) = self.pending.get_mut_if(line) else { continue };
             for p in list.iter_mut() {
                 p.mask &= !clean;
             }
@@ -752,7 +751,7 @@ impl Hawkset {
     fn flush_line(&mut self, tid: u32, line: u64) {
         let any = self.opts.persist_owner == DurabilityRule::Hw;
         let mut touched = false;
-        if let Some(list) = self.pending.get_mut(&line) {
+        if let Some(list) = self.pending.get_mut_if(line) {
             for p in list.iter_mut() {
                 if p.tid == tid {
                     p.flushed = true;
@@ -773,7 +772,7 @@ impl Hawkset {
         let rule = self.opts.persist_owner;
         let any = rule == DurabilityRule::Hw;
         for &line in lines {
-            let Some(list) = self.pending.get_mut(&line) else { continue };
+            let Some(list) = self.pending.get_mut_if(line) else { continue };
             let mut closed = std::mem::take(&mut self.closed);
             closed.clear();
             for p in list.iter_mut().filter(|p| p.tid == tid || any) {
@@ -808,7 +807,7 @@ impl Hawkset {
         let ls = self.lockset(tid);
         let rule = self.opts.persist_owner;
         for line in lines {
-            let Some(list) = self.pending.get_mut(&line) else { continue };
+            let Some(list) = self.pending.get_mut_if(line) else { continue };
             let mine: Vec<Piece> = list.iter().copied().filter(|p| p.tid == tid).collect();
             list.retain(|p| p.tid != tid);
             if list.is_empty() {
@@ -1095,47 +1094,52 @@ impl Analysis for Hawkset {
         // Accesses to words found to be locks after they were recorded are synchronisation.
         self.inferred.settle();
         let lock_bytes = self.inferred.lock_bytes();
-        // Store records by line.
-        let mut stores: Vec<StoreRec> = self.stores.iter().filter(|k| !within(&lock_bytes, k.line, k.mask)).collect();
-        stores.sort_unstable_by_key(|s| (s.line, s.site, s.end, s.tid, s.mask, s.eff, s.vc, s.flushed));
-        let mut by_line: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
-        for (i, s) in stores.iter().enumerate() {
-            by_line.entry(s.line).or_default().push(i);
-        }
         let mut groups: Grouper<(u64, u8, u64, bool)> = Grouper::new(MAX_LOADS);
         let mut conc: FxHashMap<(u32, u32, u32), bool> = FxHashMap::default();
         let mut prot: FxHashMap<(u32, u32, bool), bool> = FxHashMap::default();
-        let mut loads: Vec<LoadRec> = self.loads.iter().filter(|l| !within(&lock_bytes, l.line, l.mask)).collect();
-        loads.sort_unstable_by_key(|l| (l.line, l.site, l.tid, l.mask, l.ls, l.vc));
-        for l in &loads {
-            let Some(idx) = by_line.get(&l.line) else { continue };
-            for &i in idx {
-                let s = &stores[i];
-                if s.tid == l.tid || s.mask & l.mask == 0 {
-                    continue;
-                }
-                if !*conc.entry((s.vc, s.vc_store, l.vc)).or_insert_with(|| self.unordered(s, l.vc)) {
-                    continue;
-                }
-                let both = s.mask & l.mask;
-                let lo = u64::from(both.trailing_zeros());
-                let hi = 64 - u64::from(both.leading_zeros());
-                let lane = self.sync.lanes.is_lane_memory(l.line * LINE_SIZE + lo, hi - lo);
-                if *prot.entry((s.eff, l.ls, lane)).or_insert_with(|| self.protects(s.eff, l.ls, lane)) {
-                    continue;
-                }
-                let store = RawLocation { role: "store", pc: s.site.0, stack: s.site.1, tid: s.tid };
-                let load = RawLocation { role: "load", pc: l.site.0, stack: l.site.1, tid: l.tid };
-                let (tag, end) = match s.end {
-                    End::Fence(f) => (0, Some(RawLocation { role: "fence", pc: f.0, stack: f.1, tid: s.tid })),
-                    End::Overwrite(o) => (1, Some(RawLocation { role: "overwrite", pc: o.0, stack: o.1, tid: s.tid })),
-                    End::Exit => (2, None),
-                    End::Durable => (3, None),
-                };
-                let key = (s.site.0, tag, end.as_ref().map_or(0, |e| e.pc), s.flushed);
-                match end {
-                    Some(e) => groups.add(key, &[store, e, load], 2, 1),
-                    None => groups.add(key, &[store, load], 1, 1),
+        // One line at a time, in order: only a line's records are ever materialised (all of
+        // them at once cost more than the pass's whole state per line).
+        let (mut stores, mut loads): (Vec<StoreRec>, Vec<LoadRec>) = (Vec::new(), Vec::new());
+        for line in self.loads.lines() {
+            stores.clear();
+            stores.extend(self.stores.at_line(line).filter(|k| !within(&lock_bytes, k.line, k.mask)));
+            if stores.is_empty() {
+                continue;
+            }
+            stores.sort_unstable_by_key(|s| (s.site, s.end, s.tid, s.mask, s.eff, s.vc, s.flushed));
+            loads.clear();
+            loads.extend(self.loads.at_line(line).filter(|l| !within(&lock_bytes, l.line, l.mask)));
+            loads.sort_unstable_by_key(|l| (l.site, l.tid, l.mask, l.ls, l.vc));
+            for l in &loads {
+                for s in &stores {
+                    if s.tid == l.tid || s.mask & l.mask == 0 {
+                        continue;
+                    }
+                    if !*conc.entry((s.vc, s.vc_store, l.vc)).or_insert_with(|| self.unordered(s, l.vc)) {
+                        continue;
+                    }
+                    let both = s.mask & l.mask;
+                    let lo = u64::from(both.trailing_zeros());
+                    let hi = 64 - u64::from(both.leading_zeros());
+                    let lane = self.sync.lanes.is_lane_memory(l.line * LINE_SIZE + lo, hi - lo);
+                    if *prot.entry((s.eff, l.ls, lane)).or_insert_with(|| self.protects(s.eff, l.ls, lane)) {
+                        continue;
+                    }
+                    let store = RawLocation { role: "store", pc: s.site.0, stack: s.site.1, tid: s.tid };
+                    let load = RawLocation { role: "load", pc: l.site.0, stack: l.site.1, tid: l.tid };
+                    let (tag, end) = match s.end {
+                        End::Fence(f) => (0, Some(RawLocation { role: "fence", pc: f.0, stack: f.1, tid: s.tid })),
+                        End::Overwrite(o) => {
+                            (1, Some(RawLocation { role: "overwrite", pc: o.0, stack: o.1, tid: s.tid }))
+                        }
+                        End::Exit => (2, None),
+                        End::Durable => (3, None),
+                    };
+                    let key = (s.site.0, tag, end.as_ref().map_or(0, |e| e.pc), s.flushed);
+                    match end {
+                        Some(e) => groups.add(key, &[store, e, load], 2, 1),
+                        None => groups.add(key, &[store, load], 1, 1),
+                    }
                 }
             }
         }

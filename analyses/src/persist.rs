@@ -154,11 +154,16 @@ impl<R: LineKeyed> LineRecords<R> {
         }
     }
 
-    /// Every record, in no particular order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = R> + '_ {
-        self.lines
-            .iter()
-            .flat_map(move |(line, list)| list.iter().map(move |&(mask, ctx)| self.contexts.get(ctx).at(line, mask)))
+    /// The lines holding records, in order.
+    pub(crate) fn lines(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.lines.iter().filter(|(_, l)| !l.is_empty()).map(|(line, _)| line).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The records of `line`.
+    pub(crate) fn at_line(&self, line: u64) -> impl Iterator<Item = R> + '_ {
+        self.lines.get(line).into_iter().flatten().map(move |&(mask, ctx)| self.contexts.get(ctx).at(line, mask))
     }
 }
 
@@ -206,6 +211,13 @@ impl<T: Default> ShadowLines<T> {
         for block in &mut self.blocks {
             block.iter_mut().for_each(&mut f);
         }
+    }
+
+    /// The state of `line` if its page was ever touched, for changing it (no page is allocated).
+    pub(crate) fn get_mut_if(&mut self, line: u64) -> Option<&mut T> {
+        let page = line / SHADOW_LINES;
+        let i = if self.last.0 == page { self.last.1 } else { *self.pages.get(&page)? };
+        Some(&mut self.blocks[i as usize][(line % SHADOW_LINES) as usize])
     }
 
     /// Every line of the pages ever touched with its state, in no particular order.
