@@ -26,8 +26,10 @@
 //! reports their labels separately (*address flow*: a store through a pointer computed from the
 //! source). x87 and MMX state, and AVX (hidden by ferrite's CPUID), are not tracked.
 //!
-//! With nothing tainted every instruction costs one hook call and a check; the engine exists only
-//! when an observer asks for [`crate::events::Interest::TAINT`].
+//! With nothing tainted every instruction costs one hook call and a check; with something tainted,
+//! an instruction whose registers and accessed pages hold no taint costs a mask test and a page
+//! probe per access (`changes_nothing`). The engine exists only when an observer asks for
+//! [`crate::events::Interest::TAINT`].
 
 use capstone::arch::x86::{ArchMode, X86OperandType};
 use capstone::arch::{BuildsCapstone, DetailsArchInsn};
