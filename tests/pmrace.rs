@@ -415,3 +415,51 @@ fn published_resize_and_split_races_are_found_by_targeted_exploration_and_valida
         assert_silent(&r);
     }
 }
+
+/// Once the taint hook is in, it acts for the flushes, fences and locked instructions that had
+/// code hooks of their own (which it replaces: Unicorn walks every code hook for each
+/// instruction). A racy hash table whose readers load unpersisted buckets early, run with and
+/// without pmrace: the taint hooks went in (one more translation flush), and the PM device saw
+/// the same flushes and fences in the same order and the scheduler the same points (the trace
+/// hash folds in every PM store, flush and fence), with the same findings of `unpersisted`.
+#[test]
+fn the_taint_hook_acts_for_flushes_fences_and_locked_instructions() {
+    let run = |analyses: &str| {
+        let dir = scratch();
+        let stats = dir.path().join("host.json");
+        let run = Ferrite::run(&guest("pi_clht_resize"))
+            .opts(&[
+                "--analyses",
+                analyses,
+                "--seed",
+                "1",
+                "--report",
+                "r.json",
+                "--host-stats",
+                stats.to_str().unwrap(),
+            ])
+            .args(&["/mnt/pmem0/pool", "300", "4"])
+            .go();
+        let r = run.json("r.json");
+        let unpersisted: Vec<Value> = get(&r, "findings")
+            .as_array()
+            .expect("findings")
+            .iter()
+            .filter(|f| f.get("analysis").and_then(Value::as_str) == Some("unpersisted"))
+            .map(|f| f.get("message").cloned().unwrap_or(Value::Null))
+            .collect();
+        let stats = read_json(&stats);
+        (
+            get(&r, "run.trace_hash").as_str().unwrap().to_string(),
+            get(&r, "run.switches").as_u64(),
+            unpersisted,
+            stats["cache_flushes"].as_u64().unwrap(),
+            findings(&r).len(),
+        )
+    };
+    let plain = run("unpersisted");
+    let taint = run("unpersisted,pmrace");
+    assert!(taint.4 > 0, "pmrace finds the race, so its taint hooks went in");
+    assert_eq!(taint.3, plain.3 + 1, "one translation flush for the taint hooks");
+    assert_eq!((&taint.0, taint.1, &taint.2), (&plain.0, plain.1, &plain.2));
+}

@@ -84,8 +84,6 @@
 //! libc's own benign races (glibc's malloc reads `free_list` and `aligned_heap_area` without
 //! its lock): both accesses of such a report are in code without source lines.
 
-use std::collections::BTreeMap;
-
 use emu::callstack::StackId;
 use emu::events::{Event, EventKind, Interest};
 use emu::pm::PmDevice;
@@ -330,7 +328,9 @@ pub struct Hmtrace {
     sync_ever: FxHashMap<u64, u16>,
     /// The running thread's clock, cached between synchronisation operations.
     cur: CurrentClock,
-    reports: BTreeMap<(&'static str, Side, Side), Report>,
+    /// Reports by (kind, earlier side, later side): a hash map, as a racy loop finds its pair
+    /// again at every access and must pay one probe for it (sorted by the key at the end).
+    reports: FxHashMap<(&'static str, Side, Side), Report>,
     /// Operations of one event, each with the thread of happens-before time it is by.
     ops: Vec<(u32, SyncOp)>,
     /// The conflicts of one check (kept: a racy loop finds one per access, and must not
@@ -376,7 +376,7 @@ impl Hmtrace {
             shadow: Shadow::new(GRANULE_SHIFT),
             sync_ever: FxHashMap::default(),
             cur: CurrentClock::default(),
-            reports: BTreeMap::new(),
+            reports: FxHashMap::default(),
             ops: Vec::new(),
             found: Vec::new(),
             allocs: FxHashMap::default(),
@@ -659,14 +659,14 @@ impl Hmtrace {
     fn report(&mut self, kind: &'static str, e: &Entry, ev: &Event, tid: u32, write: bool, gi: u64, both: u16) {
         let first = Side { pc: e.pc, stack: e.stack, write: e.write };
         let second = Side { pc: ev.pc, stack: ev.stack, write };
-        let locked = e.ls != 0 || self.threads.get(&tid).is_some_and(|t| t.ls != 0);
+        let threads = &self.threads;
         let r = self.reports.entry((kind, first, second)).or_insert_with(|| Report {
             kind,
             first_tid: e.tid,
             second_tid: tid,
             addr: (gi << GRANULE_SHIFT) + u64::from(both.trailing_zeros()),
             len: both.count_ones(),
-            locked,
+            locked: e.ls != 0 || threads.get(&tid).is_some_and(|t| t.ls != 0),
             count: 0,
             conflicts: Vec::new(),
         });
@@ -734,7 +734,9 @@ impl Analysis for Hmtrace {
 
     fn finish(&mut self, _device: &PmDevice) -> Vec<RawFinding> {
         let mut out = Vec::new();
-        for ((kind, first, second), r) in std::mem::take(&mut self.reports) {
+        let mut reports: Vec<_> = std::mem::take(&mut self.reports).into_iter().collect();
+        reports.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for ((kind, first, second), r) in reports {
             // A location touched by a locked instruction at any time is a sync location: its
             // plain accesses were atomics' loads and stores, not races.
             let live = r.conflicts.iter().any(|(gi, m)| m & !self.sync_ever.get(gi).copied().unwrap_or(0) != 0);

@@ -501,7 +501,8 @@ impl Analysis for Oscs {
     }
 
     fn interest(&self) -> Interest {
-        Interest::MEMORY.union(Interest::SYNC)
+        // The overwritten bytes: a store that changes nothing is dropped.
+        Interest::MEMORY.union(Interest::SYNC).union(Interest::DRAM_OLD)
     }
 
     fn on_event(&mut self, ev: &Event, _device: &PmDevice) {

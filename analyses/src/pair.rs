@@ -7,7 +7,7 @@ use emu::callstack::StackId;
 use crate::{RawFinding, RawLocation};
 
 /// One side of a reported pair: where the access was and whether it wrote.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct Side {
     pub(crate) pc: u64,
     pub(crate) stack: StackId,

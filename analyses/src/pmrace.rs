@@ -211,6 +211,8 @@ pub struct Pmrace {
     sink: Option<Rc<RefCell<dyn ImageSink>>>,
     counts: Counts,
     code: CodeInfo,
+    /// [`CodeInfo::is_library`] of the PCs seen: asked at every PM load once taint is on.
+    library: crate::shadow::PcCache,
 }
 
 impl Pmrace {
@@ -412,6 +414,7 @@ impl Analysis for Pmrace {
 
     fn set_code(&mut self, code: &CodeInfo) {
         self.code = code.clone().sorted();
+        self.library.clear();
     }
 
     fn set_image_sink(&mut self, sink: Rc<RefCell<dyn ImageSink>>) {
@@ -469,7 +472,8 @@ impl Analysis for Pmrace {
     fn taint_source(&mut self, ev: &Event, device: &PmDevice) -> u32 {
         // A library's loads of its own metadata (libpmemobj's pool and heap management) are
         // the library's business; copies it makes for the program (memcpy) are the program's.
-        if ev.dev == 0 || self.code.is_library(ev.pc) {
+        let code = &self.code;
+        if ev.dev == 0 || self.library.get(ev.pc, |pc| code.is_library(pc)) {
             return 0;
         }
         let Some((byte, store, writer)) = self.unpersisted_byte(ev.dev, ev.size, device) else { return 0 };

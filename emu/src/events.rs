@@ -16,7 +16,7 @@ use crate::sync::SyncKind;
 
 /// What kinds of event an observer wants, as bits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Interest(pub u8);
+pub struct Interest(pub u16);
 
 impl Interest {
     /// Nothing.
@@ -47,6 +47,10 @@ impl Interest {
     /// same thread. Cheap: only locked instructions on DRAM are looked at, and a held word is
     /// read again at the holder's next event.
     pub const LOCK_WORDS: Interest = Interest(128);
+    /// With [`Interest::MEMORY`]: a DRAM store's event carries the bytes it overwrites in `old`
+    /// (without it, 0). Reading them back costs the all-memory hook about a tenth of its time,
+    /// and only passes that compare a store with what it replaced want them.
+    pub const DRAM_OLD: Interest = Interest(256);
 
     /// Whether any kind of `other` is wanted.
     pub fn has(self, other: Interest) -> bool {

@@ -30,7 +30,6 @@ mod threads;
 
 use std::ffi::c_void;
 
-use rustc_hash::FxHashSet;
 use unicorn_engine::unicorn_const::{uc_error, Arch, HookType, MemType, Mode};
 use unicorn_engine::{RegisterX86, Unicorn, X86Insn};
 use unicorn_engine_sys as ffi;
@@ -312,7 +311,8 @@ impl Machine {
             },
             code: CodeKnowledge {
                 decoder: Decoder::default(),
-                hooked: FxHashSet::default(),
+                specials: rustc_hash::FxHashMap::default(),
+                special_hooks: Vec::new(),
                 to_hook: Vec::new(),
                 sync_fns: rustc_hash::FxHashMap::default(),
                 cpuid: config.cpuid.clone(),
@@ -607,6 +607,10 @@ impl Machine {
         }
         st.obs.taint_hooked = true;
         let _ = self.uc.add_code_hook(1, 0, on_taint_insn);
+        // From now on the taint hook acts for the specials (see `on_taint_insn`).
+        for id in std::mem::take(&mut self.uc.get_data_mut().code.special_hooks) {
+            let _ = self.uc.remove_hook(id);
+        }
         let _ = self.uc.add_mem_hook(HookType::MEM_READ | HookType::MEM_WRITE, 1, 0, |uc, t, addr, size, _v| {
             if let Some(taint) = uc.get_data_mut().obs.taint.as_deref_mut() {
                 taint.access(addr, size, t == MemType::WRITE);

@@ -23,6 +23,13 @@ pub(super) extern "C" fn cpuid_hook(uc: *mut ffi::uc_engine, user: *mut c_void) 
     1
 }
 
+/// The guest's PC inside a hook. Not `Unicorn::pc_read`, which asks the engine for its mode
+/// (`uc_ctl`) at every call: 2 % of a multi-threaded run under the all-memory passes.
+#[inline]
+pub(super) fn rip(uc: &Unicorn<'_, HookState>) -> u64 {
+    uc.reg_read(RegisterX86::RIP).unwrap_or(0)
+}
+
 pub(super) fn tsc_now(uc: *mut ffi::uc_engine, st: &HookState) -> u64 {
     let mut rip = 0u64;
     // SAFETY: `uc` is the live engine calling us.
@@ -124,8 +131,16 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
             let st = uc.get_data_mut();
             let (slot, b) = st.code.decoder.insert(addr, size, &bytes);
             let (n, term) = (b.insns.len() as u64, b.term);
+            if st.obs.taint_hooked {
+                // The taint hook runs before every instruction and acts for the specials
+                // (`on_taint_insn`): no hook of their own, no second translation.
+                for &(pc, special) in &b.specials {
+                    st.code.specials.insert(pc, special);
+                }
+                return finish_block(uc, addr, size, slot, n, term);
+            }
             let fresh: Vec<(u64, Special)> =
-                b.specials.iter().copied().filter(|(pc, _)| !st.code.hooked.contains(pc)).collect();
+                b.specials.iter().copied().filter(|(pc, _)| !st.code.specials.contains_key(pc)).collect();
             if !fresh.is_empty() {
                 // Hook the specials, then leave this translation before it runs anything: writing
                 // RIP from a hook exits the block, and it is translated again with the hooks.
@@ -140,6 +155,13 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
             (slot, n, term)
         }
     };
+    finish_block(uc, addr, size, slot, n, term);
+}
+
+/// The rest of [`on_block`] once the block is decoded (`slot`, `n` instructions, ending in
+/// `term`): the budget, holds and quantum ends, then the clock moves to the block.
+#[inline]
+fn finish_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32, slot: u32, n: u64, term: Term) {
     let st = uc.get_data_mut();
     let base = st.clock.block_base + st.clock.block.2;
     let stop = if base + n > st.clock.limit && st.clock.limit_pc.is_none() {
@@ -200,9 +222,11 @@ pub(super) fn enter_sync(uc: &mut Unicorn<'_, HookState>, kind: SyncKind, addr: 
 pub(super) fn install_special_hooks(uc: &mut Unicorn<'_, HookState>) {
     let list = std::mem::take(&mut uc.get_data_mut().code.to_hook);
     for (pc, special) in list {
-        uc.get_data_mut().code.hooked.insert(pc);
+        uc.get_data_mut().code.specials.insert(pc, special);
         let res = uc.add_code_hook(pc, pc, move |uc, at, _| on_special(uc, at, special));
-        if res.is_err() {
+        if let Ok(id) = res {
+            uc.get_data_mut().code.special_hooks.push(id);
+        } else {
             let st = uc.get_data_mut();
             st.error = Some(format!("cannot hook the instruction at {pc:#x}"));
             st.stop = Some(Stop::Error);
@@ -451,16 +475,25 @@ pub(super) fn learn_insn(uc: &mut Unicorn<'_, HookState>, pc: u64, size: usize) 
     }
 }
 
-/// Before every instruction, with taint tracking: the previous one is complete.
+/// Before every instruction, with taint tracking: the previous one is complete. Then, if the
+/// instruction is a [`Special`], what its own code hook did before the taint hook went in.
+///
+/// Why the specials move here: Unicorn calls code hooks by walking its whole list of them for
+/// every instruction that has any (`helper_uc_tracecode`), so with a hook on every instruction,
+/// each per-PC hook of a special (hundreds in a program with libc's locks) cost every instruction
+/// a list step: 39 % of a racy PM program's time under `pmrace`. One hash probe here replaces it.
 pub(super) fn on_taint_insn(uc: &mut Unicorn<'_, HookState>, pc: u64, size: u32) {
     let st = uc.get_data_mut();
     if st.obs.taint_began == Some((pc, true)) {
         // A code hook older than this one began the instruction (`taint_first`).
         st.obs.taint_began = Some((pc, false));
-        return;
+    } else {
+        st.obs.taint_began = Some((pc, false));
+        taint_begin(uc, pc, size);
     }
-    st.obs.taint_began = Some((pc, false));
-    taint_begin(uc, pc, size);
+    if let Some(special) = uc.get_data().code.specials.get(&pc).copied() {
+        on_special(uc, pc, special);
+    }
 }
 
 /// Called first by the code hooks that act at one PC (specials, the budget's, breakpoints): the
@@ -502,17 +535,18 @@ pub(super) fn on_dram_access(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u
     if size == 0
         || size > 8
         || uc.get_data().device_of(addr).is_some()
-        || debug::debug_watch(uc, addr, size, value.is_some())
+        || (uc.get_data().debug.is_some() && debug::debug_watch(uc, addr, size, value.is_some()))
     {
         return;
     }
-    // A store's event carries the bytes it overwrites (oscs drops writes that change nothing); a
-    // load's carries no value: no pass wants it, and reading it back would cost a tenth of the hook.
+    // A store's event carries the bytes it overwrites when a pass asks (oscs drops writes that
+    // change nothing); a load's carries no value: no pass wants it, and reading it back costs a
+    // tenth of the hook (Unicorn's address translation).
     let mut cur = [0u8; 8];
-    if value.is_some() {
+    if value.is_some() && uc.get_data().obs.interest.has(Interest::DRAM_OLD) {
         let _ = uc.mem_read(addr, &mut cur[..size]);
     }
-    let pc = uc.pc_read().unwrap_or(0);
+    let pc = rip(uc);
     let st = uc.get_data_mut();
     if st.stop.is_some() {
         return;

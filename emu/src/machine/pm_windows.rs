@@ -41,7 +41,7 @@ pub(super) fn on_pm_write(
     if (addr + size as u64 - 1) & !63 != first {
         let _ = uc.mem_read(first + 64, &mut lines[64..]);
     }
-    let pc = uc.pc_read().unwrap_or(0);
+    let pc = rip(uc);
     let st = uc.get_data_mut();
     if matches!(st.stop, Some(Stop::PreemptBefore | Stop::Debug(_) | Stop::Taint)) {
         // Another hook stopped before this instruction: it runs again, whole, later.
@@ -124,7 +124,7 @@ pub(super) fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize
     if st.stop.is_some() || !wanted {
         return;
     }
-    let pc = uc.pc_read().unwrap_or(0);
+    let pc = rip(uc);
     let st = uc.get_data_mut();
     if st.obs.taint.is_some() && taint_gate(st, pc, addr, size, dev_base + (addr - start)) {
         if st.stop == Some(Stop::Taint) {

@@ -67,8 +67,11 @@ pub(super) struct BlockClock {
 pub(super) struct CodeKnowledge {
     /// Each translated block decoded once (capstone): instruction boundaries, accesses, specials.
     pub(super) decoder: Decoder,
-    /// PCs that already have a code hook for their [`Special`].
-    pub(super) hooked: FxHashSet<u64>,
+    /// Every [`Special`] seen, by PC: each has a code hook of its own until the taint hook goes
+    /// in, which then acts for all of them ([`Machine::hook_taint`]).
+    pub(super) specials: rustc_hash::FxHashMap<u64, Special>,
+    /// The code hooks of the specials, removed when the taint hook goes in.
+    pub(super) special_hooks: Vec<unicorn_engine::UcHookId>,
     /// Specials found in a block, to be hooked before it runs.
     pub(super) to_hook: Vec<(u64, Special)>,
     /// Recognised synchronisation functions by entry address.
