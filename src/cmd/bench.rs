@@ -161,6 +161,7 @@ fn bench_snapshots(a: &BenchArgs) -> Result<i32> {
     }
     let ms = |v: Vec<f64>| super::median(v) * 1e3;
     println!("program: {} ({total} guest instructions); median of {runs} runs, wall-clock time", a.command.join(" "));
+    println!("restores find the pages written since a snapshot by: {}", emu::dirty::mode());
     println!();
     println!("| snapshot at | live threads | held (MiB) | take (ms) | restore (ms) | reverse-stepi at the end (ms) |");
     println!("| ---: | ---: | ---: | ---: | ---: | ---: |");
