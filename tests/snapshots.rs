@@ -322,8 +322,7 @@ fn exploration_is_the_same_with_and_without_dirty_page_tracking() {
         "h.json",
     ];
     let tracked = Ferrite::run(&guest("thr_racy_counter")).opts(&opts).go();
-    let compared =
-        Ferrite::run(&guest("thr_racy_counter")).opts(&opts).host_env("FERRITE_NO_DIRTY_TRACKING", "1").go();
+    let compared = Ferrite::run(&guest("thr_racy_counter")).opts(&opts).host_env("FERRITE_NO_DIRTY_TRACKING", "1").go();
     assert_eq!(tracked.code, compared.code, "{}", tracked.describe());
     assert_eq!(without_timings(&tracked.json("r.json")), without_timings(&compared.json("r.json")));
     let (a, b) = (exploration(&tracked), exploration(&compared));

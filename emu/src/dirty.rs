@@ -277,6 +277,12 @@ struct Chunk {
     stamps: [u64; CHUNK],
 }
 
+impl Chunk {
+    fn new() -> Box<Chunk> {
+        Box::new(Chunk { newest: 0, stamps: [0; CHUNK] })
+    }
+}
+
 enum State {
     /// A shared file mapping, or registration failed: compared page by page.
     Untracked,
@@ -337,6 +343,19 @@ impl Pages {
             return false;
         }
         true
+    }
+
+    /// Counts pages `from..to` as written now (they were given back to the host, so their
+    /// page-table bits no longer say it).
+    pub(crate) fn mark_written(&self, from: usize, to: usize) {
+        if let State::Tracked(chunks) = &mut *self.0.borrow_mut() {
+            let stamp = GENERATION.fetch_add(1, Ordering::Relaxed) + 1;
+            for page in from..to {
+                let chunk = chunks[page / CHUNK].get_or_insert_with(Chunk::new);
+                chunk.stamps[page % CHUNK] = stamp;
+                chunk.newest = stamp;
+            }
+        }
     }
 
     /// The pages (indices into the block) that may differ from a snapshot taken at generation

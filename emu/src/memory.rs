@@ -780,7 +780,8 @@ impl Memory {
     }
 
     /// Puts back the pages of `b` in `written` (sorted indices, the only ones that may have
-    /// changed since the snapshot): its copy, or zeros for a page it had not touched. Executable
+    /// changed since the snapshot): its copy, or zeros for a page it had not touched (given back
+    /// to the host, which is quicker than zeroing it and leaves a hole, as it was). Executable
     /// ranges whose bytes changed are added to `changed`.
     fn restore_written(
         &self,
@@ -789,29 +790,69 @@ impl Memory {
         regions: &BTreeMap<u64, Region>,
         changed: &mut Vec<(u64, u64)>,
     ) {
+        let page_len = PAGE as usize;
+        // The block's executable pieces in the snapshot's table: (start and end in the block,
+        // guest address).
+        let exec: Vec<(usize, usize, u64)> = regions
+            .values()
+            .filter(|r| Rc::ptr_eq(&r.block, &b.block) && r.perm.exec())
+            .map(|r| (r.block_off, r.block_off + r.len() as usize, r.start))
+            .collect();
+        let give_back = |(from, to): (usize, usize)| {
+            // SAFETY: `from..to` lies inside the block's private anonymous mapping, which reads
+            // as zeros afterwards; nothing else refers to it while the engine is stopped.
+            unsafe {
+                let p = b.block.as_ptr().add(from);
+                if libc::madvise(p.cast(), to - from, libc::MADV_DONTNEED) != 0 {
+                    std::ptr::write_bytes(p, 0, to - from);
+                }
+            }
+            // A hole has no bits to say it differs from later snapshots.
+            b.block.written.mark_written(from / page_len, to.div_ceil(page_len));
+        };
+        let mut holes: Option<(usize, usize)> = None;
         for &i in written {
-            let off = i as usize * PAGE as usize;
+            let off = i as usize * page_len;
             if off >= b.block.len {
                 continue;
             }
-            let n = (PAGE as usize).min(b.block.len - off);
-            // Saved pages are whole but perhaps the block's last, so the k-th starts at k pages.
-            let old = b.pages.binary_search(&i).ok().map(|k| &b.data[k * PAGE as usize..k * PAGE as usize + n]);
+            let n = page_len.min(b.block.len - off);
+            let code = exec.iter().any(|&(s, e, _)| off >= s && off < e);
+            let saved = b.pages.binary_search(&i).ok();
+            if saved.is_none() && !code {
+                match &mut holes {
+                    Some((_, end)) if *end == off => *end = off + n,
+                    _ => {
+                        if let Some(h) = holes.replace((off, off + n)) {
+                            give_back(h);
+                        }
+                    }
+                }
+                continue;
+            }
             // SAFETY: `off..off+n` lies inside the block's mapping, and nothing else refers to it
             // while the engine is stopped.
             let page = unsafe { std::slice::from_raw_parts_mut(b.block.as_ptr().add(off), n) };
-            // Compared first: an unchanged page of code keeps its translations.
-            match old {
-                Some(old) if page != old => page.copy_from_slice(old),
-                None if page.iter().any(|&x| x != 0) => page.fill(0),
-                _ => continue,
-            }
-            for r in regions.values().filter(|r| Rc::ptr_eq(&r.block, &b.block) && r.perm.exec()) {
-                if off >= r.block_off && off < r.block_off + r.len() as usize {
-                    let start = r.start + (off - r.block_off) as u64;
-                    changed.push((start, start + n as u64));
+            match saved {
+                // Saved pages are whole but perhaps the block's last, so the k-th starts at k
+                // pages. Code is compared first: an unchanged page keeps its translations.
+                Some(k) => {
+                    let old = &b.data[k * page_len..k * page_len + n];
+                    if code && page == old {
+                        continue;
+                    }
+                    page.copy_from_slice(old);
                 }
+                None if page.iter().any(|&x| x != 0) => page.fill(0),
+                None => continue,
             }
+            for &(s, e, guest) in exec.iter().filter(|&&(s, e, _)| off >= s && off < e) {
+                let start = guest + (off - s) as u64;
+                changed.push((start, start + n.min(e - off) as u64));
+            }
+        }
+        if let Some(h) = holes {
+            give_back(h);
         }
     }
 }
