@@ -54,7 +54,7 @@ impl Rig {
         for _ in 0..n {
             let r = self.next();
             // Mostly a few hot pages, sometimes anywhere (a page touched for the first time).
-            let page = if r % 4 == 0 { (r >> 8) % PAGES } else { (r >> 8) % 8 };
+            let page = if r.is_multiple_of(4) { (r >> 8) % PAGES } else { (r >> 8) % 8 };
             let off = page * 4096 + ((r >> 20) % 4088);
             let value = self.next();
             match (r >> 40) % 3 {
@@ -70,7 +70,7 @@ impl Rig {
             self.data[off as usize..off as usize + 8].copy_from_slice(&value.to_le_bytes());
         }
         // Code changed by force now and then (a JIT, the loader): never at the store itself.
-        if self.next() % 3 == 0 {
+        if self.next().is_multiple_of(3) {
             let at = 64 + (self.next() % 64) as usize;
             let byte = self.next() as u8;
             self.m.write(CODE + at as u64, &[byte], true).unwrap();

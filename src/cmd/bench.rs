@@ -140,7 +140,7 @@ fn bench_snapshots(a: &BenchArgs) -> Result<i32> {
         let t = Instant::now();
         let c = s.checkpoint().ok_or_else(|| anyhow!("the run cannot be snapshotted half-way"))?;
         take.push(t.elapsed().as_secs_f64());
-        held = c.bytes();
+        held = held.max(c.bytes());
         // The run goes on a little, then comes back.
         run_to(&mut s, half + (total - half) / 10);
         let t = Instant::now();
