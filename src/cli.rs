@@ -350,9 +350,9 @@ pub struct RunArgs {
     pub shard: ShardArgs,
 
     /// Write host-side measurements of this run as JSON here (heap allocations ferrite made,
-    /// wall-clock seconds; for `--strategy exhaustive`, `exploration`: schedules run from the
-    /// start and from a snapshot, guest instructions run and what running every schedule from
-    /// the start runs): the numbers `ferrite bench` reports, kept out of the report because
+    /// wall-clock seconds, `dirty_pages`: how snapshot restores find written pages; for
+    /// `--strategy exhaustive`, `exploration`: schedules run from the start and from a snapshot,
+    /// guest instructions run and what running every schedule from the start runs): the numbers `ferrite bench` reports, kept out of the report because
     /// they are not deterministic or say how, not what.
     #[arg(long, value_name = "FILE", hide = true)]
     pub host_stats: Option<PathBuf>,

@@ -339,3 +339,48 @@ fn a_dynamic_programs_libraries_are_known_to_gdb() {
     let top = out.lines().find(|l| l.starts_with("#0")).unwrap_or_else(|| panic!("no backtrace\n{out}"));
     assert!(top.contains("exit"), "a breakpoint on libc's exit stops in it: {top}\n{out}");
 }
+
+/// Thread-local variables through `qGetTLSAddr`, in a dynamic and a static program: each
+/// thread's `errno` (libc's, a module of its own when dynamic) and the program's own `__thread`
+/// counter, in the thread gdb stopped in and in another. Without libc's debug information gdb
+/// prints `errno` only when cast (it says "has unknown type", as for a native process); never
+/// that it cannot find thread-local storage.
+#[test]
+fn thread_local_variables_and_errno_print_per_thread() {
+    if !gdb_available() {
+        eprintln!("skipped: gdb is not installed");
+        return;
+    }
+    for name in ["errno_tls.dyn", "errno_tls"] {
+        let prog = guest(name);
+        let dir = scratch();
+        let st = ferrite()
+            .current_dir(dir.path())
+            .args(["run", "--quiet", "--analyses", "none", "--report", "r.json", "--"])
+            .arg(&prog)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert_eq!(st.code(), Some(0), "{name}");
+        let server = Server::start(dir.path(), Path::new("r.json"), None);
+        let out = server.gdb(
+            &prog,
+            &[
+                "break stop_here",
+                "continue",
+                "p errno",
+                "p (int) errno",
+                "p tls_counter",
+                "thread 1",
+                "p (int) errno",
+                "p tls_counter",
+            ],
+        );
+        assert!(out.contains("stop_here (seen=9)"), "{name}: the worker stops first\n{out}");
+        assert!(!out.contains("Cannot find thread-local storage"), "{name}\n{out}");
+        let values: Vec<&str> = out.lines().filter_map(|l| l.split_once(" = ").map(|(_, v)| v.trim())).collect();
+        let plain = out.contains("'errno' has unknown type");
+        let expected: &[&str] = if plain { &["9", "42", "2", "11"] } else { &["9", "9", "42", "2", "11"] };
+        assert_eq!(values, expected, "{name}: errno and the counter in the worker, then in main\n{out}");
+    }
+}

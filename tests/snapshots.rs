@@ -299,3 +299,37 @@ fn exploration_falls_back_to_runs_from_the_start() {
     assert!(a["refused"].as_u64().unwrap() >= 1, "{a}");
     assert_eq!(a["trace_hashes"], exploration(&without)["trace_hashes"]);
 }
+
+/// Restores that copy back only the pages the kernel saw written (`emu::dirty`) and restores
+/// that compare every page (`FERRITE_NO_DIRTY_TRACKING=1`) explore the same schedules: same
+/// report, same chained trace hashes, same instructions; `--host-stats` names each one's way.
+#[test]
+fn exploration_is_the_same_with_and_without_dirty_page_tracking() {
+    let opts = [
+        "--strategy",
+        "exhaustive",
+        "--max-preemptions",
+        "2",
+        "--por",
+        "--explore",
+        "20",
+        "--analyses",
+        "hmtrace",
+        "--quiet",
+        "--report",
+        "r.json",
+        "--host-stats",
+        "h.json",
+    ];
+    let tracked = Ferrite::run(&guest("thr_racy_counter")).opts(&opts).go();
+    let compared = Ferrite::run(&guest("thr_racy_counter")).opts(&opts).host_env("FERRITE_NO_DIRTY_TRACKING", "1").go();
+    assert_eq!(tracked.code, compared.code, "{}", tracked.describe());
+    assert_eq!(without_timings(&tracked.json("r.json")), without_timings(&compared.json("r.json")));
+    let (a, b) = (exploration(&tracked), exploration(&compared));
+    assert_eq!(a["trace_hashes"], b["trace_hashes"]);
+    assert_eq!(a["instructions"], b["instructions"]);
+    assert!(a["from_snapshot"].as_u64().unwrap() > 5, "{a}");
+    assert_eq!(compared.json("h.json")["dirty_pages"], "compare");
+    let mode = tracked.json("h.json")["dirty_pages"].clone();
+    assert!(mode == "uffd-wp" || mode == "compare", "{mode}");
+}

@@ -10,6 +10,7 @@ pub mod callstack;
 pub mod client;
 pub mod cpuid;
 pub mod decode;
+pub mod dirty;
 pub mod events;
 mod excp;
 pub mod machine;

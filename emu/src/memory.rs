@@ -96,6 +96,8 @@ pub struct HostBlock {
     /// from those of every snapshot taken before then, even though no region of it is writable
     /// now. An epoch rather than a flag, because a machine may hold many snapshots at once.
     touched: std::cell::Cell<u64>,
+    /// Which pages were written since each snapshot, where the host kernel tracks it.
+    written: crate::dirty::Pages,
 }
 
 impl HostBlock {
@@ -113,7 +115,7 @@ impl HostBlock {
                 0,
             )
         };
-        Self::from_mmap(p, len)
+        Self::from_mmap(p, len, true)
     }
 
     /// A shared mapping of a host file, so that stores reach the file (PM pools).
@@ -129,15 +131,20 @@ impl HostBlock {
                 offset as libc::off_t,
             )
         };
-        Self::from_mmap(p, len)
+        Self::from_mmap(p, len, false)
     }
 
-    fn from_mmap(p: *mut libc::c_void, len: usize) -> std::io::Result<Rc<HostBlock>> {
+    fn from_mmap(p: *mut libc::c_void, len: usize, anonymous: bool) -> std::io::Result<Rc<HostBlock>> {
         if p == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
         let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| std::io::Error::other("mmap returned null"))?;
-        Ok(Rc::new(HostBlock { ptr, len, touched: std::cell::Cell::new(0) }))
+        Ok(Rc::new(HostBlock {
+            ptr,
+            len,
+            touched: std::cell::Cell::new(0),
+            written: crate::dirty::Pages::new(anonymous),
+        }))
     }
 
     fn touch(&self) {
@@ -588,6 +595,9 @@ struct SavedBlock {
     /// past the end of the file, where the host raises SIGBUS), and an unsaved page is not
     /// zero but the file's.
     file: bool,
+    /// The snapshot stamped the block's written pages ([`crate::dirty`]): a restore copies back
+    /// only those written since, instead of comparing every page.
+    stamped: bool,
 }
 
 /// Guest memory as plain data: the table and the touched pages of every host block it uses.
@@ -600,6 +610,8 @@ pub struct MemorySnapshot {
     blocks: Vec<SavedBlock>,
     /// Its [`EPOCH`]: blocks touched at or after it may differ from it.
     epoch: u64,
+    /// The [`crate::dirty::generation`] after its blocks were stamped.
+    generation: u64,
 }
 
 impl MemorySnapshot {
@@ -636,6 +648,7 @@ impl Memory {
                 continue;
             }
             let file = file_backed(r);
+            let stamped = !file && r.block.written.stamp(r.block.as_ptr(), r.block.len);
             let saved = if file { self.file_pages(&r.block, past_eof) } else { resident_pages(&r.block) };
             let count = saved.iter().filter(|t| **t).count();
             let mut pages = Vec::with_capacity(count);
@@ -650,9 +663,10 @@ impl Memory {
                 pages.push(i as u32);
                 data.extend_from_slice(page);
             }
-            blocks.push(SavedBlock { block: r.block.clone(), pages, data, writable: r.perm.write(), file });
+            blocks.push(SavedBlock { block: r.block.clone(), pages, data, writable: r.perm.write(), file, stamped });
         }
-        MemorySnapshot { regions: self.regions.clone(), mapped: self.mapped, blocks, epoch }
+        let generation = crate::dirty::generation();
+        MemorySnapshot { regions: self.regions.clone(), mapped: self.mapped, blocks, epoch, generation }
     }
 
     /// The pages of a file's block that some region maps, outside `past_eof`.
@@ -691,6 +705,12 @@ impl Memory {
             }
         }
         for b in &snap.blocks {
+            if b.stamped {
+                if let Some(written) = b.block.written.written_since(b.block.as_ptr(), b.block.len, snap.generation) {
+                    self.restore_written(b, &written, &snap.regions, &mut changed);
+                    continue;
+                }
+            }
             let touched = b.block.touched.get() >= snap.epoch;
             let writable_now = current.values().any(|r| Rc::ptr_eq(&r.block, &b.block) && r.perm.write());
             if !b.writable && !writable_now && !touched {
@@ -757,5 +777,82 @@ impl Memory {
         self.regions = snap.regions.clone();
         self.mapped = snap.mapped;
         changed
+    }
+
+    /// Puts back the pages of `b` in `written` (sorted indices, the only ones that may have
+    /// changed since the snapshot): its copy, or zeros for a page it had not touched (given back
+    /// to the host, which is quicker than zeroing it and leaves a hole, as it was). Executable
+    /// ranges whose bytes changed are added to `changed`.
+    fn restore_written(
+        &self,
+        b: &SavedBlock,
+        written: &[u32],
+        regions: &BTreeMap<u64, Region>,
+        changed: &mut Vec<(u64, u64)>,
+    ) {
+        let page_len = PAGE as usize;
+        // The block's executable pieces in the snapshot's table: (start and end in the block,
+        // guest address).
+        let exec: Vec<(usize, usize, u64)> = regions
+            .values()
+            .filter(|r| Rc::ptr_eq(&r.block, &b.block) && r.perm.exec())
+            .map(|r| (r.block_off, r.block_off + r.len() as usize, r.start))
+            .collect();
+        let give_back = |(from, to): (usize, usize)| {
+            // SAFETY: `from..to` lies inside the block's private anonymous mapping, which reads
+            // as zeros afterwards; nothing else refers to it while the engine is stopped.
+            unsafe {
+                let p = b.block.as_ptr().add(from);
+                if libc::madvise(p.cast(), to - from, libc::MADV_DONTNEED) != 0 {
+                    std::ptr::write_bytes(p, 0, to - from);
+                }
+            }
+            // A hole has no bits to say it differs from later snapshots.
+            b.block.written.mark_written(from / page_len, to.div_ceil(page_len));
+        };
+        let mut holes: Option<(usize, usize)> = None;
+        for &i in written {
+            let off = i as usize * page_len;
+            if off >= b.block.len {
+                continue;
+            }
+            let n = page_len.min(b.block.len - off);
+            let code = exec.iter().any(|&(s, e, _)| off >= s && off < e);
+            let saved = b.pages.binary_search(&i).ok();
+            if saved.is_none() && !code {
+                match &mut holes {
+                    Some((_, end)) if *end == off => *end = off + n,
+                    _ => {
+                        if let Some(h) = holes.replace((off, off + n)) {
+                            give_back(h);
+                        }
+                    }
+                }
+                continue;
+            }
+            // SAFETY: `off..off+n` lies inside the block's mapping, and nothing else refers to it
+            // while the engine is stopped.
+            let page = unsafe { std::slice::from_raw_parts_mut(b.block.as_ptr().add(off), n) };
+            match saved {
+                // Saved pages are whole but perhaps the block's last, so the k-th starts at k
+                // pages. Code is compared first: an unchanged page keeps its translations.
+                Some(k) => {
+                    let old = &b.data[k * page_len..k * page_len + n];
+                    if code && page == old {
+                        continue;
+                    }
+                    page.copy_from_slice(old);
+                }
+                None if page.iter().any(|&x| x != 0) => page.fill(0),
+                None => continue,
+            }
+            for &(s, e, guest) in exec.iter().filter(|&&(s, e, _)| off >= s && off < e) {
+                let start = guest + (off - s) as u64;
+                changed.push((start, start + n.min(e - off) as u64));
+            }
+        }
+        if let Some(h) = holes {
+            give_back(h);
+        }
     }
 }

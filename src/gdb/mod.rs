@@ -16,11 +16,13 @@
 mod arch;
 mod target;
 pub(crate) mod timeline;
+mod tls;
 
 use std::net::TcpListener;
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use gdbstub::conn::{Connection, ConnectionExt};
+use gdbstub::stub::run_blocking::BlockingEventLoop as _;
 use gdbstub::stub::{run_blocking, DisconnectReason, GdbStub, MultiThreadStopReason};
 
 use analyses::Finding;
@@ -83,13 +85,56 @@ pub fn serve(
     let _ = stream.set_nodelay(true);
     let mut debuggee = Debuggee::new(timeline, findings, crash, auxv);
     let conn: Box<dyn ConnectionExt<Error = std::io::Error>> = Box::new(stream);
-    match GdbStub::new(conn).run_blocking::<EventLoop>(&mut debuggee) {
+    match session(conn, &mut debuggee) {
         Ok(DisconnectReason::Disconnect) => say!("ferrite: gdb detached"),
         Ok(DisconnectReason::Kill) => say!("ferrite: gdb killed the replay"),
         Ok(DisconnectReason::TargetExited(_) | DisconnectReason::TargetTerminated(_)) => {}
         Err(e) => bail!("the gdb session failed: {e}"),
     }
     Ok(())
+}
+
+/// gdbstub's blocking loop (`GdbStub::run_blocking`), with gdb's bytes looked at first while
+/// the run is stopped: `qGetTLSAddr` packets, which gdbstub does not know, are answered here
+/// ([`tls`]).
+fn session(conn: Box<dyn ConnectionExt<Error = std::io::Error>>, target: &mut Debuggee) -> Result<DisconnectReason> {
+    use gdbstub::stub::state_machine::GdbStubStateMachine as State;
+    let fail = |e: &dyn std::fmt::Display| anyhow!("{e}");
+    let mut gdb = GdbStub::new(conn).run_state_machine(target).map_err(|e| fail(&e))?;
+    let mut sniffer = tls::Sniffer::default();
+    let mut pending = std::collections::VecDeque::new();
+    loop {
+        gdb = match gdb {
+            State::Idle(mut g) => {
+                while pending.is_empty() {
+                    let byte = g.borrow_conn().read().map_err(|e| fail(&e))?;
+                    match sniffer.push(byte) {
+                        tls::Sniffed::Wait => {}
+                        tls::Sniffed::Forward(bytes) => pending.extend(bytes),
+                        tls::Sniffed::TlsQuery(args) => {
+                            let mut out = if sniffer.no_ack { Vec::new() } else { b"+".to_vec() };
+                            out.extend(tls::packet(&tls::reply(target, &args)));
+                            let conn = g.borrow_conn();
+                            conn.write_all(&out).and_then(|()| conn.flush()).map_err(|e| fail(&e))?;
+                        }
+                    }
+                }
+                let byte = pending.pop_front().expect("filled above");
+                g.incoming_data(target, byte).map_err(|e| fail(&e))?
+            }
+            State::Disconnected(g) => return Ok(g.get_reason()),
+            State::CtrlCInterrupt(g) => {
+                let stop = EventLoop::on_interrupt(target).map_err(|e| fail(&e))?;
+                g.interrupt_handled(target, stop).map_err(|e| fail(&e))?
+            }
+            State::Running(mut g) => match EventLoop::wait_for_stop_reason(target, g.borrow_conn()) {
+                Ok(run_blocking::Event::TargetStopped(stop)) => g.report_stop(target, stop).map_err(|e| fail(&e))?,
+                Ok(run_blocking::Event::IncomingData(byte)) => g.incoming_data(target, byte).map_err(|e| fail(&e))?,
+                Err(run_blocking::WaitForStopReasonError::Target(e)) => bail!("{e}"),
+                Err(run_blocking::WaitForStopReasonError::Connection(e)) => bail!("{e}"),
+            },
+        }
+    }
 }
 
 /// The program's auxiliary vector, as the kernel laid it out above the first thread's stack

@@ -45,7 +45,7 @@ pub struct Debuggee {
     /// A crash finding's recovery is being debugged: what `monitor crash` says of it.
     crash: Option<String>,
     /// The program's auxiliary vector (`qXfer:auxv:read`), empty if unknown.
-    auxv: Vec<u8>,
+    pub(super) auxv: Vec<u8>,
 }
 
 impl Debuggee {
