@@ -759,3 +759,114 @@ impl Memory {
         changed
     }
 }
+
+/// Label of a `MAP_SHARED | MAP_ANONYMOUS` mapping, as `/proc/self/maps` shows it: the one
+/// anonymous memory a `fork` shares instead of copying.
+pub const SHARED_ANON: &str = "/dev/zero (deleted)";
+
+/// Whether a region is shared between the processes of a `fork` (a shared file or PM mapping,
+/// shared anonymous memory) rather than private to each.
+fn shared_mapping(r: &Region) -> bool {
+    file_backed(r) || r.backing == Backing::Anon { label: Some(SHARED_ANON) }
+}
+
+/// A private copy of `r`'s bytes in a fresh host block, copying only the pages the source has
+/// touched (untouched pages of an anonymous block read as zero in both).
+fn private_copy(r: &Region) -> std::io::Result<Region> {
+    let len = r.len() as usize;
+    let block = HostBlock::anon(len)?;
+    let resident = resident_pages(&r.block);
+    let first = r.block_off / PAGE as usize;
+    for i in 0..len.div_ceil(PAGE as usize) {
+        if !resident.get(first + i).copied().unwrap_or(true) {
+            continue;
+        }
+        let off = i * PAGE as usize;
+        let n = (PAGE as usize).min(len - off);
+        // SAFETY: both ranges lie inside live mappings of at least `off + n` bytes (the region's
+        // bytes in its block, and the new block of the region's length).
+        unsafe { std::ptr::copy_nonoverlapping(r.host(r.start + off as u64), block.as_ptr().add(off), n) };
+    }
+    block.touch();
+    Ok(Region { start: r.start, end: r.end, perm: r.perm, block, block_off: 0, backing: r.backing.clone() })
+}
+
+/// Processes: several address spaces over one engine. Only one is registered with Unicorn at a
+/// time; the others are tables whose host memory stays mapped on the host.
+impl Memory {
+    /// `fork`'s copy of this address space, registered with no engine: shared mappings keep
+    /// their host memory; private writable regions get a copy of their touched pages; private
+    /// regions that cannot be written (code, read-only data, guard pages) keep their host memory
+    /// too, so that a process switch leaves them and their translations in the engine.
+    /// [`Memory::unshare`] gives a process its own copy before such a region becomes writable.
+    pub fn fork_copy(&self) -> std::io::Result<Memory> {
+        let mut regions = BTreeMap::new();
+        for r in self.regions.values() {
+            let copy = if shared_mapping(r) || !r.perm.write() { r.clone() } else { private_copy(r)? };
+            regions.insert(copy.start, copy);
+        }
+        Ok(Memory { regions, mapped: self.mapped })
+    }
+
+    /// Gives the private regions of `[start, end)` that cannot be written now host memory of
+    /// their own (a copy), so that making them writable cannot change another process's
+    /// memory. Returns whether anything was copied (Unicorn then holds the copies).
+    pub fn unshare<D>(&mut self, uc: &mut Unicorn<'static, D>, start: u64, end: u64) -> std::io::Result<bool> {
+        let keys: Vec<u64> = self
+            .regions
+            .range(..end)
+            .rev()
+            .take_while(|(_, r)| r.end > start)
+            .filter(|(_, r)| !r.perm.write() && !shared_mapping(r))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in &keys {
+            let copy = private_copy(&self.regions[k])?;
+            uc_unmap(uc, &self.regions[k]);
+            // The same range and protection as a moment ago: it cannot overlap.
+            let _ = uc_map(uc, &copy);
+            self.regions.insert(*k, copy);
+        }
+        Ok(!keys.is_empty())
+    }
+
+    /// Makes `next` the address space Unicorn holds instead of this one: regions that are the
+    /// same in both (the same range, protection and host memory: code and read-only data after a
+    /// `fork`, shared mappings) stay registered, with their translations; the others are
+    /// unregistered and `next`'s registered. Returns the executable ranges that changed (their
+    /// translations are gone; the caller forgets what it decoded there).
+    pub fn switch_to<D>(&self, uc: &mut Unicorn<'static, D>, next: &Memory) -> Vec<(u64, u64)> {
+        let kept = |r: &Region, other: &Memory| other.regions.get(&r.start).is_some_and(|o| same_region(o, r));
+        let mut changed = Vec::new();
+        for r in self.regions.values().filter(|r| !kept(r, next)) {
+            uc_unmap(uc, r);
+            if r.perm.exec() {
+                changed.push((r.start, r.end));
+            }
+        }
+        for r in next.regions.values().filter(|r| !kept(r, self)) {
+            // `next` was a consistent table, and what overlapped it is unregistered above.
+            let _ = uc_map(uc, r);
+            if r.perm.exec() {
+                changed.push((r.start, r.end));
+            }
+        }
+        changed
+    }
+
+    /// Takes every region away from Unicorn (the address space of a process that is gone).
+    pub fn unregister_all<D>(&self, uc: &mut Unicorn<'static, D>) {
+        for r in self.regions.values() {
+            uc_unmap(uc, r);
+        }
+    }
+}
+
+impl Memory {
+    /// The host address of `addr` if it lies in a mapping processes share after a `fork` (a
+    /// shared file or PM mapping, shared anonymous memory): what a shared futex there is keyed
+    /// by, the same in every process that maps it.
+    pub fn shared_host_addr(&self, addr: u64) -> Option<u64> {
+        self.find(addr).filter(|r| shared_mapping(r)).map(|r| r.host(addr) as u64)
+    }
+}
