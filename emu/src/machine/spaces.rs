@@ -51,7 +51,7 @@ impl Machine {
     /// Translations of regions both map identically survive; the decoder forgets code whose
     /// mapping changed; PM windows and SIGBUS ranges are re-hooked only if they differ.
     pub fn swap_address_space(&mut self, other: &mut AddressSpace) {
-        let changed = self.mem.switch_to(&mut self.uc, &other.mem);
+        let changed = self.mem.switch_to(&mut self.uc, &mut other.mem);
         std::mem::swap(&mut self.mem, &mut other.mem);
         for (s, e) in changed {
             let st = self.uc.get_data_mut();
