@@ -1,7 +1,8 @@
 /* proc_pingpong: N request/response round trips over two pipes, between two processes (fork)
  * or between two threads of one process: the same work, so the difference in host time is
  * the cost of process switches (docs/performance.md).
- * Usage: proc_pingpong procs|threads N; prints the sum of the answers, exits 0. */
+ * Each answer costs WORK rounds of a multiplicative hash (default 0), a request's own work.
+ * Usage: proc_pingpong procs|threads N [WORK]; prints the sum of the answers, exits 0. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +11,8 @@
 #include <unistd.h>
 
 static int down[2], up[2];
-static long n;
+static long n, work;
+static volatile unsigned long sink;
 
 /* The server: answers each request (a number) with its successor, until EOF. */
 static void *serve(void *arg)
@@ -18,6 +20,10 @@ static void *serve(void *arg)
     (void)arg;
     long v;
     while (read(down[0], &v, sizeof v) == sizeof v) {
+        unsigned long h = (unsigned long)v;
+        for (long k = 0; k < work; k++)
+            h = h * 0x9e3779b97f4a7c15ul + 1;
+        sink = h;
         v++;
         if (write(up[1], &v, sizeof v) != sizeof v)
             break;
@@ -29,6 +35,7 @@ int main(int argc, char **argv)
 {
     int procs = argc > 1 && !strcmp(argv[1], "procs");
     n = argc > 2 ? atol(argv[2]) : 1000;
+    work = argc > 3 ? atol(argv[3]) : 0;
     if (pipe(down) || pipe(up))
         return 1;
     pid_t child = -1;

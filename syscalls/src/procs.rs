@@ -163,8 +163,7 @@ impl Kernel {
         }
         self.threads.insert(child, t);
         self.waits.add(child, None, 0);
-        let me = &self.procs[&self.pid];
-        let (pgid, sid) = (me.pgid, me.sid);
+        let (pgid, sid) = self.procs.get(&self.pid).map_or((self.pid, self.pid), |p| (p.pgid, p.sid));
         let saved = Saved {
             space,
             fds: FdTable { fds: self.fds.fds.clone(), limit: self.fds.limit },
@@ -181,7 +180,7 @@ impl Kernel {
             // The parent waits until the child ends, with the child's pid as its result.
             m.set_reg(Reg::RAX, u64::from(child));
             let cur = self.current;
-            self.threads.get_mut(&cur).expect("the running thread").io_keys = vec![VFORK_KEY | u64::from(child)];
+            self.thread_mut(cur).io_keys = vec![VFORK_KEY | u64::from(child)];
             self.block(m, Wait::Io { deadline: None });
             return Ok(None);
         }

@@ -235,7 +235,7 @@ impl KThread {
 }
 
 impl Kernel {
-    fn thread_mut(&mut self, tid: u32) -> &mut KThread {
+    pub(crate) fn thread_mut(&mut self, tid: u32) -> &mut KThread {
         self.threads.entry(tid).or_insert_with(|| KThread::new(tid))
     }
 
