@@ -145,14 +145,7 @@ impl Kernel {
             m.swap_address_space(&mut space);
             wrote?;
         }
-        let mut regs = vec![(Reg::RAX, 0)];
-        if stack != 0 {
-            regs.push((Reg::RSP, stack));
-        }
-        if flags & CLONE_SETTLS != 0 {
-            regs.push((Reg::FS_BASE, tls));
-        }
-        m.spawn_thread(child, &regs).map_err(|_| Errno(libc::ENOMEM))?;
+        crate::thread::spawn_child(m, child, flags, stack, tls)?;
         let parent = self.threads.get(&self.current).cloned().unwrap_or_else(|| KThread::new(self.current));
         let mut t = KThread::new(child);
         t.pid = child;

@@ -215,6 +215,19 @@ pub struct Deadlock {
     pub threads: Vec<(u32, Vec<u64>)>,
 }
 
+/// Creates the parked child of a clone or fork: the caller's registers with RAX = 0, on `stack`
+/// if given, with the TLS `tls` under CLONE_SETTLS.
+pub(crate) fn spawn_child(m: &mut Machine, tid: u32, flags: u64, stack: u64, tls: u64) -> Result<(), Errno> {
+    let mut regs = vec![(Reg::RAX, 0)];
+    if stack != 0 {
+        regs.push((Reg::RSP, stack));
+    }
+    if flags & CLONE_SETTLS != 0 {
+        regs.push((Reg::FS_BASE, tls));
+    }
+    m.spawn_thread(tid, &regs).map_err(|_| Errno(libc::ENOMEM))
+}
+
 impl KThread {
     /// A runnable thread of the first process with nothing registered.
     pub fn new(tid: u32) -> KThread {
@@ -401,14 +414,7 @@ impl Kernel {
         if flags & CLONE_CHILD_SETTID != 0 {
             m.write(ctid, &tid.to_le_bytes(), false)?;
         }
-        let mut regs = vec![(Reg::RAX, 0)];
-        if stack != 0 {
-            regs.push((Reg::RSP, stack));
-        }
-        if flags & CLONE_SETTLS != 0 {
-            regs.push((Reg::FS_BASE, tls));
-        }
-        m.spawn_thread(tid, &regs).map_err(|_| Errno(libc::ENOMEM))?;
+        spawn_child(m, tid, flags, stack, tls)?;
         let mask = self.threads.get(&self.current).map(|t| t.sigmask).unwrap_or(0);
         let pid = self.pid;
         let t = self.thread_mut(tid);
