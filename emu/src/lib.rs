@@ -21,7 +21,7 @@ pub mod sync;
 pub mod taint;
 
 pub use machine::{
-    sig, DebugStop, EmuError, Exit, Fault, Machine, MachineConfig, MachineSnapshot, Reg, ThreadRegisters, WatchKind,
-    GP_ORDER,
+    sig, AddressSpace, DebugStop, EmuError, Exit, Fault, Machine, MachineConfig, MachineSnapshot, Reg, ThreadRegisters,
+    WatchKind, GP_ORDER,
 };
 pub use memory::{Backing, HostBlock, MemError, Perm, Region, PAGE};

@@ -25,6 +25,7 @@ mod hooks;
 mod pm_windows;
 mod run;
 mod snapshot;
+mod spaces;
 mod state;
 mod threads;
 
@@ -46,6 +47,7 @@ use crate::sync::SyncKind;
 use crate::taint::Taint;
 pub use debug::{DebugStop, ThreadRegisters, WatchKind, GP_ORDER};
 pub use snapshot::MachineSnapshot;
+pub use spaces::AddressSpace;
 
 use hooks::*;
 pub(crate) use state::HookState;
@@ -271,6 +273,8 @@ pub struct Machine {
     /// Whether the all-memory hooks of an observer with [`Interest::MEMORY`] are in the engine.
     /// They go in when the guest first has a second thread (see [`Machine::hook_all_memory`]).
     dram_hooked: bool,
+    /// Whether a `fork` ever made a second address space ([`Machine::fork_address_space`]).
+    processes: bool,
 }
 
 /// Why the machine could not be built or could not do what it was asked.
@@ -391,6 +395,7 @@ impl Machine {
             budget: config.max_instructions,
             debug_hooks: Vec::new(),
             dram_hooked: false,
+            processes: false,
             rand_state: (config.rand_seed ^ 0x9e37_79b9_7f4a_7c15).wrapping_mul(0xbf58_476d_1ce4_e5b9) | 1,
         })
     }

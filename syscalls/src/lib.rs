@@ -27,6 +27,7 @@ pub mod names;
 pub mod net;
 pub mod poll;
 pub mod process;
+pub mod procs;
 pub mod signal;
 pub mod snapshot;
 pub mod thread;
@@ -54,6 +55,10 @@ pub type SysResult = Result<u64, Errno>;
 /// ERESTARTSYS, never seen by the guest): it named what it waits on in `Kernel::block_keys`,
 /// and [`Kernel::syscall`] blocks the thread so that it makes the call again when woken.
 pub(crate) const RESTART: i32 = 512;
+
+/// What `clone`/`vfork` return inside the kernel when the parent of a vfork blocked until its
+/// child ends (never seen by the guest: its result, the child's pid, is already set).
+pub(crate) const VFORKED: i32 = 513;
 
 pub(crate) fn err<T>(e: i32) -> Result<T, Errno> {
     Err(Errno(e))
@@ -187,6 +192,11 @@ pub struct Kernel {
     pub(crate) block_wake: Option<u64>,
     /// Sockets, their names and ports, eventfds and epoll sets ([`net`], [`poll`]).
     pub(crate) net: net::Net,
+    /// Every process alive or not yet waited for, by pid ([`procs`]).
+    pub(crate) procs: procs::Procs,
+    /// The running process: whose descriptors, memory layout and signal actions the kernel
+    /// holds now.
+    pub(crate) pid: u32,
 }
 
 impl Kernel {
@@ -216,6 +226,8 @@ impl Kernel {
             block_keys: Vec::new(),
             block_wake: None,
             net: net::Net::default(),
+            procs: BTreeMap::from([(process::PID, procs::Proc::first())]),
+            pid: process::PID,
             cfg,
         }
     }
@@ -235,6 +247,7 @@ impl Kernel {
                 self.block_io(m, nr);
                 return Outcome::Block;
             }
+            Dispatch::Ret(Err(Errno(VFORKED))) => return Outcome::Block,
             Dispatch::Ret(r) => {
                 self.block_keys.clear();
                 self.block_wake = None;
@@ -400,11 +413,13 @@ impl Kernel {
             libc::SYS_madvise => self.madvise(m, a[0], a[1], i(a[2])),
             libc::SYS_mlock | libc::SYS_munlock => Ok(0), // mlock, munlock: nothing is ever swapped
             // process
-            libc::SYS_getpid => Ok(u64::from(process::PID)),
+            libc::SYS_getpid => Ok(u64::from(self.pid)),
             libc::SYS_gettid => Ok(u64::from(self.current)),
-            libc::SYS_getppid => Ok(1), // getppid
+            libc::SYS_getppid => self.getppid(),
             libc::SYS_getuid | libc::SYS_getgid | libc::SYS_geteuid | libc::SYS_getegid => Ok(process::UID), // getuid, getgid, geteuid, getegid
-            libc::SYS_getpgrp | libc::SYS_getpgid | libc::SYS_getsid => Ok(u64::from(process::PID)), // getpgrp, getpgid, getsid
+            libc::SYS_getpgrp => self.getpgid(0, false),
+            libc::SYS_getpgid => self.getpgid(a[0], false),
+            libc::SYS_getsid => self.getpgid(a[0], true),
             libc::SYS_getresuid | libc::SYS_getresgid => self.getresid(m, a),
             // getgroups: the guest's user has no supplementary groups.
             libc::SYS_getgroups => Ok(0),
@@ -418,20 +433,31 @@ impl Kernel {
                 }
             }
             libc::SYS_kill | libc::SYS_tkill | libc::SYS_tgkill => {
-                match self.kill(i(a[if nr == libc::SYS_tgkill as u64 { 2 } else { 1 }])) {
-                    Ok(Some(exit)) => return Dispatch::Exit(exit),
+                let killed = if nr == libc::SYS_kill as u64 && a[0] as i32 != self.pid as i32 {
+                    self.kill_pid(m, i64::from(a[0] as i32), i(a[1]))
+                } else {
+                    self.kill(i(a[if nr == libc::SYS_tgkill as u64 { 2 } else { 1 }]))
+                };
+                match killed {
+                    Ok(Some(exit)) => return self.process_ends(m, exit),
                     Ok(None) => Ok(0),
                     Err(e) => Err(e),
                 }
             }
-            libc::SYS_exit_group => return Dispatch::Exit(ProcessExit::Code((a[0] & 0xff) as i32)),
+            libc::SYS_exit_group => return self.process_ends(m, ProcessExit::Code((a[0] & 0xff) as i32)),
             libc::SYS_exit => {
                 return if self.exit_thread(m) {
-                    Dispatch::Exit(ProcessExit::Code((a[0] & 0xff) as i32))
+                    self.process_ends(m, ProcessExit::Code((a[0] & 0xff) as i32))
                 } else {
                     Dispatch::ThreadExit
                 }
             }
+            libc::SYS_wait4 => self.wait4(m, i64::from(a[0] as i32), a[1], a[2], a[3]),
+            libc::SYS_waitid => self.waitid(m, a[0], a[1], a[2], a[3]),
+            libc::SYS_fork => self.fork(m, 17, 0, 0, 0, 0).and_then(|r| r.ok_or(Errno(VFORKED))),
+            libc::SYS_vfork => self.fork(m, 0x4000 | 17, 0, 0, 0, 0).and_then(|r| r.ok_or(Errno(VFORKED))),
+            libc::SYS_setpgid => self.setpgid(a[0], a[1]),
+            libc::SYS_setsid => self.setsid(),
             libc::SYS_clone => self.clone_thread(m, a[0], a[1], a[2], a[3], a[4]),
             libc::SYS_clone3 => self.clone3(m, a[0], a[1]),
             libc::SYS_futex => match self.futex(m, a[0], i(a[1]), a[2], a[3], a[4], a[5]) {
@@ -453,8 +479,8 @@ impl Kernel {
             libc::SYS_sched_getaffinity => self.sched_getaffinity(m, a[1], a[2]),
             libc::SYS_sched_setaffinity => Ok(0), // sched_setaffinity
             libc::SYS_getcpu => self.getcpu(m, a[0], a[1]),
-            libc::SYS_fork | libc::SYS_vfork | libc::SYS_execve | libc::SYS_execveat => {
-                self.note_named(m, nr, "fork, vfork and execve (one process per run)");
+            libc::SYS_execve | libc::SYS_execveat => {
+                self.note_named(m, nr, "execve (one program per run)");
                 err(libc::ENOSYS)
             }
             // time and randomness
@@ -511,6 +537,15 @@ impl Kernel {
     /// The PM files the guest mapped: host path → device file id.
     pub fn pm_files(&self) -> &BTreeMap<String, u32> {
         &self.proc.pm_files
+    }
+
+    /// The running process ends with `how`: the run, if it is the first process; otherwise the
+    /// running thread goes with it and another is scheduled.
+    fn process_ends(&mut self, m: &mut Machine, how: ProcessExit) -> Dispatch {
+        match self.exit_process(m, how) {
+            Some(e) => Dispatch::Exit(e),
+            None => Dispatch::ThreadExit,
+        }
     }
 
     /// Records a refused feature by name (once), as for an unknown system call.

@@ -138,7 +138,9 @@ impl Kernel {
         self.check_budget(m, len)?;
         let perm = Perm::from_prot(prot);
         let (block, block_off, backing) = if flags & MAP_ANONYMOUS != 0 {
-            (HostBlock::anon(len as usize).map_err(|_| Errno(libc::ENOMEM))?, 0, Backing::Anon { label: None })
+            // Shared anonymous memory is named as Linux names it, and a fork shares it.
+            let label = (kind != MAP_PRIVATE).then_some(emu::memory::SHARED_ANON);
+            (HostBlock::anon(len as usize).map_err(|_| Errno(libc::ENOMEM))?, 0, Backing::Anon { label })
         } else {
             self.file_block(fd, off, len, kind, perm, flags)?
         };

@@ -37,6 +37,10 @@ impl Kernel {
     }
 
     fn copy(&self, files: bool) -> Option<Kernel> {
+        // Other processes' address spaces live in the machine's tables, which are not copied.
+        if self.procs.len() > 1 {
+            return None;
+        }
         let mut fds = BTreeMap::new();
         // Descriptors sharing one description (dup) share its copy, and the two ends of a pipe
         // one pipe.
@@ -119,6 +123,8 @@ impl Kernel {
             block_keys: Vec::new(),
             block_wake: None,
             net: self.net.copy_keys(),
+            procs: self.procs.iter().map(|(pid, p)| (*pid, p.copy_running())).collect(),
+            pid: self.pid,
         })
     }
 

@@ -8,13 +8,14 @@
 //! thread exit CHILD_CLEARTID is zeroed and futex-woken, and the robust-futex list is walked
 //! (FUTEX_OWNER_DIED). `exit` ends one thread, `exit_group` the process.
 //!
-//! Futexes: WAIT, WAKE, WAIT_BITSET, WAKE_BITSET, REQUEUE, CMP_REQUEUE and WAKE_OP, private or
-//! not (one process: the same). Timeouts are relative for WAIT and absolute for WAIT_BITSET, on
+//! Futexes: WAIT, WAKE, WAIT_BITSET, WAKE_BITSET, REQUEUE, CMP_REQUEUE and WAKE_OP, keyed by
+//! (process, address), or, without FUTEX_PRIVATE_FLAG on a shared mapping, by what it maps (a PM
+//! line's device address, a shared page) so that processes meet there. Timeouts are relative for WAIT and absolute for WAIT_BITSET, on
 //! the virtual clock. Which of several waiters a wake picks is a seeded choice of the scheduler,
 //! as Linux gives no order. PI futexes are refused (ENOSYS, named once).
 //!
-//! Left out: fork, vfork and posix_spawn (no second address space: refused with ENOSYS and named),
-//! CLONE_PIDFD, namespaces. Asynchronous signals never interrupt a wait, so EINTR never happens.
+//! `clone` without CLONE_VM is a fork ([`crate::procs`]). Left out: CLONE_VM without
+//! CLONE_THREAD (posix_spawn's; refused with ENOSYS and named), CLONE_PIDFD, namespaces. Asynchronous signals never interrupt a wait, so EINTR never happens.
 
 use std::collections::BTreeSet;
 
@@ -57,7 +58,8 @@ const ALL_BITS: u32 = u32::MAX;
 pub enum Wait {
     /// Blocked in FUTEX_WAIT on `addr` until woken (or `deadline`, virtual ns since boot).
     Futex {
-        /// The futex word.
+        /// The futex word's key (`Kernel::futex_key`): its process and address, or what a
+        /// shared futex maps.
         addr: u64,
         /// FUTEX_WAIT_BITSET's bits (all for FUTEX_WAIT): a wake must share one.
         bitset: u32,
@@ -92,6 +94,8 @@ pub enum Wait {
 pub struct KThread {
     /// Its thread id.
     pub tid: u32,
+    /// The process it belongs to (its thread group id).
+    pub pid: u32,
     /// CLONE_CHILD_CLEARTID / `set_tid_address`: zeroed and futex-woken at exit.
     pub clear_child_tid: u64,
     /// `set_robust_list`'s head, walked at exit.
@@ -154,7 +158,7 @@ impl WaitIndex {
     }
 
     /// Thread `tid` enters state `w` (`None`: runnable), having arrived at position `seq`.
-    fn add(&mut self, tid: u32, w: Option<Wait>, seq: u64) {
+    pub(crate) fn add(&mut self, tid: u32, w: Option<Wait>, seq: u64) {
         match w {
             None => Self::insert_sorted(&mut self.runnable, tid),
             Some(Wait::Futex { addr, bitset, deadline }) => {
@@ -178,7 +182,7 @@ impl WaitIndex {
     }
 
     /// Thread `tid` leaves state `w`.
-    fn remove(&mut self, tid: u32, w: Option<Wait>) {
+    pub(crate) fn remove(&mut self, tid: u32, w: Option<Wait>) {
         match w {
             None => Self::remove_sorted(&mut self.runnable, tid),
             Some(Wait::Futex { addr, deadline, .. }) => {
@@ -211,11 +215,25 @@ pub struct Deadlock {
     pub threads: Vec<(u32, Vec<u64>)>,
 }
 
+/// Creates the parked child of a clone or fork: the caller's registers with RAX = 0, on `stack`
+/// if given, with the TLS `tls` under CLONE_SETTLS.
+pub(crate) fn spawn_child(m: &mut Machine, tid: u32, flags: u64, stack: u64, tls: u64) -> Result<(), Errno> {
+    let mut regs = vec![(Reg::RAX, 0)];
+    if stack != 0 {
+        regs.push((Reg::RSP, stack));
+    }
+    if flags & CLONE_SETTLS != 0 {
+        regs.push((Reg::FS_BASE, tls));
+    }
+    m.spawn_thread(tid, &regs).map_err(|_| Errno(libc::ENOMEM))
+}
+
 impl KThread {
-    /// A runnable thread with nothing registered.
+    /// A runnable thread of the first process with nothing registered.
     pub fn new(tid: u32) -> KThread {
         KThread {
             tid,
+            pid: crate::process::PID,
             clear_child_tid: 0,
             robust_list: 0,
             wait: None,
@@ -230,7 +248,7 @@ impl KThread {
 }
 
 impl Kernel {
-    fn thread_mut(&mut self, tid: u32) -> &mut KThread {
+    pub(crate) fn thread_mut(&mut self, tid: u32) -> &mut KThread {
         self.threads.entry(tid).or_insert_with(|| KThread::new(tid))
     }
 
@@ -264,6 +282,14 @@ impl Kernel {
         }
         self.waits.remove(tid, old);
         self.waits.add(tid, w, seq);
+    }
+
+    /// Thread `tid` is gone (its process ended): out of every wait and the index.
+    pub(crate) fn drop_thread(&mut self, tid: u32) {
+        self.set_wait(tid, None, None);
+        if let Some(t) = self.threads.remove(&tid) {
+            self.waits.remove(tid, t.wait);
+        }
     }
 
     /// The object behind readiness key `key` changed (bytes arrived or left, a peer closed, a
@@ -363,8 +389,14 @@ impl Kernel {
         ctid: u64,
         tls: u64,
     ) -> SysResult {
-        if flags & CLONE_VM == 0 || flags & CLONE_THREAD == 0 {
-            self.note_named(m, 56, "fork (clone without CLONE_VM|CLONE_THREAD)");
+        if flags & CLONE_VM == 0 {
+            return match self.fork(m, flags, stack, ptid, ctid, tls)? {
+                Some(pid) => Ok(pid),
+                None => err(crate::VFORKED),
+            };
+        }
+        if flags & CLONE_THREAD == 0 {
+            self.note_named(m, 56, "clone with CLONE_VM but not CLONE_THREAD (posix_spawn)");
             return err(libc::ENOSYS);
         }
         if flags & !(THREAD_FLAGS | 0xff) != 0 {
@@ -382,19 +414,14 @@ impl Kernel {
         if flags & CLONE_CHILD_SETTID != 0 {
             m.write(ctid, &tid.to_le_bytes(), false)?;
         }
-        let mut regs = vec![(Reg::RAX, 0)];
-        if stack != 0 {
-            regs.push((Reg::RSP, stack));
-        }
-        if flags & CLONE_SETTLS != 0 {
-            regs.push((Reg::FS_BASE, tls));
-        }
-        m.spawn_thread(tid, &regs).map_err(|_| Errno(libc::ENOMEM))?;
+        spawn_child(m, tid, flags, stack, tls)?;
         let mask = self.threads.get(&self.current).map(|t| t.sigmask).unwrap_or(0);
+        let pid = self.pid;
         let t = self.thread_mut(tid);
         // The child inherits the signal mask; a thread sharing the address space starts without
         // an alternate stack.
         t.sigmask = mask;
+        t.pid = pid;
         if flags & CLONE_CHILD_CLEARTID != 0 {
             t.clear_child_tid = ctid;
         }
@@ -436,18 +463,19 @@ impl Kernel {
         Ok(0)
     }
 
-    /// The running thread ends (`exit`). Returns whether it was the last.
+    /// The running thread ends (`exit`). Returns whether it was the last of its process.
     pub(crate) fn exit_thread(&mut self, m: &mut Machine) -> bool {
         let cur = self.current;
         let t = self.threads.get(&cur).cloned().unwrap_or_else(|| KThread::new(cur));
         self.walk_robust_list(m, cur, t.robust_list);
         if t.clear_child_tid != 0 && m.write(t.clear_child_tid, &0u32.to_le_bytes(), false).is_ok() {
-            self.wake(m, t.clear_child_tid, 1, ALL_BITS);
+            let key = self.futex_key(m, t.clear_child_tid, false);
+            self.wake(m, key, t.clear_child_tid, 1, ALL_BITS);
         }
         if let Some(t) = self.threads.remove(&cur) {
             self.waits.remove(cur, t.wait);
         }
-        self.threads.is_empty()
+        !self.threads.values().any(|t| t.pid == self.pid)
     }
 
     fn walk_robust_list(&mut self, m: &mut Machine, tid: u32, head: u64) {
@@ -480,7 +508,8 @@ impl Kernel {
             if v & FUTEX_TID_MASK == tid {
                 let nv = (v & FUTEX_WAITERS) | FUTEX_OWNER_DIED;
                 if m.write(word, &nv.to_le_bytes(), false).is_ok() && v & FUTEX_WAITERS != 0 {
-                    self.wake(m, word, 1, ALL_BITS);
+                    let key = self.futex_key(m, word, false);
+                    self.wake(m, key, word, 1, ALL_BITS);
                 }
             }
         }
@@ -488,10 +517,11 @@ impl Kernel {
 
     /// Wakes up to `n` waiters on `addr` whose bitset meets `bits`; which ones is the seeded
     /// scheduler's choice. Returns how many woke.
-    fn wake(&mut self, m: &mut Machine, addr: u64, n: u64, bits: u32) -> u64 {
+    /// `key` is the futex's ([`Kernel::futex_key`]), `addr` the word the caller named.
+    fn wake(&mut self, m: &mut Machine, key: u64, addr: u64, n: u64, bits: u32) -> u64 {
         let mut woken = 0;
         while woken < n {
-            let Some(q) = self.waits.futex.get(&addr) else { break };
+            let Some(q) = self.waits.futex.get(&key) else { break };
             // The waiters whose bitset meets `bits`, in arrival order, counted then indexed:
             // nothing is collected.
             let matching = |x: &&(u64, u32, u32)| x.2 & bits != 0;
@@ -500,7 +530,7 @@ impl Kernel {
                 break;
             }
             let k = m.scheduler().choose(count);
-            let Some(&(_, pick, _)) = self.waits.futex.get(&addr).and_then(|q| q.iter().filter(matching).nth(k)) else {
+            let Some(&(_, pick, _)) = self.waits.futex.get(&key).and_then(|q| q.iter().filter(matching).nth(k)) else {
                 break;
             };
             self.resume(m, pick, 0);
@@ -516,7 +546,7 @@ impl Kernel {
         m.set_parked_reg(tid, Reg::RAX, ret);
     }
 
-    fn block(&mut self, m: &Machine, w: Wait) {
+    pub(crate) fn block(&mut self, m: &Machine, w: Wait) {
         let cur = self.current;
         let seq = self.wait_counter;
         self.wait_counter += 1;
@@ -548,6 +578,8 @@ impl Kernel {
     ) -> Result<Option<u64>, Errno> {
         let cmd = op & 0x7f;
         let realtime = op & 256 != 0;
+        let private = op & 128 != 0;
+        let key = self.futex_key(m, addr, private);
         match cmd {
             0 | 9 => {
                 let bitset = if cmd == 9 { val3 as u32 } else { ALL_BITS };
@@ -581,7 +613,7 @@ impl Kernel {
                         return err(libc::ETIMEDOUT);
                     }
                 }
-                self.block(m, Wait::Futex { addr, bitset, deadline });
+                self.block(m, Wait::Futex { addr: key, bitset, deadline });
                 Ok(None)
             }
             1 | 10 => {
@@ -589,25 +621,26 @@ impl Kernel {
                 if bits == 0 {
                     return err(libc::EINVAL);
                 }
-                Ok(Some(self.wake(m, addr, val.min(i32::MAX as u64), bits)))
+                Ok(Some(self.wake(m, key, addr, val.min(i32::MAX as u64), bits)))
             }
             3 | 4 => {
                 if cmd == 4 && m.read_u32(addr)? != val3 as u32 {
                     return err(libc::EAGAIN);
                 }
-                let woken = self.wake(m, addr, val.min(i32::MAX as u64), ALL_BITS);
+                let woken = self.wake(m, key, addr, val.min(i32::MAX as u64), ALL_BITS);
+                let key2 = self.futex_key(m, addr2, private);
                 // The requeue count is passed in the timeout argument's register: the oldest
                 // remaining waiters move.
                 let mut moved = 0;
                 let waiters: Vec<u32> = self
                     .waits
                     .futex
-                    .get(&addr)
+                    .get(&key)
                     .map(|q| q.iter().take(timeout as usize).map(|x| x.1).collect())
                     .unwrap_or_default();
                 for tid in waiters {
                     if let Some(Wait::Futex { bitset, deadline, .. }) = self.threads.get(&tid).and_then(|t| t.wait) {
-                        self.set_wait(tid, Some(Wait::Futex { addr: addr2, bitset, deadline }), None);
+                        self.set_wait(tid, Some(Wait::Futex { addr: key2, bitset, deadline }), None);
                         moved += 1;
                     }
                 }
@@ -634,7 +667,7 @@ impl Kernel {
                     _ => return err(libc::ENOSYS),
                 };
                 m.write(addr2, &new.to_le_bytes(), false)?;
-                let mut woken = self.wake(m, addr, val.min(i32::MAX as u64), ALL_BITS);
+                let mut woken = self.wake(m, key, addr, val.min(i32::MAX as u64), ALL_BITS);
                 let (o, c) = (old as i32, cmparg as i32);
                 let hit = match cmp {
                     0 => o == c,
@@ -646,7 +679,8 @@ impl Kernel {
                     _ => return err(libc::ENOSYS),
                 };
                 if hit {
-                    woken += self.wake(m, addr2, timeout.min(i32::MAX as u64), ALL_BITS);
+                    let key2 = self.futex_key(m, addr2, private);
+                    woken += self.wake(m, key2, addr2, timeout.min(i32::MAX as u64), ALL_BITS);
                 }
                 Ok(Some(woken))
             }
@@ -662,6 +696,7 @@ impl Kernel {
     /// clock passes its deadline; alone, the clock jumps there.
     pub(crate) fn sleep_until(&mut self, m: &Machine, deadline: u64) -> Option<u64> {
         if self.threads.len() <= 1 {
+            // Alone in the machine (every process counted): no one could run meanwhile.
             let now = self.now_ns(m);
             self.rng.slept_ns += deadline.saturating_sub(now);
             return Some(0);
@@ -746,6 +781,10 @@ impl Kernel {
         };
         let others = runnable.len().saturating_sub(1);
         if next != cur || exited {
+            let pid = self.threads.get(&next).map_or(self.pid, |t| t.pid);
+            if pid != self.pid {
+                self.switch_process(m, pid);
+            }
             // A switch cannot fail for a thread the kernel knows: both sides are kept together.
             let _ = m.switch_to(next, exited);
             self.current = next;

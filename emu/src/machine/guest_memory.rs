@@ -47,6 +47,10 @@ impl Machine {
     /// mapped.
     /// Translations there are forgotten, since code may have become executable or stopped being so.
     pub fn protect(&mut self, start: u64, end: u64, perm: Perm) -> Result<(), MemError> {
+        if self.processes && perm.write() && self.mem.first_hole(start, end).is_none() {
+            // Read-only private memory may be shared with another process since a fork.
+            self.mem.unshare(&mut self.uc, start, end).map_err(|_| MemError::Engine)?;
+        }
         self.mem.protect(&mut self.uc, start, end, perm)?;
         // Code may become executable, or stop being so: forget translations either way.
         self.code_changed(start, end);

@@ -121,10 +121,12 @@ impl Machine {
     /// with [`Machine::restore`]: every thread's registers and call stack, the scheduler with its
     /// quantum and random stream, the PM device and windows, PMRace's hold and delay injection.
     /// The contents of files behind shared mappings are the caller's to keep (restore them
-    /// first). `None` with taint tracking, whose shadow state is not captured.
+    /// first). `None` with taint tracking, whose shadow state is not captured, and once the
+    /// guest has forked (other processes' address spaces are not captured).
     pub fn checkpoint(&self) -> Option<MachineSnapshot> {
         let st = self.uc.get_data();
-        if st.obs.taint.is_some() || st.pm.torn.is_some() || st.pm.undo.is_some() {
+        // Other processes' address spaces are not captured.
+        if self.processes || st.obs.taint.is_some() || st.pm.torn.is_some() || st.pm.undo.is_some() {
             return None;
         }
         let mut ctx = self.uc.context_alloc().ok()?;

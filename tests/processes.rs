@@ -1,0 +1,131 @@
+//! Processes in one machine (syscalls/src/procs.rs, emu/src/machine/spaces.rs): fork, vfork,
+//! wait4's status words, pipes between parent and child, kill between processes and process
+//! groups give what they give natively (guests/src/proc_fork.c, static and dynamic); a run with
+//! several processes is a function of its seed, and different seeds interleave the processes
+//! differently; a PM pool mapped MAP_SHARED before a fork is one device for both processes, so
+//! hawkset and vardalith find a persistence race between a parent's store and a child's load
+//! (guests/src/proc_pm_race.c; its fixed twin is silent), and `ferrite replay` reproduces it.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use common::*;
+
+/// `proc_fork MODE N` natively and under ferrite: the same output and status, and every check
+/// of the guest passed.
+#[track_caller]
+fn equivalent(name: &str, mode: &str, n: &str) -> Run {
+    let prog = guest(name);
+    let nat = native(&prog, &[mode, n], &[]);
+    let emu = emulated(&prog, &[mode, n], &[]);
+    assert_same_stdout(&nat, &emu);
+    assert_same_status(&nat, &emu);
+    assert!(emu.stdout_str().contains("failures: 0\n"), "{}", emu.describe());
+    emu
+}
+
+#[test]
+fn fork_and_wait4_give_each_childs_exit_status() {
+    let emu = equivalent("proc_fork", "wait", "6");
+    let out = emu.stdout_str();
+    assert!(out.contains("children reaped: 6\n"), "{out}");
+    assert!(out.contains("parent's memory untouched by children: ok\n"), "{out}");
+    assert!(out.contains("no child left: ECHILD: ok\n"), "{out}");
+}
+
+#[test]
+fn parent_and_child_talk_through_pipes() {
+    let emu = equivalent("proc_fork", "pipe", "50");
+    let out = emu.stdout_str();
+    assert!(out.contains("round trips: 50, answers 2550\n"), "{out}");
+    assert!(out.contains("EOF after the child exits: ok\n"), "{out}");
+}
+
+#[test]
+fn kill_between_processes_takes_the_default_action_or_is_ignored() {
+    let emu = equivalent("proc_fork", "kill", "0");
+    let out = emu.stdout_str();
+    for line in ["killed by SIGTERM: ok", "still alive: ok", "killed by SIGKILL: ok", "reaped: ESRCH: ok"] {
+        assert!(out.contains(line), "{line}:\n{out}");
+    }
+}
+
+#[test]
+fn vfork_process_groups_and_sessions() {
+    let emu = equivalent("proc_fork", "vfork", "0");
+    assert!(emu.stdout_str().contains("vfork child's status: ok\n"));
+    let emu = equivalent("proc_fork", "group", "0");
+    assert!(emu.stdout_str().contains("setsid in a child: ok\n"));
+}
+
+#[test]
+fn a_dynamic_program_forks_too() {
+    equivalent("proc_fork.dyn", "all", "4");
+}
+
+fn trace_hash(name: &str, args: &[&str], seed: u64) -> String {
+    let seed = seed.to_string();
+    let run = Ferrite::run(&guest(name)).opts(&["--seed", &seed, "--report", "r.json"]).args(args).go();
+    run.assert_code(0);
+    get(&run.json("r.json"), "run.trace_hash").as_str().unwrap().to_string()
+}
+
+#[test]
+fn processes_are_scheduled_by_the_seed() {
+    let args = ["all", "4"];
+    assert_eq!(trace_hash("proc_fork", &args, 3), trace_hash("proc_fork", &args, 3), "same seed, same run");
+    let hashes: BTreeSet<String> = (0..4).map(|s| trace_hash("proc_fork", &args, s)).collect();
+    assert!(hashes.len() > 1, "four seeds interleaved the processes the same way: {hashes:?}");
+    // Processes and threads doing the same work: the same answers.
+    for mode in ["procs", "threads"] {
+        let run = Ferrite::run(&guest("proc_pingpong")).args(&[mode, "300"]).go();
+        run.assert_code(0);
+        assert_eq!(run.stdout_str(), "sum 45150\n");
+    }
+}
+
+fn race_report(name: &str, seed: u64) -> Run {
+    let seed = seed.to_string();
+    Ferrite::run(&guest(name))
+        .opts(&["--analyses", "hawkset,vardalith,unpersisted", "--seed", &seed, "--report", "r.json"])
+        .args(&["/mnt/pmem0/pool"])
+        .go()
+}
+
+fn at(f: &Value, role: &str, line: u32) -> bool {
+    places(f).iter().any(|p| p.0 == role && p.2 == "proc_pm_race.c" && p.3 == u64::from(line))
+}
+
+#[test]
+fn a_persistence_race_across_processes_is_found_and_replays() {
+    let store = marker_line("proc_pm_race.c", "/* BUG:");
+    let load = marker_line("proc_pm_race.c", "/* LOAD:");
+    for seed in [0, 1, 2] {
+        let run = race_report("proc_pm_race", seed);
+        run.assert_code(66);
+        let report = run.json("r.json");
+        for pass in ["hawkset", "vardalith"] {
+            let found = findings_of(&report, pass);
+            assert!(
+                found.iter().any(|f| at(f, "store", store) && at(f, "load", load)),
+                "{pass} (seed {seed}) should report the parent's store at line {store} with the child's load at \
+                 line {load}:\n{}",
+                show_findings(&found)
+            );
+        }
+        if seed == 1 {
+            let replay = Ferrite::replay(&run.path("r.json")).opts(&["--finding", "1"]).go();
+            replay.assert_code(66);
+            assert!(replay.stderr.contains("replay reproduced finding 1"), "{}", replay.describe());
+        }
+    }
+    for seed in [0, 1, 2] {
+        let run = race_report("proc_pm_race_fixed", seed);
+        run.assert_code(0);
+        let report = run.json("r.json");
+        assert!(get(&report, "findings").as_array().unwrap().is_empty(), "{}", run.describe());
+    }
+}
