@@ -944,8 +944,9 @@ impl Hawkset {
         }
     }
 
-    /// The edge `op` makes in the causal clocks. While one thread lives no lock or post edge
-    /// can matter: every later thread is created after it, and inherits its clock.
+    /// The edge `op` makes in the causal clocks. While one thread lives no release or post of
+    /// it can matter: every later thread is created after it, and inherits its clock. (An
+    /// acquire or a wait can: it may learn what a thread that has exited did.)
     fn order(&mut self, tid: u32, op: SyncOp) {
         if self.opts.irh_order != IrhOrder::Causal {
             return;
@@ -956,11 +957,8 @@ impl Hawkset {
             // The PMDK pseudo-lock is every libpmemobj lock at once: as an edge it would order
             // unrelated critical sections.
             SyncOp::Acquire { lock, .. } | SyncOp::Release { lock } if lock == crate::sync::PMDK_PSEUDO_LOCK => {}
-            SyncOp::Acquire { .. } | SyncOp::Release { .. } | SyncOp::Post { .. } | SyncOp::Wait { .. }
-                if self.live > 1 =>
-            {
-                self.causal.apply(tid, op)
-            }
+            SyncOp::Acquire { .. } | SyncOp::Wait { .. } => self.causal.apply(tid, op),
+            SyncOp::Release { .. } | SyncOp::Post { .. } if self.live > 1 => self.causal.apply(tid, op),
             _ => {}
         }
     }

@@ -123,6 +123,8 @@ pub(crate) fn dispatch<P: WindowPass>(pass: &mut P, ev: &Event, device: &PmDevic
         | EventKind::SyncReturn(_)
         | EventKind::ThreadCreate
         | EventKind::ThreadExit
+        | EventKind::FutexWake
+        | EventKind::FutexWoken
         | EventKind::TxBegin
         | EventKind::TxEnd
         | EventKind::TxIgnore => pass.on_sync(ev, device),

@@ -575,6 +575,11 @@ impl Session {
                     for (tid, addr) in k.woken.drain(..) {
                         m.emit_futex_wake(tid, addr);
                     }
+                    for (key, post) in k.handoffs.drain(..) {
+                        let kind =
+                            if post { emu::events::EventKind::FutexWake } else { emu::events::EventKind::FutexWoken };
+                        m.emit_thread_event(kind, key, 0);
+                    }
                     if outcome == Outcome::ThreadExit {
                         m.emit_thread_event(emu::events::EventKind::ThreadExit, 0, 0);
                     }

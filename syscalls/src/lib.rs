@@ -170,6 +170,11 @@ pub struct Kernel {
     /// Threads the last system call woke from a futex wait: (tid, futex address), in the order
     /// woken. The caller drains it to report the hand-off as an ordering edge.
     pub woken: Vec<(u32, u64)>,
+    /// Hand-offs between processes the last system call made, as `(key, post)`: a process's end
+    /// posts its key, the `wait4`/`waitid` that reaps it waits on it. The caller drains it and
+    /// reports each as one side of a futex hand-off on `key` (an address no futex can have), so
+    /// what a child did happens before what its parent does after reaping it.
+    pub handoffs: Vec<(u64, bool)>,
     /// Signals raised by system calls, to deliver to their thread when the call returns.
     pub(crate) pending: Vec<(u32, signal::SigInfo)>,
     /// Which held reader to release when every thread is held (`emu::sched::Hold::privileged`).
@@ -217,6 +222,7 @@ impl Kernel {
             wait_counter: 0,
             created: Vec::new(),
             woken: Vec::new(),
+            handoffs: Vec::new(),
             pending: Vec::new(),
             privileged: 0,
             pm_file_reads: 0,

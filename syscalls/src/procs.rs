@@ -208,6 +208,7 @@ impl Kernel {
             return Some(how);
         }
         let pid = self.pid;
+        self.handoffs.push((exit_handoff(pid), true));
         self.end_process(m, pid, how);
         None
     }
@@ -287,6 +288,7 @@ impl Kernel {
                 if rusage != 0 {
                     m.write(rusage, &[0u8; 144], false)?;
                 }
+                self.handoffs.push((exit_handoff(pid), false));
                 self.procs.remove(&pid);
                 Ok(u64::from(pid))
             }
@@ -327,6 +329,7 @@ impl Kernel {
                     b[24..28].copy_from_slice(&st.to_le_bytes());
                     m.write(infop, &b, false)?;
                 }
+                self.handoffs.push((exit_handoff(pid), false));
                 if options & WNOWAIT == 0 {
                     self.procs.remove(&pid);
                 }
@@ -451,3 +454,8 @@ impl Kernel {
 
 /// Each process's state by pid, the running one's in the kernel itself.
 pub(crate) type Procs = BTreeMap<u32, Proc>;
+
+/// The hand-off key of process `pid`'s end: a non-canonical address, which no futex has.
+fn exit_handoff(pid: u32) -> u64 {
+    1 << 62 | u64::from(pid)
+}

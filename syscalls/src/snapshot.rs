@@ -113,6 +113,7 @@ impl Kernel {
             wait_counter: self.wait_counter,
             created: self.created.clone(),
             woken: self.woken.clone(),
+            handoffs: self.handoffs.clone(),
             pending: self.pending.clone(),
             privileged: self.privileged,
             pm_file_reads: self.pm_file_reads,
