@@ -3,7 +3,8 @@
  * parent stores the value and forks a reader child that loads it.
  * BUG: the parent persists the value only after the fork, so the reader's load is concurrent
  * with a store not yet durable (the same device line in both processes: the pool is mapped
- * MAP_SHARED before the forks).  FIXED twin: proc_pm_race_fixed.c persists before the fork.
+ * MAP_SHARED before the forks).  FIXED twin (proc_pm_race_fixed, this source built with FIXED):
+ * persisted before the fork, so nothing the reader loads is unpersisted.
  * Usage: proc_pm_race [POOL]; exits 0. */
 #include <sys/wait.h>
 
@@ -48,8 +49,13 @@ int main(int argc, char **argv)
     r = pm_map(path, 4096);
     in_child(format, 1);
     r->value = 1; /* BUG: stored before fork, persisted after it */
+#ifdef FIXED
+    PM_CLWB(&r->value); PM_SFENCE(); /* FIX: stored and persisted before the fork */
+#endif
     in_child(reader, 0);
+#ifndef FIXED
     PM_CLWB(&r->value); PM_SFENCE(); /* PERSIST: after the reader exists */
+#endif
     wait(NULL);
     printf("value %llu\n", (unsigned long long)r->value);
     return 0;
