@@ -449,7 +449,10 @@ pub struct Hawkset {
     last_store: ShadowLines<(u32, u32)>,
     /// Line → stores persisted before their bytes were published, each with the writer's epoch
     /// at the persist, until the publishing access decides whether they were initialisation.
-    tentative: FxHashMap<u64, Vec<(StoreRec, u32)>>,
+    /// As `(bytes, context in `stores`, epoch)`: a line's list costs its slot, one inline.
+    tentative: ShadowLines<smallvec::SmallVec<[(u64, u32, u32); 1]>>,
+    /// Lists in `tentative` that are not empty.
+    tentative_lines: usize,
     /// Threads seen and not exited.
     live: u32,
     /// Stores held tentatively, and of those, the ones an unordered access published.
@@ -461,11 +464,15 @@ pub struct Hawkset {
     loads: LineRecords<LoadRec>,
     /// Scratch buffer for the sync adapter's operations.
     ops: Vec<SyncOp>,
-    /// Scratch buffers: a store, a flush or a fence allocates nothing once the pass has warmed
-    /// up.
+    /// Buffers of pending lists that outgrew their slot, kept for reuse, and scratch buffers: a
+    /// store, a flush or a fence allocates nothing once the pass has warmed up.
+    spare_lists: Vec<Vec<Piece>>,
     closed: Vec<(Piece, u64)>,
     fence_lines: Vec<u64>,
 }
+
+/// Spare buffers of pending lists kept for reuse.
+const SPARE_LISTS: usize = 64;
 
 /// The stores pending on a line: one inline (most lines have one writer at a time), so a line
 /// costs its slot in the page's block and nothing else.
@@ -495,10 +502,12 @@ impl Hawkset {
             clocks: Interner::default(),
             inter: FxHashMap::default(),
             pending: ShadowLines::default(),
+            spare_lists: Vec::new(),
             irh: Publication::new(opts.irh),
             causal: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
             last_store: ShadowLines::default(),
-            tentative: FxHashMap::default(),
+            tentative: ShadowLines::default(),
+            tentative_lines: 0,
             live: 0,
             held: 0,
             unordered_publications: 0,
@@ -580,7 +589,7 @@ impl Hawkset {
     /// tentative stores there.
     fn touch(&mut self, tid: u32, line: u64, mask: u64) {
         let published = self.irh.touch(tid, line, mask);
-        if published != 0 && !self.tentative.is_empty() {
+        if published != 0 && self.tentative_lines != 0 {
             self.publish(tid, line, published);
         }
     }
@@ -589,21 +598,28 @@ impl Hawkset {
     /// persist happens before the access was initialisation and goes; one the access is not
     /// ordered after is a store record like any other.
     fn publish(&mut self, tid: u32, line: u64, published: u64) {
-        let Some(mut list) = self.tentative.remove(&line) else { return };
-        for (rec, epoch) in list.iter_mut() {
-            let part = rec.mask & published;
+        let Some(list) = self.tentative.get_mut_if(line) else { return };
+        if list.is_empty() {
+            return;
+        }
+        let mut list = std::mem::take(list);
+        for (mask, ctx, epoch) in list.iter_mut() {
+            let part = *mask & published;
             if part == 0 {
                 continue;
             }
-            rec.mask &= !part;
+            *mask &= !part;
+            let rec = self.stores.record(*ctx, line, part);
             if rec.tid != tid && self.causal.knows(tid, rec.tid) < *epoch {
                 self.unordered_publications += 1;
-                self.stores.insert(rec.at(line, part));
+                self.stores.insert(rec);
             }
         }
-        list.retain(|(rec, _)| rec.mask != 0);
-        if !list.is_empty() {
-            self.tentative.insert(line, list);
+        list.retain(|(mask, _, _)| *mask != 0);
+        if list.is_empty() {
+            self.tentative_lines -= 1;
+        } else {
+            *self.tentative.get_mut(line) = list;
         }
     }
 
@@ -616,12 +632,16 @@ impl Hawkset {
         }
         let epoch = self.causal.advance(rec.tid);
         self.held += 1;
-        let list = self.tentative.entry(rec.line).or_default();
+        let ctx = self.stores.context_of(&rec);
+        let list = self.tentative.get_mut(rec.line);
+        if list.is_empty() {
+            self.tentative_lines += 1;
+        }
         // The same store closed again: the later epoch decides (an access after the later
         // persist is after the earlier one too).
-        match list.iter_mut().find(|(r, _)| *r == rec) {
-            Some((_, e)) => *e = epoch,
-            None => list.push((rec, epoch)),
+        match list.iter_mut().find(|(m, c, _)| *m == rec.mask && *c == ctx) {
+            Some((_, _, e)) => *e = epoch,
+            None => list.push((rec.mask, ctx, epoch)),
         }
     }
 
@@ -678,7 +698,7 @@ impl Hawkset {
         self.stored.store(ev.pc, ev.size, ev.old, ev.new);
         let ls = self.lockset(tid);
         let durable_now = device.durable(self.opts.persist_owner, ev.dev, u64::from(ev.size));
-        let epoch = if self.tentative.is_empty() { 0 } else { self.causal.own(tid) };
+        let epoch = if self.tentative_lines == 0 { 0 } else { self.causal.own(tid) };
         for (line, mask) in pieces(ev.dev, ev.size) {
             self.touch(tid, line, mask);
             // Only an epoch a tentative store may need is worth keeping: later ones are newer
@@ -711,7 +731,14 @@ impl Hawkset {
             }
             let vc = self.clock(tid);
             let piece = Piece { tid, mask, site, ls, flushed: nt, vc };
-            self.pending.get_mut(line).push(piece);
+            let list = self.pending.get_mut(line);
+            if list.len() == list.inline_size() && !list.spilled() {
+                // A second piece: onto a buffer a line gave back, not a new allocation.
+                let mut v = self.spare_lists.pop().unwrap_or_default();
+                v.extend(list.drain(..));
+                *list = PieceList::from_vec(v);
+            }
+            list.push(piece);
             let t = self.thread(tid);
             t.lines.insert(line);
             if nt {
@@ -720,11 +747,15 @@ impl Hawkset {
         }
     }
 
-    /// `line` has no pending store left: a list that grew out of its slot gives its memory back.
+    /// `line` has no pending store left: a list that grew out of its slot gives its buffer back
+    /// to the spares.
     fn forget_line(&mut self, line: u64) {
         if let Some(list) = self.pending.get_mut_if(line) {
             if list.spilled() {
-                *list = PieceList::new();
+                let v = std::mem::take(list).into_vec();
+                if self.spare_lists.len() < SPARE_LISTS {
+                    self.spare_lists.push(v);
+                }
             }
         }
     }
@@ -836,7 +867,7 @@ impl Hawkset {
         self.note_pm(ev);
         let mut ls = None;
         for (line, m) in pieces(ev.dev, ev.size) {
-            if !self.tentative.is_empty() {
+            if self.tentative_lines != 0 {
                 // A load sees what the line's last store published with it: a reads-from edge
                 // (x86 loads acquire), which is how lock-free code publishes a fresh node.
                 if let Some(&(w, epoch)) = self.last_store.get(line) {

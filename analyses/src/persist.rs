@@ -154,6 +154,16 @@ impl<R: LineKeyed> LineRecords<R> {
         }
     }
 
+    /// The id of `r`'s context (all but its line and bytes), for keeping it elsewhere.
+    pub(crate) fn context_of(&mut self, r: &R) -> u32 {
+        self.contexts.id(r.at(0, 0))
+    }
+
+    /// The record with context `ctx` at bytes `mask` of `line`.
+    pub(crate) fn record(&self, ctx: u32, line: u64, mask: u64) -> R {
+        self.contexts.get(ctx).at(line, mask)
+    }
+
     /// The lines holding records, in order.
     pub(crate) fn lines(&self) -> Vec<u64> {
         let mut v: Vec<u64> = self.lines.iter().filter(|(_, l)| !l.is_empty()).map(|(line, _)| line).collect();
