@@ -1232,12 +1232,17 @@ mod tests {
 
     /// Fig. 1c: stored under L, persisted after unlocking, loaded under L.
     fn fig1c(s: &mut Sim) {
+        fig1c_at(s, 0);
+    }
+
+    /// Fig. 1c at offset `off` of the pool (64 and beyond: bytes main never touched).
+    fn fig1c_at(s: &mut Sim, off: u64) {
         s.lock(2, L);
-        s.store(2, 0xa, 0, 8);
+        s.store(2, 0xa, off, 8);
         s.unlock(2, L);
-        s.persist(2, 0xf, 0);
+        s.persist(2, 0xf, off);
         s.lock(3, L);
-        s.load(3, 0xb, 0, 8);
+        s.load(3, 0xb, off, 8);
         s.unlock(3, L);
     }
 
@@ -1576,16 +1581,7 @@ mod tests {
         assert!(r.iter().all(|(store, _)| *store != 0xa), "{r:x?}");
         // The lock released before the persist orders nothing after it (HawkSet's Fig. 1c in
         // the order where the writer finishes first).
-        let r = run("", |s| {
-            s.lock(2, L);
-            s.store(2, 0xa, 64, 8);
-            s.unlock(2, L);
-            s.persist(2, 0xf, 64);
-            s.lock(3, L);
-            s.load(3, 0xb, 64, 8);
-            s.unlock(3, L);
-        });
-        assert_eq!(r, vec![(0xa, vec![0xb])]);
+        assert_eq!(run("", |s| fig1c_at(s, 64)), vec![(0xa, vec![0xb])]);
         // A value loaded from the very store the reader races with is no publication of it.
         let r = run("", |s| {
             s.store(2, 0xa, 64, 8);
