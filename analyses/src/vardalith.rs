@@ -29,7 +29,9 @@
 //! Acquires are lock returns (try-locks when they succeed; read or write mode alike), condition
 //! wait returns, barrier departures, successful `sem_wait`s, joins, and a thread's start. Releases
 //! are unlock entries, condition wait entries (the mutex), signals and broadcasts, barrier
-//! arrivals, `sem_post`, thread creation and thread exit. libpmemobj's locks and condition
+//! arrivals, `sem_post`, thread creation and thread exit. A futex hand-off outside those calls
+//! (a `FUTEX_WAKE` and the wait it ends; a child process's end and the `wait4` that reaps it) is
+//! a release and an acquire. libpmemobj's locks and condition
 //! variables count like pthread's, and its lanes ([`crate::sync::Lanes`]) too: a lane hold is an
 //! acquire, its release a release, and a store and a load of the lanes' memory made in lane
 //! sections of two threads do not conflict (the lane orders them; `lanes=off` ignores lanes).
