@@ -129,11 +129,7 @@ impl Kernel {
             self.note_named(m, 56, "clone with flags a fork does not take (CLONE_FILES, CLONE_FS, CLONE_SIGHAND ...)");
             return err(libc::EINVAL);
         }
-        if self.threads.len() >= self.max_threads {
-            return err(libc::EAGAIN);
-        }
-        let child = self.next_tid;
-        self.next_tid += 1;
+        let child = self.new_tid()?;
         let mut space = m.fork_address_space().map_err(|_| Errno(libc::ENOMEM))?;
         if flags & CLONE_PARENT_SETTID != 0 {
             m.write(ptid, &child.to_le_bytes(), false)?;

@@ -403,11 +403,7 @@ impl Kernel {
             self.note_named(m, 56, "clone with unsupported flags");
             return err(libc::EINVAL);
         }
-        if self.threads.len() >= self.max_threads {
-            return err(libc::EAGAIN);
-        }
-        let tid = self.next_tid;
-        self.next_tid += 1;
+        let tid = self.new_tid()?;
         if flags & CLONE_PARENT_SETTID != 0 {
             m.write(ptid, &tid.to_le_bytes(), false)?;
         }
@@ -428,6 +424,16 @@ impl Kernel {
         self.waits.add(tid, None, 0);
         self.created.push((tid, if flags & CLONE_SETTLS != 0 { tls } else { 0 }));
         Ok(u64::from(tid))
+    }
+
+    /// A thread id for a new thread or process, or EAGAIN past `--max-threads`.
+    pub(crate) fn new_tid(&mut self) -> Result<u32, Errno> {
+        if self.threads.len() >= self.max_threads {
+            return Err(Errno(libc::EAGAIN));
+        }
+        let tid = self.next_tid;
+        self.next_tid += 1;
+        Ok(tid)
     }
 
     /// clone3(2): a `struct clone_args` of 64, 80 or 88 bytes.
