@@ -287,10 +287,12 @@ fn a_cas_lock_named_in_the_config_is_a_lock() {
 /// persisted before another thread's first access is then reported.
 #[test]
 fn the_irh_flag_reaches_the_passes() {
-    // hs_irh_nolock's writer stores and persists before main's first access in seed 2:
-    // vardalith's IRH (HawkSet's rule) drops the store (tests/precision.rs).
+    // hs_irh_nolock's writer stores and persists before main's first access in seed 2: the IRH
+    // under HawkSet's rule drops the store (tests/precision.rs), for both passes.
     let prog = common::guest("hs_irh_nolock");
-    common::Ferrite::run(&prog).opts(&["--analyses", "vardalith", "--seed", "2"]).go().assert_code(0);
+    for observed in ["vardalith:irh_order=observed", "hawkset:irh_order=observed"] {
+        common::Ferrite::run(&prog).opts(&["--analyses", observed, "--seed", "2"]).go().assert_code(0);
+    }
     common::Ferrite::run(&prog).opts(&["--analyses", "vardalith", "--seed", "2", "--irh", "0"]).go().assert_code(66);
     // A pass named with its own options keeps them.
     let observed = "hawkset:irh_order=observed";

@@ -214,6 +214,24 @@ fn the_irh_keeps_the_simplest_shapes() {
     }
 }
 
+/// vardalith holds a store its writer persisted before publishing it, as hawkset does: the race
+/// without any lock (main reads after `pthread_create`) is reported in every seed, and the fixed
+/// twin in none. (`hs_irh_writer` stays a miss of the window mode: there the windows never
+/// overlap, docs/analyses/vardalith.md.)
+#[test]
+fn vardalith_holds_what_its_irh_would_drop() {
+    let g = "hs_irh_nolock";
+    for seed in 0..3 {
+        for spec in ["vardalith", "vardalith:mode=hb"] {
+            let (_, r) = run(g, spec, seed, &[]);
+            assert!(reports_marked_race(&r, g), "{g} {spec} seed {seed}:\n{r:#}");
+            let fixed = format!("{g}_fixed");
+            let (_, r) = run(&fixed, spec, seed, &[]);
+            assert!(findings(&r).is_empty(), "{fixed} {spec} seed {seed}:\n{r:#}");
+        }
+    }
+}
+
 /// One finding per (store site, end site, class): the call stacks it folds are in `group`, and
 /// `ferrite triage` ranks the findings.
 #[test]

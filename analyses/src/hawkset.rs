@@ -141,10 +141,10 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::annotations::Annotations;
 use crate::group::{Described, Grouper, StoreShapes};
 use crate::inferred_locks::{within, InferredLocks};
+pub use crate::irh::IrhOrder;
+use crate::irh::{HeldStores, Publication};
 use crate::options::{option_pairs, parse_bool, parse_owner};
-use crate::persist::{
-    durable_bytes, is_release_call, pieces, Interner, LineKeyed, LineRecords, Publication, ShadowLines, Site,
-};
+use crate::persist::{durable_bytes, is_release_call, pieces, Interner, LineKeyed, LineRecords, ShadowLines, Site};
 use crate::screen::WindowPass;
 use crate::sync::{
     Edges, HappensBefore, Mode, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp, VectorClock, PMDK_LANE_LOCK,
@@ -196,20 +196,6 @@ pub struct HawksetOptions {
     pub infer_locks: bool,
     /// Which stores the IRH removes ([`IrhOrder`]).
     pub irh_order: IrhOrder,
-}
-
-/// When a store persisted before its bytes were published counts as initialisation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IrhOrder {
-    /// HawkSet's rule: whenever this run persisted it before a second thread touched its
-    /// bytes, whatever made that order.
-    Observed,
-    /// Only when the persist *happens before* the publishing access: by program order,
-    /// create/join, a lock released after the persist and acquired before the access, a post
-    /// and its wait, or the access's thread having loaded PM data the writer stored after the
-    /// persist (the publishing pointer). An order the schedule merely happened to pick removes
-    /// nothing.
-    Causal,
 }
 
 /// The happens-before edges the pass honours.
@@ -294,13 +280,7 @@ impl HawksetOptions {
                 "sync_words" => o.sync_words = parse_bool(k, v)?,
                 "strings" => o.strings = parse_bool(k, v)?,
                 "infer_locks" => o.infer_locks = parse_bool(k, v)?,
-                "irh_order" => {
-                    o.irh_order = match v {
-                        "observed" => IrhOrder::Observed,
-                        "causal" => IrhOrder::Causal,
-                        _ => return Err(format!("irh_order={v}: expected observed or causal")),
-                    }
-                }
+                "irh_order" => o.irh_order = IrhOrder::parse(v)?,
                 _ => {
                     return Err(format!(
                         "unknown hawkset option `{k}` (irh, unpersisted, persist_owner, nt, unlock_fence, hb, edges, \
@@ -442,22 +422,13 @@ pub struct Hawkset {
     pending: ShadowLines<PieceList>,
     /// Line → IRH publication state (only lines some PM access touched).
     irh: Publication,
-    /// Vector clocks with every edge the program has (locks included), for `irh_order=causal`.
-    causal: HappensBefore,
-    /// Line → the last PM store's thread (+1) and its epoch in `causal`, while stores are
-    /// tentative (a load of the line learns that epoch: a reads-from edge).
-    last_store: ShadowLines<(u32, u32)>,
-    /// Line → stores persisted before their bytes were published, each with the writer's epoch
-    /// at the persist, until the publishing access decides whether they were initialisation.
-    /// As `(bytes, context in `stores`, epoch)`: a line's list costs its slot, one inline.
-    tentative: ShadowLines<smallvec::SmallVec<[(u64, u32, u32); 1]>>,
-    /// Lists in `tentative` that are not empty.
-    tentative_lines: usize,
+    /// Stores persisted before their bytes were published (`irh_order=causal`), named by their
+    /// context in `stores`, until the publishing access decides whether they were initialisation.
+    held: HeldStores,
+    /// Scratch: the held stores an access decided.
+    decided: Vec<(u32, u64, bool)>,
     /// Threads seen and not exited.
     live: u32,
-    /// Stores held tentatively, and of those, the ones an unordered access published.
-    held: u64,
-    unordered_publications: u64,
     /// Closed store windows → how many times each was recorded.
     stores: LineRecords<StoreRec>,
     /// Loads that passed the IRH → count.
@@ -504,13 +475,9 @@ impl Hawkset {
             pending: ShadowLines::default(),
             spare_lists: Vec::new(),
             irh: Publication::new(opts.irh),
-            causal: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
-            last_store: ShadowLines::default(),
-            tentative: ShadowLines::default(),
-            tentative_lines: 0,
+            held: HeldStores::new(opts.irh_order == IrhOrder::Causal),
+            decided: Vec::new(),
             live: 0,
-            held: 0,
-            unordered_publications: 0,
             stores: LineRecords::default(),
             loads: LineRecords::default(),
             ops: Vec::new(),
@@ -586,63 +553,30 @@ impl Hawkset {
     }
 
     /// IRH: registers an access by `tid` to `mask` of `line`; bytes it publishes decide the
-    /// tentative stores there.
+    /// held stores there: one persisted before an access not ordered after it is a store record
+    /// like any other; the others were initialisation and go.
     fn touch(&mut self, tid: u32, line: u64, mask: u64) {
         let published = self.irh.touch(tid, line, mask);
-        if published != 0 && self.tentative_lines != 0 {
-            self.publish(tid, line, published);
-        }
-    }
-
-    /// `tid`'s access published bytes `published` of `line`: a tentative store there whose
-    /// persist happens before the access was initialisation and goes; one the access is not
-    /// ordered after is a store record like any other.
-    fn publish(&mut self, tid: u32, line: u64, published: u64) {
-        let Some(list) = self.tentative.get_mut_if(line) else { return };
-        if list.is_empty() {
+        if published == 0 || !self.held.any() {
             return;
         }
-        let mut list = std::mem::take(list);
-        for (mask, ctx, epoch) in list.iter_mut() {
-            let part = *mask & published;
-            if part == 0 {
-                continue;
-            }
-            *mask &= !part;
-            let rec = self.stores.record(*ctx, line, part);
-            if rec.tid != tid && self.causal.knows(tid, rec.tid) < *epoch {
-                self.unordered_publications += 1;
+        let mut decided = std::mem::take(&mut self.decided);
+        let stores = &self.stores;
+        self.held.publish(tid, line, published, |ctx| stores.record(ctx, line, 0).tid, &mut decided);
+        for (ctx, part, unordered) in decided.drain(..) {
+            if unordered {
+                let rec = self.stores.record(ctx, line, part);
                 self.stores.insert(rec);
             }
         }
-        list.retain(|(mask, _, _)| *mask != 0);
-        if list.is_empty() {
-            self.tentative_lines -= 1;
-        } else {
-            *self.tentative.get_mut(line) = list;
-        }
+        self.decided = decided;
     }
 
-    /// Keeps `rec`, persisted (or overwritten) before its bytes were published, until they are.
-    /// With one live thread nothing can publish it before it inherits the writer's clock (a
-    /// thread created later happens after the persist), so it goes at once.
+    /// Keeps `rec`, persisted (or overwritten) before its bytes were published, until they are
+    /// ([`HeldStores::hold`]).
     fn hold_tentative(&mut self, rec: StoreRec) {
-        if self.opts.irh_order == IrhOrder::Observed || self.live <= 1 {
-            return;
-        }
-        let epoch = self.causal.advance(rec.tid);
-        self.held += 1;
         let ctx = self.stores.context_of(&rec);
-        let list = self.tentative.get_mut(rec.line);
-        if list.is_empty() {
-            self.tentative_lines += 1;
-        }
-        // The same store closed again: the later epoch decides (an access after the later
-        // persist is after the earlier one too).
-        match list.iter_mut().find(|(m, c, _)| *m == rec.mask && *c == ctx) {
-            Some((_, _, e)) => *e = epoch,
-            None => list.push((rec.mask, ctx, epoch)),
-        }
+        self.held.hold(rec.tid, rec.line, rec.mask, ctx, self.live);
     }
 
     fn published(&self, line: u64, mask: u64) -> u64 {
@@ -698,14 +632,9 @@ impl Hawkset {
         self.stored.store(ev.pc, ev.size, ev.old, ev.new);
         let ls = self.lockset(tid);
         let durable_now = device.durable(self.opts.persist_owner, ev.dev, u64::from(ev.size));
-        let epoch = if self.tentative_lines == 0 { 0 } else { self.causal.own(tid) };
         for (line, mask) in pieces(ev.dev, ev.size) {
             self.touch(tid, line, mask);
-            // Only an epoch a tentative store may need is worth keeping: later ones are newer
-            // than anything a stale entry here could name.
-            if epoch != 0 {
-                *self.last_store.get_mut(line) = (tid + 1, epoch);
-            }
+            self.held.stored(tid, line);
             // Same-thread overwrite of pending bytes ends their window.
             let mut ended: Vec<(Piece, u64)> = Vec::new();
             if let Some(list) = self.pending.get_mut_if(line) {
@@ -867,15 +796,7 @@ impl Hawkset {
         self.note_pm(ev);
         let mut ls = None;
         for (line, m) in pieces(ev.dev, ev.size) {
-            if self.tentative_lines != 0 {
-                // A load sees what the line's last store published with it: a reads-from edge
-                // (x86 loads acquire), which is how lock-free code publishes a fresh node.
-                if let Some(&(w, epoch)) = self.last_store.get(line) {
-                    if w != 0 && w - 1 != tid {
-                        self.causal.learn(tid, w - 1, epoch);
-                    }
-                }
-            }
+            self.held.loaded(tid, line);
             // The IRH removes only stores persisted before a second thread touched their bytes
             // (§3.1.3); a load is never initialisation, but it does publish the bytes.
             self.touch(tid, line, m);
@@ -975,23 +896,10 @@ impl Hawkset {
         }
     }
 
-    /// The edge `op` makes in the causal clocks. While one thread lives no release or post of
-    /// it can matter: every later thread is created after it, and inherits its clock. (An
-    /// acquire or a wait can: it may learn what a thread that has exited did.)
+    /// The edge `op` makes in the IRH's causal clocks ([`HeldStores::order`]).
     fn order(&mut self, tid: u32, op: SyncOp) {
-        if self.opts.irh_order != IrhOrder::Causal {
-            return;
-        }
         let _ = self.thread(tid);
-        match op {
-            SyncOp::Create { .. } | SyncOp::Join { .. } | SyncOp::Exit => self.causal.apply(tid, op),
-            // The PMDK pseudo-lock is every libpmemobj lock at once: as an edge it would order
-            // unrelated critical sections.
-            SyncOp::Acquire { lock, .. } | SyncOp::Release { lock } if lock == crate::sync::PMDK_PSEUDO_LOCK => {}
-            SyncOp::Acquire { .. } | SyncOp::Wait { .. } => self.causal.apply(tid, op),
-            SyncOp::Release { .. } | SyncOp::Post { .. } if self.live > 1 => self.causal.apply(tid, op),
-            _ => {}
-        }
+        self.held.order(tid, op, self.live);
     }
 
     /// Whether `a` (an untimed effective lockset) and `b` share a lock held exclusively by at
@@ -1109,8 +1017,8 @@ impl Analysis for Hawkset {
             ("dropped_loads", self.calls.dropped_loads),
             ("inferred_acquisitions", self.inferred.acquisitions),
             ("inferred_releases", self.inferred.releases),
-            ("irh_held", self.held),
-            ("irh_unordered_publications", self.unordered_publications),
+            ("irh_held", self.held.count),
+            ("irh_unordered_publications", self.held.unordered),
         ]
     }
 

@@ -24,6 +24,7 @@ pub mod group;
 pub mod hawkset;
 pub mod hmtrace;
 mod inferred_locks;
+mod irh;
 mod options;
 pub mod oscs;
 mod pair;

@@ -99,8 +99,11 @@
 //! flag handed over with atomics, a lock-free protocol — makes windows longer than the true
 //! ones, and their overlap may then be impossible. Initialisation persisted before its
 //! publication by a plain store or an `xchg` is the common case: HawkSet's initialization
-//! removal heuristic (`irh=1`, `irh=0` off) drops a store persisted before a second thread
-//! touched its bytes, at the price of the schedules in which a reader could have come first. Flush-on-read designs, where readers persist
+//! removal heuristic (`irh=1`, `irh=0` off; [`crate::irh`]) drops a store persisted before a
+//! second thread touched its bytes. By default (`irh_order=causal`) such a store is held, and
+//! dropped only if its persist happens before the access that publishes it (a lock, a post, a
+//! PM reads-from edge); `irh_order=observed` is HawkSet's rule, which pays with the schedules in
+//! which a reader could have come first. Flush-on-read designs, where readers persist
 //! what they read, are bugs only under the writer-only rule; `persist_owner=any` accepts them.
 //! Reports may be benign when recovery tolerates the lost value (the paper counts them anyway).
 
@@ -115,8 +118,10 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::annotations::Annotations;
 use crate::group::{Described, Grouper, StoreShapes};
 use crate::inferred_locks::{within, InferredLocks};
+pub use crate::irh::IrhOrder;
+use crate::irh::{HeldStores, Publication};
 use crate::options::{option_pairs, parse_bool, parse_owner};
-use crate::persist::{durable_bytes, is_release_call, pieces, Interner, Publication, ShadowLists, Site};
+use crate::persist::{durable_bytes, is_release_call, pieces, Interner, ShadowLists, Site};
 use crate::screen::WindowPass;
 use crate::sync::{Edges, HappensBefore, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp};
 use crate::{Analysis, CodeInfo, RawFinding, RawLocation};
@@ -161,6 +166,8 @@ pub struct VardalithOptions {
     /// HawkSet's initialization removal heuristic with this threshold (0: off): a store
     /// persisted before `irh + 1` threads accessed its bytes opens no window.
     pub irh: u32,
+    /// Which stores the IRH removes ([`IrhOrder`]).
+    pub irh_order: IrhOrder,
 }
 
 impl Default for VardalithOptions {
@@ -177,6 +184,7 @@ impl Default for VardalithOptions {
             strings: true,
             infer_locks: true,
             irh: 1,
+            irh_order: IrhOrder::Causal,
         }
     }
 }
@@ -184,7 +192,7 @@ impl Default for VardalithOptions {
 impl VardalithOptions {
     /// Parses `mode=windows|hb`, `release_fence=on|off`, `persist_owner=own|any`,
     /// `unlock_fence=on|off`, `sample=N`, `lanes=on|off`, `annotations=on|off`,
-    /// `sync_words=on|off`, `strings=on|off`, `infer_locks=on|off`, `irh=N`, separated by `:`.
+    /// `sync_words=on|off`, `strings=on|off`, `infer_locks=on|off`, `irh=N`, `irh_order=causal|observed`, separated by `:`.
     pub fn parse(spec: &str) -> Result<VardalithOptions, String> {
         let mut o = VardalithOptions::default();
         for (k, v) in option_pairs(spec)? {
@@ -205,6 +213,7 @@ impl VardalithOptions {
                 "strings" => o.strings = parse_bool(k, v)?,
                 "infer_locks" => o.infer_locks = parse_bool(k, v)?,
                 "irh" => o.irh = v.parse().map_err(|_| format!("irh={v}: expected a number"))?,
+                "irh_order" => o.irh_order = IrhOrder::parse(v)?,
                 "sample" => {
                     o.sample = v
                         .parse()
@@ -214,7 +223,7 @@ impl VardalithOptions {
                 }
                 _ => {
                     let known = "mode, release_fence, persist_owner, unlock_fence, sample, lanes, annotations, \
-                                 sync_words, strings, infer_locks, irh";
+                                 sync_words, strings, infer_locks, irh, irh_order";
                     return Err(format!("unknown vardalith option `{k}` ({known})"));
                 }
             }
@@ -268,6 +277,9 @@ struct Window {
     p_epoch: u32,
     /// Made inside a lane section, to the lanes' memory ([`crate::sync::Lanes::protects`]).
     lane: bool,
+    /// A store persisted before its bytes were published, held by the causal IRH: it conflicts
+    /// with nothing until the access that publishes its bytes decides it ([`HeldStores`]).
+    held: bool,
 }
 
 #[derive(Clone, Default, Debug)]
@@ -304,6 +316,12 @@ pub struct Vardalith {
     inferred: InferredLocks,
     /// Which PM bytes a second thread has accessed (the IRH).
     irh: Publication,
+    /// Store windows the causal IRH holds, by window id.
+    held: HeldStores,
+    /// Scratch: the held windows an access decided.
+    decided: Vec<(u32, u64, bool)>,
+    /// Threads seen and not exited.
+    live: u32,
     /// What each store site wrote (pointers, values, counters), for the findings.
     stored: StoreShapes,
     /// PM accesses seen (for sampling).
@@ -367,6 +385,9 @@ impl Vardalith {
             annotations: Annotations::default(),
             inferred: InferredLocks::default(),
             irh: Publication::new(opts.irh),
+            held: HeldStores::new(opts.irh_order == IrhOrder::Causal),
+            decided: Vec::new(),
+            live: 0,
             stored: StoreShapes::default(),
             accesses: 0,
             hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
@@ -399,7 +420,11 @@ impl Vardalith {
     }
 
     fn thread(&mut self, tid: u32) -> &mut Thread {
-        self.threads.entry(tid).or_default()
+        let live = &mut self.live;
+        self.threads.entry(tid).or_insert_with(|| {
+            *live += 1;
+            Thread::default()
+        })
     }
 
     fn clock(&mut self, tid: u32) -> u32 {
@@ -492,7 +517,13 @@ impl Vardalith {
         let durable_now = store && !nt && device.durable(self.opts.persist_owner, ev.dev, u64::from(ev.size));
         let lane = self.opts.lanes && self.sync.lanes.protects(ev);
         for (line, mask) in pieces(ev.dev, ev.size) {
-            self.irh.touch(tid, line, mask);
+            if !store {
+                self.held.loaded(tid, line);
+            }
+            self.touch(tid, line, mask);
+            if store {
+                self.held.stored(tid, line);
+            }
             let mut w = Window {
                 store,
                 tid,
@@ -505,6 +536,7 @@ impl Vardalith {
                 vc,
                 p_epoch: NEVER,
                 lane,
+                held: false,
             };
             if durable_now {
                 // eADR: durable at once; the window waits for the next release.
@@ -537,7 +569,7 @@ impl Vardalith {
                         }
                         continue;
                     }
-                    if o.store == store || o.mask & mask == 0 {
+                    if o.store == store || o.mask & mask == 0 || o.held {
                         continue;
                     }
                     let o = *o;
@@ -568,6 +600,9 @@ impl Vardalith {
             }
             match replace {
                 Some(id) => {
+                    if self.get(id).held {
+                        self.held.forget(line, id);
+                    }
                     let o = self.get_mut(id);
                     let was_open = o.end == OPEN;
                     let old = o.mask;
@@ -671,18 +706,19 @@ impl Vardalith {
                 if w.state != State::Persisted {
                     let owner_fenced = fencing && w.state == State::Flushed;
                     if durable_bytes(device, rule, w.line, w.mask, tid, owner_fenced) == w.mask {
-                        if w.store && self.irh.published(w.line, w.mask) == 0 {
+                        let initial = w.store && self.irh.published(w.line, w.mask) == 0;
+                        if initial && !self.held.hold(w.tid, w.line, w.mask, id, self.live) {
                             // Initialisation (the IRH): persisted before another thread
                             // touched its bytes. Nobody could read it in its window, whatever
                             // synchronisation publishes it later (a plain store of a pointer,
                             // an `xchg` of a root, which open no window boundary here).
-                            let w = self.get_mut(id);
-                            w.state = State::Persisted;
-                            w.p_epoch = 0;
-                            w.end = 0;
+                            self.drop_initialisation(id);
                             continue;
                         }
+                        // (A held window goes on like any other, closing at the writer's next
+                        // release, until the access that publishes its bytes decides it.)
                         let w = self.get_mut(id);
+                        w.held = initial;
                         w.state = State::Persisted;
                         w.p_epoch = epoch;
                         if let Some((step, _)) = in_release {
@@ -738,6 +774,47 @@ impl Vardalith {
         }
     }
 
+    /// Window `id` was initialisation: as if it never opened (closed at step 0, persisted at
+    /// epoch 0, so it conflicts with nothing).
+    fn drop_initialisation(&mut self, id: u32) {
+        let w = self.get_mut(id);
+        w.state = State::Persisted;
+        w.p_epoch = 0;
+        w.end = 0;
+        w.held = false;
+    }
+
+    /// IRH: registers an access by `tid` to `mask` of `line`; bytes it publishes decide the
+    /// held store windows there ([`HeldStores::publish`]): one whose persist the access is not
+    /// ordered after becomes a window like any other (and this access is checked against it);
+    /// the others were initialisation.
+    fn touch(&mut self, tid: u32, line: u64, mask: u64) {
+        let published = self.irh.touch(tid, line, mask);
+        if published == 0 || !self.held.any() {
+            return;
+        }
+        let mut decided = std::mem::take(&mut self.decided);
+        let windows = &self.windows;
+        let writer = |id: u32| windows[id as usize].map_or(tid, |w| w.tid);
+        self.held.publish(tid, line, published, writer, &mut decided);
+        for &(id, _, unordered) in &decided {
+            // The first publication of any of its bytes decides the whole window (HawkSet's
+            // rule asks that none of them be published).
+            let Some(w) = self.windows[id as usize].as_mut() else { continue };
+            if !w.held || w.line != line {
+                continue;
+            }
+            if unordered {
+                w.held = false;
+            } else {
+                self.drop_initialisation(id);
+            }
+            self.held.forget(line, id);
+        }
+        decided.clear();
+        self.decided = decided;
+    }
+
     /// Closes window `id` at `end`.
     fn close(&mut self, id: u32, end: u64) {
         self.get_mut(id).end = end;
@@ -766,7 +843,10 @@ impl Vardalith {
                     w.p_epoch = epoch;
                 }
                 if w.state == State::Persisted {
-                    w.end = step;
+                    // (A held window the IRH decided was initialisation stays closed at 0.)
+                    if w.end == OPEN {
+                        w.end = step;
+                    }
                     false
                 } else {
                     true
@@ -837,6 +917,7 @@ impl Vardalith {
                 self.thread(child).last_acquire = step;
             }
             self.hb.apply(tid, op);
+            self.held.order(tid, op, self.live);
             if self.hb_mode() {
                 self.thread(tid).vc = None;
                 if let SyncOp::Create { child } = op {
@@ -848,6 +929,9 @@ impl Vardalith {
                 self.thread(tid).last_acquire = step;
             }
             if op == SyncOp::Exit {
+                if !self.thread(tid).exited {
+                    self.live -= 1;
+                }
                 self.thread(tid).exited = true;
                 if !self.thread(tid).stores.is_empty() {
                     self.exited_with_stores += 1;
@@ -933,6 +1017,9 @@ impl Vardalith {
         };
         for (i, gone) in dead.into_iter().enumerate() {
             if gone {
+                if let Some(w) = self.windows[i].filter(|w| w.held) {
+                    self.held.forget(w.line, i as u32);
+                }
                 self.windows[i] = None;
                 self.free.push(i as u32);
             }
@@ -1056,6 +1143,8 @@ impl Analysis for Vardalith {
             ("dropped_loads", self.calls.dropped_loads),
             ("inferred_acquisitions", self.inferred.acquisitions),
             ("inferred_releases", self.inferred.releases),
+            ("irh_held", self.held.count),
+            ("irh_unordered_publications", self.held.unordered),
         ]
     }
 

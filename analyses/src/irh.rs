@@ -1,0 +1,354 @@
+//! The initialization removal heuristic (IRH) of HawkSet (Oliveira, Gonçalves & Matos, EuroSys
+//! 2025, §3.1.3), shared by the passes that pair PM stores with other threads' loads (`hawkset`,
+//! `vardalith`).
+//!
+//! A program initialises data (a fresh node, a new pool's root) with plain stores, persists
+//! them, and only then publishes them to other threads — often through synchronisation no pass
+//! sees as such (a plain store of a pointer, an `xchg` of a root). Without a rule for that, every
+//! field of every published node is a race with every later reader.
+//!
+//! - [`Publication`] is HawkSet's bookkeeping: a byte is *published* once `threshold + 1` distinct
+//!   threads have accessed it. HawkSet drops a store persisted (or overwritten) before its bytes
+//!   were published — in the order this run happened to take (`irh_order=observed`).
+//! - [`HeldStores`] is the causal rule (`irh_order=causal`, the default): such a store is *held*,
+//!   with its writer's epoch at the persist, until the access that publishes its bytes, and
+//!   dropped only if the persist *happens before* that access. The edges that count are program
+//!   order, create/join, locks (a lock released after the persist and acquired before the
+//!   access), post/wait and futex hand-offs, and a PM reads-from edge (the access's thread loaded
+//!   a line the writer stored after the persist: how lock-free code publishes a node). A store the
+//!   access is not ordered after was never initialisation: in another schedule of the same
+//!   program the reader comes first. HawkSet's rule loses the simplest race (a writer that
+//!   persists after its unlock, a reader under the same lock) in every schedule where the writer
+//!   finished first.
+//!
+//! # What it can miss
+//! The causal order sees only the synchronisation the passes recognise: a hand-off through a
+//! DRAM flag, or through a PM word the reader loads before the writer's persist, is no edge, so a
+//! store published that way is reported (more reports, not fewer). A store whose bytes nobody
+//! else ever touches is held to the end and never reported, as under HawkSet's rule.
+
+use smallvec::SmallVec;
+
+use crate::persist::ShadowLines;
+use crate::sync::{Edges, HappensBefore, SyncOp, PMDK_PSEUDO_LOCK};
+
+/// Publication state of one line for the IRH.
+#[derive(Clone, Default, Debug)]
+struct IrhLine {
+    published: u64,
+    /// Threads that touched unpublished bytes, with those bytes. One thread inline: most lines
+    /// are only ever touched by one (a thread's own data, initialisation), and a line's state
+    /// then costs no allocation of its own (a `Vec` cost 64 bytes more a line).
+    seen: smallvec::SmallVec<[(u32, u64); 1]>,
+}
+
+/// HawkSet's initialization removal heuristic (§3.1.3), per byte: a byte is *published* once
+/// `threshold + 1` distinct threads have accessed it. A store persisted (or overwritten) before
+/// its bytes were published is initialisation nobody else could have seen in its window. A
+/// threshold of 0 disables it (every byte is published).
+#[derive(Clone, Debug)]
+pub(crate) struct Publication {
+    threshold: u32,
+    lines: ShadowLines<IrhLine>,
+}
+
+impl Publication {
+    /// The heuristic with this threshold (`irh=N`).
+    pub(crate) fn new(threshold: u32) -> Publication {
+        Publication { threshold, lines: ShadowLines::default() }
+    }
+
+    /// Registers an access by `tid` to bytes `mask` of `line`, and returns the bytes this access
+    /// published.
+    pub(crate) fn touch(&mut self, tid: u32, line: u64, mask: u64) -> u64 {
+        if self.threshold == 0 {
+            return 0;
+        }
+        let e = self.lines.get_mut(line);
+        let fresh = mask & !e.published;
+        if fresh == 0 {
+            return 0;
+        }
+        let (mut own, mut others) = (0u64, 0u64);
+        for &(t, m) in &e.seen {
+            if t == tid {
+                own = m;
+            } else {
+                others |= m;
+            }
+        }
+        // Bytes this thread touched before and no other thread has: nothing changes (the common
+        // case of a thread's own data, whatever its neighbours on the line do).
+        if own & fresh == fresh && others & fresh == 0 {
+            return 0;
+        }
+        let before = e.published;
+        match e.seen.iter_mut().find(|(t, _)| *t == tid) {
+            Some((_, m)) => *m |= fresh,
+            None => e.seen.push((tid, fresh)),
+        }
+        if self.threshold == 1 {
+            // Published: touched by this thread and another.
+            e.published |= fresh & others;
+        } else {
+            let mut m = fresh;
+            while m != 0 {
+                let b = m.trailing_zeros();
+                m &= m - 1;
+                let n = e.seen.iter().filter(|(_, s)| s >> b & 1 == 1).count();
+                if n as u32 > self.threshold {
+                    e.published |= 1 << b;
+                }
+            }
+        }
+        let p = e.published;
+        for s in &mut e.seen {
+            s.1 &= !p;
+        }
+        e.seen.retain(|s| s.1 != 0);
+        p & !before
+    }
+
+    /// The bytes of `mask` of `line` that are published.
+    pub(crate) fn published(&self, line: u64, mask: u64) -> u64 {
+        if self.threshold == 0 {
+            return mask;
+        }
+        self.lines.get(line).map_or(0, |e| e.published & mask)
+    }
+}
+
+/// When a store persisted before its bytes were published counts as initialisation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IrhOrder {
+    /// HawkSet's rule: whenever this run persisted it before a second thread touched its
+    /// bytes, whatever made that order.
+    Observed,
+    /// Only when the persist *happens before* the publishing access: by program order,
+    /// create/join, a lock released after the persist and acquired before the access, a post
+    /// and its wait, or the access's thread having loaded PM data the writer stored after the
+    /// persist (the publishing pointer). An order the schedule merely happened to pick removes
+    /// nothing.
+    Causal,
+}
+
+impl IrhOrder {
+    /// `observed` or `causal` (the value of an `irh_order=` option).
+    pub fn parse(v: &str) -> Result<IrhOrder, String> {
+        match v {
+            "observed" => Ok(IrhOrder::Observed),
+            "causal" => Ok(IrhOrder::Causal),
+            _ => Err(format!("irh_order={v}: expected observed or causal")),
+        }
+    }
+}
+
+/// A held store: its bytes, the pass's name for it (a store context, a window), and its writer's
+/// epoch at the persist. Sixteen bytes, one inline per line: most lines hold at most one.
+type Held = (u64, u32, u32);
+
+/// Stores held by the causal IRH until their bytes are published; see the module documentation.
+#[derive(Clone, Debug)]
+pub(crate) struct HeldStores {
+    on: bool,
+    /// Vector clocks with every edge the program has (locks included).
+    causal: HappensBefore,
+    /// Line → the last PM store's thread (+1) and its epoch in `causal`, while stores are held
+    /// (a load of the line learns that epoch: a reads-from edge).
+    last_store: ShadowLines<(u32, u32)>,
+    held: ShadowLines<SmallVec<[Held; 1]>>,
+    /// Lists in `held` that are not empty.
+    lines: usize,
+    /// Stores held, and of those, the ones an unordered access published.
+    pub(crate) count: u64,
+    pub(crate) unordered: u64,
+}
+
+impl HeldStores {
+    /// The causal rule when `on`; otherwise nothing is ever held (HawkSet's rule).
+    pub(crate) fn new(on: bool) -> HeldStores {
+        HeldStores {
+            on,
+            causal: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
+            last_store: ShadowLines::default(),
+            held: ShadowLines::default(),
+            lines: 0,
+            count: 0,
+            unordered: 0,
+        }
+    }
+
+    /// Whether any store is held (everything else here is skipped while none is).
+    pub(crate) fn any(&self) -> bool {
+        self.lines != 0
+    }
+
+    /// Holds bytes `mask` of `line`, stored by `writer` (the pass calls it `id`), persisted now
+    /// before they were published. Returns false when the store is not held and goes at once:
+    /// under HawkSet's rule, and while one thread lives (nothing can publish it before it
+    /// inherits the writer's clock: a thread created later happens after the persist).
+    pub(crate) fn hold(&mut self, writer: u32, line: u64, mask: u64, id: u32, live: u32) -> bool {
+        if !self.on || live <= 1 {
+            return false;
+        }
+        let epoch = self.causal.advance(writer);
+        self.count += 1;
+        let list = self.held.get_mut(line);
+        if list.is_empty() {
+            self.lines += 1;
+        }
+        // The same store held again: the later epoch decides (an access after the later persist
+        // is after the earlier one too).
+        match list.iter_mut().find(|(m, i, _)| *m == mask && *i == id) {
+            Some((_, _, e)) => *e = epoch,
+            None => list.push((mask, id, epoch)),
+        }
+        true
+    }
+
+    /// `tid`'s access published bytes `published` of `line`. Each held store there with some of
+    /// those bytes is decided, and `(id, bytes, unordered)` appended to `out`: its published bytes
+    /// and whether the access is not ordered after its persist (then it was never
+    /// initialisation). `writer(id)` names a held store's writer.
+    pub(crate) fn publish(
+        &mut self,
+        tid: u32,
+        line: u64,
+        published: u64,
+        writer: impl Fn(u32) -> u32,
+        out: &mut Vec<(u32, u64, bool)>,
+    ) {
+        if published == 0 || self.lines == 0 {
+            return;
+        }
+        let Some(list) = self.held.get_mut_if(line) else { return };
+        if list.is_empty() {
+            return;
+        }
+        let mut list = std::mem::take(list);
+        for (mask, id, epoch) in list.iter_mut() {
+            let part = *mask & published;
+            if part == 0 {
+                continue;
+            }
+            *mask &= !part;
+            let w = writer(*id);
+            let unordered = w != tid && self.causal.knows(tid, w) < *epoch;
+            self.unordered += u64::from(unordered);
+            out.push((*id, part, unordered));
+        }
+        list.retain(|(mask, _, _)| *mask != 0);
+        if list.is_empty() {
+            self.lines -= 1;
+        } else {
+            *self.held.get_mut(line) = list;
+        }
+    }
+
+    /// Forgets held store `id` on `line` (the pass dropped it for a reason of its own).
+    pub(crate) fn forget(&mut self, line: u64, id: u32) {
+        if self.lines == 0 {
+            return;
+        }
+        let Some(list) = self.held.get_mut_if(line) else { return };
+        let before = list.len();
+        list.retain(|(_, i, _)| *i != id);
+        if before != 0 && list.is_empty() {
+            self.lines -= 1;
+        }
+    }
+
+    /// `tid` stored to `line`. Only an epoch a held store may need is worth keeping: later ones
+    /// are newer than anything a stale entry here could name.
+    pub(crate) fn stored(&mut self, tid: u32, line: u64) {
+        if self.lines != 0 {
+            let epoch = self.causal.own(tid);
+            *self.last_store.get_mut(line) = (tid + 1, epoch);
+        }
+    }
+
+    /// `tid` loaded from `line`: it sees what the line's last store published with it (x86 loads
+    /// acquire), a reads-from edge.
+    pub(crate) fn loaded(&mut self, tid: u32, line: u64) {
+        if self.lines != 0 {
+            if let Some(&(w, epoch)) = self.last_store.get(line) {
+                if w != 0 && w - 1 != tid {
+                    self.causal.learn(tid, w - 1, epoch);
+                }
+            }
+        }
+    }
+
+    /// The edge `op` of `tid` makes in the causal clocks, with `live` threads alive. While one
+    /// thread lives no release or post of it can matter: every later thread is created after it,
+    /// and inherits its clock. (An acquire or a wait can: it may learn what a thread that has
+    /// exited did.)
+    pub(crate) fn order(&mut self, tid: u32, op: SyncOp, live: u32) {
+        if !self.on {
+            return;
+        }
+        match op {
+            SyncOp::Create { .. } | SyncOp::Join { .. } | SyncOp::Exit => self.causal.apply(tid, op),
+            // The PMDK pseudo-lock is every libpmemobj lock at once: as an edge it would order
+            // unrelated critical sections.
+            SyncOp::Acquire { lock, .. } | SyncOp::Release { lock } if lock == PMDK_PSEUDO_LOCK => {}
+            SyncOp::Acquire { .. } | SyncOp::Wait { .. } => self.causal.apply(tid, op),
+            SyncOp::Release { .. } | SyncOp::Post { .. } if live > 1 => self.causal.apply(tid, op),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HeldStores;
+    use crate::sync::{Mode, SyncOp};
+
+    /// A store held at its persist, published by a thread that did or did not acquire the lock its
+    /// writer released after the persist.
+    fn published_after(relock: bool) -> Vec<(u32, u64, bool)> {
+        let (writer, reader, lock) = (1, 2, 0x1000);
+        let mut h = HeldStores::new(true);
+        h.order(writer, SyncOp::Create { child: reader }, 2);
+        assert!(h.hold(writer, 7, 0xff, 42, 2));
+        h.order(writer, SyncOp::Release { lock }, 2);
+        if relock {
+            h.order(reader, SyncOp::Acquire { lock, mode: Mode::Exclusive }, 2);
+        }
+        let mut out = Vec::new();
+        h.publish(reader, 7, 0x0f, |_| writer, &mut out);
+        assert!(h.any(), "bytes not yet published stay held");
+        h.publish(reader, 7, 0xf0, |_| writer, &mut out);
+        assert!(!h.any());
+        out
+    }
+
+    #[test]
+    fn a_persist_ordered_before_the_publication_was_initialisation() {
+        assert_eq!(published_after(true), [(42, 0x0f, false), (42, 0xf0, false)]);
+    }
+
+    #[test]
+    fn a_publication_unordered_with_the_persist_is_a_store_like_any_other() {
+        assert_eq!(published_after(false), [(42, 0x0f, true), (42, 0xf0, true)]);
+    }
+
+    #[test]
+    fn a_reads_from_edge_orders_a_lock_free_publication() {
+        let (writer, reader) = (1, 2);
+        let mut h = HeldStores::new(true);
+        h.order(writer, SyncOp::Create { child: reader }, 2);
+        assert!(h.hold(writer, 7, 0xff, 42, 2));
+        h.stored(writer, 9); // the pointer to the node, stored after the node's persist
+        h.loaded(reader, 9);
+        let mut out = Vec::new();
+        h.publish(reader, 7, 0xff, |_| writer, &mut out);
+        assert_eq!(out, [(42, 0xff, false)]);
+    }
+
+    #[test]
+    fn nothing_is_held_under_hawksets_rule_or_with_one_thread() {
+        assert!(!HeldStores::new(false).hold(1, 7, 0xff, 42, 2));
+        assert!(!HeldStores::new(true).hold(1, 7, 0xff, 42, 1));
+    }
+}
