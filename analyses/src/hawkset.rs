@@ -144,7 +144,7 @@ use crate::inferred_locks::{within, InferredLocks};
 pub use crate::irh::IrhOrder;
 use crate::irh::{HeldStores, Publication};
 use crate::options::{option_pairs, parse_bool, parse_owner};
-use crate::persist::{durable_bytes, is_release_call, pieces, Interner, LineKeyed, LineRecords, ShadowLines, Site};
+use crate::persist::{durable_bytes, is_release_call, pieces, Interner, LineKeyed, LineRecords, ShadowSlab, Site};
 use crate::screen::WindowPass;
 use crate::sync::{
     Edges, HappensBefore, Mode, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp, VectorClock, PMDK_LANE_LOCK,
@@ -418,8 +418,9 @@ pub struct Hawkset {
     /// Memo of timed intersections: (timed, timed) → untimed.
     inter: FxHashMap<(u32, u32), u32>,
     /// Line → stores whose window is open there; each byte is in at most one piece per thread.
-    /// A per-page table: a line's list is found without hashing, and one piece is inline.
-    pending: ShadowLines<PieceList>,
+    /// A 4-byte slot per line of a touched page, and a list (one piece inline) only while the
+    /// line has pending stores: most lines are persisted soon after they are stored.
+    pending: ShadowSlab<PieceList>,
     /// Line → IRH publication state (only lines some PM access touched).
     irh: Publication,
     /// Stores persisted before their bytes were published (`irh_order=causal`), named by their
@@ -472,7 +473,7 @@ impl Hawkset {
             plain: Interner::default(),
             clocks: Interner::default(),
             inter: FxHashMap::default(),
-            pending: ShadowLines::default(),
+            pending: ShadowSlab::default(),
             spare_lists: Vec::new(),
             irh: Publication::new(opts.irh),
             held: HeldStores::new(opts.irh_order == IrhOrder::Causal),
@@ -676,16 +677,20 @@ impl Hawkset {
         }
     }
 
-    /// `line` has no pending store left: a list that grew out of its slot gives its buffer back
-    /// to the spares.
+    /// `line` has no pending store left: its list goes back to the slab, and one that grew out
+    /// of its slot gives its buffer back to the spares.
     fn forget_line(&mut self, line: u64) {
         if let Some(list) = self.pending.get_mut_if(line) {
+            if !list.is_empty() {
+                return;
+            }
             if list.spilled() {
                 let v = std::mem::take(list).into_vec();
                 if self.spare_lists.len() < SPARE_LISTS {
                     self.spare_lists.push(v);
                 }
             }
+            self.pending.release(line);
         }
     }
 

@@ -245,59 +245,101 @@ impl<T: Default> ShadowLines<T> {
     }
 }
 
-/// A list of ids per entry of a [`ShadowLines`] table (vardalith's windows per 8-byte granule),
-/// for tables whose entries are mostly empty: an entry is a 4-byte index into a slab of lists
-/// (0: no list), so a touched page costs 256 bytes of indices however few of its granules hold
-/// ids, and a list (up to four ids inline) only for those that do. Lists emptied by
-/// [`ShadowLists::retain`] go back to the slab.
-#[derive(Clone, Default)]
-pub(crate) struct ShadowLists {
+/// Entries of a [`ShadowSlab`]'s slab per chunk: chunks are never moved or doubled, so the slab
+/// costs its live entries and at most one partly used chunk.
+const SLAB_CHUNK: usize = 256;
+
+/// Per-line (or per-granule) state that most touched entries do not hold at a given time — a
+/// line's pending stores, which a persist empties; a granule's windows — in a [`ShadowLines`]
+/// table of 4-byte indices into a slab (0: none). A touched page costs 256 bytes of indices,
+/// and a state its slab entry only while it is held; [`ShadowSlab::release`] gives an emptied
+/// entry back.
+#[derive(Clone)]
+pub(crate) struct ShadowSlab<L> {
     slots: ShadowLines<u32>,
     /// Index 0 is never used.
-    lists: Vec<smallvec::SmallVec<[u32; 4]>>,
+    chunks: Vec<Box<[L]>>,
+    len: u32,
     free: Vec<u32>,
 }
 
-impl ShadowLists {
-    /// The list of `key`, made empty the first time.
-    pub(crate) fn get_mut(&mut self, key: u64) -> &mut smallvec::SmallVec<[u32; 4]> {
-        let ShadowLists { slots, lists, free } = self;
-        let slot = slots.get_mut(key);
-        if *slot == 0 {
-            if lists.is_empty() {
-                lists.push(smallvec::SmallVec::new());
-            }
-            *slot = free.pop().unwrap_or_else(|| {
-                lists.push(smallvec::SmallVec::new());
-                (lists.len() - 1) as u32
-            });
-        }
-        &mut lists[*slot as usize]
+impl<L: Default> Default for ShadowSlab<L> {
+    fn default() -> Self {
+        ShadowSlab { slots: ShadowLines::default(), chunks: Vec::new(), len: 1, free: Vec::new() }
+    }
+}
+
+impl<L: Default> ShadowSlab<L> {
+    fn at(chunks: &mut [Box<[L]>], i: u32) -> &mut L {
+        &mut chunks[i as usize / SLAB_CHUNK][i as usize % SLAB_CHUNK]
     }
 
+    /// The state of `key`, made (at its default) the first time.
+    pub(crate) fn get_mut(&mut self, key: u64) -> &mut L {
+        let ShadowSlab { slots, chunks, len, free } = self;
+        let slot = slots.get_mut(key);
+        if *slot == 0 {
+            *slot = free.pop().unwrap_or_else(|| {
+                let i = *len;
+                *len += 1;
+                if i as usize / SLAB_CHUNK == chunks.len() {
+                    chunks.push((0..SLAB_CHUNK).map(|_| L::default()).collect());
+                }
+                i
+            });
+        }
+        Self::at(chunks, *slot)
+    }
+
+    /// The state of `key`, if it has one, for changing it.
+    pub(crate) fn get_mut_if(&mut self, key: u64) -> Option<&mut L> {
+        match self.slots.get(key) {
+            Some(&slot) if slot != 0 => Some(Self::at(&mut self.chunks, slot)),
+            _ => None,
+        }
+    }
+
+    /// Gives the state of `key` back to the slab (reset to its default).
+    pub(crate) fn release(&mut self, key: u64) {
+        if let Some(slot) = self.slots.get_mut_if(key) {
+            if *slot != 0 {
+                *Self::at(&mut self.chunks, *slot) = L::default();
+                self.free.push(*slot);
+                *slot = 0;
+            }
+        }
+    }
+}
+
+/// A list of ids per entry of a [`ShadowLines`] table (vardalith's windows per 8-byte granule),
+/// for tables whose entries are mostly empty ([`ShadowSlab`]): a list (up to four ids inline)
+/// only for the entries that hold ids. Lists emptied by [`ShadowSlab::retain`] go back to the
+/// slab.
+pub(crate) type ShadowLists = ShadowSlab<smallvec::SmallVec<[u32; 4]>>;
+
+impl ShadowLists {
     /// Takes the list of `key` (empty if it has none), to be put back with [`ShadowLists::put`].
     pub(crate) fn take(&mut self, key: u64) -> smallvec::SmallVec<[u32; 4]> {
-        match self.slots.get(key) {
-            Some(&slot) if slot != 0 => std::mem::take(&mut self.lists[slot as usize]),
-            _ => smallvec::SmallVec::new(),
-        }
+        self.get_mut_if(key).map(std::mem::take).unwrap_or_default()
     }
 
     /// Puts back a list taken from `key`.
     pub(crate) fn put(&mut self, key: u64, ids: smallvec::SmallVec<[u32; 4]>) {
-        if !ids.is_empty() || self.slots.get(key).is_some_and(|&s| s != 0) {
+        if let Some(l) = self.get_mut_if(key) {
+            *l = ids;
+        } else if !ids.is_empty() {
             *self.get_mut(key) = ids;
         }
     }
 
     /// Keeps the ids for which `keep` holds, in every list.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
-        let ShadowLists { slots, lists, free } = self;
+        let ShadowSlab { slots, chunks, free, .. } = self;
         slots.each_mut(|slot| {
             if *slot == 0 {
                 return;
             }
-            let l = &mut lists[*slot as usize];
+            let l = Self::at(chunks, *slot);
             l.retain(|id| keep(*id));
             if l.is_empty() {
                 *l = smallvec::SmallVec::new();

@@ -286,7 +286,7 @@ struct Window {
 struct Thread {
     last_acquire: u64,
     /// Store windows not closed, by line, and load windows not closed.
-    stores: FxHashMap<u64, Vec<u32>>,
+    stores: FxHashMap<u64, Ids>,
     loads: Vec<u32>,
     /// Lines flushed since the last fence.
     flushed: FxHashSet<u64>,
@@ -356,15 +356,15 @@ pub struct Vardalith {
     ops: Vec<SyncOp>,
     /// Conflicting windows left out because a lane orders them.
     lane_ordered: u64,
-    /// Emptied lists of window ids kept for reuse, and a scratch buffer: accesses, flushes,
-    /// fences and releases allocate nothing once the pass has warmed up.
-    spare_ids: Vec<Vec<u32>>,
+    /// Scratch buffer: accesses, flushes, fences and releases allocate nothing once the pass
+    /// has warmed up (a line's open store windows are inline in its entry).
     todo: Vec<u64>,
     fence_lines: FxHashSet<u64>,
 }
 
-/// Emptied lists kept for reuse.
-const SPARE_LISTS: usize = 4096;
+/// A thread's open store windows on one line: almost always one or two, so they are kept inline
+/// in the line's entry (a `Vec` cost a heap block of its own per line).
+type Ids = smallvec::SmallVec<[u32; 2]>;
 
 const PRUNE_EVERY: usize = 4096;
 
@@ -404,7 +404,6 @@ impl Vardalith {
             word_pairs: BTreeMap::new(),
             ops: Vec::new(),
             lane_ordered: 0,
-            spare_ids: Vec::new(),
             todo: Vec::new(),
             fence_lines: FxHashSet::default(),
         }
@@ -591,8 +590,12 @@ impl Vardalith {
                 }
                 self.by_line.put(g, ids);
             }
-            if !sampled {
-                // Checked against the open windows, but opens none of its own.
+            if !sampled || (!store && self.live <= 1) {
+                // Checked against the open windows, but opens none of its own. (A load of the only
+                // live thread needs none: its window closes at the thread's next release, and
+                // every thread that could store later is created at or after that release, so
+                // no store window of another thread can start before it closed; in hb mode the
+                // creation orders the load before every such store.)
                 if nt {
                     self.flush_line(tid, line);
                 }
@@ -637,19 +640,11 @@ impl Vardalith {
     /// Window `id` of `tid` is open: listed with the thread's store windows (by line) or load
     /// windows.
     fn track(&mut self, tid: u32, store: bool, line: u64, id: u32) {
-        let spare = &mut self.spare_ids;
         let t = self.threads.entry(tid).or_default();
         if store {
-            t.stores.entry(line).or_insert_with(|| spare.pop().unwrap_or_default()).push(id);
+            t.stores.entry(line).or_default().push(id);
         } else {
             t.loads.push(id);
-        }
-    }
-
-    /// An emptied list of window ids, kept for reuse.
-    fn recycle(spare: &mut Vec<Vec<u32>>, ids: Vec<u32>) {
-        if spare.len() < SPARE_LISTS {
-            spare.push(ids);
         }
     }
 
@@ -732,9 +727,7 @@ impl Vardalith {
                 open += 1;
             }
             ids.truncate(open);
-            if ids.is_empty() {
-                Self::recycle(&mut self.spare_ids, ids);
-            } else {
+            if !ids.is_empty() {
                 self.thread(tid).stores.insert(line, ids);
             }
         }
@@ -753,7 +746,7 @@ impl Vardalith {
             for &tid in &tids {
                 let Some(ids) = self.thread(tid).stores.remove(&line) else { continue };
                 let epoch = self.epoch(tid);
-                let mut open = Vec::with_capacity(ids.len());
+                let mut open = Ids::new();
                 for id in ids {
                     let w = self.get_mut(id);
                     if w.mask & clean == 0 {
@@ -830,13 +823,13 @@ impl Vardalith {
         let epoch = self.epoch(tid);
         let rif = self.opts.release_fence;
         let windows = &mut self.windows;
-        let spare = &mut self.spare_ids;
         let t = self.threads.entry(tid).or_default();
         for id in t.loads.drain(..) {
             windows[id as usize].as_mut().expect("live window").end = step;
         }
         t.stores.retain(|_, ids| {
-            ids.retain(|&id| {
+            ids.retain(|id| {
+                let id = *id;
                 let w = windows[id as usize].as_mut().expect("live window");
                 if rif && w.state == State::Flushed {
                     w.state = State::Persisted;
@@ -852,11 +845,7 @@ impl Vardalith {
                     true
                 }
             });
-            if ids.is_empty() {
-                Self::recycle(spare, std::mem::take(ids));
-                return false;
-            }
-            true
+            !ids.is_empty()
         });
     }
 
@@ -958,8 +947,9 @@ impl Vardalith {
         for &line in &lines {
             for &w in &writers {
                 let Some(mut ids) = self.thread(w).stores.remove(&line) else { continue };
-                let mut moved = Vec::new();
-                ids.retain(|&id| {
+                let mut moved = Ids::new();
+                ids.retain(|id| {
+                    let id = *id;
                     let win = self.windows[id as usize].as_mut().expect("live window");
                     let base = win.line * LINE_SIZE;
                     let lo = u64::from(win.mask.trailing_zeros());
@@ -1025,14 +1015,9 @@ impl Vardalith {
             }
         }
         let windows = &self.windows;
-        let spare = &mut self.spare_ids;
-        let mut keep = |ids: &mut Vec<u32>| {
-            ids.retain(|&id| windows[id as usize].is_some());
-            if ids.is_empty() {
-                Self::recycle(spare, std::mem::take(ids));
-                return false;
-            }
-            true
+        let keep = |ids: &mut Ids| {
+            ids.retain(|id| windows[*id as usize].is_some());
+            !ids.is_empty()
         };
         self.by_line.retain(|id| windows[id as usize].is_some());
         // Threads' open lists only hold open windows, which are never pruned in window mode; in
