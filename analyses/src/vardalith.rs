@@ -84,6 +84,8 @@
 //! access the old one would have. Memory therefore follows distinct (thread, site, bytes), not
 //! accesses. Closed windows are dropped once no future window can reach back to them (every live
 //! thread has acquired since they closed; in hb mode, every live thread's clock has seen them).
+//! While one thread lives its loads open no window at all: such a window would close at the
+//! thread's next release, and every thread that could store later is created at or after it.
 //!
 //! # What it can miss
 //! Only overlaps of this run's windows (window mode) or this run's accesses (hb mode) are seen:
