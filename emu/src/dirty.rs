@@ -18,6 +18,12 @@
 //! restore reads those bits without protecting anything ([`Pages::written_since`]), so its own
 //! copies do not fault, and they are stamped at the next snapshot like any write.
 //!
+//! The same bits make taking a snapshot incremental: each block remembers the copies the last
+//! snapshot that stamped it made ([`SavedPages`], while that snapshot lives), and the next one
+//! copies only the pages written since it and shares the others' copies ([`Pages::previous`]).
+//! A page unwritten since was not changed by anyone, a restore included (its copies are writes
+//! like any other), so the shared bytes are its bytes now.
+//!
 //! Only the pages present (or swapped) are scanned: a hole is never protected, so its first
 //! write makes an unprotected page the next scan finds, and a large reservation that the guest
 //! barely touched costs neither a page-table walk of its holes nor page tables for markers.

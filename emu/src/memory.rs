@@ -602,8 +602,9 @@ struct SavedBlock {
     stamped: bool,
 }
 
-/// Guest memory as plain data: the table and the touched pages of every host block it uses.
-/// Restoring puts the table back, re-registers with Unicorn only the regions that changed (so
+/// Guest memory as plain data: the table and the touched pages of every host block it uses
+/// (of a block the kernel tracks, the pages not written since the previous live snapshot are
+/// that snapshot's copies, shared: [`crate::dirty::SavedPages`]). Restoring puts the table back, re-registers with Unicorn only the regions that changed (so
 /// translated code of unchanged regions survives), and copies back the pages of blocks that may
 /// have been written.
 pub struct MemorySnapshot {
