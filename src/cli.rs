@@ -424,7 +424,8 @@ pub struct BenchArgs {
     pub recover: Option<String>,
 
     /// Measure snapshots instead: one of the whole run taken half-way (every thread, guest
-    /// memory, the PM device and files), restored after the run went on, and a debugger's
+    /// memory, the PM device and files), another when the run went on a tenth (which copies only
+    /// what it wrote), the first restored then, and a debugger's
     /// `reverse-stepi` at the end of the run, in wall-clock time.
     #[arg(long, conflicts_with = "recover")]
     pub snapshots: bool,
