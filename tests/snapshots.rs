@@ -5,7 +5,9 @@
 //! and while threads wait on a futex, and several snapshots of one run restored out of order.
 //! Passes' state is part of a snapshot (hmtrace restored reports the same races); a pass that
 //! cannot be copied gives none. `--strategy exhaustive` branching from snapshots runs the same
-//! schedules (trace hashes), with the same report, as running each from the start.
+//! schedules (trace hashes), with the same report, as running each from the start; so does
+//! `--explore` under the random strategies, whose schedules go on from one snapshot of their
+//! common start, and a finding of a later schedule replays with its two seeds.
 
 mod common;
 
