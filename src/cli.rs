@@ -144,6 +144,13 @@ pub struct RunOptions {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 
+    /// `ferrite run`: seed the scheduler's choices (and --delay's) with S instead of --seed,
+    /// which then seeds only what the guest observes (random bytes). With --explore N, the N
+    /// schedule seeds derive from S. Reproduces a finding of `--explore` run on its own
+    /// (`--seed` the report's, `--schedule-seed` the finding's).
+    #[arg(long, value_name = "S")]
+    pub schedule_seed: Option<u64>,
+
     /// The initialization removal heuristic of hawkset and vardalith: a store made durable
     /// before N+1 threads accessed its bytes is initialisation and ignored, as are those
     /// threads' earlier loads (`hawkset:irh=N`; 0 disables; hawkset by default also asks that
@@ -217,7 +224,9 @@ pub struct RunOptions {
     /// Run N schedules derived from the seed (in parallel on all cores; one after another, depth
     /// first, with --strategy exhaustive) and merge their findings
     /// (each keeps the seed that exposed it, for `ferrite replay --finding`). Only the first run's
-    /// output is shown; every run starts from a copy of the PM directory.
+    /// output is shown; every run starts from a copy of the PM directory. Under the random
+    /// strategies every schedule shares --seed's random bytes and differs in its schedule seed,
+    /// so all go on from one snapshot taken where a second thread could first run.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = ranged(limits::EXPLORE))]
     pub explore: u32,
 
@@ -247,9 +256,9 @@ pub struct RunOptions {
     #[arg(long)]
     pub por: bool,
 
-    /// With --strategy exhaustive: run every schedule from the program's start instead of
-    /// going on from a snapshot of an earlier schedule taken where they part (the report is the
-    /// same; only slower).
+    /// With --explore: run every schedule from the program's start instead of going on from a
+    /// snapshot of an earlier schedule taken where they part (the report is the same; only
+    /// slower).
     #[arg(long)]
     pub no_snapshots: bool,
 
@@ -415,7 +424,8 @@ pub struct BenchArgs {
     pub recover: Option<String>,
 
     /// Measure snapshots instead: one of the whole run taken half-way (every thread, guest
-    /// memory, the PM device and files), restored after the run went on, and a debugger's
+    /// memory, the PM device and files), another when the run went on a tenth (which copies only
+    /// what it wrote), the first restored then, and a debugger's
     /// `reverse-stepi` at the end of the run, in wall-clock time.
     #[arg(long, conflicts_with = "recover")]
     pub snapshots: bool,

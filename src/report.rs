@@ -155,7 +155,11 @@ impl Report {
         };
         let mut spec = self.run.spec(pm_dir);
         if let Some(f) = &wanted {
-            spec.seed = f.seed;
+            // A finding's seed is its run's schedule seed when the report names one.
+            match spec.schedule_seed {
+                Some(_) => spec.schedule_seed = Some(f.seed),
+                None => spec.seed = f.seed,
+            }
             spec.schedule = f.schedule.clone().unwrap_or_default();
             spec.hold = f.interleaving.clone();
         }

@@ -5,7 +5,9 @@
 //! and while threads wait on a futex, and several snapshots of one run restored out of order.
 //! Passes' state is part of a snapshot (hmtrace restored reports the same races); a pass that
 //! cannot be copied gives none. `--strategy exhaustive` branching from snapshots runs the same
-//! schedules (trace hashes), with the same report, as running each from the start.
+//! schedules (trace hashes), with the same report, as running each from the start; so does
+//! `--explore` under the random strategies, whose schedules go on from one snapshot of their
+//! common start, and a finding of a later schedule replays with its two seeds.
 
 mod common;
 
@@ -332,4 +334,124 @@ fn exploration_is_the_same_with_and_without_dirty_page_tracking() {
     assert_eq!(compared.json("h.json")["dirty_pages"], "compare");
     let mode = tracked.json("h.json")["dirty_pages"].clone();
     assert!(mode == "uffd-wp" || mode == "compare", "{mode}");
+}
+
+/// `--explore N` under the random strategies: each worker's later schedules go on from a
+/// snapshot of their common start (where a second thread could first run), reseeded, and run
+/// the same schedules (the chained trace hashes), with the same report, as running each from
+/// the start (`--no-snapshots`), for `random`, `pct` and `fifo`, with delay injection, with
+/// every pass, and on a PMDK program whose single-threaded start (creating a pool) is most of
+/// its run; they run fewer guest instructions.
+#[test]
+fn random_exploration_from_a_snapshot_runs_the_same_schedules() {
+    let cases: [(&str, &[&str], &[&str]); 5] = [
+        ("thr_racy_counter", &[], &["--analyses", "hmtrace"]),
+        ("thr_racy_counter", &[], &["--strategy", "pct", "--analyses", "hmtrace"]),
+        ("thr_racy_counter", &[], &["--strategy", "fifo", "--analyses", "none"]),
+        ("pr_lockfree", &[], &["--delay", "2000", "--seed", "3"]),
+        ("pmdk_mutex", &["/mnt/pmem0/objpool"], &[]),
+    ];
+    for (name, args, extra) in cases {
+        let go = |more: &[&str]| {
+            Ferrite::run(&guest(name))
+                .opts(&["--explore", "5", "--quiet", "--report", "r.json", "--host-stats", "h.json"])
+                .opts(extra)
+                .opts(more)
+                .args(args)
+                .go()
+        };
+        let (with, without) = (go(&[]), go(&["--no-snapshots"]));
+        let what = format!("{name} {extra:?}");
+        assert_eq!(with.code, without.code, "{what}\n{}", with.describe());
+        assert_eq!(without_timings(&with.json("r.json")), without_timings(&without.json("r.json")), "{what}");
+        let (a, b) = (exploration(&with), exploration(&without));
+        assert_eq!(a["trace_hashes"], b["trace_hashes"], "{what}: the schedules' trace hashes");
+        assert_eq!(a["instructions_from_start"], b["instructions"], "{what}");
+        assert_eq!((b["from_start"].as_u64(), b["from_snapshot"].as_u64()), (Some(5), Some(0)), "{what}: {b}");
+        assert_eq!(a["refused"], 0, "{what}: {a}");
+        assert!(a["from_snapshot"].as_u64().unwrap() >= 1, "{what}: {a}");
+        assert!(a["instructions"].as_u64() < a["instructions_from_start"].as_u64(), "{what}: {a}");
+        let report = with.json("r.json");
+        assert_eq!(report["run"]["schedule_seed"], report["run"]["seed"], "{what}: the first schedule's seed");
+    }
+}
+
+/// A program that never has a second thread never consults its schedule seed: every schedule
+/// of `--explore` is its first run, which runs once (the report is the one running each gives).
+#[test]
+fn random_exploration_of_a_single_threaded_program_runs_it_once_per_worker() {
+    let go = |more: &[&str]| {
+        Ferrite::run(&guest("pm_log"))
+            .opts(&["--explore", "6", "--quiet", "--report", "r.json", "--host-stats", "h.json"])
+            .opts(more)
+            .args(&["/mnt/pmem0/log"])
+            .go()
+    };
+    let (with, without) = (go(&[]), go(&["--no-snapshots"]));
+    assert_eq!(with.code, 66, "{}", with.describe());
+    assert_eq!(without_timings(&with.json("r.json")), without_timings(&without.json("r.json")));
+    let (a, b) = (exploration(&with), exploration(&without));
+    assert_eq!(a["trace_hashes"], b["trace_hashes"]);
+    let from_start = a["from_start"].as_u64().unwrap();
+    assert_eq!(from_start + a["from_snapshot"].as_u64().unwrap(), 6, "{a}");
+    assert!(from_start <= 2, "one run per worker: {a}");
+    let one = b["instructions"].as_u64().unwrap() / 6;
+    assert_eq!(a["instructions"].as_u64(), Some(one * from_start), "{a}");
+}
+
+/// A finding that only a later schedule of `--explore` exposes keeps that schedule's seed; the
+/// report names the program seed (`run.seed`) and the first schedule's (`run.schedule_seed`);
+/// `ferrite replay --finding` reproduces it, and so does `ferrite run --seed P --schedule-seed
+/// S` on its own.
+#[test]
+fn a_later_schedules_finding_replays_and_runs_alone_with_its_two_seeds() {
+    let g = guest("pr_lockfree");
+    for base in 0..12u64 {
+        let seed = base.to_string();
+        let opts = ["--explore", "6", "--seed", &seed, "--analyses", "hawkset,vardalith", "--quiet"];
+        let run = Ferrite::run(&g).opts(&opts).opts(&["--report", "r.json"]).go();
+        let report = run.json("r.json");
+        assert_eq!(report["run"]["seed"].as_u64(), Some(base));
+        assert_eq!(report["run"]["schedule_seed"].as_u64(), Some(base));
+        let Some(f) = report["findings"].as_array().unwrap().iter().find(|f| f["seed"].as_u64() != Some(base)) else {
+            continue;
+        };
+        let id = f["id"].to_string();
+        let replay = Ferrite::replay(&run.path("r.json")).opts(&["--finding", &id]).go();
+        assert!(replay.stderr.contains(&format!("replay reproduced finding {id}")), "{}", replay.describe());
+        let schedule = f["seed"].to_string();
+        let alone = Ferrite::run(&g)
+            .opts(&["--seed", &seed, "--schedule-seed", &schedule, "--analyses", "hawkset,vardalith", "--quiet"])
+            .opts(&["--report", "one.json"])
+            .go();
+        let one = alone.json("one.json");
+        let same = |g: &serde_json::Value| g["analysis"] == f["analysis"] && g["locations"] == f["locations"];
+        assert!(one["findings"].as_array().unwrap().iter().any(same), "{}", alone.describe());
+        assert!(one["findings"].as_array().unwrap().iter().all(|g| g["seed"] == f["seed"]));
+        return;
+    }
+    panic!("no seed in 0..12 gave a finding of a later schedule only; cannot construct the case");
+}
+
+/// A pass whose state a snapshot cannot hold (pmrace's taint tracking), and a guest that forks
+/// (other processes' address spaces are not captured): `--explore`'s schedules all run from
+/// the start, the refusal is counted, and the report is the same.
+#[test]
+fn random_exploration_falls_back_to_runs_from_the_start() {
+    for (name, analyses) in [("thr_racy_counter", "pmrace"), ("proc_pm_race", "all")] {
+        let go = |more: &[&str]| {
+            Ferrite::run(&guest(name))
+                .opts(&["--explore", "3", "--analyses", analyses, "--quiet", "--report", "r.json"])
+                .opts(&["--host-stats", "h.json"])
+                .opts(more)
+                .go()
+        };
+        let (with, without) = (go(&[]), go(&["--no-snapshots"]));
+        assert_eq!(without_timings(&with.json("r.json")), without_timings(&without.json("r.json")), "{name}");
+        let a = exploration(&with);
+        assert_eq!(a["from_snapshot"], 0, "{name}: {a}");
+        assert_eq!(a["from_start"], 3, "{name}: {a}");
+        assert!(a["refused"].as_u64().unwrap() >= 1, "{name}: {a}");
+        assert_eq!(a["trace_hashes"], exploration(&without)["trace_hashes"], "{name}");
+    }
 }

@@ -76,8 +76,15 @@ pub struct RunInfo {
     pub args: Vec<String>,
     /// The guest's environment.
     pub env: Vec<String>,
-    /// The seed.
+    /// The seed: of what the guest observes (random bytes), and of the scheduler unless
+    /// `schedule_seed` is given.
     pub seed: u64,
+    /// The scheduler's seed, when it is not `seed` (`--schedule-seed`, and every `--explore`
+    /// report of the random strategies: the first schedule's). When present, each finding's
+    /// `seed` is the schedule seed of the run that exposed it and `seed` here is every run's
+    /// program seed; when absent, a finding's `seed` seeded both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_seed: Option<u64>,
     /// How the guest ended.
     pub exit: ExitInfo,
     /// Instructions retired.
@@ -142,6 +149,7 @@ impl RunInfo {
             args: spec.argv.clone(),
             env: spec.env.clone(),
             seed: spec.seed,
+            schedule_seed: spec.schedule_seed,
             exit: out.end.into(),
             instructions: out.instructions,
             threads: out.threads,
@@ -286,6 +294,7 @@ impl RunInfo {
             argv: self.args.clone(),
             env: self.env.clone(),
             seed: self.seed,
+            schedule_seed: self.schedule_seed,
             pm_dir,
             pm_mount: self.pm_mount.clone(),
             max_instructions: self.max_instructions,

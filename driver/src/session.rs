@@ -165,6 +165,10 @@ pub struct Session {
     pending_schedule: Option<(Point, bool)>,
     /// Stop before the scheduling call that may make this decision (by index).
     stop_at_decision: Option<usize>,
+    /// Stop where another thread could first run ([`Session::stop_before_first_choice`]).
+    stop_at_choice: bool,
+    /// Stopped there: the optional point after the system call is still to be considered.
+    pending_choice: bool,
 }
 
 /// A session at any stop ([`Session::checkpoint`]), as [`Session::rewind`] brings it back, any
@@ -182,6 +186,7 @@ pub struct Checkpoint {
     regions_seen: usize,
     syscall_pending: bool,
     pending_schedule: Option<(Point, bool)>,
+    pending_choice: bool,
     /// Copies of the passes, when some watch the run.
     passes: Option<Passes>,
     /// The debugger's record: how many thread stretches, and the held exit.
@@ -218,7 +223,8 @@ pub enum Driven {
     /// ([`Session::drive`] with `pause`).
     Paused,
     /// Stopped before the scheduling call that may make the decision asked for
-    /// ([`Session::stop_before_decision`]); the call is made when the run goes on.
+    /// ([`Session::stop_before_decision`]), or where another thread could first run
+    /// ([`Session::stop_before_first_choice`]); the run goes on from there.
     Decision,
 }
 
@@ -278,7 +284,7 @@ impl Session {
             max_instructions: spec.max_instructions,
             rand_seed: spec.seed,
             strategy: spec.strategy,
-            sched_seed: spec.seed,
+            sched_seed: spec.sched_seed(),
             pm: spec.pm,
             warm,
             ..MachineConfig::default()
@@ -310,7 +316,7 @@ impl Session {
             m.set_hold(Some(h.clone()));
         }
         if let Some(d) = spec.delay {
-            m.set_delays(d, spec.seed);
+            m.set_delays(d, spec.sched_seed());
         }
         if spec.preempt_all {
             m.preempt_all_accesses();
@@ -367,6 +373,8 @@ impl Session {
             has_passes,
             pending_schedule: None,
             stop_at_decision: None,
+            stop_at_choice: false,
+            pending_choice: false,
         })
     }
 
@@ -404,6 +412,29 @@ impl Session {
     /// goes on (an exploration's branches).
     pub fn stop_before_decision(&mut self, n: Option<usize>) {
         self.stop_at_decision = n;
+    }
+
+    /// Stop ([`Driven::Decision`], from [`Session::drive_debug`]) at the first optional
+    /// scheduling point after a system call at which another thread could run (the first
+    /// `clone` of a thread, in practice), before the scheduler is asked anything there. Up to
+    /// it, runs that differ only in their schedule seed are the same run: a snapshot taken
+    /// there serves them all ([`Session::reseed`]).
+    pub fn stop_before_first_choice(&mut self) {
+        self.stop_at_choice = true;
+    }
+
+    /// Seeds the scheduler with `seed` (and the findings to come with it) as a run whose
+    /// schedule seed is `seed` would have it here; false, with nothing changed, if the run's
+    /// schedule already depended on its seed ([`Machine::reseed_schedule`]).
+    pub fn reseed(&mut self, seed: u64) -> bool {
+        if !self.m.reseed_schedule(seed) {
+            return false;
+        }
+        self.spec.schedule_seed = Some(seed);
+        for f in &mut self.findings {
+            f.seed = seed;
+        }
+        true
     }
 
     /// The decisions to follow from now on, by index from the run's first (`--strategy
@@ -480,10 +511,19 @@ impl Session {
             debug,
             pending_schedule,
             stop_at_decision,
+            stop_at_choice,
+            pending_choice,
             ..
         } = self;
         let spec = &*spec;
         let end = loop {
+            if std::mem::take(pending_choice) {
+                let others = m.runnable_others();
+                if m.scheduler().wants_switch(others) {
+                    *pending_schedule = Some((Point::Optional, false));
+                }
+                continue;
+            }
             if let Some((point, exited)) = pending_schedule.take() {
                 if stop_at_decision.is_some_and(|n| m.scheduler().decisions.len() >= n) {
                     *stop_at_decision = None;
@@ -491,7 +531,7 @@ impl Session {
                     return Driven::Decision;
                 }
                 if let Err(d) = k.schedule(m, point, exited) {
-                    findings.push(deadlock_finding(symbols, &d, spec.seed));
+                    findings.push(deadlock_finding(symbols, &d, spec.sched_seed()));
                     break GuestEnd::Deadlock;
                 }
                 if debug.as_deref_mut().is_some_and(|d| d.scheduled(m)) {
@@ -599,6 +639,10 @@ impl Session {
                         Outcome::Continue => {
                             let others = k.runnable_count().saturating_sub(1);
                             m.set_runnable_others(others);
+                            if others > 0 && std::mem::take(stop_at_choice) {
+                                *pending_choice = true;
+                                return Driven::Decision;
+                            }
                             if others == 0 || !m.scheduler().wants_switch(others) {
                                 continue;
                             }
@@ -657,7 +701,7 @@ impl Session {
                         driver_say_refused(name, bytes, spec.max_memory);
                     }
                     let at = symbols.location("fault", m.tid(), bt);
-                    findings.push(run_finding("fault", name, format!("{name}: {what}"), spec.seed, vec![at]));
+                    findings.push(run_finding("fault", name, format!("{name}: {what}"), spec.sched_seed(), vec![at]));
                     break GuestEnd::Exited(exit);
                 }
                 Exit::Debug(stop) => return Driven::Machine(stop),
@@ -668,7 +712,7 @@ impl Session {
                         spec.max_instructions
                     );
                     let at = symbols.location("running", m.tid(), bt);
-                    findings.push(run_finding("hang", "instruction-budget", what, spec.seed, vec![at]));
+                    findings.push(run_finding("hang", "instruction-budget", what, spec.sched_seed(), vec![at]));
                     break GuestEnd::Hang;
                 }
             }
@@ -717,7 +761,7 @@ impl Session {
                     stats.extend(p.stats());
                     for mut raw in raws {
                         let request = raw.validation.take();
-                        let finding = symbols.finding(m, raw, spec.seed);
+                        let finding = symbols.finding(m, raw, spec.sched_seed());
                         passes.push(PassFinding { finding, request });
                     }
                 }
@@ -742,7 +786,7 @@ impl Session {
                     "the program killed itself"
                 };
                 let at = symbols.location("raised", tid, bt);
-                raised = Some(run_finding("fault", name, format!("{name}: {what}"), spec.seed, vec![at]));
+                raised = Some(run_finding("fault", name, format!("{name}: {what}"), spec.sched_seed(), vec![at]));
             }
         }
         let end_code: i64 = match end {
@@ -860,6 +904,7 @@ impl Session {
             regions_seen: self.regions_seen,
             syscall_pending: self.syscall_pending,
             pending_schedule: self.pending_schedule,
+            pending_choice: self.pending_choice,
             passes,
             debug: self.debug.as_deref().map(|d| (d.switches.len(), d.held_exit.clone())),
         })
@@ -884,7 +929,9 @@ impl Session {
         self.regions_seen = c.regions_seen;
         self.syscall_pending = c.syscall_pending;
         self.pending_schedule = c.pending_schedule;
+        self.pending_choice = c.pending_choice;
         self.stop_at_decision = None;
+        self.stop_at_choice = false;
         if let Some(p) = &c.passes {
             let p = p.fork().ok_or_else(|| SessionError::Io(std::io::Error::other("a pass cannot be copied again")))?;
             self.m.set_observer(Box::new(p));

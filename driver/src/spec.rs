@@ -115,8 +115,12 @@ pub struct RunSpec {
     pub argv: Vec<String>,
     /// The guest's environment, `KEY=VALUE` each.
     pub env: Vec<String>,
-    /// Seed of everything the guest could observe as nondeterminism.
+    /// Seed of everything the guest could observe as nondeterminism (the kernel's random
+    /// bytes, RDRAND) and, unless `schedule_seed` is given, of the scheduler.
     pub seed: u64,
+    /// Seed of the scheduler's choices and of delay injection (`--schedule-seed`, and each
+    /// `--explore` schedule's own); `None`: `seed`. Findings carry it as their seed.
+    pub schedule_seed: Option<u64>,
     /// The host directory behind the PM mount.
     pub pm_dir: PathBuf,
     /// Where the PM mount appears in the guest's namespace.
@@ -169,6 +173,11 @@ pub struct RunSpec {
 }
 
 impl RunSpec {
+    /// The seed of the scheduler's choices: `schedule_seed`, else `seed`.
+    pub fn sched_seed(&self) -> u64 {
+        self.schedule_seed.unwrap_or(self.seed)
+    }
+
     /// A run of `argv` (`argv[0]` is `program` as the user named it) on the PM directory
     /// `pm_dir`, with the command line's defaults: seed 0, every PM pass, the random strategy.
     pub fn new(program: PathBuf, argv: Vec<String>, pm_dir: PathBuf) -> RunSpec {
@@ -177,6 +186,7 @@ impl RunSpec {
             argv,
             env: Vec::new(),
             seed: 0,
+            schedule_seed: None,
             pm_dir,
             pm_mount: defaults::PM_MOUNT.into(),
             max_instructions: defaults::MAX_INSTRUCTIONS,

@@ -18,6 +18,12 @@
 //! restore reads those bits without protecting anything ([`Pages::written_since`]), so its own
 //! copies do not fault, and they are stamped at the next snapshot like any write.
 //!
+//! The same bits make taking a snapshot incremental: each block remembers the copies the last
+//! snapshot that stamped it made ([`SavedPages`], while that snapshot lives), and the next one
+//! copies only the pages written since it and shares the others' copies ([`Pages::previous`]).
+//! A page unwritten since was not changed by anyone, a restore included (its copies are writes
+//! like any other), so the shared bytes are its bytes now.
+//!
 //! Only the pages present (or swapped) are scanned: a hole is never protected, so its first
 //! write makes an unprotected page the next scan finds, and a large reservation that the guest
 //! barely touched costs neither a page-table walk of its holes nor page tables for markers.
@@ -30,6 +36,7 @@
 
 use std::cell::RefCell;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::rc::{Rc, Weak};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
@@ -292,12 +299,25 @@ enum State {
     Tracked(Vec<Option<Box<Chunk>>>),
 }
 
-/// The write stamps of one host block (see the module's doc).
-pub(crate) struct Pages(RefCell<State>);
+/// The page copies a snapshot holds of one block: the saved pages' indices, sorted, and each
+/// one's bytes (a whole page, or what the block has of its last). A page's bytes are shared
+/// with every later snapshot that finds it unwritten since ([`Pages::previous`]).
+pub(crate) struct SavedPages {
+    pub(crate) pages: Vec<u32>,
+    pub(crate) data: Vec<Rc<[u8]>>,
+}
+
+/// The write stamps of one host block (see the module's doc), and the copies of its pages the
+/// last snapshot that stamped it made, while that snapshot lives.
+pub(crate) struct Pages {
+    state: RefCell<State>,
+    /// The last snapshot's copies, and the generation it stamped the block at.
+    last: RefCell<Option<(Weak<SavedPages>, u64)>>,
+}
 
 impl std::fmt::Debug for Pages {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let s = match &*self.0.borrow() {
+        let s = match &*self.state.borrow() {
             State::Untracked => "untracked",
             State::Fresh => "fresh",
             State::Tracked(_) => "tracked",
@@ -310,7 +330,22 @@ impl Pages {
     /// Stamps of a new block: tracked from its first snapshot on if `anonymous` and the kernel
     /// can.
     pub(crate) fn new(anonymous: bool) -> Pages {
-        Pages(RefCell::new(if anonymous { State::Fresh } else { State::Untracked }))
+        let state = RefCell::new(if anonymous { State::Fresh } else { State::Untracked });
+        Pages { state, last: RefCell::new(None) }
+    }
+
+    /// The copies of the last snapshot that stamped the block, if it still lives, and the pages
+    /// (sorted) written since it: a snapshot stamping the block now shares the copies of the
+    /// others instead of copying them again. Call after [`Pages::stamp`].
+    pub(crate) fn previous(&self, ptr: *mut u8, len: usize) -> Option<(Rc<SavedPages>, Vec<u32>)> {
+        let (saved, generation) = self.last.borrow().as_ref().and_then(|(w, g)| Some((w.upgrade()?, *g)))?;
+        let written = self.written_since(ptr, len, generation)?;
+        Some((saved, written))
+    }
+
+    /// `saved` is the newest snapshot's copy of the block, which it stamped at `generation`.
+    pub(crate) fn remember(&self, saved: &Rc<SavedPages>, generation: u64) {
+        *self.last.borrow_mut() = Some((Rc::downgrade(saved), generation));
     }
 
     /// At a snapshot: stamps the pages of the block at `ptr` (`len` bytes) written since its last
@@ -318,7 +353,7 @@ impl Pages {
     /// (every page it has counts as written then). False if the block is not tracked.
     pub(crate) fn stamp(&self, ptr: *mut u8, len: usize) -> bool {
         let Some(t) = tracker() else { return false };
-        let mut state = self.0.borrow_mut();
+        let mut state = self.state.borrow_mut();
         if matches!(*state, State::Fresh) {
             *state = match t.register(ptr as u64, len) {
                 Ok(()) => State::Tracked((0..len.div_ceil(PAGE * CHUNK)).map(|_| None).collect()),
@@ -348,7 +383,7 @@ impl Pages {
     /// Counts pages `from..to` as written now (they were given back to the host, so their
     /// page-table bits no longer say it).
     pub(crate) fn mark_written(&self, from: usize, to: usize) {
-        if let State::Tracked(chunks) = &mut *self.0.borrow_mut() {
+        if let State::Tracked(chunks) = &mut *self.state.borrow_mut() {
             let stamp = GENERATION.fetch_add(1, Ordering::Relaxed) + 1;
             for page in from..to {
                 let chunk = chunks[page / CHUNK].get_or_insert_with(Chunk::new);
@@ -363,7 +398,7 @@ impl Pages {
     /// stamp. `None` if the block is no longer tracked (a scan failed): it must be compared.
     pub(crate) fn written_since(&self, ptr: *mut u8, len: usize, since: u64) -> Option<Vec<u32>> {
         let t = tracker()?;
-        let state = self.0.borrow();
+        let state = self.state.borrow();
         let State::Tracked(chunks) = &*state else { return None };
         let mut pages = Vec::new();
         for (c, chunk) in chunks.iter().enumerate() {

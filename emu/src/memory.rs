@@ -584,11 +584,13 @@ fn resident_pages(block: &HostBlock) -> Vec<bool> {
     vec.iter().map(|b| !ok || b & 1 == 1).collect()
 }
 
-/// One host block's contents at a snapshot: the pages touched by then, in order.
+/// One host block's contents at a snapshot: the pages touched by then, in order, those not
+/// written since the previous snapshot shared with it.
 struct SavedBlock {
     block: Rc<HostBlock>,
-    pages: Vec<u32>,
-    data: Vec<u8>,
+    saved: Rc<crate::dirty::SavedPages>,
+    /// Bytes of pages this snapshot copied (the others it shares with an earlier one).
+    copied: usize,
     /// Some region of it was writable at the snapshot.
     writable: bool,
     /// A shared mapping of a host file: only the saved pages may be touched (the others may lie
@@ -600,8 +602,9 @@ struct SavedBlock {
     stamped: bool,
 }
 
-/// Guest memory as plain data: the table and the touched pages of every host block it uses.
-/// Restoring puts the table back, re-registers with Unicorn only the regions that changed (so
+/// Guest memory as plain data: the table and the touched pages of every host block it uses
+/// (of a block the kernel tracks, the pages not written since the previous live snapshot are
+/// that snapshot's copies, shared: [`crate::dirty::SavedPages`]). Restoring puts the table back, re-registers with Unicorn only the regions that changed (so
 /// translated code of unchanged regions survives), and copies back the pages of blocks that may
 /// have been written.
 pub struct MemorySnapshot {
@@ -615,9 +618,11 @@ pub struct MemorySnapshot {
 }
 
 impl MemorySnapshot {
-    /// Bytes of page contents held.
+    /// Bytes of page contents it copied: the pages it shares with the snapshot before it (those
+    /// not written between the two) are counted there. While snapshots are dropped newest
+    /// first (an exploration's stack), the sum over the live ones is what they hold.
     pub fn saved_bytes(&self) -> usize {
-        self.blocks.iter().map(|b| b.data.len()).sum()
+        self.blocks.iter().map(|b| b.copied).sum()
     }
 }
 
@@ -650,22 +655,36 @@ impl Memory {
             let file = file_backed(r);
             let stamped = !file && r.block.written.stamp(r.block.as_ptr(), r.block.len);
             let saved = if file { self.file_pages(&r.block, past_eof) } else { resident_pages(&r.block) };
+            // Copies of the last snapshot that stamped the block, and the pages written since it:
+            // the others are the same bytes, shared instead of copied.
+            let previous = if stamped { r.block.written.previous(r.block.as_ptr(), r.block.len) } else { None };
             let count = saved.iter().filter(|t| **t).count();
             let mut pages = Vec::with_capacity(count);
-            // Sized once: growing it would copy what it holds again and again.
-            let mut data = Vec::with_capacity(count * PAGE as usize);
+            let mut data = Vec::with_capacity(count);
+            let mut copied = 0;
             for (i, _) in saved.iter().enumerate().filter(|(_, t)| **t) {
-                let off = i * PAGE as usize;
-                let n = (PAGE as usize).min(r.block.len - off);
-                // SAFETY: `off..off+n` lies inside the block's mapping (and, of a file, inside
-                // the file).
-                let page = unsafe { std::slice::from_raw_parts(r.block.as_ptr().add(off), n) };
+                let shared = previous.as_ref().and_then(|(p, written)| {
+                    let k = p.pages.binary_search(&(i as u32)).ok()?;
+                    written.binary_search(&(i as u32)).is_err().then(|| p.data[k].clone())
+                });
+                let page = shared.unwrap_or_else(|| {
+                    let off = i * PAGE as usize;
+                    let n = (PAGE as usize).min(r.block.len - off);
+                    copied += n;
+                    // SAFETY: `off..off+n` lies inside the block's mapping (and, of a file, inside
+                    // the file).
+                    Rc::from(unsafe { std::slice::from_raw_parts(r.block.as_ptr().add(off), n) })
+                });
                 pages.push(i as u32);
-                data.extend_from_slice(page);
+                data.push(page);
             }
-            blocks.push(SavedBlock { block: r.block.clone(), pages, data, writable: r.perm.write(), file, stamped });
+            let saved = Rc::new(crate::dirty::SavedPages { pages, data });
+            blocks.push(SavedBlock { block: r.block.clone(), saved, copied, writable: r.perm.write(), file, stamped });
         }
         let generation = crate::dirty::generation();
+        for b in blocks.iter().filter(|b| b.stamped) {
+            b.block.written.remember(&b.saved, generation);
+        }
         MemorySnapshot { regions: self.regions.clone(), mapped: self.mapped, blocks, epoch, generation }
     }
 
@@ -730,18 +749,17 @@ impl Memory {
                 }
             }
             let resident = if b.file { vec![false; pages] } else { resident_pages(&b.block) };
-            let mut saved = b.pages.iter().peekable();
-            let mut data_off = 0usize;
+            let mut saved = b.saved.pages.iter().zip(&b.saved.data).peekable();
             for (i, in_use) in resident.iter().enumerate() {
                 let off = i * PAGE as usize;
                 let n = (PAGE as usize).min(b.block.len - off);
-                let was_saved = saved.peek().is_some_and(|p| **p as usize == i);
-                let old = if was_saved {
-                    saved.next();
-                    data_off += n;
-                    Some(&b.data[data_off - n..data_off])
-                } else {
-                    None
+                let old = match saved.peek() {
+                    Some((p, data)) if **p as usize == i => {
+                        let data: &[u8] = data;
+                        saved.next();
+                        Some(data)
+                    }
+                    _ => None,
                 };
                 if !writable[i] || (old.is_none() && b.file) {
                     continue;
@@ -760,6 +778,9 @@ impl Memory {
                     Some(old) => page.copy_from_slice(old),
                     None => page.fill(0),
                 }
+                // The block now differs from the snapshots taken since this one's, which must
+                // compare it when they are restored although no region of it may be writable.
+                b.block.touch();
                 if exec[i] {
                     // Code written since the snapshot (a JIT): where it is mapped, its
                     // translations are stale.
@@ -818,7 +839,7 @@ impl Memory {
             }
             let n = page_len.min(b.block.len - off);
             let code = exec.iter().any(|&(s, e, _)| off >= s && off < e);
-            let saved = b.pages.binary_search(&i).ok();
+            let saved = b.saved.pages.binary_search(&i).ok();
             if saved.is_none() && !code {
                 match &mut holes {
                     Some((_, end)) if *end == off => *end = off + n,
@@ -834,10 +855,9 @@ impl Memory {
             // while the engine is stopped.
             let page = unsafe { std::slice::from_raw_parts_mut(b.block.as_ptr().add(off), n) };
             match saved {
-                // Saved pages are whole but perhaps the block's last, so the k-th starts at k
-                // pages. Code is compared first: an unchanged page keeps its translations.
+                // Code is compared first: an unchanged page keeps its translations.
                 Some(k) => {
-                    let old = &b.data[k * page_len..k * page_len + n];
+                    let old = &b.saved.data[k][..n];
                     if code && page == old {
                         continue;
                     }

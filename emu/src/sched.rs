@@ -118,6 +118,7 @@ pub struct DelayInjection {
 pub struct Delays {
     /// The configuration the run was given.
     pub cfg: DelayInjection,
+    seed: u64,
     rng: Rng,
     /// Fruitless delays per release site (the call's PC).
     fruitless: rustc_hash::FxHashMap<u64, u32>,
@@ -132,6 +133,7 @@ impl Delays {
     pub fn new(cfg: DelayInjection, seed: u64) -> Delays {
         Delays {
             cfg,
+            seed,
             rng: Rng::new(seed ^ 0xde1a_7de1_a7de_1a7d),
             fruitless: rustc_hash::FxHashMap::default(),
             last: None,
@@ -157,6 +159,16 @@ impl Delays {
         self.last = Some((site, tid, until, false));
     }
 
+    /// The delay injection a run seeded with `seed` would have now, if this one has decided
+    /// nothing yet (else `None`: what it decided depended on its own seed).
+    pub fn reseeded(&self, seed: u64) -> Option<Delays> {
+        let untouched = self.injected == 0
+            && self.last.is_none()
+            && self.fruitless.is_empty()
+            && self.rng == Delays::new(self.cfg, self.seed).rng;
+        untouched.then(|| Delays::new(self.cfg, seed))
+    }
+
     /// Thread `reader` loaded PM data stored by `writer` that is not durable, at `icount`.
     pub fn observe(&mut self, reader: u32, writer: u32, icount: u64) {
         if let Some((_, tid, until, fruitful)) = &mut self.last {
@@ -168,7 +180,7 @@ impl Delays {
 }
 
 /// xoshiro256** seeded through splitmix64: small, fast, and the same on every host.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rng {
     s: [u64; 4],
 }
@@ -264,7 +276,12 @@ pub enum Point {
 pub struct Scheduler {
     /// The strategy, fixed for the run.
     pub strategy: Strategy,
+    /// The seed of `rng` (what [`Scheduler::reseeded`] checks the stream against).
+    seed: u64,
     rng: Rng,
+    /// Every thread the scheduler was told of, in order ([`Scheduler::thread_created`]: PCT
+    /// draws each one's priority from the stream).
+    created: Vec<u32>,
     /// PCT priorities by thread id (higher runs first).
     priorities: rustc_hash::FxHashMap<u32, u64>,
     /// The same priorities ordered, highest last (ties: the lower thread id last), so that a
@@ -311,7 +328,9 @@ impl Scheduler {
         }
         Scheduler {
             strategy,
+            seed,
             rng,
+            created: Vec::new(),
             priorities: rustc_hash::FxHashMap::default(),
             by_priority: std::collections::BTreeSet::new(),
             change_points,
@@ -329,8 +348,39 @@ impl Scheduler {
         self.prefix = prefix;
     }
 
+    /// The scheduler a run seeded with `seed` would have now, if nothing this one decided so far
+    /// depended on its seed: its stream drawn from only for what every run draws the same way
+    /// (PCT's change points and the priorities of the threads created so far), no scheduling
+    /// point counted, no decision made. `None` otherwise. The exhaustive prefix is kept. This is
+    /// what lets `--explore` start every schedule from one snapshot of their common start.
+    pub fn reseeded(&self, seed: u64) -> Option<Scheduler> {
+        let replay = |seed| {
+            let mut s = Scheduler::new(self.strategy, seed);
+            for &tid in &self.created {
+                s.thread_created(tid);
+            }
+            s
+        };
+        let fresh = replay(self.seed);
+        let untouched = self.rng == fresh.rng
+            && self.points == 0
+            && self.switches == 0
+            && self.decisions.is_empty()
+            && self.change_points == fresh.change_points
+            && self.next_low_priority == fresh.next_low_priority
+            && self.next_demoted == fresh.next_demoted
+            && self.priorities == fresh.priorities;
+        if !untouched {
+            return None;
+        }
+        let mut s = replay(seed);
+        s.prefix = self.prefix.clone();
+        Some(s)
+    }
+
     /// A new thread exists.
     pub fn thread_created(&mut self, tid: u32) {
+        self.created.push(tid);
         if matches!(self.strategy, Strategy::Pct { .. }) {
             // Initial priorities sit above every change-point priority (which count up from 0).
             let p = (1 << 32) + self.rng.below(1 << 31);

@@ -14,6 +14,9 @@ pub fn crash(a: CrashArgs) -> Result<i32> {
     if shard.is_some() && a.lazy {
         bail!("--lazy cannot be sharded: its crash points share what recovery read (run it unsharded)");
     }
+    if opts.schedule_seed.is_some() {
+        bail!("--schedule-seed applies to `ferrite run` only (crash testing seeds each run with --seed)");
+    }
     let recover = opts.recover.as_deref().map(super::split_command).unwrap_or_else(|| a.command.clone());
     if recover.is_empty() {
         bail!("--recover needs a program");

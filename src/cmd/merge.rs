@@ -268,7 +268,7 @@ pub fn explore_part(
     let runs = if exhaustive {
         sharded::exhaustive(&runner, spec, opts.explore.max(1), opts.max_preemptions, opts.por, shard)?
     } else {
-        sharded::random(&runner, spec, opts.explore, shard)?
+        sharded::random(&runner, spec, opts.explore, shard, !opts.no_snapshots)?
     };
     header.units = if exhaustive { 0 } else { u64::from(opts.explore) };
     let ran = runs.pieces.len();

@@ -87,6 +87,7 @@ pub fn run_spec(opts: &RunOptions, command: &[String], pm_dir: PathBuf) -> Resul
         argv: command.to_vec(),
         env: guest_env(opts)?,
         seed: opts.seed,
+        schedule_seed: opts.schedule_seed,
         pm_dir,
         pm_mount: opts.pm_mount.clone(),
         max_instructions: opts.max_instructions,

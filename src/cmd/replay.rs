@@ -80,7 +80,10 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
     // describes the first schedule, so only the finding itself can be checked.
     let same_schedule = wanted
         .as_ref()
-        .map(|f| f.seed == orig.run.seed && f.schedule.as_ref().is_none_or(|s| s.is_empty()))
+        .map(|f| {
+            f.seed == orig.run.schedule_seed.unwrap_or(orig.run.seed)
+                && f.schedule.as_ref().is_none_or(|s| s.is_empty())
+        })
         .unwrap_or(true);
     if same_schedule && report.run.trace_hash != orig.run.trace_hash {
         let why = if changed.is_empty() { "the execution took another path".to_string() } else { changed.join("; ") };

@@ -23,7 +23,7 @@ pub fn explore_as(spec: &RunSpec, opts: &RunOptions) -> Result<(RunReport, RunOu
         let (r, o, summary) = explore::targeted::explore(&runner, spec, opts.explore.max(1))?;
         (r, o, Some(summary))
     } else if opts.explore > 1 {
-        let (r, o) = explore::random(&runner, spec, opts.explore)?;
+        let (r, o) = explore::random(&runner, spec, opts.explore, !opts.no_snapshots)?;
         (r, o, None)
     } else {
         let (r, o) = runner.execute(spec)?;
@@ -38,6 +38,9 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let opts = a.opts;
     super::check_report_path("--report", opts.report.as_deref())?;
     let shard = super::merge::shard_of(&a.shard, opts.report.as_deref(), opts.quiet)?;
+    if opts.schedule_seed.is_some() && opts.strategy == "pmrace" {
+        anyhow::bail!("--schedule-seed does not apply to --strategy pmrace (each of its runs has a seed of its own)");
+    }
     let pm = super::PmDir::new(opts.pm_dir.clone())?;
     let spec = super::run_spec(&opts, &a.command, pm.path())?;
     if let (Some(shard), Some(path)) = (shard, &opts.report) {

@@ -54,9 +54,9 @@ impl Branch {
 pub const SNAPSHOT_BUDGET: u64 = 1 << 30;
 
 /// Instructions a run goes past its last snapshot before it takes another (besides the one
-/// where it leaves the path): a snapshot copies every touched page and costs about what
-/// running a million instructions does, while the decisions of a multi-threaded stretch
-/// come every few hundred.
+/// where it leaves the path): a snapshot copies the pages written since the last one (and the
+/// PM directory's files whole) and costs up to what running a million instructions does,
+/// while the decisions of a multi-threaded stretch come every few hundred.
 const SNAPSHOT_GAP: u64 = 1_000_000;
 
 /// Explores up to `limit` schedules of `spec` with at most `max_preemptions` preemptions each.

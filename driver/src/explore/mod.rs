@@ -1,7 +1,7 @@
 //! Exploration strategies: many runs of one spec, their findings merged.
 //!
 //! - [`random`]: `--explore N` schedules derived from the seed, in parallel (one engine per
-//!   worker);
+//!   worker), each worker's going on from one snapshot of their common start ([`schedules`]);
 //! - [`exhaustive`]: `--strategy exhaustive`, every schedule up to a preemption bound, depth
 //!   first, optionally partial-order reduced ([`por`]);
 //! - [`targeted`]: `--strategy pmrace`, PMRace's PM-aware interleaving exploration;
@@ -13,6 +13,7 @@
 
 pub mod exhaustive;
 pub mod por;
+pub mod schedules;
 pub mod sharded;
 pub mod targeted;
 
@@ -54,8 +55,10 @@ pub fn pm_copy(spec: &RunSpec) -> std::io::Result<tempfile::TempDir> {
     Ok(dir)
 }
 
-/// Run `i` of an exploration: its seed derived from the spec's, a private copy of the PM
-/// directory (kept while the directory guard lives), and only run 0's output and warnings shown.
+/// Run `i` of a crash-testing or PMRace exploration: its seed (program and schedule alike)
+/// derived from the spec's, a private copy of the PM directory (kept while the directory guard
+/// lives), and only run 0's output and warnings shown. (`--explore` under the random strategies
+/// varies only the schedule seed: [`schedules`].)
 pub fn exploration_run(spec: &RunSpec, i: u64) -> std::io::Result<(tempfile::TempDir, RunSpec)> {
     let dir = pm_copy(spec)?;
     let mut s = spec.clone();
@@ -69,22 +72,22 @@ pub fn exploration_run(spec: &RunSpec, i: u64) -> std::io::Result<(tempfile::Tem
 }
 
 /// Runs `n` schedules derived from the spec's seed in parallel (one engine per worker) and
-/// merges their findings; each finding keeps the seed of the run that exposed it. The first
-/// run's output passes through; the others' is discarded.
-pub fn random(runner: &Runner, spec: &RunSpec, n: u32) -> Result<(RunReport, RunOutcome), SessionError> {
-    use rayon::prelude::*;
-    let results: Vec<Result<(RunReport, RunOutcome), SessionError>> = (0..u64::from(n))
-        .into_par_iter()
-        .map(|i| {
-            let (_dir, s) = exploration_run(spec, i)?;
-            runner.execute(&s)
-        })
-        .collect();
-    let mut all = results.into_iter();
-    let (mut report, first) = all.next().ok_or(SessionError::NoRun)??;
+/// merges their findings; each finding keeps the schedule seed of the run that exposed it. The
+/// first run's output passes through; the others' is discarded. `snapshots`: schedules go on
+/// from a snapshot of their common start ([`schedules`]); the report is the same without.
+pub fn random(
+    runner: &Runner,
+    spec: &RunSpec,
+    n: u32,
+    snapshots: bool,
+) -> Result<(RunReport, RunOutcome), SessionError> {
+    let indices: Vec<u64> = (0..u64::from(n)).collect();
+    let (runs, counts) = schedules::run(runner, spec, &indices, snapshots)?;
+    let mut all = runs.into_iter();
+    let (_, mut report, first) = all.next().ok_or(SessionError::NoRun)?;
+    let mut first = first.ok_or(SessionError::NoRun)?;
     let mut findings = report.findings.clone();
-    for r in all {
-        let r = r?.0;
+    for (_, r, _) in all {
         findings.extend(r.findings);
         for (k, v) in r.stats {
             *report.stats.entry(k).or_insert(0) += v;
@@ -95,5 +98,16 @@ pub fn random(runner: &Runner, spec: &RunSpec, n: u32) -> Result<(RunReport, Run
     report.discarded = analyses::Finding::merge(std::mem::take(&mut report.discarded));
     report.run.seed = spec.seed;
     report.run.schedules = n;
+    if !spec.quiet && snapshots && n > 1 {
+        say!(
+            "ferrite: {} schedule(s) went on from a snapshot, {} ran from the start; {} guest instructions run ({} \
+             from the start)",
+            counts.from_snapshot,
+            counts.from_start,
+            counts.instructions,
+            counts.instructions_from_start
+        );
+    }
+    first.branching = Some(counts);
     Ok((report, first))
 }

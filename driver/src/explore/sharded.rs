@@ -3,8 +3,9 @@
 //! exploration's order, so that merging the shards' runs in that order gives the unsharded
 //! report (`ferrite merge`).
 //!
-//! - `--explore N` ([`random`]): the units are the N schedules; run `i` has seed
-//!   `explore_seed(seed, i)` whichever shard runs it.
+//! - `--explore N` ([`random`]): the units are the N schedules; run `i` has schedule seed
+//!   `explore_seed(seed, i)` whichever shard runs it (and each shard's workers go on from
+//!   snapshots of their own).
 //! - `--strategy exhaustive` ([`exhaustive`]): every shard runs the root schedule (one run
 //!   each: what tells the shards the top-level branches), and the root's alternatives are the
 //!   units; a shard explores, depth first as unsharded, the subtrees of the branches it owns.
@@ -60,20 +61,19 @@ pub struct ShardRuns {
     pub complete: bool,
 }
 
-/// The runs of `--explore n` that `shard` owns.
-pub fn random(runner: &Runner, spec: &RunSpec, n: u32, shard: Shard) -> Result<ShardRuns, SessionError> {
-    use rayon::prelude::*;
+/// The runs of `--explore n` that `shard` owns (`snapshots`: from a snapshot of their common
+/// start, [`super::schedules`]).
+pub fn random(
+    runner: &Runner,
+    spec: &RunSpec,
+    n: u32,
+    shard: Shard,
+    snapshots: bool,
+) -> Result<ShardRuns, SessionError> {
     let mine: Vec<u64> = (0..u64::from(n)).filter(|&i| shard.owns(i)).collect();
-    let results: Vec<Result<RunReport, SessionError>> = mine
-        .par_iter()
-        .map(|&i| {
-            let (_dir, s) = super::exploration_run(spec, i)?;
-            Ok(runner.execute(&s)?.0)
-        })
-        .collect();
+    let (runs, _) = super::schedules::run(runner, spec, &mine, snapshots)?;
     let mut out = ShardRuns { first: None, pieces: Vec::new(), complete: true };
-    for (&i, r) in mine.iter().zip(results) {
-        let r = r?;
+    for (i, r, _) in runs {
         out.pieces.push(Piece::of(vec![i], Vec::new(), &r));
         if i == 0 {
             out.first = Some(r);

@@ -267,3 +267,25 @@ impl Machine {
         Ok(())
     }
 }
+
+impl Machine {
+    /// Seeds the scheduler and delay injection with `seed`, as a run whose schedule seed is
+    /// `seed` has them at this point, if nothing the run decided so far depended on their seed
+    /// ([`Scheduler::reseeded`]); false, with nothing changed, otherwise. With a snapshot taken
+    /// before the first scheduling point at which two threads could run, every schedule of an
+    /// exploration goes on from it with its own seed.
+    pub fn reseed_schedule(&mut self, seed: u64) -> bool {
+        let st = self.uc.get_data_mut();
+        let Some(sched) = st.steer.sched.reseeded(seed) else { return false };
+        let delays = match &st.steer.delays {
+            Some(d) => match d.reseeded(seed) {
+                Some(d) => Some(d),
+                None => return false,
+            },
+            None => None,
+        };
+        st.steer.sched = sched;
+        st.steer.delays = delays;
+        true
+    }
+}

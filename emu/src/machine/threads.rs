@@ -111,6 +111,11 @@ impl Machine {
         }
     }
 
+    /// How many other threads could run, as last told ([`Machine::set_runnable_others`]).
+    pub fn runnable_others(&self) -> usize {
+        self.uc.get_data().steer.runnable_others
+    }
+
     /// Starts a new quantum for the running thread (after a scheduling decision).
     pub fn new_quantum(&mut self) {
         let icount = self.icount;
