@@ -109,7 +109,7 @@ fn run_finding(analysis: &str, kind: &str, message: String, seed: u64, locations
 }
 
 fn deadlock_finding(symbols: &Objects, d: &Deadlock, seed: u64) -> Finding {
-    let locations = d.threads.iter().map(|(tid, bt)| symbols.location("blocked", *tid, symbols.frames(bt))).collect();
+    let locations = d.threads.iter().map(|(tid, bt)| symbols.location("blocked", *tid, symbols.frames_of(*tid, bt))).collect();
     let message = format!("deadlock: all {} live threads are blocked and none can wake the others", d.threads.len());
     run_finding("deadlock", "all-threads-blocked", message, seed, locations)
 }
@@ -494,6 +494,11 @@ impl Session {
                     findings.push(deadlock_finding(symbols, &d, spec.seed));
                     break GuestEnd::Deadlock;
                 }
+                // Another process's program: its code information for the passes.
+                if symbols.has_images() && symbols.switch_to(m.tid()) {
+                    m.set_sync_functions(symbols.sync_functions(&spec.custom_locks));
+                    give_code_info(m, symbols);
+                }
                 if debug.as_deref_mut().is_some_and(|d| d.scheduled(m)) {
                     return Driven::Scheduled;
                 }
@@ -568,7 +573,16 @@ impl Session {
                         }
                     }
                     *max_threads_seen = (*max_threads_seen).max(k.live_threads());
+                    for ex in k.execs.drain(..) {
+                        // The new program and its interpreter; its libraries come as they are mapped.
+                        symbols.exec(ex.tid, &ex.path, &ex.bytes, ex.load_bias, ex.lowest, ex.highest);
+                        symbols.refresh(m);
+                        *regions_seen = m.mem.regions().count();
+                        m.set_sync_functions(symbols.sync_functions(&spec.custom_locks));
+                        give_code_info(m, symbols);
+                    }
                     for (tid, handle) in std::mem::take(&mut k.created) {
+                        symbols.thread_created(tid);
                         m.emit_thread_event(emu::events::EventKind::ThreadCreate, handle, u64::from(tid));
                     }
                     // Drained, not taken: the list keeps its capacity (no allocation per wake).

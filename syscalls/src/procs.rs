@@ -36,7 +36,7 @@ use crate::{err, Errno, Kernel, SysResult};
 /// it. Far above the keys of pipes and sockets, which count up from 1.
 const CHILD_KEY: u64 = 1 << 62;
 /// Readiness key of "this vfork child ended": its parent waits on it.
-const VFORK_KEY: u64 = 1 << 61;
+pub(crate) const VFORK_KEY: u64 = 1 << 61;
 
 const CLONE_VFORK: u64 = 0x4000;
 const CLONE_SETTLS: u64 = 0x80000;
@@ -61,6 +61,7 @@ pub(crate) struct Saved {
     umask: u32,
     sigactions: [[u64; 4]; 65],
     fs_base: u64,
+    exe: Option<String>,
 }
 
 /// A process.
@@ -161,6 +162,7 @@ impl Kernel {
             umask: self.proc.umask,
             sigactions: self.proc.sigactions,
             fs_base: self.proc.fs_base,
+            exe: self.proc.exe.clone(),
         };
         self.procs.insert(child, Proc { ppid: self.pid, pgid, sid, ended: None, saved: Some(saved) });
         // The fork orders everything the parent did before it before everything the child does.
@@ -189,6 +191,7 @@ impl Kernel {
         std::mem::swap(&mut self.proc.umask, &mut s.umask);
         std::mem::swap(&mut self.proc.sigactions, &mut s.sigactions);
         std::mem::swap(&mut self.proc.fs_base, &mut s.fs_base);
+        std::mem::swap(&mut self.proc.exe, &mut s.exe);
         self.pid = to;
         match self.procs.get_mut(&from) {
             Some(p) if p.ended.is_none() => p.saved = Some(s),

@@ -42,6 +42,18 @@ impl Machine {
         })
     }
 
+    /// `execve`'s end of the running address space: every mapping goes (host memory another
+    /// process still maps stays with it), PM windows and SIGBUS ranges with them, and the running
+    /// thread's shadow call stack, whose frames named the old program. The caller loads the new
+    /// program into the empty space. Snapshots are refused from now on, as after a `fork`: what
+    /// the caller knows of the objects loaded is no longer one program's.
+    pub fn exec_address_space(&mut self) {
+        let mut empty = AddressSpace { mem: Memory::default(), windows: Vec::new(), sigbus: Vec::new() };
+        self.swap_address_space(&mut empty);
+        self.processes = true;
+        self.uc.get_data_mut().callstack = CallStack::default();
+    }
+
     /// Whether the machine has ever had more than one process.
     pub fn has_processes(&self) -> bool {
         self.processes
