@@ -109,7 +109,8 @@ fn run_finding(analysis: &str, kind: &str, message: String, seed: u64, locations
 }
 
 fn deadlock_finding(symbols: &Objects, d: &Deadlock, seed: u64) -> Finding {
-    let locations = d.threads.iter().map(|(tid, bt)| symbols.location("blocked", *tid, symbols.frames_of(*tid, bt))).collect();
+    let locations =
+        d.threads.iter().map(|(tid, bt)| symbols.location("blocked", *tid, symbols.frames_of(*tid, bt))).collect();
     let message = format!("deadlock: all {} live threads are blocked and none can wake the others", d.threads.len());
     run_finding("deadlock", "all-threads-blocked", message, seed, locations)
 }
@@ -494,6 +495,16 @@ impl Session {
                     findings.push(deadlock_finding(symbols, &d, spec.seed));
                     break GuestEnd::Deadlock;
                 }
+                // A signal sent to the thread now running, perhaps while it was blocked.
+                if let Err(e) = k.deliver_pending(m) {
+                    match k.signal_death(m, e) {
+                        Some(e) => break GuestEnd::Exited(e),
+                        None => {
+                            *pending_schedule = Some((Point::Forced, true));
+                            continue;
+                        }
+                    }
+                }
                 // Another process's program: its code information for the passes.
                 if symbols.has_images() && symbols.switch_to(m.tid()) {
                     m.set_sync_functions(symbols.sync_functions(&spec.custom_locks));
@@ -605,8 +616,18 @@ impl Session {
                             break;
                         }
                     }
+                    // A signal another process sent, or one the call unblocked.
+                    if killed.is_none() && matches!(outcome, Outcome::Continue | Outcome::Yield) {
+                        killed = k.deliver_pending(m).err();
+                    }
                     if let Some(e) = killed {
-                        break GuestEnd::Exited(e);
+                        match k.signal_death(m, e) {
+                            Some(e) => break GuestEnd::Exited(e),
+                            None => {
+                                *pending_schedule = Some((Point::Forced, true));
+                                continue;
+                            }
+                        }
                     }
                     let point = match outcome {
                         Outcome::Exit(e) => break GuestEnd::Exited(e),

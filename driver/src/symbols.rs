@@ -316,16 +316,17 @@ impl Objects {
     /// debug file: the program's own code, as for [`Objects::code_info`].
     fn own_line(&self, image: u32, f: &Frame) -> bool {
         f.line.is_some()
-            && self
-                .of(image)
-                .find(|o| f.pc >= o.start && f.pc < o.end)
-                .is_some_and(|o| o.sym.debug_file().is_none())
+            && self.of(image).find(|o| f.pc >= o.start && f.pc < o.end).is_some_and(|o| o.sym.debug_file().is_none())
     }
 
     /// The frame that summarises a backtrace: the innermost with a line of the program's own code
     /// (not a library's line from a debug file), else the innermost with any line, else the first.
     pub fn summary<'a>(&self, frames: &'a [Frame]) -> Option<&'a Frame> {
-        frames.iter().find(|f| self.own_line(self.image, f)).or_else(|| frames.iter().find(|f| f.line.is_some())).or(frames.first())
+        frames
+            .iter()
+            .find(|f| self.own_line(self.image, f))
+            .or_else(|| frames.iter().find(|f| f.line.is_some()))
+            .or(frames.first())
     }
 
     /// A location summarised by [`Objects::summary`], keeping the whole backtrace.

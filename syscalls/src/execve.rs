@@ -265,9 +265,9 @@ fn strings(m: &Machine, mut addr: u64) -> Result<Vec<Vec<u8>>, Errno> {
             return Ok(out);
         }
         // Too long, or unreadable: which, by whether its first byte can be read.
-        let s = m.read_cstr(p, MAX_ARG_STRLEN).map_err(|_| match m.read_cstr(p, 1) {
+        let s = m.read_cstr(p, MAX_ARG_STRLEN).map_err(|_| match m.read(p, &mut [0u8; 1]) {
             Err(_) => Errno(libc::EFAULT),
-            Ok(_) => Errno(libc::E2BIG),
+            Ok(()) => Errno(libc::E2BIG),
         })?;
         total += s.len() as u64 + 9;
         if total > crate::mem::STACK_LIMIT / 4 {

@@ -438,6 +438,7 @@ impl Kernel {
             libc::SYS_rt_sigaction => self.rt_sigaction(m, i(a[0]), a[1], a[2], a[3]),
             libc::SYS_rt_sigprocmask => self.rt_sigprocmask(m, i(a[0]), a[1], a[2], a[3]),
             libc::SYS_sigaltstack => self.sigaltstack(m, a[0], a[1]),
+            libc::SYS_rt_sigsuspend => self.rt_sigsuspend(m, a[0], a[1]),
             libc::SYS_rt_sigreturn => {
                 return match self.rt_sigreturn(m) {
                     Ok(()) => Dispatch::Restored,

@@ -59,7 +59,7 @@ pub(crate) struct Saved {
     mm: MemLayout,
     cwd: Option<String>,
     umask: u32,
-    sigactions: [[u64; 4]; 65],
+    pub(crate) sigactions: [[u64; 4]; 65],
     fs_base: u64,
     exe: Option<String>,
 }
@@ -202,6 +202,12 @@ impl Kernel {
 
     /// exit_group(2), or the last thread's exit(2), of the running process. The first
     /// process's end is the run's; another's makes it a zombie and its threads go.
+    /// How a signal that could not be delivered ends the running process: the run's end if it
+    /// is the first process, otherwise `None` (its threads go; the caller schedules another).
+    pub fn signal_death(&mut self, m: &mut Machine, how: ProcessExit) -> Option<ProcessExit> {
+        self.exit_process(m, how)
+    }
+
     pub(crate) fn exit_process(&mut self, m: &mut Machine, how: ProcessExit) -> Option<ProcessExit> {
         if self.pid == PID {
             return Some(how);
@@ -214,7 +220,7 @@ impl Kernel {
 
     /// Process `pid` ends: its threads go (the running one, if it is one of them, is left for
     /// the scheduler to drop), its descriptors close, its parent's waits look again.
-    fn end_process(&mut self, m: &mut Machine, pid: u32, how: ProcessExit) {
+    pub(crate) fn end_process(&mut self, m: &mut Machine, pid: u32, how: ProcessExit) {
         let tids: Vec<u32> = self.threads.values().filter(|t| t.pid == pid).map(|t| t.tid).collect();
         for tid in tids {
             self.drop_thread(tid);
@@ -234,9 +240,12 @@ impl Kernel {
         for child in self.procs.values_mut().filter(|c| c.ppid == pid) {
             child.ppid = 1;
         }
-        // An orphan is reaped at once: no one waits for it.
-        if ppid == 1 {
+        // An orphan is reaped at once: no one waits for it; so is the child of a parent that
+        // ignores SIGCHLD. Any other parent is sent SIGCHLD.
+        if ppid == 1 || self.reaps_children(ppid) {
             self.procs.remove(&pid);
+        } else {
+            self.signal_process(m, ppid, crate::signal::SigInfo::child(pid, how));
         }
         self.io_ready_all();
         self.io_ready(CHILD_KEY | u64::from(ppid));
@@ -376,16 +385,8 @@ impl Kernel {
                 own = self.kill(sig)?;
                 continue;
             }
-            let Some(p) = self.procs.get(&target) else { continue };
-            let Some(s) = p.saved.as_ref().filter(|_| p.ended.is_none() && sig != 0) else { continue };
-            let handler = s.sigactions[sig as usize][0];
-            let ignored_by_default = matches!(sig, 17 | 18 | 23 | 28) || (19..=22).contains(&sig);
-            match handler {
-                _ if sig == libc::SIGKILL => self.end_process(m, target, ProcessExit::Signal(sig)),
-                1 => {}
-                0 if ignored_by_default => {}
-                0 => self.end_process(m, target, ProcessExit::Signal(sig)),
-                _ => self.note_named(m, 62, "a signal with a handler, sent to another process (not delivered)"),
+            if sig != 0 {
+                self.signal_process(m, target, crate::signal::SigInfo::user(sig, self.pid));
             }
         }
         Ok(own)
