@@ -14,13 +14,13 @@
 //! and PM mappings shared, so the PM device sees one line state for both), the descriptor table
 //! duplicated over the same open file descriptions (offsets, pipes and sockets shared), signal
 //! actions, mask and alternate stack, RAX = 0. `vfork` is a fork whose parent waits until the
-//! child exits (there is no `execve`). The run ends when the first process ends, whatever its
+//! child exits or execs ([`crate::execve`]). The run ends when the first process ends, whatever its
 //! children do (a command's end, as a shell sees it); a child that ends becomes a zombie until
 //! its parent waits for it. A blocking wait is a call on descriptors waiting on its children's
 //! key ([`crate::thread::Wait::Io`], restarted when a child ends), so a wait no child can end is
-//! part of a deadlock like any other block. `SIGCHLD` is not sent (its default action is to
-//! ignore it); a signal sent to another process takes its default action or is ignored, and a
-//! handler there is not run (named once as unsupported).
+//! part of a deadlock like any other block. A child's end sends its parent `SIGCHLD` (a parent
+//! that ignores it does not keep the child to reap); a signal sent to another process takes its
+//! default action, is ignored, or is made pending for its handler ([`crate::signal`]).
 
 use std::collections::BTreeMap;
 

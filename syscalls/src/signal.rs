@@ -18,8 +18,14 @@
 //! process. A signal a thread sends to the process (`kill`, `tgkill`, `tkill`) is delivered when
 //! that system call returns: asynchronous signals arrive only at such recorded points.
 //!
-//! Left out: signals between processes, real-time signal queues (one pending instance per
-//! signal), `sigsuspend`/`sigtimedwait`/`signalfd`, the XSAVE frame format (the CPU model has no
+//! A signal from another process (`kill`, `SIGCHLD`) is made pending for one thread of the
+//! receiving process and delivered when that thread next makes a system call or is scheduled
+//! ([`Kernel::deliver_pending`]); a thread blocked in a call that is made again when woken (calls
+//! on descriptors, `wait4`, `rt_sigsuspend`) is woken for it, and the call returns EINTR or, under
+//! `SA_RESTART`, is made again after the handler, as Linux does.
+//!
+//! Left out: real-time signal queues (one pending instance per signal), interrupting futex waits
+//! and sleeps, `sigtimedwait`/`signalfd`, the XSAVE frame format (the CPU model has no
 //! XSAVE, so the FXSAVE format with no FP_XSTATE magic is what Linux would build too).
 
 use emu::machine::{ST_REGS, XMM_REGS};
