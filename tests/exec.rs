@@ -109,3 +109,67 @@ fn a_race_in_a_program_the_shell_started_names_its_lines_and_replays() {
     fixed.assert_code(0);
     assert!(get(&fixed.json("r.json"), "findings").as_array().unwrap().is_empty(), "{}", fixed.describe());
 }
+
+/// `sh -c 'kv_server --serve POOL ADDR & kv_client ADDR 20; wait'`: a PM server and its client as
+/// two processes the shell started.
+fn kv_pair(server: &str, addr: &str) -> String {
+    format!(
+        "{} --serve /mnt/pmem0/kv {addr} & {} {addr} 20; wait",
+        guest(server).display(),
+        guest("kv_client").display()
+    )
+}
+
+fn sorted_lines(s: &str) -> Vec<&str> {
+    let mut v: Vec<&str> = s.lines().collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_server_and_its_client_in_two_processes_talk_over_tcp_and_unix_sockets() {
+    let expected = ["kv: 40 of 40 requests answered", "kv_server: 40 requests served"];
+    // Natively, with the pool in the scratch directory.
+    let native_cmd = kv_pair("kv_server", "unix:kv.sock").replace("/mnt/pmem0/kv", "kv.pool");
+    let nat = native(Path::new(SH), &["-c", &native_cmd], &[]);
+    nat.assert_code(0);
+    assert_eq!(sorted_lines(&nat.stdout_str()), expected, "{}", nat.describe());
+    for addr in ["tcp:7711", "unix:kv.sock"] {
+        let run = Ferrite::run(Path::new(SH))
+            .opts(&["--analyses", "none"])
+            .args(&["-c", &kv_pair("kv_server", addr)])
+            .go_within(std::time::Duration::from_secs(300));
+        run.assert_code(0);
+        assert_eq!(sorted_lines(&run.stdout_str()), expected, "{}", run.describe());
+    }
+}
+
+#[test]
+fn explore_finds_the_servers_race_through_its_clients_process_and_each_finding_replays() {
+    let bug = u64::from(marker_line("kv_server.c", "/* BUG:"));
+    let load = u64::from(marker_line("kv_server.c", "/* LOAD:"));
+    let explore = |server: &str| {
+        Ferrite::run(Path::new(SH))
+            .opts(&["--explore", "8", "--analyses", "hawkset,vardalith", "--report", "r.json"])
+            .args(&["-c", &kv_pair(server, "tcp:7711")])
+            .go_within(std::time::Duration::from_secs(600))
+    };
+    let run = explore("kv_server");
+    run.assert_code(66);
+    let report = run.json("r.json");
+    for analysis in ["hawkset", "vardalith"] {
+        let f = findings_of(&report, analysis);
+        assert_eq!(f.len(), 1, "{analysis}: {report:#}");
+        let lines = finding_lines(f[0]);
+        assert!(lines.contains(&bug) && lines.contains(&load), "{analysis} at {lines:?}, not {bug} and {load}");
+        let id = get(f[0], "id").to_string();
+        let replay = Ferrite::replay(&run.path("r.json"))
+            .opts(&["--finding", id.as_str()])
+            .go_within(std::time::Duration::from_secs(300));
+        replay.assert_code(66);
+        assert!(replay.stderr.contains(&format!("replay reproduced finding {id}")), "{}", replay.describe());
+    }
+    let twin = explore("kv_server_fixed");
+    twin.assert_code(0);
+    assert!(get(&twin.json("r.json"), "findings").as_array().unwrap().is_empty(), "{}", twin.describe());
+}
