@@ -45,12 +45,16 @@ pub trait Probe {
 
 /// Tells the passes which code is library code (and which copies for its caller).
 fn give_code_info(m: &mut Machine, symbols: &Objects) {
+    give_image_code(m, &symbols.code_info());
+}
+
+/// Tells the passes and the machine `info`.
+fn give_image_code(m: &mut Machine, info: &analyses::CodeInfo) {
     let Some(obs) = m.observer_mut() else { return };
     let any: &mut dyn std::any::Any = obs;
     if let Some(passes) = any.downcast_mut::<Passes>() {
-        let info = symbols.code_info();
-        passes.set_code(&info);
-        m.set_library_code(info.library);
+        passes.set_code(info);
+        m.set_library_code(info.library.clone());
     }
 }
 
@@ -507,8 +511,9 @@ impl Session {
                 }
                 // Another process's program: its code information for the passes.
                 if symbols.has_images() && symbols.switch_to(m.tid()) {
-                    m.set_sync_functions(symbols.sync_functions(&spec.custom_locks));
-                    give_code_info(m, symbols);
+                    let (info, sync) = symbols.image_code(&spec.custom_locks);
+                    m.set_sync_functions(sync.iter().copied());
+                    give_image_code(m, info);
                 }
                 if debug.as_deref_mut().is_some_and(|d| d.scheduled(m)) {
                     return Driven::Scheduled;

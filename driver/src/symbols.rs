@@ -51,7 +51,13 @@ pub struct Objects {
     images: u32,
     /// Each thread's image, for threads of an image other than 0.
     thread_image: BTreeMap<u32, u32>,
+    /// Each image's code information and synchronisation functions, computed once (a process
+    /// switch hands them over again, and reading them from the symbols costs milliseconds).
+    image_code: BTreeMap<u32, ImageCode>,
 }
+
+/// What the passes and the machine are told of one image's code.
+type ImageCode = (CodeInfo, Vec<(u64, SyncKind)>);
 
 /// The debug-file directories of `--debug-dir` (empty entries dropped; the option without a value
 /// searches none), or [`loader::DEFAULT_DEBUG_DIR`] when it is not given.
@@ -99,6 +105,7 @@ impl Objects {
             image: 0,
             images: 1,
             thread_image: BTreeMap::new(),
+            image_code: BTreeMap::new(),
         }
     }
 
@@ -118,6 +125,17 @@ impl Objects {
     pub fn add(&mut self, path: &str, bytes: &[u8], bias: u64, start: u64, end: u64) {
         let sym = symbolizer(path, bytes, bias, &self.debug_dirs);
         self.objects.push(Object { image: self.image, path: path.to_string(), start, end, sym });
+        self.image_code.remove(&self.image);
+    }
+
+    /// The running image's code information and synchronisation functions (with the `custom`
+    /// locks, the same at every call of a run), computed once per image and its objects.
+    pub fn image_code(&mut self, custom: &[CustomLock]) -> &ImageCode {
+        if !self.image_code.contains_key(&self.image) {
+            let code = (self.code_info(), self.sync_functions(custom));
+            self.image_code.insert(self.image, code);
+        }
+        &self.image_code[&self.image]
     }
 
     /// Thread `tid` exec'ed the program `path`, loaded at `bias` over `[start, end)`: a new image
