@@ -45,12 +45,16 @@ pub trait Probe {
 
 /// Tells the passes which code is library code (and which copies for its caller).
 fn give_code_info(m: &mut Machine, symbols: &Objects) {
+    give_image_code(m, &symbols.code_info());
+}
+
+/// Tells the passes and the machine `info`.
+fn give_image_code(m: &mut Machine, info: &analyses::CodeInfo) {
     let Some(obs) = m.observer_mut() else { return };
     let any: &mut dyn std::any::Any = obs;
     if let Some(passes) = any.downcast_mut::<Passes>() {
-        let info = symbols.code_info();
-        passes.set_code(&info);
-        m.set_library_code(info.library);
+        passes.set_code(info);
+        m.set_library_code(info.library.clone());
     }
 }
 
@@ -109,7 +113,8 @@ fn run_finding(analysis: &str, kind: &str, message: String, seed: u64, locations
 }
 
 fn deadlock_finding(symbols: &Objects, d: &Deadlock, seed: u64) -> Finding {
-    let locations = d.threads.iter().map(|(tid, bt)| symbols.location("blocked", *tid, symbols.frames(bt))).collect();
+    let locations =
+        d.threads.iter().map(|(tid, bt)| symbols.location("blocked", *tid, symbols.frames_of(*tid, bt))).collect();
     let message = format!("deadlock: all {} live threads are blocked and none can wake the others", d.threads.len());
     run_finding("deadlock", "all-threads-blocked", message, seed, locations)
 }
@@ -534,6 +539,22 @@ impl Session {
                     findings.push(deadlock_finding(symbols, &d, spec.sched_seed()));
                     break GuestEnd::Deadlock;
                 }
+                // A signal sent to the thread now running, perhaps while it was blocked.
+                if let Err(e) = k.deliver_pending(m) {
+                    match k.signal_death(m, e) {
+                        Some(e) => break GuestEnd::Exited(e),
+                        None => {
+                            *pending_schedule = Some((Point::Forced, true));
+                            continue;
+                        }
+                    }
+                }
+                // Another process's program: its code information for the passes.
+                if symbols.has_images() && symbols.switch_to(m.tid()) {
+                    let (info, sync) = symbols.image_code(&spec.custom_locks);
+                    m.set_sync_functions(sync.iter().copied());
+                    give_image_code(m, info);
+                }
                 if debug.as_deref_mut().is_some_and(|d| d.scheduled(m)) {
                     return Driven::Scheduled;
                 }
@@ -608,7 +629,16 @@ impl Session {
                         }
                     }
                     *max_threads_seen = (*max_threads_seen).max(k.live_threads());
+                    for ex in k.execs.drain(..) {
+                        // The new program and its interpreter; its libraries come as they are mapped.
+                        symbols.exec(ex.tid, &ex.path, &ex.bytes, ex.load_bias, ex.lowest, ex.highest);
+                        symbols.refresh(m);
+                        *regions_seen = m.mem.regions().count();
+                        m.set_sync_functions(symbols.sync_functions(&spec.custom_locks));
+                        give_code_info(m, symbols);
+                    }
                     for (tid, handle) in std::mem::take(&mut k.created) {
+                        symbols.thread_created(tid);
                         m.emit_thread_event(emu::events::EventKind::ThreadCreate, handle, u64::from(tid));
                     }
                     // Drained, not taken: the list keeps its capacity (no allocation per wake).
@@ -631,8 +661,18 @@ impl Session {
                             break;
                         }
                     }
+                    // A signal another process sent, or one the call unblocked.
+                    if killed.is_none() && matches!(outcome, Outcome::Continue | Outcome::Yield) {
+                        killed = k.deliver_pending(m).err();
+                    }
                     if let Some(e) = killed {
-                        break GuestEnd::Exited(e);
+                        match k.signal_death(m, e) {
+                            Some(e) => break GuestEnd::Exited(e),
+                            None => {
+                                *pending_schedule = Some((Point::Forced, true));
+                                continue;
+                            }
+                        }
                     }
                     let point = match outcome {
                         Outcome::Exit(e) => break GuestEnd::Exited(e),

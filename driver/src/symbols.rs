@@ -12,16 +12,27 @@
 //! own for the passes ([`Objects::code_info`]) is decided by the objects' own DWARF, so what the
 //! host happens to have installed under `/usr/lib/debug` changes how findings read, never which
 //! findings there are. Debug files are read by ferrite, not the guest, and are not run inputs.
+//!
+//! A program a process starts with `execve` is a new *image*: its objects are learnt apart from
+//! the other processes' (two programs are loaded at the same addresses, each in its own process).
+//! Every thread belongs to one image, its process's since its last `execve`
+//! ([`Objects::exec`], [`Objects::thread_created`]); a location is symbolised in its thread's
+//! image, and the code information the passes get is the running process's image's
+//! ([`Objects::switch_to`]). A thread that exec'ed is symbolised in its new image, events from
+//! before its `execve` too (between a `fork` and its `execve` a shell's child runs the shell's
+//! code only briefly).
 
 use analyses::{CodeInfo, Finding, Frame, Location, RawFinding};
 use emu::sync::{CustomLock, SyncKind};
 use emu::{Backing, Machine};
 use loader::Symbolizer;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 struct Object {
+    /// The image it belongs to.
+    image: u32,
     path: String,
     start: u64,
     end: u64,
@@ -34,7 +45,19 @@ pub struct Objects {
     objects: Vec<Object>,
     /// Host directories searched for separate debug files by build ID and debug link.
     debug_dirs: Vec<PathBuf>,
+    /// The running process's image: where objects mapped now are learnt.
+    image: u32,
+    /// Images made so far (the first program's is 0).
+    images: u32,
+    /// Each thread's image, for threads of an image other than 0.
+    thread_image: BTreeMap<u32, u32>,
+    /// Each image's code information and synchronisation functions, computed once (a process
+    /// switch hands them over again, and reading them from the symbols costs milliseconds).
+    image_code: BTreeMap<u32, ImageCode>,
 }
+
+/// What the passes and the machine are told of one image's code.
+type ImageCode = (CodeInfo, Vec<(u64, SyncKind)>);
 
 /// The debug-file directories of `--debug-dir` (empty entries dropped; the option without a value
 /// searches none), or [`loader::DEFAULT_DEBUG_DIR`] when it is not given.
@@ -76,7 +99,14 @@ fn symbolizer(path: &str, bytes: &[u8], bias: u64, debug_dirs: &[PathBuf]) -> Ar
 impl Objects {
     /// No objects yet; separate debug files are looked for in `debug_dirs` (host paths).
     pub fn new(debug_dirs: &[PathBuf]) -> Objects {
-        Objects { objects: Vec::new(), debug_dirs: debug_dirs.to_vec() }
+        Objects {
+            objects: Vec::new(),
+            debug_dirs: debug_dirs.to_vec(),
+            image: 0,
+            images: 1,
+            thread_image: BTreeMap::new(),
+            image_code: BTreeMap::new(),
+        }
     }
 
     /// How many objects are known (see [`Objects::keep_first`]).
@@ -94,7 +124,57 @@ impl Objects {
     /// has no DWARF of its own.
     pub fn add(&mut self, path: &str, bytes: &[u8], bias: u64, start: u64, end: u64) {
         let sym = symbolizer(path, bytes, bias, &self.debug_dirs);
-        self.objects.push(Object { path: path.to_string(), start, end, sym });
+        self.objects.push(Object { image: self.image, path: path.to_string(), start, end, sym });
+        self.image_code.remove(&self.image);
+    }
+
+    /// The running image's code information and synchronisation functions (with the `custom`
+    /// locks, the same at every call of a run), computed once per image and its objects.
+    pub fn image_code(&mut self, custom: &[CustomLock]) -> &ImageCode {
+        if !self.image_code.contains_key(&self.image) {
+            let code = (self.code_info(), self.sync_functions(custom));
+            self.image_code.insert(self.image, code);
+        }
+        &self.image_code[&self.image]
+    }
+
+    /// Thread `tid` exec'ed the program `path`, loaded at `bias` over `[start, end)`: a new image
+    /// with that program, the running one from now on.
+    pub fn exec(&mut self, tid: u32, path: &str, bytes: &[u8], bias: u64, start: u64, end: u64) {
+        self.image = self.images;
+        self.images += 1;
+        self.thread_image.insert(tid, self.image);
+        self.add(path, bytes, bias, start, end);
+    }
+
+    /// Thread `tid` was created by the running thread (a thread or a forked process): it runs
+    /// the running image.
+    pub fn thread_created(&mut self, tid: u32) {
+        if self.images > 1 {
+            self.thread_image.insert(tid, self.image);
+        }
+    }
+
+    /// Thread `tid` runs now: its image becomes the running one. Returns whether that changed it.
+    pub fn switch_to(&mut self, tid: u32) -> bool {
+        let image = self.image_of(tid);
+        let changed = image != self.image;
+        self.image = image;
+        changed
+    }
+
+    /// Whether some process exec'ed a program (there are several images).
+    pub fn has_images(&self) -> bool {
+        self.images > 1
+    }
+
+    fn image_of(&self, tid: u32) -> u32 {
+        self.thread_image.get(&tid).copied().unwrap_or(0)
+    }
+
+    /// The objects of `image`.
+    fn of(&self, image: u32) -> impl Iterator<Item = &Object> {
+        self.objects.iter().filter(move |o| o.image == image)
     }
 
     /// Adds the files mapped executable that are not known yet. Returns whether any was added.
@@ -115,7 +195,7 @@ impl Objects {
             }
         }
         for (path, base, end, exec) in seen {
-            if exec == 0 || self.objects.iter().any(|o| o.path == path) {
+            if exec == 0 || self.of(self.image).any(|o| o.path == path) {
                 continue;
             }
             if let Ok(bytes) = loader::input::read_regular(std::path::Path::new(&path), loader::input::PROGRAM_CAP) {
@@ -138,7 +218,7 @@ impl Objects {
             COPY.iter().any(|c| base == *c || base.starts_with(&format!("{c}_")))
         };
         let mut info = CodeInfo::default();
-        for o in &self.objects {
+        for o in self.of(self.image) {
             // Lines from a separate debug file do not make a library the program's own.
             let own_lines = o.sym.has_debug_info() && o.sym.debug_file().is_none();
             if !own_lines {
@@ -166,7 +246,7 @@ impl Objects {
     /// program's own `strlen_utf8` is not one).
     pub fn sync_functions(&self, custom: &[CustomLock]) -> Vec<(u64, SyncKind)> {
         let mut out = Vec::new();
-        for o in &self.objects {
+        for o in self.of(self.image) {
             for (name, kind) in SyncKind::STANDARD {
                 if let Some(a) = o.sym.symbol_address(name) {
                     out.push((a, *kind));
@@ -216,9 +296,14 @@ impl Objects {
             .map(|c| c.symbol.as_str())
     }
 
-    /// The frames of a backtrace of PCs.
+    /// The frames of a backtrace of PCs in the running image.
     pub fn frames(&self, pcs: &[u64]) -> Vec<Frame> {
-        self.frames_with(pcs, false)
+        self.frames_with(self.image, pcs, false)
+    }
+
+    /// The frames of a backtrace of PCs of thread `tid`.
+    pub fn frames_of(&self, tid: u32, pcs: &[u64]) -> Vec<Frame> {
+        self.frames_with(self.image_of(tid), pcs, false)
     }
 
     /// [`Objects::frames`] with lines only from the objects' own DWARF, not from separate debug
@@ -226,12 +311,12 @@ impl Objects {
     /// [`Location::from_backtrace`] (the crash log's): a library line there would become the
     /// location's summary.
     pub fn own_frames(&self, pcs: &[u64]) -> Vec<Frame> {
-        self.frames_with(pcs, true)
+        self.frames_with(self.image, pcs, true)
     }
 
-    fn frames_with(&self, pcs: &[u64], own_only: bool) -> Vec<Frame> {
+    fn frames_with(&self, image: u32, pcs: &[u64], own_only: bool) -> Vec<Frame> {
         pcs.iter()
-            .map(|&pc| match self.objects.iter().find(|o| pc >= o.start && pc < o.end) {
+            .map(|&pc| match self.of(image).find(|o| pc >= o.start && pc < o.end) {
                 Some(o) => {
                     let l = if own_only && o.sym.debug_file().is_some() {
                         o.sym.symbol_lookup(pc)
@@ -247,24 +332,25 @@ impl Objects {
 
     /// Whether the frame at `pc` has its line from its object's own DWARF, not from a separate
     /// debug file: the program's own code, as for [`Objects::code_info`].
-    fn own_line(&self, f: &Frame) -> bool {
+    fn own_line(&self, image: u32, f: &Frame) -> bool {
         f.line.is_some()
-            && self
-                .objects
-                .iter()
-                .find(|o| f.pc >= o.start && f.pc < o.end)
-                .is_some_and(|o| o.sym.debug_file().is_none())
+            && self.of(image).find(|o| f.pc >= o.start && f.pc < o.end).is_some_and(|o| o.sym.debug_file().is_none())
     }
 
     /// The frame that summarises a backtrace: the innermost with a line of the program's own code
     /// (not a library's line from a debug file), else the innermost with any line, else the first.
     pub fn summary<'a>(&self, frames: &'a [Frame]) -> Option<&'a Frame> {
-        frames.iter().find(|f| self.own_line(f)).or_else(|| frames.iter().find(|f| f.line.is_some())).or(frames.first())
+        frames
+            .iter()
+            .find(|f| self.own_line(self.image, f))
+            .or_else(|| frames.iter().find(|f| f.line.is_some()))
+            .or(frames.first())
     }
 
     /// A location summarised by [`Objects::summary`], keeping the whole backtrace.
     pub fn location(&self, role: &str, tid: u32, frames: Vec<Frame>) -> Location {
-        let own = frames.iter().position(|f| self.own_line(f));
+        let image = self.image_of(tid);
+        let own = frames.iter().position(|f| self.own_line(image, f));
         let mut loc = Location::from_backtrace(role, tid, frames);
         if let Some(top) = own.map(|i| loc.backtrace[i].clone()) {
             loc.pc = top.pc;
@@ -281,7 +367,7 @@ impl Objects {
         let backtrace = |l: &analyses::RawLocation| {
             let mut pcs = vec![l.pc];
             pcs.extend(m.stacks().call_sites(l.stack));
-            self.frames(&pcs)
+            self.frames_of(l.tid, &pcs)
         };
         let locations = raw.locations.iter().map(|l| self.location(l.role, l.tid, backtrace(l))).collect();
         let group = raw.group.map(|g| analyses::Group {

@@ -252,6 +252,10 @@ pub struct Machine {
     pub mem: Memory,
     /// Hooks of each PM window, by window start.
     pm_hooks: Vec<(u64, Vec<unicorn_engine::UcHookId>)>,
+    /// Hooks of PM windows another process has, not the running one: left installed, doing
+    /// nothing ([`pm_windows::window_active`]), so that a switch back to that process needs no
+    /// flush of the translations (`spaces.rs`).
+    parked_windows: Vec<((u64, u64, u64), Vec<unicorn_engine::UcHookId>)>,
     /// Guest threads that are not running, by tid; the running one lives in the engine. Keyed,
     /// so that a switch costs the same with four threads or a thousand.
     parked: rustc_hash::FxHashMap<u32, Parked>,
@@ -386,6 +390,7 @@ impl Machine {
             uc,
             mem: Memory::default(),
             pm_hooks: Vec::new(),
+            parked_windows: Vec::new(),
             parked: rustc_hash::FxHashMap::default(),
             spare_context: None,
             sigbus: Vec::new(),

@@ -10,7 +10,11 @@
  * worker's `get` of the same key loads the bucket under the lock and answers with a value a
  * crash could still lose (HawkSet's pattern: the store's persist is outside its lock).
  * FIXED twin: kv_server_fixed.c, this source built with FIXED (persists before unlocking).
- * Usage: kv_server POOL [N]; prints how many requests were answered, exits 0. */
+ * Usage: kv_server POOL [N]; prints how many requests were answered, exits 0.
+ *
+ * As a server alone (`kv_server --serve POOL ADDR`, ADDR `tcp:PORT` or `unix:PATH`): the same
+ * event loop and workers for clients in other processes (guests/src/kv_client.c), until one sends
+ * `shutdown`; prints how many requests it served, exits 0. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,6 +24,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 
+#include "kv.h"
 #include "pm.h"
 
 #define NBUCKETS 16
@@ -59,7 +64,9 @@ static pthread_mutex_t q_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t q_cond = PTHREAD_COND_INITIALIZER;
 
 static int listener, stop_fd;
-static struct sockaddr_in addr;
+static struct sockaddr_storage addr;
+static socklen_t addr_len = sizeof addr;
+static long served;
 
 static unsigned hash(const char *s)
 {
@@ -208,6 +215,12 @@ static void *server(void *arg)
             char *nl;
             while ((nl = strchr(cn->buf, '\n')) != NULL) {
                 *nl = 0;
+                if (strcmp(cn->buf, "shutdown") == 0) {
+                    answer(cn->fd, "BYE\n");
+                    close(ep);
+                    return NULL;
+                }
+                served++;
                 push(cn->fd, cn->buf);
                 size_t rest = cn->len - (size_t)(nl + 1 - cn->buf);
                 memmove(cn->buf, nl + 1, rest + 1);
@@ -224,53 +237,79 @@ static void *client(void *arg)
 {
     int id = (int)(long)arg;
     int c = socket(AF_INET, SOCK_STREAM, 0);
-    if (connect(c, (struct sockaddr *)&addr, sizeof addr) != 0)
+    if (connect(c, (struct sockaddr *)&addr, addr_len) != 0)
         return NULL;
-    char req[96], resp[96];
-    for (long i = 0; i < requests; i++) {
-        int len = (i % 2 == 0) ? snprintf(req, sizeof req, "set k%ld v%d_%ld\n", (i / 2) % 4, id, i)
-                               : snprintf(req, sizeof req, "get k%ld\n", (i / 2 + id) % 4);
-        if (send(c, req, (size_t)len, 0) != len)
-            break;
-        size_t got = 0;
-        while (got < sizeof resp - 1) {
-            ssize_t n = recv(c, resp + got, 1, 0);
-            if (n <= 0 || resp[got] == '\n')
-                break;
-            got++;
-        }
-        resp[got] = 0;
-        answered[id] += strcmp(resp, "OK") == 0 || strncmp(resp, "VALUE ", 6) == 0 || strcmp(resp, "NONE") == 0;
-    }
+    answered[id] = (int)kv_client_requests(c, id, requests);
     close(c);
     return NULL;
 }
 
-int main(int argc, char **argv)
+/* The pool formatted, the bucket locks made. */
+static void start(const char *path)
 {
-    const char *path = argc > 1 ? argv[1] : PM_DEFAULT_POOL;
-    requests = argc > 2 ? atol(argv[2]) : 20;
     r = pm_map(path, sizeof(struct root));
     /* The items are not cleared: each is written whole by the worker that allocates it. */
     memset(r, 0, offsetof(struct root, items));
     persist(r, offsetof(struct root, items));
     for (int b = 0; b < NBUCKETS; b++)
         pthread_mutex_init(&bucket_lock[b], NULL);
+}
 
-    listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t alen = sizeof addr;
-    if (bind(listener, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(listener, 8) != 0 ||
-        getsockname(listener, (struct sockaddr *)&addr, &alen) != 0) {
+/* The listening socket at `addr` (a loopback port of the kernel's choice when it names none),
+ * the event loop's thread and the workers. */
+static int serve(pthread_t *srv, pthread_t *w)
+{
+    listener = socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    if (bind(listener, (struct sockaddr *)&addr, addr_len) != 0 || listen(listener, 8) != 0 ||
+        getsockname(listener, (struct sockaddr *)&addr, &addr_len) != 0) {
         perror("kv_server: listen");
-        return 2;
+        return -1;
     }
     stop_fd = eventfd(0, 0);
-    pthread_t srv, w[NWORKERS], cl[NCLIENTS];
-    pthread_create(&srv, NULL, server, NULL);
+    pthread_create(srv, NULL, server, NULL);
     for (int k = 0; k < NWORKERS; k++)
         pthread_create(&w[k], NULL, worker, NULL);
+    return 0;
+}
+
+/* The workers finish what is queued and go. */
+static void stop_workers(pthread_t *w)
+{
+    pthread_mutex_lock(&q_lock);
+    stopping = 1;
+    pthread_cond_broadcast(&q_cond);
+    pthread_mutex_unlock(&q_lock);
+    for (int k = 0; k < NWORKERS; k++)
+        pthread_join(w[k], NULL);
+}
+
+int main(int argc, char **argv)
+{
+    pthread_t srv, w[NWORKERS], cl[NCLIENTS];
+    if (argc > 1 && strcmp(argv[1], "--serve") == 0) {
+        if (argc < 4 || kv_address(argv[3], &addr, &addr_len) != 0) {
+            fprintf(stderr, "usage: kv_server --serve POOL tcp:PORT|unix:PATH\n");
+            return 2;
+        }
+        start(argv[2]);
+        if (serve(&srv, w) != 0)
+            return 2;
+        pthread_join(srv, NULL);
+        stop_workers(w);
+        if (addr.ss_family == AF_UNIX)
+            unlink(((struct sockaddr_un *)&addr)->sun_path);
+        printf("kv_server: %ld requests served\n", served);
+        return 0;
+    }
+    const char *path = argc > 1 ? argv[1] : PM_DEFAULT_POOL;
+    requests = argc > 2 ? atol(argv[2]) : 20;
+    start(path);
+    struct sockaddr_in *in = (struct sockaddr_in *)&addr;
+    in->sin_family = AF_INET;
+    in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr_len = sizeof *in;
+    if (serve(&srv, w) != 0)
+        return 2;
     for (long k = 0; k < NCLIENTS; k++)
         pthread_create(&cl[k], NULL, client, (void *)k);
     for (int k = 0; k < NCLIENTS; k++)
@@ -279,12 +318,7 @@ int main(int argc, char **argv)
     if (write(stop_fd, &one, sizeof one) != sizeof one)
         return 2;
     pthread_join(srv, NULL);
-    pthread_mutex_lock(&q_lock);
-    stopping = 1;
-    pthread_cond_broadcast(&q_cond);
-    pthread_mutex_unlock(&q_lock);
-    for (int k = 0; k < NWORKERS; k++)
-        pthread_join(w[k], NULL);
+    stop_workers(w);
     int total = 0;
     for (int k = 0; k < NCLIENTS; k++)
         total += answered[k];

@@ -173,7 +173,7 @@ impl Drop for Description {
 pub struct Fd {
     /// The open file description; `dup` clones the `Rc`, so offsets and status flags are shared.
     pub desc: Rc<RefCell<Description>>,
-    /// `FD_CLOEXEC` as the guest set it; only reported back (`F_GETFD`): there is no `execve`.
+    /// `FD_CLOEXEC` as the guest set it: `execve` closes the descriptor.
     pub cloexec: bool,
 }
 

@@ -204,7 +204,7 @@ impl Kernel {
     fn virtual_contents(&mut self, m: &Machine, v: VirtualFile) -> Vec<u8> {
         match v {
             VirtualFile::Maps => crate::process::proc_maps(m).into_bytes(),
-            VirtualFile::Status => crate::process::proc_status(m, &self.cfg.exe).into_bytes(),
+            VirtualFile::Status => crate::process::proc_status(m, self.exe()).into_bytes(),
             VirtualFile::CpuInfo => emu::cpuid::CpuidTable::default().proc_cpuinfo(self.cfg.cpus).into_bytes(),
             VirtualFile::CpuOnline => {
                 if self.cfg.cpus <= 1 {
@@ -701,7 +701,7 @@ impl Kernel {
     pub(crate) fn readlinkat(&mut self, m: &mut Machine, dirfd: i32, path: u64, buf: u64, len: u64) -> SysResult {
         let guest = self.path_arg(m, dirfd, path, false)?;
         let target: Vec<u8> = if guest == "/proc/self/exe" {
-            self.cfg.exe.clone().into_bytes()
+            self.exe().as_bytes().to_vec()
         } else if guest == "/proc/self/cwd" {
             self.guest_cwd().into_bytes()
         } else if guest == "/proc/self/root" {

@@ -19,6 +19,7 @@
 #![deny(missing_docs)]
 
 pub mod beneath;
+pub mod execve;
 pub mod fd;
 pub mod fs;
 pub mod landlock;
@@ -40,6 +41,7 @@ use std::path::PathBuf;
 
 use emu::{Machine, Reg};
 
+pub use execve::Execed;
 pub use process::{exec, ExecError, ProcessExit};
 pub use signal::SigInfo;
 pub use thread::Deadlock;
@@ -199,6 +201,9 @@ pub struct Kernel {
     pub(crate) net: net::Net,
     /// Every process alive or not yet waited for, by pid ([`procs`]).
     pub(crate) procs: procs::Procs,
+    /// Programs started by `execve` in the last system call, for the caller to learn their
+    /// symbols ([`execve`]); it drains the list.
+    pub execs: Vec<execve::Execed>,
     /// The running process: whose descriptors, memory layout and signal actions the kernel
     /// holds now.
     pub(crate) pid: u32,
@@ -234,6 +239,7 @@ impl Kernel {
             net: net::Net::default(),
             procs: BTreeMap::from([(process::PID, procs::Proc::first())]),
             pid: process::PID,
+            execs: Vec::new(),
             cfg,
         }
     }
@@ -432,6 +438,7 @@ impl Kernel {
             libc::SYS_rt_sigaction => self.rt_sigaction(m, i(a[0]), a[1], a[2], a[3]),
             libc::SYS_rt_sigprocmask => self.rt_sigprocmask(m, i(a[0]), a[1], a[2], a[3]),
             libc::SYS_sigaltstack => self.sigaltstack(m, a[0], a[1]),
+            libc::SYS_rt_sigsuspend => self.rt_sigsuspend(m, a[0], a[1]),
             libc::SYS_rt_sigreturn => {
                 return match self.rt_sigreturn(m) {
                     Ok(()) => Dispatch::Restored,
@@ -486,8 +493,16 @@ impl Kernel {
             libc::SYS_sched_setaffinity => Ok(0), // sched_setaffinity
             libc::SYS_getcpu => self.getcpu(m, a[0], a[1]),
             libc::SYS_execve | libc::SYS_execveat => {
-                self.note_named(m, nr, "execve (one program per run)");
-                err(libc::ENOSYS)
+                let (dirfd, p, flags) = if nr == libc::SYS_execve as u64 {
+                    (libc::AT_FDCWD, [a[0], a[1], a[2]], 0)
+                } else {
+                    (i(a[0]), [a[1], a[2], a[3]], i(a[4]))
+                };
+                match self.execve(m, dirfd, p[0], p[1], p[2], flags) {
+                    Ok(Some(exit)) => return self.process_ends(m, exit),
+                    Ok(None) => Ok(0),
+                    Err(e) => Err(e),
+                }
             }
             // time and randomness
             libc::SYS_time => self.time(m, a[0]),

@@ -51,6 +51,9 @@ pub struct ProcState {
     pub sigactions: [[u64; 4]; 65],
     /// The main thread's FS base.
     pub fs_base: u64,
+    /// The program's path once the process has exec'ed one (`None`: the first program,
+    /// `KernelConfig::exe`).
+    pub exe: Option<String>,
     /// BLAKE3 of what the guest read from standard input.
     pub stdin_hash: blake3::Hasher,
     /// Whether the guest read standard input.
@@ -70,6 +73,7 @@ impl Default for ProcState {
             umask: 0o022,
             sigactions: [[0; 4]; 65],
             fs_base: 0,
+            exe: None,
             stdin_hash: blake3::Hasher::new(),
             stdin_read: false,
             pm_files: BTreeMap::new(),
@@ -112,7 +116,8 @@ pub fn exec(
 ) -> Result<Started, ExecError> {
     let mem_err = |what: &str, e: emu::MemError| ExecError::Memory(format!("{what}: {e:?}"));
     let image = load_elf(program, PIE_BASE)?;
-    map_image(m, &image, &k.cfg.exe)?;
+    let exe = k.exe().to_string();
+    map_image(m, &image, &exe)?;
     // A dynamic executable starts in its interpreter (the host's ld.so, read-only), which maps
     // the libraries through the system-call layer like any other guest code.
     let interp = match &image.interp {
@@ -156,7 +161,7 @@ pub fn exec(
     let spec = StackSpec {
         argv,
         envp,
-        execfn: k.cfg.exe.as_bytes(),
+        execfn: exe.as_bytes(),
         platform: b"x86_64",
         random,
         hwcap: cpuid.hwcap(),

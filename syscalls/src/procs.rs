@@ -14,13 +14,13 @@
 //! and PM mappings shared, so the PM device sees one line state for both), the descriptor table
 //! duplicated over the same open file descriptions (offsets, pipes and sockets shared), signal
 //! actions, mask and alternate stack, RAX = 0. `vfork` is a fork whose parent waits until the
-//! child exits (there is no `execve`). The run ends when the first process ends, whatever its
+//! child exits or execs ([`crate::execve`]). The run ends when the first process ends, whatever its
 //! children do (a command's end, as a shell sees it); a child that ends becomes a zombie until
 //! its parent waits for it. A blocking wait is a call on descriptors waiting on its children's
 //! key ([`crate::thread::Wait::Io`], restarted when a child ends), so a wait no child can end is
-//! part of a deadlock like any other block. `SIGCHLD` is not sent (its default action is to
-//! ignore it); a signal sent to another process takes its default action or is ignored, and a
-//! handler there is not run (named once as unsupported).
+//! part of a deadlock like any other block. A child's end sends its parent `SIGCHLD` (a parent
+//! that ignores it does not keep the child to reap); a signal sent to another process takes its
+//! default action, is ignored, or is made pending for its handler ([`crate::signal`]).
 
 use std::collections::BTreeMap;
 
@@ -36,7 +36,7 @@ use crate::{err, Errno, Kernel, SysResult};
 /// it. Far above the keys of pipes and sockets, which count up from 1.
 const CHILD_KEY: u64 = 1 << 62;
 /// Readiness key of "this vfork child ended": its parent waits on it.
-const VFORK_KEY: u64 = 1 << 61;
+pub(crate) const VFORK_KEY: u64 = 1 << 61;
 
 const CLONE_VFORK: u64 = 0x4000;
 const CLONE_SETTLS: u64 = 0x80000;
@@ -59,8 +59,9 @@ pub(crate) struct Saved {
     mm: MemLayout,
     cwd: Option<String>,
     umask: u32,
-    sigactions: [[u64; 4]; 65],
+    pub(crate) sigactions: [[u64; 4]; 65],
     fs_base: u64,
+    exe: Option<String>,
 }
 
 /// A process.
@@ -161,6 +162,7 @@ impl Kernel {
             umask: self.proc.umask,
             sigactions: self.proc.sigactions,
             fs_base: self.proc.fs_base,
+            exe: self.proc.exe.clone(),
         };
         self.procs.insert(child, Proc { ppid: self.pid, pgid, sid, ended: None, saved: Some(saved) });
         // The fork orders everything the parent did before it before everything the child does.
@@ -189,6 +191,7 @@ impl Kernel {
         std::mem::swap(&mut self.proc.umask, &mut s.umask);
         std::mem::swap(&mut self.proc.sigactions, &mut s.sigactions);
         std::mem::swap(&mut self.proc.fs_base, &mut s.fs_base);
+        std::mem::swap(&mut self.proc.exe, &mut s.exe);
         self.pid = to;
         match self.procs.get_mut(&from) {
             Some(p) if p.ended.is_none() => p.saved = Some(s),
@@ -199,6 +202,12 @@ impl Kernel {
 
     /// exit_group(2), or the last thread's exit(2), of the running process. The first
     /// process's end is the run's; another's makes it a zombie and its threads go.
+    /// How a signal that could not be delivered ends the running process: the run's end if it
+    /// is the first process, otherwise `None` (its threads go; the caller schedules another).
+    pub fn signal_death(&mut self, m: &mut Machine, how: ProcessExit) -> Option<ProcessExit> {
+        self.exit_process(m, how)
+    }
+
     pub(crate) fn exit_process(&mut self, m: &mut Machine, how: ProcessExit) -> Option<ProcessExit> {
         if self.pid == PID {
             return Some(how);
@@ -211,7 +220,7 @@ impl Kernel {
 
     /// Process `pid` ends: its threads go (the running one, if it is one of them, is left for
     /// the scheduler to drop), its descriptors close, its parent's waits look again.
-    fn end_process(&mut self, m: &mut Machine, pid: u32, how: ProcessExit) {
+    pub(crate) fn end_process(&mut self, m: &mut Machine, pid: u32, how: ProcessExit) {
         let tids: Vec<u32> = self.threads.values().filter(|t| t.pid == pid).map(|t| t.tid).collect();
         for tid in tids {
             self.drop_thread(tid);
@@ -231,9 +240,12 @@ impl Kernel {
         for child in self.procs.values_mut().filter(|c| c.ppid == pid) {
             child.ppid = 1;
         }
-        // An orphan is reaped at once: no one waits for it.
-        if ppid == 1 {
+        // An orphan is reaped at once: no one waits for it; so is the child of a parent that
+        // ignores SIGCHLD. Any other parent is sent SIGCHLD.
+        if ppid == 1 || self.reaps_children(ppid) {
             self.procs.remove(&pid);
+        } else {
+            self.signal_process(m, ppid, crate::signal::SigInfo::child(pid, how));
         }
         self.io_ready_all();
         self.io_ready(CHILD_KEY | u64::from(ppid));
@@ -373,16 +385,8 @@ impl Kernel {
                 own = self.kill(sig)?;
                 continue;
             }
-            let Some(p) = self.procs.get(&target) else { continue };
-            let Some(s) = p.saved.as_ref().filter(|_| p.ended.is_none() && sig != 0) else { continue };
-            let handler = s.sigactions[sig as usize][0];
-            let ignored_by_default = matches!(sig, 17 | 18 | 23 | 28) || (19..=22).contains(&sig);
-            match handler {
-                _ if sig == libc::SIGKILL => self.end_process(m, target, ProcessExit::Signal(sig)),
-                1 => {}
-                0 if ignored_by_default => {}
-                0 => self.end_process(m, target, ProcessExit::Signal(sig)),
-                _ => self.note_named(m, 62, "a signal with a handler, sent to another process (not delivered)"),
+            if sig != 0 {
+                self.signal_process(m, target, crate::signal::SigInfo::user(sig, self.pid));
             }
         }
         Ok(own)

@@ -18,8 +18,14 @@
 //! process. A signal a thread sends to the process (`kill`, `tgkill`, `tkill`) is delivered when
 //! that system call returns: asynchronous signals arrive only at such recorded points.
 //!
-//! Left out: signals between processes, real-time signal queues (one pending instance per
-//! signal), `sigsuspend`/`sigtimedwait`/`signalfd`, the XSAVE frame format (the CPU model has no
+//! A signal from another process (`kill`, `SIGCHLD`) is made pending for one thread of the
+//! receiving process and delivered when that thread next makes a system call or is scheduled
+//! ([`Kernel::deliver_pending`]); a thread blocked in a call that is made again when woken (calls
+//! on descriptors, `wait4`, `rt_sigsuspend`) is woken for it, and the call returns EINTR or, under
+//! `SA_RESTART`, is made again after the handler, as Linux does.
+//!
+//! Left out: real-time signal queues (one pending instance per signal), interrupting futex waits
+//! and sleeps, `sigtimedwait`/`signalfd`, the XSAVE frame format (the CPU model has no
 //! XSAVE, so the FXSAVE format with no FP_XSTATE magic is what Linux would build too).
 
 use emu::machine::{ST_REGS, XMM_REGS};
@@ -36,6 +42,28 @@ const SS_ONSTACK: u64 = 1;
 const SS_DISABLE: u64 = 2;
 const SIG_DFL: u64 = 0;
 const SIG_IGN: u64 = 1;
+const SA_RESTART: u64 = 0x1000_0000;
+const SA_NOCLDWAIT: u64 = 2;
+const SIGCHLD: i32 = 17;
+
+/// Whether the default action of `sig` is to ignore it (SIGCHLD, SIGCONT, SIGURG, SIGWINCH; the
+/// stop signals too, as ferrite does not stop processes).
+pub(crate) fn ignored_by_default(sig: i32) -> bool {
+    matches!(sig, 17 | 18 | 23 | 28) || (19..=22).contains(&sig)
+}
+
+/// Calls a handler never restarts (Linux's ERESTARTNOHAND): they return EINTR even under
+/// `SA_RESTART`.
+const NEVER_RESTARTED: [i64; 8] = [
+    libc::SYS_rt_sigsuspend,
+    libc::SYS_poll,
+    libc::SYS_ppoll,
+    libc::SYS_select,
+    libc::SYS_pselect6,
+    libc::SYS_epoll_wait,
+    libc::SYS_epoll_pwait,
+    libc::SYS_epoll_pwait2,
+];
 
 /// What `siginfo` says beyond the signal number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,12 +78,30 @@ pub struct SigInfo {
     /// Sent by the process rather than raised by a fault: the siginfo then names the sender's pid
     /// and uid.
     pub from_kill: bool,
+    /// The sender's pid (0: the first process), or the child's for `SIGCHLD`.
+    pub sender: u32,
+    /// `si_status` of a `SIGCHLD`: the exit code or the signal that killed the child.
+    pub status: i32,
 }
 
 impl SigInfo {
     /// The siginfo of a fault: its signal, code and address.
     pub fn from_fault(f: &Fault) -> SigInfo {
-        SigInfo { signo: f.signal, code: f.code, addr: f.addr, from_kill: false }
+        SigInfo { signo: f.signal, code: f.code, addr: f.addr, from_kill: false, sender: 0, status: 0 }
+    }
+
+    /// A signal process `sender` sent with kill(2) (`SI_USER`).
+    pub(crate) fn user(signo: i32, sender: u32) -> SigInfo {
+        SigInfo { signo, code: 0, addr: 0, from_kill: true, sender, status: 0 }
+    }
+
+    /// `SIGCHLD` for child `pid` that ended `how` (`CLD_EXITED` or `CLD_KILLED`).
+    pub(crate) fn child(pid: u32, how: ProcessExit) -> SigInfo {
+        let (code, status) = match how {
+            ProcessExit::Code(c) => (1, c & 0xff),
+            ProcessExit::Signal(s) => (2, s),
+        };
+        SigInfo { signo: SIGCHLD, code, addr: 0, from_kill: true, sender: pid, status }
     }
 
     fn bytes(&self) -> [u8; 128] {
@@ -63,8 +109,10 @@ impl SigInfo {
         b[0..4].copy_from_slice(&self.signo.to_le_bytes());
         b[8..12].copy_from_slice(&self.code.to_le_bytes());
         if self.from_kill {
-            b[16..20].copy_from_slice(&crate::process::PID.to_le_bytes());
+            let sender = if self.sender == 0 { crate::process::PID } else { self.sender };
+            b[16..20].copy_from_slice(&sender.to_le_bytes());
             b[20..24].copy_from_slice(&(crate::process::UID as u32).to_le_bytes());
+            b[24..28].copy_from_slice(&self.status.to_le_bytes());
         } else {
             b[16..24].copy_from_slice(&self.addr.to_le_bytes());
         }
@@ -266,7 +314,7 @@ impl Kernel {
             SIG_DFL if ignored_by_default => Ok(None),
             SIG_DFL => Ok(Some(ProcessExit::Signal(sig))),
             _ => {
-                self.pending.push((self.current, SigInfo { signo: sig, code: -6, addr: 0, from_kill: true }));
+                self.pending.push((self.current, SigInfo { code: -6, ..SigInfo::user(sig, self.pid) }));
                 Ok(None)
             }
         }
@@ -278,8 +326,126 @@ impl Kernel {
     pub(crate) fn raise(&mut self, sig: i32) {
         let blocked = self.sigmask() & (1 << (sig - 1)) != 0;
         if self.proc.sigactions[sig as usize][0] != SIG_IGN && !blocked {
-            self.pending.push((self.current, SigInfo { signo: sig, code: 0, addr: 0, from_kill: true }));
+            self.pending.push((self.current, SigInfo::user(sig, self.pid)));
         }
+    }
+
+    /// The disposition of `sig` in process `pid` (`None`: no such process alive).
+    pub(crate) fn action_of(&self, pid: u32, sig: i32) -> Option<[u64; 4]> {
+        if pid == self.pid {
+            return Some(self.proc.sigactions[sig as usize]);
+        }
+        let p = self.procs.get(&pid).filter(|p| p.ended.is_none())?;
+        p.saved.as_ref().map(|s| s.sigactions[sig as usize])
+    }
+
+    /// Whether process `pid` reaps its children itself: `SIGCHLD` ignored, or `SA_NOCLDWAIT`.
+    pub(crate) fn reaps_children(&self, pid: u32) -> bool {
+        self.action_of(pid, SIGCHLD).is_some_and(|a| a[0] == SIG_IGN || a[1] & SA_NOCLDWAIT != 0)
+    }
+
+    /// Sends `info` to process `pid`, running or not. A signal it catches is made pending for
+    /// one of its threads (the main one unless that blocks it), and a thread blocked in a call
+    /// that a signal interrupts is woken to take it ([`Kernel::deliver_pending`]). Returns the
+    /// running process's end if the signal ends it; another process it ends ends at once.
+    pub(crate) fn signal_process(&mut self, m: &mut Machine, pid: u32, info: SigInfo) -> Option<ProcessExit> {
+        let sig = info.signo;
+        let action = self.action_of(pid, sig)?;
+        let dies = match action[0] {
+            _ if sig == libc::SIGKILL => true,
+            SIG_IGN => false,
+            SIG_DFL => !ignored_by_default(sig),
+            _ => {
+                self.pend(pid, info);
+                false
+            }
+        };
+        if !dies {
+            return None;
+        }
+        if pid == self.pid {
+            return Some(ProcessExit::Signal(sig));
+        }
+        self.end_process(m, pid, ProcessExit::Signal(sig));
+        None
+    }
+
+    /// Makes `info` pending for a thread of process `pid`; wakes it if it waits in a call a
+    /// signal interrupts and does not block the signal.
+    fn pend(&mut self, pid: u32, info: SigInfo) {
+        let bit = 1u64 << (info.signo - 1);
+        let mut of_pid = self.threads.values().filter(|t| t.pid == pid);
+        let first = of_pid.clone().next().map(|t| t.tid);
+        let Some(tid) = of_pid.find(|t| t.sigmask & bit == 0).map(|t| t.tid).or(first) else { return };
+        let t = self.threads.get_mut(&tid).expect("found above");
+        if !t.sigpending.iter().any(|s| s.signo == info.signo) {
+            t.sigpending.push(info);
+        }
+        if t.sigmask & bit == 0 && t.in_call && matches!(t.wait, Some(crate::thread::Wait::Io { .. })) {
+            self.set_wait(tid, None, None);
+        }
+    }
+
+    /// Delivers to the running thread the first signal pending for it that it does not block
+    /// (another process's, or one that arrived while blocked), when it has just been scheduled or
+    /// has just made a system call. If it was blocked in a call, the call returns EINTR, or is
+    /// made again after the handler under `SA_RESTART` (not the calls Linux never restarts).
+    /// Returns how the process ends if the handler cannot be run.
+    pub fn deliver_pending(&mut self, m: &mut Machine) -> Result<(), ProcessExit> {
+        let cur = self.current;
+        let Some(t) = self.threads.get_mut(&cur) else { return Ok(()) };
+        let in_call = std::mem::take(&mut t.in_call);
+        if t.sigpending.is_empty() {
+            return Ok(());
+        }
+        let mask = t.sigmask;
+        let Some(i) = t.sigpending.iter().position(|s| mask & (1 << (s.signo - 1)) == 0) else { return Ok(()) };
+        let info = t.sigpending.remove(i);
+        let [handler, flags, ..] = self.proc.sigactions[info.signo as usize];
+        if handler == SIG_IGN || (handler == SIG_DFL && ignored_by_default(info.signo)) {
+            // Its handler went since it was sent: nothing to run, the call goes on.
+            if let Some(old) = self.threads.get_mut(&cur).and_then(|t| t.saved_mask.take()) {
+                self.set_sigmask(old);
+            }
+            if in_call {
+                if let Some(t) = self.threads.get_mut(&cur) {
+                    t.in_call = true;
+                }
+            }
+            return Ok(());
+        }
+        if in_call {
+            let nr = m.reg(Reg::RAX) as i64;
+            if flags & SA_RESTART == 0 || NEVER_RESTARTED.contains(&nr) {
+                m.set_reg(Reg::RAX, (-(libc::EINTR as i64)) as u64);
+                m.set_reg(Reg::RIP, m.pc() + 2);
+                if let Some(t) = self.threads.get_mut(&cur) {
+                    t.io_deadline = None;
+                }
+            }
+        }
+        self.deliver(m, info, false)
+    }
+
+    /// rt_sigsuspend(2): waits with the mask `set` until a signal it lets through is delivered;
+    /// returns EINTR, the mask from before the call restored when the handler returns.
+    pub(crate) fn rt_sigsuspend(&mut self, m: &mut Machine, set: u64, size: u64) -> SysResult {
+        if size != 8 {
+            return err(libc::EINVAL);
+        }
+        let new = m.read_u64(set)?;
+        let prev = self.sigmask();
+        let cur = self.current;
+        let t = self.thread_mut(cur);
+        // Made again after a wake that brought no signal: the first call's mask is the one kept.
+        t.saved_mask.get_or_insert(prev);
+        self.set_sigmask(new);
+        let new = self.sigmask();
+        let t = self.thread_mut(cur);
+        if t.sigpending.iter().any(|s| new & (1 << (s.signo - 1)) == 0) {
+            return err(libc::EINTR);
+        }
+        err(crate::RESTART)
     }
 
     /// Signals raised for the running thread by its last system call, to deliver now.
@@ -313,7 +479,10 @@ impl Kernel {
         let top = if use_alt { ss_sp.wrapping_add(ss_size) } else { sp.wrapping_sub(128) };
         let fp = (top.wrapping_sub(FPSTATE_SIZE)) & !63;
         let frame = ((fp.wrapping_sub(FRAME_SIZE)) & !15).wrapping_sub(8);
-        let old_mask = self.sigmask();
+        let cur_mask = self.sigmask();
+        // After sigsuspend, the frame holds the mask from before its call, restored on return.
+        let cur = self.current;
+        let old_mask = self.threads.get_mut(&cur).and_then(|t| t.saved_mask.take()).unwrap_or(cur_mask);
         let mut b = vec![0u8; (FRAME_SIZE) as usize];
         let put =
             |b: &mut Vec<u8>, off: u64, v: u64| b[off as usize..off as usize + 8].copy_from_slice(&v.to_le_bytes());
@@ -348,7 +517,7 @@ impl Kernel {
             // kills the process with SIGSEGV.
             return Err(ProcessExit::Signal(11));
         }
-        let mut new_mask = old_mask | mask;
+        let mut new_mask = cur_mask | mask;
         if flags & SA_NODEFER == 0 {
             new_mask |= 1 << (sig - 1);
         }

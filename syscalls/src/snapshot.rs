@@ -126,6 +126,7 @@ impl Kernel {
             net: self.net.copy_keys(),
             procs: self.procs.iter().map(|(pid, p)| (*pid, p.copy_running())).collect(),
             pid: self.pid,
+            execs: Vec::new(),
         })
     }
 

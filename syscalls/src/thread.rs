@@ -115,6 +115,13 @@ pub struct KThread {
     /// The absolute deadline of the call on descriptors being restarted, so a restart does not
     /// start its timeout again; `None` when no call is under way (or it has no timeout).
     pub io_deadline: Option<u64>,
+    /// Signals pending for it (one instance of each), sent by other processes or while blocked.
+    pub sigpending: Vec<crate::signal::SigInfo>,
+    /// It is parked at a `syscall` it makes again when it runs (a blocked call on descriptors,
+    /// `wait4`, `rt_sigsuspend`): a signal delivered then interrupts that call.
+    pub in_call: bool,
+    /// The mask `rt_sigsuspend` replaced, for the frame of the signal that ends it.
+    pub saved_mask: Option<u64>,
 }
 
 /// Who is runnable and who waits for what, derived from the threads' [`Wait`]s and kept in step
@@ -243,6 +250,9 @@ impl KThread {
             altstack: [0, 2, 0],
             io_keys: Vec::new(),
             io_deadline: None,
+            sigpending: Vec::new(),
+            in_call: false,
+            saved_mask: None,
         }
     }
 }
@@ -254,7 +264,7 @@ impl Kernel {
 
     /// Every change of a thread's wait goes through here, so that [`WaitIndex`] stays exact.
     /// `seq`, if given, is the thread's new place in the order of arrival among waiters.
-    fn set_wait(&mut self, tid: u32, w: Option<Wait>, seq: Option<u64>) {
+    pub(crate) fn set_wait(&mut self, tid: u32, w: Option<Wait>, seq: Option<u64>) {
         let Some(t) = self.threads.get_mut(&tid) else { return };
         let old = t.wait;
         t.wait = w;
@@ -335,6 +345,7 @@ impl Kernel {
             (a, b) => a.or(b),
         };
         t.io_keys = keys;
+        t.in_call = true;
         self.block(m, Wait::Io { deadline });
     }
 

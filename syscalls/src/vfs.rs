@@ -321,7 +321,7 @@ impl Kernel {
             return Ok(None);
         }
         match prefix {
-            "/proc/self/exe" => return Ok(Some(self.cfg.exe.clone())),
+            "/proc/self/exe" => return Ok(Some(self.exe().to_string())),
             "/proc/self/cwd" => return Ok(Some(self.guest_cwd())),
             "/proc/self/root" => return Ok(Some("/".into())),
             _ => {}

@@ -13,7 +13,7 @@ pub(super) fn on_pm_write(
     start: u64,
     dev_base: u64,
 ) {
-    if size == 0 || size > 8 || debug::debug_watch(uc, addr, size, true) {
+    if size == 0 || size > 8 || !window_active(uc, start, dev_base) || debug::debug_watch(uc, addr, size, true) {
         return;
     }
     hooks::settle_words(uc, uc.get_data().clock.block.0);
@@ -108,8 +108,15 @@ pub(super) fn on_pm_write(
     }
 }
 
+/// Whether the window at `start` onto device address `dev` is the running process's: the hooks
+/// of another process's windows stay installed while it does not run, and do nothing.
+#[inline]
+pub(super) fn window_active(uc: &Unicorn<'_, HookState>, start: u64, dev: u64) -> bool {
+    uc.get_data().pm.windows.iter().any(|w| w.0 == start && w.2 == dev)
+}
+
 pub(super) fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, start: u64, dev_base: u64) {
-    if size == 0 || size > 8 || debug::debug_watch(uc, addr, size, false) {
+    if size == 0 || size > 8 || !window_active(uc, start, dev_base) || debug::debug_watch(uc, addr, size, false) {
         return;
     }
     hooks::settle_words(uc, uc.get_data().clock.block.0);

@@ -42,6 +42,18 @@ impl Machine {
         })
     }
 
+    /// `execve`'s end of the running address space: every mapping goes (host memory another
+    /// process still maps stays with it), PM windows and SIGBUS ranges with them, and the running
+    /// thread's shadow call stack, whose frames named the old program. The caller loads the new
+    /// program into the empty space. Snapshots are refused from now on, as after a `fork`: what
+    /// the caller knows of the objects loaded is no longer one program's.
+    pub fn exec_address_space(&mut self) {
+        let mut empty = AddressSpace { mem: Memory::default(), windows: Vec::new(), sigbus: Vec::new() };
+        self.swap_address_space(&mut empty);
+        self.processes = true;
+        self.uc.get_data_mut().callstack = CallStack::default();
+    }
+
     /// Whether the machine has ever had more than one process.
     pub fn has_processes(&self) -> bool {
         self.processes
@@ -62,15 +74,26 @@ impl Machine {
         }
         let windows = self.uc.get_data().pm.windows.clone();
         if windows != other.windows {
-            for (_, ids) in std::mem::take(&mut self.pm_hooks) {
-                for id in ids {
-                    let _ = self.uc.remove_hook(id);
+            // The outgoing process's hooks are parked, not removed: a hook added later costs a
+            // flush of every translation, and two processes of a server and its client switch
+            // thousands of times.
+            for (start, ids) in std::mem::take(&mut self.pm_hooks) {
+                if let Some(w) = windows.iter().find(|w| w.0 == start) {
+                    self.parked_windows.push((*w, ids));
                 }
             }
             self.uc.get_data_mut().pm.windows.clear();
             for w in std::mem::replace(&mut other.windows, windows) {
-                self.add_window(w);
+                match self.parked_windows.iter().position(|p| p.0 == w) {
+                    Some(i) => {
+                        let (_, ids) = self.parked_windows.swap_remove(i);
+                        self.pm_hooks.push((w.0, ids));
+                        self.uc.get_data_mut().pm.windows.push(w);
+                    }
+                    None => self.add_window(w),
+                }
             }
+            self.uc.get_data_mut().pm.windows.sort_unstable();
         }
         let sigbus: Vec<(u64, u64)> = self.sigbus.iter().map(|b| (b.0, b.1)).collect();
         if sigbus != other.sigbus {
