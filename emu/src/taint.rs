@@ -110,6 +110,9 @@ impl LabelSets {
 
 const PAGE: u64 = 4096;
 
+/// Entries of the direct-mapped cache of decoded instructions in front of [`Taint`]'s map.
+const OP_CACHE: usize = 2048;
+
 /// Freed shadow pages kept for reuse.
 const SPARE_PAGES: usize = 16;
 
@@ -193,6 +196,10 @@ pub struct Taint {
     pub sets: LabelSets,
     cs: Capstone,
     ops: FxHashMap<u64, Op>,
+    /// The last instructions looked up in `ops`, direct-mapped by PC (`u64::MAX`: empty): the
+    /// engine asks for the instruction at every instruction, and a loop's few PCs hit here
+    /// instead of probing the map (once to know whether to decode, once to apply).
+    op_cache: Box<[(u64, Op)]>,
     /// The memory shadow, two levels: page number → the page's labels, allocated when a byte of
     /// the page is first tainted and freed when its last tainted byte is cleaned or the page is
     /// unmapped, so untainted memory (most of a large PM pool) costs nothing.
@@ -234,6 +241,7 @@ impl Taint {
             sets: LabelSets::default(),
             cs,
             ops: FxHashMap::default(),
+            op_cache: vec![(u64::MAX, Op::default()); OP_CACHE].into_boxed_slice(),
             mem: FxHashMap::default(),
             mem_live: 0,
             pages_peak: 0,
@@ -257,19 +265,40 @@ impl Taint {
     }
 
     /// Whether the instruction at `pc` has been decoded.
-    pub fn knows(&self, pc: u64) -> bool {
-        self.ops.contains_key(&pc)
+    pub fn knows(&mut self, pc: u64) -> bool {
+        self.op(pc).is_some()
+    }
+
+    /// The decoded instruction at `pc`, through the cache.
+    #[inline]
+    fn op(&mut self, pc: u64) -> Option<Op> {
+        let e = &mut self.op_cache[((pc ^ (pc >> 11)) as usize) & (OP_CACHE - 1)];
+        if e.0 == pc {
+            return Some(e.1);
+        }
+        let op = *self.ops.get(&pc)?;
+        *e = (pc, op);
+        Some(op)
     }
 
     /// Decodes the instruction at `pc` from its bytes (at most 16).
     pub fn learn(&mut self, pc: u64, bytes: &[u8]) {
         let op = self.decode(pc, bytes);
         self.ops.insert(pc, op);
+        let e = &mut self.op_cache[((pc ^ (pc >> 11)) as usize) & (OP_CACHE - 1)];
+        if e.0 == pc {
+            e.1 = op;
+        }
     }
 
     /// Code at `[start, end)` changed.
     pub fn forget_code(&mut self, start: u64, end: u64) {
         self.ops.retain(|pc, _| *pc + 16 <= start || *pc >= end);
+        for e in self.op_cache.iter_mut() {
+            if e.0 != u64::MAX && e.0 + 16 > start && e.0 < end {
+                e.0 = u64::MAX;
+            }
+        }
     }
 
     /// The instruction at `pc` is about to run; the pending one completed. Returns the pending
@@ -515,7 +544,7 @@ impl Taint {
             self.drop_pending();
             return;
         }
-        let op = self.ops.get(&pc).copied().unwrap_or_default();
+        let op = self.op(pc).unwrap_or_default();
         if self.changes_nothing(&op) {
             self.drop_pending();
             return;
@@ -640,8 +669,8 @@ impl Taint {
         }
         self.mem_live == 0
             || self.reads.iter().chain(&self.writes).all(|a| {
-                let last = a.addr + u64::from(a.size.max(1)) - 1;
-                !self.mem.contains_key(&(a.addr / PAGE)) && !self.mem.contains_key(&(last / PAGE))
+                let (first, last) = (a.addr / PAGE, (a.addr + u64::from(a.size.max(1)) - 1) / PAGE);
+                !self.mem.contains_key(&first) && (first == last || !self.mem.contains_key(&last))
             })
     }
 
