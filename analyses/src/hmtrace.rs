@@ -112,6 +112,14 @@ const LOCK_W: u64 = SYNC_KEY | 1 << 47;
 const LOCK_R: u64 = SYNC_KEY | 1 << 48;
 /// Locations remembered per report for the end-of-run sync-location filter.
 const MAX_CONFLICTS: usize = 16;
+/// Reports remembered by key in front of the report map.
+const RECENT: usize = 4;
+/// A key no report has (no access is made at PC `u64::MAX`).
+const NO_KEY: (ReportKind, Side, Side) = (
+    ReportKind::Race,
+    Side { pc: u64::MAX, stack: StackId(0), write: false },
+    Side { pc: u64::MAX, stack: StackId(0), write: false },
+);
 
 /// An interned lockset (0 is the empty set).
 type LsId = u32;
@@ -248,6 +256,8 @@ struct Granule {
     state: LsState,
     /// The bytes that are sync locations now (touched by a locked instruction).
     sync: u16,
+    /// Two inline: most granules hold one thread's record or two threads' (an allocation per
+    /// granule touched, and its free, was a tenth of the pass's time on a racy stencil).
     entries: Vec<Entry>,
 }
 
@@ -348,7 +358,14 @@ pub struct Hmtrace {
     /// again at every access and must pay one probe for it (sorted by the key at the end). The
     /// kind is an enum, not its name: hashing and comparing a string per occurrence was a
     /// sizeable part of an occurrence's cost.
-    reports: FxHashMap<(ReportKind, Side, Side), Report>,
+    reports: FxHashMap<(ReportKind, Side, Side), u32>,
+    /// The reports, in the order they were first made (`reports` holds their indices).
+    report_list: Vec<((ReportKind, Side, Side), Report)>,
+    /// The keys of the last reports made or counted, with their indices: a racy loop's
+    /// occurrences alternate between a few pairs, each then found by a compare, not a hash probe.
+    recent: [((ReportKind, Side, Side), u32); RECENT],
+    /// The entry of `recent` to be replaced next.
+    recent_next: usize,
     /// Operations of one event, each with the thread of happens-before time it is by.
     ops: Vec<(u32, SyncOp)>,
     /// The conflicts of one check (kept: a racy loop finds one per access, and must not
@@ -395,6 +412,9 @@ impl Hmtrace {
             sync_ever: FxHashMap::default(),
             cur: CurrentClock::default(),
             reports: FxHashMap::default(),
+            report_list: Vec::new(),
+            recent: [(NO_KEY, 0); RECENT],
+            recent_next: 0,
             ops: Vec::new(),
             found: Vec::new(),
             allocs: FxHashMap::default(),
@@ -617,16 +637,33 @@ impl Hmtrace {
     fn report(&mut self, kind: ReportKind, e: &Entry, ev: &Event, tid: u32, write: bool, gi: u64, both: u16) {
         let first = Side { pc: e.pc, stack: e.stack, write: e.write };
         let second = Side { pc: ev.pc, stack: ev.stack, write };
-        let threads = &self.threads;
-        let r = self.reports.entry((kind, first, second)).or_insert_with(|| Report {
-            first_tid: e.tid,
-            second_tid: tid,
-            addr: (gi << GRANULE_SHIFT) + u64::from(both.trailing_zeros()),
-            len: both.count_ones(),
-            locked: e.ls != 0 || threads.get(&tid).is_some_and(|t| t.ls != 0),
-            count: 0,
-            conflicts: Vec::new(),
-        });
+        let key = (kind, first, second);
+        let i = match self.recent.iter().find(|(k, _)| *k == key) {
+            Some(&(_, i)) => i,
+            None => {
+                let list = &mut self.report_list;
+                let threads = &self.threads;
+                let i = *self.reports.entry(key).or_insert_with(|| {
+                    list.push((
+                        key,
+                        Report {
+                            first_tid: e.tid,
+                            second_tid: tid,
+                            addr: (gi << GRANULE_SHIFT) + u64::from(both.trailing_zeros()),
+                            len: both.count_ones(),
+                            locked: e.ls != 0 || threads.get(&tid).is_some_and(|t| t.ls != 0),
+                            count: 0,
+                            conflicts: Vec::new(),
+                        },
+                    ));
+                    (list.len() - 1) as u32
+                });
+                self.recent[self.recent_next] = (key, i);
+                self.recent_next = (self.recent_next + 1) % RECENT;
+                i
+            }
+        };
+        let r = &mut self.report_list[i as usize].1;
         r.count += 1;
         if r.conflicts.len() < MAX_CONFLICTS && !r.conflicts.contains(&(gi, both)) {
             r.conflicts.push((gi, both));
@@ -664,7 +701,28 @@ fn check_granule(
         }
     }
     let ordered = |e: &Entry| e.epoch <= vc.get(e.slot as usize);
-    let unordered_others = g.entries.iter().any(|e| e.tid != tid && !ordered(e));
+    // One walk over the records finds whether another thread's is unordered with this access
+    // and, tentatively, the conflicts (kept only if the lockset gate asks for a check below:
+    // conflicts exist only where an unordered record does, so a granule without one pays
+    // nothing for this).
+    let mut unordered_others = false;
+    for e in &g.entries {
+        if e.tid == tid || ordered(e) {
+            continue;
+        }
+        unordered_others = true;
+        let both = e.mask & m;
+        if both == 0 {
+            continue;
+        }
+        if e.write || write {
+            if !locks.excludes(e.ls, ls) {
+                found.push((ReportKind::Race, *e, both));
+            }
+        } else if ilu && e.ls != 0 && ls != 0 && !locks.common(e.ls, ls) {
+            found.push((ReportKind::Ilu, *e, both));
+        }
+    }
     let need_check = if !unordered_others {
         g.state = LsState::Exclusive(tid);
         false
@@ -681,39 +739,30 @@ fn check_granule(
             }
         }
     };
-    if need_check {
-        for e in &g.entries {
-            let both = e.mask & m;
-            if e.tid == tid || both == 0 || ordered(e) {
-                continue;
-            }
-            if e.write || write {
-                if !locks.excludes(e.ls, ls) {
-                    found.push((ReportKind::Race, *e, both));
-                }
-            } else if ilu && e.ls != 0 && ls != 0 && !locks.common(e.ls, ls) {
-                found.push((ReportKind::Ilu, *e, both));
-            }
-        }
+    if !need_check {
+        found.clear();
     }
     // The tag update: a write makes the thread the only owner of its bytes; a read adds it
     // as a reader and leaves the writer's tag in place (a read under a reader-shared lock
-    // inherits the tag).
+    // inherits the tag). The same walk finds this site's record, unless a record emptied.
     let mut emptied = false;
-    for e in &mut g.entries {
+    let mut mine = None;
+    for (i, e) in g.entries.iter_mut().enumerate() {
         if write || (e.tid == tid && !e.write) {
             e.mask &= !m;
             emptied |= e.mask == 0;
         }
+        if mine.is_none() && same_site(e) {
+            mine = Some(i);
+        }
     }
     if emptied {
         g.entries.retain(|e| e.mask != 0);
+        mine = g.entries.iter().position(|e| same_site(e));
     }
-    match g.entries.iter_mut().find(|e| same_site(e)) {
-        Some(e) => e.mask |= m,
+    match mine {
+        Some(i) => g.entries[i].mask |= m,
         None => {
-            // Two threads' records are the common shape of a shared granule: one
-            // allocation for them, not a growth per record.
             if g.entries.capacity() == 0 {
                 g.entries.reserve_exact(4);
             }
@@ -785,7 +834,9 @@ impl Analysis for Hmtrace {
 
     fn finish(&mut self, _device: &PmDevice) -> Vec<RawFinding> {
         let mut out = Vec::new();
-        let mut reports: Vec<_> = std::mem::take(&mut self.reports).into_iter().collect();
+        self.reports.clear();
+        self.recent = [(NO_KEY, 0); RECENT];
+        let mut reports = std::mem::take(&mut self.report_list);
         reports.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         for ((kind, first, second), r) in reports {
             // A location touched by a locked instruction at any time is a sync location: its
