@@ -947,6 +947,22 @@ mod tests {
     /// skip one that does: a clean store over a tainted byte cleans it, a load from a tainted
     /// page picks its label up, and a store through a tainted pointer is reported.
     #[test]
+    fn code_forgotten_leaves_the_instruction_cache_too() {
+        let mut t = Taint::new();
+        taint_load(&mut t, &[0x48, 0x8b, 0x07], 0x1000, 8, 7);
+        // mov [rsi], rax: a tainted store.
+        let w = step(&mut t, 0x200, &[0x48, 0x89, 0x06], &[], &[(0x3000, 8)]);
+        assert_eq!(w.len(), 1);
+        assert!(t.knows(0x200));
+        t.forget_code(0x1f8, 0x201);
+        assert!(!t.knows(0x200), "the cached decoding went with the code");
+        // New code at the same PC: mov [rsi], rbx (clean) is applied, not the old instruction.
+        let w = step(&mut t, 0x200, &[0x48, 0x89, 0x1e], &[], &[(0x3000, 8)]);
+        assert!(w.is_empty());
+        assert_eq!(t.label_of(0x3000, 8), 0);
+    }
+
+    #[test]
     fn clean_instructions_are_skipped_and_tainted_ones_are_not() {
         let mut t = Taint::new();
         // mov rax, [rdi]   (source 5); mov [rsi], rax → 0x2000 tainted.
