@@ -166,6 +166,22 @@ struct Op {
     /// The address registers' labels join the loaded bytes' (not for string instructions,
     /// whose one address register is the destination's).
     ptr_load: bool,
+    /// A bit per register the instruction reads or writes (operands and address registers),
+    /// computed once when it is decoded ([`Op::reg_mask`]).
+    regs: u32,
+}
+
+impl Op {
+    fn reg_mask(&self) -> u32 {
+        let mut regs = 0u32;
+        for s in self.src[..usize::from(self.nsrc)].iter().chain(&self.dst[..usize::from(self.ndst)]) {
+            regs |= 1 << s.reg;
+        }
+        for r in &self.addr[..usize::from(self.naddr)] {
+            regs |= 1 << r;
+        }
+        regs
+    }
 }
 
 /// A store of the instruction just applied that carries taint.
@@ -284,7 +300,8 @@ impl Taint {
 
     /// Decodes the instruction at `pc` from its bytes (at most 16).
     pub fn learn(&mut self, pc: u64, bytes: &[u8]) {
-        let op = self.decode(pc, bytes);
+        let mut op = self.decode(pc, bytes);
+        op.regs = op.reg_mask();
         self.ops.insert(pc, op);
         let e = &mut self.op_cache[((pc ^ (pc >> 11)) as usize) & (OP_CACHE - 1)];
         if e.0 == pc {
@@ -661,14 +678,7 @@ impl Taint {
         if !self.sources.is_empty() {
             return false;
         }
-        let mut regs = 0u32;
-        for s in op.src[..usize::from(op.nsrc)].iter().chain(&op.dst[..usize::from(op.ndst)]) {
-            regs |= 1 << s.reg;
-        }
-        for r in &op.addr[..usize::from(op.naddr)] {
-            regs |= 1 << r;
-        }
-        if self.reg_mask & regs != 0 {
+        if self.reg_mask & op.regs != 0 {
             return false;
         }
         self.mem_live == 0
