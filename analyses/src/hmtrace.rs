@@ -758,7 +758,7 @@ fn check_granule(
     }
     if emptied {
         g.entries.retain(|e| e.mask != 0);
-        mine = g.entries.iter().position(|e| same_site(e));
+        mine = g.entries.iter().position(same_site);
     }
     match mine {
         Some(i) => g.entries[i].mask |= m,
@@ -837,7 +837,7 @@ impl Analysis for Hmtrace {
         self.reports.clear();
         self.recent = [(NO_KEY, 0); RECENT];
         let mut reports = std::mem::take(&mut self.report_list);
-        reports.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        reports.sort_unstable_by_key(|r| r.0);
         for ((kind, first, second), r) in reports {
             // A location touched by a locked instruction at any time is a sync location: its
             // plain accesses were atomics' loads and stores, not races.

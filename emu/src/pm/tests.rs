@@ -110,7 +110,7 @@ fn invariants_hold_under_random_events() {
             }
             d.assert_invariants();
             // The per-line search answers as a per-byte scan of `persist_info` does.
-            let mut q = Lcg(seed * 1000 + step as u64);
+            let mut q = Lcg(seed * 1000 + step);
             let (lo, len, durable) = (q.next(5 * 64), q.next(80), q.next(2) == 0);
             let scan = (lo..lo + len)
                 .find_map(|a| d.persist_info(a).filter(|i| i.durable_hw == durable).map(|i| (a, i.store, i.writer)));
