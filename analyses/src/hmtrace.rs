@@ -112,6 +112,14 @@ const LOCK_W: u64 = SYNC_KEY | 1 << 47;
 const LOCK_R: u64 = SYNC_KEY | 1 << 48;
 /// Locations remembered per report for the end-of-run sync-location filter.
 const MAX_CONFLICTS: usize = 16;
+/// Reports remembered by key in front of the report map.
+const RECENT: usize = 4;
+/// A key no report has (no access is made at PC `u64::MAX`).
+const NO_KEY: (ReportKind, Side, Side) = (
+    ReportKind::Race,
+    Side { pc: u64::MAX, stack: StackId(0), write: false },
+    Side { pc: u64::MAX, stack: StackId(0), write: false },
+);
 
 /// An interned lockset (0 is the empty set).
 type LsId = u32;
@@ -248,12 +256,30 @@ struct Granule {
     state: LsState,
     /// The bytes that are sync locations now (touched by a locked instruction).
     sync: u16,
+    /// Two inline: most granules hold one thread's record or two threads' (an allocation per
+    /// granule touched, and its free, was a tenth of the pass's time on a racy stencil).
     entries: Vec<Entry>,
+}
+
+/// What a report is: a data race or inconsistent lock usage (in the order of their names, which
+/// is the order of the findings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum ReportKind {
+    Race,
+    Ilu,
+}
+
+impl ReportKind {
+    fn name(self) -> &'static str {
+        match self {
+            ReportKind::Race => "data-race",
+            ReportKind::Ilu => "inconsistent-lock-usage",
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
 struct Report {
-    kind: &'static str,
     first_tid: u32,
     second_tid: u32,
     addr: u64,
@@ -329,13 +355,22 @@ pub struct Hmtrace {
     /// The running thread's clock, cached between synchronisation operations.
     cur: CurrentClock,
     /// Reports by (kind, earlier side, later side): a hash map, as a racy loop finds its pair
-    /// again at every access and must pay one probe for it (sorted by the key at the end).
-    reports: FxHashMap<(&'static str, Side, Side), Report>,
+    /// again at every access and must pay one probe for it (sorted by the key at the end). The
+    /// kind is an enum, not its name: hashing and comparing a string per occurrence was a
+    /// sizeable part of an occurrence's cost.
+    reports: FxHashMap<(ReportKind, Side, Side), u32>,
+    /// The reports, in the order they were first made (`reports` holds their indices).
+    report_list: Vec<((ReportKind, Side, Side), Report)>,
+    /// The keys of the last reports made or counted, with their indices: a racy loop's
+    /// occurrences alternate between a few pairs, each then found by a compare, not a hash probe.
+    recent: [((ReportKind, Side, Side), u32); RECENT],
+    /// The entry of `recent` to be replaced next.
+    recent_next: usize,
     /// Operations of one event, each with the thread of happens-before time it is by.
     ops: Vec<(u32, SyncOp)>,
     /// The conflicts of one check (kept: a racy loop finds one per access, and must not
     /// allocate for each).
-    found: Vec<(&'static str, Entry, u16)>,
+    found: Vec<(ReportKind, Entry, u16)>,
     /// Live heap blocks (start → size), from malloc/calloc/realloc returns, so that `free`
     /// clears the block's records: memory the allocator hands to another thread is new memory.
     allocs: FxHashMap<u64, u64>,
@@ -377,6 +412,9 @@ impl Hmtrace {
             sync_ever: FxHashMap::default(),
             cur: CurrentClock::default(),
             reports: FxHashMap::default(),
+            report_list: Vec::new(),
+            recent: [(NO_KEY, 0); RECENT],
+            recent_next: 0,
             ops: Vec::new(),
             found: Vec::new(),
             allocs: FxHashMap::default(),
@@ -537,118 +575,58 @@ impl Hmtrace {
                 let key = SYNC_KEY | (ev.addr & !7);
                 self.apply(tid, SyncOp::Wait { obj: key });
                 self.apply(tid, SyncOp::Post { obj: key });
-            } else {
+            } else if library {
+                // Library internals take part only through their synchronisation (and leave no
+                // records, so no page is allocated for them).
                 let sync = self.shadow.get(base).map_or(0, |g| g.sync) & m;
                 if sync != 0 {
-                    // A plain access to a sync location: a release store or an acquire load
-                    // (C11 atomics compile to plain moves on x86).
-                    let key = SYNC_KEY | ((base + u64::from(sync.trailing_zeros())) & !7);
-                    let op = if write { SyncOp::Post { obj: key } } else { SyncOp::Wait { obj: key } };
-                    self.apply(tid, op);
+                    self.sync_access(tid, base, sync, write);
                 }
-                let plain = m & !sync;
-                if plain != 0 && !library {
-                    self.check(ev, gi, plain, write);
+            } else {
+                // One shadow lookup for the sync bits and the check, unless the access is to a
+                // sync location (whose ordering changes the clock the check uses). The clock
+                // too may have changed at a sync location in the previous granule.
+                self.refresh_clock(ev.tid);
+                let g = self.shadow.get_or_insert(base);
+                let sync = g.sync & m;
+                if sync == 0 {
+                    if check_granule(g, &self.cur, &mut self.locks, self.opts.ilu, &mut self.found, ev, m, write) {
+                        self.report_found(ev, gi, write);
+                    }
+                } else {
+                    self.sync_access(tid, base, sync, write);
+                    let plain = m & !sync;
+                    if plain != 0 {
+                        self.check(ev, gi, plain, write);
+                    }
                 }
             }
             gi += 1;
         }
     }
 
-    /// HMTRace's check of one granule (Algorithm 2 with the tag compare made explicit), then the
-    /// tag update.
+    /// A plain access to the sync location bytes `sync` of the granule at `base`: a release
+    /// store or an acquire load (C11 atomics compile to plain moves on x86).
+    fn sync_access(&mut self, tid: u32, base: u64, sync: u16, write: bool) {
+        let key = SYNC_KEY | ((base + u64::from(sync.trailing_zeros())) & !7);
+        let op = if write { SyncOp::Post { obj: key } } else { SyncOp::Wait { obj: key } };
+        self.apply(tid, op);
+    }
+
+    /// HMTRace's check of granule `gi` for the bytes `m` ([`check_granule`]), the clock
+    /// refreshed first, then the reports.
     fn check(&mut self, ev: &Event, gi: u64, m: u16, write: bool) {
         self.refresh_clock(ev.tid);
-        let tid = self.cur.actor;
-        // Taken out while the granule is checked (nothing here changes clocks): no copy.
-        let cur = std::mem::take(&mut self.cur);
-        let (vc, epoch, slot, ls) = (&cur.vc, cur.epoch, cur.slot, cur.ls);
         let g = self.shadow.get_or_insert(gi << GRANULE_SHIFT);
-        // The granule's one record is this thread's, made at the same site, epoch and locks (a
-        // loop over its own data): nothing to check, and the access only widens the record.
-        if let [e] = g.entries.as_mut_slice() {
-            if e.tid == tid
-                && e.write == write
-                && e.epoch == epoch
-                && e.ls == ls
-                && e.pc == ev.pc
-                && e.stack == ev.stack
-            {
-                e.mask |= m;
-                g.state = LsState::Exclusive(tid);
-                self.cur = cur;
-                return;
-            }
+        if check_granule(g, &self.cur, &mut self.locks, self.opts.ilu, &mut self.found, ev, m, write) {
+            self.report_found(ev, gi, write);
         }
-        let ordered = |e: &Entry| e.epoch <= vc.get(e.slot as usize);
-        let unordered_others = g.entries.iter().any(|e| e.tid != tid && !ordered(e));
-        let need_check = if !unordered_others {
-            g.state = LsState::Exclusive(tid);
-            false
-        } else {
-            match g.state {
-                LsState::Shared(c) => {
-                    let skip = self.locks.excludes(c, ls);
-                    g.state = LsState::Shared(self.locks.meet(c, ls));
-                    !skip
-                }
-                _ => {
-                    g.state = LsState::Shared(ls);
-                    true
-                }
-            }
-        };
+    }
+
+    /// Reports the conflicts [`check_granule`] left in `found`.
+    fn report_found(&mut self, ev: &Event, gi: u64, write: bool) {
+        let tid = self.cur.actor;
         let mut found = std::mem::take(&mut self.found);
-        if need_check {
-            for e in &g.entries {
-                let both = e.mask & m;
-                if e.tid == tid || both == 0 || ordered(e) {
-                    continue;
-                }
-                if e.write || write {
-                    if !self.locks.excludes(e.ls, ls) {
-                        found.push(("data-race", *e, both));
-                    }
-                } else if self.opts.ilu && e.ls != 0 && ls != 0 && !self.locks.common(e.ls, ls) {
-                    found.push(("inconsistent-lock-usage", *e, both));
-                }
-            }
-        }
-        // The tag update: a write makes the thread the only owner of its bytes; a read adds it
-        // as a reader and leaves the writer's tag in place (a read under a reader-shared lock
-        // inherits the tag).
-        if write {
-            for e in &mut g.entries {
-                e.mask &= !m;
-            }
-        } else {
-            for e in &mut g.entries {
-                if e.tid == tid && !e.write {
-                    e.mask &= !m;
-                }
-            }
-        }
-        g.entries.retain(|e| e.mask != 0);
-        let new = Entry { tid, slot, epoch, ls, mask: m, write, pc: ev.pc, stack: ev.stack };
-        match g.entries.iter_mut().find(|e| {
-            e.tid == tid && e.write == write && e.epoch == epoch && e.ls == ls && e.pc == ev.pc && e.stack == ev.stack
-        }) {
-            Some(e) => e.mask |= m,
-            None => {
-                // Two threads' records are the common shape of a shared granule: one
-                // allocation for them, not a growth per record.
-                if g.entries.capacity() == 0 {
-                    g.entries.reserve_exact(4);
-                }
-                g.entries.push(new)
-            }
-        }
-        if g.entries.len() > MAX_ENTRIES {
-            if let Some(i) = g.entries.iter().position(|e| e.tid != tid) {
-                g.entries.remove(i);
-            }
-        }
-        self.cur = cur;
         for (kind, e, both) in found.drain(..) {
             self.report(kind, &e, ev, tid, write, gi, both);
         }
@@ -656,25 +634,147 @@ impl Hmtrace {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn report(&mut self, kind: &'static str, e: &Entry, ev: &Event, tid: u32, write: bool, gi: u64, both: u16) {
+    fn report(&mut self, kind: ReportKind, e: &Entry, ev: &Event, tid: u32, write: bool, gi: u64, both: u16) {
         let first = Side { pc: e.pc, stack: e.stack, write: e.write };
         let second = Side { pc: ev.pc, stack: ev.stack, write };
-        let threads = &self.threads;
-        let r = self.reports.entry((kind, first, second)).or_insert_with(|| Report {
-            kind,
-            first_tid: e.tid,
-            second_tid: tid,
-            addr: (gi << GRANULE_SHIFT) + u64::from(both.trailing_zeros()),
-            len: both.count_ones(),
-            locked: e.ls != 0 || threads.get(&tid).is_some_and(|t| t.ls != 0),
-            count: 0,
-            conflicts: Vec::new(),
-        });
+        let key = (kind, first, second);
+        let i = match self.recent.iter().find(|(k, _)| *k == key) {
+            Some(&(_, i)) => i,
+            None => {
+                let list = &mut self.report_list;
+                let threads = &self.threads;
+                let i = *self.reports.entry(key).or_insert_with(|| {
+                    list.push((
+                        key,
+                        Report {
+                            first_tid: e.tid,
+                            second_tid: tid,
+                            addr: (gi << GRANULE_SHIFT) + u64::from(both.trailing_zeros()),
+                            len: both.count_ones(),
+                            locked: e.ls != 0 || threads.get(&tid).is_some_and(|t| t.ls != 0),
+                            count: 0,
+                            conflicts: Vec::new(),
+                        },
+                    ));
+                    (list.len() - 1) as u32
+                });
+                self.recent[self.recent_next] = (key, i);
+                self.recent_next = (self.recent_next + 1) % RECENT;
+                i
+            }
+        };
+        let r = &mut self.report_list[i as usize].1;
         r.count += 1;
         if r.conflicts.len() < MAX_CONFLICTS && !r.conflicts.contains(&(gi, both)) {
             r.conflicts.push((gi, both));
         }
     }
+}
+
+/// HMTRace's check of one granule (Algorithm 2 with the tag compare made explicit), then the
+/// tag update, by the running thread `cur` for the bytes `m`. The conflicts go to `found`
+/// (returns whether there are any). A function of the pieces of the pass it needs, so that the
+/// caller looks the granule up once for its sync bits and for this.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn check_granule(
+    g: &mut Granule,
+    cur: &CurrentClock,
+    locks: &mut LockSets,
+    ilu: bool,
+    found: &mut Vec<(ReportKind, Entry, u16)>,
+    ev: &Event,
+    m: u16,
+    write: bool,
+) -> bool {
+    let (tid, vc, epoch, slot, ls) = (cur.actor, &cur.vc, cur.epoch, cur.slot, cur.ls);
+    let same_site = |e: &Entry| {
+        e.tid == tid && e.write == write && e.epoch == epoch && e.ls == ls && e.pc == ev.pc && e.stack == ev.stack
+    };
+    // The granule's one record is this thread's, made at the same site, epoch and locks (a
+    // loop over its own data): nothing to check, and the access only widens the record.
+    if let [e] = g.entries.as_mut_slice() {
+        if same_site(e) {
+            e.mask |= m;
+            g.state = LsState::Exclusive(tid);
+            return false;
+        }
+    }
+    let ordered = |e: &Entry| e.epoch <= vc.get(e.slot as usize);
+    // One walk over the records finds whether another thread's is unordered with this access
+    // and, tentatively, the conflicts (kept only if the lockset gate asks for a check below:
+    // conflicts exist only where an unordered record does, so a granule without one pays
+    // nothing for this).
+    let mut unordered_others = false;
+    for e in &g.entries {
+        if e.tid == tid || ordered(e) {
+            continue;
+        }
+        unordered_others = true;
+        let both = e.mask & m;
+        if both == 0 {
+            continue;
+        }
+        if e.write || write {
+            if !locks.excludes(e.ls, ls) {
+                found.push((ReportKind::Race, *e, both));
+            }
+        } else if ilu && e.ls != 0 && ls != 0 && !locks.common(e.ls, ls) {
+            found.push((ReportKind::Ilu, *e, both));
+        }
+    }
+    let need_check = if !unordered_others {
+        g.state = LsState::Exclusive(tid);
+        false
+    } else {
+        match g.state {
+            LsState::Shared(c) => {
+                let skip = locks.excludes(c, ls);
+                g.state = LsState::Shared(locks.meet(c, ls));
+                !skip
+            }
+            _ => {
+                g.state = LsState::Shared(ls);
+                true
+            }
+        }
+    };
+    if !need_check {
+        found.clear();
+    }
+    // The tag update: a write makes the thread the only owner of its bytes; a read adds it
+    // as a reader and leaves the writer's tag in place (a read under a reader-shared lock
+    // inherits the tag). The same walk finds this site's record, unless a record emptied.
+    let mut emptied = false;
+    let mut mine = None;
+    for (i, e) in g.entries.iter_mut().enumerate() {
+        if write || (e.tid == tid && !e.write) {
+            e.mask &= !m;
+            emptied |= e.mask == 0;
+        }
+        if mine.is_none() && same_site(e) {
+            mine = Some(i);
+        }
+    }
+    if emptied {
+        g.entries.retain(|e| e.mask != 0);
+        mine = g.entries.iter().position(same_site);
+    }
+    match mine {
+        Some(i) => g.entries[i].mask |= m,
+        None => {
+            if g.entries.capacity() == 0 {
+                g.entries.reserve_exact(4);
+            }
+            g.entries.push(Entry { tid, slot, epoch, ls, mask: m, write, pc: ev.pc, stack: ev.stack })
+        }
+    }
+    if g.entries.len() > MAX_ENTRIES {
+        if let Some(i) = g.entries.iter().position(|e| e.tid != tid) {
+            g.entries.remove(i);
+        }
+    }
+    !found.is_empty()
 }
 
 impl Analysis for Hmtrace {
@@ -734,8 +834,10 @@ impl Analysis for Hmtrace {
 
     fn finish(&mut self, _device: &PmDevice) -> Vec<RawFinding> {
         let mut out = Vec::new();
-        let mut reports: Vec<_> = std::mem::take(&mut self.reports).into_iter().collect();
-        reports.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        self.reports.clear();
+        self.recent = [(NO_KEY, 0); RECENT];
+        let mut reports = std::mem::take(&mut self.report_list);
+        reports.sort_unstable_by_key(|r| r.0);
         for ((kind, first, second), r) in reports {
             // A location touched by a locked instruction at any time is a sync location: its
             // plain accesses were atomics' loads and stores, not races.
@@ -743,7 +845,7 @@ impl Analysis for Hmtrace {
             if !live {
                 continue;
             }
-            let message = if kind == "data-race" {
+            let message = if kind == ReportKind::Race {
                 format!(
                     "data race: {} by thread {} and {} by thread {} of {} byte(s) at {:#x}, not ordered by \
                      happens-before and {}",
@@ -762,7 +864,14 @@ impl Analysis for Hmtrace {
                     r.first_tid, r.second_tid, r.len, r.addr
                 )
             };
-            out.push(pair_finding("hmtrace", r.kind, message, r.count, (&first, r.first_tid), (&second, r.second_tid)));
+            out.push(pair_finding(
+                "hmtrace",
+                kind.name(),
+                message,
+                r.count,
+                (&first, r.first_tid),
+                (&second, r.second_tid),
+            ));
         }
         out
     }

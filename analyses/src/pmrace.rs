@@ -228,26 +228,26 @@ impl Pmrace {
     /// The first byte of `[dev, dev+size)` whose latest store is not durable (under the
     /// selected rule), with that store's id and writer.
     fn unpersisted_byte(&self, dev: u64, size: u32, device: &PmDevice) -> Option<(u64, u64, u32)> {
-        for a in dev..dev + u64::from(size) {
-            let Some(info) = device.persist_info(a) else { continue };
+        // One line-table probe per line (a load is asked about at every PM load); whether the
+        // load is inside a transaction's range does not depend on the byte: asked once.
+        let mut in_tx = None;
+        let pick = |a: u64, info: &emu::pm::PersistInfo| {
             if info.durable_hw {
-                continue;
+                return false;
             }
             if self.options.compat {
                 if info.nt {
-                    continue;
+                    return false;
                 }
                 let stored = self.stores.get(&info.store.0).map_or(0, |s| s.seq);
                 if self.flushed.get(&(a & !63)).is_some_and(|&f| f > stored) {
-                    continue;
+                    return false;
                 }
             }
-            if self.in_tx(dev, size) {
-                continue;
-            }
-            return Some((a, info.store.0, info.writer));
-        }
-        None
+            !*in_tx.get_or_insert_with(|| self.in_tx(dev, size))
+        };
+        let (a, info) = device.find_persist_info(dev, u64::from(size), pick)?;
+        Some((a, info.store.0, info.writer))
     }
 
     fn in_tx(&self, dev: u64, size: u32) -> bool {

@@ -319,7 +319,7 @@ impl Machine {
             },
             code: CodeKnowledge {
                 decoder: Decoder::default(),
-                specials: rustc_hash::FxHashMap::default(),
+                specials: hooks::Specials::default(),
                 special_hooks: Vec::new(),
                 to_hook: Vec::new(),
                 sync_fns: rustc_hash::FxHashMap::default(),

@@ -110,6 +110,9 @@ impl LabelSets {
 
 const PAGE: u64 = 4096;
 
+/// Entries of the direct-mapped cache of decoded instructions in front of [`Taint`]'s map.
+const OP_CACHE: usize = 2048;
+
 /// Freed shadow pages kept for reuse.
 const SPARE_PAGES: usize = 16;
 
@@ -163,6 +166,22 @@ struct Op {
     /// The address registers' labels join the loaded bytes' (not for string instructions,
     /// whose one address register is the destination's).
     ptr_load: bool,
+    /// A bit per register the instruction reads or writes (operands and address registers),
+    /// computed once when it is decoded ([`Op::reg_mask`]).
+    regs: u32,
+}
+
+impl Op {
+    fn reg_mask(&self) -> u32 {
+        let mut regs = 0u32;
+        for s in self.src[..usize::from(self.nsrc)].iter().chain(&self.dst[..usize::from(self.ndst)]) {
+            regs |= 1 << s.reg;
+        }
+        for r in &self.addr[..usize::from(self.naddr)] {
+            regs |= 1 << r;
+        }
+        regs
+    }
 }
 
 /// A store of the instruction just applied that carries taint.
@@ -193,6 +212,10 @@ pub struct Taint {
     pub sets: LabelSets,
     cs: Capstone,
     ops: FxHashMap<u64, Op>,
+    /// The last instructions looked up in `ops`, direct-mapped by PC (`u64::MAX`: empty): the
+    /// engine asks for the instruction at every instruction, and a loop's few PCs hit here
+    /// instead of probing the map (once to know whether to decode, once to apply).
+    op_cache: Box<[(u64, Op)]>,
     /// The memory shadow, two levels: page number → the page's labels, allocated when a byte of
     /// the page is first tainted and freed when its last tainted byte is cleaned or the page is
     /// unmapped, so untainted memory (most of a large PM pool) costs nothing.
@@ -234,6 +257,7 @@ impl Taint {
             sets: LabelSets::default(),
             cs,
             ops: FxHashMap::default(),
+            op_cache: vec![(u64::MAX, Op::default()); OP_CACHE].into_boxed_slice(),
             mem: FxHashMap::default(),
             mem_live: 0,
             pages_peak: 0,
@@ -257,19 +281,42 @@ impl Taint {
     }
 
     /// Whether the instruction at `pc` has been decoded.
-    pub fn knows(&self, pc: u64) -> bool {
-        self.ops.contains_key(&pc)
+    #[inline]
+    pub fn knows(&mut self, pc: u64) -> bool {
+        self.op(pc).is_some()
+    }
+
+    /// The decoded instruction at `pc`, through the cache (a reference: copying the `Op` out
+    /// through an `Option` cost a store-forwarding stall per instruction).
+    #[inline]
+    fn op(&mut self, pc: u64) -> Option<&Op> {
+        let i = ((pc ^ (pc >> 11)) as usize) & (OP_CACHE - 1);
+        if self.op_cache[i].0 != pc {
+            let op = *self.ops.get(&pc)?;
+            self.op_cache[i] = (pc, op);
+        }
+        Some(&self.op_cache[i].1)
     }
 
     /// Decodes the instruction at `pc` from its bytes (at most 16).
     pub fn learn(&mut self, pc: u64, bytes: &[u8]) {
-        let op = self.decode(pc, bytes);
+        let mut op = self.decode(pc, bytes);
+        op.regs = op.reg_mask();
         self.ops.insert(pc, op);
+        let e = &mut self.op_cache[((pc ^ (pc >> 11)) as usize) & (OP_CACHE - 1)];
+        if e.0 == pc {
+            e.1 = op;
+        }
     }
 
     /// Code at `[start, end)` changed.
     pub fn forget_code(&mut self, start: u64, end: u64) {
         self.ops.retain(|pc, _| *pc + 16 <= start || *pc >= end);
+        for e in self.op_cache.iter_mut() {
+            if e.0 != u64::MAX && e.0 + 16 > start && e.0 < end {
+                e.0 = u64::MAX;
+            }
+        }
     }
 
     /// The instruction at `pc` is about to run; the pending one completed. Returns the pending
@@ -515,7 +562,10 @@ impl Taint {
             self.drop_pending();
             return;
         }
-        let op = self.ops.get(&pc).copied().unwrap_or_default();
+        let op = match self.op(pc) {
+            Some(op) => *op,
+            None => Op::default(),
+        };
         if self.changes_nothing(&op) {
             self.drop_pending();
             return;
@@ -628,20 +678,13 @@ impl Taint {
         if !self.sources.is_empty() {
             return false;
         }
-        let mut regs = 0u32;
-        for s in op.src[..usize::from(op.nsrc)].iter().chain(&op.dst[..usize::from(op.ndst)]) {
-            regs |= 1 << s.reg;
-        }
-        for r in &op.addr[..usize::from(op.naddr)] {
-            regs |= 1 << r;
-        }
-        if self.reg_mask & regs != 0 {
+        if self.reg_mask & op.regs != 0 {
             return false;
         }
         self.mem_live == 0
             || self.reads.iter().chain(&self.writes).all(|a| {
-                let last = a.addr + u64::from(a.size.max(1)) - 1;
-                !self.mem.contains_key(&(a.addr / PAGE)) && !self.mem.contains_key(&(last / PAGE))
+                let (first, last) = (a.addr / PAGE, (a.addr + u64::from(a.size.max(1)) - 1) / PAGE);
+                !self.mem.contains_key(&first) && (first == last || !self.mem.contains_key(&last))
             })
     }
 
@@ -913,6 +956,22 @@ mod tests {
     /// The shortcut for instructions that touch nothing tainted (`changes_nothing`) must not
     /// skip one that does: a clean store over a tainted byte cleans it, a load from a tainted
     /// page picks its label up, and a store through a tainted pointer is reported.
+    #[test]
+    fn code_forgotten_leaves_the_instruction_cache_too() {
+        let mut t = Taint::new();
+        taint_load(&mut t, &[0x48, 0x8b, 0x07], 0x1000, 8, 7);
+        // mov [rsi], rax: a tainted store.
+        let w = step(&mut t, 0x200, &[0x48, 0x89, 0x06], &[], &[(0x3000, 8)]);
+        assert_eq!(w.len(), 1);
+        assert!(t.knows(0x200));
+        t.forget_code(0x1f8, 0x201);
+        assert!(!t.knows(0x200), "the cached decoding went with the code");
+        // New code at the same PC: mov [rsi], rbx (clean) is applied, not the old instruction.
+        let w = step(&mut t, 0x200, &[0x48, 0x89, 0x1e], &[], &[(0x3000, 8)]);
+        assert!(w.is_empty());
+        assert_eq!(t.label_of(0x3000, 8), 0);
+    }
+
     #[test]
     fn clean_instructions_are_skipped_and_tainted_ones_are_not() {
         let mut t = Taint::new();

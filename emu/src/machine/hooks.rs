@@ -140,7 +140,7 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
                 return finish_block(uc, addr, size, slot, n, term);
             }
             let fresh: Vec<(u64, Special)> =
-                b.specials.iter().copied().filter(|(pc, _)| !st.code.specials.contains_key(pc)).collect();
+                b.specials.iter().copied().filter(|(pc, _)| st.code.specials.get(*pc).is_none()).collect();
             if !fresh.is_empty() {
                 // Hook the specials, then leave this translation before it runs anything: writing
                 // RIP from a hook exits the block, and it is translated again with the hooks.
@@ -216,6 +216,38 @@ pub(super) fn enter_sync(uc: &mut Unicorn<'_, HookState>, kind: SyncKind, addr: 
     let ev = st.emit(EventKind::SyncEnter(kind), addr, e.obj, 0, 0, e.old, e.new);
     if let Some(o) = st.obs.observer.as_mut() {
         o.on_event(&ev, &st.pm.device);
+    }
+}
+
+/// Every [`Special`] seen, by PC, behind a bit filter: the taint hook asks at every instruction
+/// whether it is one, and almost none is, so the answer is mostly one bit test instead of a hash
+/// probe.
+#[derive(Default)]
+pub(super) struct Specials {
+    map: rustc_hash::FxHashMap<u64, Special>,
+    /// A bit per hash of the PCs in `map` (2048 bits).
+    filter: [u64; 32],
+}
+
+impl Specials {
+    fn bit(pc: u64) -> (usize, u64) {
+        let h = ((pc ^ (pc >> 11)) & 2047) as usize;
+        (h >> 6, 1 << (h & 63))
+    }
+
+    pub(super) fn insert(&mut self, pc: u64, special: Special) {
+        let (i, b) = Specials::bit(pc);
+        self.filter[i] |= b;
+        self.map.insert(pc, special);
+    }
+
+    #[inline]
+    pub(super) fn get(&self, pc: u64) -> Option<Special> {
+        let (i, b) = Specials::bit(pc);
+        if self.filter[i] & b == 0 {
+            return None;
+        }
+        self.map.get(&pc).copied()
     }
 }
 
@@ -491,7 +523,7 @@ pub(super) fn on_taint_insn(uc: &mut Unicorn<'_, HookState>, pc: u64, size: u32)
         st.obs.taint_began = Some((pc, false));
         taint_begin(uc, pc, size);
     }
-    if let Some(special) = uc.get_data().code.specials.get(&pc).copied() {
+    if let Some(special) = uc.get_data().code.specials.get(pc) {
         on_special(uc, pc, special);
     }
 }
@@ -516,7 +548,7 @@ pub(super) fn taint_first(uc: &mut Unicorn<'_, HookState>, pc: u64) {
 fn taint_begin(uc: &mut Unicorn<'_, HookState>, pc: u64, size: u32) {
     // With nothing tainted the instruction needs no decoding (unless it loads a source, see
     // `learn_insn`).
-    let decode = uc.get_data().obs.taint.as_deref().is_some_and(|t| !t.is_quiet() && !t.knows(pc));
+    let decode = uc.get_data_mut().obs.taint.as_deref_mut().is_some_and(|t| !t.is_quiet() && !t.knows(pc));
     if decode {
         learn_insn(uc, pc, size as usize);
     }

@@ -69,7 +69,7 @@ pub(super) struct CodeKnowledge {
     pub(super) decoder: Decoder,
     /// Every [`Special`] seen, by PC: each has a code hook of its own until the taint hook goes
     /// in, which then acts for all of them ([`Machine::hook_taint`]).
-    pub(super) specials: rustc_hash::FxHashMap<u64, Special>,
+    pub(super) specials: super::hooks::Specials,
     /// The code hooks of the specials, removed when the taint hook goes in.
     pub(super) special_hooks: Vec<unicorn_engine::UcHookId>,
     /// Specials found in a block, to be hooked before it runs.

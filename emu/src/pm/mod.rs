@@ -867,8 +867,38 @@ impl PmDevice {
     /// that store is durable by both rules (the device then forgets it) or there is none. The
     /// byte itself may still be open if an older NT chunk is pending on it: ask `durable_hw`.
     pub fn persist_info(&self, addr: u64) -> Option<PersistInfo> {
-        let b = (addr % LINE_SIZE) as usize;
-        let l = match self.lines.get(line_of(addr))? {
+        Self::persist_info_in(self.lines.get(line_of(addr))?, (addr % LINE_SIZE) as usize)
+    }
+
+    /// The first byte of `[addr, addr + len)` in address order whose
+    /// [`PmDevice::persist_info`] `pick` accepts, with that info: the line table is probed once
+    /// per line, not once per byte (a pass asks this at every PM load).
+    pub fn find_persist_info(
+        &self,
+        addr: u64,
+        len: u64,
+        mut pick: impl FnMut(u64, &PersistInfo) -> bool,
+    ) -> Option<(u64, PersistInfo)> {
+        let end = addr.saturating_add(len);
+        let mut a = addr;
+        while a < end {
+            let line_end = ((line_of(a) + 1) * LINE_SIZE).min(end);
+            if let Some(slot) = self.lines.get(line_of(a)) {
+                for x in a..line_end {
+                    if let Some(info) = Self::persist_info_in(slot, (x % LINE_SIZE) as usize) {
+                        if pick(x, &info) {
+                            return Some((x, info));
+                        }
+                    }
+                }
+            }
+            a = line_end;
+        }
+        None
+    }
+
+    fn persist_info_in(slot: Slot<'_>, b: usize) -> Option<PersistInfo> {
+        let l = match slot {
             Slot::Compact(c) => {
                 let live = c.live();
                 return (live.mask >> b & 1 == 1).then_some(PersistInfo {

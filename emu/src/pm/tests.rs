@@ -109,6 +109,14 @@ fn invariants_hold_under_random_events() {
                 }
             }
             d.assert_invariants();
+            // The per-line search answers as a per-byte scan of `persist_info` does.
+            let mut q = Lcg(seed * 1000 + step);
+            let (lo, len, durable) = (q.next(5 * 64), q.next(80), q.next(2) == 0);
+            let scan = (lo..lo + len)
+                .find_map(|a| d.persist_info(a).filter(|i| i.durable_hw == durable).map(|i| (a, i.store, i.writer)));
+            let found =
+                d.find_persist_info(lo, len, |_, i| i.durable_hw == durable).map(|(a, i)| (a, i.store, i.writer));
+            assert_eq!(found, scan, "seed {seed} step {step}");
             let space = d.crash_space();
             assert_eq!(space.image(&space.oldest_choice()).unwrap().len(), space.lines().len());
         }
