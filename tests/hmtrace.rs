@@ -86,6 +86,9 @@ fn correct_pthread_programs_are_silent() {
         "drb_003_adjacent_no",
         // A release/acquire handoff through a C11 atomic.
         "drb_010_atomic_handoff_no",
+        // Ping-pong through a futex word read and written with C11 atomics (plain moves): a
+        // futex system call makes its word a sync location.
+        "thr_futex",
         // The lock-protected atomicity violation (an OSCS bug, not a race).
         "os_balance",
     ];

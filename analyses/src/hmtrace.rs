@@ -39,7 +39,8 @@
 //!   only later writers), a futex wake → the return of the wait it ended (runtimes the pass does
 //!   not know, such as libgomp's barriers, hand off through futexes; see
 //!   [`crate::sync::SyncAdapter`]), and **sync locations**: bytes touched by a locked read-modify-write
-//!   (`lock`-prefixed or `xchg`) are atomics; every later plain store to them is a release and
+//!   (`lock`-prefixed or `xchg`), and the word of a `futex` system call the program (not
+//!   libgomp) makes, are atomics; every later plain store to them is a release and
 //!   every plain load an acquire (C11 release stores and acquire loads compile to plain moves
 //!   on x86), a locked instruction both. Plain accesses to sync locations are never races, and a
 //!   report whose bytes became a sync location later in the run is dropped at the end.
@@ -521,6 +522,13 @@ impl Hmtrace {
                 self.allocs.retain(|a, _| *a < lo || *a >= lo.saturating_add(len));
                 self.forget_block(lo, lo.saturating_add(len));
             }
+            // futex(uaddr, ...): the word is a synchronisation variable (the kernel's protocol
+            // needs its loads and stores atomic), as a word a locked instruction touched is.
+            // Not libgomp's own words: the order its barriers and task queue happen to take is
+            // not what OpenMP guarantees (the entry points give that).
+            EventKind::Syscall if ev.addr == 202 && !self.adapter.omp.in_runtime(ev.tid) => {
+                self.mark_sync(ev.new & !3, 4)
+            }
             EventKind::SyncEnter(SyncKind::Free) => {
                 if let Some(size) = self.allocs.remove(&ev.addr) {
                     self.forget_block(ev.addr, ev.addr + size);
@@ -565,13 +573,7 @@ impl Hmtrace {
             if locked {
                 // A locked read-modify-write: the bytes become a sync location, and the
                 // instruction an acquire and a release of it.
-                *self.sync_ever.entry(gi).or_insert(0) |= m;
-                let g = self.shadow.get_or_insert(base);
-                g.sync |= m;
-                for e in &mut g.entries {
-                    e.mask &= !m;
-                }
-                g.entries.retain(|e| e.mask != 0);
+                self.mark_sync_granule(gi, m);
                 let key = SYNC_KEY | (ev.addr & !7);
                 self.apply(tid, SyncOp::Wait { obj: key });
                 self.apply(tid, SyncOp::Post { obj: key });
@@ -603,6 +605,29 @@ impl Hmtrace {
             }
             gi += 1;
         }
+    }
+
+    /// Bytes `[lo, lo + len)` are a sync location from now on ([`Hmtrace::mark_sync_granule`]).
+    fn mark_sync(&mut self, lo: u64, len: u64) {
+        let hi = lo.saturating_add(len);
+        let mut gi = lo >> GRANULE_SHIFT;
+        while gi << GRANULE_SHIFT < hi {
+            self.mark_sync_granule(gi, mask_of(gi << GRANULE_SHIFT, lo, hi));
+            gi += 1;
+        }
+    }
+
+    /// Bytes `m` of granule `gi` are a sync location: their plain accesses are atomics' loads and
+    /// stores from now on (acquires and releases of the location, not data), their records go,
+    /// and the races reported on them at any time are dropped at the end.
+    fn mark_sync_granule(&mut self, gi: u64, m: u16) {
+        *self.sync_ever.entry(gi).or_insert(0) |= m;
+        let g = self.shadow.get_or_insert(gi << GRANULE_SHIFT);
+        g.sync |= m;
+        for e in &mut g.entries {
+            e.mask &= !m;
+        }
+        g.entries.retain(|e| e.mask != 0);
     }
 
     /// A plain access to the sync location bytes `sync` of the granule at `base`: a release
