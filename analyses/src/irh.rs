@@ -283,8 +283,12 @@ impl HeldStores {
     /// thread lives no release or post of it can matter: every later thread is created after it,
     /// and inherits its clock. (An acquire or a wait can: it may learn what a thread that has
     /// exited did.)
+    ///
+    /// While no store is held no edge can matter either: a held store's epoch is taken fresh
+    /// (`advance`) at its persist, so only what flows after it can reach it, and a thread that
+    /// learns nothing before then loses nothing.
     pub(crate) fn order(&mut self, tid: u32, op: SyncOp, live: u32) {
-        if !self.on {
+        if !self.on || self.lines == 0 {
             return;
         }
         match op {
