@@ -43,13 +43,12 @@ pub trait Probe {
     fn symbolise(&mut self, m: &Machine, k: &Kernel, symbols: &Objects, pm_dir: &Path);
 }
 
-/// Tells the passes which code is library code (and which copies for its caller).
-fn give_code_info(m: &mut Machine, symbols: &Objects) {
-    give_image_code(m, &symbols.code_info());
-}
-
-/// Tells the passes and the machine `info`.
-fn give_image_code(m: &mut Machine, info: &analyses::CodeInfo) {
+/// Tells the machine the running image's synchronisation functions, and the passes which of its
+/// code is library code (and which copies for its caller); computed once per image and its
+/// objects ([`Objects::image_code`]).
+fn give_code_info(m: &mut Machine, symbols: &mut Objects, custom: &[emu::sync::CustomLock]) {
+    let (info, sync) = symbols.image_code(custom);
+    m.set_sync_functions(sync.iter().copied());
     let Some(obs) = m.observer_mut() else { return };
     let any: &mut dyn std::any::Any = obs;
     if let Some(passes) = any.downcast_mut::<Passes>() {
@@ -352,8 +351,7 @@ impl Session {
         symbols.add(&exe.display().to_string(), &bytes, im.load_bias, im.lowest, im.highest);
         // The interpreter of a dynamic executable.
         symbols.refresh(&m);
-        m.set_sync_functions(symbols.sync_functions(&spec.custom_locks));
-        give_code_info(&mut m, &symbols);
+        give_code_info(&mut m, &mut symbols, &spec.custom_locks);
         let regions_seen = m.mem.regions().count();
         let program_hash = blake3::hash(&bytes).to_hex().to_string();
 
@@ -551,9 +549,7 @@ impl Session {
                 }
                 // Another process's program: its code information for the passes.
                 if symbols.has_images() && symbols.switch_to(m.tid()) {
-                    let (info, sync) = symbols.image_code(&spec.custom_locks);
-                    m.set_sync_functions(sync.iter().copied());
-                    give_image_code(m, info);
+                    give_code_info(m, symbols, &spec.custom_locks);
                 }
                 if debug.as_deref_mut().is_some_and(|d| d.scheduled(m)) {
                     return Driven::Scheduled;
@@ -603,8 +599,7 @@ impl Session {
                     if mapped && m.mem.regions().count() != *regions_seen {
                         *regions_seen = m.mem.regions().count();
                         if symbols.refresh(m) {
-                            m.set_sync_functions(symbols.sync_functions(&spec.custom_locks));
-                            give_code_info(m, symbols);
+                            give_code_info(m, symbols, &spec.custom_locks);
                         }
                     }
                     trace.update(&m.reg(Reg::RAX).to_le_bytes());
@@ -634,8 +629,7 @@ impl Session {
                         symbols.exec(ex.tid, &ex.path, &ex.bytes, ex.load_bias, ex.lowest, ex.highest);
                         symbols.refresh(m);
                         *regions_seen = m.mem.regions().count();
-                        m.set_sync_functions(symbols.sync_functions(&spec.custom_locks));
-                        give_code_info(m, symbols);
+                        give_code_info(m, symbols, &spec.custom_locks);
                     }
                     for (tid, handle) in std::mem::take(&mut k.created) {
                         symbols.thread_created(tid);

@@ -129,25 +129,8 @@ impl Kernel {
         self.proc.fs_base = 0;
         self.proc.exe = Some(program.path.clone());
         m.exec_address_space();
-        for r in [
-            Reg::RAX,
-            Reg::RBX,
-            Reg::RCX,
-            Reg::RDX,
-            Reg::RSI,
-            Reg::RDI,
-            Reg::RBP,
-            Reg::R8,
-            Reg::R9,
-            Reg::R10,
-            Reg::R11,
-            Reg::R12,
-            Reg::R13,
-            Reg::R14,
-            Reg::R15,
-            Reg::FS_BASE,
-            Reg::GS_BASE,
-        ] {
+        // Every general register starts at 0 (the start-up sets RSP and RIP).
+        for &r in emu::GP_ORDER.iter().chain(&[Reg::FS_BASE, Reg::GS_BASE]) {
             m.set_reg(r, 0);
         }
         m.set_reg(Reg::RFLAGS, 0x202);
