@@ -150,6 +150,7 @@ use crate::sync::{
     Edges, HappensBefore, Mode, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp, VectorClock, PMDK_LANE_LOCK,
 };
 use crate::{Analysis, CodeInfo, RawFinding, RawLocation};
+use emu::callstack::StackId;
 
 /// At most this many racing load sites are listed per finding (all are counted).
 pub const MAX_LOADS: usize = 8;
@@ -301,18 +302,36 @@ struct Held {
     ts: u32,
 }
 
-/// A store not yet out of its window: bytes `mask` of its line.
+/// A store not yet out of its window: bytes `mask` of its line. 32 bytes: a line's list holds
+/// one inline in 40 (its site is split into its fields, and `flushed` is the top bit of the
+/// thread id, which no thread id reaches).
 #[derive(Clone, Copy, Debug)]
 struct Piece {
-    tid: u32,
     mask: u64,
-    site: Site,
+    pc: u64,
+    stack: StackId,
+    /// The writer's thread id, and [`FLUSHED`]: the writer flushed these bytes after the store
+    /// (or it was an NT store).
+    tid_flushed: u32,
     /// Timed lockset (id) at the store.
     ls: u32,
-    /// The writer flushed these bytes after the store (or it was an NT store).
-    flushed: bool,
     /// Writer's clock at the store.
     vc: u32,
+}
+
+/// [`Piece::tid_flushed`]'s flag.
+const FLUSHED: u32 = 1 << 31;
+
+impl Piece {
+    fn tid(&self) -> u32 {
+        self.tid_flushed & !FLUSHED
+    }
+    fn flushed(&self) -> bool {
+        self.tid_flushed & FLUSHED != 0
+    }
+    fn site(&self) -> Site {
+        (self.pc, self.stack)
+    }
 }
 
 /// What ended a store's window.
@@ -384,8 +403,10 @@ struct Thread {
     vc: Option<u32>,
     /// Inside an unlock call: the timed lockset before the release.
     pre_release: Option<u32>,
-    /// Lines where the thread has pending pieces.
-    lines: FxHashSet<u64>,
+    /// Lines where the thread has pending pieces, for its exit: those it stored to, each once
+    /// in a row, and compacted to the lines still pending when the list fills its buffer (so it
+    /// holds about what is pending, not every line the thread ever stored to).
+    lines: Vec<u64>,
     /// Lines flushed (or NT-stored) since the thread's last fence: what its next fence checks.
     flushed: FxHashSet<u64>,
     exited: bool,
@@ -601,14 +622,14 @@ impl Hawkset {
             return;
         }
         let eff = self.effective(piece.ls, end_ls);
-        let vc = self.clock(piece.tid);
+        let vc = self.clock(piece.tid());
         let rec = StoreRec {
             line,
             mask,
-            tid: piece.tid,
-            site: piece.site,
+            tid: piece.tid(),
+            site: piece.site(),
             end,
-            flushed: piece.flushed,
+            flushed: piece.flushed(),
             eff,
             vc,
             vc_store: piece.vc,
@@ -639,7 +660,7 @@ impl Hawkset {
             // Same-thread overwrite of pending bytes ends their window.
             let mut ended: Vec<(Piece, u64)> = Vec::new();
             if let Some(list) = self.pending.get_mut_if(line) {
-                for p in list.iter_mut().filter(|p| p.tid == tid && p.mask & mask != 0) {
+                for p in list.iter_mut().filter(|p| p.tid() == tid && p.mask & mask != 0) {
                     ended.push((*p, p.mask & mask));
                     p.mask &= !mask;
                 }
@@ -660,7 +681,8 @@ impl Hawkset {
                 continue;
             }
             let vc = self.clock(tid);
-            let piece = Piece { tid, mask, site, ls, flushed: nt, vc };
+            let piece =
+                Piece { mask, pc: site.0, stack: site.1, tid_flushed: tid | if nt { FLUSHED } else { 0 }, ls, vc };
             let list = self.pending.get_mut(line);
             if list.len() == list.inline_size() && !list.spilled() {
                 // A second piece: onto a buffer a line gave back, not a new allocation.
@@ -669,12 +691,30 @@ impl Hawkset {
                 *list = PieceList::from_vec(v);
             }
             list.push(piece);
+            self.note_pending_line(tid, line);
             let t = self.thread(tid);
-            t.lines.insert(line);
             if nt {
                 t.flushed.insert(line);
             }
         }
+    }
+
+    /// Notes that `tid` has a piece pending on `line`. A full list is first compacted to the
+    /// lines where the thread still has pieces pending: amortised constant time per store, and
+    /// the buffer doubles only when most of it is still pending.
+    fn note_pending_line(&mut self, tid: u32, line: u64) {
+        self.thread(tid);
+        let Hawkset { threads, pending, .. } = self;
+        let t = threads.get_mut(&tid).expect("thread noted above");
+        if t.lines.last() == Some(&line) {
+            return;
+        }
+        if t.lines.len() == t.lines.capacity() && t.lines.len() >= 64 {
+            t.lines.sort_unstable();
+            t.lines.dedup();
+            t.lines.retain(|&l| pending.get_mut_if(l).is_some_and(|list| list.iter().any(|p| p.tid() == tid)));
+        }
+        t.lines.push(line);
     }
 
     /// `line` has no pending store left: its list goes back to the slab, and one that grew out
@@ -718,8 +758,8 @@ impl Hawkset {
         let mut touched = false;
         if let Some(list) = self.pending.get_mut_if(line) {
             for p in list.iter_mut() {
-                if p.tid == tid {
-                    p.flushed = true;
+                if p.tid() == tid {
+                    p.tid_flushed |= FLUSHED;
                     touched = true;
                 } else if any {
                     touched = true;
@@ -740,9 +780,9 @@ impl Hawkset {
             let Some(list) = self.pending.get_mut_if(line) else { continue };
             let mut closed = std::mem::take(&mut self.closed);
             closed.clear();
-            for p in list.iter_mut().filter(|p| p.tid == tid || any) {
-                let owner_fenced = fencing && p.tid == tid && p.flushed;
-                let d = durable_bytes(device, rule, line, p.mask, p.tid, owner_fenced);
+            for p in list.iter_mut().filter(|p| p.tid() == tid || any) {
+                let owner_fenced = fencing && p.tid() == tid && p.flushed();
+                let d = durable_bytes(device, rule, line, p.mask, p.tid(), owner_fenced);
                 if d != 0 {
                     closed.push((*p, d));
                     p.mask &= !d;
@@ -753,7 +793,7 @@ impl Hawkset {
                 self.forget_line(line);
             }
             for &(p, m) in &closed {
-                let end_ls = if p.tid == tid { self.fence_lockset(tid) } else { self.lockset(p.tid) };
+                let end_ls = if p.tid() == tid { self.fence_lockset(tid) } else { self.lockset(p.tid()) };
                 self.record(line, p, m, end, end_ls);
             }
             self.closed = closed;
@@ -765,21 +805,22 @@ impl Hawkset {
         let lines: Vec<u64> = {
             let t = self.thread(tid);
             t.flushed.clear();
-            let mut v: Vec<u64> = t.lines.drain().collect();
+            let mut v = std::mem::take(&mut t.lines);
             v.sort_unstable();
+            v.dedup();
             v
         };
         let ls = self.lockset(tid);
         let rule = self.opts.persist_owner;
         for line in lines {
             let Some(list) = self.pending.get_mut_if(line) else { continue };
-            let mine: Vec<Piece> = list.iter().copied().filter(|p| p.tid == tid).collect();
-            list.retain(|p| p.tid != tid);
+            let mine: Vec<Piece> = list.iter().copied().filter(|p| p.tid() == tid).collect();
+            list.retain(|p| p.tid() != tid);
             if list.is_empty() {
                 self.forget_line(line);
             }
             for p in mine {
-                let d = durable_bytes(device, rule, line, p.mask, p.tid, false);
+                let d = durable_bytes(device, rule, line, p.mask, p.tid(), false);
                 if d != 0 {
                     self.record(line, p, d, End::Durable, ls);
                 }

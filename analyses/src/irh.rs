@@ -32,15 +32,21 @@ use smallvec::SmallVec;
 use crate::persist::ShadowLines;
 use crate::sync::{Edges, HappensBefore, SyncOp, PMDK_PSEUDO_LOCK};
 
-/// Publication state of one line for the IRH.
-#[derive(Clone, Default, Debug)]
+/// Publication state of one line for the IRH: 24 bytes in the line's shadow block. The first
+/// thread that touched unpublished bytes is inline; most lines are only ever touched by one (a
+/// thread's own data, initialisation). Further threads' bytes live in [`Publication::more`].
+#[derive(Clone, Copy, Default, Debug)]
 struct IrhLine {
     published: u64,
-    /// Threads that touched unpublished bytes, with those bytes. One thread inline: most lines
-    /// are only ever touched by one (a thread's own data, initialisation), and a line's state
-    /// then costs no allocation of its own (a `Vec` cost 64 bytes more a line).
-    seen: smallvec::SmallVec<[(u32, u64); 1]>,
+    /// Unpublished bytes the inline thread touched (0: none).
+    mask: u64,
+    tid: u32,
+    /// Index + 1 of the line's other threads in [`Publication::more`] (0: none).
+    more: u32,
 }
+
+/// Threads that touched unpublished bytes of a line, with those bytes.
+type Seen = SmallVec<[(u32, u64); 4]>;
 
 /// HawkSet's initialization removal heuristic (§3.1.3), per byte: a byte is *published* once
 /// `threshold + 1` distinct threads have accessed it. A store persisted (or overwritten) before
@@ -50,12 +56,15 @@ struct IrhLine {
 pub(crate) struct Publication {
     threshold: u32,
     lines: ShadowLines<IrhLine>,
+    /// The threads beyond a line's first, for the lines that have them, and free entries.
+    more: Vec<SmallVec<[(u32, u64); 2]>>,
+    free: Vec<u32>,
 }
 
 impl Publication {
     /// The heuristic with this threshold (`irh=N`).
     pub(crate) fn new(threshold: u32) -> Publication {
-        Publication { threshold, lines: ShadowLines::default() }
+        Publication { threshold, lines: ShadowLines::default(), more: Vec::new(), free: Vec::new() }
     }
 
     /// Registers an access by `tid` to bytes `mask` of `line`, and returns the bytes this access
@@ -64,49 +73,93 @@ impl Publication {
         if self.threshold == 0 {
             return 0;
         }
-        let e = self.lines.get_mut(line);
+        let e = *self.lines.get_mut(line);
         let fresh = mask & !e.published;
         if fresh == 0 {
             return 0;
         }
+        // Bytes this thread touched before and no other thread has: nothing changes (the common
+        // case of a thread's own data, whatever its neighbours on the line do).
+        if e.more == 0 && (e.mask == 0 || e.tid == tid) {
+            if e.mask & fresh == fresh {
+                return 0;
+            }
+            let e = self.lines.get_mut(line);
+            e.tid = tid;
+            e.mask |= fresh;
+            return 0;
+        }
+        let mut seen = Seen::new();
+        if e.mask != 0 {
+            seen.push((e.tid, e.mask));
+        }
+        if e.more != 0 {
+            seen.extend(self.more[e.more as usize - 1].iter().copied());
+        }
         let (mut own, mut others) = (0u64, 0u64);
-        for &(t, m) in &e.seen {
+        for &(t, m) in &seen {
             if t == tid {
                 own = m;
             } else {
                 others |= m;
             }
         }
-        // Bytes this thread touched before and no other thread has: nothing changes (the common
-        // case of a thread's own data, whatever its neighbours on the line do).
         if own & fresh == fresh && others & fresh == 0 {
             return 0;
         }
         let before = e.published;
-        match e.seen.iter_mut().find(|(t, _)| *t == tid) {
+        let mut published = e.published;
+        match seen.iter_mut().find(|(t, _)| *t == tid) {
             Some((_, m)) => *m |= fresh,
-            None => e.seen.push((tid, fresh)),
+            None => seen.push((tid, fresh)),
         }
         if self.threshold == 1 {
             // Published: touched by this thread and another.
-            e.published |= fresh & others;
+            published |= fresh & others;
         } else {
             let mut m = fresh;
             while m != 0 {
                 let b = m.trailing_zeros();
                 m &= m - 1;
-                let n = e.seen.iter().filter(|(_, s)| s >> b & 1 == 1).count();
+                let n = seen.iter().filter(|(_, s)| s >> b & 1 == 1).count();
                 if n as u32 > self.threshold {
-                    e.published |= 1 << b;
+                    published |= 1 << b;
                 }
             }
         }
-        let p = e.published;
-        for s in &mut e.seen {
-            s.1 &= !p;
+        for s in &mut seen {
+            s.1 &= !published;
         }
-        e.seen.retain(|s| s.1 != 0);
-        p & !before
+        seen.retain(|s| s.1 != 0);
+        self.store(line, published, &seen, e.more);
+        published & !before
+    }
+
+    /// Writes a line's state back: the first thread inline, the others in `more`.
+    fn store(&mut self, line: u64, published: u64, seen: &[(u32, u64)], more: u32) {
+        let (tid, mask) = seen.first().copied().unwrap_or((0, 0));
+        let rest = seen.get(1..).unwrap_or_default();
+        let more = match (more, rest.is_empty()) {
+            (0, true) => 0,
+            (m, true) => {
+                self.more[m as usize - 1] = SmallVec::new();
+                self.free.push(m);
+                0
+            }
+            (0, false) => {
+                let m = self.free.pop().unwrap_or_else(|| {
+                    self.more.push(SmallVec::new());
+                    self.more.len() as u32
+                });
+                self.more[m as usize - 1] = rest.iter().copied().collect();
+                m
+            }
+            (m, false) => {
+                self.more[m as usize - 1] = rest.iter().copied().collect();
+                m
+            }
+        };
+        *self.lines.get_mut(line) = IrhLine { published, mask, tid, more };
     }
 
     /// The bytes of `mask` of `line` that are published.
@@ -305,7 +358,32 @@ impl HeldStores {
 
 #[cfg(test)]
 mod tests {
-    use super::HeldStores;
+    use super::{HeldStores, Publication};
+
+    #[test]
+    fn bytes_are_published_by_the_threshold_plus_one_th_thread() {
+        let mut p = Publication::new(1);
+        assert_eq!(p.touch(1, 3, 0xff), 0);
+        assert_eq!(p.touch(1, 3, 0xff00), 0, "one thread's own bytes stay unpublished");
+        assert_eq!(p.touch(2, 3, 0xf0f0), 0xf0f0);
+        assert_eq!(p.published(3, u64::MAX), 0xf0f0);
+        assert_eq!(p.touch(3, 3, 0xff), 0x0f, "thread 1 touched them: thread 3 is the second");
+        assert_eq!(p.touch(2, 3, 0x0f00), 0x0f00);
+        assert_eq!(p.published(3, u64::MAX), 0xffff);
+        // Threads beyond the inline one come and go without losing bytes.
+        let mut p = Publication::new(2);
+        for t in 1..=2 {
+            assert_eq!(p.touch(t, 9, 0xff), 0);
+        }
+        assert_eq!(p.touch(3, 9, 0x01), 0x01);
+        assert_eq!(p.touch(3, 9, 0xfe), 0xfe);
+        assert_eq!(p.published(9, u64::MAX), 0xff);
+        assert_eq!((p.more.len(), p.free.len()), (1, 1), "the emptied side entry is free again");
+        assert_eq!(p.touch(4, 10, 0x1), 0);
+        assert_eq!(p.touch(5, 10, 0x1), 0);
+        assert_eq!(p.free.len(), 0, "and reused");
+        assert_eq!(Publication::new(0).touch(1, 1, 1), 0);
+    }
     use crate::sync::{Mode, SyncOp};
 
     /// A store held at its persist, published by a thread that did or did not acquire the lock its

@@ -112,9 +112,8 @@ impl Options {
 /// The `unpersisted` pass: stores never made durable, and the flush and fence lints.
 pub struct Unpersisted {
     options: Options,
-    /// Where each not-yet-durable store came from, by store id: an index into `sites` (a
-    /// program has few store sites, and each undurable store costs a 16-byte entry, not 32).
-    origin: FxHashMap<u64, u32>,
+    /// Where each not-yet-durable store came from, by store id: an index into `sites`.
+    origin: StoreOrigins,
     /// Store sites and their threads, interned for `origin`.
     sites: Vec<(Site, u32)>,
     site_ids: FxHashMap<(Site, u32), u32>,
@@ -141,6 +140,73 @@ pub struct Unpersisted {
 }
 
 const PRUNE_EVERY: usize = 1 << 16;
+
+/// Which site made each store, by store id. The device hands out store ids in program order, so
+/// the stores one site makes in a row (a loop over a pool's lines) are one run `(first id,
+/// site)` of 16 bytes, where a map from id to site cost 16 bytes a store and its table's slack.
+/// A run stands for the ids from its first to the next run's: ids no longer live may fall in a
+/// neighbour's run after a prune, and only live stores are ever looked up.
+#[derive(Clone, Default)]
+struct StoreOrigins {
+    runs: Vec<(u64, u32)>,
+    /// The highest id inserted.
+    last: Option<u64>,
+}
+
+impl StoreOrigins {
+    /// Whether store `id` has an origin: the elements of one `rep` instruction share the id of
+    /// its first.
+    fn contains(&self, id: u64) -> bool {
+        self.last.is_some_and(|l| id <= l) && self.get(id).is_some()
+    }
+
+    /// Records that store `id` came from `site`; returns whether a run was added.
+    fn insert(&mut self, id: u64, site: u32) -> bool {
+        match self.runs.last() {
+            Some(&(first, s)) if first <= id && self.last.is_none_or(|l| l < id) => {
+                self.last = Some(id);
+                if s == site {
+                    return false;
+                }
+                self.runs.push((id, site));
+            }
+            Some(_) => {
+                // Not after every id seen (never from the device, which counts up): keep order.
+                let i = self.runs.partition_point(|r| r.0 <= id);
+                if i > 0 && self.runs[i - 1].0 == id {
+                    self.runs[i - 1].1 = site;
+                    return false;
+                }
+                self.runs.insert(i, (id, site));
+                self.last = self.last.max(Some(id));
+            }
+            None => {
+                self.runs.push((id, site));
+                self.last = Some(id);
+            }
+        }
+        true
+    }
+
+    /// The site of store `id`.
+    fn get(&self, id: u64) -> Option<u32> {
+        let i = self.runs.partition_point(|r| r.0 <= id);
+        (i > 0).then(|| self.runs[i - 1].1)
+    }
+
+    /// Keeps the runs holding some id of `live` (sorted).
+    fn retain(&mut self, live: &[u64]) {
+        let mut j = 0;
+        let runs = std::mem::take(&mut self.runs);
+        for (i, &(first, site)) in runs.iter().enumerate() {
+            let end = runs.get(i + 1).map_or(u64::MAX, |r| r.0);
+            j += live[j..].partition_point(|&l| l < first);
+            if live.get(j).is_some_and(|&l| l < end) {
+                self.runs.push((first, site));
+            }
+        }
+    }
+}
 /// Capacity of a thread's flush map kept across its fences (beyond it the map is freed).
 const LAST_FLUSH_KEEP: usize = 4096;
 
@@ -152,7 +218,7 @@ impl Unpersisted {
 
     fn prune(&mut self, device: &PmDevice) {
         let live = device.unpersisted_ids(self.options.rule);
-        self.origin.retain(|id, _| live.binary_search(id).is_ok());
+        self.origin.retain(&live);
         self.withdrawn.retain(|id| live.binary_search(id).is_ok());
         self.inserts_since_prune = 0;
     }
@@ -211,22 +277,25 @@ impl Analysis for Unpersisted {
                 if let Some(id) = ev.store {
                     // Elements of one rep instruction share an id: withdrawn if all are.
                     if self.annotations.withdrawn(ev.dev, ev.size) {
-                        if !self.origin.contains_key(&id.0) {
+                        if !self.origin.contains(id.0) {
                             self.withdrawn.insert(id.0);
+                            self.inserts_since_prune += 1;
                         }
                     } else if !self.withdrawn.is_empty() {
                         self.withdrawn.remove(&id.0);
                     }
-                    if !self.origin.contains_key(&id.0) {
+                    if !self.origin.contains(id.0) {
                         let next = self.sites.len() as u32;
                         let s = *self.site_ids.entry((site, ev.tid)).or_insert(next);
                         if s == next {
                             self.sites.push((site, ev.tid));
                         }
-                        self.origin.insert(id.0, s);
+                        if self.origin.insert(id.0, s) {
+                            self.inserts_since_prune += 1;
+                        }
                     }
-                    self.inserts_since_prune += 1;
-                    if self.inserts_since_prune >= PRUNE_EVERY {
+                    // Amortised: a prune asks the device for every live store.
+                    if self.inserts_since_prune >= PRUNE_EVERY.max(self.origin.runs.len()) {
                         self.prune(device);
                     }
                 }
@@ -294,7 +363,7 @@ impl Analysis for Unpersisted {
             if self.withdrawn.contains(&u.store.0) || self.annotations.is_clean(&u, device, self.options.rule) {
                 continue;
             }
-            let (site, tid) = self.origin.get(&u.store.0).map_or(((0, StackId(0)), u.tid), |&s| self.sites[s as usize]);
+            let (site, tid) = self.origin.get(u.store.0).map_or(((0, StackId(0)), u.tid), |s| self.sites[s as usize]);
             let e = by_site.entry(site).or_insert((tid, 0, 0, false));
             e.1 += 1;
             e.2 += u.bytes;
@@ -372,5 +441,41 @@ impl Analysis for Unpersisted {
             });
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StoreOrigins;
+
+    #[test]
+    fn a_sites_stores_in_a_row_are_one_run_and_pruning_keeps_the_live_ones() {
+        let mut o = StoreOrigins::default();
+        assert!(!o.contains(1));
+        assert!(o.insert(1, 7));
+        for id in 2..1000 {
+            assert!(!o.contains(id));
+            assert!(!o.insert(id, 7), "the same site's next store extends its run");
+        }
+        assert!(o.contains(999) && o.contains(5));
+        assert!(o.insert(1000, 8));
+        assert!(o.insert(1001, 7));
+        assert_eq!(o.runs.len(), 3);
+        assert_eq!(
+            (o.get(0), o.get(1), o.get(999), o.get(1000), o.get(5000)),
+            (None, Some(7), Some(7), Some(8), Some(7))
+        );
+        // Store 1000 is no longer live: its run goes, the others stay.
+        o.retain(&[3, 1001]);
+        assert_eq!(o.runs, vec![(1, 7), (1001, 7)]);
+        assert_eq!((o.get(3), o.get(1001)), (Some(7), Some(7)));
+        // Nothing live: nothing kept, and later ids start afresh.
+        o.retain(&[]);
+        assert!(o.runs.is_empty() && !o.contains(3));
+        assert!(o.insert(1002, 9));
+        assert_eq!(o.get(1002), Some(9));
+        // An id below the highest seen (not what the device does) still lands in order.
+        assert!(o.insert(10, 4));
+        assert_eq!((o.get(10), o.get(1002)), (Some(4), Some(9)));
     }
 }
