@@ -127,6 +127,7 @@ use crate::persist::{durable_bytes, is_release_call, pieces, Interner, ShadowLis
 use crate::screen::WindowPass;
 use crate::sync::{Edges, HappensBefore, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp};
 use crate::{Analysis, CodeInfo, RawFinding, RawLocation};
+use emu::callstack::StackId;
 
 /// How overlap is decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -267,7 +268,8 @@ struct Window {
     tid: u32,
     line: u64,
     mask: u64,
-    site: Site,
+    /// The access's site, interned in [`Vardalith::sites`] (a window is 56 bytes, not 64).
+    site: u32,
     /// Event step of the last acquire before the access (window mode).
     start: u64,
     /// Event step of the release that closed it, or [`OPEN`].
@@ -288,7 +290,7 @@ struct Window {
 struct Thread {
     last_acquire: u64,
     /// Store windows not closed, by line, and load windows not closed.
-    stores: FxHashMap<u64, Ids>,
+    stores: OpenStores,
     loads: Vec<u32>,
     /// Lines flushed since the last fence.
     flushed: FxHashSet<u64>,
@@ -352,6 +354,9 @@ pub struct Vardalith {
     exited_with_stores: usize,
     /// (store site, load site) → (store thread, load thread, occurrences).
     pairs: BTreeMap<(Site, Site), PairCount>,
+    /// The windows' sites, and the last one looked up.
+    sites: Interner<Site>,
+    last_site: (Site, u32),
     /// Overlaps on words a locked RMW targeted, by (store site, load site, line, bytes): kept
     /// apart until the end, when those on words confirmed as locks are dropped.
     word_pairs: BTreeMap<(Site, Site, u64, u64), PairCount>,
@@ -367,6 +372,77 @@ pub struct Vardalith {
 /// A thread's open store windows on one line: almost always one or two, so they are kept inline
 /// in the line's entry (a `Vec` cost a heap block of its own per line).
 type Ids = smallvec::SmallVec<[u32; 2]>;
+
+/// A thread's open store windows, by line. A thread has one window open on most lines it
+/// stores to, kept as a 16-byte entry of `one`; a line with more moves to `many` (a map of
+/// lists cost 24 bytes an entry, and its table's slack with it, for every line a thread had
+/// not yet persisted).
+#[derive(Clone, Default, Debug)]
+struct OpenStores {
+    one: FxHashMap<u64, u32>,
+    many: FxHashMap<u64, Ids>,
+}
+
+impl OpenStores {
+    fn push(&mut self, line: u64, id: u32) {
+        if let Some(ids) = self.many.get_mut(&line) {
+            ids.push(id);
+        } else if let Some(first) = self.one.remove(&line) {
+            self.many.insert(line, smallvec::smallvec![first, id]);
+        } else {
+            self.one.insert(line, id);
+        }
+    }
+
+    fn get(&self, line: u64) -> Option<Ids> {
+        match self.one.get(&line) {
+            Some(&id) => Some(smallvec::smallvec![id]),
+            None => self.many.get(&line).cloned(),
+        }
+    }
+
+    fn contains_key(&self, line: u64) -> bool {
+        self.one.contains_key(&line) || self.many.contains_key(&line)
+    }
+
+    fn remove(&mut self, line: u64) -> Option<Ids> {
+        match self.one.remove(&line) {
+            Some(id) => Some(smallvec::smallvec![id]),
+            None => self.many.remove(&line),
+        }
+    }
+
+    /// Sets the windows of a line that has none listed (after [`OpenStores::remove`]).
+    fn insert(&mut self, line: u64, ids: Ids) {
+        match ids.len() {
+            0 => {}
+            1 => {
+                self.one.insert(line, ids[0]);
+            }
+            _ => {
+                self.many.insert(line, ids);
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.one.is_empty() && self.many.is_empty()
+    }
+
+    /// The lines with windows listed, in no particular order.
+    fn lines(&self) -> impl Iterator<Item = u64> + '_ {
+        self.one.keys().chain(self.many.keys()).copied()
+    }
+
+    /// Keeps the windows for which `keep` holds.
+    fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
+        self.one.retain(|_, id| keep(*id));
+        self.many.retain(|_, ids| {
+            ids.retain(|id| keep(*id));
+            !ids.is_empty()
+        });
+    }
+}
 
 const PRUNE_EVERY: usize = 4096;
 
@@ -403,6 +479,8 @@ impl Vardalith {
             created_since_prune: 0,
             exited_with_stores: 0,
             pairs: BTreeMap::new(),
+            sites: Interner::default(),
+            last_site: ((u64::MAX, StackId(u32::MAX)), 0),
             word_pairs: BTreeMap::new(),
             ops: Vec::new(),
             lane_ordered: 0,
@@ -486,6 +564,16 @@ impl Vardalith {
         id
     }
 
+    /// The id of `site` in [`Vardalith::sites`]; consecutive accesses mostly share one.
+    fn site_id(&mut self, site: Site) -> u32 {
+        if self.last_site.0 == site {
+            return self.last_site.1;
+        }
+        let id = self.sites.id(site);
+        self.last_site = (site, id);
+        id
+    }
+
     /// Whether the (new) access `w` conflicts with the existing window `o` of another thread.
     fn conflicts(&mut self, w: &Window, o: &Window) -> bool {
         if self.hb_mode() {
@@ -512,7 +600,7 @@ impl Vardalith {
         }
         let sampled = self.accesses.is_multiple_of(u64::from(self.opts.sample.max(1)));
         let tid = ev.tid;
-        let site = (ev.pc, ev.stack);
+        let site = self.site_id((ev.pc, ev.stack));
         let start = self.thread(tid).last_acquire;
         let vc = self.clock(tid);
         let durable_now = store && !nt && device.durable(self.opts.persist_owner, ev.dev, u64::from(ev.size));
@@ -582,10 +670,11 @@ impl Vardalith {
                         }
                         let (s, l) = if store { (&w, &o) } else { (&o, &w) };
                         let both = o.mask & mask;
+                        let (ss, ls) = (*self.sites.get(s.site), *self.sites.get(l.site));
                         let e = if self.inferred.on_rmw_word(line, both) {
-                            self.word_pairs.entry((s.site, l.site, line, both)).or_insert((s.tid, l.tid, 0))
+                            self.word_pairs.entry((ss, ls, line, both)).or_insert((s.tid, l.tid, 0))
                         } else {
-                            self.pairs.entry((s.site, l.site)).or_insert((s.tid, l.tid, 0))
+                            self.pairs.entry((ss, ls)).or_insert((s.tid, l.tid, 0))
                         };
                         e.2 += 1;
                     }
@@ -644,16 +733,16 @@ impl Vardalith {
     fn track(&mut self, tid: u32, store: bool, line: u64, id: u32) {
         let t = self.threads.entry(tid).or_default();
         if store {
-            t.stores.entry(line).or_default().push(id);
+            t.stores.push(line, id);
         } else {
             t.loads.push(id);
         }
     }
 
     fn flush_line(&mut self, tid: u32, line: u64) {
-        let Some(ids) = self.threads.get(&tid).and_then(|t| t.stores.get(&line)) else { return };
+        let Some(ids) = self.threads.get(&tid).and_then(|t| t.stores.get(line)) else { return };
         let mut any = false;
-        for &id in ids {
+        for id in ids {
             let w = self.windows[id as usize].as_mut().expect("live window");
             if w.state == State::Dirty {
                 w.state = State::Flushed;
@@ -689,12 +778,12 @@ impl Vardalith {
         todo.clear();
         let stores = &self.thread(tid).stores;
         match lines {
-            Some(l) => todo.extend(l.iter().copied().filter(|l| stores.contains_key(l))),
-            None => todo.extend(stores.keys().copied()),
+            Some(l) => todo.extend(l.iter().copied().filter(|&l| stores.contains_key(l))),
+            None => todo.extend(stores.lines()),
         }
         todo.sort_unstable();
         for &line in &todo {
-            let mut ids = self.thread(tid).stores.remove(&line).unwrap_or_default();
+            let mut ids = self.thread(tid).stores.remove(line).unwrap_or_default();
             // Compacted in place: the windows still open stay at the front.
             let mut open = 0;
             for j in 0..ids.len() {
@@ -746,7 +835,7 @@ impl Vardalith {
         let step = self.step;
         for (line, clean) in pieces(dev, size) {
             for &tid in &tids {
-                let Some(ids) = self.thread(tid).stores.remove(&line) else { continue };
+                let Some(ids) = self.thread(tid).stores.remove(line) else { continue };
                 let epoch = self.epoch(tid);
                 let mut open = Ids::new();
                 for id in ids {
@@ -829,25 +918,21 @@ impl Vardalith {
         for id in t.loads.drain(..) {
             windows[id as usize].as_mut().expect("live window").end = step;
         }
-        t.stores.retain(|_, ids| {
-            ids.retain(|id| {
-                let id = *id;
-                let w = windows[id as usize].as_mut().expect("live window");
-                if rif && w.state == State::Flushed {
-                    w.state = State::Persisted;
-                    w.p_epoch = epoch;
+        t.stores.retain(|id| {
+            let w = windows[id as usize].as_mut().expect("live window");
+            if rif && w.state == State::Flushed {
+                w.state = State::Persisted;
+                w.p_epoch = epoch;
+            }
+            if w.state == State::Persisted {
+                // (A held window the IRH decided was initialisation stays closed at 0.)
+                if w.end == OPEN {
+                    w.end = step;
                 }
-                if w.state == State::Persisted {
-                    // (A held window the IRH decided was initialisation stays closed at 0.)
-                    if w.end == OPEN {
-                        w.end = step;
-                    }
-                    false
-                } else {
-                    true
-                }
-            });
-            !ids.is_empty()
+                false
+            } else {
+                true
+            }
         });
     }
 
@@ -933,7 +1018,7 @@ impl Vardalith {
 
     /// Whether a thread that exited left a store window open on `line`.
     fn orphaned(&self, line: u64) -> bool {
-        self.exited_with_stores > 0 && self.threads.values().any(|t| t.exited && t.stores.contains_key(&line))
+        self.exited_with_stores > 0 && self.threads.values().any(|t| t.exited && t.stores.contains_key(line))
     }
 
     /// Thread `tid` fenced lines it flushed where exited threads left store windows open: those
@@ -948,7 +1033,7 @@ impl Vardalith {
         writers.sort_unstable();
         for &line in &lines {
             for &w in &writers {
-                let Some(mut ids) = self.thread(w).stores.remove(&line) else { continue };
+                let Some(mut ids) = self.thread(w).stores.remove(line) else { continue };
                 let mut moved = Ids::new();
                 ids.retain(|id| {
                     let id = *id;
@@ -968,8 +1053,8 @@ impl Vardalith {
                 if !ids.is_empty() {
                     self.thread(w).stores.insert(line, ids);
                 }
-                if !moved.is_empty() {
-                    self.thread(tid).stores.entry(line).or_default().extend(moved);
+                for id in moved {
+                    self.thread(tid).stores.push(line, id);
                 }
             }
         }
@@ -1017,16 +1102,12 @@ impl Vardalith {
             }
         }
         let windows = &self.windows;
-        let keep = |ids: &mut Ids| {
-            ids.retain(|id| windows[*id as usize].is_some());
-            !ids.is_empty()
-        };
         self.by_line.retain(|id| windows[id as usize].is_some());
         // Threads' open lists only hold open windows, which are never pruned in window mode; in
         // hb mode a pruned window may still be listed (a load not yet released).
         for t in self.threads.values_mut() {
             t.loads.retain(|&id| windows[id as usize].is_some());
-            t.stores.retain(|_, ids| keep(ids));
+            t.stores.retain(|id| windows[id as usize].is_some());
         }
     }
 }
