@@ -237,29 +237,32 @@ struct Entry {
     stack: StackId,
 }
 
-/// The granule's lockset state (HMTRace's Algorithm 1, with Eraser's exclusive phase).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-enum LsState {
-    /// No access yet.
-    #[default]
-    Virgin,
-    /// Every record of another thread happens before the owner's latest access: no check needed.
-    Exclusive(u32),
-    /// Accessed concurrently by several threads; the candidate lockset (the locks every access
-    /// since then held, each in its weakest mode). A check is needed unless the current locks
-    /// and the candidate exclude each other.
-    Shared(LsId),
-}
+/// [`Granule::shared`] of a granule not (or no longer) accessed concurrently.
+const NOT_SHARED: LsId = LsId::MAX;
 
-/// What the pass keeps per granule, in its shadow memory.
-#[derive(Clone, Default)]
+/// What the pass keeps per granule, in its shadow memory: 32 bytes.
+#[derive(Clone)]
 struct Granule {
-    state: LsState,
+    /// The granule's lockset state (HMTRace's Algorithm 1, with Eraser's exclusive phase):
+    /// [`NOT_SHARED`] while it is virgin or exclusive (every record of another thread happens
+    /// before the owner's latest access: no check needed), or, once accessed concurrently by
+    /// several threads, the candidate lockset (the locks every access since then held, each in
+    /// its weakest mode). A check is needed unless the current locks and the candidate exclude
+    /// each other.
+    shared: LsId,
     /// The bytes that are sync locations now (touched by a locked instruction).
     sync: u16,
-    /// Two inline: most granules hold one thread's record or two threads' (an allocation per
-    /// granule touched, and its free, was a tenth of the pass's time on a racy stencil).
+    /// The records: most granules only ever hold one or two (a thread's own data, stored and
+    /// loaded), so the list grows one record at a time to two (32 bytes each) and only then
+    /// doubles. (Four from the first record cost 128 bytes a touched granule; a list inline in
+    /// the granule doubled the shadow of every granule of a touched page.)
     entries: Vec<Entry>,
+}
+
+impl Default for Granule {
+    fn default() -> Self {
+        Granule { shared: NOT_SHARED, sync: 0, entries: Vec::new() }
+    }
 }
 
 /// What a report is: a data race or inconsistent lock usage (in the order of their names, which
@@ -721,7 +724,7 @@ fn check_granule(
     if let [e] = g.entries.as_mut_slice() {
         if same_site(e) {
             e.mask |= m;
-            g.state = LsState::Exclusive(tid);
+            g.shared = NOT_SHARED;
             return false;
         }
     }
@@ -749,20 +752,15 @@ fn check_granule(
         }
     }
     let need_check = if !unordered_others {
-        g.state = LsState::Exclusive(tid);
+        g.shared = NOT_SHARED;
         false
+    } else if g.shared == NOT_SHARED {
+        g.shared = ls;
+        true
     } else {
-        match g.state {
-            LsState::Shared(c) => {
-                let skip = locks.excludes(c, ls);
-                g.state = LsState::Shared(locks.meet(c, ls));
-                !skip
-            }
-            _ => {
-                g.state = LsState::Shared(ls);
-                true
-            }
-        }
+        let skip = locks.excludes(g.shared, ls);
+        g.shared = locks.meet(g.shared, ls);
+        !skip
     };
     if !need_check {
         found.clear();
@@ -788,8 +786,10 @@ fn check_granule(
     match mine {
         Some(i) => g.entries[i].mask |= m,
         None => {
-            if g.entries.capacity() == 0 {
-                g.entries.reserve_exact(4);
+            if g.entries.len() == g.entries.capacity() && g.entries.len() < 2 {
+                // One record, then two (a thread's store and its own load of the bytes), and
+                // only then doubling.
+                g.entries.reserve_exact(1);
             }
             g.entries.push(Entry { tid, slot, epoch, ls, mask: m, write, pc: ev.pc, stack: ev.stack })
         }
