@@ -69,18 +69,23 @@ fn peak_heap(analyses: &str, size: &str, mode: &str) -> u64 {
 /// with none persisted; 436 with every store persisted before hawkset's pending stores went
 /// into a slab and vardalith stopped opening load windows while one thread lives; 282 and 680
 /// before the lists went into unions, the IRH's lines to 24 bytes, hawkset's pending stores to
-/// 32 bytes with their lines compacted, and `unpersisted`'s store origins into runs.
+/// 32 bytes with their lines compacted, `unpersisted`'s store origins into runs, vardalith's
+/// open windows into a one-window map, pmrace's recent stores into an ordered list, and
+/// hmtrace's granules to 32 bytes.
 #[test]
 fn the_passes_cost_bounded_bytes_per_touched_line() {
     let all = "unpersisted,hawkset,vardalith,pmrace";
-    let bounds: [(&str, &str, u64); 7] = [
+    let bounds: [(&str, &str, u64); 10] = [
         ("persist", "unpersisted", 16),
         ("persist", "hawkset", 80),
         ("persist", "vardalith", 176),
         ("persist", "pmrace", 16),
         ("persist", all, 256),
+        ("persist", "hmtrace", 256),
         ("store", "none", 64),
-        ("store", all, 640),
+        ("store", "pmrace", 128),
+        ("store", "hmtrace", 320),
+        ("store", all, 544),
     ];
     for (mode, analyses, most) in bounds {
         let (small, large) = (peak_heap(analyses, "64K", mode), peak_heap(analyses, "4M", mode));

@@ -91,20 +91,84 @@ impl Options {
 }
 
 /// A program point with its stack and thread.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Site {
     pc: u64,
     stack: StackId,
     tid: u32,
 }
 
-/// A PM store the pass may still name as a candidate's source.
+/// A PM store the pass may still name as a candidate's source: 32 bytes.
 #[derive(Clone, Copy)]
 struct StoreRec {
-    site: Site,
+    /// The device's store id.
+    id: u64,
+    /// Event sequence number (compat rule).
     seq: u64,
     dev: u64,
     size: u32,
+    /// Index of its site in [`Stores::sites`].
+    site: u32,
+}
+
+/// The recent stores, in store id order. The device counts store ids up, so a new store goes
+/// at the end and a lookup is a binary search: 32 bytes a store, where a hash map from id to
+/// record cost about 150 (its table doubled, at most 7/8 full).
+#[derive(Default)]
+struct Stores {
+    recs: Vec<StoreRec>,
+    sites: Vec<Site>,
+    site_ids: FxHashMap<Site, u32>,
+    /// The site of the last store recorded.
+    last_site: u32,
+}
+
+impl Stores {
+    fn len(&self) -> usize {
+        self.recs.len()
+    }
+
+    /// Records store `id` (the elements of one `rep` instruction share it: the last wins).
+    fn insert(&mut self, id: u64, site: Site, seq: u64, dev: u64, size: u32) {
+        let site = match self.sites.get(self.last_site as usize) {
+            Some(last) if *last == site => self.last_site,
+            _ => *self.site_ids.entry(site).or_insert_with(|| {
+                self.sites.push(site);
+                self.sites.len() as u32 - 1
+            }),
+        };
+        self.last_site = site;
+        let rec = StoreRec { id, seq, dev, size, site };
+        match self.recs.last() {
+            Some(last) if last.id < id => self.recs.push(rec),
+            None => self.recs.push(rec),
+            Some(_) => match self.recs.binary_search_by_key(&id, |r| r.id) {
+                Ok(i) => self.recs[i] = rec,
+                Err(i) => self.recs.insert(i, rec),
+            },
+        }
+    }
+
+    fn find(&self, id: u64) -> Option<&StoreRec> {
+        match self.recs.last() {
+            Some(last) if last.id == id => Some(last),
+            _ => self.recs.binary_search_by_key(&id, |r| r.id).ok().map(|i| &self.recs[i]),
+        }
+    }
+
+    /// The site and event sequence number of store `id`.
+    fn get(&self, id: u64) -> Option<(Site, u64)> {
+        self.find(id).map(|r| (self.sites[r.site as usize], r.seq))
+    }
+
+    fn contains(&self, id: u64) -> bool {
+        self.find(id).is_some()
+    }
+
+    /// Keeps the stores for which `keep(id, dev, size)` holds.
+    fn retain(&mut self, mut keep: impl FnMut(u64, u64, u32) -> bool) {
+        self.recs.retain(|r| keep(r.id, r.dev, r.size));
+    }
 }
 
 /// A deduplicated candidate: a (source store, load) pair.
@@ -188,7 +252,7 @@ pub struct Pmrace {
     /// Each recent store by device store id: its site, event sequence number (compat rule) and
     /// bytes. Pruned of stores no byte holds unpersisted any more ([`Pmrace::prune_stores`]), so
     /// it stays as large as the data not yet durable, not the run.
-    stores: FxHashMap<u64, StoreRec>,
+    stores: Stores,
     /// `stores`' size after the last pruning.
     stores_kept: usize,
     /// Last flush of each device line, as an event sequence number (compat rule only).
@@ -239,7 +303,7 @@ impl Pmrace {
                 if info.nt {
                     return false;
                 }
-                let stored = self.stores.get(&info.store.0).map_or(0, |s| s.seq);
+                let stored = self.stores.get(info.store.0).map_or(0, |s| s.1);
                 if self.flushed.get(&(a & !63)).is_some_and(|&f| f > stored) {
                     return false;
                 }
@@ -283,8 +347,8 @@ impl Pmrace {
     /// Forgets the stores no byte holds unpersisted any more: none can be a candidate's source
     /// again. Run when the map has doubled since the last time, so it costs O(1) a store.
     fn prune_stores(&mut self, device: &PmDevice) {
-        self.stores.retain(|&id, r| {
-            (r.dev..r.dev + u64::from(r.size))
+        self.stores.retain(|id, dev, size| {
+            (dev..dev + u64::from(size))
                 .any(|a| device.persist_info(a).is_some_and(|i| i.store.0 == id && !i.durable_hw))
         });
         self.stores_kept = self.stores.len();
@@ -343,7 +407,7 @@ impl Pmrace {
 
     fn on_store(&mut self, ev: &Event, device: &PmDevice) {
         if let Some(id) = ev.store {
-            self.stores.insert(id.0, StoreRec { site: Self::site(ev), seq: self.seq, dev: ev.dev, size: ev.size });
+            self.stores.insert(id.0, Self::site(ev), self.seq, ev.dev, ev.size);
             if self.stores.len() >= 2 * self.stores_kept + 4096 {
                 self.prune_stores(device);
             }
@@ -464,9 +528,7 @@ impl Analysis for Pmrace {
         // nothing they read).
         ev.dev != 0
             && !self.code.is_library(ev.pc)
-            && self
-                .unpersisted_byte(ev.dev, ev.size, device)
-                .is_some_and(|(_, store, _)| self.stores.contains_key(&store))
+            && self.unpersisted_byte(ev.dev, ev.size, device).is_some_and(|(_, store, _)| self.stores.contains(store))
     }
 
     fn taint_source(&mut self, ev: &Event, device: &PmDevice) -> u32 {
@@ -477,7 +539,7 @@ impl Analysis for Pmrace {
             return 0;
         }
         let Some((byte, store, writer)) = self.unpersisted_byte(ev.dev, ev.size, device) else { return 0 };
-        let Some(store_site) = self.stores.get(&store).map(|s| s.site) else { return 0 };
+        let Some((store_site, _)) = self.stores.get(store) else { return 0 };
         let key = (store_site.pc, ev.pc);
         let inter = writer != ev.tid;
         let id = match self.candidate_ids.get(&key) {
