@@ -501,10 +501,9 @@ impl Kernel {
         // What `sigtimedwait` waits for is taken by its call, not by a handler.
         let mask = t.sigmask | if in_call { t.sigwait } else { 0 };
         let found = t.sigpending.iter().position(|s| mask & (1 << (s.signo - 1)) == 0);
+        // A call parked at its `syscall` (in_call) is made again whatever happens here: if it
+        // blocks again it is marked again; if it completes, nothing must take it for parked.
         let Some(i) = found else {
-            if in_call {
-                t.in_call = true;
-            }
             if interrupted.is_some() {
                 // Nothing to deliver after all: the wait is made again.
                 Self::restart_call(m);
@@ -517,11 +516,6 @@ impl Kernel {
             // Its handler went since it was sent: nothing to run, the call goes on.
             if let Some(old) = self.threads.get_mut(&cur).and_then(|t| t.saved_mask.take()) {
                 self.set_sigmask(old);
-            }
-            if in_call {
-                if let Some(t) = self.threads.get_mut(&cur) {
-                    t.in_call = true;
-                }
             }
             if interrupted.is_some() {
                 Self::restart_call(m);
