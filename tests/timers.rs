@@ -2,7 +2,8 @@
 //! `setitimer`, POSIX timers with glibc's `SIGEV_THREAD`, `sigtimedwait`, `pause`, sleeps,
 //! futex waits and reads cut short by `pthread_kill`, and the masks of `ppoll`, `pselect6` and
 //! `epoll_pwait` — the `sig_alarm` guest, compared with its native run, under several
-//! schedules, and replayed with the same trace hash.
+//! schedules, and replayed with the same trace hash; and a periodic timer whose signal nobody
+//! takes, which must not hide a deadlock.
 
 mod common;
 
@@ -63,4 +64,17 @@ fn a_replayed_timer_run_has_the_same_trace_hash() {
     let replay = Ferrite::replay(&run.path("r.json")).go_within(Duration::from_secs(120));
     replay.assert_code(0);
     assert!(replay.stderr.contains("replay reproduced the run"), "{}", replay.describe());
+}
+
+#[test]
+fn a_timer_nobody_takes_does_not_hide_a_deadlock() {
+    let line = marker_line("sig_timer_blocked.c", "/* BLOCKED FOREVER */");
+    // Natively the guest hangs forever: an endless series of clock jumps must fail, not hang.
+    let run =
+        Ferrite::run(&guest("sig_timer_blocked")).opts(&["--report", "r.json"]).go_within(Duration::from_secs(60));
+    run.assert_code(66);
+    assert_eq!(run.stdout_str(), "waiting with a blocked periodic timer\n");
+    let report = run.json("r.json");
+    assert_eq!(get(&report, "run.exit.deadlock"), &serde_json::Value::Bool(true), "{}", get(&report, "run.exit"));
+    assert!(run.stderr.contains(&format!("sig_timer_blocked.c:{line}")), "{}", run.describe());
 }
