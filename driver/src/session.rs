@@ -693,6 +693,21 @@ impl Session {
                     k.hold(m, None);
                     *pending_schedule = Some((Point::Forced, false));
                 }
+                Exit::Timer => {
+                    // A timer's instant passed: its signal is pending now, for this thread or
+                    // another (woken if it waits in a call the signal interrupts).
+                    k.fire_timers(m);
+                    if let Err(e) = k.deliver_pending(m) {
+                        match k.signal_death(m, e) {
+                            Some(e) => break GuestEnd::Exited(e),
+                            None => {
+                                *pending_schedule = Some((Point::Forced, true));
+                                continue;
+                            }
+                        }
+                    }
+                    m.set_runnable_others(k.runnable_count().saturating_sub(1));
+                }
                 Exit::Quantum | Exit::Yield => {
                     let point = if exit == Exit::Yield { Point::Yield } else { Point::Quantum };
                     *pending_schedule = Some((point, false));

@@ -147,6 +147,10 @@ pub enum Exit {
     /// The running thread's quantum ended (at a block start): another thread must run, if one
     /// can. RIP is at the next instruction to run.
     Quantum,
+    /// The virtual clock reached the instant the kernel asked to be told of
+    /// ([`Machine::set_timer_stop`]): a timer of the guest may expire (at a block start). RIP
+    /// is at the next instruction to run.
+    Timer,
     /// The running thread executed `pause`, the spin-wait hint, while another thread could run:
     /// a yield. RIP is past the `pause`.
     Yield,
@@ -208,6 +212,8 @@ enum Stop {
     Preempt,
     /// The quantum ended at the start of the block about to run.
     Quantum,
+    /// The kernel's timer instant passed at the start of the block about to run.
+    Timer,
     /// The budget runs out at the instruction at this PC, in the block about to run.
     ArmLimit(u64),
     /// An access to a mapping's pages past the end of its file (SIGBUS), at this address.
@@ -347,6 +353,7 @@ impl Machine {
                 sched: Scheduler::new(config.strategy, config.sched_seed),
                 runnable_others: 0,
                 quantum_end: u64::MAX,
+                timer_at: u64::MAX,
                 hold: None,
                 hold_signalled: false,
                 hold_bypass: Vec::new(),

@@ -53,9 +53,10 @@ run 0   thr_once_tls        $B/thr_once_tls
 run 0   thr_detached        $B/thr_detached
 run 0   thr_futex           $B/thr_futex
 run 139 thr_crash           $B/thr_crash
+run 0   sig_alarm           $B/sig_alarm
 run_nd 0 thr_racy_counter   $B/thr_racy_counter
 run_nd 0 thr_dekker         $B/thr_dekker
-# thr_deadlock (like endless_loop) never ends natively and is not run here.
+# thr_deadlock and sig_timer_blocked (like endless_loop) never end natively and are not run here.
 if grep -qw clwb /proc/cpuinfo && grep -qw clflushopt /proc/cpuinfo; then
     run 0 pm_log              $B/pm_log "$T/pool.log"
     run 0 "pm_log check"      $B/pm_log "$T/pool.log" check

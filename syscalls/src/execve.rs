@@ -115,6 +115,7 @@ impl Kernel {
             m.forget_thread(tid);
         }
         self.fds.fds.retain(|_, f| !f.cloexec);
+        self.timers.exec(pid);
         self.io_ready_all();
         for a in self.proc.sigactions.iter_mut().skip(1) {
             if a[0] != 1 {

@@ -6,7 +6,7 @@
 //! (brk, mmap and friends), [`process`] (start-up of static and dynamic executables, identities,
 //! limits), [`thread`] (clone, futexes, thread exit, scheduling decisions), [`signal`]
 //! (dispositions, masks, delivery and `rt_sigreturn`), [`time`] (the virtual clock and
-//! randomness). Each handler says which Linux semantics it follows and what it leaves out.
+//! randomness), [`timers`] (`alarm`, `setitimer`, POSIX timers). Each handler says which Linux semantics it follows and what it leaves out.
 //!
 //! Everything the guest can observe is a function of the run's inputs and seed: time advances with
 //! retired instructions, randomness comes from the seed, identities and stat fields are fixed or
@@ -33,6 +33,7 @@ pub mod signal;
 pub mod snapshot;
 pub mod thread;
 pub mod time;
+pub mod timers;
 mod trace;
 pub mod vfs;
 
@@ -204,6 +205,8 @@ pub struct Kernel {
     /// Programs started by `execve` in the last system call, for the caller to learn their
     /// symbols ([`execve`]); it drains the list.
     pub execs: Vec<execve::Execed>,
+    /// Every process's interval and POSIX timers ([`timers`]).
+    pub(crate) timers: timers::Timers,
     /// The running process: whose descriptors, memory layout and signal actions the kernel
     /// holds now.
     pub(crate) pid: u32,
@@ -240,6 +243,7 @@ impl Kernel {
             procs: BTreeMap::from([(process::PID, procs::Proc::first())]),
             pid: process::PID,
             execs: Vec::new(),
+            timers: timers::Timers::default(),
             cfg,
         }
     }
@@ -250,7 +254,10 @@ impl Kernel {
         let a = [m.reg(Reg::RDI), m.reg(Reg::RSI), m.reg(Reg::RDX), m.reg(Reg::R10), m.reg(Reg::R8), m.reg(Reg::R9)];
         // The call as made, before it runs (a path argument may be freed by the call).
         let traced = self.cfg.trace_syscalls.then(|| trace::call(m, self.current, nr, a));
+        // Timers whose instant passed since the last block start expire before the call.
+        self.fire_timers(m);
         let d = self.dispatch(m, nr, a);
+        self.arm_timer_stop(m);
         if let Some(call) = traced {
             trace::result(&call, nr, &d);
         }
@@ -318,10 +325,28 @@ impl Kernel {
             libc::SYS_getsockopt => self.getsockopt(m, i(a[0]), i(a[1]), i(a[2]), a[3], a[4]),
             // poll
             libc::SYS_poll => self.poll(m, a[0], a[1], Self::ms_timeout(i(a[2]))),
-            libc::SYS_ppoll => Self::timespec_timeout(m, a[2]).and_then(|t| self.poll(m, a[0], a[1], t)),
+            libc::SYS_ppoll => {
+                let r = Self::timespec_timeout(m, a[2])
+                    .and_then(|t| self.call_mask(m, a[3], a[4]).map(|()| t))
+                    .and_then(|t| self.poll(m, a[0], a[1], t));
+                self.call_mask_done(&r);
+                r
+            }
             libc::SYS_select => Self::timeval_ns(m, a[4]).and_then(|t| self.select(m, i(a[0]), [a[1], a[2], a[3]], t)),
             libc::SYS_pselect6 => {
-                Self::timespec_timeout(m, a[4]).and_then(|t| self.select(m, i(a[0]), [a[1], a[2], a[3]], t))
+                // The sixth argument points at { const sigset_t *ss; size_t ss_len }.
+                let mask = |m: &Machine| -> Result<(u64, u64), Errno> {
+                    if a[5] == 0 {
+                        return Ok((0, 0));
+                    }
+                    Ok((m.read_u64(a[5])?, m.read_u64(a[5] + 8)?))
+                };
+                let r = Self::timespec_timeout(m, a[4])
+                    .and_then(|t| mask(m).map(|s| (t, s)))
+                    .and_then(|(t, (set, size))| self.call_mask(m, set, size).map(|()| t))
+                    .and_then(|t| self.select(m, i(a[0]), [a[1], a[2], a[3]], t));
+                self.call_mask_done(&r);
+                r
             }
             libc::SYS_epoll_create => {
                 if (a[0] as i32) <= 0 {
@@ -332,11 +357,20 @@ impl Kernel {
             }
             libc::SYS_epoll_create1 => self.epoll_create1(i(a[0])),
             libc::SYS_epoll_ctl => self.epoll_ctl(m, i(a[0]), i(a[1]), i(a[2]), a[3]),
-            libc::SYS_epoll_wait | libc::SYS_epoll_pwait => {
-                self.epoll_wait(m, i(a[0]), a[1], i(a[2]), Self::ms_timeout(i(a[3])))
+            libc::SYS_epoll_wait => self.epoll_wait(m, i(a[0]), a[1], i(a[2]), Self::ms_timeout(i(a[3]))),
+            libc::SYS_epoll_pwait => {
+                let r = self
+                    .call_mask(m, a[4], a[5])
+                    .and_then(|()| self.epoll_wait(m, i(a[0]), a[1], i(a[2]), Self::ms_timeout(i(a[3]))));
+                self.call_mask_done(&r);
+                r
             }
             libc::SYS_epoll_pwait2 => {
-                Self::timespec_timeout(m, a[3]).and_then(|t| self.epoll_wait(m, i(a[0]), a[1], i(a[2]), t))
+                let r = Self::timespec_timeout(m, a[3])
+                    .and_then(|t| self.call_mask(m, a[4], a[5]).map(|()| t))
+                    .and_then(|t| self.epoll_wait(m, i(a[0]), a[1], i(a[2]), t));
+                self.call_mask_done(&r);
+                r
             }
             libc::SYS_eventfd => self.eventfd2(a[0] as u32, 0),
             libc::SYS_eventfd2 => self.eventfd2(a[0] as u32, i(a[1])),
@@ -439,6 +473,9 @@ impl Kernel {
             libc::SYS_rt_sigprocmask => self.rt_sigprocmask(m, i(a[0]), a[1], a[2], a[3]),
             libc::SYS_sigaltstack => self.sigaltstack(m, a[0], a[1]),
             libc::SYS_rt_sigsuspend => self.rt_sigsuspend(m, a[0], a[1]),
+            libc::SYS_rt_sigtimedwait => self.rt_sigtimedwait(m, a[0], a[1], a[2], a[3]),
+            libc::SYS_rt_sigpending => self.rt_sigpending(m, a[0], a[1]),
+            libc::SYS_pause => self.pause(),
             libc::SYS_rt_sigreturn => {
                 return match self.rt_sigreturn(m) {
                     Ok(()) => Dispatch::Restored,
@@ -446,10 +483,14 @@ impl Kernel {
                 }
             }
             libc::SYS_kill | libc::SYS_tkill | libc::SYS_tgkill => {
-                let killed = if nr == libc::SYS_kill as u64 && a[0] as i32 != self.pid as i32 {
+                let killed = if nr == libc::SYS_tgkill as u64 {
+                    self.tkill(Some(a[0] as u32), a[1] as u32, i(a[2]))
+                } else if nr == libc::SYS_tkill as u64 {
+                    self.tkill(None, a[0] as u32, i(a[1]))
+                } else if a[0] as i32 != self.pid as i32 {
                     self.kill_pid(m, i64::from(a[0] as i32), i(a[1]))
                 } else {
-                    self.kill(i(a[if nr == libc::SYS_tgkill as u64 { 2 } else { 1 }]))
+                    self.kill(i(a[1]))
                 };
                 match killed {
                     Ok(Some(exit)) => return self.process_ends(m, exit),
@@ -520,6 +561,14 @@ impl Kernel {
                 Err(e) => Err(e),
             },
             libc::SYS_getrandom => self.getrandom(m, a[0], a[1]),
+            libc::SYS_alarm => self.alarm(m, a[0] as u32),
+            libc::SYS_setitimer => self.setitimer(m, i(a[0]), a[1], a[2]),
+            libc::SYS_getitimer => self.getitimer(m, i(a[0]), a[1]),
+            libc::SYS_timer_create => self.timer_create(m, i(a[0]), a[1], a[2]),
+            libc::SYS_timer_settime => self.timer_settime(m, i(a[0]), i(a[1]), a[2], a[3]),
+            libc::SYS_timer_gettime => self.timer_gettime(m, i(a[0]), a[1]),
+            libc::SYS_timer_getoverrun => self.timer_getoverrun(i(a[0])),
+            libc::SYS_timer_delete => self.timer_delete(m, i(a[0])),
             _ => {
                 self.note_unsupported(m, nr);
                 err(libc::ENOSYS)

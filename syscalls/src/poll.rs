@@ -445,7 +445,7 @@ impl Kernel {
         [t.interval, t.next.map_or(0, |n| n.saturating_sub(now))]
     }
 
-    fn write_itimerspec(m: &mut Machine, addr: u64, v: [u64; 2]) -> Result<(), Errno> {
+    pub(crate) fn write_itimerspec(m: &mut Machine, addr: u64, v: [u64; 2]) -> Result<(), Errno> {
         let mut b = [0u8; 32];
         for (k, ns) in v.iter().enumerate() {
             b[16 * k..16 * k + 8].copy_from_slice(&(ns / 1_000_000_000).to_le_bytes());

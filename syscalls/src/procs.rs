@@ -228,6 +228,7 @@ impl Kernel {
                 m.forget_thread(tid);
             }
         }
+        self.timers.drop_process(pid);
         let Some(p) = self.procs.get_mut(&pid) else { return };
         p.ended = Some(how);
         let ppid = p.ppid;

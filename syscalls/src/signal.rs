@@ -24,13 +24,18 @@
 //! on descriptors, `wait4`, `rt_sigsuspend`) is woken for it, and the call returns EINTR or, under
 //! `SA_RESTART`, is made again after the handler, as Linux does.
 //!
-//! Left out: real-time signal queues (one pending instance per signal), interrupting futex waits
-//! and sleeps, `sigtimedwait`/`signalfd`, the XSAVE frame format (the CPU model has no
+//! A futex wait or a sleep is interrupted too (EINTR, or a futex wait without a timeout made
+//! again under `SA_RESTART`; a relative sleep writes the time left to `rem`). `tkill`/`tgkill`
+//! reach other threads; `pause`, `rt_sigtimedwait` and `rt_sigpending` exist; `ppoll`,
+//! `pselect6` and `epoll_pwait` install their masks for the call ([`Kernel::call_mask`]).
+//!
+//! Left out: real-time signal queues (one pending instance per signal), `signalfd`, the XSAVE frame format (the CPU model has no
 //! XSAVE, so the FXSAVE format with no FP_XSTATE magic is what Linux would build too).
 
 use emu::machine::{ST_REGS, XMM_REGS};
 use emu::{Fault, Machine, Reg};
 
+use crate::thread::{Interrupted, Wait};
 use crate::{err, Errno, Kernel, ProcessExit, SysResult};
 
 const SA_SIGINFO: u64 = 0x4;
@@ -54,8 +59,10 @@ pub(crate) fn ignored_by_default(sig: i32) -> bool {
 
 /// Calls a handler never restarts (Linux's ERESTARTNOHAND): they return EINTR even under
 /// `SA_RESTART`.
-const NEVER_RESTARTED: [i64; 8] = [
+const NEVER_RESTARTED: [i64; 10] = [
     libc::SYS_rt_sigsuspend,
+    libc::SYS_rt_sigtimedwait,
+    libc::SYS_pause,
     libc::SYS_poll,
     libc::SYS_ppoll,
     libc::SYS_select,
@@ -73,14 +80,17 @@ pub struct SigInfo {
     /// `si_code`: the fault's for a fault, `SI_TKILL` (-6) for a signal the guest sends itself,
     /// `SI_USER` (0) for one a system call raises (`SIGPIPE`).
     pub code: i32,
-    /// `si_addr` for faults; for kill/tgkill, the sender's pid in the low half.
+    /// `si_addr` for faults; for kill/tgkill, the sender's pid in the low half; `si_value` for
+    /// a POSIX timer's signal (`SI_TIMER`).
     pub addr: u64,
     /// Sent by the process rather than raised by a fault: the siginfo then names the sender's pid
     /// and uid.
     pub from_kill: bool,
-    /// The sender's pid (0: the first process), or the child's for `SIGCHLD`.
+    /// The sender's pid (0: the first process), or the child's for `SIGCHLD`; the timer's id
+    /// for `SI_TIMER`.
     pub sender: u32,
-    /// `si_status` of a `SIGCHLD`: the exit code or the signal that killed the child.
+    /// `si_status` of a `SIGCHLD`: the exit code or the signal that killed the child;
+    /// `si_overrun` for `SI_TIMER`.
     pub status: i32,
 }
 
@@ -104,11 +114,16 @@ impl SigInfo {
         SigInfo { signo: SIGCHLD, code, addr: 0, from_kill: true, sender: pid, status }
     }
 
-    fn bytes(&self) -> [u8; 128] {
+    pub(crate) fn bytes(&self) -> [u8; 128] {
         let mut b = [0u8; 128];
         b[0..4].copy_from_slice(&self.signo.to_le_bytes());
         b[8..12].copy_from_slice(&self.code.to_le_bytes());
-        if self.from_kill {
+        if self.code == crate::timers::SI_TIMER {
+            // _timer: the timer's id, its overrun count, sigev_value.
+            b[16..20].copy_from_slice(&self.sender.to_le_bytes());
+            b[20..24].copy_from_slice(&self.status.to_le_bytes());
+            b[24..32].copy_from_slice(&self.addr.to_le_bytes());
+        } else if self.from_kill {
             let sender = if self.sender == 0 { crate::process::PID } else { self.sender };
             b[16..20].copy_from_slice(&sender.to_le_bytes());
             b[20..24].copy_from_slice(&(crate::process::UID as u32).to_le_bytes());
@@ -314,18 +329,64 @@ impl Kernel {
             SIG_DFL if ignored_by_default => Ok(None),
             SIG_DFL => Ok(Some(ProcessExit::Signal(sig))),
             _ => {
-                self.pending.push((self.current, SigInfo { code: -6, ..SigInfo::user(sig, self.pid) }));
+                let info = SigInfo { code: -6, ..SigInfo::user(sig, self.pid) };
+                if self.sigmask() & (1 << (sig - 1)) != 0 {
+                    // Blocked: pending until the thread unblocks it.
+                    self.pend_to(self.current, info);
+                } else {
+                    self.pending.push((self.current, info));
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// tkill(2) and tgkill(2) to thread `tid` of the running process (`tgid`: the process the
+    /// caller names, checked, if given).
+    pub(crate) fn tkill(&mut self, tgid: Option<u32>, tid: u32, sig: i32) -> Result<Option<ProcessExit>, Errno> {
+        if !(0..=64).contains(&sig) {
+            return err(libc::EINVAL);
+        }
+        let Some(t) = self.threads.get(&tid) else { return err(libc::ESRCH) };
+        if tgid.is_some_and(|g| g != t.pid) {
+            return err(libc::ESRCH);
+        }
+        if t.pid != self.pid {
+            // Another process's thread: the signal goes to that process.
+            if sig != 0 {
+                let (pid, info) = (t.pid, SigInfo::user(sig, self.pid));
+                self.send_signal(pid, None, info);
+            }
+            return Ok(None);
+        }
+        if tid == self.current || sig == 0 {
+            return self.kill(sig);
+        }
+        let blocked = t.sigmask & (1 << (sig - 1)) != 0;
+        let handler = self.proc.sigactions[sig as usize][0];
+        let info = SigInfo { code: -6, ..SigInfo::user(sig, self.pid) };
+        match handler {
+            _ if sig == libc::SIGKILL => Ok(Some(ProcessExit::Signal(sig))),
+            SIG_IGN => Ok(None),
+            SIG_DFL if ignored_by_default(sig) => Ok(None),
+            SIG_DFL if !blocked => Ok(Some(ProcessExit::Signal(sig))),
+            _ => {
+                self.pend_to(tid, info);
                 Ok(None)
             }
         }
     }
 
     /// A signal a system call raises for the running thread (SIGPIPE for a write to a pipe no
-    /// one reads): delivered when the call returns, unless ignored. A blocked one is dropped
-    /// (ferrite keeps no set of pending signals), where Linux would keep it pending.
+    /// one reads): delivered when the call returns, unless ignored; a blocked one stays pending.
     pub(crate) fn raise(&mut self, sig: i32) {
         let blocked = self.sigmask() & (1 << (sig - 1)) != 0;
-        if self.proc.sigactions[sig as usize][0] != SIG_IGN && !blocked {
+        if self.proc.sigactions[sig as usize][0] == SIG_IGN {
+            return;
+        }
+        if blocked {
+            self.pend_to(self.current, SigInfo::user(sig, self.pid));
+        } else {
             self.pending.push((self.current, SigInfo::user(sig, self.pid)));
         }
     }
@@ -370,19 +431,57 @@ impl Kernel {
         None
     }
 
-    /// Makes `info` pending for a thread of process `pid`; wakes it if it waits in a call a
-    /// signal interrupts and does not block the signal.
-    fn pend(&mut self, pid: u32, info: SigInfo) {
+    /// Makes `info` pending for a thread of process `pid`: one that does not block it, else one
+    /// waiting for it in `sigtimedwait`, else the first.
+    fn pend(&mut self, pid: u32, info: SigInfo) -> bool {
         let bit = 1u64 << (info.signo - 1);
-        let mut of_pid = self.threads.values().filter(|t| t.pid == pid);
-        let first = of_pid.clone().next().map(|t| t.tid);
-        let Some(tid) = of_pid.find(|t| t.sigmask & bit == 0).map(|t| t.tid).or(first) else { return };
-        let t = self.threads.get_mut(&tid).expect("found above");
-        if !t.sigpending.iter().any(|s| s.signo == info.signo) {
-            t.sigpending.push(info);
+        let of_pid = self.threads.values().filter(|t| t.pid == pid);
+        let tid = of_pid
+            .clone()
+            .find(|t| t.sigmask & bit == 0)
+            .or_else(|| of_pid.clone().find(|t| t.sigwait & bit != 0))
+            .or_else(|| of_pid.clone().next())
+            .map(|t| t.tid);
+        tid.is_some_and(|tid| self.pend_to(tid, info))
+    }
+
+    /// Makes `info` pending for thread `tid` (one instance of each signal: returns false if one
+    /// was already pending), and wakes it if it waits in a call the signal interrupts: a call
+    /// on descriptors, `wait4`, `pause`, `rt_sigsuspend` or `rt_sigtimedwait` waiting for it,
+    /// a futex wait or a sleep.
+    pub(crate) fn pend_to(&mut self, tid: u32, info: SigInfo) -> bool {
+        let bit = 1u64 << (info.signo - 1);
+        let Some(t) = self.threads.get_mut(&tid) else { return false };
+        if t.sigpending.iter().any(|s| s.signo == info.signo) {
+            return false;
         }
-        if t.sigmask & bit == 0 && t.in_call && matches!(t.wait, Some(crate::thread::Wait::Io { .. })) {
-            self.set_wait(tid, None, None);
+        t.sigpending.push(info);
+        if t.sigmask & bit != 0 && !(t.in_call && t.sigwait & bit != 0) {
+            return true;
+        }
+        match t.wait {
+            Some(Wait::Io { .. }) if t.in_call => {}
+            Some(Wait::Futex { deadline, .. }) => {
+                t.interrupted = Some(Interrupted::Futex { timed: deadline.is_some() })
+            }
+            Some(Wait::Sleep { deadline }) => t.interrupted = Some(Interrupted::Sleep { deadline }),
+            _ => return true,
+        }
+        self.set_wait(tid, None, None);
+        true
+    }
+
+    /// A signal a timer sends to process `pid`, or to its thread `tid`: made pending unless
+    /// ignored (a default action that kills is taken when a thread takes it, so a blocked one
+    /// stays pending). Returns whether it was made pending.
+    pub(crate) fn send_signal(&mut self, pid: u32, tid: Option<u32>, info: SigInfo) -> bool {
+        let Some(action) = self.action_of(pid, info.signo) else { return false };
+        if action[0] == SIG_IGN || (action[0] == SIG_DFL && ignored_by_default(info.signo)) {
+            return false;
+        }
+        match tid {
+            Some(tid) if self.threads.contains_key(&tid) => self.pend_to(tid, info),
+            _ => self.pend(pid, info),
         }
     }
 
@@ -395,11 +494,22 @@ impl Kernel {
         let cur = self.current;
         let Some(t) = self.threads.get_mut(&cur) else { return Ok(()) };
         let in_call = std::mem::take(&mut t.in_call);
-        if t.sigpending.is_empty() {
+        let interrupted = t.interrupted.take();
+        if t.sigpending.is_empty() && interrupted.is_none() {
             return Ok(());
         }
-        let mask = t.sigmask;
-        let Some(i) = t.sigpending.iter().position(|s| mask & (1 << (s.signo - 1)) == 0) else { return Ok(()) };
+        // What `sigtimedwait` waits for is taken by its call, not by a handler.
+        let mask = t.sigmask | if in_call { t.sigwait } else { 0 };
+        let found = t.sigpending.iter().position(|s| mask & (1 << (s.signo - 1)) == 0);
+        // A call parked at its `syscall` (in_call) is made again whatever happens here: if it
+        // blocks again it is marked again; if it completes, nothing must take it for parked.
+        let Some(i) = found else {
+            if interrupted.is_some() {
+                // Nothing to deliver after all: the wait is made again.
+                Self::restart_call(m);
+            }
+            return Ok(());
+        };
         let info = t.sigpending.remove(i);
         let [handler, flags, ..] = self.proc.sigactions[info.signo as usize];
         if handler == SIG_IGN || (handler == SIG_DFL && ignored_by_default(info.signo)) {
@@ -407,24 +517,47 @@ impl Kernel {
             if let Some(old) = self.threads.get_mut(&cur).and_then(|t| t.saved_mask.take()) {
                 self.set_sigmask(old);
             }
-            if in_call {
-                if let Some(t) = self.threads.get_mut(&cur) {
-                    t.in_call = true;
-                }
+            if interrupted.is_some() {
+                Self::restart_call(m);
             }
             return Ok(());
         }
+        let restart = flags & SA_RESTART != 0;
         if in_call {
             let nr = m.reg(Reg::RAX) as i64;
-            if flags & SA_RESTART == 0 || NEVER_RESTARTED.contains(&nr) {
+            if !restart || NEVER_RESTARTED.contains(&nr) {
                 m.set_reg(Reg::RAX, (-(libc::EINTR as i64)) as u64);
                 m.set_reg(Reg::RIP, m.pc() + 2);
                 if let Some(t) = self.threads.get_mut(&cur) {
                     t.io_deadline = None;
+                    t.sigwait = 0;
                 }
             }
         }
+        match interrupted {
+            Some(Interrupted::Futex { timed: false }) if restart => Self::restart_call(m),
+            Some(Interrupted::Futex { .. }) => m.set_reg(Reg::RAX, (-(libc::EINTR as i64)) as u64),
+            Some(Interrupted::Sleep { deadline }) => {
+                let nr = m.reg(Reg::RAX) as i64;
+                let rem = match nr {
+                    libc::SYS_nanosleep => m.reg(Reg::RSI),
+                    libc::SYS_clock_nanosleep if m.reg(Reg::RSI) & 1 == 0 => m.reg(Reg::R10),
+                    _ => 0,
+                };
+                let left = deadline.saturating_sub(self.now_ns(m));
+                // Linux returns EFAULT if `rem` cannot be written; the handler runs all the same.
+                let r =
+                    if rem != 0 && Self::write_timespec(m, rem, left).is_err() { libc::EFAULT } else { libc::EINTR };
+                m.set_reg(Reg::RAX, (-(r as i64)) as u64);
+            }
+            None => {}
+        }
         self.deliver(m, info, false)
+    }
+
+    /// The running thread's wait, parked past its `syscall` with RAX its number, is made again.
+    fn restart_call(m: &mut Machine) {
+        m.set_reg(Reg::RIP, m.pc().wrapping_sub(2));
     }
 
     /// rt_sigsuspend(2): waits with the mask `set` until a signal it lets through is delivered;
@@ -448,6 +581,99 @@ impl Kernel {
         err(crate::RESTART)
     }
 
+    /// pause(2): waits until a signal is delivered; returns EINTR (never restarted).
+    pub(crate) fn pause(&mut self) -> SysResult {
+        let mask = self.sigmask();
+        let cur = self.current;
+        if self.thread_mut(cur).sigpending.iter().any(|s| mask & (1 << (s.signo - 1)) == 0) {
+            return err(libc::EINTR);
+        }
+        err(crate::RESTART)
+    }
+
+    /// rt_sigpending(2): the signals pending for the running thread.
+    pub(crate) fn rt_sigpending(&mut self, m: &mut Machine, set: u64, size: u64) -> SysResult {
+        if size > 8 {
+            return err(libc::EINVAL);
+        }
+        let cur = self.current;
+        let bits = self.thread_mut(cur).sigpending.iter().fold(0u64, |a, s| a | 1 << (s.signo - 1));
+        m.write(set, &bits.to_le_bytes()[..size as usize], false)?;
+        Ok(0)
+    }
+
+    /// rt_sigtimedwait(2) (sigwaitinfo, sigtimedwait, sigwait): takes a signal of `set` pending
+    /// for the running thread, blocked or not, and returns its number with its siginfo; waits
+    /// for one until `timeout` (a `struct timespec`, 0: forever), then EAGAIN. Another signal
+    /// interrupts the wait with EINTR (never restarted).
+    pub(crate) fn rt_sigtimedwait(
+        &mut self,
+        m: &mut Machine,
+        set: u64,
+        info: u64,
+        timeout: u64,
+        size: u64,
+    ) -> SysResult {
+        if size != 8 {
+            return err(libc::EINVAL);
+        }
+        let want = m.read_u64(set)? & !((1 << 8) | (1 << 18));
+        let cur = self.current;
+        let t = self.thread_mut(cur);
+        if let Some(i) = t.sigpending.iter().position(|s| want & (1 << (s.signo - 1)) != 0) {
+            let mut si = t.sigpending.remove(i);
+            t.sigwait = 0;
+            self.timer_signal_taken(&mut si);
+            if info != 0 {
+                m.write(info, &si.bytes(), false)?;
+            }
+            return Ok(si.signo as u64);
+        }
+        let ns = if timeout == 0 { None } else { Some(Self::read_timespec(m, timeout)?) };
+        if self.io_deadline(m, ns) {
+            self.thread_mut(cur).sigwait = 0;
+            return err(libc::EAGAIN);
+        }
+        self.thread_mut(cur).sigwait = want;
+        err(crate::RESTART)
+    }
+
+    /// Installs `ppoll`'s, `pselect6`'s or `epoll_pwait`'s signal mask (the 8-byte set at
+    /// `set`, 0: none) for the call's duration, as Linux does atomically with the wait: the
+    /// old one is kept for the frame of a signal that interrupts the call, or restored when it
+    /// returns ([`Kernel::call_mask_done`]). EINTR at once if a pending signal gets through.
+    pub(crate) fn call_mask(&mut self, m: &Machine, set: u64, size: u64) -> Result<(), Errno> {
+        if set == 0 {
+            return Ok(());
+        }
+        if size != 8 {
+            return err(libc::EINVAL);
+        }
+        let new = m.read_u64(set)?;
+        let prev = self.sigmask();
+        let cur = self.current;
+        // Made again after a wake: the first call's mask is the one kept.
+        self.thread_mut(cur).saved_mask.get_or_insert(prev);
+        self.set_sigmask(new);
+        let new = self.sigmask();
+        if self.thread_mut(cur).sigpending.iter().any(|s| new & (1 << (s.signo - 1)) == 0) {
+            return err(libc::EINTR);
+        }
+        Ok(())
+    }
+
+    /// The call that installed a mask ([`Kernel::call_mask`]) returned `res`: unless a signal
+    /// interrupts it (EINTR, its handler's frame restores the mask), the old mask comes back.
+    pub(crate) fn call_mask_done(&mut self, res: &SysResult) {
+        if matches!(res, Err(Errno(e)) if *e == libc::EINTR || *e == crate::RESTART) {
+            return;
+        }
+        let cur = self.current;
+        if let Some(old) = self.threads.get_mut(&cur).and_then(|t| t.saved_mask.take()) {
+            self.set_sigmask(old);
+        }
+    }
+
     /// Signals raised for the running thread by its last system call, to deliver now.
     pub fn take_pending(&mut self) -> Vec<SigInfo> {
         let cur = self.current;
@@ -458,7 +684,8 @@ impl Kernel {
 
     /// Delivers `info` to the running thread: runs its handler, or returns how the process ends
     /// (default action, or a blocked or ignored synchronous fault, which Linux forces).
-    pub fn deliver(&mut self, m: &mut Machine, info: SigInfo, synchronous: bool) -> Result<(), ProcessExit> {
+    pub fn deliver(&mut self, m: &mut Machine, mut info: SigInfo, synchronous: bool) -> Result<(), ProcessExit> {
+        self.timer_signal_taken(&mut info);
         let sig = info.signo;
         let [handler, flags, restorer, mask] = self.proc.sigactions[sig as usize];
         let blocked = self.sigmask() & (1 << (sig - 1)) != 0;

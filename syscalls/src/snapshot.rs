@@ -127,6 +127,7 @@ impl Kernel {
             procs: self.procs.iter().map(|(pid, p)| (*pid, p.copy_running())).collect(),
             pid: self.pid,
             execs: Vec::new(),
+            timers: self.timers.clone(),
         })
     }
 

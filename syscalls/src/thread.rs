@@ -15,7 +15,8 @@
 //! as Linux gives no order. PI futexes are refused (ENOSYS, named once).
 //!
 //! `clone` without CLONE_VM is a fork ([`crate::procs`]). Left out: CLONE_VM without
-//! CLONE_THREAD (posix_spawn's; refused with ENOSYS and named), CLONE_PIDFD, namespaces. Asynchronous signals never interrupt a wait, so EINTR never happens.
+//! CLONE_THREAD (posix_spawn's; refused with ENOSYS and named), CLONE_PIDFD, namespaces. A signal interrupts a futex wait or a sleep
+//! ([`Interrupted`], decided in [`Kernel::deliver_pending`]).
 
 use std::collections::BTreeSet;
 
@@ -120,8 +121,31 @@ pub struct KThread {
     /// It is parked at a `syscall` it makes again when it runs (a blocked call on descriptors,
     /// `wait4`, `rt_sigsuspend`): a signal delivered then interrupts that call.
     pub in_call: bool,
-    /// The mask `rt_sigsuspend` replaced, for the frame of the signal that ends it.
+    /// The mask `rt_sigsuspend`, `ppoll`, `pselect6` or `epoll_pwait` replaced for the call's
+    /// duration, for the frame of the signal that ends it (or restored when the call returns).
     pub saved_mask: Option<u64>,
+    /// The signals `rt_sigtimedwait` waits for while it is blocked in it (0: not in one).
+    pub sigwait: u64,
+    /// A futex wait or a sleep a signal interrupted: its result is decided when the signal is
+    /// delivered ([`Kernel::deliver_pending`]).
+    pub interrupted: Option<Interrupted>,
+}
+
+/// A wait a signal cut short, parked after its `syscall` with RAX still the call's number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Interrupted {
+    /// A futex wait, with a timeout or not (without one it is restarted under `SA_RESTART`, as
+    /// Linux's ERESTARTSYS; with one it returns EINTR).
+    Futex {
+        /// It had a timeout.
+        timed: bool,
+    },
+    /// `nanosleep` or `clock_nanosleep` until `deadline` (virtual ns since boot): EINTR, with
+    /// the time left written to `rem` for a relative sleep.
+    Sleep {
+        /// When it would have woken.
+        deadline: u64,
+    },
 }
 
 /// Who is runnable and who waits for what, derived from the threads' [`Wait`]s and kept in step
@@ -253,6 +277,8 @@ impl KThread {
             sigpending: Vec::new(),
             in_call: false,
             saved_mask: None,
+            sigwait: 0,
+            interrupted: None,
         }
     }
 }
@@ -712,8 +738,9 @@ impl Kernel {
     /// nanosleep and clock_nanosleep: with other threads, the sleeper blocks until the virtual
     /// clock passes its deadline; alone, the clock jumps there.
     pub(crate) fn sleep_until(&mut self, m: &Machine, deadline: u64) -> Option<u64> {
-        if self.threads.len() <= 1 {
-            // Alone in the machine (every process counted): no one could run meanwhile.
+        if self.threads.len() <= 1 && self.timers.is_empty() {
+            // Alone in the machine (every process counted), and no timer can cut the sleep
+            // short: no one could run meanwhile.
             let now = self.now_ns(m);
             self.rng.slept_ns += deadline.saturating_sub(now);
             return Some(0);
@@ -769,19 +796,25 @@ impl Kernel {
         if self.waits.runnable.is_empty() {
             self.release_privileged(m);
         }
-        if self.waits.runnable.is_empty() {
-            // Nothing runs: jump the virtual clock to the earliest deadline, if any.
-            match self.waits.deadlines.first() {
-                Some(&(d, _)) => {
-                    let now = self.now_ns(m);
-                    self.rng.slept_ns += d.saturating_sub(now);
-                    self.wake_expired(m);
-                }
-                None => {
-                    let threads = self.threads.values().map(|t| (t.tid, t.blocked_at.clone())).collect();
-                    return Err(Deadlock { threads });
-                }
-            }
+        // Nothing runs: jump the virtual clock to the earliest deadline of a wait or a timer.
+        // A timer whose signal wakes no one (blocked, or pending already) is worth at most a
+        // jump or two each: after that only a wait's deadline can make a thread runnable.
+        let mut idle_jumps = 0;
+        while self.waits.runnable.is_empty() {
+            let wait = self.waits.deadlines.first().map(|x| x.0);
+            let timer = if idle_jumps <= self.timers.len() + 1 { self.timers.next_boot_deadline() } else { None };
+            let d = match (wait, timer) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let Some(d) = d else {
+                let threads = self.threads.values().map(|t| (t.tid, t.blocked_at.clone())).collect();
+                return Err(Deadlock { threads });
+            };
+            let now = self.now_ns(m);
+            self.rng.slept_ns += d.saturating_sub(now);
+            self.wake_expired(m);
+            idle_jumps += 1;
         }
         let runnable = &self.waits.runnable;
         let next = if runnable.len() == 1 && !exited && runnable[0] == cur {
@@ -808,12 +841,15 @@ impl Kernel {
         }
         m.set_runnable_others(others);
         m.new_quantum();
+        self.arm_timer_stop(m);
         Ok(())
     }
 
     /// Wakes every wait whose deadline passed, and every held writer whose wait is over: the
     /// earliest ones only, in order, so nothing but what wakes is looked at.
     fn wake_expired(&mut self, m: &mut Machine) {
+        // Timers first: a signal they send may cut a wait short that expires at the same time.
+        self.fire_timers(m);
         // A writer held for its wait goes on once enough instructions have retired.
         let icount = m.icount();
         while let Some(&(n, tid)) = self.waits.held_until.first() {

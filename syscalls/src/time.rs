@@ -79,7 +79,7 @@ impl Kernel {
         })
     }
 
-    fn write_timespec(m: &mut Machine, addr: u64, ns: u64) -> Result<(), crate::Errno> {
+    pub(crate) fn write_timespec(m: &mut Machine, addr: u64, ns: u64) -> Result<(), crate::Errno> {
         let mut b = [0u8; 16];
         b[..8].copy_from_slice(&(ns / 1_000_000_000).to_le_bytes());
         b[8..].copy_from_slice(&(ns % 1_000_000_000).to_le_bytes());
@@ -87,7 +87,7 @@ impl Kernel {
         Ok(())
     }
 
-    fn read_timespec(m: &Machine, addr: u64) -> Result<u64, crate::Errno> {
+    pub(crate) fn read_timespec(m: &Machine, addr: u64) -> Result<u64, crate::Errno> {
         let s = m.read_u64(addr)? as i64;
         let ns = m.read_u64(addr + 8)? as i64;
         if s < 0 || !(0..1_000_000_000).contains(&ns) {
@@ -130,9 +130,8 @@ impl Kernel {
 
     pub(crate) fn nanosleep(&mut self, m: &mut Machine, req: u64, rem: u64) -> Result<Option<u64>, crate::Errno> {
         let ns = Self::read_timespec(m, req)?;
-        if rem != 0 {
-            Self::write_timespec(m, rem, 0)?;
-        }
+        // `rem` is written only when a signal interrupts the sleep (signal.rs), as on Linux.
+        let _ = rem;
         let deadline = self.now_ns(m).saturating_add(ns);
         Ok(self.sleep_until(m, deadline))
     }
@@ -148,9 +147,7 @@ impl Kernel {
         let now = self.clock_ns(m, clock).ok_or(crate::Errno(libc::EINVAL))?;
         let t = Self::read_timespec(m, req)?;
         let ns = if flags & TIMER_ABSTIME != 0 { t.saturating_sub(now) } else { t };
-        if rem != 0 && flags & TIMER_ABSTIME == 0 {
-            Self::write_timespec(m, rem, 0)?;
-        }
+        let _ = rem;
         let deadline = self.now_ns(m).saturating_add(ns);
         Ok(self.sleep_until(m, deadline))
     }

@@ -176,6 +176,10 @@ fn finish_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32, slot: u32
         // Stop before this block runs: the hold's writer or a delayed thread waits here.
         st.clock.last_point = base;
         Some(Stop::Preempt)
+    } else if base + n > st.steer.timer_at && base != st.clock.last_point {
+        // Stop before this block runs: a timer of the guest may expire in it.
+        st.clock.last_point = base;
+        Some(Stop::Timer)
     } else if st.steer.runnable_others > 0 && base + n > st.steer.quantum_end && base != st.clock.last_point {
         // Stop before this block runs: the quantum ended. A check of a counter the hook keeps
         // anyway: arming or ending a quantum changes no translation.

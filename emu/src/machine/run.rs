@@ -32,7 +32,10 @@ impl Machine {
             st.obs.taint_began = None;
             if let Some(t) = st.obs.taint.as_deref_mut() {
                 // Whether the instruction under way when the engine stopped ran to its end.
-                let completed = matches!(stop, Some(Stop::Syscall | Stop::Preempt | Stop::Quantum | Stop::ArmLimit(_)));
+                let completed = matches!(
+                    stop,
+                    Some(Stop::Syscall | Stop::Preempt | Stop::Quantum | Stop::Timer | Stop::ArmLimit(_))
+                );
                 t.settle(completed);
                 if !t.applied().is_empty() {
                     st.report_tainted();
@@ -45,6 +48,7 @@ impl Machine {
                 (_, Some(Stop::Debug(d))) => return Exit::Debug(d),
                 (_, Some(Stop::Preempt | Stop::PreemptBefore)) => return Exit::Preempt,
                 (_, Some(Stop::Quantum)) => return Exit::Quantum,
+                (_, Some(Stop::Timer)) => return Exit::Timer,
                 // The load that stopped runs again, now with the taint hooks.
                 (_, Some(Stop::Taint)) => self.hook_taint(),
                 (_, Some(Stop::Hold)) => {

@@ -46,6 +46,7 @@ struct RunState {
     sched: Scheduler,
     runnable_others: usize,
     quantum_end: u64,
+    timer_at: u64,
     last_point: u64,
     sync_fns: FxHashMap<u64, SyncKind>,
     client: ClientState,
@@ -154,6 +155,7 @@ impl Machine {
                 sched: s.sched.clone(),
                 runnable_others: s.runnable_others,
                 quantum_end: s.quantum_end,
+                timer_at: s.timer_at,
                 last_point: st.clock.last_point,
                 sync_fns: st.code.sync_fns.clone(),
                 client: st.pm.client.clone(),
@@ -244,6 +246,7 @@ impl Machine {
         st.steer.sched = r.sched.clone();
         st.steer.runnable_others = r.runnable_others;
         st.steer.quantum_end = r.quantum_end;
+        st.steer.timer_at = r.timer_at;
         st.clock.last_point = r.last_point;
         st.clock.limit = budget;
         st.clock.prev_term = super::Term::Other;

@@ -202,6 +202,9 @@ pub(super) struct Steering {
     /// Retired-instruction count at which the running thread's quantum ends (`u64::MAX` until a
     /// second thread can run).
     pub(super) quantum_end: u64,
+    /// Retired-instruction count past which the kernel wants a stop to fire its timers
+    /// (`u64::MAX`: none armed).
+    pub(super) timer_at: u64,
     /// PMRace's targeted interleaving for this run.
     pub(super) hold: Option<crate::sched::Hold>,
     /// The hold's store happened: nobody is held any more.

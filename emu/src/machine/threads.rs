@@ -116,6 +116,13 @@ impl Machine {
         self.uc.get_data().steer.runnable_others
     }
 
+    /// Asks for an [`Exit::Timer`] at the first block start past `icount` retired instructions
+    /// (`u64::MAX`: never), so that a timer expires in a thread that computes without making a
+    /// system call. A comparison in the block hook, as the quantum's: arming translates nothing.
+    pub fn set_timer_stop(&mut self, icount: u64) {
+        self.uc.get_data_mut().steer.timer_at = icount;
+    }
+
     /// Starts a new quantum for the running thread (after a scheduling decision).
     pub fn new_quantum(&mut self) {
         let icount = self.icount;

@@ -1,0 +1,80 @@
+//! Timers on the virtual clock and signals that interrupt blocked calls (issue 25): `alarm`,
+//! `setitimer`, POSIX timers with glibc's `SIGEV_THREAD`, `sigtimedwait`, `pause`, sleeps,
+//! futex waits and reads cut short by `pthread_kill`, and the masks of `ppoll`, `pselect6` and
+//! `epoll_pwait` — the `sig_alarm` guest, compared with its native run, under several
+//! schedules, and replayed with the same trace hash; and a periodic timer whose signal nobody
+//! takes, which must not hide a deadlock.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+fn trace_hash(report: &serde_json::Value) -> String {
+    get(report, "run.trace_hash").as_str().expect("trace_hash is a string").to_string()
+}
+
+#[test]
+fn sig_alarm_matches_native_static_and_dynamic() {
+    for name in ["sig_alarm", "sig_alarm.dyn"] {
+        let prog = guest(name);
+        let nat = native(&prog, &[], &[]);
+        nat.assert_code(0);
+        assert!(nat.stdout_str().contains("SIGEV_THREAD: 3 callbacks, value 42"), "{}", nat.describe());
+        let emu = Ferrite::run(&prog).go_within(Duration::from_secs(120));
+        assert_same_stdout(&nat, &emu);
+        assert_same_status(&nat, &emu);
+        assert!(!emu.stderr.contains("unsupported"), "{}", emu.describe());
+    }
+}
+
+#[test]
+fn sig_alarm_is_right_under_every_strategy_and_seed() {
+    let expected = native(&guest("sig_alarm"), &[], &[]).stdout_str();
+    for (strategy, seed) in [("random", 1u64), ("random", 9), ("pct", 3), ("fifo", 1)] {
+        let run = Ferrite::run(&guest("sig_alarm"))
+            .opts(&["--analyses", "none", "--strategy", strategy, "--seed", &seed.to_string()])
+            .go_within(Duration::from_secs(120));
+        run.assert_code(0);
+        assert_eq!(run.stdout_str(), expected, "{strategy} seed {seed}\n{}", run.describe());
+    }
+}
+
+#[test]
+fn timer_runs_are_deterministic_and_do_not_depend_on_the_analyses() {
+    let hash = |analyses: &str| {
+        let run = Ferrite::run(&guest("sig_alarm"))
+            .opts(&["--seed", "5", "--analyses", analyses, "--report", "r.json"])
+            .go_within(Duration::from_secs(180));
+        run.assert_code(0);
+        trace_hash(&run.json("r.json"))
+    };
+    let first = hash("none");
+    assert_eq!(first, hash("none"), "two runs with one seed");
+    assert_eq!(first, hash("all"), "the analyses change the schedule");
+}
+
+#[test]
+fn a_replayed_timer_run_has_the_same_trace_hash() {
+    let run = Ferrite::run(&guest("sig_alarm"))
+        .opts(&["--seed", "11", "--report", "r.json"])
+        .go_within(Duration::from_secs(120));
+    run.assert_code(0);
+    let replay = Ferrite::replay(&run.path("r.json")).go_within(Duration::from_secs(120));
+    replay.assert_code(0);
+    assert!(replay.stderr.contains("replay reproduced the run"), "{}", replay.describe());
+}
+
+#[test]
+fn a_timer_nobody_takes_does_not_hide_a_deadlock() {
+    let line = marker_line("sig_timer_blocked.c", "/* BLOCKED FOREVER */");
+    // Natively the guest hangs forever: an endless series of clock jumps must fail, not hang.
+    let run =
+        Ferrite::run(&guest("sig_timer_blocked")).opts(&["--report", "r.json"]).go_within(Duration::from_secs(60));
+    run.assert_code(66);
+    assert_eq!(run.stdout_str(), "waiting with a blocked periodic timer\n");
+    let report = run.json("r.json");
+    assert_eq!(get(&report, "run.exit.deadlock"), &serde_json::Value::Bool(true), "{}", get(&report, "run.exit"));
+    assert!(run.stderr.contains(&format!("sig_timer_blocked.c:{line}")), "{}", run.describe());
+}
