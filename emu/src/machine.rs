@@ -275,9 +275,11 @@ pub struct Machine {
     dram_hooked: bool,
     /// Whether a `fork` ever made a second address space ([`Machine::fork_address_space`]).
     processes: bool,
-    /// The physical slots processes' address spaces hold, a bit each (`spaces.rs`; the first
-    /// process's slot 0 is never freed).
-    slots: u32,
+    /// The physical slots other processes' address spaces hold (`spaces.rs`; the first
+    /// process's slot 0 is never given out).
+    slots: std::collections::BTreeSet<u32>,
+    /// Address spaces registered with Unicorn now, the running one included (`spaces.rs`).
+    registered: usize,
 }
 
 /// Why the machine could not be built or could not do what it was asked.
@@ -391,7 +393,8 @@ impl Machine {
             uc,
             mem: Memory::default(),
             pm_hooks: Vec::new(),
-            slots: 1,
+            slots: std::collections::BTreeSet::new(),
+            registered: 1,
             parked: rustc_hash::FxHashMap::default(),
             spare_context: None,
             sigbus: Vec::new(),

@@ -18,12 +18,21 @@ use unicorn_engine::{Prot, TlbEntry, TlbType};
 /// what the hooks know of its code.
 pub struct AddressSpace {
     mem: Memory,
+    /// Whether its regions are registered with Unicorn now (see [`REGISTERED`]).
+    registered: bool,
     windows: Vec<(u64, u64, u64)>,
     pm_hooks: Vec<(u64, Vec<unicorn_engine::UcHookId>)>,
     sigbus: Vec<(u64, u64, Vec<unicorn_engine::UcHookId>)>,
     decoder: crate::decode::Decoder,
     own: hooks::Specials,
 }
+
+/// Address spaces registered with Unicorn at once, at most: Unicorn's cost of registering a
+/// region grows with the number of regions it holds (its search for a RAM offset and its
+/// rebuilt address map), so with many processes alive, the one a switch leaves is unregistered
+/// while more than this many are (its translations go; it is registered again when it next runs).
+/// Most-recently-run eviction: under round-robin scheduling of many processes it keeps the others.
+const REGISTERED: usize = 8;
 
 impl AddressSpace {
     /// Bytes of guest memory it maps (what `--max-memory` counts).
@@ -82,20 +91,16 @@ impl Machine {
     /// written gets a copy of its own before it becomes writable ([`Machine::protect`]), and
     /// snapshots are refused. `None` when every slot is taken ([`state::SLOTS`] processes alive).
     pub fn fork_address_space(&mut self) -> Result<Option<AddressSpace>, EmuError> {
-        let Some(slot) = (1..state::SLOTS).find(|s| self.slots & (1 << s) == 0) else { return Ok(None) };
+        let Some(slot) = (1..state::SLOTS).find(|&s| !self.slots.contains(&s)) else { return Ok(None) };
         self.enter_virtual_tlb()?;
         let base = u64::from(slot) << state::SLOT_SHIFT;
         let mem = self.mem.fork_copy(base).map_err(EmuError::Host)?;
-        let raw = self.raw_begin();
-        let registered = mem.register(&mut self.uc);
-        self.raw_end(raw);
-        if registered.is_err() {
-            let raw = self.raw_begin();
-            mem.unregister(&mut self.uc);
-            self.raw_end(raw);
+        // Past the bound, the child is registered when it first runs.
+        let registered = self.registered < REGISTERED;
+        if registered && !self.register(&mem) {
             return Err(EmuError::Memory(MemError::Engine));
         }
-        self.slots |= 1 << slot;
+        self.slots.insert(slot);
         self.processes = true;
         let phys = state::Phys { virt: true, base, raw: false };
         let windows = self.uc.get_data().pm.windows.clone();
@@ -104,6 +109,7 @@ impl Machine {
         let sigbus = ranges.into_iter().map(|(s, e)| (s, e, self.hook_sigbus(s, e, phys))).collect();
         Ok(Some(AddressSpace {
             mem,
+            registered,
             windows,
             pm_hooks,
             sigbus,
@@ -115,16 +121,15 @@ impl Machine {
     /// The end of a process that is not running: its registrations and hooks go, its slot is
     /// free again, its host memory goes with the table.
     pub fn release_address_space(&mut self, space: AddressSpace) {
+        if space.registered {
+            self.unregister(&space.mem);
+        }
         let raw = self.raw_begin();
-        space.mem.unregister(&mut self.uc);
         for id in space.pm_hooks.into_iter().chain(space.sigbus.into_iter().map(|b| (b.0, b.2))).flat_map(|h| h.1) {
             let _ = self.uc.remove_hook(id);
         }
         self.raw_end(raw);
-        let slot = space.mem.base() >> state::SLOT_SHIFT;
-        if slot != 0 {
-            self.slots &= !(1 << slot);
-        }
+        self.slots.remove(&((space.mem.base() >> state::SLOT_SHIFT) as u32));
     }
 
     /// `execve`'s end of the running address space: every mapping goes (host memory another
@@ -136,6 +141,7 @@ impl Machine {
     pub fn exec_address_space(&mut self) {
         let empty = AddressSpace {
             mem: Memory::at_base(self.mem.base()),
+            registered: true,
             windows: Vec::new(),
             pm_hooks: Vec::new(),
             sigbus: Vec::new(),
@@ -147,8 +153,9 @@ impl Machine {
             t.forget_code(0, u64::MAX);
         }
         // The slot stays the running process's: release only what the old space held.
+        self.unregister(&old.mem);
+        self.registered += 1;
         let raw = self.raw_begin();
-        old.mem.unregister(&mut self.uc);
         for id in old.pm_hooks.into_iter().chain(old.sigbus.into_iter().map(|b| (b.0, b.2))).flat_map(|h| h.1) {
             let _ = self.uc.remove_hook(id);
         }
@@ -166,8 +173,14 @@ impl Machine {
     /// Makes `other` the running address space; `other` then holds the one that was running.
     /// Both stay registered at their slots, with their hooks: only the TLB is flushed.
     pub fn swap_address_space(&mut self, other: &mut AddressSpace) {
+        if !other.registered {
+            // Registered (or not at all, if Unicorn refuses, which a consistent table never
+            // makes it) before it runs.
+            other.registered = self.register(&other.mem);
+        }
         let incoming = AddressSpace {
             mem: std::mem::take(&mut other.mem),
+            registered: true,
             windows: std::mem::take(&mut other.windows),
             pm_hooks: std::mem::take(&mut other.pm_hooks),
             sigbus: std::mem::take(&mut other.sigbus),
@@ -175,6 +188,10 @@ impl Machine {
             own: std::mem::take(&mut other.own),
         };
         *other = self.take_running(incoming);
+        if self.registered > REGISTERED {
+            self.unregister(&other.mem);
+            other.registered = false;
+        }
         if let Some(t) = self.uc.get_data_mut().obs.taint.as_deref_mut() {
             // What taint learnt of an instruction is by address: another program may be there.
             t.forget_code(0, u64::MAX);
@@ -183,7 +200,7 @@ impl Machine {
 
     /// Puts `next` in the running process's place and returns what was there.
     fn take_running(&mut self, next: AddressSpace) -> AddressSpace {
-        let AddressSpace { mem, windows, pm_hooks, sigbus, decoder, own } = next;
+        let AddressSpace { mem, windows, pm_hooks, sigbus, decoder, own, .. } = next;
         let base = mem.base();
         let mem = std::mem::replace(&mut self.mem, mem);
         let pm_hooks = std::mem::replace(&mut self.pm_hooks, pm_hooks);
@@ -198,6 +215,27 @@ impl Machine {
         if st.phys.virt {
             let _ = self.uc.ctl_flush_tlb();
         }
-        AddressSpace { mem, windows, pm_hooks, sigbus, decoder, own }
+        AddressSpace { mem, registered: true, windows, pm_hooks, sigbus, decoder, own }
+    }
+
+    /// Registers a table with Unicorn at its slot (counted in `registered`); false, with
+    /// nothing registered, if Unicorn refuses.
+    fn register(&mut self, mem: &Memory) -> bool {
+        let raw = self.raw_begin();
+        let done = mem.register(&mut self.uc);
+        if done.is_err() {
+            mem.unregister(&mut self.uc);
+        }
+        self.raw_end(raw);
+        self.registered += usize::from(done.is_ok());
+        done.is_ok()
+    }
+
+    /// Takes a registered table away from Unicorn (uncounted from `registered`).
+    fn unregister(&mut self, mem: &Memory) {
+        let raw = self.raw_begin();
+        mem.unregister(&mut self.uc);
+        self.raw_end(raw);
+        self.registered -= 1;
     }
 }

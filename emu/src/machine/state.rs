@@ -58,7 +58,7 @@ pub(super) struct Phys {
 /// User addresses are below 1 << 47; a process's slot occupies `[base, base + (1 << 47))`.
 pub(super) const SLOT_SHIFT: u32 = 47;
 /// Slots that fit below 1 << 52 (x86-64's physical address width): processes alive at once.
-pub(super) const SLOTS: u32 = 32;
+pub(super) const SLOTS: u32 = 4096;
 /// Where a non-canonical guest address in `[1 << 47, 1 << 52)` is sent, in virtual-TLB mode: it
 /// would otherwise land in another process's slot. Nothing is ever mapped there.
 const STRAY: u64 = 1 << 63;
