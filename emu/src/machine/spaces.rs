@@ -4,18 +4,20 @@
 //! Why one engine: the scheduler, the PM device, the observer, the clock and the call-stack table
 //! live in the engine's hook state and must be one for the whole machine (one seeded schedule
 //! over every thread of every process; one line state of a PM file however many processes map
-//! it). Why every process stays registered: once a second process exists, Unicorn runs in its
+//! it). Why processes stay registered: once a second process exists, Unicorn runs in its
 //! virtual-TLB mode, each process's regions registered at a physical slot of their own
 //! ([`state::Phys`]), so a switch is a TLB flush and translated code, which Unicorn keys by the
 //! physical page, survives switches, however many programs sit at the same addresses (every
-//! static guest at 0x400000). docs/architecture.md, "Processes", has the design and its cost.
+//! static guest at 0x400000). At most [`REGISTERED`] are registered at once: Unicorn's cost of a
+//! registration grows with what it holds. docs/architecture.md, "Processes", has the design and
+//! its cost.
 
 use super::*;
 use unicorn_engine::{Prot, TlbEntry, TlbType};
 
-/// The address space of a process that is not running: its memory table (still registered with
-/// Unicorn at its slot), its PM windows and their hooks, its ranges past the end of a file, and
-/// what the hooks know of its code.
+/// The address space of a process that is not running: its memory table (registered with
+/// Unicorn at its slot unless evicted, see [`REGISTERED`]), its PM windows and their hooks, its
+/// ranges past the end of a file, and what the hooks know of its code.
 pub struct AddressSpace {
     mem: Memory,
     /// Whether its regions are registered with Unicorn now (see [`REGISTERED`]).
