@@ -126,11 +126,7 @@ impl Machine {
         if space.registered {
             self.unregister(&space.mem);
         }
-        let raw = self.raw_begin();
-        for id in space.pm_hooks.into_iter().chain(space.sigbus.into_iter().map(|b| (b.0, b.2))).flat_map(|h| h.1) {
-            let _ = self.uc.remove_hook(id);
-        }
-        self.raw_end(raw);
+        self.remove_space_hooks(space.pm_hooks, space.sigbus);
         self.slots.remove(&((space.mem.base() >> state::SLOT_SHIFT) as u32));
     }
 
@@ -157,12 +153,8 @@ impl Machine {
         // The slot stays the running process's: release only what the old space held.
         self.unregister(&old.mem);
         self.registered += 1;
-        let raw = self.raw_begin();
-        for id in old.pm_hooks.into_iter().chain(old.sigbus.into_iter().map(|b| (b.0, b.2))).flat_map(|h| h.1) {
-            let _ = self.uc.remove_hook(id);
-        }
         // Unregistering dropped the old program's translations (looked up through the raw TLB).
-        self.raw_end(raw);
+        self.remove_space_hooks(old.pm_hooks, old.sigbus);
         self.processes = true;
         self.uc.get_data_mut().callstack = CallStack::default();
     }
@@ -218,6 +210,19 @@ impl Machine {
             let _ = self.uc.ctl_flush_tlb();
         }
         AddressSpace { mem, registered: true, windows, pm_hooks, sigbus, decoder, own }
+    }
+
+    /// Removes the hooks of an address space's PM windows and SIGBUS ranges.
+    fn remove_space_hooks(
+        &mut self,
+        pm_hooks: Vec<(u64, Vec<unicorn_engine::UcHookId>)>,
+        sigbus: Vec<(u64, u64, Vec<unicorn_engine::UcHookId>)>,
+    ) {
+        let raw = self.raw_begin();
+        for id in pm_hooks.into_iter().map(|h| h.1).chain(sigbus.into_iter().map(|b| b.2)).flatten() {
+            let _ = self.uc.remove_hook(id);
+        }
+        self.raw_end(raw);
     }
 
     /// Registers a table with Unicorn at its slot (counted in `registered`); false, with
