@@ -144,6 +144,41 @@ fn a_server_and_its_client_in_two_processes_talk_over_tcp_and_unix_sockets() {
     }
 }
 
+/// Blocks Unicorn translated in a run (`--host-stats`), and the run's standard output.
+fn translated(program: &Path, args: &[&str]) -> (u64, String) {
+    let run = Ferrite::run(program)
+        .opts(&["--analyses", "none", "--host-stats", "h.json"])
+        .args(args)
+        .go_within(std::time::Duration::from_secs(300));
+    run.assert_code(0);
+    (get(&run.json("h.json"), "blocks_translated").as_u64().unwrap(), run.stdout_str())
+}
+
+/// Two different static programs (the kv server and its client, both linked at 0x400000) in two
+/// processes switch thousands of times; each keeps its translations across the switches
+/// (emu/src/machine/spaces.rs): ten times the requests translate (almost) nothing more, and the
+/// pair with the shell that started them translates a small multiple of what the same requests
+/// cost in one process. Counts, not times: the test does not depend on the machine's load.
+#[test]
+fn two_programs_in_two_processes_keep_their_translations_across_switches() {
+    let pair = |n: u32| {
+        let cmd = format!(
+            "{} --serve /mnt/pmem0/kv unix:kv.sock & {} unix:kv.sock {n}; wait",
+            guest("kv_server").display(),
+            guest("kv_client").display()
+        );
+        let (blocks, out) = translated(Path::new(SH), &["-c", &cmd]);
+        let answered = format!("kv: {} of {} requests answered", 2 * n, 2 * n);
+        assert!(out.contains(&answered), "{out}");
+        blocks
+    };
+    let (few, many) = (pair(20), pair(200));
+    assert!(many <= few + few / 10, "{few} blocks translated for 40 requests, {many} for 400");
+    let (one, out) = translated(&guest("kv_server"), &["/mnt/pmem0/kv", "200"]);
+    assert!(out.contains("kv: 400 of 400 requests answered"), "{out}");
+    assert!(many <= 5 * one, "{many} blocks translated in two processes, {one} in one");
+}
+
 #[test]
 fn explore_finds_the_servers_race_through_its_clients_process_and_each_finding_replays() {
     let bug = u64::from(marker_line("kv_server.c", "/* BUG:"));

@@ -66,6 +66,22 @@ fn a_dynamic_program_forks_too() {
     equivalent("proc_fork.dyn", "all", "4");
 }
 
+/// More processes alive at once than the engine keeps registered (emu/src/machine/spaces.rs,
+/// `REGISTERED`), so some are unregistered when left and registered again when they next run, and
+/// more processes one after another than are alive, each exec'ing a program while its parent
+/// changes its memory (guests/src/proc_slots.c): the same as natively.
+#[test]
+fn many_processes_alive_at_once_and_one_after_another_each_keep_their_memory() {
+    let prog = guest("proc_slots");
+    let nat = native(&prog, &["20", "12"], &[]);
+    let emu = emulated(&prog, &["20", "12"], &[]);
+    assert_same_stdout(&nat, &emu);
+    assert_same_status(&nat, &emu);
+    let out = emu.stdout_str();
+    assert!(out.contains("alive at once: 20 forked, 0 refused\n") && out.ends_with("all ok\n"), "{out}");
+    assert!(out.contains("one after another: 12 of 12 ran their program\n"), "{out}");
+}
+
 fn trace_hash(name: &str, args: &[&str], seed: u64) -> String {
     let seed = seed.to_string();
     let run = Ferrite::run(&guest(name)).opts(&["--seed", &seed, "--report", "r.json"]).args(args).go();

@@ -258,10 +258,6 @@ pub struct Machine {
     pub mem: Memory,
     /// Hooks of each PM window, by window start.
     pm_hooks: Vec<(u64, Vec<unicorn_engine::UcHookId>)>,
-    /// Hooks of PM windows another process has, not the running one: left installed, doing
-    /// nothing ([`pm_windows::window_active`]), so that a switch back to that process needs no
-    /// flush of the translations (`spaces.rs`).
-    parked_windows: Vec<((u64, u64, u64), Vec<unicorn_engine::UcHookId>)>,
     /// Guest threads that are not running, by tid; the running one lives in the engine. Keyed,
     /// so that a switch costs the same with four threads or a thousand.
     parked: rustc_hash::FxHashMap<u32, Parked>,
@@ -285,6 +281,11 @@ pub struct Machine {
     dram_hooked: bool,
     /// Whether a `fork` ever made a second address space ([`Machine::fork_address_space`]).
     processes: bool,
+    /// The physical slots other processes' address spaces hold (`spaces.rs`; the first
+    /// process's slot 0 is never given out).
+    slots: std::collections::BTreeSet<u32>,
+    /// Address spaces registered with Unicorn now, the running one included (`spaces.rs`).
+    registered: usize,
 }
 
 /// Why the machine could not be built or could not do what it was asked.
@@ -326,6 +327,7 @@ impl Machine {
             code: CodeKnowledge {
                 decoder: Decoder::default(),
                 specials: hooks::Specials::default(),
+                own: hooks::Specials::default(),
                 special_hooks: Vec::new(),
                 to_hook: Vec::new(),
                 sync_fns: rustc_hash::FxHashMap::default(),
@@ -371,6 +373,7 @@ impl Machine {
             stacks: StackTable::default(),
             tcg: TranslationStats::default(),
             debug: None,
+            phys: state::Phys::default(),
         };
         let mut uc = Unicorn::new_with_data(Arch::X86, Mode::MODE_64, state).map_err(engine)?;
         // Skylake-Server: the translator accepts CLWB, CLFLUSHOPT, SSE4.2 and POPCNT only if the
@@ -397,7 +400,8 @@ impl Machine {
             uc,
             mem: Memory::default(),
             pm_hooks: Vec::new(),
-            parked_windows: Vec::new(),
+            slots: std::collections::BTreeSet::new(),
+            registered: 1,
             parked: rustc_hash::FxHashMap::default(),
             spare_context: None,
             sigbus: Vec::new(),
@@ -580,10 +584,12 @@ impl Machine {
         }
         self.dram_hooked = true;
         let _ = self.uc.add_mem_hook(HookType::MEM_WRITE, 1, 0, |uc, _t, addr, size, value| {
+            let addr = uc.get_data().phys.va(addr);
             on_dram_access(uc, addr, size, Some(value));
             true
         });
         let _ = self.uc.add_mem_hook(HookType::MEM_READ, 1, 0, |uc, _t, addr, size, _v| {
+            let addr = uc.get_data().phys.va(addr);
             on_dram_access(uc, addr, size, None);
             true
         });
@@ -629,6 +635,7 @@ impl Machine {
             let _ = self.uc.remove_hook(id);
         }
         let _ = self.uc.add_mem_hook(HookType::MEM_READ | HookType::MEM_WRITE, 1, 0, |uc, t, addr, size, _v| {
+            let addr = uc.get_data().phys.va(addr);
             if let Some(taint) = uc.get_data_mut().obs.taint.as_deref_mut() {
                 taint.access(addr, size, t == MemType::WRITE);
             }

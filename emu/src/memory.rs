@@ -300,6 +300,8 @@ pub struct Memory {
     regions: BTreeMap<u64, Region>,
     /// Bytes mapped in total, for `--max-memory`.
     mapped: u64,
+    /// Where the regions are registered in Unicorn's physical space ([`Memory::base`]).
+    base: u64,
 }
 
 /// Hands a region to Unicorn. A region the guest may not touch at all (`PROT_NONE`: thread-stack
@@ -309,19 +311,20 @@ pub struct Memory {
 /// new one is quadratic in the number of blocks: guard pages would double that number, and the
 /// usual way threads get their stacks (a `PROT_NONE` mapping, then `mprotect` of all but the
 /// guard) would free a block per thread.
-fn uc_map<D>(uc: &mut Unicorn<'static, D>, r: &Region) -> Result<(), MemError> {
+fn uc_map<D>(uc: &mut Unicorn<'static, D>, base: u64, r: &Region) -> Result<(), MemError> {
     if r.perm == Perm::NONE {
         return Ok(());
     }
     // SAFETY: the host memory stays mapped while the region is in the table (the table holds an Rc
     // to the block), and the region is unmapped from Unicorn before it leaves the table.
-    unsafe { uc.mem_map_ptr(r.start, r.len(), r.perm.to_uc(), r.host(r.start).cast()) }.map_err(|_| MemError::Engine)
+    unsafe { uc.mem_map_ptr(r.start + base, r.len(), r.perm.to_uc(), r.host(r.start).cast()) }
+        .map_err(|_| MemError::Engine)
 }
 
 /// Takes a region away from Unicorn (see [`uc_map`] for the ones it never had).
-fn uc_unmap<D>(uc: &mut Unicorn<'static, D>, r: &Region) {
+fn uc_unmap<D>(uc: &mut Unicorn<'static, D>, base: u64, r: &Region) {
     if r.perm != Perm::NONE {
-        let _ = uc.mem_unmap(r.start, r.len());
+        let _ = uc.mem_unmap(r.start + base, r.len());
     }
 }
 
@@ -357,7 +360,7 @@ impl Memory {
         if self.overlaps(region.start, region.end) {
             return Err(MemError::Overlap);
         }
-        uc_map(uc, &region)?;
+        uc_map(uc, self.base, &region)?;
         self.mapped += region.len();
         let (s0, e0) = (region.start, region.end);
         self.regions.insert(region.start, region);
@@ -405,7 +408,7 @@ impl Memory {
         let mut removed = Vec::new();
         for k in keys.into_iter().rev() {
             let r = self.regions.remove(&k).expect("key from the table");
-            uc_unmap(uc, &r);
+            uc_unmap(uc, self.base, &r);
             self.mapped -= r.len();
             let (lo, hi) = (r.start.max(start), r.end.min(end));
             let mut pieces = Vec::new();
@@ -427,7 +430,7 @@ impl Memory {
             }
             for p in pieces {
                 // Re-registering memory that was registered a moment ago cannot overlap.
-                let _ = uc_map(uc, &p);
+                let _ = uc_map(uc, self.base, &p);
                 self.mapped += p.len();
                 self.regions.insert(p.start, p);
             }
@@ -447,12 +450,12 @@ impl Memory {
             }
             match self.regions.get(&cur.end).cloned() {
                 Some(next) if cur.continues_into(&next) => {
-                    uc_unmap(uc, &cur);
-                    uc_unmap(uc, &next);
+                    uc_unmap(uc, self.base, &cur);
+                    uc_unmap(uc, self.base, &next);
                     self.regions.remove(&next.start);
                     let mut merged = cur;
                     merged.end = next.end;
-                    let _ = uc_map(uc, &merged);
+                    let _ = uc_map(uc, self.base, &merged);
                     self.regions.insert(merged.start, merged);
                 }
                 _ => cursor = cur.start + 1,
@@ -711,14 +714,14 @@ impl Memory {
         let current = std::mem::take(&mut self.regions);
         let kept = |r: &Region, other: &BTreeMap<u64, Region>| other.get(&r.start).is_some_and(|o| same_region(o, r));
         for r in current.values().filter(|r| !kept(r, &snap.regions)) {
-            uc_unmap(uc, r);
+            uc_unmap(uc, self.base, r);
             if r.perm.exec() {
                 changed.push((r.start, r.end));
             }
         }
         for r in snap.regions.values().filter(|r| !kept(r, &current)) {
             // The snapshot's table was consistent, and what overlapped it is unmapped above.
-            let _ = uc_map(uc, r);
+            let _ = uc_map(uc, self.base, r);
             if r.perm.exec() {
                 changed.push((r.start, r.end));
             }
@@ -908,65 +911,20 @@ fn private_copy(r: &Region) -> std::io::Result<Region> {
     Ok(Region { start: r.start, end: r.end, perm: r.perm, block, block_off: 0, backing: r.backing.clone() })
 }
 
-/// Exchanges the pages of two host ranges of `len` bytes (whole pages of private anonymous
-/// mappings) by moving page tables, never bytes: `a`'s pages to a scratch range, `b`'s to `a`,
-/// the scratch's to `b`. `MREMAP_DONTUNMAP` leaves each source mapped (empty) until it is
-/// filled, so no range is ever a hole another thread's `mmap` could take. Returns false, with
-/// nothing changed, if the host refuses (a range spanning several host mappings).
-///
-/// # Safety
-/// `a` and `b` must each start `len` bytes of page-aligned private anonymous memory that
-/// nothing reads or writes meanwhile.
-unsafe fn swap_pages(a: *mut u8, b: *mut u8, len: usize) -> bool {
-    const DONTUNMAP: libc::c_int = 4; // MREMAP_DONTUNMAP (Linux 5.7)
-    let moving = libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED;
-    // SAFETY: a fresh reservation of our own; every mremap below moves whole pages between
-    // ranges the caller owns and this reservation, and undoes itself on failure.
-    unsafe {
-        let scratch = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        );
-        if scratch == libc::MAP_FAILED {
-            return false;
-        }
-        if libc::mremap(a.cast(), len, len, moving | DONTUNMAP, scratch) == libc::MAP_FAILED {
-            libc::munmap(scratch, len);
-            return false;
-        }
-        if libc::mremap(b.cast(), len, len, moving | DONTUNMAP, a.cast::<libc::c_void>()) == libc::MAP_FAILED {
-            libc::mremap(scratch, len, len, moving, a.cast::<libc::c_void>());
-            return false;
-        }
-        if libc::mremap(scratch, len, len, moving, b.cast::<libc::c_void>()) == libc::MAP_FAILED {
-            // Put both back as they were.
-            libc::mremap(a.cast(), len, len, moving | DONTUNMAP, b.cast::<libc::c_void>());
-            libc::mremap(scratch, len, len, moving, a.cast::<libc::c_void>());
-            return false;
-        }
-        true
-    }
-}
-
-/// Processes: several address spaces over one engine. Only one is registered with Unicorn at a
-/// time; the others are tables whose host memory stays mapped on the host.
+/// Processes: several address spaces over one engine, each registered at its own base.
 impl Memory {
-    /// `fork`'s copy of this address space, registered with no engine: shared mappings keep
-    /// their host memory; private writable regions get a copy of their touched pages; private
-    /// regions that cannot be written (code, read-only data, guard pages) keep their host memory
-    /// too, so that a process switch leaves them and their translations in the engine.
+    /// `fork`'s copy of this address space, not yet registered ([`Memory::register`]), to be
+    /// registered at `base`: shared mappings keep their host memory; private writable regions get
+    /// a copy of their touched pages; private regions that cannot be written (code, read-only
+    /// data, guard pages) keep their host memory too (no copy to make).
     /// [`Memory::unshare`] gives a process its own copy before such a region becomes writable.
-    pub fn fork_copy(&self) -> std::io::Result<Memory> {
+    pub fn fork_copy(&self, base: u64) -> std::io::Result<Memory> {
         let mut regions = BTreeMap::new();
         for r in self.regions.values() {
             let copy = if shared_mapping(r) || !r.perm.write() { r.clone() } else { private_copy(r)? };
             regions.insert(copy.start, copy);
         }
-        Ok(Memory { regions, mapped: self.mapped })
+        Ok(Memory { regions, mapped: self.mapped, base })
     }
 
     /// Gives the private regions of `[start, end)` that cannot be written now host memory of
@@ -983,63 +941,36 @@ impl Memory {
             .collect();
         for k in &keys {
             let copy = private_copy(&self.regions[k])?;
-            uc_unmap(uc, &self.regions[k]);
+            uc_unmap(uc, self.base, &self.regions[k]);
             // The same range and protection as a moment ago: it cannot overlap.
-            let _ = uc_map(uc, &copy);
+            let _ = uc_map(uc, self.base, &copy);
             self.regions.insert(*k, copy);
         }
         Ok(!keys.is_empty())
     }
 
-    /// Makes `next` the address space Unicorn holds instead of this one. Regions that are the
-    /// same in both (the same range, protection and host memory: code and read-only data after
-    /// a `fork`, shared mappings) stay registered, with their translations. A private writable
-    /// region both have at the same range with the same protection (data, heap, stacks after a
-    /// `fork`) stays registered too: the two host ranges exchange their pages
-    /// ([`swap_pages`]) and the two tables their host memory, so that the memory Unicorn holds
-    /// there is `next`'s — Unicorn's unmapping costs a TLB and jump-cache flush per page of the
-    /// region, about 370 µs per switch for an 8 MiB stack, where moving page tables costs a few.
-    /// Everything else is unregistered and `next`'s registered. Returns the executable ranges
-    /// that changed (their translations are gone; the caller forgets what it decoded there).
-    pub fn switch_to<D>(&mut self, uc: &mut Unicorn<'static, D>, next: &mut Memory) -> Vec<(u64, u64)> {
-        // Regions whose registration stays: after the exchange `next`'s holds what Unicorn does.
-        let mut swapped = Vec::new();
-        for (start, r) in self.regions.iter_mut() {
-            let Some(o) = next.regions.get_mut(start) else { continue };
-            let private_pair = o.end == r.end
-                && o.perm == r.perm
-                && r.perm.write()
-                && !shared_mapping(r)
-                && !shared_mapping(o)
-                && !Rc::ptr_eq(&r.block, &o.block);
-            // SAFETY: both ranges are whole pages inside live private anonymous host mappings
-            // (the table's invariant), and the engine is stopped.
-            if private_pair && unsafe { swap_pages(r.host(r.start), o.host(o.start), r.len() as usize) } {
-                std::mem::swap(&mut r.block, &mut o.block);
-                std::mem::swap(&mut r.block_off, &mut o.block_off);
-                r.block.touch();
-                o.block.touch();
-                swapped.push(*start);
-            }
+    /// Hands every region to Unicorn (a forked child's new table, at its own slot).
+    pub fn register<D>(&self, uc: &mut Unicorn<'static, D>) -> Result<(), MemError> {
+        self.regions.values().try_for_each(|r| uc_map(uc, self.base, r))
+    }
+
+    /// Takes every region away from Unicorn (a process that ends or `execve`s); the host
+    /// memory goes when the table does.
+    pub fn unregister<D>(&self, uc: &mut Unicorn<'static, D>) {
+        for r in self.regions.values() {
+            uc_unmap(uc, self.base, r);
         }
-        let kept = |r: &Region, other: &Memory| {
-            swapped.binary_search(&r.start).is_ok() || other.regions.get(&r.start).is_some_and(|o| same_region(o, r))
-        };
-        let mut changed = Vec::new();
-        for r in self.regions.values().filter(|r| !kept(r, next)) {
-            uc_unmap(uc, r);
-            if r.perm.exec() {
-                changed.push((r.start, r.end));
-            }
-        }
-        for r in next.regions.values().filter(|r| !kept(r, self)) {
-            // `next` was a consistent table, and what overlapped it is unregistered above.
-            let _ = uc_map(uc, r);
-            if r.perm.exec() {
-                changed.push((r.start, r.end));
-            }
-        }
-        changed
+    }
+
+    /// Where this table's regions are registered in Unicorn's physical space: the guest address
+    /// plus this (0 for the first process, see `machine/state.rs`, `Phys`).
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// An empty table whose regions will be registered at `base`.
+    pub fn at_base(base: u64) -> Memory {
+        Memory { base, ..Memory::default() }
     }
 
     /// The host address of `addr` if it lies in a mapping processes share after a `fork` (a

@@ -131,18 +131,25 @@ impl Kernel {
             return err(libc::EINVAL);
         }
         let child = self.new_tid()?;
-        let mut space = m.fork_address_space().map_err(|_| Errno(libc::ENOMEM))?;
-        if flags & CLONE_PARENT_SETTID != 0 {
-            m.write(ptid, &child.to_le_bytes(), false)?;
+        // Every slot of the machine's physical space taken: as Linux at its process limit.
+        let mut space = m.fork_address_space().map_err(|_| Errno(libc::ENOMEM))?.ok_or(Errno(libc::EAGAIN))?;
+        let mut started = || -> Result<(), Errno> {
+            if flags & CLONE_PARENT_SETTID != 0 {
+                m.write(ptid, &child.to_le_bytes(), false)?;
+            }
+            if flags & CLONE_CHILD_SETTID != 0 {
+                // Into the child's memory: its address space is the machine's for a moment.
+                m.swap_address_space(&mut space);
+                let wrote = m.write(ctid, &child.to_le_bytes(), false);
+                m.swap_address_space(&mut space);
+                wrote?;
+            }
+            crate::thread::spawn_child(m, child, flags, stack, tls)
+        };
+        if let Err(e) = started() {
+            m.release_address_space(space);
+            return Err(e);
         }
-        if flags & CLONE_CHILD_SETTID != 0 {
-            // Into the child's memory: its address space is the machine's for a moment.
-            m.swap_address_space(&mut space);
-            let wrote = m.write(ctid, &child.to_le_bytes(), false);
-            m.swap_address_space(&mut space);
-            wrote?;
-        }
-        crate::thread::spawn_child(m, child, flags, stack, tls)?;
         let parent = self.threads.get(&self.current).cloned().unwrap_or_else(|| KThread::new(self.current));
         let mut t = KThread::new(child);
         t.pid = child;
@@ -196,7 +203,7 @@ impl Kernel {
         match self.procs.get_mut(&from) {
             Some(p) if p.ended.is_none() => p.saved = Some(s),
             // An ended process's memory goes with its last switch away.
-            _ => drop(s),
+            _ => m.release_address_space(s.space),
         }
     }
 
@@ -235,8 +242,8 @@ impl Kernel {
         if pid == self.pid {
             // Closing them is what tells a reader of a pipe it held that no one writes any more.
             self.fds.fds.clear();
-        } else {
-            p.saved = None;
+        } else if let Some(s) = p.saved.take() {
+            m.release_address_space(s.space);
         }
         for child in self.procs.values_mut().filter(|c| c.ppid == pid) {
             child.ppid = 1;

@@ -111,7 +111,7 @@ pub(super) fn debug_watch(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usiz
     let mut old = [0u8; 8];
     let n = size.min(8);
     if write {
-        let _ = uc.mem_read(addr, &mut old[..n]);
+        let _ = hooks::read_guest(uc, addr, &mut old[..n]);
     }
     let st = uc.get_data_mut();
     if write {
@@ -227,7 +227,9 @@ impl Machine {
         // below the range and reaches into it starts at most 31 bytes before.
         let lo = addr.saturating_sub(31);
         let hi = addr.saturating_add(len.max(1)) - 1;
-        let hooked = self.uc.add_mem_hook(types, lo, hi, |uc, t, a, size, _v| {
+        let phys = self.uc.get_data().phys;
+        let hooked = self.uc.add_mem_hook(types, phys.pa(lo), phys.pa(hi), |uc, t, a, size, _v| {
+            let a = uc.get_data().phys.va(a);
             debug_watch(uc, a, size, t == MemType::WRITE);
             true
         });

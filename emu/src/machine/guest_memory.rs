@@ -11,7 +11,10 @@ impl Machine {
             Backing::Pm { file_id, offset, .. } => Some((region.start, region.end, device_addr(*file_id, *offset))),
             _ => None,
         };
-        self.mem.map(&mut self.uc, region)?;
+        let raw = self.raw_begin();
+        let mapped = self.mem.map(&mut self.uc, region);
+        self.raw_end(raw);
+        mapped?;
         if let Some(w) = pm {
             self.add_window(w);
         }
@@ -22,7 +25,9 @@ impl Machine {
     /// Translations of code there are forgotten, PM windows and `SIGBUS` ranges in it go, and its
     /// taint is dropped.
     pub fn unmap(&mut self, start: u64, end: u64) -> Vec<Region> {
+        let raw = self.raw_begin();
         let removed = self.mem.unmap(&mut self.uc, start, end);
+        self.raw_end(raw);
         if removed.iter().any(|r| r.perm.exec()) {
             self.code_changed(start, end);
         }
@@ -47,14 +52,21 @@ impl Machine {
     /// mapped.
     /// Translations there are forgotten, since code may have become executable or stopped being so.
     pub fn protect(&mut self, start: u64, end: u64, perm: Perm) -> Result<(), MemError> {
+        let raw = self.raw_begin();
+        let done = self.protect_raw(start, end, perm);
+        self.raw_end(raw);
+        done?;
+        // Code may become executable, or stop being so: forget translations either way.
+        self.code_changed(start, end);
+        Ok(())
+    }
+
+    fn protect_raw(&mut self, start: u64, end: u64, perm: Perm) -> Result<(), MemError> {
         if self.processes && perm.write() && self.mem.first_hole(start, end).is_none() {
             // Read-only private memory may be shared with another process since a fork.
             self.mem.unshare(&mut self.uc, start, end).map_err(|_| MemError::Engine)?;
         }
-        self.mem.protect(&mut self.uc, start, end, perm)?;
-        // Code may become executable, or stop being so: forget translations either way.
-        self.code_changed(start, end);
-        Ok(())
+        self.mem.protect(&mut self.uc, start, end, perm)
     }
 
     /// Reads as the kernel would: every byte must be mapped readable, as for `copy_from_user`.

@@ -97,7 +97,7 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
         Term::Ret => {
             if let Some((kind, obj, aux)) = st.callstack.returned_to(addr) {
                 let rax = uc.reg_read(Reg::RAX).unwrap_or(0);
-                let result = kind.result(rax, aux, &mut |a, buf| uc.mem_read(a, buf).is_ok());
+                let result = kind.result(rax, aux, &mut |a, buf| read_guest(uc, a, buf).is_ok());
                 let st = uc.get_data_mut();
                 let ev = st.emit(EventKind::SyncReturn(kind), addr, obj, 0, 0, 0, result);
                 if let Some(o) = st.obs.observer.as_mut() {
@@ -125,18 +125,18 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
         Some((slot, b)) => (slot, b.insns.len() as u64, b.term),
         None => {
             let mut bytes = vec![0u8; size as usize];
-            if uc.mem_read(addr, &mut bytes).is_err() {
+            if read_guest(uc, addr, &mut bytes).is_err() {
                 bytes.clear();
             }
             let st = uc.get_data_mut();
             let (slot, b) = st.code.decoder.insert(addr, size, &bytes);
             let (n, term) = (b.insns.len() as u64, b.term);
+            for &(pc, special) in &b.specials {
+                st.code.own.insert(pc, special);
+            }
             if st.obs.taint_hooked {
                 // The taint hook runs before every instruction and acts for the specials
                 // (`on_taint_insn`): no hook of their own, no second translation.
-                for &(pc, special) in &b.specials {
-                    st.code.specials.insert(pc, special);
-                }
                 return finish_block(uc, addr, size, slot, n, term);
             }
             let fresh: Vec<(u64, Special)> =
@@ -210,7 +210,7 @@ fn finish_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32, slot: u32
 pub(super) fn enter_sync(uc: &mut Unicorn<'_, HookState>, kind: SyncKind, addr: u64, call: Option<(u64, u64)>) {
     let args = [Reg::RDI, Reg::RSI, Reg::RDX, Reg::RCX, Reg::R8, Reg::R9].map(|r| uc.reg_read(r).unwrap_or(0));
     let rsp = uc.reg_read(Reg::RSP).unwrap_or(0);
-    let e = kind.entry_at(args, rsp, &mut |a, buf| uc.mem_read(a, buf).is_ok());
+    let e = kind.entry_at(args, rsp, &mut |a, buf| read_guest(uc, a, buf).is_ok());
     let st = uc.get_data_mut();
     st.consider_delay(kind, call.map_or(addr, |(pc, _)| pc));
     match call {
@@ -259,7 +259,15 @@ pub(super) fn install_special_hooks(uc: &mut Unicorn<'_, HookState>) {
     let list = std::mem::take(&mut uc.get_data_mut().code.to_hook);
     for (pc, special) in list {
         uc.get_data_mut().code.specials.insert(pc, special);
-        let res = uc.add_code_hook(pc, pc, move |uc, at, _| on_special(uc, at, special));
+        let res = uc.add_code_hook(pc, pc, move |uc, at, _| {
+            // With processes, the hook at `at` is every process's: what is there is the running
+            // one's (two programs may both have code at `at`).
+            let st = uc.get_data();
+            let special = if st.phys.virt { st.code.own.get(at) } else { Some(special) };
+            if let Some(special) = special {
+                on_special(uc, at, special);
+            }
+        });
         if let Ok(id) = res {
             uc.get_data_mut().code.special_hooks.push(id);
         } else {
@@ -282,10 +290,17 @@ pub(super) fn effective_address(uc: &Unicorn<'_, HookState>, m: &MemRef) -> u64 
     base.wrapping_add(r(m.index).wrapping_mul(u64::from(m.scale))).wrapping_add(m.disp as u64).wrapping_add(seg)
 }
 
+/// Reads guest memory of the running process at guest address `va`, as the hooks see it (Unicorn's
+/// `mem_read` takes a physical address, see [`state::Phys`]).
+#[inline]
+pub(super) fn read_guest(uc: &Unicorn<'_, HookState>, va: u64, buf: &mut [u8]) -> Result<(), uc_error> {
+    uc.mem_read(uc.get_data().phys.pa(va), buf)
+}
+
 /// Reads the value of the `size`-byte word at `addr` (0 when it cannot be read).
 fn read_word(uc: &Unicorn<'_, HookState>, addr: u64, size: u8) -> u64 {
     let mut b = [0u8; 8];
-    match uc.mem_read(addr, &mut b[..usize::from(size)]) {
+    match read_guest(uc, addr, &mut b[..usize::from(size)]) {
         Ok(()) => u64::from_le_bytes(b),
         Err(_) => 0,
     }
@@ -455,12 +470,12 @@ pub(super) fn on_client_request(uc: &mut Unicorn<'_, HookState>, pc: u64) {
         return;
     }
     let mut pre = [0u8; 16];
-    if pc < 16 || uc.mem_read(pc - 16, &mut pre).is_err() || !client::is_preamble(&pre) {
+    if pc < 16 || read_guest(uc, pc - 16, &mut pre).is_err() || !client::is_preamble(&pre) {
         return;
     }
     let mut raw = [0u8; 48];
     let rax = uc.reg_read(Reg::RAX).unwrap_or(0);
-    if uc.mem_read(rax, &mut raw).is_err() {
+    if read_guest(uc, rax, &mut raw).is_err() {
         return;
     }
     let mut args = [0u64; 6];
@@ -503,7 +518,7 @@ pub(super) fn on_client_request(uc: &mut Unicorn<'_, HookState>, pc: u64) {
 pub(super) fn learn_insn(uc: &mut Unicorn<'_, HookState>, pc: u64, size: usize) {
     let mut bytes = [0u8; 16];
     let n = size.clamp(1, 16);
-    if uc.mem_read(pc, &mut bytes[..n]).is_err() && uc.mem_read(pc, &mut bytes[..1]).is_err() {
+    if read_guest(uc, pc, &mut bytes[..n]).is_err() && read_guest(uc, pc, &mut bytes[..1]).is_err() {
         return;
     }
     if let Some(t) = uc.get_data_mut().obs.taint.as_deref_mut() {
@@ -527,7 +542,7 @@ pub(super) fn on_taint_insn(uc: &mut Unicorn<'_, HookState>, pc: u64, size: u32)
         st.obs.taint_began = Some((pc, false));
         taint_begin(uc, pc, size);
     }
-    if let Some(special) = uc.get_data().code.specials.get(pc) {
+    if let Some(special) = uc.get_data().code.own.get(pc) {
         on_special(uc, pc, special);
     }
 }
@@ -580,7 +595,7 @@ pub(super) fn on_dram_access(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u
     // tenth of the hook (Unicorn's address translation).
     let mut cur = [0u8; 8];
     if value.is_some() && uc.get_data().obs.interest.has(Interest::DRAM_OLD) {
-        let _ = uc.mem_read(addr, &mut cur[..size]);
+        let _ = read_guest(uc, addr, &mut cur[..size]);
     }
     let pc = rip(uc);
     let st = uc.get_data_mut();
@@ -621,6 +636,7 @@ pub(super) fn on_syscall(uc: &mut Unicorn<'_, HookState>) {
 }
 
 pub(super) fn on_invalid(uc: &mut Unicorn<'_, HookState>, t: MemType, addr: u64, _size: usize, _v: i64) -> bool {
-    uc.get_data_mut().invalid = Some((t, addr));
+    let st = uc.get_data_mut();
+    st.invalid = Some((t, st.phys.va(addr)));
     false
 }

@@ -22,24 +22,24 @@ pub(super) fn on_pm_write(
     let last = addr + size as u64 - 1;
     if uc.get_data().device_of(last).is_none() {
         let mut probe = [0u8; 1];
-        if uc.mem_read(last, &mut probe).is_err() {
+        if hooks::read_guest(uc, last, &mut probe).is_err() {
             // Keep the bytes it is about to overwrite, to put them back when it faults.
             let mapped = (((addr | 0xfff) + 1) - addr).min(size as u64) as usize;
             let mut old = [0u8; 8];
-            let _ = uc.mem_read(addr, &mut old[..mapped]);
+            let _ = hooks::read_guest(uc, addr, &mut old[..mapped]);
             uc.get_data_mut().pm.torn = Some((addr, old, mapped));
             return;
         }
     }
     let mut old = [0u8; 8];
-    let _ = uc.mem_read(addr, &mut old[..size]);
+    let _ = hooks::read_guest(uc, addr, &mut old[..size]);
     // The lines the store touches, as memory holds them now, for lines the device does not
     // track yet.
     let first = addr & !63;
     let mut lines = [0u8; 128];
-    let _ = uc.mem_read(first, &mut lines[..64]);
+    let _ = hooks::read_guest(uc, first, &mut lines[..64]);
     if (addr + size as u64 - 1) & !63 != first {
-        let _ = uc.mem_read(first + 64, &mut lines[64..]);
+        let _ = hooks::read_guest(uc, first + 64, &mut lines[64..]);
     }
     let pc = rip(uc);
     let st = uc.get_data_mut();
@@ -169,7 +169,7 @@ pub(super) fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize
         return;
     }
     let mut v = [0u8; 8];
-    let _ = uc.mem_read(addr, &mut v[..size]);
+    let _ = hooks::read_guest(uc, addr, &mut v[..size]);
     let st = uc.get_data_mut();
     let dev = dev_base + (addr - start);
     let ev = st.emit(EventKind::Load, pc, addr, dev, size as u32, u64::from_le_bytes(v), 0);
@@ -214,47 +214,71 @@ fn taint_gate(st: &mut HookState, pc: u64, addr: u64, size: usize, dev: u64) -> 
 impl Machine {
     /// Accesses to `[start, end)` raise SIGBUS (a mapping's pages past the end of its file).
     pub fn add_sigbus_range(&mut self, start: u64, end: u64) {
+        let ids = self.hook_sigbus(start, end, self.uc.get_data().phys);
+        self.sigbus.push((start, end, ids));
+    }
+
+    /// The hooks of a SIGBUS range of the process whose addresses `phys` maps.
+    pub(super) fn hook_sigbus(&mut self, start: u64, end: u64, phys: state::Phys) -> Vec<unicorn_engine::UcHookId> {
         let mut ids = Vec::new();
+        let raw = self.raw_begin();
         for t in [HookType::MEM_READ, HookType::MEM_WRITE] {
-            let h = self.uc.add_mem_hook(t, start, end - 1, |uc, _t, addr, _size, _v| {
+            let h = self.uc.add_mem_hook(t, phys.pa(start), phys.pa(end - 1), |uc, _t, addr, _size, _v| {
                 let st = uc.get_data_mut();
                 if st.stop.is_none() {
-                    st.stop = Some(Stop::Bus(addr));
+                    st.stop = Some(Stop::Bus(st.phys.va(addr)));
                     let _ = uc.emu_stop();
                 }
                 true
             });
             ids.extend(h);
         }
-        self.sigbus.push((start, end, ids));
+        self.raw_end(raw);
         if !self.warm {
             self.flush_translations();
         }
+        ids
     }
 
     /// Starts watching a PM window: stores always, loads if an observer wants them.
-    pub(super) fn add_window(&mut self, (start, end, dev): (u64, u64, u64)) {
+    pub(super) fn add_window(&mut self, w: (u64, u64, u64)) {
+        let ids = self.hook_window(w, self.uc.get_data().phys);
+        self.pm_hooks.push((w.0, ids));
+        let st = self.uc.get_data_mut();
+        st.pm.windows.push(w);
+        st.pm.windows.sort_unstable();
+    }
+
+    /// The hooks of a PM window of the process whose addresses `phys` maps (with processes,
+    /// each process's windows are hooked at its own physical slot, and fire only while it runs).
+    pub(super) fn hook_window(
+        &mut self,
+        (start, end, dev): (u64, u64, u64),
+        phys: state::Phys,
+    ) -> Vec<unicorn_engine::UcHookId> {
         let mut ids = Vec::new();
-        let w = self.uc.add_mem_hook(HookType::MEM_WRITE, start, end - 1, move |uc, _t, addr, size, value| {
+        let (lo, hi) = (phys.pa(start), phys.pa(end - 1));
+        let raw = self.raw_begin();
+        let w = self.uc.add_mem_hook(HookType::MEM_WRITE, lo, hi, move |uc, _t, addr, size, value| {
+            let addr = uc.get_data().phys.va(addr);
             on_pm_write(uc, addr, size, value, start, dev);
             true
         });
         ids.extend(w);
         // Loads are scheduling points whatever the analyses, so they are always hooked.
-        let r = self.uc.add_mem_hook(HookType::MEM_READ, start, end - 1, move |uc, _t, addr, size, _v| {
+        let r = self.uc.add_mem_hook(HookType::MEM_READ, lo, hi, move |uc, _t, addr, size, _v| {
+            let addr = uc.get_data().phys.va(addr);
             on_pm_read(uc, addr, size, start, dev);
             true
         });
         ids.extend(r);
-        self.pm_hooks.push((start, ids));
-        let st = self.uc.get_data_mut();
-        st.pm.windows.push((start, end, dev));
-        st.pm.windows.sort_unstable();
+        self.raw_end(raw);
         // Code translated before the hooks existed would not call them (a warm machine's code
         // calls every memory hook already).
         if !self.warm {
             self.flush_translations();
         }
+        ids
     }
 
     /// Stops watching `[start, end)`; windows that straddle it keep their outer parts.

@@ -1,24 +1,40 @@
 //! Processes' address spaces in one engine: `fork`'s copy of the running address space, and the
 //! switch from one process's address space to another's at a scheduling decision.
 //!
-//! Why one engine and swapped mappings rather than an engine per process: the scheduler, the
-//! PM device, the observer, the clock and the call-stack table live in the engine's hook state
-//! and must be one for the whole machine (one seeded schedule over every thread of every
-//! process; one line state of a PM file however many processes map it). A switch keeps in
-//! Unicorn what both processes map identically (code and read-only data after a `fork`, shared
-//! mappings, PM windows), so their translations survive; only the private writable regions
-//! are unregistered and the other process's registered (docs/architecture.md, "Processes",
-//! has the measured cost).
+//! Why one engine: the scheduler, the PM device, the observer, the clock and the call-stack table
+//! live in the engine's hook state and must be one for the whole machine (one seeded schedule
+//! over every thread of every process; one line state of a PM file however many processes map
+//! it). Why processes stay registered: once a second process exists, Unicorn runs in its
+//! virtual-TLB mode, each process's regions registered at a physical slot of their own
+//! ([`state::Phys`]), so a switch is a TLB flush and translated code, which Unicorn keys by the
+//! physical page, survives switches, however many programs sit at the same addresses (every
+//! static guest at 0x400000). At most [`REGISTERED`] are registered at once: Unicorn's cost of a
+//! registration grows with what it holds. docs/architecture.md, "Processes", has the design and
+//! its cost.
 
 use super::*;
+use unicorn_engine::{Prot, TlbEntry, TlbType};
 
-/// The address space of a process that is not running: its memory table (host memory stays
-/// mapped on the host), its PM windows and its ranges past the end of a file.
+/// The address space of a process that is not running: its memory table (registered with
+/// Unicorn at its slot unless evicted, see [`REGISTERED`]), its PM windows and their hooks, its
+/// ranges past the end of a file, and what the hooks know of its code.
 pub struct AddressSpace {
     mem: Memory,
+    /// Whether its regions are registered with Unicorn now (see [`REGISTERED`]).
+    registered: bool,
     windows: Vec<(u64, u64, u64)>,
-    sigbus: Vec<(u64, u64)>,
+    pm_hooks: Vec<(u64, Vec<unicorn_engine::UcHookId>)>,
+    sigbus: Vec<(u64, u64, Vec<unicorn_engine::UcHookId>)>,
+    decoder: crate::decode::Decoder,
+    own: hooks::Specials,
 }
+
+/// Address spaces registered with Unicorn at once, at most: Unicorn's cost of registering a
+/// region grows with the number of regions it holds (its search for a RAM offset and its
+/// rebuilt address map), so with many processes alive, the one a switch leaves is unregistered
+/// while more than this many are (its translations go; it is registered again when it next runs).
+/// Most-recently-run eviction: under round-robin scheduling of many processes it keeps the others.
+const REGISTERED: usize = 8;
 
 impl AddressSpace {
     /// Bytes of guest memory it maps (what `--max-memory` counts).
@@ -28,28 +44,117 @@ impl AddressSpace {
 }
 
 impl Machine {
+    /// From here until [`Machine::raw_end`], Unicorn's TLB maps addresses to themselves: Unicorn
+    /// looks the physical addresses of a range it unregisters (or hooks) up through the TLB to
+    /// drop their translated code. Returns what to give `raw_end`.
+    pub(super) fn raw_begin(&mut self) -> bool {
+        let p = &mut self.uc.get_data_mut().phys;
+        let was = p.raw;
+        p.raw = p.virt;
+        was
+    }
+
+    /// Ends [`Machine::raw_begin`]: the TLB entries made meanwhile, and any of the registrations
+    /// that changed, go.
+    pub(super) fn raw_end(&mut self, was: bool) {
+        let p = &mut self.uc.get_data_mut().phys;
+        let flush = p.virt && !was;
+        p.raw = was;
+        if flush {
+            let _ = self.uc.ctl_flush_tlb();
+        }
+    }
+
+    /// Unicorn's virtual-TLB mode, once: the first process keeps slot 0, where physical and
+    /// guest addresses are the same, so its registrations, hooks and translations stay as they
+    /// are.
+    fn enter_virtual_tlb(&mut self) -> Result<(), EmuError> {
+        if self.uc.get_data().phys.virt {
+            return Ok(());
+        }
+        self.uc
+            .add_tlb_hook(1, 0, |uc, va, _t| {
+                let p = uc.get_data().phys;
+                let paddr = if p.raw { va } else { p.pa(va) };
+                // Every permission: the registered region's own protection decides, as in the
+                // default mode (an access it forbids raises the same protection fault).
+                Some(TlbEntry { paddr, perms: Prot::ALL })
+            })
+            .map_err(EmuError::Engine)?;
+        self.uc.ctl_set_tlb_type(TlbType::VIRTUAL).map_err(EmuError::Engine)?;
+        self.uc.get_data_mut().phys.virt = true;
+        let _ = self.uc.ctl_flush_tlb();
+        Ok(())
+    }
+
     /// `fork`'s copy of the running address space (see [`Memory::fork_copy`]): private
-    /// writable memory copied, shared mappings and PM windows the same. From now on the machine
-    /// has several processes: a private region that cannot be written gets a copy of its own
-    /// before it becomes writable ([`Machine::protect`]), and snapshots are refused.
-    pub fn fork_address_space(&mut self) -> Result<AddressSpace, EmuError> {
-        let mem = self.mem.fork_copy().map_err(EmuError::Host)?;
+    /// writable memory copied, shared mappings and PM windows the same, registered at a free
+    /// slot. From now on the machine has several processes: a private region that cannot be
+    /// written gets a copy of its own before it becomes writable ([`Machine::protect`]), and
+    /// snapshots are refused. `None` when every slot is taken ([`state::SLOTS`] processes alive).
+    pub fn fork_address_space(&mut self) -> Result<Option<AddressSpace>, EmuError> {
+        let Some(slot) = (1..state::SLOTS).find(|&s| !self.slots.contains(&s)) else { return Ok(None) };
+        self.enter_virtual_tlb()?;
+        let base = u64::from(slot) << state::SLOT_SHIFT;
+        let mem = self.mem.fork_copy(base).map_err(EmuError::Host)?;
+        // Past the bound, the child is registered when it first runs.
+        let registered = self.registered < REGISTERED;
+        if registered && !self.register(&mem) {
+            return Err(EmuError::Memory(MemError::Engine));
+        }
+        self.slots.insert(slot);
         self.processes = true;
-        Ok(AddressSpace {
+        let phys = state::Phys { virt: true, base, raw: false };
+        let windows = self.uc.get_data().pm.windows.clone();
+        let pm_hooks = windows.iter().map(|&w| (w.0, self.hook_window(w, phys))).collect();
+        let ranges: Vec<(u64, u64)> = self.sigbus.iter().map(|b| (b.0, b.1)).collect();
+        let sigbus = ranges.into_iter().map(|(s, e)| (s, e, self.hook_sigbus(s, e, phys))).collect();
+        Ok(Some(AddressSpace {
             mem,
-            windows: self.uc.get_data().pm.windows.clone(),
-            sigbus: self.sigbus.iter().map(|b| (b.0, b.1)).collect(),
-        })
+            registered,
+            windows,
+            pm_hooks,
+            sigbus,
+            decoder: crate::decode::Decoder::default(),
+            own: hooks::Specials::default(),
+        }))
+    }
+
+    /// The end of a process that is not running: its registrations and hooks go, its slot is
+    /// free again, its host memory goes with the table.
+    pub fn release_address_space(&mut self, space: AddressSpace) {
+        if space.registered {
+            self.unregister(&space.mem);
+        }
+        self.remove_space_hooks(space.pm_hooks, space.sigbus);
+        self.slots.remove(&((space.mem.base() >> state::SLOT_SHIFT) as u32));
     }
 
     /// `execve`'s end of the running address space: every mapping goes (host memory another
-    /// process still maps stays with it), PM windows and SIGBUS ranges with them, and the running
-    /// thread's shadow call stack, whose frames named the old program. The caller loads the new
-    /// program into the empty space. Snapshots are refused from now on, as after a `fork`: what
-    /// the caller knows of the objects loaded is no longer one program's.
+    /// process still maps stays with it), PM windows and SIGBUS ranges with them, what the hooks
+    /// knew of the code, and the running thread's shadow call stack, whose frames named the old
+    /// program. The caller loads the new program into the empty space, at the same slot.
+    /// Snapshots are refused from now on, as after a `fork`: what the caller knows of the objects
+    /// loaded is no longer one program's.
     pub fn exec_address_space(&mut self) {
-        let mut empty = AddressSpace { mem: Memory::default(), windows: Vec::new(), sigbus: Vec::new() };
-        self.swap_address_space(&mut empty);
+        let empty = AddressSpace {
+            mem: Memory::at_base(self.mem.base()),
+            registered: true,
+            windows: Vec::new(),
+            pm_hooks: Vec::new(),
+            sigbus: Vec::new(),
+            decoder: crate::decode::Decoder::default(),
+            own: hooks::Specials::default(),
+        };
+        let old = self.take_running(empty);
+        if let Some(t) = self.uc.get_data_mut().obs.taint.as_deref_mut() {
+            t.forget_code(0, u64::MAX);
+        }
+        // The slot stays the running process's: release only what the old space held.
+        self.unregister(&old.mem);
+        self.registered += 1;
+        // Unregistering dropped the old program's translations (looked up through the raw TLB).
+        self.remove_space_hooks(old.pm_hooks, old.sigbus);
         self.processes = true;
         self.uc.get_data_mut().callstack = CallStack::default();
     }
@@ -60,51 +165,84 @@ impl Machine {
     }
 
     /// Makes `other` the running address space; `other` then holds the one that was running.
-    /// Translations of regions both map identically survive; the decoder forgets code whose
-    /// mapping changed; PM windows and SIGBUS ranges are re-hooked only if they differ.
+    /// Both stay registered at their slots, with their hooks: only the TLB is flushed.
     pub fn swap_address_space(&mut self, other: &mut AddressSpace) {
-        let changed = self.mem.switch_to(&mut self.uc, &mut other.mem);
-        std::mem::swap(&mut self.mem, &mut other.mem);
-        for (s, e) in changed {
-            let st = self.uc.get_data_mut();
-            st.code.decoder.invalidate(s, e);
-            if let Some(t) = st.obs.taint.as_deref_mut() {
-                t.forget_code(s, e);
-            }
+        if !other.registered {
+            // Registered (or not at all, if Unicorn refuses, which a consistent table never
+            // makes it) before it runs.
+            other.registered = self.register(&other.mem);
         }
-        let windows = self.uc.get_data().pm.windows.clone();
-        if windows != other.windows {
-            // The outgoing process's hooks are parked, not removed: a hook added later costs a
-            // flush of every translation, and two processes of a server and its client switch
-            // thousands of times.
-            for (start, ids) in std::mem::take(&mut self.pm_hooks) {
-                if let Some(w) = windows.iter().find(|w| w.0 == start) {
-                    self.parked_windows.push((*w, ids));
-                }
-            }
-            self.uc.get_data_mut().pm.windows.clear();
-            for w in std::mem::replace(&mut other.windows, windows) {
-                match self.parked_windows.iter().position(|p| p.0 == w) {
-                    Some(i) => {
-                        let (_, ids) = self.parked_windows.swap_remove(i);
-                        self.pm_hooks.push((w.0, ids));
-                        self.uc.get_data_mut().pm.windows.push(w);
-                    }
-                    None => self.add_window(w),
-                }
-            }
-            self.uc.get_data_mut().pm.windows.sort_unstable();
+        let incoming = AddressSpace {
+            mem: std::mem::take(&mut other.mem),
+            registered: true,
+            windows: std::mem::take(&mut other.windows),
+            pm_hooks: std::mem::take(&mut other.pm_hooks),
+            sigbus: std::mem::take(&mut other.sigbus),
+            decoder: std::mem::take(&mut other.decoder),
+            own: std::mem::take(&mut other.own),
+        };
+        *other = self.take_running(incoming);
+        if self.registered > REGISTERED {
+            self.unregister(&other.mem);
+            other.registered = false;
         }
-        let sigbus: Vec<(u64, u64)> = self.sigbus.iter().map(|b| (b.0, b.1)).collect();
-        if sigbus != other.sigbus {
-            for (_, _, ids) in std::mem::take(&mut self.sigbus) {
-                for id in ids {
-                    let _ = self.uc.remove_hook(id);
-                }
-            }
-            for (s, e) in std::mem::replace(&mut other.sigbus, sigbus) {
-                self.add_sigbus_range(s, e);
-            }
+        if let Some(t) = self.uc.get_data_mut().obs.taint.as_deref_mut() {
+            // What taint learnt of an instruction is by address: another program may be there.
+            t.forget_code(0, u64::MAX);
         }
+    }
+
+    /// Puts `next` in the running process's place and returns what was there.
+    fn take_running(&mut self, next: AddressSpace) -> AddressSpace {
+        let AddressSpace { mem, windows, pm_hooks, sigbus, decoder, own, .. } = next;
+        let base = mem.base();
+        let mem = std::mem::replace(&mut self.mem, mem);
+        let pm_hooks = std::mem::replace(&mut self.pm_hooks, pm_hooks);
+        let sigbus = std::mem::replace(&mut self.sigbus, sigbus);
+        let st = self.uc.get_data_mut();
+        let windows = std::mem::replace(&mut st.pm.windows, windows);
+        let decoder = std::mem::replace(&mut st.code.decoder, decoder);
+        let own = std::mem::replace(&mut st.code.own, own);
+        // The block under way was named by its slot in the other decoder.
+        st.clock.slot = state::NO_SLOT;
+        st.phys.base = base;
+        if st.phys.virt {
+            let _ = self.uc.ctl_flush_tlb();
+        }
+        AddressSpace { mem, registered: true, windows, pm_hooks, sigbus, decoder, own }
+    }
+
+    /// Removes the hooks of an address space's PM windows and SIGBUS ranges.
+    fn remove_space_hooks(
+        &mut self,
+        pm_hooks: Vec<(u64, Vec<unicorn_engine::UcHookId>)>,
+        sigbus: Vec<(u64, u64, Vec<unicorn_engine::UcHookId>)>,
+    ) {
+        let raw = self.raw_begin();
+        for id in pm_hooks.into_iter().map(|h| h.1).chain(sigbus.into_iter().map(|b| b.2)).flatten() {
+            let _ = self.uc.remove_hook(id);
+        }
+        self.raw_end(raw);
+    }
+
+    /// Registers a table with Unicorn at its slot (counted in `registered`); false, with
+    /// nothing registered, if Unicorn refuses.
+    fn register(&mut self, mem: &Memory) -> bool {
+        let raw = self.raw_begin();
+        let done = mem.register(&mut self.uc);
+        if done.is_err() {
+            mem.unregister(&mut self.uc);
+        }
+        self.raw_end(raw);
+        self.registered += usize::from(done.is_ok());
+        done.is_ok()
+    }
+
+    /// Takes a registered table away from Unicorn (uncounted from `registered`).
+    fn unregister(&mut self, mem: &Memory) {
+        let raw = self.raw_begin();
+        mem.unregister(&mut self.uc);
+        self.raw_end(raw);
+        self.registered -= 1;
     }
 }

@@ -34,6 +34,63 @@ pub struct HookState {
     pub(crate) tcg: TranslationStats,
     /// Watchpoints and the instruction to resume from, while a debugger is attached.
     pub(super) debug: Option<Box<super::debug::DebugState>>,
+    /// How guest (virtual) addresses map to the addresses Unicorn's memory and memory hooks use.
+    pub(super) phys: Phys,
+}
+
+/// Guest addresses and Unicorn's "physical" ones. A machine with one process runs in Unicorn's
+/// default TLB mode, where the two are the same. Once a second process exists, Unicorn runs in its
+/// virtual-TLB mode: every process's regions stay registered, each process at its own slot of the
+/// physical space (`base` = slot << [`SLOT_SHIFT`]; the first process's slot is 0, so its addresses
+/// do not change), a TLB-fill hook maps the running process's pages, and a switch is a TLB flush
+/// (`spaces.rs`). Memory hooks then receive physical addresses: [`Phys::va`] turns them back.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Phys {
+    /// Whether Unicorn runs in virtual-TLB mode.
+    pub(super) virt: bool,
+    /// The running process's slot base.
+    pub(super) base: u64,
+    /// While ferrite registers or unregisters memory or hooks: Unicorn then asks the TLB about
+    /// physical addresses (to find translated code of a range it drops), which map to themselves.
+    pub(super) raw: bool,
+}
+
+/// User addresses are below 1 << 47; a process's slot occupies `[base, base + (1 << 47))`.
+pub(super) const SLOT_SHIFT: u32 = 47;
+/// Slots that fit below 1 << 52 (x86-64's physical address width): processes alive at once.
+pub(super) const SLOTS: u32 = 4096;
+/// Where a non-canonical guest address in `[1 << 47, 1 << 52)` is sent, in virtual-TLB mode: it
+/// would otherwise land in another process's slot. Nothing is ever mapped there.
+const STRAY: u64 = 1 << 63;
+
+impl Phys {
+    /// The physical address of the running process's guest address `va`.
+    #[inline]
+    pub(super) fn pa(&self, va: u64) -> u64 {
+        if !self.virt {
+            va
+        } else if va >> SLOT_SHIFT == 0 {
+            va + self.base
+        } else if va >> 52 == 0 {
+            va | STRAY
+        } else {
+            va
+        }
+    }
+
+    /// The guest address of physical address `pa`, which the running process reached.
+    #[inline]
+    pub(super) fn va(&self, pa: u64) -> u64 {
+        if !self.virt {
+            pa
+        } else if pa.wrapping_sub(self.base) >> SLOT_SHIFT == 0 {
+            pa - self.base
+        } else if pa & !STRAY < 1 << 52 && pa & STRAY != 0 {
+            pa & !STRAY
+        } else {
+            pa
+        }
+    }
 }
 
 /// The exact retired-instruction count, kept per translated block (never with Unicorn's
@@ -70,6 +127,9 @@ pub(super) struct CodeKnowledge {
     /// Every [`Special`] seen, by PC: each has a code hook of its own until the taint hook goes
     /// in, which then acts for all of them ([`Machine::hook_taint`]).
     pub(super) specials: super::hooks::Specials,
+    /// The running process's specials, by PC: what a special's code hook does at a PC (with
+    /// processes, another program may have other code there). Swapped at a process switch.
+    pub(super) own: super::hooks::Specials,
     /// The code hooks of the specials, removed when the taint hook goes in.
     pub(super) special_hooks: Vec<unicorn_engine::UcHookId>,
     /// Specials found in a block, to be hooked before it runs.

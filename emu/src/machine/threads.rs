@@ -141,6 +141,7 @@ impl Machine {
             addr < sp.wrapping_add(64 << 10) && addr >= sp.wrapping_sub(1 << 20)
         };
         let _ = self.uc.add_mem_hook(HookType::MEM_READ, 1, 0, move |uc, _t, addr, _size, _v| {
+            let addr = uc.get_data().phys.va(addr);
             if uc.get_data().steer.runnable_others == 0 || near_stack(uc, addr) {
                 return true;
             }
@@ -153,12 +154,13 @@ impl Machine {
             true
         });
         let _ = self.uc.add_mem_hook(HookType::MEM_WRITE, 1, 0, move |uc, _t, addr, size, _v| {
+            let addr = uc.get_data().phys.va(addr);
             if uc.get_data().steer.runnable_others == 0 || near_stack(uc, addr) || size == 0 || size > 8 {
                 return true;
             }
             let pc = uc.pc_read().unwrap_or(0);
             let mut old = [0u8; 8];
-            let _ = uc.mem_read(addr, &mut old[..size]);
+            let _ = hooks::read_guest(uc, addr, &mut old[..size]);
             let st = uc.get_data_mut();
             if st.stop.is_none() && st.point(pc) {
                 // Before the store, undone on the way out (see `HookState::undo`).
