@@ -222,7 +222,7 @@ pub fn test_shard(
         let (what, locations) = match v {
             Verdict::Failed { what, locations } => (what, locations),
             Verdict::ReadOpen { file, offset, location } => {
-                tested.findings.push(read_open_finding(log, point, &file, offset, location, plan.base.seed));
+                tested.findings.push(read_open_finding(log, point, &file, offset, location, plan.base.sched_seed()));
                 tested.units.push(unit);
                 continue;
             }
@@ -252,7 +252,7 @@ pub fn test_shard(
             return Err(e);
         }
         let image = Image { point, choice };
-        tested.findings.push(finding_for(log, &image, &minimal, &what, locations, plan.base.seed));
+        tested.findings.push(finding_for(log, &image, &minimal, &what, locations, plan.base.sched_seed()));
         minimising.inc(1);
         tested.units.push(unit);
     }
@@ -320,6 +320,9 @@ pub struct Options {
     pub schedules: u32,
     /// The shard of the campaign's unique images to recover ([`test_shard`]).
     pub shard: driver::shard::Shard,
+    /// Later schedules' workload runs go on from a snapshot of their common start
+    /// ([`crate::workloads`]); the report is the same without.
+    pub snapshots: bool,
 }
 
 /// What a campaign found.
@@ -338,11 +341,15 @@ pub struct Campaign {
     pub pieces: Vec<((u64, u8, u64), Finding)>,
     /// Unique images over all schedules: the units the shards divide.
     pub units: u64,
+    /// How the schedules' workload runs went (from the start, from a snapshot).
+    pub workloads: driver::Branching,
 }
 
 /// Crash-tests `o.schedules` schedules of the workload `base` (seeds as for `ferrite run
-/// --explore`), each on a copy of the PM directory: the user's is never changed. Images
-/// already recovered for an earlier schedule are not recovered again.
+/// --explore`: the program seed shared, a schedule seed each), each on a copy of the PM
+/// directory: the user's is never changed. Later schedules' workload runs go on from a snapshot
+/// of their common start ([`crate::workloads`]). Images already recovered for an earlier
+/// schedule are not recovered again.
 pub fn test(runner: &Runner, base: &RunSpec, o: &Options) -> Result<Campaign, Error> {
     let schedules = o.schedules.max(1);
     let mut seen = std::collections::BTreeSet::new();
@@ -369,9 +376,10 @@ pub fn test(runner: &Runner, base: &RunSpec, o: &Options) -> Result<Campaign, Er
     let mut restored = 0;
     let mut pieces = Vec::new();
     let mut units = 0;
+    let rec = crate::workloads::Recorded { mode: &o.crash_points, crash_at: o.crash_at, dedup_points: o.dedup_points };
+    let mut runs = crate::workloads::Workloads::new(runner, base, rec, schedules, o.snapshots);
     for i in 0..u64::from(schedules) {
-        let (_work, spec) = driver::explore::exploration_run(base, i)?;
-        let (report, out, log) = workload(runner, &spec, &o.crash_points, o.crash_at, o.dedup_points)?;
+        let crate::workloads::Workload { dir: _work, spec, report, outcome: out, log } = runs.run(i)?;
         let plan = Plan {
             recover: o.recover.clone(),
             check: o.check.clone(),
@@ -411,7 +419,7 @@ pub fn test(runner: &Runner, base: &RunSpec, o: &Options) -> Result<Campaign, Er
     report.findings = analyses::Finding::merge(findings);
     report.run.seed = base.seed;
     report.run.schedules = schedules;
-    Ok(Campaign { report, outcome, summary, restored, pieces, units })
+    Ok(Campaign { report, outcome, summary, restored, pieces, units, workloads: runs.counts })
 }
 
 /// What replaying a crash finding showed.

@@ -41,6 +41,7 @@ pub mod record;
 pub mod recover;
 pub mod space;
 pub mod validate;
+pub mod workloads;
 
 use serde::{Deserialize, Serialize};
 
