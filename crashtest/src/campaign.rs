@@ -218,6 +218,22 @@ pub fn test_shard(
         "minimising {pos}/{len} failing images [{bar:30}]",
         "failing images minimised",
     );
+    // The smallest set of lines that must stay unpersisted for recovery to fail, of each failing
+    // image, on the recovery workers: their warm engines serve these recoveries too, where the
+    // calling thread would run its first recovery fresh (a fixed cost every shard repeats).
+    let minimised: Vec<Result<Minimised, Error>> = pool.install(|| {
+        recovered
+            .par_iter()
+            .filter(|r| r.3.failed())
+            .map(|(_, point, choice, _)| {
+                let m = minimise(plan, &points[*point], choice, &log_paths);
+                minimising.inc(1);
+                m
+            })
+            .collect()
+    });
+    minimising.finish_and_clear();
+    let mut minimised = minimised.into_iter();
     for ((_, point, choice, v), unit) in recovered.into_iter().zip(recovered_units) {
         let (what, locations) = match v {
             Verdict::Failed { what, locations } => (what, locations),
@@ -229,35 +245,53 @@ pub fn test_shard(
             Verdict::Passed => continue,
         };
         tested.failures += 1;
-        let p = &points[point];
-        // The smallest set of lines that must stay unpersisted for recovery to fail.
-        let stale = stale_dims(&p.space, &choice);
-        let mut errors = None;
-        let mut fails = |keep: &[usize]| {
-            let c = with_only(&p.space, &choice, keep);
-            let Some(files) = image_files(p, &c, &log.file_paths) else { return false };
-            tested.recoveries += 1;
-            match recover(plan, &files, &[]) {
-                Ok(v) => v.failed(),
-                Err(e) => {
-                    errors = Some(e);
-                    false
-                }
-            }
-        };
-        // Nothing need be lost if the point's own state (everything persisted) fails too.
-        let minimal = if !stale.is_empty() && fails(&[]) { Vec::new() } else { ddmin(stale.clone(), 24, &mut fails) };
-        tested.restored += driver::warm::take_counts().restored;
-        if let Some(e) = errors {
-            return Err(e);
-        }
+        let m = minimised.next().expect("one minimisation per failing image")?;
+        tested.recoveries += m.recoveries;
+        tested.restored += m.restored;
         let image = Image { point, choice };
-        tested.findings.push(finding_for(log, &image, &minimal, &what, locations, plan.base.sched_seed()));
-        minimising.inc(1);
+        tested.findings.push(finding_for(log, &image, &m.minimal, &what, locations, plan.base.sched_seed()));
         tested.units.push(unit);
     }
-    minimising.finish_and_clear();
     Ok(tested)
+}
+
+/// A failing image minimised: the lines that must stay unpersisted, and the recoveries it took
+/// (how many, how many restored from a snapshot).
+struct Minimised {
+    minimal: Vec<usize>,
+    recoveries: u64,
+    restored: u64,
+}
+
+/// ddmin over the lines the failing image `choice` of point `p` leaves unpersisted.
+fn minimise(
+    plan: &Plan,
+    p: &PointData,
+    choice: &[u32],
+    file_paths: &BTreeMap<u32, PathBuf>,
+) -> Result<Minimised, Error> {
+    let stale = stale_dims(&p.space, choice);
+    let mut errors = None;
+    let mut recoveries = 0;
+    let mut fails = |keep: &[usize]| {
+        let c = with_only(&p.space, choice, keep);
+        let Some(files) = image_files(p, &c, file_paths) else { return false };
+        recoveries += 1;
+        match recover(plan, &files, &[]) {
+            Ok(v) => v.failed(),
+            Err(e) => {
+                errors = Some(e);
+                false
+            }
+        }
+    };
+    // Nothing need be lost if the point's own state (everything persisted) fails too.
+    let minimal = if !stale.is_empty() && fails(&[]) { Vec::new() } else { ddmin(stale.clone(), 24, &mut fails) };
+    let restored = driver::warm::take_counts().restored;
+    match errors {
+        Some(e) => Err(e),
+        None => Ok(Minimised { minimal, recoveries, restored }),
+    }
 }
 
 /// What identifies a crash point for lazy exploration: its persisted files and its space.
