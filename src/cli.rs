@@ -132,6 +132,13 @@ pub struct CrashArgs {
     #[arg(long, conflicts_with = "xfd")]
     pub lazy: bool,
 
+    /// Write host-side measurements of the campaign as JSON here (wall-clock seconds;
+    /// `exploration`: how the schedules' workload runs went, from the start or from a snapshot
+    /// of their common start, and the guest instructions they ran): kept out of the report
+    /// because they say how, not what.
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub host_stats: Option<PathBuf>,
+
     /// The workload program, then its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]...")]
     pub command: Vec<String>,

@@ -346,3 +346,71 @@ fn lazy_exploration_covers_every_image_with_one_recovery_per_behaviour() {
     assert_eq!(c["failures"], 0);
     assert_eq!(c["sampled_points"], 0, "every image of every point is covered: {c}");
 }
+
+/// `--explore N` crash-tests N schedules that share the program seed, each with its own schedule
+/// seed (`run.schedule_seed`), and runs their common start once: the later schedules' workload
+/// runs go on from a snapshot taken where a second thread can first run, with what the recorder
+/// logged up to there. The report is byte for byte the one `--no-snapshots` writes (every
+/// schedule's run, log and trace hash the same), with fewer guest instructions run; its shards
+/// merge into it; its findings replay.
+#[test]
+fn crash_exploration_goes_on_from_a_snapshot_of_the_common_start() {
+    let dir = scratch();
+    let at = |n: &str| dir.path().join(n);
+    let g = guest("pr_copy");
+    let recover = format!("{} /mnt/pmem0/pool recover", g.display());
+    let campaign = |extra: &[&str], report: &str, stats: &str| {
+        let mut opts = vec!["--quiet", "--seed", "3", "--explore", "6", "--recover", &recover];
+        let (report, stats) = (at(report).display().to_string(), at(stats).display().to_string());
+        opts.extend(["--report", &report, "--host-stats", &stats]);
+        opts.extend(extra);
+        Ferrite::crash(&g).opts(&opts).args(&["/mnt/pmem0/pool"]).go()
+    };
+    campaign(&[], "with.json", "with-stats.json").assert_code(66);
+    campaign(&["--no-snapshots"], "without.json", "without-stats.json").assert_code(66);
+    let (with, without) = (std::fs::read(at("with.json")).unwrap(), std::fs::read(at("without.json")).unwrap());
+    assert!(with == without, "{}", diff(&without, &with, "without.json", "with.json"));
+    let report = read_json(&at("with.json"));
+    assert_eq!(report["run"]["seed"], 3);
+    assert_eq!(report["run"]["schedule_seed"], 3);
+    assert_eq!(report["run"]["schedules"], 6);
+    assert!(!crash_findings(&report).is_empty(), "{report}");
+
+    let (a, b) = (read_json(&at("with-stats.json")), read_json(&at("without-stats.json")));
+    let (a, b) = (&a["exploration"], &b["exploration"]);
+    assert_eq!(
+        (a["from_start"].as_u64(), a["from_snapshot"].as_u64(), a["snapshots"].as_u64()),
+        (Some(1), Some(5), Some(1))
+    );
+    assert_eq!((b["from_start"].as_u64(), b["from_snapshot"].as_u64()), (Some(6), Some(0)));
+    assert_eq!(a["trace_hashes"], b["trace_hashes"], "the schedules took the same paths");
+    assert_eq!(a["instructions_from_start"], b["instructions"]);
+    let (ran, all) = (a["instructions"].as_u64().unwrap(), b["instructions"].as_u64().unwrap());
+    assert!(ran * 3 < all * 2, "the common start ran once: {ran} of {all} instructions");
+
+    // Shards of it merge into it.
+    let parts: Vec<std::path::PathBuf> = (0..2).map(|i| at(&format!("part-{i}.json"))).collect();
+    for (i, p) in parts.iter().enumerate() {
+        let shard = format!("{i}/2");
+        let name = p.file_name().unwrap().to_str().unwrap().to_string();
+        campaign(&["--shard", &shard], &name, "part-stats.json").assert_code(0);
+    }
+    let out = ferrite()
+        .arg("merge")
+        .args(&parts)
+        .arg("--report")
+        .arg(at("merged.json"))
+        .arg("--quiet")
+        .output()
+        .expect("cannot start ferrite merge");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let merged = std::fs::read(at("merged.json")).unwrap();
+    assert!(merged == with, "{}", diff(&with, &merged, "with.json", "merged.json"));
+
+    // Every finding replays, from whichever schedule found it.
+    for f in report["findings"].as_array().unwrap() {
+        let id = f["id"].to_string();
+        let replay = Ferrite::replay(&at("with.json")).opts(&["--finding", &id]).go();
+        assert!(replay.stderr.contains("replay reproduced finding"), "finding {id}: {}", replay.describe());
+    }
+}

@@ -218,46 +218,80 @@ pub fn test_shard(
         "minimising {pos}/{len} failing images [{bar:30}]",
         "failing images minimised",
     );
+    // The smallest set of lines that must stay unpersisted for recovery to fail, of each failing
+    // image, on the recovery workers: their warm engines serve these recoveries too, where the
+    // calling thread would run its first recovery fresh (a fixed cost every shard repeats).
+    let minimised: Vec<Result<Minimised, Error>> = pool.install(|| {
+        recovered
+            .par_iter()
+            .filter(|r| r.3.failed())
+            .map(|(_, point, choice, _)| {
+                let m = minimise(plan, &points[*point], choice, &log_paths);
+                minimising.inc(1);
+                m
+            })
+            .collect()
+    });
+    minimising.finish_and_clear();
+    let mut minimised = minimised.into_iter();
     for ((_, point, choice, v), unit) in recovered.into_iter().zip(recovered_units) {
         let (what, locations) = match v {
             Verdict::Failed { what, locations } => (what, locations),
             Verdict::ReadOpen { file, offset, location } => {
-                tested.findings.push(read_open_finding(log, point, &file, offset, location, plan.base.seed));
+                tested.findings.push(read_open_finding(log, point, &file, offset, location, plan.base.sched_seed()));
                 tested.units.push(unit);
                 continue;
             }
             Verdict::Passed => continue,
         };
         tested.failures += 1;
-        let p = &points[point];
-        // The smallest set of lines that must stay unpersisted for recovery to fail.
-        let stale = stale_dims(&p.space, &choice);
-        let mut errors = None;
-        let mut fails = |keep: &[usize]| {
-            let c = with_only(&p.space, &choice, keep);
-            let Some(files) = image_files(p, &c, &log.file_paths) else { return false };
-            tested.recoveries += 1;
-            match recover(plan, &files, &[]) {
-                Ok(v) => v.failed(),
-                Err(e) => {
-                    errors = Some(e);
-                    false
-                }
-            }
-        };
-        // Nothing need be lost if the point's own state (everything persisted) fails too.
-        let minimal = if !stale.is_empty() && fails(&[]) { Vec::new() } else { ddmin(stale.clone(), 24, &mut fails) };
-        tested.restored += driver::warm::take_counts().restored;
-        if let Some(e) = errors {
-            return Err(e);
-        }
+        let m = minimised.next().expect("one minimisation per failing image")?;
+        tested.recoveries += m.recoveries;
+        tested.restored += m.restored;
         let image = Image { point, choice };
-        tested.findings.push(finding_for(log, &image, &minimal, &what, locations, plan.base.seed));
-        minimising.inc(1);
+        tested.findings.push(finding_for(log, &image, &m.minimal, &what, locations, plan.base.sched_seed()));
         tested.units.push(unit);
     }
-    minimising.finish_and_clear();
     Ok(tested)
+}
+
+/// A failing image minimised: the lines that must stay unpersisted, and the recoveries it took
+/// (how many, how many restored from a snapshot).
+struct Minimised {
+    minimal: Vec<usize>,
+    recoveries: u64,
+    restored: u64,
+}
+
+/// ddmin over the lines the failing image `choice` of point `p` leaves unpersisted.
+fn minimise(
+    plan: &Plan,
+    p: &PointData,
+    choice: &[u32],
+    file_paths: &BTreeMap<u32, PathBuf>,
+) -> Result<Minimised, Error> {
+    let stale = stale_dims(&p.space, choice);
+    let mut errors = None;
+    let mut recoveries = 0;
+    let mut fails = |keep: &[usize]| {
+        let c = with_only(&p.space, choice, keep);
+        let Some(files) = image_files(p, &c, file_paths) else { return false };
+        recoveries += 1;
+        match recover(plan, &files, &[]) {
+            Ok(v) => v.failed(),
+            Err(e) => {
+                errors = Some(e);
+                false
+            }
+        }
+    };
+    // Nothing need be lost if the point's own state (everything persisted) fails too.
+    let minimal = if !stale.is_empty() && fails(&[]) { Vec::new() } else { ddmin(stale.clone(), 24, &mut fails) };
+    let restored = driver::warm::take_counts().restored;
+    match errors {
+        Some(e) => Err(e),
+        None => Ok(Minimised { minimal, recoveries, restored }),
+    }
 }
 
 /// What identifies a crash point for lazy exploration: its persisted files and its space.
@@ -320,6 +354,9 @@ pub struct Options {
     pub schedules: u32,
     /// The shard of the campaign's unique images to recover ([`test_shard`]).
     pub shard: driver::shard::Shard,
+    /// Later schedules' workload runs go on from a snapshot of their common start
+    /// ([`crate::workloads`]); the report is the same without.
+    pub snapshots: bool,
 }
 
 /// What a campaign found.
@@ -338,11 +375,15 @@ pub struct Campaign {
     pub pieces: Vec<((u64, u8, u64), Finding)>,
     /// Unique images over all schedules: the units the shards divide.
     pub units: u64,
+    /// How the schedules' workload runs went (from the start, from a snapshot).
+    pub workloads: driver::Branching,
 }
 
 /// Crash-tests `o.schedules` schedules of the workload `base` (seeds as for `ferrite run
-/// --explore`), each on a copy of the PM directory: the user's is never changed. Images
-/// already recovered for an earlier schedule are not recovered again.
+/// --explore`: the program seed shared, a schedule seed each), each on a copy of the PM
+/// directory: the user's is never changed. Later schedules' workload runs go on from a snapshot
+/// of their common start ([`crate::workloads`]). Images already recovered for an earlier
+/// schedule are not recovered again.
 pub fn test(runner: &Runner, base: &RunSpec, o: &Options) -> Result<Campaign, Error> {
     let schedules = o.schedules.max(1);
     let mut seen = std::collections::BTreeSet::new();
@@ -369,9 +410,10 @@ pub fn test(runner: &Runner, base: &RunSpec, o: &Options) -> Result<Campaign, Er
     let mut restored = 0;
     let mut pieces = Vec::new();
     let mut units = 0;
+    let rec = crate::workloads::Recorded { mode: &o.crash_points, crash_at: o.crash_at, dedup_points: o.dedup_points };
+    let mut runs = crate::workloads::Workloads::new(runner, base, rec, schedules, o.snapshots);
     for i in 0..u64::from(schedules) {
-        let (_work, spec) = driver::explore::exploration_run(base, i)?;
-        let (report, out, log) = workload(runner, &spec, &o.crash_points, o.crash_at, o.dedup_points)?;
+        let crate::workloads::Workload { dir: _work, spec, report, outcome: out, log } = runs.run(i)?;
         let plan = Plan {
             recover: o.recover.clone(),
             check: o.check.clone(),
@@ -411,7 +453,7 @@ pub fn test(runner: &Runner, base: &RunSpec, o: &Options) -> Result<Campaign, Er
     report.findings = analyses::Finding::merge(findings);
     report.run.seed = base.seed;
     report.run.schedules = schedules;
-    Ok(Campaign { report, outcome, summary, restored, pieces, units })
+    Ok(Campaign { report, outcome, summary, restored, pieces, units, workloads: runs.counts })
 }
 
 /// What replaying a crash finding showed.

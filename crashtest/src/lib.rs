@@ -26,7 +26,8 @@
 //!    hang (an instruction budget from the workload's). `--check CMD` runs a checker on the
 //!    recovered files afterwards.
 //! 4. **Minimisation** ([`campaign`]). For a failing image, ddmin finds a smallest set of lines
-//!    that must be left unpersisted for recovery to fail; the finding names the crash point,
+//!    that must be left unpersisted for recovery to fail (failing images in parallel, on the
+//!    recovery workers); the finding names the crash point,
 //!    those lines' lost stores, and where recovery failed, and carries the point and image so
 //!    that `ferrite replay --finding` rebuilds it.
 
@@ -41,6 +42,7 @@ pub mod record;
 pub mod recover;
 pub mod space;
 pub mod validate;
+pub mod workloads;
 
 use serde::{Deserialize, Serialize};
 

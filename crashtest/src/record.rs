@@ -41,6 +41,7 @@ pub type PointFiles = BTreeMap<PathBuf, PagedFile>;
 pub type CwdFiles = BTreeMap<PathBuf, Option<Vec<u8>>>;
 
 /// One crash point of the workload run: where it was and what a crash there may leave.
+#[derive(Clone)]
 pub struct CrashPoint {
     /// Instructions retired before the crash.
     pub icount: u64,
@@ -60,7 +61,9 @@ pub struct CrashPoint {
     pub space: CrashSpace,
 }
 
-/// What the recorder collects during the workload run.
+/// What the recorder collects during the workload run. A copy is cheap: points share their
+/// files' pages ([`PagedFile`]) and working-directory files.
+#[derive(Clone)]
 pub struct CrashLog {
     pm_dir: PathBuf,
     every_store: bool,
@@ -105,7 +108,12 @@ pub struct CrashLog {
 impl CrashLog {
     /// An empty log for a workload on the PM directory `pm_dir`; `every_store`: each PM store is a crash point too.
     pub fn new(pm_dir: &Path, every_store: bool) -> Rc<RefCell<CrashLog>> {
-        Rc::new(RefCell::new(CrashLog {
+        Rc::new(RefCell::new(CrashLog::empty(pm_dir, every_store)))
+    }
+
+    /// [`CrashLog::new`]'s log, unshared.
+    pub fn empty(pm_dir: &Path, every_store: bool) -> CrashLog {
+        CrashLog {
             pm_dir: pm_dir.to_path_buf(),
             every_store,
             at_end_only: false,
@@ -125,7 +133,15 @@ impl CrashLog {
             dirty: Vec::new(),
             carried: Vec::new(),
             ids: BTreeMap::new(),
-        }))
+        }
+    }
+
+    /// Takes what the log holds out of `log` (shared with a run's recorder), leaving an empty
+    /// log in its place.
+    pub fn take(log: &RefCell<CrashLog>) -> CrashLog {
+        let mut l = log.borrow_mut();
+        let empty = CrashLog::empty(&l.pm_dir, l.every_store);
+        std::mem::replace(&mut *l, empty)
     }
 
     /// After a system call: the files may have changed in any way, and the kernel may have
@@ -297,6 +313,12 @@ impl Analysis for Recorder {
     fn finish(&mut self, _device: &PmDevice) -> Vec<RawFinding> {
         Vec::new()
     }
+
+    /// The copy records into the same log: a checkpoint of the run holds what the log had
+    /// gathered through the probe ([`Recording`]'s `save`), and rewinding puts it back.
+    fn fork(&self) -> Option<Box<dyn Analysis>> {
+        Some(Box::new(Recorder(self.0.clone())))
+    }
 }
 
 /// What recovery needs of a crash point, shareable across worker threads.
@@ -382,5 +404,15 @@ impl driver::Probe for Recording {
             }
         }
         log.initial_files = k.initial_files().clone();
+    }
+
+    fn save(&self) -> Option<Box<dyn std::any::Any>> {
+        Some(Box::new(self.0.borrow().clone()))
+    }
+
+    fn restore(&mut self, saved: &dyn std::any::Any) {
+        if let Some(log) = saved.downcast_ref::<CrashLog>() {
+            *self.0.borrow_mut() = log.clone();
+        }
     }
 }

@@ -6,14 +6,112 @@
 //! an earlier instruction must find them as they were then. Files are put back in place (the
 //! same inode, written only where they differ), because the machine's shared mappings and the
 //! kernel's reopened descriptors refer to the inode, not the name.
+//!
+//! A file is held in chunks, an all-zero chunk as nothing: a PM pool is mostly untouched (a
+//! libpmemobj pool of 256 MiB holds a few MiB of data), and holding it whole made a snapshot
+//! allocate, and fault in, the pool's size each time. A restore reads the file chunk by chunk
+//! and writes only the chunks that differ.
 
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Read;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+
+/// Bytes per chunk of a file's image.
+const CHUNK: usize = 64 << 10;
+
+/// A regular file's contents: its length, and its chunks (`None`: all zeros; the last one may
+/// be short).
+struct FileImage {
+    len: u64,
+    chunks: Vec<Option<Box<[u8]>>>,
+}
+
+fn all_zero(bytes: &[u8]) -> bool {
+    bytes.chunks(64).all(|c| c.iter().fold(0u8, |a, b| a | b) == 0)
+}
+
+/// Fills `buf` from `f` at `at` as far as the file goes; the bytes read.
+fn read_at(f: &std::fs::File, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match f.read_at(&mut buf[got..], at + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+impl FileImage {
+    fn capture(p: &Path) -> std::io::Result<FileImage> {
+        let mut f = std::fs::File::open(p)?;
+        let mut chunks = Vec::new();
+        let mut buf = vec![0u8; CHUNK];
+        let mut len = 0u64;
+        loop {
+            let mut got = 0;
+            while got < CHUNK {
+                match f.read(&mut buf[got..]) {
+                    Ok(0) => break,
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            if got == 0 {
+                break;
+            }
+            len += got as u64;
+            let bytes = &buf[..got];
+            chunks.push((!all_zero(bytes)).then(|| bytes.to_vec().into_boxed_slice()));
+            if got < CHUNK {
+                break;
+            }
+        }
+        Ok(FileImage { len, chunks })
+    }
+
+    fn bytes(&self) -> usize {
+        self.chunks.iter().flatten().map(|c| c.len()).sum()
+    }
+
+    /// Makes the file at `p` hold this image, keeping its inode, writing only the chunks that
+    /// differ.
+    fn put_back(&self, p: &Path) -> std::io::Result<()> {
+        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(p)?;
+        if f.metadata()?.len() != self.len {
+            f.set_len(self.len)?;
+        }
+        let mut buf = vec![0u8; CHUNK];
+        for (i, chunk) in self.chunks.iter().enumerate() {
+            let at = (i * CHUNK) as u64;
+            let n = ((self.len - at) as usize).min(CHUNK);
+            let got = read_at(&f, &mut buf[..n], at)?;
+            buf[got..n].fill(0);
+            let same = match chunk {
+                Some(c) => c[..] == buf[..n],
+                None => all_zero(&buf[..n]),
+            };
+            if !same {
+                match chunk {
+                    Some(c) => f.write_all_at(c, at)?,
+                    None => {
+                        buf[..n].fill(0);
+                        f.write_all_at(&buf[..n], at)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
 
 /// The regular files and directories under a root, by relative path, sorted.
 pub struct DirImage {
     /// `None` for a directory.
-    entries: Vec<(PathBuf, Option<Vec<u8>>)>,
+    entries: Vec<(PathBuf, Option<FileImage>)>,
 }
 
 fn walk(root: &Path, rel: &Path, out: &mut Vec<(PathBuf, std::fs::FileType)>) -> std::io::Result<()> {
@@ -41,8 +139,8 @@ impl DirImage {
             if t.is_dir() {
                 entries.push((rel, None));
             } else if t.is_file() {
-                let bytes = std::fs::read(root.join(&rel))?;
-                entries.push((rel, Some(bytes)));
+                let file = FileImage::capture(&root.join(&rel))?;
+                entries.push((rel, Some(file)));
             } else {
                 return Err(std::io::Error::other(format!("{} is not a regular file", rel.display())));
             }
@@ -52,7 +150,7 @@ impl DirImage {
 
     /// Bytes of file contents held.
     pub fn bytes(&self) -> usize {
-        self.entries.iter().filter_map(|(_, b)| b.as_ref()).map(Vec::len).sum()
+        self.entries.iter().filter_map(|(_, b)| b.as_ref()).map(FileImage::bytes).sum()
     }
 
     /// Puts `root` back as it was at the capture: what was created since goes, what was
@@ -81,26 +179,9 @@ impl DirImage {
                         std::fs::create_dir(&p)?;
                     }
                 }
-                Some(bytes) => put_back(&p, bytes)?,
+                Some(file) => file.put_back(&p)?,
             }
         }
         Ok(())
     }
-}
-
-/// Makes the file at `p` hold `bytes`, keeping its inode, writing only if it differs.
-fn put_back(p: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(p)?;
-    let len = f.metadata()?.len();
-    if len == bytes.len() as u64 {
-        let mut cur = Vec::with_capacity(bytes.len());
-        f.read_to_end(&mut cur)?;
-        if cur == bytes {
-            return Ok(());
-        }
-        f.seek(SeekFrom::Start(0))?;
-    }
-    f.set_len(bytes.len() as u64)?;
-    f.write_all(bytes)?;
-    Ok(())
 }

@@ -31,6 +31,18 @@ impl<'a> Runner<'a> {
         self.validator.filter(|_| spec.recover.is_some())
     }
 
+    /// A session of `spec` followed by `probe`, with `extra` passes, started as
+    /// [`Runner::run_with`] starts it, for a caller that drives it (and may checkpoint it);
+    /// [`validation::complete`] completes its finished run as `run_with` does.
+    pub fn start(
+        &self,
+        spec: &RunSpec,
+        probe: Option<Box<dyn Probe>>,
+        extra: Vec<Box<dyn Analysis>>,
+    ) -> Result<Session, SessionError> {
+        Session::start(spec, probe, extra, false, self.validator_for(spec))
+    }
+
     /// Runs `spec` to its end.
     pub fn run(&self, spec: &RunSpec) -> Result<RunOutcome, SessionError> {
         self.run_with(spec, None, Vec::new())
@@ -44,7 +56,7 @@ impl<'a> Runner<'a> {
         probe: Option<Box<dyn Probe>>,
         extra: Vec<Box<dyn Analysis>>,
     ) -> Result<RunOutcome, SessionError> {
-        let mut s = Session::start(spec, probe, extra, false, self.validator_for(spec))?;
+        let mut s = self.start(spec, probe, extra)?;
         let end = s.drive_to_end();
         Ok(validation::complete(spec, s.finish(end)))
     }

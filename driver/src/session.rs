@@ -41,6 +41,14 @@ pub trait Probe {
     fn at_end(&mut self, end: GuestEnd, m: &mut Machine) -> bool;
     /// The run is over: what the probe needs of its symbols and files.
     fn symbolise(&mut self, m: &Machine, k: &Kernel, symbols: &Objects, pm_dir: &Path);
+    /// A copy of what the probe has gathered so far, for a [`Checkpoint`] of the run (its pass
+    /// is copied with the others, [`Analysis::fork`]); `None` (the default) when it cannot be
+    /// copied, and then the run is never checkpointed.
+    fn save(&self) -> Option<Box<dyn std::any::Any>> {
+        None
+    }
+    /// Brings the probe back to `saved`, its own [`Probe::save`] of this run.
+    fn restore(&mut self, _saved: &dyn std::any::Any) {}
 }
 
 /// Tells the machine the running image's synchronisation functions, and the passes which of its
@@ -193,6 +201,8 @@ pub struct Checkpoint {
     pending_choice: bool,
     /// Copies of the passes, when some watch the run.
     passes: Option<Passes>,
+    /// What the probe had gathered ([`Probe::save`]).
+    probe: Option<Box<dyn std::any::Any>>,
     /// The debugger's record: how many thread stretches, and the held exit.
     debug: Option<(usize, Option<Exit>)>,
 }
@@ -918,15 +928,20 @@ impl Session {
 
 impl Session {
     /// The whole run as it is now, at any stop (a debugger's, at any instruction), or `None`
-    /// when it cannot be held: a probe or crash images for validation follow the run, a pass
+    /// when it cannot be held: a probe that cannot be copied ([`Probe::save`]) or crash images
+    /// for validation follow the run, a pass
     /// cannot be copied ([`analyses::Analysis::fork`]) or watches all memory while the run is
     /// still single-threaded ([`Machine::memory_hooks_final`]), the machine cannot be (taint
     /// tracking), or a host file cannot be opened again or the PM directory holds something but
     /// files and directories.
     pub fn checkpoint(&self) -> Option<Checkpoint> {
-        if self.probe.is_some() || self.images.is_some() {
+        if self.images.is_some() {
             return None;
         }
+        let probe = match &self.probe {
+            Some(p) => Some(p.save()?),
+            None => None,
+        };
         let passes = match self.m.observer() {
             Some(obs) if self.has_passes => {
                 let any: &dyn std::any::Any = obs;
@@ -955,6 +970,7 @@ impl Session {
             pending_schedule: self.pending_schedule,
             pending_choice: self.pending_choice,
             passes,
+            probe,
             debug: self.debug.as_deref().map(|d| (d.switches.len(), d.held_exit.clone())),
         })
     }
@@ -984,6 +1000,9 @@ impl Session {
         if let Some(p) = &c.passes {
             let p = p.fork().ok_or_else(|| SessionError::Io(std::io::Error::other("a pass cannot be copied again")))?;
             self.m.set_observer(Box::new(p));
+        }
+        if let (Some(p), Some(saved)) = (self.probe.as_deref_mut(), c.probe.as_deref()) {
+            p.restore(saved);
         }
         if let (Some(d), Some((n, held))) = (self.debug.as_deref_mut(), &c.debug) {
             d.switches.truncate(*n);

@@ -323,6 +323,16 @@ pub struct Branching {
     pub traces: [u8; 16],
 }
 
+impl Branching {
+    /// Chains the trace hash of the next schedule, in run order, into [`Branching::traces`].
+    pub fn chain_trace(&mut self, trace: &str) {
+        let mut h = blake3::Hasher::new();
+        h.update(&self.traces);
+        h.update(trace.as_bytes());
+        self.traces.copy_from_slice(&h.finalize().as_bytes()[..16]);
+    }
+}
+
 /// Why a run could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {

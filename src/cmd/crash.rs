@@ -1,6 +1,6 @@
 //! `ferrite crash`: crash testing of a workload ([`crashtest`]), reported.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context as _, Result};
 use driver::{say, GuestEnd};
 
 use crate::cli::CrashArgs;
@@ -8,6 +8,7 @@ use crate::report::Report;
 
 /// `ferrite crash`.
 pub fn crash(a: CrashArgs) -> Result<i32> {
+    let started = std::time::Instant::now();
     let opts = &a.opts;
     super::check_report_path("--report", opts.report.as_deref())?;
     let shard = super::merge::shard_of(&a.shard, opts.report.as_deref(), opts.quiet)?;
@@ -15,7 +16,7 @@ pub fn crash(a: CrashArgs) -> Result<i32> {
         bail!("--lazy cannot be sharded: its crash points share what recovery read (run it unsharded)");
     }
     if opts.schedule_seed.is_some() {
-        bail!("--schedule-seed applies to `ferrite run` only (crash testing seeds each run with --seed)");
+        bail!("--schedule-seed applies to `ferrite run` only (`ferrite crash --explore` derives each schedule's from --seed)");
     }
     let recover = opts.recover.as_deref().map(super::split_command).unwrap_or_else(|| a.command.clone());
     if recover.is_empty() {
@@ -38,14 +39,17 @@ pub fn crash(a: CrashArgs) -> Result<i32> {
         lazy: a.lazy,
         schedules: opts.explore.max(1),
         shard: shard.unwrap_or(driver::shard::Shard::WHOLE),
+        snapshots: !opts.no_snapshots,
     };
     if let (Some(shard), Some(path)) = (shard, &opts.report) {
         // Recorded before the run: the PM directory as the campaign's input.
         let header = part_header(&a, &options, &base, shard);
         let c = crashtest::test(&super::runner(), &base, &options)?;
+        host_stats(&a, &c, started)?;
         return super::merge::write_crash_part(path, header, c, opts.quiet);
     }
     let c = crashtest::test(&super::runner(), &base, &options)?;
+    host_stats(&a, &c, started)?;
     let schedules = options.schedules;
     let report = Report::new(c.report, Some(c.summary));
     if !opts.quiet {
@@ -78,6 +82,17 @@ pub fn crash(a: CrashArgs) -> Result<i32> {
         return Ok(if n > 0 { opts.findings_exit_code.clamp(0, 255) } else { 0 });
     }
     Ok(c.outcome.end.exit_status(report.findings.len(), opts.findings_exit_code))
+}
+
+/// `--host-stats`: the campaign's wall-clock time and how its workload runs went.
+fn host_stats(a: &CrashArgs, c: &crashtest::Campaign, started: std::time::Instant) -> Result<()> {
+    let Some(path) = &a.host_stats else { return Ok(()) };
+    let stats = serde_json::json!({
+        "wall_seconds": started.elapsed().as_secs_f64(),
+        "restored_recoveries": c.restored,
+        "exploration": super::exploration_json(&c.workloads),
+    });
+    std::fs::write(path, stats.to_string()).with_context(|| format!("--host-stats {}", path.display()))
 }
 
 /// The header of a crash campaign's part: the options that define its results and the hashes

@@ -210,3 +210,18 @@ pub fn rusage(who: libc::c_int) -> libc::rusage {
     unsafe { libc::getrusage(who, &mut ru) };
     ru
 }
+
+/// `--host-stats`' `exploration`: how an exploration's schedules ran (from the start, from a
+/// snapshot), the guest instructions that took, and the schedules' trace hashes chained.
+pub fn exploration_json(b: &driver::Branching) -> serde_json::Value {
+    serde_json::json!({
+        "from_start": b.from_start,
+        "from_snapshot": b.from_snapshot,
+        "snapshots": b.snapshots,
+        "refused": b.refused,
+        "instructions": b.instructions,
+        "instructions_from_start": b.instructions_from_start,
+        "peak_snapshot_bytes": b.peak_bytes,
+        "trace_hashes": b.traces.iter().map(|x| format!("{x:02x}")).collect::<String>(),
+    })
+}

@@ -78,19 +78,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
             "dirty_pages": emu::dirty::mode(),
         });
         if let (Some(b), Some(map)) = (out.branching, stats.as_object_mut()) {
-            map.insert(
-                "exploration".into(),
-                serde_json::json!({
-                    "from_start": b.from_start,
-                    "from_snapshot": b.from_snapshot,
-                    "snapshots": b.snapshots,
-                    "refused": b.refused,
-                    "instructions": b.instructions,
-                    "instructions_from_start": b.instructions_from_start,
-                    "peak_snapshot_bytes": b.peak_bytes,
-                    "trace_hashes": b.traces.iter().map(|x| format!("{x:02x}")).collect::<String>(),
-                }),
-            );
+            map.insert("exploration".into(), super::exploration_json(&b));
         }
         std::fs::write(path, stats.to_string()).with_context(|| format!("--host-stats {}", path.display()))?;
     }

@@ -55,10 +55,10 @@ pub fn pm_copy(spec: &RunSpec) -> std::io::Result<tempfile::TempDir> {
     Ok(dir)
 }
 
-/// Run `i` of a crash-testing or PMRace exploration: its seed (program and schedule alike)
-/// derived from the spec's, a private copy of the PM directory (kept while the directory guard
-/// lives), and only run 0's output and warnings shown. (`--explore` under the random strategies
-/// varies only the schedule seed: [`schedules`].)
+/// Run `i` of a PMRace exploration: its seed (program and schedule alike) derived from the
+/// spec's, a private copy of the PM directory (kept while the directory guard lives), and only
+/// run 0's output and warnings shown. (`--explore` under the random strategies, and `ferrite
+/// crash --explore`, vary only the schedule seed: [`schedules`].)
 pub fn exploration_run(spec: &RunSpec, i: u64) -> std::io::Result<(tempfile::TempDir, RunSpec)> {
     let dir = pm_copy(spec)?;
     let mut s = spec.clone();

@@ -82,10 +82,7 @@ pub fn run(
     runs.sort_by_key(|r| r.0);
     traces.sort();
     for (_, t) in traces {
-        let mut h = blake3::Hasher::new();
-        h.update(&counts.traces);
-        h.update(t.as_bytes());
-        counts.traces.copy_from_slice(&h.finalize().as_bytes()[..16]);
+        counts.chain_trace(&t);
     }
     Ok((runs, counts))
 }
@@ -162,7 +159,7 @@ impl<'r, 'a> Worker<'r, 'a> {
         }
         let dir = super::pm_copy(&s)?;
         let s = RunSpec { pm_dir: dir.path().to_path_buf(), ..s };
-        let mut session = Session::start(&s, None, Vec::new(), false, self.runner.validator_for(&s))?;
+        let mut session = self.runner.start(&s, None, Vec::new())?;
         self.counts.from_start += 1;
         let snapshot = matches!(self.start, Start::Nothing);
         if snapshot {
