@@ -208,3 +208,30 @@ fn explore_finds_the_servers_race_through_its_clients_process_and_each_finding_r
     twin.assert_code(0);
     assert!(get(&twin.json("r.json"), "findings").as_array().unwrap().is_empty(), "{}", twin.describe());
 }
+
+/// `ferrite crash` of a server and its client as two processes the shell started: every crash
+/// point stops the whole machine (both processes), and each crash image is recovered by the
+/// server's own start-up, which opens the pool and serves one request of its own clients.
+#[test]
+fn crash_testing_a_server_and_its_client_recovers_each_image_with_the_servers_start_up() {
+    let server = guest("kv_server_fixed");
+    let cmd = format!(
+        "{} --serve /mnt/pmem0/kv unix:kv.sock & {} unix:kv.sock 5; wait",
+        server.display(),
+        guest("kv_client").display()
+    );
+    let recover = format!("{} /mnt/pmem0/kv 1", server.display());
+    let run = Ferrite::crash(Path::new(SH))
+        .opts(&["--analyses", "none", "--recover", recover.as_str(), "--report", "r.json"])
+        .args(&["-c", cmd.as_str()])
+        .go_within(std::time::Duration::from_secs(600));
+    run.assert_code(0);
+    let report = run.json("r.json");
+    let crash = get(&report, "crash");
+    let n = |k: &str| get(crash, k).as_u64().unwrap_or_else(|| panic!("crash.{k}: {crash}"));
+    // The server persists each set with a fence: those are the crash points, in its process.
+    assert!(n("crash_points") >= 5, "{crash}");
+    assert!(n("recoveries") >= 1 && n("recoveries") <= n("unique_images"), "{crash}");
+    assert_eq!(n("failures"), 0, "the fixed server recovers from every image: {crash}");
+    assert!(get(&report, "findings").as_array().unwrap().is_empty(), "{report:#}");
+}
