@@ -113,14 +113,11 @@ impl<'r, 'a, 'o> Workloads<'r, 'a, 'o> {
     /// Runs schedule `i`'s workload (schedules in ascending order).
     pub fn run(&mut self, i: u64) -> Result<Workload, Error> {
         let s = self.spec(i);
-        let seed = s.sched_seed();
         if let Start::Snapshot(held) = &mut self.start {
             let Held { session, dir, log, checkpoint } = &mut **held;
-            if session.rewind(checkpoint).is_ok() && session.reseed(seed) {
-                session.quiet_from_now();
-                let s = RunSpec { pm_dir: dir.path().to_path_buf(), ..s };
-                let end = session.drive_to_end();
-                let outcome = driver::validation::complete(&s, session.finish(end));
+            if let Some((s, outcome)) =
+                driver::explore::schedules::run_from_checkpoint(session, checkpoint, dir.path(), s.clone())
+            {
                 self.counts.from_snapshot += 1;
                 self.counts.instructions += outcome.instructions - checkpoint.icount();
                 let taken = CrashLog::take(log);

@@ -141,11 +141,7 @@ impl<'r, 'a> Worker<'r, 'a> {
             }
             Start::Snapshot(held) => {
                 let (session, dir, checkpoint) = &mut **held;
-                if session.rewind(checkpoint).is_ok() && session.reseed(seed) {
-                    session.quiet_from_now();
-                    let s = RunSpec { pm_dir: dir.path().to_path_buf(), ..s };
-                    let end = session.drive_to_end();
-                    let out = crate::validation::complete(&s, session.finish(end));
+                if let Some((s, out)) = run_from_checkpoint(session, checkpoint, dir.path(), s.clone()) {
                     self.counts.from_snapshot += 1;
                     self.counts.instructions += out.instructions - checkpoint.icount();
                     let instructions = out.instructions;
@@ -203,4 +199,24 @@ impl<'r, 'a> Worker<'r, 'a> {
         let instructions = out.instructions;
         Ok((report, Some(out), instructions))
     }
+}
+
+/// Runs schedule `s` on from `checkpoint` of `session`, whose PM files are in `dir`: the
+/// checkpoint restored, the scheduler reseeded with `s`'s schedule seed, and the run driven to its
+/// end without output. Its spec (with `dir`) and outcome, or `None` when the checkpoint cannot be
+/// restored (a host file that cannot be opened again): the caller runs `s` from the start.
+pub fn run_from_checkpoint(
+    session: &mut Session,
+    checkpoint: &Checkpoint,
+    dir: &std::path::Path,
+    s: RunSpec,
+) -> Option<(RunSpec, RunOutcome)> {
+    if session.rewind(checkpoint).is_err() || !session.reseed(s.sched_seed()) {
+        return None;
+    }
+    session.quiet_from_now();
+    let s = RunSpec { pm_dir: dir.to_path_buf(), ..s };
+    let end = session.drive_to_end();
+    let out = crate::validation::complete(&s, session.finish(end));
+    Some((s, out))
 }
