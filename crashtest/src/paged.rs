@@ -29,17 +29,10 @@ pub struct Page {
     hash: OnceLock<[u8; 32]>,
 }
 
-/// Whether `bytes` are all zeros. Every page of a PM file read at a crash point is asked this
-/// (the recorder reads whole files after a system call); byte by byte, with an early exit, the
-/// loop is not vectorised and was a fifth of a small campaign's shard ([`crate::campaign`]).
-fn all_zero(bytes: &[u8]) -> bool {
-    bytes.chunks(64).all(|c| c.iter().fold(0u8, |a, b| a | b) == 0)
-}
-
 impl Page {
     /// A page holding `bytes` (zero-filled past their end), or `None` if they are all zeros.
     fn of(bytes: &[u8]) -> Option<Arc<Page>> {
-        if all_zero(bytes) {
+        if driver::dir_image::all_zero(bytes) {
             return None;
         }
         let mut page = Box::new([0u8; PAGE]);
@@ -309,7 +302,7 @@ impl PagedFile {
         let old = prev.and_then(|p| p.page(index));
         let page = match old {
             Some(p) if p.bytes[..n] == *bytes => Some(p.clone()),
-            None if all_zero(bytes) => None,
+            None if driver::dir_image::all_zero(bytes) => None,
             _ => Page::of(bytes),
         };
         // Unchanged pages are already this version's (shared with `prev`): no copy.

@@ -12,7 +12,6 @@
 //! allocate, and fault in, the pool's size each time. A restore reads the file chunk by chunk
 //! and writes only the chunks that differ.
 
-use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -26,7 +25,10 @@ struct FileImage {
     chunks: Vec<Option<Box<[u8]>>>,
 }
 
-fn all_zero(bytes: &[u8]) -> bool {
+/// Whether `bytes` are all zeros: 64 bytes at a time with no early exit inside, so the compiler
+/// vectorises it (byte by byte with an early exit was a fifth of a small crash campaign's
+/// shard, which asks it of every page it reads).
+pub fn all_zero(bytes: &[u8]) -> bool {
     bytes.chunks(64).all(|c| c.iter().fold(0u8, |a, b| a | b) == 0)
 }
 
@@ -46,20 +48,12 @@ fn read_at(f: &std::fs::File, buf: &mut [u8], at: u64) -> std::io::Result<usize>
 
 impl FileImage {
     fn capture(p: &Path) -> std::io::Result<FileImage> {
-        let mut f = std::fs::File::open(p)?;
+        let f = std::fs::File::open(p)?;
         let mut chunks = Vec::new();
         let mut buf = vec![0u8; CHUNK];
         let mut len = 0u64;
         loop {
-            let mut got = 0;
-            while got < CHUNK {
-                match f.read(&mut buf[got..]) {
-                    Ok(0) => break,
-                    Ok(n) => got += n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e),
-                }
-            }
+            let got = read_at(&f, &mut buf, len)?;
             if got == 0 {
                 break;
             }

@@ -326,7 +326,7 @@ impl Machine {
             },
             code: CodeKnowledge {
                 decoder: Decoder::default(),
-                specials: hooks::Specials::default(),
+                hooked: Default::default(),
                 own: hooks::Specials::default(),
                 special_hooks: Vec::new(),
                 to_hook: Vec::new(),

@@ -568,7 +568,7 @@ impl Kernel {
             libc::SYS_timer_settime => self.timer_settime(m, i(a[0]), i(a[1]), a[2], a[3]),
             libc::SYS_timer_gettime => self.timer_gettime(m, i(a[0]), a[1]),
             libc::SYS_timer_getoverrun => self.timer_getoverrun(i(a[0])),
-            libc::SYS_timer_delete => self.timer_delete(m, i(a[0])),
+            libc::SYS_timer_delete => self.timer_delete(i(a[0])),
             _ => {
                 self.note_unsupported(m, nr);
                 err(libc::ENOSYS)

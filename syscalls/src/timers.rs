@@ -263,9 +263,9 @@ impl Kernel {
             t.deadline = deadline;
             t.interval = if deadline.is_some() { interval } else { 0 };
         }
-        // An instant already past expires now, at this call.
+        // An instant already past expires now, at this call (the stop for the next is armed
+        // after every system call, `Kernel::syscall`).
         self.fire_timers(m);
-        self.arm_timer_stop(m);
         old
     }
 
@@ -455,10 +455,9 @@ impl Kernel {
     }
 
     /// timer_delete(2): a signal of it still pending stays pending, without an overrun count.
-    pub(crate) fn timer_delete(&mut self, m: &mut Machine, id: i32) -> SysResult {
+    pub(crate) fn timer_delete(&mut self, id: i32) -> SysResult {
         let key = self.posix_key(id)?;
         self.timers.map.remove(&key);
-        self.arm_timer_stop(m);
         Ok(0)
     }
 }

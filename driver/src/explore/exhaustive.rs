@@ -289,10 +289,7 @@ impl<'r, 'a> Tree<'r, 'a> {
         let out = crate::validation::complete(&s, session.finish(end));
         self.counts.instructions += out.instructions - started_at;
         self.counts.instructions_from_start += out.instructions;
-        let mut h = blake3::Hasher::new();
-        h.update(&self.counts.traces);
-        h.update(out.trace_hash.as_bytes());
-        self.counts.traces.copy_from_slice(&h.finalize().as_bytes()[..16]);
+        self.counts.chain_trace(&out.trace_hash);
         let mut report = RunReport::of(&s, &out);
         for f in &mut report.findings {
             f.schedule = Some(prefix.to_vec());

@@ -63,12 +63,8 @@ pub fn run(
         .collect();
     let mut runs = Vec::with_capacity(indices.len());
     let mut counts = Branching::default();
-    let mut traces: Vec<(u64, String)> = Vec::with_capacity(indices.len());
     for part in parts {
         let (r, c) = part?;
-        for (i, report, _) in &r {
-            traces.push((*i, report.run.trace_hash.clone()));
-        }
         runs.extend(r);
         counts.from_start += c.from_start;
         counts.from_snapshot += c.from_snapshot;
@@ -80,9 +76,8 @@ pub fn run(
         counts.peak_bytes += c.peak_bytes;
     }
     runs.sort_by_key(|r| r.0);
-    traces.sort();
-    for (_, t) in traces {
-        counts.chain_trace(&t);
+    for (_, report, _) in &runs {
+        counts.chain_trace(&report.run.trace_hash);
     }
     Ok((runs, counts))
 }

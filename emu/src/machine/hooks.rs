@@ -140,7 +140,7 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
                 return finish_block(uc, addr, size, slot, n, term);
             }
             let fresh: Vec<(u64, Special)> =
-                b.specials.iter().copied().filter(|(pc, _)| st.code.specials.get(*pc).is_none()).collect();
+                b.specials.iter().copied().filter(|(pc, _)| !st.code.hooked.contains(pc)).collect();
             if !fresh.is_empty() {
                 // Hook the specials, then leave this translation before it runs anything: writing
                 // RIP from a hook exits the block, and it is translated again with the hooks.
@@ -257,14 +257,13 @@ impl Specials {
 
 pub(super) fn install_special_hooks(uc: &mut Unicorn<'_, HookState>) {
     let list = std::mem::take(&mut uc.get_data_mut().code.to_hook);
-    for (pc, special) in list {
-        uc.get_data_mut().code.specials.insert(pc, special);
+    for (pc, _) in list {
+        uc.get_data_mut().code.hooked.insert(pc);
+        // What the running process has at `pc` (`own`, which the block hook filled when it
+        // decoded the block): with processes, or after an `execve`, another program may have
+        // other code there.
         let res = uc.add_code_hook(pc, pc, move |uc, at, _| {
-            // With processes, the hook at `at` is every process's: what is there is the running
-            // one's (two programs may both have code at `at`).
-            let st = uc.get_data();
-            let special = if st.phys.virt { st.code.own.get(at) } else { Some(special) };
-            if let Some(special) = special {
+            if let Some(special) = uc.get_data().code.own.get(at) {
                 on_special(uc, at, special);
             }
         });

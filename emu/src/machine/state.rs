@@ -124,9 +124,10 @@ pub(super) struct BlockClock {
 pub(super) struct CodeKnowledge {
     /// Each translated block decoded once (capstone): instruction boundaries, accesses, specials.
     pub(super) decoder: Decoder,
-    /// Every [`Special`] seen, by PC: each has a code hook of its own until the taint hook goes
-    /// in, which then acts for all of them ([`Machine::hook_taint`]).
-    pub(super) specials: super::hooks::Specials,
+    /// The PCs of the specials that have a code hook of their own (until the taint hook goes in,
+    /// which then acts for all of them, [`Machine::hook_taint`]). A hook at a PC serves every
+    /// process: it acts on what the running one has there, in `own`.
+    pub(super) hooked: rustc_hash::FxHashSet<u64>,
     /// The running process's specials, by PC: what a special's code hook does at a PC (with
     /// processes, another program may have other code there). Swapped at a process switch.
     pub(super) own: super::hooks::Specials,
