@@ -37,6 +37,19 @@ pub struct AddressSpace {
 const REGISTERED: usize = 8;
 
 impl AddressSpace {
+    /// An empty address space at physical base `base`, registered (it holds nothing).
+    fn empty(base: u64) -> AddressSpace {
+        AddressSpace {
+            mem: Memory::at_base(base),
+            registered: true,
+            windows: Vec::new(),
+            pm_hooks: Vec::new(),
+            sigbus: Vec::new(),
+            decoder: crate::decode::Decoder::default(),
+            own: hooks::Specials::default(),
+        }
+    }
+
     /// Bytes of guest memory it maps (what `--max-memory` counts).
     pub fn mapped_bytes(&self) -> u64 {
         self.mem.mapped_bytes()
@@ -96,28 +109,25 @@ impl Machine {
         let Some(slot) = (1..state::SLOTS).find(|&s| !self.slots.contains(&s)) else { return Ok(None) };
         self.enter_virtual_tlb()?;
         let base = u64::from(slot) << state::SLOT_SHIFT;
-        let mem = self.mem.fork_copy(base).map_err(EmuError::Host)?;
+        let mut child = AddressSpace::empty(base);
+        child.mem = self.mem.fork_copy(base).map_err(EmuError::Host)?;
+        // One raw section (and one TLB flush) for the registrations and the hooks.
+        let raw = self.raw_begin();
         // Past the bound, the child is registered when it first runs.
-        let registered = self.registered < REGISTERED;
-        if registered && !self.register(&mem) {
+        child.registered = self.registered < REGISTERED;
+        if child.registered && !self.register(&child.mem) {
+            self.raw_end(raw);
             return Err(EmuError::Memory(MemError::Engine));
         }
         self.slots.insert(slot);
         self.processes = true;
         let phys = state::Phys { virt: true, base, raw: false };
-        let windows = self.uc.get_data().pm.windows.clone();
-        let pm_hooks = windows.iter().map(|&w| (w.0, self.hook_window(w, phys))).collect();
+        child.windows = self.uc.get_data().pm.windows.clone();
+        child.pm_hooks = child.windows.iter().map(|&w| (w.0, self.hook_window(w, phys))).collect();
         let ranges: Vec<(u64, u64)> = self.sigbus.iter().map(|b| (b.0, b.1)).collect();
-        let sigbus = ranges.into_iter().map(|(s, e)| (s, e, self.hook_sigbus(s, e, phys))).collect();
-        Ok(Some(AddressSpace {
-            mem,
-            registered,
-            windows,
-            pm_hooks,
-            sigbus,
-            decoder: crate::decode::Decoder::default(),
-            own: hooks::Specials::default(),
-        }))
+        child.sigbus = ranges.into_iter().map(|(s, e)| (s, e, self.hook_sigbus(s, e, phys))).collect();
+        self.raw_end(raw);
+        Ok(Some(child))
     }
 
     /// The end of a process that is not running: its registrations and hooks go, its slot is
@@ -137,16 +147,10 @@ impl Machine {
     /// Snapshots are refused from now on, as after a `fork`: what the caller knows of the objects
     /// loaded is no longer one program's.
     pub fn exec_address_space(&mut self) {
-        let empty = AddressSpace {
-            mem: Memory::at_base(self.mem.base()),
-            registered: true,
-            windows: Vec::new(),
-            pm_hooks: Vec::new(),
-            sigbus: Vec::new(),
-            decoder: crate::decode::Decoder::default(),
-            own: hooks::Specials::default(),
-        };
-        let old = self.take_running(empty);
+        let mut old = AddressSpace::empty(self.mem.base());
+        // One raw section (and one TLB flush) for the exchange and the releases.
+        let raw = self.raw_begin();
+        self.take_running(&mut old);
         if let Some(t) = self.uc.get_data_mut().obs.taint.as_deref_mut() {
             t.forget_code(0, u64::MAX);
         }
@@ -155,6 +159,7 @@ impl Machine {
         self.registered += 1;
         // Unregistering dropped the old program's translations (looked up through the raw TLB).
         self.remove_space_hooks(old.pm_hooks, old.sigbus);
+        self.raw_end(raw);
         self.processes = true;
         self.uc.get_data_mut().callstack = CallStack::default();
     }
@@ -167,49 +172,41 @@ impl Machine {
     /// Makes `other` the running address space; `other` then holds the one that was running.
     /// Both stay registered at their slots, with their hooks: only the TLB is flushed.
     pub fn swap_address_space(&mut self, other: &mut AddressSpace) {
+        // One raw section (and one TLB flush) for the registrations and the exchange.
+        let raw = self.raw_begin();
         if !other.registered {
             // Registered (or not at all, if Unicorn refuses, which a consistent table never
             // makes it) before it runs.
             other.registered = self.register(&other.mem);
         }
-        let incoming = AddressSpace {
-            mem: std::mem::take(&mut other.mem),
-            registered: true,
-            windows: std::mem::take(&mut other.windows),
-            pm_hooks: std::mem::take(&mut other.pm_hooks),
-            sigbus: std::mem::take(&mut other.sigbus),
-            decoder: std::mem::take(&mut other.decoder),
-            own: std::mem::take(&mut other.own),
-        };
-        *other = self.take_running(incoming);
+        self.take_running(other);
+        other.registered = true;
         if self.registered > REGISTERED {
             self.unregister(&other.mem);
             other.registered = false;
         }
+        self.raw_end(raw);
         if let Some(t) = self.uc.get_data_mut().obs.taint.as_deref_mut() {
             // What taint learnt of an instruction is by address: another program may be there.
             t.forget_code(0, u64::MAX);
         }
     }
 
-    /// Puts `next` in the running process's place and returns what was there.
-    fn take_running(&mut self, next: AddressSpace) -> AddressSpace {
-        let AddressSpace { mem, windows, pm_hooks, sigbus, decoder, own, .. } = next;
-        let base = mem.base();
-        let mem = std::mem::replace(&mut self.mem, mem);
-        let pm_hooks = std::mem::replace(&mut self.pm_hooks, pm_hooks);
-        let sigbus = std::mem::replace(&mut self.sigbus, sigbus);
+    /// Exchanges the running process's address space with `other`, inside a raw section (whose
+    /// end flushes the TLB). `other.registered` is left as it was.
+    fn take_running(&mut self, other: &mut AddressSpace) {
+        debug_assert!(self.uc.get_data().phys.raw || !self.uc.get_data().phys.virt);
+        std::mem::swap(&mut self.mem, &mut other.mem);
+        std::mem::swap(&mut self.pm_hooks, &mut other.pm_hooks);
+        std::mem::swap(&mut self.sigbus, &mut other.sigbus);
+        let base = self.mem.base();
         let st = self.uc.get_data_mut();
-        let windows = std::mem::replace(&mut st.pm.windows, windows);
-        let decoder = std::mem::replace(&mut st.code.decoder, decoder);
-        let own = std::mem::replace(&mut st.code.own, own);
+        std::mem::swap(&mut st.pm.windows, &mut other.windows);
+        std::mem::swap(&mut st.code.decoder, &mut other.decoder);
+        std::mem::swap(&mut st.code.own, &mut other.own);
         // The block under way was named by its slot in the other decoder.
         st.clock.slot = state::NO_SLOT;
         st.phys.base = base;
-        if st.phys.virt {
-            let _ = self.uc.ctl_flush_tlb();
-        }
-        AddressSpace { mem, registered: true, windows, pm_hooks, sigbus, decoder, own }
     }
 
     /// Removes the hooks of an address space's PM windows and SIGBUS ranges.
