@@ -245,8 +245,61 @@ impl<T: Default> ShadowLines<T> {
     }
 }
 
-/// Entries of a [`ShadowSlab`]'s slab per chunk: chunks are never moved or doubled, so the slab
-/// costs its live entries and at most one partly used chunk.
+/// A vector that grows by fixed chunks of `N` elements: it is never moved or doubled, so it
+/// costs its elements and at most one partly used chunk (a doubling `Vec` of a million windows
+/// briefly held a million and a half more while it grew, and up to as many unused).
+#[derive(Clone, Debug)]
+pub(crate) struct ChunkVec<T, const N: usize> {
+    chunks: Vec<Box<[T]>>,
+    len: usize,
+}
+
+impl<T, const N: usize> Default for ChunkVec<T, N> {
+    fn default() -> Self {
+        ChunkVec { chunks: Vec::new(), len: 0 }
+    }
+}
+
+impl<T: Default, const N: usize> ChunkVec<T, N> {
+    /// Appends `x`; returns its index.
+    pub(crate) fn push(&mut self, x: T) -> usize {
+        let i = self.len;
+        if i / N == self.chunks.len() {
+            self.chunks.push((0..N).map(|_| T::default()).collect());
+        }
+        self.chunks[i / N][i % N] = x;
+        self.len += 1;
+        i
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The elements, in index order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> + '_ {
+        self.chunks.iter().flat_map(|c| c.iter()).take(self.len)
+    }
+}
+
+impl<T, const N: usize> std::ops::Index<usize> for ChunkVec<T, N> {
+    type Output = T;
+    #[inline]
+    fn index(&self, i: usize) -> &T {
+        debug_assert!(i < self.len);
+        &self.chunks[i / N][i % N]
+    }
+}
+
+impl<T, const N: usize> std::ops::IndexMut<usize> for ChunkVec<T, N> {
+    #[inline]
+    fn index_mut(&mut self, i: usize) -> &mut T {
+        debug_assert!(i < self.len);
+        &mut self.chunks[i / N][i % N]
+    }
+}
+
+/// Entries of a [`ShadowSlab`]'s slab per chunk.
 const SLAB_CHUNK: usize = 256;
 
 /// Per-line (or per-granule) state that most touched entries do not hold at a given time — a
@@ -258,43 +311,33 @@ const SLAB_CHUNK: usize = 256;
 pub(crate) struct ShadowSlab<L> {
     slots: ShadowLines<u32>,
     /// Index 0 is never used.
-    chunks: Vec<Box<[L]>>,
-    len: u32,
+    slab: ChunkVec<L, SLAB_CHUNK>,
     free: Vec<u32>,
 }
 
 impl<L: Default> Default for ShadowSlab<L> {
     fn default() -> Self {
-        ShadowSlab { slots: ShadowLines::default(), chunks: Vec::new(), len: 1, free: Vec::new() }
+        let mut slab = ChunkVec::default();
+        slab.push(L::default());
+        ShadowSlab { slots: ShadowLines::default(), slab, free: Vec::new() }
     }
 }
 
 impl<L: Default> ShadowSlab<L> {
-    fn at(chunks: &mut [Box<[L]>], i: u32) -> &mut L {
-        &mut chunks[i as usize / SLAB_CHUNK][i as usize % SLAB_CHUNK]
-    }
-
     /// The state of `key`, made (at its default) the first time.
     pub(crate) fn get_mut(&mut self, key: u64) -> &mut L {
-        let ShadowSlab { slots, chunks, len, free } = self;
+        let ShadowSlab { slots, slab, free } = self;
         let slot = slots.get_mut(key);
         if *slot == 0 {
-            *slot = free.pop().unwrap_or_else(|| {
-                let i = *len;
-                *len += 1;
-                if i as usize / SLAB_CHUNK == chunks.len() {
-                    chunks.push((0..SLAB_CHUNK).map(|_| L::default()).collect());
-                }
-                i
-            });
+            *slot = free.pop().unwrap_or_else(|| slab.push(L::default()) as u32);
         }
-        Self::at(chunks, *slot)
+        &mut slab[*slot as usize]
     }
 
     /// The state of `key`, if it has one, for changing it.
     pub(crate) fn get_mut_if(&mut self, key: u64) -> Option<&mut L> {
         match self.slots.get(key) {
-            Some(&slot) if slot != 0 => Some(Self::at(&mut self.chunks, slot)),
+            Some(&slot) if slot != 0 => Some(&mut self.slab[slot as usize]),
             _ => None,
         }
     }
@@ -303,7 +346,7 @@ impl<L: Default> ShadowSlab<L> {
     pub(crate) fn release(&mut self, key: u64) {
         if let Some(slot) = self.slots.get_mut_if(key) {
             if *slot != 0 {
-                *Self::at(&mut self.chunks, *slot) = L::default();
+                self.slab[*slot as usize] = L::default();
                 self.free.push(*slot);
                 *slot = 0;
             }
@@ -334,12 +377,12 @@ impl ShadowLists {
 
     /// Keeps the ids for which `keep` holds, in every list.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
-        let ShadowSlab { slots, chunks, free, .. } = self;
+        let ShadowSlab { slots, slab, free } = self;
         slots.each_mut(|slot| {
             if *slot == 0 {
                 return;
             }
-            let l = Self::at(chunks, *slot);
+            let l = &mut slab[*slot as usize];
             l.retain(|id| keep(*id));
             if l.is_empty() {
                 *l = smallvec::SmallVec::new();

@@ -123,7 +123,7 @@ use crate::inferred_locks::{within, InferredLocks};
 pub use crate::irh::IrhOrder;
 use crate::irh::{HeldStores, Publication};
 use crate::options::{option_pairs, parse_bool, parse_owner};
-use crate::persist::{durable_bytes, is_release_call, pieces, Interner, ShadowLists, Site};
+use crate::persist::{durable_bytes, is_release_call, pieces, ChunkVec, Interner, ShadowLists, Site};
 use crate::screen::WindowPass;
 use crate::sync::{Edges, HappensBefore, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp};
 use crate::{Analysis, CodeInfo, RawFinding, RawLocation};
@@ -336,7 +336,7 @@ pub struct Vardalith {
     step: u64,
     threads: FxHashMap<u32, Thread>,
     /// Window slab; `None` slots are listed in `free`.
-    windows: Vec<Option<Window>>,
+    windows: ChunkVec<Option<Window>, WINDOW_CHUNK>,
     free: Vec<u32>,
     /// 8-byte granule of PM (device address / 8) → windows on its bytes (open or closed, not
     /// yet pruned). An access looks only at the windows of the granules it touches, not at
@@ -368,6 +368,9 @@ pub struct Vardalith {
     todo: Vec<u64>,
     fence_lines: FxHashSet<u64>,
 }
+
+/// Windows per chunk of [`Vardalith::windows`] (56 KiB).
+const WINDOW_CHUNK: usize = 1024;
 
 /// A thread's open store windows on one line: almost always one or two, so they are kept inline
 /// in the line's entry (a `Vec` cost a heap block of its own per line).
@@ -471,7 +474,7 @@ impl Vardalith {
             hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
             step: 0,
             threads: FxHashMap::default(),
-            windows: Vec::new(),
+            windows: ChunkVec::default(),
             free: Vec::new(),
             by_line: ShadowLists::default(),
             seen_ids: Vec::new(),
@@ -553,10 +556,7 @@ impl Vardalith {
                 self.windows[id as usize] = Some(w);
                 id
             }
-            None => {
-                self.windows.push(Some(w));
-                (self.windows.len() - 1) as u32
-            }
+            None => self.windows.push(Some(w)) as u32,
         };
         for g in granules(line, w.mask) {
             self.by_line.get_mut(g).push(id);

@@ -19,7 +19,7 @@
 //! small spaces (tests, tiny workloads); the crash engine should branch on the lines recovery
 //! actually reads (Jaaru-style) or sample.
 
-use super::line::{apply, word_mask, EntryKind, Line, LINE, WORD};
+use super::line::{word_mask, EntryKind, Line, LINE, WORD};
 use super::{Atomicity, PmError, StoreId, Tid};
 
 /// One candidate content of a line.
@@ -117,7 +117,7 @@ fn line_space(atomicity: Atomicity, line: u64, l: &Line) -> Option<LineSpace> {
     let nt_idx: Vec<usize> = (0..log.len()).filter(|&i| log[i].kind == EntryKind::Nt).collect();
     let with_nt_after = |mut c: [u8; LINE], from: usize| {
         for &j in &nt_idx[nt_idx.partition_point(|&j| j < from)..] {
-            apply(&mut c, log[j].mask, &log[j].data);
+            log[j].apply_to(&mut c, u64::MAX);
         }
         c
     };
@@ -132,7 +132,7 @@ fn line_space(atomicity: Atomicity, line: u64, l: &Line) -> Option<LineSpace> {
     let mut s = l.base;
     for (i, e) in log.iter().enumerate() {
         if e.kind == EntryKind::Nt {
-            apply(&mut s, e.mask, &e.data);
+            e.apply_to(&mut s, u64::MAX);
             continue;
         }
         let words = (0..8).fold(0u8, |m, w| if e.mask & word_mask(w) != 0 { m | 1 << w } else { m });
@@ -144,7 +144,7 @@ fn line_space(atomicity: Atomicity, line: u64, l: &Line) -> Option<LineSpace> {
                 }
                 let sub_mask = (0..8).fold(0u64, |m, w| if sub >> w & 1 == 1 { m | word_mask(w) } else { m });
                 let mut c = s;
-                apply(&mut c, e.mask & sub_mask, &e.data);
+                e.apply_to(&mut c, sub_mask);
                 versions.push(Version {
                     content: with_nt_after(c, i + 1),
                     upto: Some(StoreId(e.last)),
@@ -152,7 +152,7 @@ fn line_space(atomicity: Atomicity, line: u64, l: &Line) -> Option<LineSpace> {
                 });
             }
         }
-        apply(&mut s, e.mask, &e.data);
+        e.apply_to(&mut s, u64::MAX);
         let index = versions.len() as u32;
         versions.push(Version { content: with_nt_after(s, i + 1), upto: Some(StoreId(e.last)), rep_words: None });
         if word8 {

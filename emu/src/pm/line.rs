@@ -94,8 +94,86 @@ pub(crate) struct Entry {
     pub kind: EntryKind,
     /// Bytes written.
     pub mask: u64,
-    /// New values of the bytes in `mask` (other bytes are meaningless).
-    pub data: [u8; LINE],
+    /// New values of the bytes in `mask`.
+    bytes: Bytes,
+}
+
+/// The values an [`Entry`] wrote. A hooked store writes at most 8 contiguous bytes, so most
+/// entries keep 8 bytes inline (an entry is 48 bytes, where a whole line of values made it 96,
+/// and a line that is stored many times before a persist holds one entry per store); rep-string
+/// entries, merged versions and NT chunks that widen past 8 bytes keep the whole line.
+#[derive(Clone, Debug)]
+enum Bytes {
+    /// Bytes `lo..lo + 8` of the line; the entry's mask lies within them.
+    Near { lo: u8, data: [u8; WORD] },
+    /// Bytes of the whole line (those outside the mask are meaningless).
+    Wide(Box<[u8; LINE]>),
+}
+
+impl Entry {
+    /// An entry writing the bytes `mask` of `src` (`mask` not empty).
+    pub fn new(id: u64, kind: EntryKind, mask: u64, src: &[u8; LINE]) -> Entry {
+        let lo = (mask.trailing_zeros() as usize).min(LINE - WORD);
+        let bytes = if mask >> lo >> WORD == 0 {
+            let mut data = [0u8; WORD];
+            data.copy_from_slice(&src[lo..lo + WORD]);
+            Bytes::Near { lo: lo as u8, data }
+        } else {
+            Bytes::Wide(Box::new(*src))
+        };
+        Entry { id, last: id, kind, mask, bytes }
+    }
+
+    /// The value this entry wrote at byte `i` (one of its mask's).
+    #[inline]
+    fn byte(&self, i: usize) -> u8 {
+        match &self.bytes {
+            Bytes::Near { lo, data } => data[i - usize::from(*lo)],
+            Bytes::Wide(d) => d[i],
+        }
+    }
+
+    /// Writes this entry's values of the bytes in `mask` (and in its own mask) into `dst`.
+    #[inline]
+    pub fn apply_to(&self, dst: &mut [u8; LINE], mask: u64) {
+        let mut m = mask & self.mask;
+        if let (Bytes::Wide(d), u64::MAX) = (&self.bytes, m) {
+            *dst = **d;
+            return;
+        }
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            dst[i] = self.byte(i);
+            m &= m - 1;
+        }
+    }
+
+    /// Adds the bytes `mask` of `src` to what this entry wrote (a later store of the same
+    /// version: the next element of a rep instruction, or a merged version).
+    pub fn write(&mut self, mask: u64, src: &[u8; LINE]) {
+        let all = self.mask | mask;
+        if let Bytes::Near { lo, data } = &self.bytes {
+            if all >> lo >> WORD != 0 || all & ((1u64 << lo) - 1) != 0 {
+                let mut wide = Box::new([0u8; LINE]);
+                let lo = usize::from(*lo);
+                wide[lo..lo + WORD].copy_from_slice(data);
+                self.bytes = Bytes::Wide(wide);
+            }
+        }
+        match &mut self.bytes {
+            Bytes::Near { lo, data } => {
+                let lo = usize::from(*lo);
+                let mut m = mask;
+                while m != 0 {
+                    let i = m.trailing_zeros() as usize;
+                    data[i - lo] = src[i];
+                    m &= m - 1;
+                }
+            }
+            Bytes::Wide(d) => apply(d, mask, src),
+        }
+        self.mask = all;
+    }
 }
 
 /// A pending NT chunk: the part of one NT store that falls in one aligned 8-byte word.
@@ -236,11 +314,10 @@ impl Line {
         let extend = rep && matches!(self.log.last(), Some(e) if e.kind == EntryKind::Rep && e.id == id);
         if extend {
             let e = self.log.last_mut().expect("checked above");
-            e.mask |= mask;
-            apply(&mut e.data, mask, data);
+            e.write(mask, data);
         } else {
             let kind = if rep { EntryKind::Rep } else { EntryKind::Cached };
-            push_small(&mut self.log, Entry { id, last: id, kind, mask, data: *data }, 2);
+            push_small(&mut self.log, Entry::new(id, kind, mask, data), 2);
         }
         self.current = id;
         self.hw_open |= mask;
@@ -306,7 +383,7 @@ impl Line {
             if e.kind != EntryKind::Nt && e.id > self.floor {
                 break;
             }
-            apply(&mut self.base, e.mask, &e.data);
+            e.apply_to(&mut self.base, u64::MAX);
             for c in &mut self.pending {
                 if c.id < e.id {
                     c.shadow |= (e.mask >> (usize::from(c.word) * WORD)) as u8;
@@ -358,7 +435,7 @@ impl Line {
                 let w = usize::from(c.word) * WORD;
                 data[w..w + WORD].copy_from_slice(&c.data);
                 let pos = self.log.partition_point(|e| e.id < c.id);
-                self.log.insert(pos, Entry { id: c.id, last: c.id, kind: EntryKind::Nt, mask: c.line_mask(), data });
+                self.log.insert(pos, Entry::new(c.id, EntryKind::Nt, c.line_mask(), &data));
             }
         }
         n
@@ -438,8 +515,9 @@ impl Line {
             if pair {
                 let next = self.log[r + 1].clone();
                 let mut e = self.log[r].clone();
-                apply(&mut e.data, next.mask, &next.data);
-                e.mask |= next.mask;
+                let mut values = [0u8; LINE];
+                next.apply_to(&mut values, u64::MAX);
+                e.write(next.mask, &values);
                 e.last = next.last;
                 e.kind = EntryKind::Cached;
                 self.log[w] = e;
@@ -470,7 +548,7 @@ impl Line {
                 c.apply(&mut out, c.shadow);
                 pi += 1;
             }
-            apply(&mut out, e.mask, &e.data);
+            e.apply_to(&mut out, u64::MAX);
         }
         for c in &self.pending[pi..] {
             c.apply(&mut out, c.shadow);

@@ -84,7 +84,7 @@ impl Compact {
         l.current = self.id;
         let mask = self.mask();
         // Room for the second version that usually follows.
-        let e = Entry { id: self.id, last: self.id, kind: EntryKind::Cached, mask, data: self.current(base) };
+        let e = Entry::new(self.id, EntryKind::Cached, mask, &self.current(base));
         push_small(&mut l.log, e, 2);
         push_small(&mut l.lives, self.live(), 1);
         l.hw_open = mask;
@@ -122,7 +122,9 @@ impl Compact {
         }
         debug_assert_eq!((l.hw_open, l.own_open), (e.mask, e.mask));
         let (mut new, mut old) = ([0u8; COMPACT_BYTES], [0u8; COMPACT_BYTES]);
-        new[..len].copy_from_slice(&e.data[lo..lo + len]);
+        let mut values = [0u8; LINE];
+        e.apply_to(&mut values, u64::MAX);
+        new[..len].copy_from_slice(&values[lo..lo + len]);
         old[..len].copy_from_slice(&l.base[lo..lo + len]);
         Some(Compact { floor: l.floor, id: e.id, new, old, tid: live.tid, lo: lo as u8, len: len as u8 })
     }
