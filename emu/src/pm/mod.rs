@@ -946,8 +946,9 @@ impl PmDevice {
     /// sorted and merged in place: a run ending with a million unpersisted lines holds 48 bytes
     /// a line for it, not a tree node and a copy.
     pub fn unpersisted(&self, rule: DurabilityRule) -> Vec<UnpersistedStore> {
-        // One entry per line and store (that line's part), then merged.
-        let mut v = Vec::new();
+        // One entry per line and store (that line's part), then merged. Most lines have one
+        // latest store: reserved once, the vector never grows by copying itself.
+        let mut v = Vec::with_capacity(self.lines.len());
         self.for_each_undurable(rule, |line, live| {
             let lo = line * LINE_SIZE + u64::from(live.mask.trailing_zeros());
             let hi = line * LINE_SIZE + 63 - u64::from(live.mask.leading_zeros());
@@ -979,7 +980,7 @@ impl PmDevice {
     /// The ids of the stores [`PmDevice::unpersisted`] would list, sorted: 8 bytes a store, for
     /// passes that only prune what they keep per store.
     pub fn unpersisted_ids(&self, rule: DurabilityRule) -> Vec<u64> {
-        let mut ids = Vec::new();
+        let mut ids = Vec::with_capacity(self.lines.len());
         self.for_each_undurable(rule, |_, live| ids.push(live.id));
         ids.sort_unstable();
         ids.dedup();
