@@ -10,8 +10,9 @@
 //!   chunk that is older than every entry of `log`, applied in program order.
 //! - `log` holds, in program order (ascending ids), the cached versions above the floor and the
 //!   completed NT chunks that sit between them. After `fold`, a non-empty log starts with a cached
-//!   entry. Entries keep only the bytes their store wrote (`mask`), so a version is `base` plus a
-//!   prefix of the log: this costs one 64-byte copy per store and no per-version snapshots.
+//!   entry. Entries keep only the bytes their store wrote (`mask`; 8 inline, a whole line only
+//!   for wider entries), so a version is `base` plus a prefix of the log: no per-version
+//!   snapshots, and a line stored many times before a persist costs 48 bytes a store.
 //! - `pending` holds NT chunks whose issuer has not fenced yet, in program order. They are not in
 //!   `log` because a crash may or may not contain them, independently of the version chosen.
 //! - `lives` records, for every byte, the latest store to it (masks are disjoint) until that store
