@@ -134,12 +134,33 @@ pub(crate) trait LineKeyed: Clone + Eq + std::hash::Hash {
 #[derive(Clone)]
 pub(crate) struct LineRecords<R: LineKeyed> {
     contexts: Interner<R>,
-    lines: ShadowLines<smallvec::SmallVec<[(u64, u32); 1]>>,
+    lines: ShadowLines<RecordList>,
+    /// The records of lines that have more than one, after the first.
+    more: Vec<Vec<(u64, u32)>>,
+}
+
+/// A line's `(mask, context)` records in 16 bytes: the first inline, the rest in
+/// [`LineRecords::more`] (most lines hold one record; an inline list of one cost 24).
+#[derive(Clone, Copy, Debug)]
+struct RecordList {
+    mask: u64,
+    /// The first record's context, or [`NO_RECORD`].
+    ctx: u32,
+    /// Index + 1 of the line's further records in [`LineRecords::more`] (0: none).
+    more: u32,
+}
+
+const NO_RECORD: u32 = u32::MAX;
+
+impl Default for RecordList {
+    fn default() -> Self {
+        RecordList { mask: 0, ctx: NO_RECORD, more: 0 }
+    }
 }
 
 impl<R: LineKeyed> Default for LineRecords<R> {
     fn default() -> Self {
-        LineRecords { contexts: Interner::default(), lines: ShadowLines::default() }
+        LineRecords { contexts: Interner::default(), lines: ShadowLines::default(), more: Vec::new() }
     }
 }
 
@@ -149,8 +170,17 @@ impl<R: LineKeyed> LineRecords<R> {
         let (line, mask) = r.line_mask();
         let ctx = self.contexts.id(r.at(0, 0));
         let list = self.lines.get_mut(line);
-        if !list.contains(&(mask, ctx)) {
-            list.push((mask, ctx));
+        if list.ctx == NO_RECORD {
+            *list = RecordList { mask, ctx, more: 0 };
+        } else if (list.mask, list.ctx) != (mask, ctx) {
+            if list.more == 0 {
+                self.more.push(Vec::new());
+                list.more = self.more.len() as u32;
+            }
+            let more = &mut self.more[list.more as usize - 1];
+            if !more.contains(&(mask, ctx)) {
+                more.push((mask, ctx));
+            }
         }
     }
 
@@ -166,14 +196,17 @@ impl<R: LineKeyed> LineRecords<R> {
 
     /// The lines holding records, in order.
     pub(crate) fn lines(&self) -> Vec<u64> {
-        let mut v: Vec<u64> = self.lines.iter().filter(|(_, l)| !l.is_empty()).map(|(line, _)| line).collect();
+        let mut v: Vec<u64> = self.lines.iter().filter(|(_, l)| l.ctx != NO_RECORD).map(|(line, _)| line).collect();
         v.sort_unstable();
         v
     }
 
     /// The records of `line`.
     pub(crate) fn at_line(&self, line: u64) -> impl Iterator<Item = R> + '_ {
-        self.lines.get(line).into_iter().flatten().map(move |&(mask, ctx)| self.contexts.get(ctx).at(line, mask))
+        let list = self.lines.get(line).copied().unwrap_or_default();
+        let first = (list.ctx != NO_RECORD).then_some((list.mask, list.ctx));
+        let more: &[(u64, u32)] = if list.more == 0 { &[] } else { &self.more[list.more as usize - 1] };
+        first.into_iter().chain(more.iter().copied()).map(move |(mask, ctx)| self.contexts.get(ctx).at(line, mask))
     }
 }
 

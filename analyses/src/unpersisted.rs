@@ -357,7 +357,7 @@ impl Analysis for Unpersisted {
         let mut out = Vec::new();
         // Unpersisted stores, grouped by site.
         let mut by_site: BTreeMap<Site, (u32, u64, u64, bool)> = BTreeMap::new();
-        for u in device.unpersisted(self.options.rule) {
+        for u in device.unpersisted_iter(self.options.rule) {
             // Declared clean after it was made, or made where the program had withdrawn PM
             // from checking: pmemcheck would not report it.
             if self.withdrawn.contains(&u.store.0) || self.annotations.is_clean(&u, device, self.options.rule) {

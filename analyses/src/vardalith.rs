@@ -336,7 +336,7 @@ pub struct Vardalith {
     step: u64,
     threads: FxHashMap<u32, Thread>,
     /// Window slab; `None` slots are listed in `free`.
-    windows: ChunkVec<Option<Window>, WINDOW_CHUNK>,
+    windows: Windows,
     free: Vec<u32>,
     /// 8-byte granule of PM (device address / 8) → windows on its bytes (open or closed, not
     /// yet pruned). An access looks only at the windows of the granules it touches, not at
@@ -376,51 +376,77 @@ const WINDOW_CHUNK: usize = 1024;
 /// in the line's entry (a `Vec` cost a heap block of its own per line).
 type Ids = smallvec::SmallVec<[u32; 2]>;
 
+/// The pass's windows, by id (freed ids are `None`).
+type Windows = ChunkVec<Option<Window>, WINDOW_CHUNK>;
+
+/// Thread `tid`'s state in `threads`, made (and counted `live`) the first time.
+fn thread_in<'a>(threads: &'a mut FxHashMap<u32, Thread>, live: &mut u32, tid: u32) -> &'a mut Thread {
+    threads.entry(tid).or_insert_with(|| {
+        *live += 1;
+        Thread::default()
+    })
+}
+
+/// The line of live window `id`.
+fn line_of(windows: &Windows, id: u32) -> u64 {
+    windows[id as usize].as_ref().expect("live window").line
+}
+
+fn line_hash(line: u64) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(line)
+}
+
 /// A thread's open store windows, by line. A thread has one window open on most lines it
-/// stores to, kept as a 16-byte entry of `one`; a line with more moves to `many` (a map of
-/// lists cost 24 bytes an entry, and its table's slack with it, for every line a thread had
-/// not yet persisted).
+/// stores to: `one` holds that window's id alone, hashed by the window's line (4 bytes a
+/// bucket; a map from line to id cost 16, 34 a line with its slack, for every line a thread had
+/// not yet persisted). A line with more moves to `many`. Every id listed is a live window.
 #[derive(Clone, Default, Debug)]
 struct OpenStores {
-    one: FxHashMap<u64, u32>,
+    one: hashbrown::HashTable<u32>,
     many: FxHashMap<u64, Ids>,
 }
 
 impl OpenStores {
-    fn push(&mut self, line: u64, id: u32) {
+    fn push(&mut self, line: u64, id: u32, windows: &Windows) {
         if let Some(ids) = self.many.get_mut(&line) {
             ids.push(id);
-        } else if let Some(first) = self.one.remove(&line) {
+        } else if let Some(first) = self.remove_one(line, windows) {
             self.many.insert(line, smallvec::smallvec![first, id]);
         } else {
-            self.one.insert(line, id);
+            self.one.insert_unique(line_hash(line), id, |&i| line_hash(line_of(windows, i)));
         }
     }
 
-    fn get(&self, line: u64) -> Option<Ids> {
-        match self.one.get(&line) {
+    fn remove_one(&mut self, line: u64, windows: &Windows) -> Option<u32> {
+        let e = self.one.find_entry(line_hash(line), |&i| line_of(windows, i) == line).ok()?;
+        Some(e.remove().0)
+    }
+
+    fn get(&self, line: u64, windows: &Windows) -> Option<Ids> {
+        match self.one.find(line_hash(line), |&i| line_of(windows, i) == line) {
             Some(&id) => Some(smallvec::smallvec![id]),
             None => self.many.get(&line).cloned(),
         }
     }
 
-    fn contains_key(&self, line: u64) -> bool {
-        self.one.contains_key(&line) || self.many.contains_key(&line)
+    fn contains_key(&self, line: u64, windows: &Windows) -> bool {
+        self.one.find(line_hash(line), |&i| line_of(windows, i) == line).is_some() || self.many.contains_key(&line)
     }
 
-    fn remove(&mut self, line: u64) -> Option<Ids> {
-        match self.one.remove(&line) {
+    fn remove(&mut self, line: u64, windows: &Windows) -> Option<Ids> {
+        match self.remove_one(line, windows) {
             Some(id) => Some(smallvec::smallvec![id]),
             None => self.many.remove(&line),
         }
     }
 
     /// Sets the windows of a line that has none listed (after [`OpenStores::remove`]).
-    fn insert(&mut self, line: u64, ids: Ids) {
+    fn insert(&mut self, line: u64, ids: Ids, windows: &Windows) {
         match ids.len() {
             0 => {}
             1 => {
-                self.one.insert(line, ids[0]);
+                self.one.insert_unique(line_hash(line), ids[0], |&i| line_hash(line_of(windows, i)));
             }
             _ => {
                 self.many.insert(line, ids);
@@ -433,13 +459,13 @@ impl OpenStores {
     }
 
     /// The lines with windows listed, in no particular order.
-    fn lines(&self) -> impl Iterator<Item = u64> + '_ {
-        self.one.keys().chain(self.many.keys()).copied()
+    fn lines<'a>(&'a self, windows: &'a Windows) -> impl Iterator<Item = u64> + 'a {
+        self.one.iter().map(|&id| line_of(windows, id)).chain(self.many.keys().copied())
     }
 
     /// Keeps the windows for which `keep` holds.
     fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
-        self.one.retain(|_, id| keep(*id));
+        self.one.retain(|id| keep(*id));
         self.many.retain(|_, ids| {
             ids.retain(|id| keep(*id));
             !ids.is_empty()
@@ -501,12 +527,28 @@ impl Vardalith {
         self.opts.mode == OverlapMode::HappensBefore
     }
 
+    /// The open store windows of `tid`, with the windows they name.
+    fn stores_of(&mut self, tid: u32) -> (&mut OpenStores, &Windows) {
+        (&mut thread_in(&mut self.threads, &mut self.live, tid).stores, &self.windows)
+    }
+
+    fn open_remove(&mut self, tid: u32, line: u64) -> Option<Ids> {
+        let (stores, windows) = self.stores_of(tid);
+        stores.remove(line, windows)
+    }
+
+    fn open_insert(&mut self, tid: u32, line: u64, ids: Ids) {
+        let (stores, windows) = self.stores_of(tid);
+        stores.insert(line, ids, windows);
+    }
+
+    fn open_push(&mut self, tid: u32, line: u64, id: u32) {
+        let (stores, windows) = self.stores_of(tid);
+        stores.push(line, id, windows);
+    }
+
     fn thread(&mut self, tid: u32) -> &mut Thread {
-        let live = &mut self.live;
-        self.threads.entry(tid).or_insert_with(|| {
-            *live += 1;
-            Thread::default()
-        })
+        thread_in(&mut self.threads, &mut self.live, tid)
     }
 
     fn clock(&mut self, tid: u32) -> u32 {
@@ -733,14 +775,14 @@ impl Vardalith {
     fn track(&mut self, tid: u32, store: bool, line: u64, id: u32) {
         let t = self.threads.entry(tid).or_default();
         if store {
-            t.stores.push(line, id);
+            t.stores.push(line, id, &self.windows);
         } else {
             t.loads.push(id);
         }
     }
 
     fn flush_line(&mut self, tid: u32, line: u64) {
-        let Some(ids) = self.threads.get(&tid).and_then(|t| t.stores.get(line)) else { return };
+        let Some(ids) = self.threads.get(&tid).and_then(|t| t.stores.get(line, &self.windows)) else { return };
         let mut any = false;
         for id in ids {
             let w = self.windows[id as usize].as_mut().expect("live window");
@@ -776,14 +818,14 @@ impl Vardalith {
         };
         let mut todo = std::mem::take(&mut self.todo);
         todo.clear();
-        let stores = &self.thread(tid).stores;
+        let (stores, windows) = self.stores_of(tid);
         match lines {
-            Some(l) => todo.extend(l.iter().copied().filter(|&l| stores.contains_key(l))),
-            None => todo.extend(stores.lines()),
+            Some(l) => todo.extend(l.iter().copied().filter(|&l| stores.contains_key(l, windows))),
+            None => todo.extend(stores.lines(windows)),
         }
         todo.sort_unstable();
         for &line in &todo {
-            let mut ids = self.thread(tid).stores.remove(line).unwrap_or_default();
+            let mut ids = self.open_remove(tid, line).unwrap_or_default();
             // Compacted in place: the windows still open stay at the front.
             let mut open = 0;
             for j in 0..ids.len() {
@@ -819,7 +861,7 @@ impl Vardalith {
             }
             ids.truncate(open);
             if !ids.is_empty() {
-                self.thread(tid).stores.insert(line, ids);
+                self.open_insert(tid, line, ids);
             }
         }
         self.todo = todo;
@@ -835,7 +877,7 @@ impl Vardalith {
         let step = self.step;
         for (line, clean) in pieces(dev, size) {
             for &tid in &tids {
-                let Some(ids) = self.thread(tid).stores.remove(line) else { continue };
+                let Some(ids) = self.open_remove(tid, line) else { continue };
                 let epoch = self.epoch(tid);
                 let mut open = Ids::new();
                 for id in ids {
@@ -852,7 +894,7 @@ impl Vardalith {
                     }
                 }
                 if !open.is_empty() {
-                    self.thread(tid).stores.insert(line, open);
+                    self.open_insert(tid, line, open);
                 }
             }
         }
@@ -1018,7 +1060,8 @@ impl Vardalith {
 
     /// Whether a thread that exited left a store window open on `line`.
     fn orphaned(&self, line: u64) -> bool {
-        self.exited_with_stores > 0 && self.threads.values().any(|t| t.exited && t.stores.contains_key(line))
+        self.exited_with_stores > 0
+            && self.threads.values().any(|t| t.exited && t.stores.contains_key(line, &self.windows))
     }
 
     /// Thread `tid` fenced lines it flushed where exited threads left store windows open: those
@@ -1033,7 +1076,7 @@ impl Vardalith {
         writers.sort_unstable();
         for &line in &lines {
             for &w in &writers {
-                let Some(mut ids) = self.thread(w).stores.remove(line) else { continue };
+                let Some(mut ids) = self.open_remove(w, line) else { continue };
                 let mut moved = Ids::new();
                 ids.retain(|id| {
                     let id = *id;
@@ -1051,10 +1094,10 @@ impl Vardalith {
                     }
                 });
                 if !ids.is_empty() {
-                    self.thread(w).stores.insert(line, ids);
+                    self.open_insert(w, line, ids);
                 }
                 for id in moved {
-                    self.thread(tid).stores.push(line, id);
+                    self.open_push(tid, line, id);
                 }
             }
         }

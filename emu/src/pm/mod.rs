@@ -942,39 +942,52 @@ impl PmDevice {
     }
 
     /// Every store that is still the latest for some bytes that are not durable by `rule`, once
-    /// per store id, in program order (store id). For the exit check. One vector of the pieces,
-    /// sorted and merged in place: a run ending with a million unpersisted lines holds 48 bytes
-    /// a line for it, not a tree node and a copy.
+    /// per store id, in program order (store id). For the exit check; see
+    /// [`PmDevice::unpersisted_iter`].
     pub fn unpersisted(&self, rule: DurabilityRule) -> Vec<UnpersistedStore> {
-        // One entry per line and store (that line's part), then merged. Most lines have one
-        // latest store: reserved once, the vector never grows by copying itself.
-        let mut v = Vec::with_capacity(self.lines.len());
-        self.for_each_undurable(rule, |line, live| {
-            let lo = line * LINE_SIZE + u64::from(live.mask.trailing_zeros());
-            let hi = line * LINE_SIZE + 63 - u64::from(live.mask.leading_zeros());
-            v.push(UnpersistedStore {
-                store: StoreId(live.id),
-                tid: live.tid,
-                addr: lo,
-                len: hi - lo + 1,
-                bytes: u64::from(live.mask.count_ones()),
-                nt: live.nt,
-            });
-        });
-        v.sort_unstable_by_key(|u| (u.store.0, u.addr));
-        // The pieces of one store (an unaligned or rep store across lines) become one entry:
-        // lowest byte, highest byte, bytes summed.
-        v.dedup_by(|later, first| {
-            if later.store != first.store {
-                return false;
+        self.unpersisted_iter(rule).collect()
+    }
+
+    /// [`PmDevice::unpersisted`], one store at a time. It holds one 24-byte piece (store, line,
+    /// bytes) per line and store, sorted, and merges a store's pieces as it goes (an unaligned or
+    /// rep store across lines is one entry: lowest byte, highest byte, bytes summed): a run
+    /// ending with a million unpersisted lines needs 24 bytes a line for its exit check.
+    pub fn unpersisted_iter(&self, rule: DurabilityRule) -> impl Iterator<Item = UnpersistedStore> + '_ {
+        // Most lines have one latest store: reserved once, never grown by copying.
+        let mut pieces: Vec<(u64, u64, u64)> = Vec::with_capacity(self.lines.len());
+        self.for_each_undurable(rule, |line, live| pieces.push((live.id, line, live.mask)));
+        pieces.sort_unstable();
+        let mut i = 0;
+        std::iter::from_fn(move || {
+            let &(id, line, mask) = pieces.get(i)?;
+            let (tid, nt) = self.writer_of(line, id);
+            let extent = |line: u64, mask: u64| {
+                let lo = line * LINE_SIZE + u64::from(mask.trailing_zeros());
+                (lo, line * LINE_SIZE + 64 - u64::from(mask.leading_zeros()))
+            };
+            let (mut lo, mut hi) = extent(line, mask);
+            let mut bytes = u64::from(mask.count_ones());
+            i += 1;
+            while let Some(&(next, line, mask)) = pieces.get(i) {
+                if next != id {
+                    break;
+                }
+                let (l, h) = extent(line, mask);
+                (lo, hi) = (lo.min(l), hi.max(h));
+                bytes += u64::from(mask.count_ones());
+                i += 1;
             }
-            let hi = (first.addr + first.len).max(later.addr + later.len);
-            first.addr = first.addr.min(later.addr);
-            first.len = hi - first.addr;
-            first.bytes += later.bytes;
-            true
-        });
-        v
+            Some(UnpersistedStore { store: StoreId(id), tid, addr: lo, len: hi - lo, bytes, nt })
+        })
+    }
+
+    /// The writer of store `id`, the latest on some bytes of `line`, and whether it was
+    /// non-temporal.
+    fn writer_of(&self, line: u64, id: u64) -> (Tid, bool) {
+        match self.lines.get(line).expect("listed") {
+            Slot::Compact(c) => (c.tid, false),
+            Slot::Full(l) => l.lives.iter().find(|l| l.id == id).map_or((0, false), |l| (l.tid, l.nt)),
+        }
     }
 
     /// The ids of the stores [`PmDevice::unpersisted`] would list, sorted: 8 bytes a store, for
