@@ -9,7 +9,7 @@ use std::rc::Rc;
 use analyses::{CrashImageRef, Finding};
 use driver::{RunOutcome, RunReport, RunSpec, Runner};
 
-use crate::files::{files_key, image_files};
+use crate::files::{files_key, image_files, image_key, key_base};
 use crate::progress::Progress;
 use crate::record::{CrashLog, PointData, Recording};
 use crate::recover::{finding_for, open_bytes, read_open_finding, recover, Plan, Verdict};
@@ -136,9 +136,10 @@ pub fn test_shard(
         }
         tested.unique_images = recovered.len() as u64;
     }
-    // Every image of every eager point, deduplicated by the bytes it leaves in the files.
-    // Only the point and choice are kept: an image's files (a copy of every PM file) are built
-    // again when it is recovered, so memory does not grow with the number of images.
+    // Every image of every eager point, deduplicated by the bytes it leaves in the files, whose
+    // hash comes from the point's and the lines the image changes ([`image_key`]): every shard
+    // must know every unique image to know its share, but builds only the images it recovers.
+    // Only the point and choice are kept, so memory does not grow with the number of images.
     let mut unique: BTreeMap<String, (usize, Vec<u32>)> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     for &i in &eager {
@@ -151,10 +152,10 @@ pub fn test_shard(
         // too (it is what a crash right there with everything flushed leaves).
         let mut all = images;
         all.push(persisted(&p.space));
+        let keys = key_base(p, &log.file_paths);
         for choice in all {
             tested.images += 1;
-            let Some(files) = image_files(p, &choice, &log.file_paths) else { continue };
-            let key = files_key(&files);
+            let Some(key) = image_key(p, &keys, &choice) else { continue };
             if seen.contains(&key) || recovered.iter().any(|r| r.0 == key) {
                 continue;
             }
