@@ -109,6 +109,42 @@ fn crash_shards_merge_into_the_unsharded_report() {
     assert!(e.contains("not a part"), "{e}");
 }
 
+/// Shards with a few images each recover them on one worker, and find the campaign's unique
+/// images without building them: still the unsharded report, merged. A shard whose share is
+/// empty recovers nothing, exits 0, and counts the whole campaign's points and images.
+#[test]
+fn small_shards_and_empty_ones_merge_into_the_unsharded_report() {
+    let dir = scratch();
+    let at = |n: &str| dir.path().join(n);
+    assert_eq!(crash_log("pm_log", &[], &at("whole.json")).go().code, 66);
+    let full = std::fs::read(at("whole.json")).unwrap();
+    let whole: Value = serde_json::from_slice(&full).unwrap();
+    let unique = whole["crash"]["unique_images"].as_u64().unwrap();
+    const N: u64 = 16;
+    assert!(unique > N, "{unique} unique images");
+    let parts: Vec<PathBuf> = (0..N).map(|i| at(&format!("part-{i}.json"))).collect();
+    for (i, p) in parts.iter().enumerate() {
+        let run = crash_log("pm_log", &["--shard", &format!("{i}/{N}")], p).go();
+        assert_eq!(run.code, 0, "{}", run.describe());
+    }
+    let out = merge(dir.path(), &parts, &at("merged.json"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let merged = std::fs::read(at("merged.json")).unwrap();
+    assert!(merged == full, "{}", diff(&full, &merged, "whole.json", "merged.json"));
+
+    // Shard `unique` of `unique + 1` owns no image.
+    let empty = at("empty.json");
+    let run = crash_log("pm_log", &["--shard", &format!("{unique}/{}", unique + 1)], &empty).go();
+    assert_eq!(run.code, 0, "{}", run.describe());
+    assert!(error_lines(&run.stderr).is_empty(), "{}", run.describe());
+    let crash = &read_json(&empty)["body"]["report"]["crash"];
+    assert_eq!(crash["recoveries"], 0, "{}", run.describe());
+    assert_eq!(crash["failures"], 0);
+    for count in ["crash_points", "images", "unique_images"] {
+        assert_eq!(crash[count], whole["crash"][count], "{count}");
+    }
+}
+
 #[test]
 fn shard_options_are_checked() {
     let dir = scratch();

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use analyses::{CrashImageRef, Finding};
 use driver::{RunOutcome, RunReport, RunSpec, Runner};
 
-use crate::files::{files_key, image_files};
+use crate::files::{files_key, image_files, image_key, key_base};
 use crate::progress::Progress;
 use crate::record::{CrashLog, PointData, Recording};
 use crate::recover::{finding_for, open_bytes, read_open_finding, recover, Plan, Verdict};
@@ -68,10 +68,9 @@ pub fn test_shard(
     }
     let points = log.point_data();
     let mut tested = Tested::default();
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(plan.jobs.max(1))
-        .build()
-        .map_err(|e| Error::Other(format!("cannot start {} recovery workers: {e}", plan.jobs)))?;
+    // Lazy exploration's points are explored on `--jobs` workers; the eager images' pool is
+    // sized by the images this shard recovers ([`recovery_workers`]).
+    let lazy_pool = if plan.lazy { Some(worker_pool(plan.jobs)?) } else { None };
     let restored = std::sync::atomic::AtomicU64::new(0);
     for p in &points {
         tested.max_space_log2 = tested.max_space_log2.max(p.space.count_log2());
@@ -98,6 +97,7 @@ pub fn test_shard(
             "exploring {pos}/{len} crash points lazily [{bar:30}] {msg}",
             "crash points explored lazily",
         );
+        let pool = lazy_pool.as_ref().expect("built for --lazy");
         let explored: Vec<Result<crate::lazy::Explored, Error>> = pool.install(|| {
             todo.par_iter()
                 .map(|(i, _)| {
@@ -136,9 +136,10 @@ pub fn test_shard(
         }
         tested.unique_images = recovered.len() as u64;
     }
-    // Every image of every eager point, deduplicated by the bytes it leaves in the files.
-    // Only the point and choice are kept: an image's files (a copy of every PM file) are built
-    // again when it is recovered, so memory does not grow with the number of images.
+    // Every image of every eager point, deduplicated by the bytes it leaves in the files, whose
+    // hash comes from the point's and the lines the image changes ([`image_key`]): every shard
+    // must know every unique image to know its share, but builds only the images it recovers.
+    // Only the point and choice are kept, so memory does not grow with the number of images.
     let mut unique: BTreeMap<String, (usize, Vec<u32>)> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     for &i in &eager {
@@ -151,10 +152,10 @@ pub fn test_shard(
         // too (it is what a crash right there with everything flushed leaves).
         let mut all = images;
         all.push(persisted(&p.space));
+        let keys = key_base(p, &log.file_paths);
         for choice in all {
             tested.images += 1;
-            let Some(files) = image_files(p, &choice, &log.file_paths) else { continue };
-            let key = files_key(&files);
+            let Some(key) = image_key(p, &keys, &choice) else { continue };
             if seen.contains(&key) || recovered.iter().any(|r| r.0 == key) {
                 continue;
             }
@@ -174,6 +175,10 @@ pub fn test_shard(
         .map(|(n, k)| (first_unit + n as u64, k))
         .filter(|(u, _)| shard.owns(*u))
         .collect();
+    let pool = match lazy_pool {
+        Some(pool) => pool,
+        None => worker_pool(recovery_workers(plan.jobs, order.len()))?,
+    };
     let bar = Progress::new(
         plan.quiet,
         order.len(),
@@ -253,6 +258,27 @@ pub fn test_shard(
         tested.units.push(unit);
     }
     Ok(tested)
+}
+
+/// Images a recovery worker is started for: each worker's first recovery runs fresh (it takes
+/// the snapshot the others restore, [`driver::warm`]), which costs as much as some 20-30
+/// restored ones, so a worker given fewer images than this would spend most of its time
+/// starting. `--jobs` is the most workers a campaign uses; a shard with a few dozen images
+/// uses one. The report does not depend on it.
+pub const IMAGES_PER_WORKER: usize = 64;
+
+/// Recovery workers for `images` images to recover with `--jobs` `jobs`: one per
+/// [`IMAGES_PER_WORKER`] images started, at least one, at most `jobs`.
+pub fn recovery_workers(jobs: usize, images: usize) -> usize {
+    images.div_ceil(IMAGES_PER_WORKER).clamp(1, jobs.max(1))
+}
+
+/// A pool of `n` recovery workers.
+fn worker_pool(n: usize) -> Result<rayon::ThreadPool, Error> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(n.max(1))
+        .build()
+        .map_err(|e| Error::Other(format!("cannot start {n} recovery workers: {e}")))
 }
 
 /// A failing image minimised: the lines that must stay unpersisted, and the recoveries it took

@@ -4,13 +4,15 @@
 //!
 //! An image's PM files are the point's [`PagedFile`]s with the image's lines written over them:
 //! they share every other page with the point, so an image costs the pages its lines land in,
-//! its hash reads each page's hash once, and it is written for a recovery as a sparse file.
+//! and it is written for a recovery as a sparse file. Its hash ([`files_key`]) is built from
+//! the files' [`Sum`]s, which [`image_key`] gets from the point's and the lines the image
+//! changes: deduplicating a point's images builds none of them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::paged::PagedFile;
+use crate::paged::{line_term, page_term, PagedFile, Sum, LINE, PAGE};
 use crate::record::{CwdFiles, PointData};
 
 /// The PM files' contents in a crash image, by path relative to the PM directory.
@@ -72,27 +74,189 @@ pub fn materialise(files: &Files, dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The hash of an image's files: equal hashes recover identically.
+/// The hash of an image's files: equal hashes recover identically. It is made of each PM
+/// file's path, length and [`Sum`], and the working-directory files, so that
+/// [`image_key`] gets the same hash from a point's sums without building the image.
 pub fn files_key(files: &Files) -> String {
-    let mut h = blake3::Hasher::new();
-    for (rel, file) in &files.pm {
-        h.update(rel.as_os_str().as_encoded_bytes());
-        file.hash_into(&mut h);
+    let pm = files.pm.iter().map(|(rel, f)| (rel.as_path(), f.len(), f.sum()));
+    key_of(pm, cwd_digest(&files.cwd))
+}
+
+/// What the keys of a point's images are computed from: each PM file with its sum, the PM file
+/// ids' places among them, and the working-directory files' hash (the same in every image of
+/// the point).
+pub struct KeyBase<'a> {
+    files: Vec<(&'a Path, &'a PagedFile, Sum)>,
+    ids: BTreeMap<u32, usize>,
+    cwd: Option<[u8; 32]>,
+}
+
+/// [`KeyBase`] of `point`, whose files are those of `file_paths` (PM file id → path).
+pub fn key_base<'a>(point: &'a PointData, file_paths: &BTreeMap<u32, PathBuf>) -> KeyBase<'a> {
+    let files: Vec<_> = point.files.iter().map(|(rel, f)| (rel.as_path(), f, f.sum())).collect();
+    let ids = file_paths
+        .iter()
+        .filter_map(|(&id, path)| files.iter().position(|(rel, _, _)| *rel == path.as_path()).map(|i| (id, i)))
+        .collect();
+    KeyBase { files, ids, cwd: cwd_digest(&point.cwd) }
+}
+
+/// `files_key(&image_files(point, choice, file_paths)?)`, from the point's sums and the lines
+/// the image changes: no page is copied or hashed, so enumerating a point's images to find the
+/// unique ones costs their changed lines, not their pages.
+pub fn image_key(point: &PointData, base: &KeyBase, choice: &[u32]) -> Option<String> {
+    let mut lines: Vec<(usize, u64, [u8; LINE])> = Vec::new();
+    for (line, mut content) in point.space.image(choice).ok()? {
+        let dev = line * LINE as u64;
+        let Some(&file) = base.ids.get(&((dev >> emu::pm::FILE_SHIFT) as u32)) else { continue };
+        let off = dev & ((1 << emu::pm::FILE_SHIFT) - 1);
+        let len = base.files[file].1.len();
+        if off >= len {
+            continue;
+        }
+        // As `PagedFile::write_at`: bytes past the end are dropped.
+        if let Ok(keep) = usize::try_from(len - off) {
+            content[keep.min(LINE)..].fill(0);
+        }
+        match lines.iter_mut().find(|l| (l.0, l.1) == (file, off)) {
+            Some(l) => l.2 = content,
+            None => lines.push((file, off, content)),
+        }
     }
-    if !files.cwd.is_empty() {
+    // Each changed page's lines' sum, before and after.
+    let mut pages: Vec<(usize, u64, Sum, Sum)> = Vec::new();
+    for (file, off, new) in lines {
+        let f = base.files[file].1;
+        let old = f.line(off);
+        if old == new {
+            continue;
+        }
+        let index = off / PAGE as u64;
+        let p = match pages.iter().position(|p| (p.0, p.1) == (file, index)) {
+            Some(p) => p,
+            None => {
+                let sum = f.page_sum(index);
+                pages.push((file, index, sum, sum));
+                pages.len() - 1
+            }
+        };
+        let in_page = (off % PAGE as u64) as usize / LINE;
+        pages[p].3.sub(line_term(in_page, &old));
+        pages[p].3.add(line_term(in_page, &new));
+    }
+    let mut sums: Vec<Sum> = base.files.iter().map(|f| f.2).collect();
+    for (file, index, before, after) in pages {
+        sums[file].sub(page_term(index, before));
+        sums[file].add(page_term(index, after));
+    }
+    let pm = base.files.iter().zip(sums).map(|((rel, f, _), sum)| (*rel, f.len(), sum));
+    Some(key_of(pm, base.cwd))
+}
+
+/// The key of PM files given as (path, length, sum), in path order, and of the
+/// working-directory files' digest.
+fn key_of<'a>(pm: impl Iterator<Item = (&'a Path, u64, Sum)>, cwd: Option<[u8; 32]>) -> String {
+    let mut h = blake3::Hasher::new();
+    for (rel, len, sum) in pm {
+        let rel = rel.as_os_str().as_encoded_bytes();
+        h.update(&(rel.len() as u64).to_le_bytes());
+        h.update(rel);
+        h.update(&len.to_le_bytes());
+        h.update(&sum.to_bytes());
+    }
+    if let Some(cwd) = cwd {
         h.update(b"\0cwd");
-        for (rel, content) in files.cwd.iter() {
-            h.update(rel.as_os_str().as_encoded_bytes());
-            match content {
-                Some(bytes) => {
-                    h.update(&(bytes.len() as u64).to_le_bytes());
-                    h.update(bytes);
-                }
-                None => {
-                    h.update(&u64::MAX.to_le_bytes());
-                }
+        h.update(&cwd);
+    }
+    h.finalize().to_hex().to_string()
+}
+
+/// The hash of the working-directory files an image keeps (none when the workload changed
+/// none).
+fn cwd_digest(cwd: &CwdFiles) -> Option<[u8; 32]> {
+    if cwd.is_empty() {
+        return None;
+    }
+    let mut h = blake3::Hasher::new();
+    for (rel, content) in cwd.iter() {
+        let rel = rel.as_os_str().as_encoded_bytes();
+        h.update(&(rel.len() as u64).to_le_bytes());
+        h.update(rel);
+        match content {
+            Some(bytes) => {
+                h.update(&(bytes.len() as u64).to_le_bytes());
+                h.update(bytes);
+            }
+            None => {
+                h.update(&u64::MAX.to_le_bytes());
             }
         }
     }
-    h.finalize().to_hex().to_string()
+    Some(*h.finalize().as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use emu::pm::{PmConfig, PmDevice, StoreKind};
+
+    /// A point of a device with a 3-page PM file (id 0) and a 100-byte one (id 1, ending inside
+    /// a line), whose lines were stored to without a fence: some twice, some back to what they
+    /// held, some to zeros, one past the end of its file.
+    fn point() -> (PointData, BTreeMap<u32, PathBuf>) {
+        let mut bytes = [vec![0u8; 3 * PAGE], vec![7u8; 100]];
+        bytes[0][70] = 1;
+        bytes[0][PAGE + 5] = 2;
+        let mut dev = PmDevice::new(PmConfig::default());
+        let at = |id: u64, off: u64| (id << emu::pm::FILE_SHIFT) + off;
+        let stores: [(u64, u64, &[u8]); 7] = [
+            (0, 64, &[5]),
+            (0, 70, &[9]),
+            (0, PAGE as u64 + 5, &[0]),
+            (0, 2 * PAGE as u64 + 128, &[3, 4]),
+            (1, 64, &[8; 36]),
+            (1, 64, &[7; 36]),
+            (0, 64, &[0]),
+        ];
+        for (id, off, new) in stores {
+            let file = &mut bytes[id as usize];
+            let o = off as usize;
+            let old = file[o..o + new.len()].to_vec();
+            let line = |n: u64| {
+                let mut l = [0u8; LINE];
+                let start = ((n * LINE as u64) & ((1 << emu::pm::FILE_SHIFT) - 1)) as usize;
+                let end = (start + LINE).min(file.len());
+                l[..end - start].copy_from_slice(&file[start..end]);
+                l
+            };
+            dev.store(0, at(id, off), &old, new, StoreKind::Cached, line);
+            file[o..o + new.len()].copy_from_slice(new);
+        }
+        let files = BTreeMap::from([
+            (PathBuf::from("a"), PagedFile::from_bytes(&bytes[0])),
+            (PathBuf::from("b"), PagedFile::from_bytes(&bytes[1])),
+        ]);
+        let paths = BTreeMap::from([(0, PathBuf::from("a")), (1, PathBuf::from("b"))]);
+        (PointData { files: Arc::new(files), cwd: Arc::new(CwdFiles::new()), space: dev.crash_space() }, paths)
+    }
+
+    #[test]
+    fn image_keys_are_the_built_images_keys() {
+        let (p, paths) = point();
+        let (images, exhaustive) = crate::space::images_of(&p.space, 4096);
+        assert!(exhaustive && images.len() >= 16, "{} images", images.len());
+        let base = key_base(&p, &paths);
+        let mut keys = std::collections::BTreeSet::new();
+        let mut contents = std::collections::BTreeSet::new();
+        for choice in &images {
+            let files = image_files(&p, choice, &paths).expect("an image");
+            let key = files_key(&files);
+            assert_eq!(image_key(&p, &base, choice).as_ref(), Some(&key), "image {choice:?}");
+            keys.insert(key);
+            contents.insert(files.pm.iter().map(|(r, f)| (r.clone(), f.to_vec())).collect::<Vec<_>>());
+        }
+        // Equal contents, one key; distinct ones, distinct keys.
+        assert!(contents.len() < images.len(), "some images leave the same bytes");
+        assert_eq!(keys.len(), contents.len());
+    }
 }

@@ -20,8 +20,10 @@
 //! 3. **Recovery** ([`files`], [`recover`]). Each image is materialised as files (the point's PM
 //!    files with the chosen line versions written in, and the working directory's files as of
 //!    their last fsync, in the private working directory the recovery gets over the user's,
-//!    which it only reads), deduplicated by the hash of those bytes, and recovered once, in
-//!    parallel (`--jobs`), by a deterministic run restored from a warm snapshot
+//!    which it only reads), deduplicated by the hash of those bytes (computed from the point's
+//!    and the lines the image changes, without building it: [`files::image_key`]), and
+//!    recovered once, in parallel (at most `--jobs` workers, one per
+//!    [`campaign::IMAGES_PER_WORKER`] images), by a deterministic run restored from a warm snapshot
 //!    ([`driver::warm`]). It fails on a non-zero exit, a signal (fault, abort), a deadlock, or a
 //!    hang (an instruction budget from the workload's). `--check CMD` runs a checker on the
 //!    recovered files afterwards.

@@ -10,9 +10,12 @@
 //! the few nodes on their paths, and an image the pages its lines land in. Writing a page copies
 //! only the nodes it is shared through ([`Arc::make_mut`]).
 //!
-//! Equal contents always have the same shape (zero pages are absent, never stored), so
-//! [`PagedFile::hash_into`] hashes what a file holds, page by page, with each page's hash
-//! computed once however many images share it.
+//! A file's contents are summarised by a [`Sum`] of hashes, one term per non-zero 64-byte line
+//! (within its page) and one per non-zero page (of its index and its lines' sum), so that
+//! equal contents have equal sums whatever their history, each page's sum is computed once
+//! however many points and images share it, and an image that changes a few lines of a point's
+//! files gets its sum from the point's by subtracting and adding those lines' terms
+//! ([`crate::files::image_key`]) instead of copying and hashing pages.
 
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -23,10 +26,79 @@ pub const PAGE: usize = 4096;
 const FANOUT_BITS: u32 = 6;
 const FANOUT: usize = 1 << FANOUT_BITS;
 
-/// One page of a file that is not all zeros, with its hash once someone asked for it.
+/// Bytes per line: the unit of the crash space's versions.
+pub const LINE: usize = 64;
+
+/// A sum of hashes: four 64-bit lanes of blake3 output, added lane by lane with wrap-around.
+/// Addition makes it incremental: an image's sum is its point's with the changed lines' terms
+/// exchanged. Terms are hashes of distinct (position, content) pairs, so unequal contents
+/// collide only by chance (2^-256 for random terms; the inputs here are a program's data, not
+/// chosen to attack the sum).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sum([u64; 4]);
+
+impl Sum {
+    /// The sum with no terms.
+    pub const ZERO: Sum = Sum([0; 4]);
+
+    /// The term hashing `parts` (domain `tag` first).
+    fn term(tag: &[u8], parts: &[&[u8]]) -> Sum {
+        let mut h = blake3::Hasher::new();
+        h.update(tag);
+        for p in parts {
+            h.update(p);
+        }
+        let b = h.finalize();
+        let b = b.as_bytes();
+        Sum(std::array::from_fn(|i| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"))))
+    }
+
+    /// Adds `t`.
+    pub fn add(&mut self, t: Sum) {
+        for (a, b) in self.0.iter_mut().zip(t.0) {
+            *a = a.wrapping_add(b);
+        }
+    }
+
+    /// Takes `t` away.
+    pub fn sub(&mut self, t: Sum) {
+        for (a, b) in self.0.iter_mut().zip(t.0) {
+            *a = a.wrapping_sub(b);
+        }
+    }
+
+    /// Its bytes, for a hash over it.
+    pub fn to_bytes(self) -> [u8; 32] {
+        let mut out = [0u8; 32];
+        for (i, lane) in self.0.iter().enumerate() {
+            out[i * 8..i * 8 + 8].copy_from_slice(&lane.to_le_bytes());
+        }
+        out
+    }
+}
+
+/// The term of line `index` (within its page) holding `bytes` in its page's sum: none for a
+/// line of zeros, so that a hole and zeros written into a page sum alike.
+pub fn line_term(index: usize, bytes: &[u8; LINE]) -> Sum {
+    if driver::dir_image::all_zero(bytes) {
+        return Sum::ZERO;
+    }
+    Sum::term(b"line", &[&(index as u16).to_le_bytes(), bytes])
+}
+
+/// The term of page `index` whose lines sum to `lines` in its file's sum: none for a page of
+/// zeros (whose lines have no terms).
+pub fn page_term(index: u64, lines: Sum) -> Sum {
+    if lines == Sum::ZERO {
+        return Sum::ZERO;
+    }
+    Sum::term(b"page", &[&index.to_le_bytes(), &lines.to_bytes()])
+}
+
+/// One page of a file that is not all zeros, with its lines' sum once someone asked for it.
 pub struct Page {
     bytes: Box<[u8; PAGE]>,
-    hash: OnceLock<[u8; 32]>,
+    sum: OnceLock<Sum>,
 }
 
 impl Page {
@@ -37,7 +109,7 @@ impl Page {
         }
         let mut page = Box::new([0u8; PAGE]);
         page[..bytes.len()].copy_from_slice(bytes);
-        Some(Arc::new(Page { bytes: page, hash: OnceLock::new() }))
+        Some(Arc::new(Page { bytes: page, sum: OnceLock::new() }))
     }
 
     /// The page's bytes.
@@ -45,8 +117,15 @@ impl Page {
         &self.bytes
     }
 
-    fn hash(&self) -> &[u8; 32] {
-        self.hash.get_or_init(|| *blake3::hash(&self.bytes[..]).as_bytes())
+    /// The sum of its lines' terms ([`line_term`]).
+    pub fn sum(&self) -> Sum {
+        *self.sum.get_or_init(|| {
+            let mut s = Sum::ZERO;
+            for (i, line) in self.bytes.chunks_exact(LINE).enumerate() {
+                s.add(line_term(i, line.try_into().expect("a line")));
+            }
+            s
+        })
     }
 }
 
@@ -251,13 +330,28 @@ impl PagedFile {
         out
     }
 
-    /// Feeds what the file holds to `h`: its length and each stored page's index and hash.
-    pub fn hash_into(&self, h: &mut blake3::Hasher) {
-        h.update(&self.len.to_le_bytes());
-        self.each_page(|i, p| {
-            h.update(&i.to_le_bytes());
-            h.update(p.hash());
-        });
+    /// The sum of its pages' terms ([`page_term`]): equal for equal contents (the length is
+    /// not in it).
+    pub fn sum(&self) -> Sum {
+        let mut s = Sum::ZERO;
+        self.each_page(|i, p| s.add(page_term(i, p.sum())));
+        s
+    }
+
+    /// The lines' sum of page `index` (none for a hole).
+    pub fn page_sum(&self, index: u64) -> Sum {
+        self.page(index).map_or(Sum::ZERO, |p| p.sum())
+    }
+
+    /// The line at `offset` (a multiple of [`LINE`]) as the file holds it: zeros in a hole and
+    /// past the end.
+    pub fn line(&self, offset: u64) -> [u8; LINE] {
+        let mut out = [0u8; LINE];
+        if let Some(p) = self.page(offset / PAGE as u64) {
+            let at = (offset % PAGE as u64) as usize;
+            out.copy_from_slice(&p.bytes[at..at + LINE]);
+        }
+        out
     }
 
     /// Writes the file at `path` as a sparse file: only its stored pages take space.
@@ -398,10 +492,9 @@ mod tests {
         let mut h = g.clone();
         h.write_at(200 * PAGE as u64 + 7, &[2]);
         assert_eq!(h, f);
-        let (mut a, mut b) = (blake3::Hasher::new(), blake3::Hasher::new());
-        h.hash_into(&mut a);
-        f.hash_into(&mut b);
-        assert_eq!(a.finalize(), b.finalize(), "equal contents hash equal whatever their history");
+        assert_eq!(h.sum(), f.sum(), "equal contents sum alike whatever their history");
+        assert_ne!(g.sum(), f.sum());
+        assert_eq!(PagedFile::zeros(f.len()).sum(), Sum::ZERO);
         // Past the end: dropped.
         h.write_at(h.len() - 1, &[9, 9, 9]);
         assert_eq!(h.len(), f.len());

@@ -121,20 +121,6 @@ pub fn explore(
     Ok((report, out))
 }
 
-/// One run of an exhaustive exploration from the program's start: the schedule `prefix` (its
-/// findings keep it), and the schedules it leads to, in the order they are pushed on the stack.
-/// `later` runs discard their output. (Shards run each unit this way.)
-pub(crate) fn step(
-    runner: &Runner,
-    spec: &RunSpec,
-    prefix: &[u32],
-    later: bool,
-    max_preemptions: u32,
-    por: bool,
-) -> Result<(RunReport, RunOutcome, Vec<Branch>), SessionError> {
-    Tree::new(runner, spec, por, None).step(prefix, later, max_preemptions)
-}
-
 /// A snapshot on the exploration's current path: the session before its decision `at`, taken
 /// in a run whose first `at` decisions chose `chosen`. Any schedule that agrees with them goes on
 /// from it exactly as it would from the start.
@@ -158,7 +144,7 @@ struct Snap {
 /// it (with `--por` a later one may, and then goes on from an earlier snapshot). So the
 /// snapshots held are at most one per decision of the current path, and never more bytes than
 /// the budget.
-struct Tree<'r, 'a> {
+pub(crate) struct Tree<'r, 'a> {
     runner: &'r Runner<'a>,
     spec: &'r RunSpec,
     por: bool,
@@ -172,7 +158,7 @@ struct Tree<'r, 'a> {
 }
 
 impl<'r, 'a> Tree<'r, 'a> {
-    fn new(runner: &'r Runner<'a>, spec: &'r RunSpec, por: bool, budget: Option<u64>) -> Tree<'r, 'a> {
+    pub(crate) fn new(runner: &'r Runner<'a>, spec: &'r RunSpec, por: bool, budget: Option<u64>) -> Tree<'r, 'a> {
         Tree {
             runner,
             spec,
@@ -197,8 +183,9 @@ impl<'r, 'a> Tree<'r, 'a> {
     }
 
     /// Runs the schedule `prefix`, from the nearest usable snapshot or from the start; its
-    /// report and outcome (its findings keep the schedule), and the schedules it leads to.
-    fn step(
+    /// report and outcome (its findings keep the schedule), and the schedules it leads to, in
+    /// the order they are pushed on the stack. `later` runs discard their output.
+    pub(crate) fn step(
         &mut self,
         prefix: &[u32],
         later: bool,

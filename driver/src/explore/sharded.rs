@@ -8,7 +8,8 @@
 //!   snapshots of their own).
 //! - `--strategy exhaustive` ([`exhaustive`]): every shard runs the root schedule (one run
 //!   each: what tells the shards the top-level branches), and the root's alternatives are the
-//!   units; a shard explores, depth first as unsharded, the subtrees of the branches it owns.
+//!   units; a shard explores, depth first as unsharded, the subtrees of the branches it owns,
+//!   going on from snapshots of its current path as the unsharded exploration does.
 //!   Without `--por` the subtrees are disjoint and, when the exploration is complete (not cut
 //!   by `--explore`), the shards together run exactly the unsharded set of schedules, in the
 //!   unsharded order once merged. With `--por`, a race found in one branch can ask for an
@@ -21,7 +22,7 @@ use std::collections::BTreeMap;
 use analyses::Finding;
 use serde::{Deserialize, Serialize};
 
-use super::exhaustive::step;
+use super::exhaustive::Tree;
 use crate::report::RunReport;
 use crate::shard::Shard;
 use crate::spec::{RunSpec, SessionError};
@@ -83,7 +84,8 @@ pub fn random(
 }
 
 /// The exhaustive exploration of the top-level branches `shard` owns, up to `limit` runs (the
-/// root included).
+/// root included), going on from snapshots of the current path as the unsharded exploration
+/// does (`snapshot_budget`: the bytes they may take; `None`, every run from the start).
 pub fn exhaustive(
     runner: &Runner,
     spec: &RunSpec,
@@ -91,8 +93,10 @@ pub fn exhaustive(
     max_preemptions: u32,
     por: bool,
     shard: Shard,
+    snapshot_budget: Option<u64>,
 ) -> Result<ShardRuns, SessionError> {
-    let (root, _, children) = step(runner, spec, &[], false, max_preemptions, por)?;
+    let mut tree = Tree::new(runner, spec, por, snapshot_budget);
+    let (root, _, children) = tree.step(&[], false, max_preemptions)?;
     let mut seen: std::collections::BTreeSet<Vec<u32>> = std::collections::BTreeSet::new();
     // The root's alternatives, numbered in the order they would run (the last pushed first).
     let mut branches: Vec<Vec<u32>> = Vec::new();
@@ -119,7 +123,7 @@ pub fn exhaustive(
             break;
         }
         runs += 1;
-        let (report, _, children) = step(runner, spec, &prefix, true, max_preemptions, por)?;
+        let (report, _, children) = tree.step(&prefix, true, max_preemptions)?;
         out.pieces.push(Piece::of(vec![1, branch, seq], prefix, &report));
         seq += 1;
         for c in children {
