@@ -71,6 +71,9 @@ pub fn run(a: RunArgs) -> Result<i32> {
         return super::merge::explore_part(&opts, &a.command, &spec, shard, path);
     }
     let (report, out, summary) = explore_as(&spec, &opts)?;
+    if let Some(Err(why)) = &out.listen {
+        anyhow::bail!("--listen: {why}");
+    }
     let report = Report::new(report, None);
     if !opts.quiet {
         if let Some(summary) = summary {

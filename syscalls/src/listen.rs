@@ -121,31 +121,46 @@ impl Event {
         }
     }
 
+    /// [`Event::line`] cut to a length a message can quote.
+    pub fn brief(&self) -> String {
+        brief(&self.line())
+    }
+
     /// Reads [`Event::line`]'s form back.
     pub fn parse(s: &str) -> Result<Event, String> {
         let parts: Vec<&str> = s.split(' ').collect();
         let num = |i: usize| parts.get(i).and_then(|p| p.parse::<u64>().ok());
-        let (Some(at), Some(conn)) = (num(0), num(1)) else { return Err(format!("`{s}`: no point and connection")) };
-        let conn = u32::try_from(conn).map_err(|_| format!("`{s}`: connection number too large"))?;
+        let (Some(at), Some(conn)) = (num(0), num(1)) else {
+            return Err(format!("`{}`: no point and connection", brief(s)));
+        };
+        let conn = u32::try_from(conn).map_err(|_| format!("`{}`: connection number too large", brief(s)))?;
         let what = match (parts.get(2).copied(), parts.len()) {
-            (Some("connect"), 4) => {
-                What::Connect(parts[3].parse().map_err(|_| format!("`{s}`: `{}` is not a port", parts[3]))?)
-            }
+            (Some("connect"), 4) => What::Connect(
+                parts[3].parse().map_err(|_| format!("`{}`: `{}` is not a port", brief(s), brief(parts[3])))?,
+            ),
             (Some("data"), 4) => {
-                let d = unbase64(parts[3]).ok_or_else(|| format!("`{s}`: not base64 data"))?;
+                let d = unbase64(parts[3]).ok_or_else(|| format!("`{}`: not base64 data", brief(s)))?;
                 if d.is_empty() {
-                    return Err(format!("`{s}`: empty data"));
+                    return Err(format!("`{}`: empty data", brief(s)));
                 }
                 What::Data(d)
             }
             (Some("close"), 3) => What::Close,
             (Some("signal"), 4) => match parts[3].parse::<i32>() {
                 Ok(n) if (1..=64).contains(&n) => What::Signal(n),
-                _ => return Err(format!("`{s}`: `{}` is not a signal", parts[3])),
+                _ => return Err(format!("`{}`: `{}` is not a signal", brief(s), brief(parts[3]))),
             },
-            _ => return Err(format!("`{s}` is not an event")),
+            _ => return Err(format!("`{}` is not an event", brief(s))),
         };
         Ok(Event { at, conn, what })
+    }
+}
+
+/// `s`, cut after 60 characters.
+fn brief(s: &str) -> String {
+    match s.char_indices().nth(60) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
     }
 }
 
@@ -160,7 +175,7 @@ impl Recorded {
         let mut conns: Vec<bool> = Vec::new();
         let (mut last, mut bytes) = (0u64, 0u64);
         for (i, e) in self.events.iter().enumerate() {
-            let bad = |why: &str| Err(format!("event {i} (`{}`): {why}", e.line()));
+            let bad = |why: &str| Err(format!("event {i} (`{}`): {why}", e.brief()));
             if e.at == 0 || e.at < last {
                 return bad("its point is out of order");
             }
@@ -192,7 +207,7 @@ impl Recorded {
         if let Some(o) =
             self.outputs.iter().find(|o| o.blake3.len() != 64 || !o.blake3.bytes().all(|b| b.is_ascii_hexdigit()))
         {
-            return Err(format!("output hash `{}` is not a BLAKE3 hash", o.blake3.escape_debug()));
+            return Err(format!("output hash `{}` is not a BLAKE3 hash", brief(&o.blake3).escape_debug()));
         }
         Ok(())
     }
@@ -361,7 +376,7 @@ impl Bridge {
                 return Err(format!(
                     "{} recorded host event(s) were never reached, the first `{}` (the run made {} points)",
                     events.len(),
-                    e.line(),
+                    e.brief(),
                     self.point
                 ));
             }
@@ -495,7 +510,7 @@ impl Kernel {
                 for e in due {
                     if b.diverged.is_none() {
                         if let Err(why) = self.apply(m, &mut b, &e) {
-                            b.diverged = Some(format!("at point {}: {why} (recorded `{}`)", b.point, e.line()));
+                            b.diverged = Some(format!("at point {}: {why} (recorded `{}`)", b.point, e.brief()));
                         }
                     }
                     b.rec.events.push(e);
@@ -609,7 +624,7 @@ impl Kernel {
             let e = Event { at: b.point, conn, what };
             if let Err(why) = self.apply(m, b, &e) {
                 // Recording applies only what fits: a failure here is ferrite's own fault.
-                b.diverged = Some(format!("recording `{}` failed: {why}", e.line()));
+                b.diverged = Some(format!("recording `{}` failed: {why}", e.brief()));
             }
             b.rec.events.push(e);
         }
