@@ -260,7 +260,7 @@ impl Kernel {
         let traced = self.cfg.trace_syscalls.then(|| trace::call(m, self.current, nr, a));
         // Host clients' events due now enter before the call ([`listen`]).
         if self.listen.is_some() {
-            self.listen_point(m, None);
+            self.listen_point(None);
         }
         // Timers whose instant passed since the last block start expire before the call.
         self.fire_timers(m);

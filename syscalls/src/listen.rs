@@ -30,8 +30,6 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use emu::Machine;
-
 use crate::net::Sock;
 use crate::Kernel;
 
@@ -235,7 +233,7 @@ pub fn base64(data: &[u8]) -> String {
 /// [`base64`]'s bytes back, or `None` for anything it would not have written.
 pub fn unbase64(s: &str) -> Option<Vec<u8>> {
     let s = s.as_bytes();
-    if s.len() % 4 != 0 {
+    if !s.len().is_multiple_of(4) {
         return None;
     }
     let mut out = Vec::with_capacity(s.len() / 4 * 3);
@@ -365,9 +363,6 @@ impl Bridge {
     /// What the run recorded (or, replaying, injected), with what the guest sent each
     /// connection; or why a replay diverged from its recording.
     pub fn finish(mut self) -> Result<Recorded, String> {
-        if let Mode::Record(_) = self.mode {
-            INTERRUPT_FD.store(-1, Ordering::SeqCst);
-        }
         if let Some(d) = self.diverged.take() {
             return Err(d);
         }
@@ -391,6 +386,13 @@ impl Bridge {
 
     fn recording(&self) -> bool {
         matches!(self.mode, Mode::Record(_))
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        // Interrupts end ferrite again, as without `--listen`.
+        INTERRUPT_FD.store(-1, Ordering::SeqCst);
     }
 }
 
@@ -496,7 +498,7 @@ impl Kernel {
     /// until a wait or timer ends, if any; recording then waits for the host that long (or
     /// without end). Returns whether the idle loop should look again instead of advancing the
     /// clock or reporting a deadlock.
-    pub(crate) fn listen_point(&mut self, m: &mut Machine, idle: Option<Option<u64>>) -> bool {
+    pub(crate) fn listen_point(&mut self, idle: Option<Option<u64>>) -> bool {
         let Some(mut b) = self.listen.take() else { return false };
         b.point += 1;
         let mut again = false;
@@ -509,7 +511,7 @@ impl Kernel {
                 let pending = !events.is_empty();
                 for e in due {
                     if b.diverged.is_none() {
-                        if let Err(why) = self.apply(m, &mut b, &e) {
+                        if let Err(why) = self.apply(&mut b, &e) {
                             b.diverged = Some(format!("at point {}: {why} (recorded `{}`)", b.point, e.brief()));
                         }
                     }
@@ -521,13 +523,13 @@ impl Kernel {
             }
             Mode::Record(_) => {
                 if let Some(limit) = idle {
-                    let recorded = self.record_events(m, &mut b);
+                    let recorded = self.record_events(&mut b);
                     if !recorded {
                         let wait = limit.map(Duration::from_nanos);
                         if let Mode::Record(h) = &mut b.mode {
                             h.pump(wait);
                         }
-                        self.record_events(m, &mut b);
+                        self.record_events(&mut b);
                     }
                     // Without a deadline nothing but the host can wake anyone: keep waiting.
                     again = limit.is_none();
@@ -537,7 +539,7 @@ impl Kernel {
                             h.pump(Some(Duration::ZERO));
                         }
                     }
-                    self.record_events(m, &mut b);
+                    self.record_events(&mut b);
                 }
             }
         }
@@ -548,7 +550,7 @@ impl Kernel {
 
     /// Turns what the host did into events at this point, each applied as it is recorded.
     /// Returns whether there was any.
-    fn record_events(&mut self, m: &mut Machine, b: &mut Bridge) -> bool {
+    fn record_events(&mut self, b: &mut Bridge) -> bool {
         let Mode::Record(h) = &mut b.mode else { return false };
         let quiet = h.waiting.is_empty()
             && INTERRUPTS.load(Ordering::Relaxed) == h.interrupts
@@ -622,7 +624,7 @@ impl Kernel {
         let any = !out.is_empty();
         for (conn, what) in out {
             let e = Event { at: b.point, conn, what };
-            if let Err(why) = self.apply(m, b, &e) {
+            if let Err(why) = self.apply(b, &e) {
                 // Recording applies only what fits: a failure here is ferrite's own fault.
                 b.diverged = Some(format!("recording `{}` failed: {why}", e.brief()));
             }
@@ -648,7 +650,7 @@ impl Kernel {
     }
 
     /// One event, into the machine.
-    fn apply(&mut self, m: &mut Machine, b: &mut Bridge, e: &Event) -> Result<(), String> {
+    fn apply(&mut self, b: &mut Bridge, e: &Event) -> Result<(), String> {
         match &e.what {
             What::Connect(port) => {
                 if e.conn as usize != b.conns.len() {
@@ -689,7 +691,6 @@ impl Kernel {
                 for pid in targets {
                     self.send_signal(pid, None, crate::signal::SigInfo::user(*sig, 0));
                 }
-                let _ = m;
             }
         }
         Ok(())
@@ -742,6 +743,36 @@ impl Kernel {
             if recording {
                 hc.flush();
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_round_trips_and_refuses_what_it_would_not_write() {
+        for n in 0..20usize {
+            let data: Vec<u8> = (0..n).map(|i| (i * 37 + 5) as u8).collect();
+            assert_eq!(unbase64(&base64(&data)), Some(data));
+        }
+        assert_eq!(base64(b"set k1 v1\n"), "c2V0IGsxIHYxCg==");
+        for bad in ["YQ", "YQ=a", "Y===", "YR==", "YQ==YQ==", "!!!!"] {
+            assert_eq!(unbase64(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn events_read_back_as_written() {
+        for what in [What::Connect(7711), What::Data(b"get k\n".to_vec()), What::Close, What::Signal(2)] {
+            let e = Event { at: 42, conn: 3, what };
+            assert_eq!(Event::parse(&e.line()), Ok(e));
+        }
+        for bad in
+            ["", "1", "1 0", "1 0 data", "1 0 data ", "x 0 close", "1 0 close x", "1 0 signal 0", "1 0 connect 70000"]
+        {
+            assert!(Event::parse(bad).is_err(), "{bad}");
         }
     }
 }

@@ -810,7 +810,7 @@ impl Kernel {
             if self.listen.is_some() {
                 // Host clients may wake someone: recording waits for them (until the deadline).
                 let wait = d.map(|d| d.saturating_sub(self.now_ns(m)));
-                let again = self.listen_point(m, Some(wait));
+                let again = self.listen_point(Some(wait));
                 if !self.waits.runnable.is_empty() {
                     break;
                 }
