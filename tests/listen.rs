@@ -30,8 +30,28 @@ struct Served {
 
 impl Served {
     fn start(server: &str, analyses: &str) -> Served {
+        Served::start_with(server, analyses, None)
+    }
+
+    /// With `nofile`: ferrite's own descriptor limit.
+    fn start_with(server: &str, analyses: &str, nofile: Option<u64>) -> Served {
+        use std::os::unix::process::CommandExt;
         let dir = scratch();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ferrite"))
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferrite"));
+        if let Some(n) = nofile {
+            let limit = libc::rlimit { rlim_cur: n, rlim_max: n };
+            // SAFETY: setrlimit(2) is async-signal-safe and `limit` is copied into the closure.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        let mut child = cmd
             .args(["run", "--env-clear", "--analyses", analyses, "--report", "r.json"])
             .args(["--listen", &format!("{GUEST_PORT}=0"), "--"])
             .arg(guest(server))
@@ -258,4 +278,25 @@ fn listen_refuses_what_it_cannot_combine_with() {
         r.assert_code(2);
         assert_eq!(error_lines(&r.stderr).len(), 1, "{}", r.describe());
     }
+}
+
+#[test]
+fn clients_that_come_and_go_do_not_use_up_descriptors() {
+    // More connections than ferrite may have descriptors: each is closed once both sides are
+    // done, and each is one recorded connection, replayed without its client.
+    let served = Served::start_with("kv_server", "none", Some(128));
+    for i in 0..300 {
+        let mut c = served.connect();
+        assert_eq!(c.ask(&format!("set k{i} v\n")), "OK\n", "connection {i}");
+    }
+    assert_eq!(served.connect().ask("shutdown\n"), "BYE\n");
+    let (code, out, err, dir) = served.wait();
+    assert_eq!((code, out.as_str()), (0, "kv_server: 300 requests served\n"), "{err}");
+    let path = dir.path().join("r.json");
+    let report = read_json(&path);
+    assert_eq!(get(&report, "run.listen.outputs").as_array().unwrap().len(), 301);
+    let r = replay(&path, &[]);
+    r.assert_code(0);
+    assert_eq!(r.stdout_str(), out);
+    assert!(r.stderr.contains(&format!("trace hash {})", hash(&report))), "{}", r.describe());
 }

@@ -259,7 +259,9 @@ pub fn unbase64(s: &str) -> Option<Vec<u8>> {
 
 /// A native client's connection, on the host side.
 struct HostConn {
-    stream: TcpStream,
+    /// The connection; closed (`None`) once both sides are done, so that clients that come and
+    /// go do not use up ferrite's descriptors.
+    stream: Option<TcpStream>,
     /// Read from the client, not yet in the machine.
     inbuf: VecDeque<u8>,
     /// The client closed its side (or the connection failed).
@@ -407,7 +409,10 @@ impl Host {
         for (_, l) in &self.listeners {
             fds.push(pfd(l.as_raw_fd(), libc::POLLIN));
         }
-        for c in &self.conns {
+        // Only connections with something to wait for: poll refuses more descriptors than
+        // RLIMIT_NOFILE, and clients that came and went have none.
+        let mut polled: Vec<usize> = Vec::new();
+        for (i, c) in self.conns.iter().enumerate() {
             let mut ev = 0;
             if !c.eof && c.inbuf.len() < HOST_CHUNK {
                 ev |= libc::POLLIN;
@@ -415,8 +420,10 @@ impl Host {
             if !c.out.is_empty() && !c.broken {
                 ev |= libc::POLLOUT;
             }
-            // A connection with nothing to wait for is left out (-1 is ignored by poll).
-            fds.push(pfd(if ev == 0 { -1 } else { c.stream.as_raw_fd() }, ev));
+            if let (Some(s), true) = (&c.stream, ev != 0) {
+                fds.push(pfd(s.as_raw_fd(), ev));
+                polled.push(i);
+            }
         }
         let timeout = match wait {
             None => -1,
@@ -439,8 +446,9 @@ impl Host {
             }
         }
         let base = 1 + self.listeners.len();
-        for (i, c) in self.conns.iter_mut().enumerate() {
-            if fds[base + i].revents != 0 {
+        for (k, &i) in polled.iter().enumerate() {
+            if fds[base + k].revents != 0 {
+                let c = &mut self.conns[i];
                 c.read();
                 c.flush();
             }
@@ -452,7 +460,11 @@ impl HostConn {
     fn read(&mut self) {
         let mut buf = [0u8; 16 << 10];
         while !self.eof && self.inbuf.len() < HOST_CHUNK {
-            match self.stream.read(&mut buf) {
+            let Some(s) = self.stream.as_mut() else {
+                self.eof = true;
+                return;
+            };
+            match s.read(&mut buf) {
                 Ok(0) => self.eof = true,
                 Ok(n) => self.inbuf.extend(&buf[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
@@ -465,7 +477,11 @@ impl HostConn {
     fn flush(&mut self) {
         while !self.out.is_empty() && !self.broken {
             let (a, _) = self.out.as_slices();
-            match self.stream.write(a) {
+            let Some(s) = self.stream.as_mut() else {
+                self.broken = true;
+                break;
+            };
+            match s.write(a) {
                 Ok(n) => drop(self.out.drain(..n)),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -476,7 +492,12 @@ impl HostConn {
             self.out.clear();
         }
         if self.guest_done && self.out.is_empty() {
-            let _ = self.stream.shutdown(std::net::Shutdown::Write);
+            if let Some(s) = &self.stream {
+                let _ = s.shutdown(std::net::Shutdown::Write);
+            }
+            if self.eof {
+                self.stream = None;
+            }
         }
     }
 }
@@ -578,7 +599,7 @@ impl Kernel {
             }
             let conn = (h.conns.len()) as u32;
             h.conns.push(HostConn {
-                stream: s,
+                stream: Some(s),
                 inbuf: VecDeque::new(),
                 eof: false,
                 out: VecDeque::new(),
@@ -616,7 +637,9 @@ impl Kernel {
                 b.rec.events.len()
             );
             for c in &h.conns {
-                let _ = c.stream.shutdown(std::net::Shutdown::Both);
+                if let Some(s) = &c.stream {
+                    let _ = s.shutdown(std::net::Shutdown::Both);
+                }
             }
             h.listeners.clear();
             h.waiting.clear();
