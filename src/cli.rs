@@ -365,6 +365,18 @@ pub struct RunArgs {
     #[command(flatten)]
     pub shard: ShardArgs,
 
+    /// Serve native clients: connections to 127.0.0.1:HOST_PORT (0: any free port) become
+    /// loopback TCP connections to the guest's listener on GUEST_PORT. Repeatable. The port is
+    /// announced on standard error as `ferrite: listening on 127.0.0.1:PORT for guest port
+    /// GUEST_PORT`. A client that connects before the guest listens waits. Every connection,
+    /// byte and close enters the machine at a counted point and is recorded in the report
+    /// (`run.listen`), so `ferrite replay` runs the server again without the clients. While
+    /// every guest thread waits for the host, ferrite waits too; SIGINT or SIGTERM then goes to
+    /// the guest (a second one as SIGKILL), and the run ends with its report. Cannot be
+    /// combined with --explore, --strategy exhaustive or pmrace, --recover or --shard.
+    #[arg(long, value_name = "GUEST_PORT=HOST_PORT", value_parser = parse_listen)]
+    pub listen: Vec<(u16, u16)>,
+
     /// Write host-side measurements of this run as JSON here (heap allocations ferrite made,
     /// wall-clock seconds, `dirty_pages`: how snapshot restores find written pages; for
     /// `--strategy exhaustive`, `exploration`: schedules run from the start and from a snapshot,
@@ -376,6 +388,17 @@ pub struct RunArgs {
     /// The program to run, then its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]...")]
     pub command: Vec<String>,
+}
+
+/// `--listen GUEST_PORT=HOST_PORT`.
+fn parse_listen(s: &str) -> Result<(u16, u16), String> {
+    let (g, h) = s.split_once('=').ok_or_else(|| format!("`{s}` is not GUEST_PORT=HOST_PORT"))?;
+    let port = |p: &str| p.parse::<u16>().map_err(|_| format!("`{p}` is not a port (0..=65535)"));
+    let (g, h) = (port(g)?, port(h)?);
+    if g == 0 {
+        return Err("the guest port cannot be 0".into());
+    }
+    Ok((g, h))
 }
 
 #[derive(Args, Debug)]

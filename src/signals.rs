@@ -46,6 +46,26 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
 }
 
+/// While a run listens for host clients (`--listen`), its first two interrupts go to the guest
+/// instead, at the run's next point, so that the run ends with its report and replays
+/// ([`syscalls::listen`]); a third ends ferrite as without `--listen`. Returns whether `sig`
+/// was passed on.
+fn deferred_to_guest(sig: i32) -> bool {
+    use syscalls::listen::{INTERRUPTS, INTERRUPT_FD, INTERRUPT_SIGNAL};
+    let fd = INTERRUPT_FD.load(Ordering::SeqCst);
+    if fd < 0 || sig == libc::SIGABRT || INTERRUPTS.load(Ordering::SeqCst) >= 2 {
+        return false;
+    }
+    if INTERRUPTS.load(Ordering::SeqCst) == 0 {
+        INTERRUPT_SIGNAL.store(sig, Ordering::SeqCst);
+    }
+    INTERRUPTS.fetch_add(1, Ordering::SeqCst);
+    let one = 1u64.to_ne_bytes();
+    // SAFETY: writes the 8 bytes of `one` to the bridge's eventfd, which wakes its `poll`.
+    unsafe { libc::write(fd, one.as_ptr().cast(), 8) };
+    true
+}
+
 /// From now on, SIGINT, SIGTERM, SIGHUP and SIGABRT remove `dir` (and everything in it) and end
 /// the process with status 128+N. Call once, early (before any thread is started, so that
 /// every thread inherits the handlers' effect). A failure to set this up is only a warning's
@@ -63,6 +83,9 @@ pub fn remove_on_signals(dir: PathBuf) -> std::io::Result<()> {
         loop {
             // SAFETY: `byte` has room for the one byte asked for.
             let n = unsafe { libc::read(read_end, (&mut byte as *mut u8).cast(), 1) };
+            if n == 1 && deferred_to_guest(i32::from(byte)) {
+                continue;
+            }
             if n == 1 {
                 break;
             }

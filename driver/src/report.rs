@@ -138,6 +138,64 @@ pub struct RunInfo {
     /// `--delay` and `--delay-decay`: active delay injection at releases.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay: Option<emu::sched::DelayInjection>,
+    /// `--listen`: the host clients' events, injected again by `ferrite replay`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<ListenInfo>,
+}
+
+/// The `run.listen` section: what host clients did through `--listen`, and what the guest
+/// sent them (docs/report-format.md).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ListenInfo {
+    /// The guest ports host clients reached.
+    pub ports: Vec<u16>,
+    /// Every host event as `POINT CONN connect PORT`, `POINT CONN data BASE64`,
+    /// `POINT CONN close` or `POINT 0 signal N`, in order.
+    pub events: Vec<String>,
+    /// What the guest sent each connection, by connection number.
+    pub outputs: Vec<ListenOutput>,
+    /// The host input was cut at the limit (its connections closed there).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+}
+
+/// What the guest sent one host connection.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ListenOutput {
+    /// Its length in bytes.
+    pub bytes: u64,
+    /// Its BLAKE3.
+    pub blake3: String,
+}
+
+impl ListenInfo {
+    /// The section of a recording.
+    pub fn of(r: &syscalls::listen::Recorded) -> ListenInfo {
+        ListenInfo {
+            ports: r.ports.clone(),
+            events: r.events.iter().map(|e| e.line()).collect(),
+            outputs: r.outputs.iter().map(|o| ListenOutput { bytes: o.bytes, blake3: o.blake3.clone() }).collect(),
+            truncated: r.truncated,
+        }
+    }
+
+    /// The recording back, checked as a run would have written it.
+    pub fn recorded(&self) -> Result<syscalls::listen::Recorded, String> {
+        let events = self
+            .events
+            .iter()
+            .map(|e| syscalls::listen::Event::parse(e))
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(|e| format!("run.listen.events: {e}"))?;
+        let outputs = self
+            .outputs
+            .iter()
+            .map(|o| syscalls::listen::Output { bytes: o.bytes, blake3: o.blake3.clone() })
+            .collect();
+        let r = syscalls::listen::Recorded { ports: self.ports.clone(), events, outputs, truncated: self.truncated };
+        r.validate().map_err(|e| format!("run.listen: {e}"))?;
+        Ok(r)
+    }
 }
 
 impl RunInfo {
@@ -175,6 +233,10 @@ impl RunInfo {
             settings: spec.settings.clone(),
             recover: spec.recover.clone(),
             delay: spec.delay,
+            listen: match &out.listen {
+                Some(Ok(r)) => Some(ListenInfo::of(r)),
+                _ => None,
+            },
         }
     }
 }
@@ -282,6 +344,9 @@ impl RunInfo {
         for v in &self.settings.sync_vars {
             limits::sync_var(v.offset, v.size).or_else(|e| field("settings.sync_vars", e))?;
         }
+        if let Some(l) = &self.listen {
+            l.recorded()?;
+        }
         Ok(())
     }
 
@@ -318,6 +383,7 @@ impl RunInfo {
             debug_dirs: Vec::new(),
             private_cwd: false,
             trace_syscalls: false,
+            listen: self.listen.as_ref().and_then(|l| l.recorded().ok()).map(syscalls::listen::ListenSpec::Replay),
         }
     }
 }

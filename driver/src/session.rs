@@ -324,6 +324,9 @@ impl Session {
             hash_inputs: !spec.private_cwd,
         });
         m.set_main_tid(k.current);
+        if let Some(l) = &spec.listen {
+            k.set_listen(l)?;
+        }
         m.scheduler().set_prefix(spec.schedule.clone());
         if let Some(h) = &spec.hold {
             k.privileged = h.privileged;
@@ -877,6 +880,7 @@ impl Session {
                 pm_file_reads: k.pm_file_reads,
                 translation: m.translation_stats(),
                 branching: None,
+                listen: k.take_listen(),
             },
             passes,
             raised,

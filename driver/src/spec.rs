@@ -170,6 +170,8 @@ pub struct RunSpec {
     pub private_cwd: bool,
     /// Print the guest's system calls on standard error (`--trace-syscalls`).
     pub trace_syscalls: bool,
+    /// `--listen`: host clients served and recorded, or a recording injected again.
+    pub listen: Option<syscalls::listen::ListenSpec>,
 }
 
 impl RunSpec {
@@ -210,6 +212,7 @@ impl RunSpec {
             debug_dirs: Vec::new(),
             private_cwd: false,
             trace_syscalls: false,
+            listen: None,
         }
     }
 }
@@ -293,6 +296,9 @@ pub struct RunOutcome {
     pub pm_file_reads: u64,
     /// What Unicorn's translation cache did (blocks translated, flushes).
     pub translation: emu::machine::TranslationStats,
+    /// `--listen`: what the host clients did and the guest sent them, or why a replay of a
+    /// recording diverged from it.
+    pub listen: Option<Result<syscalls::listen::Recorded, String>>,
     /// For an exhaustive exploration: how its schedules were run (from the start or from a
     /// snapshot of an earlier one).
     pub branching: Option<Branching>,

@@ -115,6 +115,7 @@ pub fn run_spec(opts: &RunOptions, command: &[String], pm_dir: PathBuf) -> Resul
         debug_dirs: driver::symbols::debug_dirs(opts.debug_dir.as_deref()),
         private_cwd: false,
         trace_syscalls: opts.trace_syscalls,
+        listen: None,
     })
 }
 

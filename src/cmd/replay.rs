@@ -63,6 +63,18 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
         }
     }
     let (report, out) = runner.execute(&spec)?;
+    if let Some(listen) = &out.listen {
+        let got = listen.as_ref().map_err(|why| anyhow!("replay diverged from the recorded host clients: {why}"))?;
+        let want = orig.run.listen.as_ref().map(|l| &l.outputs);
+        let got = driver::report::ListenInfo::of(got);
+        if want != Some(&got.outputs) {
+            bail!(
+                "replay diverged from the recorded host clients: the guest sent them {} instead of {}",
+                outputs_text(&got.outputs),
+                want.map_or_else(String::new, |w| outputs_text(w))
+            );
+        }
+    }
     let report = Report::new(report, None);
     driver::print_findings(&report.findings);
     if let Some(path) = &a.report_out {
@@ -104,4 +116,14 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
         say!("ferrite: replay reproduced the run (trace hash {})", report.run.trace_hash);
     }
     Ok(out.end.exit_status(report.findings.len(), 66))
+}
+
+/// What the guest sent each host connection, for a divergence message.
+fn outputs_text(o: &[driver::report::ListenOutput]) -> String {
+    let each: Vec<String> = o.iter().enumerate().map(|(i, o)| format!("{} bytes on connection {i}", o.bytes)).collect();
+    if each.is_empty() {
+        "nothing".into()
+    } else {
+        each.join(", ")
+    }
 }

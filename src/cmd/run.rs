@@ -41,12 +41,39 @@ pub fn run(a: RunArgs) -> Result<i32> {
     if opts.schedule_seed.is_some() && opts.strategy == "pmrace" {
         anyhow::bail!("--schedule-seed does not apply to --strategy pmrace (each of its runs has a seed of its own)");
     }
+    if !a.listen.is_empty() {
+        let clash = if opts.explore > 1 {
+            Some("--explore")
+        } else if opts.strategy == "exhaustive" || opts.strategy == "pmrace" {
+            Some("--strategy exhaustive and pmrace")
+        } else if opts.recover.is_some() {
+            Some("--recover")
+        } else if shard.is_some() {
+            Some("--shard")
+        } else {
+            None
+        };
+        if let Some(c) = clash {
+            anyhow::bail!("--listen cannot be combined with {c}: host clients are served once, by one run");
+        }
+        let mut guests: Vec<u16> = a.listen.iter().map(|l| l.0).collect();
+        guests.sort_unstable();
+        if guests.windows(2).any(|w| w[0] == w[1]) {
+            anyhow::bail!("--listen names a guest port twice");
+        }
+    }
     let pm = super::PmDir::new(opts.pm_dir.clone())?;
-    let spec = super::run_spec(&opts, &a.command, pm.path())?;
+    let mut spec = super::run_spec(&opts, &a.command, pm.path())?;
+    if !a.listen.is_empty() {
+        spec.listen = Some(syscalls::listen::ListenSpec::Record(a.listen.clone()));
+    }
     if let (Some(shard), Some(path)) = (shard, &opts.report) {
         return super::merge::explore_part(&opts, &a.command, &spec, shard, path);
     }
     let (report, out, summary) = explore_as(&spec, &opts)?;
+    if let Some(Err(why)) = &out.listen {
+        anyhow::bail!("--listen: {why}");
+    }
     let report = Report::new(report, None);
     if !opts.quiet {
         if let Some(summary) = summary {

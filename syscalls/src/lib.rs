@@ -23,6 +23,7 @@ pub mod execve;
 pub mod fd;
 pub mod fs;
 pub mod landlock;
+pub mod listen;
 pub mod mem;
 pub mod names;
 pub mod net;
@@ -210,6 +211,8 @@ pub struct Kernel {
     /// The running process: whose descriptors, memory layout and signal actions the kernel
     /// holds now.
     pub(crate) pid: u32,
+    /// `--listen`'s bridge to host clients ([`listen`]), if the run has one.
+    pub(crate) listen: Option<Box<listen::Bridge>>,
 }
 
 impl Kernel {
@@ -244,6 +247,7 @@ impl Kernel {
             pid: process::PID,
             execs: Vec::new(),
             timers: timers::Timers::default(),
+            listen: None,
             cfg,
         }
     }
@@ -254,6 +258,10 @@ impl Kernel {
         let a = [m.reg(Reg::RDI), m.reg(Reg::RSI), m.reg(Reg::RDX), m.reg(Reg::R10), m.reg(Reg::R8), m.reg(Reg::R9)];
         // The call as made, before it runs (a path argument may be freed by the call).
         let traced = self.cfg.trace_syscalls.then(|| trace::call(m, self.current, nr, a));
+        // Host clients' events due now enter before the call ([`listen`]).
+        if self.listen.is_some() {
+            self.listen_point(None);
+        }
         // Timers whose instant passed since the last block start expire before the call.
         self.fire_timers(m);
         let d = self.dispatch(m, nr, a);

@@ -504,6 +504,50 @@ impl Kernel {
         Ok(0)
     }
 
+    /// The guest's TCP listener on loopback `port` ([`crate::listen`]).
+    pub(crate) fn tcp_listener(&mut self, port: u16) -> Option<Rc<RefCell<Sock>>> {
+        self.net.lookup(&Name::Port { dgram: false, port }).filter(|t| t.borrow().queue.is_some())
+    }
+
+    /// A host client's connection to the guest's listener on `port`, as an in-machine connect
+    /// from loopback and the next ephemeral port makes it ([`crate::listen`]): the client's
+    /// end, which the bridge holds, or `None` if nobody listens there.
+    pub(crate) fn connect_from_host(&mut self, port: u16) -> Option<Rc<RefCell<Sock>>> {
+        let target = self.tcp_listener(port)?;
+        let domain = target.borrow().domain;
+        let client = Rc::new(RefCell::new(self.new_sock(domain, libc::SOCK_STREAM)));
+        self.autobind(&client).ok()?;
+        let mut server = self.new_sock(domain, libc::SOCK_STREAM);
+        {
+            let mut c = client.borrow_mut();
+            self.join(&mut c, &mut server);
+            c.peer = Some(inet_addr(domain, false, port));
+            server.peer = c.local.clone();
+            server.local = c.peer.clone();
+        }
+        let key = {
+            let mut t = target.borrow_mut();
+            t.queue.as_mut()?.push_back(Rc::new(RefCell::new(server)));
+            t.id
+        };
+        self.io_ready(key);
+        Some(client)
+    }
+
+    /// Shuts down the writing side of a host client's end (the client closed): the guest reads
+    /// end of file. Returns the readiness keys that changed.
+    pub(crate) fn shut_host_side(s: &Rc<RefCell<Sock>>) -> Vec<u64> {
+        let mut b = s.borrow_mut();
+        let Some((_, tx)) = b.conn.clone() else { return Vec::new() };
+        if b.shut_wr {
+            return Vec::new();
+        }
+        b.shut_wr = true;
+        let mut t = tx.borrow_mut();
+        t.writers -= 1;
+        vec![t.id]
+    }
+
     pub(crate) fn accept4(&mut self, m: &mut Machine, fd: i32, addr: u64, lenp: u64, flags: i32) -> SysResult {
         if flags & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) != 0 {
             return err(libc::EINVAL);

@@ -38,7 +38,8 @@ impl Kernel {
 
     fn copy(&self, files: bool) -> Option<Kernel> {
         // Other processes' address spaces live in the machine's tables, which are not copied.
-        if self.procs.len() > 1 {
+        // Nor is a bridge to host clients ([`crate::listen`]): its sockets are the host's.
+        if self.procs.len() > 1 || self.listen.is_some() {
             return None;
         }
         let mut fds = BTreeMap::new();
@@ -128,6 +129,7 @@ impl Kernel {
             pid: self.pid,
             execs: Vec::new(),
             timers: self.timers.clone(),
+            listen: None,
         })
     }
 

@@ -807,6 +807,17 @@ impl Kernel {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
+            if self.listen.is_some() {
+                // Host clients may wake someone: recording waits for them (until the deadline).
+                let wait = d.map(|d| d.saturating_sub(self.now_ns(m)));
+                let again = self.listen_point(Some(wait));
+                if !self.waits.runnable.is_empty() {
+                    break;
+                }
+                if again {
+                    continue;
+                }
+            }
             let Some(d) = d else {
                 let threads = self.threads.values().map(|t| (t.tid, t.blocked_at.clone())).collect();
                 return Err(Deadlock { threads });
