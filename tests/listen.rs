@@ -243,6 +243,8 @@ fn an_interrupt_while_waiting_ends_the_run_with_a_report_that_replays() {
     let path = dir.path().join("r.json");
     let report = read_json(&path);
     assert_eq!(get(&report, "run.exit.signal"), 2);
+    // The interrupt came from the user, through ferrite: not a fault of the program's.
+    assert!(findings_of(&report, "fault").is_empty(), "{err}");
     let events = get(&report, "run.listen.events").as_array().unwrap();
     assert!(events.last().unwrap().as_str().unwrap().ends_with(" 0 signal 2"), "{events:?}");
     let r = replay(&path, &[]);

@@ -835,10 +835,10 @@ impl Session {
             m.set_observer(Box::new(Passes::new(Vec::new())));
         }
         // A guest killed by a signal it sent itself (abort, assert) is a finding too, at the call
-        // that raised it.
+        // that raised it; not one `--listen` sent it for an interrupt of ferrite.
         let mut raised = None;
         if let GuestEnd::Exited(ProcessExit::Signal(s)) = end {
-            if !findings.iter().any(|f| f.analysis == "fault") {
+            if !findings.iter().any(|f| f.analysis == "fault") && k.host_signal() != Some(s) {
                 let bt = symbols.frames(&m.backtrace());
                 let name = sig::name(s);
                 let tid = m.tid();

@@ -213,6 +213,8 @@ pub struct Kernel {
     pub(crate) pid: u32,
     /// `--listen`'s bridge to host clients ([`listen`]), if the run has one.
     pub(crate) listen: Option<Box<listen::Bridge>>,
+    /// The signal `--listen`'s bridge sent the guest for an interrupt of ferrite, if it did.
+    pub(crate) host_signal: Option<i32>,
 }
 
 impl Kernel {
@@ -248,6 +250,7 @@ impl Kernel {
             execs: Vec::new(),
             timers: timers::Timers::default(),
             listen: None,
+            host_signal: None,
             cfg,
         }
     }

@@ -509,6 +509,12 @@ impl Kernel {
         Ok(())
     }
 
+    /// The signal the bridge sent the guest because ferrite was interrupted (in a recording, or
+    /// at the same point of its replay): a guest that dies of it did not kill itself.
+    pub fn host_signal(&self) -> Option<i32> {
+        self.host_signal
+    }
+
     /// The bridge's record, once the run is over ([`Bridge::finish`]); `None` without `--listen`.
     pub fn take_listen(&mut self) -> Option<Result<Recorded, String>> {
         self.listen.take().map(|b| b.finish())
@@ -708,6 +714,7 @@ impl Kernel {
                 }
             }
             What::Signal(sig) => {
+                self.host_signal = Some(*sig);
                 let group = self.procs.get(&crate::process::PID).map_or(crate::process::PID, |p| p.pgid);
                 let targets: Vec<u32> =
                     self.procs.iter().filter(|(_, p)| p.pgid == group).map(|(&pid, _)| pid).collect();
