@@ -8,5 +8,7 @@
 //! Nothing depends on where ferrite itself is loaded: guests live in Unicorn's address space.
 
 fn main() {
+    // Without it, cargo runs the script again whenever any file of the package changes.
+    println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rustc-link-arg-bins=-no-pie");
 }

@@ -226,7 +226,11 @@ pub fn test_shard(
     // The smallest set of lines that must stay unpersisted for recovery to fail, of each failing
     // image, on the recovery workers: their warm engines serve these recoveries too, where the
     // calling thread would run its first recovery fresh (a fixed cost every shard repeats).
-    let minimised: Vec<Result<Minimised, Error>> = pool.install(|| {
+    // Minimising one image takes up to `MINIMISE_TESTS + 1` recoveries: a pool sized for the
+    // recoveries above may be too small for that.
+    let wanted = recovery_workers(plan.jobs, failed * (MINIMISE_TESTS + 1));
+    let larger = if wanted > pool.current_num_threads() { Some(worker_pool(wanted)?) } else { None };
+    let minimised: Vec<Result<Minimised, Error>> = larger.as_ref().unwrap_or(&pool).install(|| {
         recovered
             .par_iter()
             .filter(|r| r.3.failed())
@@ -281,6 +285,9 @@ fn worker_pool(n: usize) -> Result<rayon::ThreadPool, Error> {
         .map_err(|e| Error::Other(format!("cannot start {n} recovery workers: {e}")))
 }
 
+/// Most recoveries ddmin may run to minimise one failing image.
+const MINIMISE_TESTS: usize = 24;
+
 /// A failing image minimised: the lines that must stay unpersisted, and the recoveries it took
 /// (how many, how many restored from a snapshot).
 struct Minimised {
@@ -312,7 +319,8 @@ fn minimise(
         }
     };
     // Nothing need be lost if the point's own state (everything persisted) fails too.
-    let minimal = if !stale.is_empty() && fails(&[]) { Vec::new() } else { ddmin(stale.clone(), 24, &mut fails) };
+    let minimal =
+        if !stale.is_empty() && fails(&[]) { Vec::new() } else { ddmin(stale.clone(), MINIMISE_TESTS, &mut fails) };
     let restored = driver::warm::take_counts().restored;
     match errors {
         Some(e) => Err(e),

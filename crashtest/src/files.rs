@@ -101,11 +101,14 @@ pub fn key_base<'a>(point: &'a PointData, file_paths: &BTreeMap<u32, PathBuf>) -
     KeyBase { files, ids, cwd: cwd_digest(&point.cwd) }
 }
 
-/// `files_key(&image_files(point, choice, file_paths)?)`, from the point's sums and the lines
-/// the image changes: no page is copied or hashed, so enumerating a point's images to find the
-/// unique ones costs their changed lines, not their pages.
+/// `files_key(&image_files(point, choice, file_paths)?)`, from the point's sums and the image's
+/// lines: no page is copied or hashed, and only the lines the image changes are hashed, so
+/// enumerating a point's images to find the unique ones costs a walk over the crash space's
+/// lines and the hashes of the changed ones, not their pages.
 pub fn image_key(point: &PointData, base: &KeyBase, choice: &[u32]) -> Option<String> {
-    let mut lines: Vec<(usize, u64, [u8; LINE])> = Vec::new();
+    // By (file, offset): two file ids can name one path, and the later line wins there, as it
+    // does when the image is written.
+    let mut lines: BTreeMap<(usize, u64), [u8; LINE]> = BTreeMap::new();
     for (line, mut content) in point.space.image(choice).ok()? {
         let dev = line * LINE as u64;
         let Some(&file) = base.ids.get(&((dev >> emu::pm::FILE_SHIFT) as u32)) else { continue };
@@ -118,34 +121,27 @@ pub fn image_key(point: &PointData, base: &KeyBase, choice: &[u32]) -> Option<St
         if let Ok(keep) = usize::try_from(len - off) {
             content[keep.min(LINE)..].fill(0);
         }
-        match lines.iter_mut().find(|l| (l.0, l.1) == (file, off)) {
-            Some(l) => l.2 = content,
-            None => lines.push((file, off, content)),
-        }
+        lines.insert((file, off), content);
     }
     // Each changed page's lines' sum, before and after.
-    let mut pages: Vec<(usize, u64, Sum, Sum)> = Vec::new();
-    for (file, off, new) in lines {
+    let mut pages: BTreeMap<(usize, u64), (Sum, Sum)> = BTreeMap::new();
+    for ((file, off), new) in lines {
         let f = base.files[file].1;
         let old = f.line(off);
         if old == new {
             continue;
         }
         let index = off / PAGE as u64;
-        let p = match pages.iter().position(|p| (p.0, p.1) == (file, index)) {
-            Some(p) => p,
-            None => {
-                let sum = f.page_sum(index);
-                pages.push((file, index, sum, sum));
-                pages.len() - 1
-            }
-        };
+        let page = pages.entry((file, index)).or_insert_with(|| {
+            let sum = f.page_sum(index);
+            (sum, sum)
+        });
         let in_page = (off % PAGE as u64) as usize / LINE;
-        pages[p].3.sub(line_term(in_page, &old));
-        pages[p].3.add(line_term(in_page, &new));
+        page.1.sub(line_term(in_page, &old));
+        page.1.add(line_term(in_page, &new));
     }
     let mut sums: Vec<Sum> = base.files.iter().map(|f| f.2).collect();
-    for (file, index, before, after) in pages {
+    for ((file, index), (before, after)) in pages {
         sums[file].sub(page_term(index, before));
         sums[file].add(page_term(index, after));
     }
@@ -209,7 +205,8 @@ mod tests {
         bytes[0][PAGE + 5] = 2;
         let mut dev = PmDevice::new(PmConfig::default());
         let at = |id: u64, off: u64| (id << emu::pm::FILE_SHIFT) + off;
-        let stores: [(u64, u64, &[u8]); 7] = [
+        // The last store is wholly past the end of `b` (a mapping longer than its file).
+        let stores: [(u64, u64, &[u8]); 8] = [
             (0, 64, &[5]),
             (0, 70, &[9]),
             (0, PAGE as u64 + 5, &[0]),
@@ -217,20 +214,25 @@ mod tests {
             (1, 64, &[8; 36]),
             (1, 64, &[7; 36]),
             (0, 64, &[0]),
+            (1, 128, &[6]),
         ];
         for (id, off, new) in stores {
             let file = &mut bytes[id as usize];
             let o = off as usize;
-            let old = file[o..o + new.len()].to_vec();
+            let old = file.get(o..o + new.len()).map_or(vec![0; new.len()], <[u8]>::to_vec);
             let line = |n: u64| {
                 let mut l = [0u8; LINE];
                 let start = ((n * LINE as u64) & ((1 << emu::pm::FILE_SHIFT) - 1)) as usize;
                 let end = (start + LINE).min(file.len());
-                l[..end - start].copy_from_slice(&file[start..end]);
+                if start < end {
+                    l[..end - start].copy_from_slice(&file[start..end]);
+                }
                 l
             };
             dev.store(0, at(id, off), &old, new, StoreKind::Cached, line);
-            file[o..o + new.len()].copy_from_slice(new);
+            if let Some(dst) = file.get_mut(o..o + new.len()) {
+                dst.copy_from_slice(new);
+            }
         }
         let files = BTreeMap::from([
             (PathBuf::from("a"), PagedFile::from_bytes(&bytes[0])),

@@ -395,7 +395,9 @@ impl PagedFile {
         let bytes = &buf[..n];
         let old = prev.and_then(|p| p.page(index));
         let page = match old {
-            Some(p) if p.bytes[..n] == *bytes => Some(p.clone()),
+            // A file that shrank leaves bytes past its new end in the old page: not shared then,
+            // so that equal contents keep equal sums.
+            Some(p) if p.bytes[..n] == *bytes && driver::dir_image::all_zero(&p.bytes[n..]) => Some(p.clone()),
             None if driver::dir_image::all_zero(bytes) => None,
             _ => Page::of(bytes),
         };

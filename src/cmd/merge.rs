@@ -266,9 +266,7 @@ pub fn explore_part(
     programs.extend(spec.recover.as_ref().map(|r| &r[0]));
     let mut header = Header::new("explore", shard, options, run_inputs(&programs, opts.config.as_deref(), spec));
     let runs = if exhaustive {
-        // Snapshots take at most a quarter of what ferrite may hold, as unsharded (`ferrite run`).
-        let limit = crate::host_memory::LIMIT.load(std::sync::atomic::Ordering::Relaxed) / 4;
-        let budget = (!opts.no_snapshots).then_some(limit.min(driver::explore::exhaustive::SNAPSHOT_BUDGET));
+        let budget = super::run::snapshot_budget(opts.no_snapshots);
         sharded::exhaustive(&runner, spec, opts.explore.max(1), opts.max_preemptions, opts.por, shard, budget)?
     } else {
         sharded::random(&runner, spec, opts.explore, shard, !opts.no_snapshots)?

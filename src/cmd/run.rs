@@ -8,14 +8,19 @@ use driver::{explore, RunOutcome, RunReport, RunSpec};
 use crate::cli::{RunArgs, RunOptions};
 use crate::report::Report;
 
+/// What exhaustive exploration's snapshots may hold: at most a quarter of what ferrite may hold
+/// (`--max-host-memory`); nothing with `--no-snapshots`.
+pub(crate) fn snapshot_budget(no_snapshots: bool) -> Option<u64> {
+    let limit = crate::host_memory::LIMIT.load(std::sync::atomic::Ordering::Relaxed) / 4;
+    (!no_snapshots).then_some(limit.min(explore::exhaustive::SNAPSHOT_BUDGET))
+}
+
 /// One run, or the exploration the options ask for: `--strategy exhaustive`, `--strategy
 /// pmrace` (with its summary line), `--explore N` random schedules.
 pub fn explore_as(spec: &RunSpec, opts: &RunOptions) -> Result<(RunReport, RunOutcome, Option<String>)> {
     let runner = super::runner();
     Ok(if spec.strategy == emu::sched::Strategy::Exhaustive {
-        // Snapshots take at most a quarter of what ferrite may hold (`--max-host-memory`).
-        let limit = crate::host_memory::LIMIT.load(std::sync::atomic::Ordering::Relaxed) / 4;
-        let budget = (!opts.no_snapshots).then_some(limit.min(explore::exhaustive::SNAPSHOT_BUDGET));
+        let budget = snapshot_budget(opts.no_snapshots);
         let (r, o) =
             explore::exhaustive::explore(&runner, spec, opts.explore.max(1), opts.max_preemptions, opts.por, budget)?;
         (r, o, None)
