@@ -361,6 +361,11 @@ struct OmpThread {
     taskloops: Vec<Option<u64>>,
     /// The stack pointer at the entry of the `GOMP_sections_next` call in progress.
     sections_sp: u64,
+    /// The dependences of the `GOMP_taskwait_depend` call in progress.
+    taskwait_deps: u64,
+    /// The last `omp_set_num_threads` argument (0: none): the team size of its later regions
+    /// without a `num_threads` clause.
+    num_threads: u64,
 }
 
 /// What [`Omp`] keeps of a thread of happens-before time (a thread or a task).
@@ -409,6 +414,9 @@ struct Region {
     body: u64,
     data: u64,
     master: u32,
+    /// A team of one thread (`num_threads(1)`, `if(0)`, `omp_set_num_threads(1)`): its
+    /// sections run one after another on that thread.
+    alone: bool,
 }
 
 /// OpenMP's happens-before, from libgomp's entry points (gcc's runtime; the program's code
@@ -488,6 +496,12 @@ impl Omp {
         self.threads.get_mut(&tid)?.frames.iter_mut().rev().find(|f| f.region.is_some())
     }
 
+    /// Whether `tid` runs in a region whose team is one thread.
+    fn in_team_of_one(&mut self, tid: u32) -> bool {
+        let Some(id) = self.region_frame(tid).and_then(|f| f.region) else { return false };
+        self.regions.iter().any(|r| r.id == id && r.alone)
+    }
+
     /// The barrier that completes a task created by `tid` now: the next one of its region,
     /// or the one it is in.
     fn completing_barrier(&mut self, tid: u32) -> Option<(u64, u32)> {
@@ -531,7 +545,8 @@ impl Omp {
             (SyncKind::OmpParallel, true) => {
                 self.next_region += 1;
                 let id = self.next_region;
-                self.regions.push(Region { id, body: ev.addr, data: ev.old, master: t });
+                let asked = if ev.new != 0 { ev.new } else { self.threads.get(&t).map_or(0, |s| s.num_threads) };
+                self.regions.push(Region { id, body: ev.addr, data: ev.old, master: t, alone: asked == 1 });
                 out(actor, SyncOp::Post { obj: omp_object(OMP_FORK, id) });
             }
             (SyncKind::OmpParallel, false) => {
@@ -572,7 +587,8 @@ impl Omp {
                 }
             }
             (SyncKind::OmpSectionsNext, true) => self.threads.entry(t).or_default().sections_sp = ev.new,
-            (SyncKind::OmpSectionsNext, false) if ev.new as u32 != 0 => {
+            (SyncKind::OmpSetNumThreads, true) => self.threads.entry(t).or_default().num_threads = ev.addr,
+            (SyncKind::OmpSectionsNext, false) if ev.new as u32 != 0 && !self.in_team_of_one(t) => {
                 // A section: a task of its own, created and started here, complete at the
                 // sections' barrier or the region's join.
                 let id = self.new_task();
@@ -607,6 +623,18 @@ impl Omp {
                 if let Some((id, inline)) = self.threads.get_mut(&t).and_then(|s| s.creating.pop()) {
                     if inline {
                         out(actor, SyncOp::Wait { obj: omp_object(OMP_TASK_END, u64::from(id)) });
+                    }
+                }
+            }
+            (SyncKind::OmpTaskwaitDepend, true) => self.threads.entry(t).or_default().taskwait_deps = ev.new,
+            (SyncKind::OmpTaskwaitDepend, false) => {
+                // The children the dependences name (compared as `GOMP_task` compares a new
+                // task's with its earlier siblings'), not the others.
+                let deps = self.threads.get(&t).map_or(0, |s| s.taskwait_deps);
+                let (outs, ins) = (deps & BLOOM, deps >> 28 & BLOOM);
+                for c in &self.logical(actor).children {
+                    if outs & (c.1 | c.2) != 0 || ins & c.1 != 0 {
+                        out(actor, SyncOp::Wait { obj: omp_object(OMP_TASK_END, u64::from(c.0)) });
                     }
                 }
             }
