@@ -902,8 +902,8 @@ impl Analysis for Hmtrace {
                 for obj in self.adapter.omp.dead_objects.drain(..) {
                     self.hb.forget(obj);
                 }
-                for actor in self.adapter.omp.dead_actors.drain(..) {
-                    self.hb.retire(actor);
+                for (actor, posts) in self.adapter.omp.dead_actors.drain(..) {
+                    self.hb.retire(actor, posts);
                     self.threads.remove(&actor);
                 }
             }

@@ -464,8 +464,9 @@ pub struct Omp {
     /// Happens-before objects no operation will wait on again (a started task's creation, the
     /// ends of children a `taskwait` collected), for a pass to drop ([`HappensBefore::forget`]).
     pub dead_objects: Vec<u64>,
-    /// Tasks that ended: their clocks will not be read again.
-    pub dead_actors: Vec<u32>,
+    /// Tasks that ended, with the number of posts their end made (each a new epoch after
+    /// their last access): their clocks will not be read again ([`HappensBefore::retire`]).
+    pub dead_actors: Vec<(u32, u32)>,
 }
 
 /// How far below a task body's entry stack pointer its frames are taken to reach.
@@ -780,7 +781,8 @@ impl Omp {
                 self.dead_objects.extend(l.children.iter().map(|c| omp_object(OMP_TASK_END, u64::from(c.0))));
             }
             self.dead_objects.push(omp_object(OMP_CHILDREN, u64::from(id)));
-            self.dead_actors.push(id);
+            let posts = 2 + info.groups.len() as u32 + if info.region.is_some() { 2 } else { 0 };
+            self.dead_actors.push((id, posts));
             self.dead_stack = Some((f.sp.saturating_sub(TASK_STACK), f.sp));
             let post = |kind, key: u64| SyncOp::Post { obj: omp_object(kind, key) };
             out(id, post(OMP_TASK_END, u64::from(id)));
@@ -1190,6 +1192,9 @@ pub struct Edges {
     pub locks: bool,
 }
 
+/// How many of the most recently freed slots [`HappensBefore::adopt`] looks at.
+const ADOPT_LOOK: usize = 64;
+
 /// Vector clocks per thread, per sync object and per lock.
 #[derive(Clone, Debug)]
 pub struct HappensBefore {
@@ -1199,6 +1204,13 @@ pub struct HappensBefore {
     objects: FxHashMap<u64, VectorClock>,
     locks: FxHashMap<u64, VectorClock>,
     exited: FxHashMap<u32, VectorClock>,
+    /// Slots of retired threads of time ([`HappensBefore::retire`]), newest last: the epoch of
+    /// the owner's last access and its final epoch (above every epoch it published). A new
+    /// thread of time whose first operation waits on a clock that knows the former takes the
+    /// slot over ([`HappensBefore::adopt`]).
+    free: Vec<(usize, u32, u32)>,
+    /// The next slot never given.
+    next_slot: usize,
 }
 
 impl HappensBefore {
@@ -1211,13 +1223,18 @@ impl HappensBefore {
             objects: FxHashMap::default(),
             locks: FxHashMap::default(),
             exited: FxHashMap::default(),
+            free: Vec::new(),
+            next_slot: 0,
         }
     }
 
     /// The dense slot of a thread id.
     pub fn slot(&mut self, tid: u32) -> usize {
-        let n = self.slots.len();
-        *self.slots.entry(tid).or_insert(n)
+        let next = &mut self.next_slot;
+        *self.slots.entry(tid).or_insert_with(|| {
+            *next += 1;
+            *next - 1
+        })
     }
 
     /// The thread's current clock (its own component at least 1).
@@ -1245,6 +1262,11 @@ impl HappensBefore {
 
     /// Applies one operation by `tid`.
     pub fn apply(&mut self, tid: u32, op: SyncOp) {
+        if let SyncOp::Wait { obj } = op {
+            if !self.free.is_empty() && !self.slots.contains_key(&tid) {
+                self.adopt(tid, obj);
+            }
+        }
         self.ensure(tid);
         match op {
             SyncOp::Create { child } if self.edges.create_join => {
@@ -1325,9 +1347,34 @@ impl HappensBefore {
     }
 
     /// Drops a finished thread of happens-before time's clock (an OpenMP task that ended:
-    /// nothing joins it; its slot stays its own).
-    pub fn retire(&mut self, tid: u32) {
-        self.threads.remove(&tid);
+    /// nothing joins it, and it runs no more; its last `posts` operations were posts, after
+    /// its last access) and frees its slot for a later one ([`HappensBefore::adopt`]).
+    pub fn retire(&mut self, tid: u32, posts: u32) {
+        if let (Some(c), Some(s)) = (self.threads.remove(&tid), self.slots.remove(&tid)) {
+            let last = c.get(s);
+            self.free.push((s, last.saturating_sub(posts), last));
+        }
+    }
+
+    /// Gives `tid`, new, the slot of a retired thread of time whose last access the clock of
+    /// `obj` (which `tid` starts by waiting on) knows, if one of the most recently freed has
+    /// one, its epochs continuing above every epoch the old owner published. Sound: a clock
+    /// that knows an epoch of the new owner knows, through its start, every access of the old
+    /// owner, and one that knows only the old owner's epochs knows none of the new owner's, so
+    /// a record of either is ordered before exactly the clocks that saw it. Without it, each
+    /// OpenMP task would add a component to every clock, and a program with 10⁶ tasks would
+    /// join clocks of 10⁶ components.
+    fn adopt(&mut self, tid: u32, obj: u64) {
+        let Some(c) = self.objects.get(&obj) else { return };
+        let n = self.free.len();
+        let Some(i) = (n.saturating_sub(ADOPT_LOOK)..n).rev().find(|&i| c.get(self.free[i].0) >= self.free[i].1) else {
+            return;
+        };
+        let (s, _, last) = self.free.swap_remove(i);
+        let mut own = c.clone();
+        own.set(s, last);
+        self.slots.insert(tid, s);
+        self.threads.insert(tid, own);
     }
 
     /// Whether the event at clock `earlier` (by thread `t1`) happens before thread `t2` now.
@@ -1340,6 +1387,35 @@ impl HappensBefore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_retired_slot_goes_only_to_a_thread_of_time_that_knows_its_owners_accesses() {
+        let all = Edges { create_join: true, objects: true, locks: true };
+        let mut hb = HappensBefore::new(all);
+        let (creator, a, b, c) = (1, 100, 101, 102);
+        // The creator starts task a; a accesses at `at`, then ends with one post.
+        hb.apply(creator, SyncOp::Post { obj: 1 });
+        hb.apply(a, SyncOp::Wait { obj: 1 });
+        let (slot_a, at) = (hb.slot(a), hb.own(a));
+        hb.apply(a, SyncOp::Post { obj: 2 });
+        hb.retire(a, 1);
+        // b starts before the creator waited for a's end: a slot of its own, a's access unseen.
+        hb.apply(creator, SyncOp::Post { obj: 3 });
+        hb.apply(b, SyncOp::Wait { obj: 3 });
+        assert_ne!(hb.slot(b), slot_a);
+        assert!(hb.clock(b).get(slot_a) < at);
+        // After the wait, c takes a's slot over, ordered after a's access; b, which knows only
+        // a's time, is not ordered after c's.
+        hb.apply(creator, SyncOp::Wait { obj: 2 });
+        hb.apply(creator, SyncOp::Post { obj: 4 });
+        hb.apply(c, SyncOp::Wait { obj: 4 });
+        assert_eq!(hb.slot(c), slot_a);
+        assert!(hb.clock(c).get(slot_a) >= at);
+        let c_at = hb.own(c);
+        hb.apply(b, SyncOp::Wait { obj: 2 });
+        assert!(hb.clock(b).get(slot_a) >= at, "b waited for a's end");
+        assert!(hb.clock(b).get(slot_a) < c_at, "b does not know c's accesses");
+    }
 
     #[test]
     fn create_join_and_objects_order_threads() {
