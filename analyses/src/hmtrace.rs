@@ -43,7 +43,9 @@
 //!   libgomp) makes, are atomics; every later plain store to them is a release and
 //!   every plain load an acquire (C11 release stores and acquire loads compile to plain moves
 //!   on x86), a locked instruction both. Plain accesses to sync locations are never races, and a
-//!   report whose bytes became a sync location later in the run is dropped at the end.
+//!   report whose bytes became a sync location later in the run is dropped at the end, except
+//!   one whose later access is a locked instruction of the program's own: that is an atomic
+//!   write racing with a plain write made before the bytes became a sync location.
 //! - **Ownership cleared.** When a thread exits, every record in its stack block (glibc's
 //!   descriptor, the thread's handle, sits at the top of the 8 MiB block) is forgotten: glibc
 //!   hands cached stacks of finished threads to new ones (`thr_detached`).

@@ -433,8 +433,10 @@ struct Region {
 ///   `GOMP_task` and from the ends of the earlier sibling tasks its dependences name (out/inout
 ///   against earlier out/inout/in, in against earlier out/inout; addresses compared through
 ///   28-bit Bloom filters, so a collision can add an edge, never drop one); its end happens
-///   before its creator's next `taskwait`, the end of every taskgroup it is in, the barrier
-///   that completes it and the region's join. An undeferred task (run inside its `GOMP_task`)
+///   before its creator's next `taskwait` (and a `taskwait depend` whose dependences conflict
+///   with its own), the end of every taskgroup it is in, the barrier that completes it and the
+///   region's join; the sections of a region whose team is one thread (its `num_threads`
+///   argument, else the master's last `omp_set_num_threads`) are not tasks, they run in order. An undeferred task (run inside its `GOMP_task`)
 ///   ends before its creator continues. Taskloops (`GOMP_taskloop`) make a task of each run
 ///   of their body, complete at the taskloop's return unless `nogroup`.
 ///
