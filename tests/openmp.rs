@@ -1,8 +1,9 @@
 //! hmtrace on OpenMP programs (gcc's libgomp; docs/analyses/hmtrace.md, "OpenMP"): every
 //! labelled kernel `guests/src/omp_*` — racy (`_yes`) and race-free (`_no`) twins for parallel
 //! for, private, reduction, critical (named and unnamed), atomic, single (with copyprivate),
-//! master, barrier, nowait, ordered, omp locks (nested), sections, tasks with taskwait,
-//! taskgroup, depend and if(0), taskloop, nested regions, threadprivate — is classified as
+//! master, barrier, nowait, ordered, omp locks (nested), sections (in a team of one too), tasks
+//! with taskwait, taskwait depend, taskgroup, depend and if(0), taskloop, nested regions,
+//! threadprivate, a plain write before another thread's atomic update — is classified as
 //! labelled in one default run per seed, statically linked and against libgomp.so.1; tasks are
 //! threads of happens-before time of their own, so two sibling tasks race whichever thread ran
 //! them; libgomp's own synchronisation (its task queue's lock, its barrier words) orders nothing.
@@ -13,10 +14,10 @@ use serde_json::Value;
 
 use common::*;
 
-/// The kernels hmtrace documents as misses: a race between simd lanes of one thread, and a
-/// plain update of a counter that `omp atomic` also updates (a sync location, whose plain
-/// accesses are taken for atomics' loads and stores).
-const DOCUMENTED_MISSES: &[&str] = &["omp_simd_yes", "omp_atomic_yes"];
+/// The kernels hmtrace documents as misses: a race between simd lanes of one thread.
+/// (`omp_atomic_yes` is found with the seeds used here, 0 and 1, where a plain write comes
+/// before the other thread's atomic update.)
+const DOCUMENTED_MISSES: &[&str] = &["omp_simd_yes"];
 
 fn run(program: &str, seed: u64) -> Value {
     let run = Ferrite::run(&guest(program))
@@ -92,6 +93,9 @@ fn dynamically_linked_libgomp_is_modelled_the_same() {
         "omp_lock_no",
         "omp_barrier_no",
         "omp_depend_no",
+        "omp_taskwait_depend_no",
+        "omp_taskwait_depend_yes",
+        "omp_sections_alone_no",
     ];
     let failures = std::sync::Mutex::new(Vec::new());
     in_parallel(&some, 3, |name| {

@@ -43,7 +43,9 @@
 //!   libgomp) makes, are atomics; every later plain store to them is a release and
 //!   every plain load an acquire (C11 release stores and acquire loads compile to plain moves
 //!   on x86), a locked instruction both. Plain accesses to sync locations are never races, and a
-//!   report whose bytes became a sync location later in the run is dropped at the end.
+//!   report whose bytes became a sync location later in the run is dropped at the end, except
+//!   one whose later access is a locked instruction of the program's own: that is an atomic
+//!   write racing with a plain write made before the bytes became a sync location.
 //! - **Ownership cleared.** When a thread exits, every record in its stack block (glibc's
 //!   descriptor, the thread's handle, sits at the top of the 8 MiB block) is forgotten: glibc
 //!   hands cached stacks of finished threads to new ones (`thr_detached`).
@@ -89,6 +91,7 @@ use emu::callstack::StackId;
 use emu::events::{Event, EventKind, Interest};
 use emu::pm::PmDevice;
 use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
 
 use crate::pair::{pair_finding, what, Side};
 use crate::shadow::{PcCache, Shadow};
@@ -289,6 +292,9 @@ struct Report {
     addr: u64,
     len: u32,
     locked: bool,
+    /// The later access is a locked instruction of the program's (an atomic write): kept
+    /// though its bytes are a sync location.
+    atomic: bool,
     count: u64,
     /// Granules and bytes of the conflicts (at most [`MAX_CONFLICTS`]).
     conflicts: Vec<(u64, u16)>,
@@ -356,6 +362,10 @@ pub struct Hmtrace {
     /// Bytes that were sync locations at any time, by granule (for the end-of-run filter; only
     /// atomics' granules, which locked instructions touch).
     sync_ever: FxHashMap<u64, u16>,
+    /// The plain-write records a granule's bytes had when they became a sync location, by
+    /// granule: what a later locked instruction of another thread is checked against
+    /// ([`Hmtrace::atomic_write`]). Few: only granules that become sync locations.
+    pre_atomic: BTreeMap<u64, Vec<Entry>>,
     /// The running thread's clock, cached between synchronisation operations.
     cur: CurrentClock,
     /// Reports by (kind, earlier side, later side): a hash map, as a racy loop finds its pair
@@ -414,6 +424,7 @@ impl Hmtrace {
             threads: FxHashMap::default(),
             shadow: Shadow::new(GRANULE_SHIFT),
             sync_ever: FxHashMap::default(),
+            pre_atomic: BTreeMap::new(),
             cur: CurrentClock::default(),
             reports: FxHashMap::default(),
             report_list: Vec::new(),
@@ -506,7 +517,7 @@ impl Hmtrace {
 
     /// Clears the records of the granules of `[lo, hi)`: a freed heap block, unmapped memory.
     fn forget_block(&mut self, lo: u64, hi: u64) {
-        self.shadow.clear(lo, hi);
+        self.forget(lo, hi);
     }
 
     /// Follows malloc, calloc, realloc and free.
@@ -558,6 +569,13 @@ impl Hmtrace {
     /// Clears every record in `[lo, hi)`: memory that is dead (an exited thread's stack block).
     fn forget(&mut self, lo: u64, hi: u64) {
         self.shadow.clear(lo, hi);
+        if !self.pre_atomic.is_empty() {
+            let (a, b) = (lo >> GRANULE_SHIFT, hi.saturating_add((1 << GRANULE_SHIFT) - 1) >> GRANULE_SHIFT);
+            let dead: Vec<u64> = self.pre_atomic.range(a..b).map(|(k, _)| *k).collect();
+            for k in dead {
+                self.pre_atomic.remove(&k);
+            }
+        }
     }
 
     fn access(&mut self, ev: &Event) {
@@ -575,7 +593,11 @@ impl Hmtrace {
             let m = mask_of(base, lo, hi);
             if locked {
                 // A locked read-modify-write: the bytes become a sync location, and the
-                // instruction an acquire and a release of it.
+                // instruction an acquire and a release of it. In the program's code it is an
+                // atomic write first, checked against the plain writes made before.
+                if !library {
+                    self.atomic_write(ev, gi, m);
+                }
                 self.mark_sync_granule(gi, m);
                 let key = SYNC_KEY | (ev.addr & !7);
                 self.apply(tid, SyncOp::Wait { obj: key });
@@ -596,7 +618,7 @@ impl Hmtrace {
                 let sync = g.sync & m;
                 if sync == 0 {
                     if check_granule(g, &self.cur, &mut self.locks, self.opts.ilu, &mut self.found, ev, m, write) {
-                        self.report_found(ev, gi, write);
+                        self.report_found(ev, gi, write, false);
                     }
                 } else {
                     self.sync_access(tid, base, sync, write);
@@ -607,6 +629,34 @@ impl Hmtrace {
                 }
             }
             gi += 1;
+        }
+    }
+
+    /// A locked instruction of the program's on bytes `m` of granule `gi`: an atomic write,
+    /// racing with another thread's plain write it is not ordered with (a non-atomic write
+    /// unordered with an atomic access is a data race under C11 and OpenMP too: a shared
+    /// variable set by one thread while another's reduction or `omp atomic` updates it). The
+    /// records it can meet are those made before the bytes became a sync location; plain reads
+    /// are not checked (a spin on a flag before its first atomic update is an atomic read).
+    fn atomic_write(&mut self, ev: &Event, gi: u64, m: u16) {
+        self.refresh_clock(ev.tid);
+        let Some(g) = self.shadow.get(gi << GRANULE_SHIFT) else { return };
+        let cur = &self.cur;
+        let plain = g.entries.iter().map(|e| (e, e.mask & !g.sync));
+        let before = self.pre_atomic.get(&gi).into_iter().flatten().map(|e| (e, e.mask));
+        for (e, mask) in plain.chain(before) {
+            let both = mask & m;
+            if both != 0
+                && e.write
+                && e.tid != cur.actor
+                && e.epoch > cur.vc.get(e.slot as usize)
+                && !self.locks.excludes(e.ls, cur.ls)
+            {
+                self.found.push((ReportKind::Race, *e, both));
+            }
+        }
+        if !self.found.is_empty() {
+            self.report_found(ev, gi, true, true);
         }
     }
 
@@ -626,6 +676,14 @@ impl Hmtrace {
     fn mark_sync_granule(&mut self, gi: u64, m: u16) {
         *self.sync_ever.entry(gi).or_insert(0) |= m;
         let g = self.shadow.get_or_insert(gi << GRANULE_SHIFT);
+        if g.entries.iter().any(|e| e.write && e.mask & m != 0) {
+            let kept = self.pre_atomic.entry(gi).or_default();
+            for e in g.entries.iter().filter(|e| e.write && e.mask & m != 0) {
+                if kept.len() < MAX_ENTRIES {
+                    kept.push(Entry { mask: e.mask & m, ..*e });
+                }
+            }
+        }
         g.sync |= m;
         for e in &mut g.entries {
             e.mask &= !m;
@@ -647,22 +705,23 @@ impl Hmtrace {
         self.refresh_clock(ev.tid);
         let g = self.shadow.get_or_insert(gi << GRANULE_SHIFT);
         if check_granule(g, &self.cur, &mut self.locks, self.opts.ilu, &mut self.found, ev, m, write) {
-            self.report_found(ev, gi, write);
+            self.report_found(ev, gi, write, false);
         }
     }
 
     /// Reports the conflicts [`check_granule`] left in `found`.
-    fn report_found(&mut self, ev: &Event, gi: u64, write: bool) {
+    fn report_found(&mut self, ev: &Event, gi: u64, write: bool, atomic: bool) {
         let tid = self.cur.actor;
         let mut found = std::mem::take(&mut self.found);
         for (kind, e, both) in found.drain(..) {
-            self.report(kind, &e, ev, tid, write, gi, both);
+            let i = self.report(kind, &e, ev, tid, write, gi, both);
+            self.report_list[i as usize].1.atomic |= atomic;
         }
         self.found = found;
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn report(&mut self, kind: ReportKind, e: &Entry, ev: &Event, tid: u32, write: bool, gi: u64, both: u16) {
+    fn report(&mut self, kind: ReportKind, e: &Entry, ev: &Event, tid: u32, write: bool, gi: u64, both: u16) -> u32 {
         let first = Side { pc: e.pc, stack: e.stack, write: e.write };
         let second = Side { pc: ev.pc, stack: ev.stack, write };
         let key = (kind, first, second);
@@ -680,6 +739,7 @@ impl Hmtrace {
                             addr: (gi << GRANULE_SHIFT) + u64::from(both.trailing_zeros()),
                             len: both.count_ones(),
                             locked: e.ls != 0 || threads.get(&tid).is_some_and(|t| t.ls != 0),
+                            atomic: false,
                             count: 0,
                             conflicts: Vec::new(),
                         },
@@ -696,6 +756,7 @@ impl Hmtrace {
         if r.conflicts.len() < MAX_CONFLICTS && !r.conflicts.contains(&(gi, both)) {
             r.conflicts.push((gi, both));
         }
+        i
     }
 }
 
@@ -843,8 +904,8 @@ impl Analysis for Hmtrace {
                 for obj in self.adapter.omp.dead_objects.drain(..) {
                     self.hb.forget(obj);
                 }
-                for actor in self.adapter.omp.dead_actors.drain(..) {
-                    self.hb.retire(actor);
+                for (actor, posts) in self.adapter.omp.dead_actors.drain(..) {
+                    self.hb.retire(actor, posts);
                     self.threads.remove(&actor);
                 }
             }
@@ -866,7 +927,8 @@ impl Analysis for Hmtrace {
         for ((kind, first, second), r) in reports {
             // A location touched by a locked instruction at any time is a sync location: its
             // plain accesses were atomics' loads and stores, not races.
-            let live = r.conflicts.iter().any(|(gi, m)| m & !self.sync_ever.get(gi).copied().unwrap_or(0) != 0);
+            let live =
+                r.atomic || r.conflicts.iter().any(|(gi, m)| m & !self.sync_ever.get(gi).copied().unwrap_or(0) != 0);
             if !live {
                 continue;
             }

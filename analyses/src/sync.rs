@@ -361,6 +361,11 @@ struct OmpThread {
     taskloops: Vec<Option<u64>>,
     /// The stack pointer at the entry of the `GOMP_sections_next` call in progress.
     sections_sp: u64,
+    /// The dependences of the `GOMP_taskwait_depend` call in progress.
+    taskwait_deps: u64,
+    /// The last `omp_set_num_threads` argument (0: none): the team size of its later regions
+    /// without a `num_threads` clause.
+    num_threads: u64,
 }
 
 /// What [`Omp`] keeps of a thread of happens-before time (a thread or a task).
@@ -409,6 +414,9 @@ struct Region {
     body: u64,
     data: u64,
     master: u32,
+    /// A team of one thread (`num_threads(1)`, `if(0)`, `omp_set_num_threads(1)`): its
+    /// sections run one after another on that thread.
+    alone: bool,
 }
 
 /// OpenMP's happens-before, from libgomp's entry points (gcc's runtime; the program's code
@@ -425,8 +433,10 @@ struct Region {
 ///   `GOMP_task` and from the ends of the earlier sibling tasks its dependences name (out/inout
 ///   against earlier out/inout/in, in against earlier out/inout; addresses compared through
 ///   28-bit Bloom filters, so a collision can add an edge, never drop one); its end happens
-///   before its creator's next `taskwait`, the end of every taskgroup it is in, the barrier
-///   that completes it and the region's join. An undeferred task (run inside its `GOMP_task`)
+///   before its creator's next `taskwait` (and a `taskwait depend` whose dependences conflict
+///   with its own), the end of every taskgroup it is in, the barrier that completes it and the
+///   region's join; the sections of a region whose team is one thread (its `num_threads`
+///   argument, else the master's last `omp_set_num_threads`) are not tasks, they run in order. An undeferred task (run inside its `GOMP_task`)
 ///   ends before its creator continues. Taskloops (`GOMP_taskloop`) make a task of each run
 ///   of their body, complete at the taskloop's return unless `nogroup`.
 ///
@@ -456,8 +466,9 @@ pub struct Omp {
     /// Happens-before objects no operation will wait on again (a started task's creation, the
     /// ends of children a `taskwait` collected), for a pass to drop ([`HappensBefore::forget`]).
     pub dead_objects: Vec<u64>,
-    /// Tasks that ended: their clocks will not be read again.
-    pub dead_actors: Vec<u32>,
+    /// Tasks that ended, with the number of posts their end made (each a new epoch after
+    /// their last access): their clocks will not be read again ([`HappensBefore::retire`]).
+    pub dead_actors: Vec<(u32, u32)>,
 }
 
 /// How far below a task body's entry stack pointer its frames are taken to reach.
@@ -486,6 +497,12 @@ impl Omp {
     /// The region frame (implicit task) `tid` is in, innermost.
     fn region_frame(&mut self, tid: u32) -> Option<&mut Frame> {
         self.threads.get_mut(&tid)?.frames.iter_mut().rev().find(|f| f.region.is_some())
+    }
+
+    /// Whether `tid` runs in a region whose team is one thread.
+    fn in_team_of_one(&mut self, tid: u32) -> bool {
+        let Some(id) = self.region_frame(tid).and_then(|f| f.region) else { return false };
+        self.regions.iter().any(|r| r.id == id && r.alone)
     }
 
     /// The barrier that completes a task created by `tid` now: the next one of its region,
@@ -531,7 +548,8 @@ impl Omp {
             (SyncKind::OmpParallel, true) => {
                 self.next_region += 1;
                 let id = self.next_region;
-                self.regions.push(Region { id, body: ev.addr, data: ev.old, master: t });
+                let asked = if ev.new != 0 { ev.new } else { self.threads.get(&t).map_or(0, |s| s.num_threads) };
+                self.regions.push(Region { id, body: ev.addr, data: ev.old, master: t, alone: asked == 1 });
                 out(actor, SyncOp::Post { obj: omp_object(OMP_FORK, id) });
             }
             (SyncKind::OmpParallel, false) => {
@@ -572,7 +590,8 @@ impl Omp {
                 }
             }
             (SyncKind::OmpSectionsNext, true) => self.threads.entry(t).or_default().sections_sp = ev.new,
-            (SyncKind::OmpSectionsNext, false) if ev.new as u32 != 0 => {
+            (SyncKind::OmpSetNumThreads, true) => self.threads.entry(t).or_default().num_threads = ev.addr,
+            (SyncKind::OmpSectionsNext, false) if ev.new as u32 != 0 && !self.in_team_of_one(t) => {
                 // A section: a task of its own, created and started here, complete at the
                 // sections' barrier or the region's join.
                 let id = self.new_task();
@@ -607,6 +626,18 @@ impl Omp {
                 if let Some((id, inline)) = self.threads.get_mut(&t).and_then(|s| s.creating.pop()) {
                     if inline {
                         out(actor, SyncOp::Wait { obj: omp_object(OMP_TASK_END, u64::from(id)) });
+                    }
+                }
+            }
+            (SyncKind::OmpTaskwaitDepend, true) => self.threads.entry(t).or_default().taskwait_deps = ev.new,
+            (SyncKind::OmpTaskwaitDepend, false) => {
+                // The children the dependences name (compared as `GOMP_task` compares a new
+                // task's with its earlier siblings'), not the others.
+                let deps = self.threads.get(&t).map_or(0, |s| s.taskwait_deps);
+                let (outs, ins) = (deps & BLOOM, deps >> 28 & BLOOM);
+                for c in &self.logical(actor).children {
+                    if outs & (c.1 | c.2) != 0 || ins & c.1 != 0 {
+                        out(actor, SyncOp::Wait { obj: omp_object(OMP_TASK_END, u64::from(c.0)) });
                     }
                 }
             }
@@ -752,7 +783,8 @@ impl Omp {
                 self.dead_objects.extend(l.children.iter().map(|c| omp_object(OMP_TASK_END, u64::from(c.0))));
             }
             self.dead_objects.push(omp_object(OMP_CHILDREN, u64::from(id)));
-            self.dead_actors.push(id);
+            let posts = 2 + info.groups.len() as u32 + if info.region.is_some() { 2 } else { 0 };
+            self.dead_actors.push((id, posts));
             self.dead_stack = Some((f.sp.saturating_sub(TASK_STACK), f.sp));
             let post = |kind, key: u64| SyncOp::Post { obj: omp_object(kind, key) };
             out(id, post(OMP_TASK_END, u64::from(id)));
@@ -1162,6 +1194,9 @@ pub struct Edges {
     pub locks: bool,
 }
 
+/// How many of the most recently freed slots [`HappensBefore::adopt`] looks at.
+const ADOPT_LOOK: usize = 64;
+
 /// Vector clocks per thread, per sync object and per lock.
 #[derive(Clone, Debug)]
 pub struct HappensBefore {
@@ -1171,6 +1206,13 @@ pub struct HappensBefore {
     objects: FxHashMap<u64, VectorClock>,
     locks: FxHashMap<u64, VectorClock>,
     exited: FxHashMap<u32, VectorClock>,
+    /// Slots of retired threads of time ([`HappensBefore::retire`]), newest last: the epoch of
+    /// the owner's last access and its final epoch (above every epoch it published). A new
+    /// thread of time whose first operation waits on a clock that knows the former takes the
+    /// slot over ([`HappensBefore::adopt`]).
+    free: Vec<(usize, u32, u32)>,
+    /// The next slot never given.
+    next_slot: usize,
 }
 
 impl HappensBefore {
@@ -1183,13 +1225,18 @@ impl HappensBefore {
             objects: FxHashMap::default(),
             locks: FxHashMap::default(),
             exited: FxHashMap::default(),
+            free: Vec::new(),
+            next_slot: 0,
         }
     }
 
     /// The dense slot of a thread id.
     pub fn slot(&mut self, tid: u32) -> usize {
-        let n = self.slots.len();
-        *self.slots.entry(tid).or_insert(n)
+        let next = &mut self.next_slot;
+        *self.slots.entry(tid).or_insert_with(|| {
+            *next += 1;
+            *next - 1
+        })
     }
 
     /// The thread's current clock (its own component at least 1).
@@ -1217,6 +1264,11 @@ impl HappensBefore {
 
     /// Applies one operation by `tid`.
     pub fn apply(&mut self, tid: u32, op: SyncOp) {
+        if let SyncOp::Wait { obj } = op {
+            if !self.free.is_empty() && !self.slots.contains_key(&tid) {
+                self.adopt(tid, obj);
+            }
+        }
         self.ensure(tid);
         match op {
             SyncOp::Create { child } if self.edges.create_join => {
@@ -1297,9 +1349,34 @@ impl HappensBefore {
     }
 
     /// Drops a finished thread of happens-before time's clock (an OpenMP task that ended:
-    /// nothing joins it; its slot stays its own).
-    pub fn retire(&mut self, tid: u32) {
-        self.threads.remove(&tid);
+    /// nothing joins it, and it runs no more; its last `posts` operations were posts, after
+    /// its last access) and frees its slot for a later one ([`HappensBefore::adopt`]).
+    pub fn retire(&mut self, tid: u32, posts: u32) {
+        if let (Some(c), Some(s)) = (self.threads.remove(&tid), self.slots.remove(&tid)) {
+            let last = c.get(s);
+            self.free.push((s, last.saturating_sub(posts), last));
+        }
+    }
+
+    /// Gives `tid`, new, the slot of a retired thread of time whose last access the clock of
+    /// `obj` (which `tid` starts by waiting on) knows, if one of the most recently freed has
+    /// one, its epochs continuing above every epoch the old owner published. Sound: a clock
+    /// that knows an epoch of the new owner knows, through its start, every access of the old
+    /// owner, and one that knows only the old owner's epochs knows none of the new owner's, so
+    /// a record of either is ordered before exactly the clocks that saw it. Without it, each
+    /// OpenMP task would add a component to every clock, and a program with 10⁶ tasks would
+    /// join clocks of 10⁶ components.
+    fn adopt(&mut self, tid: u32, obj: u64) {
+        let Some(c) = self.objects.get(&obj) else { return };
+        let n = self.free.len();
+        let Some(i) = (n.saturating_sub(ADOPT_LOOK)..n).rev().find(|&i| c.get(self.free[i].0) >= self.free[i].1) else {
+            return;
+        };
+        let (s, _, last) = self.free.swap_remove(i);
+        let mut own = c.clone();
+        own.set(s, last);
+        self.slots.insert(tid, s);
+        self.threads.insert(tid, own);
     }
 
     /// Whether the event at clock `earlier` (by thread `t1`) happens before thread `t2` now.
@@ -1312,6 +1389,35 @@ impl HappensBefore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_retired_slot_goes_only_to_a_thread_of_time_that_knows_its_owners_accesses() {
+        let all = Edges { create_join: true, objects: true, locks: true };
+        let mut hb = HappensBefore::new(all);
+        let (creator, a, b, c) = (1, 100, 101, 102);
+        // The creator starts task a; a accesses at `at`, then ends with one post.
+        hb.apply(creator, SyncOp::Post { obj: 1 });
+        hb.apply(a, SyncOp::Wait { obj: 1 });
+        let (slot_a, at) = (hb.slot(a), hb.own(a));
+        hb.apply(a, SyncOp::Post { obj: 2 });
+        hb.retire(a, 1);
+        // b starts before the creator waited for a's end: a slot of its own, a's access unseen.
+        hb.apply(creator, SyncOp::Post { obj: 3 });
+        hb.apply(b, SyncOp::Wait { obj: 3 });
+        assert_ne!(hb.slot(b), slot_a);
+        assert!(hb.clock(b).get(slot_a) < at);
+        // After the wait, c takes a's slot over, ordered after a's access; b, which knows only
+        // a's time, is not ordered after c's.
+        hb.apply(creator, SyncOp::Wait { obj: 2 });
+        hb.apply(creator, SyncOp::Post { obj: 4 });
+        hb.apply(c, SyncOp::Wait { obj: 4 });
+        assert_eq!(hb.slot(c), slot_a);
+        assert!(hb.clock(c).get(slot_a) >= at);
+        let c_at = hb.own(c);
+        hb.apply(b, SyncOp::Wait { obj: 2 });
+        assert!(hb.clock(b).get(slot_a) >= at, "b waited for a's end");
+        assert!(hb.clock(b).get(slot_a) < c_at, "b does not know c's accesses");
+    }
 
     #[test]
     fn create_join_and_objects_order_threads() {

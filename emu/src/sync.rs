@@ -106,8 +106,9 @@ pub enum SyncKind {
     // gcc's OpenMP runtime, recognised by the symbols gcc's code calls (see [`SyncKind::omp`]
     // and docs/analyses/hmtrace.md, "OpenMP"). The event's fields per kind are given with each.
     /// `GOMP_parallel`, `GOMP_parallel_loop_*`, `GOMP_parallel_sections`,
-    /// `GOMP_parallel_reductions` (`fn, data, ...`): a parallel region forks at entry and joins
-    /// at return. `addr` = the region's body function, `old` = its data pointer.
+    /// `GOMP_parallel_reductions` (`fn, data, num_threads, ...`): a parallel region forks at
+    /// entry and joins at return. `addr` = the region's body function, `old` = its data pointer,
+    /// `new` = its `num_threads` argument (0: the default; 1 for `if(0)` or `num_threads(1)`).
     OmpParallel,
     /// An outlined body of gcc's (`NAME._omp_fn.N`): a parallel region's or a task's code,
     /// called by libgomp with one argument. `addr` = the argument, `old` = its first 8 bytes
@@ -132,6 +133,10 @@ pub enum SyncKind {
     OmpTask,
     /// `GOMP_taskwait`: the creator's children are complete when it returns.
     OmpTaskwait,
+    /// `GOMP_taskwait_depend(depend)` (`taskwait depend(...)`, OpenMP 5.0): the creator's
+    /// children whose dependences conflict with `depend` are complete when it returns. `new` =
+    /// the dependences as [`SyncKind::OmpTask`] gives them ([`omp_depend_bits`]).
+    OmpTaskwaitDepend,
     /// `GOMP_taskgroup_start`.
     OmpTaskgroupStart,
     /// `GOMP_taskgroup_end`: the group's tasks and their descendants are complete when it
@@ -151,6 +156,9 @@ pub enum SyncKind {
     /// the single region, and to the others, after a barrier, the winner's data (the winner
     /// meets that barrier in `GOMP_single_copy_end`, a [`SyncKind::OmpBarrier`]).
     OmpSingleCopyStart,
+    /// `omp_set_num_threads(n)`: the team size of the calling thread's later regions without a
+    /// `num_threads` clause. `addr` = `n`.
+    OmpSetNumThreads,
     /// Any other `GOMP_*` entry point (work sharing, `single`, loop scheduling, ...): libgomp's
     /// own code, whose internal synchronisation is not the program's.
     OmpRuntime,
@@ -327,6 +335,8 @@ impl SyncKind {
         ("omp_unset_nest_lock", SyncKind::OmpRelease(OmpLock::Lock)),
         ("GOMP_task", SyncKind::OmpTask),
         ("GOMP_taskwait", SyncKind::OmpTaskwait),
+        ("GOMP_taskwait_depend", SyncKind::OmpTaskwaitDepend),
+        ("omp_set_num_threads", SyncKind::OmpSetNumThreads),
         ("GOMP_taskgroup_start", SyncKind::OmpTaskgroupStart),
         ("GOMP_taskgroup_end", SyncKind::OmpTaskgroupEnd),
         ("GOMP_taskloop", SyncKind::OmpTaskloop),
@@ -370,12 +380,14 @@ impl SyncKind {
                 | SyncKind::OmpRelease(_)
                 | SyncKind::OmpTask
                 | SyncKind::OmpTaskwait
+                | SyncKind::OmpTaskwaitDepend
                 | SyncKind::OmpTaskgroupStart
                 | SyncKind::OmpTaskgroupEnd
                 | SyncKind::OmpTaskloop
                 | SyncKind::OmpSectionsNext
                 | SyncKind::OmpSectionsEnd
                 | SyncKind::OmpSingleCopyStart
+                | SyncKind::OmpSetNumThreads
                 | SyncKind::OmpRuntime
         )
     }
@@ -433,9 +445,11 @@ impl SyncKind {
             }
         }
         match self {
-            SyncKind::OmpParallel | SyncKind::OmpTaskloop => {
-                let old = if self == SyncKind::OmpTaskloop { args[5] } else { args[1] };
-                return Entry { obj: args[0], old, new: 0, aux: 0 };
+            SyncKind::OmpParallel => return Entry { obj: args[0], old: args[1], new: args[2], aux: 0 },
+            SyncKind::OmpTaskloop => return Entry { obj: args[0], old: args[5], new: 0, aux: 0 },
+            SyncKind::OmpTaskwaitDepend => {
+                let deps = if args[0] != 0 { omp_depend_bits(args[0], read) } else { 0 };
+                return Entry { obj: 0, old: 0, new: deps, aux: 0 };
             }
             SyncKind::OmpBody => return Entry { obj: args[0], old: word(read, args[0]), new: rsp, aux: 0 },
             SyncKind::OmpSectionsNext => return Entry { obj: 0, old: 0, new: rsp, aux: 0 },
@@ -563,12 +577,14 @@ impl SyncKind {
             | SyncKind::OmpBarrier
             | SyncKind::OmpTask
             | SyncKind::OmpTaskwait
+            | SyncKind::OmpTaskwaitDepend
             | SyncKind::OmpTaskgroupStart
             | SyncKind::OmpTaskgroupEnd
             | SyncKind::OmpTaskloop
             | SyncKind::OmpSectionsNext
             | SyncKind::OmpSectionsEnd
             | SyncKind::OmpSingleCopyStart
+            | SyncKind::OmpSetNumThreads
             | SyncKind::OmpRuntime => None,
             SyncKind::Join
             | SyncKind::Malloc
