@@ -214,6 +214,17 @@ fn a_native_client_is_served_recorded_and_replayed_without_it() {
         &|v| v["run"]["listen"]["events"].as_array_mut().unwrap().push("99999999 0 signal 9".into()),
         "never reached",
     );
+    // A far-off point while the server waits for the host: reached at once, not one idle turn
+    // at a time (the replay would spin for ever), and the run then differs from its recording.
+    let mut bad = report.clone();
+    let events = bad["run"]["listen"]["events"].as_array_mut().unwrap();
+    let last = events.last().unwrap().as_str().unwrap().to_string();
+    *events.last_mut().unwrap() = format!("1000000000000000 {}", last.split_once(' ').unwrap().1).into();
+    let p = dir.path().join("far.json");
+    std::fs::write(&p, serde_json::to_vec(&bad).unwrap()).unwrap();
+    let r = Ferrite::replay(&p).go_within(Duration::from_secs(60));
+    r.assert_code(1);
+    assert!(r.stderr.contains("ferrite: replay diverged"), "{}", r.describe());
 }
 
 #[test]
