@@ -35,7 +35,8 @@ use crate::Kernel;
 
 /// Host input bytes one run may record; beyond it the host connections are closed.
 pub const MAX_INPUT_BYTES: u64 = 64 << 20;
-/// Host events one run may record; beyond it the host connections are closed.
+/// Host connections and data events one run may record; beyond it the host connections are
+/// closed (a close event each, on top of the limit, as are the at most two signal events).
 pub const MAX_EVENTS: usize = 1_000_000;
 /// Bytes one read from a host connection takes, and most a connection buffers unread.
 const HOST_CHUNK: usize = 64 << 10;
@@ -167,8 +168,12 @@ impl Recorded {
     /// used before it was made or after its close, a port not listened for, more input than
     /// the limits.
     pub fn validate(&self) -> Result<(), String> {
-        if self.events.len() > MAX_EVENTS {
-            return Err(format!("more than {MAX_EVENTS} events"));
+        let counted = self.events.iter().filter(|e| matches!(e.what, What::Connect(_) | What::Data(_))).count();
+        if counted > MAX_EVENTS {
+            return Err(format!("more than {MAX_EVENTS} connect and data events"));
+        }
+        if self.events.iter().filter(|e| matches!(e.what, What::Signal(_))).count() > 2 {
+            return Err("more than 2 signal events".into());
         }
         let mut conns: Vec<bool> = Vec::new();
         let (mut last, mut bytes) = (0u64, 0u64);
@@ -311,6 +316,8 @@ pub struct Bridge {
     conns: Vec<Conn>,
     rec: Recorded,
     input: u64,
+    /// Connect and data events recorded (what [`MAX_EVENTS`] limits).
+    counted: usize,
     diverged: Option<String>,
 }
 
@@ -358,6 +365,7 @@ impl Bridge {
             conns: Vec::new(),
             rec: Recorded { ports, ..Recorded::default() },
             input: 0,
+            counted: 0,
             diverged: None,
         })
     }
@@ -606,8 +614,10 @@ impl Kernel {
         let mut out: Vec<(u32, What)> = events.into_iter().map(|w| (0, w)).collect();
         // Clients waiting for a listener the guest has now.
         let mut still = VecDeque::new();
+        // Connects and data count towards MAX_EVENTS; closes and signals do not.
+        let base = b.counted;
         while let Some((port, s)) = h.waiting.pop_front() {
-            if b.rec.truncated || !self.has_listener(port) {
+            if b.rec.truncated || base + out.len() >= MAX_EVENTS || !self.has_listener(port) {
                 still.push_back((port, s));
                 continue;
             }
@@ -623,12 +633,15 @@ impl Kernel {
             out.push((conn, What::Connect(port)));
         }
         h.waiting = still;
-        let full = b.input >= MAX_INPUT_BYTES || b.rec.events.len() + out.len() >= MAX_EVENTS;
+        let mut full = false;
+        let mut closing = Vec::new();
         for (i, c) in h.conns.iter_mut().enumerate() {
             let Some(k) = b.conns.get(i) else { continue };
             if k.closed {
                 continue;
             }
+            // Checked at each push: several connections' data at one point must not pass it.
+            full = full || b.input >= MAX_INPUT_BYTES || base + out.len() >= MAX_EVENTS;
             if !c.inbuf.is_empty() && !full {
                 let room = Self::host_room(k);
                 let take = room.min(c.inbuf.len()).min((MAX_INPUT_BYTES - b.input) as usize);
@@ -638,9 +651,16 @@ impl Kernel {
                     out.push((i as u32, What::Data(data)));
                 }
             }
-            if (c.eof && c.inbuf.is_empty()) || full {
+            if c.eof && c.inbuf.is_empty() {
                 out.push((i as u32, What::Close));
+            } else {
+                closing.push(i as u32);
             }
+        }
+        full = full || b.input >= MAX_INPUT_BYTES || base + out.len() >= MAX_EVENTS;
+        if full {
+            // Every connection still open closes: these closes are on top of the limit.
+            out.extend(closing.into_iter().map(|i| (i, What::Close)));
         }
         if full && !b.rec.truncated {
             b.rec.truncated = true;
@@ -660,6 +680,7 @@ impl Kernel {
         }
         let any = !out.is_empty();
         for (conn, what) in out {
+            b.counted += usize::from(matches!(what, What::Connect(_) | What::Data(_)));
             let e = Event { at: b.point, conn, what };
             if let Err(why) = self.apply(b, &e) {
                 // Recording applies only what fits: a failure here is ferrite's own fault.
@@ -799,6 +820,29 @@ mod tests {
         for bad in ["YQ", "YQ=a", "Y===", "YR==", "YQ==YQ==", "!!!!"] {
             assert_eq!(unbase64(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_recording_cut_at_the_event_limit_reads_back() {
+        let hash = "0".repeat(64);
+        let ev = |at, conn, what| Event { at, conn, what };
+        let mut r = Recorded { ports: vec![7711], ..Recorded::default() };
+        r.events.push(ev(1, 0, What::Connect(7711)));
+        r.events.push(ev(1, 1, What::Connect(7711)));
+        r.events.extend((2..MAX_EVENTS as u64 - 1).map(|at| ev(at, (at % 2) as u32, What::Data(vec![b'x']))));
+        r.events.push(ev(MAX_EVENTS as u64, 0, What::Data(vec![b'y'])));
+        // The closes of the cut, and the two signals an interrupted run can add, are on top.
+        let end = MAX_EVENTS as u64 + 1;
+        r.events.extend([ev(end, 0, What::Close), ev(end, 1, What::Close)]);
+        r.events.extend([ev(end, 0, What::Signal(2)), ev(end, 0, What::Signal(9))]);
+        r.outputs = vec![Output { bytes: 0, blake3: hash.clone() }; 2];
+        assert_eq!(r.validate(), Ok(()));
+        let mut more = r.clone();
+        more.events.insert(MAX_EVENTS, ev(MAX_EVENTS as u64, 1, What::Data(vec![b'z'])));
+        assert!(more.validate().unwrap_err().contains("more than"), "{:?}", more.validate());
+        let mut more = r.clone();
+        more.events.push(ev(end, 0, What::Signal(9)));
+        assert!(more.validate().unwrap_err().contains("signal"), "{:?}", more.validate());
     }
 
     #[test]
