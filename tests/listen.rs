@@ -313,3 +313,18 @@ fn clients_that_come_and_go_do_not_use_up_descriptors() {
     assert_eq!(r.stdout_str(), out);
     assert!(r.stderr.contains(&format!("trace hash {})", hash(&report))), "{}", r.describe());
 }
+
+#[test]
+fn a_deadlock_with_nothing_the_host_could_reach_is_still_found() {
+    // The guest never listens: no host client can wake it, so `--listen` must not wait for one.
+    let run = Ferrite::run(&guest("thr_deadlock"))
+        .opts(&["--listen", "7711=0", "--report", "r.json"])
+        .go_within(Duration::from_secs(30));
+    run.assert_code(66);
+    let report = run.json("r.json");
+    assert_eq!(get(&report, "run.exit.deadlock"), &Value::Bool(true), "{}", run.describe());
+    assert!(findings_of(&report, "deadlock").len() == 1, "{}", run.describe());
+    let r = replay(&run.dir.path().join("r.json"), &[]);
+    r.assert_code(66);
+    assert!(r.stderr.contains(&format!("trace hash {})", hash(&report))), "{}", r.describe());
+}

@@ -13,8 +13,9 @@
 //! blocked sender waits for, so it must happen at the same points), and only its length and
 //! hash are kept.
 //!
-//! When every thread is blocked, recording waits for the host (blocking in `poll` on its
-//! sockets) instead of calling it a deadlock; the virtual clock does not move meanwhile. With a
+//! When every thread is blocked and the host could still wake one (the guest listens on a
+//! `--listen` port or reads an open bridge connection), recording waits for the host (blocking
+//! in `poll` on its sockets) instead of calling it a deadlock; the virtual clock does not move meanwhile. With a
 //! wait's deadline or a timer armed, it waits at most that long in host time and then lets the
 //! clock jump as it would without `--listen`. An interrupt of ferrite (SIGINT, SIGTERM, SIGHUP;
 //! `INTERRUPTS`, counted by `ferrite`'s signal watcher) is an event too: the signal is sent to
@@ -553,21 +554,25 @@ impl Kernel {
                     b.rec.events.push(e);
                 }
                 // Without a deadline the recording waited for the host here: it went on waiting
-                // (a later point) as long as it recorded anything later.
-                again = matches!(idle, Some(None)) && pending && b.diverged.is_none();
+                // (a later point) as long as it recorded anything later and the host could
+                // still reach the guest.
+                again = matches!(idle, Some(None)) && pending && b.diverged.is_none() && self.host_can_reach(&b);
             }
             Mode::Record(_) => {
                 if let Some(limit) = idle {
                     let recorded = self.record_events(&mut b);
-                    if !recorded {
+                    // Without a deadline and with nothing the host could reach, every thread
+                    // waits for another: a deadlock, not a wait for the host.
+                    if !recorded && (limit.is_some() || self.host_can_reach(&b)) {
                         let wait = limit.map(Duration::from_nanos);
                         if let Mode::Record(h) = &mut b.mode {
                             h.pump(wait);
                         }
                         self.record_events(&mut b);
                     }
-                    // Without a deadline nothing but the host can wake anyone: keep waiting.
-                    again = limit.is_none();
+                    // Without a deadline nothing but the host can wake anyone: keep waiting
+                    // while it can (decided from the guest's state alone, as replay decides).
+                    again = limit.is_none() && self.host_can_reach(&b);
                 } else {
                     if let Mode::Record(h) = &mut b.mode {
                         if h.last_poll.elapsed() >= POLL_EVERY {
@@ -689,6 +694,16 @@ impl Kernel {
             b.rec.events.push(e);
         }
         any
+    }
+
+    /// Whether a host event could still wake a guest thread: the guest listens on a `--listen`
+    /// port, or reads a bridge connection the client has not closed. Only guest state, so that
+    /// a recording and its replay decide alike.
+    fn host_can_reach(&mut self, b: &Bridge) -> bool {
+        b.rec.ports.iter().any(|&p| self.has_listener(p))
+            || b.conns
+                .iter()
+                .any(|k| !k.closed && matches!(&k.sock.borrow().conn, Some((_, tx)) if tx.borrow().readers > 0))
     }
 
     /// Bytes the guest's side of a connection has room for.
