@@ -328,3 +328,24 @@ fn a_deadlock_with_nothing_the_host_could_reach_is_still_found() {
     r.assert_code(66);
     assert!(r.stderr.contains(&format!("trace hash {})", hash(&report))), "{}", r.describe());
 }
+
+#[test]
+fn more_clients_than_ephemeral_ports_are_served_one_after_another() {
+    // Linux's ephemeral range is 28,232 ports: a connection done both ways must give its port
+    // (and its place in every point's loop) back, or the later clients cannot be bridged.
+    let n = 28_500;
+    let served = Served::start("kv_server", "none");
+    for i in 0..n {
+        let mut c = served.connect();
+        assert_eq!(c.ask(&format!("set k{} v\n", i % 100)), "OK\n", "connection {i}");
+    }
+    assert_eq!(served.connect().ask("shutdown\n"), "BYE\n");
+    let (code, out, err, dir) = served.wait();
+    assert_eq!((code, out.as_str()), (0, format!("kv_server: {n} requests served\n").as_str()), "{err}");
+    let path = dir.path().join("r.json");
+    let report = read_json(&path);
+    assert_eq!(get(&report, "run.listen.outputs").as_array().unwrap().len(), n + 1);
+    let r = replay(&path, &[]);
+    r.assert_code(0);
+    assert!(r.stderr.contains(&format!("trace hash {})", hash(&report))), "{}", r.describe());
+}

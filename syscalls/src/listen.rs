@@ -264,6 +264,7 @@ pub fn unbase64(s: &str) -> Option<Vec<u8>> {
 }
 
 /// A native client's connection, on the host side.
+#[derive(Default)]
 struct HostConn {
     /// The connection; closed (`None`) once both sides are done, so that clients that come and
     /// go do not use up ferrite's descriptors.
@@ -287,6 +288,8 @@ struct Host {
     waiting: VecDeque<(u16, TcpStream)>,
     /// By connection number.
     conns: Vec<HostConn>,
+    /// The numbers of the connections whose stream is open, ascending.
+    open: Vec<usize>,
     last_poll: Instant,
     /// Interrupts turned into events so far.
     interrupts: u32,
@@ -310,11 +313,34 @@ struct Conn {
     guest_eof: bool,
 }
 
+/// A connection by number: in use, or done (closed both ways) with what the guest sent it, its
+/// socket dropped so that its ephemeral port is free again.
+enum Slot {
+    Live(Conn),
+    Done(Output),
+}
+
+impl Conn {
+    fn output(&self) -> Output {
+        Output { bytes: self.sent, blake3: self.hash.finalize().to_hex().to_string() }
+    }
+}
+
+/// Connection `i` of `conns`, if live.
+fn live_conn(conns: &[Slot], i: u32) -> Option<&Conn> {
+    match conns.get(i as usize) {
+        Some(Slot::Live(k)) => Some(k),
+        _ => None,
+    }
+}
+
 /// The bridge between host clients and the guest's listeners ([`Kernel::listen_point`]).
 pub struct Bridge {
     mode: Mode,
     point: u64,
-    conns: Vec<Conn>,
+    conns: Vec<Slot>,
+    /// The numbers of the live connections, ascending: a point loops over these only.
+    live: Vec<u32>,
     rec: Recorded,
     input: u64,
     /// Connect and data events recorded (what [`MAX_EVENTS`] limits).
@@ -352,6 +378,7 @@ impl Bridge {
                     listeners,
                     waiting: VecDeque::new(),
                     conns: Vec::new(),
+                    open: Vec::new(),
                     last_poll: Instant::now(),
                     interrupts: INTERRUPTS.load(Ordering::SeqCst),
                     wake,
@@ -364,6 +391,7 @@ impl Bridge {
             mode,
             point: 0,
             conns: Vec::new(),
+            live: Vec::new(),
             rec: Recorded { ports, ..Recorded::default() },
             input: 0,
             counted: 0,
@@ -390,9 +418,32 @@ impl Bridge {
         self.rec.outputs = self
             .conns
             .iter()
-            .map(|c| Output { bytes: c.sent, blake3: c.hash.finalize().to_hex().to_string() })
+            .map(|c| match c {
+                Slot::Live(k) => k.output(),
+                Slot::Done(o) => o.clone(),
+            })
             .collect();
         Ok(self.rec)
+    }
+
+    /// Connection `i`, if live.
+    fn conn(&self, i: u32) -> Option<&Conn> {
+        live_conn(&self.conns, i)
+    }
+
+    /// Finalises the connections that are done both ways: their output is kept, their socket
+    /// (and so its ephemeral port) freed.
+    fn retire(&mut self) {
+        let conns = &mut self.conns;
+        self.live.retain(|&i| {
+            let slot = &mut conns[i as usize];
+            let Slot::Live(k) = slot else { return false };
+            if !(k.closed && k.guest_eof) {
+                return true;
+            }
+            *slot = Slot::Done(k.output());
+            false
+        });
     }
 
     fn recording(&self) -> bool {
@@ -421,7 +472,17 @@ impl Host {
         // Only connections with something to wait for: poll refuses more descriptors than
         // RLIMIT_NOFILE, and clients that came and went have none.
         let mut polled: Vec<usize> = Vec::new();
-        for (i, c) in self.conns.iter().enumerate() {
+        let conns = &mut self.conns;
+        self.open.retain(|&i| {
+            let c = &mut conns[i];
+            if c.stream.is_none() && c.inbuf.is_empty() {
+                // Its buffers go too: a client that came and went keeps nothing but its flags.
+                (c.inbuf, c.out) = (VecDeque::new(), VecDeque::new());
+            }
+            c.stream.is_some()
+        });
+        for &i in &self.open {
+            let c = &self.conns[i];
             let mut ev = 0;
             if !c.eof && c.inbuf.len() < HOST_CHUNK {
                 ev |= libc::POLLIN;
@@ -584,6 +645,7 @@ impl Kernel {
             }
         }
         self.drain_guest_output(&mut b);
+        b.retire();
         if let Mode::Replay { events } = &b.mode {
             // Still idle with no deadline: every point until the next event's is a turn in
             // which nothing can happen (no thread runs, nothing more to take), so skip them.
@@ -602,7 +664,10 @@ impl Kernel {
         let Mode::Record(h) = &mut b.mode else { return false };
         let quiet = h.waiting.is_empty()
             && INTERRUPTS.load(Ordering::Relaxed) == h.interrupts
-            && h.conns.iter().zip(&b.conns).all(|(c, k)| k.closed || (c.inbuf.is_empty() && !c.eof));
+            && b.live.iter().all(|&i| {
+                let c = &h.conns[i as usize];
+                live_conn(&b.conns, i).is_none_or(|k| k.closed) || (c.inbuf.is_empty() && !c.eof)
+            });
         if quiet {
             return false;
         }
@@ -622,26 +687,21 @@ impl Kernel {
         // Connects and data count towards MAX_EVENTS; closes and signals do not.
         let base = b.counted;
         while let Some((port, s)) = h.waiting.pop_front() {
-            if b.rec.truncated || base + out.len() >= MAX_EVENTS || !self.has_listener(port) {
+            if b.rec.truncated || b.diverged.is_some() || base + out.len() >= MAX_EVENTS || !self.has_listener(port) {
                 still.push_back((port, s));
                 continue;
             }
             let conn = (h.conns.len()) as u32;
-            h.conns.push(HostConn {
-                stream: Some(s),
-                inbuf: VecDeque::new(),
-                eof: false,
-                out: VecDeque::new(),
-                guest_done: false,
-                broken: false,
-            });
+            h.open.push(h.conns.len());
+            h.conns.push(HostConn { stream: Some(s), ..HostConn::default() });
             out.push((conn, What::Connect(port)));
         }
         h.waiting = still;
         let mut full = false;
         let mut closing = Vec::new();
-        for (i, c) in h.conns.iter_mut().enumerate() {
-            let Some(k) = b.conns.get(i) else { continue };
+        for &i in &b.live {
+            let c = &mut h.conns[i as usize];
+            let Some(k) = live_conn(&b.conns, i) else { continue };
             if k.closed {
                 continue;
             }
@@ -653,13 +713,13 @@ impl Kernel {
                 if take > 0 {
                     let data: Vec<u8> = c.inbuf.drain(..take).collect();
                     b.input += take as u64;
-                    out.push((i as u32, What::Data(data)));
+                    out.push((i, What::Data(data)));
                 }
             }
             if c.eof && c.inbuf.is_empty() {
-                out.push((i as u32, What::Close));
+                out.push((i, What::Close));
             } else {
-                closing.push(i as u32);
+                closing.push(i);
             }
         }
         full = full || b.input >= MAX_INPUT_BYTES || base + out.len() >= MAX_EVENTS;
@@ -689,7 +749,7 @@ impl Kernel {
             let e = Event { at: b.point, conn, what };
             if let Err(why) = self.apply(b, &e) {
                 // Recording applies only what fits: a failure here is ferrite's own fault.
-                b.diverged = Some(format!("recording `{}` failed: {why}", e.brief()));
+                b.diverged.get_or_insert_with(|| format!("recording `{}` failed: {why}", e.brief()));
             }
             b.rec.events.push(e);
         }
@@ -701,8 +761,9 @@ impl Kernel {
     /// a recording and its replay decide alike.
     fn host_can_reach(&mut self, b: &Bridge) -> bool {
         b.rec.ports.iter().any(|&p| self.has_listener(p))
-            || b.conns
+            || b.live
                 .iter()
+                .filter_map(|&i| b.conn(i))
                 .any(|k| !k.closed && matches!(&k.sock.borrow().conn, Some((_, tx)) if tx.borrow().readers > 0))
     }
 
@@ -730,10 +791,17 @@ impl Kernel {
                     return Err("connections out of order".into());
                 }
                 let sock = self.connect_from_host(*port).ok_or_else(|| format!("no guest listener on port {port}"))?;
-                b.conns.push(Conn { sock, sent: 0, hash: blake3::Hasher::new(), closed: false, guest_eof: false });
+                b.live.push(e.conn);
+                b.conns.push(Slot::Live(Conn {
+                    sock,
+                    sent: 0,
+                    hash: blake3::Hasher::new(),
+                    closed: false,
+                    guest_eof: false,
+                }));
             }
             What::Data(d) => {
-                let k = b.conns.get(e.conn as usize).ok_or("no such connection")?;
+                let k = b.conn(e.conn).ok_or("no such open connection")?;
                 let s = k.sock.borrow();
                 let Some((_, tx)) = &s.conn else { return Err("not connected".into()) };
                 let mut p = tx.borrow_mut();
@@ -749,7 +817,9 @@ impl Kernel {
                 self.io_ready(id);
             }
             What::Close => {
-                let k = b.conns.get_mut(e.conn as usize).ok_or("no such connection")?;
+                let Some(Slot::Live(k)) = b.conns.get_mut(e.conn as usize) else {
+                    return Err("no such open connection".into());
+                };
                 k.closed = true;
                 let sock = k.sock.clone();
                 let keys = Self::shut_host_side(&sock);
@@ -774,7 +844,8 @@ impl Kernel {
     /// point) and, recording, passes it to the client.
     fn drain_guest_output(&mut self, b: &mut Bridge) {
         let recording = b.recording();
-        for (i, k) in b.conns.iter_mut().enumerate() {
+        for &i in &b.live {
+            let Some(Slot::Live(k)) = b.conns.get_mut(i as usize) else { continue };
             if k.guest_eof {
                 continue;
             }
@@ -802,7 +873,7 @@ impl Kernel {
                 }
                 continue;
             };
-            let hc = &mut h.conns[i];
+            let hc = &mut h.conns[i as usize];
             if !hc.broken {
                 hc.out.extend(p.buf.iter());
             }
