@@ -39,6 +39,9 @@ pub const MAX_INPUT_BYTES: u64 = 64 << 20;
 /// Host connections and data events one run may record; beyond it the host connections are
 /// closed (a close event each, on top of the limit, as are the at most two signal events).
 pub const MAX_EVENTS: usize = 1_000_000;
+/// The guest's output a host client may leave unread; beyond it the client's connection is shut
+/// down and what the guest sends it dropped (the guest never sees this, so runs stay the same).
+const MAX_PENDING_OUT: usize = 64 << 20;
 /// Bytes one read from a host connection takes, and most a connection buffers unread.
 const HOST_CHUNK: usize = 64 << 10;
 /// How often (host time) a point outside the idle loop looks at the host sockets at most: a
@@ -293,6 +296,8 @@ struct Host {
     last_poll: Instant,
     /// Interrupts turned into events so far.
     interrupts: u32,
+    /// A client left more than [`MAX_PENDING_OUT`] unread (warned once).
+    overflowed: bool,
     /// Wakes a `poll` on an interrupt.
     wake: std::os::fd::OwnedFd,
 }
@@ -381,6 +386,7 @@ impl Bridge {
                     open: Vec::new(),
                     last_poll: Instant::now(),
                     interrupts: INTERRUPTS.load(Ordering::SeqCst),
+                    overflowed: false,
                     wake,
                 };
                 (Mode::Record(Box::new(host)), pairs.iter().map(|p| p.0).collect())
@@ -874,6 +880,20 @@ impl Kernel {
                 continue;
             };
             let hc = &mut h.conns[i as usize];
+            if !hc.broken && hc.out.len() + n > MAX_PENDING_OUT {
+                if !h.overflowed {
+                    h.overflowed = true;
+                    eprintln!(
+                        "ferrite: warning: --listen: host connection {i} left more than {MAX_PENDING_OUT} bytes of the \
+                         guest's output unread; it is shut down and what the guest sends it is dropped"
+                    );
+                }
+                hc.broken = true;
+                hc.out.clear();
+                if let Some(s) = &hc.stream {
+                    let _ = s.shutdown(std::net::Shutdown::Both);
+                }
+            }
             if !hc.broken {
                 hc.out.extend(p.buf.iter());
             }
