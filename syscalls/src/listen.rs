@@ -28,7 +28,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::net::Sock;
@@ -52,9 +52,24 @@ const POLL_EVERY: Duration = Duration::from_micros(100);
 pub static INTERRUPTS: AtomicU32 = AtomicU32::new(0);
 /// The first interrupt's signal number.
 pub static INTERRUPT_SIGNAL: AtomicI32 = AtomicI32::new(0);
-/// An eventfd the watcher writes to wake a bridge waiting for the host; -1 when no run listens
-/// (then the watcher ends ferrite as before).
+/// An eventfd the watcher writes to wake a bridge waiting for the host; -1 before the first
+/// listening run. One for the whole process and never closed, so that a watcher that read it
+/// just before a run ended never writes into a descriptor reused for something else.
 pub static INTERRUPT_FD: AtomicI32 = AtomicI32::new(-1);
+/// Whether a run listens now (else the watcher ends ferrite as before).
+pub static LISTENING: AtomicBool = AtomicBool::new(false);
+
+/// [`INTERRUPT_FD`], made on first use.
+fn interrupt_fd() -> std::io::Result<i32> {
+    static FD: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    // SAFETY: eventfd(2) has no memory arguments.
+    let fd = *FD.get_or_init(|| unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) });
+    if fd < 0 {
+        return Err(std::io::Error::other("--listen: cannot make an eventfd for interrupts"));
+    }
+    INTERRUPT_FD.store(fd, Ordering::SeqCst);
+    Ok(fd)
+}
 
 /// What a run with `--listen` is given.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -298,8 +313,8 @@ struct Host {
     interrupts: u32,
     /// A client left more than [`MAX_PENDING_OUT`] unread (warned once).
     overflowed: bool,
-    /// Wakes a `poll` on an interrupt.
-    wake: std::os::fd::OwnedFd,
+    /// Wakes a `poll` on an interrupt ([`INTERRUPT_FD`]).
+    wake: i32,
 }
 
 enum Mode {
@@ -371,14 +386,8 @@ impl Bridge {
                     eprintln!("ferrite: listening on 127.0.0.1:{} for guest port {guest}", l.local_addr()?.port());
                     listeners.push((guest, l));
                 }
-                // SAFETY: eventfd(2) has no memory arguments.
-                let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-                if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // SAFETY: `fd` was just opened and is owned by nothing else.
-                let wake = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-                INTERRUPT_FD.store(fd, Ordering::SeqCst);
+                let wake = interrupt_fd()?;
+                LISTENING.store(true, Ordering::SeqCst);
                 let host = Host {
                     listeners,
                     waiting: VecDeque::new(),
@@ -460,7 +469,7 @@ impl Bridge {
 impl Drop for Host {
     fn drop(&mut self) {
         // Interrupts end ferrite again, as without `--listen`.
-        INTERRUPT_FD.store(-1, Ordering::SeqCst);
+        LISTENING.store(false, Ordering::SeqCst);
     }
 }
 
@@ -471,7 +480,7 @@ impl Host {
         self.last_poll = Instant::now();
         let mut fds: Vec<libc::pollfd> = Vec::new();
         let pfd = |fd: i32, events: i16| libc::pollfd { fd, events, revents: 0 };
-        fds.push(pfd(self.wake.as_raw_fd(), libc::POLLIN));
+        fds.push(pfd(self.wake, libc::POLLIN));
         for (_, l) in &self.listeners {
             fds.push(pfd(l.as_raw_fd(), libc::POLLIN));
         }
@@ -509,6 +518,13 @@ impl Host {
         let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
         if n <= 0 {
             return;
+        }
+        if fds[0].revents != 0 {
+            // Drained whenever readable (the interrupt itself is counted in INTERRUPTS): a
+            // readable eventfd left alone would make every later wait return at once.
+            let mut buf = [0u8; 8];
+            // SAFETY: reads at most 8 bytes into `buf`; the eventfd is non-blocking.
+            unsafe { libc::read(self.wake, buf.as_mut_ptr().cast(), 8) };
         }
         for (i, (guest, l)) in self.listeners.iter().enumerate() {
             if fds[1 + i].revents == 0 {
@@ -683,9 +699,6 @@ impl Kernel {
             h.interrupts = n;
             let sig = if n == 1 { INTERRUPT_SIGNAL.load(Ordering::SeqCst) } else { libc::SIGKILL };
             events.push(What::Signal(sig));
-            let mut buf = [0u8; 8];
-            // SAFETY: reads at most 8 bytes into `buf`; the eventfd is non-blocking.
-            unsafe { libc::read(h.wake.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
         }
         let mut out: Vec<(u32, What)> = events.into_iter().map(|w| (0, w)).collect();
         // Clients waiting for a listener the guest has now.
