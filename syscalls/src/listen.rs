@@ -402,12 +402,13 @@ impl Bridge {
             }
             ListenSpec::Replay(r) => (Mode::Replay { events: r.events.iter().cloned().collect() }, r.ports.clone()),
         };
+        let truncated = matches!(spec, ListenSpec::Replay(r) if r.truncated);
         Ok(Bridge {
             mode,
             point: 0,
             conns: Vec::new(),
             live: Vec::new(),
-            rec: Recorded { ports, ..Recorded::default() },
+            rec: Recorded { ports, truncated, ..Recorded::default() },
             input: 0,
             counted: 0,
             diverged: None,
@@ -601,10 +602,10 @@ impl Kernel {
         Ok(())
     }
 
-    /// The signal the bridge sent the guest because ferrite was interrupted (in a recording, or
-    /// at the same point of its replay): a guest that dies of it did not kill itself.
-    pub fn host_signal(&self) -> Option<i32> {
-        self.host_signal
+    /// Whether the bridge sent the guest `sig` because ferrite was interrupted (in a recording,
+    /// or at the same point of its replay): a guest that dies of it did not kill itself.
+    pub fn host_sent_signal(&self, sig: i32) -> bool {
+        (1..=64).contains(&sig) && self.host_signals & (1u64 << (sig - 1)) != 0
     }
 
     /// The bridge's record, once the run is over ([`Bridge::finish`]); `None` without `--listen`.
@@ -847,7 +848,7 @@ impl Kernel {
                 }
             }
             What::Signal(sig) => {
-                self.host_signal = Some(*sig);
+                self.host_signals |= 1u64 << (*sig - 1);
                 let group = self.procs.get(&crate::process::PID).map_or(crate::process::PID, |p| p.pgid);
                 let targets: Vec<u32> =
                     self.procs.iter().filter(|(_, p)| p.pgid == group).map(|(&pid, _)| pid).collect();
