@@ -336,7 +336,8 @@ struct Conn {
 /// A connection by number: in use, or done (closed both ways) with what the guest sent it, its
 /// socket dropped so that its ephemeral port is free again.
 enum Slot {
-    Live(Conn),
+    /// Boxed: a done connection keeps only its output's few bytes.
+    Live(Box<Conn>),
     Done(Output),
 }
 
@@ -349,7 +350,7 @@ impl Conn {
 /// Connection `i` of `conns`, if live.
 fn live_conn(conns: &[Slot], i: u32) -> Option<&Conn> {
     match conns.get(i as usize) {
-        Some(Slot::Live(k)) => Some(k),
+        Some(Slot::Live(k)) => Some(&**k),
         _ => None,
     }
 }
@@ -812,13 +813,13 @@ impl Kernel {
                 }
                 let sock = self.connect_from_host(*port).ok_or_else(|| format!("no guest listener on port {port}"))?;
                 b.live.push(e.conn);
-                b.conns.push(Slot::Live(Conn {
+                b.conns.push(Slot::Live(Box::new(Conn {
                     sock,
                     sent: 0,
                     hash: blake3::Hasher::new(),
                     closed: false,
                     guest_eof: false,
-                }));
+                })));
             }
             What::Data(d) => {
                 let k = b.conn(e.conn).ok_or("no such open connection")?;
