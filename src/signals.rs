@@ -51,9 +51,9 @@ extern "C" fn on_signal(sig: libc::c_int) {
 /// ([`syscalls::listen`]); a third ends ferrite as without `--listen`. Returns whether `sig`
 /// was passed on.
 fn deferred_to_guest(sig: i32) -> bool {
-    use syscalls::listen::{INTERRUPTS, INTERRUPT_FD, INTERRUPT_SIGNAL};
+    use syscalls::listen::{INTERRUPTS, INTERRUPT_FD, INTERRUPT_SIGNAL, LISTENING};
     let fd = INTERRUPT_FD.load(Ordering::SeqCst);
-    if fd < 0 || sig == libc::SIGABRT || INTERRUPTS.load(Ordering::SeqCst) >= 2 {
+    if !LISTENING.load(Ordering::SeqCst) || fd < 0 || sig == libc::SIGABRT || INTERRUPTS.load(Ordering::SeqCst) >= 2 {
         return false;
     }
     if INTERRUPTS.load(Ordering::SeqCst) == 0 {

@@ -214,6 +214,17 @@ fn a_native_client_is_served_recorded_and_replayed_without_it() {
         &|v| v["run"]["listen"]["events"].as_array_mut().unwrap().push("99999999 0 signal 9".into()),
         "never reached",
     );
+    // A far-off point while the server waits for the host: reached at once, not one idle turn
+    // at a time (the replay would spin for ever), and the run then differs from its recording.
+    let mut bad = report.clone();
+    let events = bad["run"]["listen"]["events"].as_array_mut().unwrap();
+    let last = events.last().unwrap().as_str().unwrap().to_string();
+    *events.last_mut().unwrap() = format!("1000000000000000 {}", last.split_once(' ').unwrap().1).into();
+    let p = dir.path().join("far.json");
+    std::fs::write(&p, serde_json::to_vec(&bad).unwrap()).unwrap();
+    let r = Ferrite::replay(&p).go_within(Duration::from_secs(60));
+    r.assert_code(1);
+    assert!(r.stderr.contains("ferrite: replay diverged"), "{}", r.describe());
 }
 
 #[test]
@@ -300,5 +311,41 @@ fn clients_that_come_and_go_do_not_use_up_descriptors() {
     let r = replay(&path, &[]);
     r.assert_code(0);
     assert_eq!(r.stdout_str(), out);
+    assert!(r.stderr.contains(&format!("trace hash {})", hash(&report))), "{}", r.describe());
+}
+
+#[test]
+fn a_deadlock_with_nothing_the_host_could_reach_is_still_found() {
+    // The guest never listens: no host client can wake it, so `--listen` must not wait for one.
+    let run = Ferrite::run(&guest("thr_deadlock"))
+        .opts(&["--listen", "7711=0", "--report", "r.json"])
+        .go_within(Duration::from_secs(30));
+    run.assert_code(66);
+    let report = run.json("r.json");
+    assert_eq!(get(&report, "run.exit.deadlock"), &Value::Bool(true), "{}", run.describe());
+    assert!(findings_of(&report, "deadlock").len() == 1, "{}", run.describe());
+    let r = replay(&run.dir.path().join("r.json"), &[]);
+    r.assert_code(66);
+    assert!(r.stderr.contains(&format!("trace hash {})", hash(&report))), "{}", r.describe());
+}
+
+#[test]
+fn more_clients_than_ephemeral_ports_are_served_one_after_another() {
+    // Linux's ephemeral range is 28,232 ports: a connection done both ways must give its port
+    // (and its place in every point's loop) back, or the later clients cannot be bridged.
+    let n = 28_500;
+    let served = Served::start("kv_server", "none");
+    for i in 0..n {
+        let mut c = served.connect();
+        assert_eq!(c.ask(&format!("set k{} v\n", i % 100)), "OK\n", "connection {i}");
+    }
+    assert_eq!(served.connect().ask("shutdown\n"), "BYE\n");
+    let (code, out, err, dir) = served.wait();
+    assert_eq!((code, out.as_str()), (0, format!("kv_server: {n} requests served\n").as_str()), "{err}");
+    let path = dir.path().join("r.json");
+    let report = read_json(&path);
+    assert_eq!(get(&report, "run.listen.outputs").as_array().unwrap().len(), n + 1);
+    let r = replay(&path, &[]);
+    r.assert_code(0);
     assert!(r.stderr.contains(&format!("trace hash {})", hash(&report))), "{}", r.describe());
 }

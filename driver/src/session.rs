@@ -838,7 +838,7 @@ impl Session {
         // that raised it; not one `--listen` sent it for an interrupt of ferrite.
         let mut raised = None;
         if let GuestEnd::Exited(ProcessExit::Signal(s)) = end {
-            if !findings.iter().any(|f| f.analysis == "fault") && k.host_signal() != Some(s) {
+            if !findings.iter().any(|f| f.analysis == "fault") && !k.host_sent_signal(s) {
                 let bt = symbols.frames(&m.backtrace());
                 let name = sig::name(s);
                 let tid = m.tid();

@@ -213,8 +213,9 @@ pub struct Kernel {
     pub(crate) pid: u32,
     /// `--listen`'s bridge to host clients ([`listen`]), if the run has one.
     pub(crate) listen: Option<Box<listen::Bridge>>,
-    /// The signal `--listen`'s bridge sent the guest for an interrupt of ferrite, if it did.
-    pub(crate) host_signal: Option<i32>,
+    /// The signals `--listen`'s bridge sent the guest for interrupts of ferrite (bit N-1 for
+    /// signal N): a first SIGINT and a second's SIGKILL are both the user's.
+    pub(crate) host_signals: u64,
 }
 
 impl Kernel {
@@ -250,7 +251,7 @@ impl Kernel {
             execs: Vec::new(),
             timers: timers::Timers::default(),
             listen: None,
-            host_signal: None,
+            host_signals: 0,
             cfg,
         }
     }

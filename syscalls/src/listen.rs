@@ -13,8 +13,9 @@
 //! blocked sender waits for, so it must happen at the same points), and only its length and
 //! hash are kept.
 //!
-//! When every thread is blocked, recording waits for the host (blocking in `poll` on its
-//! sockets) instead of calling it a deadlock; the virtual clock does not move meanwhile. With a
+//! When every thread is blocked and the host could still wake one (the guest listens on a
+//! `--listen` port or reads an open bridge connection), recording waits for the host (blocking
+//! in `poll` on its sockets) instead of calling it a deadlock; the virtual clock does not move meanwhile. With a
 //! wait's deadline or a timer armed, it waits at most that long in host time and then lets the
 //! clock jump as it would without `--listen`. An interrupt of ferrite (SIGINT, SIGTERM, SIGHUP;
 //! `INTERRUPTS`, counted by `ferrite`'s signal watcher) is an event too: the signal is sent to
@@ -27,7 +28,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::net::Sock;
@@ -35,8 +36,12 @@ use crate::Kernel;
 
 /// Host input bytes one run may record; beyond it the host connections are closed.
 pub const MAX_INPUT_BYTES: u64 = 64 << 20;
-/// Host events one run may record; beyond it the host connections are closed.
+/// Host connections and data events one run may record; beyond it the host connections are
+/// closed (a close event each, on top of the limit, as are the at most two signal events).
 pub const MAX_EVENTS: usize = 1_000_000;
+/// The guest's output a host client may leave unread; beyond it the client's connection is shut
+/// down and what the guest sends it dropped (the guest never sees this, so runs stay the same).
+const MAX_PENDING_OUT: usize = 64 << 20;
 /// Bytes one read from a host connection takes, and most a connection buffers unread.
 const HOST_CHUNK: usize = 64 << 10;
 /// How often (host time) a point outside the idle loop looks at the host sockets at most: a
@@ -47,9 +52,24 @@ const POLL_EVERY: Duration = Duration::from_micros(100);
 pub static INTERRUPTS: AtomicU32 = AtomicU32::new(0);
 /// The first interrupt's signal number.
 pub static INTERRUPT_SIGNAL: AtomicI32 = AtomicI32::new(0);
-/// An eventfd the watcher writes to wake a bridge waiting for the host; -1 when no run listens
-/// (then the watcher ends ferrite as before).
+/// An eventfd the watcher writes to wake a bridge waiting for the host; -1 before the first
+/// listening run. One for the whole process and never closed, so that a watcher that read it
+/// just before a run ended never writes into a descriptor reused for something else.
 pub static INTERRUPT_FD: AtomicI32 = AtomicI32::new(-1);
+/// Whether a run listens now (else the watcher ends ferrite as before).
+pub static LISTENING: AtomicBool = AtomicBool::new(false);
+
+/// [`INTERRUPT_FD`], made on first use.
+fn interrupt_fd() -> std::io::Result<i32> {
+    static FD: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    // SAFETY: eventfd(2) has no memory arguments.
+    let fd = *FD.get_or_init(|| unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) });
+    if fd < 0 {
+        return Err(std::io::Error::other("--listen: cannot make an eventfd for interrupts"));
+    }
+    INTERRUPT_FD.store(fd, Ordering::SeqCst);
+    Ok(fd)
+}
 
 /// What a run with `--listen` is given.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -167,8 +187,12 @@ impl Recorded {
     /// used before it was made or after its close, a port not listened for, more input than
     /// the limits.
     pub fn validate(&self) -> Result<(), String> {
-        if self.events.len() > MAX_EVENTS {
-            return Err(format!("more than {MAX_EVENTS} events"));
+        let counted = self.events.iter().filter(|e| matches!(e.what, What::Connect(_) | What::Data(_))).count();
+        if counted > MAX_EVENTS {
+            return Err(format!("more than {MAX_EVENTS} connect and data events"));
+        }
+        if self.events.iter().filter(|e| matches!(e.what, What::Signal(_))).count() > 2 {
+            return Err("more than 2 signal events".into());
         }
         let mut conns: Vec<bool> = Vec::new();
         let (mut last, mut bytes) = (0u64, 0u64);
@@ -258,6 +282,7 @@ pub fn unbase64(s: &str) -> Option<Vec<u8>> {
 }
 
 /// A native client's connection, on the host side.
+#[derive(Default)]
 struct HostConn {
     /// The connection; closed (`None`) once both sides are done, so that clients that come and
     /// go do not use up ferrite's descriptors.
@@ -281,11 +306,15 @@ struct Host {
     waiting: VecDeque<(u16, TcpStream)>,
     /// By connection number.
     conns: Vec<HostConn>,
+    /// The numbers of the connections whose stream is open, ascending.
+    open: Vec<usize>,
     last_poll: Instant,
     /// Interrupts turned into events so far.
     interrupts: u32,
-    /// Wakes a `poll` on an interrupt.
-    wake: std::os::fd::OwnedFd,
+    /// A client left more than [`MAX_PENDING_OUT`] unread (warned once).
+    overflowed: bool,
+    /// Wakes a `poll` on an interrupt ([`INTERRUPT_FD`]).
+    wake: i32,
 }
 
 enum Mode {
@@ -304,13 +333,39 @@ struct Conn {
     guest_eof: bool,
 }
 
+/// A connection by number: in use, or done (closed both ways) with what the guest sent it, its
+/// socket dropped so that its ephemeral port is free again.
+enum Slot {
+    /// Boxed: a done connection keeps only its output's few bytes.
+    Live(Box<Conn>),
+    Done(Output),
+}
+
+impl Conn {
+    fn output(&self) -> Output {
+        Output { bytes: self.sent, blake3: self.hash.finalize().to_hex().to_string() }
+    }
+}
+
+/// Connection `i` of `conns`, if live.
+fn live_conn(conns: &[Slot], i: u32) -> Option<&Conn> {
+    match conns.get(i as usize) {
+        Some(Slot::Live(k)) => Some(&**k),
+        _ => None,
+    }
+}
+
 /// The bridge between host clients and the guest's listeners ([`Kernel::listen_point`]).
 pub struct Bridge {
     mode: Mode,
     point: u64,
-    conns: Vec<Conn>,
+    conns: Vec<Slot>,
+    /// The numbers of the live connections, ascending: a point loops over these only.
+    live: Vec<u32>,
     rec: Recorded,
     input: u64,
+    /// Connect and data events recorded (what [`MAX_EVENTS`] limits).
+    counted: usize,
     diverged: Option<String>,
 }
 
@@ -332,32 +387,31 @@ impl Bridge {
                     eprintln!("ferrite: listening on 127.0.0.1:{} for guest port {guest}", l.local_addr()?.port());
                     listeners.push((guest, l));
                 }
-                // SAFETY: eventfd(2) has no memory arguments.
-                let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-                if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // SAFETY: `fd` was just opened and is owned by nothing else.
-                let wake = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-                INTERRUPT_FD.store(fd, Ordering::SeqCst);
+                let wake = interrupt_fd()?;
+                LISTENING.store(true, Ordering::SeqCst);
                 let host = Host {
                     listeners,
                     waiting: VecDeque::new(),
                     conns: Vec::new(),
+                    open: Vec::new(),
                     last_poll: Instant::now(),
                     interrupts: INTERRUPTS.load(Ordering::SeqCst),
+                    overflowed: false,
                     wake,
                 };
                 (Mode::Record(Box::new(host)), pairs.iter().map(|p| p.0).collect())
             }
             ListenSpec::Replay(r) => (Mode::Replay { events: r.events.iter().cloned().collect() }, r.ports.clone()),
         };
+        let truncated = matches!(spec, ListenSpec::Replay(r) if r.truncated);
         Ok(Bridge {
             mode,
             point: 0,
             conns: Vec::new(),
-            rec: Recorded { ports, ..Recorded::default() },
+            live: Vec::new(),
+            rec: Recorded { ports, truncated, ..Recorded::default() },
             input: 0,
+            counted: 0,
             diverged: None,
         })
     }
@@ -381,9 +435,32 @@ impl Bridge {
         self.rec.outputs = self
             .conns
             .iter()
-            .map(|c| Output { bytes: c.sent, blake3: c.hash.finalize().to_hex().to_string() })
+            .map(|c| match c {
+                Slot::Live(k) => k.output(),
+                Slot::Done(o) => o.clone(),
+            })
             .collect();
         Ok(self.rec)
+    }
+
+    /// Connection `i`, if live.
+    fn conn(&self, i: u32) -> Option<&Conn> {
+        live_conn(&self.conns, i)
+    }
+
+    /// Finalises the connections that are done both ways: their output is kept, their socket
+    /// (and so its ephemeral port) freed.
+    fn retire(&mut self) {
+        let conns = &mut self.conns;
+        self.live.retain(|&i| {
+            let slot = &mut conns[i as usize];
+            let Slot::Live(k) = slot else { return false };
+            if !(k.closed && k.guest_eof) {
+                return true;
+            }
+            *slot = Slot::Done(k.output());
+            false
+        });
     }
 
     fn recording(&self) -> bool {
@@ -394,7 +471,7 @@ impl Bridge {
 impl Drop for Host {
     fn drop(&mut self) {
         // Interrupts end ferrite again, as without `--listen`.
-        INTERRUPT_FD.store(-1, Ordering::SeqCst);
+        LISTENING.store(false, Ordering::SeqCst);
     }
 }
 
@@ -405,14 +482,24 @@ impl Host {
         self.last_poll = Instant::now();
         let mut fds: Vec<libc::pollfd> = Vec::new();
         let pfd = |fd: i32, events: i16| libc::pollfd { fd, events, revents: 0 };
-        fds.push(pfd(self.wake.as_raw_fd(), libc::POLLIN));
+        fds.push(pfd(self.wake, libc::POLLIN));
         for (_, l) in &self.listeners {
             fds.push(pfd(l.as_raw_fd(), libc::POLLIN));
         }
         // Only connections with something to wait for: poll refuses more descriptors than
         // RLIMIT_NOFILE, and clients that came and went have none.
         let mut polled: Vec<usize> = Vec::new();
-        for (i, c) in self.conns.iter().enumerate() {
+        let conns = &mut self.conns;
+        self.open.retain(|&i| {
+            let c = &mut conns[i];
+            if c.stream.is_none() && c.inbuf.is_empty() {
+                // Its buffers go too: a client that came and went keeps nothing but its flags.
+                (c.inbuf, c.out) = (VecDeque::new(), VecDeque::new());
+            }
+            c.stream.is_some()
+        });
+        for &i in &self.open {
+            let c = &self.conns[i];
             let mut ev = 0;
             if !c.eof && c.inbuf.len() < HOST_CHUNK {
                 ev |= libc::POLLIN;
@@ -433,6 +520,13 @@ impl Host {
         let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
         if n <= 0 {
             return;
+        }
+        if fds[0].revents != 0 {
+            // Drained whenever readable (the interrupt itself is counted in INTERRUPTS): a
+            // readable eventfd left alone would make every later wait return at once.
+            let mut buf = [0u8; 8];
+            // SAFETY: reads at most 8 bytes into `buf`; the eventfd is non-blocking.
+            unsafe { libc::read(self.wake, buf.as_mut_ptr().cast(), 8) };
         }
         for (i, (guest, l)) in self.listeners.iter().enumerate() {
             if fds[1 + i].revents == 0 {
@@ -509,10 +603,10 @@ impl Kernel {
         Ok(())
     }
 
-    /// The signal the bridge sent the guest because ferrite was interrupted (in a recording, or
-    /// at the same point of its replay): a guest that dies of it did not kill itself.
-    pub fn host_signal(&self) -> Option<i32> {
-        self.host_signal
+    /// Whether the bridge sent the guest `sig` because ferrite was interrupted (in a recording,
+    /// or at the same point of its replay): a guest that dies of it did not kill itself.
+    pub fn host_sent_signal(&self, sig: i32) -> bool {
+        (1..=64).contains(&sig) && self.host_signals & (1u64 << (sig - 1)) != 0
     }
 
     /// The bridge's record, once the run is over ([`Bridge::finish`]); `None` without `--listen`.
@@ -545,21 +639,25 @@ impl Kernel {
                     b.rec.events.push(e);
                 }
                 // Without a deadline the recording waited for the host here: it went on waiting
-                // (a later point) as long as it recorded anything later.
-                again = matches!(idle, Some(None)) && pending && b.diverged.is_none();
+                // (a later point) as long as it recorded anything later and the host could
+                // still reach the guest.
+                again = matches!(idle, Some(None)) && pending && b.diverged.is_none() && self.host_can_reach(&b);
             }
             Mode::Record(_) => {
                 if let Some(limit) = idle {
                     let recorded = self.record_events(&mut b);
-                    if !recorded {
+                    // Without a deadline and with nothing the host could reach, every thread
+                    // waits for another: a deadlock, not a wait for the host.
+                    if !recorded && (limit.is_some() || self.host_can_reach(&b)) {
                         let wait = limit.map(Duration::from_nanos);
                         if let Mode::Record(h) = &mut b.mode {
                             h.pump(wait);
                         }
                         self.record_events(&mut b);
                     }
-                    // Without a deadline nothing but the host can wake anyone: keep waiting.
-                    again = limit.is_none();
+                    // Without a deadline nothing but the host can wake anyone: keep waiting
+                    // while it can (decided from the guest's state alone, as replay decides).
+                    again = limit.is_none() && self.host_can_reach(&b);
                 } else {
                     if let Mode::Record(h) = &mut b.mode {
                         if h.last_poll.elapsed() >= POLL_EVERY {
@@ -571,6 +669,15 @@ impl Kernel {
             }
         }
         self.drain_guest_output(&mut b);
+        b.retire();
+        if let Mode::Replay { events } = &b.mode {
+            // Still idle with no deadline: every point until the next event's is a turn in
+            // which nothing can happen (no thread runs, nothing more to take), so skip them.
+            // An edited far-off point is then reached at once instead of one turn at a time.
+            if let (true, true, Some(next)) = (again, self.runnable_count() == 0, events.front()) {
+                b.point = b.point.max(next.at - 1);
+            }
+        }
         self.listen = Some(b);
         again
     }
@@ -581,7 +688,10 @@ impl Kernel {
         let Mode::Record(h) = &mut b.mode else { return false };
         let quiet = h.waiting.is_empty()
             && INTERRUPTS.load(Ordering::Relaxed) == h.interrupts
-            && h.conns.iter().zip(&b.conns).all(|(c, k)| k.closed || (c.inbuf.is_empty() && !c.eof));
+            && b.live.iter().all(|&i| {
+                let c = &h.conns[i as usize];
+                live_conn(&b.conns, i).is_none_or(|k| k.closed) || (c.inbuf.is_empty() && !c.eof)
+            });
         if quiet {
             return false;
         }
@@ -591,48 +701,52 @@ impl Kernel {
             h.interrupts = n;
             let sig = if n == 1 { INTERRUPT_SIGNAL.load(Ordering::SeqCst) } else { libc::SIGKILL };
             events.push(What::Signal(sig));
-            let mut buf = [0u8; 8];
-            // SAFETY: reads at most 8 bytes into `buf`; the eventfd is non-blocking.
-            unsafe { libc::read(h.wake.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
         }
         let mut out: Vec<(u32, What)> = events.into_iter().map(|w| (0, w)).collect();
         // Clients waiting for a listener the guest has now.
         let mut still = VecDeque::new();
+        // Connects and data count towards MAX_EVENTS; closes and signals do not.
+        let base = b.counted;
         while let Some((port, s)) = h.waiting.pop_front() {
-            if b.rec.truncated || !self.has_listener(port) {
+            if b.rec.truncated || b.diverged.is_some() || base + out.len() >= MAX_EVENTS || !self.has_listener(port) {
                 still.push_back((port, s));
                 continue;
             }
             let conn = (h.conns.len()) as u32;
-            h.conns.push(HostConn {
-                stream: Some(s),
-                inbuf: VecDeque::new(),
-                eof: false,
-                out: VecDeque::new(),
-                guest_done: false,
-                broken: false,
-            });
+            h.open.push(h.conns.len());
+            h.conns.push(HostConn { stream: Some(s), ..HostConn::default() });
             out.push((conn, What::Connect(port)));
         }
         h.waiting = still;
-        let full = b.input >= MAX_INPUT_BYTES || b.rec.events.len() + out.len() >= MAX_EVENTS;
-        for (i, c) in h.conns.iter_mut().enumerate() {
-            let Some(k) = b.conns.get(i) else { continue };
+        let mut full = false;
+        let mut closing = Vec::new();
+        for &i in &b.live {
+            let c = &mut h.conns[i as usize];
+            let Some(k) = live_conn(&b.conns, i) else { continue };
             if k.closed {
                 continue;
             }
+            // Checked at each push: several connections' data at one point must not pass it.
+            full = full || b.input >= MAX_INPUT_BYTES || base + out.len() >= MAX_EVENTS;
             if !c.inbuf.is_empty() && !full {
                 let room = Self::host_room(k);
                 let take = room.min(c.inbuf.len()).min((MAX_INPUT_BYTES - b.input) as usize);
                 if take > 0 {
                     let data: Vec<u8> = c.inbuf.drain(..take).collect();
                     b.input += take as u64;
-                    out.push((i as u32, What::Data(data)));
+                    out.push((i, What::Data(data)));
                 }
             }
-            if (c.eof && c.inbuf.is_empty()) || full {
-                out.push((i as u32, What::Close));
+            if c.eof && c.inbuf.is_empty() {
+                out.push((i, What::Close));
+            } else {
+                closing.push(i);
             }
+        }
+        full = full || b.input >= MAX_INPUT_BYTES || base + out.len() >= MAX_EVENTS;
+        if full {
+            // Every connection still open closes: these closes are on top of the limit.
+            out.extend(closing.into_iter().map(|i| (i, What::Close)));
         }
         if full && !b.rec.truncated {
             b.rec.truncated = true;
@@ -652,14 +766,26 @@ impl Kernel {
         }
         let any = !out.is_empty();
         for (conn, what) in out {
+            b.counted += usize::from(matches!(what, What::Connect(_) | What::Data(_)));
             let e = Event { at: b.point, conn, what };
             if let Err(why) = self.apply(b, &e) {
                 // Recording applies only what fits: a failure here is ferrite's own fault.
-                b.diverged = Some(format!("recording `{}` failed: {why}", e.brief()));
+                b.diverged.get_or_insert_with(|| format!("recording `{}` failed: {why}", e.brief()));
             }
             b.rec.events.push(e);
         }
         any
+    }
+
+    /// Whether a host event could still wake a guest thread: the guest listens on a `--listen`
+    /// port, or reads a bridge connection the client has not closed. Only guest state, so that
+    /// a recording and its replay decide alike.
+    fn host_can_reach(&mut self, b: &Bridge) -> bool {
+        b.rec.ports.iter().any(|&p| self.has_listener(p))
+            || b.live
+                .iter()
+                .filter_map(|&i| b.conn(i))
+                .any(|k| !k.closed && matches!(&k.sock.borrow().conn, Some((_, tx)) if tx.borrow().readers > 0))
     }
 
     /// Bytes the guest's side of a connection has room for.
@@ -686,10 +812,17 @@ impl Kernel {
                     return Err("connections out of order".into());
                 }
                 let sock = self.connect_from_host(*port).ok_or_else(|| format!("no guest listener on port {port}"))?;
-                b.conns.push(Conn { sock, sent: 0, hash: blake3::Hasher::new(), closed: false, guest_eof: false });
+                b.live.push(e.conn);
+                b.conns.push(Slot::Live(Box::new(Conn {
+                    sock,
+                    sent: 0,
+                    hash: blake3::Hasher::new(),
+                    closed: false,
+                    guest_eof: false,
+                })));
             }
             What::Data(d) => {
-                let k = b.conns.get(e.conn as usize).ok_or("no such connection")?;
+                let k = b.conn(e.conn).ok_or("no such open connection")?;
                 let s = k.sock.borrow();
                 let Some((_, tx)) = &s.conn else { return Err("not connected".into()) };
                 let mut p = tx.borrow_mut();
@@ -705,7 +838,9 @@ impl Kernel {
                 self.io_ready(id);
             }
             What::Close => {
-                let k = b.conns.get_mut(e.conn as usize).ok_or("no such connection")?;
+                let Some(Slot::Live(k)) = b.conns.get_mut(e.conn as usize) else {
+                    return Err("no such open connection".into());
+                };
                 k.closed = true;
                 let sock = k.sock.clone();
                 let keys = Self::shut_host_side(&sock);
@@ -714,7 +849,7 @@ impl Kernel {
                 }
             }
             What::Signal(sig) => {
-                self.host_signal = Some(*sig);
+                self.host_signals |= 1u64 << (*sig - 1);
                 let group = self.procs.get(&crate::process::PID).map_or(crate::process::PID, |p| p.pgid);
                 let targets: Vec<u32> =
                     self.procs.iter().filter(|(_, p)| p.pgid == group).map(|(&pid, _)| pid).collect();
@@ -730,7 +865,8 @@ impl Kernel {
     /// point) and, recording, passes it to the client.
     fn drain_guest_output(&mut self, b: &mut Bridge) {
         let recording = b.recording();
-        for (i, k) in b.conns.iter_mut().enumerate() {
+        for &i in &b.live {
+            let Some(Slot::Live(k)) = b.conns.get_mut(i as usize) else { continue };
             if k.guest_eof {
                 continue;
             }
@@ -758,7 +894,21 @@ impl Kernel {
                 }
                 continue;
             };
-            let hc = &mut h.conns[i];
+            let hc = &mut h.conns[i as usize];
+            if !hc.broken && hc.out.len() + n > MAX_PENDING_OUT {
+                if !h.overflowed {
+                    h.overflowed = true;
+                    eprintln!(
+                        "ferrite: warning: --listen: host connection {i} left more than {MAX_PENDING_OUT} bytes of the \
+                         guest's output unread; it is shut down and what the guest sends it is dropped"
+                    );
+                }
+                hc.broken = true;
+                hc.out.clear();
+                if let Some(s) = &hc.stream {
+                    let _ = s.shutdown(std::net::Shutdown::Both);
+                }
+            }
             if !hc.broken {
                 hc.out.extend(p.buf.iter());
             }
@@ -791,6 +941,29 @@ mod tests {
         for bad in ["YQ", "YQ=a", "Y===", "YR==", "YQ==YQ==", "!!!!"] {
             assert_eq!(unbase64(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_recording_cut_at_the_event_limit_reads_back() {
+        let hash = "0".repeat(64);
+        let ev = |at, conn, what| Event { at, conn, what };
+        let mut r = Recorded { ports: vec![7711], ..Recorded::default() };
+        r.events.push(ev(1, 0, What::Connect(7711)));
+        r.events.push(ev(1, 1, What::Connect(7711)));
+        r.events.extend((2..MAX_EVENTS as u64 - 1).map(|at| ev(at, (at % 2) as u32, What::Data(vec![b'x']))));
+        r.events.push(ev(MAX_EVENTS as u64, 0, What::Data(vec![b'y'])));
+        // The closes of the cut, and the two signals an interrupted run can add, are on top.
+        let end = MAX_EVENTS as u64 + 1;
+        r.events.extend([ev(end, 0, What::Close), ev(end, 1, What::Close)]);
+        r.events.extend([ev(end, 0, What::Signal(2)), ev(end, 0, What::Signal(9))]);
+        r.outputs = vec![Output { bytes: 0, blake3: hash.clone() }; 2];
+        assert_eq!(r.validate(), Ok(()));
+        let mut more = r.clone();
+        more.events.insert(MAX_EVENTS, ev(MAX_EVENTS as u64, 1, What::Data(vec![b'z'])));
+        assert!(more.validate().unwrap_err().contains("more than"), "{:?}", more.validate());
+        let mut more = r.clone();
+        more.events.push(ev(end, 0, What::Signal(9)));
+        assert!(more.validate().unwrap_err().contains("signal"), "{:?}", more.validate());
     }
 
     #[test]

@@ -130,7 +130,7 @@ impl Kernel {
             execs: Vec::new(),
             timers: self.timers.clone(),
             listen: None,
-            host_signal: self.host_signal,
+            host_signals: self.host_signals,
         })
     }
 
