@@ -69,9 +69,8 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
         let got = driver::report::ListenInfo::of(got);
         if want != Some(&got.outputs) {
             bail!(
-                "replay diverged from the recorded host clients: the guest sent them {} instead of {}",
-                outputs_text(&got.outputs),
-                want.map_or_else(String::new, |w| outputs_text(w))
+                "replay diverged from the recorded host clients: {}",
+                outputs_difference(&got.outputs, want.map_or(&[][..], |w| &w[..]))
             );
         }
     }
@@ -118,12 +117,13 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
     Ok(out.end.exit_status(report.findings.len(), 66))
 }
 
-/// What the guest sent each host connection, for a divergence message.
-fn outputs_text(o: &[driver::report::ListenOutput]) -> String {
-    let each: Vec<String> = o.iter().enumerate().map(|(i, o)| format!("{} bytes on connection {i}", o.bytes)).collect();
-    if each.is_empty() {
-        "nothing".into()
-    } else {
-        each.join(", ")
+/// Where what the guest sent the host connections (`got`) first differs from the recording.
+fn outputs_difference(got: &[driver::report::ListenOutput], want: &[driver::report::ListenOutput]) -> String {
+    match got.iter().zip(want).position(|(g, w)| g != w) {
+        Some(i) if got[i].bytes != want[i].bytes => {
+            format!("the guest sent connection {i} {} bytes instead of {}", got[i].bytes, want[i].bytes)
+        }
+        Some(i) => format!("the guest sent connection {i} other bytes ({} of them) than it did", got[i].bytes),
+        None => format!("the guest had {} connections instead of {}", got.len(), want.len()),
     }
 }
