@@ -484,12 +484,21 @@ impl Kernel {
             _ => return err(libc::ECONNREFUSED),
         };
         self.autobind(&s)?;
+        let (_, canon) = Self::name_of(domain, ty, &sa)?;
+        let peer = if domain == libc::AF_UNIX { target.borrow().local.clone().unwrap_or(canon) } else { canon };
+        self.queue_connection(&s, &target, ty, peer);
+        Ok(0)
+    }
+
+    /// Connects `client` (bound) to listener `target`: a new server end, joined to it, goes on
+    /// the listener's queue for `accept`. `peer` is the client's peer address.
+    fn queue_connection(&mut self, client: &Rc<RefCell<Sock>>, target: &Rc<RefCell<Sock>>, ty: i32, peer: Vec<u8>) {
+        let domain = client.borrow().domain;
         let mut server = self.new_sock(domain, ty);
         {
-            let mut c = s.borrow_mut();
+            let mut c = client.borrow_mut();
             self.join(&mut c, &mut server);
-            let (_, canon) = Self::name_of(domain, ty, &sa)?;
-            c.peer = Some(if domain == libc::AF_UNIX { target.borrow().local.clone().unwrap_or(canon) } else { canon });
+            c.peer = Some(peer);
             server.peer = c.local.clone();
             server.local = c.peer.clone();
         }
@@ -501,7 +510,6 @@ impl Kernel {
             t.id
         };
         self.io_ready(key);
-        Ok(0)
     }
 
     /// The guest's TCP listener on loopback `port` ([`crate::listen`]).
@@ -517,20 +525,7 @@ impl Kernel {
         let domain = target.borrow().domain;
         let client = Rc::new(RefCell::new(self.new_sock(domain, libc::SOCK_STREAM)));
         self.autobind(&client).ok()?;
-        let mut server = self.new_sock(domain, libc::SOCK_STREAM);
-        {
-            let mut c = client.borrow_mut();
-            self.join(&mut c, &mut server);
-            c.peer = Some(inet_addr(domain, false, port));
-            server.peer = c.local.clone();
-            server.local = c.peer.clone();
-        }
-        let key = {
-            let mut t = target.borrow_mut();
-            t.queue.as_mut()?.push_back(Rc::new(RefCell::new(server)));
-            t.id
-        };
-        self.io_ready(key);
+        self.queue_connection(&client, &target, libc::SOCK_STREAM, inet_addr(domain, false, port));
         Some(client)
     }
 
