@@ -235,3 +235,23 @@ fn crash_testing_a_server_and_its_client_recovers_each_image_with_the_servers_st
     assert_eq!(n("failures"), 0, "the fixed server recovers from every image: {crash}");
     assert!(get(&report, "findings").as_array().unwrap().is_empty(), "{report:#}");
 }
+
+/// A program named without a `/` is found in the guest's `PATH`, as a shell finds it; argv[0]
+/// stays as written, the report names the file that ran, and a name found nowhere is one
+/// `error:` line.
+#[test]
+fn a_program_without_a_slash_is_found_in_path() {
+    let dir = std::path::PathBuf::from(SH);
+    let run = Ferrite::run(Path::new("sh"))
+        .env("PATH", &format!("/nonexistent:{}", dir.parent().unwrap().display()))
+        .opts(&["--report", "r.json"])
+        .args(&["-c", "echo $0 ran"])
+        .go();
+    run.assert_code(0);
+    assert_eq!(run.stdout_str(), "sh ran\n", "{}", run.describe());
+    let r = run.json("r.json");
+    assert_eq!(r["run"]["program"].as_str(), Some(SH), "{r:#}");
+    let missing = Ferrite::run(Path::new("no-such-program-anywhere")).go();
+    missing.assert_code(2);
+    assert!(missing.stderr.contains("error: cannot read program `no-such-program-anywhere`"), "{}", missing.describe());
+}

@@ -75,7 +75,7 @@ impl Verdict {
 
 pub(crate) fn recovery_spec(plan: &Plan, argv: &[String], dir: &Path) -> RunSpec {
     let mut spec = plan.base.clone();
-    spec.program = PathBuf::from(&argv[0]);
+    spec.program = driver::spec::program_path(&argv[0], &spec.env);
     spec.argv = argv.to_vec();
     spec.pm_dir = dir.to_path_buf();
     // The working directory as the crash left it, over the user's, which it never writes.

@@ -234,7 +234,7 @@ fn validate(spec: &RunSpec, images: &CrashLog, v: &Validation, budget: u64) -> V
         .filter_map(|&(dev, n)| Some((path_of(dev)?, dev & ((1 << FILE_SHIFT) - 1), u64::from(n))))
         .collect();
     let rspec = RunSpec {
-        program: PathBuf::from(&recover[0]),
+        program: driver::spec::program_path(&recover[0], &spec.env),
         argv: recover.clone(),
         pm_dir: dir.path().to_path_buf(),
         max_instructions: budget,

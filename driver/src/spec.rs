@@ -339,6 +339,26 @@ impl Branching {
     }
 }
 
+/// The host path of the program `name` as a shell finds it (`execvp`): a name with a `/` in it
+/// as given; otherwise the first executable regular file of that name in the directories of
+/// `PATH` (the guest's, from `env`, else ferrite's own); otherwise the name as given, which then
+/// fails to be read with that name in the message. argv[0] stays as the user wrote it.
+pub fn program_path(name: &str, env: &[String]) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    if name.is_empty() || name.contains('/') {
+        return PathBuf::from(name);
+    }
+    let path = env
+        .iter()
+        .find_map(|kv| kv.strip_prefix("PATH=").map(str::to_string))
+        .or_else(|| std::env::var("PATH").ok())
+        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    path.split(':')
+        .map(|dir| if dir.is_empty() { PathBuf::from(".") } else { PathBuf::from(dir) }.join(name))
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+        .unwrap_or_else(|| PathBuf::from(name))
+}
+
 /// Why a run could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {

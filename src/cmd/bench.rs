@@ -110,7 +110,7 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
 fn bench_snapshots(a: &BenchArgs) -> Result<i32> {
     use driver::session::Driven;
     let runs = a.runs.max(1) as usize;
-    let program = std::path::PathBuf::from(&a.command[0]);
+    let program = driver::spec::program_path(&a.command[0], &[]);
     let pm = tempfile::tempdir().context("cannot create a temporary PM directory")?;
     let mut spec = driver::RunSpec::new(program, a.command.clone(), pm.path().to_path_buf());
     spec.analyses = Vec::new();

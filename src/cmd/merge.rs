@@ -218,7 +218,7 @@ pub fn run_inputs(programs: &[&String], config: Option<&Path>, spec: &driver::Ru
     use crate::part::{hash_path, hash_text};
     let mut inputs = BTreeMap::new();
     for p in programs {
-        inputs.insert(format!("program `{p}`"), hash_path(Path::new(p)));
+        inputs.insert(format!("program `{p}`"), hash_path(&driver::spec::program_path(p, &spec.env)));
     }
     if let Some(c) = config {
         inputs.insert(format!("config `{}`", c.display()), hash_path(c));

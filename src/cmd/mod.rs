@@ -82,10 +82,11 @@ pub fn run_spec(opts: &RunOptions, command: &[String], pm_dir: PathBuf) -> Resul
         Some(p) => load_config(p)?,
         None => Config::default(),
     };
+    let env = guest_env(opts)?;
     Ok(RunSpec {
-        program: PathBuf::from(&command[0]),
+        program: driver::spec::program_path(&command[0], &env),
         argv: command.to_vec(),
-        env: guest_env(opts)?,
+        env,
         seed: opts.seed,
         schedule_seed: opts.schedule_seed,
         pm_dir,
