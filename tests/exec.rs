@@ -255,3 +255,16 @@ fn a_program_without_a_slash_is_found_in_path() {
     missing.assert_code(2);
     assert!(missing.stderr.contains("error: cannot read program `no-such-program-anywhere`"), "{}", missing.describe());
 }
+
+/// A `#!` script given as the program runs under its interpreter, with the interpreter's
+/// argument and the script's path in front of its own arguments, as Linux starts one.
+#[test]
+fn a_script_given_as_the_program_runs_under_its_interpreter() {
+    let dir = scratch();
+    let script = dir.path().join("s.sh");
+    std::fs::write(&script, "#!/bin/sh -e\necho \"$0 $1\"\nfalse\necho not reached\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let run = Ferrite::run(&script).args(&["one"]).go();
+    run.assert_code(1);
+    assert_eq!(run.stdout_str(), format!("{} one\n", script.display()), "{}", run.describe());
+}

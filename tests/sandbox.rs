@@ -16,8 +16,9 @@ use tempfile::TempDir;
 
 #[test]
 fn every_escape_is_refused_and_nothing_outside_changes() {
-    let work = scratch();
-    let outside = scratch();
+    // Both outside the guest's private temporary directories, which it may write.
+    let work = outside_scratch();
+    let outside = outside_scratch();
     std::fs::write(outside.path().join("keep"), b"keep\n").unwrap();
     let abs = outside.path().display().to_string();
     // Both scratch directories live in the same parent.
@@ -87,7 +88,9 @@ fn names_in(dir: &Path) -> Vec<String> {
 
 /// The outside directory of a race: one file, which must survive as it was.
 fn outside_dir() -> TempDir {
-    let outside = fast_scratch();
+    // Not in the guest's private temporary directories, which it may write (refused writes
+    // never reach the disk, so this needs no memory file system).
+    let outside = outside_scratch();
     std::fs::write(outside.path().join("victim"), b"original\n").unwrap();
     outside
 }
@@ -180,4 +183,41 @@ fn a_host_process_swapping_a_directory_for_a_link_cannot_lead_writes_outside() {
         assert_eq!(written + refused, 100_000);
         assert!(written > 0 && refused > 0, "the swaps did not race the opens ({written} written)\n{}", run.describe());
     }
+}
+
+/// The guest's `/tmp`, `/var/tmp` and `/dev/shm` are private overlays over the host's: it reads
+/// the host's files there, and what it creates, changes or removes stays its own, gone at the
+/// end of the run (ferrite's temporary directory included); the next run starts from the host's
+/// again. The working directory, even below `/tmp`, is the host's as always.
+#[test]
+fn the_guests_temporary_directories_are_private_overlays() {
+    let host = scratch();
+    std::fs::write(host.path().join("keep"), b"host\n").unwrap();
+    let h = host.path().display().to_string();
+    let work = scratch();
+    let tmpdir = outside_scratch();
+    let script = format!(
+        "cat {h}/keep; echo guest > {h}/keep; cat {h}/keep; echo new > {h}/new; rm {h}/keep; ls {h}; \
+         f=$(mktemp); echo made > $f; cat $f; mkdir -p /var/tmp/ferrite-test-dir/a; ls /var/tmp/ferrite-test-dir; \
+         echo shm > /dev/shm/ferrite-test-shm; cat /dev/shm/ferrite-test-shm; echo here > in-cwd"
+    );
+    let run = Ferrite::run(Path::new("/bin/sh"))
+        .args(&["-c", script.as_str()])
+        .host_env("TMPDIR", &tmpdir.path().display().to_string())
+        .env("TMPDIR", "/tmp")
+        .in_dir(work)
+        .go();
+    run.assert_code(0);
+    assert_eq!(run.stdout_str(), "host\nguest\nnew\nmade\na\nshm\n", "{}", run.describe());
+    assert_eq!(names_in(host.path()), vec!["keep".to_string()], "the guest changed the host's /tmp");
+    assert_eq!(std::fs::read(host.path().join("keep")).unwrap(), b"host\n");
+    assert!(!Path::new("/var/tmp/ferrite-test-dir").exists() && !Path::new("/dev/shm/ferrite-test-shm").exists());
+    assert_eq!(std::fs::read(run.path("in-cwd")).unwrap(), b"here\n", "the working directory is the host's");
+    assert!(names_in(tmpdir.path()).is_empty(), "temporary directories left\n{}", run.describe());
+    // A second run sees the host's files again, not the first run's.
+    let again = Ferrite::run(Path::new("/bin/sh"))
+        .args(&["-c", &format!("cat {h}/keep; ls /dev/shm/ferrite-test-shm >/dev/null 2>&1 || echo gone")])
+        .go();
+    again.assert_code(0);
+    assert_eq!(again.stdout_str(), "host\ngone\n", "{}", again.describe());
 }

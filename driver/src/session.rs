@@ -290,10 +290,10 @@ impl Session {
         images: Option<&dyn crate::validation::Validator>,
     ) -> Result<Session, SessionError> {
         let name = spec.program.display().to_string();
-        let bytes = loader::input::read_regular(&spec.program, loader::input::PROGRAM_CAP)
+        let (program, argv, bytes) = crate::spec::follow_scripts(&spec.program, &spec.argv)
             .map_err(|e| SessionError::Program(name.clone(), e))?;
         let cwd = std::env::current_dir().map_err(SessionError::Cwd)?;
-        let exe = std::fs::canonicalize(&spec.program).unwrap_or_else(|_| spec.program.clone());
+        let exe = std::fs::canonicalize(&program).unwrap_or_else(|_| program.clone());
         let mut m = Machine::new(MachineConfig {
             max_instructions: spec.max_instructions,
             rand_seed: spec.seed,
@@ -355,7 +355,7 @@ impl Session {
             passes.set_image_sink(store.sink());
         }
         m.set_observer(Box::new(passes));
-        let argv: Vec<Vec<u8>> = spec.argv.iter().map(|a| a.clone().into_bytes()).collect();
+        let argv: Vec<Vec<u8>> = argv.into_iter().map(String::into_bytes).collect();
         let envp: Vec<Vec<u8>> = spec.env.iter().map(|a| a.clone().into_bytes()).collect();
         let started =
             syscalls::exec(&mut m, &mut k, &bytes, &argv, &envp).map_err(|e| SessionError::Exec(name.clone(), e))?;

@@ -359,6 +359,36 @@ pub fn program_path(name: &str, env: &[String]) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(name))
 }
 
+/// The program and arguments the kernel would start for `program` run with `argv`, and the
+/// ELF file's bytes: a `#!` script is run by its interpreter, with the interpreter (and the one
+/// argument the line may give it) and the script's path in front of the script's own arguments,
+/// as Linux's `binfmt_script` does (four levels at most, the line cut at 256 bytes).
+pub fn follow_scripts(program: &std::path::Path, argv: &[String]) -> std::io::Result<(PathBuf, Vec<String>, Vec<u8>)> {
+    let (mut program, mut argv) = (program.to_path_buf(), argv.to_vec());
+    for _ in 0..5 {
+        let bytes = loader::input::read_regular(&program, loader::input::PROGRAM_CAP)?;
+        let Some(line) = bytes.strip_prefix(b"#!") else { return Ok((program, argv, bytes)) };
+        let line = &line[..line.len().min(254)];
+        let line = String::from_utf8_lossy(&line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())]);
+        let line = line.trim_matches([' ', '\t']);
+        let (interp, arg) = match line.split_once([' ', '\t']) {
+            Some((i, a)) => (i, a.trim_start_matches([' ', '\t'])),
+            None => (line, ""),
+        };
+        if interp.is_empty() {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "its `#!` line names no interpreter"));
+        }
+        let mut next = vec![interp.to_string()];
+        if !arg.is_empty() {
+            next.push(arg.to_string());
+        }
+        next.push(program.display().to_string());
+        next.extend(argv.into_iter().skip(1));
+        (program, argv) = (PathBuf::from(interp), next);
+    }
+    Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "more than four `#!` interpreters in a row"))
+}
+
 /// Why a run could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {

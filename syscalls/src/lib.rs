@@ -194,6 +194,8 @@ pub struct Kernel {
     pub(crate) waits: thread::WaitIndex,
     /// The writable roots and their descriptors, opened on the first change ([`vfs`]).
     pub(crate) roots: vfs::Roots,
+    /// The upper layers of the guest's temporary directories ([`vfs::GUEST_TMP_DIRS`]).
+    pub(crate) tmp: vfs::GuestTmp,
     /// The readiness keys the running call waits on if it returns [`RESTART`].
     pub(crate) block_keys: Vec<u64>,
     /// When the running call, if it blocks, must be woken at the latest: a timerfd it waits
@@ -243,6 +245,7 @@ impl Kernel {
             durable: fs::Durable::default(),
             waits: thread::WaitIndex::new(process::PID),
             roots: Default::default(),
+            tmp: Default::default(),
             block_keys: Vec::new(),
             block_wake: None,
             net: net::Net::default(),

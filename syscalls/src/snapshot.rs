@@ -122,6 +122,9 @@ impl Kernel {
             waits: self.waits.clone(),
             // The copy may be given other directories: its roots are opened afresh.
             roots: Default::default(),
+            // A snapshot of this run shares its temporary directories, as it shares the working
+            // directory; a recovery restored on another crash image starts with empty ones.
+            tmp: if files { self.tmp.clone() } else { Default::default() },
             block_keys: Vec::new(),
             block_wake: None,
             net: self.net.copy_keys(),

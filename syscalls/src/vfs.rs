@@ -5,6 +5,8 @@
 //! - the PM mount (`/mnt/pmem0` by default) is the host directory given by `--pm-dir`, writable;
 //!   a device-DAX namespace `/dev/daxN.M` is the file `daxN.M` in that directory;
 //! - the working directory (the host directory ferrite was started in) is writable;
+//! - `/tmp`, `/var/tmp` and `/dev/shm` are private overlays ([`GUEST_TMP_DIRS`]): the host's
+//!   files show through, and what the guest changes there is its own;
 //! - `/proc/self/*`, `/proc/cpuinfo`, `/proc/sys/kernel/random/uuid`, `/sys/devices/system/cpu/*`
 //!   and `/dev/{null,zero,urandom,random}` are virtual, generated from the run's own state, so that
 //!   nothing of the host shows through them;
@@ -139,6 +141,37 @@ const VIRTUAL_LINKS_ON_HOST: &[(&str, &str)] = &[
 /// The writable roots, each with its directory's descriptor (see `Kernel::roots`).
 pub(crate) type Roots = std::cell::OnceCell<Vec<(PathBuf, Rc<OwnedFd>)>>;
 
+/// The guest's temporary directories. Each is a private overlay over the host's directory of that
+/// name (as the private working directory is): the guest reads the host's files there, but what
+/// it creates, changes or removes goes to an upper layer of its own inside ferrite's private
+/// temporary directory, removed at exit. So `mkstemp`, `sort`'s spill files, POSIX semaphores
+/// and shared memory (`sem_open`, `shm_open` in `/dev/shm`) work, and no guest writes the host's.
+pub const GUEST_TMP_DIRS: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
+
+/// The upper layers of [`GUEST_TMP_DIRS`]: one directory made on first use, shared by the
+/// kernel's processes and by the snapshots of one run (as the working directory is, see
+/// docs/sandbox.md), and a fresh one for a recovery restored on another crash image. The error
+/// is the errno its creation failed with.
+pub(crate) type GuestTmp = Rc<std::cell::OnceCell<Result<tempfile::TempDir, i32>>>;
+
+/// A private overlay: the guest sees the host directory `lower` at the guest path `mount`, and
+/// what it changes there lives in `upper` (its own files in `files/`, the marks of the host's
+/// files it removed in `hidden/`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Overlay {
+    mount: String,
+    lower: PathBuf,
+    upper: PathBuf,
+}
+
+/// A guest path inside a private overlay: the overlay, and the path relative to its mount (`""`
+/// for the mount itself).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct OverlayPath {
+    ov: Overlay,
+    rel: String,
+}
+
 /// Most symbolic links one path may go through, as Linux's `MAXSYMLINKS`.
 const MAX_LINKS: u32 = 40;
 
@@ -270,8 +303,8 @@ impl Kernel {
             // Everything else there would show the host.
             return err(libc::ENOENT);
         }
-        if let Some(rel) = self.private_rel(guest) {
-            return Ok(Target::Host { host: self.private_host(&rel).0, writable: true, pm: false });
+        if let Some(p) = self.overlay_path(guest)? {
+            return Ok(Target::Host { host: self.private_host(&p.ov, &p.rel).0, writable: true, pm: false });
         }
         let cwd = self.cfg.cwd.to_string_lossy().into_owned();
         let writable = under(guest, &cwd).is_some();
@@ -317,7 +350,10 @@ impl Kernel {
         // The PM mount, the working directory and the directories leading to them are
         // directories in the guest's namespace whatever the host has there (`--pm-dir` may be a
         // link; the working directory was canonical when the run started), and are not looked up.
-        if under(&self.cfg.pm_mount, prefix).is_some() || under(&self.cfg.cwd.to_string_lossy(), prefix).is_some() {
+        if under(&self.cfg.pm_mount, prefix).is_some()
+            || under(&self.cfg.cwd.to_string_lossy(), prefix).is_some()
+            || GUEST_TMP_DIRS.iter().any(|t| under(t, prefix).is_some())
+        {
             return Ok(None);
         }
         match prefix {
@@ -350,22 +386,63 @@ impl Kernel {
         })
     }
 
-    /// With a private working directory: a guest path inside it, relative to it (`""` for the
-    /// directory itself).
-    pub(crate) fn private_rel(&self, guest: &str) -> Option<String> {
-        if !self.cfg.private_cwd {
-            return None;
+    /// The private overlay `guest` lies in, if any, and its path there: the private working
+    /// directory (`ferrite crash`), else one of the [`GUEST_TMP_DIRS`] (but not the working
+    /// directory or the PM mount when they lie below one: those are the host's, writable). An
+    /// error if the temporary directories' upper layer cannot be made.
+    pub(crate) fn overlay_path(&self, guest: &str) -> Result<Option<OverlayPath>, Errno> {
+        let cwd = self.cfg.cwd.to_string_lossy();
+        if self.cfg.private_cwd {
+            if let Some(rel) = under(guest, &cwd) {
+                let ov = Overlay { mount: cwd.into_owned(), lower: self.cfg.cwd.clone(), upper: self.private_root() };
+                return Ok(Some(OverlayPath { ov, rel }));
+            }
         }
-        under(guest, &self.cfg.cwd.to_string_lossy())
+        if under(guest, &self.cfg.pm_mount).is_some() {
+            return Ok(None);
+        }
+        for (i, t) in GUEST_TMP_DIRS.iter().enumerate() {
+            let Some(rel) = under(guest, t) else { continue };
+            if under(&cwd, t).is_some() && under(guest, &cwd).is_some() {
+                return Ok(None);
+            }
+            let upper = self.guest_tmp()?.join(i.to_string());
+            return Ok(Some(OverlayPath { ov: Overlay { mount: t.to_string(), lower: PathBuf::from(t), upper }, rel }));
+        }
+        Ok(None)
+    }
+
+    /// Whether `guest` lies in a private overlay (where every change is allowed).
+    pub(crate) fn private_rel(&self, guest: &str) -> Option<OverlayPath> {
+        self.overlay_path(guest).ok().flatten()
+    }
+
+    /// The upper layers of the temporary directories, made on first use.
+    fn guest_tmp(&self) -> Result<PathBuf, Errno> {
+        let dir = self.tmp.get_or_init(|| {
+            let d = tempfile::Builder::new().prefix("ferrite-guest-tmp-").tempdir().map_err(|e| Errno::from(e).0)?;
+            for i in 0..GUEST_TMP_DIRS.len() {
+                // The mount itself is the upper layer's, sticky and writable by all as on Linux.
+                let files = d.path().join(i.to_string()).join("files");
+                std::fs::create_dir_all(&files).map_err(|e| Errno::from(e).0)?;
+                std::fs::set_permissions(&files, std::os::unix::fs::PermissionsExt::from_mode(0o1777))
+                    .map_err(|e| Errno::from(e).0)?;
+            }
+            Ok(d)
+        });
+        match dir {
+            Ok(d) => Ok(d.path().to_path_buf()),
+            Err(e) => err(*e),
+        }
     }
 
     fn private_root(&self) -> PathBuf {
         self.cfg.pm_dir.join(PRIVATE_CWD)
     }
 
-    /// Whether `rel`, or a directory above it, is marked gone from the private working directory.
-    fn hidden(&self, rel: &str) -> bool {
-        let mut p = self.private_root().join("hidden");
+    /// Whether `rel`, or a directory above it, is marked gone from the overlay `ov`.
+    fn hidden(&self, ov: &Overlay, rel: &str) -> bool {
+        let mut p = ov.upper.join("hidden");
         // Nothing marked yet (the usual case): one look-up instead of one per component.
         if std::fs::symlink_metadata(&p).is_err() {
             return false;
@@ -381,16 +458,15 @@ impl Kernel {
         false
     }
 
-    /// Where `rel` of the private working directory is on the host: its own copy, else the host
-    /// working directory's file (then `true`) unless marked gone, else where its own copy would
-    /// be (absent).
-    pub(crate) fn private_host(&self, rel: &str) -> (PathBuf, bool) {
-        let upper = join_rel(&self.private_root().join("files"), rel);
+    /// Where `rel` of the overlay `ov` is on the host: its own copy, else the host directory's
+    /// file (then `true`) unless marked gone, else where its own copy would be (absent).
+    pub(crate) fn private_host(&self, ov: &Overlay, rel: &str) -> (PathBuf, bool) {
+        let upper = join_rel(&ov.upper.join("files"), rel);
         if std::fs::symlink_metadata(&upper).is_ok() {
             return (upper, false);
         }
-        if !self.hidden(rel) {
-            let lower = join_rel(&self.cfg.cwd, rel);
+        if !self.hidden(ov, rel) {
+            let lower = join_rel(&ov.lower, rel);
             if std::fs::symlink_metadata(&lower).is_ok() {
                 return (lower, true);
             }
@@ -398,17 +474,17 @@ impl Kernel {
         (upper, false)
     }
 
-    /// With a private working directory: the path of `guest` inside it if the host working
-    /// directory has a file there that shows through (below the private copy, if any), which
-    /// must be marked gone when the guest removes or renames the file.
-    pub(crate) fn private_shown(&self, guest: &str) -> Option<String> {
-        let rel = self.private_rel(guest)?;
-        (!self.hidden(&rel) && std::fs::symlink_metadata(join_rel(&self.cfg.cwd, &rel)).is_ok()).then_some(rel)
+    /// In a private overlay: `guest`'s overlay path if the host directory has a file there that
+    /// shows through (below the overlay's own copy, if any), which must be marked gone when the
+    /// guest removes or renames the file.
+    pub(crate) fn private_shown(&self, guest: &str) -> Option<OverlayPath> {
+        let p = self.private_rel(guest)?;
+        (!self.hidden(&p.ov, &p.rel) && std::fs::symlink_metadata(join_rel(&p.ov.lower, &p.rel)).is_ok()).then_some(p)
     }
 
-    /// Marks `rel` gone from the private working directory (the host working directory has it).
-    pub(crate) fn hide(&self, rel: &str) -> Result<(), Errno> {
-        let mark = join_rel(&self.private_root().join("hidden"), rel);
+    /// Marks `p` gone from its overlay (the host directory has it).
+    pub(crate) fn hide(&self, p: &OverlayPath) -> Result<(), Errno> {
+        let mark = join_rel(&p.ov.upper.join("hidden"), &p.rel);
         if let Some(parent) = mark.parent() {
             std::fs::create_dir_all(parent)?;
         }
@@ -419,42 +495,42 @@ impl Kernel {
         Ok(())
     }
 
-    /// The private working directory's own copy of `rel`, made before the guest changes it: the
-    /// directories above it are made, and a file, link or directory of the host working directory
-    /// at `rel` is copied (a directory with everything below it when `deep`).
-    fn copy_up(&self, rel: &str, deep: bool) -> Result<PathBuf, Errno> {
-        let files = self.private_root().join("files");
+    /// The overlay's own copy of `rel`, made before the guest changes it: the directories above
+    /// it are made, and a file, link or directory of the host directory at `rel` is copied (a
+    /// directory with everything below it when `deep`).
+    fn copy_up(&self, ov: &Overlay, rel: &str, deep: bool) -> Result<PathBuf, Errno> {
+        let files = ov.upper.join("files");
         let upper = join_rel(&files, rel);
         if std::fs::symlink_metadata(&upper).is_ok() {
             return Ok(upper);
         }
         match rel.rsplit_once('/') {
             Some((parent, _)) => {
-                let (host, lower) = self.private_host(parent);
+                let (host, lower) = self.private_host(ov, parent);
                 if lower && host.is_dir() {
                     std::fs::create_dir_all(join_rel(&files, parent))?;
                 }
             }
             None => std::fs::create_dir_all(&files)?,
         }
-        let (host, lower) = self.private_host(rel);
+        let (host, lower) = self.private_host(ov, rel);
         if lower {
             copy_tree(&host, &upper, deep)?;
         }
         Ok(upper)
     }
 
-    /// The entries of the private working directory's directory `rel`: both layers, its own
-    /// copies first, without what is marked gone. `None` outside a private working directory.
+    /// The entries of the directory `guest` of a private overlay: both layers, its own copies
+    /// first, without what is marked gone. `None` outside a private overlay.
     pub(crate) fn private_listing(&self, guest: &str) -> Option<Vec<(std::ffi::OsString, PathBuf)>> {
-        let rel = self.private_rel(guest)?;
+        let OverlayPath { ov, rel } = self.private_rel(guest)?;
         let mut out: Vec<(std::ffi::OsString, PathBuf)> = Vec::new();
-        let upper = join_rel(&self.private_root().join("files"), &rel);
+        let upper = join_rel(&ov.upper.join("files"), &rel);
         for e in std::fs::read_dir(&upper).into_iter().flatten().flatten() {
             out.push((e.file_name(), e.path()));
         }
-        if !self.hidden(&rel) {
-            let lower = join_rel(&self.cfg.cwd, &rel);
+        if !self.hidden(&ov, &rel) {
+            let lower = join_rel(&ov.lower, &rel);
             for e in std::fs::read_dir(&lower).into_iter().flatten().flatten() {
                 let name = e.file_name();
                 let child = if rel.is_empty() {
@@ -462,7 +538,7 @@ impl Kernel {
                 } else {
                     format!("{rel}/{}", name.to_string_lossy())
                 };
-                if !out.iter().any(|(n, _)| *n == name) && !self.hidden(&child) {
+                if !out.iter().any(|(n, _)| *n == name) && !self.hidden(&ov, &child) {
                     out.push((name, e.path()));
                 }
             }
@@ -476,8 +552,8 @@ impl Kernel {
     pub(crate) fn resolve_for_write(&self, guest: &str) -> Result<Writable, Errno> {
         match self.resolve(guest)? {
             Target::Host { host, writable: true, .. } => {
-                let host = match self.private_rel(guest) {
-                    Some(rel) => self.copy_up(&rel, false)?,
+                let host = match self.overlay_path(guest)? {
+                    Some(p) => self.copy_up(&p.ov, &p.rel, false)?,
                     None => host,
                 };
                 self.beneath_root(host)
@@ -490,8 +566,8 @@ impl Kernel {
     /// [`Self::resolve_for_write`] for a rename's source: a directory of the host working
     /// directory is copied up whole, so that it moves with everything in it.
     pub(crate) fn resolve_for_rename(&self, guest: &str) -> Result<Writable, Errno> {
-        if let Some(rel) = self.private_rel(guest) {
-            self.copy_up(&rel, true)?;
+        if let Some(p) = self.overlay_path(guest)? {
+            self.copy_up(&p.ov, &p.rel, true)?;
         }
         self.resolve_for_write(guest)
     }
@@ -503,8 +579,9 @@ impl Kernel {
         if let Some(r) = self.roots.get() {
             return Ok(r);
         }
+        let tmp = self.guest_tmp()?;
         let paths: &[&PathBuf] =
-            if self.cfg.private_cwd { &[&self.cfg.pm_dir] } else { &[&self.cfg.cwd, &self.cfg.pm_dir] };
+            if self.cfg.private_cwd { &[&self.cfg.pm_dir, &tmp] } else { &[&self.cfg.cwd, &self.cfg.pm_dir, &tmp] };
         let mut roots = Vec::new();
         for p in paths {
             let f = std::fs::File::open(p)?;

@@ -138,6 +138,17 @@ pub fn scratch() -> TempDir {
     tempfile::Builder::new().prefix("ferrite-test-").tempdir().expect("cannot create a temporary directory")
 }
 
+/// A scratch directory outside the guest's temporary directories (`/tmp`, `/var/tmp`,
+/// `/dev/shm`, which the guest sees as private overlays): for a directory the guest must not be
+/// able to write.
+#[allow(dead_code)]
+pub fn outside_scratch() -> TempDir {
+    tempfile::Builder::new()
+        .prefix("ferrite-test-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("cannot create a temporary directory")
+}
+
 fn quote(args: &[OsString]) -> String {
     args.iter()
         .map(|a| {
