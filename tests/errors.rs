@@ -39,8 +39,11 @@ fn text_file_is_not_an_elf() {
         assert_run_rejects(hostname, "/etc/hostname");
     }
     let dir = scratch();
+    // A script runs under its interpreter only with an execute bit, as execve runs one
+    // (tests/exec.rs runs an executable one).
     let p = write_file(dir.path(), "script.txt", b"#!/bin/sh\necho hello\n");
-    assert_run_rejects(&p, "script.txt");
+    let run = assert_run_rejects(&p, "script.txt");
+    assert!(run.stderr.contains("without execute permission"), "{}", run.describe());
 }
 
 #[test]

@@ -362,12 +362,20 @@ pub fn program_path(name: &str, env: &[String]) -> PathBuf {
 /// The program and arguments the kernel would start for `program` run with `argv`, and the
 /// ELF file's bytes: a `#!` script is run by its interpreter, with the interpreter (and the one
 /// argument the line may give it) and the script's path in front of the script's own arguments,
-/// as Linux's `binfmt_script` does (four levels at most, the line cut at 256 bytes).
+/// as Linux's `binfmt_script` does (four levels at most, the line cut at 256 bytes). A script
+/// without an execute bit is refused, as `execve` refuses it.
 pub fn follow_scripts(program: &std::path::Path, argv: &[String]) -> std::io::Result<(PathBuf, Vec<String>, Vec<u8>)> {
     let (mut program, mut argv) = (program.to_path_buf(), argv.to_vec());
     for _ in 0..5 {
         let bytes = loader::input::read_regular(&program, loader::input::PROGRAM_CAP)?;
         let Some(line) = bytes.strip_prefix(b"#!") else { return Ok((program, argv, bytes)) };
+        // As execve: a script runs only if it may be executed.
+        if std::fs::metadata(&program).map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111)? == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "a `#!` script without execute permission (chmod +x runs it under its interpreter)",
+            ));
+        }
         let line = &line[..line.len().min(254)];
         let line = String::from_utf8_lossy(&line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())]);
         let line = line.trim_matches([' ', '\t']);
