@@ -387,20 +387,20 @@ impl<L: Default> ShadowSlab<L> {
     }
 }
 
-/// A list of ids per entry of a [`ShadowLines`] table (vardalith's windows per 8-byte granule),
-/// for tables whose entries are mostly empty ([`ShadowSlab`]): a list (up to four ids inline)
-/// only for the entries that hold ids. Lists emptied by [`ShadowSlab::retain`] go back to the
-/// slab.
-pub(crate) type ShadowLists = ShadowSlab<smallvec::SmallVec<[u32; 4]>>;
+/// A list of entries per entry of a [`ShadowLines`] table (vardalith's windows per line: a window
+/// id with the line's 8-byte granules it covers, see `vardalith::by_line`), for tables whose
+/// entries are mostly empty ([`ShadowSlab`]): a list (up to two entries inline) only for the
+/// entries that hold some. Lists emptied by [`ShadowSlab::retain`] go back to the slab.
+pub(crate) type ShadowLists = ShadowSlab<smallvec::SmallVec<[u64; 2]>>;
 
 impl ShadowLists {
     /// Takes the list of `key` (empty if it has none), to be put back with [`ShadowLists::put`].
-    pub(crate) fn take(&mut self, key: u64) -> smallvec::SmallVec<[u32; 4]> {
+    pub(crate) fn take(&mut self, key: u64) -> smallvec::SmallVec<[u64; 2]> {
         self.get_mut_if(key).map(std::mem::take).unwrap_or_default()
     }
 
     /// Puts back a list taken from `key`.
-    pub(crate) fn put(&mut self, key: u64, ids: smallvec::SmallVec<[u32; 4]>) {
+    pub(crate) fn put(&mut self, key: u64, ids: smallvec::SmallVec<[u64; 2]>) {
         if let Some(l) = self.get_mut_if(key) {
             *l = ids;
         } else if !ids.is_empty() {
@@ -408,8 +408,8 @@ impl ShadowLists {
         }
     }
 
-    /// Keeps the ids for which `keep` holds, in every list.
-    pub(crate) fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
+    /// Keeps the entries for which `keep` holds, in every list.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(u64) -> bool) {
         let ShadowSlab { slots, slab, free } = self;
         slots.each_mut(|slot| {
             if *slot == 0 {

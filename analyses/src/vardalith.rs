@@ -239,9 +239,14 @@ impl VardalithOptions {
 /// occurrences.
 type PairCount = (u32, u32, u64);
 
-/// The 8-byte granules (device address / 8) holding bytes `mask` of `line`.
-fn granules(line: u64, mask: u64) -> impl Iterator<Item = u64> + Clone {
-    (0..8u64).filter(move |g| mask >> (8 * g) & 0xff != 0).map(move |g| line * 8 + g)
+/// The 8-byte granules of a line holding bytes `mask` of it, one bit each.
+fn granule_bits(mask: u64) -> u64 {
+    (0..8).filter(|g| mask >> (8 * g) & 0xff != 0).fold(0, |b, g| b | 1 << g)
+}
+
+/// An entry of [`Vardalith::by_line`]: window `id` on the granules `bits` of its line.
+fn entry(id: u32, bits: u64) -> u64 {
+    u64::from(id) | bits << 32
 }
 
 /// At most this many racing load sites are listed per finding (all are counted).
@@ -338,14 +343,13 @@ pub struct Vardalith {
     /// Window slab; `None` slots are listed in `free`.
     windows: Windows,
     free: Vec<u32>,
-    /// 8-byte granule of PM (device address / 8) → windows on its bytes (open or closed, not
-    /// yet pruned). An access looks only at the windows of the granules it touches, not at
-    /// every window of its line: a line of eight 8-byte words (an array of bucket heads) has
-    /// eight times fewer windows per granule. A granule's list is a 4-byte index into a slab
-    /// ([`ShadowLists`]), and a list of up to four ids costs no allocation of its own.
+    /// PM line → windows on its bytes (open or closed, not yet pruned), each entry a window id
+    /// with the line's 8-byte granules it covers ([`entry`]): an access looks only at the windows
+    /// on the granules it touches, without loading the others (a line of eight 8-byte bucket
+    /// heads), and a window on a whole line is listed once, not once per granule. A line's list
+    /// is a 4-byte index into a slab ([`ShadowLists`]); two entries cost no allocation of their
+    /// own.
     by_line: ShadowLists,
-    /// Scratch: windows already looked at by an access touching several granules.
-    seen_ids: Vec<u32>,
     /// Vector clocks without trailing zeros, interned (hb mode).
     clocks: Interner<Vec<u32>>,
     /// Windows created since the last prune.
@@ -503,7 +507,6 @@ impl Vardalith {
             windows: ChunkVec::default(),
             free: Vec::new(),
             by_line: ShadowLists::default(),
-            seen_ids: Vec::new(),
             clocks: Interner::default(),
             created_since_prune: 0,
             exited_with_stores: 0,
@@ -600,9 +603,7 @@ impl Vardalith {
             }
             None => self.windows.push(Some(w)) as u32,
         };
-        for g in granules(line, w.mask) {
-            self.by_line.get_mut(g).push(id);
-        }
+        self.by_line.get_mut(line).push(entry(id, granule_bits(w.mask)));
         id
     }
 
@@ -675,18 +676,15 @@ impl Vardalith {
                 w.p_epoch = self.epoch(tid);
             }
             // Conflicts with the other kind's windows of other threads.
-            let several = granules(line, mask).nth(1).is_some();
-            self.seen_ids.clear();
+            let bits = granule_bits(mask);
             let mut replace = None;
-            for g in granules(line, mask) {
-                let ids = self.by_line.take(g);
-                for &id in &ids {
-                    if several {
-                        if self.seen_ids.contains(&id) {
-                            continue;
-                        }
-                        self.seen_ids.push(id);
+            {
+                let ids = self.by_line.take(line);
+                for &e in &ids {
+                    if e >> 32 & bits == 0 {
+                        continue;
                     }
+                    let id = e as u32;
                     // Looked at in place; copied only when it may conflict.
                     let o = self.get(id);
                     if o.tid == tid {
@@ -721,7 +719,7 @@ impl Vardalith {
                         e.2 += 1;
                     }
                 }
-                self.by_line.put(g, ids);
+                self.by_line.put(line, ids);
             }
             if !sampled || (!store && self.live <= 1) {
                 // Checked against the open windows, but opens none of its own. (A load of the only
@@ -741,13 +739,10 @@ impl Vardalith {
                     }
                     let o = self.get_mut(id);
                     let was_open = o.end == OPEN;
-                    let old = o.mask;
                     *o = w;
                     // The new window covers the old one's bytes, perhaps more granules.
-                    for g in granules(line, mask) {
-                        if granules(line, old).all(|h| h != g) {
-                            self.by_line.get_mut(g).push(id);
-                        }
+                    if let Some(e) = self.by_line.get_mut(line).iter_mut().find(|e| **e as u32 == id) {
+                        *e = entry(id, bits);
                     }
                     if !was_open {
                         self.track(tid, store, line, id);
@@ -1145,7 +1140,7 @@ impl Vardalith {
             }
         }
         let windows = &self.windows;
-        self.by_line.retain(|id| windows[id as usize].is_some());
+        self.by_line.retain(|e| windows[e as u32 as usize].is_some());
         // Threads' open lists only hold open windows, which are never pruned in window mode; in
         // hb mode a pruned window may still be listed (a load not yet released).
         for t in self.threads.values_mut() {

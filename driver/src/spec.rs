@@ -370,7 +370,8 @@ pub fn follow_scripts(program: &std::path::Path, argv: &[String]) -> std::io::Re
         let bytes = loader::input::read_regular(&program, loader::input::PROGRAM_CAP)?;
         let Some(line) = bytes.strip_prefix(b"#!") else { return Ok((program, argv, bytes)) };
         // As execve: a script runs only if it may be executed.
-        if std::fs::metadata(&program).map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111)? == 0 {
+        if std::fs::metadata(&program).map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111)? == 0
+        {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::PermissionDenied,
                 "a `#!` script without execute permission (chmod +x runs it under its interpreter)",
