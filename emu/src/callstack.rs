@@ -11,8 +11,11 @@
 //! memory; the outermost frames are then lost, never the innermost.
 //!
 //! Interning: the stacks form a tree (a trie of call sites); each node is (parent, call site). A
-//! push looks its node up (allocating only the first time that stack is seen), a pop is a
-//! truncation. Memory follows the number of distinct call paths, not the number of calls.
+//! push only records the frame; the stack is interned when something asks for its id (an event a
+//! pass sees), from the innermost frame already interned, allocating only the first time that
+//! stack is seen, and a pop is a truncation. So calls between events cost no look-up (an
+//! interpreter's deep recursion with no PM access interns nothing), and memory follows the
+//! number of distinct call paths at events, not the number of calls.
 
 use rustc_hash::FxHashMap;
 
@@ -23,6 +26,9 @@ use crate::sync::SyncKind;
 pub type SyncCall = (SyncKind, u64, u64);
 
 const MAX_DEPTH: usize = 4096;
+
+/// A frame's node before its stack is interned ([`CallStack::id`]).
+const NOT_INTERNED: StackId = StackId(u32::MAX);
 
 /// An interned call stack: 0 is the empty stack.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -96,24 +102,21 @@ pub struct CallStack {
 }
 
 impl CallStack {
-    /// A `call` at `call_pc` returning to `ret`, interning the new stack in `table`.
-    pub fn push(&mut self, table: &mut StackTable, call_pc: u64, ret: u64) {
-        self.push_sync(table, call_pc, ret, None);
+    /// A `call` at `call_pc` returning to `ret`.
+    pub fn push(&mut self, call_pc: u64, ret: u64) {
+        self.push_sync(call_pc, ret, None);
     }
 
     /// A call to a recognised synchronisation function (`sync`: what its frame keeps).
-    pub fn push_sync(&mut self, table: &mut StackTable, call_pc: u64, ret: u64, sync: Option<SyncCall>) {
+    pub fn push_sync(&mut self, call_pc: u64, ret: u64, sync: Option<SyncCall>) {
         if self.frames.len() == MAX_DEPTH {
-            // Rebase: forget the outermost frame and re-intern the rest from the root.
+            // Rebase: forget the outermost frame; the rest is interned again from the root.
             self.frames.remove(0);
-            let mut parent = StackId(0);
             for f in &mut self.frames {
-                parent = table.child(parent, f.call_pc);
-                f.node = parent;
+                f.node = NOT_INTERNED;
             }
         }
-        let node = table.child(self.id(), call_pc);
-        self.frames.push(Frame { call_pc, ret, node, sync });
+        self.frames.push(Frame { call_pc, ret, node: NOT_INTERNED, sync });
     }
 
     /// A `ret` landed at `target`. Returns the synchronisation call that returned, if the frame
@@ -139,9 +142,16 @@ impl CallStack {
         self.frames.last().and_then(|f| f.sync)
     }
 
-    /// The interned id of the current stack.
-    pub fn id(&self) -> StackId {
-        self.frames.last().map(|f| f.node).unwrap_or_default()
+    /// The interned id of the current stack, interning the frames pushed since the last time.
+    pub fn id(&mut self, table: &mut StackTable) -> StackId {
+        // Frames are interned outermost first, so those not yet interned are the innermost.
+        let first = self.frames.iter().rposition(|f| f.node != NOT_INTERNED).map_or(0, |i| i + 1);
+        let mut parent = first.checked_sub(1).map_or(StackId(0), |i| self.frames[i].node);
+        for f in &mut self.frames[first..] {
+            parent = table.child(parent, f.call_pc);
+            f.node = parent;
+        }
+        parent
     }
 
     /// Call sites, innermost first.
@@ -169,36 +179,63 @@ mod tests {
     fn pops_to_the_matching_return_and_survives_longjmp() {
         let mut t = StackTable::default();
         let mut s = CallStack::default();
-        s.push(&mut t, 0x10, 0x15);
-        s.push(&mut t, 0x20, 0x25);
-        let inner = s.id();
-        s.push(&mut t, 0x30, 0x35);
+        s.push(0x10, 0x15);
+        s.push(0x20, 0x25);
+        let inner = s.id(&mut t);
+        s.push(0x30, 0x35);
         s.returned_to(0x35);
         assert_eq!(s.call_sites().collect::<Vec<_>>(), vec![0x20, 0x10]);
-        assert_eq!(s.id(), inner);
+        assert_eq!(s.id(&mut t), inner);
         assert_eq!(t.call_sites(inner), vec![0x20, 0x10]);
-        s.push(&mut t, 0x40, 0x45);
+        s.push(0x40, 0x45);
         // longjmp out of two frames, then a return into the outermost one.
         s.returned_to(0x15);
         assert_eq!(s.depth(), 0);
-        assert_eq!(s.id(), StackId(0));
+        assert_eq!(s.id(&mut t), StackId(0));
         s.returned_to(0x99);
         assert_eq!(s.depth(), 0);
         // The same path interns to the same id.
-        s.push(&mut t, 0x10, 0x15);
-        s.push(&mut t, 0x20, 0x25);
-        assert_eq!(s.id(), inner);
+        s.push(0x10, 0x15);
+        s.push(0x20, 0x25);
+        assert_eq!(s.id(&mut t), inner);
+    }
+
+    #[test]
+    fn stacks_are_interned_only_when_asked_for() {
+        let mut t = StackTable::default();
+        let mut s = CallStack::default();
+        // Deep recursion with no event: nothing interned.
+        for i in 0..100 {
+            s.push(0x100 + i, 0x200 + i);
+        }
+        assert_eq!(t.len(), 1);
+        let deep = s.id(&mut t);
+        assert_eq!(t.len(), 101);
+        assert_eq!(t.call_sites(deep).len(), 100);
+        // Popping and pushing the same path again interns nothing new.
+        s.returned_to(0x200 + 50);
+        s.push(0x100 + 50, 0x200 + 50);
+        let again = s.id(&mut t);
+        assert_eq!(t.call_sites(again), (0..=50).rev().map(|i| 0x100 + i).collect::<Vec<u64>>());
+        assert_eq!(t.len(), 101);
+        // Past the depth cap the outermost frame goes; the innermost ones stay.
+        for i in 0..MAX_DEPTH as u64 {
+            s.push(0x10_000 + i, 0x20_000 + i);
+        }
+        let top = s.id(&mut t);
+        let sites = t.call_sites(top);
+        assert_eq!(sites.len(), MAX_DEPTH);
+        assert_eq!(sites[0], 0x10_000 + MAX_DEPTH as u64 - 1);
     }
 
     #[test]
     fn a_jump_into_a_sync_function_marks_the_innermost_frame() {
-        let mut t = StackTable::default();
         let mut s = CallStack::default();
         // No frame: nothing to mark (nothing would return from it).
         s.set_top_sync(Some((SyncKind::MutexLock, 0x100, 0)));
         assert_eq!(s.top_sync(), None);
         // A wrapper called at 0x10 tail-jumps to the lock function: the lock returns to 0x15.
-        s.push(&mut t, 0x10, 0x15);
+        s.push(0x10, 0x15);
         assert_eq!(s.top_sync(), None);
         s.set_top_sync(Some((SyncKind::MutexLock, 0x100, 0)));
         assert_eq!(s.top_sync(), Some((SyncKind::MutexLock, 0x100, 0)));

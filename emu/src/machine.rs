@@ -674,7 +674,8 @@ impl Machine {
     }
 
     /// The running thread's current shadow call stack, interned.
-    pub fn stack_id(&self) -> StackId {
-        self.uc.get_data().callstack.id()
+    pub fn stack_id(&mut self) -> StackId {
+        let st = self.uc.get_data_mut();
+        st.callstack.id(&mut st.stacks)
     }
 }

@@ -91,7 +91,7 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
     let watch = st.obs.interest.has(Interest::SYNC) || st.steer.delays.is_some();
     match std::mem::replace(&mut st.clock.prev_term, Term::Other) {
         Term::Call { pc, ret } => match if watch { st.code.sync_fns.get(&addr).copied() } else { None } {
-            None => st.callstack.push(&mut st.stacks, pc, ret),
+            None => st.callstack.push(pc, ret),
             Some(kind) => enter_sync(uc, kind, addr, Some((pc, ret))),
         },
         Term::Ret => {
@@ -214,7 +214,7 @@ pub(super) fn enter_sync(uc: &mut Unicorn<'_, HookState>, kind: SyncKind, addr: 
     let st = uc.get_data_mut();
     st.consider_delay(kind, call.map_or(addr, |(pc, _)| pc));
     match call {
-        Some((pc, ret)) => st.callstack.push_sync(&mut st.stacks, pc, ret, Some((kind, e.obj, e.aux))),
+        Some((pc, ret)) => st.callstack.push_sync(pc, ret, Some((kind, e.obj, e.aux))),
         None => st.callstack.set_top_sync(Some((kind, e.obj, e.aux))),
     }
     let ev = st.emit(EventKind::SyncEnter(kind), addr, e.obj, 0, 0, e.old, e.new);

@@ -350,7 +350,7 @@ impl HookState {
             size,
             old,
             new,
-            stack: self.callstack.id(),
+            stack: self.callstack.id(&mut self.stacks),
             icount: self.count_at(pc),
             store: None,
             flush: None,
@@ -373,7 +373,7 @@ impl HookState {
 
     /// Tells the observer of the tainted PM stores the taint engine just applied.
     pub(super) fn report_tainted(&mut self) {
-        let HookState { obs, pm, tid, callstack, .. } = self;
+        let HookState { obs, pm, tid, callstack, stacks, .. } = self;
         let Observing { taint, observer, .. } = obs;
         let PmState { device: pm, windows, .. } = pm;
         let (Some(t), Some(o)) = (taint.as_deref(), observer.as_mut()) else { return };
@@ -392,7 +392,7 @@ impl HookState {
                 size: w.size,
                 old: 0,
                 new: 0,
-                stack: callstack.id(),
+                stack: callstack.id(stacks),
                 icount: 0,
                 store: None,
                 flush: None,
