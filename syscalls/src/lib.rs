@@ -211,6 +211,9 @@ pub struct Kernel {
     /// The running process: whose descriptors, memory layout and signal actions the kernel
     /// holds now.
     pub(crate) pid: u32,
+    /// The process whose address space the machine holds: the running process's own, or the
+    /// one it shares since a `clone(CLONE_VM)` ([`procs::Proc::space`]).
+    pub(crate) space_pid: u32,
     /// `--listen`'s bridge to host clients ([`listen`]), if the run has one.
     pub(crate) listen: Option<Box<listen::Bridge>>,
     /// The signals `--listen`'s bridge sent the guest for interrupts of ferrite (bit N-1 for
@@ -248,6 +251,7 @@ impl Kernel {
             net: net::Net::default(),
             procs: BTreeMap::from([(process::PID, procs::Proc::first())]),
             pid: process::PID,
+            space_pid: process::PID,
             execs: Vec::new(),
             timers: timers::Timers::default(),
             listen: None,
@@ -524,7 +528,8 @@ impl Kernel {
             libc::SYS_vfork => self.fork(m, 0x4000 | 17, 0, 0, 0, 0).and_then(|r| r.ok_or(Errno(VFORKED))),
             libc::SYS_setpgid => self.setpgid(a[0], a[1]),
             libc::SYS_setsid => self.setsid(),
-            libc::SYS_clone => self.clone_thread(m, a[0], a[1], a[2], a[3], a[4]),
+            // clone(2) takes the low 32 bits of its flags (the higher ones are clone3's).
+            libc::SYS_clone => self.clone_thread(m, a[0] & 0xffff_ffff, a[1], a[2], a[3], a[4]),
             libc::SYS_clone3 => self.clone3(m, a[0], a[1]),
             libc::SYS_futex => match self.futex(m, a[0], i(a[1]), a[2], a[3], a[4], a[5]) {
                 Ok(Some(v)) => Ok(v),

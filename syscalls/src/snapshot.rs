@@ -127,6 +127,7 @@ impl Kernel {
             net: self.net.copy_keys(),
             procs: self.procs.iter().map(|(pid, p)| (*pid, p.copy_running())).collect(),
             pid: self.pid,
+            space_pid: self.space_pid,
             execs: Vec::new(),
             timers: self.timers.clone(),
             listen: None,
