@@ -31,6 +31,7 @@ pub mod poll;
 pub mod process;
 pub mod procs;
 pub mod signal;
+pub mod signalfd;
 pub mod snapshot;
 pub mod thread;
 pub mod time;
@@ -388,6 +389,8 @@ impl Kernel {
                 self.call_mask_done(&r);
                 r
             }
+            libc::SYS_signalfd => self.signalfd4(m, i(a[0]), a[1], a[2], 0),
+            libc::SYS_signalfd4 => self.signalfd4(m, i(a[0]), a[1], a[2], i(a[3])),
             libc::SYS_eventfd => self.eventfd2(a[0] as u32, 0),
             libc::SYS_eventfd2 => self.eventfd2(a[0] as u32, i(a[1])),
             libc::SYS_timerfd_create => self.timerfd_create(i(a[0]), i(a[1])),
@@ -506,7 +509,7 @@ impl Kernel {
                 } else if a[0] as i32 != self.pid as i32 {
                     self.kill_pid(m, i64::from(a[0] as i32), i(a[1]))
                 } else {
-                    self.kill(i(a[1]))
+                    self.kill(i(a[1]), 0)
                 };
                 match killed {
                     Ok(Some(exit)) => return self.process_ends(m, exit),

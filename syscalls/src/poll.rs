@@ -206,6 +206,14 @@ impl Kernel {
                 }
                 0
             }
+            Kind::SignalFd(s) => {
+                w.keys.push(crate::signalfd::key(self.pid));
+                if self.signalfd_ready(s.borrow().mask) {
+                    POLLIN | POLLRDNORM
+                } else {
+                    0
+                }
+            }
             Kind::EventFd(e) => {
                 let e = e.borrow();
                 w.keys.push(e.id);

@@ -515,7 +515,7 @@ impl Kernel {
         let mut own = None;
         for target in targets {
             if target == self.pid {
-                own = self.kill(sig)?;
+                own = self.kill(sig, 0)?;
                 continue;
             }
             if sig != 0 {

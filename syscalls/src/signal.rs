@@ -312,24 +312,29 @@ impl Kernel {
         Ok(0)
     }
 
-    /// A signal the running thread sends to its own process. Returns the exit it causes, if
-    /// any; a handled signal is delivered when the system call returns.
-    pub(crate) fn kill(&mut self, sig: i32) -> Result<Option<ProcessExit>, Errno> {
+    /// A signal the running thread sends to its own process (`code`: `SI_USER` for kill(2),
+    /// `SI_TKILL` for tkill/tgkill). Returns the exit it causes, if any; a handled signal is
+    /// delivered when the system call returns.
+    pub(crate) fn kill(&mut self, sig: i32, code: i32) -> Result<Option<ProcessExit>, Errno> {
         if sig == 0 {
             return Ok(None);
         }
         if !(1..=64).contains(&sig) {
             return err(libc::EINVAL);
         }
+        let info = SigInfo { code, ..SigInfo::user(sig, self.pid) };
+        if self.blocked_by_all(self.pid, sig) {
+            // Pending whatever its action, as Linux: the action may change before it is
+            // unblocked, and a signalfd or sigwait may take it.
+            self.pend(self.pid, info);
+            return Ok(None);
+        }
         let handler = self.proc.sigactions[sig as usize][0];
-        // Default action "ignore": SIGCHLD, SIGCONT, SIGURG, SIGWINCH.
-        let ignored_by_default = matches!(sig, 17 | 18 | 23 | 28);
         match handler {
             SIG_IGN => Ok(None),
-            SIG_DFL if ignored_by_default => Ok(None),
+            SIG_DFL if ignored_by_default(sig) => Ok(None),
             SIG_DFL => Ok(Some(ProcessExit::Signal(sig))),
             _ => {
-                let info = SigInfo { code: -6, ..SigInfo::user(sig, self.pid) };
                 if self.sigmask() & (1 << (sig - 1)) != 0 {
                     // Blocked: pending until the thread unblocks it.
                     self.pend_to(self.current, info);
@@ -339,6 +344,19 @@ impl Kernel {
                 Ok(None)
             }
         }
+    }
+
+    /// Whether every thread of process `pid` blocks `sig` (never SIGKILL or SIGSTOP): a signal
+    /// sent to it then stays pending, whatever its action, until a thread unblocks it or takes
+    /// it through a signalfd or sigwait (Linux's `sig_ignored`: "blocked signals are never
+    /// ignored").
+    pub(crate) fn blocked_by_all(&self, pid: u32, sig: i32) -> bool {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP || !(1..=64).contains(&sig) {
+            return false;
+        }
+        let bit = 1u64 << (sig - 1);
+        let mut of_pid = self.threads.values().filter(|t| t.pid == pid).peekable();
+        of_pid.peek().is_some() && of_pid.all(|t| t.sigmask & bit != 0)
     }
 
     /// tkill(2) and tgkill(2) to thread `tid` of the running process (`tgid`: the process the
@@ -360,13 +378,18 @@ impl Kernel {
             return Ok(None);
         }
         if tid == self.current || sig == 0 {
-            return self.kill(sig);
+            return self.kill(sig, -6);
         }
         let blocked = t.sigmask & (1 << (sig - 1)) != 0;
         let handler = self.proc.sigactions[sig as usize][0];
         let info = SigInfo { code: -6, ..SigInfo::user(sig, self.pid) };
         match handler {
             _ if sig == libc::SIGKILL => Ok(Some(ProcessExit::Signal(sig))),
+            // Blocked: pending whatever its action (see `blocked_by_all`).
+            _ if blocked && sig != libc::SIGSTOP => {
+                self.pend_to(tid, info);
+                Ok(None)
+            }
             SIG_IGN => Ok(None),
             SIG_DFL if ignored_by_default(sig) => Ok(None),
             SIG_DFL if !blocked => Ok(Some(ProcessExit::Signal(sig))),
@@ -412,6 +435,10 @@ impl Kernel {
     pub(crate) fn signal_process(&mut self, m: &mut Machine, pid: u32, info: SigInfo) -> Option<ProcessExit> {
         let sig = info.signo;
         let action = self.action_of(pid, sig)?;
+        if self.blocked_by_all(pid, sig) {
+            self.pend(pid, info);
+            return None;
+        }
         let dies = match action[0] {
             _ if sig == libc::SIGKILL => true,
             SIG_IGN => false,
@@ -456,6 +483,10 @@ impl Kernel {
             return false;
         }
         t.sigpending.push(info);
+        let pid = t.pid;
+        // A signalfd of its process may read it now.
+        self.io_ready(crate::signalfd::key(pid));
+        let Some(t) = self.threads.get_mut(&tid) else { return true };
         if t.sigmask & bit != 0 && !(t.in_call && t.sigwait & bit != 0) {
             return true;
         }
@@ -476,7 +507,11 @@ impl Kernel {
     /// stays pending). Returns whether it was made pending.
     pub(crate) fn send_signal(&mut self, pid: u32, tid: Option<u32>, info: SigInfo) -> bool {
         let Some(action) = self.action_of(pid, info.signo) else { return false };
-        if action[0] == SIG_IGN || (action[0] == SIG_DFL && ignored_by_default(info.signo)) {
+        let blocked = match tid {
+            Some(tid) => self.threads.get(&tid).is_some_and(|t| t.sigmask & (1 << (info.signo - 1)) != 0),
+            None => self.blocked_by_all(pid, info.signo),
+        };
+        if !blocked && (action[0] == SIG_IGN || (action[0] == SIG_DFL && ignored_by_default(info.signo))) {
             return false;
         }
         match tid {

@@ -89,7 +89,8 @@ impl Kernel {
                         | Kind::Socket(_)
                         | Kind::EventFd(_)
                         | Kind::Epoll(_)
-                        | Kind::TimerFd(_) => return None,
+                        | Kind::TimerFd(_)
+                        | Kind::SignalFd(_) => return None,
                     };
                     let c =
                         Rc::new(RefCell::new(Description { kind, guest_path: d.guest_path.clone(), flags: d.flags }));
