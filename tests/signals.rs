@@ -3,6 +3,8 @@
 //! RIP and returning through rt_sigreturn, SA_RESETHAND, FP state preserved across a handler,
 //! a stack overflow caught on the alternate stack); without a handler a stack overflow is a
 //! `fault` finding at the recursion. Repeated SIGFPE, SIGPIPE and XGETBV/WRPKRU as natively.
+//! signalfd with epoll (guests/src/sig_signalfd.c): blocked signals read as `signalfd_siginfo`,
+//! readiness, blocking reads, re-masking and the errors of man 2 signalfd, as natively.
 
 mod common;
 
@@ -72,4 +74,33 @@ fn repeated_faults_sigpipe_and_xgetbv_behave_as_natively() {
         assert!(out.contains(expected), "missing `{expected}`\n{}", emu.describe());
     }
     assert!(!out.contains("DISAGREES") && !out.contains("still alive"), "{}", emu.describe());
+}
+
+#[test]
+fn signalfd_with_epoll_reads_blocked_signals_as_natively() {
+    for name in ["sig_signalfd", "sig_signalfd.dyn"] {
+        let prog = guest(name);
+        let nat = native(&prog, &[], &[]);
+        nat.assert_code(0);
+        let emu = emulated(&prog, &[], &[]);
+        assert_same_stdout(&nat, &emu);
+        assert_same_status(&nat, &emu);
+        let out = emu.stdout_str();
+        for line in [
+            "read with nothing pending: EAGAIN\n",
+            "epoll_wait wakes for SIGALRM: ok\n",
+            "child: signal 17 code 1 status 5 pid ok 1\n",
+            "blocking read: 128 bytes, signal 15 from child 1\n",
+            "after re-mask: 128 bytes, signal 12\n",
+            "failures: 0\n",
+        ] {
+            assert!(out.contains(line), "missing `{line}`:\n{}", emu.describe());
+        }
+    }
+    let hash = |seed: &str| {
+        let run = Ferrite::run(&guest("sig_signalfd")).opts(&["--seed", seed, "--report", "r.json"]).go();
+        run.assert_code(0);
+        get(&run.json("r.json"), "run.trace_hash").as_str().unwrap().to_string()
+    };
+    assert_eq!(hash("4"), hash("4"), "same seed, same run");
 }
