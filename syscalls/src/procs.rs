@@ -1,4 +1,4 @@
-//! Processes: `fork`, `vfork` and `clone` without `CLONE_VM`, `exit_group` of one process,
+//! Processes: `fork`, `vfork` and `clone` without `CLONE_THREAD`, `exit_group` of one process,
 //! `wait4`/`waitid`, `kill` between processes, process groups and sessions as far as shells
 //! need them.
 //!
@@ -14,7 +14,16 @@
 //! and PM mappings shared, so the PM device sees one line state for both), the descriptor table
 //! duplicated over the same open file descriptions (offsets, pipes and sockets shared), signal
 //! actions, mask and alternate stack, RAX = 0. `vfork` is a fork whose parent waits until the
-//! child exits or execs ([`crate::execve`]). The run ends when the first process ends, whatever its
+//! child exits or execs ([`crate::execve`]) in [`Wait::Vfork`], which nothing else ends.
+//!
+//! A child of `clone(CLONE_VM)` (glibc's `posix_spawn`, `system`, `popen`: with `CLONE_VFORK`)
+//! is a process that runs in its parent's address space instead of a copy ([`Proc::space`]
+//! names the process owning the space it runs in; [`Kernel::space_pid`] the one whose space the
+//! machine holds). A switch between processes of one space leaves the machine's address space
+//! alone; the space of processes that are not running stays with its owner's [`Saved`]. At
+//! `execve` such a child gets an empty space of its own and leaves the shared one to the others
+//! ([`Kernel::leave_shared_space`]); a process that owns a space and ends or execs while others
+//! still run in it hands it to the lowest of them, so nothing tears down memory in use. The run ends when the first process ends, whatever its
 //! children do (a command's end, as a shell sees it); a child that ends becomes a zombie until
 //! its parent waits for it. A blocking wait is a call on descriptors waiting on its children's
 //! key ([`crate::thread::Wait::Io`], restarted when a child ends), so a wait no child can end is
