@@ -5,6 +5,8 @@
 //! `fault` finding at the recursion. Repeated SIGFPE, SIGPIPE and XGETBV/WRPKRU as natively.
 //! signalfd with epoll (guests/src/sig_signalfd.c): blocked signals read as `signalfd_siginfo`,
 //! readiness, blocking reads, re-masking and the errors of man 2 signalfd, as natively.
+//! sigqueue and real-time queues (guests/src/sig_queue.c): queued instances with their
+//! `si_value`, in order, through sigtimedwait, a signalfd and a handler, as natively.
 
 mod common;
 
@@ -103,4 +105,27 @@ fn signalfd_with_epoll_reads_blocked_signals_as_natively() {
         get(&run.json("r.json"), "run.trace_hash").as_str().unwrap().to_string()
     };
     assert_eq!(hash("4"), hash("4"), "same seed, same run");
+}
+
+#[test]
+fn queued_real_time_signals_keep_their_values_as_natively() {
+    for name in ["sig_queue", "sig_queue.dyn"] {
+        let prog = guest(name);
+        let nat = native(&prog, &[], &[]);
+        nat.assert_code(0);
+        let emu = emulated(&prog, &[], &[]);
+        assert_same_stdout(&nat, &emu);
+        assert_same_status(&nat, &emu);
+        let out = emu.stdout_str();
+        for line in [
+            "sigtimedwait: signal 10 code -1 value 1 from self 1\nsigtimedwait: SIGRTMIN+0 code -1 value 101",
+            "SIGRTMIN+2 code -1 value 203 from self 1\nthen: EAGAIN\n",
+            "signalfd: SIGRTMIN+0 code -1 int 8 ptr 8\n",
+            "handler: count 1 value 4242 code -1\n",
+            "rt_tgsigqueueinfo: 0, handler count 2 value 99\n",
+            "SI_USER to another process: EPERM\n",
+        ] {
+            assert!(out.contains(line), "missing `{line}`:\n{}", emu.describe());
+        }
+    }
 }

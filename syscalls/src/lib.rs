@@ -501,6 +501,18 @@ impl Kernel {
                     Err(e) => Dispatch::Exit(e),
                 }
             }
+            libc::SYS_rt_sigqueueinfo | libc::SYS_rt_tgsigqueueinfo => {
+                let queued = if nr == libc::SYS_rt_sigqueueinfo as u64 {
+                    self.sigqueueinfo(m, a[0] as u32, None, i(a[1]), a[2])
+                } else {
+                    self.sigqueueinfo(m, a[0] as u32, Some(a[1] as u32), i(a[2]), a[3])
+                };
+                match queued {
+                    Ok(Some(exit)) => return self.process_ends(m, exit),
+                    Ok(None) => Ok(0),
+                    Err(e) => Err(e),
+                }
+            }
             libc::SYS_kill | libc::SYS_tkill | libc::SYS_tgkill => {
                 let killed = if nr == libc::SYS_tgkill as u64 {
                     self.tkill(Some(a[0] as u32), a[1] as u32, i(a[2]))

@@ -53,6 +53,11 @@ const SIGCHLD: i32 = 17;
 
 /// Whether the default action of `sig` is to ignore it (SIGCHLD, SIGCONT, SIGURG, SIGWINCH; the
 /// stop signals too, as ferrite does not stop processes).
+/// The first real-time signal (the kernel's; glibc keeps 32 and 33 for itself).
+pub(crate) const SIGRTMIN: i32 = 32;
+/// `si_code` of a signal sent with tkill/tgkill.
+pub(crate) const SI_TKILL: i32 = -6;
+
 pub(crate) fn ignored_by_default(sig: i32) -> bool {
     matches!(sig, 17 | 18 | 23 | 28) || (19..=22).contains(&sig)
 }
@@ -114,6 +119,12 @@ impl SigInfo {
         SigInfo { signo: SIGCHLD, code, addr: 0, from_kill: true, sender: pid, status }
     }
 
+    /// Sent with `rt_sigqueueinfo`/`rt_tgsigqueueinfo` and a code of the sender's (`SI_QUEUE`
+    /// ...): its `addr` is the `si_value` given.
+    pub(crate) fn queued(&self) -> bool {
+        self.from_kill && self.code < 0 && self.code != SI_TKILL
+    }
+
     pub(crate) fn bytes(&self) -> [u8; 128] {
         let mut b = [0u8; 128];
         b[0..4].copy_from_slice(&self.signo.to_le_bytes());
@@ -127,7 +138,12 @@ impl SigInfo {
             let sender = if self.sender == 0 { crate::process::PID } else { self.sender };
             b[16..20].copy_from_slice(&sender.to_le_bytes());
             b[20..24].copy_from_slice(&(crate::process::UID as u32).to_le_bytes());
-            b[24..28].copy_from_slice(&self.status.to_le_bytes());
+            if self.queued() {
+                // _rt: sigqueue's value.
+                b[24..32].copy_from_slice(&self.addr.to_le_bytes());
+            } else {
+                b[24..28].copy_from_slice(&self.status.to_le_bytes());
+            }
         } else {
             b[16..24].copy_from_slice(&self.addr.to_le_bytes());
         }
@@ -316,13 +332,18 @@ impl Kernel {
     /// `SI_TKILL` for tkill/tgkill). Returns the exit it causes, if any; a handled signal is
     /// delivered when the system call returns.
     pub(crate) fn kill(&mut self, sig: i32, code: i32) -> Result<Option<ProcessExit>, Errno> {
+        self.kill_info(SigInfo { code, ..SigInfo::user(sig, self.pid) })
+    }
+
+    /// [`Kernel::kill`] with the whole siginfo given (`rt_sigqueueinfo`'s).
+    pub(crate) fn kill_info(&mut self, info: SigInfo) -> Result<Option<ProcessExit>, Errno> {
+        let sig = info.signo;
         if sig == 0 {
             return Ok(None);
         }
         if !(1..=64).contains(&sig) {
             return err(libc::EINVAL);
         }
-        let info = SigInfo { code, ..SigInfo::user(sig, self.pid) };
         if self.blocked_by_all(self.pid, sig) {
             // Pending whatever its action, as Linux: the action may change before it is
             // unblocked, and a signalfd or sigwait may take it.
@@ -362,6 +383,17 @@ impl Kernel {
     /// tkill(2) and tgkill(2) to thread `tid` of the running process (`tgid`: the process the
     /// caller names, checked, if given).
     pub(crate) fn tkill(&mut self, tgid: Option<u32>, tid: u32, sig: i32) -> Result<Option<ProcessExit>, Errno> {
+        self.tkill_info(tgid, tid, SigInfo { code: SI_TKILL, ..SigInfo::user(sig, self.pid) })
+    }
+
+    /// [`Kernel::tkill`] with the whole siginfo given (`rt_tgsigqueueinfo`'s).
+    pub(crate) fn tkill_info(
+        &mut self,
+        tgid: Option<u32>,
+        tid: u32,
+        info: SigInfo,
+    ) -> Result<Option<ProcessExit>, Errno> {
+        let sig = info.signo;
         if !(0..=64).contains(&sig) {
             return err(libc::EINVAL);
         }
@@ -372,17 +404,16 @@ impl Kernel {
         if t.pid != self.pid {
             // Another process's thread: the signal goes to that process.
             if sig != 0 {
-                let (pid, info) = (t.pid, SigInfo::user(sig, self.pid));
+                let pid = t.pid;
                 self.send_signal(pid, None, info);
             }
             return Ok(None);
         }
         if tid == self.current || sig == 0 {
-            return self.kill(sig, -6);
+            return self.kill_info(info);
         }
         let blocked = t.sigmask & (1 << (sig - 1)) != 0;
         let handler = self.proc.sigactions[sig as usize][0];
-        let info = SigInfo { code: -6, ..SigInfo::user(sig, self.pid) };
         match handler {
             _ if sig == libc::SIGKILL => Ok(Some(ProcessExit::Signal(sig))),
             // Blocked: pending whatever its action (see `blocked_by_all`).
@@ -398,6 +429,50 @@ impl Kernel {
                 Ok(None)
             }
         }
+    }
+
+    /// rt_sigqueueinfo(2) (`tid` None: `tgid, sig, uinfo`) and rt_tgsigqueueinfo(2): `sig` with
+    /// the sender's `siginfo_t` (its code, pid and `si_value`) to process `tgid`, or to its
+    /// thread `tid`. EPERM for a code the kernel keeps for itself (`>= 0`, or `SI_TKILL`) sent to
+    /// another process, as Linux; ESRCH without such a process or thread.
+    pub(crate) fn sigqueueinfo(
+        &mut self,
+        m: &mut Machine,
+        tgid: u32,
+        tid: Option<u32>,
+        sig: i32,
+        uinfo: u64,
+    ) -> Result<Option<ProcessExit>, Errno> {
+        let mut b = [0u8; 128];
+        m.read(uinfo, &mut b).map_err(|_| Errno(libc::EFAULT))?;
+        let code = i32::from_le_bytes(b[8..12].try_into().unwrap_or_default());
+        if (code >= 0 || code == SI_TKILL) && tgid != self.pid {
+            return err(libc::EPERM);
+        }
+        if !(0..=64).contains(&sig) {
+            return err(libc::EINVAL);
+        }
+        let info = SigInfo {
+            signo: sig,
+            code,
+            addr: u64::from_le_bytes(b[24..32].try_into().unwrap_or_default()),
+            from_kill: true,
+            sender: u32::from_le_bytes(b[16..20].try_into().unwrap_or_default()),
+            status: 0,
+        };
+        if let Some(tid) = tid {
+            return self.tkill_info(Some(tgid), tid, info);
+        }
+        if tgid == self.pid {
+            return self.kill_info(info);
+        }
+        if !self.procs.get(&tgid).is_some_and(|p| p.ended.is_none()) {
+            return err(libc::ESRCH);
+        }
+        if sig != 0 {
+            self.signal_process(m, tgid, info);
+        }
+        Ok(None)
     }
 
     /// A signal a system call raises for the running thread (SIGPIPE for a write to a pipe no
@@ -479,7 +554,8 @@ impl Kernel {
     pub(crate) fn pend_to(&mut self, tid: u32, info: SigInfo) -> bool {
         let bit = 1u64 << (info.signo - 1);
         let Some(t) = self.threads.get_mut(&tid) else { return false };
-        if t.sigpending.iter().any(|s| s.signo == info.signo) {
+        // A standard signal is pending once at most; real-time ones queue, each with its siginfo.
+        if info.signo < SIGRTMIN && t.sigpending.iter().any(|s| s.signo == info.signo) {
             return false;
         }
         t.sigpending.push(info);
@@ -655,7 +731,15 @@ impl Kernel {
         let want = m.read_u64(set)? & !((1 << 8) | (1 << 18));
         let cur = self.current;
         let t = self.thread_mut(cur);
-        if let Some(i) = t.sigpending.iter().position(|s| want & (1 << (s.signo - 1)) != 0) {
+        // The lowest-numbered first, as Linux's `next_signal`; a queue in the order sent.
+        let lowest = t
+            .sigpending
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| want & (1 << (s.signo - 1)) != 0)
+            .min_by_key(|(i, s)| (s.signo, *i))
+            .map(|(i, _)| i);
+        if let Some(i) = lowest {
             let mut si = t.sigpending.remove(i);
             t.sigwait = 0;
             self.timer_signal_taken(&mut si);

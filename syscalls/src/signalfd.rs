@@ -27,7 +27,7 @@ use std::rc::Rc;
 use emu::Machine;
 
 use crate::fd::{Description, Kind};
-use crate::signal::SigInfo;
+use crate::signal::{SigInfo, SI_TKILL};
 use crate::{err, Errno, Kernel, SysResult};
 
 /// A signalfd: the signals it reads (bit N-1 for signal N).
@@ -37,8 +37,6 @@ pub struct SignalFd {
     pub mask: u64,
 }
 
-/// `si_code` of a signal sent with tkill/tgkill.
-const SI_TKILL: i32 = -6;
 /// Bytes of one `struct signalfd_siginfo`.
 const SIGINFO_SIZE: usize = 128;
 const SFD_CLOEXEC: i32 = libc::O_CLOEXEC;
@@ -64,11 +62,16 @@ fn siginfo_bytes(info: &SigInfo) -> [u8; SIGINFO_SIZE] {
         b[44..48].copy_from_slice(&(info.addr as u32).to_le_bytes());
         b[48..56].copy_from_slice(&info.addr.to_le_bytes());
     } else if info.from_kill {
-        // ssi_pid, ssi_uid, and ssi_status for SIGCHLD.
+        // ssi_pid, ssi_uid, and ssi_status for SIGCHLD or sigqueue's value (ssi_int, ssi_ptr).
         let sender = if info.sender == 0 { crate::process::PID } else { info.sender };
         b[12..16].copy_from_slice(&sender.to_le_bytes());
         b[16..20].copy_from_slice(&(crate::process::UID as u32).to_le_bytes());
-        b[40..44].copy_from_slice(&info.status.to_le_bytes());
+        if info.queued() {
+            b[44..48].copy_from_slice(&(info.addr as u32).to_le_bytes());
+            b[48..56].copy_from_slice(&info.addr.to_le_bytes());
+        } else {
+            b[40..44].copy_from_slice(&info.status.to_le_bytes());
+        }
     } else {
         // A fault's address.
         b[72..80].copy_from_slice(&info.addr.to_le_bytes());
