@@ -466,7 +466,7 @@ impl Kernel {
         if tgid == self.pid {
             return self.kill_info(info);
         }
-        if !self.procs.get(&tgid).is_some_and(|p| p.ended.is_none()) {
+        if self.procs.get(&tgid).is_none_or(|p| p.ended.is_some()) {
             return err(libc::ESRCH);
         }
         if sig != 0 {
