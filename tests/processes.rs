@@ -5,6 +5,10 @@
 //! differently; a PM pool mapped MAP_SHARED before a fork is one device for both processes, so
 //! hawkset and vardalith find a persistence race between a parent's store and a child's load
 //! (guests/src/proc_pm_race.c; its fixed twin is silent), and `ferrite replay` reproduces it.
+//! glibc's posix_spawn (`clone(CLONE_VM|CLONE_VFORK)`, a child running in its parent's address
+//! space until it execs) under system(3), popen(3), posix_spawnp with file actions, a spawn of a
+//! missing program, and `clone(CLONE_VM)` without CLONE_VFORK (guests/src/proc_spawn.c) give
+//! what they give natively, with a stable trace hash and a report that replays.
 
 mod common;
 
@@ -144,4 +148,47 @@ fn a_persistence_race_across_processes_is_found_and_replays() {
         let report = run.json("r.json");
         assert!(get(&report, "findings").as_array().unwrap().is_empty(), "{}", run.describe());
     }
+}
+
+/// posix_spawn and its users (guests/src/proc_spawn.c), static and dynamic: the same output and
+/// status as natively, whatever the seed; the same trace hash twice; a report that replays.
+#[test]
+fn posix_spawn_system_and_popen_run_as_natively() {
+    for name in ["proc_spawn", "proc_spawn.dyn"] {
+        let prog = guest(name);
+        let nat = native(&prog, &[], &[]);
+        nat.assert_code(0);
+        let out = nat.stdout_str();
+        for line in [
+            "from system\nsystem: exited 3\n",
+            "popen read: [two]\n",
+            "SHOUTED THROUGH A PIPE\n",
+            "sorted:\nline a\nline b\nline c\nsort: exited 0\n",
+            "posix_spawnp missing: No such file or directory\n",
+            "children left: none\n",
+            "clone(CLONE_VM) child: exited 7\n",
+            "parent memory intact\n",
+        ] {
+            assert!(out.contains(line), "native run lacks `{line}`:\n{out}");
+        }
+        let emu = emulated(&prog, &[], &[]);
+        assert_same_stdout(&nat, &emu);
+        assert_same_status(&nat, &emu);
+        assert!(!emu.stderr.contains("warning") && !emu.stderr.contains("unsupported"), "{}", emu.describe());
+    }
+    // Another seed interleaves the processes otherwise: the same output, the same hash twice.
+    let run = |seed: &str| {
+        let run = Ferrite::run(&guest("proc_spawn")).opts(&["--seed", seed, "--report", "r.json"]).go();
+        run.assert_code(0);
+        let hash = get(&run.json("r.json"), "run.trace_hash").as_str().unwrap().to_string();
+        (run, hash)
+    };
+    let (first, hash) = run("5");
+    let (_, again) = run("5");
+    assert_eq!(hash, again, "same seed, same run");
+    assert_eq!(first.stdout_str(), native(&guest("proc_spawn"), &[], &[]).stdout_str());
+    let replay = Ferrite::replay(&first.path("r.json")).go();
+    replay.assert_code(0);
+    assert!(replay.stderr.contains("replay reproduced the run"), "{}", replay.describe());
+    assert_eq!(replay.stdout_str(), first.stdout_str());
 }

@@ -3,6 +3,10 @@
 //! RIP and returning through rt_sigreturn, SA_RESETHAND, FP state preserved across a handler,
 //! a stack overflow caught on the alternate stack); without a handler a stack overflow is a
 //! `fault` finding at the recursion. Repeated SIGFPE, SIGPIPE and XGETBV/WRPKRU as natively.
+//! signalfd with epoll (guests/src/sig_signalfd.c): blocked signals read as `signalfd_siginfo`,
+//! readiness, blocking reads, re-masking and the errors of man 2 signalfd, as natively.
+//! sigqueue and real-time queues (guests/src/sig_queue.c): queued instances with their
+//! `si_value`, in order, through sigtimedwait, a signalfd and a handler, as natively.
 
 mod common;
 
@@ -72,4 +76,56 @@ fn repeated_faults_sigpipe_and_xgetbv_behave_as_natively() {
         assert!(out.contains(expected), "missing `{expected}`\n{}", emu.describe());
     }
     assert!(!out.contains("DISAGREES") && !out.contains("still alive"), "{}", emu.describe());
+}
+
+#[test]
+fn signalfd_with_epoll_reads_blocked_signals_as_natively() {
+    for name in ["sig_signalfd", "sig_signalfd.dyn"] {
+        let prog = guest(name);
+        let nat = native(&prog, &[], &[]);
+        nat.assert_code(0);
+        let emu = emulated(&prog, &[], &[]);
+        assert_same_stdout(&nat, &emu);
+        assert_same_status(&nat, &emu);
+        let out = emu.stdout_str();
+        for line in [
+            "read with nothing pending: EAGAIN\n",
+            "epoll_wait wakes for SIGALRM: ok\n",
+            "child: signal 17 code 1 status 5 pid ok 1\n",
+            "blocking read: 128 bytes, signal 15 from child 1\n",
+            "after re-mask: 128 bytes, signal 12\n",
+            "failures: 0\n",
+        ] {
+            assert!(out.contains(line), "missing `{line}`:\n{}", emu.describe());
+        }
+    }
+    let hash = |seed: &str| {
+        let run = Ferrite::run(&guest("sig_signalfd")).opts(&["--seed", seed, "--report", "r.json"]).go();
+        run.assert_code(0);
+        get(&run.json("r.json"), "run.trace_hash").as_str().unwrap().to_string()
+    };
+    assert_eq!(hash("4"), hash("4"), "same seed, same run");
+}
+
+#[test]
+fn queued_real_time_signals_keep_their_values_as_natively() {
+    for name in ["sig_queue", "sig_queue.dyn"] {
+        let prog = guest(name);
+        let nat = native(&prog, &[], &[]);
+        nat.assert_code(0);
+        let emu = emulated(&prog, &[], &[]);
+        assert_same_stdout(&nat, &emu);
+        assert_same_status(&nat, &emu);
+        let out = emu.stdout_str();
+        for line in [
+            "sigtimedwait: signal 10 code -1 value 1 from self 1\nsigtimedwait: SIGRTMIN+0 code -1 value 101",
+            "SIGRTMIN+2 code -1 value 203 from self 1\nthen: EAGAIN\n",
+            "signalfd: SIGRTMIN+0 code -1 int 8 ptr 8\n",
+            "handler: count 1 value 4242 code -1\n",
+            "rt_tgsigqueueinfo: 0, handler count 2 value 99\n",
+            "SI_USER to another process: EPERM\n",
+        ] {
+            assert!(out.contains(line), "missing `{line}`:\n{}", emu.describe());
+        }
+    }
 }

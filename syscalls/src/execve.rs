@@ -105,10 +105,18 @@ impl Kernel {
             return err(libc::E2BIG);
         }
 
+        // A process running in another's address space (a `clone(CLONE_VM)` child) gets one of
+        // its own; the one it leaves stays with the others.
+        let fresh = if self.space_shared() {
+            Some(m.empty_address_space().map_err(|_| Errno(libc::ENOMEM))?.ok_or(Errno(libc::EAGAIN))?)
+        } else {
+            None
+        };
+
         // The point of no return: the old image goes.
         let pid = self.pid;
         let me = self.current;
-        self.io_ready(crate::procs::VFORK_KEY | u64::from(pid));
+        self.vfork_done(pid);
         let others: Vec<u32> = self.threads.values().filter(|t| t.pid == pid && t.tid != me).map(|t| t.tid).collect();
         for tid in others {
             self.drop_thread(tid);
@@ -126,9 +134,12 @@ impl Kernel {
         t.altstack = [0, 2, 0];
         t.robust_list = 0;
         t.clear_child_tid = 0;
-        self.mm = crate::mem::MemLayout::default();
         self.proc.fs_base = 0;
         self.proc.exe = Some(program.path.clone());
+        match fresh {
+            Some(fresh) => self.leave_shared_space(m, fresh),
+            None => self.mm = crate::mem::MemLayout::default(),
+        }
         m.exec_address_space();
         // Every general register starts at 0 (the start-up sets RSP and RIP).
         for &r in emu::GP_ORDER.iter().chain(&[Reg::FS_BASE, Reg::GS_BASE]) {

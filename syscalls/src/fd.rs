@@ -145,6 +145,8 @@ pub enum Kind {
     Epoll(Rc<RefCell<crate::poll::Epoll>>),
     /// A timerfd on the virtual clock ([`crate::poll`]).
     TimerFd(Rc<RefCell<crate::poll::TimerFd>>),
+    /// A signalfd ([`crate::signalfd`]).
+    SignalFd(Rc<RefCell<crate::signalfd::SignalFd>>),
 }
 
 /// An open file description: what `dup` shares.
@@ -266,6 +268,11 @@ impl Kernel {
                 drop(d);
                 return self.timerfd_read(m, &t, len, nonblock);
             }
+            Kind::SignalFd(s) => {
+                let s = s.clone();
+                drop(d);
+                return self.signalfd_read(&s, len, nonblock);
+            }
             Kind::PipeRead(p) => {
                 let p = p.clone();
                 drop(d);
@@ -310,7 +317,9 @@ impl Kernel {
             Kind::Stdout | Kind::Stderr | Kind::PipeWrite(_) => return err(libc::EBADF),
             Kind::Epoll(_) => return err(libc::EINVAL),
             // Taken above.
-            Kind::PipeRead(_) | Kind::Socket(_) | Kind::EventFd(_) | Kind::TimerFd(_) => return err(libc::EBADF),
+            Kind::PipeRead(_) | Kind::Socket(_) | Kind::EventFd(_) | Kind::TimerFd(_) | Kind::SignalFd(_) => {
+                return err(libc::EBADF)
+            }
         };
         buf.truncate(n);
         Ok(buf)
@@ -408,7 +417,7 @@ impl Kernel {
             Kind::Null | Kind::Zero | Kind::Urandom => data.len(),
             Kind::Virtual { .. } | Kind::Stdin | Kind::PipeRead(_) => return err(libc::EBADF),
             Kind::Dir { .. } => return err(libc::EISDIR),
-            Kind::Epoll(_) | Kind::TimerFd(_) => return err(libc::EINVAL),
+            Kind::Epoll(_) | Kind::TimerFd(_) | Kind::SignalFd(_) => return err(libc::EINVAL),
             // Taken above.
             Kind::PipeWrite(_) | Kind::Socket(_) | Kind::EventFd(_) => return err(libc::EBADF),
         };

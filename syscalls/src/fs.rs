@@ -398,7 +398,7 @@ impl Kernel {
             Kind::Null => stat_of_virtual(VirtualFile::Null, &guest),
             Kind::Zero => stat_of_virtual(VirtualFile::Zero, &guest),
             Kind::Urandom => stat_of_virtual(VirtualFile::Urandom, &guest),
-            Kind::EventFd(_) | Kind::Epoll(_) | Kind::TimerFd(_) => {
+            Kind::EventFd(_) | Kind::Epoll(_) | Kind::TimerFd(_) | Kind::SignalFd(_) => {
                 StatInfo { dev: 13, ino: fd as u64 + 3000, nlink: 1, mode: 0o600, size: 0, rdev: 0 }
             }
             Kind::Socket(_) => {

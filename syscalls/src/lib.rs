@@ -31,6 +31,7 @@ pub mod poll;
 pub mod process;
 pub mod procs;
 pub mod signal;
+pub mod signalfd;
 pub mod snapshot;
 pub mod thread;
 pub mod time;
@@ -213,6 +214,9 @@ pub struct Kernel {
     /// The running process: whose descriptors, memory layout and signal actions the kernel
     /// holds now.
     pub(crate) pid: u32,
+    /// The process whose address space the machine holds: the running process's own, or the
+    /// one it shares since a `clone(CLONE_VM)` ([`procs::Proc::space`]).
+    pub(crate) space_pid: u32,
     /// `--listen`'s bridge to host clients ([`listen`]), if the run has one.
     pub(crate) listen: Option<Box<listen::Bridge>>,
     /// The signals `--listen`'s bridge sent the guest for interrupts of ferrite (bit N-1 for
@@ -251,6 +255,7 @@ impl Kernel {
             net: net::Net::default(),
             procs: BTreeMap::from([(process::PID, procs::Proc::first())]),
             pid: process::PID,
+            space_pid: process::PID,
             execs: Vec::new(),
             timers: timers::Timers::default(),
             listen: None,
@@ -387,6 +392,8 @@ impl Kernel {
                 self.call_mask_done(&r);
                 r
             }
+            libc::SYS_signalfd => self.signalfd4(m, i(a[0]), a[1], a[2], 0),
+            libc::SYS_signalfd4 => self.signalfd4(m, i(a[0]), a[1], a[2], i(a[3])),
             libc::SYS_eventfd => self.eventfd2(a[0] as u32, 0),
             libc::SYS_eventfd2 => self.eventfd2(a[0] as u32, i(a[1])),
             libc::SYS_timerfd_create => self.timerfd_create(i(a[0]), i(a[1])),
@@ -497,6 +504,18 @@ impl Kernel {
                     Err(e) => Dispatch::Exit(e),
                 }
             }
+            libc::SYS_rt_sigqueueinfo | libc::SYS_rt_tgsigqueueinfo => {
+                let queued = if nr == libc::SYS_rt_sigqueueinfo as u64 {
+                    self.sigqueueinfo(m, a[0] as u32, None, i(a[1]), a[2])
+                } else {
+                    self.sigqueueinfo(m, a[0] as u32, Some(a[1] as u32), i(a[2]), a[3])
+                };
+                match queued {
+                    Ok(Some(exit)) => return self.process_ends(m, exit),
+                    Ok(None) => Ok(0),
+                    Err(e) => Err(e),
+                }
+            }
             libc::SYS_kill | libc::SYS_tkill | libc::SYS_tgkill => {
                 let killed = if nr == libc::SYS_tgkill as u64 {
                     self.tkill(Some(a[0] as u32), a[1] as u32, i(a[2]))
@@ -505,7 +524,7 @@ impl Kernel {
                 } else if a[0] as i32 != self.pid as i32 {
                     self.kill_pid(m, i64::from(a[0] as i32), i(a[1]))
                 } else {
-                    self.kill(i(a[1]))
+                    self.kill(i(a[1]), 0)
                 };
                 match killed {
                     Ok(Some(exit)) => return self.process_ends(m, exit),
@@ -527,7 +546,8 @@ impl Kernel {
             libc::SYS_vfork => self.fork(m, 0x4000 | 17, 0, 0, 0, 0).and_then(|r| r.ok_or(Errno(VFORKED))),
             libc::SYS_setpgid => self.setpgid(a[0], a[1]),
             libc::SYS_setsid => self.setsid(),
-            libc::SYS_clone => self.clone_thread(m, a[0], a[1], a[2], a[3], a[4]),
+            // clone(2) takes the low 32 bits of its flags (the higher ones are clone3's).
+            libc::SYS_clone => self.clone_thread(m, a[0] & 0xffff_ffff, a[1], a[2], a[3], a[4]),
             libc::SYS_clone3 => self.clone3(m, a[0], a[1]),
             libc::SYS_futex => match self.futex(m, a[0], i(a[1]), a[2], a[3], a[4], a[5]) {
                 Ok(Some(v)) => Ok(v),

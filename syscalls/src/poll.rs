@@ -3,7 +3,7 @@
 //! Every descriptor has a readiness (`POLLIN`, `POLLOUT`, `POLLHUP`, `POLLERR`, `POLLRDHUP`)
 //! computed from its object's state, and readiness keys naming what changes it ([`Kernel::readiness`]):
 //! regular files, directories and the devices are always ready, as on Linux; pipes, sockets,
-//! eventfds and epoll sets are ready when their state says so. A call that finds nothing ready
+//! eventfds, signalfds and epoll sets are ready when their state says so. A call that finds nothing ready
 //! and may wait blocks on the keys of every descriptor it watches, with its timeout as the
 //! wait's deadline on the virtual clock ([`crate::thread::Wait::Io`]); woken, it is made again,
 //! keeping the deadline it computed first, and once that has passed it returns what is ready
@@ -205,6 +205,14 @@ impl Kernel {
                     w.wake = Some(w.wake.map_or(next, |x| x.min(next)));
                 }
                 0
+            }
+            Kind::SignalFd(s) => {
+                w.keys.push(crate::signalfd::key(self.pid));
+                if self.signalfd_ready(s.borrow().mask) {
+                    POLLIN | POLLRDNORM
+                } else {
+                    0
+                }
             }
             Kind::EventFd(e) => {
                 let e = e.borrow();

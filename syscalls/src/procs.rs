@@ -1,4 +1,4 @@
-//! Processes: `fork`, `vfork` and `clone` without `CLONE_VM`, `exit_group` of one process,
+//! Processes: `fork`, `vfork` and `clone` without `CLONE_THREAD`, `exit_group` of one process,
 //! `wait4`/`waitid`, `kill` between processes, process groups and sessions as far as shells
 //! need them.
 //!
@@ -14,7 +14,16 @@
 //! and PM mappings shared, so the PM device sees one line state for both), the descriptor table
 //! duplicated over the same open file descriptions (offsets, pipes and sockets shared), signal
 //! actions, mask and alternate stack, RAX = 0. `vfork` is a fork whose parent waits until the
-//! child exits or execs ([`crate::execve`]). The run ends when the first process ends, whatever its
+//! child exits or execs ([`crate::execve`]) in [`Wait::Vfork`], which nothing else ends.
+//!
+//! A child of `clone(CLONE_VM)` (glibc's `posix_spawn`, `system`, `popen`: with `CLONE_VFORK`)
+//! is a process that runs in its parent's address space instead of a copy ([`Proc::space`]
+//! names the process owning the space it runs in; [`Kernel::space_pid`] the one whose space the
+//! machine holds). A switch between processes of one space leaves the machine's address space
+//! alone; the space of processes that are not running stays with its owner's [`Saved`]. At
+//! `execve` such a child gets an empty space of its own and leaves the shared one to the others
+//! ([`Kernel::leave_shared_space`]); a process that owns a space and ends or execs while others
+//! still run in it hands it to the lowest of them, so nothing tears down memory in use. The run ends when the first process ends, whatever its
 //! children do (a command's end, as a shell sees it); a child that ends becomes a zombie until
 //! its parent waits for it. A blocking wait is a call on descriptors waiting on its children's
 //! key ([`crate::thread::Wait::Io`], restarted when a child ends), so a wait no child can end is
@@ -35,16 +44,18 @@ use crate::{err, Errno, Kernel, SysResult};
 /// Readiness key of "a child of this process ended" (the pid in the low bits): waits block on
 /// it. Far above the keys of pipes and sockets, which count up from 1.
 const CHILD_KEY: u64 = 1 << 62;
-/// Readiness key of "this vfork child ended": its parent waits on it.
-pub(crate) const VFORK_KEY: u64 = 1 << 61;
 
+const CLONE_VM: u64 = 0x100;
 const CLONE_VFORK: u64 = 0x4000;
 const CLONE_SETTLS: u64 = 0x80000;
+/// clone3's "caught signals back to their default action in the child".
+pub(crate) const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
 const CLONE_PARENT_SETTID: u64 = 0x10_0000;
 const CLONE_CHILD_CLEARTID: u64 = 0x20_0000;
 const CLONE_CHILD_SETTID: u64 = 0x100_0000;
 /// What a fork may ask for besides the exit signal in the low byte.
-const FORK_FLAGS: u64 = CLONE_VFORK | CLONE_SETTLS | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID | CLONE_CHILD_SETTID;
+const FORK_FLAGS: u64 =
+    CLONE_VM | CLONE_VFORK | CLONE_SETTLS | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID | CLONE_CHILD_SETTID;
 
 const WNOHANG: u64 = 1;
 const WEXITED: u64 = 4;
@@ -54,9 +65,11 @@ const SIGCHLD: i32 = 17;
 /// The state of a process that is not running, exchanged with the kernel's and the machine's at
 /// a switch.
 pub(crate) struct Saved {
-    space: AddressSpace,
+    /// Its address space and memory layout, if it owns them ([`Proc::space`]) and none of the
+    /// processes sharing them runs: `None` while the machine holds them, and in a process that
+    /// shares another's.
+    space: Option<(AddressSpace, MemLayout)>,
     fds: FdTable,
-    mm: MemLayout,
     cwd: Option<String>,
     umask: u32,
     pub(crate) sigactions: [[u64; 4]; 65],
@@ -76,17 +89,21 @@ pub(crate) struct Proc {
     pub(crate) ended: Option<ProcessExit>,
     /// Its state while another process runs.
     pub(crate) saved: Option<Saved>,
+    /// The process whose address space it runs in: itself, or, for a child of `clone(CLONE_VM)`
+    /// that has not exec'ed yet, the process that owns the space it shares. The owner's
+    /// [`Saved`] keeps the space while none of the processes sharing it runs.
+    pub(crate) space: u32,
 }
 
 impl Proc {
     /// The first process: its own group and session leader, parent 1.
     pub(crate) fn first() -> Proc {
-        Proc { ppid: 1, pgid: PID, sid: PID, ended: None, saved: None }
+        Proc { ppid: 1, pgid: PID, sid: PID, ended: None, saved: None, space: PID }
     }
 
     /// A copy of a process that is running (a snapshot of a one-process kernel).
     pub(crate) fn copy_running(&self) -> Proc {
-        Proc { ppid: self.ppid, pgid: self.pgid, sid: self.sid, ended: self.ended, saved: None }
+        Proc { ppid: self.ppid, pgid: self.pgid, sid: self.sid, ended: self.ended, saved: None, space: self.space }
     }
 }
 
@@ -126,28 +143,42 @@ impl Kernel {
         ctid: u64,
         tls: u64,
     ) -> Result<Option<u64>, Errno> {
-        if flags & !(FORK_FLAGS | 0xff) != 0 {
+        if flags & !(FORK_FLAGS | CLONE_CLEAR_SIGHAND | 0xff) != 0 {
             self.note_named(m, 56, "clone with flags a fork does not take (CLONE_FILES, CLONE_FS, CLONE_SIGHAND ...)");
             return err(libc::EINVAL);
         }
+        // CLONE_VM: the child runs in the running process's address space until it execs or
+        // ends; otherwise it gets a copy of it.
+        let shares = flags & CLONE_VM != 0;
         let child = self.new_tid()?;
-        // Every slot of the machine's physical space taken: as Linux at its process limit.
-        let mut space = m.fork_address_space().map_err(|_| Errno(libc::ENOMEM))?.ok_or(Errno(libc::EAGAIN))?;
+        let mut space = if shares {
+            None
+        } else {
+            // Every slot of the machine's physical space taken: as Linux at its process limit.
+            Some(m.fork_address_space().map_err(|_| Errno(libc::ENOMEM))?.ok_or(Errno(libc::EAGAIN))?)
+        };
         let mut started = || -> Result<(), Errno> {
             if flags & CLONE_PARENT_SETTID != 0 {
                 m.write(ptid, &child.to_le_bytes(), false)?;
             }
             if flags & CLONE_CHILD_SETTID != 0 {
                 // Into the child's memory: its address space is the machine's for a moment.
-                m.swap_address_space(&mut space);
-                let wrote = m.write(ctid, &child.to_le_bytes(), false);
-                m.swap_address_space(&mut space);
-                wrote?;
+                match space.as_mut() {
+                    Some(space) => {
+                        m.swap_address_space(space);
+                        let wrote = m.write(ctid, &child.to_le_bytes(), false);
+                        m.swap_address_space(space);
+                        wrote?;
+                    }
+                    None => m.write(ctid, &child.to_le_bytes(), false)?,
+                }
             }
             crate::thread::spawn_child(m, child, flags, stack, tls)
         };
         if let Err(e) = started() {
-            m.release_address_space(space);
+            if let Some(space) = space {
+                m.release_address_space(space);
+            }
             return Err(e);
         }
         let parent = self.threads.get(&self.current).cloned().unwrap_or_else(|| KThread::new(self.current));
@@ -161,50 +192,142 @@ impl Kernel {
         self.threads.insert(child, t);
         self.waits.add(child, None, 0);
         let (pgid, sid) = self.procs.get(&self.pid).map_or((self.pid, self.pid), |p| (p.pgid, p.sid));
+        let mut sigactions = self.proc.sigactions;
+        if flags & CLONE_CLEAR_SIGHAND != 0 {
+            // Caught signals back to their default action; ignored ones stay ignored.
+            for a in sigactions.iter_mut().skip(1).filter(|a| a[0] != 1) {
+                *a = [0; 4];
+            }
+        }
         let saved = Saved {
-            space,
+            space: space.map(|s| (s, self.mm.clone())),
             fds: FdTable { fds: self.fds.fds.clone(), limit: self.fds.limit },
-            mm: self.mm.clone(),
             cwd: self.proc.cwd.clone(),
             umask: self.proc.umask,
-            sigactions: self.proc.sigactions,
+            sigactions,
             fs_base: self.proc.fs_base,
             exe: self.proc.exe.clone(),
         };
-        self.procs.insert(child, Proc { ppid: self.pid, pgid, sid, ended: None, saved: Some(saved) });
+        let in_space = if shares { self.space_pid } else { child };
+        self.procs.insert(child, Proc { ppid: self.pid, pgid, sid, ended: None, saved: Some(saved), space: in_space });
         // The fork orders everything the parent did before it before everything the child does.
         self.created.push((child, 0));
         if flags & CLONE_VFORK != 0 {
             // The parent waits until the child ends, with the child's pid as its result.
             m.set_reg(Reg::RAX, u64::from(child));
-            let cur = self.current;
-            self.thread_mut(cur).io_keys = vec![VFORK_KEY | u64::from(child)];
-            self.block(m, Wait::Io { deadline: None });
+            self.block(m, Wait::Vfork { child });
             return Ok(None);
         }
         Ok(Some(u64::from(child)))
     }
 
-    /// Makes process `to` the running one: its address space goes into the machine, its
-    /// descriptors, memory layout, working directory, umask and signal actions into the kernel,
-    /// and the running process's go into its [`Saved`] (or away, if it has ended).
+    /// Makes process `to` the running one: its descriptors, working directory, umask and signal
+    /// actions go into the kernel, and the running process's into its [`Saved`] (or away, if it
+    /// has ended). Unless both run in one address space (a `clone(CLONE_VM)` child and its
+    /// parent), the address space and memory layout `to` runs in go into the machine and the
+    /// kernel, and the ones that ran back to their owner's [`Saved`] (or away, if no process
+    /// alive runs in them).
     pub(crate) fn switch_process(&mut self, m: &mut Machine, to: u32) {
         let from = self.pid;
-        let Some(mut s) = self.procs.get_mut(&to).and_then(|p| p.saved.take()) else { return };
-        m.swap_address_space(&mut s.space);
+        let Some(p) = self.procs.get_mut(&to) else { return };
+        let to_space = p.space;
+        let Some(mut s) = p.saved.take() else { return };
         std::mem::swap(&mut self.fds, &mut s.fds);
-        std::mem::swap(&mut self.mm, &mut s.mm);
         std::mem::swap(&mut self.proc.cwd, &mut s.cwd);
         std::mem::swap(&mut self.proc.umask, &mut s.umask);
         std::mem::swap(&mut self.proc.sigactions, &mut s.sigactions);
         std::mem::swap(&mut self.proc.fs_base, &mut s.fs_base);
         std::mem::swap(&mut self.proc.exe, &mut s.exe);
         self.pid = to;
+        if to_space != self.space_pid {
+            // The space `to` runs in is kept by its owner (`s` itself, if `to` owns it).
+            let held = if to_space == to {
+                s.space.take()
+            } else {
+                self.procs.get_mut(&to_space).and_then(|o| o.saved.as_mut()).and_then(|o| o.space.take())
+            };
+            // Always there: the space of a process that is not running is kept by its owner,
+            // and an owner that ends hands it to a process still running in it.
+            debug_assert!(held.is_some(), "the address space of process {to} is nowhere");
+            if let Some((mut space, mut mm)) = held {
+                m.swap_address_space(&mut space);
+                std::mem::swap(&mut self.mm, &mut mm);
+                let old = std::mem::replace(&mut self.space_pid, to_space);
+                if old == from {
+                    s.space = Some((space, mm));
+                } else {
+                    match self.procs.get_mut(&old).filter(|o| o.ended.is_none()).and_then(|o| o.saved.as_mut()) {
+                        Some(o) => o.space = Some((space, mm)),
+                        None => m.release_address_space(space),
+                    }
+                }
+            }
+        }
         match self.procs.get_mut(&from) {
             Some(p) if p.ended.is_none() => p.saved = Some(s),
             // An ended process's memory goes with its last switch away.
-            _ => m.release_address_space(s.space),
+            _ => {
+                if let Some((space, _)) = s.space {
+                    m.release_address_space(space);
+                }
+            }
         }
+    }
+
+    /// Whether another process alive runs in the running process's address space (a
+    /// `clone(CLONE_VM)` child that has not exec'ed, or its parent).
+    pub(crate) fn space_shared(&self) -> bool {
+        let (me, space) = (self.pid, self.space_pid);
+        self.procs.iter().any(|(&q, p)| q != me && p.ended.is_none() && p.space == space)
+    }
+
+    /// Process `pid` stops running in its address space (it ends or execs): if it owns the
+    /// space and other processes alive run in it, the lowest of them becomes the owner and
+    /// keeps it (the machine keeps it if it is the running one's).
+    fn hand_space_over(&mut self, pid: u32) {
+        let Some(owner) = self.procs.get(&pid).map(|p| p.space) else { return };
+        if owner != pid {
+            return;
+        }
+        let sharers: Vec<u32> = self
+            .procs
+            .iter()
+            .filter(|(&q, p)| q != pid && p.ended.is_none() && p.space == owner)
+            .map(|(&q, _)| q)
+            .collect();
+        let Some(&heir) = sharers.first() else { return };
+        for q in &sharers {
+            if let Some(p) = self.procs.get_mut(q) {
+                p.space = heir;
+            }
+        }
+        if self.space_pid == pid {
+            self.space_pid = heir;
+        } else {
+            let kept = self.procs.get_mut(&pid).and_then(|p| p.saved.as_mut()).and_then(|s| s.space.take());
+            if let Some(h) = self.procs.get_mut(&heir).and_then(|p| p.saved.as_mut()) {
+                h.space = kept;
+            }
+        }
+    }
+
+    /// `execve` of a process whose address space others run in: the running process gets
+    /// `fresh` (empty) for its new program, and the space it leaves stays with the others
+    /// (a vfork parent gets its memory back as it was).
+    pub(crate) fn leave_shared_space(&mut self, m: &mut Machine, mut fresh: AddressSpace) {
+        let pid = self.pid;
+        self.hand_space_over(pid);
+        let owner = self.space_pid;
+        m.swap_address_space(&mut fresh);
+        let mm = std::mem::take(&mut self.mm);
+        match self.procs.get_mut(&owner).and_then(|p| p.saved.as_mut()) {
+            Some(o) => o.space = Some((fresh, mm)),
+            None => m.release_address_space(fresh),
+        }
+        if let Some(p) = self.procs.get_mut(&pid) {
+            p.space = pid;
+        }
+        self.space_pid = pid;
     }
 
     /// exit_group(2), or the last thread's exit(2), of the running process. The first
@@ -228,6 +351,8 @@ impl Kernel {
     /// Process `pid` ends: its threads go (the running one, if it is one of them, is left for
     /// the scheduler to drop), its descriptors close, its parent's waits look again.
     pub(crate) fn end_process(&mut self, m: &mut Machine, pid: u32, how: ProcessExit) {
+        // Its memory stays with the processes still running in it.
+        self.hand_space_over(pid);
         let tids: Vec<u32> = self.threads.values().filter(|t| t.pid == pid).map(|t| t.tid).collect();
         for tid in tids {
             self.drop_thread(tid);
@@ -242,8 +367,8 @@ impl Kernel {
         if pid == self.pid {
             // Closing them is what tells a reader of a pipe it held that no one writes any more.
             self.fds.fds.clear();
-        } else if let Some(s) = p.saved.take() {
-            m.release_address_space(s.space);
+        } else if let Some((space, _)) = p.saved.take().and_then(|s| s.space) {
+            m.release_address_space(space);
         }
         for child in self.procs.values_mut().filter(|c| c.ppid == pid) {
             child.ppid = 1;
@@ -257,7 +382,16 @@ impl Kernel {
         }
         self.io_ready_all();
         self.io_ready(CHILD_KEY | u64::from(ppid));
-        self.io_ready(VFORK_KEY | u64::from(pid));
+        self.vfork_done(pid);
+    }
+
+    /// Process `pid` execs or ends: a parent waiting for it since `vfork` goes on.
+    pub(crate) fn vfork_done(&mut self, pid: u32) {
+        let parents: Vec<u32> =
+            self.threads.values().filter(|t| t.wait == Some(Wait::Vfork { child: pid })).map(|t| t.tid).collect();
+        for tid in parents {
+            self.set_wait(tid, None, None);
+        }
     }
 
     /// Whether process `pid` is one `wait4`'s `pid` argument `sel` names, as a child of `parent`.
@@ -390,7 +524,7 @@ impl Kernel {
         let mut own = None;
         for target in targets {
             if target == self.pid {
-                own = self.kill(sig)?;
+                own = self.kill(sig, 0)?;
                 continue;
             }
             if sig != 0 {
@@ -456,7 +590,8 @@ impl Kernel {
                 return 1 << 63 | host;
             }
         }
-        u64::from(self.pid) << 48 | addr
+        // By the address space: a `clone(CLONE_VM)` child and its parent meet.
+        u64::from(self.space_pid) << 48 | addr
     }
 }
 

@@ -53,6 +53,11 @@ const SIGCHLD: i32 = 17;
 
 /// Whether the default action of `sig` is to ignore it (SIGCHLD, SIGCONT, SIGURG, SIGWINCH; the
 /// stop signals too, as ferrite does not stop processes).
+/// The first real-time signal (the kernel's; glibc keeps 32 and 33 for itself).
+pub(crate) const SIGRTMIN: i32 = 32;
+/// `si_code` of a signal sent with tkill/tgkill.
+pub(crate) const SI_TKILL: i32 = -6;
+
 pub(crate) fn ignored_by_default(sig: i32) -> bool {
     matches!(sig, 17 | 18 | 23 | 28) || (19..=22).contains(&sig)
 }
@@ -114,6 +119,12 @@ impl SigInfo {
         SigInfo { signo: SIGCHLD, code, addr: 0, from_kill: true, sender: pid, status }
     }
 
+    /// Sent with `rt_sigqueueinfo`/`rt_tgsigqueueinfo` and a code of the sender's (`SI_QUEUE`
+    /// ...): its `addr` is the `si_value` given.
+    pub(crate) fn queued(&self) -> bool {
+        self.from_kill && self.code < 0 && self.code != SI_TKILL
+    }
+
     pub(crate) fn bytes(&self) -> [u8; 128] {
         let mut b = [0u8; 128];
         b[0..4].copy_from_slice(&self.signo.to_le_bytes());
@@ -127,7 +138,12 @@ impl SigInfo {
             let sender = if self.sender == 0 { crate::process::PID } else { self.sender };
             b[16..20].copy_from_slice(&sender.to_le_bytes());
             b[20..24].copy_from_slice(&(crate::process::UID as u32).to_le_bytes());
-            b[24..28].copy_from_slice(&self.status.to_le_bytes());
+            if self.queued() {
+                // _rt: sigqueue's value.
+                b[24..32].copy_from_slice(&self.addr.to_le_bytes());
+            } else {
+                b[24..28].copy_from_slice(&self.status.to_le_bytes());
+            }
         } else {
             b[16..24].copy_from_slice(&self.addr.to_le_bytes());
         }
@@ -312,24 +328,34 @@ impl Kernel {
         Ok(0)
     }
 
-    /// A signal the running thread sends to its own process. Returns the exit it causes, if
-    /// any; a handled signal is delivered when the system call returns.
-    pub(crate) fn kill(&mut self, sig: i32) -> Result<Option<ProcessExit>, Errno> {
+    /// A signal the running thread sends to its own process (`code`: `SI_USER` for kill(2),
+    /// `SI_TKILL` for tkill/tgkill). Returns the exit it causes, if any; a handled signal is
+    /// delivered when the system call returns.
+    pub(crate) fn kill(&mut self, sig: i32, code: i32) -> Result<Option<ProcessExit>, Errno> {
+        self.kill_info(SigInfo { code, ..SigInfo::user(sig, self.pid) })
+    }
+
+    /// [`Kernel::kill`] with the whole siginfo given (`rt_sigqueueinfo`'s).
+    pub(crate) fn kill_info(&mut self, info: SigInfo) -> Result<Option<ProcessExit>, Errno> {
+        let sig = info.signo;
         if sig == 0 {
             return Ok(None);
         }
         if !(1..=64).contains(&sig) {
             return err(libc::EINVAL);
         }
+        if self.blocked_by_all(self.pid, sig) {
+            // Pending whatever its action, as Linux: the action may change before it is
+            // unblocked, and a signalfd or sigwait may take it.
+            self.pend(self.pid, info);
+            return Ok(None);
+        }
         let handler = self.proc.sigactions[sig as usize][0];
-        // Default action "ignore": SIGCHLD, SIGCONT, SIGURG, SIGWINCH.
-        let ignored_by_default = matches!(sig, 17 | 18 | 23 | 28);
         match handler {
             SIG_IGN => Ok(None),
-            SIG_DFL if ignored_by_default => Ok(None),
+            SIG_DFL if ignored_by_default(sig) => Ok(None),
             SIG_DFL => Ok(Some(ProcessExit::Signal(sig))),
             _ => {
-                let info = SigInfo { code: -6, ..SigInfo::user(sig, self.pid) };
                 if self.sigmask() & (1 << (sig - 1)) != 0 {
                     // Blocked: pending until the thread unblocks it.
                     self.pend_to(self.current, info);
@@ -341,9 +367,33 @@ impl Kernel {
         }
     }
 
+    /// Whether every thread of process `pid` blocks `sig` (never SIGKILL or SIGSTOP): a signal
+    /// sent to it then stays pending, whatever its action, until a thread unblocks it or takes
+    /// it through a signalfd or sigwait (Linux's `sig_ignored`: "blocked signals are never
+    /// ignored").
+    pub(crate) fn blocked_by_all(&self, pid: u32, sig: i32) -> bool {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP || !(1..=64).contains(&sig) {
+            return false;
+        }
+        let bit = 1u64 << (sig - 1);
+        let mut of_pid = self.threads.values().filter(|t| t.pid == pid).peekable();
+        of_pid.peek().is_some() && of_pid.all(|t| t.sigmask & bit != 0)
+    }
+
     /// tkill(2) and tgkill(2) to thread `tid` of the running process (`tgid`: the process the
     /// caller names, checked, if given).
     pub(crate) fn tkill(&mut self, tgid: Option<u32>, tid: u32, sig: i32) -> Result<Option<ProcessExit>, Errno> {
+        self.tkill_info(tgid, tid, SigInfo { code: SI_TKILL, ..SigInfo::user(sig, self.pid) })
+    }
+
+    /// [`Kernel::tkill`] with the whole siginfo given (`rt_tgsigqueueinfo`'s).
+    pub(crate) fn tkill_info(
+        &mut self,
+        tgid: Option<u32>,
+        tid: u32,
+        info: SigInfo,
+    ) -> Result<Option<ProcessExit>, Errno> {
+        let sig = info.signo;
         if !(0..=64).contains(&sig) {
             return err(libc::EINVAL);
         }
@@ -354,19 +404,23 @@ impl Kernel {
         if t.pid != self.pid {
             // Another process's thread: the signal goes to that process.
             if sig != 0 {
-                let (pid, info) = (t.pid, SigInfo::user(sig, self.pid));
+                let pid = t.pid;
                 self.send_signal(pid, None, info);
             }
             return Ok(None);
         }
         if tid == self.current || sig == 0 {
-            return self.kill(sig);
+            return self.kill_info(info);
         }
         let blocked = t.sigmask & (1 << (sig - 1)) != 0;
         let handler = self.proc.sigactions[sig as usize][0];
-        let info = SigInfo { code: -6, ..SigInfo::user(sig, self.pid) };
         match handler {
             _ if sig == libc::SIGKILL => Ok(Some(ProcessExit::Signal(sig))),
+            // Blocked: pending whatever its action (see `blocked_by_all`).
+            _ if blocked && sig != libc::SIGSTOP => {
+                self.pend_to(tid, info);
+                Ok(None)
+            }
             SIG_IGN => Ok(None),
             SIG_DFL if ignored_by_default(sig) => Ok(None),
             SIG_DFL if !blocked => Ok(Some(ProcessExit::Signal(sig))),
@@ -375,6 +429,50 @@ impl Kernel {
                 Ok(None)
             }
         }
+    }
+
+    /// rt_sigqueueinfo(2) (`tid` None: `tgid, sig, uinfo`) and rt_tgsigqueueinfo(2): `sig` with
+    /// the sender's `siginfo_t` (its code, pid and `si_value`) to process `tgid`, or to its
+    /// thread `tid`. EPERM for a code the kernel keeps for itself (`>= 0`, or `SI_TKILL`) sent to
+    /// another process, as Linux; ESRCH without such a process or thread.
+    pub(crate) fn sigqueueinfo(
+        &mut self,
+        m: &mut Machine,
+        tgid: u32,
+        tid: Option<u32>,
+        sig: i32,
+        uinfo: u64,
+    ) -> Result<Option<ProcessExit>, Errno> {
+        let mut b = [0u8; 128];
+        m.read(uinfo, &mut b).map_err(|_| Errno(libc::EFAULT))?;
+        let code = i32::from_le_bytes(b[8..12].try_into().unwrap_or_default());
+        if (code >= 0 || code == SI_TKILL) && tgid != self.pid {
+            return err(libc::EPERM);
+        }
+        if !(0..=64).contains(&sig) {
+            return err(libc::EINVAL);
+        }
+        let info = SigInfo {
+            signo: sig,
+            code,
+            addr: u64::from_le_bytes(b[24..32].try_into().unwrap_or_default()),
+            from_kill: true,
+            sender: u32::from_le_bytes(b[16..20].try_into().unwrap_or_default()),
+            status: 0,
+        };
+        if let Some(tid) = tid {
+            return self.tkill_info(Some(tgid), tid, info);
+        }
+        if tgid == self.pid {
+            return self.kill_info(info);
+        }
+        if self.procs.get(&tgid).is_none_or(|p| p.ended.is_some()) {
+            return err(libc::ESRCH);
+        }
+        if sig != 0 {
+            self.signal_process(m, tgid, info);
+        }
+        Ok(None)
     }
 
     /// A signal a system call raises for the running thread (SIGPIPE for a write to a pipe no
@@ -412,6 +510,10 @@ impl Kernel {
     pub(crate) fn signal_process(&mut self, m: &mut Machine, pid: u32, info: SigInfo) -> Option<ProcessExit> {
         let sig = info.signo;
         let action = self.action_of(pid, sig)?;
+        if self.blocked_by_all(pid, sig) {
+            self.pend(pid, info);
+            return None;
+        }
         let dies = match action[0] {
             _ if sig == libc::SIGKILL => true,
             SIG_IGN => false,
@@ -452,10 +554,15 @@ impl Kernel {
     pub(crate) fn pend_to(&mut self, tid: u32, info: SigInfo) -> bool {
         let bit = 1u64 << (info.signo - 1);
         let Some(t) = self.threads.get_mut(&tid) else { return false };
-        if t.sigpending.iter().any(|s| s.signo == info.signo) {
+        // A standard signal is pending once at most; real-time ones queue, each with its siginfo.
+        if info.signo < SIGRTMIN && t.sigpending.iter().any(|s| s.signo == info.signo) {
             return false;
         }
         t.sigpending.push(info);
+        let pid = t.pid;
+        // A signalfd of its process may read it now.
+        self.io_ready(crate::signalfd::key(pid));
+        let Some(t) = self.threads.get_mut(&tid) else { return true };
         if t.sigmask & bit != 0 && !(t.in_call && t.sigwait & bit != 0) {
             return true;
         }
@@ -476,7 +583,11 @@ impl Kernel {
     /// stays pending). Returns whether it was made pending.
     pub(crate) fn send_signal(&mut self, pid: u32, tid: Option<u32>, info: SigInfo) -> bool {
         let Some(action) = self.action_of(pid, info.signo) else { return false };
-        if action[0] == SIG_IGN || (action[0] == SIG_DFL && ignored_by_default(info.signo)) {
+        let blocked = match tid {
+            Some(tid) => self.threads.get(&tid).is_some_and(|t| t.sigmask & (1 << (info.signo - 1)) != 0),
+            None => self.blocked_by_all(pid, info.signo),
+        };
+        if !blocked && (action[0] == SIG_IGN || (action[0] == SIG_DFL && ignored_by_default(info.signo))) {
             return false;
         }
         match tid {
@@ -620,7 +731,15 @@ impl Kernel {
         let want = m.read_u64(set)? & !((1 << 8) | (1 << 18));
         let cur = self.current;
         let t = self.thread_mut(cur);
-        if let Some(i) = t.sigpending.iter().position(|s| want & (1 << (s.signo - 1)) != 0) {
+        // The lowest-numbered first, as Linux's `next_signal`; a queue in the order sent.
+        let lowest = t
+            .sigpending
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| want & (1 << (s.signo - 1)) != 0)
+            .min_by_key(|(i, s)| (s.signo, *i))
+            .map(|(i, _)| i);
+        if let Some(i) = lowest {
             let mut si = t.sigpending.remove(i);
             t.sigwait = 0;
             self.timer_signal_taken(&mut si);

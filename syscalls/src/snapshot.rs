@@ -89,7 +89,8 @@ impl Kernel {
                         | Kind::Socket(_)
                         | Kind::EventFd(_)
                         | Kind::Epoll(_)
-                        | Kind::TimerFd(_) => return None,
+                        | Kind::TimerFd(_)
+                        | Kind::SignalFd(_) => return None,
                     };
                     let c =
                         Rc::new(RefCell::new(Description { kind, guest_path: d.guest_path.clone(), flags: d.flags }));
@@ -130,6 +131,7 @@ impl Kernel {
             net: self.net.copy_keys(),
             procs: self.procs.iter().map(|(pid, p)| (*pid, p.copy_running())).collect(),
             pid: self.pid,
+            space_pid: self.space_pid,
             execs: Vec::new(),
             timers: self.timers.clone(),
             listen: None,

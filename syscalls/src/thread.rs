@@ -81,6 +81,13 @@ pub enum Wait {
         /// When the call gives up (its timeout), if it does.
         deadline: Option<u64>,
     },
+    /// The parent of a `vfork` (or `clone(CLONE_VFORK)`) until its child execs or ends: nothing
+    /// else wakes it, not even a signal (Linux's wait is killable only), since the child may be
+    /// running on its memory.
+    Vfork {
+        /// The child's pid.
+        child: u32,
+    },
     /// Held by PMRace's targeted interleaving (`emu::sched::Hold`): a reader at a sync-point
     /// load until the matching store (`until: None`), or that store's writer until `until`
     /// instructions have retired (the readers go first).
@@ -204,7 +211,7 @@ impl WaitIndex {
             Some(Wait::Sleep { deadline }) | Some(Wait::Io { deadline: Some(deadline) }) => {
                 self.deadlines.insert((deadline, tid));
             }
-            Some(Wait::Io { deadline: None }) => {}
+            Some(Wait::Io { deadline: None }) | Some(Wait::Vfork { .. }) => {}
             Some(Wait::Held { until: Some(n) }) => {
                 self.held_until.insert((n, tid));
             }
@@ -230,7 +237,7 @@ impl WaitIndex {
             Some(Wait::Sleep { deadline }) | Some(Wait::Io { deadline: Some(deadline) }) => {
                 self.deadlines.remove(&(deadline, tid));
             }
-            Some(Wait::Io { deadline: None }) => {}
+            Some(Wait::Io { deadline: None }) | Some(Wait::Vfork { .. }) => {}
             Some(Wait::Held { until: Some(n) }) => {
                 self.held_until.remove(&(n, tid));
             }
@@ -426,15 +433,12 @@ impl Kernel {
         ctid: u64,
         tls: u64,
     ) -> SysResult {
-        if flags & CLONE_VM == 0 {
+        if flags & CLONE_VM == 0 || flags & CLONE_THREAD == 0 {
+            // A new process: a copy of the address space, or (CLONE_VM) the same one.
             return match self.fork(m, flags, stack, ptid, ctid, tls)? {
                 Some(pid) => Ok(pid),
                 None => err(crate::VFORKED),
             };
-        }
-        if flags & CLONE_THREAD == 0 {
-            self.note_named(m, 56, "clone with CLONE_VM but not CLONE_THREAD (posix_spawn)");
-            return err(libc::ENOSYS);
         }
         if flags & !(THREAD_FLAGS | 0xff) != 0 {
             self.note_named(m, 56, "clone with unsupported flags");

@@ -130,6 +130,20 @@ impl Machine {
         Ok(Some(child))
     }
 
+    /// An empty address space at a free slot, registered: what a process that ran in another's
+    /// address space (a `clone(CLONE_VM)` child) gets at `execve`. `None` when every slot is
+    /// taken ([`state::SLOTS`] processes alive).
+    pub fn empty_address_space(&mut self) -> Result<Option<AddressSpace>, EmuError> {
+        let Some(slot) = (1..state::SLOTS).find(|&s| !self.slots.contains(&s)) else { return Ok(None) };
+        self.enter_virtual_tlb()?;
+        let mut space = AddressSpace::empty(u64::from(slot) << state::SLOT_SHIFT);
+        // Nothing to register yet; counted as registered, as every registered space is.
+        space.registered = self.register(&space.mem);
+        self.slots.insert(slot);
+        self.processes = true;
+        Ok(Some(space))
+    }
+
     /// The end of a process that is not running: its registrations and hooks go, its slot is
     /// free again, its host memory goes with the table.
     pub fn release_address_space(&mut self, space: AddressSpace) {
