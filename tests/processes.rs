@@ -192,3 +192,31 @@ fn posix_spawn_system_and_popen_run_as_natively() {
     assert!(replay.stderr.contains("replay reproduced the run"), "{}", replay.describe());
     assert_eq!(replay.stdout_str(), first.stdout_str());
 }
+
+/// Debian's `make -j2` starts its recipes with `posix_spawn` (with `POSIX_SPAWN_RESETIDS`, so its
+/// child sets its ids to the real ones) and runs two at once: both recipes run, the target built
+/// from them is made, and the output is a function of the seed.
+#[test]
+fn make_runs_recipes_in_parallel() {
+    let make = std::path::Path::new("/usr/bin/make");
+    if !make.exists() {
+        eprintln!("skipped: no /usr/bin/make");
+        return;
+    }
+    let dir = scratch();
+    std::fs::write(dir.path().join("Makefile"), "all: a b\n\tcat a b > all\na:\n\techo A > a\nb:\n\techo B > b\n")
+        .unwrap();
+    let runs: Vec<Run> = (0..2)
+        .map(|_| {
+            let d = scratch();
+            std::fs::copy(dir.path().join("Makefile"), d.path().join("Makefile")).unwrap();
+            Ferrite::run(make).opts(&["--seed", "3"]).args(&["-s", "-j2"]).in_dir(d).go()
+        })
+        .collect();
+    for r in &runs {
+        r.assert_code(0);
+        assert!(!r.stderr.contains("warning"), "{}", r.describe());
+        assert_eq!(std::fs::read(r.path("all")).unwrap(), b"A\nB\n", "{}", r.describe());
+    }
+    assert_eq!(runs[0].stdout, runs[1].stdout);
+}

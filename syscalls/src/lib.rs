@@ -489,6 +489,13 @@ impl Kernel {
             libc::SYS_getpgid => self.getpgid(a[0], false),
             libc::SYS_getsid => self.getpgid(a[0], true),
             libc::SYS_getresuid | libc::SYS_getresgid => self.getresid(m, a),
+            libc::SYS_setuid | libc::SYS_setgid => process::setid(&a[..1]),
+            libc::SYS_setreuid | libc::SYS_setregid => process::setid(&a[..2]),
+            libc::SYS_setresuid | libc::SYS_setresgid => process::setid(&a[..3]),
+            // setfsuid/setfsgid return the previous id, which never changes.
+            libc::SYS_setfsuid | libc::SYS_setfsgid => Ok(process::UID),
+            // Setting supplementary groups needs CAP_SETGID.
+            libc::SYS_setgroups => err(libc::EPERM),
             // getgroups: the guest's user has no supplementary groups.
             libc::SYS_getgroups => Ok(0),
             libc::SYS_rt_sigaction => self.rt_sigaction(m, i(a[0]), a[1], a[2], a[3]),

@@ -284,6 +284,19 @@ pub fn proc_mounts(pm_mount: &str) -> String {
     )
 }
 
+/// `setuid`, `setgid`, `setreuid`, `setregid`, `setresuid`, `setresgid` of an unprivileged
+/// process whose real, effective and saved ids are all [`UID`]: each id given must be -1 (keep)
+/// or one it already has, so the call succeeds and changes nothing, or fails with EPERM, as
+/// Linux answers an unprivileged caller. (`posix_spawn` with `POSIX_SPAWN_RESETIDS`, which `make`
+/// uses, sets its ids to the real ones.)
+pub(crate) fn setid(ids: &[u64]) -> SysResult {
+    if ids.iter().all(|&id| id as u32 == u32::MAX || u64::from(id as u32) == UID) {
+        Ok(0)
+    } else {
+        err(libc::EPERM)
+    }
+}
+
 impl Kernel {
     pub(crate) fn getresid(&mut self, m: &mut Machine, a: [u64; 6]) -> SysResult {
         for p in &a[..3] {
