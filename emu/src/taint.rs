@@ -43,6 +43,7 @@ pub type Label = u32;
 const MAX_SET: usize = 8;
 
 /// Interned label sets.
+#[derive(Clone)]
 pub struct LabelSets {
     sets: Vec<Box<[u32]>>,
     by_set: FxHashMap<Box<[u32]>, Label>,
@@ -117,6 +118,7 @@ const OP_CACHE: usize = 2048;
 const SPARE_PAGES: usize = 16;
 
 /// One page of the memory shadow: a label per byte and how many are tainted.
+#[derive(Clone)]
 struct ShadowPage {
     labels: Box<[Label; PAGE as usize]>,
     live: u32,
@@ -249,6 +251,31 @@ impl Default for Taint {
     }
 }
 
+/// What the taint engine holds of one run, for a machine snapshot ([`Taint::save`]): the label
+/// sets (labels are indices into them, so a restored run must number new sets as the original
+/// did), the memory shadow and every thread's register shadow. Not what it decoded: that belongs
+/// to the code at each PC, which the machine keeps across restores and forgets where the code
+/// changed (`Machine::code_changed`). Taken at a stop, when no instruction is pending
+/// ([`Taint::settle`] ran).
+#[derive(Clone)]
+pub struct TaintState {
+    sets: LabelSets,
+    mem: FxHashMap<u64, ShadowPage>,
+    mem_live: u64,
+    pages_peak: u64,
+    regs: Box<RegShadow>,
+    reg_mask: u32,
+    parked: FxHashMap<u32, (Box<RegShadow>, u32)>,
+    tid: u32,
+}
+
+impl TaintState {
+    /// Host bytes of shadow it holds (memory pages and registers), roughly.
+    pub fn bytes(&self) -> usize {
+        (self.mem.len() * PAGE as usize + (1 + self.parked.len()) * NREG * 16) * std::mem::size_of::<Label>()
+    }
+}
+
 impl Taint {
     /// An engine with nothing tainted (label 0 everywhere).
     pub fn new() -> Taint {
@@ -273,6 +300,38 @@ impl Taint {
             bytes: Vec::with_capacity(64),
             out: Vec::with_capacity(8),
         }
+    }
+
+    /// The run's taint as it is now, at a stop ([`TaintState`]).
+    pub fn save(&self) -> TaintState {
+        TaintState {
+            sets: self.sets.clone(),
+            mem: self.mem.clone(),
+            mem_live: self.mem_live,
+            pages_peak: self.pages_peak,
+            regs: self.regs.clone(),
+            reg_mask: self.reg_mask,
+            parked: self.parked.clone(),
+            tid: self.tid,
+        }
+    }
+
+    /// Puts the run's taint back as it was at `s` (what the engine decoded stays). The pages of
+    /// the shadow being replaced are kept for reuse, up to the usual few.
+    pub fn restore(&mut self, s: &TaintState) {
+        self.drop_pending();
+        self.out.clear();
+        self.sets = s.sets.clone();
+        let old = std::mem::replace(&mut self.mem, s.mem.clone());
+        for (_, p) in old {
+            self.release_page(p);
+        }
+        self.mem_live = s.mem_live;
+        self.pages_peak = s.pages_peak;
+        self.regs = s.regs.clone();
+        self.reg_mask = s.reg_mask;
+        self.parked = s.parked.clone();
+        self.tid = s.tid;
     }
 
     /// Whether anything is tainted or about to be.

@@ -58,6 +58,13 @@ struct RunState {
     delays: Option<Delays>,
     delay_pending: Option<u64>,
     release_pending: bool,
+    /// The taint engine's shadows and label sets, with taint tracking.
+    taint: Option<crate::taint::TaintState>,
+    /// Whether the taint hooks were in.
+    taint_hooked: bool,
+    /// The loads of the instruction stopped at the first taint source (its count could be an
+    /// instruction's of the restored run).
+    taint_replay: super::state::TaintReplay,
 }
 
 /// A parked thread: its registers and shadow call stack.
@@ -127,7 +134,7 @@ impl Machine {
     pub fn checkpoint(&self) -> Option<MachineSnapshot> {
         let st = self.uc.get_data();
         // Other processes' address spaces are not captured.
-        if self.processes || st.obs.taint.is_some() || st.pm.torn.is_some() || st.pm.undo.is_some() {
+        if self.processes || st.pm.torn.is_some() || st.pm.undo.is_some() {
             return None;
         }
         let mut ctx = self.uc.context_alloc().ok()?;
@@ -167,6 +174,9 @@ impl Machine {
                 delays: s.delays.clone(),
                 delay_pending: s.delay_pending,
                 release_pending: s.release_pending,
+                taint: st.obs.taint.as_deref().map(crate::taint::Taint::save),
+                taint_hooked: st.obs.taint_hooked,
+                taint_replay: st.obs.replay.clone(),
             },
             parked,
             windows: st.pm.windows.clone(),
@@ -267,6 +277,19 @@ impl Machine {
         st.steer.delays = r.delays.clone();
         st.steer.delay_pending = r.delay_pending;
         st.steer.release_pending = r.release_pending;
+        if let (Some(t), Some(saved)) = (st.obs.taint.as_deref_mut(), &r.taint) {
+            t.restore(saved);
+        }
+        st.obs.replay = r.taint_replay.clone();
+        st.obs.taint_began = None;
+        // The taint hooks are never taken out again: a snapshot taken before they went in is
+        // restored with them in. That run is the same: until the first source nothing is tainted,
+        // so the taint hook and the engine's memory hook change nothing, and the first source is
+        // a source without the stop that would have put them in (which only re-runs its load
+        // instruction). Specials' own code hooks are gone; the taint hook acts for them.
+        if r.taint_hooked {
+            self.hook_taint();
+        }
         Ok(())
     }
 }
