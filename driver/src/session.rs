@@ -946,10 +946,10 @@ impl Session {
 impl Session {
     /// The whole run as it is now, at any stop (a debugger's, at any instruction), or `None`
     /// when it cannot be held: a probe that cannot be copied ([`Probe::save`]) follows the run, a
-    /// pass cannot be copied (one that captured crash images for validation, among others) ([`analyses::Analysis::fork`]) or watches all memory while the run is
-    /// still single-threaded ([`Machine::memory_hooks_final`]), the machine cannot be (taint
-    /// tracking), or a host file cannot be opened again or the PM directory holds something but
-    /// files and directories.
+    /// pass cannot be copied ([`analyses::Analysis::fork`]; pmrace once it captured a crash image
+    /// for validation) or watches all memory while the run is still single-threaded
+    /// ([`Machine::memory_hooks_final`]), the machine cannot be (a forked guest), or a host file
+    /// cannot be opened again or the PM directory holds something but files and directories.
     pub fn checkpoint(&self) -> Option<Checkpoint> {
         let probe = match &self.probe {
             Some(p) => Some(p.save()?),

@@ -23,7 +23,8 @@
 //! windows, what steers the schedule. A recovery's snapshot ([`Machine::snapshot`]) is restored
 //! on other crash images' files, so it refuses what would tie it to the files it was taken on:
 //! PM and shared file mappings (and, being taken before anything ran in parallel, more than one
-//! thread). Only taint tracking is refused by both: its shadow state is not captured.
+//! thread). Both capture the taint engine's state ([`crate::taint::TaintState`]): its label sets,
+//! memory shadow and register shadows; what it decoded stays, as the engine's translations do.
 
 use rustc_hash::FxHashMap;
 
@@ -105,7 +106,7 @@ impl Machine {
     /// The machine as it is now for a recovery's warm engine, or `None` if it holds what such a
     /// snapshot must not: more than one thread, PM mappings or shared file mappings (restored
     /// for another crash image, their bytes would be written into that image's files), a PMRace
-    /// hold, delay injection or taint tracking.
+    /// hold or delay injection.
     pub fn snapshot(&self) -> Option<MachineSnapshot> {
         let st = self.uc.get_data();
         let simple = self.parked.is_empty()
@@ -129,11 +130,12 @@ impl Machine {
     /// with [`Machine::restore`]: every thread's registers and call stack, the scheduler with its
     /// quantum and random stream, the PM device and windows, PMRace's hold and delay injection.
     /// The contents of files behind shared mappings are the caller's to keep (restore them
-    /// first). `None` with taint tracking, whose shadow state is not captured, and once the
-    /// guest has forked (other processes' address spaces are not captured).
+    /// first). With taint tracking, its state too. `None` once the guest has forked (other
+    /// processes' address spaces are not captured).
     pub fn checkpoint(&self) -> Option<MachineSnapshot> {
         let st = self.uc.get_data();
-        // Other processes' address spaces are not captured.
+        // Other processes' address spaces are not captured. A torn or undone store is only ever
+        // pending inside `run` (it takes both before it returns).
         if self.processes || st.pm.torn.is_some() || st.pm.undo.is_some() {
             return None;
         }
