@@ -208,6 +208,42 @@ fn a_run_with_passes_restores_with_their_state() {
     assert!(taken >= 2, "{taken} snapshots");
 }
 
+/// A run watched by pmrace (taint tracking: label sets, memory and register shadows, the taint
+/// hooks put in at the first source) snapshotted anywhere reports the same findings, counters,
+/// trace hash and schedule from the snapshot, every time it is restored.
+#[test]
+fn a_run_with_taint_tracking_restores_with_its_taint() {
+    fn spec_pr(pm: &std::path::Path) -> RunSpec {
+        let mut sp = spec("pr_mc_incr", &["/mnt/pmem0/pool"], 0, pm);
+        sp.analyses = vec!["pmrace".into()];
+        sp
+    }
+    let run = |s: &mut Session| {
+        let end = s.drive_to_end();
+        let out = driver::validation::complete(&spec_pr(std::path::Path::new("/nonexistent")), s.finish(end));
+        let findings: Vec<String> =
+            out.findings.iter().map(|f| format!("{} {} {:?}", f.kind, f.message, f.locations)).collect();
+        (out.trace_hash, out.instructions, findings, out.stats)
+    };
+    let start = |pm: &std::path::Path| Session::start(&spec_pr(pm), None, Vec::new(), false, None).unwrap();
+    let pm = scratch();
+    let whole = run(&mut start(pm.path()));
+    assert!(whole.2.iter().any(|f| f.starts_with("inter-thread-inconsistency")), "{:?}", whole.2);
+    assert!(whole.3.get("pmrace.inter_candidates").is_some_and(|&n| n > 0), "{:?}", whole.3);
+    for frac in [1, 3, 5, 7, 9] {
+        let pm = scratch();
+        let mut s = start(pm.path());
+        s.enable_debugging();
+        run_to(&mut s, whole.1 * frac / 10);
+        let c = s.checkpoint().unwrap_or_else(|| panic!("at {frac}/10: pmrace and its taint can be copied"));
+        assert_eq!(run(&mut s), whole, "snapshotted at {frac}/10, first run on");
+        for again in 1..=2 {
+            s.rewind(&c).unwrap();
+            assert_eq!(run(&mut s), whole, "restored at {frac}/10, run {again}");
+        }
+    }
+}
+
 /// The `exploration` counters of `--host-stats`.
 fn exploration(run: &Run) -> serde_json::Value {
     run.json("h.json")["exploration"].clone()

@@ -1162,6 +1162,39 @@ mod tests {
         assert_eq!(t.label_of(0x2000, 8), 0);
     }
 
+    /// A saved state restored gives back the labels and the label numbering: a run restored from
+    /// it interns new sets as the uninterrupted run did, whatever ran between.
+    #[test]
+    fn a_saved_state_restores_labels_and_their_numbering() {
+        let prefix = |t: &mut Taint| {
+            taint_load(t, &[0x48, 0x8b, 0x07], 0x1000, 8, 3); // mov rax, [rdi] (source 3)
+            step(t, 0x104, &[0x48, 0x89, 0x06], &[], &[(0x2000, 8)]); // mov [rsi], rax
+        };
+        let go_on = |t: &mut Taint| {
+            taint_load(t, &[0x48, 0x8b, 0x1f], 0x1100, 8, 4); // mov rbx, [rdi] (source 4)
+            step(t, 0x108, &[0x48, 0x01, 0xd8], &[], &[]); // add rax, rbx
+            let w = step(t, 0x10c, &[0x48, 0x89, 0x06], &[], &[(0x3000, 8)]); // mov [rsi], rax
+            (w[0].content, t.sets.members(w[0].content).to_vec(), t.label_of(0x2000, 8), t.shadow_pages())
+        };
+        let mut whole = Taint::new();
+        prefix(&mut whole);
+        let expected = go_on(&mut whole);
+        assert_eq!(expected.1, vec![3, 4]);
+        let mut t = Taint::new();
+        prefix(&mut t);
+        let saved = t.save();
+        // Something else: other sources and unions, the tainted bytes overwritten, another thread.
+        taint_load(&mut t, &[0x48, 0x8b, 0x1f], 0x1200, 8, 6); // mov rbx, [rdi] (source 6)
+        step(&mut t, 0x108, &[0x48, 0x01, 0xd8], &[], &[]); // add rax, rbx
+        step(&mut t, 0x104, &[0x48, 0x89, 0x06], &[], &[(0x2000, 8), (0x9000, 8)]);
+        t.switch_thread(2);
+        t.restore(&saved);
+        let l = t.label_of(0x2000, 8);
+        assert_eq!(t.sets.members(l), &[3]);
+        assert_eq!(t.label_of(0x9000, 8), 0);
+        assert_eq!(go_on(&mut t), expected, "the same labels, numbered the same");
+    }
+
     #[test]
     fn rep_movs_copies_each_element() {
         let mut t = Taint::new();
