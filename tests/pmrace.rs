@@ -294,6 +294,47 @@ fn targeted_interleaving_finds_what_the_random_schedule_misses_and_replays() {
     assert!(replay.stderr.contains(&format!("replay reproduced finding {id}")), "{}", replay.describe());
 }
 
+/// `--strategy pmrace` with snapshots (issue 23): every run shares the program seed, so the runs
+/// after the profiling run go on from its checkpoint at its first `clone` (with the taint
+/// engine's and the passes' state, the alias profile, and a crash-image store of their own for
+/// validation), unless their hold names a load made before it. The report is the one running
+/// every run from the start gives (`--no-snapshots`), and so are the runs' chained trace hashes;
+/// `--host-stats` shows the runs that went on from the snapshot; a finding of such a run replays
+/// on its own (program seed, its schedule seed and its interleaving).
+#[test]
+fn targeted_runs_from_a_snapshot_report_what_runs_from_the_start_do() {
+    let recover = format!("{} /mnt/pmem0/pool recover", guest("pr_lockfree").display());
+    let go = |extra: &[&str]| {
+        Ferrite::run(&guest("pr_lockfree"))
+            .opts(&["--analyses", "pmrace", "--strategy", "pmrace", "--explore", "4", "--seed", "1"])
+            .opts(&["--recover", recover.as_str(), "--report", "r.json", "--host-stats", "h.json"])
+            .opts(extra)
+            .args(&["/mnt/pmem0/pool"])
+            .go()
+    };
+    let (with, without) = (go(&[]), go(&["--no-snapshots"]));
+    with.assert_code(66);
+    without.assert_code(66);
+    let r = with.json("r.json");
+    assert_eq!(without_timings(&r), without_timings(&without.json("r.json")));
+    let (a, b) = (&with.json("h.json")["exploration"], &without.json("h.json")["exploration"]);
+    assert_eq!(a["trace_hashes"], b["trace_hashes"], "the runs' trace hashes");
+    assert_eq!((a["from_start"].as_u64(), a["from_snapshot"].as_u64()), (Some(1), Some(3)), "{a}");
+    assert_eq!((b["from_start"].as_u64(), b["from_snapshot"].as_u64()), (Some(4), Some(0)), "{b}");
+    assert_eq!(a["instructions_from_start"], b["instructions"], "{a}\n{b}");
+    assert!(a["instructions"].as_u64() < b["instructions"].as_u64(), "{a}");
+    assert!(with.stderr.contains("3 pmrace run(s) went on from a snapshot"), "{}", with.stderr);
+    // The finding came from a targeted run, restored from the snapshot, and was validated there.
+    assert_eq!(get(&r, "run.schedule_seed").as_u64(), Some(1), "{}", pretty(&r));
+    let f = assert_inconsistency(&r, "pr_lockfree", "/* PR: side effect */");
+    assert_ne!(get(&f, "seed").as_u64(), Some(1), "{}", pretty(&f));
+    assert!(get(&f, "interleaving").is_object(), "{}", pretty(&f));
+    assert!(get(&f, "message").as_str().unwrap_or_default().contains("validated"), "{}", pretty(&f));
+    let id = get(&f, "id").as_u64().unwrap().to_string();
+    let replay = Ferrite::replay(&with.path("r.json")).opts(&["--finding", id.as_str()]).in_dir(with.dir).go();
+    assert!(replay.stderr.contains(&format!("replay reproduced finding {id}")), "{}", replay.describe());
+}
+
 /// A pthread mutex placed in PM is a synchronisation variable too (its lock word moves by
 /// `lock cmpxchg` and comes back): persisted while held, it is reported at the lock call and
 /// confirmed by a recovery that finds it stuck; the twin's recovery reinitialises it (as PMDK

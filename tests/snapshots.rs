@@ -208,6 +208,42 @@ fn a_run_with_passes_restores_with_their_state() {
     assert!(taken >= 2, "{taken} snapshots");
 }
 
+/// A run watched by pmrace (taint tracking: label sets, memory and register shadows, the taint
+/// hooks put in at the first source) snapshotted anywhere reports the same findings, counters,
+/// trace hash and schedule from the snapshot, every time it is restored.
+#[test]
+fn a_run_with_taint_tracking_restores_with_its_taint() {
+    fn spec_pr(pm: &std::path::Path) -> RunSpec {
+        let mut sp = spec("pr_mc_incr", &["/mnt/pmem0/pool"], 0, pm);
+        sp.analyses = vec!["pmrace".into()];
+        sp
+    }
+    let run = |s: &mut Session| {
+        let end = s.drive_to_end();
+        let out = driver::validation::complete(&spec_pr(std::path::Path::new("/nonexistent")), s.finish(end));
+        let findings: Vec<String> =
+            out.findings.iter().map(|f| format!("{} {} {:?}", f.kind, f.message, f.locations)).collect();
+        (out.trace_hash, out.instructions, findings, out.stats)
+    };
+    let start = |pm: &std::path::Path| Session::start(&spec_pr(pm), None, Vec::new(), false, None).unwrap();
+    let pm = scratch();
+    let whole = run(&mut start(pm.path()));
+    assert!(whole.2.iter().any(|f| f.starts_with("inter-thread-inconsistency")), "{:?}", whole.2);
+    assert!(whole.3.get("pmrace.inter_candidates").is_some_and(|&n| n > 0), "{:?}", whole.3);
+    for frac in [1, 3, 5, 7, 9] {
+        let pm = scratch();
+        let mut s = start(pm.path());
+        s.enable_debugging();
+        run_to(&mut s, whole.1 * frac / 10);
+        let c = s.checkpoint().unwrap_or_else(|| panic!("at {frac}/10: pmrace and its taint can be copied"));
+        assert_eq!(run(&mut s), whole, "snapshotted at {frac}/10, first run on");
+        for again in 1..=2 {
+            s.rewind(&c).unwrap();
+            assert_eq!(run(&mut s), whole, "restored at {frac}/10, run {again}");
+        }
+    }
+}
+
 /// The `exploration` counters of `--host-stats`.
 fn exploration(run: &Run) -> serde_json::Value {
     run.json("h.json")["exploration"].clone()
@@ -247,6 +283,51 @@ fn exploration_from_snapshots_runs_the_same_schedules() {
     }
 }
 
+/// `--strategy exhaustive --analyses pmrace` goes on from snapshots too (issue 23): the taint
+/// engine's shadows and label sets are in the machine's snapshot and pmrace's candidates, recent
+/// stores and inconsistencies in the pass's copy, so the report (findings and pmrace's counters)
+/// and the schedules' chained trace hashes are those of running every schedule from the start,
+/// with fewer guest instructions run; a finding replays.
+#[test]
+fn exhaustive_exploration_with_pmrace_branches_from_snapshots() {
+    let opts = [
+        "--strategy",
+        "exhaustive",
+        "--preempt",
+        "all",
+        "--max-preemptions",
+        "1",
+        "--por",
+        "--explore",
+        "20",
+        "--analyses",
+        "pmrace",
+        "--quiet",
+        "--report",
+        "r.json",
+        "--host-stats",
+        "h.json",
+    ];
+    let go =
+        |extra: &[&str]| Ferrite::run(&guest("pr_mc_incr")).opts(&opts).opts(extra).args(&["/mnt/pmem0/pool"]).go();
+    let (with, without) = (go(&[]), go(&["--no-snapshots"]));
+    with.assert_code(66);
+    let r = with.json("r.json");
+    assert_eq!(without_timings(&r), without_timings(&without.json("r.json")));
+    let (a, b) = (exploration(&with), exploration(&without));
+    assert_eq!(a["trace_hashes"], b["trace_hashes"], "the schedules' trace hashes");
+    assert_eq!(a["instructions_from_start"], b["instructions"], "{a}");
+    assert_eq!(a["from_start"], 1, "{a}");
+    assert!(a["from_snapshot"].as_u64().unwrap() > 5, "{a}");
+    assert!(a["instructions"].as_u64().unwrap() * 2 < b["instructions"].as_u64().unwrap(), "{a}\n{b}");
+    assert!(r["stats"]["pmrace.inter_candidates"].as_u64().unwrap() > 0, "{}", r["stats"]);
+    let f = &r["findings"].as_array().unwrap()[0];
+    assert_eq!(f["kind"], "inter-thread-inconsistency", "{f}");
+    let id = f["id"].as_u64().unwrap().to_string();
+    let replay = Ferrite::replay(&with.path("r.json")).opts(&["--finding", id.as_str()]).in_dir(with.dir).go();
+    assert!(replay.stderr.contains(&format!("replay reproduced finding {id}")), "{}", replay.describe());
+}
+
 /// On the racy counter (threads that run longer after their start-up), `--por` with
 /// snapshots runs over 3× fewer guest instructions than running every schedule from the start.
 #[test]
@@ -274,8 +355,9 @@ fn exploration_from_snapshots_saves_most_of_the_racy_counter() {
     assert!(ratio >= 3.0, "{ratio:.2}x fewer instructions\n{a}");
 }
 
-/// A pass whose state a snapshot cannot hold (pmrace: taint tracking): every schedule runs from
-/// the start, the refusal is counted, and the report is the one `--no-snapshots` gives.
+/// A guest that forks (other processes' address spaces are not captured): every schedule runs
+/// from the start, the refusal is counted, and the report is the one `--no-snapshots` gives.
+/// (pmrace's taint tracking used to be the example; it is captured now.)
 #[test]
 fn exploration_falls_back_to_runs_from_the_start() {
     let opts = [
@@ -286,15 +368,15 @@ fn exploration_falls_back_to_runs_from_the_start() {
         "--explore",
         "6",
         "--analyses",
-        "pmrace",
+        "all",
         "--quiet",
         "--report",
         "r.json",
         "--host-stats",
         "h.json",
     ];
-    let with = Ferrite::run(&guest("thr_lost_update")).opts(&opts).go();
-    let without = Ferrite::run(&guest("thr_lost_update")).opts(&opts).opts(&["--no-snapshots"]).go();
+    let with = Ferrite::run(&guest("proc_pm_race")).opts(&opts).go();
+    let without = Ferrite::run(&guest("proc_pm_race")).opts(&opts).opts(&["--no-snapshots"]).go();
     assert_eq!(without_timings(&with.json("r.json")), without_timings(&without.json("r.json")));
     let a = exploration(&with);
     assert_eq!(a["from_snapshot"], 0, "{a}");
@@ -433,25 +515,22 @@ fn a_later_schedules_finding_replays_and_runs_alone_with_its_two_seeds() {
     panic!("no seed in 0..12 gave a finding of a later schedule only; cannot construct the case");
 }
 
-/// A pass whose state a snapshot cannot hold (pmrace's taint tracking), and a guest that forks
-/// (other processes' address spaces are not captured): `--explore`'s schedules all run from
-/// the start, the refusal is counted, and the report is the same.
+/// A guest that forks (other processes' address spaces are not captured): `--explore`'s
+/// schedules all run from the start, the refusal is counted, and the report is the same.
 #[test]
 fn random_exploration_falls_back_to_runs_from_the_start() {
-    for (name, analyses) in [("thr_racy_counter", "pmrace"), ("proc_pm_race", "all")] {
-        let go = |more: &[&str]| {
-            Ferrite::run(&guest(name))
-                .opts(&["--explore", "3", "--analyses", analyses, "--quiet", "--report", "r.json"])
-                .opts(&["--host-stats", "h.json"])
-                .opts(more)
-                .go()
-        };
-        let (with, without) = (go(&[]), go(&["--no-snapshots"]));
-        assert_eq!(without_timings(&with.json("r.json")), without_timings(&without.json("r.json")), "{name}");
-        let a = exploration(&with);
-        assert_eq!(a["from_snapshot"], 0, "{name}: {a}");
-        assert_eq!(a["from_start"], 3, "{name}: {a}");
-        assert!(a["refused"].as_u64().unwrap() >= 1, "{name}: {a}");
-        assert_eq!(a["trace_hashes"], exploration(&without)["trace_hashes"], "{name}");
-    }
+    let go = |more: &[&str]| {
+        Ferrite::run(&guest("proc_pm_race"))
+            .opts(&["--explore", "3", "--analyses", "all", "--quiet", "--report", "r.json"])
+            .opts(&["--host-stats", "h.json"])
+            .opts(more)
+            .go()
+    };
+    let (with, without) = (go(&[]), go(&["--no-snapshots"]));
+    assert_eq!(without_timings(&with.json("r.json")), without_timings(&without.json("r.json")));
+    let a = exploration(&with);
+    assert_eq!(a["from_snapshot"], 0, "{a}");
+    assert_eq!(a["from_start"], 3, "{a}");
+    assert!(a["refused"].as_u64().unwrap() >= 1, "{a}");
+    assert_eq!(a["trace_hashes"], exploration(&without)["trace_hashes"]);
 }

@@ -76,6 +76,9 @@ pub struct Profile {
     shared: BTreeSet<u64>,
     /// Publishing store PC → the words it stored a fresh object's address to.
     publications: BTreeMap<u64, BTreeSet<u64>>,
+    /// The PC of every PM load seen, library code's too: a targeted interleaving whose loads
+    /// are none of these, in a run that went as this one did so far, has held nobody yet.
+    pub loads_seen: BTreeSet<u64>,
 }
 
 /// PMRace keeps at most this many entries (`INJECTION_POINT_LIMIT`).
@@ -129,8 +132,16 @@ struct Last {
 }
 
 /// The profiler, run as one more pass; its [`Profile`] is shared with the caller.
+///
+/// A copy ([`Analysis::fork`], for a checkpoint of the run) shares the caller's profile too, and
+/// keeps the profile as it was then: the copy made of it when the checkpoint is restored puts that
+/// back into the shared profile before it goes on, so that the caller finds there what the
+/// restored run profiled from its start. (A checkpoint's copy is only ever copied when it is
+/// restored; a running profiler's copy is a checkpoint's.)
 pub struct AliasProfiler {
     profile: Rc<RefCell<Profile>>,
+    /// In a checkpoint's copy: the profile when the checkpoint was taken.
+    at_checkpoint: Option<Box<Profile>>,
     last: FxHashMap<u64, Last>,
     /// Per PM line: event number of its first store (its "birth"), that store's thread, and
     /// whether no other thread stored to it since (a fresh object is its creator's alone).
@@ -144,6 +155,7 @@ impl AliasProfiler {
     pub fn new(profile: Rc<RefCell<Profile>>) -> AliasProfiler {
         AliasProfiler {
             profile,
+            at_checkpoint: None,
             last: FxHashMap::default(),
             born: FxHashMap::default(),
             seq: 0,
@@ -185,7 +197,10 @@ impl Analysis for AliasProfiler {
             return;
         }
         let write = match ev.kind {
-            EventKind::Load => false,
+            EventKind::Load => {
+                self.profile.borrow_mut().loads_seen.insert(ev.pc);
+                false
+            }
             EventKind::Store | EventKind::RmwStore => true,
             // Non-temporal stores are no sync-point partners (PMRace drops them).
             _ => return,
@@ -238,5 +253,25 @@ impl Analysis for AliasProfiler {
 
     fn finish(&mut self, _device: &PmDevice) -> Vec<RawFinding> {
         Vec::new()
+    }
+
+    fn fork(&self) -> Option<Box<dyn Analysis>> {
+        let at_checkpoint = match &self.at_checkpoint {
+            // A checkpoint restored: its run goes on with the profile it had then.
+            Some(saved) => {
+                *self.profile.borrow_mut() = (**saved).clone();
+                None
+            }
+            // A checkpoint taken.
+            None => Some(Box::new(self.profile.borrow().clone())),
+        };
+        Some(Box::new(AliasProfiler {
+            profile: self.profile.clone(),
+            at_checkpoint,
+            last: self.last.clone(),
+            born: self.born.clone(),
+            seq: self.seq,
+            code: self.code.clone(),
+        }))
     }
 }

@@ -114,7 +114,7 @@ struct StoreRec {
 /// The recent stores, in store id order. The device counts store ids up, so a new store goes
 /// at the end and a lookup is a binary search: 32 bytes a store, where a hash map from id to
 /// record cost about 150 (its table doubled, at most 7/8 full).
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Stores {
     recs: Vec<StoreRec>,
     sites: Vec<Site>,
@@ -172,6 +172,7 @@ impl Stores {
 }
 
 /// A deduplicated candidate: a (source store, load) pair.
+#[derive(Clone)]
 struct Candidate {
     store: Site,
     load: Site,
@@ -181,6 +182,7 @@ struct Candidate {
 }
 
 /// An inconsistency: a candidate with a durable side effect at a store site.
+#[derive(Clone)]
 struct Inconsistency {
     candidate: u32,
     side: Site,
@@ -201,6 +203,7 @@ const MAX_SIDE_LOCATIONS: usize = 4;
 const MAX_TARGETS: usize = 8;
 
 /// A synchronisation variable in PM.
+#[derive(Clone)]
 struct SyncVar {
     size: u32,
     init: u64,
@@ -217,6 +220,7 @@ struct SyncVar {
     durable_seen: bool,
 }
 
+#[derive(Clone)]
 struct SyncFinding {
     /// The variable validation checks (the first seen).
     dev: u64,
@@ -228,7 +232,7 @@ struct SyncFinding {
     validation: Option<Validation>,
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Counts {
     inter_candidates: u64,
     intra_candidates: u64,
@@ -245,7 +249,7 @@ struct Counts {
 /// Crash images captured for validation per run, at most (each copies the PM files).
 const MAX_IMAGES: u64 = 32;
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 /// The `pmrace` pass: PMRace's checkers over taint from unpersisted loads.
 pub struct Pmrace {
     options: Options,
@@ -483,6 +487,17 @@ impl Analysis for Pmrace {
 
     fn set_image_sink(&mut self, sink: Rc<RefCell<dyn ImageSink>>) {
         self.sink = Some(sink);
+    }
+
+    fn fork(&self) -> Option<Box<dyn Analysis>> {
+        // The candidates, recent stores, inconsistencies, variables and counts are plain data. A
+        // crash image already captured lives in the run's image store, which a copy cannot own:
+        // before the first one, the copy captures into the store of the run it goes on in (the
+        // session gives it one, [`Analysis::set_image_sink`]).
+        if self.counts.images > 0 {
+            return None;
+        }
+        Some(Box::new(self.clone()))
     }
 
     fn configure(&mut self, settings: &Settings) {

@@ -35,16 +35,20 @@ pub struct Validate;
 
 impl driver::Validator for Validate {
     fn images(&self, pm_dir: &std::path::Path) -> Box<dyn ImageStore> {
-        Box::new(Images(CrashLog::new(pm_dir, false)))
+        Box::new(Images(CrashLog::new(pm_dir, false), pm_dir.to_path_buf()))
     }
 }
 
-/// The crash images of one run.
-struct Images(Rc<RefCell<CrashLog>>);
+/// The crash images of one run, on its PM directory.
+struct Images(Rc<RefCell<CrashLog>>, PathBuf);
 
 impl ImageStore for Images {
     fn sink(&self) -> Rc<RefCell<dyn ImageSink>> {
         self.0.clone()
+    }
+
+    fn fresh(&self) -> Box<dyn ImageStore> {
+        Box::new(Images(CrashLog::new(&self.1, false), self.1.clone()))
     }
 
     fn validate(&self, spec: &RunSpec, run: &RunOutcome, request: &Validation) -> Verdict {

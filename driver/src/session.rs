@@ -201,6 +201,9 @@ pub struct Checkpoint {
     pending_choice: bool,
     /// Copies of the passes, when some watch the run.
     passes: Option<Passes>,
+    /// An empty store like the run's for the crash images its passes capture for validation
+    /// (none captured yet: a pass holding images cannot be copied), for each restored run's own.
+    images: Option<Box<dyn ImageStore>>,
     /// What the probe had gathered ([`Probe::save`]).
     probe: Option<Box<dyn std::any::Any>>,
     /// The debugger's record: how many thread stretches, and the held exit.
@@ -907,6 +910,16 @@ impl Session {
         })
     }
 
+    /// Makes this run take PMRace's targeted interleaving `hold` from now on (a run restored
+    /// from a snapshot taken before any of its loads could have been held).
+    pub fn set_hold(&mut self, hold: Option<emu::sched::Hold>) {
+        if let Some(h) = &hold {
+            self.k.privileged = h.privileged;
+        }
+        self.m.set_hold(hold.clone());
+        self.spec.hold = hold;
+    }
+
     /// Brings a warm session back to `snap`, paused at its pending system call, with the
     /// kernel `k` ([`Snapshot::kernel_for`]) and `extra` passes (which see the run from there
     /// on).
@@ -932,16 +945,12 @@ impl Session {
 
 impl Session {
     /// The whole run as it is now, at any stop (a debugger's, at any instruction), or `None`
-    /// when it cannot be held: a probe that cannot be copied ([`Probe::save`]) or crash images
-    /// for validation follow the run, a pass
-    /// cannot be copied ([`analyses::Analysis::fork`]) or watches all memory while the run is
-    /// still single-threaded ([`Machine::memory_hooks_final`]), the machine cannot be (taint
-    /// tracking), or a host file cannot be opened again or the PM directory holds something but
-    /// files and directories.
+    /// when it cannot be held: a probe that cannot be copied ([`Probe::save`]) follows the run, a
+    /// pass cannot be copied ([`analyses::Analysis::fork`]; pmrace once it captured a crash image
+    /// for validation) or watches all memory while the run is still single-threaded
+    /// ([`Machine::memory_hooks_final`]), the machine cannot be (a forked guest), or a host file
+    /// cannot be opened again or the PM directory holds something but files and directories.
     pub fn checkpoint(&self) -> Option<Checkpoint> {
-        if self.images.is_some() {
-            return None;
-        }
         let probe = match &self.probe {
             Some(p) => Some(p.save()?),
             None => None,
@@ -974,6 +983,7 @@ impl Session {
             pending_schedule: self.pending_schedule,
             pending_choice: self.pending_choice,
             passes,
+            images: self.images.as_ref().map(|s| s.fresh()),
             probe,
             debug: self.debug.as_deref().map(|d| (d.switches.len(), d.held_exit.clone())),
         })
@@ -1002,7 +1012,13 @@ impl Session {
         self.stop_at_decision = None;
         self.stop_at_choice = false;
         if let Some(p) = &c.passes {
-            let p = p.fork().ok_or_else(|| SessionError::Io(std::io::Error::other("a pass cannot be copied again")))?;
+            let mut p =
+                p.fork().ok_or_else(|| SessionError::Io(std::io::Error::other("a pass cannot be copied again")))?;
+            // The run from here captures its crash images into a store of its own.
+            self.images = c.images.as_ref().map(|s| s.fresh());
+            if let Some(store) = &self.images {
+                p.set_image_sink(store.sink());
+            }
             self.m.set_observer(Box::new(p));
         }
         if let (Some(p), Some(saved)) = (self.probe.as_deref_mut(), c.probe.as_deref()) {

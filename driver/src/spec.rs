@@ -315,8 +315,8 @@ pub struct Branching {
     pub from_snapshot: u64,
     /// Snapshots taken.
     pub snapshots: u64,
-    /// Times a run could not be snapshotted (a pass that cannot be copied, taint tracking, a
-    /// host file that cannot be opened again, crash images for validation).
+    /// Times a run could not be snapshotted (a pass that cannot be copied, such as pmrace after
+    /// it captured a crash image, a forked guest, a host file that cannot be opened again).
     pub refused: u64,
     /// Guest instructions executed, over all schedules.
     pub instructions: u64,

@@ -39,6 +39,9 @@ pub trait Validator: Sync {
 pub trait ImageStore {
     /// Where the passes capture images.
     fn sink(&self) -> Rc<RefCell<dyn ImageSink>>;
+    /// An empty store for the same PM directory: a run restored from a checkpoint taken before
+    /// any image was captured captures into one of its own.
+    fn fresh(&self) -> Box<dyn ImageStore>;
     /// Validates one finding's request of the run `run` of `spec` (whose PM files and
     /// instruction count are known now).
     fn validate(&self, spec: &RunSpec, run: &RunOutcome, request: &analyses::Validation) -> Verdict;

@@ -551,7 +551,11 @@ impl Machine {
         let taint = st.obs.interest.has(Interest::TAINT);
         if taint {
             st.obs.interest = st.obs.interest.union(Interest::LOADS).union(Interest::STORES);
-            st.obs.taint = Some(Box::default());
+            // An engine already there keeps its taint: the observer of a restored snapshot goes on
+            // with the taint restored with it ([`Machine::restore`]).
+            if st.obs.taint.is_none() {
+                st.obs.taint = Some(Box::default());
+            }
         }
         st.obs.observer = Some(obs);
         if !self.parked.is_empty() {

@@ -43,6 +43,7 @@ pub type Label = u32;
 const MAX_SET: usize = 8;
 
 /// Interned label sets.
+#[derive(Clone)]
 pub struct LabelSets {
     sets: Vec<Box<[u32]>>,
     by_set: FxHashMap<Box<[u32]>, Label>,
@@ -117,6 +118,7 @@ const OP_CACHE: usize = 2048;
 const SPARE_PAGES: usize = 16;
 
 /// One page of the memory shadow: a label per byte and how many are tainted.
+#[derive(Clone)]
 struct ShadowPage {
     labels: Box<[Label; PAGE as usize]>,
     live: u32,
@@ -249,6 +251,31 @@ impl Default for Taint {
     }
 }
 
+/// What the taint engine holds of one run, for a machine snapshot ([`Taint::save`]): the label
+/// sets (labels are indices into them, so a restored run must number new sets as the original
+/// did), the memory shadow and every thread's register shadow. Not what it decoded: that belongs
+/// to the code at each PC, which the machine keeps across restores and forgets where the code
+/// changed (`Machine::code_changed`). Taken at a stop, when no instruction is pending
+/// ([`Taint::settle`] ran).
+#[derive(Clone)]
+pub struct TaintState {
+    sets: LabelSets,
+    mem: FxHashMap<u64, ShadowPage>,
+    mem_live: u64,
+    pages_peak: u64,
+    regs: Box<RegShadow>,
+    reg_mask: u32,
+    parked: FxHashMap<u32, (Box<RegShadow>, u32)>,
+    tid: u32,
+}
+
+impl TaintState {
+    /// Host bytes of shadow it holds (memory pages and registers), roughly.
+    pub fn bytes(&self) -> usize {
+        (self.mem.len() * PAGE as usize + (1 + self.parked.len()) * NREG * 16) * std::mem::size_of::<Label>()
+    }
+}
+
 impl Taint {
     /// An engine with nothing tainted (label 0 everywhere).
     pub fn new() -> Taint {
@@ -273,6 +300,38 @@ impl Taint {
             bytes: Vec::with_capacity(64),
             out: Vec::with_capacity(8),
         }
+    }
+
+    /// The run's taint as it is now, at a stop ([`TaintState`]).
+    pub fn save(&self) -> TaintState {
+        TaintState {
+            sets: self.sets.clone(),
+            mem: self.mem.clone(),
+            mem_live: self.mem_live,
+            pages_peak: self.pages_peak,
+            regs: self.regs.clone(),
+            reg_mask: self.reg_mask,
+            parked: self.parked.clone(),
+            tid: self.tid,
+        }
+    }
+
+    /// Puts the run's taint back as it was at `s` (what the engine decoded stays). The pages of
+    /// the shadow being replaced are kept for reuse, up to the usual few.
+    pub fn restore(&mut self, s: &TaintState) {
+        self.drop_pending();
+        self.out.clear();
+        self.sets = s.sets.clone();
+        let old = std::mem::replace(&mut self.mem, s.mem.clone());
+        for (_, p) in old {
+            self.release_page(p);
+        }
+        self.mem_live = s.mem_live;
+        self.pages_peak = s.pages_peak;
+        self.regs = s.regs.clone();
+        self.reg_mask = s.reg_mask;
+        self.parked = s.parked.clone();
+        self.tid = s.tid;
     }
 
     /// Whether anything is tainted or about to be.
@@ -1101,6 +1160,39 @@ mod tests {
         assert_eq!(w.len(), 1);
         t.clean(0x2000, 8);
         assert_eq!(t.label_of(0x2000, 8), 0);
+    }
+
+    /// A saved state restored gives back the labels and the label numbering: a run restored from
+    /// it interns new sets as the uninterrupted run did, whatever ran between.
+    #[test]
+    fn a_saved_state_restores_labels_and_their_numbering() {
+        let prefix = |t: &mut Taint| {
+            taint_load(t, &[0x48, 0x8b, 0x07], 0x1000, 8, 3); // mov rax, [rdi] (source 3)
+            step(t, 0x104, &[0x48, 0x89, 0x06], &[], &[(0x2000, 8)]); // mov [rsi], rax
+        };
+        let go_on = |t: &mut Taint| {
+            taint_load(t, &[0x48, 0x8b, 0x1f], 0x1100, 8, 4); // mov rbx, [rdi] (source 4)
+            step(t, 0x108, &[0x48, 0x01, 0xd8], &[], &[]); // add rax, rbx
+            let w = step(t, 0x10c, &[0x48, 0x89, 0x06], &[], &[(0x3000, 8)]); // mov [rsi], rax
+            (w[0].content, t.sets.members(w[0].content).to_vec(), t.label_of(0x2000, 8), t.shadow_pages())
+        };
+        let mut whole = Taint::new();
+        prefix(&mut whole);
+        let expected = go_on(&mut whole);
+        assert_eq!(expected.1, vec![3, 4]);
+        let mut t = Taint::new();
+        prefix(&mut t);
+        let saved = t.save();
+        // Something else: other sources and unions, the tainted bytes overwritten, another thread.
+        taint_load(&mut t, &[0x48, 0x8b, 0x1f], 0x1200, 8, 6); // mov rbx, [rdi] (source 6)
+        step(&mut t, 0x108, &[0x48, 0x01, 0xd8], &[], &[]); // add rax, rbx
+        step(&mut t, 0x104, &[0x48, 0x89, 0x06], &[], &[(0x2000, 8), (0x9000, 8)]);
+        t.switch_thread(2);
+        t.restore(&saved);
+        let l = t.label_of(0x2000, 8);
+        assert_eq!(t.sets.members(l), &[3]);
+        assert_eq!(t.label_of(0x9000, 8), 0);
+        assert_eq!(go_on(&mut t), expected, "the same labels, numbered the same");
     }
 
     #[test]

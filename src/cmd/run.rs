@@ -25,7 +25,7 @@ pub fn explore_as(spec: &RunSpec, opts: &RunOptions) -> Result<(RunReport, RunOu
             explore::exhaustive::explore(&runner, spec, opts.explore.max(1), opts.max_preemptions, opts.por, budget)?;
         (r, o, None)
     } else if opts.strategy == "pmrace" {
-        let (r, o, summary) = explore::targeted::explore(&runner, spec, opts.explore.max(1))?;
+        let (r, o, summary) = explore::targeted::explore(&runner, spec, opts.explore.max(1), !opts.no_snapshots)?;
         (r, o, Some(summary))
     } else if opts.explore > 1 {
         let (r, o) = explore::random(&runner, spec, opts.explore, !opts.no_snapshots)?;
@@ -43,9 +43,6 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let opts = a.opts;
     super::check_report_path("--report", opts.report.as_deref())?;
     let shard = super::merge::shard_of(&a.shard, opts.report.as_deref(), opts.quiet)?;
-    if opts.schedule_seed.is_some() && opts.strategy == "pmrace" {
-        anyhow::bail!("--schedule-seed does not apply to --strategy pmrace (each of its runs has a seed of its own)");
-    }
     if !a.listen.is_empty() {
         let clash = if opts.explore > 1 {
             Some("--explore")

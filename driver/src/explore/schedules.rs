@@ -15,8 +15,8 @@
 //! schedules are that same run, and their results are its own with their seed.
 //!
 //! Schedules run from the start instead whenever that cannot be done: the run could not be
-//! snapshotted there (a pass that cannot be copied, crash images for validation, a forked
-//! guest, a host file that cannot be opened again), or its scheduler had already been asked
+//! snapshotted there (a pass that cannot be copied, a forked guest, a host file that cannot be
+//! opened again), or its scheduler had already been asked
 //! something by then (then the schedules part earlier than the snapshot). Either way every
 //! schedule's run is the one a fresh run with its two seeds makes: the report is the same with
 //! `--no-snapshots`, and `ferrite run --seed P --schedule-seed S` reproduces any schedule on

@@ -23,7 +23,8 @@
 //! windows, what steers the schedule. A recovery's snapshot ([`Machine::snapshot`]) is restored
 //! on other crash images' files, so it refuses what would tie it to the files it was taken on:
 //! PM and shared file mappings (and, being taken before anything ran in parallel, more than one
-//! thread). Only taint tracking is refused by both: its shadow state is not captured.
+//! thread). Both capture the taint engine's state ([`crate::taint::TaintState`]): its label sets,
+//! memory shadow and register shadows; what it decoded stays, as the engine's translations do.
 
 use rustc_hash::FxHashMap;
 
@@ -58,6 +59,13 @@ struct RunState {
     delays: Option<Delays>,
     delay_pending: Option<u64>,
     release_pending: bool,
+    /// The taint engine's shadows and label sets, with taint tracking.
+    taint: Option<crate::taint::TaintState>,
+    /// Whether the taint hooks were in.
+    taint_hooked: bool,
+    /// The loads of the instruction stopped at the first taint source (its count could be an
+    /// instruction's of the restored run).
+    taint_replay: super::state::TaintReplay,
 }
 
 /// A parked thread: its registers and shadow call stack.
@@ -98,7 +106,7 @@ impl Machine {
     /// The machine as it is now for a recovery's warm engine, or `None` if it holds what such a
     /// snapshot must not: more than one thread, PM mappings or shared file mappings (restored
     /// for another crash image, their bytes would be written into that image's files), a PMRace
-    /// hold, delay injection or taint tracking.
+    /// hold or delay injection.
     pub fn snapshot(&self) -> Option<MachineSnapshot> {
         let st = self.uc.get_data();
         let simple = self.parked.is_empty()
@@ -122,12 +130,13 @@ impl Machine {
     /// with [`Machine::restore`]: every thread's registers and call stack, the scheduler with its
     /// quantum and random stream, the PM device and windows, PMRace's hold and delay injection.
     /// The contents of files behind shared mappings are the caller's to keep (restore them
-    /// first). `None` with taint tracking, whose shadow state is not captured, and once the
-    /// guest has forked (other processes' address spaces are not captured).
+    /// first). With taint tracking, its state too. `None` once the guest has forked (other
+    /// processes' address spaces are not captured).
     pub fn checkpoint(&self) -> Option<MachineSnapshot> {
         let st = self.uc.get_data();
-        // Other processes' address spaces are not captured.
-        if self.processes || st.obs.taint.is_some() || st.pm.torn.is_some() || st.pm.undo.is_some() {
+        // Other processes' address spaces are not captured. A torn or undone store is only ever
+        // pending inside `run` (it takes both before it returns).
+        if self.processes || st.pm.torn.is_some() || st.pm.undo.is_some() {
             return None;
         }
         let mut ctx = self.uc.context_alloc().ok()?;
@@ -167,6 +176,9 @@ impl Machine {
                 delays: s.delays.clone(),
                 delay_pending: s.delay_pending,
                 release_pending: s.release_pending,
+                taint: st.obs.taint.as_deref().map(crate::taint::Taint::save),
+                taint_hooked: st.obs.taint_hooked,
+                taint_replay: st.obs.replay.clone(),
             },
             parked,
             windows: st.pm.windows.clone(),
@@ -267,6 +279,19 @@ impl Machine {
         st.steer.delays = r.delays.clone();
         st.steer.delay_pending = r.delay_pending;
         st.steer.release_pending = r.release_pending;
+        if let (Some(t), Some(saved)) = (st.obs.taint.as_deref_mut(), &r.taint) {
+            t.restore(saved);
+        }
+        st.obs.replay = r.taint_replay.clone();
+        st.obs.taint_began = None;
+        // The taint hooks are never taken out again: a snapshot taken before they went in is
+        // restored with them in. That run is the same: until the first source nothing is tainted,
+        // so the taint hook and the engine's memory hook change nothing, and the first source is
+        // a source without the stop that would have put them in (which only re-runs its load
+        // instruction). Specials' own code hooks are gone; the taint hook acts for them.
+        if r.taint_hooked {
+            self.hook_taint();
+        }
         Ok(())
     }
 }

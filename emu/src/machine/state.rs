@@ -218,7 +218,7 @@ impl LockWords {
 /// ([`crate::machine::Machine::hook_taint`]); its earlier loads (the first half of a 16-byte
 /// load, a `cmps`'s first operand) are not reported twice. A `rep` string instruction's completed
 /// iterations are not repeated at all, so their addresses never come again.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(super) struct TaintReplay {
     at: u64,
     addrs: [u64; 4],
