@@ -7,7 +7,9 @@
 //! return address, frames are popped down to the one that call returns to. A `longjmp`, a C++
 //! unwind or a thread switch that skips returns is repaired at the next `ret` whose target is found
 //! deeper in the stack; a `ret` to an address no frame expects (hand-written code pushing its own
-//! return address) leaves the stack unchanged. Depth is capped so runaway recursion costs bounded
+//! return address) leaves the stack unchanged. A recognised function reached by a jump runs in
+//! the innermost frame and returns with it; a frame of an outlined OpenMP body can hold one
+//! more, the function the body tail-calls (`jmp GOMP_taskwait` at -O2), which returns first. Depth is capped so runaway recursion costs bounded
 //! memory; the outermost frames are then lost, never the innermost.
 //!
 //! Interning: the stacks form a tree (a trie of call sites); each node is (parent, call site). A
