@@ -126,3 +126,37 @@ fn sibling_tasks_race_whichever_thread_runs_them() {
         );
     }
 }
+
+#[test]
+fn a_task_body_ending_in_a_tail_call_to_taskwait_waits() {
+    // Built with -O2, gcc ends each outlined task body of these kernels with `jmp
+    // GOMP_taskwait` (through the PLT when dynamic): the wait runs in the body's frame and
+    // returns at its `ret`. Checked first, so that a compiler that stops tail-calling fails here
+    // rather than making the rest vacuous.
+    for program in ["omp_tailcall_taskwait_no", "omp_tailcall_taskwait_no.dyn"] {
+        let out = std::process::Command::new("objdump")
+            .args(["-d", "--no-show-raw-insn"])
+            .arg(guest(program))
+            .output()
+            .expect("objdump (binutils) runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let tail_calls = text
+            .lines()
+            .filter(|l| {
+                let l = l.trim_start();
+                l.contains("\tjmp ") && (l.ends_with("<GOMP_taskwait>") || l.ends_with("<GOMP_taskwait@plt>"))
+            })
+            .count();
+        assert_eq!(tail_calls, 2, "{program}: expected both task bodies to end in `jmp GOMP_taskwait`");
+    }
+    // Not seen, the wait would leave each subtask unordered with the next task: the race-free
+    // twin would report both updates of `a`.
+    let mut failures = Vec::new();
+    for name in ["omp_tailcall_taskwait_no", "omp_tailcall_taskwait_yes"] {
+        for seed in [0, 1] {
+            failures.extend(classify(name, name, seed));
+        }
+        failures.extend(classify(name, &format!("{name}.dyn"), 0));
+    }
+    assert!(failures.is_empty(), "misclassified kernels:\n{}", failures.join("\n"));
+}

@@ -546,7 +546,7 @@ impl Hawkset {
         if let Some(id) = self.thread(tid).vc {
             return id;
         }
-        let mut v = self.hb.clock(tid).0.clone();
+        let mut v = self.hb.clock(tid).0;
         while v.last() == Some(&0) {
             v.pop();
         }

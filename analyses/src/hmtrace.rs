@@ -95,7 +95,7 @@ use std::collections::BTreeMap;
 
 use crate::pair::{pair_finding, what, Side};
 use crate::shadow::{PcCache, Shadow};
-use crate::sync::{Edges, HappensBefore, Mode, SyncAdapter, SyncBracket, SyncOp, VectorClock};
+use crate::sync::{ClockCopy, Edges, HappensBefore, Mode, SyncAdapter, SyncBracket, SyncOp};
 use crate::{Analysis, CodeInfo, RawFinding};
 
 /// Bytes per granule: MTE's tag granule, the unit whose owner the pass records.
@@ -337,7 +337,7 @@ struct CurrentClock {
     /// Whose happens-before time `tid` runs: itself, or the OpenMP task it is running
     /// ([`crate::sync::Omp::actor`]).
     actor: u32,
-    vc: VectorClock,
+    vc: ClockCopy,
     epoch: u32,
     slot: u32,
     ls: LsId,
@@ -449,10 +449,8 @@ impl Hmtrace {
         }
         let actor = self.adapter.omp.actor(tid);
         let slot = self.hb.slot(actor);
-        let c = self.hb.clock(actor);
-        self.cur.vc.0.clear();
-        self.cur.vc.0.extend_from_slice(&c.0);
-        self.cur.epoch = c.get(slot);
+        self.hb.clock_into(actor, &mut self.cur.vc);
+        self.cur.epoch = self.cur.vc.vc.get(slot);
         self.cur.slot = slot as u32;
         self.cur.ls = self.threads.get(&actor).map_or(0, |t| t.ls);
         self.cur.inside = self.bracket.inside(tid);
@@ -649,7 +647,7 @@ impl Hmtrace {
             if both != 0
                 && e.write
                 && e.tid != cur.actor
-                && e.epoch > cur.vc.get(e.slot as usize)
+                && e.epoch > cur.vc.vc.get(e.slot as usize)
                 && !self.locks.excludes(e.ls, cur.ls)
             {
                 self.found.push((ReportKind::Race, *e, both));
@@ -776,7 +774,7 @@ fn check_granule(
     m: u16,
     write: bool,
 ) -> bool {
-    let (tid, vc, epoch, slot, ls) = (cur.actor, &cur.vc, cur.epoch, cur.slot, cur.ls);
+    let (tid, vc, epoch, slot, ls) = (cur.actor, &cur.vc.vc, cur.epoch, cur.slot, cur.ls);
     let same_site = |e: &Entry| {
         e.tid == tid && e.write == write && e.epoch == epoch && e.ls == ls && e.pc == ev.pc && e.stack == ev.stack
     };

@@ -66,7 +66,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::options::parse_bool;
 use crate::pair::{pair_finding, what, Side};
 use crate::shadow::{PcCache, Shadow};
-use crate::sync::{Edges, HappensBefore, SyncAdapter, SyncBracket, SyncOp, VectorClock};
+use crate::sync::{ClockCopy, Edges, HappensBefore, SyncAdapter, SyncBracket, SyncOp, VectorClock};
 use crate::{Analysis, CodeInfo, RawFinding};
 
 /// Threads whose latest read and latest write each location remembers in the optimised variant
@@ -216,7 +216,7 @@ pub struct Oscs {
     reports: BTreeMap<(Side, Side), Report>,
     ops: Vec<SyncOp>,
     /// The accessing thread's clock, copied here for one access.
-    vc_scratch: VectorClock,
+    vc_scratch: ClockCopy,
 }
 
 impl Default for Oscs {
@@ -243,7 +243,7 @@ impl Oscs {
             condflags: FxHashSet::default(),
             reports: BTreeMap::new(),
             ops: Vec::new(),
-            vc_scratch: VectorClock::default(),
+            vc_scratch: ClockCopy::default(),
         }
     }
 
@@ -354,15 +354,14 @@ impl Oscs {
         let slot = self.hb.slot(tid) as u32;
         // The clock, copied into a buffer kept for the purpose (no allocation per access).
         let mut vc = std::mem::take(&mut self.vc_scratch);
-        vc.0.clear();
-        vc.0.extend_from_slice(&self.hb.clock(tid).0);
+        self.hb.clock_into(tid, &mut vc);
         for i in 0..size {
             let addr = ev.addr + i;
             let redundant = write && self.opts.redundant_write && i < 8 && {
                 let (o, n) = ((ev.old >> (8 * i)) & 0xff, (ev.new >> (8 * i)) & 0xff);
                 o == n
             };
-            self.access_byte(ev, addr, write, redundant, cs, slot, &vc);
+            self.access_byte(ev, addr, write, redundant, cs, slot, &vc.vc);
         }
         self.vc_scratch = vc;
         if cs != 0 && self.opts.condflag {

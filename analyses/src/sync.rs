@@ -1197,15 +1197,103 @@ pub struct Edges {
 /// How many of the most recently freed slots [`HappensBefore::adopt`] looks at.
 const ADOPT_LOOK: usize = 64;
 
+/// A vector clock as [`HappensBefore`] keeps it: its non-zero components, `(slot, value)`
+/// sorted by slot. Dense clocks cost their highest slot in every copy and join; OpenMP tasks
+/// are threads of time of their own, and a recursive task program (`fib`: every task creates
+/// its children before any `taskwait`, so no later task knows an earlier one's end and no slot
+/// is reused) has one slot per task while each task's clock holds only its ancestors' and the
+/// subtrees it waited for: copies and joins cost what a clock knows, not the task count.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Sparse(Vec<(u32, u32)>);
+
+impl Sparse {
+    fn get(&self, slot: usize) -> u32 {
+        let slot = slot as u32;
+        match self.0.binary_search_by_key(&slot, |e| e.0) {
+            Ok(i) => self.0[i].1,
+            Err(_) => 0,
+        }
+    }
+
+    fn set(&mut self, slot: usize, v: u32) {
+        let slot = slot as u32;
+        match self.0.binary_search_by_key(&slot, |e| e.0) {
+            Ok(i) => self.0[i].1 = v,
+            Err(i) => self.0.insert(i, (slot, v)),
+        }
+    }
+
+    /// The pointwise maximum with `other`, merged through `scratch` (kept by the caller, so
+    /// that joins do not allocate once it has grown).
+    fn join(&mut self, other: &Sparse, scratch: &mut Vec<(u32, u32)>) {
+        if other.0.is_empty() {
+            return;
+        }
+        if self.0.is_empty() {
+            self.0.clone_from(&other.0);
+            return;
+        }
+        if other.0.len() * 8 < self.0.len() {
+            // A small clock into a large one (a task's end into what a barrier or a taskwait
+            // collects): one search each. Slots are given in increasing order, so a new one
+            // lands at the end, and inserting costs nothing to move.
+            for &(slot, v) in &other.0 {
+                match self.0.binary_search_by_key(&slot, |e| e.0) {
+                    Ok(i) => self.0[i].1 = self.0[i].1.max(v),
+                    Err(i) => self.0.insert(i, (slot, v)),
+                }
+            }
+            return;
+        }
+        scratch.clear();
+        let (a, b) = (&self.0, &other.0);
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() && j < b.len() {
+            let (x, y) = (a[i], b[j]);
+            if x.0 == y.0 {
+                scratch.push((x.0, x.1.max(y.1)));
+                i += 1;
+                j += 1;
+            } else if x.0 < y.0 {
+                scratch.push(x);
+                i += 1;
+            } else {
+                scratch.push(y);
+                j += 1;
+            }
+        }
+        scratch.extend_from_slice(&a[i..]);
+        scratch.extend_from_slice(&b[j..]);
+        std::mem::swap(&mut self.0, scratch);
+    }
+
+    fn dense(&self) -> VectorClock {
+        let mut v = VectorClock::default();
+        for &(s, x) in &self.0 {
+            v.set(s as usize, x);
+        }
+        v
+    }
+}
+
+/// A dense copy of a thread's clock that follows it cheaply ([`HappensBefore::clock_into`]):
+/// only the components set by the previous copy are cleared.
+#[derive(Clone, Debug, Default)]
+pub struct ClockCopy {
+    /// The clock, dense (components of slots the thread does not know are 0).
+    pub vc: VectorClock,
+    set: Vec<u32>,
+}
+
 /// Vector clocks per thread, per sync object and per lock.
 #[derive(Clone, Debug)]
 pub struct HappensBefore {
     edges: Edges,
     slots: FxHashMap<u32, usize>,
-    threads: FxHashMap<u32, VectorClock>,
-    objects: FxHashMap<u64, VectorClock>,
-    locks: FxHashMap<u64, VectorClock>,
-    exited: FxHashMap<u32, VectorClock>,
+    threads: FxHashMap<u32, Sparse>,
+    objects: FxHashMap<u64, Sparse>,
+    locks: FxHashMap<u64, Sparse>,
+    exited: FxHashMap<u32, Sparse>,
     /// Slots of retired threads of time ([`HappensBefore::retire`]), newest last: the epoch of
     /// the owner's last access and its final epoch (above every epoch it published). A new
     /// thread of time whose first operation waits on a clock that knows the former takes the
@@ -1213,6 +1301,8 @@ pub struct HappensBefore {
     free: Vec<(usize, u32, u32)>,
     /// The next slot never given.
     next_slot: usize,
+    /// The merge buffer of joins.
+    scratch: Vec<(u32, u32)>,
 }
 
 impl HappensBefore {
@@ -1227,6 +1317,7 @@ impl HappensBefore {
             exited: FxHashMap::default(),
             free: Vec::new(),
             next_slot: 0,
+            scratch: Vec::new(),
         }
     }
 
@@ -1239,10 +1330,24 @@ impl HappensBefore {
         })
     }
 
-    /// The thread's current clock (its own component at least 1).
-    pub fn clock(&mut self, tid: u32) -> &VectorClock {
+    /// The thread's current clock (its own component at least 1), dense.
+    pub fn clock(&mut self, tid: u32) -> VectorClock {
         self.ensure(tid);
-        &self.threads[&tid]
+        self.threads[&tid].dense()
+    }
+
+    /// Makes `out` the thread's current clock, in time proportional to the components it and
+    /// the previous copy know (not to the highest slot).
+    pub fn clock_into(&mut self, tid: u32, out: &mut ClockCopy) {
+        self.ensure(tid);
+        for &s in &out.set {
+            out.vc.0[s as usize] = 0;
+        }
+        out.set.clear();
+        for &(s, v) in &self.threads[&tid].0 {
+            out.vc.set(s as usize, v);
+            out.set.push(s);
+        }
     }
 
     fn ensure(&mut self, tid: u32) {
@@ -1272,14 +1377,17 @@ impl HappensBefore {
         self.ensure(tid);
         match op {
             SyncOp::Create { child } if self.edges.create_join => {
-                let c = self.threads[&tid].clone();
                 self.ensure(child);
-                self.threads.get_mut(&child).expect("ensured").join(&c);
+                let [Some(c), Some(k)] = self.threads.get_disjoint_mut([&tid, &child]) else {
+                    return;
+                };
+                k.join(c, &mut self.scratch);
                 self.tick(tid);
             }
             SyncOp::Join { child } if self.edges.create_join => {
-                if let Some(c) = self.exited.get(&child).cloned().or_else(|| self.threads.get(&child).cloned()) {
-                    self.threads.get_mut(&tid).expect("ensured").join(&c);
+                let c = self.exited.get(&child).or_else(|| self.threads.get(&child)).cloned();
+                if let Some(c) = c {
+                    self.threads.get_mut(&tid).expect("ensured").join(&c, &mut self.scratch);
                 }
             }
             SyncOp::Exit => {
@@ -1289,12 +1397,12 @@ impl HappensBefore {
             // Posts, waits, releases and acquires reuse the clocks' buffers: a lock-heavy
             // program releases millions of times.
             SyncOp::Post { obj } if self.edges.objects => {
-                self.objects.entry(obj).or_default().join(&self.threads[&tid]);
+                self.objects.entry(obj).or_default().join(&self.threads[&tid], &mut self.scratch);
                 self.tick(tid);
             }
             SyncOp::Wait { obj } if self.edges.objects => {
                 if let Some(c) = self.objects.get(&obj) {
-                    self.threads.get_mut(&tid).expect("ensured").join(c);
+                    self.threads.get_mut(&tid).expect("ensured").join(c, &mut self.scratch);
                 }
             }
             SyncOp::Release { lock } if self.edges.locks => {
@@ -1303,7 +1411,7 @@ impl HappensBefore {
             }
             SyncOp::Acquire { lock, .. } if self.edges.locks => {
                 if let Some(c) = self.locks.get(&lock) {
-                    self.threads.get_mut(&tid).expect("ensured").join(c);
+                    self.threads.get_mut(&tid).expect("ensured").join(c, &mut self.scratch);
                 }
             }
             _ => {}
@@ -1382,13 +1490,58 @@ impl HappensBefore {
     /// Whether the event at clock `earlier` (by thread `t1`) happens before thread `t2` now.
     pub fn ordered_before(&mut self, earlier: &VectorClock, t2: u32) -> bool {
         self.ensure(t2);
-        earlier.le(&self.threads[&t2])
+        let now = &self.threads[&t2];
+        earlier.0.iter().enumerate().all(|(i, v)| *v <= now.get(i))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sparse_clocks_join_as_dense_ones_do() {
+        // Pseudo-random clocks (a fixed LCG: deterministic), joined both ways (merge, and the
+        // small-into-large path), against the dense join.
+        let mut x = 12345u64;
+        let mut next = move |m: u64| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        let mut scratch = Vec::new();
+        for round in 0..200 {
+            let (na, nb) = if round % 2 == 0 { (next(40), next(40)) } else { (next(400), next(3)) };
+            let (mut a, mut b) = (Sparse::default(), Sparse::default());
+            let (mut da, mut db) = (VectorClock::default(), VectorClock::default());
+            for _ in 0..na {
+                let (s, v) = (next(500) as usize, next(9) as u32 + 1);
+                a.set(s, v);
+                da.set(s, v);
+            }
+            for _ in 0..nb {
+                let (s, v) = (next(500) as usize, next(9) as u32 + 1);
+                b.set(s, v);
+                db.set(s, v);
+            }
+            a.join(&b, &mut scratch);
+            da.join(&db);
+            assert!(a.0.windows(2).all(|w| w[0].0 < w[1].0), "sorted, no duplicate slot");
+            assert_eq!(a.dense().0, da.0[..a.dense().0.len()].to_vec());
+            assert!(da.0[a.dense().0.len()..].iter().all(|v| *v == 0));
+            // A dense copy follows the clock, clearing what the previous copy set.
+            let mut hb = HappensBefore::new(Edges { create_join: true, objects: true, locks: true });
+            let mut copy = ClockCopy::default();
+            hb.threads.insert(7, a.clone());
+            hb.slots.insert(7, a.0.last().map_or(0, |e| e.0 as usize));
+            hb.clock_into(7, &mut copy);
+            hb.threads.insert(7, b.clone());
+            hb.slots.insert(7, b.0.last().map_or(0, |e| e.0 as usize));
+            hb.clock_into(7, &mut copy);
+            for s in 0..500 {
+                assert_eq!(copy.vc.get(s), hb.threads[&7].get(s));
+            }
+        }
+    }
 
     #[test]
     fn a_retired_slot_goes_only_to_a_thread_of_time_that_knows_its_owners_accesses() {
@@ -1422,15 +1575,15 @@ mod tests {
     #[test]
     fn create_join_and_objects_order_threads() {
         let mut hb = HappensBefore::new(Edges { create_join: true, objects: true, locks: false });
-        let before_create = hb.clock(1).clone();
+        let before_create = hb.clock(1);
         hb.apply(1, SyncOp::Create { child: 2 });
         assert!(hb.ordered_before(&before_create, 2));
-        let child_work = hb.clock(2).clone();
+        let child_work = hb.clock(2);
         assert!(!hb.ordered_before(&child_work, 1));
         hb.apply(2, SyncOp::Post { obj: 9 });
         hb.apply(1, SyncOp::Wait { obj: 9 });
         assert!(hb.ordered_before(&child_work, 1));
-        let late = hb.clock(2).clone();
+        let late = hb.clock(2);
         hb.apply(2, SyncOp::Exit);
         hb.apply(1, SyncOp::Join { child: 2 });
         assert!(hb.ordered_before(&late, 1));
@@ -1541,7 +1694,7 @@ mod tests {
         /// The clock of whoever runs on `tid` now.
         fn now(&mut self, tid: u32) -> VectorClock {
             let who = self.a.omp.actor(tid);
-            self.hb.clock(who).clone()
+            self.hb.clock(who)
         }
         fn before(&mut self, c: &VectorClock, tid: u32) -> bool {
             let who = self.a.omp.actor(tid);
@@ -1614,13 +1767,13 @@ mod tests {
     fn locks_order_only_when_asked() {
         let mut hb = HappensBefore::new(Edges { create_join: true, objects: true, locks: false });
         hb.apply(1, SyncOp::Create { child: 2 });
-        let w = hb.clock(1).clone();
+        let w = hb.clock(1);
         hb.apply(1, SyncOp::Release { lock: 5 });
         hb.apply(2, SyncOp::Acquire { lock: 5, mode: Mode::Exclusive });
         assert!(!hb.ordered_before(&w, 2));
         let mut hb = HappensBefore::new(Edges { create_join: true, objects: true, locks: true });
         hb.apply(1, SyncOp::Create { child: 2 });
-        let w = hb.clock(1).clone();
+        let w = hb.clock(1);
         hb.apply(1, SyncOp::Release { lock: 5 });
         hb.apply(2, SyncOp::Acquire { lock: 5, mode: Mode::Exclusive });
         assert!(hb.ordered_before(&w, 2));

@@ -7,7 +7,9 @@
 //! return address, frames are popped down to the one that call returns to. A `longjmp`, a C++
 //! unwind or a thread switch that skips returns is repaired at the next `ret` whose target is found
 //! deeper in the stack; a `ret` to an address no frame expects (hand-written code pushing its own
-//! return address) leaves the stack unchanged. Depth is capped so runaway recursion costs bounded
+//! return address) leaves the stack unchanged. A recognised function reached by a jump runs in
+//! the innermost frame and returns with it; a frame of an outlined OpenMP body can hold one
+//! more, the function the body tail-calls (`jmp GOMP_taskwait` at -O2), which returns first. Depth is capped so runaway recursion costs bounded
 //! memory; the outermost frames are then lost, never the innermost.
 //!
 //! Interning: the stacks form a tree (a trie of call sites); each node is (parent, call site). A
@@ -42,6 +44,10 @@ struct Frame {
     /// A recognised synchronisation function this frame called, with the object it
     /// synchronises on and the word its return needs ([`crate::sync::Entry`]).
     sync: Option<SyncCall>,
+    /// A recognised function a body of the program's ([`SyncKind::OmpBody`]) tail-called
+    /// (`jmp GOMP_taskwait` at the end of an outlined task body): it returns at this frame's
+    /// `ret`, just before the body does.
+    tail: Option<SyncCall>,
 }
 
 /// Every call stack seen, as a tree of call sites.
@@ -116,16 +122,18 @@ impl CallStack {
                 f.node = NOT_INTERNED;
             }
         }
-        self.frames.push(Frame { call_pc, ret, node: NOT_INTERNED, sync });
+        self.frames.push(Frame { call_pc, ret, node: NOT_INTERNED, sync, tail: None });
     }
 
-    /// A `ret` landed at `target`. Returns the synchronisation call that returned, if the frame
-    /// it returns from was one.
-    pub fn returned_to(&mut self, target: u64) -> Option<SyncCall> {
-        let i = self.frames.iter().rposition(|f| f.ret == target)?;
-        let sync = self.frames[i].sync;
+    /// A `ret` landed at `target`. Returns the synchronisation calls that returned, innermost
+    /// first: the function a body tail-called, if any, then the frame's own, if it was one.
+    pub fn returned_to(&mut self, target: u64) -> [Option<SyncCall>; 2] {
+        let Some(i) = self.frames.iter().rposition(|f| f.ret == target) else {
+            return [None, None];
+        };
+        let f = self.frames[i];
         self.frames.truncate(i);
-        sync
+        [f.tail, f.sync]
     }
 
     /// Marks the innermost frame as being in a synchronisation function reached by a jump (a
@@ -134,6 +142,36 @@ impl CallStack {
     pub fn set_top_sync(&mut self, sync: Option<SyncCall>) {
         if let Some(f) = self.frames.last_mut() {
             f.sync = sync;
+        }
+    }
+
+    /// Whether a jump to the recognised function `kind` starts a call of it in the innermost
+    /// frame: the frame is in no recognised function, or in a body of the program's
+    /// ([`SyncKind::OmpBody`]: its code is the program's, and gcc ends a body with `jmp
+    /// GOMP_taskwait` at -O2) that has tail-called none yet. Otherwise the jump is the
+    /// function's own (one function of the runtime jumping to another inside its
+    /// implementation) or this very entry seen again (the block hook fires twice for a block
+    /// the engine stopped before).
+    pub fn jump_enters(&self, kind: SyncKind) -> bool {
+        match self.frames.last() {
+            None => false,
+            Some(f) => match f.sync {
+                None => true,
+                Some((SyncKind::OmpBody, _, _)) => f.tail.is_none() && kind != SyncKind::OmpBody,
+                Some(_) => false,
+            },
+        }
+    }
+
+    /// Marks the innermost frame as being in `sync`, reached by a jump ([`CallStack::jump_enters`]
+    /// said it starts a call): the frame's own if it has none, else the body's tail call.
+    pub fn enter_by_jump(&mut self, sync: SyncCall) {
+        if let Some(f) = self.frames.last_mut() {
+            if f.sync.is_none() {
+                f.sync = Some(sync);
+            } else {
+                f.tail = Some(sync);
+            }
         }
     }
 
@@ -192,7 +230,7 @@ mod tests {
         s.returned_to(0x15);
         assert_eq!(s.depth(), 0);
         assert_eq!(s.id(&mut t), StackId(0));
-        s.returned_to(0x99);
+        assert_eq!(s.returned_to(0x99), [None, None]);
         assert_eq!(s.depth(), 0);
         // The same path interns to the same id.
         s.push(0x10, 0x15);
@@ -239,7 +277,28 @@ mod tests {
         assert_eq!(s.top_sync(), None);
         s.set_top_sync(Some((SyncKind::MutexLock, 0x100, 0)));
         assert_eq!(s.top_sync(), Some((SyncKind::MutexLock, 0x100, 0)));
-        assert_eq!(s.returned_to(0x15), Some((SyncKind::MutexLock, 0x100, 0)));
+        assert_eq!(s.returned_to(0x15), [None, Some((SyncKind::MutexLock, 0x100, 0))]);
         assert_eq!(s.depth(), 0);
+    }
+
+    #[test]
+    fn a_body_that_tail_calls_a_sync_function_returns_from_both() {
+        let mut s = CallStack::default();
+        let body = (SyncKind::OmpBody, 0x200, 0);
+        let wait = (SyncKind::OmpTaskwait, 0, 0);
+        // The runtime calls an outlined body, which ends with `jmp GOMP_taskwait`.
+        s.push_sync(0x10, 0x15, Some(body));
+        assert!(s.jump_enters(SyncKind::OmpTaskwait));
+        // The body's own entry seen again is no tail call.
+        assert!(!s.jump_enters(SyncKind::OmpBody));
+        s.enter_by_jump(wait);
+        // Seen again (the block hook fired twice): already entered.
+        assert!(!s.jump_enters(SyncKind::OmpTaskwait));
+        assert_eq!(s.top_sync(), Some(body));
+        // Its return is the taskwait's, then the body's.
+        assert_eq!(s.returned_to(0x15), [Some(wait), Some(body)]);
+        // A runtime function jumping inside its own implementation starts nothing.
+        s.push_sync(0x10, 0x15, Some((SyncKind::MutexLock, 0x100, 0)));
+        assert!(!s.jump_enters(SyncKind::MutexUnlock));
     }
 }

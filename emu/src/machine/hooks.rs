@@ -95,7 +95,8 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
             Some(kind) => enter_sync(uc, kind, addr, Some((pc, ret))),
         },
         Term::Ret => {
-            if let Some((kind, obj, aux)) = st.callstack.returned_to(addr) {
+            // A body's tail-called function returns first, then the body.
+            for (kind, obj, aux) in st.callstack.returned_to(addr).into_iter().flatten() {
                 let rax = uc.reg_read(Reg::RAX).unwrap_or(0);
                 let result = kind.result(rax, aux, &mut |a, buf| read_guest(uc, a, buf).is_ok());
                 let st = uc.get_data_mut();
@@ -111,10 +112,17 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
             // function runs in the innermost frame. A frame already in a synchronisation
             // function is left alone: that is this very entry seen again (the block hook fires
             // twice for a block the engine stopped before, or re-translated with its hooks) or
-            // a function jumping to another inside its own implementation.
-            if watch && st.callstack.depth() > 0 && st.callstack.top_sync().is_none() {
+            // a function jumping to another inside its own implementation; except an outlined
+            // OpenMP body, which is the program's code and may end with a tail call
+            // ([`crate::callstack::CallStack::jump_enters`]).
+            if watch
+                && st.callstack.depth() > 0
+                && st.callstack.top_sync().is_none_or(|(k, _, _)| k == SyncKind::OmpBody)
+            {
                 if let Some(kind) = st.code.sync_fns.get(&addr).copied() {
-                    enter_sync(uc, kind, addr, None);
+                    if st.callstack.jump_enters(kind) {
+                        enter_sync(uc, kind, addr, None);
+                    }
                 }
             }
         }
@@ -215,7 +223,7 @@ pub(super) fn enter_sync(uc: &mut Unicorn<'_, HookState>, kind: SyncKind, addr: 
     st.consider_delay(kind, call.map_or(addr, |(pc, _)| pc));
     match call {
         Some((pc, ret)) => st.callstack.push_sync(pc, ret, Some((kind, e.obj, e.aux))),
-        None => st.callstack.set_top_sync(Some((kind, e.obj, e.aux))),
+        None => st.callstack.enter_by_jump((kind, e.obj, e.aux)),
     }
     let ev = st.emit(EventKind::SyncEnter(kind), addr, e.obj, 0, 0, e.old, e.new);
     if let Some(o) = st.obs.observer.as_mut() {
