@@ -54,8 +54,10 @@ const SIGCHLD: i32 = 17;
 /// The state of a process that is not running, exchanged with the kernel's and the machine's at
 /// a switch.
 pub(crate) struct Saved {
-    space: AddressSpace,
-    fds: FdTable,
+    /// `None` only in a snapshot's copy of the kernel, until the machine's restore gives it
+    /// ([`Kernel::give_address_spaces`]).
+    pub(crate) space: Option<AddressSpace>,
+    pub(crate) fds: FdTable,
     mm: MemLayout,
     cwd: Option<String>,
     umask: u32,
@@ -84,9 +86,26 @@ impl Proc {
         Proc { ppid: 1, pgid: PID, sid: PID, ended: None, saved: None }
     }
 
-    /// A copy of a process that is running (a snapshot of a one-process kernel).
+    /// A copy of a process without its saved state (a snapshot's copy fills it in).
     pub(crate) fn copy_running(&self) -> Proc {
         Proc { ppid: self.ppid, pgid: self.pgid, sid: self.sid, ended: self.ended, saved: None }
+    }
+}
+
+impl Saved {
+    /// A copy for a snapshot of the kernel, with the descriptor table `fds` (copied by the
+    /// caller over the other processes' copies) and no address space yet.
+    pub(crate) fn copy(&self, fds: FdTable) -> Saved {
+        Saved {
+            space: None,
+            fds,
+            mm: self.mm.clone(),
+            cwd: self.cwd.clone(),
+            umask: self.umask,
+            sigactions: self.sigactions,
+            fs_base: self.fs_base,
+            exe: self.exe.clone(),
+        }
     }
 }
 
@@ -162,7 +181,7 @@ impl Kernel {
         self.waits.add(child, None, 0);
         let (pgid, sid) = self.procs.get(&self.pid).map_or((self.pid, self.pid), |p| (p.pgid, p.sid));
         let saved = Saved {
-            space,
+            space: Some(space),
             fds: FdTable { fds: self.fds.fds.clone(), limit: self.fds.limit },
             mm: self.mm.clone(),
             cwd: self.proc.cwd.clone(),
@@ -190,8 +209,10 @@ impl Kernel {
     /// and the running process's go into its [`Saved`] (or away, if it has ended).
     pub(crate) fn switch_process(&mut self, m: &mut Machine, to: u32) {
         let from = self.pid;
-        let Some(mut s) = self.procs.get_mut(&to).and_then(|p| p.saved.take()) else { return };
-        m.swap_address_space(&mut s.space);
+        // Every live kernel's saved processes hold their address spaces.
+        let Some(mut s) = self.procs.get_mut(&to).and_then(|p| p.saved.take_if(|s| s.space.is_some())) else { return };
+        let Some(space) = s.space.as_mut() else { return };
+        m.swap_address_space(space);
         std::mem::swap(&mut self.fds, &mut s.fds);
         std::mem::swap(&mut self.mm, &mut s.mm);
         std::mem::swap(&mut self.proc.cwd, &mut s.cwd);
@@ -203,7 +224,11 @@ impl Kernel {
         match self.procs.get_mut(&from) {
             Some(p) if p.ended.is_none() => p.saved = Some(s),
             // An ended process's memory goes with its last switch away.
-            _ => m.release_address_space(s.space),
+            _ => {
+                if let Some(space) = s.space {
+                    m.release_address_space(space);
+                }
+            }
         }
     }
 
@@ -242,8 +267,8 @@ impl Kernel {
         if pid == self.pid {
             // Closing them is what tells a reader of a pipe it held that no one writes any more.
             self.fds.fds.clear();
-        } else if let Some(s) = p.saved.take() {
-            m.release_address_space(s.space);
+        } else if let Some(space) = p.saved.take().and_then(|s| s.space) {
+            m.release_address_space(space);
         }
         for child in self.procs.values_mut().filter(|c| c.ppid == pid) {
             child.ppid = 1;

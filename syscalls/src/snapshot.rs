@@ -22,9 +22,12 @@ use crate::Kernel;
 
 impl Kernel {
     /// A copy of the kernel's state for a recovery restored on another crash image, or `None`
-    /// if it holds open host files, directories or pipes.
+    /// if it holds open host files, directories or pipes, or more than one process.
     pub fn fork_copy(&self) -> Option<Kernel> {
-        self.copy(false)
+        if self.procs.len() > 1 {
+            return None;
+        }
+        self.copy(false).ok()
     }
 
     /// A copy of the whole kernel's state for a snapshot of the same run ([`emu::Machine::checkpoint`]):
@@ -33,75 +36,61 @@ impl Kernel {
     /// what they hold. `None` if a file cannot be opened again. The files' contents are the
     /// caller's to keep.
     pub fn checkpoint_copy(&self) -> Option<Kernel> {
+        self.checkpoint_copy_or_why().ok()
+    }
+
+    /// [`Kernel::checkpoint_copy`], or why there is none. With several processes, every
+    /// process's descriptor table is copied over one set of description copies (a description
+    /// a fork shares stays shared), and the copy's processes hold no address space: the caller
+    /// gives it those the machine restores ([`Kernel::give_address_spaces`]).
+    pub fn checkpoint_copy_or_why(&self) -> Result<Kernel, &'static str> {
         self.copy(true)
     }
 
-    fn copy(&self, files: bool) -> Option<Kernel> {
-        // Other processes' address spaces live in the machine's tables, which are not copied.
-        // Nor is a bridge to host clients ([`crate::listen`]): its sockets are the host's.
-        if self.procs.len() > 1 || self.listen.is_some() {
-            return None;
+    /// The address spaces of the processes that are not running, by pid: what
+    /// [`emu::Machine::checkpoint_spaces`] captures with the running one.
+    pub fn address_spaces(&self) -> Vec<&emu::AddressSpace> {
+        self.procs.values().filter_map(|p| p.saved.as_ref()?.space.as_ref()).collect()
+    }
+
+    /// Takes the address spaces of the processes that are not running away, by pid (for
+    /// [`emu::Machine::restore_spaces`], which keeps those it can reuse).
+    pub fn take_address_spaces(&mut self) -> Vec<emu::AddressSpace> {
+        self.procs.values_mut().filter_map(|p| p.saved.as_mut()?.space.take()).collect()
+    }
+
+    /// Gives a copy ([`Kernel::checkpoint_copy`]) the address spaces of its processes that are
+    /// not running, by pid, as [`Kernel::address_spaces`] listed them when the copy was made.
+    /// False if their number is not its processes'.
+    pub fn give_address_spaces(&mut self, spaces: Vec<emu::AddressSpace>) -> bool {
+        let holders: Vec<&mut crate::procs::Saved> = self.procs.values_mut().filter_map(|p| p.saved.as_mut()).collect();
+        if holders.len() != spaces.len() {
+            return false;
         }
-        let mut fds = BTreeMap::new();
-        // Descriptors sharing one description (dup) share its copy, and the two ends of a pipe
-        // one pipe.
-        let mut copies: Vec<(*const RefCell<Description>, Rc<RefCell<Description>>)> = Vec::new();
-        let mut pipes: Vec<(*const RefCell<Pipe>, Rc<RefCell<Pipe>>)> = Vec::new();
-        let mut pipe_copy = |p: &Rc<RefCell<Pipe>>| {
-            let key = Rc::as_ptr(p);
-            if let Some((_, c)) = pipes.iter().find(|(k, _)| *k == key) {
-                return c.clone();
-            }
-            let o = p.borrow();
-            let c = Rc::new(RefCell::new(o.clone()));
-            pipes.push((key, c.clone()));
-            c
-        };
-        for (n, fd) in &self.fds.fds {
-            let key = Rc::as_ptr(&fd.desc);
-            let desc = match copies.iter().find(|(k, _)| *k == key) {
-                Some((_, c)) => c.clone(),
-                None => {
-                    let d = fd.desc.borrow();
-                    let kind = match &d.kind {
-                        Kind::Stdin => Kind::Stdin,
-                        Kind::Stdout => Kind::Stdout,
-                        Kind::Stderr => Kind::Stderr,
-                        Kind::Null => Kind::Null,
-                        Kind::Zero => Kind::Zero,
-                        Kind::Urandom => Kind::Urandom,
-                        Kind::Virtual { data, pos } => Kind::Virtual { data: data.clone(), pos: *pos },
-                        Kind::File { file, host, pm } if files => {
-                            Kind::File { file: reopen(file)?, host: host.clone(), pm: *pm }
-                        }
-                        Kind::Dir { host, entries, pos } if files => {
-                            Kind::Dir { host: host.clone(), entries: entries.clone(), pos: *pos }
-                        }
-                        Kind::PipeRead(p) if files => Kind::PipeRead(pipe_copy(p)),
-                        Kind::PipeWrite(p) if files => Kind::PipeWrite(pipe_copy(p)),
-                        // Sockets, eventfds and epoll sets share state with their peers and
-                        // the machine's names (net::Net): no copy is given, and such runs
-                        // are not restored from snapshots.
-                        Kind::File { .. }
-                        | Kind::Dir { .. }
-                        | Kind::PipeRead(_)
-                        | Kind::PipeWrite(_)
-                        | Kind::Socket(_)
-                        | Kind::EventFd(_)
-                        | Kind::Epoll(_)
-                        | Kind::TimerFd(_) => return None,
-                    };
-                    let c =
-                        Rc::new(RefCell::new(Description { kind, guest_path: d.guest_path.clone(), flags: d.flags }));
-                    copies.push((key, c.clone()));
-                    c
-                }
+        for (h, s) in holders.into_iter().zip(spaces) {
+            h.space = Some(s);
+        }
+        true
+    }
+
+    fn copy(&self, files: bool) -> Result<Kernel, &'static str> {
+        // A bridge to host clients ([`crate::listen`]): its sockets are the host's.
+        if self.listen.is_some() {
+            return Err("--listen's connections are host sockets");
+        }
+        let mut c = Copier { files, copies: Vec::new(), pipes: Vec::new() };
+        let fds = c.table(&self.fds)?;
+        let mut procs = BTreeMap::new();
+        for (&pid, p) in &self.procs {
+            let saved = match &p.saved {
+                Some(s) => Some(s.copy(c.table(&s.fds)?)),
+                None => None,
             };
-            fds.insert(*n, Fd { desc, cloexec: fd.cloexec });
+            procs.insert(pid, crate::procs::Proc { saved, ..p.copy_running() });
         }
-        Some(Kernel {
+        Ok(Kernel {
             cfg: self.cfg.clone(),
-            fds: FdTable { fds, limit: self.fds.limit },
+            fds,
             mm: self.mm.clone(),
             proc: self.proc.clone(),
             rng: self.rng.clone(),
@@ -125,7 +114,7 @@ impl Kernel {
             block_keys: Vec::new(),
             block_wake: None,
             net: self.net.copy_keys(),
-            procs: self.procs.iter().map(|(pid, p)| (*pid, p.copy_running())).collect(),
+            procs,
             pid: self.pid,
             execs: Vec::new(),
             timers: self.timers.clone(),
@@ -162,6 +151,76 @@ impl Kernel {
                     self.private_rel(&g).is_some() || matches!(self.resolve(&g), Ok(Target::Host { pm: true, .. }))
                 })
             })
+    }
+}
+
+/// Copies descriptor tables, each description once however many descriptors (of however many
+/// processes) share it, and the two ends of a pipe over one pipe.
+struct Copier {
+    /// Whether host files, directories and pipes are copied (opened again) or refused.
+    files: bool,
+    copies: Vec<(*const RefCell<Description>, Rc<RefCell<Description>>)>,
+    pipes: Vec<(*const RefCell<Pipe>, Rc<RefCell<Pipe>>)>,
+}
+
+impl Copier {
+    fn pipe(&mut self, p: &Rc<RefCell<Pipe>>) -> Rc<RefCell<Pipe>> {
+        let key = Rc::as_ptr(p);
+        if let Some((_, c)) = self.pipes.iter().find(|(k, _)| *k == key) {
+            return c.clone();
+        }
+        let c = Rc::new(RefCell::new(p.borrow().clone()));
+        self.pipes.push((key, c.clone()));
+        c
+    }
+
+    fn table(&mut self, t: &FdTable) -> Result<FdTable, &'static str> {
+        let files = self.files;
+        let mut fds = BTreeMap::new();
+        for (n, fd) in &t.fds {
+            let key = Rc::as_ptr(&fd.desc);
+            let desc = match self.copies.iter().find(|(k, _)| *k == key) {
+                Some((_, c)) => c.clone(),
+                None => {
+                    let d = fd.desc.borrow();
+                    let kind = match &d.kind {
+                        Kind::Stdin => Kind::Stdin,
+                        Kind::Stdout => Kind::Stdout,
+                        Kind::Stderr => Kind::Stderr,
+                        Kind::Null => Kind::Null,
+                        Kind::Zero => Kind::Zero,
+                        Kind::Urandom => Kind::Urandom,
+                        Kind::Virtual { data, pos } => Kind::Virtual { data: data.clone(), pos: *pos },
+                        Kind::File { file, host, pm } if files => Kind::File {
+                            file: reopen(file).ok_or("a host file the guest holds open cannot be opened again")?,
+                            host: host.clone(),
+                            pm: *pm,
+                        },
+                        Kind::Dir { host, entries, pos } if files => {
+                            Kind::Dir { host: host.clone(), entries: entries.clone(), pos: *pos }
+                        }
+                        Kind::PipeRead(p) if files => Kind::PipeRead(self.pipe(p)),
+                        Kind::PipeWrite(p) if files => Kind::PipeWrite(self.pipe(p)),
+                        Kind::File { .. } | Kind::Dir { .. } | Kind::PipeRead(_) | Kind::PipeWrite(_) => {
+                            return Err("the guest holds a host file, directory or pipe open")
+                        }
+                        // Sockets, eventfds, epoll sets and timerfds share state with their peers
+                        // and the machine's names (net::Net): no copy is given, and such runs
+                        // are not restored from snapshots.
+                        Kind::Socket(_) => return Err("the guest holds a socket open"),
+                        Kind::EventFd(_) => return Err("the guest holds an eventfd open"),
+                        Kind::Epoll(_) => return Err("the guest holds an epoll set open"),
+                        Kind::TimerFd(_) => return Err("the guest holds a timerfd open"),
+                    };
+                    let c =
+                        Rc::new(RefCell::new(Description { kind, guest_path: d.guest_path.clone(), flags: d.flags }));
+                    self.copies.push((key, c.clone()));
+                    c
+                }
+            };
+            fds.insert(*n, Fd { desc, cloexec: fd.cloexec });
+        }
+        Ok(FdTable { fds, limit: t.limit })
     }
 }
 

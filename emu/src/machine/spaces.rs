@@ -19,14 +19,14 @@ use unicorn_engine::{Prot, TlbEntry, TlbType};
 /// Unicorn at its slot unless evicted, see [`REGISTERED`]), its PM windows and their hooks, its
 /// ranges past the end of a file, and what the hooks know of its code.
 pub struct AddressSpace {
-    mem: Memory,
+    pub(super) mem: Memory,
     /// Whether its regions are registered with Unicorn now (see [`REGISTERED`]).
-    registered: bool,
-    windows: Vec<(u64, u64, u64)>,
-    pm_hooks: Vec<(u64, Vec<unicorn_engine::UcHookId>)>,
-    sigbus: Vec<(u64, u64, Vec<unicorn_engine::UcHookId>)>,
-    decoder: crate::decode::Decoder,
-    own: hooks::Specials,
+    pub(super) registered: bool,
+    pub(super) windows: Vec<(u64, u64, u64)>,
+    pub(super) pm_hooks: Vec<(u64, Vec<unicorn_engine::UcHookId>)>,
+    pub(super) sigbus: Vec<(u64, u64, Vec<unicorn_engine::UcHookId>)>,
+    pub(super) decoder: crate::decode::Decoder,
+    pub(super) own: hooks::Specials,
 }
 
 /// Address spaces registered with Unicorn at once, at most: Unicorn's cost of registering a
@@ -38,7 +38,7 @@ const REGISTERED: usize = 8;
 
 impl AddressSpace {
     /// An empty address space at physical base `base`, registered (it holds nothing).
-    fn empty(base: u64) -> AddressSpace {
+    pub(super) fn empty(base: u64) -> AddressSpace {
         AddressSpace {
             mem: Memory::at_base(base),
             registered: true,
@@ -194,7 +194,7 @@ impl Machine {
 
     /// Exchanges the running process's address space with `other`, inside a raw section (whose
     /// end flushes the TLB). `other.registered` is left as it was.
-    fn take_running(&mut self, other: &mut AddressSpace) {
+    pub(super) fn take_running(&mut self, other: &mut AddressSpace) {
         debug_assert!(self.uc.get_data().phys.raw || !self.uc.get_data().phys.virt);
         std::mem::swap(&mut self.mem, &mut other.mem);
         std::mem::swap(&mut self.pm_hooks, &mut other.pm_hooks);
@@ -210,7 +210,7 @@ impl Machine {
     }
 
     /// Removes the hooks of an address space's PM windows and SIGBUS ranges.
-    fn remove_space_hooks(
+    pub(super) fn remove_space_hooks(
         &mut self,
         pm_hooks: Vec<(u64, Vec<unicorn_engine::UcHookId>)>,
         sigbus: Vec<(u64, u64, Vec<unicorn_engine::UcHookId>)>,
@@ -224,7 +224,7 @@ impl Machine {
 
     /// Registers a table with Unicorn at its slot (counted in `registered`); false, with
     /// nothing registered, if Unicorn refuses.
-    fn register(&mut self, mem: &Memory) -> bool {
+    pub(super) fn register(&mut self, mem: &Memory) -> bool {
         let raw = self.raw_begin();
         let done = mem.register(&mut self.uc);
         if done.is_err() {
