@@ -32,6 +32,9 @@ fn spec(guest_name: &str, args: &[&str], seed: u64, pm: &std::path::Path) -> Run
     s.seed = seed;
     s.discard_output = true;
     s.quiet = true;
+    // Guests that create files (proc_exec) leave the test's working directory as it was, and
+    // every run of them starts from the same files.
+    s.private_cwd = true;
     s
 }
 
@@ -68,10 +71,11 @@ fn someone_waits(s: &Session) -> bool {
 
 /// For each of `points` (fractions of the run, in 1/1000): stop there, snapshot, run to the
 /// end, restore and run to the end twice; every path must be the uninterrupted one. Returns
-/// how many of the stops found a thread waiting.
-fn check(name: &str, args: &[&str], seed: u64, points: &[u64]) -> usize {
+/// how many of the stops found a thread waiting, and how many found several processes.
+fn check(name: &str, args: &[&str], seed: u64, points: &[u64]) -> (usize, usize) {
     let whole = uninterrupted(name, args, seed);
     let mut waiting = 0;
+    let mut processes = 0;
     for &p in points {
         let n = whole.instructions * p / 1000;
         let pm = scratch();
@@ -79,6 +83,7 @@ fn check(name: &str, args: &[&str], seed: u64, points: &[u64]) -> usize {
         s.enable_debugging();
         run_to(&mut s, n);
         waiting += usize::from(someone_waits(&s));
+        processes += usize::from(s.kernel().process_count() > 1);
         let c = s.checkpoint().unwrap_or_else(|| panic!("{name}: no snapshot at instruction {n}"));
         assert_eq!(c.icount(), n);
         assert_eq!(to_end(&mut s), whole, "{name} seed {seed}: snapshotted at {n}, first run on");
@@ -88,7 +93,7 @@ fn check(name: &str, args: &[&str], seed: u64, points: &[u64]) -> usize {
             assert_eq!(to_end(&mut s), whole, "{name} seed {seed}: restored at {n}, run {again}");
         }
     }
-    waiting
+    (waiting, processes)
 }
 
 #[test]
@@ -102,7 +107,7 @@ fn futex_waits_restore_to_the_same_run() {
     // thr_mutex: threads blocking on mutexes (futex waits) and being woken.
     let mut waiting = 0;
     for seed in [0, 3] {
-        waiting += check("thr_mutex", &[], seed, &[50, 200, 333, 450, 600, 777, 900]);
+        waiting += check("thr_mutex", &[], seed, &[50, 200, 333, 450, 600, 777, 900]).0;
     }
     assert!(waiting > 0, "no stop found a thread waiting");
 }
@@ -454,4 +459,16 @@ fn random_exploration_falls_back_to_runs_from_the_start() {
         assert!(a["refused"].as_u64().unwrap() >= 1, "{name}: {a}");
         assert_eq!(a["trace_hashes"], exploration(&without)["trace_hashes"], "{name}");
     }
+}
+
+/// Machines with several processes: a forking guest (pipes between parent and children,
+/// `wait4`) and one that `execve`s (itself, a script, failing programs) restore to the same run
+/// from stops before, between and after their forks and execs.
+#[test]
+fn processes_and_execs_restore_to_the_same_run() {
+    let (_, forked) = check("proc_pingpong", &["procs", "200"], 1, &[5, 300, 520, 800, 990]);
+    assert!(forked >= 2, "{forked} stops with several processes");
+    check("proc_fork", &["pipe", "10"], 1, &[300, 700]);
+    let (_, forked) = check("proc_exec", &[], 0, &[100, 500, 750, 800, 850, 950]);
+    assert!(forked >= 3, "{forked} stops with several processes");
 }
