@@ -318,6 +318,9 @@ pub struct Branching {
     /// Times a run could not be snapshotted (a pass that cannot be copied, taint tracking, a
     /// host file that cannot be opened again, crash images for validation).
     pub refused: u64,
+    /// Why the first refusal happened (a run that could not be snapshotted, or a snapshot that
+    /// could not be restored): what `--host-stats` and the exploration's summary say.
+    pub refused_why: Option<&'static str>,
     /// Guest instructions executed, over all schedules.
     pub instructions: u64,
     /// Guest instructions re-running every schedule from its start would have executed.
@@ -330,6 +333,12 @@ pub struct Branching {
 }
 
 impl Branching {
+    /// Counts a refusal, and keeps `why` if it is the first.
+    pub fn refuse(&mut self, why: &'static str) {
+        self.refused += 1;
+        self.refused_why = self.refused_why.or(Some(why));
+    }
+
     /// Chains the trace hash of the next schedule, in run order, into [`Branching::traces`].
     pub fn chain_trace(&mut self, trace: &str) {
         let mut h = blake3::Hasher::new();

@@ -114,6 +114,14 @@ impl Net {
         Net { names: BTreeMap::new(), next_key: self.next_key, next_port: self.next_port }
     }
 
+    /// A copy for a snapshot of a kernel whose sockets were copied: each bound name names the
+    /// copy `find` gives of its socket (a name whose socket has no copy, being closed, goes).
+    pub(crate) fn copy_with(&self, find: &dyn Fn(&Rc<RefCell<Sock>>) -> Option<Rc<RefCell<Sock>>>) -> Net {
+        let names =
+            self.names.iter().filter_map(|(n, w)| Some((n.clone(), Rc::downgrade(&find(&w.upgrade()?)?)))).collect();
+        Net { names, next_key: self.next_key, next_port: self.next_port }
+    }
+
     /// A fresh readiness key, for a pipe, socket, eventfd or epoll set.
     pub fn key(&mut self) -> u64 {
         self.next_key += 1;

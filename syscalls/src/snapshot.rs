@@ -12,11 +12,13 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 use emu::{Machine, Reg};
 
 use crate::fd::{Description, Fd, FdTable, Kind, Pipe};
+use crate::net::Sock;
+use crate::poll::{Epoll, EventFd, Interest, TimerFd};
 use crate::vfs::Target;
 use crate::Kernel;
 
@@ -78,7 +80,7 @@ impl Kernel {
         if self.listen.is_some() {
             return Err("--listen's connections are host sockets");
         }
-        let mut c = Copier { files, copies: Vec::new(), pipes: Vec::new() };
+        let mut c = Copier { files, ..Copier::default() };
         let fds = c.table(&self.fds)?;
         let mut procs = BTreeMap::new();
         for (&pid, p) in &self.procs {
@@ -88,6 +90,8 @@ impl Kernel {
             };
             procs.insert(pid, crate::procs::Proc { saved, ..p.copy_running() });
         }
+        c.fix_epolls();
+        let net = self.net.copy_with(&|s| c.socks.iter().find(|(k, _)| *k == Rc::as_ptr(s)).map(|(_, c)| c.clone()));
         Ok(Kernel {
             cfg: self.cfg.clone(),
             fds,
@@ -113,7 +117,7 @@ impl Kernel {
             roots: Default::default(),
             block_keys: Vec::new(),
             block_wake: None,
-            net: self.net.copy_keys(),
+            net,
             procs,
             pid: self.pid,
             execs: Vec::new(),
@@ -155,15 +159,79 @@ impl Kernel {
 }
 
 /// Copies descriptor tables, each description once however many descriptors (of however many
-/// processes) share it, and the two ends of a pipe over one pipe.
+/// processes) share it, the two ends of a pipe over one pipe, and the in-machine objects behind
+/// descriptors as a graph: a socket's connection (two pipes its peer's copy shares), the
+/// connections queued on a listener, a datagram socket's peer, an epoll set's entries (the
+/// copies of the descriptions they watch), eventfds and timerfds.
+#[derive(Default)]
 struct Copier {
-    /// Whether host files, directories and pipes are copied (opened again) or refused.
+    /// Whether host files, directories, pipes and the in-machine objects are copied (host files
+    /// opened again) or refused.
     files: bool,
     copies: Vec<(*const RefCell<Description>, Rc<RefCell<Description>>)>,
     pipes: Vec<(*const RefCell<Pipe>, Rc<RefCell<Pipe>>)>,
+    socks: Vec<(*const RefCell<Sock>, Rc<RefCell<Sock>>)>,
+    /// Epoll sets and their copies, whose entries are filled in once every description is copied.
+    epolls: Vec<(Rc<RefCell<Epoll>>, Rc<RefCell<Epoll>>)>,
 }
 
 impl Copier {
+    fn sock(&mut self, s: &Rc<RefCell<Sock>>) -> Rc<RefCell<Sock>> {
+        let key = Rc::as_ptr(s);
+        if let Some((_, c)) = self.socks.iter().find(|(k, _)| *k == key) {
+            return c.clone();
+        }
+        let o = s.borrow();
+        // Registered before its peers are copied: a pair of datagram sockets names each other.
+        let c = Rc::new(RefCell::new(Sock {
+            domain: o.domain,
+            ty: o.ty,
+            id: o.id,
+            local: o.local.clone(),
+            peer: o.peer.clone(),
+            conn: None,
+            queue: None,
+            inbox: o.inbox.clone(),
+            dgram_peer: None,
+            shut_rd: o.shut_rd,
+            shut_wr: o.shut_wr,
+            opts: o.opts.clone(),
+        }));
+        self.socks.push((key, c.clone()));
+        let conn = o.conn.as_ref().map(|(rx, tx)| (self.pipe(rx), self.pipe(tx)));
+        let queue = o.queue.as_ref().map(|q| q.iter().map(|x| self.sock(x)).collect());
+        let dgram_peer = o.dgram_peer.as_ref().map(|w| match w.upgrade() {
+            Some(p) => Rc::downgrade(&self.sock(&p)),
+            None => Weak::new(),
+        });
+        let mut m = c.borrow_mut();
+        m.conn = conn;
+        m.queue = queue;
+        m.dgram_peer = dgram_peer;
+        drop(m);
+        c
+    }
+
+    /// Each epoll set's entries, watching the copies of what the original's watch.
+    fn fix_epolls(&mut self) {
+        for (orig, copy) in &self.epolls {
+            let interest = orig
+                .borrow()
+                .interest
+                .iter()
+                .map(|(&fd, i)| {
+                    let desc = i
+                        .desc
+                        .upgrade()
+                        .and_then(|d| self.copies.iter().find(|(k, _)| *k == Rc::as_ptr(&d)))
+                        .map_or_else(Weak::new, |(_, c)| Rc::downgrade(c));
+                    (fd, Interest { events: i.events, data: i.data, desc })
+                })
+                .collect();
+            copy.borrow_mut().interest = interest;
+        }
+    }
+
     fn pipe(&mut self, p: &Rc<RefCell<Pipe>>) -> Rc<RefCell<Pipe>> {
         let key = Rc::as_ptr(p);
         if let Some((_, c)) = self.pipes.iter().find(|(k, _)| *k == key) {
@@ -201,16 +269,37 @@ impl Copier {
                         }
                         Kind::PipeRead(p) if files => Kind::PipeRead(self.pipe(p)),
                         Kind::PipeWrite(p) if files => Kind::PipeWrite(self.pipe(p)),
+                        Kind::Socket(s) if files => Kind::Socket(self.sock(s)),
+                        Kind::EventFd(e) if files => {
+                            let e = e.borrow();
+                            Kind::EventFd(Rc::new(RefCell::new(EventFd {
+                                count: e.count,
+                                semaphore: e.semaphore,
+                                id: e.id,
+                            })))
+                        }
+                        Kind::TimerFd(t) if files => {
+                            let t = t.borrow();
+                            Kind::TimerFd(Rc::new(RefCell::new(TimerFd {
+                                next: t.next,
+                                interval: t.interval,
+                                realtime: t.realtime,
+                                id: t.id,
+                            })))
+                        }
+                        Kind::Epoll(e) if files => {
+                            let copy = Rc::new(RefCell::new(Epoll { interest: BTreeMap::new(), id: e.borrow().id }));
+                            self.epolls.push((e.clone(), copy.clone()));
+                            Kind::Epoll(copy)
+                        }
                         Kind::File { .. } | Kind::Dir { .. } | Kind::PipeRead(_) | Kind::PipeWrite(_) => {
                             return Err("the guest holds a host file, directory or pipe open")
                         }
-                        // Sockets, eventfds, epoll sets and timerfds share state with their peers
-                        // and the machine's names (net::Net): no copy is given, and such runs
-                        // are not restored from snapshots.
-                        Kind::Socket(_) => return Err("the guest holds a socket open"),
-                        Kind::EventFd(_) => return Err("the guest holds an eventfd open"),
-                        Kind::Epoll(_) => return Err("the guest holds an epoll set open"),
-                        Kind::TimerFd(_) => return Err("the guest holds a timerfd open"),
+                        // A recovery's copy: restored on other crash images' files, it keeps
+                        // to the plain descriptors.
+                        Kind::Socket(_) | Kind::EventFd(_) | Kind::Epoll(_) | Kind::TimerFd(_) => {
+                            return Err("the guest holds a socket, eventfd, epoll set or timerfd open")
+                        }
                     };
                     let c =
                         Rc::new(RefCell::new(Description { kind, guest_path: d.guest_path.clone(), flags: d.flags }));
