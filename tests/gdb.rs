@@ -410,8 +410,16 @@ fn reverse_steps_on_two_processes_go_back_to_a_snapshot_of_both() {
     let end = get(&run, "run.instructions").as_u64().unwrap();
     assert!(end > 5_000_000, "{end} instructions: past the first snapshot interval");
     let server = Server::start(dir.path(), Path::new("r.json"), None);
-    let cmds =
-        ["continue", "monitor when", "reverse-stepi", "monitor when", "reverse-stepi", "monitor when", "stepi", "monitor when"];
+    let cmds = [
+        "continue",
+        "monitor when",
+        "reverse-stepi",
+        "monitor when",
+        "reverse-stepi",
+        "monitor when",
+        "stepi",
+        "monitor when",
+    ];
     let out = server.gdb(&prog, &cmds);
     let w = whens(&out);
     assert_eq!(w, [end, end - 1, end - 2, end - 1], "{out}");

@@ -438,12 +438,13 @@ fn a_later_schedules_finding_replays_and_runs_alone_with_its_two_seeds() {
     panic!("no seed in 0..12 gave a finding of a later schedule only; cannot construct the case");
 }
 
-/// A pass whose state a snapshot cannot hold (pmrace's taint tracking), and a guest that forks
-/// (other processes' address spaces are not captured): `--explore`'s schedules all run from
-/// the start, the refusal is counted, and the report is the same.
+/// A pass whose state a snapshot cannot hold (pmrace's taint tracking): `--explore`'s schedules
+/// all run from the start, the refusal is counted, and the report is the same. A guest that
+/// forks (with every other pass) goes on from the snapshot of its common start, with the same
+/// report and schedules.
 #[test]
 fn random_exploration_falls_back_to_runs_from_the_start() {
-    for (name, analyses) in [("thr_racy_counter", "pmrace"), ("proc_pm_race", "all")] {
+    for (name, analyses, refused) in [("thr_racy_counter", "pmrace", true), ("proc_pm_race", "all", false)] {
         let go = |more: &[&str]| {
             Ferrite::run(&guest(name))
                 .opts(&["--explore", "3", "--analyses", analyses, "--quiet", "--report", "r.json"])
@@ -454,9 +455,14 @@ fn random_exploration_falls_back_to_runs_from_the_start() {
         let (with, without) = (go(&[]), go(&["--no-snapshots"]));
         assert_eq!(without_timings(&with.json("r.json")), without_timings(&without.json("r.json")), "{name}");
         let a = exploration(&with);
-        assert_eq!(a["from_snapshot"], 0, "{name}: {a}");
-        assert_eq!(a["from_start"], 3, "{name}: {a}");
-        assert!(a["refused"].as_u64().unwrap() >= 1, "{name}: {a}");
+        if refused {
+            assert_eq!(a["from_snapshot"], 0, "{name}: {a}");
+            assert_eq!(a["from_start"], 3, "{name}: {a}");
+            assert!(a["refused"].as_u64().unwrap() >= 1, "{name}: {a}");
+        } else {
+            assert_eq!(a["refused"], 0, "{name}: {a}");
+            assert!(a["from_snapshot"].as_u64().unwrap() >= 1, "{name}: {a}");
+        }
         assert_eq!(a["trace_hashes"], exploration(&without)["trace_hashes"], "{name}");
     }
 }
@@ -471,4 +477,82 @@ fn processes_and_execs_restore_to_the_same_run() {
     check("proc_fork", &["pipe", "10"], 1, &[300, 700]);
     let (_, forked) = check("proc_exec", &[], 0, &[100, 500, 750, 800, 850, 950]);
     assert!(forked >= 3, "{forked} stops with several processes");
+}
+
+/// `sh -c 'kv_server --serve POOL unix:kv.sock & kv_client unix:kv.sock N; wait'`: a PM server
+/// and its client, two processes a shell started, talking over a socket.
+fn kv_pair(requests: u32) -> Vec<String> {
+    let cmd = format!(
+        "{} --serve /mnt/pmem0/kv unix:kv.sock & {} unix:kv.sock {requests}; wait",
+        guest("kv_server").display(),
+        guest("kv_client").display()
+    );
+    vec!["-c".into(), cmd]
+}
+
+/// Explorations of programs with several processes go on from snapshots of them and run the
+/// same schedules (the chained trace hashes), with the same report and exit status, as running
+/// every schedule from the start (`--no-snapshots`): `--explore N` of a shell's server and
+/// client from the snapshot of their common start (the shell's first fork), and
+/// `--strategy exhaustive` of a forking guest talking over pipes and of the server and client
+/// (sockets, the shell waiting for its children) from snapshots along each path.
+#[test]
+fn explorations_of_processes_go_on_from_snapshots() {
+    let pair = kv_pair(4);
+    let fork_args = ["pipe".to_string(), "6".to_string()];
+    let cases: [(&std::path::Path, &[String], &[&str]); 3] = [
+        (std::path::Path::new("/bin/sh"), &pair, &["--explore", "4"]),
+        (&guest("proc_fork"), &fork_args, &["--strategy", "exhaustive", "--max-preemptions", "1", "--explore", "10"]),
+        (
+            std::path::Path::new("/bin/sh"),
+            &pair,
+            &["--strategy", "exhaustive", "--max-preemptions", "1", "--explore", "8"],
+        ),
+    ];
+    for (program, args, extra) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let go = |more: &[&str]| {
+            Ferrite::run(program)
+                .opts(&["--quiet", "--analyses", "none", "--report", "r.json", "--host-stats", "h.json"])
+                .opts(extra)
+                .opts(more)
+                .args(&args)
+                .go_within(std::time::Duration::from_secs(300))
+        };
+        let (with, without) = (go(&[]), go(&["--no-snapshots"]));
+        let what = format!("{} {extra:?}", program.display());
+        assert_eq!(with.code, 0, "{what}\n{}", with.describe());
+        assert_eq!(without.code, 0, "{what}\n{}", without.describe());
+        assert_eq!(with.stdout, without.stdout, "{what}: the first schedule's output");
+        assert_eq!(without_timings(&with.json("r.json")), without_timings(&without.json("r.json")), "{what}");
+        let (a, b) = (exploration(&with), exploration(&without));
+        assert_eq!(a["trace_hashes"], b["trace_hashes"], "{what}: the schedules' trace hashes");
+        assert_eq!(a["instructions_from_start"], b["instructions"], "{what}");
+        assert_eq!(a["refused"], 0, "{what}: {a}");
+        assert!(a["from_snapshot"].as_u64().unwrap() >= 2, "{what}: {a}");
+        assert!(a["instructions"].as_u64() < a["instructions_from_start"].as_u64(), "{what}: {a}");
+    }
+}
+
+/// Where a run cannot be snapshotted, the exploration says why (`--host-stats`'s
+/// `refused_why`, and a note without `--quiet`) and runs its schedules from the start, with the
+/// report `--no-snapshots` gives: pmrace (whose taint tracking is not captured) on a forking guest.
+#[test]
+fn a_refused_snapshot_of_processes_says_why() {
+    let opts = ["--strategy", "exhaustive", "--max-preemptions", "1", "--explore", "4", "--analyses", "pmrace"];
+    let go = |more: &[&str]| {
+        Ferrite::run(&guest("proc_fork"))
+            .opts(&opts)
+            .opts(&["--report", "r.json", "--host-stats", "h.json"])
+            .opts(more)
+            .args(&["pipe", "4"])
+            .go()
+    };
+    let (with, without) = (go(&[]), go(&["--no-snapshots"]));
+    assert_eq!(without_timings(&with.json("r.json")), without_timings(&without.json("r.json")));
+    let a = exploration(&with);
+    assert_eq!(a["from_snapshot"], 0, "{a}");
+    assert_eq!(a["refused_why"], "a pass cannot be copied", "{a}");
+    assert!(with.stderr.contains("could not be snapshotted or restored"), "{}", with.describe());
+    assert!(without.json("h.json")["exploration"]["refused_why"].is_null());
 }
