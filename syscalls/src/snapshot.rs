@@ -158,6 +158,8 @@ impl Kernel {
     }
 }
 
+type EpollRef = Rc<RefCell<Epoll>>;
+
 /// Copies descriptor tables, each description once however many descriptors (of however many
 /// processes) share it, the two ends of a pipe over one pipe, and the in-machine objects behind
 /// descriptors as a graph: a socket's connection (two pipes its peer's copy shares), the
@@ -172,7 +174,7 @@ struct Copier {
     pipes: Vec<(*const RefCell<Pipe>, Rc<RefCell<Pipe>>)>,
     socks: Vec<(*const RefCell<Sock>, Rc<RefCell<Sock>>)>,
     /// Epoll sets and their copies, whose entries are filled in once every description is copied.
-    epolls: Vec<(Rc<RefCell<Epoll>>, Rc<RefCell<Epoll>>)>,
+    epolls: Vec<(EpollRef, EpollRef)>,
 }
 
 impl Copier {
