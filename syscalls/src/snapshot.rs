@@ -7,8 +7,11 @@
 //! [`Kernel::fork_copy`] copies the state restored runs start from. Open host files, directories
 //! and pipes are not copied (a copy would share the host's file offset); a kernel that holds one
 //! gives no copy, and its runs are not restored from snapshots. [`Kernel::checkpoint_copy`] is
-//! the copy for snapshots of one run at any instruction (the debugger's timeline), which opens
-//! host files again and copies pipes.
+//! the copy for snapshots of one run at any instruction (the debugger's timeline, explorations),
+//! which opens host files again and copies pipes, sockets, epoll sets, eventfds and timerfds,
+//! over every process's descriptor table; the processes' address spaces are the machine's to
+//! snapshot and restore ([`Kernel::address_spaces`], [`Kernel::give_address_spaces`]). Only
+//! `--listen`'s bridge to host sockets is never copied.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

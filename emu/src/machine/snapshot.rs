@@ -24,6 +24,13 @@
 //! on other crash images' files, so it refuses what would tie it to the files it was taken on:
 //! PM and shared file mappings (and, being taken before anything ran in parallel, more than one
 //! thread). Only taint tracking is refused by both: its shadow state is not captured.
+//!
+//! With several processes ([`Machine::checkpoint_spaces`], [`Machine::restore_spaces`]) every
+//! other process's address space is held the same way (its table and pages, PM windows, SIGBUS
+//! ranges, physical slot), given by the kernel's process table, which gets them back restored
+//! in the same order: a live space at a slot the snapshot has is restored in place, swapped in
+//! as the running one for the while (so its unchanged registrations and translations stay), a
+//! slot it lacks is released, and a process that ended since gets a new space at its slot.
 
 use rustc_hash::FxHashMap;
 
@@ -273,6 +280,11 @@ impl Machine {
         }
         if let Some(at) = self.uc.get_data_mut().clock.limit_pc.take() {
             self.code_changed(at, at + 1);
+        }
+        if !snap.spaces.is_empty() || snap.base != 0 {
+            // A snapshot of this machine with other processes was taken in virtual-TLB mode,
+            // which the machine never leaves; entering it again does nothing.
+            self.enter_virtual_tlb()?;
         }
         // The snapshot's running process's slot becomes the running one.
         if self.mem.base() != snap.base {

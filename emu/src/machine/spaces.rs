@@ -81,7 +81,7 @@ impl Machine {
     /// Unicorn's virtual-TLB mode, once: the first process keeps slot 0, where physical and
     /// guest addresses are the same, so its registrations, hooks and translations stay as they
     /// are.
-    fn enter_virtual_tlb(&mut self) -> Result<(), EmuError> {
+    pub(super) fn enter_virtual_tlb(&mut self) -> Result<(), EmuError> {
         if self.uc.get_data().phys.virt {
             return Ok(());
         }
@@ -104,7 +104,7 @@ impl Machine {
     /// writable memory copied, shared mappings and PM windows the same, registered at a free
     /// slot. From now on the machine has several processes: a private region that cannot be
     /// written gets a copy of its own before it becomes writable ([`Machine::protect`]), and
-    /// snapshots are refused. `None` when every slot is taken ([`state::SLOTS`] processes alive).
+    /// snapshots must be given the other processes' spaces ([`Machine::checkpoint_spaces`]). `None` when every slot is taken ([`state::SLOTS`] processes alive).
     pub fn fork_address_space(&mut self) -> Result<Option<AddressSpace>, EmuError> {
         let Some(slot) = (1..state::SLOTS).find(|&s| !self.slots.contains(&s)) else { return Ok(None) };
         self.enter_virtual_tlb()?;
@@ -144,8 +144,7 @@ impl Machine {
     /// process still maps stays with it), PM windows and SIGBUS ranges with them, what the hooks
     /// knew of the code, and the running thread's shadow call stack, whose frames named the old
     /// program. The caller loads the new program into the empty space, at the same slot.
-    /// Snapshots are refused from now on, as after a `fork`: what the caller knows of the objects
-    /// loaded is no longer one program's.
+    /// From now on, as after a `fork`, snapshots are [`Machine::checkpoint_spaces`]'s.
     pub fn exec_address_space(&mut self) {
         let mut old = AddressSpace::empty(self.mem.base());
         // One raw section (and one TLB flush) for the exchange and the releases.
