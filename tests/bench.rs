@@ -44,10 +44,11 @@ fn bench_snapshots_prints_take_restore_and_a_step_back() {
     assert_eq!(out.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
     let row = stdout.lines().last().unwrap_or_default();
     let cells: Vec<&str> = row.split('|').map(str::trim).filter(|c| !c.is_empty()).collect();
-    // At, threads, held, take, copied again, take again, restore, reverse-stepi.
-    assert_eq!(cells.len(), 8, "{stdout}");
+    // At, processes, threads, held, take, copied again, take again, restore, reverse-stepi.
+    assert_eq!(cells.len(), 9, "{stdout}");
     // Half-way, the four workers and main are alive, their buffers being touched.
-    assert_eq!(cells[1], "5", "{stdout}");
-    assert!(cells[2].parse::<f64>().is_ok_and(|m| m > 1.0), "{stdout}");
-    assert!(cells[3..].iter().all(|c| c.parse::<f64>().is_ok_and(|t| t >= 0.0)), "{stdout}");
+    assert_eq!(cells[1], "1", "{stdout}");
+    assert_eq!(cells[2], "5", "{stdout}");
+    assert!(cells[3].parse::<f64>().is_ok_and(|m| m > 1.0), "{stdout}");
+    assert!(cells[4..].iter().all(|c| c.parse::<f64>().is_ok_and(|t| t >= 0.0)), "{stdout}");
 }

@@ -384,3 +384,50 @@ fn thread_local_variables_and_errno_print_per_thread() {
         assert_eq!(values, expected, "{name}: errno and the counter in the worker, then in main\n{out}");
     }
 }
+
+/// Reverse execution on a run of two processes (guests/src/proc_pingpong.c: a parent and its
+/// forked child answering each other over pipes, about 7 M instructions): going back from the
+/// end restores the timeline's snapshot taken while both processes ran (at 5 M instructions),
+/// not the run's start, and steps back and forth land where they should.
+#[test]
+fn reverse_steps_on_two_processes_go_back_to_a_snapshot_of_both() {
+    if !gdb_available() {
+        eprintln!("skipped: gdb is not installed");
+        return;
+    }
+    let prog = guest("proc_pingpong");
+    let dir = scratch();
+    let st = ferrite()
+        .current_dir(dir.path())
+        .args(["run", "--quiet", "--analyses", "none", "--report", "r.json", "--"])
+        .arg(&prog)
+        .args(["procs", "100000"])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(0));
+    let run = read_json(&dir.path().join("r.json"));
+    let end = get(&run, "run.instructions").as_u64().unwrap();
+    assert!(end > 5_000_000, "{end} instructions: past the first snapshot interval");
+    let server = Server::start(dir.path(), Path::new("r.json"), None);
+    let cmds = [
+        "continue",
+        "monitor when",
+        "reverse-stepi",
+        "monitor when",
+        "reverse-stepi",
+        "monitor when",
+        "stepi",
+        "monitor when",
+    ];
+    let out = server.gdb(&prog, &cmds);
+    let w = whens(&out);
+    assert_eq!(w, [end, end - 1, end - 2, end - 1], "{out}");
+    let last = out.lines().rfind(|l| l.starts_with("instruction ")).unwrap();
+    assert!(last.contains("run from its start 1 times"), "{last}");
+    let at: u64 = last
+        .split_once("the last at instruction ")
+        .and_then(|(_, r)| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no snapshot gone back to: {last}"));
+    assert!(at >= 5_000_000 && at < end, "went back to the snapshot at {at}: {last}");
+}

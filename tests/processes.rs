@@ -204,8 +204,11 @@ fn make_runs_recipes_in_parallel() {
         return;
     }
     let dir = scratch();
-    std::fs::write(dir.path().join("Makefile"), "all: a b\n\tcat a b > all\na:\n\techo A > a\nb:\n\techo B > b\n")
-        .unwrap();
+    std::fs::write(
+        dir.path().join("Makefile"),
+        "all: a b\n\tcat a b > all\na:\n\techo A > a; echo made a\nb:\n\techo B > b; echo made b\n",
+    )
+    .unwrap();
     let runs: Vec<Run> = (0..2)
         .map(|_| {
             let d = scratch();
@@ -217,6 +220,10 @@ fn make_runs_recipes_in_parallel() {
         r.assert_code(0);
         assert!(!r.stderr.contains("warning"), "{}", r.describe());
         assert_eq!(std::fs::read(r.path("all")).unwrap(), b"A\nB\n", "{}", r.describe());
+        let out = r.stdout_str();
+        let mut lines: Vec<&str> = out.lines().collect();
+        lines.sort_unstable();
+        assert_eq!(lines, ["made a", "made b"], "{}", r.describe());
     }
-    assert_eq!(runs[0].stdout, runs[1].stdout);
+    assert_eq!(runs[0].stdout, runs[1].stdout, "the same seed, the same interleaving");
 }

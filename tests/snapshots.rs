@@ -32,6 +32,9 @@ fn spec(guest_name: &str, args: &[&str], seed: u64, pm: &std::path::Path) -> Run
     s.seed = seed;
     s.discard_output = true;
     s.quiet = true;
+    // Guests that create files (proc_exec) leave the test's working directory as it was, and
+    // every run of them starts from the same files.
+    s.private_cwd = true;
     s
 }
 
@@ -68,10 +71,11 @@ fn someone_waits(s: &Session) -> bool {
 
 /// For each of `points` (fractions of the run, in 1/1000): stop there, snapshot, run to the
 /// end, restore and run to the end twice; every path must be the uninterrupted one. Returns
-/// how many of the stops found a thread waiting.
-fn check(name: &str, args: &[&str], seed: u64, points: &[u64]) -> usize {
+/// how many of the stops found a thread waiting, and how many found several processes.
+fn check(name: &str, args: &[&str], seed: u64, points: &[u64]) -> (usize, usize) {
     let whole = uninterrupted(name, args, seed);
     let mut waiting = 0;
+    let mut processes = 0;
     for &p in points {
         let n = whole.instructions * p / 1000;
         let pm = scratch();
@@ -79,6 +83,7 @@ fn check(name: &str, args: &[&str], seed: u64, points: &[u64]) -> usize {
         s.enable_debugging();
         run_to(&mut s, n);
         waiting += usize::from(someone_waits(&s));
+        processes += usize::from(s.kernel().process_count() > 1);
         let c = s.checkpoint().unwrap_or_else(|| panic!("{name}: no snapshot at instruction {n}"));
         assert_eq!(c.icount(), n);
         assert_eq!(to_end(&mut s), whole, "{name} seed {seed}: snapshotted at {n}, first run on");
@@ -88,7 +93,7 @@ fn check(name: &str, args: &[&str], seed: u64, points: &[u64]) -> usize {
             assert_eq!(to_end(&mut s), whole, "{name} seed {seed}: restored at {n}, run {again}");
         }
     }
-    waiting
+    (waiting, processes)
 }
 
 #[test]
@@ -102,7 +107,7 @@ fn futex_waits_restore_to_the_same_run() {
     // thr_mutex: threads blocking on mutexes (futex waits) and being woken.
     let mut waiting = 0;
     for seed in [0, 3] {
-        waiting += check("thr_mutex", &[], seed, &[50, 200, 333, 450, 600, 777, 900]);
+        waiting += check("thr_mutex", &[], seed, &[50, 200, 333, 450, 600, 777, 900]).0;
     }
     assert!(waiting > 0, "no stop found a thread waiting");
 }
@@ -355,11 +360,11 @@ fn exploration_from_snapshots_saves_most_of_the_racy_counter() {
     assert!(ratio >= 3.0, "{ratio:.2}x fewer instructions\n{a}");
 }
 
-/// A guest that forks (other processes' address spaces are not captured): every schedule runs
-/// from the start, the refusal is counted, and the report is the one `--no-snapshots` gives.
-/// (pmrace's taint tracking used to be the example; it is captured now.)
+/// A guest that forks, under every pass and pmrace (taint tracking): both used to keep
+/// exhaustive exploration from its snapshots; now every schedule after the first goes on from
+/// one, and the report and chained trace hashes are those `--no-snapshots` gives.
 #[test]
-fn exploration_falls_back_to_runs_from_the_start() {
+fn exhaustive_exploration_of_a_forking_guest_with_every_pass_goes_on_from_snapshots() {
     let opts = [
         "--strategy",
         "exhaustive",
@@ -368,7 +373,7 @@ fn exploration_falls_back_to_runs_from_the_start() {
         "--explore",
         "6",
         "--analyses",
-        "all",
+        "all,pmrace",
         "--quiet",
         "--report",
         "r.json",
@@ -379,8 +384,8 @@ fn exploration_falls_back_to_runs_from_the_start() {
     let without = Ferrite::run(&guest("proc_pm_race")).opts(&opts).opts(&["--no-snapshots"]).go();
     assert_eq!(without_timings(&with.json("r.json")), without_timings(&without.json("r.json")));
     let a = exploration(&with);
-    assert_eq!(a["from_snapshot"], 0, "{a}");
-    assert!(a["refused"].as_u64().unwrap() >= 1, "{a}");
+    assert_eq!(a["refused"], 0, "{a}");
+    assert!(a["from_snapshot"].as_u64().unwrap() >= 1, "{a}");
     assert_eq!(a["trace_hashes"], exploration(&without)["trace_hashes"]);
 }
 
@@ -515,22 +520,91 @@ fn a_later_schedules_finding_replays_and_runs_alone_with_its_two_seeds() {
     panic!("no seed in 0..12 gave a finding of a later schedule only; cannot construct the case");
 }
 
-/// A guest that forks (other processes' address spaces are not captured): `--explore`'s
-/// schedules all run from the start, the refusal is counted, and the report is the same.
+/// Taint tracking (pmrace) and a forking guest (with every pass) no longer keep `--explore` from
+/// its snapshot: both go on from the snapshot of their common start, with the report and
+/// schedules `--no-snapshots` gives.
 #[test]
-fn random_exploration_falls_back_to_runs_from_the_start() {
-    let go = |more: &[&str]| {
-        Ferrite::run(&guest("proc_pm_race"))
-            .opts(&["--explore", "3", "--analyses", "all", "--quiet", "--report", "r.json"])
-            .opts(&["--host-stats", "h.json"])
-            .opts(more)
-            .go()
-    };
-    let (with, without) = (go(&[]), go(&["--no-snapshots"]));
-    assert_eq!(without_timings(&with.json("r.json")), without_timings(&without.json("r.json")));
-    let a = exploration(&with);
-    assert_eq!(a["from_snapshot"], 0, "{a}");
-    assert_eq!(a["from_start"], 3, "{a}");
-    assert!(a["refused"].as_u64().unwrap() >= 1, "{a}");
-    assert_eq!(a["trace_hashes"], exploration(&without)["trace_hashes"]);
+fn random_exploration_goes_on_from_snapshots_with_taint_and_processes() {
+    for (name, analyses) in [("thr_racy_counter", "pmrace"), ("proc_pm_race", "all")] {
+        let go = |more: &[&str]| {
+            Ferrite::run(&guest(name))
+                .opts(&["--explore", "3", "--analyses", analyses, "--quiet", "--report", "r.json"])
+                .opts(&["--host-stats", "h.json"])
+                .opts(more)
+                .go()
+        };
+        let (with, without) = (go(&[]), go(&["--no-snapshots"]));
+        assert_eq!(without_timings(&with.json("r.json")), without_timings(&without.json("r.json")), "{name}");
+        let a = exploration(&with);
+        assert_eq!(a["refused"], 0, "{name}: {a}");
+        assert!(a["from_snapshot"].as_u64().unwrap() >= 1, "{name}: {a}");
+        assert_eq!(a["trace_hashes"], exploration(&without)["trace_hashes"], "{name}");
+    }
+}
+
+/// Machines with several processes: a forking guest (pipes between parent and children,
+/// `wait4`) and one that `execve`s (itself, a script, failing programs) restore to the same run
+/// from stops before, between and after their forks and execs.
+#[test]
+fn processes_and_execs_restore_to_the_same_run() {
+    let (_, forked) = check("proc_pingpong", &["procs", "200"], 1, &[5, 300, 520, 800, 990]);
+    assert!(forked >= 2, "{forked} stops with several processes");
+    check("proc_fork", &["pipe", "10"], 1, &[300, 700]);
+    let (_, forked) = check("proc_exec", &[], 0, &[100, 500, 750, 800, 850, 950]);
+    assert!(forked >= 3, "{forked} stops with several processes");
+}
+
+/// `sh -c 'kv_server --serve POOL unix:kv.sock & kv_client unix:kv.sock N; wait'`: a PM server
+/// and its client, two processes a shell started, talking over a socket.
+fn kv_pair(requests: u32) -> Vec<String> {
+    let cmd = format!(
+        "{} --serve /mnt/pmem0/kv unix:kv.sock & {} unix:kv.sock {requests}; wait",
+        guest("kv_server").display(),
+        guest("kv_client").display()
+    );
+    vec!["-c".into(), cmd]
+}
+
+/// Explorations of programs with several processes go on from snapshots of them and run the
+/// same schedules (the chained trace hashes), with the same report and exit status, as running
+/// every schedule from the start (`--no-snapshots`): `--explore N` of a shell's server and
+/// client from the snapshot of their common start (the shell's first fork), and
+/// `--strategy exhaustive` of a forking guest talking over pipes and of the server and client
+/// (sockets, the shell waiting for its children) from snapshots along each path.
+#[test]
+fn explorations_of_processes_go_on_from_snapshots() {
+    let pair = kv_pair(4);
+    let fork_args = ["pipe".to_string(), "6".to_string()];
+    let cases: [(&std::path::Path, &[String], &[&str]); 3] = [
+        (std::path::Path::new("/bin/sh"), &pair, &["--explore", "4"]),
+        (&guest("proc_fork"), &fork_args, &["--strategy", "exhaustive", "--max-preemptions", "1", "--explore", "10"]),
+        (
+            std::path::Path::new("/bin/sh"),
+            &pair,
+            &["--strategy", "exhaustive", "--max-preemptions", "1", "--explore", "8"],
+        ),
+    ];
+    for (program, args, extra) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let go = |more: &[&str]| {
+            Ferrite::run(program)
+                .opts(&["--quiet", "--analyses", "none", "--report", "r.json", "--host-stats", "h.json"])
+                .opts(extra)
+                .opts(more)
+                .args(&args)
+                .go_within(std::time::Duration::from_secs(300))
+        };
+        let (with, without) = (go(&[]), go(&["--no-snapshots"]));
+        let what = format!("{} {extra:?}", program.display());
+        assert_eq!(with.code, 0, "{what}\n{}", with.describe());
+        assert_eq!(without.code, 0, "{what}\n{}", without.describe());
+        assert_eq!(with.stdout, without.stdout, "{what}: the first schedule's output");
+        assert_eq!(without_timings(&with.json("r.json")), without_timings(&without.json("r.json")), "{what}");
+        let (a, b) = (exploration(&with), exploration(&without));
+        assert_eq!(a["trace_hashes"], b["trace_hashes"], "{what}: the schedules' trace hashes");
+        assert_eq!(a["instructions_from_start"], b["instructions"], "{what}");
+        assert_eq!(a["refused"], 0, "{what}: {a}");
+        assert!(a["from_snapshot"].as_u64().unwrap() >= 2, "{what}: {a}");
+        assert!(a["instructions"].as_u64() < a["instructions_from_start"].as_u64(), "{what}: {a}");
+    }
 }

@@ -1376,6 +1376,8 @@ impl HappensBefore {
         }
         self.ensure(tid);
         match op {
+            // A thread cannot create itself; `get_disjoint_mut` would panic on the same key.
+            SyncOp::Create { child } if child == tid => self.tick(tid),
             SyncOp::Create { child } if self.edges.create_join => {
                 self.ensure(child);
                 let [Some(c), Some(k)] = self.threads.get_disjoint_mut([&tid, &child]) else {

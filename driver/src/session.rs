@@ -192,7 +192,7 @@ pub struct Checkpoint {
     files: crate::dir_image::DirImage,
     trace: blake3::Hasher,
     findings: Vec<Finding>,
-    objects: usize,
+    symbols: crate::symbols::ObjectsMark,
     reported_unsupported: usize,
     max_threads_seen: usize,
     regions_seen: usize,
@@ -951,31 +951,38 @@ impl Session {
     /// ([`Machine::memory_hooks_final`]), the machine cannot be (a forked guest), or a host file
     /// cannot be opened again or the PM directory holds something but files and directories.
     pub fn checkpoint(&self) -> Option<Checkpoint> {
+        self.checkpoint_or_why().ok()
+    }
+
+    /// [`Session::checkpoint`], or why the run cannot be held here (for `--host-stats` and
+    /// verbose output: why an exploration runs from the start).
+    pub fn checkpoint_or_why(&self) -> Result<Checkpoint, &'static str> {
         let probe = match &self.probe {
-            Some(p) => Some(p.save()?),
+            Some(p) => Some(p.save().ok_or("the run's probe cannot be copied")?),
             None => None,
         };
         let passes = match self.m.observer() {
             Some(obs) if self.has_passes => {
                 let any: &dyn std::any::Any = obs;
-                let passes = any.downcast_ref::<Passes>()?;
+                let passes = any.downcast_ref::<Passes>().ok_or("an observer that is not a pass watches the run")?;
                 if !self.m.memory_hooks_final() {
-                    return None;
+                    return Err("a pass watches all memory before the second thread");
                 }
-                Some(passes.fork()?)
+                Some(passes.fork().ok_or("a pass cannot be copied")?)
             }
             _ => None,
         };
-        let machine = self.m.checkpoint()?;
-        let kernel = self.k.checkpoint_copy()?;
-        let files = crate::dir_image::DirImage::capture(&self.spec.pm_dir).ok()?;
-        Some(Checkpoint {
+        let kernel = self.k.checkpoint_copy_or_why()?;
+        let machine = self.m.checkpoint_spaces(&self.k.address_spaces())?;
+        let files = crate::dir_image::DirImage::capture(&self.spec.pm_dir)
+            .map_err(|_| "the PM directory holds something but files and directories")?;
+        Ok(Checkpoint {
             machine,
             kernel,
             files,
             trace: self.trace.clone(),
             findings: self.findings.clone(),
-            objects: self.symbols.count(),
+            symbols: self.symbols.mark(),
             reported_unsupported: self.reported_unsupported,
             max_threads_seen: self.max_threads_seen,
             regions_seen: self.regions_seen,
@@ -995,14 +1002,21 @@ impl Session {
         // The files first: the machine writes the pages of shared mappings back into them,
         // which must be as long as they were.
         c.files.restore(&self.spec.pm_dir)?;
-        self.m.restore(&c.machine)?;
-        self.k = c
+        let mut k = c
             .kernel
             .checkpoint_copy()
             .ok_or_else(|| SessionError::Io(std::io::Error::other("a file of the run cannot be opened again")))?;
+        // The processes' address spaces are the machine's to restore: those of the processes
+        // now go in, those of the snapshot's come out, for the copy's process table.
+        let live = self.k.take_address_spaces();
+        let spaces = self.m.restore_spaces(&c.machine, live)?;
+        if !k.give_address_spaces(spaces) {
+            return Err(SessionError::Io(std::io::Error::other("the snapshot's processes and address spaces differ")));
+        }
+        self.k = k;
         self.trace = c.trace.clone();
         self.findings = c.findings.clone();
-        self.symbols.keep_first(c.objects);
+        self.symbols.rewind(&c.symbols);
         self.reported_unsupported = c.reported_unsupported;
         self.max_threads_seen = c.max_threads_seen;
         self.regions_seen = c.regions_seen;

@@ -318,6 +318,9 @@ pub struct Branching {
     /// Times a run could not be snapshotted (a pass that cannot be copied, such as pmrace after
     /// it captured a crash image, a forked guest, a host file that cannot be opened again).
     pub refused: u64,
+    /// Why the first refusal happened (a run that could not be snapshotted, or a snapshot that
+    /// could not be restored): what `--host-stats` and the exploration's summary say.
+    pub refused_why: Option<&'static str>,
     /// Guest instructions executed, over all schedules.
     pub instructions: u64,
     /// Guest instructions re-running every schedule from its start would have executed.
@@ -330,6 +333,12 @@ pub struct Branching {
 }
 
 impl Branching {
+    /// Counts a refusal, and keeps `why` if it is the first.
+    pub fn refuse(&mut self, why: &'static str) {
+        self.refused += 1;
+        self.refused_why = self.refused_why.or(Some(why));
+    }
+
     /// Chains the trace hash of the next schedule, in run order, into [`Branching::traces`].
     pub fn chain_trace(&mut self, trace: &str) {
         let mut h = blake3::Hasher::new();
@@ -362,11 +371,12 @@ pub fn program_path(name: &str, env: &[String]) -> PathBuf {
 /// The program and arguments the kernel would start for `program` run with `argv`, and the
 /// ELF file's bytes: a `#!` script is run by its interpreter, with the interpreter (and the one
 /// argument the line may give it) and the script's path in front of the script's own arguments,
-/// as Linux's `binfmt_script` does (four levels at most, the line cut at 256 bytes). A script
+/// as Linux's `binfmt_script` does (five scripts at most before the program, as `exec_binprm`
+/// allows, the line cut at 256 bytes). A script
 /// without an execute bit is refused, as `execve` refuses it.
 pub fn follow_scripts(program: &std::path::Path, argv: &[String]) -> std::io::Result<(PathBuf, Vec<String>, Vec<u8>)> {
     let (mut program, mut argv) = (program.to_path_buf(), argv.to_vec());
-    for _ in 0..5 {
+    for _ in 0..6 {
         let bytes = loader::input::read_regular(&program, loader::input::PROGRAM_CAP)?;
         let Some(line) = bytes.strip_prefix(b"#!") else { return Ok((program, argv, bytes)) };
         // As execve: a script runs only if it may be executed.
@@ -395,7 +405,7 @@ pub fn follow_scripts(program: &std::path::Path, argv: &[String]) -> std::io::Re
         next.extend(argv.into_iter().skip(1));
         (program, argv) = (PathBuf::from(interp), next);
     }
-    Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "more than four `#!` interpreters in a row"))
+    Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "more than five `#!` scripts in a row (ELOOP)"))
 }
 
 /// Why a run could not be made.

@@ -56,6 +56,15 @@ pub struct Objects {
     image_code: BTreeMap<u32, ImageCode>,
 }
 
+/// Where [`Objects`] stood at a snapshot ([`Objects::mark`]).
+#[derive(Clone, Debug)]
+pub struct ObjectsMark {
+    objects: usize,
+    image: u32,
+    images: u32,
+    thread_image: BTreeMap<u32, u32>,
+}
+
 /// What the passes and the machine are told of one image's code.
 type ImageCode = (CodeInfo, Vec<(u64, SyncKind)>);
 
@@ -118,6 +127,29 @@ impl Objects {
     /// there were `n`).
     pub fn keep_first(&mut self, n: usize) {
         self.objects.truncate(n);
+    }
+
+    /// Where the objects and images stand now, for [`Objects::rewind`].
+    pub fn mark(&self) -> ObjectsMark {
+        ObjectsMark {
+            objects: self.objects.len(),
+            image: self.image,
+            images: self.images,
+            thread_image: self.thread_image.clone(),
+        }
+    }
+
+    /// Back to `mark`, taken of these objects earlier (a run restored from a snapshot): the
+    /// objects and images learnt since are forgotten, and so is the code information of every
+    /// image that has lost objects (an image made again after the rewind is another program).
+    pub fn rewind(&mut self, mark: &ObjectsMark) {
+        let lost: std::collections::BTreeSet<u32> =
+            self.objects[mark.objects.min(self.objects.len())..].iter().map(|o| o.image).collect();
+        self.objects.truncate(mark.objects);
+        self.image_code.retain(|&i, _| i < mark.images && !lost.contains(&i));
+        self.image = mark.image;
+        self.images = mark.images;
+        self.thread_image = mark.thread_image.clone();
     }
 
     /// An object loaded at `bias`, covering `[start, end)`, with its separate debug file if it

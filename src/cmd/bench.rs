@@ -134,6 +134,7 @@ fn bench_snapshots(a: &BenchArgs) -> Result<i32> {
     };
     run_to(&mut s, half);
     let threads = s.kernel().live_threads();
+    let processes = s.kernel().process_count();
     let (mut take, mut again, mut restore) = (Vec::new(), Vec::new(), Vec::new());
     let (mut held, mut again_held) = (0, 0);
     for _ in 0..runs {
@@ -171,13 +172,13 @@ fn bench_snapshots(a: &BenchArgs) -> Result<i32> {
     println!("restores find the pages written since a snapshot by: {}", emu::dirty::mode());
     println!();
     println!(
-        "| snapshot at | live threads | held (MiB) | take (ms) | again a tenth later: copied (MiB) | take (ms) | \
+        "| snapshot at | processes | live threads | held (MiB) | take (ms) | again a tenth later: copied (MiB) | take (ms) | \
          restore (ms) | reverse-stepi at the end (ms) |"
     );
-    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     let mib = |b: usize| b as f64 / f64::from(1 << 20);
     println!(
-        "| {half} | {threads} | {:.1} | {:.2} | {:.1} | {:.2} | {:.2} | {:.1} |",
+        "| {half} | {processes} | {threads} | {:.1} | {:.2} | {:.1} | {:.2} | {:.2} | {:.1} |",
         mib(held),
         ms(take),
         mib(again_held),

@@ -221,6 +221,7 @@ pub fn exploration_json(b: &driver::Branching) -> serde_json::Value {
         "from_snapshot": b.from_snapshot,
         "snapshots": b.snapshots,
         "refused": b.refused,
+        "refused_why": b.refused_why,
         "instructions": b.instructions,
         "instructions_from_start": b.instructions_from_start,
         "peak_snapshot_bytes": b.peak_bytes,

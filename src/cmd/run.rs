@@ -90,6 +90,14 @@ pub fn run(a: RunArgs) -> Result<i32> {
                 report.findings.len()
             );
         }
+        if let Some(b) = out.branching.filter(|b| b.refused > 0) {
+            driver::say!(
+                "ferrite: note: the run could not be snapshotted or restored {} time(s), and schedules re-ran from the \
+                 start or an earlier snapshot instead: {}",
+                b.refused,
+                b.refused_why.unwrap_or("unknown")
+            );
+        }
     }
     if let Some(path) = &opts.report {
         report.write(path)?;

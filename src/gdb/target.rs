@@ -332,9 +332,13 @@ impl MonitorCmd for Debuggee {
                     Some(e) => format!(" (the run has ended: {e:?})"),
                     None => String::new(),
                 };
+                let last = match t.last_rewind {
+                    Some(at) => format!(" (the last at instruction {at})"),
+                    None => String::new(),
+                };
                 outputln!(
                     out,
-                    "instruction {} in thread {}; run from its start {} times, back to a snapshot {} times{ended}",
+                    "instruction {} in thread {}; run from its start {} times, back to a snapshot {} times{last}{ended}",
                     t.now(),
                     t.current_thread(),
                     t.incarnations,

@@ -79,6 +79,8 @@ pub struct Timeline {
     interval: u64,
     /// Times the run went back to a snapshot.
     pub rewinds: u64,
+    /// The instruction count of the snapshot the run last went back to.
+    pub last_rewind: Option<u64>,
 }
 
 impl Timeline {
@@ -105,6 +107,7 @@ impl Timeline {
             checkpoints: Vec::new(),
             interval: INTERVAL,
             rewinds: 0,
+            last_rewind: None,
         };
         t.take_checkpoint();
         Ok(t)
@@ -146,6 +149,7 @@ impl Timeline {
                 self.session.rewind(&self.checkpoints[i])?;
                 self.ended = None;
                 self.rewinds += 1;
+                self.last_rewind = Some(self.checkpoints[i].icount());
             }
             None => self.restart()?,
         }

@@ -489,6 +489,8 @@ impl Kernel {
             libc::SYS_getpgid => self.getpgid(a[0], false),
             libc::SYS_getsid => self.getpgid(a[0], true),
             libc::SYS_getresuid | libc::SYS_getresgid => self.getresid(m, a),
+            // -1 means "keep" only for the set{re,res}*id calls: here it is an invalid id.
+            libc::SYS_setuid | libc::SYS_setgid if a[0] as u32 == u32::MAX => err(libc::EINVAL),
             libc::SYS_setuid | libc::SYS_setgid => process::setid(&a[..1]),
             libc::SYS_setreuid | libc::SYS_setregid => process::setid(&a[..2]),
             libc::SYS_setresuid | libc::SYS_setresgid => process::setid(&a[..3]),

@@ -43,6 +43,9 @@ pub const SOCK_CAPACITY: usize = 212_992;
 const FIRST_EPHEMERAL: u16 = 32768;
 const LAST_EPHEMERAL: u16 = 60999;
 
+/// A socket as descriptors (and listeners' queues) hold it.
+pub(crate) type SockRef = Rc<RefCell<Sock>>;
+
 /// A shared pipe: one direction of a connected socket.
 pub type Chan = Rc<RefCell<Pipe>>;
 
@@ -112,6 +115,14 @@ impl Net {
     /// port, so a restored run allocates what the original did.
     pub fn copy_keys(&self) -> Net {
         Net { names: BTreeMap::new(), next_key: self.next_key, next_port: self.next_port }
+    }
+
+    /// A copy for a snapshot of a kernel whose sockets were copied: each bound name names the
+    /// copy `find` gives of its socket (a name whose socket has no copy, being closed, goes).
+    pub(crate) fn copy_with(&self, find: &dyn Fn(&SockRef) -> Option<SockRef>) -> Net {
+        let names =
+            self.names.iter().filter_map(|(n, w)| Some((n.clone(), Rc::downgrade(&find(&w.upgrade()?)?)))).collect();
+        Net { names, next_key: self.next_key, next_port: self.next_port }
     }
 
     /// A fresh readiness key, for a pipe, socket, eventfd or epoll set.

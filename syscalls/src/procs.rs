@@ -68,8 +68,11 @@ pub(crate) struct Saved {
     /// Its address space and memory layout, if it owns them ([`Proc::space`]) and none of the
     /// processes sharing them runs: `None` while the machine holds them, and in a process that
     /// shares another's.
-    space: Option<(AddressSpace, MemLayout)>,
-    fds: FdTable,
+    pub(crate) space: Option<(AddressSpace, MemLayout)>,
+    /// In a snapshot's copy of the kernel: the memory layout of the space the process held, until
+    /// the machine's restore gives the space back ([`Kernel::give_address_spaces`]).
+    pub(crate) layout: Option<MemLayout>,
+    pub(crate) fds: FdTable,
     cwd: Option<String>,
     umask: u32,
     pub(crate) sigactions: [[u64; 4]; 65],
@@ -101,9 +104,28 @@ impl Proc {
         Proc { ppid: 1, pgid: PID, sid: PID, ended: None, saved: None, space: PID }
     }
 
-    /// A copy of a process that is running (a snapshot of a one-process kernel).
+    /// A copy of a process without its saved state (a snapshot's copy fills it in).
     pub(crate) fn copy_running(&self) -> Proc {
         Proc { ppid: self.ppid, pgid: self.pgid, sid: self.sid, ended: self.ended, saved: None, space: self.space }
+    }
+}
+
+impl Saved {
+    /// A copy for a snapshot of the kernel, with the descriptor table `fds` (copied by the
+    /// caller over the other processes' copies) and no address space yet: the layout of the one
+    /// it holds waits for it.
+    pub(crate) fn copy(&self, fds: FdTable) -> Saved {
+        Saved {
+            space: None,
+            // A copy of a copy (a snapshot restored) keeps the layout still waiting for its space.
+            layout: self.space.as_ref().map(|(_, mm)| mm.clone()).or_else(|| self.layout.clone()),
+            fds,
+            cwd: self.cwd.clone(),
+            umask: self.umask,
+            sigactions: self.sigactions,
+            fs_base: self.fs_base,
+            exe: self.exe.clone(),
+        }
     }
 }
 
@@ -201,6 +223,7 @@ impl Kernel {
         }
         let saved = Saved {
             space: space.map(|s| (s, self.mm.clone())),
+            layout: None,
             fds: FdTable { fds: self.fds.fds.clone(), limit: self.fds.limit },
             cwd: self.proc.cwd.clone(),
             umask: self.proc.umask,

@@ -7,24 +7,32 @@
 //! [`Kernel::fork_copy`] copies the state restored runs start from. Open host files, directories
 //! and pipes are not copied (a copy would share the host's file offset); a kernel that holds one
 //! gives no copy, and its runs are not restored from snapshots. [`Kernel::checkpoint_copy`] is
-//! the copy for snapshots of one run at any instruction (the debugger's timeline), which opens
-//! host files again and copies pipes.
+//! the copy for snapshots of one run at any instruction (the debugger's timeline, explorations),
+//! which opens host files again and copies pipes, sockets, epoll sets, eventfds and timerfds,
+//! over every process's descriptor table; the processes' address spaces are the machine's to
+//! snapshot and restore ([`Kernel::address_spaces`], [`Kernel::give_address_spaces`]). Only
+//! `--listen`'s bridge to host sockets is never copied.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 use emu::{Machine, Reg};
 
 use crate::fd::{Description, Fd, FdTable, Kind, Pipe};
+use crate::net::Sock;
+use crate::poll::{Epoll, EventFd, Interest, TimerFd};
 use crate::vfs::Target;
 use crate::Kernel;
 
 impl Kernel {
     /// A copy of the kernel's state for a recovery restored on another crash image, or `None`
-    /// if it holds open host files, directories or pipes.
+    /// if it holds open host files, directories or pipes, or more than one process.
     pub fn fork_copy(&self) -> Option<Kernel> {
-        self.copy(false)
+        if self.procs.len() > 1 {
+            return None;
+        }
+        self.copy(false).ok()
     }
 
     /// A copy of the whole kernel's state for a snapshot of the same run ([`emu::Machine::checkpoint`]):
@@ -33,76 +41,66 @@ impl Kernel {
     /// what they hold. `None` if a file cannot be opened again. The files' contents are the
     /// caller's to keep.
     pub fn checkpoint_copy(&self) -> Option<Kernel> {
+        self.checkpoint_copy_or_why().ok()
+    }
+
+    /// [`Kernel::checkpoint_copy`], or why there is none. With several processes, every
+    /// process's descriptor table is copied over one set of description copies (a description
+    /// a fork shares stays shared), and the copy's processes hold no address space: the caller
+    /// gives it those the machine restores ([`Kernel::give_address_spaces`]).
+    pub fn checkpoint_copy_or_why(&self) -> Result<Kernel, &'static str> {
         self.copy(true)
     }
 
-    fn copy(&self, files: bool) -> Option<Kernel> {
-        // Other processes' address spaces live in the machine's tables, which are not copied.
-        // Nor is a bridge to host clients ([`crate::listen`]): its sockets are the host's.
-        if self.procs.len() > 1 || self.listen.is_some() {
-            return None;
+    /// The address spaces of the processes that are not running, by pid: what
+    /// [`emu::Machine::checkpoint_spaces`] captures with the running one.
+    pub fn address_spaces(&self) -> Vec<&emu::AddressSpace> {
+        self.procs.values().filter_map(|p| p.saved.as_ref()?.space.as_ref().map(|(s, _)| s)).collect()
+    }
+
+    /// Takes the address spaces of the processes that are not running away, by pid (for
+    /// [`emu::Machine::restore_spaces`], which keeps those it can reuse).
+    pub fn take_address_spaces(&mut self) -> Vec<emu::AddressSpace> {
+        self.procs.values_mut().filter_map(|p| p.saved.as_mut()?.space.take().map(|(s, _)| s)).collect()
+    }
+
+    /// Gives a copy ([`Kernel::checkpoint_copy`]) the address spaces of its processes that are
+    /// not running, by pid, as [`Kernel::address_spaces`] listed them when the copy was made.
+    /// False if their number is not its processes'.
+    pub fn give_address_spaces(&mut self, spaces: Vec<emu::AddressSpace>) -> bool {
+        // The processes that held a space when the copy was made (owners of a space no running
+        // process runs in) kept its memory layout for it.
+        let holders: Vec<&mut crate::procs::Saved> =
+            self.procs.values_mut().filter_map(|p| p.saved.as_mut()).filter(|s| s.layout.is_some()).collect();
+        if holders.len() != spaces.len() {
+            return false;
         }
-        let mut fds = BTreeMap::new();
-        // Descriptors sharing one description (dup) share its copy, and the two ends of a pipe
-        // one pipe.
-        let mut copies: Vec<(*const RefCell<Description>, Rc<RefCell<Description>>)> = Vec::new();
-        let mut pipes: Vec<(*const RefCell<Pipe>, Rc<RefCell<Pipe>>)> = Vec::new();
-        let mut pipe_copy = |p: &Rc<RefCell<Pipe>>| {
-            let key = Rc::as_ptr(p);
-            if let Some((_, c)) = pipes.iter().find(|(k, _)| *k == key) {
-                return c.clone();
-            }
-            let o = p.borrow();
-            let c = Rc::new(RefCell::new(o.clone()));
-            pipes.push((key, c.clone()));
-            c
-        };
-        for (n, fd) in &self.fds.fds {
-            let key = Rc::as_ptr(&fd.desc);
-            let desc = match copies.iter().find(|(k, _)| *k == key) {
-                Some((_, c)) => c.clone(),
-                None => {
-                    let d = fd.desc.borrow();
-                    let kind = match &d.kind {
-                        Kind::Stdin => Kind::Stdin,
-                        Kind::Stdout => Kind::Stdout,
-                        Kind::Stderr => Kind::Stderr,
-                        Kind::Null => Kind::Null,
-                        Kind::Zero => Kind::Zero,
-                        Kind::Urandom => Kind::Urandom,
-                        Kind::Virtual { data, pos } => Kind::Virtual { data: data.clone(), pos: *pos },
-                        Kind::File { file, host, pm } if files => {
-                            Kind::File { file: reopen(file)?, host: host.clone(), pm: *pm }
-                        }
-                        Kind::Dir { host, entries, pos } if files => {
-                            Kind::Dir { host: host.clone(), entries: entries.clone(), pos: *pos }
-                        }
-                        Kind::PipeRead(p) if files => Kind::PipeRead(pipe_copy(p)),
-                        Kind::PipeWrite(p) if files => Kind::PipeWrite(pipe_copy(p)),
-                        // Sockets, eventfds and epoll sets share state with their peers and
-                        // the machine's names (net::Net): no copy is given, and such runs
-                        // are not restored from snapshots.
-                        Kind::File { .. }
-                        | Kind::Dir { .. }
-                        | Kind::PipeRead(_)
-                        | Kind::PipeWrite(_)
-                        | Kind::Socket(_)
-                        | Kind::EventFd(_)
-                        | Kind::Epoll(_)
-                        | Kind::TimerFd(_)
-                        | Kind::SignalFd(_) => return None,
-                    };
-                    let c =
-                        Rc::new(RefCell::new(Description { kind, guest_path: d.guest_path.clone(), flags: d.flags }));
-                    copies.push((key, c.clone()));
-                    c
-                }
+        for (h, s) in holders.into_iter().zip(spaces) {
+            h.space = h.layout.take().map(|mm| (s, mm));
+        }
+        true
+    }
+
+    fn copy(&self, files: bool) -> Result<Kernel, &'static str> {
+        // A bridge to host clients ([`crate::listen`]): its sockets are the host's.
+        if self.listen.is_some() {
+            return Err("--listen's connections are host sockets");
+        }
+        let mut c = Copier { files, ..Copier::default() };
+        let fds = c.table(&self.fds)?;
+        let mut procs = BTreeMap::new();
+        for (&pid, p) in &self.procs {
+            let saved = match &p.saved {
+                Some(s) => Some(s.copy(c.table(&s.fds)?)),
+                None => None,
             };
-            fds.insert(*n, Fd { desc, cloexec: fd.cloexec });
+            procs.insert(pid, crate::procs::Proc { saved, ..p.copy_running() });
         }
-        Some(Kernel {
+        c.fix_epolls();
+        let net = self.net.copy_with(&|s| c.socks.iter().find(|(k, _)| *k == Rc::as_ptr(s)).map(|(_, c)| c.clone()));
+        Ok(Kernel {
             cfg: self.cfg.clone(),
-            fds: FdTable { fds, limit: self.fds.limit },
+            fds,
             mm: self.mm.clone(),
             proc: self.proc.clone(),
             rng: self.rng.clone(),
@@ -128,8 +126,8 @@ impl Kernel {
             tmp: if files { self.tmp.clone() } else { Default::default() },
             block_keys: Vec::new(),
             block_wake: None,
-            net: self.net.copy_keys(),
-            procs: self.procs.iter().map(|(pid, p)| (*pid, p.copy_running())).collect(),
+            net,
+            procs,
             pid: self.pid,
             space_pid: self.space_pid,
             execs: Vec::new(),
@@ -167,6 +165,166 @@ impl Kernel {
                     self.private_rel(&g).is_some() || matches!(self.resolve(&g), Ok(Target::Host { pm: true, .. }))
                 })
             })
+    }
+}
+
+type EpollRef = Rc<RefCell<Epoll>>;
+
+/// Copies descriptor tables, each description once however many descriptors (of however many
+/// processes) share it, the two ends of a pipe over one pipe, and the in-machine objects behind
+/// descriptors as a graph: a socket's connection (two pipes its peer's copy shares), the
+/// connections queued on a listener, a datagram socket's peer, an epoll set's entries (the
+/// copies of the descriptions they watch), eventfds and timerfds.
+#[derive(Default)]
+struct Copier {
+    /// Whether host files, directories, pipes and the in-machine objects are copied (host files
+    /// opened again) or refused.
+    files: bool,
+    copies: Vec<(*const RefCell<Description>, Rc<RefCell<Description>>)>,
+    pipes: Vec<(*const RefCell<Pipe>, Rc<RefCell<Pipe>>)>,
+    socks: Vec<(*const RefCell<Sock>, Rc<RefCell<Sock>>)>,
+    /// Epoll sets and their copies, whose entries are filled in once every description is copied.
+    epolls: Vec<(EpollRef, EpollRef)>,
+}
+
+impl Copier {
+    fn sock(&mut self, s: &Rc<RefCell<Sock>>) -> Rc<RefCell<Sock>> {
+        let key = Rc::as_ptr(s);
+        if let Some((_, c)) = self.socks.iter().find(|(k, _)| *k == key) {
+            return c.clone();
+        }
+        let o = s.borrow();
+        // Registered before its peers are copied: a pair of datagram sockets names each other.
+        let c = Rc::new(RefCell::new(Sock {
+            domain: o.domain,
+            ty: o.ty,
+            id: o.id,
+            local: o.local.clone(),
+            peer: o.peer.clone(),
+            conn: None,
+            queue: None,
+            inbox: o.inbox.clone(),
+            dgram_peer: None,
+            shut_rd: o.shut_rd,
+            shut_wr: o.shut_wr,
+            opts: o.opts.clone(),
+        }));
+        self.socks.push((key, c.clone()));
+        let conn = o.conn.as_ref().map(|(rx, tx)| (self.pipe(rx), self.pipe(tx)));
+        let queue = o.queue.as_ref().map(|q| q.iter().map(|x| self.sock(x)).collect());
+        let dgram_peer = o.dgram_peer.as_ref().map(|w| match w.upgrade() {
+            Some(p) => Rc::downgrade(&self.sock(&p)),
+            None => Weak::new(),
+        });
+        let mut m = c.borrow_mut();
+        m.conn = conn;
+        m.queue = queue;
+        m.dgram_peer = dgram_peer;
+        drop(m);
+        c
+    }
+
+    /// Each epoll set's entries, watching the copies of what the original's watch.
+    fn fix_epolls(&mut self) {
+        for (orig, copy) in &self.epolls {
+            let interest = orig
+                .borrow()
+                .interest
+                .iter()
+                .map(|(&fd, i)| {
+                    let desc = i
+                        .desc
+                        .upgrade()
+                        .and_then(|d| self.copies.iter().find(|(k, _)| *k == Rc::as_ptr(&d)))
+                        .map_or_else(Weak::new, |(_, c)| Rc::downgrade(c));
+                    (fd, Interest { events: i.events, data: i.data, desc })
+                })
+                .collect();
+            copy.borrow_mut().interest = interest;
+        }
+    }
+
+    fn pipe(&mut self, p: &Rc<RefCell<Pipe>>) -> Rc<RefCell<Pipe>> {
+        let key = Rc::as_ptr(p);
+        if let Some((_, c)) = self.pipes.iter().find(|(k, _)| *k == key) {
+            return c.clone();
+        }
+        let c = Rc::new(RefCell::new(p.borrow().clone()));
+        self.pipes.push((key, c.clone()));
+        c
+    }
+
+    fn table(&mut self, t: &FdTable) -> Result<FdTable, &'static str> {
+        let files = self.files;
+        let mut fds = BTreeMap::new();
+        for (n, fd) in &t.fds {
+            let key = Rc::as_ptr(&fd.desc);
+            let desc = match self.copies.iter().find(|(k, _)| *k == key) {
+                Some((_, c)) => c.clone(),
+                None => {
+                    let d = fd.desc.borrow();
+                    let kind = match &d.kind {
+                        Kind::Stdin => Kind::Stdin,
+                        Kind::Stdout => Kind::Stdout,
+                        Kind::Stderr => Kind::Stderr,
+                        Kind::Null => Kind::Null,
+                        Kind::Zero => Kind::Zero,
+                        Kind::Urandom => Kind::Urandom,
+                        Kind::Virtual { data, pos } => Kind::Virtual { data: data.clone(), pos: *pos },
+                        Kind::File { file, host, pm } if files => Kind::File {
+                            file: reopen(file).ok_or("a host file the guest holds open cannot be opened again")?,
+                            host: host.clone(),
+                            pm: *pm,
+                        },
+                        Kind::Dir { host, entries, pos } if files => {
+                            Kind::Dir { host: host.clone(), entries: entries.clone(), pos: *pos }
+                        }
+                        Kind::PipeRead(p) if files => Kind::PipeRead(self.pipe(p)),
+                        Kind::PipeWrite(p) if files => Kind::PipeWrite(self.pipe(p)),
+                        Kind::Socket(s) if files => Kind::Socket(self.sock(s)),
+                        Kind::EventFd(e) if files => {
+                            let e = e.borrow();
+                            Kind::EventFd(Rc::new(RefCell::new(EventFd {
+                                count: e.count,
+                                semaphore: e.semaphore,
+                                id: e.id,
+                            })))
+                        }
+                        Kind::TimerFd(t) if files => {
+                            let t = t.borrow();
+                            Kind::TimerFd(Rc::new(RefCell::new(TimerFd {
+                                next: t.next,
+                                interval: t.interval,
+                                realtime: t.realtime,
+                                id: t.id,
+                            })))
+                        }
+                        Kind::Epoll(e) if files => {
+                            let copy = Rc::new(RefCell::new(Epoll { interest: BTreeMap::new(), id: e.borrow().id }));
+                            self.epolls.push((e.clone(), copy.clone()));
+                            Kind::Epoll(copy)
+                        }
+                        Kind::SignalFd(f) if files => {
+                            Kind::SignalFd(Rc::new(RefCell::new(crate::signalfd::SignalFd { mask: f.borrow().mask })))
+                        }
+                        Kind::File { .. } | Kind::Dir { .. } | Kind::PipeRead(_) | Kind::PipeWrite(_) => {
+                            return Err("the guest holds a host file, directory or pipe open")
+                        }
+                        // A recovery's copy: restored on other crash images' files, it keeps
+                        // to the plain descriptors.
+                        Kind::Socket(_) | Kind::EventFd(_) | Kind::Epoll(_) | Kind::TimerFd(_) | Kind::SignalFd(_) => {
+                            return Err("the guest holds a socket, eventfd, epoll set, timerfd or signalfd open")
+                        }
+                    };
+                    let c =
+                        Rc::new(RefCell::new(Description { kind, guest_path: d.guest_path.clone(), flags: d.flags }));
+                    self.copies.push((key, c.clone()));
+                    c
+                }
+            };
+            fds.insert(*n, Fd { desc, cloexec: fd.cloexec });
+        }
+        Ok(FdTable { fds, limit: t.limit })
     }
 }
 

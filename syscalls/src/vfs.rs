@@ -154,6 +154,15 @@ pub const GUEST_TMP_DIRS: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
 /// is the errno its creation failed with.
 pub(crate) type GuestTmp = Rc<std::cell::OnceCell<Result<tempfile::TempDir, i32>>>;
 
+/// Whether `name` is that of a ferrite process's private temporary directory
+/// (`crate::landlock::TempRoot`: `ferrite-PID-N`).
+fn is_temp_root_name(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("ferrite-") else { return false };
+    let mut parts = rest.split('-');
+    let digits = |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    digits(parts.next()) && digits(parts.next()) && parts.next().is_none()
+}
+
 /// A private overlay: the guest sees the host directory `lower` at the guest path `mount`, and
 /// what it changes there lives in `upper` (its own files in `files/`, the marks of the host's
 /// files it removed in `hidden/`).
@@ -440,8 +449,14 @@ impl Kernel {
         self.cfg.pm_dir.join(PRIVATE_CWD)
     }
 
-    /// Whether `rel`, or a directory above it, is marked gone from the overlay `ov`.
+    /// Whether `rel`, or a directory above it, is marked gone from the overlay `ov`. In the
+    /// temporary directories, ferrite's private directories (`ferrite-PID-N`: this run's, which
+    /// holds the upper layer, and other runs') are always gone: they would show host pids and
+    /// other runs, and differ from run to run.
     fn hidden(&self, ov: &Overlay, rel: &str) -> bool {
+        if ov.mount != self.cfg.cwd.to_string_lossy() && rel.split('/').next().is_some_and(is_temp_root_name) {
+            return true;
+        }
         let mut p = ov.upper.join("hidden");
         // Nothing marked yet (the usual case): one look-up instead of one per component.
         if std::fs::symlink_metadata(&p).is_err() {

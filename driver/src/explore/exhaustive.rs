@@ -210,7 +210,7 @@ impl<'r, 'a> Tree<'r, 'a> {
                 // A host file that cannot be opened again now: the path's other snapshots hold
                 // it too.
                 Err(_) => {
-                    self.counts.refused += 1;
+                    self.counts.refuse("a snapshot could not be restored (a host file cannot be opened again)");
                     false
                 }
             },
@@ -250,11 +250,15 @@ impl<'r, 'a> Tree<'r, 'a> {
                     if last.is_some_and(|l| at > branch && icount < l + SNAPSHOT_GAP) {
                         continue;
                     }
-                    let Some(c) = session.checkpoint() else {
-                        // Nothing changes that in this run (a pass, taint, validation), or not soon.
-                        self.counts.refused += 1;
-                        want = None;
-                        continue;
+                    let c = match session.checkpoint_or_why() {
+                        Ok(c) => c,
+                        Err(why) => {
+                            // Nothing changes that in this run (a pass, taint, validation, a
+                            // socket), or not soon.
+                            self.counts.refuse(why);
+                            want = None;
+                            continue;
+                        }
                     };
                     let bytes = c.bytes() as u64;
                     if self.held + bytes > self.budget.unwrap_or(0) {

@@ -70,6 +70,7 @@ pub fn run(
         counts.from_snapshot += c.from_snapshot;
         counts.snapshots += c.snapshots;
         counts.refused += c.refused;
+        counts.refused_why = counts.refused_why.or(c.refused_why);
         counts.instructions += c.instructions;
         counts.instructions_from_start += c.instructions_from_start;
         // The workers hold theirs at the same time.
@@ -143,7 +144,7 @@ impl<'r, 'a> Worker<'r, 'a> {
                     return Ok((RunReport::of(&s, &out), Some(out), instructions));
                 }
                 // A host file that cannot be opened again now.
-                self.counts.refused += 1;
+                self.counts.refuse("a host file of the run cannot be opened again");
                 self.start = Start::Refused;
             }
             Start::Nothing | Start::Refused => {}
@@ -156,14 +157,14 @@ impl<'r, 'a> Worker<'r, 'a> {
         if snapshot {
             session.stop_before_first_choice();
         }
-        let mut checkpoint = None;
+        let mut checkpoint = Err("the run ended before a second thread could run");
         let mut stopped = false;
         let end = loop {
             match session.drive_debug() {
                 Driven::End(end) => break end,
                 Driven::Decision => {
                     stopped = true;
-                    checkpoint = session.checkpoint();
+                    checkpoint = session.checkpoint_or_why();
                 }
                 // Stops only a debugger asks for; none is set.
                 _ => {}
@@ -176,17 +177,21 @@ impl<'r, 'a> Worker<'r, 'a> {
             // Reseeding checks that nothing before the stop depended on the schedule seed.
             let pristine = session.machine_mut().scheduler().reseeded(seed).is_some();
             self.start = match checkpoint {
-                Some(c) if stopped => {
+                Ok(c) if stopped => {
                     self.counts.snapshots += 1;
                     self.counts.peak_bytes = c.bytes() as u64;
                     Start::Snapshot(Box::new((session, dir, c)))
                 }
                 // Validation re-runs recoveries, which a copy would not.
-                None if !stopped && pristine && out.threads == 1 && s.recover.is_none() => {
+                Err(_) if !stopped && pristine && out.threads == 1 && s.recover.is_none() => {
                     Start::Same(Box::new(report.clone()), out.instructions)
                 }
-                _ => {
-                    self.counts.refused += 1;
+                Err(why) => {
+                    self.counts.refuse(why);
+                    Start::Refused
+                }
+                Ok(_) => {
+                    self.counts.refuse("the run stopped where it cannot be snapshotted");
                     Start::Refused
                 }
             };

@@ -137,6 +137,7 @@ impl Machine {
         self.remove_translations(start, end.max(start + 1));
         let st = self.uc.get_data_mut();
         st.code.decoder.invalidate(start, end);
+        st.code.own.forget(start, end);
         if let Some(t) = st.obs.taint.as_deref_mut() {
             t.forget_code(start, end);
         }

@@ -247,6 +247,14 @@ impl Specials {
         (h >> 6, 1 << (h & 63))
     }
 
+    /// Forgets the specials in `[start, end)` (code that changed there is decoded again, which
+    /// inserts what it has; the filter's bits stay, a filter may say yes wrongly).
+    pub(super) fn forget(&mut self, start: u64, end: u64) {
+        if !self.map.is_empty() {
+            self.map.retain(|&pc, _| pc < start || pc >= end);
+        }
+    }
+
     pub(super) fn insert(&mut self, pc: u64, special: Special) {
         let (i, b) = Specials::bit(pc);
         self.filter[i] |= b;

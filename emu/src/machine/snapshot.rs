@@ -25,10 +25,17 @@
 //! PM and shared file mappings (and, being taken before anything ran in parallel, more than one
 //! thread). Both capture the taint engine's state ([`crate::taint::TaintState`]): its label sets,
 //! memory shadow and register shadows; what it decoded stays, as the engine's translations do.
+//!
+//! With several processes ([`Machine::checkpoint_spaces`], [`Machine::restore_spaces`]) every
+//! other process's address space is held the same way (its table and pages, PM windows, SIGBUS
+//! ranges, physical slot), given by the kernel's process table, which gets them back restored
+//! in the same order: a live space at a slot the snapshot has is restored in place, swapped in
+//! as the running one for the while (so its unchanged registrations and translations stay), a
+//! slot it lacks is released, and a process that ended since gets a new space at its slot.
 
 use rustc_hash::FxHashMap;
 
-use super::{engine, EmuError, Machine};
+use super::{engine, state, AddressSpace, EmuError, Machine};
 use crate::callstack::{CallStack, StackTable};
 use crate::client::ClientState;
 use crate::memory::MemorySnapshot;
@@ -75,6 +82,15 @@ struct SavedThread {
     callstack: CallStack,
 }
 
+/// The address space of a process that was not running: its memory, PM windows and ranges past
+/// the end of a file, at its physical slot.
+struct SavedSpace {
+    base: u64,
+    memory: MemorySnapshot,
+    windows: Vec<(u64, u64, u64)>,
+    sigbus: Vec<(u64, u64)>,
+}
+
 /// The machine at a stop between two `run`s, as plain data.
 pub struct MachineSnapshot {
     memory: MemorySnapshot,
@@ -88,12 +104,23 @@ pub struct MachineSnapshot {
     windows: Vec<(u64, u64, u64)>,
     /// Ranges past the end of their file.
     sigbus: Vec<(u64, u64)>,
+    /// The running process's physical slot base (0 without processes).
+    base: u64,
+    /// The other processes' address spaces, in the order the caller gave them.
+    spaces: Vec<SavedSpace>,
+    /// Whether the machine had had processes.
+    processes: bool,
 }
 
 impl MachineSnapshot {
     /// Bytes of guest memory contents the snapshot holds.
     pub fn saved_bytes(&self) -> usize {
-        self.memory.saved_bytes()
+        self.memory.saved_bytes() + self.spaces.iter().map(|s| s.memory.saved_bytes()).sum::<usize>()
+    }
+
+    /// How many address spaces of processes that were not running it holds.
+    pub fn other_spaces(&self) -> usize {
+        self.spaces.len()
     }
 
     /// The retired-instruction count it was taken at.
@@ -125,31 +152,61 @@ impl Machine {
         self.checkpoint()
     }
 
+    /// [`Machine::checkpoint`] of a machine without other processes' address spaces: `None`
+    /// once the guest has forked or exec'ed (use [`Machine::checkpoint_spaces`] then).
+    pub fn checkpoint(&self) -> Option<MachineSnapshot> {
+        if self.processes {
+            return None;
+        }
+        self.checkpoint_spaces(&[]).ok()
+    }
+
     /// The whole machine as it is now, at any stop of [`Machine::run`] (any instruction
     /// boundary: [`Machine::stop_at`] stops at an exact count), restorable any number of times
     /// with [`Machine::restore`]: every thread's registers and call stack, the scheduler with its
     /// quantum and random stream, the PM device and windows, PMRace's hold and delay injection.
     /// The contents of files behind shared mappings are the caller's to keep (restore them
-    /// first). With taint tracking, its state too. `None` once the guest has forked (other
-    /// processes' address spaces are not captured).
-    pub fn checkpoint(&self) -> Option<MachineSnapshot> {
+    /// first). `spaces` are the address spaces of every process that is not running (the
+    /// kernel's process table holds them), in an order the caller keeps: [`Machine::restore_spaces`]
+    /// gives them back in that order. Each one's memory is captured as the running one's is
+    /// (copies of touched pages, shared with the previous snapshot where the host tracks
+    /// written pages; shared mappings' pages; a block several processes map is saved with
+    /// each); with taint tracking, the taint engine's state too. Refused, with the reason, in
+    /// the middle of a PM store being undone, or when `spaces` are not every other process's.
+    pub fn checkpoint_spaces(&self, spaces: &[&AddressSpace]) -> Result<MachineSnapshot, &'static str> {
         let st = self.uc.get_data();
-        // Other processes' address spaces are not captured. A torn or undone store is only ever
-        // pending inside `run` (it takes both before it returns).
-        if self.processes || st.pm.torn.is_some() || st.pm.undo.is_some() {
-            return None;
+        // A torn or undone store is only ever pending inside `run` (it takes both before it
+        // returns).
+        if st.pm.torn.is_some() || st.pm.undo.is_some() {
+            return Err("a PM store is half done");
         }
-        let mut ctx = self.uc.context_alloc().ok()?;
-        self.uc.context_save(&mut ctx).ok()?;
+        // The first process's slot (0) and every other slot taken: each is one process's.
+        let mut bases: Vec<u64> = spaces.iter().map(|s| s.mem.base()).chain([self.mem.base()]).collect();
+        bases.sort_unstable();
+        let slots = self.slots.iter().map(|&s| u64::from(s) << state::SLOT_SHIFT);
+        if !bases.iter().copied().eq([0].into_iter().chain(slots)) {
+            return Err("another process's address space was not given");
+        }
+        let err = "the engine cannot copy a thread's registers";
+        let mut ctx = self.uc.context_alloc().map_err(|_| err)?;
+        self.uc.context_save(&mut ctx).map_err(|_| err)?;
         let mut parked = Vec::with_capacity(self.parked.len());
         for (&tid, p) in &self.parked {
-            parked.push(SavedThread { tid, ctx: self.copy_context(&p.ctx, &ctx)?, callstack: p.callstack.clone() });
+            let copy = self.copy_context(&p.ctx, &ctx).ok_or(err)?;
+            parked.push(SavedThread { tid, ctx: copy, callstack: p.callstack.clone() });
         }
         // Keyed by tid, so that restoring is the same whatever the hash map's order.
         parked.sort_unstable_by_key(|t| t.tid);
         let sigbus: Vec<(u64, u64)> = self.sigbus.iter().map(|&(s, e, _)| (s, e)).collect();
         let s = &st.steer;
-        Some(MachineSnapshot {
+        let spaces = spaces
+            .iter()
+            .map(|a| {
+                let sigbus: Vec<(u64, u64)> = a.sigbus.iter().map(|&(s, e, _)| (s, e)).collect();
+                SavedSpace { base: a.mem.base(), memory: a.mem.snapshot(&sigbus), windows: a.windows.clone(), sigbus }
+            })
+            .collect();
+        Ok(MachineSnapshot {
             memory: self.mem.snapshot(&sigbus),
             ctx,
             icount: self.icount,
@@ -183,6 +240,9 @@ impl Machine {
             parked,
             windows: st.pm.windows.clone(),
             sigbus,
+            base: self.mem.base(),
+            spaces,
+            processes: self.processes,
         })
     }
 
@@ -203,40 +263,137 @@ impl Machine {
 
     /// Puts the machine back as it was at `snap`, keeping the engine's translations (those of
     /// code whose mapping changed are dropped). The debugger's breakpoints and watchpoints stay.
+    /// For a snapshot without other processes' address spaces, of a machine that holds none.
     pub fn restore(&mut self, snap: &MachineSnapshot) -> Result<(), EmuError> {
-        // Hooks of PM windows and SIGBUS ranges the snapshot does not have go first (deleting a
-        // hook invalidates the translations of its range only); those it has are kept.
-        if self.uc.get_data().pm.windows != snap.windows {
-            for (_, ids) in std::mem::take(&mut self.pm_hooks) {
-                for id in ids {
-                    let _ = self.uc.remove_hook(id);
-                }
-            }
-            self.uc.get_data_mut().pm.windows.clear();
-            for &w in &snap.windows {
-                self.add_window(w);
-            }
+        if !snap.spaces.is_empty() || !self.slots.is_empty() {
+            return Err(EmuError::Memory(crate::memory::MemError::Engine));
         }
-        if !self.sigbus.iter().map(|&(s, e, _)| (s, e)).eq(snap.sigbus.iter().copied()) {
-            for (_, _, ids) in std::mem::take(&mut self.sigbus) {
-                for id in ids {
-                    let _ = self.uc.remove_hook(id);
-                }
-            }
-            for &(s, e) in &snap.sigbus {
-                self.add_sigbus_range(s, e);
-            }
-        }
+        self.restore_spaces(snap, Vec::new()).map(drop)
+    }
+
+    /// [`Machine::restore`] of a machine with processes: `live` are the address spaces of the
+    /// processes that are not running now (the kernel's process table gives them up), and the
+    /// result those of `snap`'s, in the order [`Machine::checkpoint_spaces`] was given them.
+    /// An address space at the same physical slot as one of the snapshot's is restored in place
+    /// (its registrations and translations of unchanged code stay, as the running one's do);
+    /// the others' are released, and a process that has ended since gets a new one at its
+    /// slot, registered with the snapshot's table.
+    pub fn restore_spaces(
+        &mut self,
+        snap: &MachineSnapshot,
+        mut live: Vec<AddressSpace>,
+    ) -> Result<Vec<AddressSpace>, EmuError> {
+        // The budget's hook is at a PC of the process running now.
         if let Some(id) = self.limit_hook.take() {
             let _ = self.uc.remove_hook(id);
         }
         if let Some(at) = self.uc.get_data_mut().clock.limit_pc.take() {
             self.code_changed(at, at + 1);
         }
-        let changed = self.mem.restore(&mut self.uc, &snap.memory);
+        if !snap.spaces.is_empty() || snap.base != 0 {
+            // A snapshot of this machine with other processes was taken in virtual-TLB mode,
+            // which the machine never leaves; entering it again does nothing.
+            self.enter_virtual_tlb()?;
+        }
+        // The snapshot's running process's slot becomes the running one.
+        if self.mem.base() != snap.base {
+            let mut other = match live.iter().position(|s| s.mem.base() == snap.base) {
+                Some(i) => live.swap_remove(i),
+                None => self.new_space(snap.base),
+            };
+            let raw = self.raw_begin();
+            if !other.registered {
+                other.registered = self.register(&other.mem);
+            }
+            self.take_running(&mut other);
+            other.registered = true;
+            self.raw_end(raw);
+            live.push(other);
+        }
+        // Spaces of slots the snapshot does not have go.
+        let (keep, gone): (Vec<AddressSpace>, Vec<AddressSpace>) =
+            live.into_iter().partition(|s| snap.spaces.iter().any(|t| t.base == s.mem.base()));
+        for s in gone {
+            self.release_address_space(s);
+        }
+        let mut keep = keep;
+        let mut out = Vec::with_capacity(snap.spaces.len());
+        for saved in &snap.spaces {
+            let mut space = match keep.iter().position(|s| s.mem.base() == saved.base) {
+                Some(i) => keep.swap_remove(i),
+                None => self.new_space(saved.base),
+            };
+            // Restored as the running one is: swapped in for the while.
+            let raw = self.raw_begin();
+            if !space.registered {
+                space.registered = self.register(&space.mem);
+            }
+            self.take_running(&mut space);
+            self.raw_end(raw);
+            self.restore_running_space(&saved.memory, &saved.windows, &saved.sigbus);
+            let raw = self.raw_begin();
+            self.take_running(&mut space);
+            self.raw_end(raw);
+            out.push(space);
+        }
+        self.restore_running_space(&snap.memory, &snap.windows, &snap.sigbus);
+        self.processes |= snap.processes;
+        self.restore_threads(snap)?;
+        Ok(out)
+    }
+
+    /// An empty address space at `base`, its slot taken (for a process that ended since the
+    /// snapshot); its regions are registered when it is restored.
+    fn new_space(&mut self, base: u64) -> AddressSpace {
+        let slot = (base >> state::SLOT_SHIFT) as u32;
+        if slot != 0 {
+            self.slots.insert(slot);
+        }
+        self.registered += 1;
+        AddressSpace::empty(base)
+    }
+
+    /// Puts the running address space's memory, PM windows and SIGBUS ranges back as `memory`,
+    /// `windows` and `sigbus` have them.
+    fn restore_running_space(&mut self, memory: &MemorySnapshot, windows: &[(u64, u64, u64)], sigbus: &[(u64, u64)]) {
+        // Hooks of PM windows and SIGBUS ranges the snapshot does not have go first (deleting a
+        // hook invalidates the translations of its range only); those it has are kept.
+        if self.uc.get_data().pm.windows != windows {
+            let raw = self.raw_begin();
+            for (_, ids) in std::mem::take(&mut self.pm_hooks) {
+                for id in ids {
+                    let _ = self.uc.remove_hook(id);
+                }
+            }
+            self.raw_end(raw);
+            self.uc.get_data_mut().pm.windows.clear();
+            for &w in windows {
+                self.add_window(w);
+            }
+        }
+        if !self.sigbus.iter().map(|&(s, e, _)| (s, e)).eq(sigbus.iter().copied()) {
+            let raw = self.raw_begin();
+            for (_, _, ids) in std::mem::take(&mut self.sigbus) {
+                for id in ids {
+                    let _ = self.uc.remove_hook(id);
+                }
+            }
+            self.raw_end(raw);
+            for &(s, e) in sigbus {
+                self.add_sigbus_range(s, e);
+            }
+        }
+        // Unicorn drops the translations of what it unregisters through the TLB: raw.
+        let raw = self.raw_begin();
+        let changed = self.mem.restore(&mut self.uc, memory);
+        self.raw_end(raw);
         for (start, end) in changed {
             self.code_changed(start, end);
         }
+    }
+
+    /// The threads, the clock and what the hooks remember, as at `snap`.
+    fn restore_threads(&mut self, snap: &MachineSnapshot) -> Result<(), EmuError> {
         self.parked.clear();
         for t in &snap.parked {
             let ctx = self

@@ -19,14 +19,14 @@ use unicorn_engine::{Prot, TlbEntry, TlbType};
 /// Unicorn at its slot unless evicted, see [`REGISTERED`]), its PM windows and their hooks, its
 /// ranges past the end of a file, and what the hooks know of its code.
 pub struct AddressSpace {
-    mem: Memory,
+    pub(super) mem: Memory,
     /// Whether its regions are registered with Unicorn now (see [`REGISTERED`]).
-    registered: bool,
-    windows: Vec<(u64, u64, u64)>,
-    pm_hooks: Vec<(u64, Vec<unicorn_engine::UcHookId>)>,
-    sigbus: Vec<(u64, u64, Vec<unicorn_engine::UcHookId>)>,
-    decoder: crate::decode::Decoder,
-    own: hooks::Specials,
+    pub(super) registered: bool,
+    pub(super) windows: Vec<(u64, u64, u64)>,
+    pub(super) pm_hooks: Vec<(u64, Vec<unicorn_engine::UcHookId>)>,
+    pub(super) sigbus: Vec<(u64, u64, Vec<unicorn_engine::UcHookId>)>,
+    pub(super) decoder: crate::decode::Decoder,
+    pub(super) own: hooks::Specials,
 }
 
 /// Address spaces registered with Unicorn at once, at most: Unicorn's cost of registering a
@@ -38,7 +38,7 @@ const REGISTERED: usize = 8;
 
 impl AddressSpace {
     /// An empty address space at physical base `base`, registered (it holds nothing).
-    fn empty(base: u64) -> AddressSpace {
+    pub(super) fn empty(base: u64) -> AddressSpace {
         AddressSpace {
             mem: Memory::at_base(base),
             registered: true,
@@ -81,7 +81,7 @@ impl Machine {
     /// Unicorn's virtual-TLB mode, once: the first process keeps slot 0, where physical and
     /// guest addresses are the same, so its registrations, hooks and translations stay as they
     /// are.
-    fn enter_virtual_tlb(&mut self) -> Result<(), EmuError> {
+    pub(super) fn enter_virtual_tlb(&mut self) -> Result<(), EmuError> {
         if self.uc.get_data().phys.virt {
             return Ok(());
         }
@@ -104,7 +104,7 @@ impl Machine {
     /// writable memory copied, shared mappings and PM windows the same, registered at a free
     /// slot. From now on the machine has several processes: a private region that cannot be
     /// written gets a copy of its own before it becomes writable ([`Machine::protect`]), and
-    /// snapshots are refused. `None` when every slot is taken ([`state::SLOTS`] processes alive).
+    /// snapshots must be given the other processes' spaces ([`Machine::checkpoint_spaces`]). `None` when every slot is taken ([`state::SLOTS`] processes alive).
     pub fn fork_address_space(&mut self) -> Result<Option<AddressSpace>, EmuError> {
         let Some(slot) = (1..state::SLOTS).find(|&s| !self.slots.contains(&s)) else { return Ok(None) };
         self.enter_virtual_tlb()?;
@@ -158,8 +158,7 @@ impl Machine {
     /// process still maps stays with it), PM windows and SIGBUS ranges with them, what the hooks
     /// knew of the code, and the running thread's shadow call stack, whose frames named the old
     /// program. The caller loads the new program into the empty space, at the same slot.
-    /// Snapshots are refused from now on, as after a `fork`: what the caller knows of the objects
-    /// loaded is no longer one program's.
+    /// From now on, as after a `fork`, snapshots are [`Machine::checkpoint_spaces`]'s.
     pub fn exec_address_space(&mut self) {
         let mut old = AddressSpace::empty(self.mem.base());
         // One raw section (and one TLB flush) for the exchange and the releases.
@@ -208,7 +207,7 @@ impl Machine {
 
     /// Exchanges the running process's address space with `other`, inside a raw section (whose
     /// end flushes the TLB). `other.registered` is left as it was.
-    fn take_running(&mut self, other: &mut AddressSpace) {
+    pub(super) fn take_running(&mut self, other: &mut AddressSpace) {
         debug_assert!(self.uc.get_data().phys.raw || !self.uc.get_data().phys.virt);
         std::mem::swap(&mut self.mem, &mut other.mem);
         std::mem::swap(&mut self.pm_hooks, &mut other.pm_hooks);
@@ -224,7 +223,7 @@ impl Machine {
     }
 
     /// Removes the hooks of an address space's PM windows and SIGBUS ranges.
-    fn remove_space_hooks(
+    pub(super) fn remove_space_hooks(
         &mut self,
         pm_hooks: Vec<(u64, Vec<unicorn_engine::UcHookId>)>,
         sigbus: Vec<(u64, u64, Vec<unicorn_engine::UcHookId>)>,
@@ -238,7 +237,7 @@ impl Machine {
 
     /// Registers a table with Unicorn at its slot (counted in `registered`); false, with
     /// nothing registered, if Unicorn refuses.
-    fn register(&mut self, mem: &Memory) -> bool {
+    pub(super) fn register(&mut self, mem: &Memory) -> bool {
         let raw = self.raw_begin();
         let done = mem.register(&mut self.uc);
         if done.is_err() {
