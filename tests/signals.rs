@@ -129,3 +129,17 @@ fn queued_real_time_signals_keep_their_values_as_natively() {
         }
     }
 }
+
+/// A signal sent to one thread (`tgkill`) is that thread's: another thread's signalfd neither
+/// polls readable for it nor reads it, while one sent to the process is read (as natively).
+#[test]
+fn a_signalfd_reads_the_process_signals_not_another_threads() {
+    let prog = guest("sig_signalfd_thread");
+    let nat = native(&prog, &[], &[]);
+    nat.assert_code(0);
+    for seed in ["0", "1"] {
+        let emu = Ferrite::run(&prog).opts(&["--seed", seed]).go();
+        assert_same_stdout(&nat, &emu);
+    }
+    assert!(nat.stdout_str().contains("another thread's SIGUSR1: poll 0, read EAGAIN\n"), "{}", nat.describe());
+}

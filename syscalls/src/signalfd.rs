@@ -37,6 +37,12 @@ pub struct SignalFd {
     pub mask: u64,
 }
 
+/// Whether a pending signal was sent to its thread (`tkill`/`tgkill`, a fault), not to the
+/// process (`kill`, a POSIX timer's).
+fn to_thread(s: &SigInfo) -> bool {
+    s.code == SI_TKILL || (!s.from_kill && s.code != crate::timers::SI_TIMER)
+}
+
 /// Bytes of one `struct signalfd_siginfo`.
 const SIGINFO_SIZE: usize = 128;
 const SFD_CLOEXEC: i32 = libc::O_CLOEXEC;
@@ -104,13 +110,13 @@ impl Kernel {
         Ok(self.fds.insert(d, flags & SFD_CLOEXEC != 0)? as u64)
     }
 
-    /// Whether a signal of `mask` is pending for the running thread or its process.
+    /// Whether a signal of `mask` is pending for the running thread or its process (not one
+    /// sent to another of its threads).
     pub(crate) fn signalfd_ready(&self, mask: u64) -> bool {
-        let pid = self.pid;
-        self.threads
-            .values()
-            .filter(|t| t.pid == pid)
-            .any(|t| t.sigpending.iter().any(|s| mask & (1u64 << (s.signo - 1)) != 0))
+        let (cur, pid) = (self.current, self.pid);
+        self.threads.values().filter(|t| t.pid == pid).any(|t| {
+            t.sigpending.iter().any(|s| mask & (1u64 << (s.signo - 1)) != 0 && (t.tid == cur || !to_thread(s)))
+        })
     }
 
     /// The pending signal of `mask` Linux's `dequeue_signal` takes: the lowest-numbered of
@@ -119,24 +125,29 @@ impl Kernel {
     fn take_signal(&mut self, mask: u64) -> Option<SigInfo> {
         let (cur, pid) = (self.current, self.pid);
         let in_mask = |s: &SigInfo| mask & (1u64 << (s.signo - 1)) != 0;
-        let to_thread = |s: &SigInfo| s.code == SI_TKILL || (!s.from_kill && s.code != crate::timers::SI_TIMER);
-        let lowest = |p: &[SigInfo], private: bool| {
+        // `Some(true)`: only those sent to the thread; `Some(false)`: only those sent to the
+        // process; `None`: both.
+        let lowest = |p: &[SigInfo], directed: Option<bool>| {
             p.iter()
                 .enumerate()
-                .filter(|(_, s)| in_mask(s) && (!private || to_thread(s)))
+                .filter(|(_, s)| in_mask(s) && directed.is_none_or(|d| to_thread(s) == d))
                 .min_by_key(|(_, s)| s.signo)
                 .map(|(i, _)| i)
         };
         if let Some(t) = self.threads.get_mut(&cur) {
-            if let Some(i) = lowest(&t.sigpending, true) {
+            if let Some(i) = lowest(&t.sigpending, Some(true)) {
                 return Some(t.sigpending.remove(i));
             }
         }
+        // Signals sent to another thread are that thread's, not the process's.
         let (tid, i) = self
             .threads
             .values()
             .filter(|t| t.pid == pid)
-            .filter_map(|t| lowest(&t.sigpending, false).map(|i| (t.tid, i, t.sigpending[i].signo)))
+            .filter_map(|t| {
+                lowest(&t.sigpending, if t.tid == cur { None } else { Some(false) })
+                    .map(|i| (t.tid, i, t.sigpending[i].signo))
+            })
             .min_by_key(|x| (x.2, x.0))
             .map(|x| (x.0, x.1))?;
         self.threads.get_mut(&tid).map(|t| t.sigpending.remove(i))
