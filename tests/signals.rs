@@ -78,27 +78,36 @@ fn repeated_faults_sigpipe_and_xgetbv_behave_as_natively() {
     assert!(!out.contains("DISAGREES") && !out.contains("still alive"), "{}", emu.describe());
 }
 
-#[test]
-fn signalfd_with_epoll_reads_blocked_signals_as_natively() {
-    for name in ["sig_signalfd", "sig_signalfd.dyn"] {
-        let prog = guest(name);
+/// `name`, static and dynamic, prints what it prints natively and exits as natively, with each
+/// of `lines` in its output.
+fn as_natively(name: &str, lines: &[&str]) {
+    for name in [name.to_string(), format!("{name}.dyn")] {
+        let prog = guest(&name);
         let nat = native(&prog, &[], &[]);
         nat.assert_code(0);
         let emu = emulated(&prog, &[], &[]);
         assert_same_stdout(&nat, &emu);
         assert_same_status(&nat, &emu);
         let out = emu.stdout_str();
-        for line in [
+        for line in lines {
+            assert!(out.contains(line), "missing `{line}`:\n{}", emu.describe());
+        }
+    }
+}
+
+#[test]
+fn signalfd_with_epoll_reads_blocked_signals_as_natively() {
+    as_natively(
+        "sig_signalfd",
+        &[
             "read with nothing pending: EAGAIN\n",
             "epoll_wait wakes for SIGALRM: ok\n",
             "child: signal 17 code 1 status 5 pid ok 1\n",
             "blocking read: 128 bytes, signal 15 from child 1\n",
             "after re-mask: 128 bytes, signal 12\n",
             "failures: 0\n",
-        ] {
-            assert!(out.contains(line), "missing `{line}`:\n{}", emu.describe());
-        }
-    }
+        ],
+    );
     let hash = |seed: &str| {
         let run = Ferrite::run(&guest("sig_signalfd")).opts(&["--seed", seed, "--report", "r.json"]).go();
         run.assert_code(0);
@@ -109,25 +118,17 @@ fn signalfd_with_epoll_reads_blocked_signals_as_natively() {
 
 #[test]
 fn queued_real_time_signals_keep_their_values_as_natively() {
-    for name in ["sig_queue", "sig_queue.dyn"] {
-        let prog = guest(name);
-        let nat = native(&prog, &[], &[]);
-        nat.assert_code(0);
-        let emu = emulated(&prog, &[], &[]);
-        assert_same_stdout(&nat, &emu);
-        assert_same_status(&nat, &emu);
-        let out = emu.stdout_str();
-        for line in [
+    as_natively(
+        "sig_queue",
+        &[
             "sigtimedwait: signal 10 code -1 value 1 from self 1\nsigtimedwait: SIGRTMIN+0 code -1 value 101",
             "SIGRTMIN+2 code -1 value 203 from self 1\nthen: EAGAIN\n",
             "signalfd: SIGRTMIN+0 code -1 int 8 ptr 8\n",
             "handler: count 1 value 4242 code -1\n",
             "rt_tgsigqueueinfo: 0, handler count 2 value 99\n",
             "SI_USER to another process: EPERM\n",
-        ] {
-            assert!(out.contains(line), "missing `{line}`:\n{}", emu.describe());
-        }
-    }
+        ],
+    );
 }
 
 /// A signal sent to one thread (`tgkill`) is that thread's: another thread's signalfd neither

@@ -546,11 +546,8 @@ impl Hawkset {
         if let Some(id) = self.thread(tid).vc {
             return id;
         }
-        let mut v = self.hb.clock(tid).0;
-        while v.last() == Some(&0) {
-            v.pop();
-        }
-        let id = self.clocks.id(v);
+        // Interned as it comes: a dense copy of a sparse clock ends at its last non-zero slot.
+        let id = self.clocks.id(self.hb.clock(tid).0);
         self.thread(tid).vc = Some(id);
         id
     }

@@ -333,6 +333,16 @@ pub struct Branching {
 }
 
 impl Branching {
+    /// The summary line an exploration prints: how many of its `what`s (schedules, pmrace runs)
+    /// went on from a snapshot and what that saved.
+    pub fn summary(&self, what: &str) -> String {
+        format!(
+            "ferrite: {} {what}(s) went on from a snapshot, {} ran from the start; {} guest instructions run ({} \
+             from the start)",
+            self.from_snapshot, self.from_start, self.instructions, self.instructions_from_start
+        )
+    }
+
     /// Counts a refusal, and keeps `why` if it is the first.
     pub fn refuse(&mut self, why: &'static str) {
         self.refused += 1;
@@ -378,7 +388,7 @@ pub fn follow_scripts(program: &std::path::Path, argv: &[String]) -> std::io::Re
     let (mut program, mut argv) = (program.to_path_buf(), argv.to_vec());
     for _ in 0..6 {
         let bytes = loader::input::read_regular(&program, loader::input::PROGRAM_CAP)?;
-        let Some(line) = bytes.strip_prefix(b"#!") else { return Ok((program, argv, bytes)) };
+        let Some(line) = loader::script::shebang(&bytes) else { return Ok((program, argv, bytes)) };
         // As execve: a script runs only if it may be executed.
         if std::fs::metadata(&program).map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111)? == 0
         {
@@ -387,23 +397,15 @@ pub fn follow_scripts(program: &std::path::Path, argv: &[String]) -> std::io::Re
                 "a `#!` script without execute permission (chmod +x runs it under its interpreter)",
             ));
         }
-        let line = &line[..line.len().min(254)];
-        let line = String::from_utf8_lossy(&line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())]);
-        let line = line.trim_matches([' ', '\t']);
-        let (interp, arg) = match line.split_once([' ', '\t']) {
-            Some((i, a)) => (i, a.trim_start_matches([' ', '\t'])),
-            None => (line, ""),
-        };
-        if interp.is_empty() {
+        let Some(loader::script::Shebang { interp, arg }) = line else {
             return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "its `#!` line names no interpreter"));
-        }
-        let mut next = vec![interp.to_string()];
-        if !arg.is_empty() {
-            next.push(arg.to_string());
-        }
+        };
+        let interp = String::from_utf8_lossy(&interp).into_owned();
+        let mut next = vec![interp.clone()];
+        next.extend(arg.map(|a| String::from_utf8_lossy(&a).into_owned()));
         next.push(program.display().to_string());
         next.extend(argv.into_iter().skip(1));
-        (program, argv) = (PathBuf::from(interp), next);
+        (program, argv) = (PathBuf::from(&interp), next);
     }
     Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "more than five `#!` scripts in a row (ELOOP)"))
 }

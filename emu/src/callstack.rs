@@ -136,15 +136,6 @@ impl CallStack {
         [f.tail, f.sync]
     }
 
-    /// Marks the innermost frame as being in a synchronisation function reached by a jump (a
-    /// PLT stub's, ld.so's lazy-binding resolver's, a tail call): the function returns when the
-    /// frame does. Does nothing on an empty stack (no frame to return from).
-    pub fn set_top_sync(&mut self, sync: Option<SyncCall>) {
-        if let Some(f) = self.frames.last_mut() {
-            f.sync = sync;
-        }
-    }
-
     /// Whether a jump to the recognised function `kind` starts a call of it in the innermost
     /// frame: the frame is in no recognised function, or in a body of the program's
     /// ([`SyncKind::OmpBody`]: its code is the program's, and gcc ends a body with `jmp
@@ -270,12 +261,12 @@ mod tests {
     fn a_jump_into_a_sync_function_marks_the_innermost_frame() {
         let mut s = CallStack::default();
         // No frame: nothing to mark (nothing would return from it).
-        s.set_top_sync(Some((SyncKind::MutexLock, 0x100, 0)));
+        s.enter_by_jump((SyncKind::MutexLock, 0x100, 0));
         assert_eq!(s.top_sync(), None);
         // A wrapper called at 0x10 tail-jumps to the lock function: the lock returns to 0x15.
         s.push(0x10, 0x15);
         assert_eq!(s.top_sync(), None);
-        s.set_top_sync(Some((SyncKind::MutexLock, 0x100, 0)));
+        s.enter_by_jump((SyncKind::MutexLock, 0x100, 0));
         assert_eq!(s.top_sync(), Some((SyncKind::MutexLock, 0x100, 0)));
         assert_eq!(s.returned_to(0x15), [None, Some((SyncKind::MutexLock, 0x100, 0))]);
         assert_eq!(s.depth(), 0);

@@ -35,6 +35,7 @@
 
 mod elf;
 pub mod input;
+pub mod script;
 mod stack;
 mod symbols;
 

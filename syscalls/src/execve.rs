@@ -34,8 +34,6 @@ const AT_SYMLINK_NOFOLLOW: i32 = 0x100;
 const MAX_ARG_STRLEN: usize = 32 * 4096;
 /// Scripts whose interpreter is a script, at most (Linux's BINPRM_MAX_RECURSION); ELOOP beyond.
 const MAX_SCRIPTS: usize = 4;
-/// Bytes of a `#!` line Linux reads (BINPRM_BUF_SIZE).
-const SHEBANG_LINE: usize = 256;
 
 /// A program a process started with `execve`: what the reports need to name its code.
 #[derive(Clone, Debug)]
@@ -171,29 +169,14 @@ impl Kernel {
         let mut path = guest;
         for depth in 0..=MAX_SCRIPTS {
             let bytes = self.executable(&path)?;
-            if let Some(line) = bytes.strip_prefix(b"#!") {
+            if let Some(line) = loader::script::shebang(&bytes) {
                 if depth == MAX_SCRIPTS {
                     return err(libc::ELOOP);
                 }
-                let line = &line[..line.len().min(SHEBANG_LINE - 2)];
-                let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
-                let blank = |b: &u8| *b == b' ' || *b == b'\t';
-                let start = line.iter().position(|b| !blank(b)).unwrap_or(line.len());
-                let line = &line[start..];
-                let end = line.iter().rposition(|b| !blank(b)).map_or(0, |i| i + 1);
-                let line = &line[..end];
-                if line.is_empty() {
-                    return err(libc::ENOEXEC);
-                }
+                let loader::script::Shebang { interp, arg } = line.ok_or(Errno(libc::ENOEXEC))?;
                 // The interpreter, then everything after it as one argument, as Linux splits.
-                let split = line.iter().position(blank).unwrap_or(line.len());
-                let interp = line[..split].to_vec();
-                let arg = &line[split..];
-                let arg = &arg[arg.iter().position(|b| !blank(b)).unwrap_or(arg.len())..];
                 let mut next = vec![interp.clone()];
-                if !arg.is_empty() {
-                    next.push(arg.to_vec());
-                }
+                next.extend(arg);
                 next.push(path.clone().into_bytes());
                 next.extend(argv.into_iter().skip(1));
                 argv = next;

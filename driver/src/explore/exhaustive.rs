@@ -107,14 +107,7 @@ pub fn explore(
             if pending.is_empty() { ", every one" } else { "; more remain (raise --explore)" }
         );
         if snapshot_budget.is_some() && runs > 1 {
-            say!(
-                "ferrite: {} schedule(s) went on from a snapshot, {} ran from the start; {} guest instructions run \
-                 ({} from the start)",
-                b.from_snapshot,
-                b.from_start,
-                b.instructions,
-                b.instructions_from_start
-            );
+            say!("{}", b.summary("schedule"));
         }
     }
     out.branching = Some(b);

@@ -99,14 +99,7 @@ pub fn random(
     report.run.seed = spec.seed;
     report.run.schedules = n;
     if !spec.quiet && snapshots && n > 1 {
-        say!(
-            "ferrite: {} schedule(s) went on from a snapshot, {} ran from the start; {} guest instructions run ({} \
-             from the start)",
-            counts.from_snapshot,
-            counts.from_start,
-            counts.instructions,
-            counts.instructions_from_start
-        );
+        say!("{}", counts.summary("schedule"));
     }
     first.branching = Some(counts);
     Ok((report, first))

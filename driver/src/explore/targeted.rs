@@ -226,14 +226,7 @@ pub fn explore(
     let (mut report, mut out) = first.ok_or(SessionError::NoRun)?;
     let c = &runner.counts;
     if !spec.quiet && snapshots && runs > 1 {
-        say!(
-            "ferrite: {} pmrace run(s) went on from a snapshot, {} ran from the start; {} guest instructions run ({} \
-             from the start)",
-            c.from_snapshot,
-            c.from_start,
-            c.instructions,
-            c.instructions_from_start
-        );
+        say!("{}", c.summary("pmrace run"));
     }
     out.branching = Some(runner.counts);
     report.findings = analyses::Finding::merge(findings);
