@@ -172,7 +172,19 @@ impl CallStack {
     }
 
     /// The interned id of the current stack, interning the frames pushed since the last time.
+    #[inline]
     pub fn id(&mut self, table: &mut StackTable) -> StackId {
+        // Every event asks; the innermost frame is mostly interned already.
+        match self.frames.last() {
+            None => StackId(0),
+            Some(f) if f.node != NOT_INTERNED => f.node,
+            Some(_) => self.intern(table),
+        }
+    }
+
+    /// Interns the frames pushed since the last [`CallStack::id`] and returns the stack's id.
+    #[inline(never)]
+    fn intern(&mut self, table: &mut StackTable) -> StackId {
         // Frames are interned outermost first, so those not yet interned are the innermost.
         let first = self.frames.iter().rposition(|f| f.node != NOT_INTERNED).map_or(0, |i| i + 1);
         let mut parent = first.checked_sub(1).map_or(StackId(0), |i| self.frames[i].node);

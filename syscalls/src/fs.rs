@@ -445,7 +445,7 @@ impl Kernel {
     pub(crate) fn faccessat(&mut self, m: &mut Machine, dirfd: i32, path: u64, mode: i32) -> SysResult {
         let guest = self.path_arg(m, dirfd, path, true)?;
         let st = self.stat_path(&guest, true)?;
-        if mode & libc::W_OK != 0 && self.private_rel(&guest).is_none() && self.resolve_for_write(&guest).is_err() {
+        if mode & libc::W_OK != 0 && self.in_overlay(&guest).is_none() && self.resolve_for_write(&guest).is_err() {
             return err(libc::EACCES);
         }
         if mode & libc::X_OK != 0 && st.mode & 0o111 == 0 {
@@ -500,7 +500,7 @@ impl Kernel {
         let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
         let guest = self.path_arg(m, dirfd, path, follow)?;
         self.stat_path(&guest, follow)?;
-        if self.private_rel(&guest).is_none() && self.resolve_for_write(&guest).is_err() {
+        if self.in_overlay(&guest).is_none() && self.resolve_for_write(&guest).is_err() {
             return err(libc::EPERM);
         }
         Ok(0)
@@ -632,7 +632,7 @@ impl Kernel {
         self.track_tree(&from);
         self.track(&to);
         let wf =
-            if self.private_rel(&from).is_some() { self.resolve_for_rename(&from)? } else { self.write_target(&from)? };
+            if self.in_overlay(&from).is_some() { self.resolve_for_rename(&from)? } else { self.write_target(&from)? };
         let (pf, pt) = (wf.parent()?, self.write_target(&to)?.parent()?);
         // SAFETY: both descriptors are open directories and both names NUL-terminated C strings,
         // alive for the call.

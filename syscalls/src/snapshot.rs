@@ -162,7 +162,7 @@ impl Kernel {
             || paths.iter().any(|&(dirfd, addr)| {
                 // A private working directory holds each crash image's own files too.
                 self.path_arg(m, dirfd as i32, addr, false).is_ok_and(|g| {
-                    self.private_rel(&g).is_some() || matches!(self.resolve(&g), Ok(Target::Host { pm: true, .. }))
+                    self.in_overlay(&g).is_some() || matches!(self.resolve(&g), Ok(Target::Host { pm: true, .. }))
                 })
             })
     }

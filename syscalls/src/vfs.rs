@@ -163,14 +163,15 @@ fn is_temp_root_name(name: &str) -> bool {
     digits(parts.next()) && digits(parts.next()) && parts.next().is_none()
 }
 
-/// A private overlay: the guest sees the host directory `lower` at the guest path `mount`, and
+/// A private overlay: the guest sees the host directory `lower` at the same path, and
 /// what it changes there lives in `upper` (its own files in `files/`, the marks of the host's
 /// files it removed in `hidden/`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Overlay {
-    mount: String,
     lower: PathBuf,
     upper: PathBuf,
+    /// One of [`GUEST_TMP_DIRS`] (not the private working directory).
+    temp: bool,
 }
 
 /// A guest path inside a private overlay: the overlay, and the path relative to its mount (`""`
@@ -403,7 +404,7 @@ impl Kernel {
         let cwd = self.cfg.cwd.to_string_lossy();
         if self.cfg.private_cwd {
             if let Some(rel) = under(guest, &cwd) {
-                let ov = Overlay { mount: cwd.into_owned(), lower: self.cfg.cwd.clone(), upper: self.private_root() };
+                let ov = Overlay { lower: self.cfg.cwd.clone(), upper: self.private_root(), temp: false };
                 return Ok(Some(OverlayPath { ov, rel }));
             }
         }
@@ -416,13 +417,13 @@ impl Kernel {
                 return Ok(None);
             }
             let upper = self.guest_tmp()?.join(i.to_string());
-            return Ok(Some(OverlayPath { ov: Overlay { mount: t.to_string(), lower: PathBuf::from(t), upper }, rel }));
+            return Ok(Some(OverlayPath { ov: Overlay { lower: PathBuf::from(t), upper, temp: true }, rel }));
         }
         Ok(None)
     }
 
-    /// Whether `guest` lies in a private overlay (where every change is allowed).
-    pub(crate) fn private_rel(&self, guest: &str) -> Option<OverlayPath> {
+    /// `guest`'s place in a private overlay (where every change is allowed), if it lies in one.
+    pub(crate) fn in_overlay(&self, guest: &str) -> Option<OverlayPath> {
         self.overlay_path(guest).ok().flatten()
     }
 
@@ -454,7 +455,7 @@ impl Kernel {
     /// holds the upper layer, and other runs') are always gone: they would show host pids and
     /// other runs, and differ from run to run.
     fn hidden(&self, ov: &Overlay, rel: &str) -> bool {
-        if ov.mount != self.cfg.cwd.to_string_lossy() && rel.split('/').next().is_some_and(is_temp_root_name) {
+        if ov.temp && rel.split('/').next().is_some_and(is_temp_root_name) {
             return true;
         }
         let mut p = ov.upper.join("hidden");
@@ -493,7 +494,7 @@ impl Kernel {
     /// shows through (below the overlay's own copy, if any), which must be marked gone when the
     /// guest removes or renames the file.
     pub(crate) fn private_shown(&self, guest: &str) -> Option<OverlayPath> {
-        let p = self.private_rel(guest)?;
+        let p = self.in_overlay(guest)?;
         (!self.hidden(&p.ov, &p.rel) && std::fs::symlink_metadata(join_rel(&p.ov.lower, &p.rel)).is_ok()).then_some(p)
     }
 
@@ -538,7 +539,7 @@ impl Kernel {
     /// The entries of the directory `guest` of a private overlay: both layers, its own copies
     /// first, without what is marked gone. `None` outside a private overlay.
     pub(crate) fn private_listing(&self, guest: &str) -> Option<Vec<(std::ffi::OsString, PathBuf)>> {
-        let OverlayPath { ov, rel } = self.private_rel(guest)?;
+        let OverlayPath { ov, rel } = self.in_overlay(guest)?;
         let mut out: Vec<(std::ffi::OsString, PathBuf)> = Vec::new();
         let upper = join_rel(&ov.upper.join("files"), &rel);
         for e in std::fs::read_dir(&upper).into_iter().flatten().flatten() {

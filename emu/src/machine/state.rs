@@ -331,6 +331,7 @@ impl HookState {
     }
 
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub(super) fn emit(
         &mut self,
         kind: EventKind,
