@@ -144,13 +144,14 @@ use crate::inferred_locks::{within, InferredLocks};
 pub use crate::irh::IrhOrder;
 use crate::irh::{HeldStores, Publication};
 use crate::options::{option_pairs, parse_bool, parse_owner};
-use crate::persist::{durable_bytes, is_release_call, pieces, Interner, LineKeyed, LineRecords, ShadowSlab, Site};
+use crate::persist::{
+    durable_bytes, is_release_call, pieces, Interner, LineKeyed, LineRecords, ShadowSlab, Site, SiteIds,
+};
 use crate::screen::WindowPass;
 use crate::sync::{
     Edges, HappensBefore, Mode, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp, VectorClock, PMDK_LANE_LOCK,
 };
 use crate::{Analysis, CodeInfo, RawFinding, RawLocation};
-use emu::callstack::StackId;
 
 /// At most this many racing load sites are listed per finding (all are counted).
 pub const MAX_LOADS: usize = 8;
@@ -302,14 +303,14 @@ struct Held {
     ts: u32,
 }
 
-/// A store not yet out of its window: bytes `mask` of its line. 32 bytes: a line's list holds
-/// one inline in 40 (its site is split into its fields, and `flushed` is the top bit of the
-/// thread id, which no thread id reaches).
+/// A store not yet out of its window: bytes `mask` of its line. 24 bytes: a line's list holds
+/// one inline in 32 (its site is interned, and `flushed` is the top bit of the thread id, which
+/// no thread id reaches).
 #[derive(Clone, Copy, Debug)]
 struct Piece {
     mask: u64,
-    pc: u64,
-    stack: StackId,
+    /// The store's site, interned in [`Hawkset::sites`].
+    site: u32,
     /// The writer's thread id, and [`FLUSHED`]: the writer flushed these bytes after the store
     /// (or it was an NT store).
     tid_flushed: u32,
@@ -328,9 +329,6 @@ impl Piece {
     }
     fn flushed(&self) -> bool {
         self.tid_flushed & FLUSHED != 0
-    }
-    fn site(&self) -> Site {
-        (self.pc, self.stack)
     }
 }
 
@@ -442,6 +440,8 @@ pub struct Hawkset {
     /// A 4-byte slot per line of a touched page, and a list (one piece inline) only while the
     /// line has pending stores: most lines are persisted soon after they are stored.
     pending: ShadowSlab<PieceList>,
+    /// The pending stores' sites.
+    sites: SiteIds,
     /// Line → IRH publication state (only lines some PM access touched).
     irh: Publication,
     /// Stores persisted before their bytes were published (`irh_order=causal`), named by their
@@ -496,6 +496,7 @@ impl Hawkset {
             inter: FxHashMap::default(),
             pending: ShadowSlab::default(),
             spare_lists: Vec::new(),
+            sites: SiteIds::default(),
             irh: Publication::new(opts.irh),
             held: HeldStores::new(opts.irh_order == IrhOrder::Causal),
             decided: Vec::new(),
@@ -624,7 +625,7 @@ impl Hawkset {
             line,
             mask,
             tid: piece.tid(),
-            site: piece.site(),
+            site: self.sites.get(piece.site),
             end,
             flushed: piece.flushed(),
             eff,
@@ -679,7 +680,7 @@ impl Hawkset {
             }
             let vc = self.clock(tid);
             let piece =
-                Piece { mask, pc: site.0, stack: site.1, tid_flushed: tid | if nt { FLUSHED } else { 0 }, ls, vc };
+                Piece { mask, site: self.sites.id(site), tid_flushed: tid | if nt { FLUSHED } else { 0 }, ls, vc };
             let list = self.pending.get_mut(line);
             if list.len() == list.inline_size() && !list.spilled() {
                 // A second piece: onto a buffer a line gave back, not a new allocation.

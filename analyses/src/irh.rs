@@ -32,21 +32,34 @@ use smallvec::SmallVec;
 use crate::persist::ShadowLines;
 use crate::sync::{Edges, HappensBefore, SyncOp, PMDK_PSEUDO_LOCK};
 
-/// Publication state of one line for the IRH: 24 bytes in the line's shadow block. The first
-/// thread that touched unpublished bytes is inline; most lines are only ever touched by one (a
-/// thread's own data, initialisation). Further threads' bytes live in [`Publication::more`].
+/// Publication state of one line for the IRH: 12 bytes in the line's shadow block. Most lines
+/// are only ever touched by one thread (a thread's own data, initialisation) and have nothing
+/// published: that thread and its bytes are inline. A line a second thread touched keeps its
+/// published bytes and every thread's unpublished ones in [`Publication::shared`], and `who`
+/// names that entry instead of a thread.
 #[derive(Clone, Copy, Default, Debug)]
+#[repr(C, packed(4))]
 struct IrhLine {
-    published: u64,
-    /// Unpublished bytes the inline thread touched (0: none).
+    /// Unpublished bytes the inline thread touched (0: none); unused while `who` is [`SHARED`].
     mask: u64,
-    tid: u32,
-    /// Index + 1 of the line's other threads in [`Publication::more`] (0: none).
-    more: u32,
+    /// The inline thread's id, or [`SHARED`] with the index of the line's entry in
+    /// [`Publication::shared`].
+    who: u32,
 }
+
+/// [`IrhLine::who`]'s flag: the line's state is in [`Publication::shared`] (no thread id
+/// reaches it).
+const SHARED: u32 = 1 << 31;
 
 /// Threads that touched unpublished bytes of a line, with those bytes.
 type Seen = SmallVec<[(u32, u64); 4]>;
+
+/// A line more than one thread touched: its published bytes and the threads' unpublished ones.
+#[derive(Clone, Default, Debug)]
+struct SharedLine {
+    published: u64,
+    seen: SmallVec<[(u32, u64); 2]>,
+}
 
 /// HawkSet's initialization removal heuristic (§3.1.3), per byte: a byte is *published* once
 /// `threshold + 1` distinct threads have accessed it. A store persisted (or overwritten) before
@@ -56,15 +69,14 @@ type Seen = SmallVec<[(u32, u64); 4]>;
 pub(crate) struct Publication {
     threshold: u32,
     lines: ShadowLines<IrhLine>,
-    /// The threads beyond a line's first, for the lines that have them, and free entries.
-    more: Vec<SmallVec<[(u32, u64); 2]>>,
-    free: Vec<u32>,
+    /// The lines a second thread touched.
+    shared: Vec<SharedLine>,
 }
 
 impl Publication {
     /// The heuristic with this threshold (`irh=N`).
     pub(crate) fn new(threshold: u32) -> Publication {
-        Publication { threshold, lines: ShadowLines::default(), more: Vec::new(), free: Vec::new() }
+        Publication { threshold, lines: ShadowLines::default(), shared: Vec::new() }
     }
 
     /// Registers an access by `tid` to bytes `mask` of `line`, and returns the bytes this access
@@ -74,28 +86,26 @@ impl Publication {
             return 0;
         }
         let e = *self.lines.get_mut(line);
-        let fresh = mask & !e.published;
-        if fresh == 0 {
-            return 0;
-        }
-        // Bytes this thread touched before and no other thread has: nothing changes (the common
-        // case of a thread's own data, whatever its neighbours on the line do).
-        if e.more == 0 && (e.mask == 0 || e.tid == tid) {
-            if e.mask & fresh == fresh {
+        let (who, inline_mask) = (e.who, e.mask);
+        let (before, mut seen, entry) = if who & SHARED == 0 {
+            // Bytes this thread touched before and no other thread has: nothing changes (the
+            // common case of a thread's own data, whatever its neighbours on the line do).
+            if inline_mask == 0 || who == tid {
+                if inline_mask & mask != mask {
+                    *self.lines.get_mut(line) = IrhLine { mask: inline_mask | mask, who: tid };
+                }
                 return 0;
             }
-            let e = self.lines.get_mut(line);
-            e.tid = tid;
-            e.mask |= fresh;
-            return 0;
-        }
-        let mut seen = Seen::new();
-        if e.mask != 0 {
-            seen.push((e.tid, e.mask));
-        }
-        if e.more != 0 {
-            seen.extend(self.more[e.more as usize - 1].iter().copied());
-        }
+            (0, Seen::from_slice(&[(who, inline_mask)]), None)
+        } else {
+            let i = who & !SHARED;
+            let x = &self.shared[i as usize];
+            if mask & !x.published == 0 {
+                return 0;
+            }
+            (x.published, x.seen.iter().copied().collect(), Some(i))
+        };
+        let fresh = mask & !before;
         let (mut own, mut others) = (0u64, 0u64);
         for &(t, m) in &seen {
             if t == tid {
@@ -107,8 +117,7 @@ impl Publication {
         if own & fresh == fresh && others & fresh == 0 {
             return 0;
         }
-        let before = e.published;
-        let mut published = e.published;
+        let mut published = before;
         match seen.iter_mut().find(|(t, _)| *t == tid) {
             Some((_, m)) => *m |= fresh,
             None => seen.push((tid, fresh)),
@@ -131,35 +140,29 @@ impl Publication {
             s.1 &= !published;
         }
         seen.retain(|s| s.1 != 0);
-        self.store(line, published, &seen, e.more);
+        self.store(line, published, &seen, entry);
         published & !before
     }
 
-    /// Writes a line's state back: the first thread inline, the others in `more`.
-    fn store(&mut self, line: u64, published: u64, seen: &[(u32, u64)], more: u32) {
-        let (tid, mask) = seen.first().copied().unwrap_or((0, 0));
-        let rest = seen.get(1..).unwrap_or_default();
-        let more = match (more, rest.is_empty()) {
-            (0, true) => 0,
-            (m, true) => {
-                self.more[m as usize - 1] = SmallVec::new();
-                self.free.push(m);
-                0
+    /// Writes a line's state back: inline while one thread touched it and nothing is
+    /// published, else in its entry of `shared` (kept for good: published bytes stay so, and a
+    /// second thread's bytes are unpublished until they are).
+    fn store(&mut self, line: u64, published: u64, seen: &[(u32, u64)], entry: Option<u32>) {
+        let state = match entry {
+            None if published == 0 && seen.len() <= 1 => {
+                let (tid, mask) = seen.first().copied().unwrap_or((0, 0));
+                IrhLine { mask, who: tid }
             }
-            (0, false) => {
-                let m = self.free.pop().unwrap_or_else(|| {
-                    self.more.push(SmallVec::new());
-                    self.more.len() as u32
+            _ => {
+                let i = entry.unwrap_or_else(|| {
+                    self.shared.push(SharedLine::default());
+                    self.shared.len() as u32 - 1
                 });
-                self.more[m as usize - 1] = rest.iter().copied().collect();
-                m
-            }
-            (m, false) => {
-                self.more[m as usize - 1] = rest.iter().copied().collect();
-                m
+                self.shared[i as usize] = SharedLine { published, seen: seen.iter().copied().collect() };
+                IrhLine { mask: 0, who: SHARED | i }
             }
         };
-        *self.lines.get_mut(line) = IrhLine { published, mask, tid, more };
+        *self.lines.get_mut(line) = state;
     }
 
     /// The bytes of `mask` of `line` that are published.
@@ -167,7 +170,10 @@ impl Publication {
         if self.threshold == 0 {
             return mask;
         }
-        self.lines.get(line).map_or(0, |e| e.published & mask)
+        match self.lines.get(line) {
+            Some(e) if e.who & SHARED != 0 => self.shared[(e.who & !SHARED) as usize].published & mask,
+            _ => 0,
+        }
     }
 }
 
@@ -370,18 +376,21 @@ mod tests {
         assert_eq!(p.touch(3, 3, 0xff), 0x0f, "thread 1 touched them: thread 3 is the second");
         assert_eq!(p.touch(2, 3, 0x0f00), 0x0f00);
         assert_eq!(p.published(3, u64::MAX), 0xffff);
-        // Threads beyond the inline one come and go without losing bytes.
+        // A second thread moves the line to a side entry, which keeps every thread's bytes.
         let mut p = Publication::new(2);
         for t in 1..=2 {
             assert_eq!(p.touch(t, 9, 0xff), 0);
         }
+        assert_eq!(p.shared.len(), 1);
         assert_eq!(p.touch(3, 9, 0x01), 0x01);
         assert_eq!(p.touch(3, 9, 0xfe), 0xfe);
         assert_eq!(p.published(9, u64::MAX), 0xff);
-        assert_eq!((p.more.len(), p.free.len()), (1, 1), "the emptied side entry is free again");
+        assert_eq!(p.touch(1, 9, 0xff), 0, "published bytes stay so");
         assert_eq!(p.touch(4, 10, 0x1), 0);
-        assert_eq!(p.touch(5, 10, 0x1), 0);
-        assert_eq!(p.free.len(), 0, "and reused");
+        assert_eq!(p.touch(4, 10, 0x2), 0);
+        assert_eq!(p.shared.len(), 1, "one thread's line stays inline");
+        assert_eq!(p.published(10, u64::MAX), 0);
+        assert_eq!(std::mem::size_of::<super::IrhLine>(), 12);
         assert_eq!(Publication::new(0).touch(1, 1, 1), 0);
     }
     use crate::sync::{Mode, SyncOp};

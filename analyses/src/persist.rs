@@ -45,6 +45,39 @@ impl<T: std::hash::Hash + Eq + Clone> Interner<T> {
     }
 }
 
+/// Program points interned as 4-byte ids, for the per-line records of the passes that keep one
+/// per pending store or window; consecutive accesses mostly share a site, so the last one is
+/// remembered and most look-ups hash nothing.
+#[derive(Clone, Debug)]
+pub(crate) struct SiteIds {
+    sites: Interner<Site>,
+    last: (Site, u32),
+}
+
+impl Default for SiteIds {
+    fn default() -> Self {
+        SiteIds { sites: Interner::default(), last: ((u64::MAX, StackId(u32::MAX)), 0) }
+    }
+}
+
+impl SiteIds {
+    /// The id of `site`, a new one the first time.
+    #[inline]
+    pub(crate) fn id(&mut self, site: Site) -> u32 {
+        if self.last.0 == site {
+            return self.last.1;
+        }
+        let id = self.sites.id(site);
+        self.last = (site, id);
+        id
+    }
+
+    /// The site of an id.
+    pub(crate) fn get(&self, id: u32) -> Site {
+        *self.sites.get(id)
+    }
+}
+
 /// The line pieces of an access: `(line, byte mask within the line)`.
 pub(crate) fn pieces(dev: u64, size: u32) -> impl Iterator<Item = (u64, u64)> {
     let end = dev + u64::from(size.max(1));
@@ -363,6 +396,7 @@ impl<L: Default> ShadowSlab<L> {
         let slot = slots.get_mut(key);
         if *slot == 0 {
             *slot = free.pop().unwrap_or_else(|| slab.push(L::default()) as u32);
+            debug_assert!(*slot & INLINE == 0, "a slab of 2^31 lists");
         }
         &mut slab[*slot as usize]
     }
@@ -389,38 +423,120 @@ impl<L: Default> ShadowSlab<L> {
 
 /// A list of entries per entry of a [`ShadowLines`] table (vardalith's windows per line: a window
 /// id with the line's 8-byte granules it covers, see `vardalith::by_line`), for tables whose
-/// entries are mostly empty ([`ShadowSlab`]): a list (up to two entries inline) only for the
-/// entries that hold some. Lists emptied by [`ShadowSlab::retain`] go back to the slab.
-pub(crate) type ShadowLists = ShadowSlab<smallvec::SmallVec<[u64; 2]>>;
+/// entries are mostly empty or hold one entry. A list of one small entry (an id below 2²³ and
+/// granule bits below 2⁸, [`ShadowLists::inline`]) lives in the 4-byte slot itself; longer lists
+/// take a slab entry ([`ShadowSlab`], up to two entries without an allocation of their own).
+/// Emptied lists give their slab entries back.
+#[derive(Clone, Default)]
+pub(crate) struct ShadowLists {
+    slab: ShadowSlab<List>,
+}
+
+/// A list of [`ShadowLists`] in the slab.
+pub(crate) type List = smallvec::SmallVec<[u64; 2]>;
+
+/// A [`ShadowLists`] slot holding its one entry: the flag, the entry's high bits from bit 23, its
+/// id below.
+const INLINE: u32 = 1 << 31;
+const INLINE_ID_BITS: u32 = 23;
 
 impl ShadowLists {
-    /// Takes the list of `key` (empty if it has none), to be put back with [`ShadowLists::put`].
-    pub(crate) fn take(&mut self, key: u64) -> smallvec::SmallVec<[u64; 2]> {
-        self.get_mut_if(key).map(std::mem::take).unwrap_or_default()
+    /// `entry` packed into a slot, if it fits.
+    fn inline(entry: u64) -> Option<u32> {
+        let (id, high) = (entry as u32, entry >> 32);
+        (id < 1 << INLINE_ID_BITS && high < 1 << (31 - INLINE_ID_BITS))
+            .then_some(INLINE | (high as u32) << INLINE_ID_BITS | id)
     }
 
-    /// Puts back a list taken from `key`.
-    pub(crate) fn put(&mut self, key: u64, ids: smallvec::SmallVec<[u64; 2]>) {
-        if let Some(l) = self.get_mut_if(key) {
-            *l = ids;
-        } else if !ids.is_empty() {
-            *self.get_mut(key) = ids;
+    /// The entry packed in an inline slot.
+    fn unpack(slot: u32) -> u64 {
+        let slot = slot & !INLINE;
+        u64::from(slot & ((1 << INLINE_ID_BITS) - 1)) | u64::from(slot >> INLINE_ID_BITS) << 32
+    }
+
+    /// Appends `entry` to the list of `key`.
+    pub(crate) fn push(&mut self, key: u64, entry: u64) {
+        let slot = *self.slab.slots.get_mut(key);
+        if slot == 0 {
+            if let Some(s) = Self::inline(entry) {
+                *self.slab.slots.get_mut(key) = s;
+                return;
+            }
         }
+        if slot & INLINE != 0 {
+            *self.slab.slots.get_mut(key) = 0;
+            let list = self.slab.get_mut(key);
+            list.push(Self::unpack(slot));
+            list.push(entry);
+            return;
+        }
+        self.slab.get_mut(key).push(entry);
+    }
+
+    /// Takes the list of `key` (empty if it has none), to be put back with [`ShadowLists::put`].
+    pub(crate) fn take(&mut self, key: u64) -> List {
+        match self.slab.slots.get_mut_if(key) {
+            Some(slot) if *slot & INLINE != 0 => {
+                let e = Self::unpack(*slot);
+                *slot = 0;
+                smallvec::smallvec![e]
+            }
+            _ => self.slab.get_mut_if(key).map(std::mem::take).unwrap_or_default(),
+        }
+    }
+
+    /// Puts back a list taken from `key` (changed or not).
+    pub(crate) fn put(&mut self, key: u64, ids: List) {
+        let one = match ids.as_slice() {
+            [] => {
+                self.slab.release(key);
+                return;
+            }
+            [e] => Self::inline(*e),
+            _ => None,
+        };
+        match one {
+            Some(s) => {
+                self.slab.release(key);
+                *self.slab.slots.get_mut(key) = s;
+            }
+            None => *self.slab.get_mut(key) = ids,
+        }
+    }
+
+    /// Replaces the entry of `key` for which `is` holds by `by`.
+    pub(crate) fn replace(&mut self, key: u64, is: impl Fn(u64) -> bool, by: u64) {
+        let mut ids = self.take(key);
+        if let Some(e) = ids.iter_mut().find(|e| is(**e)) {
+            *e = by;
+        }
+        self.put(key, ids);
     }
 
     /// Keeps the entries for which `keep` holds, in every list.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(u64) -> bool) {
-        let ShadowSlab { slots, slab, free } = self;
+        let ShadowSlab { slots, slab, free } = &mut self.slab;
         slots.each_mut(|slot| {
             if *slot == 0 {
                 return;
             }
+            if *slot & INLINE != 0 {
+                if !keep(Self::unpack(*slot)) {
+                    *slot = 0;
+                }
+                return;
+            }
             let l = &mut slab[*slot as usize];
             l.retain(|id| keep(*id));
-            if l.is_empty() {
-                *l = smallvec::SmallVec::new();
+            let one = match l.as_slice() {
+                [] => Some(0),
+                [e] => Self::inline(*e),
+                _ => None,
+            };
+            if let Some(s) = one {
+                *l = List::new();
                 free.push(*slot);
-                *slot = 0;
+                *slot = s;
             }
         });
     }
@@ -428,7 +544,27 @@ impl ShadowLists {
 
 #[cfg(test)]
 mod shadow_tests {
-    use super::ShadowLines;
+    use super::{ShadowLines, ShadowLists};
+
+    #[test]
+    fn lists_of_one_small_entry_live_in_their_slot() {
+        let mut l = ShadowLists::default();
+        let big = 1 << 30 | 3 << 32;
+        l.push(7, 5 | 0xff << 32);
+        assert_eq!(l.slab.slab.len(), 1, "inline: no slab entry");
+        l.push(7, big);
+        l.push(9, big);
+        assert_eq!(l.take(7).as_slice(), &[5 | 0xff << 32, big]);
+        l.put(7, smallvec::smallvec![big]);
+        assert_eq!(l.take(9).as_slice(), &[big]);
+        l.put(9, smallvec::smallvec![big]);
+        l.replace(9, |e| e == big, 4);
+        assert_eq!(l.take(9).as_slice(), &[4]);
+        l.put(9, smallvec::smallvec![4, 6]);
+        l.retain(|e| e != 4 && e != big);
+        assert_eq!((l.take(7).as_slice(), l.take(9).as_slice()), (&[][..], &[6][..]));
+        assert_eq!(l.slab.free.len(), 2, "emptied and inlined lists gave their entries back");
+    }
 
     #[test]
     fn lines_keep_their_state_across_pages() {

@@ -123,11 +123,10 @@ use crate::inferred_locks::{within, InferredLocks};
 pub use crate::irh::IrhOrder;
 use crate::irh::{HeldStores, Publication};
 use crate::options::{option_pairs, parse_bool, parse_owner};
-use crate::persist::{durable_bytes, is_release_call, pieces, ChunkVec, Interner, ShadowLists, Site};
+use crate::persist::{durable_bytes, is_release_call, pieces, ChunkVec, Interner, ShadowLists, Site, SiteIds};
 use crate::screen::WindowPass;
 use crate::sync::{Edges, HappensBefore, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp};
 use crate::{Analysis, CodeInfo, RawFinding, RawLocation};
-use emu::callstack::StackId;
 
 /// How overlap is decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -358,9 +357,8 @@ pub struct Vardalith {
     exited_with_stores: usize,
     /// (store site, load site) → (store thread, load thread, occurrences).
     pairs: BTreeMap<(Site, Site), PairCount>,
-    /// The windows' sites, and the last one looked up.
-    sites: Interner<Site>,
-    last_site: (Site, u32),
+    /// The windows' sites.
+    sites: SiteIds,
     /// Overlaps on words a locked RMW targeted, by (store site, load site, line, bytes): kept
     /// apart until the end, when those on words confirmed as locks are dropped.
     word_pairs: BTreeMap<(Site, Site, u64, u64), PairCount>,
@@ -511,8 +509,7 @@ impl Vardalith {
             created_since_prune: 0,
             exited_with_stores: 0,
             pairs: BTreeMap::new(),
-            sites: Interner::default(),
-            last_site: ((u64::MAX, StackId(u32::MAX)), 0),
+            sites: SiteIds::default(),
             word_pairs: BTreeMap::new(),
             ops: Vec::new(),
             lane_ordered: 0,
@@ -600,17 +597,7 @@ impl Vardalith {
             }
             None => self.windows.push(Some(w)) as u32,
         };
-        self.by_line.get_mut(line).push(entry(id, granule_bits(w.mask)));
-        id
-    }
-
-    /// The id of `site` in [`Vardalith::sites`]; consecutive accesses mostly share one.
-    fn site_id(&mut self, site: Site) -> u32 {
-        if self.last_site.0 == site {
-            return self.last_site.1;
-        }
-        let id = self.sites.id(site);
-        self.last_site = (site, id);
+        self.by_line.push(line, entry(id, granule_bits(w.mask)));
         id
     }
 
@@ -640,7 +627,7 @@ impl Vardalith {
         }
         let sampled = self.accesses.is_multiple_of(u64::from(self.opts.sample.max(1)));
         let tid = ev.tid;
-        let site = self.site_id((ev.pc, ev.stack));
+        let site = self.sites.id((ev.pc, ev.stack));
         let start = self.thread(tid).last_acquire;
         let vc = self.clock(tid);
         let durable_now = store && !nt && device.durable(self.opts.persist_owner, ev.dev, u64::from(ev.size));
@@ -707,7 +694,7 @@ impl Vardalith {
                         }
                         let (s, l) = if store { (&w, &o) } else { (&o, &w) };
                         let both = o.mask & mask;
-                        let (ss, ls) = (*self.sites.get(s.site), *self.sites.get(l.site));
+                        let (ss, ls) = (self.sites.get(s.site), self.sites.get(l.site));
                         let e = if self.inferred.on_rmw_word(line, both) {
                             self.word_pairs.entry((ss, ls, line, both)).or_insert((s.tid, l.tid, 0))
                         } else {
@@ -738,9 +725,7 @@ impl Vardalith {
                     let was_open = o.end == OPEN;
                     *o = w;
                     // The new window covers the old one's bytes, perhaps more granules.
-                    if let Some(e) = self.by_line.get_mut(line).iter_mut().find(|e| **e as u32 == id) {
-                        *e = entry(id, bits);
-                    }
+                    self.by_line.replace(line, |e| e as u32 == id, entry(id, bits));
                     if !was_open {
                         self.track(tid, store, line, id);
                     }
