@@ -8,6 +8,7 @@
 mod common;
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -572,6 +573,24 @@ fn exhaustive_exploration_finds_the_lost_update_and_replays_it() {
     assert!(run.stderr.contains("every one"), "the bounded space was covered\n{}", run.stderr);
     let replay = Ferrite::replay(&run.path("r.json")).opts(&["--finding".to_string(), f["id"].to_string()]).go();
     assert!(replay.stderr.contains("replay reproduced finding"), "{}", replay.describe());
+}
+
+/// Every schedule of an exhaustive exploration is a run of its own: one must not see the files
+/// an earlier schedule wrote in the working directory (the script below kills itself when it
+/// finds the file a run before it left), and none is left in the user's directory.
+#[test]
+fn exhaustive_schedules_do_not_see_each_others_files() {
+    let script =
+        format!("{} > /dev/null; [ -e left ] && kill -SEGV $$; echo > left", guest("thr_lost_update").display());
+    let run = Ferrite::run(Path::new("/bin/sh"))
+        .opts(&["--strategy", "exhaustive", "--preempt", "all", "--max-preemptions", "1", "--explore", "20"])
+        .opts(&["--report", "r.json"])
+        .args(&["-c", &script])
+        .go();
+    let r = run.json("r.json");
+    assert!(get(&r, "run.schedules").as_u64().unwrap() > 1, "{}", run.describe());
+    assert!(findings(&r).iter().all(|f| f["kind"] != "SIGSEGV"), "a schedule saw another's file\n{}", run.describe());
+    assert!(!run.path("left").exists(), "a schedule's file was left in the working directory");
 }
 
 /// Without preemption the same program never loses the update.

@@ -170,6 +170,9 @@ impl<'r, 'a> Tree<'r, 'a> {
         let mut s = spec.clone();
         s.pm_dir = dir.to_path_buf();
         s.schedule = prefix.to_vec();
+        // Each schedule is a run of its own: it must not see the files an earlier one left in
+        // the working directory (as `--explore`'s runs, each writes its own overlay).
+        s.private_cwd = true;
         s.discard_output |= later;
         s.quiet |= later;
         s
