@@ -62,6 +62,9 @@ unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
 static ALLOCATOR: CountingAlloc = CountingAlloc;
 
 fn main() -> ExitCode {
+    // Before ferrite writes anything: host files modified since are this run's (`stat` of them
+    // shows virtual times).
+    syscalls::fs::host_start();
     let cli = Cli::parse();
     // From here on the kernel lets ferrite write only where it means to (docs/sandbox.md).
     let _tmp = match confine(&cli.command) {

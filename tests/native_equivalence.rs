@@ -295,3 +295,30 @@ fn sockets_and_xattrs_as_probes_see_them() {
     assert!(emu.stdout_str().contains("connect(127.0.0.1:1): Connection refused\n"), "{}", emu.describe());
     assert!(!emu.stderr.contains("warning"), "{}", emu.describe());
 }
+
+/// A host file shows its own modification time (CPython checks its `__pycache__` against it,
+/// `make` its targets), and the times the guest gives its own files follow its changes and its
+/// `utime` calls as natively; two runs see the same times (the guest's are virtual).
+#[test]
+fn file_times_are_the_hosts_for_inputs_and_follow_the_guests_changes() {
+    let prog = guest("fs_times");
+    let input_at = std::time::UNIX_EPOCH + std::time::Duration::new(1_588_748_889, 123_456_789);
+    let with_input = || {
+        let dir = scratch();
+        let f = std::fs::File::create(dir.path().join("input")).unwrap();
+        f.set_modified(input_at).unwrap();
+        dir
+    };
+    let nat = native_in(with_input(), &prog, &["input"], &[]);
+    let runs: Vec<Run> = (0..2)
+        .map(|_| Ferrite::run(&prog).in_dir(with_input()).opts(&["--report", "r.json"]).args(&["input"]).go())
+        .collect();
+    for emu in &runs {
+        assert_same_stdout(&nat, emu);
+        assert_same_status(&nat, emu);
+    }
+    assert!(runs[0].stdout_str().contains("input: 1588748889 123456789\n"), "{}", runs[0].describe());
+    assert!(runs[0].stdout_str().contains("a write moves it on: 1\n"), "{}", runs[0].describe());
+    let hash = |r: &Run| r.json("r.json")["run"]["trace_hash"].as_str().unwrap().to_string();
+    assert_eq!(hash(&runs[0]), hash(&runs[1]), "the guest's own file times are virtual");
+}

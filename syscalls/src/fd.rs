@@ -458,6 +458,15 @@ impl Kernel {
             old
         });
         let n = self.write_bytes(fd, data, at)?;
+        if n > 0 {
+            let file = self.desc(fd).ok().and_then(|d| {
+                let d = d.borrow();
+                matches!(d.kind, Kind::File { .. }).then(|| d.guest_path.clone())
+            });
+            if let Some(guest) = file {
+                self.changed(m, &guest);
+            }
+        }
         if let (Some((id, off, _)), Some(old)) = (target, old) {
             let n = n as usize;
             m.pm_file_written(emu::pm::device_addr(id, off), &old[..n], &data[..n]);

@@ -26,8 +26,38 @@ use crate::fd::{Description, Kind};
 use crate::vfs::{Target, VirtualFile};
 use crate::{err, Errno, Kernel, SysResult};
 
-/// The virtual epoch: every timestamp the guest sees in `stat` (2024-01-01T00:00:00Z).
+/// The virtual epoch (2024-01-01T00:00:00Z): where the guest's wall clock starts, and the time
+/// `stat` shows of a file that has no other deterministic one ([`Kernel::file_time`]).
 pub const EPOCH: i64 = 1_704_067_200;
+
+/// When this ferrite process started, on the host's clock: a host file last modified before it
+/// shows its host modification time; one modified since (a copy, an image, a file of an
+/// earlier branch of this run) shows a virtual one. Taken by [`host_start`] when ferrite starts.
+static HOST_START: std::sync::OnceLock<std::time::SystemTime> = std::sync::OnceLock::new();
+
+/// Fixes ferrite's start time for [`Kernel::file_time`]; `main` calls it first thing, so every
+/// file ferrite itself writes is newer.
+pub fn host_start() -> std::time::SystemTime {
+    *HOST_START.get_or_init(std::time::SystemTime::now)
+}
+
+/// Nanoseconds since the Unix epoch of [`EPOCH`].
+const EPOCH_NS: i64 = EPOCH * 1_000_000_000;
+
+/// `utimensat`'s special `tv_nsec` values.
+const UTIME_NOW: i64 = (1 << 30) - 1;
+const UTIME_OMIT: i64 = (1 << 30) - 2;
+
+/// How a `utime`-family call gives the new times.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum NewTimes {
+    /// `struct timespec[2]` (`utimensat`), or now if null.
+    Spec(u64),
+    /// `struct timeval[2]` (`utimes`, `futimesat`), or now if null.
+    Val(u64),
+    /// `struct utimbuf` (`utime`), or now if null.
+    Buf(u64),
+}
 
 /// What a crash would leave of the regular files the guest changes in its working directory (PM
 /// files are the device's business), by path relative to it: the model of a journalling file
@@ -79,6 +109,8 @@ struct StatInfo {
     mode: u32,
     size: u64,
     rdev: u64,
+    /// Every timestamp, in ns since the Unix epoch ([`Kernel::file_time`]).
+    time: i64,
 }
 
 fn path_ino(path: &str) -> u64 {
@@ -96,9 +128,10 @@ fn dev_for(pm: bool) -> u64 {
     }
 }
 
-fn stat_of_meta(meta: &std::fs::Metadata, guest: &str, pm: bool) -> StatInfo {
+fn stat_of_meta(meta: &std::fs::Metadata, guest: &str, pm: bool, time: i64) -> StatInfo {
     let ft = meta.file_type();
     StatInfo {
+        time,
         dev: dev_for(pm),
         ino: path_ino(guest),
         nlink: if ft.is_dir() { 2 } else { 1 },
@@ -116,12 +149,20 @@ fn stat_of_virtual(v: VirtualFile, guest: &str) -> StatInfo {
         VirtualFile::Dir => (libc::S_IFDIR | 0o555, 0),
         VirtualFile::Link(t) => {
             let size = t.len() as u64;
-            return StatInfo { dev: 5, ino: path_ino(guest), nlink: 1, mode: libc::S_IFLNK | 0o777, size, rdev: 0 };
+            return StatInfo {
+                dev: 5,
+                ino: path_ino(guest),
+                nlink: 1,
+                mode: libc::S_IFLNK | 0o777,
+                size,
+                rdev: 0,
+                time: EPOCH_NS,
+            };
         }
         VirtualFile::Magic | VirtualFile::Descriptor(_) => (libc::S_IFLNK | 0o777, 0),
         _ => (libc::S_IFREG | 0o444, 0),
     };
-    StatInfo { dev: 5, ino: path_ino(guest), nlink: 1, mode, size: 0, rdev }
+    StatInfo { dev: 5, ino: path_ino(guest), nlink: 1, mode, size: 0, rdev, time: EPOCH_NS }
 }
 
 /// The listing of the virtual directory `guest`: `.`, `..`, then its children.
@@ -151,8 +192,10 @@ impl StatInfo {
         put(&mut b, 48, self.size);
         put(&mut b, 56, 4096);
         put(&mut b, 64, self.size.div_ceil(4096) * 8);
+        let (sec, nsec) = (self.time.div_euclid(1_000_000_000), self.time.rem_euclid(1_000_000_000));
         for off in [72, 88, 104] {
-            put(&mut b, off, EPOCH as u64);
+            put(&mut b, off, sec as u64);
+            put(&mut b, off + 8, nsec as u64);
         }
         b
     }
@@ -170,8 +213,10 @@ impl StatInfo {
         p64(&mut b, 32, self.ino);
         p64(&mut b, 40, self.size);
         p64(&mut b, 48, self.size.div_ceil(4096) * 8);
+        let (sec, nsec) = (self.time.div_euclid(1_000_000_000), self.time.rem_euclid(1_000_000_000));
         for off in [64, 80, 96, 112] {
-            p64(&mut b, off, EPOCH as u64);
+            p64(&mut b, off, sec as u64);
+            p32(&mut b, off + 8, nsec as u32);
         }
         p32(&mut b, 128, (self.rdev >> 8) as u32);
         p32(&mut b, 132, (self.rdev & 0xff) as u32);
@@ -331,8 +376,11 @@ impl Kernel {
                 };
                 if existed && flags & libc::O_TRUNC != 0 {
                     self.file_shrunk(m, &guest, &host, old_len, 0);
+                    self.changed(m, &guest);
                 }
                 if !existed {
+                    self.changed(m, &guest);
+                    self.changed_entry(m, &guest);
                     self.proc.created.insert(guest.clone());
                     if !pm {
                         self.set_durable(m, &[(&guest, Some(Vec::new()))]);
@@ -378,7 +426,10 @@ impl Kernel {
         match self.resolve(guest)? {
             Target::Virtual(VirtualFile::Descriptor(fd)) if follow => self.stat_fd(fd),
             Target::Virtual(v) => Ok(stat_of_virtual(v, guest)),
-            Target::Host { host, pm, .. } => Ok(stat_of_meta(&std::fs::symlink_metadata(&host)?, guest, pm)),
+            Target::Host { host, pm, .. } => {
+                let md = std::fs::symlink_metadata(&host)?;
+                Ok(stat_of_meta(&md, guest, pm, self.file_time(guest, Some(&md), pm)))
+            }
         }
     }
 
@@ -387,9 +438,12 @@ impl Kernel {
         let d = f.desc.borrow();
         let guest = d.guest_path.clone();
         Ok(match &d.kind {
-            Kind::File { file, pm, .. } => stat_of_meta(&file.metadata()?, &guest, *pm),
+            Kind::File { file, pm, .. } => {
+                let md = file.metadata()?;
+                stat_of_meta(&md, &guest, *pm, self.file_time(&guest, Some(&md), *pm))
+            }
             Kind::Dir { host, .. } => match std::fs::metadata(host) {
-                Ok(md) => stat_of_meta(&md, &guest, false),
+                Ok(md) => stat_of_meta(&md, &guest, false, self.file_time(&guest, Some(&md), false)),
                 Err(_) => stat_of_virtual(VirtualFile::Dir, &guest),
             },
             Kind::Virtual { data, .. } => {
@@ -399,20 +453,66 @@ impl Kernel {
             Kind::Zero => stat_of_virtual(VirtualFile::Zero, &guest),
             Kind::Urandom => stat_of_virtual(VirtualFile::Urandom, &guest),
             Kind::EventFd(_) | Kind::Epoll(_) | Kind::TimerFd(_) | Kind::SignalFd(_) => {
-                StatInfo { dev: 13, ino: fd as u64 + 3000, nlink: 1, mode: 0o600, size: 0, rdev: 0 }
+                StatInfo { dev: 13, ino: fd as u64 + 3000, nlink: 1, mode: 0o600, size: 0, rdev: 0, time: EPOCH_NS }
             }
-            Kind::Socket(_) => {
-                StatInfo { dev: 8, ino: fd as u64 + 2000, nlink: 1, mode: libc::S_IFSOCK | 0o777, size: 0, rdev: 0 }
-            }
-            Kind::PipeRead(_) | Kind::PipeWrite(_) => {
-                StatInfo { dev: 12, ino: fd as u64 + 1000, nlink: 1, mode: libc::S_IFIFO | 0o600, size: 0, rdev: 0 }
-            }
+            Kind::Socket(_) => StatInfo {
+                dev: 8,
+                ino: fd as u64 + 2000,
+                nlink: 1,
+                mode: libc::S_IFSOCK | 0o777,
+                size: 0,
+                rdev: 0,
+                time: EPOCH_NS,
+            },
+            Kind::PipeRead(_) | Kind::PipeWrite(_) => StatInfo {
+                dev: 12,
+                ino: fd as u64 + 1000,
+                nlink: 1,
+                mode: libc::S_IFIFO | 0o600,
+                size: 0,
+                rdev: 0,
+                time: EPOCH_NS,
+            },
             // Standard streams look like pipes whatever ferrite's own are, so the guest's
             // buffering does not depend on how ferrite was started.
-            Kind::Stdin | Kind::Stdout | Kind::Stderr => {
-                StatInfo { dev: 12, ino: fd as u64 + 1, nlink: 1, mode: libc::S_IFIFO | 0o600, size: 0, rdev: 0 }
-            }
+            Kind::Stdin | Kind::Stdout | Kind::Stderr => StatInfo {
+                dev: 12,
+                ino: fd as u64 + 1,
+                nlink: 1,
+                mode: libc::S_IFIFO | 0o600,
+                size: 0,
+                rdev: 0,
+                time: EPOCH_NS,
+            },
         })
+    }
+
+    /// The time `stat` shows of `guest` (its modification, change, access and birth times alike):
+    /// the guest's wall clock when it last changed the file in this run; else, for a host file
+    /// outside the PM mount last modified before ferrite started (an input, like its bytes), its
+    /// host modification time — programs compare it with what they recorded (CPython's
+    /// `__pycache__` holds its sources' times, `make` compares targets with prerequisites); else
+    /// the virtual epoch. A file modified on the host since ferrite started was written by this
+    /// run or its copies, at a host time no run may see.
+    fn file_time(&self, guest: &str, meta: Option<&std::fs::Metadata>, pm: bool) -> i64 {
+        if let Some(&t) = self.times.get(guest) {
+            return t;
+        }
+        let host = meta.filter(|_| !pm).and_then(|md| md.modified().ok()).filter(|&t| t < host_start());
+        host.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .and_then(|d| i64::try_from(d.as_nanos()).ok())
+            .unwrap_or(EPOCH_NS)
+    }
+
+    /// Notes that the guest changed `guest` now.
+    pub(crate) fn changed(&mut self, m: &Machine, guest: &str) {
+        let now = self.wall_ns(m);
+        self.times.insert(guest.to_string(), now);
+    }
+
+    /// Notes that the guest created or removed `guest`: its directory changed too.
+    fn changed_entry(&mut self, m: &Machine, guest: &str) {
+        self.changed(m, &crate::vfs::normalize(guest, ".."));
     }
 
     pub(crate) fn fstat(&mut self, m: &mut Machine, fd: i32, buf: u64) -> SysResult {
@@ -488,22 +588,66 @@ impl Kernel {
     }
 
     /// `utimensat` (and `utime`, `utimes`, `futimesat`): the file must exist and be one the
-    /// guest may write (EPERM otherwise, as for a file it does not own); timestamps are virtual,
-    /// so nothing changes. A null path sets the times of descriptor `dirfd`.
-    pub(crate) fn utimensat(&mut self, m: &mut Machine, dirfd: i32, path: u64, flags: i32) -> SysResult {
+    /// guest may write (EPERM otherwise, as for a file it does not own); its new modification
+    /// time is what `stat` shows from then on (access times are not kept apart from it). A
+    /// null path sets the times of descriptor `dirfd`.
+    pub(crate) fn utimensat(
+        &mut self,
+        m: &mut Machine,
+        dirfd: i32,
+        path: u64,
+        times: NewTimes,
+        flags: i32,
+    ) -> SysResult {
         if flags & !(libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH) != 0 {
             return err(libc::EINVAL);
         }
-        if path == 0 {
-            return self.fds.get(dirfd).map(|_| 0);
-        }
-        let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
-        let guest = self.path_arg(m, dirfd, path, follow)?;
-        self.stat_path(&guest, follow)?;
-        if self.in_overlay(&guest).is_none() && self.resolve_for_write(&guest).is_err() {
-            return err(libc::EPERM);
+        let mtime = self.new_mtime(m, times)?;
+        let guest = if path == 0 {
+            self.fds.get(dirfd)?.desc.borrow().guest_path.clone()
+        } else {
+            let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
+            let guest = self.path_arg(m, dirfd, path, follow)?;
+            self.stat_path(&guest, follow)?;
+            if self.in_overlay(&guest).is_none() && self.resolve_for_write(&guest).is_err() {
+                return err(libc::EPERM);
+            }
+            guest
+        };
+        if let (Some(t), false) = (mtime, guest.is_empty()) {
+            self.times.insert(guest, t);
         }
         Ok(0)
+    }
+
+    /// The modification time a `utime`-family call sets (`None`: left as it is).
+    fn new_mtime(&self, m: &Machine, times: NewTimes) -> Result<Option<i64>, Errno> {
+        let now = Ok(Some(self.wall_ns(m)));
+        let at = |sec: i64, nsec: i64| sec.checked_mul(1_000_000_000).and_then(|s| s.checked_add(nsec));
+        match times {
+            NewTimes::Spec(0) | NewTimes::Val(0) | NewTimes::Buf(0) => now,
+            NewTimes::Spec(p) => {
+                let (atime_ns, sec, nsec) =
+                    (m.read_u64(p + 8)? as i64, m.read_u64(p + 16)? as i64, m.read_u64(p + 24)? as i64);
+                let valid = |n: i64| (0..1_000_000_000).contains(&n) || n == UTIME_NOW || n == UTIME_OMIT;
+                if !valid(atime_ns) || !valid(nsec) {
+                    return err(libc::EINVAL);
+                }
+                match nsec {
+                    UTIME_NOW => now,
+                    UTIME_OMIT => Ok(None),
+                    _ => at(sec, nsec).map(Some).ok_or(Errno(libc::EINVAL)),
+                }
+            }
+            NewTimes::Val(p) => {
+                let (sec, usec) = (m.read_u64(p + 16)? as i64, m.read_u64(p + 24)? as i64);
+                if !(0..1_000_000).contains(&usec) {
+                    return err(libc::EINVAL);
+                }
+                at(sec, usec * 1000).map(Some).ok_or(Errno(libc::EINVAL))
+            }
+            NewTimes::Buf(p) => at(m.read_u64(p + 8)? as i64, 0).map(Some).ok_or(Errno(libc::EINVAL)),
+        }
     }
 
     pub(crate) fn getdents64(&mut self, m: &mut Machine, fd: i32, buf: u64, len: u64) -> SysResult {
@@ -577,6 +721,8 @@ impl Kernel {
         let p = self.write_target(&guest)?.parent()?;
         // SAFETY: `d` is an open directory and `n` a NUL-terminated C string, alive for the call.
         crate::vfs::at(&p, |d, n| crate::vfs::cvt(unsafe { libc::mkdirat(d, n, mode & 0o777) }))?;
+        self.changed(m, &guest);
+        self.changed_entry(m, &guest);
         Ok(0)
     }
 
@@ -622,6 +768,8 @@ impl Kernel {
                 m.pm_discard_device(emu::pm::device_addr(id, 0), md.len());
             }
         }
+        self.times.remove(&guest);
+        self.changed_entry(m, &guest);
         Ok(0)
     }
 
@@ -634,9 +782,17 @@ impl Kernel {
         let wf =
             if self.in_overlay(&from).is_some() { self.resolve_for_rename(&from)? } else { self.write_target(&from)? };
         let (pf, pt) = (wf.parent()?, self.write_target(&to)?.parent()?);
+        // A renamed file keeps its time (a file of the host's copied up first would not).
+        let time = self.stat_path(&from, false).map(|st| st.time);
         // SAFETY: both descriptors are open directories and both names NUL-terminated C strings,
         // alive for the call.
         crate::vfs::cvt(unsafe { libc::renameat(pf.0.as_raw_fd(), pf.1.as_ptr(), pt.0.as_raw_fd(), pt.1.as_ptr()) })?;
+        self.times.remove(&from);
+        if let Ok(t) = time {
+            self.times.insert(to.clone(), t);
+        }
+        self.changed_entry(m, &from);
+        self.changed_entry(m, &to);
         if let Some(rel) = shown {
             self.hide(&rel)?;
         }
@@ -657,6 +813,8 @@ impl Kernel {
         // SAFETY: `d` is an open directory; `n` and `target` are NUL-terminated C strings alive for
         // the call.
         crate::vfs::at(&p, |d, n| crate::vfs::cvt(unsafe { libc::symlinkat(target.as_ptr(), d, n) }))?;
+        self.changed(m, &guest);
+        self.changed_entry(m, &guest);
         self.proc.created.insert(guest);
         Ok(0)
     }
@@ -694,6 +852,10 @@ impl Kernel {
             };
             self.set_durable(m, &[(&to, content)]);
         }
+        if let Ok(st) = self.stat_path(&from, false) {
+            self.times.insert(to.clone(), st.time);
+        }
+        self.changed_entry(m, &to);
         self.proc.created.insert(to);
         Ok(0)
     }
@@ -790,6 +952,7 @@ impl Kernel {
         let old = file.metadata()?.len();
         file.set_len(len)?;
         self.file_shrunk(m, &guest, &host, old, len);
+        self.changed(m, &guest);
         Ok(0)
     }
 
@@ -807,6 +970,9 @@ impl Kernel {
                 let old = file.metadata()?.len();
                 file.set_len(len)?;
                 self.file_shrunk(m, &d.guest_path, host, old, len);
+                let guest = d.guest_path.clone();
+                drop(d);
+                self.changed(m, &guest);
                 Ok(0)
             }
             Kind::File { .. } => err(libc::EINVAL),

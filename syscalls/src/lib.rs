@@ -161,6 +161,9 @@ pub struct Kernel {
     pub(crate) rng: time::SeededRng,
     /// Host files the guest read, by guest path, with the BLAKE3 hash of their contents.
     pub inputs: BTreeMap<String, String>,
+    /// The files the guest changed, by guest path, with the virtual wall-clock time (ns since
+    /// the Unix epoch) of the last change: what `stat` shows of them ([`Kernel::file_time`]).
+    pub(crate) times: BTreeMap<String, i64>,
     /// Unknown system calls, each recorded once.
     pub unsupported: Vec<Unsupported>,
     pub(crate) threads: BTreeMap<u32, thread::KThread>,
@@ -234,6 +237,7 @@ impl Kernel {
             proc: process::ProcState::default(),
             rng,
             inputs: BTreeMap::new(),
+            times: BTreeMap::new(),
             unsupported: Vec::new(),
             threads: BTreeMap::from([(process::PID, thread::KThread::new(process::PID))]),
             current: process::PID,
@@ -426,11 +430,11 @@ impl Kernel {
             libc::SYS_creat => {
                 self.openat(m, libc::AT_FDCWD, a[0], libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, a[1] as u32)
             }
-            // utime, utimes, futimesat, utimensat: timestamps are virtual (every file shows the
-            // epoch), so setting them checks the file and changes nothing.
-            libc::SYS_utime | libc::SYS_utimes => self.utimensat(m, libc::AT_FDCWD, a[0], 0),
-            libc::SYS_futimesat => self.utimensat(m, i(a[0]), a[1], 0),
-            libc::SYS_utimensat => self.utimensat(m, i(a[0]), a[1], i(a[3])),
+            // utime, utimes, futimesat, utimensat: the new modification time is the guest's.
+            libc::SYS_utime => self.utimensat(m, libc::AT_FDCWD, a[0], fs::NewTimes::Buf(a[1]), 0),
+            libc::SYS_utimes => self.utimensat(m, libc::AT_FDCWD, a[0], fs::NewTimes::Val(a[1]), 0),
+            libc::SYS_futimesat => self.utimensat(m, i(a[0]), a[1], fs::NewTimes::Val(a[2]), 0),
+            libc::SYS_utimensat => self.utimensat(m, i(a[0]), a[1], fs::NewTimes::Spec(a[2]), i(a[3])),
             // copy_file_range: EXDEV, as between file systems, so callers (coreutils' cp) copy
             // through read and write, which ferrite models.
             libc::SYS_copy_file_range => {

@@ -105,6 +105,7 @@ impl Kernel {
             proc: self.proc.clone(),
             rng: self.rng.clone(),
             inputs: self.inputs.clone(),
+            times: self.times.clone(),
             unsupported: self.unsupported.clone(),
             threads: self.threads.clone(),
             current: self.current,

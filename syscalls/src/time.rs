@@ -67,6 +67,11 @@ impl Kernel {
         (EPOCH as u64 - BOOT_UPTIME_S) * 1_000_000_000
     }
 
+    /// The guest's wall clock (`CLOCK_REALTIME`) now, in ns since the Unix epoch.
+    pub(crate) fn wall_ns(&self, m: &Machine) -> i64 {
+        self.clock_ns(m, CLOCK_REALTIME).unwrap_or(0) as i64
+    }
+
     fn clock_ns(&self, m: &Machine, clock: i32) -> Option<u64> {
         let boot = self.now_ns(m);
         Some(match clock {
