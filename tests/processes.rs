@@ -193,6 +193,30 @@ fn posix_spawn_system_and_popen_run_as_natively() {
     assert_eq!(replay.stdout_str(), first.stdout_str());
 }
 
+/// `make` decides by file times: a target it made is up to date for the next `make` of the same
+/// run, and `touch`ing its prerequisite makes it again, as natively (with every time at one
+/// virtual epoch the second `make` remade it; with host files newer than the guest's clock,
+/// make warned of clock skew).
+#[test]
+fn make_sees_its_targets_up_to_date_until_a_prerequisite_changes() {
+    let make = std::path::Path::new("/usr/bin/make");
+    if !make.exists() {
+        eprintln!("skipped: no /usr/bin/make");
+        return;
+    }
+    let dir = scratch();
+    std::fs::write(dir.path().join("Makefile"), "all: a\n\tcat a > all\n\techo remade all\na:\n\techo A > a\n")
+        .unwrap();
+    let run = Ferrite::run(std::path::Path::new("/bin/sh"))
+        .opts(&["--env", "PATH=/usr/bin:/bin"])
+        .args(&["-c", "make -s; make -s; echo second done; touch a; make -s"])
+        .in_dir(dir)
+        .go();
+    run.assert_code(0);
+    assert_eq!(run.stdout_str(), "remade all\nsecond done\nremade all\n", "{}", run.describe());
+    assert!(!run.stderr.contains("arning"), "{}", run.describe());
+}
+
 /// Debian's `make -j2` starts its recipes with `posix_spawn` (with `POSIX_SPAWN_RESETIDS`, so its
 /// child sets its ids to the real ones) and runs two at once: both recipes run, the target built
 /// from them is made, and the output is a function of the seed.

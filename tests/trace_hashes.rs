@@ -112,7 +112,7 @@ const CASES: &[Case] = &[
 const EXPECTED: &[(&str, &str, &[&str])] = &[
     (
         "single-threaded",
-        "335233dfa978b093e4a0d8cd6d1ab22e",
+        "ee3a157c7746413fd1181d34d6e86d66",
         &[
             "exit {\"code\":3}",
             "stat hawkset.clipped_loads=0",

@@ -26,9 +26,12 @@ use crate::fd::{Description, Kind};
 use crate::vfs::{Target, VirtualFile};
 use crate::{err, Errno, Kernel, SysResult};
 
-/// The virtual epoch (2024-01-01T00:00:00Z): where the guest's wall clock starts, and the time
-/// `stat` shows of a file that has no other deterministic one ([`Kernel::file_time`]).
-pub const EPOCH: i64 = 1_704_067_200;
+/// The virtual epoch (2030-01-01T00:00:00Z): where the guest's wall clock starts, and the time
+/// `stat` shows of a file that has no other deterministic one ([`Kernel::file_time`]). It lies
+/// ahead of the host's files, whose own times the guest sees: a file newer than the clock is
+/// "in the future" (`make` and `tar` warn of clock skew, a build thinks its targets stale).
+/// Before 2038, for programs that keep times in 32 bits (CPython's `.pyc` headers).
+pub const EPOCH: i64 = 1_893_456_000;
 
 /// When this ferrite process started, on the host's clock: a host file last modified before it
 /// shows its host modification time; one modified since (a copy, an image, a file of an

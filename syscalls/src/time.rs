@@ -1,7 +1,7 @@
 //! The virtual clock and the seeded randomness.
 //!
 //! The guest's CPU runs at a virtual 1 GHz retiring one instruction per nanosecond: every clock
-//! (`CLOCK_REALTIME` from the virtual epoch 2024-01-01T00:00:00Z, the monotonic and CPU-time
+//! (`CLOCK_REALTIME` from the virtual epoch 2030-01-01T00:00:00Z, the monotonic and CPU-time
 //! clocks from boot) is a function of the retired-instruction count, as RDTSC is in the machine.
 //! Sleeping advances a per-process offset instead of waiting, so a sleep costs no host time and
 //! a run takes the same virtual time on any host.
