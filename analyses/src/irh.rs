@@ -40,7 +40,9 @@ use crate::sync::{Edges, HappensBefore, SyncOp, PMDK_PSEUDO_LOCK};
 #[derive(Clone, Copy, Default, Debug)]
 #[repr(C, packed(4))]
 struct IrhLine {
-    /// Unpublished bytes the inline thread touched (0: none); unused while `who` is [`SHARED`].
+    /// Unpublished bytes the inline thread touched (0: none); while `who` is [`SHARED`], the
+    /// line's published bytes (most accesses to a shared line ask only that, without a second
+    /// memory access).
     mask: u64,
     /// The inline thread's id, or [`SHARED`] with the index of the line's entry in
     /// [`Publication::shared`].
@@ -54,12 +56,9 @@ const SHARED: u32 = 1 << 31;
 /// Threads that touched unpublished bytes of a line, with those bytes.
 type Seen = SmallVec<[(u32, u64); 4]>;
 
-/// A line more than one thread touched: its published bytes and the threads' unpublished ones.
-#[derive(Clone, Default, Debug)]
-struct SharedLine {
-    published: u64,
-    seen: SmallVec<[(u32, u64); 2]>,
-}
+/// A line more than one thread touched: the threads' unpublished bytes (its published ones are
+/// in its [`IrhLine`]).
+type SharedLine = SmallVec<[(u32, u64); 2]>;
 
 /// HawkSet's initialization removal heuristic (§3.1.3), per byte: a byte is *published* once
 /// `threshold + 1` distinct threads have accessed it. A store persisted (or overwritten) before
@@ -99,11 +98,25 @@ impl Publication {
             (0, Seen::from_slice(&[(who, inline_mask)]), None)
         } else {
             let i = who & !SHARED;
-            let x = &self.shared[i as usize];
-            if mask & !x.published == 0 {
+            let fresh = mask & !inline_mask;
+            if fresh == 0 {
                 return 0;
             }
-            (x.published, x.seen.iter().copied().collect(), Some(i))
+            let x = &self.shared[i as usize];
+            // Bytes only this thread touched so far, again: nothing changes (looked at in place,
+            // as most accesses to a shared line are).
+            let (mut own, mut others) = (0u64, 0u64);
+            for &(t, m) in x {
+                if t == tid {
+                    own = m;
+                } else {
+                    others |= m;
+                }
+            }
+            if own & fresh == fresh && others & fresh == 0 {
+                return 0;
+            }
+            (inline_mask, x.iter().copied().collect(), Some(i))
         };
         let fresh = mask & !before;
         let (mut own, mut others) = (0u64, 0u64);
@@ -158,8 +171,8 @@ impl Publication {
                     self.shared.push(SharedLine::default());
                     self.shared.len() as u32 - 1
                 });
-                self.shared[i as usize] = SharedLine { published, seen: seen.iter().copied().collect() };
-                IrhLine { mask: 0, who: SHARED | i }
+                self.shared[i as usize] = seen.iter().copied().collect();
+                IrhLine { mask: published, who: SHARED | i }
             }
         };
         *self.lines.get_mut(line) = state;
@@ -171,7 +184,7 @@ impl Publication {
             return mask;
         }
         match self.lines.get(line) {
-            Some(e) if e.who & SHARED != 0 => self.shared[(e.who & !SHARED) as usize].published & mask,
+            Some(e) if e.who & SHARED != 0 => e.mask & mask,
             _ => 0,
         }
     }
