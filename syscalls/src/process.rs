@@ -18,6 +18,8 @@ use crate::{err, Errno, Kernel, SysResult};
 pub const PID: u32 = 1000;
 /// The guest's uid and gid.
 pub const UID: u64 = 1000;
+/// `RLIMIT_SIGPENDING`: signals queued with their siginfo, all the guest's processes together.
+pub(crate) const SIGPENDING_LIMIT: u64 = 63_704;
 /// Where position-independent executables are placed (Linux's ELF_ET_DYN_BASE without ASLR).
 pub const PIE_BASE: u64 = 0x5555_5555_4000;
 
@@ -329,7 +331,7 @@ impl Kernel {
             8 => (8 << 20, 8 << 20),                         // MEMLOCK
             9 => (self.cfg.max_memory, self.cfg.max_memory), // AS
             10 => (INF, INF),                                // LOCKS
-            11 => (63_704, 63_704),                          // SIGPENDING
+            11 => (SIGPENDING_LIMIT, SIGPENDING_LIMIT),      // SIGPENDING
             12 => (819_200, 819_200),                        // MSGQUEUE
             13 => (0, 0),                                    // NICE
             14 => (0, 0),                                    // RTPRIO

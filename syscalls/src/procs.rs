@@ -96,17 +96,29 @@ pub(crate) struct Proc {
     /// that has not exec'ed yet, the process that owns the space it shares. The owner's
     /// [`Saved`] keeps the space while none of the processes sharing it runs.
     pub(crate) space: u32,
+    /// Its address space's id, which, unlike its owner ([`Proc::space`]), never changes while
+    /// the space lives: private futexes are keyed by it ([`Kernel::futex_key`]), so waiters in a
+    /// space whose owner ends are still found by the processes left in it.
+    pub(crate) space_id: u32,
 }
 
 impl Proc {
     /// The first process: its own group and session leader, parent 1.
     pub(crate) fn first() -> Proc {
-        Proc { ppid: 1, pgid: PID, sid: PID, ended: None, saved: None, space: PID }
+        Proc { ppid: 1, pgid: PID, sid: PID, ended: None, saved: None, space: PID, space_id: 1 }
     }
 
     /// A copy of a process without its saved state (a snapshot's copy fills it in).
     pub(crate) fn copy_running(&self) -> Proc {
-        Proc { ppid: self.ppid, pgid: self.pgid, sid: self.sid, ended: self.ended, saved: None, space: self.space }
+        Proc {
+            ppid: self.ppid,
+            pgid: self.pgid,
+            sid: self.sid,
+            ended: self.ended,
+            saved: None,
+            space: self.space,
+            space_id: self.space_id,
+        }
     }
 }
 
@@ -232,7 +244,11 @@ impl Kernel {
             exe: self.proc.exe.clone(),
         };
         let in_space = if shares { self.space_pid } else { child };
-        self.procs.insert(child, Proc { ppid: self.pid, pgid, sid, ended: None, saved: Some(saved), space: in_space });
+        let space_id = if shares { self.space_id() } else { self.new_space_id() };
+        self.procs.insert(
+            child,
+            Proc { ppid: self.pid, pgid, sid, ended: None, saved: Some(saved), space: in_space, space_id },
+        );
         // The fork orders everything the parent did before it before everything the child does.
         self.created.push((child, 0));
         if flags & CLONE_VFORK != 0 {
@@ -347,10 +363,26 @@ impl Kernel {
             Some(o) => o.space = Some((fresh, mm)),
             None => m.release_address_space(fresh),
         }
+        let id = self.new_space_id();
         if let Some(p) = self.procs.get_mut(&pid) {
             p.space = pid;
+            p.space_id = id;
         }
         self.space_pid = pid;
+    }
+
+    /// The running process's address space's id ([`Proc::space_id`]).
+    fn space_id(&self) -> u32 {
+        self.procs.get(&self.pid).map_or(0, |p| p.space_id)
+    }
+
+    /// An id no address space in use has: the lowest no live process's space has (an id of a
+    /// space no process runs in any more comes back, as no one waits on its futexes), so ids
+    /// stay small and keep clear of the tag bits of shared futexes' keys.
+    fn new_space_id(&self) -> u32 {
+        let used: std::collections::BTreeSet<u32> =
+            self.procs.values().filter(|p| p.ended.is_none()).map(|p| p.space_id).collect();
+        (1..).find(|id| !used.contains(id)).unwrap_or(0)
     }
 
     /// exit_group(2), or the last thread's exit(2), of the running process. The first
@@ -384,6 +416,7 @@ impl Kernel {
             }
         }
         self.timers.drop_process(pid);
+        self.shared_pending.remove(&pid);
         let Some(p) = self.procs.get_mut(&pid) else { return };
         p.ended = Some(how);
         let ppid = p.ppid;
@@ -613,8 +646,8 @@ impl Kernel {
                 return 1 << 63 | host;
             }
         }
-        // By the address space: a `clone(CLONE_VM)` child and its parent meet.
-        u64::from(self.space_pid) << 48 | addr
+        // By the address space: a `clone(CLONE_VM)` child and its parent meet, whoever owns it.
+        u64::from(self.space_id()) << 48 | addr
     }
 }
 
