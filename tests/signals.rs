@@ -131,8 +131,14 @@ fn queued_real_time_signals_keep_their_values_as_natively() {
             "handler: count 1 value 4242 code -1\n",
             "rt_tgsigqueueinfo: 0, handler count 2 value 99\n",
             "SI_USER to another process: EPERM\n",
+            "raising the hard limit: Operation not permitted\n",
+            "RLIMIT_SIGPENDING 16: at most 16 queued, then EAGAIN\nkill beyond it: 0\n",
+            "after SIG_IGN: pending 0, sigqueue 1\n",
         ],
     );
+    // The guest's processes are the only ones of its user in the machine: the limit is exact.
+    let emu = emulated(&guest("sig_queue"), &[], &[]);
+    assert!(emu.stderr.contains("sig_queue: 16 signals queued under RLIMIT_SIGPENDING 16\n"), "{}", emu.describe());
 }
 
 /// A signal sent to one thread (`tgkill`) is that thread's: another thread's signalfd neither

@@ -13,8 +13,9 @@
 //! What a child gets, as on Linux: a copy of the address space (private memory copied, shared
 //! and PM mappings shared, so the PM device sees one line state for both), the descriptor table
 //! duplicated over the same open file descriptions (offsets, pipes and sockets shared), signal
-//! actions, mask and alternate stack, RAX = 0. `vfork` is a fork whose parent waits until the
-//! child exits or execs ([`crate::execve`]) in [`Wait::Vfork`], which nothing else ends.
+//! actions, mask and alternate stack, RAX = 0; no pending signal. A `CLONE_VFORK` parent waits
+//! until the child exits or execs ([`crate::execve`]) in [`Wait::Vfork`], which nothing else
+//! ends; `vfork(2)` is `clone(CLONE_VM|CLONE_VFORK|SIGCHLD)`, its child on the parent's stack.
 //!
 //! A child of `clone(CLONE_VM)` (glibc's `posix_spawn`, `system`, `popen`: with `CLONE_VFORK`)
 //! is a process that runs in its parent's address space instead of a copy ([`Proc::space`]
@@ -23,7 +24,9 @@
 //! alone; the space of processes that are not running stays with its owner's [`Saved`]. At
 //! `execve` such a child gets an empty space of its own and leaves the shared one to the others
 //! ([`Kernel::leave_shared_space`]); a process that owns a space and ends or execs while others
-//! still run in it hands it to the lowest of them, so nothing tears down memory in use. The run ends when the first process ends, whatever its
+//! still run in it hands it to the lowest of them, so nothing tears down memory in use; the
+//! space's id ([`Proc::space_id`]), which keys its private futexes, stays. The run ends when
+//! the first process ends, whatever its
 //! children do (a command's end, as a shell sees it); a child that ends becomes a zombie until
 //! its parent waits for it. A blocking wait is a call on descriptors waiting on its children's
 //! key ([`crate::thread::Wait::Io`], restarted when a child ends), so a wait no child can end is
@@ -78,6 +81,8 @@ pub(crate) struct Saved {
     pub(crate) sigactions: [[u64; 4]; 65],
     fs_base: u64,
     exe: Option<String>,
+    /// Its `RLIMIT_SIGPENDING` (soft, hard).
+    pub(crate) sigpending_limit: (u64, u64),
 }
 
 /// A process.
@@ -137,6 +142,7 @@ impl Saved {
             sigactions: self.sigactions,
             fs_base: self.fs_base,
             exe: self.exe.clone(),
+            sigpending_limit: self.sigpending_limit,
         }
     }
 }
@@ -242,6 +248,7 @@ impl Kernel {
             sigactions,
             fs_base: self.proc.fs_base,
             exe: self.proc.exe.clone(),
+            sigpending_limit: self.proc.sigpending_limit,
         };
         let in_space = if shares { self.space_pid } else { child };
         let space_id = if shares { self.space_id() } else { self.new_space_id() };
@@ -277,6 +284,7 @@ impl Kernel {
         std::mem::swap(&mut self.proc.sigactions, &mut s.sigactions);
         std::mem::swap(&mut self.proc.fs_base, &mut s.fs_base);
         std::mem::swap(&mut self.proc.exe, &mut s.exe);
+        std::mem::swap(&mut self.proc.sigpending_limit, &mut s.sigpending_limit);
         self.pid = to;
         if to_space != self.space_pid {
             // The space `to` runs in is kept by its owner (`s` itself, if `to` owns it).

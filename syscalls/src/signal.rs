@@ -15,22 +15,35 @@
 //!
 //! Synchronous faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP) go to a handler if one is
 //! installed and the signal is not blocked; otherwise, as Linux's `force_sig`, they kill the
-//! process. A signal a thread sends to the process (`kill`, `tgkill`, `tkill`) is delivered when
-//! that system call returns: asynchronous signals arrive only at such recorded points.
+//! process.
 //!
-//! A signal from another process (`kill`, `SIGCHLD`) is made pending for one thread of the
-//! receiving process and delivered when that thread next makes a system call or is scheduled
-//! ([`Kernel::deliver_pending`]); a thread blocked in a call that is made again when woken (calls
-//! on descriptors, `wait4`, `rt_sigsuspend`) is woken for it, and the call returns EINTR or, under
-//! `SA_RESTART`, is made again after the handler, as Linux does.
+//! Every other signal goes through [`Kernel::post`] (Linux's `send_signal`) into one of two
+//! pending sets, as on Linux: a thread's own (`tkill`/`tgkill`, `raise`, SIGPIPE, a timer with a
+//! thread id), taken by that thread alone; or its process's shared set (`kill`, `sigqueue`,
+//! `SIGCHLD`, a timer of the process), kept in [`Kernel::shared_pending`] with the thread
+//! chosen to take it for a handler ([`Kernel::signal_target`], Linux's `complete_signal`). A
+//! signal its target does not block and ignores is dropped; a blocked one is kept whatever its
+//! action; a standard signal pending already is dropped, real-time ones queue (up to
+//! `RLIMIT_SIGPENDING` for `sigqueue`). A default action that kills ends the whole process as
+//! soon as the thread it goes to does not block it. Setting an action that ignores a signal
+//! discards it from every set of the process (Linux's `do_sigaction`).
 //!
-//! A futex wait or a sleep is interrupted too (EINTR, or a futex wait without a timeout made
-//! again under `SA_RESTART`; a relative sleep writes the time left to `rem`). `tkill`/`tgkill`
-//! reach other threads; `pause`, `rt_sigtimedwait` and `rt_sigpending` exist; `ppoll`,
-//! `pselect6` and `epoll_pwait` install their masks for the call ([`Kernel::call_mask`]).
+//! A signal is delivered when its thread makes a system call or is scheduled
+//! ([`Kernel::deliver_pending`]): asynchronous signals arrive only at such recorded points, so
+//! runs replay. Its own set first, then the shared one; a synchronous fault's signal first, then
+//! the lowest number (Linux's `next_signal`); ignored ones are dropped on the way, and every
+//! deliverable signal gets a frame, as Linux's exit to user mode builds them. A thread blocked in
+//! a call that is made again when woken (calls on descriptors, `wait4`, `rt_sigsuspend`) is
+//! woken for it, and the call returns EINTR or, under `SA_RESTART`, is made again after the
+//! handler, as Linux does. A futex wait or a sleep is interrupted too (EINTR, or a futex wait
+//! without a timeout made again under `SA_RESTART`; a relative sleep writes the time left to
+//! `rem`). `pause`, `rt_sigtimedwait` and `rt_sigpending` see both sets; `ppoll`, `pselect6` and
+//! `epoll_pwait` install their masks for the call ([`Kernel::call_mask`]).
 //!
-//! Left out: real-time signal queues (one pending instance per signal), `signalfd`, the XSAVE frame format (the CPU model has no
-//! XSAVE, so the FXSAVE format with no FP_XSTATE magic is what Linux would build too).
+//! Left out: Linux chooses the thread for a process's signal round-robin from the last one
+//! chosen (ferrite: the main thread, else the lowest-numbered); stop signals do not stop; the
+//! XSAVE frame format (the CPU model has no XSAVE, so the FXSAVE format with no FP_XSTATE magic is
+//! what Linux would build too).
 
 use emu::machine::{ST_REGS, XMM_REGS};
 use emu::{Fault, Machine, Reg};
@@ -279,8 +292,33 @@ impl Kernel {
     fn set_sigmask(&mut self, mask: u64) {
         // SIGKILL and SIGSTOP cannot be blocked.
         let mask = mask & !((1 << 8) | (1 << 18));
-        if let Some(t) = self.threads.get_mut(&self.current) {
-            t.sigmask = mask;
+        let Some(t) = self.threads.get_mut(&self.current) else { return };
+        let blocks_more = mask & !t.sigmask != 0;
+        t.sigmask = mask;
+        if blocks_more {
+            self.retarget_shared(self.pid);
+        }
+    }
+
+    /// The process's shared signals whose chosen thread no longer takes them (it blocked them
+    /// since, or ended) go to another that does, woken for them (Linux's
+    /// `retarget_shared_pending`).
+    pub(crate) fn retarget_shared(&mut self, pid: u32) {
+        let Some(q) = self.shared_pending.get(&pid) else { return };
+        let stale: Vec<(usize, i32)> = q
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.target.is_some_and(|t| !self.accepts(t, pid, s.info.signo)))
+            .map(|(i, s)| (i, s.info.signo))
+            .collect();
+        for (i, sig) in stale {
+            let target = self.signal_target(pid, sig);
+            if let Some(s) = self.shared_pending.get_mut(&pid).and_then(|q| q.get_mut(i)) {
+                s.target = target;
+            }
+            if let Some(t) = target {
+                self.wake_for_signal(t, sig);
+            }
         }
     }
 
@@ -555,15 +593,19 @@ impl Kernel {
         if sig != libc::SIGKILL && !blocked && ignores(&action, sig) {
             return Ok(Posted::Dropped);
         }
-        let queued = match tid {
-            Some(t) => self.threads.get(&t).map(|t| t.sigpending.iter().map(|s| s.signo).collect::<Vec<_>>()),
-            None => Some(self.shared_pending.get(&pid).map_or(Vec::new(), |q| q.iter().map(|s| s.info.signo).collect())),
-        };
-        let Some(queued) = queued else { return Ok(Posted::Dropped) };
-        if sig < SIGRTMIN && queued.contains(&sig) {
+        if tid.is_some_and(|t| !self.threads.contains_key(&t)) {
             return Ok(Posted::Dropped);
         }
-        if sig >= SIGRTMIN && info.from_kill && info.code < 0 && self.queued_signals() >= self.sigpending_limit() {
+        if sig < SIGRTMIN {
+            let pending = match tid {
+                Some(t) => self.threads.get(&t).is_some_and(|t| t.sigpending.iter().any(|s| s.signo == sig)),
+                None => self.shared_pending.get(&pid).is_some_and(|q| q.iter().any(|s| s.info.signo == sig)),
+            };
+            if pending {
+                return Ok(Posted::Dropped);
+            }
+        }
+        if sig >= SIGRTMIN && info.from_kill && info.code < 0 && self.queued_signals() >= self.sigpending_limit(pid) {
             // Linux's `__sigqueue_alloc` over the limit: an RT signal from sigqueue fails, others
             // (kill's SI_USER, the kernel's) are still sent, without their siginfo (not modelled:
             // they keep it).
@@ -596,9 +638,13 @@ impl Kernel {
         (threads + shared) as u64
     }
 
-    /// `RLIMIT_SIGPENDING`'s soft limit, as `getrlimit` reports it.
-    fn sigpending_limit(&self) -> u64 {
-        crate::process::SIGPENDING_LIMIT
+    /// Process `pid`'s `RLIMIT_SIGPENDING` soft limit (Linux checks the receiver's).
+    fn sigpending_limit(&self, pid: u32) -> u64 {
+        if pid == self.pid {
+            return self.proc.sigpending_limit.0;
+        }
+        let saved = self.procs.get(&pid).and_then(|p| p.saved.as_ref());
+        saved.map_or(crate::process::SIGPENDING_LIMIT, |s| s.sigpending_limit.0)
     }
 
     /// The main thread of process `pid` (its pid), or its lowest-numbered thread if the main
@@ -614,7 +660,8 @@ impl Kernel {
     /// waits for it in `sigtimedwait` (which unblocks what it waits for, as Linux does).
     fn accepts(&self, tid: u32, pid: u32, sig: i32) -> bool {
         self.threads.get(&tid).is_some_and(|t| {
-            t.pid == pid && (sig == libc::SIGKILL || (t.sigmask & !if t.in_call { t.sigwait } else { 0 }) & bit(sig) == 0)
+            t.pid == pid
+                && (sig == libc::SIGKILL || (t.sigmask & !if t.in_call { t.sigwait } else { 0 }) & bit(sig) == 0)
         })
     }
 
@@ -661,7 +708,14 @@ impl Kernel {
         let pid = t.pid;
         let q = self.shared_pending.get(&pid)?;
         let i = next_signal(
-            q.iter().map(|s| if !for_handler || self.may_take(tid, pid, s) { s.info.signo } else { 0 }),
+            q.iter().map(|s| {
+                let take = allowed & bit(s.info.signo) != 0 && (!for_handler || self.may_take(tid, pid, s));
+                if take {
+                    s.info.signo
+                } else {
+                    0
+                }
+            }),
             allowed,
         )?;
         let q = self.shared_pending.get_mut(&pid)?;
@@ -726,7 +780,9 @@ impl Kernel {
         }
         match t.wait {
             Some(Wait::Io { .. }) if t.in_call => {}
-            Some(Wait::Futex { deadline, .. }) => t.interrupted = Some(Interrupted::Futex { timed: deadline.is_some() }),
+            Some(Wait::Futex { deadline, .. }) => {
+                t.interrupted = Some(Interrupted::Futex { timed: deadline.is_some() })
+            }
             Some(Wait::Sleep { deadline }) => t.interrupted = Some(Interrupted::Sleep { deadline }),
             _ => return,
         }
