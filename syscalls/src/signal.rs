@@ -758,13 +758,14 @@ impl Kernel {
     /// Ignored ones among them are dropped first: Linux takes and drops them, and a call that
     /// waited for a signal (`rt_sigsuspend`, `pause`, `ppoll` ...) is made again.
     fn signal_deliverable(&mut self) -> bool {
-        let (cur, pid) = (self.current, self.pid);
+        let cur = self.current;
         let mask = self.sigmask();
         loop {
             let ready = self.pending_bits(cur, true) & !mask;
-            match (1..=64).find(|&s| ready & bit(s) != 0 && self.ignored(s)) {
-                Some(s) => self.flush_signal(pid, s),
-                None => return ready != 0,
+            let Some(s) = (1..=64).find(|&s| ready & bit(s) != 0 && self.ignored(s)) else { return ready != 0 };
+            // The running thread takes them (its own, then its process's) and drops them.
+            while let Some(mut info) = self.dequeue_signal(cur, bit(s), true) {
+                self.timer_signal_taken(&mut info);
             }
         }
     }
