@@ -8,7 +8,10 @@
 //! glibc's posix_spawn (`clone(CLONE_VM|CLONE_VFORK)`, a child running in its parent's address
 //! space until it execs) under system(3), popen(3), posix_spawnp with file actions, a spawn of a
 //! missing program, and `clone(CLONE_VM)` without CLONE_VFORK (guests/src/proc_spawn.c) give
-//! what they give natively, with a stable trace hash and a report that replays.
+//! what they give natively, with a stable trace hash and a report that replays; so does
+//! `vfork(2)`, whose child's stores are its parent's memory. `clone(CLONE_VM)` children meet on a
+//! private futex after the process whose space they share has ended
+//! (guests/src/proc_futex_owner.c).
 
 mod common;
 
@@ -167,7 +170,9 @@ fn posix_spawn_system_and_popen_run_as_natively() {
             "posix_spawnp missing: No such file or directory\n",
             "children left: none\n",
             "clone(CLONE_VM) child: exited 7\n",
-            "parent memory intact\n",
+            "vfork child: exited 5\nvfork child's store seen by the parent: 1234\n",
+            "from a vfork child\nvfork+exec child: exited 6\n",
+            "parent stack after its children: intact\n",
         ] {
             assert!(out.contains(line), "native run lacks `{line}`:\n{out}");
         }
@@ -215,6 +220,22 @@ fn make_sees_its_targets_up_to_date_until_a_prerequisite_changes() {
     run.assert_code(0);
     assert_eq!(run.stdout_str(), "remade all\nsecond done\nremade all\n", "{}", run.describe());
     assert!(!run.stderr.contains("arning"), "{}", run.describe());
+}
+
+/// Two `clone(CLONE_VM|SIGCHLD)` children of a process that ends while one of them waits on a
+/// private futex: the other's wake finds the waiter (the futex is keyed by the address space,
+/// not by whichever process owns it now), as natively, under several seeds.
+#[test]
+fn clone_vm_children_meet_on_a_futex_after_the_owner_ends() {
+    let prog = guest("proc_futex_owner");
+    let nat = native(&prog, &[], &[]);
+    nat.assert_code(0);
+    assert_eq!(nat.stdout_str(), "waiter woken: yes\nwaker: woke 1\n", "{}", nat.describe());
+    for seed in ["0", "1", "2"] {
+        let emu = Ferrite::run(&prog).opts(&["--seed", seed]).go();
+        assert_same_stdout(&nat, &emu);
+        assert_same_status(&nat, &emu);
+    }
 }
 
 /// Debian's `make -j2` starts its recipes with `posix_spawn` (with `POSIX_SPAWN_RESETIDS`, so its

@@ -7,6 +7,10 @@
 //! readiness, blocking reads, re-masking and the errors of man 2 signalfd, as natively.
 //! sigqueue and real-time queues (guests/src/sig_queue.c): queued instances with their
 //! `si_value`, in order, through sigtimedwait, a signalfd and a handler, as natively.
+//! Pending signals (guests/src/sig_pending.c): an ignored action discards a pending signal
+//! everywhere in the process; an ignored pending signal holds back none behind it; a signal sent
+//! to a thread stays that thread's, one sent to the process goes to a thread that does not block
+//! it and is pending for every thread, as natively.
 
 mod common;
 
@@ -127,8 +131,14 @@ fn queued_real_time_signals_keep_their_values_as_natively() {
             "handler: count 1 value 4242 code -1\n",
             "rt_tgsigqueueinfo: 0, handler count 2 value 99\n",
             "SI_USER to another process: EPERM\n",
+            "raising the hard limit: Operation not permitted\n",
+            "RLIMIT_SIGPENDING 16: at most 16 queued, then EAGAIN\nkill beyond it: 0\n",
+            "after SIG_IGN: pending 0, sigqueue 1\n",
         ],
     );
+    // The guest's processes are the only ones of its user in the machine: the limit is exact.
+    let emu = emulated(&guest("sig_queue"), &[], &[]);
+    assert!(emu.stderr.contains("sig_queue: 16 signals queued under RLIMIT_SIGPENDING 16\n"), "{}", emu.describe());
 }
 
 /// A signal sent to one thread (`tgkill`) is that thread's: another thread's signalfd neither
@@ -143,4 +153,33 @@ fn a_signalfd_reads_the_process_signals_not_another_threads() {
         assert_same_stdout(&nat, &emu);
     }
     assert!(nat.stdout_str().contains("another thread's SIGUSR1: poll 0, read EAGAIN\n"), "{}", nat.describe());
+}
+
+/// Pending signals as Linux keeps them (guests/src/sig_pending.c), static and dynamic, under
+/// several seeds: each line as natively.
+#[test]
+fn pending_signals_are_kept_discarded_and_directed_as_natively() {
+    as_natively(
+        "sig_pending",
+        &[
+            "1. pending before SIG_IGN: USR1 1 USR2 1; after: USR1 0 USR2 0; handlers ran 0 0\n",
+            "1. after SIG_DFL: URG pending 0, USR1 pending 1\n",
+            "1. other thread's SIGUSR1 pending: before 1, after SIG_IGN 0; handler ran 0\n",
+            "2. ignored SIGUSR1 kept while blocked: 1; SIGUSR2 handled at the unblock: 1\n",
+            "2. child with SIGTERM behind an ignored SIGUSR1: killed by 15\n",
+            "3. raise of a blocked SIGUSR1: alive, pending 1, sigwaitinfo 10",
+            "3. kill(getpid(), SIGUSR2): handled 1 time(s), by the other thread: yes\n",
+            "3. child sending itself SIGTERM, blocked by main only: killed by 15\n",
+            "3. child alive with SIGTERM pending 1\n3. child with a thread-directed SIGTERM: killed by 15\n",
+            "4. other thread sees USR1 1 USR2 0, its sigwait takes 10; main then has USR1 0 USR2 1\n",
+            "done\n",
+        ],
+    );
+    let prog = guest("sig_pending");
+    let nat = native(&prog, &[], &[]);
+    for seed in ["1", "2", "3"] {
+        let emu = Ferrite::run(&prog).opts(&["--seed", seed]).go();
+        assert_same_stdout(&nat, &emu);
+        assert_same_status(&nat, &emu);
+    }
 }

@@ -663,16 +663,10 @@ impl Session {
                     if outcome == Outcome::ThreadExit {
                         m.emit_thread_event(emu::events::EventKind::ThreadExit, 0, 0);
                     }
-                    // Signals the call raised for this thread (raise, abort with a handler).
+                    // Signals the call raised (raise, abort with a handler, SIGPIPE), another
+                    // thread or process sent, or the call unblocked.
                     let mut killed = None;
-                    for info in k.take_pending() {
-                        if let Err(e) = k.deliver(m, info, false) {
-                            killed = Some(e);
-                            break;
-                        }
-                    }
-                    // A signal another process sent, or one the call unblocked.
-                    if killed.is_none() && matches!(outcome, Outcome::Continue | Outcome::Yield) {
+                    if matches!(outcome, Outcome::Continue | Outcome::Yield) {
                         killed = k.deliver_pending(m).err();
                     }
                     if let Some(e) = killed {

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -75,5 +76,35 @@ int main(void) {
     q.si_code = SI_USER;
     r = syscall(SYS_rt_sigqueueinfo, getppid(), SIGUSR2, &q);
     printf("SI_USER to another process: %s\n", r < 0 && errno == EPERM ? "EPERM" : "sent");
+
+    // RLIMIT_SIGPENDING: sigqueue fails with EAGAIN once that many signals are queued (the
+    // user's, every process's); kill's SI_USER is still sent; SIG_IGN discards the queue.
+    struct rlimit rl = {16, 16};
+    if (setrlimit(RLIMIT_SIGPENDING, &rl) != 0)
+        perror("setrlimit");
+    struct rlimit up = {16, 17};
+    printf("raising the hard limit: %s\n", setrlimit(RLIMIT_SIGPENDING, &up) == 0 ? "ok" : strerror(errno));
+    sigset_t b;
+    sigemptyset(&b);
+    sigaddset(&b, rt + 5);
+    sigprocmask(SIG_BLOCK, &b, NULL);
+    int queued = 0;
+    while (queued < 100 && sigqueue(getpid(), rt + 5, (union sigval){.sival_int = queued}) == 0)
+        queued++;
+    int e = errno;
+    // Natively the count is the user's, so another process of the user with a signal queued
+    // makes it less: the exact count goes to standard error.
+    printf("RLIMIT_SIGPENDING 16: at most 16 queued, then %s\n",
+           queued > 0 && queued <= 16 ? (e == EAGAIN ? "EAGAIN" : strerror(e)) : "no limit");
+    fprintf(stderr, "sig_queue: %d signals queued under RLIMIT_SIGPENDING 16\n", queued);
+    printf("kill beyond it: %d\n", kill(getpid(), rt + 5));
+    signal(rt + 5, SIG_IGN);
+    sigset_t p;
+    sigpending(&p);
+    sigaddset(&b, rt + 6);
+    sigprocmask(SIG_BLOCK, &b, NULL);
+    int again = sigqueue(getpid(), rt + 6, (union sigval){.sival_int = 0}) == 0;
+    printf("after SIG_IGN: pending %d, sigqueue %d\n", sigismember(&p, rt + 5), again);
+    signal(rt + 6, SIG_IGN);
     return 0;
 }

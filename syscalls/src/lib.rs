@@ -183,8 +183,10 @@ pub struct Kernel {
     /// reports each as one side of a futex hand-off on `key` (an address no futex can have), so
     /// what a child did happens before what its parent does after reaping it.
     pub handoffs: Vec<(u64, bool)>,
-    /// Signals raised by system calls, to deliver to their thread when the call returns.
-    pub(crate) pending: Vec<(u32, signal::SigInfo)>,
+    /// Each process's signals pending for it as a whole (Linux's `shared_pending`), by pid;
+    /// a process with none has no entry. Signals sent to one thread are that thread's
+    /// ([`thread::KThread::sigpending`]).
+    pub(crate) shared_pending: BTreeMap<u32, Vec<signal::Shared>>,
     /// Which held reader to release when every thread is held (`emu::sched::Hold::privileged`).
     pub privileged: u32,
     /// Reads of a PM file's contents that bypass the device, so no pass sees them as loads:
@@ -247,7 +249,7 @@ impl Kernel {
             created: Vec::new(),
             woken: Vec::new(),
             handoffs: Vec::new(),
-            pending: Vec::new(),
+            shared_pending: BTreeMap::new(),
             privileged: 0,
             pm_file_reads: 0,
             durable: fs::Durable::default(),
@@ -531,9 +533,9 @@ impl Kernel {
             }
             libc::SYS_kill | libc::SYS_tkill | libc::SYS_tgkill => {
                 let killed = if nr == libc::SYS_tgkill as u64 {
-                    self.tkill(Some(a[0] as u32), a[1] as u32, i(a[2]))
+                    self.tkill(m, Some(a[0] as u32), a[1] as u32, i(a[2]))
                 } else if nr == libc::SYS_tkill as u64 {
-                    self.tkill(None, a[0] as u32, i(a[1]))
+                    self.tkill(m, None, a[0] as u32, i(a[1]))
                 } else if a[0] as i32 != self.pid as i32 {
                     self.kill_pid(m, i64::from(a[0] as i32), i(a[1]))
                 } else {
@@ -556,7 +558,8 @@ impl Kernel {
             libc::SYS_wait4 => self.wait4(m, i64::from(a[0] as i32), a[1], a[2], a[3]),
             libc::SYS_waitid => self.waitid(m, a[0], a[1], a[2], a[3]),
             libc::SYS_fork => self.fork(m, 17, 0, 0, 0, 0).and_then(|r| r.ok_or(Errno(VFORKED))),
-            libc::SYS_vfork => self.fork(m, 0x4000 | 17, 0, 0, 0, 0).and_then(|r| r.ok_or(Errno(VFORKED))),
+            // CLONE_VM | CLONE_VFORK | SIGCHLD: the child runs on the parent's memory.
+            libc::SYS_vfork => self.fork(m, 0x100 | 0x4000 | 17, 0, 0, 0, 0).and_then(|r| r.ok_or(Errno(VFORKED))),
             libc::SYS_setpgid => self.setpgid(a[0], a[1]),
             libc::SYS_setsid => self.setsid(),
             // clone(2) takes the low 32 bits of its flags (the higher ones are clone3's).

@@ -7,8 +7,9 @@
 //! and may wait blocks on the keys of every descriptor it watches, with its timeout as the
 //! wait's deadline on the virtual clock ([`crate::thread::Wait::Io`]); woken, it is made again,
 //! keeping the deadline it computed first, and once that has passed it returns what is ready
-//! (nothing: 0). Signal masks of `ppoll`, `pselect6` and `epoll_pwait` are accepted and unused:
-//! no signal interrupts a wait in the machine.
+//! (nothing: 0). A signal the waiting thread does not block interrupts the wait (EINTR, never
+//! restarted: [`crate::signal`]); the signal masks of `ppoll`, `pselect6` and `epoll_pwait` are
+//! installed for the call's duration ([`Kernel::call_mask`]).
 //!
 //! epoll is level-triggered; `EPOLLET` is accepted and behaves as level-triggered (a program
 //! that reads until `EAGAIN`, as edge-triggered ones must, sees the same). `EPOLLONESHOT`

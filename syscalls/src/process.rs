@@ -18,6 +18,8 @@ use crate::{err, Errno, Kernel, SysResult};
 pub const PID: u32 = 1000;
 /// The guest's uid and gid.
 pub const UID: u64 = 1000;
+/// `RLIMIT_SIGPENDING`: signals queued with their siginfo, all the guest's processes together.
+pub(crate) const SIGPENDING_LIMIT: u64 = 63_704;
 /// Where position-independent executables are placed (Linux's ELF_ET_DYN_BASE without ASLR).
 pub const PIE_BASE: u64 = 0x5555_5555_4000;
 
@@ -64,6 +66,9 @@ pub struct ProcState {
     pub next_pm_file: u32,
     /// Files the guest created (guest paths): their contents are outputs, not inputs.
     pub created: std::collections::BTreeSet<String>,
+    /// The running process's `RLIMIT_SIGPENDING` (soft, hard): another process's is in its
+    /// saved state.
+    pub sigpending_limit: (u64, u64),
 }
 
 impl Default for ProcState {
@@ -79,6 +84,7 @@ impl Default for ProcState {
             pm_files: BTreeMap::new(),
             next_pm_file: 0,
             created: std::collections::BTreeSet::new(),
+            sigpending_limit: (SIGPENDING_LIMIT, SIGPENDING_LIMIT),
         }
     }
 }
@@ -329,7 +335,7 @@ impl Kernel {
             8 => (8 << 20, 8 << 20),                         // MEMLOCK
             9 => (self.cfg.max_memory, self.cfg.max_memory), // AS
             10 => (INF, INF),                                // LOCKS
-            11 => (63_704, 63_704),                          // SIGPENDING
+            11 => self.proc.sigpending_limit,                // SIGPENDING
             12 => (819_200, 819_200),                        // MSGQUEUE
             13 => (0, 0),                                    // NICE
             14 => (0, 0),                                    // RTPRIO
@@ -345,7 +351,20 @@ impl Kernel {
         let (cur, max) = self.rlimit(res).ok_or(Errno(libc::EINVAL))?;
         if new != 0 {
             // Limits are part of the run's definition; lowering them is accepted and ignored
-            // except for the file limit, which the descriptor table enforces.
+            // except for the file limit, which the descriptor table enforces, and
+            // RLIMIT_SIGPENDING, which `sigqueue` meets (a process's own, kept across fork
+            // and exec).
+            if res == 11 {
+                let (c, h) = (m.read_u64(new)?, m.read_u64(new + 8)?);
+                if c > h {
+                    return err(libc::EINVAL);
+                }
+                // Raising the hard limit needs CAP_SYS_RESOURCE, which the guest has not.
+                if h > self.proc.sigpending_limit.1 {
+                    return err(libc::EPERM);
+                }
+                self.proc.sigpending_limit = (c, h);
+            }
             if res == 7 {
                 let c = m.read_u64(new)?;
                 if c > 4096 {

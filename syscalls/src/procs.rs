@@ -13,8 +13,9 @@
 //! What a child gets, as on Linux: a copy of the address space (private memory copied, shared
 //! and PM mappings shared, so the PM device sees one line state for both), the descriptor table
 //! duplicated over the same open file descriptions (offsets, pipes and sockets shared), signal
-//! actions, mask and alternate stack, RAX = 0. `vfork` is a fork whose parent waits until the
-//! child exits or execs ([`crate::execve`]) in [`Wait::Vfork`], which nothing else ends.
+//! actions, mask and alternate stack, RAX = 0; no pending signal. A `CLONE_VFORK` parent waits
+//! until the child exits or execs ([`crate::execve`]) in [`Wait::Vfork`], which nothing else
+//! ends; `vfork(2)` is `clone(CLONE_VM|CLONE_VFORK|SIGCHLD)`, its child on the parent's stack.
 //!
 //! A child of `clone(CLONE_VM)` (glibc's `posix_spawn`, `system`, `popen`: with `CLONE_VFORK`)
 //! is a process that runs in its parent's address space instead of a copy ([`Proc::space`]
@@ -23,7 +24,9 @@
 //! alone; the space of processes that are not running stays with its owner's [`Saved`]. At
 //! `execve` such a child gets an empty space of its own and leaves the shared one to the others
 //! ([`Kernel::leave_shared_space`]); a process that owns a space and ends or execs while others
-//! still run in it hands it to the lowest of them, so nothing tears down memory in use. The run ends when the first process ends, whatever its
+//! still run in it hands it to the lowest of them, so nothing tears down memory in use; the
+//! space's id ([`Proc::space_id`]), which keys its private futexes, stays. The run ends when
+//! the first process ends, whatever its
 //! children do (a command's end, as a shell sees it); a child that ends becomes a zombie until
 //! its parent waits for it. A blocking wait is a call on descriptors waiting on its children's
 //! key ([`crate::thread::Wait::Io`], restarted when a child ends), so a wait no child can end is
@@ -78,6 +81,8 @@ pub(crate) struct Saved {
     pub(crate) sigactions: [[u64; 4]; 65],
     fs_base: u64,
     exe: Option<String>,
+    /// Its `RLIMIT_SIGPENDING` (soft, hard).
+    pub(crate) sigpending_limit: (u64, u64),
 }
 
 /// A process.
@@ -96,17 +101,29 @@ pub(crate) struct Proc {
     /// that has not exec'ed yet, the process that owns the space it shares. The owner's
     /// [`Saved`] keeps the space while none of the processes sharing it runs.
     pub(crate) space: u32,
+    /// Its address space's id, which, unlike its owner ([`Proc::space`]), never changes while
+    /// the space lives: private futexes are keyed by it ([`Kernel::futex_key`]), so waiters in a
+    /// space whose owner ends are still found by the processes left in it.
+    pub(crate) space_id: u32,
 }
 
 impl Proc {
     /// The first process: its own group and session leader, parent 1.
     pub(crate) fn first() -> Proc {
-        Proc { ppid: 1, pgid: PID, sid: PID, ended: None, saved: None, space: PID }
+        Proc { ppid: 1, pgid: PID, sid: PID, ended: None, saved: None, space: PID, space_id: 1 }
     }
 
     /// A copy of a process without its saved state (a snapshot's copy fills it in).
     pub(crate) fn copy_running(&self) -> Proc {
-        Proc { ppid: self.ppid, pgid: self.pgid, sid: self.sid, ended: self.ended, saved: None, space: self.space }
+        Proc {
+            ppid: self.ppid,
+            pgid: self.pgid,
+            sid: self.sid,
+            ended: self.ended,
+            saved: None,
+            space: self.space,
+            space_id: self.space_id,
+        }
     }
 }
 
@@ -125,6 +142,7 @@ impl Saved {
             sigactions: self.sigactions,
             fs_base: self.fs_base,
             exe: self.exe.clone(),
+            sigpending_limit: self.sigpending_limit,
         }
     }
 }
@@ -230,9 +248,14 @@ impl Kernel {
             sigactions,
             fs_base: self.proc.fs_base,
             exe: self.proc.exe.clone(),
+            sigpending_limit: self.proc.sigpending_limit,
         };
         let in_space = if shares { self.space_pid } else { child };
-        self.procs.insert(child, Proc { ppid: self.pid, pgid, sid, ended: None, saved: Some(saved), space: in_space });
+        let space_id = if shares { self.space_id() } else { self.new_space_id() };
+        self.procs.insert(
+            child,
+            Proc { ppid: self.pid, pgid, sid, ended: None, saved: Some(saved), space: in_space, space_id },
+        );
         // The fork orders everything the parent did before it before everything the child does.
         self.created.push((child, 0));
         if flags & CLONE_VFORK != 0 {
@@ -261,6 +284,7 @@ impl Kernel {
         std::mem::swap(&mut self.proc.sigactions, &mut s.sigactions);
         std::mem::swap(&mut self.proc.fs_base, &mut s.fs_base);
         std::mem::swap(&mut self.proc.exe, &mut s.exe);
+        std::mem::swap(&mut self.proc.sigpending_limit, &mut s.sigpending_limit);
         self.pid = to;
         if to_space != self.space_pid {
             // The space `to` runs in is kept by its owner (`s` itself, if `to` owns it).
@@ -347,10 +371,26 @@ impl Kernel {
             Some(o) => o.space = Some((fresh, mm)),
             None => m.release_address_space(fresh),
         }
+        let id = self.new_space_id();
         if let Some(p) = self.procs.get_mut(&pid) {
             p.space = pid;
+            p.space_id = id;
         }
         self.space_pid = pid;
+    }
+
+    /// The running process's address space's id ([`Proc::space_id`]).
+    fn space_id(&self) -> u32 {
+        self.procs.get(&self.pid).map_or(0, |p| p.space_id)
+    }
+
+    /// An id no address space in use has: the lowest no live process's space has (an id of a
+    /// space no process runs in any more comes back, as no one waits on its futexes), so ids
+    /// stay small and keep clear of the tag bits of shared futexes' keys.
+    fn new_space_id(&self) -> u32 {
+        let used: std::collections::BTreeSet<u32> =
+            self.procs.values().filter(|p| p.ended.is_none()).map(|p| p.space_id).collect();
+        (1..).find(|id| !used.contains(id)).unwrap_or(0)
     }
 
     /// exit_group(2), or the last thread's exit(2), of the running process. The first
@@ -384,6 +424,7 @@ impl Kernel {
             }
         }
         self.timers.drop_process(pid);
+        self.shared_pending.remove(&pid);
         let Some(p) = self.procs.get_mut(&pid) else { return };
         p.ended = Some(how);
         let ppid = p.ppid;
@@ -613,8 +654,8 @@ impl Kernel {
                 return 1 << 63 | host;
             }
         }
-        // By the address space: a `clone(CLONE_VM)` child and its parent meet.
-        u64::from(self.space_pid) << 48 | addr
+        // By the address space: a `clone(CLONE_VM)` child and its parent meet, whoever owns it.
+        u64::from(self.space_id()) << 48 | addr
     }
 }
 

@@ -15,22 +15,35 @@
 //!
 //! Synchronous faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP) go to a handler if one is
 //! installed and the signal is not blocked; otherwise, as Linux's `force_sig`, they kill the
-//! process. A signal a thread sends to the process (`kill`, `tgkill`, `tkill`) is delivered when
-//! that system call returns: asynchronous signals arrive only at such recorded points.
+//! process.
 //!
-//! A signal from another process (`kill`, `SIGCHLD`) is made pending for one thread of the
-//! receiving process and delivered when that thread next makes a system call or is scheduled
-//! ([`Kernel::deliver_pending`]); a thread blocked in a call that is made again when woken (calls
-//! on descriptors, `wait4`, `rt_sigsuspend`) is woken for it, and the call returns EINTR or, under
-//! `SA_RESTART`, is made again after the handler, as Linux does.
+//! Every other signal goes through [`Kernel::post`] (Linux's `send_signal`) into one of two
+//! pending sets, as on Linux: a thread's own (`tkill`/`tgkill`, `raise`, SIGPIPE, a timer with a
+//! thread id), taken by that thread alone; or its process's shared set (`kill`, `sigqueue`,
+//! `SIGCHLD`, a timer of the process), kept in [`Kernel::shared_pending`] with the thread
+//! chosen to take it for a handler ([`Kernel::signal_target`], Linux's `complete_signal`). A
+//! signal its target does not block and ignores is dropped; a blocked one is kept whatever its
+//! action; a standard signal pending already is dropped, real-time ones queue (up to
+//! `RLIMIT_SIGPENDING` for `sigqueue`). A default action that kills ends the whole process as
+//! soon as the thread it goes to does not block it. Setting an action that ignores a signal
+//! discards it from every set of the process (Linux's `do_sigaction`).
 //!
-//! A futex wait or a sleep is interrupted too (EINTR, or a futex wait without a timeout made
-//! again under `SA_RESTART`; a relative sleep writes the time left to `rem`). `tkill`/`tgkill`
-//! reach other threads; `pause`, `rt_sigtimedwait` and `rt_sigpending` exist; `ppoll`,
-//! `pselect6` and `epoll_pwait` install their masks for the call ([`Kernel::call_mask`]).
+//! A signal is delivered when its thread makes a system call or is scheduled
+//! ([`Kernel::deliver_pending`]): asynchronous signals arrive only at such recorded points, so
+//! runs replay. Its own set first, then the shared one; a synchronous fault's signal first, then
+//! the lowest number (Linux's `next_signal`); ignored ones are dropped on the way, and every
+//! deliverable signal gets a frame, as Linux's exit to user mode builds them. A thread blocked in
+//! a call that is made again when woken (calls on descriptors, `wait4`, `rt_sigsuspend`) is
+//! woken for it, and the call returns EINTR or, under `SA_RESTART`, is made again after the
+//! handler, as Linux does. A futex wait or a sleep is interrupted too (EINTR, or a futex wait
+//! without a timeout made again under `SA_RESTART`; a relative sleep writes the time left to
+//! `rem`). `pause`, `rt_sigtimedwait` and `rt_sigpending` see both sets; `ppoll`, `pselect6` and
+//! `epoll_pwait` install their masks for the call ([`Kernel::call_mask`]).
 //!
-//! Left out: real-time signal queues (one pending instance per signal), `signalfd`, the XSAVE frame format (the CPU model has no
-//! XSAVE, so the FXSAVE format with no FP_XSTATE magic is what Linux would build too).
+//! Left out: Linux chooses the thread for a process's signal round-robin from the last one
+//! chosen (ferrite: the main thread, else the lowest-numbered); stop signals do not stop; the
+//! XSAVE frame format (the CPU model has no XSAVE, so the FXSAVE format with no FP_XSTATE magic is
+//! what Linux would build too).
 
 use emu::machine::{ST_REGS, XMM_REGS};
 use emu::{Fault, Machine, Reg};
@@ -51,15 +64,63 @@ const SA_RESTART: u64 = 0x1000_0000;
 const SA_NOCLDWAIT: u64 = 2;
 const SIGCHLD: i32 = 17;
 
-/// Whether the default action of `sig` is to ignore it (SIGCHLD, SIGCONT, SIGURG, SIGWINCH; the
-/// stop signals too, as ferrite does not stop processes).
 /// The first real-time signal (the kernel's; glibc keeps 32 and 33 for itself).
 pub(crate) const SIGRTMIN: i32 = 32;
 /// `si_code` of a signal sent with tkill/tgkill.
 pub(crate) const SI_TKILL: i32 = -6;
+/// The signals of synchronous faults, which Linux's `next_signal` takes first: SIGILL, SIGTRAP,
+/// SIGBUS, SIGFPE, SIGSEGV, SIGSYS.
+const SYNCHRONOUS: u64 = 1 << 3 | 1 << 4 | 1 << 6 | 1 << 7 | 1 << 10 | 1 << 30;
 
+/// Whether the default action of `sig` is to ignore it (SIGCHLD, SIGCONT, SIGURG, SIGWINCH; the
+/// stop signals too, as ferrite does not stop processes).
 pub(crate) fn ignored_by_default(sig: i32) -> bool {
     matches!(sig, 17 | 18 | 23 | 28) || (19..=22).contains(&sig)
+}
+
+/// Signal `sig`'s bit in a mask (1 to 64).
+fn bit(sig: i32) -> u64 {
+    1u64 << (sig - 1)
+}
+
+/// Whether `action` ignores `sig`: `SIG_IGN`, or `SIG_DFL` for a signal whose default action is
+/// to ignore it (Linux's `sig_handler_ignored`).
+fn ignores(action: &[u64; 4], sig: i32) -> bool {
+    action[0] == SIG_IGN || (action[0] == SIG_DFL && ignored_by_default(sig))
+}
+
+/// Linux's `next_signal` over a queue of signal numbers (0: not to be taken): the index of the
+/// first of `allowed` to take, a synchronous fault's signal first, then the lowest number, the
+/// instances of one number in the order queued.
+fn next_signal(queue: impl Iterator<Item = i32>, allowed: u64) -> Option<usize> {
+    queue
+        .enumerate()
+        .filter(|&(_, s)| s > 0 && allowed & bit(s) != 0)
+        .min_by_key(|&(i, s)| (SYNCHRONOUS & bit(s) == 0, s, i))
+        .map(|(i, _)| i)
+}
+
+/// A signal pending for a process as a whole (Linux's `signal->shared_pending`): sent with
+/// kill(2), `sigqueue`, by a child's end or a timer of the process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Shared {
+    /// The signal.
+    pub(crate) info: SigInfo,
+    /// The thread chosen to take it for a handler when it was sent ([`Kernel::signal_target`]):
+    /// `None` if every thread blocked it.
+    pub(crate) target: Option<u32>,
+}
+
+/// What [`Kernel::post`] did with a signal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Posted {
+    /// Ignored, or a standard signal pending already: nothing queued.
+    Dropped,
+    /// Queued, for its thread or its process.
+    Queued,
+    /// Queued, and its default action kills the process: a thread that does not block it takes
+    /// it.
+    Fatal,
 }
 
 /// Calls a handler never restarts (Linux's ERESTARTNOHAND): they return EINTR even under
@@ -231,8 +292,33 @@ impl Kernel {
     fn set_sigmask(&mut self, mask: u64) {
         // SIGKILL and SIGSTOP cannot be blocked.
         let mask = mask & !((1 << 8) | (1 << 18));
-        if let Some(t) = self.threads.get_mut(&self.current) {
-            t.sigmask = mask;
+        let Some(t) = self.threads.get_mut(&self.current) else { return };
+        let blocks_more = mask & !t.sigmask != 0;
+        t.sigmask = mask;
+        if blocks_more {
+            self.retarget_shared(self.pid);
+        }
+    }
+
+    /// The process's shared signals whose chosen thread no longer takes them (it blocked them
+    /// since, or ended) go to another that does, woken for them (Linux's
+    /// `retarget_shared_pending`).
+    pub(crate) fn retarget_shared(&mut self, pid: u32) {
+        let Some(q) = self.shared_pending.get(&pid) else { return };
+        let stale: Vec<(usize, i32)> = q
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.target.is_some_and(|t| !self.accepts(t, pid, s.info.signo)))
+            .map(|(i, s)| (i, s.info.signo))
+            .collect();
+        for (i, sig) in stale {
+            let target = self.signal_target(pid, sig);
+            if let Some(s) = self.shared_pending.get_mut(&pid).and_then(|q| q.get_mut(i)) {
+                s.target = target;
+            }
+            if let Some(t) = target {
+                self.wake_for_signal(t, sig);
+            }
         }
     }
 
@@ -261,6 +347,11 @@ impl Kernel {
         }
         if let Some(v) = new {
             self.proc.sigactions[s] = v;
+            if ignores(&v, sig) {
+                // Linux's `do_sigaction`: a signal now ignored goes from every pending set of
+                // the process, blocked or not.
+                self.flush_signal(self.pid, sig);
+            }
         }
         Ok(0)
     }
@@ -328,9 +419,9 @@ impl Kernel {
         Ok(0)
     }
 
-    /// A signal the running thread sends to its own process (`code`: `SI_USER` for kill(2),
-    /// `SI_TKILL` for tkill/tgkill). Returns the exit it causes, if any; a handled signal is
-    /// delivered when the system call returns.
+    /// kill(2) of the running process by itself (`code`: `SI_USER`): a signal to the process as
+    /// a whole, pending in its shared set ([`Kernel::post`]). Returns the exit it causes, if
+    /// any; a handled signal is delivered when the system call returns.
     pub(crate) fn kill(&mut self, sig: i32, code: i32) -> Result<Option<ProcessExit>, Errno> {
         self.kill_info(SigInfo { code, ..SigInfo::user(sig, self.pid) })
     }
@@ -338,57 +429,34 @@ impl Kernel {
     /// [`Kernel::kill`] with the whole siginfo given (`rt_sigqueueinfo`'s).
     pub(crate) fn kill_info(&mut self, info: SigInfo) -> Result<Option<ProcessExit>, Errno> {
         let sig = info.signo;
+        if !(0..=64).contains(&sig) {
+            return err(libc::EINVAL);
+        }
         if sig == 0 {
             return Ok(None);
         }
-        if !(1..=64).contains(&sig) {
-            return err(libc::EINVAL);
-        }
-        if self.blocked_by_all(self.pid, sig) {
-            // Pending whatever its action, as Linux: the action may change before it is
-            // unblocked, and a signalfd or sigwait may take it.
-            self.pend(self.pid, info);
-            return Ok(None);
-        }
-        let handler = self.proc.sigactions[sig as usize][0];
-        match handler {
-            SIG_IGN => Ok(None),
-            SIG_DFL if ignored_by_default(sig) => Ok(None),
-            SIG_DFL => Ok(Some(ProcessExit::Signal(sig))),
-            _ => {
-                if self.sigmask() & (1 << (sig - 1)) != 0 {
-                    // Blocked: pending until the thread unblocks it.
-                    self.pend_to(self.current, info);
-                } else {
-                    self.pending.push((self.current, info));
-                }
-                Ok(None)
-            }
-        }
+        let posted = self.post(self.pid, None, info)?;
+        Ok((posted == Posted::Fatal).then_some(ProcessExit::Signal(sig)))
     }
 
-    /// Whether every thread of process `pid` blocks `sig` (never SIGKILL or SIGSTOP): a signal
-    /// sent to it then stays pending, whatever its action, until a thread unblocks it or takes
-    /// it through a signalfd or sigwait (Linux's `sig_ignored`: "blocked signals are never
-    /// ignored").
-    pub(crate) fn blocked_by_all(&self, pid: u32, sig: i32) -> bool {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP || !(1..=64).contains(&sig) {
-            return false;
-        }
-        let bit = 1u64 << (sig - 1);
-        let mut of_pid = self.threads.values().filter(|t| t.pid == pid).peekable();
-        of_pid.peek().is_some() && of_pid.all(|t| t.sigmask & bit != 0)
+    /// tkill(2) and tgkill(2) to thread `tid` (`tgid`: the process the caller names, checked,
+    /// if given).
+    pub(crate) fn tkill(
+        &mut self,
+        m: &mut Machine,
+        tgid: Option<u32>,
+        tid: u32,
+        sig: i32,
+    ) -> Result<Option<ProcessExit>, Errno> {
+        self.tkill_info(m, tgid, tid, SigInfo { code: SI_TKILL, ..SigInfo::user(sig, self.pid) })
     }
 
-    /// tkill(2) and tgkill(2) to thread `tid` of the running process (`tgid`: the process the
-    /// caller names, checked, if given).
-    pub(crate) fn tkill(&mut self, tgid: Option<u32>, tid: u32, sig: i32) -> Result<Option<ProcessExit>, Errno> {
-        self.tkill_info(tgid, tid, SigInfo { code: SI_TKILL, ..SigInfo::user(sig, self.pid) })
-    }
-
-    /// [`Kernel::tkill`] with the whole siginfo given (`rt_tgsigqueueinfo`'s).
+    /// [`Kernel::tkill`] with the whole siginfo given (`rt_tgsigqueueinfo`'s): a signal to that
+    /// thread alone, pending for it until it unblocks it (Linux's `PIDTYPE_PID`), whichever
+    /// process it belongs to.
     pub(crate) fn tkill_info(
         &mut self,
+        m: &mut Machine,
         tgid: Option<u32>,
         tid: u32,
         info: SigInfo,
@@ -398,43 +466,35 @@ impl Kernel {
             return err(libc::EINVAL);
         }
         let Some(t) = self.threads.get(&tid) else { return err(libc::ESRCH) };
-        if tgid.is_some_and(|g| g != t.pid) {
+        let pid = t.pid;
+        if tgid.is_some_and(|g| g != pid) {
             return err(libc::ESRCH);
         }
-        if t.pid != self.pid {
-            // Another process's thread: the signal goes to that process.
-            if sig != 0 {
-                let pid = t.pid;
-                self.send_signal(pid, None, info);
-            }
+        if sig == 0 {
             return Ok(None);
         }
-        if tid == self.current || sig == 0 {
-            return self.kill_info(info);
+        let posted = self.post(pid, Some(tid), info)?;
+        Ok(self.posted_end(m, pid, posted, sig))
+    }
+
+    /// The end a signal posted to process `pid` brings ([`Posted::Fatal`]): the running
+    /// process's is returned to the caller; another process ends at once.
+    fn posted_end(&mut self, m: &mut Machine, pid: u32, posted: Posted, sig: i32) -> Option<ProcessExit> {
+        if posted != Posted::Fatal {
+            return None;
         }
-        let blocked = t.sigmask & (1 << (sig - 1)) != 0;
-        let handler = self.proc.sigactions[sig as usize][0];
-        match handler {
-            _ if sig == libc::SIGKILL => Ok(Some(ProcessExit::Signal(sig))),
-            // Blocked: pending whatever its action (see `blocked_by_all`).
-            _ if blocked && sig != libc::SIGSTOP => {
-                self.pend_to(tid, info);
-                Ok(None)
-            }
-            SIG_IGN => Ok(None),
-            SIG_DFL if ignored_by_default(sig) => Ok(None),
-            SIG_DFL if !blocked => Ok(Some(ProcessExit::Signal(sig))),
-            _ => {
-                self.pend_to(tid, info);
-                Ok(None)
-            }
+        if pid == self.pid {
+            return Some(ProcessExit::Signal(sig));
         }
+        self.end_process(m, pid, ProcessExit::Signal(sig));
+        None
     }
 
     /// rt_sigqueueinfo(2) (`tid` None: `tgid, sig, uinfo`) and rt_tgsigqueueinfo(2): `sig` with
     /// the sender's `siginfo_t` (its code, pid and `si_value`) to process `tgid`, or to its
     /// thread `tid`. EPERM for a code the kernel keeps for itself (`>= 0`, or `SI_TKILL`) sent to
-    /// another process, as Linux; ESRCH without such a process or thread.
+    /// another process, as Linux; ESRCH without such a process or thread; EAGAIN for a real-time
+    /// signal beyond `RLIMIT_SIGPENDING`.
     pub(crate) fn sigqueueinfo(
         &mut self,
         m: &mut Machine,
@@ -461,7 +521,7 @@ impl Kernel {
             status: 0,
         };
         if let Some(tid) = tid {
-            return self.tkill_info(Some(tgid), tid, info);
+            return self.tkill_info(m, Some(tgid), tid, info);
         }
         if tgid == self.pid {
             return self.kill_info(info);
@@ -470,23 +530,19 @@ impl Kernel {
             return err(libc::ESRCH);
         }
         if sig != 0 {
-            self.signal_process(m, tgid, info);
+            let posted = self.post(tgid, None, info)?;
+            self.posted_end(m, tgid, posted, sig);
         }
         Ok(None)
     }
 
     /// A signal a system call raises for the running thread (SIGPIPE for a write to a pipe no
-    /// one reads): delivered when the call returns, unless ignored; a blocked one stays pending.
+    /// one reads; Linux's `send_sig`, to the thread): taken when the call returns
+    /// ([`Kernel::deliver_pending`], which also carries out a default action that kills),
+    /// unless ignored; a blocked one stays pending.
     pub(crate) fn raise(&mut self, sig: i32) {
-        let blocked = self.sigmask() & (1 << (sig - 1)) != 0;
-        if self.proc.sigactions[sig as usize][0] == SIG_IGN {
-            return;
-        }
-        if blocked {
-            self.pend_to(self.current, SigInfo::user(sig, self.pid));
-        } else {
-            self.pending.push((self.current, SigInfo::user(sig, self.pid)));
-        }
+        let (pid, tid) = (self.pid, self.current);
+        let _ = self.post(pid, Some(tid), SigInfo::user(sig, pid));
     }
 
     /// The disposition of `sig` in process `pid` (`None`: no such process alive).
@@ -503,68 +559,225 @@ impl Kernel {
         self.action_of(pid, SIGCHLD).is_some_and(|a| a[0] == SIG_IGN || a[1] & SA_NOCLDWAIT != 0)
     }
 
-    /// Sends `info` to process `pid`, running or not. A signal it catches is made pending for
-    /// one of its threads (the main one unless that blocks it), and a thread blocked in a call
-    /// that a signal interrupts is woken to take it ([`Kernel::deliver_pending`]). Returns the
-    /// running process's end if the signal ends it; another process it ends ends at once.
+    /// Sends `info` to process `pid` as a whole (kill(2) from another process, `SIGCHLD`),
+    /// running or not ([`Kernel::post`]). Returns the running process's end if the signal ends
+    /// it; another process it ends ends at once.
     pub(crate) fn signal_process(&mut self, m: &mut Machine, pid: u32, info: SigInfo) -> Option<ProcessExit> {
         let sig = info.signo;
-        let action = self.action_of(pid, sig)?;
-        if self.blocked_by_all(pid, sig) {
-            self.pend(pid, info);
-            return None;
+        let posted = self.post(pid, None, info).unwrap_or(Posted::Dropped);
+        self.posted_end(m, pid, posted, sig)
+    }
+
+    /// Linux's `send_signal_locked` and `complete_signal`: `info` to thread `tid` of process
+    /// `pid`, or (`None`) to the process as a whole.
+    ///
+    /// Dropped if the target does not block it and its action ignores it (`sig_ignored`: a
+    /// blocked signal is kept whatever its action, which may change before it is unblocked; a
+    /// process's target is its main thread), or if a standard signal of that number is pending
+    /// there already (`legacy_queue`); a real-time one beyond `RLIMIT_SIGPENDING` is EAGAIN
+    /// when sent by `sigqueue` (`SI_QUEUE` and other negative codes). Otherwise it is queued
+    /// for the thread, or in the process's shared set with the thread chosen to take it
+    /// ([`Kernel::signal_target`]), and that thread is woken if it waits in a call the signal
+    /// interrupts. A thread-directed signal is never taken by another thread. If the chosen
+    /// thread does not block it and its action is the default that kills, the process dies
+    /// ([`Posted::Fatal`]: the caller ends it, or the thread taking it does).
+    pub(crate) fn post(&mut self, pid: u32, tid: Option<u32>, info: SigInfo) -> Result<Posted, Errno> {
+        let sig = info.signo;
+        if !(1..=64).contains(&sig) {
+            return Ok(Posted::Dropped);
         }
-        let dies = match action[0] {
-            _ if sig == libc::SIGKILL => true,
-            SIG_IGN => false,
-            SIG_DFL => !ignored_by_default(sig),
-            _ => {
-                self.pend(pid, info);
-                false
+        let Some(action) = self.action_of(pid, sig) else { return Ok(Posted::Dropped) };
+        let b = bit(sig);
+        let target = tid.unwrap_or_else(|| self.main_thread(pid));
+        let blocked = self.threads.get(&target).is_some_and(|t| t.sigmask & b != 0);
+        if sig != libc::SIGKILL && !blocked && ignores(&action, sig) {
+            return Ok(Posted::Dropped);
+        }
+        if tid.is_some_and(|t| !self.threads.contains_key(&t)) {
+            return Ok(Posted::Dropped);
+        }
+        if sig < SIGRTMIN {
+            let pending = match tid {
+                Some(t) => self.threads.get(&t).is_some_and(|t| t.sigpending.iter().any(|s| s.signo == sig)),
+                None => self.shared_pending.get(&pid).is_some_and(|q| q.iter().any(|s| s.info.signo == sig)),
+            };
+            if pending {
+                return Ok(Posted::Dropped);
             }
+        }
+        if sig >= SIGRTMIN && info.from_kill && info.code < 0 && self.queued_signals() >= self.sigpending_limit(pid) {
+            // Linux's `__sigqueue_alloc` over the limit: an RT signal from sigqueue fails, others
+            // (kill's SI_USER, the kernel's) are still sent, without their siginfo (not modelled:
+            // they keep it).
+            return err(libc::EAGAIN);
+        }
+        let chosen = match tid {
+            Some(t) => self.accepts(t, pid, sig).then_some(t),
+            None => self.signal_target(pid, sig),
         };
-        if !dies {
-            return None;
+        match tid {
+            Some(t) => self.thread_mut(t).sigpending.push(info),
+            None => self.shared_pending.entry(pid).or_default().push(Shared { info, target: chosen }),
         }
-        if pid == self.pid {
-            return Some(ProcessExit::Signal(sig));
-        }
-        self.end_process(m, pid, ProcessExit::Signal(sig));
-        None
-    }
-
-    /// Makes `info` pending for a thread of process `pid`: one that does not block it, else one
-    /// waiting for it in `sigtimedwait`, else the first.
-    fn pend(&mut self, pid: u32, info: SigInfo) -> bool {
-        let bit = 1u64 << (info.signo - 1);
-        let of_pid = self.threads.values().filter(|t| t.pid == pid);
-        let tid = of_pid
-            .clone()
-            .find(|t| t.sigmask & bit == 0)
-            .or_else(|| of_pid.clone().find(|t| t.sigwait & bit != 0))
-            .or_else(|| of_pid.clone().next())
-            .map(|t| t.tid);
-        tid.is_some_and(|tid| self.pend_to(tid, info))
-    }
-
-    /// Makes `info` pending for thread `tid` (one instance of each signal: returns false if one
-    /// was already pending), and wakes it if it waits in a call the signal interrupts: a call
-    /// on descriptors, `wait4`, `pause`, `rt_sigsuspend` or `rt_sigtimedwait` waiting for it,
-    /// a futex wait or a sleep.
-    pub(crate) fn pend_to(&mut self, tid: u32, info: SigInfo) -> bool {
-        let bit = 1u64 << (info.signo - 1);
-        let Some(t) = self.threads.get_mut(&tid) else { return false };
-        // A standard signal is pending once at most; real-time ones queue, each with its siginfo.
-        if info.signo < SIGRTMIN && t.sigpending.iter().any(|s| s.signo == info.signo) {
-            return false;
-        }
-        t.sigpending.push(info);
-        let pid = t.pid;
-        // A signalfd of its process may read it now.
+        // A signalfd of the process may read it now.
         self.io_ready(crate::signalfd::key(pid));
-        let Some(t) = self.threads.get_mut(&tid) else { return true };
-        if t.sigmask & bit != 0 && !(t.in_call && t.sigwait & bit != 0) {
-            return true;
+        let Some(t) = chosen else { return Ok(Posted::Queued) };
+        self.wake_for_signal(t, sig);
+        let real_blocked = self.threads.get(&t).is_some_and(|t| t.sigmask & b != 0);
+        if sig == libc::SIGKILL || (!real_blocked && action[0] == SIG_DFL && !ignored_by_default(sig)) {
+            return Ok(Posted::Fatal);
+        }
+        Ok(Posted::Queued)
+    }
+
+    /// Signals queued with a siginfo, all processes together (Linux counts them per user, and
+    /// every guest process is the one user's).
+    fn queued_signals(&self) -> u64 {
+        let threads: usize = self.threads.values().map(|t| t.sigpending.len()).sum();
+        let shared: usize = self.shared_pending.values().map(Vec::len).sum();
+        (threads + shared) as u64
+    }
+
+    /// Process `pid`'s `RLIMIT_SIGPENDING` soft limit (Linux checks the receiver's).
+    fn sigpending_limit(&self, pid: u32) -> u64 {
+        if pid == self.pid {
+            return self.proc.sigpending_limit.0;
+        }
+        let saved = self.procs.get(&pid).and_then(|p| p.saved.as_ref());
+        saved.map_or(crate::process::SIGPENDING_LIMIT, |s| s.sigpending_limit.0)
+    }
+
+    /// The main thread of process `pid` (its pid), or its lowest-numbered thread if the main
+    /// one has ended (or a thread other than the main one exec'ed).
+    fn main_thread(&self, pid: u32) -> u32 {
+        if self.threads.get(&pid).is_some_and(|t| t.pid == pid) {
+            return pid;
+        }
+        self.threads.values().find(|t| t.pid == pid).map_or(pid, |t| t.tid)
+    }
+
+    /// Whether thread `tid` of process `pid` would take `sig` now: it does not block it, or
+    /// waits for it in `sigtimedwait` (which unblocks what it waits for, as Linux does).
+    fn accepts(&self, tid: u32, pid: u32, sig: i32) -> bool {
+        self.threads.get(&tid).is_some_and(|t| {
+            t.pid == pid
+                && (sig == libc::SIGKILL || (t.sigmask & !if t.in_call { t.sigwait } else { 0 }) & bit(sig) == 0)
+        })
+    }
+
+    /// The thread of process `pid` that takes a signal sent to the process (Linux's
+    /// `complete_signal`): the main thread if it takes it, else the lowest-numbered one that
+    /// does (Linux goes round from the thread it chose last); `None` if every thread blocks it
+    /// (then the first to unblock it, or a `sigwait` or signalfd, takes it).
+    fn signal_target(&self, pid: u32, sig: i32) -> Option<u32> {
+        let main = self.main_thread(pid);
+        if self.accepts(main, pid, sig) {
+            return Some(main);
+        }
+        self.threads.values().filter(|t| t.pid == pid).map(|t| t.tid).find(|&t| self.accepts(t, pid, sig))
+    }
+
+    /// Whether thread `tid` of process `pid` may take the shared signal `s` for its handler:
+    /// it was chosen for it, or no thread was (every one blocked it then), or the one chosen no
+    /// longer takes it (it blocked it since or ended: Linux's `retarget_shared_pending`).
+    fn may_take(&self, tid: u32, pid: u32, s: &Shared) -> bool {
+        s.target.is_none_or(|t| t == tid || !self.accepts(t, pid, s.info.signo))
+    }
+
+    /// The signals pending for thread `tid` (bit N-1 for signal N): its own and its process's
+    /// (`for_handler`: only the shared ones it may take for a handler, [`Kernel::may_take`]).
+    pub(crate) fn pending_bits(&self, tid: u32, for_handler: bool) -> u64 {
+        let Some(t) = self.threads.get(&tid) else { return 0 };
+        let own = t.sigpending.iter().fold(0, |a, s| a | bit(s.signo));
+        let shared = self.shared_pending.get(&t.pid).map_or(0, |q| {
+            q.iter().filter(|s| !for_handler || self.may_take(tid, t.pid, s)).fold(0, |a, s| a | bit(s.info.signo))
+        });
+        own | shared
+    }
+
+    /// Linux's `dequeue_signal` for thread `tid`: the first of the signals of `allowed`
+    /// pending for the thread itself, else of its process's shared ones (`for_handler`: only
+    /// those it may take for a handler); the first in Linux's `next_signal` order (a
+    /// synchronous fault's signal first, then the lowest number; a real-time signal's
+    /// instances in the order sent).
+    pub(crate) fn dequeue_signal(&mut self, tid: u32, allowed: u64, for_handler: bool) -> Option<SigInfo> {
+        let t = self.threads.get_mut(&tid)?;
+        if let Some(i) = next_signal(t.sigpending.iter().map(|s| s.signo), allowed) {
+            return Some(t.sigpending.remove(i));
+        }
+        let pid = t.pid;
+        let q = self.shared_pending.get(&pid)?;
+        let i = next_signal(
+            q.iter().map(|s| {
+                let take = allowed & bit(s.info.signo) != 0 && (!for_handler || self.may_take(tid, pid, s));
+                if take {
+                    s.info.signo
+                } else {
+                    0
+                }
+            }),
+            allowed,
+        )?;
+        let q = self.shared_pending.get_mut(&pid)?;
+        let s = q.remove(i);
+        if q.is_empty() {
+            self.shared_pending.remove(&pid);
+        }
+        Some(s.info)
+    }
+
+    /// Drops every pending instance of `sig` of process `pid`, its threads' and its shared
+    /// ones (Linux's `flush_sigqueue_mask`).
+    fn flush_signal(&mut self, pid: u32, sig: i32) {
+        let mut gone = Vec::new();
+        for t in self.threads.values_mut().filter(|t| t.pid == pid) {
+            gone.extend(t.sigpending.iter().filter(|s| s.signo == sig).copied());
+            t.sigpending.retain(|s| s.signo != sig);
+        }
+        if let Some(q) = self.shared_pending.get_mut(&pid) {
+            gone.extend(q.iter().filter(|s| s.info.signo == sig).map(|s| s.info));
+            q.retain(|s| s.info.signo != sig);
+            if q.is_empty() {
+                self.shared_pending.remove(&pid);
+            }
+        }
+        // A POSIX timer's signal that goes may be queued again.
+        if pid == self.pid {
+            for mut info in gone {
+                self.timer_signal_taken(&mut info);
+            }
+        }
+    }
+
+    /// Whether the running process ignores `sig` (`SIG_IGN`, or a default action of ignoring).
+    fn ignored(&self, sig: i32) -> bool {
+        ignores(&self.proc.sigactions[sig as usize], sig)
+    }
+
+    /// Whether a signal the running thread's mask lets through is pending for its handler.
+    /// Ignored ones among them are dropped first: Linux takes and drops them, and a call that
+    /// waited for a signal (`rt_sigsuspend`, `pause`, `ppoll` ...) is made again.
+    fn signal_deliverable(&mut self) -> bool {
+        let cur = self.current;
+        let mask = self.sigmask();
+        loop {
+            let ready = self.pending_bits(cur, true) & !mask;
+            let Some(s) = (1..=64).find(|&s| ready & bit(s) != 0 && self.ignored(s)) else { return ready != 0 };
+            // The running thread takes them (its own, then its process's) and drops them.
+            while let Some(mut info) = self.dequeue_signal(cur, bit(s), true) {
+                self.timer_signal_taken(&mut info);
+            }
+        }
+    }
+
+    /// Wakes thread `tid` for `sig` if it waits in a call the signal interrupts and does not
+    /// block it (or waits for it in `sigtimedwait`): a call on descriptors, `wait4`, `pause`,
+    /// `rt_sigsuspend` or `rt_sigtimedwait`, a futex wait or a sleep.
+    fn wake_for_signal(&mut self, tid: u32, sig: i32) {
+        let b = bit(sig);
+        let Some(t) = self.threads.get_mut(&tid) else { return };
+        if t.sigmask & b != 0 && !(t.in_call && t.sigwait & b != 0) {
+            return;
         }
         match t.wait {
             Some(Wait::Io { .. }) if t.in_call => {}
@@ -572,67 +785,63 @@ impl Kernel {
                 t.interrupted = Some(Interrupted::Futex { timed: deadline.is_some() })
             }
             Some(Wait::Sleep { deadline }) => t.interrupted = Some(Interrupted::Sleep { deadline }),
-            _ => return true,
+            _ => return,
         }
         self.set_wait(tid, None, None);
-        true
     }
 
-    /// A signal a timer sends to process `pid`, or to its thread `tid`: made pending unless
-    /// ignored (a default action that kills is taken when a thread takes it, so a blocked one
-    /// stays pending). Returns whether it was made pending.
+    /// A signal a timer (or `--listen`'s bridge) sends to process `pid`, or to its thread
+    /// `tid` ([`Kernel::post`]); a default action that kills is carried out by the thread that
+    /// takes it. Returns whether it was made pending.
     pub(crate) fn send_signal(&mut self, pid: u32, tid: Option<u32>, info: SigInfo) -> bool {
-        let Some(action) = self.action_of(pid, info.signo) else { return false };
-        let blocked = match tid {
-            Some(tid) => self.threads.get(&tid).is_some_and(|t| t.sigmask & (1 << (info.signo - 1)) != 0),
-            None => self.blocked_by_all(pid, info.signo),
-        };
-        if !blocked && (action[0] == SIG_IGN || (action[0] == SIG_DFL && ignored_by_default(info.signo))) {
-            return false;
-        }
-        match tid {
-            Some(tid) if self.threads.contains_key(&tid) => self.pend_to(tid, info),
-            _ => self.pend(pid, info),
-        }
+        let tid = tid.filter(|t| self.threads.get(t).is_some_and(|t| t.pid == pid));
+        matches!(self.post(pid, tid, info), Ok(Posted::Queued | Posted::Fatal))
     }
 
-    /// Delivers to the running thread the first signal pending for it that it does not block
+    /// Delivers to the running thread the signals pending for it that it does not block
     /// (another process's, or one that arrived while blocked), when it has just been scheduled or
-    /// has just made a system call. If it was blocked in a call, the call returns EINTR, or is
-    /// made again after the handler under `SA_RESTART` (not the calls Linux never restarts).
-    /// Returns how the process ends if the handler cannot be run.
+    /// has just made a system call. Ignored ones are dropped on the way, as Linux's `get_signal`
+    /// does. If it was blocked in a call, the call returns EINTR, or is made again after the
+    /// handler under `SA_RESTART` (not the calls Linux never restarts). Like Linux, a frame is
+    /// built for each signal still deliverable under the mask the previous handler runs with
+    /// (the last one's handler runs first). Returns how the process ends if a handler cannot be
+    /// run.
     pub fn deliver_pending(&mut self, m: &mut Machine) -> Result<(), ProcessExit> {
         let cur = self.current;
         let Some(t) = self.threads.get_mut(&cur) else { return Ok(()) };
         let in_call = std::mem::take(&mut t.in_call);
         let interrupted = t.interrupted.take();
-        if t.sigpending.is_empty() && interrupted.is_none() {
+        if t.sigpending.is_empty() && interrupted.is_none() && !self.shared_pending.contains_key(&t.pid) {
             return Ok(());
         }
         // What `sigtimedwait` waits for is taken by its call, not by a handler.
         let mask = t.sigmask | if in_call { t.sigwait } else { 0 };
-        let found = t.sigpending.iter().position(|s| mask & (1 << (s.signo - 1)) == 0);
         // A call parked at its `syscall` (in_call) is made again whatever happens here: if it
         // blocks again it is marked again; if it completes, nothing must take it for parked.
-        let Some(i) = found else {
+        let mut dropped = false;
+        let found = loop {
+            match self.dequeue_signal(cur, !mask, true) {
+                Some(mut info) if self.ignored(info.signo) => {
+                    // Its handler went since it was sent (or it was blocked): dropped.
+                    self.timer_signal_taken(&mut info);
+                    dropped = true;
+                }
+                found => break found,
+            }
+        };
+        let Some(info) = found else {
+            if dropped {
+                if let Some(old) = self.threads.get_mut(&cur).and_then(|t| t.saved_mask.take()) {
+                    self.set_sigmask(old);
+                }
+            }
             if interrupted.is_some() {
                 // Nothing to deliver after all: the wait is made again.
                 Self::restart_call(m);
             }
             return Ok(());
         };
-        let info = t.sigpending.remove(i);
-        let [handler, flags, ..] = self.proc.sigactions[info.signo as usize];
-        if handler == SIG_IGN || (handler == SIG_DFL && ignored_by_default(info.signo)) {
-            // Its handler went since it was sent: nothing to run, the call goes on.
-            if let Some(old) = self.threads.get_mut(&cur).and_then(|t| t.saved_mask.take()) {
-                self.set_sigmask(old);
-            }
-            if interrupted.is_some() {
-                Self::restart_call(m);
-            }
-            return Ok(());
-        }
+        let flags = self.proc.sigactions[info.signo as usize][1];
         let restart = flags & SA_RESTART != 0;
         if in_call {
             let nr = m.reg(Reg::RAX) as i64;
@@ -663,7 +872,17 @@ impl Kernel {
             }
             None => {}
         }
-        self.deliver(m, info, false)
+        self.deliver(m, info, false)?;
+        // Linux's exit to user mode goes round while a signal is pending and unblocked.
+        loop {
+            let mask = self.sigmask();
+            let Some(mut info) = self.dequeue_signal(cur, !mask, true) else { return Ok(()) };
+            if self.ignored(info.signo) {
+                self.timer_signal_taken(&mut info);
+                continue;
+            }
+            self.deliver(m, info, false)?;
+        }
     }
 
     /// The running thread's wait, parked past its `syscall` with RAX its number, is made again.
@@ -684,9 +903,7 @@ impl Kernel {
         // Made again after a wake that brought no signal: the first call's mask is the one kept.
         t.saved_mask.get_or_insert(prev);
         self.set_sigmask(new);
-        let new = self.sigmask();
-        let t = self.thread_mut(cur);
-        if t.sigpending.iter().any(|s| new & (1 << (s.signo - 1)) == 0) {
+        if self.signal_deliverable() {
             return err(libc::EINTR);
         }
         err(crate::RESTART)
@@ -694,29 +911,27 @@ impl Kernel {
 
     /// pause(2): waits until a signal is delivered; returns EINTR (never restarted).
     pub(crate) fn pause(&mut self) -> SysResult {
-        let mask = self.sigmask();
-        let cur = self.current;
-        if self.thread_mut(cur).sigpending.iter().any(|s| mask & (1 << (s.signo - 1)) == 0) {
+        if self.signal_deliverable() {
             return err(libc::EINTR);
         }
         err(crate::RESTART)
     }
 
-    /// rt_sigpending(2): the signals pending for the running thread.
+    /// rt_sigpending(2): the signals pending for the running thread or its process that it
+    /// blocks (Linux's `do_sigpending`).
     pub(crate) fn rt_sigpending(&mut self, m: &mut Machine, set: u64, size: u64) -> SysResult {
         if size > 8 {
             return err(libc::EINVAL);
         }
-        let cur = self.current;
-        let bits = self.thread_mut(cur).sigpending.iter().fold(0u64, |a, s| a | 1 << (s.signo - 1));
+        let bits = self.pending_bits(self.current, false) & self.sigmask();
         m.write(set, &bits.to_le_bytes()[..size as usize], false)?;
         Ok(0)
     }
 
     /// rt_sigtimedwait(2) (sigwaitinfo, sigtimedwait, sigwait): takes a signal of `set` pending
-    /// for the running thread, blocked or not, and returns its number with its siginfo; waits
-    /// for one until `timeout` (a `struct timespec`, 0: forever), then EAGAIN. Another signal
-    /// interrupts the wait with EINTR (never restarted).
+    /// for the running thread or its process, blocked or not, and returns its number with its
+    /// siginfo; waits for one until `timeout` (a `struct timespec`, 0: forever), then EAGAIN.
+    /// Another signal interrupts the wait with EINTR (never restarted).
     pub(crate) fn rt_sigtimedwait(
         &mut self,
         m: &mut Machine,
@@ -730,18 +945,8 @@ impl Kernel {
         }
         let want = m.read_u64(set)? & !((1 << 8) | (1 << 18));
         let cur = self.current;
-        let t = self.thread_mut(cur);
-        // The lowest-numbered first, as Linux's `next_signal`; a queue in the order sent.
-        let lowest = t
-            .sigpending
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| want & (1 << (s.signo - 1)) != 0)
-            .min_by_key(|(i, s)| (s.signo, *i))
-            .map(|(i, _)| i);
-        if let Some(i) = lowest {
-            let mut si = t.sigpending.remove(i);
-            t.sigwait = 0;
+        if let Some(mut si) = self.dequeue_signal(cur, want, false) {
+            self.thread_mut(cur).sigwait = 0;
             self.timer_signal_taken(&mut si);
             if info != 0 {
                 m.write(info, &si.bytes(), false)?;
@@ -774,8 +979,7 @@ impl Kernel {
         // Made again after a wake: the first call's mask is the one kept.
         self.thread_mut(cur).saved_mask.get_or_insert(prev);
         self.set_sigmask(new);
-        let new = self.sigmask();
-        if self.thread_mut(cur).sigpending.iter().any(|s| new & (1 << (s.signo - 1)) == 0) {
+        if self.signal_deliverable() {
             return err(libc::EINTR);
         }
         Ok(())
@@ -791,14 +995,6 @@ impl Kernel {
         if let Some(old) = self.threads.get_mut(&cur).and_then(|t| t.saved_mask.take()) {
             self.set_sigmask(old);
         }
-    }
-
-    /// Signals raised for the running thread by its last system call, to deliver now.
-    pub fn take_pending(&mut self) -> Vec<SigInfo> {
-        let cur = self.current;
-        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending).into_iter().partition(|p| p.0 == cur);
-        self.pending = rest;
-        mine.into_iter().map(|p| p.1).collect()
     }
 
     /// Delivers `info` to the running thread: runs its handler, or returns how the process ends

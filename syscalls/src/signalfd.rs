@@ -14,11 +14,12 @@
 //! and readiness are the *reading* process's signals, whoever made the descriptor (a child that
 //! inherits one reads its own), as on Linux. Writes are EINVAL.
 //!
-//! Left out: ferrite keeps every pending signal with a thread (a process-directed one with the
-//! thread it chose, [`crate::signal`]), so "the process's shared pending signals" are those of
-//! the process's other threads; Linux takes synchronous signals (SIGSEGV, SIGBUS, SIGILL, SIGTRAP,
-//! SIGFPE, SIGSYS) before the others, ferrite takes the lowest number first (of the signals
-//! sent to the thread itself, then of its process's, as Linux); `ssi_utime`,
+//! A read takes the signals Linux's `dequeue_signal` would: those sent to the reading thread
+//! itself (tkill/tgkill, SIGPIPE) first, then those of its process's shared set (kill,
+//! sigqueue, timers, `SIGCHLD`); in each, a synchronous fault's signal first, then the lowest
+//! number ([`Kernel::dequeue_signal`]). A signal sent to another thread is never read.
+//!
+//! Left out: `ssi_utime`,
 //! `ssi_stime` and `ssi_errno` are 0.
 
 use std::cell::RefCell;
@@ -27,7 +28,7 @@ use std::rc::Rc;
 use emu::Machine;
 
 use crate::fd::{Description, Kind};
-use crate::signal::{SigInfo, SI_TKILL};
+use crate::signal::SigInfo;
 use crate::{err, Errno, Kernel, SysResult};
 
 /// A signalfd: the signals it reads (bit N-1 for signal N).
@@ -35,12 +36,6 @@ use crate::{err, Errno, Kernel, SysResult};
 pub struct SignalFd {
     /// Its mask.
     pub mask: u64,
-}
-
-/// Whether a pending signal was sent to its thread (`tkill`/`tgkill`, a fault), not to the
-/// process (`kill`, a POSIX timer's).
-fn to_thread(s: &SigInfo) -> bool {
-    s.code == SI_TKILL || (!s.from_kill && s.code != crate::timers::SI_TIMER)
 }
 
 /// Bytes of one `struct signalfd_siginfo`.
@@ -113,44 +108,7 @@ impl Kernel {
     /// Whether a signal of `mask` is pending for the running thread or its process (not one
     /// sent to another of its threads).
     pub(crate) fn signalfd_ready(&self, mask: u64) -> bool {
-        let (cur, pid) = (self.current, self.pid);
-        self.threads.values().filter(|t| t.pid == pid).any(|t| {
-            t.sigpending.iter().any(|s| mask & (1u64 << (s.signo - 1)) != 0 && (t.tid == cur || !to_thread(s)))
-        })
-    }
-
-    /// The pending signal of `mask` Linux's `dequeue_signal` takes: the lowest-numbered of
-    /// those sent to the running thread itself (tkill/tgkill, faults), else the lowest-numbered
-    /// of those sent to its process (kept with one of its threads).
-    fn take_signal(&mut self, mask: u64) -> Option<SigInfo> {
-        let (cur, pid) = (self.current, self.pid);
-        let in_mask = |s: &SigInfo| mask & (1u64 << (s.signo - 1)) != 0;
-        // `Some(true)`: only those sent to the thread; `Some(false)`: only those sent to the
-        // process; `None`: both.
-        let lowest = |p: &[SigInfo], directed: Option<bool>| {
-            p.iter()
-                .enumerate()
-                .filter(|(_, s)| in_mask(s) && directed.is_none_or(|d| to_thread(s) == d))
-                .min_by_key(|(_, s)| s.signo)
-                .map(|(i, _)| i)
-        };
-        if let Some(t) = self.threads.get_mut(&cur) {
-            if let Some(i) = lowest(&t.sigpending, Some(true)) {
-                return Some(t.sigpending.remove(i));
-            }
-        }
-        // Signals sent to another thread are that thread's, not the process's.
-        let (tid, i) = self
-            .threads
-            .values()
-            .filter(|t| t.pid == pid)
-            .filter_map(|t| {
-                lowest(&t.sigpending, if t.tid == cur { None } else { Some(false) })
-                    .map(|i| (t.tid, i, t.sigpending[i].signo))
-            })
-            .min_by_key(|x| (x.2, x.0))
-            .map(|x| (x.0, x.1))?;
-        self.threads.get_mut(&tid).map(|t| t.sigpending.remove(i))
+        self.pending_bits(self.current, false) & mask != 0
     }
 
     /// read(2) of a signalfd.
@@ -166,7 +124,7 @@ impl Kernel {
         let mask = s.borrow().mask;
         let mut out = Vec::new();
         while out.len() + SIGINFO_SIZE <= len {
-            let Some(mut info) = self.take_signal(mask) else { break };
+            let Some(mut info) = self.dequeue_signal(self.current, mask, false) else { break };
             // A POSIX timer's signal counts as taken (its overrun is reported and reset).
             self.timer_signal_taken(&mut info);
             out.extend_from_slice(&siginfo_bytes(&info));

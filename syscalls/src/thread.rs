@@ -123,7 +123,9 @@ pub struct KThread {
     /// The absolute deadline of the call on descriptors being restarted, so a restart does not
     /// start its timeout again; `None` when no call is under way (or it has no timeout).
     pub io_deadline: Option<u64>,
-    /// Signals pending for it (one instance of each), sent by other processes or while blocked.
+    /// Signals sent to it alone (tkill/tgkill, SIGPIPE, a timer with its id), pending until it
+    /// takes them: one instance of a standard signal, a real-time one's in the order sent. Its
+    /// process's are in [`crate::Kernel::shared_pending`].
     pub sigpending: Vec<crate::signal::SigInfo>,
     /// It is parked at a `syscall` it makes again when it runs (a blocked call on descriptors,
     /// `wait4`, `rt_sigsuspend`): a signal delivered then interrupts that call.
@@ -332,6 +334,8 @@ impl Kernel {
         self.set_wait(tid, None, None);
         if let Some(t) = self.threads.remove(&tid) {
             self.waits.remove(tid, t.wait);
+            // Its process's signals chosen for it go to another thread.
+            self.retarget_shared(t.pid);
         }
     }
 
