@@ -86,7 +86,7 @@ impl Publication {
         }
         let e = *self.lines.get_mut(line);
         let (who, inline_mask) = (e.who, e.mask);
-        let (before, mut seen, entry) = if who & SHARED == 0 {
+        let (before, mut seen, entry, own, others) = if who & SHARED == 0 {
             // Bytes this thread touched before and no other thread has: nothing changes (the
             // common case of a thread's own data, whatever its neighbours on the line do).
             if inline_mask == 0 || who == tid {
@@ -95,40 +95,24 @@ impl Publication {
                 }
                 return 0;
             }
-            (0, Seen::from_slice(&[(who, inline_mask)]), None)
+            (0, Seen::from_slice(&[(who, inline_mask)]), None, 0, inline_mask)
         } else {
             let i = who & !SHARED;
-            let fresh = mask & !inline_mask;
-            if fresh == 0 {
+            if mask & !inline_mask == 0 {
                 return 0;
             }
+            // Looked at in place first: most accesses to a shared line change nothing.
             let x = &self.shared[i as usize];
-            // Bytes only this thread touched so far, again: nothing changes (looked at in place,
-            // as most accesses to a shared line are).
-            let (mut own, mut others) = (0u64, 0u64);
-            for &(t, m) in x {
-                if t == tid {
-                    own = m;
-                } else {
-                    others |= m;
-                }
-            }
-            if own & fresh == fresh && others & fresh == 0 {
-                return 0;
-            }
-            (inline_mask, x.iter().copied().collect(), Some(i))
+            let (own, others) = x.iter().fold((0, 0), |(o, a), &(t, m)| if t == tid { (m, a) } else { (o, a | m) });
+            (inline_mask, Seen::new(), Some(i), own, others)
         };
         let fresh = mask & !before;
-        let (mut own, mut others) = (0u64, 0u64);
-        for &(t, m) in &seen {
-            if t == tid {
-                own = m;
-            } else {
-                others |= m;
-            }
-        }
         if own & fresh == fresh && others & fresh == 0 {
+            // Bytes only this thread touched so far, again.
             return 0;
+        }
+        if let Some(i) = entry {
+            seen.extend(self.shared[i as usize].iter().copied());
         }
         let mut published = before;
         match seen.iter_mut().find(|(t, _)| *t == tid) {

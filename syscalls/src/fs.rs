@@ -182,6 +182,11 @@ fn virtual_dir_entries(guest: &str) -> Vec<DirEntry> {
 }
 
 impl StatInfo {
+    /// A descriptor's file that has no path (a pipe, a socket, an eventfd...).
+    fn anonymous(dev: u64, ino: u64, mode: u32) -> StatInfo {
+        StatInfo { dev, ino, nlink: 1, mode, size: 0, rdev: 0, time: EPOCH_NS }
+    }
+
     fn to_stat(&self) -> [u8; 144] {
         let mut b = [0u8; 144];
         let put = |b: &mut [u8; 144], off: usize, v: u64| b[off..off + 8].copy_from_slice(&v.to_le_bytes());
@@ -456,37 +461,13 @@ impl Kernel {
             Kind::Zero => stat_of_virtual(VirtualFile::Zero, &guest),
             Kind::Urandom => stat_of_virtual(VirtualFile::Urandom, &guest),
             Kind::EventFd(_) | Kind::Epoll(_) | Kind::TimerFd(_) | Kind::SignalFd(_) => {
-                StatInfo { dev: 13, ino: fd as u64 + 3000, nlink: 1, mode: 0o600, size: 0, rdev: 0, time: EPOCH_NS }
+                StatInfo::anonymous(13, fd as u64 + 3000, 0o600)
             }
-            Kind::Socket(_) => StatInfo {
-                dev: 8,
-                ino: fd as u64 + 2000,
-                nlink: 1,
-                mode: libc::S_IFSOCK | 0o777,
-                size: 0,
-                rdev: 0,
-                time: EPOCH_NS,
-            },
-            Kind::PipeRead(_) | Kind::PipeWrite(_) => StatInfo {
-                dev: 12,
-                ino: fd as u64 + 1000,
-                nlink: 1,
-                mode: libc::S_IFIFO | 0o600,
-                size: 0,
-                rdev: 0,
-                time: EPOCH_NS,
-            },
+            Kind::Socket(_) => StatInfo::anonymous(8, fd as u64 + 2000, libc::S_IFSOCK | 0o777),
+            Kind::PipeRead(_) | Kind::PipeWrite(_) => StatInfo::anonymous(12, fd as u64 + 1000, libc::S_IFIFO | 0o600),
             // Standard streams look like pipes whatever ferrite's own are, so the guest's
             // buffering does not depend on how ferrite was started.
-            Kind::Stdin | Kind::Stdout | Kind::Stderr => StatInfo {
-                dev: 12,
-                ino: fd as u64 + 1,
-                nlink: 1,
-                mode: libc::S_IFIFO | 0o600,
-                size: 0,
-                rdev: 0,
-                time: EPOCH_NS,
-            },
+            Kind::Stdin | Kind::Stdout | Kind::Stderr => StatInfo::anonymous(12, fd as u64 + 1, libc::S_IFIFO | 0o600),
         })
     }
 
