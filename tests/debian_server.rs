@@ -125,3 +125,72 @@ fn memcached_answers_busybox_nc_as_natively() {
     expected += "NOT_FOUND\r\nSTORED\r\n42\r\nDELETED\r\nEND\r\nserver 0\n";
     same_as_natively(&script, &expected);
 }
+
+/// memcached under `--listen`: two host connections (a `set` on one, the `get` of it on the
+/// other, then `shutdown`, which `-A` allows) are served, recorded, and `ferrite replay` runs
+/// the server again without them to the same trace hash.
+#[test]
+fn memcached_serves_host_clients_and_replays_without_them() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::TcpStream;
+    use std::process::{Command, Stdio};
+    let mc = "/usr/bin/memcached";
+    if !Path::new(mc).exists() {
+        eprintln!("skipped: {mc} is not installed");
+        return;
+    }
+    let dir = scratch();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferrite"))
+        .args(["run", "--env-clear", "--analyses", "none", "--report", "r.json", "--listen", "11311=0", "--"])
+        .args([mc, "-U", "0", "-l", "127.0.0.1", "-p", "11311", "-t", "2", "-A"])
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot start ferrite");
+    let mut stderr = BufReader::new(child.stderr.take().expect("piped stderr"));
+    let mut line = String::new();
+    stderr.read_line(&mut line).expect("ferrite's first line");
+    let port: u16 = line
+        .strip_prefix("ferrite: listening on 127.0.0.1:")
+        .and_then(|rest| rest.strip_suffix(" for guest port 11311\n"))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| {
+            let _ = child.kill();
+            panic!("ferrite did not announce its port: {line:?}")
+        });
+    let connect = || {
+        let s = TcpStream::connect(("127.0.0.1", port)).expect("cannot connect to ferrite");
+        s.set_read_timeout(Some(Duration::from_secs(120))).expect("a read timeout");
+        s
+    };
+    let (mut a, mut b) = (connect(), connect());
+    // Reads until the answer ends with `end`.
+    let answer = |s: &mut TcpStream, end: &str| {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 256];
+        while !got.ends_with(end.as_bytes()) {
+            let n = s.read(&mut buf).expect("the server's answer");
+            assert!(n > 0, "the server closed after {:?}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    };
+    a.write_all(b"set k 0 0 5\r\nhello\r\n").unwrap();
+    assert_eq!(answer(&mut a, "\r\n"), "STORED\r\n");
+    b.write_all(b"get k\r\n").unwrap();
+    assert_eq!(answer(&mut b, "END\r\n"), "VALUE k 0 5\r\nhello\r\nEND\r\n");
+    b.write_all(b"shutdown\r\n").unwrap();
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).expect("ferrite's standard error");
+    let status = child.wait().expect("ferrite's status");
+    assert_eq!(shell_status(status), 0, "{line}{rest}");
+    let path = dir.path().join("r.json");
+    let report = read_json(&path);
+    let hash = get(&report, "run.trace_hash").as_str().expect("a trace hash").to_string();
+    assert!(get(&report, "run.listen.events").as_array().is_some_and(|e| e.len() >= 5), "{report}");
+    let r = Ferrite::replay(&path).go();
+    r.assert_code(0);
+    assert!(r.stderr.contains(&format!("replay reproduced the run (trace hash {hash})")), "{}", r.describe());
+}

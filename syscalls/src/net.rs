@@ -6,9 +6,12 @@
 //! pipe. A listener holds the connections made to it until `accept` takes them: a loopback
 //! `connect` completes at once (no handshake to wait for, also when non-blocking). A datagram
 //! socket has an inbox of (source address, bytes). Names — `AF_UNIX` paths and abstract names,
-//! TCP and UDP ports (one port space for IPv4 and IPv6: a listener on one family takes loopback
-//! connections of both) — live in [`Net`], released when their socket closes; port 0 binds the
-//! next free ephemeral port from 32768 up, in order, so the same run gets the same ports.
+//! TCP and UDP ports — live in [`Net`], released when their socket closes; port 0 binds the
+//! next free ephemeral port from 32768 up, in order, so the same run gets the same ports. IPv4
+//! and IPv6 sockets bind a port apart and meet as on Linux with `net.ipv6.bindv6only` 0: an
+//! `AF_INET6` socket on `::` without `IPV6_V6ONLY` is dual-stack (it holds the port for IPv4
+//! too and takes IPv4 clients as `::ffff:127.0.0.1`); `::1` reaches `AF_INET6` sockets only.
+//! All of `127.0.0.0/8` is one address.
 //!
 //! Blocking follows Linux: a call that cannot complete (nothing to read, no room to write, no
 //! connection to accept) fails with `EAGAIN` on a non-blocking socket or with `MSG_DONTWAIT`,
