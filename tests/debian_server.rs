@@ -2,7 +2,8 @@
 //! `/bin/sh` with its client in the same script, then `kill -TERM` and `wait` — the shell, the
 //! server and the clients as processes under one seed, with the same output as natively:
 //! `/usr/bin/python3 -m http.server` with the `http_get` guest, `busybox httpd` with `busybox
-//! wget`, and memcached with `busybox nc`. Each is skipped (with a message) where its programs
+//! wget`, and memcached with `busybox nc`; and memcached under `--listen` for clients in this
+//! test process, replayed without them. Each is skipped (with a message) where its programs
 //! are missing. Python's start-up dominates its test: about 70 s of host CPU in a release build,
 //! so the request count is small.
 
