@@ -702,7 +702,10 @@ mod tests {
     #[test]
     fn the_nd_region_and_the_directories_leading_to_it_are_virtual() {
         use super::*;
-        assert_eq!(virtual_children("/sys"), vec![("bus".to_string(), libc::DT_DIR), ("devices".into(), libc::DT_DIR)]);
+        assert_eq!(
+            virtual_children("/sys"),
+            vec![("bus".to_string(), libc::DT_DIR), ("devices".into(), libc::DT_DIR), ("kernel".into(), libc::DT_DIR)]
+        );
         assert_eq!(virtual_children("/sys/bus/nd/devices"), vec![("region0".to_string(), libc::DT_LNK)]);
         assert_eq!(virtual_children(ND_REGION), vec![("persistence_domain".to_string(), libc::DT_REG)]);
         assert_eq!(virtual_children("/proc/self").len(), 5, "fd, maps, mounts, stat, status");
