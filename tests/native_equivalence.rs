@@ -322,3 +322,54 @@ fn file_times_are_the_hosts_for_inputs_and_follow_the_guests_changes() {
     let hash = |r: &Run| r.json("r.json")["run"]["trace_hash"].as_str().unwrap().to_string();
     assert_eq!(hash(&runs[0]), hash(&runs[1]), "the guest's own file times are virtual");
 }
+
+#[test]
+fn sendfile_as_natively() {
+    let (_, emu) = equivalent("sendfile_probe", &[], &[]);
+    let out = emu.stdout_str();
+    assert!(out.contains("sendfile(non-blocking pipe, 200000): 65536 (the pipe's room)\n"), "{}", emu.describe());
+    assert!(out.contains("  socket: 5000 bytes, the file's\n"), "{}", emu.describe());
+    assert!(!out.contains("WRONG"), "{}", emu.describe());
+}
+
+/// How AF_INET and AF_INET6 sockets share loopback ports: ferrite's answers are Linux's (fixed
+/// here, so the test means something on a host without IPv6), and the host's where it has IPv6
+/// loopback.
+#[test]
+fn ipv4_and_ipv6_share_ports_as_natively() {
+    let prog = guest("inet_ports");
+    let emu = emulated(&prog, &[], &[]);
+    assert_eq!(
+        emu.stdout_str(),
+        "bind 0.0.0.0:0: ok\n\
+         bind [::]:P v6only: ok\n\
+         bind [::]:P dual-stack: Address already in use\n\
+         bind [::1]:P v6only: Address already in use\n\
+         IPV6_V6ONLY after bind: Invalid argument\n\
+         connect 127.0.0.1:P: ok\n\
+         \x20 accept on the AF_INET listener: peer AF_INET 127.0.0.1, local family AF_INET\n\
+         \x20 accept on the v6only listener: Resource temporarily unavailable\n\
+         connect [::1]:P: ok\n\
+         \x20 accept on the AF_INET listener: Resource temporarily unavailable\n\
+         \x20 accept on the v6only listener: peer AF_INET6 ::1, local family AF_INET6\n\
+         bind [::]:0 dual-stack: ok\n\
+         bind 127.0.0.1:Q: Address already in use\n\
+         connect 127.0.0.1:Q: ok\n\
+         \x20 accept on the dual-stack listener: peer AF_INET6 ::ffff:127.0.0.1, local family AF_INET6\n\
+         connect [::1]:Q: ok\n\
+         \x20 accept on the dual-stack listener: peer AF_INET6 ::1, local family AF_INET6\n\
+         connect [::1]:R (AF_INET listener): Connection refused\n\
+         connect [::ffff:127.0.0.1]:R: ok\n\
+         \x20 accept on the AF_INET listener: peer AF_INET 127.0.0.1, local family AF_INET\n\
+         sendto 127.0.0.1:S (udp): ok\n\
+         \x20 recvfrom on the dual-stack socket: 2 bytes from AF_INET6 ::ffff:127.0.0.1\n",
+        "{}",
+        emu.describe()
+    );
+    let nat = native(&prog, &[], &[]);
+    if nat.stdout_str() == "no IPv6 loopback\n" {
+        eprintln!("the host has no IPv6 loopback: ferrite's answers checked alone");
+    } else {
+        assert_same_stdout(&nat, &emu);
+    }
+}

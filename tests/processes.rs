@@ -16,6 +16,7 @@
 mod common;
 
 use std::collections::BTreeSet;
+use std::path::Path;
 
 use serde_json::Value;
 
@@ -271,4 +272,37 @@ fn make_runs_recipes_in_parallel() {
         assert_eq!(lines, ["made a", "made b"], "{}", r.describe());
     }
     assert_eq!(runs[0].stdout, runs[1].stdout, "the same seed, the same interleaving");
+}
+
+/// `/proc/self/stat` and `/proc/self/status` describe the process reading them (its pid, parent,
+/// group and session), in the kernel's formats, and the tunables servers read show Linux's
+/// defaults rather than the host's.
+#[test]
+fn proc_self_describes_each_process_and_the_tunables_are_linux_defaults() {
+    let run = Ferrite::run(Path::new("/bin/sh"))
+        .opts(&["--analyses", "none"])
+        .args(&[
+            "-c",
+            "cat /proc/self/stat; grep -E '^(Pid|PPid|Threads):' /proc/self/status; \
+             cat /proc/sys/vm/overcommit_memory /proc/sys/net/core/somaxconn \
+             /sys/kernel/mm/transparent_hugepage/enabled",
+        ])
+        .go();
+    run.assert_code(0);
+    let out = run.stdout_str();
+    let mut lines = out.lines();
+    let stat: Vec<&str> = lines.next().unwrap_or_default().split(' ').collect();
+    assert_eq!(stat.len(), 52, "{}", run.describe());
+    // The shell is pid 1000, its first child 1001: pid, comm, state, ppid, pgrp, session.
+    assert_eq!(&stat[..6], ["1001", "(cat)", "R", "1000", "1000", "1000"], "{}", run.describe());
+    assert_eq!(stat[19], "1", "one thread\n{}", run.describe());
+    assert!(stat[23].parse::<u64>().unwrap() > 0, "a resident size\n{}", run.describe());
+    assert_eq!(stat[37], "17", "exit signal SIGCHLD\n{}", run.describe());
+    let rest: Vec<&str> = lines.collect();
+    assert_eq!(
+        rest,
+        ["Pid:\t1002", "PPid:\t1000", "Threads:\t1", "0", "4096", "always [madvise] never"],
+        "{}",
+        run.describe()
+    );
 }

@@ -519,6 +519,53 @@ impl Kernel {
         self.write_tracked(m, fd, &data, Some(off))
     }
 
+    /// `sendfile(out, in, offp, count)`: copies up to `count` bytes from `in` — a file that can
+    /// be read at an offset (a host file or a generated one, as Linux needs a page-cache file) —
+    /// to any writable descriptor, as one `pread` and one `write` would. The bytes come from
+    /// `*offp` (then updated, `in`'s offset untouched) or from `in`'s offset (then advanced), by
+    /// as many bytes as the write took: a socket or pipe with less room takes part of them, and
+    /// one with none blocks the caller (or `EAGAIN`) with nothing consumed.
+    pub(crate) fn sendfile(&mut self, m: &mut Machine, out: i32, inp: i32, offp: u64, count: u64) -> SysResult {
+        let (ind, outd) = (self.desc(inp)?, self.desc(out)?);
+        {
+            let i = ind.borrow();
+            if i.flags & libc::O_ACCMODE == libc::O_WRONLY {
+                return err(libc::EBADF);
+            }
+            if !matches!(i.kind, Kind::File { .. } | Kind::Virtual { .. } | Kind::Zero | Kind::Null) {
+                return err(libc::EINVAL);
+            }
+            let o = outd.borrow();
+            if o.flags & libc::O_ACCMODE == libc::O_RDONLY && !matches!(o.kind, Kind::Stdout | Kind::Stderr) {
+                return err(libc::EBADF);
+            }
+            // Linux refuses an O_APPEND destination (do_sendfile).
+            if o.flags & libc::O_APPEND != 0 {
+                return err(libc::EINVAL);
+            }
+        }
+        let start = if offp != 0 {
+            let off = m.read_u64(offp)? as i64;
+            if off < 0 {
+                return err(libc::EINVAL);
+            }
+            off as u64
+        } else {
+            self.lseek(inp, 0, libc::SEEK_CUR)?
+        };
+        let data = self.read_bytes(m, inp, count.min(MAX_RW) as usize, Some(start))?;
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let n = self.write_tracked(m, out, &data, None)?;
+        if offp != 0 {
+            m.write_u64(offp, start + n)?;
+        } else {
+            self.lseek(inp, (start + n) as i64, libc::SEEK_SET)?;
+        }
+        Ok(n)
+    }
+
     fn check_seekable(&self, fd: i32) -> Result<(), Errno> {
         match self.desc(fd)?.borrow().kind {
             Kind::PipeRead(_) | Kind::PipeWrite(_) | Kind::Stdin | Kind::Stdout | Kind::Stderr => err(libc::ESPIPE),

@@ -257,7 +257,9 @@ impl Kernel {
     fn virtual_contents(&mut self, m: &Machine, v: VirtualFile) -> Vec<u8> {
         match v {
             VirtualFile::Maps => crate::process::proc_maps(m).into_bytes(),
-            VirtualFile::Status => crate::process::proc_status(m, self.exe()).into_bytes(),
+            VirtualFile::Status => crate::process::proc_status(m, self.exe(), &self.proc_ids()).into_bytes(),
+            VirtualFile::Stat => crate::process::proc_stat(m, self.exe(), &self.proc_ids()).into_bytes(),
+            VirtualFile::Text(t) => t.as_bytes().to_vec(),
             VirtualFile::CpuInfo => emu::cpuid::CpuidTable::default().proc_cpuinfo(self.cfg.cpus).into_bytes(),
             VirtualFile::CpuOnline => {
                 if self.cfg.cpus <= 1 {

@@ -327,6 +327,7 @@ impl Kernel {
             libc::SYS_close => self.close(i(a[0])),
             libc::SYS_lseek => self.lseek(i(a[0]), a[1] as i64, i(a[2])),
             libc::SYS_ioctl => self.ioctl(m, i(a[0]), a[1], a[2]),
+            libc::SYS_sendfile => self.sendfile(m, i(a[0]), i(a[1]), a[2], a[3]),
             libc::SYS_pread64 => self.pread(m, i(a[0]), a[1], a[2], a[3]),
             libc::SYS_pwrite64 => self.pwrite(m, i(a[0]), a[1], a[2], a[3]),
             libc::SYS_readv => self.readv(m, i(a[0]), a[1], a[2]),

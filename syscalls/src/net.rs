@@ -6,9 +6,12 @@
 //! pipe. A listener holds the connections made to it until `accept` takes them: a loopback
 //! `connect` completes at once (no handshake to wait for, also when non-blocking). A datagram
 //! socket has an inbox of (source address, bytes). Names — `AF_UNIX` paths and abstract names,
-//! TCP and UDP ports (one port space for IPv4 and IPv6: a listener on one family takes loopback
-//! connections of both) — live in [`Net`], released when their socket closes; port 0 binds the
-//! next free ephemeral port from 32768 up, in order, so the same run gets the same ports.
+//! TCP and UDP ports — live in [`Net`], released when their socket closes; port 0 binds the
+//! next free ephemeral port from 32768 up, in order, so the same run gets the same ports. IPv4
+//! and IPv6 sockets bind a port apart and meet as on Linux with `net.ipv6.bindv6only` 0: an
+//! `AF_INET6` socket on `::` without `IPV6_V6ONLY` is dual-stack (it holds the port for IPv4
+//! too and takes IPv4 clients as `::ffff:127.0.0.1`); `::1` reaches `AF_INET6` sockets only.
+//! All of `127.0.0.0/8` is one address.
 //!
 //! Blocking follows Linux: a call that cannot complete (nothing to read, no room to write, no
 //! connection to accept) fails with `EAGAIN` on a non-blocking socket or with `MSG_DONTWAIT`,
@@ -98,8 +101,10 @@ impl Drop for Sock {
 enum Name {
     /// An `AF_UNIX` path or abstract name (leading NUL), as bytes.
     Unix(Vec<u8>),
-    /// A loopback port, for streams or datagrams.
-    Port { dgram: bool, port: u16 },
+    /// A loopback port, for streams or datagrams, of `AF_INET6` sockets (`v6`) or `AF_INET` ones:
+    /// the two families bind the same port separately, and [`Kernel::port_conflict`] and
+    /// [`Kernel::reach`] say where they meet.
+    Port { dgram: bool, port: u16, v6: bool },
 }
 
 /// The machine's network: bound names and the allocation of readiness keys and ports.
@@ -147,7 +152,9 @@ impl Net {
         for _ in FIRST_EPHEMERAL..=LAST_EPHEMERAL {
             let port = self.next_port;
             self.next_port = if port == LAST_EPHEMERAL { FIRST_EPHEMERAL } else { port + 1 };
-            if self.lookup(&Name::Port { dgram, port }).is_none() {
+            if self.lookup(&Name::Port { dgram, port, v6: false }).is_none()
+                && self.lookup(&Name::Port { dgram, port, v6: true }).is_none()
+            {
                 return Ok(port);
             }
         }
@@ -187,6 +194,63 @@ fn any_addr(domain: i32, sa: &[u8]) -> bool {
         sa[4..8].iter().all(|b| *b == 0)
     } else {
         sa[8..24].iter().all(|b| *b == 0)
+    }
+}
+
+/// Whether a bound `AF_INET6` socket also takes IPv4 (a dual-stack socket, the Linux default
+/// with `net.ipv6.bindv6only` 0): `IPV6_V6ONLY` is not set and it is bound to the any address
+/// `::` or to an IPv4-mapped address.
+fn dual_stack(s: &Sock) -> bool {
+    if s.domain != libc::AF_INET6 || s.opts.get(&(libc::IPPROTO_IPV6, libc::IPV6_V6ONLY)).is_some_and(|v| *v != 0) {
+        return false;
+    }
+    let Some(sa) = &s.local else { return false };
+    let a = &sa[8..24];
+    any_addr(libc::AF_INET6, sa) || (a[..10].iter().all(|b| *b == 0) && a[10] == 0xff && a[11] == 0xff)
+}
+
+/// Whether an `AF_INET6` address is an IPv4-mapped one (`::ffff:a.b.c.d`).
+fn v4_mapped(sa: &[u8]) -> bool {
+    sa.len() >= 24 && sa[8..18].iter().all(|b| *b == 0) && sa[18] == 0xff && sa[19] == 0xff
+}
+
+/// `sa` (an inet address) as `domain` writes it: an IPv4 address as `AF_INET6` becomes
+/// `::ffff:a.b.c.d`, an IPv4-mapped one as `AF_INET` the IPv4 address; the port is kept.
+fn in_family(domain: i32, sa: &[u8]) -> Vec<u8> {
+    let from = i32::from(u16::from_ne_bytes([sa[0], sa[1]]));
+    if from == domain || from == libc::AF_UNIX {
+        return sa.to_vec();
+    }
+    let mut out = inet_addr(domain, true, u16::from_be_bytes([sa[2], sa[3]]));
+    if domain == libc::AF_INET6 {
+        out[18] = 0xff;
+        out[19] = 0xff;
+        out[20..24].copy_from_slice(&sa[4..8]);
+    } else if v4_mapped(sa) {
+        out[4..8].copy_from_slice(&sa[20..24]);
+    } else {
+        // ::1 (or ::) has no IPv4 form; the machine's one host is 127.0.0.1.
+        out[4..8].copy_from_slice(&[127, 0, 0, 1]);
+    }
+    out
+}
+
+/// The source address a socket bound to `local` sends to `dest` from: a wildcard address is
+/// the loopback address the packet leaves from (`::ffff:127.0.0.1` towards an IPv4-mapped
+/// destination), as Linux picks it by the route.
+fn source_addr(local: &[u8], dest: &[u8]) -> Vec<u8> {
+    if local.len() < 16 {
+        return local.to_vec();
+    }
+    let domain = i32::from(u16::from_ne_bytes([local[0], local[1]]));
+    if domain == libc::AF_UNIX || !any_addr(domain, local) {
+        return local.to_vec();
+    }
+    let port = u16::from_be_bytes([local[2], local[3]]);
+    if domain == libc::AF_INET6 && v4_mapped(dest) {
+        in_family(libc::AF_INET6, &inet_addr(libc::AF_INET, false, port))
+    } else {
+        inet_addr(domain, false, port)
     }
 }
 
@@ -367,7 +431,7 @@ impl Kernel {
         let port = u16::from_be_bytes([sa[2], sa[3]]);
         let mut canon = sa[..if domain == libc::AF_INET { 16 } else { 28.min(sa.len()) }].to_vec();
         canon.resize(if domain == libc::AF_INET { 16 } else { 28 }, 0);
-        Ok((Name::Port { dgram: ty == libc::SOCK_DGRAM, port }, canon))
+        Ok((Name::Port { dgram: ty == libc::SOCK_DGRAM, port, v6: domain == libc::AF_INET6 }, canon))
     }
 
     pub(crate) fn bind(&mut self, m: &mut Machine, fd: i32, addr: u64, len: u32) -> SysResult {
@@ -385,23 +449,45 @@ impl Kernel {
             if !loopback(domain, &sa) && !any_addr(domain, &sa) {
                 return err(libc::EADDRNOTAVAIL);
             }
-            if let Name::Port { dgram, port: 0 } = name {
+            if let Name::Port { dgram, port: 0, v6 } = name {
                 let port = self.net.ephemeral(dgram)?;
                 canon[2..4].copy_from_slice(&port.to_be_bytes());
-                name = Name::Port { dgram, port };
+                name = Name::Port { dgram, port, v6 };
             }
         }
         if self.net.lookup(&name).is_some() {
             return err(libc::EADDRINUSE);
         }
-        self.net.names.insert(name, Rc::downgrade(&s));
         s.borrow_mut().local = Some(canon);
+        if self.port_conflict(&s, &name) {
+            s.borrow_mut().local = None;
+            return err(libc::EADDRINUSE);
+        }
+        self.net.names.insert(name, Rc::downgrade(&s));
         Ok(0)
+    }
+
+    /// Whether `s`, given its address, may not take the port `name` because a socket of the
+    /// other family holds it and one of the two covers the other's addresses: an `AF_INET`
+    /// socket and a dual-stack `AF_INET6` one ([`dual_stack`]) conflict, an `AF_INET6` socket
+    /// with `IPV6_V6ONLY` or bound to `::1` shares the port with an `AF_INET` one (Redis binds
+    /// `0.0.0.0` and then `::` with `IPV6_V6ONLY` on the same port).
+    fn port_conflict(&mut self, s: &SockRef, name: &Name) -> bool {
+        let Name::Port { dgram, port, v6 } = *name else { return false };
+        let Some(other) = self.net.lookup(&Name::Port { dgram, port, v6: !v6 }) else { return false };
+        let six = if v6 { s.borrow() } else { other.borrow() };
+        dual_stack(&six)
     }
 
     /// An inet socket not bound yet gets the next ephemeral port on loopback, as Linux's
     /// autobind at connect or first send.
     fn autobind(&mut self, s: &Rc<RefCell<Sock>>) -> Result<(), Errno> {
+        self.autobind_to(s, None)
+    }
+
+    /// [`Self::autobind`] towards `dest`: an `AF_INET6` socket sending to an IPv4-mapped address
+    /// goes out from `::ffff:127.0.0.1`, as Linux picks the source address by the route.
+    fn autobind_to(&mut self, s: &Rc<RefCell<Sock>>, dest: Option<&[u8]>) -> Result<(), Errno> {
         let (domain, ty, bound) = {
             let b = s.borrow();
             (b.domain, b.ty, b.local.is_some())
@@ -415,8 +501,15 @@ impl Kernel {
         }
         let dgram = ty == libc::SOCK_DGRAM;
         let port = self.net.ephemeral(dgram)?;
-        self.net.names.insert(Name::Port { dgram, port }, Rc::downgrade(s));
-        s.borrow_mut().local = Some(inet_addr(domain, false, port));
+        self.net.names.insert(Name::Port { dgram, port, v6: domain == libc::AF_INET6 }, Rc::downgrade(s));
+        let lo = inet_addr(domain, false, port);
+        let lo = match dest {
+            Some(d) if domain == libc::AF_INET6 && v4_mapped(d) => {
+                in_family(libc::AF_INET6, &inet_addr(libc::AF_INET, false, port))
+            }
+            _ => lo,
+        };
+        s.borrow_mut().local = Some(lo);
         Ok(())
     }
 
@@ -445,7 +538,19 @@ impl Kernel {
             return err(libc::ENETUNREACH);
         }
         let (name, _) = Self::name_of(domain, ty, sa)?;
-        let found = self.net.lookup(&name);
+        let found = match name {
+            // An IPv4 destination (or an IPv4-mapped one) reaches the AF_INET socket on the
+            // port, else a dual-stack AF_INET6 one; ::1 reaches AF_INET6 sockets only.
+            Name::Port { dgram, port, v6 } if !v6 || v4_mapped(sa) => self
+                .net
+                .lookup(&Name::Port { dgram, port, v6: false })
+                .or_else(|| self.net.lookup(&Name::Port { dgram, port, v6: true }).filter(|t| dual_stack(&t.borrow()))),
+            Name::Port { dgram, port, .. } => self
+                .net
+                .lookup(&Name::Port { dgram, port, v6: true })
+                .filter(|t| !v4_mapped(t.borrow().local.as_deref().unwrap_or_default())),
+            Name::Unix(_) => self.net.lookup(&name),
+        };
         match (&name, found) {
             (Name::Unix(p), None) => err(if p[0] == 0 { libc::ECONNREFUSED } else { libc::ENOENT }),
             (Name::Unix(_), Some(t)) if t.borrow().ty != ty => err(libc::EPROTOTYPE),
@@ -474,7 +579,7 @@ impl Kernel {
         let sa = Self::read_sockaddr(m, domain, addr, len)?;
         if ty == libc::SOCK_DGRAM {
             let target = self.reach(domain, ty, &sa)?;
-            self.autobind(&s)?;
+            self.autobind_to(&s, Some(&sa))?;
             let (_, canon) = Self::name_of(domain, ty, &sa)?;
             let mut b = s.borrow_mut();
             b.peer = Some(canon);
@@ -494,7 +599,7 @@ impl Kernel {
             Some(t) if t.borrow().queue.is_some() => t,
             _ => return err(libc::ECONNREFUSED),
         };
-        self.autobind(&s)?;
+        self.autobind_to(&s, Some(&sa))?;
         let (_, canon) = Self::name_of(domain, ty, &sa)?;
         let peer = if domain == libc::AF_UNIX { target.borrow().local.clone().unwrap_or(canon) } else { canon };
         self.queue_connection(&s, &target, ty, peer);
@@ -503,15 +608,17 @@ impl Kernel {
 
     /// Connects `client` (bound) to listener `target`: a new server end, joined to it, goes on
     /// the listener's queue for `accept`. `peer` is the client's peer address.
+    /// The server end has the listener's family: an IPv4 client of a dual-stack `AF_INET6`
+    /// listener is `::ffff:127.0.0.1` to it.
     fn queue_connection(&mut self, client: &Rc<RefCell<Sock>>, target: &Rc<RefCell<Sock>>, ty: i32, peer: Vec<u8>) {
-        let domain = client.borrow().domain;
+        let domain = target.borrow().domain;
         let mut server = self.new_sock(domain, ty);
         {
             let mut c = client.borrow_mut();
             self.join(&mut c, &mut server);
+            server.peer = c.local.as_deref().map(|l| in_family(domain, &source_addr(l, &peer)));
+            server.local = Some(in_family(domain, &peer));
             c.peer = Some(peer);
-            server.peer = c.local.clone();
-            server.local = c.peer.clone();
         }
         let key = {
             let mut t = target.borrow_mut();
@@ -525,7 +632,9 @@ impl Kernel {
 
     /// The guest's TCP listener on loopback `port` ([`crate::listen`]).
     pub(crate) fn tcp_listener(&mut self, port: u16) -> Option<Rc<RefCell<Sock>>> {
-        self.net.lookup(&Name::Port { dgram: false, port }).filter(|t| t.borrow().queue.is_some())
+        [false, true].into_iter().find_map(|v6| {
+            self.net.lookup(&Name::Port { dgram: false, port, v6 }).filter(|t| t.borrow().queue.is_some())
+        })
     }
 
     /// A host client's connection to the guest's listener on `port`, as an in-machine connect
@@ -650,6 +759,10 @@ impl Kernel {
         let (s, _) = self.sock(fd)?;
         if default_opt(&s.borrow(), level, name).is_none() {
             return err(libc::ENOPROTOOPT);
+        }
+        // A bound socket's family coverage is fixed (Linux: EINVAL once it has a port).
+        if (level, name) == (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) && s.borrow().local.is_some() {
+            return err(libc::EINVAL);
         }
         // Integer options are kept; longer ones (SO_LINGER, timeouts) are accepted and change
         // nothing: nothing lingers or times out in the machine's network.
@@ -792,6 +905,7 @@ impl Kernel {
             if let Some(t) = target {
                 let key = {
                     let mut t = t.borrow_mut();
+                    let src = in_family(t.domain, &source_addr(&src, t.local.as_deref().unwrap_or(&src)));
                     t.inbox.push_back((src, data.to_vec()));
                     t.id
                 };

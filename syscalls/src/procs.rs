@@ -599,6 +599,13 @@ impl Kernel {
     }
 
     /// getppid(2).
+    /// The calling process's ids and thread count, for its `/proc/self` files.
+    pub(crate) fn proc_ids(&self) -> crate::process::ProcIds {
+        let (ppid, pgid, sid) = self.procs.get(&self.pid).map_or((1, self.pid, self.pid), |p| (p.ppid, p.pgid, p.sid));
+        let threads = self.threads.values().filter(|t| t.pid == self.pid).count().max(1);
+        crate::process::ProcIds { pid: self.pid, ppid, pgid, sid, threads }
+    }
+
     pub(crate) fn getppid(&self) -> SysResult {
         Ok(u64::from(self.procs.get(&self.pid).map_or(1, |p| p.ppid)))
     }

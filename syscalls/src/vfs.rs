@@ -83,8 +83,15 @@ pub enum VirtualFile {
     Urandom,
     /// `/proc/self/maps`, from the machine's region table.
     Maps,
-    /// `/proc/self/status`, with the run's fixed identities and memory sizes.
+    /// `/proc/self/status`, with the process's identities, threads and memory size.
     Status,
+    /// `/proc/self/stat`, the same as one line in the kernel's format (Redis reads its resident
+    /// size there).
+    Stat,
+    /// A file whose contents never change: the Linux defaults of the tunables servers read
+    /// (`/proc/sys/vm/overcommit_memory`, `/proc/sys/net/core/somaxconn`, transparent huge
+    /// pages), so that nothing of the host's settings shows through.
+    Text(&'static str),
     /// `/proc/cpuinfo`, from ferrite's CPUID table, one entry per virtual CPU.
     CpuInfo,
     /// `/sys/devices/system/cpu/online` and `possible`: the virtual CPUs (`--cpus`).
@@ -120,8 +127,15 @@ const VIRTUAL_FILES: &[(&str, VirtualFile)] = &[
     ("/proc/mounts", VirtualFile::Link("self/mounts")),
     ("/proc/self/maps", VirtualFile::Maps),
     ("/proc/self/mounts", VirtualFile::Mounts),
+    ("/proc/self/stat", VirtualFile::Stat),
     ("/proc/self/status", VirtualFile::Status),
     ("/proc/sys/kernel/random/uuid", VirtualFile::Uuid),
+    // Linux's defaults: heuristic overcommit (jemalloc, as in Redis, reads it to decide whether
+    // it must commit its pages with mmap one range at a time), the listen backlog cap since
+    // Linux 5.4, and Debian's transparent-huge-page setting.
+    ("/proc/sys/net/core/somaxconn", VirtualFile::Text("4096\n")),
+    ("/proc/sys/vm/overcommit_memory", VirtualFile::Text("0\n")),
+    ("/sys/kernel/mm/transparent_hugepage/enabled", VirtualFile::Text("always [madvise] never\n")),
     (ND_REGION_LINK, VirtualFile::Link(ND_REGION_LINK_TARGET)),
     ("/sys/devices/platform/e820_pmem/ndbus0/region0/persistence_domain", VirtualFile::PersistenceDomain),
     ("/sys/devices/system/cpu/online", VirtualFile::CpuOnline),
@@ -688,10 +702,13 @@ mod tests {
     #[test]
     fn the_nd_region_and_the_directories_leading_to_it_are_virtual() {
         use super::*;
-        assert_eq!(virtual_children("/sys"), vec![("bus".to_string(), libc::DT_DIR), ("devices".into(), libc::DT_DIR)]);
+        assert_eq!(
+            virtual_children("/sys"),
+            vec![("bus".to_string(), libc::DT_DIR), ("devices".into(), libc::DT_DIR), ("kernel".into(), libc::DT_DIR)]
+        );
         assert_eq!(virtual_children("/sys/bus/nd/devices"), vec![("region0".to_string(), libc::DT_LNK)]);
         assert_eq!(virtual_children(ND_REGION), vec![("persistence_domain".to_string(), libc::DT_REG)]);
-        assert_eq!(virtual_children("/proc/self").len(), 4, "fd, maps, mounts, status");
+        assert_eq!(virtual_children("/proc/self").len(), 5, "fd, maps, mounts, stat, status");
         assert!(virtual_children("/proc").contains(&("mounts".to_string(), libc::DT_LNK)));
         assert!(is_virtual_dir("/sys/devices/platform/e820_pmem") && !is_virtual_dir("/sys/class/nd"));
         assert!(!is_virtual_dir("/etc") && !is_virtual_dir("/dev"), "virtual links on the host stay alone");
