@@ -597,4 +597,32 @@ mod tests {
         // Natively the rotations leave rdi unchanged: 3 + 13 + 61 + 51 = 128.
         assert_eq!((3 + 13 + 61 + 51) % 64, 0);
     }
+    /// Blocks another machine of the process decoded come from the shared cache only when
+    /// their bytes are the same: other code at the same address of the same size (another
+    /// program) is decoded for itself.
+    #[test]
+    fn the_shared_cache_answers_only_for_the_same_bytes() {
+        // An address no other test uses: tests share the process's cache.
+        let at = 0x7777_0000;
+        let fences = |fence: u8| [0x0f, 0xae, fence, 0x0f, 0xae, 0x38]; // [sm]fence; clflush [rax]
+        let (sfence, mfence) = (fences(0xf8), fences(0xf0));
+        let mut first = Decoder::default();
+        let a = first.insert(at, 6, &sfence).1.clone();
+        let mut second = Decoder::default();
+        let b = second.insert(at, 6, &sfence).1.clone();
+        let c = second.get(at, 6).unwrap().clone();
+        let rax = MemRef { base: Some(Reg::RAX), scale: 1, ..MemRef::default() };
+        let want = [(at, Special::Fence(FenceOp::Sfence)), (at + 3, Special::Flush(FlushOp::Clflush, rax))];
+        for x in [&a, &b, &c] {
+            assert_eq!(&x.specials[..], &want);
+            assert_eq!(&x.insns[..], &[at, at + 3]);
+        }
+        let mut third = Decoder::default();
+        let d = third.insert(at, 6, &mfence).1.clone();
+        assert_eq!(d.specials[0], (at, Special::Fence(FenceOp::Mfence)));
+        let fresh = third.decode_uncached(at, &mfence);
+        assert_eq!((&fresh.insns, &fresh.specials, &fresh.access), (&d.insns, &d.specials, &d.access));
+        // Both are kept: the first program's block still decodes as its own.
+        assert_eq!(Decoder::default().insert(at, 6, &sfence).1.specials[0].1, Special::Fence(FenceOp::Sfence));
+    }
 }
