@@ -193,9 +193,12 @@ static SHARED: std::sync::OnceLock<std::sync::Mutex<SharedBlocks>> = std::sync::
 /// running many different programs keeps a bounded cache (at most a few MiB).
 #[derive(Default)]
 struct SharedBlocks {
-    blocks: FxHashMap<u64, Vec<(Box<[u8]>, BlockInfo)>>,
+    blocks: FxHashMap<u64, Vec<SharedBlock>>,
     count: usize,
 }
+
+/// A block's bytes and their decoding.
+type SharedBlock = (Box<[u8]>, BlockInfo);
 
 /// How many decoded blocks [`SHARED`] keeps before it starts over: a large program's working
 /// set (libc's start-up is about a thousand blocks).

@@ -601,7 +601,8 @@ impl Kernel {
         if let Some(r) = self.roots.get() {
             return Ok(r);
         }
-        let paths: &[&PathBuf] = if self.cfg.private_cwd { &[&self.cfg.pm_dir] } else { &[&self.cfg.cwd, &self.cfg.pm_dir] };
+        let paths: &[&PathBuf] =
+            if self.cfg.private_cwd { &[&self.cfg.pm_dir] } else { &[&self.cfg.cwd, &self.cfg.pm_dir] };
         let mut roots = Vec::new();
         for p in paths {
             let f = std::fs::File::open(p)?;
