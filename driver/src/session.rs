@@ -364,12 +364,13 @@ impl Session {
             syscalls::exec(&mut m, &mut k, &bytes, &argv, &envp).map_err(|e| SessionError::Exec(name.clone(), e))?;
         let mut symbols = Objects::new(&spec.debug_dirs);
         let im = &started.image;
-        symbols.add(&exe.display().to_string(), &bytes, im.load_bias, im.lowest, im.highest);
+        let hash = blake3::hash(&bytes);
+        symbols.add_hashed(&exe.display().to_string(), &bytes, hash, im.load_bias, im.lowest, im.highest);
         // The interpreter of a dynamic executable.
         symbols.refresh(&m);
         give_code_info(&mut m, &mut symbols, &spec.custom_locks);
         let regions_seen = m.mem.regions().count();
-        let program_hash = blake3::hash(&bytes).to_hex().to_string();
+        let program_hash = hash.to_hex().to_string();
 
         let mut trace = blake3::Hasher::new();
         trace.update(program_hash.as_bytes());

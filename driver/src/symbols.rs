@@ -87,10 +87,11 @@ const CACHE_OBJECTS: usize = 256;
 /// The symbolizer of an object, with its separate debug file, shared by every run of the process
 /// that loads the same object at the same place: `--explore`, `ferrite crash` and `ferrite
 /// compare` read a library's symbols and decompress its DWARF once, not once per run.
-fn symbolizer(path: &str, bytes: &[u8], bias: u64, debug_dirs: &[PathBuf]) -> Arc<Symbolizer> {
+/// `hash` is the BLAKE3 of `bytes`.
+fn symbolizer(path: &str, bytes: &[u8], hash: blake3::Hash, bias: u64, debug_dirs: &[PathBuf]) -> Arc<Symbolizer> {
     static CACHE: OnceLock<Mutex<HashMap<CacheKey, Arc<Symbolizer>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
-    let key = (path.to_string(), bias, blake3::hash(bytes), debug_dirs.to_vec());
+    let key = (path.to_string(), bias, hash, debug_dirs.to_vec());
     // A panic while holding the lock leaves a consistent map behind.
     let lock = || cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some(sym) = lock().get(&key) {
@@ -155,7 +156,13 @@ impl Objects {
     /// An object loaded at `bias`, covering `[start, end)`, with its separate debug file if it
     /// has no DWARF of its own.
     pub fn add(&mut self, path: &str, bytes: &[u8], bias: u64, start: u64, end: u64) {
-        let sym = symbolizer(path, bytes, bias, &self.debug_dirs);
+        self.add_hashed(path, bytes, blake3::hash(bytes), bias, start, end);
+    }
+
+    /// [`Objects::add`], for a caller that has hashed `bytes` already (`hash`, their BLAKE3):
+    /// the run's program, whose hash is the run's `program_hash` too.
+    pub fn add_hashed(&mut self, path: &str, bytes: &[u8], hash: blake3::Hash, bias: u64, start: u64, end: u64) {
+        let sym = symbolizer(path, bytes, hash, bias, &self.debug_dirs);
         self.objects.push(Object { image: self.image, path: path.to_string(), start, end, sym });
         self.image_code.remove(&self.image);
     }
@@ -247,7 +254,7 @@ impl Objects {
         ];
         let is_copy = |name: &str| {
             let base = name.trim_start_matches('_');
-            COPY.iter().any(|c| base == *c || base.starts_with(&format!("{c}_")))
+            COPY.iter().any(|c| base.strip_prefix(c).is_some_and(|rest| rest.is_empty() || rest.starts_with('_')))
         };
         let mut info = CodeInfo::default();
         for o in self.of(self.image) {
@@ -263,7 +270,7 @@ impl Objects {
                 let range = (addr, addr + size.max(1));
                 if is_copy(name) {
                     info.copy.push(range);
-                } else if own_lines && o.sym.lookup(addr).line.is_none() {
+                } else if own_lines && !o.sym.has_line(addr) {
                     info.library.push(range);
                 }
             }
@@ -299,7 +306,7 @@ impl Objects {
                     continue;
                 }
                 if let Some(contract) = emu::sync::ReadContract::of_symbol(name) {
-                    if !own_lines || o.sym.lookup(addr).line.is_none() {
+                    if !own_lines || !o.sym.has_line(addr) {
                         out.push((addr, SyncKind::Reads(contract)));
                     }
                 }

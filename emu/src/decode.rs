@@ -9,6 +9,14 @@
 //! ([`Special`]). The cache is keyed by (address, size), so a block re-translated with other
 //! boundaries gets its own entry; it is dropped for a range whenever the guest's code there
 //! changes.
+//!
+//! Decoding is a sixth of a short run's CPU (capstone decodes and prints every instruction of
+//! libc's start-up), and the runs of one process mostly run the same code: `ferrite compare` runs
+//! each case once per detector, an exploration or a crash campaign runs one program many times,
+//! each on a machine of its own. So every decoding is also kept in one cache for the process
+//! ([`SHARED`]), keyed by the block's address and its bytes: a machine that enters a block some
+//! machine of the process decoded before copies the result instead of decoding it again (a
+//! block's decoding is a function of its address and bytes alone).
 
 use capstone::arch::x86::{ArchMode, X86OperandType};
 use capstone::arch::{ArchOperand, BuildsCapstone, DetailsArchInsn};
@@ -177,6 +185,31 @@ pub struct Decoder {
     free: Vec<u32>,
 }
 
+/// The decodings made by every machine of the process, by [`key`], each with its block's bytes
+/// (two programs may have different code at one address): [`Decoder::decode`] looks here first.
+static SHARED: std::sync::OnceLock<std::sync::Mutex<SharedBlocks>> = std::sync::OnceLock::new();
+
+/// The blocks in [`SHARED`]; it starts over past [`SHARED_BLOCKS`] of them, so that a process
+/// running many different programs keeps a bounded cache (at most a few MiB).
+#[derive(Default)]
+struct SharedBlocks {
+    blocks: FxHashMap<u64, Vec<SharedBlock>>,
+    count: usize,
+}
+
+/// A block's bytes and their decoding.
+type SharedBlock = (Box<[u8]>, BlockInfo);
+
+/// How many decoded blocks [`SHARED`] keeps before it starts over: a large program's working
+/// set (libc's start-up is about a thousand blocks).
+const SHARED_BLOCKS: usize = 1 << 15;
+
+fn shared() -> std::sync::MutexGuard<'static, SharedBlocks> {
+    // A panic while holding the lock leaves a consistent cache behind (entries are inserted
+    // whole).
+    SHARED.get_or_init(Default::default).lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn key(addr: u64, size: u32) -> u64 {
     // User-space addresses fit in 48 bits; blocks are at most a few KiB.
     addr ^ (u64::from(size) << 48)
@@ -246,7 +279,27 @@ impl Decoder {
         });
     }
 
+    /// The decoding of `bytes`, the block at `addr`: from [`SHARED`] when a machine of the
+    /// process has decoded the same bytes at the same address, else decoded and added there.
     fn decode(&self, addr: u64, bytes: &[u8]) -> BlockInfo {
+        let k = key(addr, bytes.len() as u32);
+        if let Some((_, info)) = shared().blocks.get(&k).and_then(|v| v.iter().find(|(b, _)| **b == *bytes)) {
+            return info.clone();
+        }
+        let info = self.decode_uncached(addr, bytes);
+        let mut cache = shared();
+        if cache.count >= SHARED_BLOCKS {
+            *cache = SharedBlocks::default();
+        }
+        let same = cache.blocks.entry(k).or_default();
+        if !same.iter().any(|(b, _)| **b == *bytes) {
+            same.push((bytes.into(), info.clone()));
+            cache.count += 1;
+        }
+        info
+    }
+
+    fn decode_uncached(&self, addr: u64, bytes: &[u8]) -> BlockInfo {
         let mut insns = Vec::new();
         let mut specials = Vec::new();
         let mut access = Vec::new();
@@ -546,5 +599,33 @@ mod tests {
         assert!(d.insert(0x3000, code.len() as u32, &code).1.specials.is_empty());
         // Natively the rotations leave rdi unchanged: 3 + 13 + 61 + 51 = 128.
         assert_eq!((3 + 13 + 61 + 51) % 64, 0);
+    }
+    /// Blocks another machine of the process decoded come from the shared cache only when
+    /// their bytes are the same: other code at the same address of the same size (another
+    /// program) is decoded for itself.
+    #[test]
+    fn the_shared_cache_answers_only_for_the_same_bytes() {
+        // An address no other test uses: tests share the process's cache.
+        let at = 0x7777_0000;
+        let fences = |fence: u8| [0x0f, 0xae, fence, 0x0f, 0xae, 0x38]; // [sm]fence; clflush [rax]
+        let (sfence, mfence) = (fences(0xf8), fences(0xf0));
+        let mut first = Decoder::default();
+        let a = first.insert(at, 6, &sfence).1.clone();
+        let mut second = Decoder::default();
+        let b = second.insert(at, 6, &sfence).1.clone();
+        let c = second.get(at, 6).unwrap().clone();
+        let rax = MemRef { base: Some(Reg::RAX), scale: 1, ..MemRef::default() };
+        let want = [(at, Special::Fence(FenceOp::Sfence)), (at + 3, Special::Flush(FlushOp::Clflush, rax))];
+        for x in [&a, &b, &c] {
+            assert_eq!(&x.specials[..], &want);
+            assert_eq!(&x.insns[..], &[at, at + 3]);
+        }
+        let mut third = Decoder::default();
+        let d = third.insert(at, 6, &mfence).1.clone();
+        assert_eq!(d.specials[0], (at, Special::Fence(FenceOp::Mfence)));
+        let fresh = third.decode_uncached(at, &mfence);
+        assert_eq!((&fresh.insns, &fresh.specials, &fresh.access), (&d.insns, &d.specials, &d.access));
+        // Both are kept: the first program's block still decodes as its own.
+        assert_eq!(Decoder::default().insert(at, 6, &sfence).1.specials[0].1, Special::Fence(FenceOp::Sfence));
     }
 }

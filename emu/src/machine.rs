@@ -309,6 +309,35 @@ fn engine(e: uc_error) -> EmuError {
     EmuError::Engine(e)
 }
 
+/// Transparent huge pages off for the process while it lives (`prctl(PR_SET_THP_DISABLE)`),
+/// unless they were off already; a fault in a region that has 4 KiB pages keeps them. Another
+/// thread making an engine at the same time may find them off, or on again: either way it only
+/// decides the page size of its buffer's first region.
+struct SmallPages {
+    turned_off: bool,
+}
+
+impl SmallPages {
+    fn new() -> SmallPages {
+        // SAFETY: PR_GET_THP_DISABLE and PR_SET_THP_DISABLE take no pointers; a kernel without
+        // them fails the call, and huge pages stay as they are.
+        let turned_off = unsafe {
+            libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) == 0
+                && libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0
+        };
+        SmallPages { turned_off }
+    }
+}
+
+impl Drop for SmallPages {
+    fn drop(&mut self) {
+        if self.turned_off {
+            // SAFETY: as in `new`.
+            unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0) };
+        }
+    }
+}
+
 impl Machine {
     /// A machine configured by `config`, with no memory mapped and one thread, the running one (tid
     /// 1 until [`set_main_tid`](Self::set_main_tid) names it).
@@ -375,6 +404,13 @@ impl Machine {
             debug: None,
             phys: state::Phys::default(),
         };
+        // The engine is made by the first hook added below; its first write, the prologue, faults
+        // in the first page of the translation buffer, which QEMU asks to be a 2 MiB huge page:
+        // zeroing it (and compacting memory for it) was a tenth of a short run's CPU, where the
+        // run's code takes a few hundred KiB. Transparent huge pages are off for the process
+        // while the engine is made, so that first region is made of 4 KiB pages; later regions,
+        // of long runs, get huge pages as before.
+        let _small_pages = SmallPages::new();
         let mut uc = Unicorn::new_with_data(Arch::X86, Mode::MODE_64, state).map_err(engine)?;
         // Skylake-Server: the translator accepts CLWB, CLFLUSHOPT, SSE4.2 and POPCNT only if the
         // selected model has them. What the guest is told comes from `cpuid` alone.

@@ -130,10 +130,14 @@ pub struct Symbolizer {
     by_name: HashMap<String, (u64, Rank)>,
     /// The same for the symbols of the separate debug file.
     debug_names: HashMap<String, (u64, Rank)>,
-    /// The file whose DWARF answers lookups (the object itself or its
-    /// debug file), kept until the first lookup parses it: a run that never
-    /// looks into a library never decompresses its debug information.
-    dwarf_bytes: Mutex<Option<Arc<[u8]>>>,
+    /// The DWARF sections that answer lookups (the object's own or its
+    /// debug file's) as the file holds them, compressed or not, with the
+    /// file's byte order, kept until the first lookup parses them: a run
+    /// that never looks into a library never decompresses its debug
+    /// information. Only these sections are copied out of the file, not the
+    /// whole file (a static program's code and libc's symbols are most of
+    /// it, and every run of a program pays for the copy).
+    dwarf_sections: Mutex<Option<(gimli::DwarfSections<RawSection>, RunTimeEndian)>>,
     /// Whether that file has a `.debug_info` section.
     has_dwarf: bool,
     dwarf: OnceLock<Option<Mutex<Dwarf>>>,
@@ -168,7 +172,7 @@ impl Symbolizer {
             functions: Vec::new(),
             by_name: HashMap::new(),
             debug_names: HashMap::new(),
-            dwarf_bytes: Mutex::new(None),
+            dwarf_sections: Mutex::new(None),
             has_dwarf: false,
             dwarf: OnceLock::new(),
             debug_file: None,
@@ -189,13 +193,13 @@ impl Symbolizer {
                 symbolizer.debug_file = Some(d.path.clone());
                 symbolizer.has_dwarf = elf.section_by_name(".debug_info").is_some();
                 if symbolizer.has_dwarf {
-                    *lock(&symbolizer.dwarf_bytes) = Some(Arc::from(&d.bytes[..]));
+                    *lock(&symbolizer.dwarf_sections) = Some(raw_dwarf(elf));
                 }
             }
             _ => {
                 symbolizer.has_dwarf = file.section_by_name(".debug_info").is_some();
                 if symbolizer.has_dwarf {
-                    *lock(&symbolizer.dwarf_bytes) = Some(Arc::from(bytes));
+                    *lock(&symbolizer.dwarf_sections) = Some(raw_dwarf(&file));
                 }
             }
         }
@@ -217,9 +221,8 @@ impl Symbolizer {
     fn dwarf(&self) -> Option<&Mutex<Dwarf>> {
         self.dwarf
             .get_or_init(|| {
-                let bytes = lock(&self.dwarf_bytes).take()?;
-                let file = ElfFile64::<Endianness>::parse(&bytes[..]).ok()?;
-                load_dwarf(&file).map(|context| Mutex::new(Dwarf { context, cache: HashMap::new() }))
+                let (sections, endian) = lock(&self.dwarf_sections).take()?;
+                load_dwarf(&sections, endian).map(|context| Mutex::new(Dwarf { context, cache: HashMap::new() }))
             })
             .as_ref()
     }
@@ -246,6 +249,24 @@ impl Symbolizer {
             }
             None => self.symbol_lookup(pc),
         }
+    }
+
+    /// Whether the guest address `pc` has a source line: the same as
+    /// `self.lookup(pc).line.is_some()`, without naming the function
+    /// (no DWARF function tree, no inlined frames, no demangling, nothing
+    /// cached). The passes ask it of every function symbol of an object at
+    /// start-up ([`Symbolizer::lookup`]'s line comes from the first unit
+    /// holding a line row at the address, whether or not `find_frames`
+    /// found a function first, so the line table alone decides).
+    pub fn has_line(&self, pc: u64) -> bool {
+        let addr = pc.wrapping_sub(self.load_bias);
+        let Some(dwarf) = self.dwarf() else { return false };
+        let dwarf = lock(dwarf);
+        if let Some(loc) = dwarf.cache.get(&addr) {
+            return loc.line.is_some();
+        }
+        // addr2line computes `addr + 1` unchecked, and no code lives there.
+        addr != u64::MAX && matches!(dwarf.context.find_location(addr), Ok(Some(l)) if l.line.is_some())
     }
 
     /// The function of the guest address `pc` from the symbol tables alone
@@ -473,23 +494,52 @@ fn debuglink_candidates(object_path: &Path, name: &OsStr, debug_dirs: &[PathBuf]
     out
 }
 
-/// Builds the DWARF context from the file's debug sections, decompressing
-/// them if needed. `None` when there is no usable DWARF.
-fn load_dwarf(file: &ElfFile64<'_, Endianness>) -> Option<Context<Reader>> {
-    file.section_by_name(".debug_info")?;
+/// One DWARF section as its file holds it (compressed or not): empty when
+/// the file has no such section.
+struct RawSection {
+    format: object::CompressionFormat,
+    data: Arc<[u8]>,
+    uncompressed_size: u64,
+}
+
+impl Default for RawSection {
+    fn default() -> Self {
+        RawSection { format: object::CompressionFormat::None, data: Arc::from(&[][..]), uncompressed_size: 0 }
+    }
+}
+
+/// Copies the DWARF sections addr2line reads out of `file`, without
+/// decompressing them, with the file's byte order.
+fn raw_dwarf(file: &ElfFile64<'_, Endianness>) -> (gimli::DwarfSections<RawSection>, RunTimeEndian) {
     let endian = if file.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
-    let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
-        // addr2line reads no location lists: they are not decompressed.
-        let wanted = !matches!(id, gimli::SectionId::DebugLoc | gimli::SectionId::DebugLocLists);
-        let data: Arc<[u8]> = file
+    let raw = |id: gimli::SectionId| -> Result<RawSection, std::convert::Infallible> {
+        // addr2line reads no location lists: they are not kept.
+        if matches!(id, gimli::SectionId::DebugLoc | gimli::SectionId::DebugLocLists) {
+            return Ok(RawSection::default());
+        }
+        Ok(file
             .section_by_name(id.name())
-            .filter(|_| wanted)
-            .and_then(|section| section.uncompressed_data().ok())
-            .map(|data| Arc::from(data.as_ref()))
-            .unwrap_or_else(|| Arc::from(&[][..]));
-        Ok(EndianArcSlice::new(data, endian))
+            .and_then(|section| section.compressed_data().ok())
+            .map(|c| RawSection { format: c.format, data: c.data.into(), uncompressed_size: c.uncompressed_size })
+            .unwrap_or_default())
     };
-    let dwarf = gimli::Dwarf::load(load).ok()?;
+    let Ok(sections) = gimli::DwarfSections::load(raw);
+    (sections, endian)
+}
+
+/// Builds the DWARF context from the debug sections [`raw_dwarf`] copied,
+/// decompressing them if needed (a section that does not decompress is
+/// empty). `None` when there is no usable DWARF.
+fn load_dwarf(sections: &gimli::DwarfSections<RawSection>, endian: RunTimeEndian) -> Option<Context<Reader>> {
+    let dwarf = sections.borrow(|raw| {
+        if raw.format == object::CompressionFormat::None {
+            return EndianArcSlice::new(raw.data.clone(), endian);
+        }
+        let compressed =
+            object::CompressedData { format: raw.format, data: &raw.data, uncompressed_size: raw.uncompressed_size };
+        let data = compressed.decompress().map(|d| Arc::from(d.as_ref())).unwrap_or_else(|_| Arc::from(&[][..]));
+        EndianArcSlice::new(data, endian)
+    });
     Context::from_dwarf(dwarf).ok()
 }
 

@@ -237,3 +237,33 @@ fn cpp_names_are_demangled() {
         assert!(function.starts_with("ns::f"), "{name}: {function}");
     }
 }
+
+/// `has_line` answers what `lookup(..).line.is_some()` does, from the line table alone, for every
+/// function symbol's first and second byte and every address of `main` (which holds an inlined
+/// body), with DWARF plain, compressed and version 4, and for libc's functions, which have none.
+#[test]
+fn has_line_agrees_with_lookup() {
+    for (name, flag) in [("prog_lines", "-g"), ("prog_lines_gz", "-gz=zlib"), ("prog_lines_dwarf4", "-gdwarf-4")] {
+        let bytes = compile_bytes(name, PROGRAM, &["-static", "-g", "-O1", flag]);
+        let image = load_elf(&bytes, PIE_BASE).unwrap();
+        // A symbolizer that has looked nothing up answers `has_line` without its lookup cache.
+        let lines = Symbolizer::new(&bytes, image.load_bias);
+        let lookups = Symbolizer::new(&bytes, image.load_bias);
+        let (_, main, main_size) = lookups.symbols().find(|(n, _, _)| *n == "main").unwrap();
+        let mut probes: Vec<u64> = lookups.symbols().flat_map(|(_, a, _)| [a, a + 1]).collect();
+        probes.extend(main..main + main_size);
+        let (mut with, mut without) = (0, 0);
+        for pc in probes {
+            let want = lookups.lookup(pc).line.is_some();
+            assert_eq!(lines.has_line(pc), want, "{name}: {pc:#x}");
+            assert_eq!(lookups.has_line(pc), want, "{name}: {pc:#x}, cached");
+            if want {
+                with += 1;
+            } else {
+                without += 1;
+            }
+        }
+        assert!(with > 0 && without > 1000, "{name}: {with} with lines, {without} without");
+        assert!(!lines.has_line(lines.symbol_address("printf").unwrap()), "{name}");
+    }
+}

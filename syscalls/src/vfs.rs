@@ -164,9 +164,10 @@ pub const GUEST_TMP_DIRS: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
 
 /// The upper layers of [`GUEST_TMP_DIRS`]: one directory made on first use, shared by the
 /// kernel's processes and by the snapshots of one run (as the working directory is, see
-/// docs/sandbox.md), and a fresh one for a recovery restored on another crash image. The error
-/// is the errno its creation failed with.
-pub(crate) type GuestTmp = Rc<std::cell::OnceCell<Result<tempfile::TempDir, i32>>>;
+/// docs/sandbox.md), and a fresh one for a recovery restored on another crash image; with its
+/// descriptor, the writable root the guest's changes there are made beneath. The error is the
+/// errno its creation failed with.
+pub(crate) type GuestTmp = Rc<std::cell::OnceCell<Result<(tempfile::TempDir, Rc<OwnedFd>), i32>>>;
 
 /// Whether `name` is that of a ferrite process's private temporary directory
 /// (`crate::landlock::TempRoot`: `ferrite-PID-N`).
@@ -452,10 +453,11 @@ impl Kernel {
                 std::fs::set_permissions(&files, std::os::unix::fs::PermissionsExt::from_mode(0o1777))
                     .map_err(|e| Errno::from(e).0)?;
             }
-            Ok(d)
+            let fd = std::fs::File::open(d.path()).map_err(|e| Errno::from(e).0)?;
+            Ok((d, Rc::new(OwnedFd::from(fd))))
         });
         match dir {
-            Ok(d) => Ok(d.path().to_path_buf()),
+            Ok((d, _)) => Ok(d.path().to_path_buf()),
             Err(e) => err(*e),
         }
     }
@@ -604,14 +606,17 @@ impl Kernel {
 
     /// Where the guest may write: the working directory and the PM directory, or the PM
     /// directory alone (which holds the private working directory's files); each with a
-    /// descriptor opened when first needed, through which everything below it is changed.
+    /// descriptor opened when first needed, through which everything below it is changed. The
+    /// upper layers of the temporary directories are a root too, once made ([`GuestTmp`], with
+    /// its descriptor): a guest that never uses `/tmp` has no host path there, and its first
+    /// write does not make them (seven directories, made and removed again for every crash
+    /// recovery, were most of a small crash campaign's CPU on ext4).
     fn roots(&self) -> Result<&[(PathBuf, Rc<OwnedFd>)], Errno> {
         if let Some(r) = self.roots.get() {
             return Ok(r);
         }
-        let tmp = self.guest_tmp()?;
         let paths: &[&PathBuf] =
-            if self.cfg.private_cwd { &[&self.cfg.pm_dir, &tmp] } else { &[&self.cfg.cwd, &self.cfg.pm_dir, &tmp] };
+            if self.cfg.private_cwd { &[&self.cfg.pm_dir] } else { &[&self.cfg.cwd, &self.cfg.pm_dir] };
         let mut roots = Vec::new();
         for p in paths {
             let f = std::fs::File::open(p)?;
@@ -622,9 +627,12 @@ impl Kernel {
 
     /// `host` named beneath the writable root it lies in (lexically; the innermost if roots nest).
     fn beneath_root(&self, host: PathBuf) -> Result<Writable, Errno> {
+        let tmp = self.tmp.get().and_then(|t| t.as_ref().ok()).map(|(d, fd)| (d.path(), fd));
         let (root, rel) = self
             .roots()?
             .iter()
+            .map(|(p, fd)| (p.as_path(), fd))
+            .chain(tmp)
             .filter_map(|(p, fd)| host.strip_prefix(p).ok().map(|rel| (fd.clone(), rel.to_path_buf())))
             .min_by_key(|(_, rel)| rel.components().count())
             .ok_or(Errno(libc::EACCES))?;
