@@ -94,7 +94,7 @@ use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
 use crate::pair::{pair_finding, what, Side};
-use crate::shadow::{PcCache, Shadow, SiteId, Sites, Small, Spill};
+use crate::shadow::{Shadow, SiteId, Sites, Small, Spill};
 use crate::sync::{ClockCopy, Edges, HappensBefore, Mode, SyncAdapter, SyncBracket, SyncOp};
 use crate::{Analysis, CodeInfo, RawFinding};
 
@@ -246,8 +246,10 @@ const NOT_SHARED: LsId = LsId::MAX;
 /// Access records kept in the granule itself; more go to the pass's [`Spill`] pool.
 const INLINE: usize = 2;
 
-/// What the pass keeps per granule, in its shadow memory: 64 bytes, a cache line.
+/// What the pass keeps per granule, in its shadow memory: 64 bytes, a cache line (aligned to
+/// one: an access touches one line of shadow, not two).
 #[derive(Clone)]
+#[repr(align(64))]
 struct Granule {
     /// The granule's lockset state (HMTRace's Algorithm 1, with Eraser's exclusive phase):
     /// [`NOT_SHARED`] while it is virgin or exclusive (every record of another thread happens
@@ -354,8 +356,6 @@ struct CurrentClock {
 pub struct Hmtrace {
     opts: Options,
     code: CodeInfo,
-    /// [`CodeInfo::is_library`] of the PCs seen.
-    library: PcCache,
     adapter: SyncAdapter,
     bracket: SyncBracket,
     hb: HappensBefore,
@@ -365,7 +365,7 @@ pub struct Hmtrace {
     shadow: Shadow<Granule>,
     /// The record lists of granules with more than [`INLINE`] records.
     spill: Spill<Entry>,
-    /// The sites of the records.
+    /// The sites of the records, with [`CodeInfo::is_library`] of their PCs.
     sites: Sites,
     /// Bytes that were sync locations at any time, by granule (for the end-of-run filter; only
     /// atomics' granules, which locked instructions touch).
@@ -424,7 +424,6 @@ impl Hmtrace {
         Hmtrace {
             opts,
             code: CodeInfo::default(),
-            library: PcCache::default(),
             adapter: SyncAdapter::default(),
             bracket: SyncBracket::default(),
             hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: false }),
@@ -594,7 +593,7 @@ impl Hmtrace {
         let locked = matches!(ev.kind, EventKind::RmwStore);
         // Library internals take part only through their synchronisation.
         let code = &self.code;
-        let library = self.library.get(ev.pc, |pc| code.is_library(pc));
+        let (site, library) = self.sites.lookup(ev.pc, ev.stack, |pc| code.is_library(pc));
         let (lo, hi) = (ev.addr, ev.addr.saturating_add(u64::from(ev.size.max(1))));
         let mut gi = lo >> GRANULE_SHIFT;
         while gi << GRANULE_SHIFT < hi {
@@ -623,7 +622,6 @@ impl Hmtrace {
                 // sync location (whose ordering changes the clock the check uses). The clock
                 // too may have changed at a sync location in the previous granule.
                 self.refresh_clock(ev.tid);
-                let site = self.sites.id(ev.pc, ev.stack);
                 let g = self.shadow.get_or_insert(base);
                 let sync = g.sync & m;
                 if sync == 0 {
@@ -635,7 +633,7 @@ impl Hmtrace {
                     self.sync_access(tid, base, sync, write);
                     let plain = m & !sync;
                     if plain != 0 {
-                        self.check(ev, gi, plain, write);
+                        self.check(ev, site, gi, plain, write);
                     }
                 }
             }
@@ -713,9 +711,8 @@ impl Hmtrace {
 
     /// HMTRace's check of granule `gi` for the bytes `m` ([`check_granule`]), the clock
     /// refreshed first, then the reports.
-    fn check(&mut self, ev: &Event, gi: u64, m: u16, write: bool) {
+    fn check(&mut self, ev: &Event, site: SiteId, gi: u64, m: u16, write: bool) {
         self.refresh_clock(ev.tid);
-        let site = self.sites.id(ev.pc, ev.stack);
         let g = self.shadow.get_or_insert(gi << GRANULE_SHIFT);
         if check_granule(g, &mut self.spill, &self.cur, &mut self.locks, self.opts.ilu, &mut self.found, site, m, write)
         {
@@ -926,7 +923,7 @@ impl Analysis for Hmtrace {
 
     fn set_code(&mut self, code: &CodeInfo) {
         self.code = code.clone().sorted();
-        self.library.clear();
+        self.sites.forget_answers();
     }
 
     fn finish(&mut self, _device: &PmDevice) -> Vec<RawFinding> {
@@ -1039,6 +1036,30 @@ mod tests {
         s.send(dram(EventKind::ThreadExit, 2, 0, 0, 0, 0, 0));
         s.write(3, 0x200, stack, 1, 2);
         assert!(s.pairs(RACE).is_empty());
+    }
+
+    #[test]
+    fn records_beyond_the_inline_two_spill_in_order_and_are_given_back() {
+        let mut s = sim();
+        s.create(1, 4);
+        // Three readers: the granule's list spills to the pool.
+        s.read(2, 0x100, X);
+        s.read(3, 0x200, X);
+        s.read(4, 0x300, X + 8);
+        assert_eq!(s.pass.spill.in_use(), 1);
+        // A write by the first reader races with the other two, in the order they read; it
+        // leaves one record for its bytes and the third reader's, inline again.
+        s.write(2, 0x400, X, 0, 1);
+        assert_eq!(s.pairs(RACE), vec![(0x200, 0x400)]);
+        assert_eq!(s.pass.spill.in_use(), 0);
+        s.read(3, 0x500, X + 4);
+        s.read(4, 0x600, X + 12);
+        assert_eq!(s.pass.spill.in_use(), 1);
+        // munmap(X & !0xfff, 4096): the page's records go, the spilled list back to the pool.
+        s.send(dram(EventKind::Syscall, 2, 0x700, 11, 0, 4096, X & !0xfff));
+        assert_eq!(s.pass.spill.in_use(), 0);
+        s.write(3, 0x800, X, 1, 2);
+        assert!(s.pairs(RACE).is_empty(), "no record survived the unmapping");
     }
 
     #[test]

@@ -682,6 +682,29 @@ mod tests {
     }
 
     #[test]
+    fn histories_hold_a_third_thread_and_are_reused_after_munmap() {
+        let mut s = sim(Options::default());
+        s.create(1, 4);
+        for t in [2, 3, 4] {
+            s.lock(t, L1);
+            s.write(t, 0x100 * u64::from(t), X, 0, 1);
+            s.unlock(t, L1);
+        }
+        // OSCS-Opt keeps two threads' writes, but every thread's flag: the third spills.
+        assert_eq!(s.pass.hist.slab.len(), 4, "one history per byte written");
+        assert_eq!(s.pass.hist.flags.in_use(), 4);
+        assert_eq!(s.pairs(K), vec![(0x200, 0x300), (0x200, 0x400), (0x300, 0x400)]);
+        // munmap(X & !0xfff, 4096): the histories go back to the slab, their lists to the pools.
+        s.send(dram(EventKind::Syscall, 2, 0x700, 11, 0, 4096, X & !0xfff));
+        assert_eq!((s.pass.hist.free.len(), s.pass.hist.flags.in_use()), (4, 0));
+        s.lock(3, L1);
+        s.write(3, 0x500, X, 1, 2);
+        s.unlock(3, L1);
+        assert_eq!(s.pass.hist.slab.len(), 4, "new histories reuse the freed ones");
+        assert!(s.pairs(K).is_empty(), "no history survived the unmapping");
+    }
+
+    #[test]
     fn read_write_sequences_commute_through_the_detection_list() {
         let mut s = sim(Options::default());
         // Thread 3's read finds thread 2's complete sequence while its own is not complete

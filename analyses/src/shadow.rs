@@ -405,17 +405,28 @@ pub type SiteId = u32;
 const SITE_CACHE: usize = 1024;
 
 /// The sites of access records (`hmtrace`'s, `oscs`'s), interned, so that a record holds 4 bytes
-/// instead of 12 and "the same site" is one compare. A direct-mapped cache answers a loop's few sites without
-/// hashing.
+/// instead of 12 and "the same site" is one compare. A direct-mapped cache answers a loop's few
+/// sites without hashing, and can keep a yes/no answer about the PC beside the id ([`Sites::lookup`]:
+/// is this library code?), so that an access pays one cache probe for both.
 #[derive(Clone)]
 pub struct Sites {
     interned: Interner<Site>,
-    cache: Box<[(u64, StackId, SiteId)]>,
+    cache: Box<[SiteEntry]>,
 }
+
+#[derive(Clone, Copy)]
+struct SiteEntry {
+    pc: u64,
+    stack: StackId,
+    id: SiteId,
+    flag: bool,
+}
+
+const NO_SITE: SiteEntry = SiteEntry { pc: u64::MAX, stack: StackId(0), id: 0, flag: false };
 
 impl Default for Sites {
     fn default() -> Sites {
-        Sites { interned: Interner::default(), cache: vec![(u64::MAX, StackId(0), 0); SITE_CACHE].into_boxed_slice() }
+        Sites { interned: Interner::default(), cache: vec![NO_SITE; SITE_CACHE].into_boxed_slice() }
     }
 }
 
@@ -423,12 +434,24 @@ impl Sites {
     /// The id of the site `(pc, stack)`.
     #[inline]
     pub fn id(&mut self, pc: u64, stack: StackId) -> SiteId {
+        self.lookup(pc, stack, |_| false).0
+    }
+
+    /// The id of the site `(pc, stack)` and the answer of `ask` for `pc` (asked when the site
+    /// is not in the cache). One `Sites` is used with one question.
+    #[inline]
+    pub fn lookup(&mut self, pc: u64, stack: StackId, ask: impl FnOnce(u64) -> bool) -> (SiteId, bool) {
         let h = (pc ^ (pc >> 10) ^ u64::from(stack.0).wrapping_mul(0x9e37_79b9)) as usize & (SITE_CACHE - 1);
         let e = &mut self.cache[h];
-        if e.0 != pc || e.1 != stack {
-            *e = (pc, stack, self.interned.id((pc, stack)));
+        if e.pc != pc || e.stack != stack {
+            *e = SiteEntry { pc, stack, id: self.interned.id((pc, stack)), flag: ask(pc) };
         }
-        e.2
+        (e.id, e.flag)
+    }
+
+    /// Forgets the cached answers (the question's answers changed); ids stay.
+    pub fn forget_answers(&mut self) {
+        self.cache.fill(NO_SITE);
     }
 
     /// The site of an id.
