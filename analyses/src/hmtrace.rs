@@ -94,7 +94,7 @@ use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
 use crate::pair::{pair_finding, what, Side};
-use crate::shadow::{PcCache, Shadow};
+use crate::shadow::{Shadow, SiteId, Sites, Small, Spill};
 use crate::sync::{ClockCopy, Edges, HappensBefore, Mode, SyncAdapter, SyncBracket, SyncOp};
 use crate::{Analysis, CodeInfo, RawFinding};
 
@@ -227,24 +227,29 @@ struct ThreadState {
 }
 
 /// One access record of a granule: the software tag. `tid` owns the bytes in `mask` for reading
-/// or for writing; `epoch` is its own clock component at the access and `ls` the locks it held.
-#[derive(Clone, Copy, Debug)]
+/// or for writing; `epoch` is its own clock component at the access, `ls` the locks it held and
+/// `site` its PC and call stack ([`Sites`]). 24 bytes.
+#[derive(Clone, Copy, Debug, Default)]
 struct Entry {
     tid: u32,
     slot: u32,
     epoch: u32,
     ls: LsId,
+    site: SiteId,
     mask: u16,
     write: bool,
-    pc: u64,
-    stack: StackId,
 }
 
 /// [`Granule::shared`] of a granule not (or no longer) accessed concurrently.
 const NOT_SHARED: LsId = LsId::MAX;
 
-/// What the pass keeps per granule, in its shadow memory: 32 bytes.
+/// Access records kept in the granule itself; more go to the pass's [`Spill`] pool.
+const INLINE: usize = 2;
+
+/// What the pass keeps per granule, in its shadow memory: 64 bytes, a cache line (aligned to
+/// one: an access touches one line of shadow, not two).
 #[derive(Clone)]
+#[repr(align(64))]
 struct Granule {
     /// The granule's lockset state (HMTRace's Algorithm 1, with Eraser's exclusive phase):
     /// [`NOT_SHARED`] while it is virgin or exclusive (every record of another thread happens
@@ -255,16 +260,17 @@ struct Granule {
     shared: LsId,
     /// The bytes that are sync locations now (touched by a locked instruction).
     sync: u16,
-    /// The records: most granules only ever hold one or two (a thread's own data, stored and
-    /// loaded), so the list grows one record at a time to two (32 bytes each) and only then
-    /// doubles. (Four from the first record cost 128 bytes a touched granule; a list inline in
-    /// the granule doubled the shadow of every granule of a touched page.)
-    entries: Vec<Entry>,
+    /// The records, oldest first: most granules only ever hold one or two (a thread's own
+    /// data, stored and loaded), inline; a granule several threads or sites share spills its
+    /// list to the pass's pool ([`Hmtrace::spill`]). (A `Vec` per granule cost an allocation
+    /// when a granule got its first record and another when it got its second, and a pointer
+    /// to follow at every access.)
+    entries: Small<Entry, INLINE>,
 }
 
 impl Default for Granule {
     fn default() -> Self {
-        Granule { shared: NOT_SHARED, sync: 0, entries: Vec::new() }
+        Granule { shared: NOT_SHARED, sync: 0, entries: Small::default() }
     }
 }
 
@@ -350,8 +356,6 @@ struct CurrentClock {
 pub struct Hmtrace {
     opts: Options,
     code: CodeInfo,
-    /// [`CodeInfo::is_library`] of the PCs seen.
-    library: PcCache,
     adapter: SyncAdapter,
     bracket: SyncBracket,
     hb: HappensBefore,
@@ -359,6 +363,10 @@ pub struct Hmtrace {
     threads: FxHashMap<u32, ThreadState>,
     /// Shadow memory: the records of every granule of the pages accessed.
     shadow: Shadow<Granule>,
+    /// The record lists of granules with more than [`INLINE`] records.
+    spill: Spill<Entry>,
+    /// The sites of the records, with [`CodeInfo::is_library`] of their PCs.
+    sites: Sites,
     /// Bytes that were sync locations at any time, by granule (for the end-of-run filter; only
     /// atomics' granules, which locked instructions touch).
     sync_ever: FxHashMap<u64, u16>,
@@ -416,13 +424,14 @@ impl Hmtrace {
         Hmtrace {
             opts,
             code: CodeInfo::default(),
-            library: PcCache::default(),
             adapter: SyncAdapter::default(),
             bracket: SyncBracket::default(),
             hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: false }),
             locks: LockSets::new(),
             threads: FxHashMap::default(),
             shadow: Shadow::new(GRANULE_SHIFT),
+            spill: Spill::default(),
+            sites: Sites::default(),
             sync_ever: FxHashMap::default(),
             pre_atomic: BTreeMap::new(),
             cur: CurrentClock::default(),
@@ -566,7 +575,8 @@ impl Hmtrace {
 
     /// Clears every record in `[lo, hi)`: memory that is dead (an exited thread's stack block).
     fn forget(&mut self, lo: u64, hi: u64) {
-        self.shadow.clear(lo, hi);
+        let spill = &mut self.spill;
+        self.shadow.clear_with(lo, hi, |g| g.entries.release(spill));
         if !self.pre_atomic.is_empty() {
             let (a, b) = (lo >> GRANULE_SHIFT, hi.saturating_add((1 << GRANULE_SHIFT) - 1) >> GRANULE_SHIFT);
             let dead: Vec<u64> = self.pre_atomic.range(a..b).map(|(k, _)| *k).collect();
@@ -583,7 +593,7 @@ impl Hmtrace {
         let locked = matches!(ev.kind, EventKind::RmwStore);
         // Library internals take part only through their synchronisation.
         let code = &self.code;
-        let library = self.library.get(ev.pc, |pc| code.is_library(pc));
+        let (site, library) = self.sites.lookup(ev.pc, ev.stack, |pc| code.is_library(pc));
         let (lo, hi) = (ev.addr, ev.addr.saturating_add(u64::from(ev.size.max(1))));
         let mut gi = lo >> GRANULE_SHIFT;
         while gi << GRANULE_SHIFT < hi {
@@ -615,14 +625,15 @@ impl Hmtrace {
                 let g = self.shadow.get_or_insert(base);
                 let sync = g.sync & m;
                 if sync == 0 {
-                    if check_granule(g, &self.cur, &mut self.locks, self.opts.ilu, &mut self.found, ev, m, write) {
+                    let (cur, found) = (&self.cur, &mut self.found);
+                    if check_granule(g, &mut self.spill, cur, &mut self.locks, self.opts.ilu, found, site, m, write) {
                         self.report_found(ev, gi, write, false);
                     }
                 } else {
                     self.sync_access(tid, base, sync, write);
                     let plain = m & !sync;
                     if plain != 0 {
-                        self.check(ev, gi, plain, write);
+                        self.check(ev, site, gi, plain, write);
                     }
                 }
             }
@@ -640,7 +651,7 @@ impl Hmtrace {
         self.refresh_clock(ev.tid);
         let Some(g) = self.shadow.get(gi << GRANULE_SHIFT) else { return };
         let cur = &self.cur;
-        let plain = g.entries.iter().map(|e| (e, e.mask & !g.sync));
+        let plain = g.entries.as_slice(&self.spill).iter().map(|e| (e, e.mask & !g.sync));
         let before = self.pre_atomic.get(&gi).into_iter().flatten().map(|e| (e, e.mask));
         for (e, mask) in plain.chain(before) {
             let both = mask & m;
@@ -674,19 +685,20 @@ impl Hmtrace {
     fn mark_sync_granule(&mut self, gi: u64, m: u16) {
         *self.sync_ever.entry(gi).or_insert(0) |= m;
         let g = self.shadow.get_or_insert(gi << GRANULE_SHIFT);
-        if g.entries.iter().any(|e| e.write && e.mask & m != 0) {
+        let spill = &mut self.spill;
+        if g.entries.as_slice(spill).iter().any(|e| e.write && e.mask & m != 0) {
             let kept = self.pre_atomic.entry(gi).or_default();
-            for e in g.entries.iter().filter(|e| e.write && e.mask & m != 0) {
+            for e in g.entries.as_slice(spill).iter().filter(|e| e.write && e.mask & m != 0) {
                 if kept.len() < MAX_ENTRIES {
                     kept.push(Entry { mask: e.mask & m, ..*e });
                 }
             }
         }
         g.sync |= m;
-        for e in &mut g.entries {
+        for e in g.entries.as_mut_slice(spill) {
             e.mask &= !m;
         }
-        g.entries.retain(|e| e.mask != 0);
+        g.entries.retain(spill, |e| e.mask != 0);
     }
 
     /// A plain access to the sync location bytes `sync` of the granule at `base`: a release
@@ -699,10 +711,11 @@ impl Hmtrace {
 
     /// HMTRace's check of granule `gi` for the bytes `m` ([`check_granule`]), the clock
     /// refreshed first, then the reports.
-    fn check(&mut self, ev: &Event, gi: u64, m: u16, write: bool) {
+    fn check(&mut self, ev: &Event, site: SiteId, gi: u64, m: u16, write: bool) {
         self.refresh_clock(ev.tid);
         let g = self.shadow.get_or_insert(gi << GRANULE_SHIFT);
-        if check_granule(g, &self.cur, &mut self.locks, self.opts.ilu, &mut self.found, ev, m, write) {
+        if check_granule(g, &mut self.spill, &self.cur, &mut self.locks, self.opts.ilu, &mut self.found, site, m, write)
+        {
             self.report_found(ev, gi, write, false);
         }
     }
@@ -720,7 +733,8 @@ impl Hmtrace {
 
     #[allow(clippy::too_many_arguments)]
     fn report(&mut self, kind: ReportKind, e: &Entry, ev: &Event, tid: u32, write: bool, gi: u64, both: u16) -> u32 {
-        let first = Side { pc: e.pc, stack: e.stack, write: e.write };
+        let (pc, stack) = self.sites.get(e.site);
+        let first = Side { pc, stack, write: e.write };
         let second = Side { pc: ev.pc, stack: ev.stack, write };
         let key = (kind, first, second);
         let i = match self.recent.iter().find(|(k, _)| *k == key) {
@@ -766,21 +780,20 @@ impl Hmtrace {
 #[inline]
 fn check_granule(
     g: &mut Granule,
+    spill: &mut Spill<Entry>,
     cur: &CurrentClock,
     locks: &mut LockSets,
     ilu: bool,
     found: &mut Vec<(ReportKind, Entry, u16)>,
-    ev: &Event,
+    site: SiteId,
     m: u16,
     write: bool,
 ) -> bool {
     let (tid, vc, epoch, slot, ls) = (cur.actor, &cur.vc.vc, cur.epoch, cur.slot, cur.ls);
-    let same_site = |e: &Entry| {
-        e.tid == tid && e.write == write && e.epoch == epoch && e.ls == ls && e.pc == ev.pc && e.stack == ev.stack
-    };
+    let same_site = |e: &Entry| e.tid == tid && e.write == write && e.epoch == epoch && e.ls == ls && e.site == site;
     // The granule's one record is this thread's, made at the same site, epoch and locks (a
     // loop over its own data): nothing to check, and the access only widens the record.
-    if let [e] = g.entries.as_mut_slice() {
+    if let [e] = g.entries.as_mut_slice(spill) {
         if same_site(e) {
             e.mask |= m;
             g.shared = NOT_SHARED;
@@ -788,26 +801,45 @@ fn check_granule(
         }
     }
     let ordered = |e: &Entry| e.epoch <= vc.get(e.slot as usize);
-    // One walk over the records finds whether another thread's is unordered with this access
-    // and, tentatively, the conflicts (kept only if the lockset gate asks for a check below:
-    // conflicts exist only where an unordered record does, so a granule without one pays
-    // nothing for this).
+    // One walk over the records does both halves of the access for each record in turn (each
+    // half reads and changes only that record):
+    // - the check: whether another thread's record is unordered with this access and,
+    //   tentatively, the conflicts (kept only if the lockset gate asks for a check below:
+    //   conflicts exist only where an unordered record does, so a granule without one pays
+    //   nothing for this), against the record as it was before the access;
+    // - the tag update: a write makes the thread the only owner of its bytes; a read adds it as
+    //   a reader and leaves the writer's tag in place (a read under a reader-shared lock
+    //   inherits the tag). The walk also finds this site's record among those that keep bytes,
+    //   at its index once the emptied ones are gone.
     let mut unordered_others = false;
-    for e in &g.entries {
-        if e.tid == tid || ordered(e) {
-            continue;
-        }
-        unordered_others = true;
-        let both = e.mask & m;
-        if both == 0 {
-            continue;
-        }
-        if e.write || write {
-            if !locks.excludes(e.ls, ls) {
-                found.push((ReportKind::Race, *e, both));
+    let mut emptied = false;
+    let mut kept = 0;
+    let mut mine = None;
+    for e in g.entries.as_mut_slice(spill) {
+        if e.tid != tid && !ordered(e) {
+            unordered_others = true;
+            let both = e.mask & m;
+            if both != 0 {
+                if e.write || write {
+                    if !locks.excludes(e.ls, ls) {
+                        found.push((ReportKind::Race, *e, both));
+                    }
+                } else if ilu && e.ls != 0 && ls != 0 && !locks.common(e.ls, ls) {
+                    found.push((ReportKind::Ilu, *e, both));
+                }
             }
-        } else if ilu && e.ls != 0 && ls != 0 && !locks.common(e.ls, ls) {
-            found.push((ReportKind::Ilu, *e, both));
+        }
+        if write || (e.tid == tid && !e.write) {
+            e.mask &= !m;
+        }
+        // Records at rest keep some bytes: an empty one was emptied just now.
+        if e.mask == 0 {
+            emptied = true;
+        } else {
+            if mine.is_none() && same_site(e) {
+                mine = Some(kept);
+            }
+            kept += 1;
         }
     }
     let need_check = if !unordered_others {
@@ -824,38 +856,16 @@ fn check_granule(
     if !need_check {
         found.clear();
     }
-    // The tag update: a write makes the thread the only owner of its bytes; a read adds it
-    // as a reader and leaves the writer's tag in place (a read under a reader-shared lock
-    // inherits the tag). The same walk finds this site's record, unless a record emptied.
-    let mut emptied = false;
-    let mut mine = None;
-    for (i, e) in g.entries.iter_mut().enumerate() {
-        if write || (e.tid == tid && !e.write) {
-            e.mask &= !m;
-            emptied |= e.mask == 0;
-        }
-        if mine.is_none() && same_site(e) {
-            mine = Some(i);
-        }
-    }
     if emptied {
-        g.entries.retain(|e| e.mask != 0);
-        mine = g.entries.iter().position(same_site);
+        g.entries.retain(spill, |e| e.mask != 0);
     }
     match mine {
-        Some(i) => g.entries[i].mask |= m,
-        None => {
-            if g.entries.len() == g.entries.capacity() && g.entries.len() < 2 {
-                // One record, then two (a thread's store and its own load of the bytes), and
-                // only then doubling.
-                g.entries.reserve_exact(1);
-            }
-            g.entries.push(Entry { tid, slot, epoch, ls, mask: m, write, pc: ev.pc, stack: ev.stack })
-        }
+        Some(i) => g.entries.as_mut_slice(spill)[i].mask |= m,
+        None => g.entries.push(spill, Entry { tid, slot, epoch, ls, site, mask: m, write }),
     }
-    if g.entries.len() > MAX_ENTRIES {
-        if let Some(i) = g.entries.iter().position(|e| e.tid != tid) {
-            g.entries.remove(i);
+    if g.entries.len(spill) > MAX_ENTRIES {
+        if let Some(i) = g.entries.as_slice(spill).iter().position(|e| e.tid != tid) {
+            g.entries.remove(spill, i);
         }
     }
     !found.is_empty()
@@ -913,7 +923,7 @@ impl Analysis for Hmtrace {
 
     fn set_code(&mut self, code: &CodeInfo) {
         self.code = code.clone().sorted();
-        self.library.clear();
+        self.sites.forget_answers();
     }
 
     fn finish(&mut self, _device: &PmDevice) -> Vec<RawFinding> {
@@ -1026,6 +1036,30 @@ mod tests {
         s.send(dram(EventKind::ThreadExit, 2, 0, 0, 0, 0, 0));
         s.write(3, 0x200, stack, 1, 2);
         assert!(s.pairs(RACE).is_empty());
+    }
+
+    #[test]
+    fn records_beyond_the_inline_two_spill_in_order_and_are_given_back() {
+        let mut s = sim();
+        s.create(1, 4);
+        // Three readers: the granule's list spills to the pool.
+        s.read(2, 0x100, X);
+        s.read(3, 0x200, X);
+        s.read(4, 0x300, X + 8);
+        assert_eq!(s.pass.spill.in_use(), 1);
+        // A write by the first reader races with the other two, in the order they read; it
+        // leaves one record for its bytes and the third reader's, inline again.
+        s.write(2, 0x400, X, 0, 1);
+        assert_eq!(s.pairs(RACE), vec![(0x200, 0x400)]);
+        assert_eq!(s.pass.spill.in_use(), 0);
+        s.read(3, 0x500, X + 4);
+        s.read(4, 0x600, X + 12);
+        assert_eq!(s.pass.spill.in_use(), 1);
+        // munmap(X & !0xfff, 4096): the page's records go, the spilled list back to the pool.
+        s.send(dram(EventKind::Syscall, 2, 0x700, 11, 0, 4096, X & !0xfff));
+        assert_eq!(s.pass.spill.in_use(), 0);
+        s.write(3, 0x800, X, 1, 2);
+        assert!(s.pairs(RACE).is_empty(), "no record survived the unmapping");
     }
 
     #[test]

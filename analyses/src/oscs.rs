@@ -58,14 +58,13 @@
 
 use std::collections::BTreeMap;
 
-use emu::callstack::StackId;
 use emu::events::{Event, EventKind, Interest};
 use emu::pm::PmDevice;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::options::parse_bool;
 use crate::pair::{pair_finding, what, Side};
-use crate::shadow::{PcCache, Shadow};
+use crate::shadow::{PcCache, Shadow, SiteId, Sites, Small, Spill};
 use crate::sync::{ClockCopy, Edges, HappensBefore, SyncAdapter, SyncBracket, SyncOp, VectorClock};
 use crate::{Analysis, CodeInfo, RawFinding};
 
@@ -118,41 +117,91 @@ impl Options {
     }
 }
 
-/// The most recent read or write of a location by one thread (`PrevRead*`/`PrevWrite*`).
-#[derive(Clone, Copy, Debug)]
+/// The most recent read or write of a location by one thread (`PrevRead*`/`PrevWrite*`): 24
+/// bytes.
+#[derive(Clone, Copy, Debug, Default)]
 struct Access {
     tid: u32,
     slot: u32,
     /// The thread's own clock component at the access (`PrevReadVClk`/`PrevWriteVClk`).
     epoch: u32,
     cs: CsId,
+    /// PC and call stack ([`Sites`]).
+    site: SiteId,
     /// A write that did not change the byte (only with the redundant-write filter).
     redundant: bool,
-    pc: u64,
-    stack: StackId,
 }
 
 /// Per thread and location: `CSRWFlag` and the critical-section list of its latest read (kept
 /// even when the optimised history has dropped the read itself).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Flag {
     tid: u32,
     rw: bool,
     last_read_cs: CsId,
 }
 
-/// One byte's history.
-#[derive(Clone, Default, Debug)]
+/// One byte's history, 144 bytes in [`Histories`]: OSCS-Opt's two threads' latest read and
+/// write and two threads' flags inline; more (OSCS-Base's every thread, a third thread's flag)
+/// in the pass's [`Spill`] pools.
+#[derive(Clone, Copy, Default, Debug)]
 struct Loc {
     /// Most recent first, one per thread.
-    reads: Vec<Access>,
-    writes: Vec<Access>,
-    flags: Vec<Flag>,
+    reads: Small<Access, OPT_THREADS>,
+    writes: Small<Access, OPT_THREADS>,
+    flags: Small<Flag, OPT_THREADS>,
 }
 
 impl Loc {
-    fn flag(&self, tid: u32) -> Option<&Flag> {
-        self.flags.iter().find(|f| f.tid == tid)
+    fn flag(&self, h: &Histories, tid: u32) -> Option<Flag> {
+        self.flags.as_slice(&h.flags).iter().find(|f| f.tid == tid).copied()
+    }
+}
+
+/// The bytes' histories: [`Loc`]s in a slab (a byte's shadow holds its index + 1), reused when
+/// memory is unmapped, and the pools of the lists that outgrow a `Loc`.
+#[derive(Clone, Default)]
+struct Histories {
+    slab: Vec<Loc>,
+    free: Vec<u32>,
+    accesses: Spill<Access>,
+    flags: Spill<Flag>,
+}
+
+impl Histories {
+    /// The history with index + 1 `id`.
+    fn get(&self, id: u32) -> Option<&Loc> {
+        id.checked_sub(1).map(|i| &self.slab[i as usize])
+    }
+
+    /// Stores `loc` under `id` (index + 1), or under a new id if `id` is 0; returns the id.
+    fn put(&mut self, id: u32, loc: Loc) -> u32 {
+        if id != 0 {
+            self.slab[id as usize - 1] = loc;
+            return id;
+        }
+        match self.free.pop() {
+            Some(id) => {
+                self.slab[id as usize - 1] = loc;
+                id
+            }
+            None => {
+                self.slab.push(loc);
+                self.slab.len() as u32
+            }
+        }
+    }
+
+    /// Frees the history `id` (the byte's memory went away).
+    fn release(&mut self, id: u32) {
+        if id == 0 {
+            return;
+        }
+        let loc = &mut self.slab[id as usize - 1];
+        loc.reads.release(&mut self.accesses);
+        loc.writes.release(&mut self.accesses);
+        loc.flags.release(&mut self.flags);
+        self.free.push(id);
     }
 }
 
@@ -204,14 +253,17 @@ pub struct Oscs {
     threads: FxHashMap<u32, ThreadState>,
     cs_lists: Vec<Vec<(u64, u64)>>,
     next_instance: u64,
-    /// Shadow memory: each byte's history, on the pages a critical section accessed (accesses
-    /// outside critical sections elsewhere need no lookup). Boxed: most bytes of such a page
-    /// have none.
-    locs: Shadow<Option<Box<Loc>>>,
+    /// Shadow memory: the id of each byte's history in `hist` (0: none), on the pages a
+    /// critical section accessed (accesses outside critical sections elsewhere need no
+    /// lookup). An id, not the history: most bytes of such a page have none.
+    locs: Shadow<u32>,
+    hist: Histories,
+    /// The sites of the histories' accesses.
+    sites: Sites,
     /// [`CodeInfo::is_library`] of the PCs seen.
     library: PcCache,
     /// The candidates of one access (kept: no allocation per access).
-    cands: Vec<(Access, bool)>,
+    cands: Vec<(Access, bool, bool)>,
     condflags: FxHashSet<u64>,
     reports: BTreeMap<(Side, Side), Report>,
     ops: Vec<SyncOp>,
@@ -238,6 +290,8 @@ impl Oscs {
             cs_lists: vec![Vec::new()],
             next_instance: 1,
             locs: Shadow::new(0),
+            hist: Histories::default(),
+            sites: Sites::default(),
             library: PcCache::default(),
             cands: Vec::new(),
             condflags: FxHashSet::default(),
@@ -318,9 +372,9 @@ impl Oscs {
     fn flush_detection(&mut self, tid: u32) {
         let pending = std::mem::take(&mut self.thread(tid).detection);
         for p in pending {
-            let loc = self.locs.get(p.addr).and_then(|l| l.as_deref());
-            let prev_rw = loc.and_then(|l| l.flag(p.prev.tid)).is_some_and(|f| f.rw);
-            let cur_rw = loc.and_then(|l| l.flag(tid)).is_some_and(|f| f.rw);
+            let loc = self.locs.get(p.addr).and_then(|id| self.hist.get(*id));
+            let prev_rw = loc.and_then(|l| l.flag(&self.hist, p.prev.tid)).is_some_and(|f| f.rw);
+            let cur_rw = loc.and_then(|l| l.flag(&self.hist, tid)).is_some_and(|f| f.rw);
             if !prev_rw || !cur_rw {
                 self.report(p.addr, &p.prev, p.prev_write, tid, p.cur, p.cur_cs, p.lock, (prev_rw, cur_rw));
             }
@@ -352,6 +406,7 @@ impl Oscs {
             }
         }
         let slot = self.hb.slot(tid) as u32;
+        let site = self.sites.id(ev.pc, ev.stack);
         // The clock, copied into a buffer kept for the purpose (no allocation per access).
         let mut vc = std::mem::take(&mut self.vc_scratch);
         self.hb.clock_into(tid, &mut vc);
@@ -361,7 +416,7 @@ impl Oscs {
                 let (o, n) = ((ev.old >> (8 * i)) & 0xff, (ev.new >> (8 * i)) & 0xff);
                 o == n
             };
-            self.access_byte(ev, addr, write, redundant, cs, slot, &vc.vc);
+            self.access_byte(ev, addr, write, redundant, cs, slot, site, &vc.vc);
         }
         self.vc_scratch = vc;
         if cs != 0 && self.opts.condflag {
@@ -385,42 +440,58 @@ impl Oscs {
         redundant: bool,
         cs: CsId,
         slot: u32,
+        site: SiteId,
         vc: &VectorClock,
     ) {
         let tid = ev.tid;
-        // Taken out while it is checked (reports borrow the pass), put back at the end.
-        let mut loc = match self.locs.get_mut(addr).and_then(Option::take) {
-            Some(l) => l,
-            None if cs == 0 => return,
-            None => Box::default(),
-        };
+        // The history is changed in place, in steps between which the reports borrow the pass.
+        let id = match self.locs.get(addr).copied().unwrap_or(0) {
+            0 if cs == 0 => return,
+            0 => {
+                let id = self.hist.put(0, Loc::default());
+                *self.locs.get_or_insert(addr) = id;
+                id
+            }
+            id => id,
+        } as usize
+            - 1;
         let epoch = vc.get(slot as usize);
         // update_commutative_flag, before the history is updated: a write completes a
         // read-write sequence when the thread's latest read of the byte was in this same
         // critical-section instance; the first read of a section (or one outside) clears it.
-        let fi = match loc.flags.iter().position(|f| f.tid == tid) {
+        let h = &mut self.hist;
+        let loc = &mut h.slab[id];
+        let fi = match loc.flags.as_slice(&h.flags).iter().position(|f| f.tid == tid) {
             Some(i) => i,
             None => {
-                loc.flags.push(Flag { tid, rw: false, last_read_cs: 0 });
-                loc.flags.len() - 1
+                loc.flags.push(&mut h.flags, Flag { tid, rw: false, last_read_cs: 0 });
+                loc.flags.len(&h.flags) - 1
             }
         };
-        let same = self.same_instance(cs, loc.flags[fi].last_read_cs);
+        let last_read_cs = loc.flags.as_slice(&h.flags)[fi].last_read_cs;
+        let same = self.same_instance(cs, last_read_cs);
+        let h = &mut self.hist;
+        let my_flag = &mut h.slab[id].flags.as_mut_slice(&mut h.flags)[fi];
         if write {
-            loc.flags[fi].rw = same;
+            my_flag.rw = same;
         } else if !same {
-            loc.flags[fi].rw = false;
+            my_flag.rw = false;
         }
+        let cur_rw = my_flag.rw;
         let cur = Side { pc: ev.pc, stack: ev.stack, write };
         if cs != 0 && !redundant {
             // Step 1: previous writes of other threads; step 2 (writes only): previous reads.
+            // Each with its thread's flag (no flag of another thread changes below).
             let mut cands = std::mem::take(&mut self.cands);
             cands.clear();
-            cands.extend(loc.writes.iter().map(|a| (*a, true)));
+            let h = &self.hist;
+            let loc = &h.slab[id];
+            let with_flag = |a: &Access, w: bool| (*a, w, loc.flag(h, a.tid).is_some_and(|f| f.rw));
+            cands.extend(loc.writes.as_slice(&h.accesses).iter().map(|a| with_flag(a, true)));
             if write {
-                cands.extend(loc.reads.iter().map(|a| (*a, false)));
+                cands.extend(loc.reads.as_slice(&h.accesses).iter().map(|a| with_flag(a, false)));
             }
-            for &(prev, prev_write) in &cands {
+            for &(prev, prev_write, prev_rw) in &cands {
                 if prev.tid == tid || prev.redundant {
                     continue;
                 }
@@ -433,8 +504,6 @@ impl Oscs {
                     continue;
                 }
                 // check_commutative.
-                let prev_rw = loc.flag(prev.tid).is_some_and(|f| f.rw);
-                let cur_rw = loc.flags[fi].rw;
                 if !prev_rw {
                     self.report(addr, &prev, prev_write, tid, cur, cs, lock, (prev_rw, cur_rw));
                 } else if !cur_rw {
@@ -444,16 +513,17 @@ impl Oscs {
             self.cands = cands;
         }
         // Step 3: the history.
-        let acc = Access { tid, slot, epoch, cs, redundant, pc: ev.pc, stack: ev.stack };
+        let acc = Access { tid, slot, epoch, cs, site, redundant };
         let cap = if self.opts.full_history { usize::MAX } else { OPT_THREADS };
+        let h = &mut self.hist;
+        let loc = &mut h.slab[id];
         let list = if write { &mut loc.writes } else { &mut loc.reads };
-        list.retain(|a| a.tid != tid);
-        list.insert(0, acc);
-        list.truncate(cap);
+        list.retain(&mut h.accesses, |a| a.tid != tid);
+        list.insert(&mut h.accesses, 0, acc);
+        list.truncate(&mut h.accesses, cap);
         if !write {
-            loc.flags[fi].last_read_cs = cs;
+            loc.flags.as_mut_slice(&mut h.flags)[fi].last_read_cs = cs;
         }
-        *self.locs.get_or_insert(addr) = Some(loc);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -468,7 +538,8 @@ impl Oscs {
         lock: u64,
         (prev_rw, cur_rw): (bool, bool),
     ) {
-        let first = Side { pc: prev.pc, stack: prev.stack, write: prev_write };
+        let (pc, stack) = self.sites.get(prev.site);
+        let first = Side { pc, stack, write: prev_write };
         let first_instance = self.instance_of(prev.cs, lock);
         let second_instance = self.instance_of(cur_cs, lock);
         let r = self.reports.entry((first, cur)).or_insert_with(|| Report {
@@ -513,7 +584,10 @@ impl Analysis for Oscs {
                 }
             }
             // munmap(addr, len): the memory's history goes with it.
-            EventKind::Syscall if ev.addr == 11 => self.locs.clear(ev.new, ev.new.saturating_add(ev.old)),
+            EventKind::Syscall if ev.addr == 11 => {
+                let hist = &mut self.hist;
+                self.locs.clear_with(ev.new, ev.new.saturating_add(ev.old), |id| hist.release(*id));
+            }
             k if k.orders_threads() => {
                 if self.opts.condflag {
                     match ev.kind {
@@ -605,6 +679,29 @@ mod tests {
             s.unlock(t, L1);
         }
         assert_eq!(s.pairs(K), vec![(0x100, 0x200), (0x200, 0x100), (0x200, 0x200)]);
+    }
+
+    #[test]
+    fn histories_hold_a_third_thread_and_are_reused_after_munmap() {
+        let mut s = sim(Options::default());
+        s.create(1, 4);
+        for t in [2, 3, 4] {
+            s.lock(t, L1);
+            s.write(t, 0x100 * u64::from(t), X, 0, 1);
+            s.unlock(t, L1);
+        }
+        // OSCS-Opt keeps two threads' writes, but every thread's flag: the third spills.
+        assert_eq!(s.pass.hist.slab.len(), 4, "one history per byte written");
+        assert_eq!(s.pass.hist.flags.in_use(), 4);
+        assert_eq!(s.pairs(K), vec![(0x200, 0x300), (0x200, 0x400), (0x300, 0x400)]);
+        // munmap(X & !0xfff, 4096): the histories go back to the slab, their lists to the pools.
+        s.send(dram(EventKind::Syscall, 2, 0x700, 11, 0, 4096, X & !0xfff));
+        assert_eq!((s.pass.hist.free.len(), s.pass.hist.flags.in_use()), (4, 0));
+        s.lock(3, L1);
+        s.write(3, 0x500, X, 1, 2);
+        s.unlock(3, L1);
+        assert_eq!(s.pass.hist.slab.len(), 4, "new histories reuse the freed ones");
+        assert!(s.pairs(K).is_empty(), "no history survived the unmapping");
     }
 
     #[test]

@@ -6,14 +6,21 @@
 //! and nothing is ever given back when memory goes away. Here the address space is cut into
 //! 4 KiB pages and 16 MiB chunks: the first level is the directory of the chunks a program
 //! touches (a handful: the program, its heap, its libraries, each thread's stack, each mapping),
-//! sorted, with the last one used remembered; the second level is each chunk's table of 4096
+//! sorted, with the last few used remembered; the second level is each chunk's table of 4096
 //! page slots; a page's records (one per granule of `1 << granule_shift` bytes) are allocated the
 //! first time the page is written to, and freed whole ([`Shadow::clear`]) when the memory goes
 //! away (munmap, a freed heap block, an exited thread's stack). A lookup is a compare (the
 //! remembered chunk), an index and a pointer; memory follows the pages a program touches.
 //!
 //! Generic over the record `T`: its `Default` is the state of memory never accessed, which is
-//! also what [`Shadow::clear`] resets a partly cleared page's records to.
+//! also what [`Shadow::clear`] resets a partly cleared page's records to. A record that keeps a
+//! short list (hmtrace's access records of a granule) keeps it in a [`Small`]: a few elements
+//! inline, more in a list of a [`Spill`] pool shared by the pass, so that no record owns a heap
+//! vector and, once the pool has grown to the run's need, no access allocates.
+
+use emu::callstack::StackId;
+
+use crate::persist::{Interner, Site};
 
 /// Bytes per shadow page.
 pub const PAGE_SHIFT: u32 = 12;
@@ -36,16 +43,31 @@ pub struct Shadow<T> {
     granule_shift: u32,
     /// The chunks with pages, sorted by number.
     chunks: Vec<Chunk<T>>,
-    /// Index in `chunks` of the one used last.
-    last: std::cell::Cell<usize>,
+    /// The chunks used last, direct-mapped by chunk number: `(number, index in chunks)`. A
+    /// program's accesses alternate between a few chunks (a loop's stack frame and the array it
+    /// walks, a global): one remembered chunk missed at every other access.
+    recent: [std::cell::Cell<(u64, usize)>; RECENT],
     pages: usize,
 }
+
+/// Chunks remembered by [`Shadow`] in front of its binary search.
+const RECENT: usize = 4;
+/// A chunk number no chunk has (addresses have at most 64 - 24 bits of chunk number).
+const NO_CHUNK: u64 = u64::MAX;
 
 impl<T: Default> Shadow<T> {
     /// An empty shadow with one record per `1 << granule_shift` bytes (at most a page).
     pub fn new(granule_shift: u32) -> Shadow<T> {
         assert!(granule_shift <= PAGE_SHIFT);
-        Shadow { granule_shift, chunks: Vec::new(), last: std::cell::Cell::new(0), pages: 0 }
+        let recent = std::array::from_fn(|_| std::cell::Cell::new((NO_CHUNK, 0)));
+        Shadow { granule_shift, chunks: Vec::new(), recent, pages: 0 }
+    }
+
+    /// Forgets the remembered chunks (their indices moved).
+    fn forget_recent(&self) {
+        for r in &self.recent {
+            r.set((NO_CHUNK, 0));
+        }
     }
 
     fn per_page(&self) -> usize {
@@ -53,14 +75,16 @@ impl<T: Default> Shadow<T> {
     }
 
     /// The index in `chunks` of chunk `number`, or where it would go.
+    #[inline]
     fn find(&self, number: u64) -> Result<usize, usize> {
-        let last = self.last.get();
-        if self.chunks.get(last).is_some_and(|c| c.number == number) {
-            return Ok(last);
+        let recent = &self.recent[(number as usize) & (RECENT - 1)];
+        let (n, i) = recent.get();
+        if n == number {
+            return Ok(i);
         }
         let r = self.chunks.binary_search_by_key(&number, |c| c.number);
         if let Ok(i) = r {
-            self.last.set(i);
+            recent.set((number, i));
         }
         r
     }
@@ -96,7 +120,7 @@ impl<T: Default> Shadow<T> {
             Err(i) => {
                 let pages = (0..CHUNK_PAGES).map(|_| None).collect();
                 self.chunks.insert(i, Chunk { number: chunk, pages, live: 0 });
-                self.last.set(i);
+                self.forget_recent();
                 i
             }
         };
@@ -120,6 +144,12 @@ impl<T: Default> Shadow<T> {
     /// Forgets `[lo, hi)`: pages wholly inside are freed, the records of the granules of the
     /// others that the range overlaps are reset. Only the chunks with pages are visited.
     pub fn clear(&mut self, lo: u64, hi: u64) {
+        self.clear_with(lo, hi, |_| {})
+    }
+
+    /// [`Shadow::clear`], calling `release` first with each record it frees or resets (to give
+    /// back what the record holds elsewhere, such as a [`Spill`] list).
+    pub fn clear_with(&mut self, lo: u64, hi: u64, mut release: impl FnMut(&mut T)) {
         if hi <= lo {
             return;
         }
@@ -136,6 +166,7 @@ impl<T: Default> Shadow<T> {
                 let page_hi = page_lo + (1 << PAGE_SHIFT);
                 let Some(page) = c.pages[slot as usize].as_mut() else { continue };
                 if a <= page_lo && b >= page_hi {
+                    page.iter_mut().for_each(&mut release);
                     c.pages[slot as usize] = None;
                     c.live -= 1;
                     freed += 1;
@@ -143,6 +174,7 @@ impl<T: Default> Shadow<T> {
                     let g0 = ((a.max(page_lo) - page_lo) >> self.granule_shift) as usize;
                     let g1 = ((b.min(page_hi) - page_lo).div_ceil(1 << self.granule_shift) as usize).min(per_page);
                     for r in &mut page[g0..g1] {
+                        release(r);
                         *r = T::default();
                     }
                 }
@@ -151,7 +183,7 @@ impl<T: Default> Shadow<T> {
         self.pages -= freed;
         if freed > 0 {
             self.chunks.retain(|c| c.live > 0);
-            self.last.set(0);
+            self.forget_recent();
         }
     }
 
@@ -178,6 +210,253 @@ impl<T: Default> Shadow<T> {
                 }
             }
         }
+    }
+}
+
+/// Lists that outgrew the inline room of a shadow record ([`Small`]), by id, kept for reuse:
+/// a list given back keeps its capacity, so once a run has as many spilled records as it will
+/// have at once, spilling allocates nothing. (A `Vec` per record cost an allocation when each
+/// granule got its first record, and a pointer to follow at every access.)
+#[derive(Clone, Default)]
+pub struct Spill<T> {
+    lists: Vec<Vec<T>>,
+    free: Vec<u32>,
+}
+
+impl<T> Spill<T> {
+    /// The id (never 0) of an empty list.
+    fn take(&mut self) -> u32 {
+        match self.free.pop() {
+            Some(id) => id,
+            None => {
+                self.lists.push(Vec::new());
+                self.lists.len() as u32
+            }
+        }
+    }
+
+    fn give_back(&mut self, id: u32) {
+        self.lists[id as usize - 1].clear();
+        self.free.push(id);
+    }
+
+    /// Lists in use.
+    pub fn in_use(&self) -> usize {
+        self.lists.len() - self.free.len()
+    }
+}
+
+/// A short list of `T` inside a shadow record: up to `N` inline, more in a [`Spill`] list (the
+/// whole list then, so that it is always one slice, in order). Back inline when it shrinks to `N`.
+#[derive(Clone, Copy, Debug)]
+pub struct Small<T: Copy + Default, const N: usize> {
+    /// Id of the [`Spill`] list holding the elements, or 0 (inline).
+    spill: u32,
+    len: u16,
+    inline: [T; N],
+}
+
+impl<T: Copy + Default, const N: usize> Default for Small<T, N> {
+    fn default() -> Self {
+        Small { spill: 0, len: 0, inline: [T::default(); N] }
+    }
+}
+
+impl<T: Copy + Default, const N: usize> Small<T, N> {
+    /// The elements.
+    #[inline]
+    pub fn as_slice<'a>(&'a self, spill: &'a Spill<T>) -> &'a [T] {
+        if self.spill == 0 {
+            &self.inline[..self.len as usize]
+        } else {
+            &spill.lists[self.spill as usize - 1]
+        }
+    }
+
+    /// The elements, to change in place.
+    #[inline]
+    pub fn as_mut_slice<'a>(&'a mut self, spill: &'a mut Spill<T>) -> &'a mut [T] {
+        if self.spill == 0 {
+            &mut self.inline[..self.len as usize]
+        } else {
+            &mut spill.lists[self.spill as usize - 1]
+        }
+    }
+
+    /// How many elements.
+    #[inline]
+    pub fn len(&self, spill: &Spill<T>) -> usize {
+        if self.spill == 0 {
+            self.len as usize
+        } else {
+            spill.lists[self.spill as usize - 1].len()
+        }
+    }
+
+    /// Whether the list is empty.
+    #[inline]
+    pub fn is_empty(&self, spill: &Spill<T>) -> bool {
+        self.len(spill) == 0
+    }
+
+    /// Appends `v`.
+    #[inline]
+    pub fn push(&mut self, spill: &mut Spill<T>, v: T) {
+        if self.spill != 0 {
+            spill.lists[self.spill as usize - 1].push(v);
+        } else if (self.len as usize) < N {
+            self.inline[self.len as usize] = v;
+            self.len += 1;
+        } else {
+            let id = spill.take();
+            let list = &mut spill.lists[id as usize - 1];
+            list.extend_from_slice(&self.inline);
+            list.push(v);
+            self.spill = id;
+            self.len = 0;
+        }
+    }
+
+    /// Keeps the elements `keep` accepts, in order.
+    #[inline]
+    pub fn retain(&mut self, spill: &mut Spill<T>, mut keep: impl FnMut(&T) -> bool) {
+        if self.spill == 0 {
+            let mut n = 0;
+            for i in 0..self.len as usize {
+                if keep(&self.inline[i]) {
+                    self.inline[n] = self.inline[i];
+                    n += 1;
+                }
+            }
+            self.len = n as u16;
+        } else {
+            spill.lists[self.spill as usize - 1].retain(keep);
+            self.unspill(spill);
+        }
+    }
+
+    /// Inserts `v` at `i`, after the elements before it.
+    #[inline]
+    pub fn insert(&mut self, spill: &mut Spill<T>, i: usize, v: T) {
+        let n = self.len as usize;
+        if self.spill != 0 {
+            spill.lists[self.spill as usize - 1].insert(i, v);
+        } else if n < N {
+            self.inline.copy_within(i..n, i + 1);
+            self.inline[i] = v;
+            self.len += 1;
+        } else {
+            let id = spill.take();
+            let list = &mut spill.lists[id as usize - 1];
+            list.extend_from_slice(&self.inline);
+            list.insert(i, v);
+            self.spill = id;
+            self.len = 0;
+        }
+    }
+
+    /// Keeps the first `n` elements.
+    #[inline]
+    pub fn truncate(&mut self, spill: &mut Spill<T>, n: usize) {
+        if self.spill == 0 {
+            self.len = self.len.min(n as u16);
+        } else {
+            spill.lists[self.spill as usize - 1].truncate(n);
+            self.unspill(spill);
+        }
+    }
+
+    /// Removes the element at `i`, keeping the order of the others.
+    #[inline]
+    pub fn remove(&mut self, spill: &mut Spill<T>, i: usize) {
+        if self.spill == 0 {
+            self.inline.copy_within(i + 1..self.len as usize, i);
+            self.len -= 1;
+        } else {
+            spill.lists[self.spill as usize - 1].remove(i);
+            self.unspill(spill);
+        }
+    }
+
+    /// Back inline if the elements fit.
+    fn unspill(&mut self, spill: &mut Spill<T>) {
+        let list = &spill.lists[self.spill as usize - 1];
+        if list.len() <= N {
+            self.inline[..list.len()].copy_from_slice(list);
+            self.len = list.len() as u16;
+            spill.give_back(self.spill);
+            self.spill = 0;
+        }
+    }
+
+    /// Empties the list, giving its spilled elements' list back.
+    pub fn release(&mut self, spill: &mut Spill<T>) {
+        if self.spill != 0 {
+            spill.give_back(self.spill);
+        }
+        *self = Small::default();
+    }
+}
+
+/// An interned access site: `(pc, call stack)`.
+pub type SiteId = u32;
+
+/// Entries of the direct-mapped cache in front of [`Sites`].
+const SITE_CACHE: usize = 1024;
+
+/// The sites of access records (`hmtrace`'s, `oscs`'s), interned, so that a record holds 4 bytes
+/// instead of 12 and "the same site" is one compare. A direct-mapped cache answers a loop's few
+/// sites without hashing, and can keep a yes/no answer about the PC beside the id ([`Sites::lookup`]:
+/// is this library code?), so that an access pays one cache probe for both.
+#[derive(Clone)]
+pub struct Sites {
+    interned: Interner<Site>,
+    cache: Box<[SiteEntry]>,
+}
+
+#[derive(Clone, Copy)]
+struct SiteEntry {
+    pc: u64,
+    stack: StackId,
+    id: SiteId,
+    flag: bool,
+}
+
+const NO_SITE: SiteEntry = SiteEntry { pc: u64::MAX, stack: StackId(0), id: 0, flag: false };
+
+impl Default for Sites {
+    fn default() -> Sites {
+        Sites { interned: Interner::default(), cache: vec![NO_SITE; SITE_CACHE].into_boxed_slice() }
+    }
+}
+
+impl Sites {
+    /// The id of the site `(pc, stack)`.
+    #[inline]
+    pub fn id(&mut self, pc: u64, stack: StackId) -> SiteId {
+        self.lookup(pc, stack, |_| false).0
+    }
+
+    /// The id of the site `(pc, stack)` and the answer of `ask` for `pc` (asked when the site
+    /// is not in the cache). One `Sites` is used with one question.
+    #[inline]
+    pub fn lookup(&mut self, pc: u64, stack: StackId, ask: impl FnOnce(u64) -> bool) -> (SiteId, bool) {
+        let h = (pc ^ (pc >> 10) ^ u64::from(stack.0).wrapping_mul(0x9e37_79b9)) as usize & (SITE_CACHE - 1);
+        let e = &mut self.cache[h];
+        if e.pc != pc || e.stack != stack {
+            *e = SiteEntry { pc, stack, id: self.interned.id((pc, stack)), flag: ask(pc) };
+        }
+        (e.id, e.flag)
+    }
+
+    /// Forgets the cached answers (the question's answers changed); ids stay.
+    pub fn forget_answers(&mut self) {
+        self.cache.fill(NO_SITE);
+    }
+
+    /// The site of an id.
+    pub fn get(&self, id: SiteId) -> Site {
+        *self.interned.get(id)
     }
 }
 
@@ -232,6 +511,46 @@ mod tests {
         assert!(s.get(0x2000).is_none());
         assert_eq!(s.pages(), 2);
         assert!(s.has_page(0x1fff) && !s.has_page(0x2000));
+    }
+
+    #[test]
+    fn small_lists_spill_in_order_and_come_back_inline() {
+        let mut sp: Spill<u32> = Spill::default();
+        let mut a: Small<u32, 2> = Small::default();
+        let mut b: Small<u32, 2> = Small::default();
+        for v in 1..=5 {
+            a.push(&mut sp, v);
+        }
+        b.push(&mut sp, 9);
+        assert_eq!(a.as_slice(&sp), &[1, 2, 3, 4, 5]);
+        assert_eq!((b.as_slice(&sp), sp.in_use()), (&[9][..], 1));
+        a.remove(&mut sp, 1);
+        a.as_mut_slice(&mut sp)[0] = 7;
+        assert_eq!(a.as_slice(&sp), &[7, 3, 4, 5]);
+        a.retain(&mut sp, |v| v % 2 == 1);
+        assert_eq!((a.as_slice(&sp), sp.in_use()), (&[7, 3, 5][..], 1));
+        a.remove(&mut sp, 0);
+        assert_eq!((a.as_slice(&sp), sp.in_use()), (&[3, 5][..], 0), "back inline, its list given back");
+        a.push(&mut sp, 6);
+        b.push(&mut sp, 8);
+        b.push(&mut sp, 10);
+        assert_eq!((a.as_slice(&sp), b.as_slice(&sp)), (&[3, 5, 6][..], &[9, 8, 10][..]));
+        assert_eq!(sp.lists.len(), 2, "the given-back list is reused");
+        a.insert(&mut sp, 1, 4);
+        assert_eq!(a.as_slice(&sp), &[3, 4, 5, 6]);
+        a.truncate(&mut sp, 2);
+        assert_eq!((a.as_slice(&sp), sp.in_use()), (&[3, 4][..], 1));
+        a.insert(&mut sp, 0, 1);
+        assert_eq!((a.as_slice(&sp), sp.in_use()), (&[1, 3, 4][..], 2));
+        a.release(&mut sp);
+        assert!(a.is_empty(&sp) && sp.in_use() == 1);
+        let mut c: Small<u32, 2> = Small::default();
+        c.insert(&mut sp, 0, 2);
+        c.insert(&mut sp, 0, 1);
+        c.truncate(&mut sp, 1);
+        assert_eq!(c.as_slice(&sp), &[1]);
+        b.retain(&mut sp, |v| *v > 8);
+        assert_eq!((b.as_slice(&sp), b.len(&sp), sp.in_use()), (&[9, 10][..], 2, 0));
     }
 
     #[test]
