@@ -613,8 +613,11 @@ impl Kernel {
         match times {
             NewTimes::Spec(0) | NewTimes::Val(0) | NewTimes::Buf(0) => now,
             NewTimes::Spec(p) => {
-                let (atime_ns, sec, nsec) =
-                    (m.read_u64(p + 8)? as i64, m.read_u64(p + 16)? as i64, m.read_u64(p + 24)? as i64);
+                let (atime_ns, sec, nsec) = (
+                    m.read_u64(p.wrapping_add(8))? as i64,
+                    m.read_u64(p.wrapping_add(16))? as i64,
+                    m.read_u64(p.wrapping_add(24))? as i64,
+                );
                 let valid = |n: i64| (0..1_000_000_000).contains(&n) || n == UTIME_NOW || n == UTIME_OMIT;
                 if !valid(atime_ns) || !valid(nsec) {
                     return err(libc::EINVAL);
@@ -626,13 +629,13 @@ impl Kernel {
                 }
             }
             NewTimes::Val(p) => {
-                let (sec, usec) = (m.read_u64(p + 16)? as i64, m.read_u64(p + 24)? as i64);
+                let (sec, usec) = (m.read_u64(p.wrapping_add(16))? as i64, m.read_u64(p.wrapping_add(24))? as i64);
                 if !(0..1_000_000).contains(&usec) {
                     return err(libc::EINVAL);
                 }
                 at(sec, usec * 1000).map(Some).ok_or(Errno(libc::EINVAL))
             }
-            NewTimes::Buf(p) => at(m.read_u64(p + 8)? as i64, 0).map(Some).ok_or(Errno(libc::EINVAL)),
+            NewTimes::Buf(p) => at(m.read_u64(p.wrapping_add(8))? as i64, 0).map(Some).ok_or(Errno(libc::EINVAL)),
         }
     }
 
