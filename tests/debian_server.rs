@@ -132,7 +132,7 @@ fn memcached_answers_busybox_nc_as_natively() {
 /// the server again without them to the same trace hash.
 #[test]
 fn memcached_serves_host_clients_and_replays_without_them() {
-    use std::io::{BufRead, BufReader, Read, Write};
+    use std::io::{Read, Write};
     use std::net::TcpStream;
     use std::process::{Command, Stdio};
     let mc = "/usr/bin/memcached";
@@ -141,26 +141,15 @@ fn memcached_serves_host_clients_and_replays_without_them() {
         return;
     }
     let dir = scratch();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferrite"))
-        .args(["run", "--env-clear", "--analyses", "none", "--report", "r.json", "--listen", "11311=0", "--"])
-        .args([mc, "-U", "0", "-l", "127.0.0.1", "-p", "11311", "-t", "2", "-A"])
-        .current_dir(dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("cannot start ferrite");
-    let mut stderr = BufReader::new(child.stderr.take().expect("piped stderr"));
-    let mut line = String::new();
-    stderr.read_line(&mut line).expect("ferrite's first line");
-    let port: u16 = line
-        .strip_prefix("ferrite: listening on 127.0.0.1:")
-        .and_then(|rest| rest.strip_suffix(" for guest port 11311\n"))
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| {
-            let _ = child.kill();
-            panic!("ferrite did not announce its port: {line:?}")
-        });
+    let (mut child, port, mut stderr) = spawn_listening(
+        Command::new(env!("CARGO_BIN_EXE_ferrite"))
+            .args(["run", "--env-clear", "--analyses", "none", "--report", "r.json", "--listen", "11311=0", "--"])
+            .args([mc, "-U", "0", "-l", "127.0.0.1", "-p", "11311", "-t", "2", "-A"])
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null()),
+        "11311",
+    );
     let connect = || {
         let s = TcpStream::connect(("127.0.0.1", port)).expect("cannot connect to ferrite");
         s.set_read_timeout(Some(Duration::from_secs(120))).expect("a read timeout");
@@ -186,7 +175,7 @@ fn memcached_serves_host_clients_and_replays_without_them() {
     let mut rest = String::new();
     stderr.read_to_string(&mut rest).expect("ferrite's standard error");
     let status = child.wait().expect("ferrite's status");
-    assert_eq!(shell_status(status), 0, "{line}{rest}");
+    assert_eq!(shell_status(status), 0, "{rest}");
     let path = dir.path().join("r.json");
     let report = read_json(&path);
     let hash = get(&report, "run.trace_hash").as_str().expect("a trace hash").to_string();

@@ -51,28 +51,16 @@ impl Served {
                 });
             }
         }
-        let mut child = cmd
-            .args(["run", "--env-clear", "--analyses", analyses, "--report", "r.json"])
-            .args(["--listen", &format!("{GUEST_PORT}=0"), "--"])
-            .arg(guest(server))
-            .args(["--serve", "/mnt/pmem0/kv", &format!("tcp:{GUEST_PORT}")])
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("cannot start ferrite");
-        let mut stderr = BufReader::new(child.stderr.take().expect("piped stderr"));
-        let mut line = String::new();
-        stderr.read_line(&mut line).expect("ferrite's first line");
-        let port = line
-            .strip_prefix("ferrite: listening on 127.0.0.1:")
-            .and_then(|rest| rest.strip_suffix(&format!(" for guest port {GUEST_PORT}\n")))
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| {
-                let _ = child.kill();
-                panic!("ferrite did not announce its port: {line:?}")
-            });
+        let (child, port, stderr) = spawn_listening(
+            cmd.args(["run", "--env-clear", "--analyses", analyses, "--report", "r.json"])
+                .args(["--listen", &format!("{GUEST_PORT}=0"), "--"])
+                .arg(guest(server))
+                .args(["--serve", "/mnt/pmem0/kv", &format!("tcp:{GUEST_PORT}")])
+                .current_dir(dir.path())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped()),
+            GUEST_PORT,
+        );
         Served { child, port, dir: Some(dir), stderr }
     }
 

@@ -544,3 +544,26 @@ pub fn in_parallel<T: Sync>(items: &[T], workers: usize, f: impl Fn(&T) + Sync) 
         }
     });
 }
+
+/// Starts `cmd`, a `ferrite run --listen GUEST_PORT=0 ...` with its standard error piped, and
+/// reads the host port ferrite announces on its first line: the child, that port, and the rest
+/// of its standard error. A missing announcement kills the child and fails the test.
+pub fn spawn_listening(
+    cmd: &mut Command,
+    guest_port: &str,
+) -> (std::process::Child, u16, std::io::BufReader<std::process::ChildStderr>) {
+    use std::io::BufRead;
+    let mut child = cmd.stderr(Stdio::piped()).spawn().expect("cannot start ferrite");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("piped stderr"));
+    let mut line = String::new();
+    stderr.read_line(&mut line).expect("ferrite's first line");
+    let port = line
+        .strip_prefix("ferrite: listening on 127.0.0.1:")
+        .and_then(|rest| rest.strip_suffix(&format!(" for guest port {guest_port}\n")))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| {
+            let _ = child.kill();
+            panic!("ferrite did not announce its port: {line:?}")
+        });
+    (child, port, stderr)
+}
