@@ -84,17 +84,19 @@ fn whens(out: &str) -> Vec<u64> {
         .collect()
 }
 
-/// Runs `args` under ferrite with `--report r.json` in a fresh directory, returning it.
-fn report(program: &Path, analyses: &str, args: &[&str]) -> tempfile::TempDir {
+/// Runs `args` under ferrite with `--report r.json` in a fresh directory, which it returns once
+/// the run ended with status `code`.
+fn report(program: &Path, analyses: &str, args: &[&str], code: i32) -> tempfile::TempDir {
     let dir = scratch();
     let st = ferrite()
         .current_dir(dir.path())
         .args(["run", "--quiet", "--analyses", analyses, "--report", "r.json", "--"])
         .arg(program)
         .args(args)
+        .stdout(Stdio::null())
         .status()
         .unwrap();
-    assert_eq!(st.code(), Some(66), "the run found nothing");
+    assert_eq!(st.code(), Some(code), "{}", program.display());
     dir
 }
 
@@ -106,7 +108,7 @@ fn a_lost_store_opens_at_its_line_and_a_watchpoint_backwards_lands_on_it() {
     }
     let prog = guest("pm_log");
     let line = marker_line("pm_log.c", "BUG: entry stored but never persisted");
-    let dir = report(&prog, "unpersisted", &["/mnt/pmem0/log"]);
+    let dir = report(&prog, "unpersisted", &["/mnt/pmem0/log"], 66);
     let r = read_json(&dir.path().join("r.json"));
     let end = get(&r, "run.instructions").as_u64().unwrap();
     let server = Server::start(dir.path(), Path::new("r.json"), Some(1));
@@ -160,7 +162,7 @@ fn threads_breakpoints_and_single_steps_go_both_ways() {
     let prog = guest("hs_relock");
     let store = marker_line("hs_relock.c", "BUG: stored, then the lock is released");
     let load = marker_line("hs_relock.c", "LOAD: between the writer's unlock and relock");
-    let dir = report(&prog, "hawkset", &["/mnt/pmem0/x"]);
+    let dir = report(&prog, "hawkset", &["/mnt/pmem0/x"], 66);
     let server = Server::start(dir.path(), Path::new("r.json"), Some(1));
     let start = server.at;
     let out = server.gdb(
@@ -204,14 +206,7 @@ fn a_fault_opens_at_the_faulting_instruction() {
         return;
     }
     let prog = guest("null_deref");
-    let dir = scratch();
-    let st = ferrite()
-        .current_dir(dir.path())
-        .args(["run", "--quiet", "--analyses", "none", "--report", "r.json", "--"])
-        .arg(&prog)
-        .status()
-        .unwrap();
-    assert_eq!(st.code(), Some(139));
+    let dir = report(&prog, "none", &[], 139);
     let server = Server::start(dir.path(), Path::new("r.json"), Some(1));
     let out = server.gdb(&prog, &["bt 1", "continue", "monitor when"]);
     // Stopped before the faulting instruction, which faults when the run goes on.
@@ -229,7 +224,7 @@ fn a_long_run_goes_back_from_its_snapshots() {
     }
     // About 30 M instructions of 4 threads: several of the timeline's snapshot intervals.
     let prog = guest("thr_racy_counter_n");
-    let dir = report(&prog, "hmtrace", &["4", "1200000"]);
+    let dir = report(&prog, "hmtrace", &["4", "1200000"], 66);
     let end = get(&read_json(&dir.path().join("r.json")), "run.instructions").as_u64().unwrap();
     let server = Server::start(dir.path(), Path::new("r.json"), None);
     assert_eq!(server.at, 0);
@@ -320,7 +315,7 @@ fn a_dynamic_programs_libraries_are_known_to_gdb() {
         return;
     }
     let prog = guest("pm_log.dyn");
-    let dir = report(&prog, "unpersisted", &["/mnt/pmem0/log"]);
+    let dir = report(&prog, "unpersisted", &["/mnt/pmem0/log"], 66);
     let server = Server::start(dir.path(), Path::new("r.json"), Some(1));
     let out = server.gdb(
         &prog,
@@ -353,15 +348,7 @@ fn thread_local_variables_and_errno_print_per_thread() {
     }
     for name in ["errno_tls.dyn", "errno_tls"] {
         let prog = guest(name);
-        let dir = scratch();
-        let st = ferrite()
-            .current_dir(dir.path())
-            .args(["run", "--quiet", "--analyses", "none", "--report", "r.json", "--"])
-            .arg(&prog)
-            .stdout(Stdio::null())
-            .status()
-            .unwrap();
-        assert_eq!(st.code(), Some(0), "{name}");
+        let dir = report(&prog, "none", &[], 0);
         let server = Server::start(dir.path(), Path::new("r.json"), None);
         let out = server.gdb(
             &prog,
@@ -396,16 +383,7 @@ fn reverse_steps_on_two_processes_go_back_to_a_snapshot_of_both() {
         return;
     }
     let prog = guest("proc_pingpong");
-    let dir = scratch();
-    let st = ferrite()
-        .current_dir(dir.path())
-        .args(["run", "--quiet", "--analyses", "none", "--report", "r.json", "--"])
-        .arg(&prog)
-        .args(["procs", "100000"])
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert_eq!(st.code(), Some(0));
+    let dir = report(&prog, "none", &["procs", "100000"], 0);
     let run = read_json(&dir.path().join("r.json"));
     let end = get(&run, "run.instructions").as_u64().unwrap();
     assert!(end > 5_000_000, "{end} instructions: past the first snapshot interval");

@@ -43,7 +43,7 @@ const EPOLLEXCLUSIVE: u32 = 1 << 28;
 const EPOLLWAKEUP: u32 = 1 << 29;
 
 /// An eventfd's counter.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct EventFd {
     /// The counter.
     pub count: u64,
@@ -86,7 +86,7 @@ pub(crate) struct Watch {
 }
 
 /// A timerfd: its next expiry and period on the virtual clock.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct TimerFd {
     /// When it next expires (virtual ns since boot); `None`: disarmed.
     pub next: Option<u64>,

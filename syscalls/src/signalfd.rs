@@ -32,7 +32,7 @@ use crate::signal::SigInfo;
 use crate::{err, Errno, Kernel, SysResult};
 
 /// A signalfd: the signals it reads (bit N-1 for signal N).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct SignalFd {
     /// Its mask.
     pub mask: u64,

@@ -21,7 +21,7 @@ use emu::{Machine, Reg};
 
 use crate::fd::{Description, Fd, FdTable, Kind, Pipe};
 use crate::net::Sock;
-use crate::poll::{Epoll, EventFd, Interest, TimerFd};
+use crate::poll::{Epoll, Interest};
 use crate::vfs::Target;
 use crate::Kernel;
 
@@ -283,31 +283,14 @@ impl Copier {
                         Kind::PipeRead(p) if files => Kind::PipeRead(self.pipe(p)),
                         Kind::PipeWrite(p) if files => Kind::PipeWrite(self.pipe(p)),
                         Kind::Socket(s) if files => Kind::Socket(self.sock(s)),
-                        Kind::EventFd(e) if files => {
-                            let e = e.borrow();
-                            Kind::EventFd(Rc::new(RefCell::new(EventFd {
-                                count: e.count,
-                                semaphore: e.semaphore,
-                                id: e.id,
-                            })))
-                        }
-                        Kind::TimerFd(t) if files => {
-                            let t = t.borrow();
-                            Kind::TimerFd(Rc::new(RefCell::new(TimerFd {
-                                next: t.next,
-                                interval: t.interval,
-                                realtime: t.realtime,
-                                id: t.id,
-                            })))
-                        }
+                        Kind::EventFd(e) if files => Kind::EventFd(Rc::new(RefCell::new(e.borrow().clone()))),
+                        Kind::TimerFd(t) if files => Kind::TimerFd(Rc::new(RefCell::new(t.borrow().clone()))),
                         Kind::Epoll(e) if files => {
                             let copy = Rc::new(RefCell::new(Epoll { interest: BTreeMap::new(), id: e.borrow().id }));
                             self.epolls.push((e.clone(), copy.clone()));
                             Kind::Epoll(copy)
                         }
-                        Kind::SignalFd(f) if files => {
-                            Kind::SignalFd(Rc::new(RefCell::new(crate::signalfd::SignalFd { mask: f.borrow().mask })))
-                        }
+                        Kind::SignalFd(f) if files => Kind::SignalFd(Rc::new(RefCell::new(f.borrow().clone()))),
                         Kind::File { .. } | Kind::Dir { .. } | Kind::PipeRead(_) | Kind::PipeWrite(_) => {
                             return Err("the guest holds a host file, directory or pipe open")
                         }

@@ -297,17 +297,8 @@ impl Machine {
         }
         // The snapshot's running process's slot becomes the running one.
         if self.mem.base() != snap.base {
-            let mut other = match live.iter().position(|s| s.mem.base() == snap.base) {
-                Some(i) => live.swap_remove(i),
-                None => self.new_space(snap.base),
-            };
-            let raw = self.raw_begin();
-            if !other.registered {
-                other.registered = self.register(&other.mem);
-            }
-            self.take_running(&mut other);
+            let mut other = self.swap_in(&mut live, snap.base);
             other.registered = true;
-            self.raw_end(raw);
             live.push(other);
         }
         // Spaces of slots the snapshot does not have go.
@@ -319,17 +310,8 @@ impl Machine {
         let mut keep = keep;
         let mut out = Vec::with_capacity(snap.spaces.len());
         for saved in &snap.spaces {
-            let mut space = match keep.iter().position(|s| s.mem.base() == saved.base) {
-                Some(i) => keep.swap_remove(i),
-                None => self.new_space(saved.base),
-            };
             // Restored as the running one is: swapped in for the while.
-            let raw = self.raw_begin();
-            if !space.registered {
-                space.registered = self.register(&space.mem);
-            }
-            self.take_running(&mut space);
-            self.raw_end(raw);
+            let mut space = self.swap_in(&mut keep, saved.base);
             self.restore_running_space(&saved.memory, &saved.windows, &saved.sigbus);
             let raw = self.raw_begin();
             self.take_running(&mut space);
@@ -340,6 +322,22 @@ impl Machine {
         self.processes |= snap.processes;
         self.restore_threads(snap)?;
         Ok(out)
+    }
+
+    /// Makes the space at `base` (taken from `spaces`, or a new empty one) the running one,
+    /// registered with the engine, and returns the one that was running.
+    fn swap_in(&mut self, spaces: &mut Vec<AddressSpace>, base: u64) -> AddressSpace {
+        let mut space = match spaces.iter().position(|s| s.mem.base() == base) {
+            Some(i) => spaces.swap_remove(i),
+            None => self.new_space(base),
+        };
+        let raw = self.raw_begin();
+        if !space.registered {
+            space.registered = self.register(&space.mem);
+        }
+        self.take_running(&mut space);
+        self.raw_end(raw);
+        space
     }
 
     /// An empty address space at `base`, its slot taken (for a process that ended since the
