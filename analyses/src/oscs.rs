@@ -79,6 +79,66 @@ const CS_TOUCHED: usize = 64;
 /// thread is inside, outermost first.
 type CsId = u32;
 
+/// Lists interned before the first collection of unused ones ([`Oscs::collect_cs`]).
+const CS_COLLECT_MIN: usize = 1 << 14;
+
+/// The critical-section lists: every acquisition and release makes a new one (instances are
+/// unique), so they live contiguously in one arena, a list being a span of it, and the lists no
+/// history, pending pair or thread refers to any more are collected when the arena has doubled
+/// since the last collection: a lock-heavy run keeps what its histories can still use, not one
+/// list per acquisition it ever made.
+#[derive(Clone)]
+struct CsLists {
+    entries: Vec<(u64, u64)>,
+    /// `(start, len)` in `entries`, by id; id 0 is the empty list.
+    spans: Vec<(u32, u32)>,
+    /// Collect when `spans` reaches this many.
+    collect_at: usize,
+}
+
+impl Default for CsLists {
+    fn default() -> CsLists {
+        CsLists { entries: Vec::new(), spans: vec![(0, 0)], collect_at: CS_COLLECT_MIN }
+    }
+}
+
+impl CsLists {
+    fn get(&self, id: CsId) -> &[(u64, u64)] {
+        let (start, len) = self.spans[id as usize];
+        &self.entries[start as usize..(start + len) as usize]
+    }
+
+    fn push(&mut self, list: &[(u64, u64)]) -> CsId {
+        if list.is_empty() {
+            return 0;
+        }
+        let start = self.entries.len() as u32;
+        self.entries.extend_from_slice(list);
+        self.spans.push((start, list.len() as u32));
+        (self.spans.len() - 1) as CsId
+    }
+
+    /// Keeps the lists `live` marks (by old id) and returns each old id's new one (0 for the
+    /// dropped).
+    fn compact(&mut self, live: &[bool]) -> Vec<CsId> {
+        let mut remap = vec![0; self.spans.len()];
+        let mut entries = Vec::with_capacity(self.entries.len() / 2);
+        let mut spans = vec![(0, 0)];
+        for (old, keep) in live.iter().enumerate().skip(1) {
+            if *keep {
+                let (start, len) = self.spans[old];
+                spans.push((entries.len() as u32, len));
+                entries.extend_from_slice(&self.entries[start as usize..(start + len) as usize]);
+                remap[old] = (spans.len() - 1) as CsId;
+            }
+        }
+        self.entries = entries;
+        self.spans = spans;
+        self.collect_at = (2 * self.spans.len()).max(CS_COLLECT_MIN);
+        remap
+    }
+}
+
 /// Options of the pass.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Options {
@@ -251,7 +311,7 @@ pub struct Oscs {
     bracket: SyncBracket,
     hb: HappensBefore,
     threads: FxHashMap<u32, ThreadState>,
-    cs_lists: Vec<Vec<(u64, u64)>>,
+    cs_lists: CsLists,
     next_instance: u64,
     /// Shadow memory: the id of each byte's history in `hist` (0: none), on the pages a
     /// critical section accessed (accesses outside critical sections elsewhere need no
@@ -287,7 +347,7 @@ impl Oscs {
             bracket: SyncBracket::default(),
             hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: false }),
             threads: FxHashMap::default(),
-            cs_lists: vec![Vec::new()],
+            cs_lists: CsLists::default(),
             next_instance: 1,
             locs: Shadow::new(0),
             hist: Histories::default(),
@@ -306,14 +366,44 @@ impl Oscs {
     }
 
     fn recompute_cs(&mut self, tid: u32) {
-        let list = self.thread(tid).cs.clone();
-        let id = if list.is_empty() {
-            0
-        } else {
-            self.cs_lists.push(list);
-            (self.cs_lists.len() - 1) as CsId
-        };
-        self.thread(tid).cs_id = id;
+        if self.cs_lists.spans.len() >= self.cs_lists.collect_at {
+            self.collect_cs();
+        }
+        let t = self.threads.entry(tid).or_default();
+        t.cs_id = self.cs_lists.push(&t.cs);
+    }
+
+    /// Drops the critical-section lists nothing refers to (every thread's current one, the
+    /// pending pairs', the histories' accesses and flags) and renumbers the rest.
+    fn collect_cs(&mut self) {
+        let mut live = vec![false; self.cs_lists.spans.len()];
+        self.each_cs_id(|id| live[*id as usize] = true);
+        let remap = self.cs_lists.compact(&live);
+        self.each_cs_id(|id| *id = remap[*id as usize]);
+    }
+
+    /// Every critical-section id the pass holds, once each.
+    fn each_cs_id(&mut self, mut f: impl FnMut(&mut CsId)) {
+        for t in self.threads.values_mut() {
+            f(&mut t.cs_id);
+            for p in &mut t.detection {
+                f(&mut p.prev.cs);
+                f(&mut p.cur_cs);
+            }
+        }
+        // Released histories hold empty lists, so every list below is visited once.
+        let h = &mut self.hist;
+        for loc in &mut h.slab {
+            for a in loc.reads.as_mut_slice(&mut h.accesses) {
+                f(&mut a.cs);
+            }
+            for a in loc.writes.as_mut_slice(&mut h.accesses) {
+                f(&mut a.cs);
+            }
+            for fl in loc.flags.as_mut_slice(&mut h.flags) {
+                f(&mut fl.last_read_cs);
+            }
+        }
     }
 
     /// A mutex both lists hold (across threads: the same mutex object).
@@ -321,7 +411,7 @@ impl Oscs {
         if a == 0 || b == 0 {
             return None;
         }
-        let (la, lb) = (&self.cs_lists[a as usize], &self.cs_lists[b as usize]);
+        let (la, lb) = (self.cs_lists.get(a), self.cs_lists.get(b));
         la.iter().find(|(m, _)| lb.iter().any(|(n, _)| n == m)).map(|(m, _)| *m)
     }
 
@@ -330,12 +420,12 @@ impl Oscs {
         if a == 0 || b == 0 {
             return false;
         }
-        let (la, lb) = (&self.cs_lists[a as usize], &self.cs_lists[b as usize]);
+        let (la, lb) = (self.cs_lists.get(a), self.cs_lists.get(b));
         la.iter().any(|x| lb.contains(x))
     }
 
     fn instance_of(&self, cs: CsId, lock: u64) -> u64 {
-        self.cs_lists[cs as usize].iter().find(|(m, _)| *m == lock).map(|(_, i)| *i).unwrap_or(0)
+        self.cs_lists.get(cs).iter().find(|(m, _)| *m == lock).map(|(_, i)| *i).unwrap_or(0)
     }
 
     fn apply(&mut self, tid: u32, op: SyncOp) {
@@ -370,8 +460,8 @@ impl Oscs {
     /// The outermost critical section ended: re-check the deferred pairs with the flags as they
     /// are now.
     fn flush_detection(&mut self, tid: u32) {
-        let pending = std::mem::take(&mut self.thread(tid).detection);
-        for p in pending {
+        let mut pending = std::mem::take(&mut self.thread(tid).detection);
+        for p in pending.drain(..) {
             let loc = self.locs.get(p.addr).and_then(|id| self.hist.get(*id));
             let prev_rw = loc.and_then(|l| l.flag(&self.hist, p.prev.tid)).is_some_and(|f| f.rw);
             let cur_rw = loc.and_then(|l| l.flag(&self.hist, tid)).is_some_and(|f| f.rw);
@@ -379,6 +469,8 @@ impl Oscs {
                 self.report(p.addr, &p.prev, p.prev_write, tid, p.cur, p.cur_cs, p.lock, (prev_rw, cur_rw));
             }
         }
+        // The list keeps its room for the next section (a pair waits in most of them).
+        self.thread(tid).detection = pending;
     }
 
     /// Marks the locations the current critical section touched as condition flags, when it
@@ -702,6 +794,34 @@ mod tests {
         s.unlock(3, L1);
         assert_eq!(s.pass.hist.slab.len(), 4, "new histories reuse the freed ones");
         assert!(s.pairs(K).is_empty(), "no history survived the unmapping");
+    }
+
+    #[test]
+    fn unused_critical_section_lists_are_collected_and_histories_keep_theirs() {
+        let mut s = sim(Options::default());
+        // Thread 2 writes X in a section, then thread 3 takes the lock far more often than the
+        // first collection's threshold without touching X: the write's list must survive, under
+        // a new number (lists made before it are dropped).
+        for _ in 0..100 {
+            s.lock(3, L1);
+            s.unlock(3, L1);
+        }
+        s.lock(2, L1);
+        s.write(2, 0x100, X, 0, 1);
+        s.unlock(2, L1);
+        for _ in 0..3 * CS_COLLECT_MIN {
+            s.lock(3, L1);
+            s.unlock(3, L1);
+        }
+        assert!(s.pass.cs_lists.spans.len() < CS_COLLECT_MIN, "{} lists kept", s.pass.cs_lists.spans.len());
+        s.lock(3, L1);
+        s.write(3, 0x200, X, 1, 2);
+        s.unlock(3, L1);
+        let found = s.finish();
+        assert_eq!(found.len(), 1);
+        assert_eq!((found[0].locations[0].pc, found[0].locations[1].pc), (0x100, 0x200));
+        // The first section's instance survived the collections that renumbered its list.
+        assert!(found[0].message.contains("critical section #101 of mutex"), "{}", found[0].message);
     }
 
     #[test]

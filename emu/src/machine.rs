@@ -485,8 +485,17 @@ impl Machine {
 
     /// Current PC followed by the call sites of the shadow stack, innermost first.
     pub fn backtrace(&self) -> Vec<u64> {
+        let mut out = Vec::new();
+        self.backtrace_into(&mut out);
+        out
+    }
+
+    /// [`Machine::backtrace`] into `out`, which keeps its room (a thread blocks at every
+    /// contended lock: its place is kept each time).
+    pub fn backtrace_into(&self, out: &mut Vec<u64>) {
         let st = self.uc.get_data();
-        std::iter::once(self.pc()).chain(st.callstack.call_sites()).collect()
+        out.clear();
+        out.extend(std::iter::once(self.pc()).chain(st.callstack.call_sites()));
     }
 
     /// What Unicorn's translation cache has done so far in this machine.

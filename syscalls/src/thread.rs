@@ -601,8 +601,7 @@ impl Kernel {
         let cur = self.current;
         let seq = self.wait_counter;
         self.wait_counter += 1;
-        let bt = m.backtrace();
-        self.thread_mut(cur).blocked_at = bt;
+        m.backtrace_into(&mut self.thread_mut(cur).blocked_at);
         self.set_wait(cur, Some(w), Some(seq));
     }
 
