@@ -537,6 +537,27 @@ pub struct Group {
     pub stacks: Vec<StackVariant>,
 }
 
+impl Group {
+    /// The group of one occurrence at `locations` (already symbolised), its first
+    /// `key_locations` identifying it: a finding whose other occurrences come later (the crash
+    /// findings of other crash points at the same source lines) absorbs them through
+    /// [`Finding::merge`].
+    pub fn of_one(locations: &[Location], key_locations: usize) -> Group {
+        Group {
+            class: String::new(),
+            key_locations: key_locations.min(locations.len()) as u32,
+            stored: None,
+            stacks: vec![StackVariant {
+                occurrences: 1,
+                locations: locations
+                    .iter()
+                    .map(|l| VariantLocation { role: l.role.clone(), thread: l.thread, backtrace: l.backtrace.clone() })
+                    .collect(),
+            }],
+        }
+    }
+}
+
 /// One combination of call stacks of a grouped finding's occurrences.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StackVariant {

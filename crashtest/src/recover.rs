@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use analyses::{CrashImageRef, Finding, Location};
+use analyses::{CrashImageRef, Finding, Group, Location};
 use driver::{GuestEnd, RunOutcome, RunSpec};
 use emu::pm::{CrashSpace, DimKind};
 use syscalls::ProcessExit;
@@ -160,10 +160,10 @@ pub(crate) fn read_open_finding(
         ),
         seed,
         occurrences: 1,
+        group: Some(Group::of_one(&locations, locations.len())),
         locations,
         schedule: None,
         interleaving: None,
-        group: None,
         crash_image: None,
     }
 }
@@ -229,6 +229,11 @@ pub fn finding_for(
             }
         }
     }
+    // The crash point and the lost stores identify the finding, at their source lines: crash
+    // points inside one library call (libpmemobj's, at every fence of `pmemobj_create`) or one
+    // helper called from several places are one finding with a call stack each, as the race
+    // passes group theirs; where recovery failed is listed.
+    let key_locations = locations.len();
     locations.extend(recovery_locations);
     let at = point
         .frames
@@ -276,10 +281,10 @@ pub fn finding_for(
         },
         seed,
         occurrences: 1,
+        group: Some(Group::of_one(&locations, key_locations)),
         locations,
         schedule: None,
         interleaving: None,
-        group: None,
         crash_image: Some(CrashImageRef {
             point: image.point as u32,
             choice: with_only(&point.space, &image.choice, minimal),
