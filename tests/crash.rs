@@ -414,3 +414,35 @@ fn crash_exploration_goes_on_from_a_snapshot_of_the_common_start() {
         assert!(replay.stderr.contains("replay reproduced finding"), "finding {id}: {}", replay.describe());
     }
 }
+
+#[test]
+fn one_bug_reached_from_several_call_sites_is_one_finding_with_every_stack() {
+    // put() is called from two places (gcc also unrolls the second's loop): the failing crash
+    // points are one fence reached through several call stacks, the lost store one line.
+    let g = guest("crash_two_callers");
+    let lost = u64::from(marker_line("crash_two_callers.c", "/* LOST: never persisted */"));
+    let recover = format!("{} /mnt/pmem0/r check", g.display());
+    let run =
+        Ferrite::crash(&g).opts(&["--quiet", "--report", "r.json", "--recover", &recover]).args(&["/mnt/pmem0/r"]).go();
+    run.assert_code(66);
+    let report = run.json("r.json");
+    let found = crash_findings(&report);
+    assert_eq!(found.len(), 1, "one crash finding: {report}");
+    let f = found[0];
+    assert_eq!(lost_lines(f), vec![lost]);
+    let stacks = f["group"]["stacks"].as_array().unwrap();
+    assert!(stacks.len() >= 2, "every call stack kept: {f}");
+    let sum: u64 = stacks.iter().map(|s| s["occurrences"].as_u64().unwrap()).sum();
+    assert_eq!(sum, f["occurrences"].as_u64().unwrap());
+    assert_eq!(f["occurrences"].as_u64().unwrap(), report["crash"]["failures"].as_u64().unwrap());
+    // The unpersisted store is one finding too, its call sites kept as stacks.
+    let unpersisted: Vec<&Value> =
+        report["findings"].as_array().unwrap().iter().filter(|f| f["kind"] == "unpersisted-store").collect();
+    assert_eq!(unpersisted.len(), 1, "{report}");
+    assert_eq!(unpersisted[0]["locations"][0]["line"].as_u64(), Some(lost));
+    assert!(unpersisted[0]["group"]["stacks"].as_array().unwrap().len() >= 2);
+    // A grouped crash finding replays by its key.
+    let replay = Ferrite::replay(&run.path("r.json")).opts(&["--finding", &f["id"].to_string()]).go();
+    replay.assert_code(66);
+    assert!(replay.stderr.contains("replay reproduced finding"), "{}", replay.describe());
+}

@@ -715,9 +715,18 @@ impl Finding {
     }
 
     /// A grouped finding lists each racing source line once: several instructions of one line
-    /// (the two 8-byte loads of a 16-byte `PMEMoid`) are one listed location, the first.
+    /// (the two 8-byte loads of a 16-byte `PMEMoid`) are one listed location, the first, and one
+    /// stack combination ([`same_stacks`]).
     fn dedup_listed(&mut self) {
-        let Some(g) = &self.group else { return };
+        let Some(g) = &mut self.group else { return };
+        let mut stacks: Vec<StackVariant> = Vec::with_capacity(g.stacks.len());
+        for v in std::mem::take(&mut g.stacks) {
+            match stacks.iter_mut().find(|w| same_stacks(w, &v)) {
+                Some(w) => w.occurrences += v.occurrences,
+                None => stacks.push(v),
+            }
+        }
+        g.stacks = stacks;
         let key = (g.key_locations as usize).min(self.locations.len());
         let mut seen: Vec<String> = Vec::new();
         let mut i = key;
@@ -760,12 +769,24 @@ impl Finding {
 /// them all).
 pub const MAX_LISTED: usize = 16;
 
-/// Whether two stack combinations are the same: roles, threads aside, and every frame's PC.
+/// Whether two stack combinations are the same: roles, threads aside, the innermost frame's
+/// source line (its PC without one: several instructions of a line, a struct copy's moves, are
+/// one place) and every caller's PC.
 fn same_stacks(a: &StackVariant, b: &StackVariant) -> bool {
+    let same_place = |f: &Frame, g: &Frame| match (&f.file, f.line, &g.file, g.line) {
+        (Some(ff), Some(fl), Some(gf), Some(gl)) => ff == gf && fl == gl,
+        _ => f.pc == g.pc,
+    };
     a.locations.len() == b.locations.len()
         && a.locations.iter().zip(&b.locations).all(|(x, y)| {
             x.role == y.role
                 && x.backtrace.len() == y.backtrace.len()
-                && x.backtrace.iter().zip(&y.backtrace).all(|(f, g)| f.pc == g.pc)
+                && x.backtrace.iter().zip(&y.backtrace).enumerate().all(|(i, (f, g))| {
+                    if i == 0 {
+                        same_place(f, g)
+                    } else {
+                        f.pc == g.pc
+                    }
+                })
         })
 }

@@ -61,6 +61,7 @@ use emu::pm::{DurabilityRule, PmDevice};
 use rustc_hash::FxHashMap;
 
 use crate::annotations::{Annotations, Transactions};
+use crate::group::{Described, Grouper};
 use crate::{Analysis, CodeInfo, RawFinding, RawLocation};
 
 type Site = (u64, StackId);
@@ -354,9 +355,12 @@ impl Analysis for Unpersisted {
     }
 
     fn finish(&mut self, device: &PmDevice) -> Vec<RawFinding> {
-        let mut out = Vec::new();
-        // Unpersisted stores, grouped by site.
-        let mut by_site: BTreeMap<Site, (u32, u64, u64, bool)> = BTreeMap::new();
+        // Every kind is grouped by its sites' instructions, not their call stacks (the same
+        // unpersisted store reached from four call sites is one finding with four stacks), as
+        // the race passes group theirs ([`Grouper`]); the key's first part orders the kinds.
+        let mut groups: Grouper<(u8, u64, u64)> = Grouper::new(0);
+        // Unpersisted stores: the device's pieces, counted per store site.
+        let mut by_site: BTreeMap<Site, (u32, u64, bool)> = BTreeMap::new();
         for u in device.unpersisted_iter(self.options.rule) {
             // Declared clean after it was made, or made where the program had withdrawn PM
             // from checking: pmemcheck would not report it.
@@ -364,27 +368,12 @@ impl Analysis for Unpersisted {
                 continue;
             }
             let (site, tid) = self.origin.get(u.store.0).map_or(((0, StackId(0)), u.tid), |s| self.sites[s as usize]);
-            let e = by_site.entry(site).or_insert((tid, 0, 0, false));
+            let e = by_site.entry(site).or_insert((tid, 0, false));
             e.1 += 1;
-            e.2 += u.bytes;
-            e.3 |= u.nt;
+            e.2 |= u.nt;
         }
-        for (site, (tid, n, bytes, nt)) in by_site {
-            let (kind, what) = if nt {
-                ("nt-store-without-fence", "non-temporal store to PM still pending without a fence")
-            } else {
-                ("unpersisted-store", "store to PM never made durable (no flush and fence of its line)")
-            };
-            let _ = bytes;
-            out.push(RawFinding {
-                validation: None,
-                group: None,
-                analysis: "unpersisted",
-                kind,
-                message: format!("{what} before the program ended"),
-                occurrences: n,
-                locations: vec![loc("store", site, tid)],
-            });
+        for (site, (tid, n, nt)) in by_site {
+            groups.add((u8::from(nt), site.0, 0), &[loc("store", site, tid)], 1, n);
         }
         let mut unfenced: BTreeMap<Site, (u32, u64)> = BTreeMap::new();
         for tid in device.threads_with_pending() {
@@ -395,52 +384,37 @@ impl Analysis for Unpersisted {
             }
         }
         for (site, (tid, n)) in unfenced {
-            out.push(RawFinding {
-                validation: None,
-                group: None,
-                analysis: "unpersisted",
-                kind: "flush-without-fence",
-                message: "flushed line never fenced afterwards: the flush may not have completed".into(),
-                occurrences: n,
-                locations: vec![loc("flush", site, tid)],
-            });
+            groups.add((2, site.0, 0), &[loc("flush", site, tid)], 1, n);
         }
         for (site, (tid, n)) in std::mem::take(&mut self.clean_flushes) {
-            out.push(RawFinding {
-                validation: None,
-                group: None,
-                analysis: "unpersisted",
-                kind: "flush-clean-line",
-                message: "flush of a line with nothing left to flush: clean, or already flushed and not yet fenced (redundant flush)".into(),
-                occurrences: n,
-                locations: vec![loc("flush", site, tid)],
-            });
+            groups.add((3, site.0, 0), &[loc("flush", site, tid)], 1, n);
         }
         for (site, (tid, n, begin)) in std::mem::take(&mut self.outside) {
-            out.push(RawFinding {
-                validation: None,
-                group: None,
-                analysis: "unpersisted",
-                kind: "store-outside-transaction",
-                message:
-                    "store to PM inside a transaction, to bytes not added to it (the transaction cannot roll it back)"
-                        .into(),
-                occurrences: n,
-                locations: vec![loc("store", site, tid), loc("transaction", begin, tid)],
-            });
+            groups.add((4, site.0, begin.0), &[loc("store", site, tid), loc("transaction", begin, tid)], 2, n);
         }
         for (site, (tid, n)) in std::mem::take(&mut self.redundant_fences) {
-            out.push(RawFinding {
-                validation: None,
-                group: None,
-                analysis: "unpersisted",
-                kind: "redundant-fence",
-                message: "fence with no flush or non-temporal store to order (redundant fence)".into(),
-                occurrences: n,
-                locations: vec![loc("fence", site, tid)],
-            });
+            groups.add((5, site.0, 0), &[loc("fence", site, tid)], 1, n);
         }
-        out
+        groups.finish(|&(kind, _, _), _, _| {
+            let (kind, message) = match kind {
+                0 => ("unpersisted-store", "store to PM never made durable (no flush and fence of its line) before the program ended"),
+                1 => (
+                    "nt-store-without-fence",
+                    "non-temporal store to PM still pending without a fence before the program ended",
+                ),
+                2 => ("flush-without-fence", "flushed line never fenced afterwards: the flush may not have completed"),
+                3 => (
+                    "flush-clean-line",
+                    "flush of a line with nothing left to flush: clean, or already flushed and not yet fenced (redundant flush)",
+                ),
+                4 => (
+                    "store-outside-transaction",
+                    "store to PM inside a transaction, to bytes not added to it (the transaction cannot roll it back)",
+                ),
+                _ => ("redundant-fence", "fence with no flush or non-temporal store to order (redundant fence)"),
+            };
+            Described { analysis: "unpersisted", kind, message: message.into(), class: "", stored: None }
+        })
     }
 }
 
