@@ -164,6 +164,9 @@ pub struct Kernel {
     /// The files the guest changed, by guest path, with the virtual wall-clock time (ns since
     /// the Unix epoch) of the last change: what `stat` shows of them ([`Kernel::file_time`]).
     pub(crate) times: BTreeMap<String, i64>,
+    /// The inode number of each host file `stat` or `getdents64` has shown, by its host
+    /// identity ([`Kernel::inode`](fs)): the first guest path's number, for every name of it.
+    pub(crate) inodes: std::cell::RefCell<BTreeMap<(u64, u64, i128), u64>>,
     /// Unknown system calls, each recorded once.
     pub unsupported: Vec<Unsupported>,
     pub(crate) threads: BTreeMap<u32, thread::KThread>,
@@ -240,6 +243,7 @@ impl Kernel {
             rng,
             inputs: BTreeMap::new(),
             times: BTreeMap::new(),
+            inodes: Default::default(),
             unsupported: Vec::new(),
             threads: BTreeMap::from([(process::PID, thread::KThread::new(process::PID))]),
             current: process::PID,
@@ -465,6 +469,10 @@ impl Kernel {
             libc::SYS_fchmod => self.fchmod(i(a[0]), a[1] as u32),
             libc::SYS_fchmodat => self.fchmodat(m, i(a[0]), a[1], a[2] as u32, 0),
             libc::SYS_umask => self.umask(a[0] as u32),
+            libc::SYS_chown => self.fchownat(m, libc::AT_FDCWD, a[0], [a[1], a[2]], 0),
+            libc::SYS_lchown => self.fchownat(m, libc::AT_FDCWD, a[0], [a[1], a[2]], libc::AT_SYMLINK_NOFOLLOW),
+            libc::SYS_fchown => self.fchown(i(a[0]), [a[1], a[2]]),
+            libc::SYS_fchownat => self.fchownat(m, i(a[0]), a[1], [a[2], a[3]], i(a[4])),
             libc::SYS_statfs => self.statfs(m, a[0], a[1]),
             libc::SYS_fstatfs => self.fstatfs(m, i(a[0]), a[1]),
             libc::SYS_getdents64 => self.getdents64(m, i(a[0]), a[1], a[2]),
@@ -577,6 +585,8 @@ impl Kernel {
             libc::SYS_setrlimit => err(libc::EPERM), // setrlimit: limits are part of the run's definition
             libc::SYS_prlimit64 => self.prlimit(m, a[0], a[1], a[2], a[3]),
             libc::SYS_sysinfo => self.sysinfo(m, a[0]),
+            libc::SYS_getrusage => self.getrusage(m, i(a[0]), a[1]),
+            libc::SYS_times => self.times(m, a[0]),
             libc::SYS_arch_prctl => self.arch_prctl(m, i(a[0]), a[1]),
             libc::SYS_prctl => self.prctl(i(a[0])),
             libc::SYS_set_tid_address => self.set_tid_address(a[0]),

@@ -434,6 +434,48 @@ impl Kernel {
         Ok(0)
     }
 
+    /// `getrusage`: for `RUSAGE_SELF` and `RUSAGE_THREAD`, the user time is the process CPU
+    /// clock (retired instructions, one per nanosecond, as `CLOCK_PROCESS_CPUTIME_ID` and
+    /// `/proc/self/stat` count it: every thread's), the system time 0 (the kernel's work takes
+    /// no virtual time) and the maximum resident set the mapped memory in KiB;
+    /// `RUSAGE_CHILDREN` is all zeros, as the `rusage` `wait4` returns (children's time is
+    /// not accounted). The other fields (faults, context switches, ...) are 0. EINVAL for
+    /// another `who`, EFAULT for an unwritable buffer.
+    pub(crate) fn getrusage(&mut self, m: &mut Machine, who: i32, buf: u64) -> SysResult {
+        const RUSAGE_SELF: i32 = 0;
+        const RUSAGE_CHILDREN: i32 = -1;
+        const RUSAGE_THREAD: i32 = 1;
+        // struct rusage: two timevals, then 14 longs.
+        let mut b = [0u8; 144];
+        match who {
+            RUSAGE_SELF | RUSAGE_THREAD => {
+                let ns = m.icount();
+                b[0..8].copy_from_slice(&(ns / 1_000_000_000).to_le_bytes());
+                b[8..16].copy_from_slice(&(ns % 1_000_000_000 / 1000).to_le_bytes());
+                b[32..40].copy_from_slice(&(m.mem.mapped_bytes() / 1024).to_le_bytes());
+                // ru_maxrss
+            }
+            RUSAGE_CHILDREN => {}
+            _ => return err(libc::EINVAL),
+        }
+        m.write(buf, &b, false)?;
+        Ok(0)
+    }
+
+    /// `times`: the process CPU clock as user time in clock ticks (`sysconf(_SC_CLK_TCK)`,
+    /// 100 a second, as the auxiliary vector's `AT_CLKTCK` says), system time and the children's
+    /// times 0 (as `getrusage`); the result is the boot clock in ticks, the kernel's
+    /// "arbitrary point in the past". A null buffer only gets the result; EFAULT for an
+    /// unwritable one.
+    pub(crate) fn times(&mut self, m: &mut Machine, buf: u64) -> SysResult {
+        if buf != 0 {
+            let mut b = [0u8; 32];
+            b[0..8].copy_from_slice(&(m.icount() / 10_000_000).to_le_bytes());
+            m.write(buf, &b, false)?;
+        }
+        Ok(self.now_ns(m) / 10_000_000)
+    }
+
     pub(crate) fn arch_prctl(&mut self, m: &mut Machine, code: i32, addr: u64) -> SysResult {
         match code {
             0x1002 => {

@@ -106,6 +106,7 @@ impl Kernel {
             rng: self.rng.clone(),
             inputs: self.inputs.clone(),
             times: self.times.clone(),
+            inodes: self.inodes.clone(),
             unsupported: self.unsupported.clone(),
             threads: self.threads.clone(),
             current: self.current,
