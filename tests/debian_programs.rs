@@ -75,3 +75,35 @@ fn gcc_and_bash_times_ask_for_their_cpu_time() {
         assert_eq!(emu.stdout_str(), "hi\ntimed\n", "{}", emu.describe());
     }
 }
+
+/// node (V8 and libuv) asks for its capabilities and a memory protection key at start-up
+/// (`capget` and `pkey_alloc` were unsupported: two warnings each run). The guest is
+/// unprivileged on a CPU without protection keys, and gets Linux's answers for that.
+#[test]
+fn capabilities_are_empty_and_no_protection_key_is_free() {
+    let run = emulated(&guest("caps_pkeys"), &[], &[]);
+    run.assert_code(0);
+    assert_eq!(
+        run.stdout_str(),
+        "capget(version 0, NULL): 0\n\
+         preferred version: 0x20080522\n\
+         capget(version 0, data): Invalid argument\n\
+         capget(v3, self): 0\n\
+         sets: 0 0 0 0 0 0\n\
+         capget(v3, no such pid): No such process\n\
+         capget(v3, pid -1): Invalid argument\n\
+         capset(empty sets): 0\n\
+         capset(CAP_CHOWN): Operation not permitted\n\
+         capset(another pid): Operation not permitted\n\
+         pkey_alloc(0, 0): No space left on device\n\
+         pkey_alloc(1, 0): Invalid argument\n\
+         pkey_alloc(0, 4): Invalid argument\n\
+         pkey_mprotect(-1): 0\n\
+         pkey_mprotect(0): 0\n\
+         pkey_mprotect(5): Invalid argument\n\
+         pkey_free(3): Invalid argument\n",
+        "{}",
+        run.describe()
+    );
+    assert!(!run.stderr.contains("warning"), "{}", run.describe());
+}

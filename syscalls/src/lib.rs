@@ -586,6 +586,23 @@ impl Kernel {
             libc::SYS_prlimit64 => self.prlimit(m, a[0], a[1], a[2], a[3]),
             libc::SYS_sysinfo => self.sysinfo(m, a[0]),
             libc::SYS_getrusage => self.getrusage(m, i(a[0]), a[1]),
+            libc::SYS_capget => self.capget(m, a[0], a[1]),
+            libc::SYS_capset => self.capset(m, a[0], a[1]),
+            // Protection keys: the CPU ferrite presents has no PKU (emu's CPUID table), so as
+            // Linux without it, no key can be allocated (ENOSPC after checking the arguments);
+            // only key 0, the default every page has, exists: pkey_mprotect with it or -1 is
+            // mprotect, pkey_free frees it (0), and any other key is EINVAL.
+            libc::SYS_pkey_alloc if a[0] != 0 || a[1] & !3 != 0 => err(libc::EINVAL),
+            libc::SYS_pkey_alloc => err(libc::ENOSPC),
+            libc::SYS_pkey_free => {
+                if i(a[0]) == 0 {
+                    Ok(0)
+                } else {
+                    err(libc::EINVAL)
+                }
+            }
+            libc::SYS_pkey_mprotect if matches!(i(a[3]), -1 | 0) => self.mprotect(m, a[0], a[1], a[2]),
+            libc::SYS_pkey_mprotect => err(libc::EINVAL),
             libc::SYS_times => self.times(m, a[0]),
             libc::SYS_arch_prctl => self.arch_prctl(m, i(a[0]), a[1]),
             libc::SYS_prctl => self.prctl(i(a[0])),

@@ -476,6 +476,63 @@ impl Kernel {
         Ok(self.now_ns(m) / 10_000_000)
     }
 
+    /// `capget`: the guest's user is unprivileged, so every thread's capability sets
+    /// (effective, permitted, inheritable) are empty. As Linux's `cap_validate_magic`: an
+    /// unknown header version is answered with the preferred one (`_LINUX_CAPABILITY_VERSION_3`)
+    /// written into the header and EINVAL, or 0 when `data` is null; versions 2 and 3 fill two
+    /// 32-bit words a set, version 1 one. A negative pid is EINVAL, one no thread has ESRCH.
+    pub(crate) fn capget(&mut self, m: &mut Machine, hdr: u64, data: u64) -> SysResult {
+        let words = self.cap_version(m, hdr, data)?;
+        let Some(words) = words else { return Ok(0) };
+        let pid = m.read_u32(hdr + 4)? as i32;
+        if pid < 0 {
+            return err(libc::EINVAL);
+        }
+        if pid != 0 && !self.threads.contains_key(&(pid as u32)) {
+            return err(libc::ESRCH);
+        }
+        m.write(data, &vec![0u8; 12 * words], false)?;
+        Ok(0)
+    }
+
+    /// `capset`: only the calling thread (pid 0 or its own, else EPERM), and without privileges
+    /// it can only keep its sets empty: all-zero sets succeed, any capability is EPERM (a new
+    /// permitted set must be within the old, empty one; so must the inheritable set without
+    /// `CAP_SETPCAP`). The header is checked as by `capget`.
+    pub(crate) fn capset(&mut self, m: &mut Machine, hdr: u64, data: u64) -> SysResult {
+        let Some(words) = self.cap_version(m, hdr, data)? else {
+            return err(libc::EINVAL);
+        };
+        let pid = m.read_u32(hdr + 4)?;
+        if pid != 0 && pid != self.current {
+            return err(libc::EPERM);
+        }
+        let mut sets = vec![0u8; 12 * words];
+        m.read(data, &mut sets)?;
+        if sets.iter().any(|&b| b != 0) {
+            return err(libc::EPERM);
+        }
+        Ok(0)
+    }
+
+    /// The words per capability set the header's version gives (`None`: a null `data`, for
+    /// which Linux answers 0 without looking further). An unknown version gets the preferred one
+    /// written back and EINVAL (0 with a null `data`, as `capget` probes the version so).
+    fn cap_version(&mut self, m: &mut Machine, hdr: u64, data: u64) -> Result<Option<usize>, crate::Errno> {
+        const V1: u32 = 0x1998_0330;
+        const V2: u32 = 0x2007_1026;
+        const V3: u32 = 0x2008_0522;
+        let words = match m.read_u32(hdr)? {
+            V1 => 1,
+            V2 | V3 => 2,
+            _ => {
+                m.write(hdr, &V3.to_le_bytes(), false)?;
+                return if data == 0 { Ok(None) } else { err(libc::EINVAL) };
+            }
+        };
+        Ok(if data == 0 { None } else { Some(words) })
+    }
+
     pub(crate) fn arch_prctl(&mut self, m: &mut Machine, code: i32, addr: u64) -> SysResult {
         match code {
             0x1002 => {
