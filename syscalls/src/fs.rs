@@ -372,6 +372,12 @@ impl Kernel {
                 }
                 let meta = std::fs::symlink_metadata(&host);
                 if let Ok(md) = &meta {
+                    if md.file_type().is_fifo() {
+                        if flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL {
+                            return err(libc::EEXIST);
+                        }
+                        return self.fifo_open(m, md, guest, flags, cloexec);
+                    }
                     if md.is_dir() {
                         if acc != libc::O_RDONLY {
                             return err(libc::EISDIR);
@@ -519,7 +525,7 @@ impl Kernel {
     }
 
     /// Notes that the guest created or removed `guest`: its directory changed too.
-    fn changed_entry(&mut self, m: &Machine, guest: &str) {
+    pub(crate) fn changed_entry(&mut self, m: &Machine, guest: &str) {
         self.changed(m, &crate::vfs::normalize(guest, ".."));
     }
 
@@ -742,6 +748,8 @@ impl Kernel {
                         Ok(t) if t.is_dir() => libc::DT_DIR,
                         Ok(t) if t.is_symlink() => libc::DT_LNK,
                         Ok(t) if t.is_file() => libc::DT_REG,
+                        Ok(t) if t.is_fifo() => libc::DT_FIFO,
+                        Ok(t) if t.is_socket() => libc::DT_SOCK,
                         _ => libc::DT_UNKNOWN,
                     };
                     let child = format!("{}/{}", guest.trim_end_matches('/'), String::from_utf8_lossy(&name));
@@ -791,7 +799,7 @@ impl Kernel {
     }
 
     /// A path the guest changes: inside a writable root, or EROFS/EACCES.
-    fn write_target(&self, guest: &str) -> Result<crate::vfs::Writable, Errno> {
+    pub(crate) fn write_target(&self, guest: &str) -> Result<crate::vfs::Writable, Errno> {
         match self.resolve(guest)? {
             Target::Host { writable: false, host, .. } if host.exists() => err(libc::EROFS),
             _ => self.resolve_for_write(guest),

@@ -21,6 +21,7 @@
 pub mod beneath;
 pub mod execve;
 pub mod fd;
+pub mod fifo;
 pub mod fs;
 pub mod landlock;
 pub mod listen;
@@ -167,6 +168,9 @@ pub struct Kernel {
     /// The inode number of each host file `stat` or `getdents64` has shown, by its host
     /// identity ([`Kernel::inode`](fs)): the first guest path's number, for every name of it.
     pub(crate) inodes: std::cell::RefCell<BTreeMap<(u64, u64, i128), u64>>,
+    /// The pipe of each host FIFO the guest has opened, by the host file's device and inode
+    /// ([`fifo`]).
+    pub(crate) fifos: BTreeMap<(u64, u64), fifo::Fifo>,
     /// Unknown system calls, each recorded once.
     pub unsupported: Vec<Unsupported>,
     pub(crate) threads: BTreeMap<u32, thread::KThread>,
@@ -244,6 +248,7 @@ impl Kernel {
             inputs: BTreeMap::new(),
             times: BTreeMap::new(),
             inodes: Default::default(),
+            fifos: BTreeMap::new(),
             unsupported: Vec::new(),
             threads: BTreeMap::from([(process::PID, thread::KThread::new(process::PID))]),
             current: process::PID,
@@ -469,6 +474,8 @@ impl Kernel {
             libc::SYS_fchmod => self.fchmod(i(a[0]), a[1] as u32),
             libc::SYS_fchmodat => self.fchmodat(m, i(a[0]), a[1], a[2] as u32, 0),
             libc::SYS_umask => self.umask(a[0] as u32),
+            libc::SYS_mknod => self.mknodat(m, libc::AT_FDCWD, a[0], a[1] as u32),
+            libc::SYS_mknodat => self.mknodat(m, i(a[0]), a[1], a[2] as u32),
             libc::SYS_chown => self.fchownat(m, libc::AT_FDCWD, a[0], [a[1], a[2]], 0),
             libc::SYS_lchown => self.fchownat(m, libc::AT_FDCWD, a[0], [a[1], a[2]], libc::AT_SYMLINK_NOFOLLOW),
             libc::SYS_fchown => self.fchown(i(a[0]), [a[1], a[2]]),
