@@ -22,13 +22,13 @@ use crate::{Dispatch, Errno};
 fn path_args(nr: u64) -> &'static [usize] {
     match nr {
         // open, stat, lstat, access, truncate, chdir, rmdir, creat, unlink, readlink, chmod,
-        // utime, utimes, statfs, mkdir, chown, lchown
-        2 | 4 | 6 | 21 | 76 | 80 | 84 | 85 | 87 | 89 | 90 | 132 | 235 | 137 | 83 | 92 | 94 => &[0],
+        // utime, utimes, statfs, mkdir, chown, lchown, mknod
+        2 | 4 | 6 | 21 | 76 | 80 | 84 | 85 | 87 | 89 | 90 | 132 | 235 | 137 | 83 | 92 | 94 | 133 => &[0],
         // rename, link, symlink
         82 | 86 | 88 => &[0, 1],
         // openat, newfstatat, mkdirat, unlinkat, readlinkat, faccessat(2), futimesat,
-        // utimensat, fchmodat, statx, fchownat
-        257 | 262 | 258 | 263 | 267 | 269 | 439 | 261 | 280 | 268 | 332 | 260 => &[1],
+        // utimensat, fchmodat, statx, fchownat, mknodat
+        257 | 262 | 258 | 263 | 267 | 269 | 439 | 261 | 280 | 268 | 332 | 260 | 259 => &[1],
         // renameat, renameat2, linkat
         264 | 316 | 265 => &[1, 3],
         // symlinkat
@@ -60,13 +60,13 @@ fn arity(nr: u64) -> usize {
         // read, write, open, lseek, mprotect, ioctl, readv, writev, madvise, msync, dup3,
         // fcntl, getdents64, readlink, mkdirat, unlinkat, symlinkat, faccessat, getrandom,
         // sched_getaffinity, sched_setaffinity, getcpu, getsockname, getpeername, tgkill,
-        // getresuid, getresgid, fchmodat, futimesat, chown, fchown, lchown
+        // getresuid, getresgid, fchmodat, futimesat, chown, fchown, lchown, mknod
         0 | 1 | 2 | 8 | 10 | 16 | 19 | 20 | 28 | 26 | 292 | 72 | 217 | 89 | 258 | 263 | 266 | 269 | 318 | 204 | 203
-        | 309 | 51 | 52 | 234 | 118 | 120 | 268 | 261 | 92 | 93 | 94 => 3,
+        | 309 | 51 | 52 | 234 | 118 | 120 | 268 | 261 | 92 | 93 | 94 | 133 => 3,
         // pread64, pwrite64, rt_sigaction, rt_sigprocmask, openat, newfstatat, renameat,
         // readlinkat, utimensat, fallocate, prlimit64, faccessat2, clock_nanosleep, fadvise64,
-        // wait4, renameat2 takes five
-        17 | 18 | 13 | 14 | 257 | 262 | 264 | 267 | 280 | 285 | 302 | 439 | 230 | 221 | 61 => 4,
+        // wait4, mknodat; renameat2 takes five
+        17 | 18 | 13 | 14 | 257 | 262 | 264 | 267 | 280 | 285 | 302 | 439 | 230 | 221 | 61 | 259 => 4,
         // mremap, linkat, statx, prctl, renameat2, clone, fchownat
         25 | 265 | 332 | 157 | 316 | 56 | 260 => 5,
         _ => 6,
