@@ -436,3 +436,17 @@ fn fifos_as_natively() {
         assert_same_status(&nat, &emu);
     }
 }
+
+/// An `AF_UNIX` socket bound to a path makes a socket file there, as on Linux: `stat` and
+/// listings show it, `chmod` changes it (Python's multiprocessing forkserver chmods its
+/// listener's file, and failed with ENOENT while a bound path was only a name in the machine),
+/// it outlives its socket until unlinked, and any spelling of the path reaches it.
+#[test]
+fn unix_socket_files_as_natively() {
+    let (_, emu) = equivalent("unix_socket_file", &[], &[]);
+    let out = emu.stdout_str();
+    assert!(out.contains("a socket file: yes, size 0\n"), "{}", emu.describe());
+    assert!(out.contains("connect(../s) from sub: ok\n"), "{}", emu.describe());
+    assert!(out.contains("connect after close: Connection refused\n"), "{}", emu.describe());
+    assert!(out.contains("bind(s) after unlink: ok\n"), "{}", emu.describe());
+}
