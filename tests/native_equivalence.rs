@@ -373,3 +373,80 @@ fn ipv4_and_ipv6_share_ports_as_natively() {
         assert_same_stdout(&nat, &emu);
     }
 }
+
+/// chown and its family answer as Linux answers a file's unprivileged owner (gzip, bzip2, xz
+/// and `cp -a` give their output the input's owner with fchown), and a chown drops the set-id
+/// bits as the kernel does; getrusage and times answer (gcc and make time themselves with
+/// getrusage, bash's `times` calls times). Another user's id is refused under ferrite, whose
+/// guest is never privileged (natively the tests may run as root, who may give it).
+#[test]
+fn chown_getrusage_and_times_as_natively() {
+    let (_, emu) = equivalent("owner_probe", &[], &[]);
+    let out = emu.stdout_str();
+    for line in [
+        "chown(f, -1, -1): ok\n",
+        "chown(missing): No such file or directory\n",
+        "fchown(bad fd): Bad file descriptor\n",
+        "fchownat(bad flags): Invalid argument\n",
+        "after chown: 0755\n",
+        "setgid without group x: 2745\n",
+        "directory: 2755\n",
+        "getrusage(7): Invalid argument\n",
+        "getrusage(bad buffer): Bad address\n",
+        "children: 0 0 0\n",
+    ] {
+        assert!(out.contains(line), "{line:?} missing\n{}", emu.describe());
+    }
+    assert!(!out.contains(": NO"), "{}", emu.describe());
+    let other = emulated(&guest("owner_probe"), &["--other"], &[]);
+    let out = other.stdout_str();
+    assert!(out.contains("chown(f, another uid): Operation not permitted\n"), "{}", other.describe());
+    assert!(out.contains("chown(f, another gid): Operation not permitted\n"), "{}", other.describe());
+    assert!(out.contains("fchown(fd, another uid): Operation not permitted\n"), "{}", other.describe());
+}
+
+/// The names of one file show one inode, as on Linux: hard links share their number and count
+/// their links, a renamed file keeps its number, a listing shows what `stat` shows (`git clone`
+/// of a local repository checks the links it makes so and died with "hardlink different from
+/// source" when each name had its own number).
+#[test]
+fn hard_links_share_their_inode_as_natively() {
+    let (_, emu) = equivalent("link_inodes", &[], &[]);
+    let out = emu.stdout_str();
+    assert!(out.contains("a and b: same inode, same device, 2 and 2 links\n"), "{}", emu.describe());
+    assert!(out.contains("sub/c: same inode, 3 links\n"), "{}", emu.describe());
+    assert!(out.contains("d: same inode\n"), "{}", emu.describe());
+    assert!(out.contains("listing of d: same inode\n"), "{}", emu.describe());
+    assert!(out.contains("another file: different inode\n"), "{}", emu.describe());
+}
+
+/// Named pipes as Linux has them (`mkfifo` was unsupported: `mknodat` gave ENOSYS): the opens
+/// of each end wait for the other in either order, a reader whose writer came and went reads
+/// what it wrote, a FIFO nobody has open starts empty; the same under several seeds, which
+/// order the two processes differently.
+#[test]
+fn fifos_as_natively() {
+    let prog = guest("fifo_probe");
+    let nat = native(&prog, &[], &[]);
+    nat.assert_code(0);
+    assert!(nat.stdout_str().contains("reader that waited: \"reader first\" then end of file\n"), "{}", nat.describe());
+    for seed in ["0", "1", "2"] {
+        let emu = Ferrite::run(&prog).opts(&["--seed", seed]).go();
+        assert_same_stdout(&nat, &emu);
+        assert_same_status(&nat, &emu);
+    }
+}
+
+/// An `AF_UNIX` socket bound to a path makes a socket file there, as on Linux: `stat` and
+/// listings show it, `chmod` changes it (Python's multiprocessing forkserver chmods its
+/// listener's file, and failed with ENOENT while a bound path was only a name in the machine),
+/// it outlives its socket until unlinked, and any spelling of the path reaches it.
+#[test]
+fn unix_socket_files_as_natively() {
+    let (_, emu) = equivalent("unix_socket_file", &[], &[]);
+    let out = emu.stdout_str();
+    assert!(out.contains("a socket file: yes, size 0\n"), "{}", emu.describe());
+    assert!(out.contains("connect(../s) from sub: ok\n"), "{}", emu.describe());
+    assert!(out.contains("connect after close: Connection refused\n"), "{}", emu.describe());
+    assert!(out.contains("bind(s) after unlink: ok\n"), "{}", emu.describe());
+}

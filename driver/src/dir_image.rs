@@ -102,10 +102,34 @@ impl FileImage {
     }
 }
 
-/// The regular files and directories under a root, by relative path, sorted.
+/// What a path of an image is.
+enum Entry {
+    Dir,
+    File(FileImage),
+    /// A socket file or a FIFO (a guest's `bind` of an `AF_UNIX` path, its `mkfifo`): no
+    /// contents, made again with its type and permission bits (`st_mode`).
+    Node(u32),
+}
+
+impl Entry {
+    /// Whether a path of type `t` is this entry's kind (then kept, or rewritten in place).
+    fn same_kind(&self, t: &std::fs::FileType) -> bool {
+        use std::os::unix::fs::FileTypeExt;
+        match self {
+            Entry::Dir => t.is_dir(),
+            Entry::File(_) => t.is_file(),
+            Entry::Node(mode) => {
+                (mode & libc::S_IFMT == libc::S_IFSOCK && t.is_socket())
+                    || (mode & libc::S_IFMT == libc::S_IFIFO && t.is_fifo())
+            }
+        }
+    }
+}
+
+/// The regular files, directories, socket files and FIFOs under a root, by relative path,
+/// sorted.
 pub struct DirImage {
-    /// `None` for a directory.
-    entries: Vec<(PathBuf, Option<FileImage>)>,
+    entries: Vec<(PathBuf, Entry)>,
 }
 
 fn walk(root: &Path, rel: &Path, out: &mut Vec<(PathBuf, std::fs::FileType)>) -> std::io::Result<()> {
@@ -123,18 +147,22 @@ fn walk(root: &Path, rel: &Path, out: &mut Vec<(PathBuf, std::fs::FileType)>) ->
 }
 
 impl DirImage {
-    /// The files under `root` now. Fails on anything but regular files and directories (a
-    /// symbolic link, a socket), which an image does not hold.
+    /// The files under `root` now. Fails on anything but regular files, directories, socket
+    /// files and FIFOs (a symbolic link, a device), which an image does not hold.
     pub fn capture(root: &Path) -> std::io::Result<DirImage> {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
         let mut found = Vec::new();
         walk(root, Path::new(""), &mut found)?;
         let mut entries = Vec::with_capacity(found.len());
         for (rel, t) in found {
             if t.is_dir() {
-                entries.push((rel, None));
+                entries.push((rel, Entry::Dir));
             } else if t.is_file() {
                 let file = FileImage::capture(&root.join(&rel))?;
-                entries.push((rel, Some(file)));
+                entries.push((rel, Entry::File(file)));
+            } else if t.is_socket() || t.is_fifo() {
+                let mode = std::fs::symlink_metadata(root.join(&rel))?.mode();
+                entries.push((rel, Entry::Node(mode)));
             } else {
                 return Err(std::io::Error::other(format!("{} is not a regular file", rel.display())));
             }
@@ -144,7 +172,13 @@ impl DirImage {
 
     /// Bytes of file contents held.
     pub fn bytes(&self) -> usize {
-        self.entries.iter().filter_map(|(_, b)| b.as_ref()).map(FileImage::bytes).sum()
+        self.entries
+            .iter()
+            .filter_map(|(_, e)| match e {
+                Entry::File(f) => Some(f.bytes()),
+                _ => None,
+            })
+            .sum()
     }
 
     /// Puts `root` back as it was at the capture: what was created since goes, what was
@@ -154,7 +188,7 @@ impl DirImage {
         walk(root, Path::new(""), &mut now)?;
         // Deepest first, so a directory is empty when it goes.
         for (rel, t) in now.iter().rev() {
-            let keep = self.entries.iter().any(|(r, b)| r == rel && b.is_none() == t.is_dir());
+            let keep = self.entries.iter().any(|(r, e)| r == rel && e.same_kind(t));
             if keep {
                 continue;
             }
@@ -165,15 +199,28 @@ impl DirImage {
                 std::fs::remove_file(&p)?;
             }
         }
-        for (rel, bytes) in &self.entries {
+        for (rel, entry) in &self.entries {
             let p = root.join(rel);
-            match bytes {
-                None => {
+            match entry {
+                Entry::Dir => {
                     if !p.is_dir() {
                         std::fs::create_dir(&p)?;
                     }
                 }
-                Some(file) => file.put_back(&p)?,
+                Entry::File(file) => file.put_back(&p)?,
+                Entry::Node(mode) => {
+                    if std::fs::symlink_metadata(&p).is_err() {
+                        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
+                            .map_err(|_| std::io::Error::other("a path with a NUL byte"))?;
+                        // SAFETY: `c` is a NUL-terminated path alive for the call.
+                        if unsafe { libc::mknod(c.as_ptr(), *mode, 0) } != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        // The bits the process's umask took.
+                        use std::os::unix::fs::PermissionsExt;
+                        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode & 0o7777))?;
+                    }
+                }
             }
         }
         Ok(())

@@ -131,13 +131,26 @@ fn dev_for(pm: bool) -> u64 {
     }
 }
 
-fn stat_of_meta(meta: &std::fs::Metadata, guest: &str, pm: bool, time: i64) -> StatInfo {
+/// The host's identity of a file for [`Kernel::inode`]: its device and inode numbers, and its
+/// birth time where the host file system keeps one (so a host inode number reused by a later
+/// file is another file).
+type HostId = (u64, u64, i128);
+
+fn host_id(meta: &std::fs::Metadata) -> HostId {
+    let born = meta.created().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+    (meta.dev(), meta.ino(), born.map_or(-1, |d| d.as_nanos() as i128))
+}
+
+/// A host file's `stat`: `ino` from [`Kernel::inode`]; a directory has 2 links, anything else
+/// the host's count (hard links are real host links, which programs see: `tar` and `du` count
+/// a file with several links once, `git clone` checks that the link it made is the source).
+fn stat_of_meta(meta: &std::fs::Metadata, ino: u64, pm: bool, time: i64) -> StatInfo {
     let ft = meta.file_type();
     StatInfo {
         time,
         dev: dev_for(pm),
-        ino: path_ino(guest),
-        nlink: if ft.is_dir() { 2 } else { 1 },
+        ino,
+        nlink: if ft.is_dir() { 2 } else { meta.nlink() },
         mode: meta.mode(),
         size: if ft.is_dir() { 4096 } else { meta.len() },
         rdev: if ft.is_char_device() || ft.is_block_device() { meta.rdev() } else { 0 },
@@ -235,6 +248,15 @@ impl StatInfo {
 }
 
 impl Kernel {
+    /// The inode number `stat` and `getdents64` show for a host file: the number of the guest
+    /// path it was first seen under in this run, kept for the file (by its host identity) from
+    /// then on, so the names of one file, its hard links, show one inode, as on Linux, and a
+    /// file keeps its number when renamed. Derived from paths and the guest's order of calls,
+    /// never from host inode numbers, so runs on different hosts see the same numbers.
+    fn inode(&self, md: &std::fs::Metadata, guest: &str) -> u64 {
+        *self.inodes.borrow_mut().entry(host_id(md)).or_insert_with(|| path_ino(guest))
+    }
+
     /// The guest path a path argument names (relative to `dirfd`), with its symbolic links
     /// resolved in the guest's namespace ([`Kernel::walk`]), the last one only when `follow`.
     pub(crate) fn path_arg(&self, m: &Machine, dirfd: i32, addr: u64, follow: bool) -> Result<String, Errno> {
@@ -350,6 +372,12 @@ impl Kernel {
                 }
                 let meta = std::fs::symlink_metadata(&host);
                 if let Ok(md) = &meta {
+                    if md.file_type().is_fifo() {
+                        if flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL {
+                            return err(libc::EEXIST);
+                        }
+                        return self.fifo_open(m, md, guest, flags, cloexec);
+                    }
                     if md.is_dir() {
                         if acc != libc::O_RDONLY {
                             return err(libc::EISDIR);
@@ -438,7 +466,7 @@ impl Kernel {
             Target::Virtual(v) => Ok(stat_of_virtual(v, guest)),
             Target::Host { host, pm, .. } => {
                 let md = std::fs::symlink_metadata(&host)?;
-                Ok(stat_of_meta(&md, guest, pm, self.file_time(guest, Some(&md), pm)))
+                Ok(stat_of_meta(&md, self.inode(&md, guest), pm, self.file_time(guest, Some(&md), pm)))
             }
         }
     }
@@ -450,10 +478,10 @@ impl Kernel {
         Ok(match &d.kind {
             Kind::File { file, pm, .. } => {
                 let md = file.metadata()?;
-                stat_of_meta(&md, &guest, *pm, self.file_time(&guest, Some(&md), *pm))
+                stat_of_meta(&md, self.inode(&md, &guest), *pm, self.file_time(&guest, Some(&md), *pm))
             }
             Kind::Dir { host, .. } => match std::fs::metadata(host) {
-                Ok(md) => stat_of_meta(&md, &guest, false, self.file_time(&guest, Some(&md), false)),
+                Ok(md) => stat_of_meta(&md, self.inode(&md, &guest), false, self.file_time(&guest, Some(&md), false)),
                 Err(_) => stat_of_virtual(VirtualFile::Dir, &guest),
             },
             Kind::Virtual { data, .. } => {
@@ -497,7 +525,7 @@ impl Kernel {
     }
 
     /// Notes that the guest created or removed `guest`: its directory changed too.
-    fn changed_entry(&mut self, m: &Machine, guest: &str) {
+    pub(crate) fn changed_entry(&mut self, m: &Machine, guest: &str) {
         self.changed(m, &crate::vfs::normalize(guest, ".."));
     }
 
@@ -567,6 +595,54 @@ impl Kernel {
                     return err(libc::EPERM);
                 }
                 file.set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))?;
+                Ok(0)
+            }
+            _ => Ok(0),
+        }
+    }
+
+    /// `fchownat` (and `chown`, `lchown`): every file belongs to the guest's user
+    /// ([`process::UID`](crate::process::UID)), who is unprivileged, so as Linux's
+    /// `chown_common` and `chown_ok` answer such a caller, the owner may only be "changed" to
+    /// itself and the group to one of the user's (its only group is the same id): each id -1
+    /// or [`UID`](crate::process::UID), else EPERM. Nothing about the owner changes, but the
+    /// call drops the set-user-ID bit of a non-directory, and its set-group-ID bit when it is
+    /// group-executable, as the kernel's `ATTR_KILL_SUID`/`ATTR_KILL_SGID` do even for a
+    /// chown to -1, -1. The file must exist and be writable by the sandbox's rules (EPERM
+    /// otherwise, as `chmod`).
+    pub(crate) fn fchownat(&mut self, m: &mut Machine, dirfd: i32, path: u64, ids: [u64; 2], flags: i32) -> SysResult {
+        if flags & !(libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH) != 0 {
+            return err(libc::EINVAL);
+        }
+        if flags & libc::AT_EMPTY_PATH != 0 && m.read_cstr(path, 1).is_ok_and(|p| p.is_empty()) {
+            return self.fchown(dirfd, ids);
+        }
+        let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
+        let guest = self.path_arg(m, dirfd, path, follow)?;
+        let st = self.stat_path(&guest, follow)?;
+        chown_ids(ids)?;
+        if st.mode & libc::S_IFMT == libc::S_IFLNK {
+            // A link's own mode has no set-id bits to drop; lchown changes nothing else.
+            return Ok(0);
+        }
+        let w = self.write_target(&guest).map_err(|_| Errno(libc::EPERM))?;
+        let file = w.open(libc::O_PATH, 0)?;
+        drop_setid_bits(&file)?;
+        Ok(0)
+    }
+
+    /// `fchown`: as `fchownat` on the file a descriptor was opened for (pipes, sockets and
+    /// generated files have no host file to change: the ids are checked and nothing else).
+    pub(crate) fn fchown(&mut self, fd: i32, ids: [u64; 2]) -> SysResult {
+        let f = self.fds.get(fd)?.clone();
+        chown_ids(ids)?;
+        let d = f.desc.borrow();
+        match &d.kind {
+            Kind::File { file, .. } => {
+                if d.flags & libc::O_ACCMODE == libc::O_RDONLY && self.write_target(&d.guest_path).is_err() {
+                    return err(libc::EPERM);
+                }
+                drop_setid_bits(file)?;
                 Ok(0)
             }
             _ => Ok(0),
@@ -667,14 +743,21 @@ impl Kernel {
                 .filter(|(name, _)| !(pm_root && name == crate::vfs::PRIVATE_CWD))
                 .map(|(name, path)| {
                     let name = name.into_encoded_bytes();
-                    let dtype = match std::fs::symlink_metadata(&path).map(|md| md.file_type()) {
+                    let md = std::fs::symlink_metadata(&path);
+                    let dtype = match md.as_ref().map(|md| md.file_type()) {
                         Ok(t) if t.is_dir() => libc::DT_DIR,
                         Ok(t) if t.is_symlink() => libc::DT_LNK,
                         Ok(t) if t.is_file() => libc::DT_REG,
+                        Ok(t) if t.is_fifo() => libc::DT_FIFO,
+                        Ok(t) if t.is_socket() => libc::DT_SOCK,
                         _ => libc::DT_UNKNOWN,
                     };
                     let child = format!("{}/{}", guest.trim_end_matches('/'), String::from_utf8_lossy(&name));
-                    DirEntry { ino: path_ino(&child), name, dtype }
+                    let ino = match &md {
+                        Ok(md) => self.inode(md, &child),
+                        Err(_) => path_ino(&child),
+                    };
+                    DirEntry { ino, name, dtype }
                 })
                 .collect();
             rest.sort_by(|a, b| a.name.cmp(&b.name));
@@ -716,7 +799,7 @@ impl Kernel {
     }
 
     /// A path the guest changes: inside a writable root, or EROFS/EACCES.
-    fn write_target(&self, guest: &str) -> Result<crate::vfs::Writable, Errno> {
+    pub(crate) fn write_target(&self, guest: &str) -> Result<crate::vfs::Writable, Errno> {
         match self.resolve(guest)? {
             Target::Host { writable: false, host, .. } if host.exists() => err(libc::EROFS),
             _ => self.resolve_for_write(guest),
@@ -1107,6 +1190,35 @@ impl Kernel {
 
 /// Sets the mode of the file `f` (opened `O_PATH`): `fchmodat2(AT_EMPTY_PATH)` (Linux 6.6), else
 /// through its `/proc/self/fd` link, which names that very file whatever its path is now.
+/// The ids of a `chown` an unprivileged owner may give: -1 (keep) or its own.
+fn chown_ids(ids: [u64; 2]) -> Result<(), Errno> {
+    if ids.iter().all(|&id| id as u32 == u32::MAX || u64::from(id as u32) == crate::process::UID) {
+        Ok(())
+    } else {
+        err(libc::EPERM)
+    }
+}
+
+/// What a `chown` does to the mode of a non-directory (Linux's `ATTR_KILL_SUID` and
+/// `setattr_should_drop_sgid`): the set-user-ID bit goes, and the set-group-ID bit when the
+/// file is group-executable (without that bit it marks mandatory locking and stays).
+fn drop_setid_bits(f: &std::fs::File) -> Result<(), Errno> {
+    use std::os::unix::fs::PermissionsExt;
+    let md = f.metadata()?;
+    if md.is_dir() {
+        return Ok(());
+    }
+    let mode = md.permissions().mode() & 0o7777;
+    let mut new = mode & !libc::S_ISUID;
+    if mode & libc::S_IXGRP != 0 {
+        new &= !libc::S_ISGID;
+    }
+    if new != mode {
+        chmod_fd(f, new)?;
+    }
+    Ok(())
+}
+
 fn chmod_fd(f: &std::fs::File, mode: u32) -> Result<(), Errno> {
     // SAFETY: a valid descriptor and an empty NUL-terminated path.
     let r = unsafe { libc::syscall(libc::SYS_fchmodat2, f.as_raw_fd(), c"".as_ptr(), mode, libc::AT_EMPTY_PATH) };

@@ -21,6 +21,7 @@
 pub mod beneath;
 pub mod execve;
 pub mod fd;
+pub mod fifo;
 pub mod fs;
 pub mod landlock;
 pub mod listen;
@@ -164,6 +165,12 @@ pub struct Kernel {
     /// The files the guest changed, by guest path, with the virtual wall-clock time (ns since
     /// the Unix epoch) of the last change: what `stat` shows of them ([`Kernel::file_time`]).
     pub(crate) times: BTreeMap<String, i64>,
+    /// The inode number of each host file `stat` or `getdents64` has shown, by its host
+    /// identity ([`Kernel::inode`](fs)): the first guest path's number, for every name of it.
+    pub(crate) inodes: std::cell::RefCell<BTreeMap<(u64, u64, i128), u64>>,
+    /// The pipe of each host FIFO the guest has opened, by the host file's device and inode
+    /// ([`fifo`]).
+    pub(crate) fifos: BTreeMap<(u64, u64), fifo::Fifo>,
     /// Unknown system calls, each recorded once.
     pub unsupported: Vec<Unsupported>,
     pub(crate) threads: BTreeMap<u32, thread::KThread>,
@@ -240,6 +247,8 @@ impl Kernel {
             rng,
             inputs: BTreeMap::new(),
             times: BTreeMap::new(),
+            inodes: Default::default(),
+            fifos: BTreeMap::new(),
             unsupported: Vec::new(),
             threads: BTreeMap::from([(process::PID, thread::KThread::new(process::PID))]),
             current: process::PID,
@@ -465,6 +474,12 @@ impl Kernel {
             libc::SYS_fchmod => self.fchmod(i(a[0]), a[1] as u32),
             libc::SYS_fchmodat => self.fchmodat(m, i(a[0]), a[1], a[2] as u32, 0),
             libc::SYS_umask => self.umask(a[0] as u32),
+            libc::SYS_mknod => self.mknodat(m, libc::AT_FDCWD, a[0], a[1] as u32),
+            libc::SYS_mknodat => self.mknodat(m, i(a[0]), a[1], a[2] as u32),
+            libc::SYS_chown => self.fchownat(m, libc::AT_FDCWD, a[0], [a[1], a[2]], 0),
+            libc::SYS_lchown => self.fchownat(m, libc::AT_FDCWD, a[0], [a[1], a[2]], libc::AT_SYMLINK_NOFOLLOW),
+            libc::SYS_fchown => self.fchown(i(a[0]), [a[1], a[2]]),
+            libc::SYS_fchownat => self.fchownat(m, i(a[0]), a[1], [a[2], a[3]], i(a[4])),
             libc::SYS_statfs => self.statfs(m, a[0], a[1]),
             libc::SYS_fstatfs => self.fstatfs(m, i(a[0]), a[1]),
             libc::SYS_getdents64 => self.getdents64(m, i(a[0]), a[1], a[2]),
@@ -577,6 +592,25 @@ impl Kernel {
             libc::SYS_setrlimit => err(libc::EPERM), // setrlimit: limits are part of the run's definition
             libc::SYS_prlimit64 => self.prlimit(m, a[0], a[1], a[2], a[3]),
             libc::SYS_sysinfo => self.sysinfo(m, a[0]),
+            libc::SYS_getrusage => self.getrusage(m, i(a[0]), a[1]),
+            libc::SYS_capget => self.capget(m, a[0], a[1]),
+            libc::SYS_capset => self.capset(m, a[0], a[1]),
+            // Protection keys: the CPU ferrite presents has no PKU (emu's CPUID table), so as
+            // Linux without it, no key can be allocated (ENOSPC after checking the arguments);
+            // only key 0, the default every page has, exists: pkey_mprotect with it or -1 is
+            // mprotect, pkey_free frees it (0), and any other key is EINVAL.
+            libc::SYS_pkey_alloc if a[0] != 0 || a[1] & !3 != 0 => err(libc::EINVAL),
+            libc::SYS_pkey_alloc => err(libc::ENOSPC),
+            libc::SYS_pkey_free => {
+                if i(a[0]) == 0 {
+                    Ok(0)
+                } else {
+                    err(libc::EINVAL)
+                }
+            }
+            libc::SYS_pkey_mprotect if matches!(i(a[3]), -1 | 0) => self.mprotect(m, a[0], a[1], a[2]),
+            libc::SYS_pkey_mprotect => err(libc::EINVAL),
+            libc::SYS_times => self.times(m, a[0]),
             libc::SYS_arch_prctl => self.arch_prctl(m, i(a[0]), a[1]),
             libc::SYS_prctl => self.prctl(i(a[0])),
             libc::SYS_set_tid_address => self.set_tid_address(a[0]),

@@ -455,7 +455,17 @@ impl Kernel {
                 name = Name::Port { dgram, port, v6 };
             }
         }
-        if self.net.lookup(&name).is_some() {
+        if let Name::Unix(p) = &name {
+            if p[0] != 0 {
+                // A path names a socket file, made here: EADDRINUSE if the name exists (a
+                // socket file left by a closed socket too, as on Linux).
+                name = Name::Unix(self.make_socket_file(m, p)?.into_bytes());
+            }
+        }
+        // A path's file was made just now: a socket still known by it had its file removed, and
+        // is reached no more.
+        let path = matches!(&name, Name::Unix(p) if p[0] != 0);
+        if !path && self.net.lookup(&name).is_some() {
             return err(libc::EADDRINUSE);
         }
         s.borrow_mut().local = Some(canon);
@@ -532,12 +542,51 @@ impl Kernel {
         Ok(0)
     }
 
+    /// `bind` of an `AF_UNIX` socket to the path `p`: makes the socket file there, in a writable
+    /// root, as Linux's `unix_bind` does (`mknod` of an `S_IFSOCK` node, mode 0777: the umask is
+    /// not applied), so it is listed, `stat` says `S_IFSOCK`, `chmod` and `unlink` act on it,
+    /// and it stays when the socket closes. EADDRINUSE if the name exists; the errors of
+    /// `mknod` otherwise (ENOENT without the directory, EROFS/EACCES outside writable roots).
+    /// Returns the guest path (absolute, its directories' links resolved) the socket is known by.
+    fn make_socket_file(&mut self, m: &Machine, p: &[u8]) -> Result<String, Errno> {
+        let path = String::from_utf8(p.to_vec()).map_err(|_| Errno(libc::ENOENT))?;
+        let guest = self.walk(&self.guest_path(libc::AT_FDCWD, &path)?, false)?;
+        let dir = self.write_target(&guest)?.parent()?;
+        // SAFETY: `d` is an open directory and `n` a NUL-terminated C string, alive for the call.
+        crate::vfs::at(&dir, |d, n| crate::vfs::cvt(unsafe { libc::mknodat(d, n, libc::S_IFSOCK | 0o777, 0) }))
+            .map_err(|e| if e.0 == libc::EEXIST { Errno(libc::EADDRINUSE) } else { e })?;
+        self.changed(m, &guest);
+        self.changed_entry(m, &guest);
+        Ok(guest)
+    }
+
+    /// The name a connection or datagram to the `AF_UNIX` path `p` reaches: the socket file
+    /// there must exist (ENOENT) and be a socket (ECONNREFUSED, as Linux for another file).
+    fn socket_file(&self, p: &[u8]) -> Result<Name, Errno> {
+        use std::os::unix::fs::FileTypeExt;
+        let path = String::from_utf8(p.to_vec()).map_err(|_| Errno(libc::ENOENT))?;
+        let guest = self.walk(&self.guest_path(libc::AT_FDCWD, &path)?, true)?;
+        match self.resolve(&guest)? {
+            crate::vfs::Target::Host { host, .. } => match std::fs::symlink_metadata(&host) {
+                Ok(md) if md.file_type().is_socket() => Ok(Name::Unix(guest.into_bytes())),
+                Ok(_) => err(libc::ECONNREFUSED),
+                Err(e) => Err(e.into()),
+            },
+            _ => err(libc::ECONNREFUSED),
+        }
+    }
+
     /// The socket an address reaches, or the error of nobody being there.
     fn reach(&mut self, domain: i32, ty: i32, sa: &[u8]) -> Result<Option<Rc<RefCell<Sock>>>, Errno> {
         if domain != libc::AF_UNIX && !loopback(domain, sa) {
             return err(libc::ENETUNREACH);
         }
-        let (name, _) = Self::name_of(domain, ty, sa)?;
+        let (mut name, _) = Self::name_of(domain, ty, sa)?;
+        if let Name::Unix(p) = &name {
+            if p[0] != 0 {
+                name = self.socket_file(p)?;
+            }
+        }
         let found = match name {
             // An IPv4 destination (or an IPv4-mapped one) reaches the AF_INET socket on the
             // port, else a dual-stack AF_INET6 one; ::1 reaches AF_INET6 sockets only.
@@ -552,7 +601,8 @@ impl Kernel {
             Name::Unix(_) => self.net.lookup(&name),
         };
         match (&name, found) {
-            (Name::Unix(p), None) => err(if p[0] == 0 { libc::ECONNREFUSED } else { libc::ENOENT }),
+            // A path's socket file is there (checked above) but its socket has closed.
+            (Name::Unix(_), None) => err(libc::ECONNREFUSED),
             (Name::Unix(_), Some(t)) if t.borrow().ty != ty => err(libc::EPROTOTYPE),
             (_, found) => Ok(found),
         }

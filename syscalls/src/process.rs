@@ -434,6 +434,105 @@ impl Kernel {
         Ok(0)
     }
 
+    /// `getrusage`: for `RUSAGE_SELF` and `RUSAGE_THREAD`, the user time is the process CPU
+    /// clock (retired instructions, one per nanosecond, as `CLOCK_PROCESS_CPUTIME_ID` and
+    /// `/proc/self/stat` count it: every thread's), the system time 0 (the kernel's work takes
+    /// no virtual time) and the maximum resident set the mapped memory in KiB;
+    /// `RUSAGE_CHILDREN` is all zeros, as the `rusage` `wait4` returns (children's time is
+    /// not accounted). The other fields (faults, context switches, ...) are 0. EINVAL for
+    /// another `who`, EFAULT for an unwritable buffer.
+    pub(crate) fn getrusage(&mut self, m: &mut Machine, who: i32, buf: u64) -> SysResult {
+        const RUSAGE_SELF: i32 = 0;
+        const RUSAGE_CHILDREN: i32 = -1;
+        const RUSAGE_THREAD: i32 = 1;
+        // struct rusage: two timevals, then 14 longs.
+        let mut b = [0u8; 144];
+        match who {
+            RUSAGE_SELF | RUSAGE_THREAD => {
+                let ns = m.icount();
+                b[0..8].copy_from_slice(&(ns / 1_000_000_000).to_le_bytes());
+                b[8..16].copy_from_slice(&(ns % 1_000_000_000 / 1000).to_le_bytes());
+                b[32..40].copy_from_slice(&(m.mem.mapped_bytes() / 1024).to_le_bytes());
+                // ru_maxrss
+            }
+            RUSAGE_CHILDREN => {}
+            _ => return err(libc::EINVAL),
+        }
+        m.write(buf, &b, false)?;
+        Ok(0)
+    }
+
+    /// `times`: the process CPU clock as user time in clock ticks (`sysconf(_SC_CLK_TCK)`,
+    /// 100 a second, as the auxiliary vector's `AT_CLKTCK` says), system time and the children's
+    /// times 0 (as `getrusage`); the result is the boot clock in ticks, the kernel's
+    /// "arbitrary point in the past". A null buffer only gets the result; EFAULT for an
+    /// unwritable one.
+    pub(crate) fn times(&mut self, m: &mut Machine, buf: u64) -> SysResult {
+        if buf != 0 {
+            let mut b = [0u8; 32];
+            b[0..8].copy_from_slice(&(m.icount() / 10_000_000).to_le_bytes());
+            m.write(buf, &b, false)?;
+        }
+        Ok(self.now_ns(m) / 10_000_000)
+    }
+
+    /// `capget`: the guest's user is unprivileged, so every thread's capability sets
+    /// (effective, permitted, inheritable) are empty. As Linux's `cap_validate_magic`: an
+    /// unknown header version is answered with the preferred one (`_LINUX_CAPABILITY_VERSION_3`)
+    /// written into the header and EINVAL, or 0 when `data` is null; versions 2 and 3 fill two
+    /// 32-bit words a set, version 1 one. A negative pid is EINVAL, one no thread has ESRCH.
+    pub(crate) fn capget(&mut self, m: &mut Machine, hdr: u64, data: u64) -> SysResult {
+        let words = self.cap_version(m, hdr, data)?;
+        let Some(words) = words else { return Ok(0) };
+        let pid = m.read_u32(hdr + 4)? as i32;
+        if pid < 0 {
+            return err(libc::EINVAL);
+        }
+        if pid != 0 && !self.threads.contains_key(&(pid as u32)) {
+            return err(libc::ESRCH);
+        }
+        m.write(data, &vec![0u8; 12 * words], false)?;
+        Ok(0)
+    }
+
+    /// `capset`: only the calling thread (pid 0 or its own, else EPERM), and without privileges
+    /// it can only keep its sets empty: all-zero sets succeed, any capability is EPERM (a new
+    /// permitted set must be within the old, empty one; so must the inheritable set without
+    /// `CAP_SETPCAP`). The header is checked as by `capget`.
+    pub(crate) fn capset(&mut self, m: &mut Machine, hdr: u64, data: u64) -> SysResult {
+        let Some(words) = self.cap_version(m, hdr, data)? else {
+            return err(libc::EINVAL);
+        };
+        let pid = m.read_u32(hdr + 4)?;
+        if pid != 0 && pid != self.current {
+            return err(libc::EPERM);
+        }
+        let mut sets = vec![0u8; 12 * words];
+        m.read(data, &mut sets)?;
+        if sets.iter().any(|&b| b != 0) {
+            return err(libc::EPERM);
+        }
+        Ok(0)
+    }
+
+    /// The words per capability set the header's version gives (`None`: a null `data`, for
+    /// which Linux answers 0 without looking further). An unknown version gets the preferred one
+    /// written back and EINVAL (0 with a null `data`, as `capget` probes the version so).
+    fn cap_version(&mut self, m: &mut Machine, hdr: u64, data: u64) -> Result<Option<usize>, crate::Errno> {
+        const V1: u32 = 0x1998_0330;
+        const V2: u32 = 0x2007_1026;
+        const V3: u32 = 0x2008_0522;
+        let words = match m.read_u32(hdr)? {
+            V1 => 1,
+            V2 | V3 => 2,
+            _ => {
+                m.write(hdr, &V3.to_le_bytes(), false)?;
+                return if data == 0 { Ok(None) } else { err(libc::EINVAL) };
+            }
+        };
+        Ok(if data == 0 { None } else { Some(words) })
+    }
+
     pub(crate) fn arch_prctl(&mut self, m: &mut Machine, code: i32, addr: u64) -> SysResult {
         match code {
             0x1002 => {

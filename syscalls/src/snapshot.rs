@@ -96,6 +96,13 @@ impl Kernel {
             };
             procs.insert(pid, crate::procs::Proc { saved, ..p.copy_running() });
         }
+        // A FIFO's pipe is the one its open descriptions (copied above) share; one nobody has
+        // open starts afresh at its next open, and a copy without pipes has none.
+        let fifos = if files {
+            self.fifos.iter().map(|(&k, f)| (k, f.with_pipe(c.pipe(&f.pipe)))).collect()
+        } else {
+            BTreeMap::new()
+        };
         c.fix_epolls();
         let net = self.net.copy_with(&|s| c.socks.iter().find(|(k, _)| *k == Rc::as_ptr(s)).map(|(_, c)| c.clone()));
         Ok(Kernel {
@@ -106,6 +113,8 @@ impl Kernel {
             rng: self.rng.clone(),
             inputs: self.inputs.clone(),
             times: self.times.clone(),
+            inodes: self.inodes.clone(),
+            fifos,
             unsupported: self.unsupported.clone(),
             threads: self.threads.clone(),
             current: self.current,

@@ -22,13 +22,13 @@ use crate::{Dispatch, Errno};
 fn path_args(nr: u64) -> &'static [usize] {
     match nr {
         // open, stat, lstat, access, truncate, chdir, rmdir, creat, unlink, readlink, chmod,
-        // utime, utimes, statfs, mkdir
-        2 | 4 | 6 | 21 | 76 | 80 | 84 | 85 | 87 | 89 | 90 | 132 | 235 | 137 | 83 => &[0],
+        // utime, utimes, statfs, mkdir, chown, lchown, mknod
+        2 | 4 | 6 | 21 | 76 | 80 | 84 | 85 | 87 | 89 | 90 | 132 | 235 | 137 | 83 | 92 | 94 | 133 => &[0],
         // rename, link, symlink
         82 | 86 | 88 => &[0, 1],
         // openat, newfstatat, mkdirat, unlinkat, readlinkat, faccessat(2), futimesat,
-        // utimensat, fchmodat, statx
-        257 | 262 | 258 | 263 | 267 | 269 | 439 | 261 | 280 | 268 | 332 => &[1],
+        // utimensat, fchmodat, statx, fchownat, mknodat
+        257 | 262 | 258 | 263 | 267 | 269 | 439 | 261 | 280 | 268 | 332 | 260 | 259 => &[1],
         // renameat, renameat2, linkat
         264 | 316 | 265 => &[1, 3],
         // symlinkat
@@ -46,27 +46,29 @@ fn arity(nr: u64) -> usize {
         // gettid, rt_sigreturn, fork, vfork, sync, pause
         24 | 39 | 102 | 104 | 107 | 108 | 110 | 111 | 112 | 186 | 15 | 57 | 58 | 162 | 34 => 0,
         // close, dup, exit, exit_group, brk, fchdir, umask, uname, sysinfo, pipe, set_tid_address,
-        // getpgid, getsid, time, chdir, rmdir, unlink, fsync, fdatasync, alarm
-        3 | 32 | 60 | 231 | 12 | 81 | 95 | 63 | 99 | 22 | 218 | 121 | 124 | 201 | 80 | 84 | 87 | 74 | 75 | 37 => 1,
+        // getpgid, getsid, time, chdir, rmdir, unlink, fsync, fdatasync, alarm, times
+        3 | 32 | 60 | 231 | 12 | 81 | 95 | 63 | 99 | 22 | 218 | 121 | 124 | 201 | 80 | 84 | 87 | 74 | 75 | 37 | 100 => {
+            1
+        }
         // fstat, stat, lstat, access, dup2, munmap, truncate, ftruncate, getcwd, rename, mkdir,
         // link, symlink, chmod, fchmod, flock, kill, listen, clock_gettime, clock_getres,
         // gettimeofday, statfs, fstatfs, set_robust_list, arch_prctl, pipe2, sigaltstack,
         // utime, utimes, getgroups, setpgid, creat, getrlimit, setrlimit, nanosleep, tkill,
-        // getsockname and getpeername take three, listed below
+        // getrusage; getsockname and getpeername take three, listed below
         5 | 4 | 6 | 21 | 33 | 11 | 76 | 77 | 79 | 82 | 83 | 86 | 88 | 90 | 91 | 73 | 62 | 50 | 228 | 229 | 96 | 137
-        | 138 | 273 | 158 | 293 | 131 | 132 | 235 | 115 | 109 | 85 | 97 | 160 | 35 | 200 => 2,
+        | 138 | 273 | 158 | 293 | 131 | 132 | 235 | 115 | 109 | 85 | 97 | 160 | 35 | 200 | 98 => 2,
         // read, write, open, lseek, mprotect, ioctl, readv, writev, madvise, msync, dup3,
         // fcntl, getdents64, readlink, mkdirat, unlinkat, symlinkat, faccessat, getrandom,
         // sched_getaffinity, sched_setaffinity, getcpu, getsockname, getpeername, tgkill,
-        // getresuid, getresgid, fchmodat, futimesat
+        // getresuid, getresgid, fchmodat, futimesat, chown, fchown, lchown, mknod
         0 | 1 | 2 | 8 | 10 | 16 | 19 | 20 | 28 | 26 | 292 | 72 | 217 | 89 | 258 | 263 | 266 | 269 | 318 | 204 | 203
-        | 309 | 51 | 52 | 234 | 118 | 120 | 268 | 261 => 3,
+        | 309 | 51 | 52 | 234 | 118 | 120 | 268 | 261 | 92 | 93 | 94 | 133 => 3,
         // pread64, pwrite64, rt_sigaction, rt_sigprocmask, openat, newfstatat, renameat,
         // readlinkat, utimensat, fallocate, prlimit64, faccessat2, clock_nanosleep, fadvise64,
-        // wait4, renameat2 takes five
-        17 | 18 | 13 | 14 | 257 | 262 | 264 | 267 | 280 | 285 | 302 | 439 | 230 | 221 | 61 => 4,
-        // mremap, linkat, statx, prctl, renameat2, clone
-        25 | 265 | 332 | 157 | 316 | 56 => 5,
+        // wait4, mknodat; renameat2 takes five
+        17 | 18 | 13 | 14 | 257 | 262 | 264 | 267 | 280 | 285 | 302 | 439 | 230 | 221 | 61 | 259 => 4,
+        // mremap, linkat, statx, prctl, renameat2, clone, fchownat
+        25 | 265 | 332 | 157 | 316 | 56 | 260 => 5,
         _ => 6,
     }
 }

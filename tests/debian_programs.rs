@@ -1,0 +1,109 @@
+//! Real Debian programs, run by a shell under ferrite and natively in scratch directories of
+//! the same contents: the same output and exit status, and no warning. Each one stood for a
+//! system call or a semantics ferrite lacked when a sweep of Debian programs found it
+//! (docs/testing.md, "A sweep of real programs"). A program that is not installed is skipped,
+//! saying so.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+
+/// Runs `script` with `/bin/sh -c` natively and under ferrite, each in a fresh scratch
+/// directory, with the same small environment, and asserts the same stdout and status and no
+/// warning from ferrite. Returns the emulated run, or `None` when a program in `needs` is
+/// missing.
+fn same_as_natively(needs: &[&str], script: &str) -> Option<Run> {
+    for p in needs {
+        if !Path::new(p).exists() {
+            eprintln!("skipped: {p} is not installed");
+            return None;
+        }
+    }
+    let sh = Path::new("/bin/sh");
+    let env = [("PATH", "/usr/bin:/bin"), ("LC_ALL", "C"), ("HOME", "/nonexistent")];
+    let nat = native(sh, &["-c", script], &env);
+    let emu = emulated(sh, &["-c", script], &env);
+    assert_same_stdout(&nat, &emu);
+    assert_same_status(&nat, &emu);
+    assert!(!emu.stderr.contains("warning"), "{}", emu.describe());
+    Some(emu)
+}
+
+/// gzip, bzip2 and xz give their output the input's owner and mode with `fchown` and
+/// `fchmod` (`fchown` was unsupported: a warning each run); `cp -a` keeps them with `fchown`.
+#[test]
+fn compressors_and_cp_a_keep_the_owner_with_fchown() {
+    let script = "seq 1 20000 > a; chmod 640 a; gzip -k a; bzip2 -k a; xz -k a; cp -a a b; \
+                  for f in a.gz a.bz2 a.xz b; do stat -c '%n %a %s' $f; done; \
+                  gzip -dc a.gz | cmp - a && bzip2 -dc a.bz2 | cmp - a && xz -dc a.xz | cmp - a && echo same";
+    if let Some(emu) = same_as_natively(&["/usr/bin/gzip", "/usr/bin/bzip2", "/usr/bin/xz"], script) {
+        assert!(emu.stdout_str().ends_with("b 640 108894\nsame\n"), "{}", emu.describe());
+    }
+}
+
+/// `git clone` of a local repository hard-links its objects and checks that each link is the
+/// source (the same inode, device, size and owner): it died with "hardlink different from
+/// source" while every name had an inode of its own.
+#[test]
+fn git_clone_of_a_local_repository() {
+    let git = ["/usr/bin/git", "/usr/local/bin/git"].into_iter().find(|p| Path::new(p).exists());
+    let Some(git) = git else {
+        eprintln!("skipped: git is not installed");
+        return;
+    };
+    let script = format!(
+        "export GIT_AUTHOR_DATE=2020-01-01T00:00:00Z GIT_COMMITTER_DATE=2020-01-01T00:00:00Z \
+         GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null; G={git}; \
+         $G init -q r && cd r && $G config user.email a@b && $G config user.name A && \
+         seq 100 > f && $G add f && $G commit -q -m one && cd .. && $G clone -q r c && \
+         cd c && $G log --format='%H %s' && ls -i f ../r/f | wc -l"
+    );
+    if let Some(emu) = same_as_natively(&[git], &script) {
+        assert!(emu.stdout_str().contains(" one\n"), "{}", emu.describe());
+    }
+}
+
+/// gcc times its passes with `getrusage` (unsupported before: a warning for every compile);
+/// bash's `times` builtin calls `times`.
+#[test]
+fn gcc_and_bash_times_ask_for_their_cpu_time() {
+    let script = "printf '#include <stdio.h>\\nint main(void){puts(\"hi\");return 0;}\\n' > h.c; \
+                  gcc -O1 h.c -o h && ./h; bash -c 'times > /dev/null; echo timed'";
+    if let Some(emu) = same_as_natively(&["/usr/bin/gcc", "/bin/bash"], script) {
+        assert_eq!(emu.stdout_str(), "hi\ntimed\n", "{}", emu.describe());
+    }
+}
+
+/// node (V8 and libuv) asks for its capabilities and a memory protection key at start-up
+/// (`capget` and `pkey_alloc` were unsupported: two warnings each run). The guest is
+/// unprivileged on a CPU without protection keys, and gets Linux's answers for that.
+#[test]
+fn capabilities_are_empty_and_no_protection_key_is_free() {
+    let run = emulated(&guest("caps_pkeys"), &[], &[]);
+    run.assert_code(0);
+    assert_eq!(
+        run.stdout_str(),
+        "capget(version 0, NULL): 0\n\
+         preferred version: 0x20080522\n\
+         capget(version 0, data): Invalid argument\n\
+         capget(v3, self): 0\n\
+         sets: 0 0 0 0 0 0\n\
+         capget(v3, no such pid): No such process\n\
+         capget(v3, pid -1): Invalid argument\n\
+         capset(empty sets): 0\n\
+         capset(CAP_CHOWN): Operation not permitted\n\
+         capset(another pid): Operation not permitted\n\
+         pkey_alloc(0, 0): No space left on device\n\
+         pkey_alloc(1, 0): Invalid argument\n\
+         pkey_alloc(0, 4): Invalid argument\n\
+         pkey_mprotect(-1): 0\n\
+         pkey_mprotect(0): 0\n\
+         pkey_mprotect(5): Invalid argument\n\
+         pkey_free(3): Invalid argument\n",
+        "{}",
+        run.describe()
+    );
+    assert!(!run.stderr.contains("warning"), "{}", run.describe());
+}
