@@ -198,9 +198,11 @@ pub struct RunOptions {
     pub persistency: String,
 
     /// A RON file of extra settings, e.g. custom lock functions:
-    /// `(locks: [(symbol: "spin_acquire", kind: Acquire), (symbol: "spin_try", kind: TryAcquire(success: 1)), (symbol: "spin_release", kind: Release)])`.
+    /// `(locks: [(symbol: "spin_acquire", kind: Acquire), (symbol: "spin_try", kind: TryAcquire(success: 1)), (symbol: "spin_release", kind: Release)])`,
+    /// or HawkSet's YAML lock configuration (`adquire:`, `try_adquire:`, `release:`).
+    /// Repeatable: the files' settings add up.
     #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    pub config: Vec<PathBuf>,
 
     /// Host directory behind the guest's PM mount. Without it, a fresh temporary directory is used
     /// and removed afterwards.

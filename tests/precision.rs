@@ -170,6 +170,40 @@ fn an_out_parameter_try_lock_acquires_only_when_it_says_so() {
 }
 
 #[test]
+fn hawksets_own_configuration_format_is_read_and_several_files_add_up() {
+    let cfg = |n: &str| repo().join("guests/configs").join(n).display().to_string();
+    let (try_lock, release) = (cfg("pi_outparam_lock_try.cfg"), cfg("pi_outparam_lock_release.cfg"));
+    let yaml: [&str; 4] = ["--config", &try_lock, "--config", &release];
+    let (_, r) = run("pi_outparam_lock", "hawkset", 0, &yaml);
+    assert!(reports_marked_race(&r, "pi_outparam_lock"), "{r:#}");
+    let (_, fixed) = run("pi_outparam_lock_fixed", "hawkset", 0, &yaml);
+    assert!(findings(&fixed).is_empty(), "{fixed:#}");
+    // The same lock entries as the RON translation, so the same run.
+    let (_, ron) = run("pi_outparam_lock_fixed", "hawkset", 0, &["--config", &config("pi_outparam_lock")]);
+    assert_eq!(get(get(&fixed, "run"), "custom_locks"), get(get(&ron, "run"), "custom_locks"));
+    assert_eq!(get(&fixed, "stats"), get(&ron, "stats"));
+    // One file alone is half a lock: acquisitions never released hide the races.
+    let (_, r) = run("pi_outparam_lock", "hawkset", 0, &["--config", &try_lock]);
+    assert!(!reports_marked_race(&r, "pi_outparam_lock"), "{r:#}");
+    // A malformed file is one error line and status 2, before anything runs.
+    let dir = scratch();
+    for (text, says) in [
+        ("try_adquire:\n  f:\n    mutex_id_arg: 0\n", "needs a success_value or a failure_value"),
+        ("release:\n  f:\n    mutex_id: 0\n", "unknown setting `mutex_id`"),
+        ("adq_rel:\n  - f\n", "`adq_rel`"),
+        ("adquire: [f\n", "not valid YAML"),
+    ] {
+        let path = dir.path().join("bad.cfg");
+        std::fs::write(&path, text).unwrap();
+        let p = path.display().to_string();
+        let run = Ferrite::run(&guest("pi_outparam_lock")).opts(&["--analyses", "hawkset", "--config", &p]).go();
+        run.assert_code(2);
+        let err = &run.stderr;
+        assert!(err.starts_with("error: ") && err.lines().count() == 1 && err.contains(says), "{err}");
+    }
+}
+
+#[test]
 fn a_configured_lock_the_program_lacks_is_a_warning() {
     let dir = scratch();
     let path = dir.path().join("locks.ron");

@@ -136,6 +136,7 @@
 use emu::decode::FlushOp;
 use emu::events::{Event, EventKind, Interest};
 use emu::pm::{DurabilityRule, PmDevice, LINE_SIZE};
+use emu::sync::SyncKind;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::annotations::Annotations;
@@ -198,6 +199,9 @@ pub struct HawksetOptions {
     pub infer_locks: bool,
     /// Which stores the IRH removes ([`IrhOrder`]).
     pub irh_order: IrhOrder,
+    /// An object libpmemobj's allocator hands out (`pmemobj_alloc`, `_zalloc`, `_xalloc`) is
+    /// unpublished for the IRH, whatever threads did to its bytes in an earlier life.
+    pub fresh_allocs: bool,
 }
 
 /// The happens-before edges the pass honours.
@@ -239,6 +243,7 @@ impl Default for HawksetOptions {
             strings: true,
             infer_locks: true,
             irh_order: IrhOrder::Causal,
+            fresh_allocs: true,
         }
     }
 }
@@ -247,7 +252,7 @@ impl HawksetOptions {
     /// Parses `irh=N`, `unpersisted=on|off`, `persist_owner=own|any`, `nt=paper|source`,
     /// `unlock_fence=on|off`, `hb=end|window`, `edges=paper|sync`, `lanes=on|off`,
     /// `annotations=on|off`, `sync_words=on|off`, `strings=on|off`, `infer_locks=on|off`,
-    /// `irh_order=observed|causal`, separated by `:`.
+    /// `irh_order=observed|causal`, `fresh_allocs=on|off`, separated by `:`.
     pub fn parse(spec: &str) -> Result<HawksetOptions, String> {
         let mut o = HawksetOptions::default();
         for (k, v) in option_pairs(spec)? {
@@ -283,10 +288,11 @@ impl HawksetOptions {
                 "strings" => o.strings = parse_bool(k, v)?,
                 "infer_locks" => o.infer_locks = parse_bool(k, v)?,
                 "irh_order" => o.irh_order = IrhOrder::parse(v)?,
+                "fresh_allocs" => o.fresh_allocs = parse_bool(k, v)?,
                 _ => {
                     return Err(format!(
                         "unknown hawkset option `{k}` (irh, unpersisted, persist_owner, nt, unlock_fence, hb, edges, \
-                         lanes, annotations, sync_words, strings, infer_locks, irh_order)"
+                         lanes, annotations, sync_words, strings, infer_locks, irh_order, fresh_allocs)"
                     ))
                 }
             }
@@ -407,6 +413,8 @@ struct Thread {
     lines: Vec<u64>,
     /// Lines flushed (or NT-stored) since the thread's last fence: what its next fence checks.
     flushed: FxHashSet<u64>,
+    /// Sizes asked of the PMDK allocations the thread is in (their entries), innermost last.
+    allocs: Vec<u64>,
     exited: bool,
 }
 
@@ -860,6 +868,18 @@ impl Hawkset {
 
     fn on_sync(&mut self, ev: &Event, device: &PmDevice) {
         let tid = ev.tid;
+        // An object PMDK's allocator hands out is fresh: what threads did to its bytes in an
+        // earlier life (a freed table, a reused node) does not publish it (see the IRH).
+        match ev.kind {
+            EventKind::SyncEnter(SyncKind::PmemobjAlloc) => self.thread(tid).allocs.push(ev.old),
+            EventKind::SyncReturn(SyncKind::PmemobjAlloc) => {
+                let size = self.thread(tid).allocs.pop().unwrap_or(0);
+                if ev.dev != 0 && self.opts.fresh_allocs {
+                    self.irh.forget_range(ev.dev, size);
+                }
+            }
+            _ => {}
+        }
         if let EventKind::SyncEnter(k) = ev.kind {
             // The outermost release call's lockset (pmemobj_cond_wait calls pthread_cond_wait).
             if is_release_call(k) && self.thread(tid).pre_release.is_none() {

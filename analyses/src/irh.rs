@@ -162,6 +162,39 @@ impl Publication {
         *self.lines.get_mut(line) = state;
     }
 
+    /// Bytes `mask` of `line` were handed out again by an allocator: whoever touched them
+    /// touched an object that no longer exists, and the new one is published only when threads
+    /// touch it anew. (A store of the old object's life that was held or recorded stays so.)
+    pub(crate) fn forget(&mut self, line: u64, mask: u64) {
+        let Some(&e) = self.lines.get(line) else { return };
+        let (who, inline_mask) = (e.who, e.mask);
+        if who & SHARED == 0 {
+            let rest = inline_mask & !mask;
+            if rest != inline_mask {
+                *self.lines.get_mut(line) = IrhLine { mask: rest, who: if rest == 0 { 0 } else { who } };
+            }
+            return;
+        }
+        let i = who & !SHARED;
+        let seen: Seen =
+            self.shared[i as usize].iter().map(|&(t, m)| (t, m & !mask)).filter(|&(_, m)| m != 0).collect();
+        self.store(line, inline_mask & !mask, &seen, Some(i));
+    }
+
+    /// [`Publication::forget`] for the device bytes `dev..dev + len`.
+    pub(crate) fn forget_range(&mut self, dev: u64, len: u64) {
+        let end = dev.saturating_add(len);
+        let mut a = dev;
+        while a < end {
+            let line = a / 64;
+            let upto = ((line + 1) * 64).min(end);
+            let (lo, hi) = (a % 64, upto - line * 64);
+            let mask = if hi - lo == 64 { u64::MAX } else { ((1u64 << (hi - lo)) - 1) << lo };
+            self.forget(line, mask);
+            a = upto;
+        }
+    }
+
     /// The bytes of `mask` of `line` that are published.
     pub(crate) fn published(&self, line: u64, mask: u64) -> u64 {
         if self.threshold == 0 {

@@ -170,6 +170,9 @@ pub struct VardalithOptions {
     pub irh: u32,
     /// Which stores the IRH removes ([`IrhOrder`]).
     pub irh_order: IrhOrder,
+    /// An object libpmemobj's allocator hands out (`pmemobj_alloc`, `_zalloc`, `_xalloc`) is
+    /// unpublished for the IRH, whatever threads did to its bytes in an earlier life.
+    pub fresh_allocs: bool,
 }
 
 impl Default for VardalithOptions {
@@ -187,6 +190,7 @@ impl Default for VardalithOptions {
             infer_locks: true,
             irh: 1,
             irh_order: IrhOrder::Causal,
+            fresh_allocs: true,
         }
     }
 }
@@ -194,7 +198,7 @@ impl Default for VardalithOptions {
 impl VardalithOptions {
     /// Parses `mode=windows|hb`, `release_fence=on|off`, `persist_owner=own|any`,
     /// `unlock_fence=on|off`, `sample=N`, `lanes=on|off`, `annotations=on|off`,
-    /// `sync_words=on|off`, `strings=on|off`, `infer_locks=on|off`, `irh=N`, `irh_order=causal|observed`, separated by `:`.
+    /// `sync_words=on|off`, `strings=on|off`, `infer_locks=on|off`, `irh=N`, `irh_order=causal|observed`, `fresh_allocs=on|off`, separated by `:`.
     pub fn parse(spec: &str) -> Result<VardalithOptions, String> {
         let mut o = VardalithOptions::default();
         for (k, v) in option_pairs(spec)? {
@@ -216,6 +220,7 @@ impl VardalithOptions {
                 "infer_locks" => o.infer_locks = parse_bool(k, v)?,
                 "irh" => o.irh = v.parse().map_err(|_| format!("irh={v}: expected a number"))?,
                 "irh_order" => o.irh_order = IrhOrder::parse(v)?,
+                "fresh_allocs" => o.fresh_allocs = parse_bool(k, v)?,
                 "sample" => {
                     o.sample = v
                         .parse()
@@ -225,7 +230,7 @@ impl VardalithOptions {
                 }
                 _ => {
                     let known = "mode, release_fence, persist_owner, unlock_fence, sample, lanes, annotations, \
-                                 sync_words, strings, infer_locks, irh, irh_order";
+                                 sync_words, strings, infer_locks, irh, irh_order, fresh_allocs";
                     return Err(format!("unknown vardalith option `{k}` ({known})"));
                 }
             }
@@ -308,6 +313,8 @@ struct Thread {
     /// window back from pruning (a main thread waiting for its workers would keep every window
     /// they close).
     joining: bool,
+    /// Sizes asked of the PMDK allocations the thread is in (their entries), innermost last.
+    allocs: Vec<u64>,
 }
 
 /// The pass. Reports are made online, when the later of two conflicting windows is created.
@@ -960,6 +967,14 @@ impl Vardalith {
         match ev.kind {
             EventKind::SyncEnter(SyncKind::Join) => self.thread(tid).joining = true,
             EventKind::SyncReturn(SyncKind::Join) => self.thread(tid).joining = false,
+            // A fresh PMDK object: its bytes' earlier life does not publish it (the IRH).
+            EventKind::SyncEnter(SyncKind::PmemobjAlloc) => self.thread(tid).allocs.push(ev.old),
+            EventKind::SyncReturn(SyncKind::PmemobjAlloc) => {
+                let size = self.thread(tid).allocs.pop().unwrap_or(0);
+                if ev.dev != 0 && self.opts.fresh_allocs {
+                    self.irh.forget_range(ev.dev, size);
+                }
+            }
             _ => {}
         }
         if let EventKind::SyncReturn(k) = ev.kind {

@@ -102,6 +102,13 @@ pub enum SyncKind {
     /// `START_TX`/`END_TX`, which PMDK issues around the lane hold of a transaction): see
     /// docs/pmdk.md.
     PmemobjLane,
+    /// `pmemobj_alloc(pop, oidp, size, ...)`, `pmemobj_zalloc` and `pmemobj_xalloc`: a lane
+    /// section like [`SyncKind::PmemobjLane`] that also hands out an object. The entry's
+    /// `addr` is the pool (`pop`), `old` the size asked for; the return's `new` is the object's
+    /// offset in the pool (`oidp->off`, 0 when it failed or `oidp` is NULL) and its `dev` the
+    /// object's device address (`pop + off` in a PM window; 0 outside one), so that passes can
+    /// tell fresh memory from memory the pool had handed out and freed before.
+    PmemobjAlloc,
     // ---------------------------------------------------------------- OpenMP (libgomp)
     // gcc's OpenMP runtime, recognised by the symbols gcc's code calls (see [`SyncKind::omp`]
     // and docs/analyses/hmtrace.md, "OpenMP"). The event's fields per kind are given with each.
@@ -279,9 +286,9 @@ impl SyncKind {
         ("pmemobj_cond_broadcast", SyncKind::PmemobjCondBroadcast),
         // Every exported function of libpmemobj 1.12 that reaches `lane_hold` outside a
         // transaction (its call graph, from the symbols of Debian's libpmemobj.a).
-        ("pmemobj_alloc", SyncKind::PmemobjLane),
-        ("pmemobj_xalloc", SyncKind::PmemobjLane),
-        ("pmemobj_zalloc", SyncKind::PmemobjLane),
+        ("pmemobj_alloc", SyncKind::PmemobjAlloc),
+        ("pmemobj_xalloc", SyncKind::PmemobjAlloc),
+        ("pmemobj_zalloc", SyncKind::PmemobjAlloc),
         ("pmemobj_realloc", SyncKind::PmemobjLane),
         ("pmemobj_zrealloc", SyncKind::PmemobjLane),
         ("pmemobj_strdup", SyncKind::PmemobjLane),
@@ -480,6 +487,7 @@ impl SyncKind {
         }
         match self {
             k if k.is_pmemobj() => Entry { obj: args[1], old: args[2], new: args[0], aux: 0 },
+            SyncKind::PmemobjAlloc => Entry { obj: args[0], old: args[2], new: 0, aux: args[1] },
             SyncKind::Custom(c) => Entry {
                 obj: args[usize::from(c.lock_arg.min(5))],
                 old: 0,
@@ -500,6 +508,14 @@ impl SyncKind {
     /// read with `read` (0 if it cannot be read).
     pub fn result(self, rax: u64, aux: u64, read: &mut dyn FnMut(u64, &mut [u8]) -> bool) -> u64 {
         match self {
+            // `PMEMoid { pool_uuid_lo, off }`: the offset the allocation wrote back.
+            SyncKind::PmemobjAlloc => {
+                let mut buf = [0u8; 8];
+                if aux == 0 || !read(aux.wrapping_add(8), &mut buf) {
+                    return 0;
+                }
+                u64::from_le_bytes(buf)
+            }
             SyncKind::Custom(CustomSpec { result_arg: Some(_), result_size, .. }) => {
                 let mut buf = [0u8; 8];
                 let n = usize::from(result_size.clamp(1, 8));
@@ -592,6 +608,7 @@ impl SyncKind {
             | SyncKind::Realloc
             | SyncKind::Free
             | SyncKind::PmemobjLane
+            | SyncKind::PmemobjAlloc
             | SyncKind::Reads(_) => None,
         }
     }

@@ -111,6 +111,6 @@ fn part_header(
     options.extend(option_lines(&(a.remap, a.xfd, a.fresh_recoveries, a.lazy, &a.command, &o.recover)));
     let mut programs = vec![&a.command[0], &o.recover[0]];
     programs.extend(o.check.as_ref().map(|c| &c[0]));
-    let inputs = super::merge::run_inputs(&programs, a.opts.config.as_deref(), base);
+    let inputs = super::merge::run_inputs(&programs, &a.opts.config, base);
     crate::part::Header::new("crash", shard, options, inputs)
 }

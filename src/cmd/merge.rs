@@ -214,13 +214,17 @@ fn merge_compare(parts: Vec<Part>, a: &MergeArgs) -> Result<i32> {
 
 /// The inputs of a run: the programs (the workload's first), the config file, the PM
 /// directory, the guest's environment.
-pub fn run_inputs(programs: &[&String], config: Option<&Path>, spec: &driver::RunSpec) -> BTreeMap<String, String> {
+pub fn run_inputs(
+    programs: &[&String],
+    config: &[std::path::PathBuf],
+    spec: &driver::RunSpec,
+) -> BTreeMap<String, String> {
     use crate::part::{hash_path, hash_text};
     let mut inputs = BTreeMap::new();
     for p in programs {
         inputs.insert(format!("program `{p}`"), hash_path(&driver::spec::program_path(p, &spec.env)));
     }
-    if let Some(c) = config {
+    for c in config {
         inputs.insert(format!("config `{}`", c.display()), hash_path(c));
     }
     inputs.insert("PM directory".into(), hash_path(&spec.pm_dir));
@@ -264,7 +268,7 @@ pub fn explore_part(
     options.extend(crate::part::option_lines(&command));
     let mut programs = vec![&command[0]];
     programs.extend(spec.recover.as_ref().map(|r| &r[0]));
-    let mut header = Header::new("explore", shard, options, run_inputs(&programs, opts.config.as_deref(), spec));
+    let mut header = Header::new("explore", shard, options, run_inputs(&programs, &opts.config, spec));
     let runs = if exhaustive {
         let budget = super::run::snapshot_budget(opts.no_snapshots);
         sharded::exhaustive(&runner, spec, opts.explore.max(1), opts.max_preemptions, opts.por, shard, budget)?

@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod compare;
 pub mod crash;
+mod hawkset_cfg;
 pub mod merge;
 pub mod replay;
 pub mod run;
@@ -78,10 +79,7 @@ fn guest_env(opts: &RunOptions) -> Result<Vec<String>> {
 
 /// The run the options describe, of `command` on the PM directory `pm_dir`.
 pub fn run_spec(opts: &RunOptions, command: &[String], pm_dir: PathBuf) -> Result<RunSpec> {
-    let config = match &opts.config {
-        Some(p) => load_config(p)?,
-        None => Config::default(),
-    };
+    let config = load_configs(&opts.config)?;
     let env = guest_env(opts)?;
     Ok(RunSpec {
         program: driver::spec::program_path(&command[0], &env),
@@ -153,7 +151,7 @@ fn pass_options(opts: &RunOptions) -> Vec<String> {
     out
 }
 
-/// Settings from `--config FILE` (RON).
+/// Settings from `--config FILE` (RON, or HawkSet's YAML lock configuration).
 #[derive(serde::Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct Config {
@@ -169,9 +167,40 @@ struct Config {
     pmrace_allow: Vec<String>,
 }
 
+/// The settings of every `--config FILE`, in order: locks, synchronisation variables and
+/// allow-list entries add up (as HawkSet's repeated `-cfg` files do); the same lock function
+/// declared twice differently is an error.
+fn load_configs(paths: &[PathBuf]) -> Result<Config> {
+    let mut all = Config::default();
+    for path in paths {
+        let c = load_config(path)?;
+        for lock in c.locks {
+            match all.locks.iter().find(|l| l.symbol == lock.symbol) {
+                Some(l) if *l == lock => {}
+                Some(_) => bail!(
+                    "config `{}`: lock function `{}` is declared differently by an earlier --config",
+                    path.display(),
+                    lock.symbol
+                ),
+                None => all.locks.push(lock),
+            }
+        }
+        all.sync_vars.extend(c.sync_vars);
+        all.pmrace_allow.extend(c.pmrace_allow);
+    }
+    Ok(all)
+}
+
+/// One configuration file: ferrite's RON, or HawkSet's lock configuration (YAML), told apart
+/// by the first token (RON starts with `(`).
 fn load_config(path: &Path) -> Result<Config> {
     let text = loader::input::read_regular_text(path, loader::input::CONFIG_CAP)
         .with_context(|| format!("cannot read config `{}`", path.display()))?;
+    if hawkset_cfg::is_hawkset(&text) {
+        let locks = hawkset_cfg::parse(&text)
+            .map_err(|e| anyhow::anyhow!("config `{}` (HawkSet's format): {e}", path.display()))?;
+        return Ok(Config { locks, ..Config::default() });
+    }
     // `result_arg: 1` and `TryAcquire(success: 0)` are written without `Some(...)`.
     let options = ron::Options::default().with_default_extension(ron::extensions::Extensions::IMPLICIT_SOME);
     let config: Config =

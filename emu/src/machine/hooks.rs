@@ -100,7 +100,12 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
                 let rax = uc.reg_read(Reg::RAX).unwrap_or(0);
                 let result = kind.result(rax, aux, &mut |a, buf| read_guest(uc, a, buf).is_ok());
                 let st = uc.get_data_mut();
-                let ev = st.emit(EventKind::SyncReturn(kind), addr, obj, 0, 0, 0, result);
+                // An allocation's object, where it is in PM (`pop + off`).
+                let dev = match kind {
+                    SyncKind::PmemobjAlloc if result != 0 => st.device_of(obj.wrapping_add(result)).unwrap_or(0),
+                    _ => 0,
+                };
+                let ev = st.emit(EventKind::SyncReturn(kind), addr, obj, dev, 0, 0, result);
                 if let Some(o) = st.obs.observer.as_mut() {
                     o.on_event(&ev, &st.pm.device);
                 }
