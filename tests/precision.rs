@@ -17,6 +17,8 @@
 //! - the two simplest two-thread shapes under the IRH (`hs_irh_writer`, `hs_irh_nolock`);
 //! - nodes persisted and then published by a plain pointer store, as P-ART publishes them
 //!   (`hs_rf_publish`): the IRH's reads-from edges, per byte and transitive;
+//! - C++ `std::atomic` accesses, whose code is libstdc++'s header inlined into the program
+//!   (`pi_cxx_atomic`): reported at the program's lines;
 //! - grouping by site with the call stacks kept, and `ferrite triage`.
 //!
 //! Code: analyses/src/{screen,sync,inferred_locks,group,hawkset,vardalith,irh}.rs, emu/src/sync.rs, src/cmd/triage.rs;
@@ -271,6 +273,26 @@ fn reads_from_edges_follow_the_bytes_read_and_carry_the_writers_clock() {
     }
     let (_, r) = run("hs_rf_publish_fixed", "hawkset:irh=0", 0, &[]);
     assert!(stores(&r).contains(&u64::from(init)), "irh=0 reports the initialisation:\n{r:#}");
+}
+
+/// A race made of C++ `std::atomic` stores and loads (libstdc++'s `<bits/atomic_base.h>` inlined
+/// into the program) is reported at the program's lines, where the atomics are used, by both
+/// passes; the fixed twin is silent. (Before, its store and load were summarised in
+/// `atomic_base.h`, for every atomic of every program: docs/analyses/hawkset.md.)
+#[test]
+fn cxx_atomics_are_reported_at_the_programs_lines() {
+    let file = "pi_cxx_atomic.cpp";
+    let (store, load) = (marker_line(file, "/* STORE:"), marker_line(file, "/* LOAD:"));
+    for pass in ["hawkset", "vardalith"] {
+        let (_, r) = run("pi_cxx_atomic", pass, 0, &[]);
+        let fs = findings(&r);
+        assert_eq!(fs.len(), 1, "{pass}:\n{r:#}");
+        let locs = get(fs[0], "locations").as_array().unwrap();
+        assert!(locs.iter().any(|l| is_at(l, "store", file, store)), "{pass}:\n{r:#}");
+        assert!(locs.iter().any(|l| is_at(l, "load", file, load)), "{pass}:\n{r:#}");
+        let (_, r) = run("pi_cxx_atomic_fixed", pass, 0, &[]);
+        assert!(findings(&r).is_empty(), "{pass} on the fixed twin:\n{r:#}");
+    }
 }
 
 /// One finding per (store site, end site, class): the call stacks it folds are in `group`, and

@@ -455,8 +455,7 @@ impl Objects {
 /// intrinsics (`_mm_stream_si64` in `/usr/lib/gcc/.../include/emmintrin.h`). At `-O0` they are
 /// functions of the program's own code with lines of their own, and a summary there would name
 /// the header for every atomic access the program makes; its caller's line is the program's.
+/// (Inlined, at `-O1` and up, the symbolizer already gives the line that inlined them.)
 fn from_system_header(f: &Frame) -> bool {
-    f.file.as_deref().is_some_and(|p| {
-        p.starts_with("/usr/include/") || p.starts_with("/usr/lib/gcc/") || p.starts_with("/usr/lib/llvm-")
-    })
+    f.file.as_deref().is_some_and(loader::in_system_header)
 }
