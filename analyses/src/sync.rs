@@ -1030,14 +1030,19 @@ impl SyncCalls {
     /// inside a recognised call that locks an object, to that object's bytes (counted in
     /// [`SyncCalls::sync_accesses`]).
     pub fn is_sync_access(&mut self, ev: &Event) -> bool {
-        let end = ev.addr.saturating_add(u64::from(ev.size.max(1)));
-        let own = self.calls(ev.tid).iter().any(|c| {
-            c.kind.lock_bytes().is_some_and(|n| ev.addr < c.addr.saturating_add(u64::from(n)) && c.addr < end)
-        });
+        let own = self.is_own(ev);
         if own {
             self.sync_accesses += 1;
         }
         own
+    }
+
+    /// [`SyncCalls::is_sync_access`] without counting it.
+    pub fn is_own(&self, ev: &Event) -> bool {
+        let end = ev.addr.saturating_add(u64::from(ev.size.max(1)));
+        self.calls(ev.tid)
+            .iter()
+            .any(|c| c.kind.lock_bytes().is_some_and(|n| ev.addr < c.addr.saturating_add(u64::from(n)) && c.addr < end))
     }
 
     /// The bytes of the load `ev` that the string routine it is made in reads by its contract
