@@ -662,7 +662,7 @@ impl Hawkset {
         let durable_now = device.durable(self.opts.persist_owner, ev.dev, u64::from(ev.size));
         for (line, mask) in pieces(ev.dev, ev.size) {
             self.touch(tid, line, mask);
-            self.held.stored(tid, line);
+            self.held.stored(tid, line, mask);
             // Same-thread overwrite of pending bytes ends their window.
             let mut ended: Vec<(Piece, u64)> = Vec::new();
             if let Some(list) = self.pending.get_mut_if(line) {
@@ -848,7 +848,7 @@ impl Hawkset {
         self.note_pm(ev);
         let mut ls = None;
         for (line, m) in pieces(ev.dev, ev.size) {
-            self.held.loaded(tid, line);
+            self.held.loaded(tid, line, m);
             // The IRH removes only stores persisted before a second thread touched their bytes
             // (§3.1.3); a load is never initialisation, but it does publish the bytes.
             self.touch(tid, line, m);

@@ -15,7 +15,11 @@
 //!   dropped only if the persist *happens before* that access. The edges that count are program
 //!   order, create/join, locks (a lock released after the persist and acquired before the
 //!   access), post/wait and futex hand-offs, and a PM reads-from edge (the access's thread loaded
-//!   a line the writer stored after the persist: how lock-free code publishes a node). A store the
+//!   bytes stored after the persist: how lock-free code publishes a node). A reads-from edge is
+//!   from the store of the bytes the load read (not from the line's last store: a node's child
+//!   slots share lines), and carries the storing thread's whole clock at the store (x86 stores
+//!   release): a thread that copies a published pointer into a node of its own publishes the
+//!   first writer's persist too. A store the
 //!   access is not ordered after was never initialisation: in another schedule of the same
 //!   program the reader comes first. HawkSet's rule loses the simplest race (a writer that
 //!   persists after its unlock, a reader under the same lock) in every schedule where the writer
@@ -24,13 +28,16 @@
 //! # What it can miss
 //! The causal order sees only the synchronisation the passes recognise: a hand-off through a
 //! DRAM flag, or through a PM word the reader loads before the writer's persist, is no edge, so a
-//! store published that way is reported (more reports, not fewer). A store whose bytes nobody
+//! store published that way is reported (more reports, not fewer). Memory freed and allocated
+//! again is not new: a store to a node persisted inside its lock still pairs with the unlocked
+//! initialisation of another node later allocated at its address. A store whose bytes nobody
 //! else ever touches is held to the end and never reported, as under HawkSet's rule.
 
+use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
 use crate::persist::ShadowLines;
-use crate::sync::{Edges, HappensBefore, SyncOp, PMDK_PSEUDO_LOCK};
+use crate::sync::{Edges, HappensBefore, Sparse, SyncOp, PMDK_PSEUDO_LOCK};
 
 /// Publication state of one line for the IRH: 12 bytes in the line's shadow block. Most lines
 /// are only ever touched by one thread (a thread's own data, initialisation) and have nothing
@@ -236,15 +243,78 @@ impl IrhOrder {
 /// epoch at the persist. Sixteen bytes, one inline per line: most lines hold at most one.
 type Held = (u64, u32, u32);
 
+/// The last stores of one line's bytes: (bytes, thread, clock id in [`StoreClocks`]), the masks
+/// disjoint. One inline: most lines are written by one thread at a time.
+type LastStores = SmallVec<[(u64, u32, u32); 1]>;
+
+/// Copies of threads' clocks taken at their stores: a store on x86 is a release, and a load
+/// that reads it acquires the storing thread's whole clock, so the edge is transitive (a
+/// thread that copied another's freshly persisted node's pointer into a node of its own
+/// publishes the first thread's persist with its own store). A thread's stores share one copy
+/// until its clock changes; a copy no byte refers to any more, and that is no longer its
+/// thread's current one, is reused: they number at most the live entries of `last_store` and
+/// one per thread.
+#[derive(Clone, Debug, Default)]
+struct StoreClocks {
+    /// Clock, number of `last_store` entries naming it, whether it is its thread's current copy.
+    clocks: Vec<(Sparse, u32, bool)>,
+    free: Vec<u32>,
+    /// Thread → its current copy.
+    current: FxHashMap<u32, u32>,
+}
+
+impl StoreClocks {
+    /// The id of a copy of `tid`'s clock now (not counted as named by anything yet).
+    fn of(&mut self, tid: u32, causal: &mut HappensBefore) -> u32 {
+        let old = self.current.get(&tid).copied();
+        if let Some(id) = old {
+            if causal.clock_is(tid, &self.clocks[id as usize].0) {
+                return id;
+            }
+        }
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None => {
+                self.clocks.push((Sparse::default(), 0, false));
+                self.clocks.len() as u32 - 1
+            }
+        };
+        let c = &mut self.clocks[id as usize];
+        causal.copy_clock(tid, &mut c.0);
+        c.1 = 0;
+        c.2 = true;
+        self.current.insert(tid, id);
+        if let Some(old) = old {
+            self.clocks[old as usize].2 = false;
+            self.unref(old, 0);
+        }
+        id
+    }
+
+    /// `id` is named `by` fewer times; freed when nothing names it.
+    fn unref(&mut self, id: u32, by: u32) {
+        let c = &mut self.clocks[id as usize];
+        c.1 -= by;
+        if c.1 == 0 && !c.2 {
+            self.free.push(id);
+        }
+    }
+}
+
 /// Stores held by the causal IRH until their bytes are published; see the module documentation.
 #[derive(Clone, Debug)]
 pub(crate) struct HeldStores {
     on: bool,
     /// Vector clocks with every edge the program has (locks included).
     causal: HappensBefore,
-    /// Line → the last PM store's thread (+1) and its epoch in `causal`, while stores are held
-    /// (a load of the line learns that epoch: a reads-from edge).
-    last_store: ShadowLines<(u32, u32)>,
+    /// Line → its bytes' last PM stores while stores are held: disjoint byte masks, each with
+    /// the storing thread and its clock at the store in `clocks` (a load of some of those bytes
+    /// learns the clock of the store it reads: a reads-from edge). Kept per byte, not per line:
+    /// a node's child slots share lines, and the reader of one slot has not read its
+    /// neighbour's store.
+    last_store: ShadowLines<LastStores>,
+    /// The stores' clocks in `last_store`.
+    clocks: StoreClocks,
     held: ShadowLines<SmallVec<[Held; 1]>>,
     /// Lists in `held` that are not empty.
     lines: usize,
@@ -260,6 +330,7 @@ impl HeldStores {
             on,
             causal: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
             last_store: ShadowLines::default(),
+            clocks: StoreClocks::default(),
             held: ShadowLines::default(),
             lines: 0,
             count: 0,
@@ -347,24 +418,49 @@ impl HeldStores {
         }
     }
 
-    /// `tid` stored to `line`. Only an epoch a held store may need is worth keeping: later ones
-    /// are newer than anything a stale entry here could name.
-    pub(crate) fn stored(&mut self, tid: u32, line: u64) {
-        if self.lines != 0 {
-            let epoch = self.causal.own(tid);
-            *self.last_store.get_mut(line) = (tid + 1, epoch);
+    /// `tid` stored bytes `mask` of `line`. Only a store made while stores are held is worth
+    /// keeping: a held store's epoch is taken at its persist, and a store made before any is
+    /// held cannot carry it.
+    pub(crate) fn stored(&mut self, tid: u32, line: u64, mask: u64) {
+        if self.lines == 0 {
+            return;
+        }
+        let HeldStores { causal, last_store, clocks, .. } = self;
+        let id = clocks.of(tid, causal);
+        let list = last_store.get_mut(line);
+        let mut gone: SmallVec<[u32; 2]> = SmallVec::new();
+        let mut mine = false;
+        for e in list.iter_mut() {
+            if e.2 == id {
+                e.0 |= mask;
+                mine = true;
+            } else if e.0 & mask != 0 {
+                e.0 &= !mask;
+                if e.0 == 0 {
+                    gone.push(e.2);
+                }
+            }
+        }
+        list.retain(|e| e.0 != 0);
+        if !mine {
+            list.push((mask, tid, id));
+            clocks.clocks[id as usize].1 += 1;
+        }
+        for g in gone {
+            clocks.unref(g, 1);
         }
     }
 
-    /// `tid` loaded from `line`: it sees what the line's last store published with it (x86 loads
-    /// acquire), a reads-from edge.
-    pub(crate) fn loaded(&mut self, tid: u32, line: u64) {
-        if self.lines != 0 {
-            if let Some(&(w, epoch)) = self.last_store.get(line) {
-                if w != 0 && w - 1 != tid {
-                    self.causal.learn(tid, w - 1, epoch);
-                }
-            }
+    /// `tid` loaded bytes `mask` of `line`: it acquires the clocks of the stores it reads (x86
+    /// loads acquire, stores release), a reads-from edge from each of them.
+    pub(crate) fn loaded(&mut self, tid: u32, line: u64, mask: u64) {
+        if self.lines == 0 {
+            return;
+        }
+        let HeldStores { causal, last_store, clocks, .. } = self;
+        let Some(list) = last_store.get(line) else { return };
+        for e in list.iter().filter(|e| e.0 & mask != 0 && e.1 != tid) {
+            causal.acquire_clock(tid, &clocks.clocks[e.2 as usize].0);
         }
     }
 
@@ -460,11 +556,48 @@ mod tests {
         let mut h = HeldStores::new(true);
         h.order(writer, SyncOp::Create { child: reader }, 2);
         assert!(h.hold(writer, 7, 0xff, 42, 2));
-        h.stored(writer, 9); // the pointer to the node, stored after the node's persist
-        h.loaded(reader, 9);
+        h.stored(writer, 9, 0xff); // the pointer to the node, stored after the node's persist
+        h.loaded(reader, 9, 0xff);
         let mut out = Vec::new();
         h.publish(reader, 7, 0xff, |_| writer, &mut out);
         assert_eq!(out, [(42, 0xff, false)]);
+    }
+
+    /// The reader loads the bytes the writer stored, though a third thread stored other bytes
+    /// of the line since: the edge is from the writer.
+    #[test]
+    fn a_reads_from_edge_is_from_the_store_of_the_bytes_read() {
+        let (writer, other, reader) = (1, 3, 2);
+        for (read, ordered) in [(0xff, true), (0xff00, false)] {
+            let mut h = HeldStores::new(true);
+            h.order(writer, SyncOp::Create { child: reader }, 3);
+            assert!(h.hold(writer, 7, 0xff, 42, 3));
+            h.stored(writer, 9, 0xff);
+            h.stored(other, 9, 0xff00);
+            h.loaded(reader, 9, read);
+            let mut out = Vec::new();
+            h.publish(reader, 7, 0xff, |_| writer, &mut out);
+            assert_eq!(out, [(42, 0xff, !ordered)], "read {read:#x}");
+        }
+    }
+
+    /// A relay: a second thread reads the writer's pointer and stores one of its own, which the
+    /// reader loads: the reader learns what the relay had learnt from the writer.
+    #[test]
+    fn a_reads_from_edge_carries_the_storing_threads_whole_clock() {
+        let (writer, relay, reader) = (1, 3, 2);
+        let mut h = HeldStores::new(true);
+        assert!(h.hold(writer, 7, 0xff, 42, 3));
+        h.stored(writer, 9, 0xff);
+        h.loaded(relay, 9, 0xff);
+        h.stored(relay, 11, 0xff);
+        h.stored(writer, 9, 0xff); // the writer's later stores change nothing the relay sent
+        h.loaded(reader, 11, 0xff);
+        let mut out = Vec::new();
+        h.publish(reader, 7, 0xff, |_| writer, &mut out);
+        assert_eq!(out, [(42, 0xff, false)]);
+        // The copies of clocks are reused once no byte names them.
+        assert!(h.clocks.clocks.len() <= 4, "{} copies", h.clocks.clocks.len());
     }
 
     #[test]

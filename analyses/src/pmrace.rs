@@ -271,6 +271,9 @@ pub struct Pmrace {
     sync_finding_ids: FxHashMap<(u64, u64), usize>,
     /// Threads inside a libpmemobj lock function.
     pmdk_locks: crate::sync::PmdkLockCalls,
+    /// The recognised calls each thread is in: a lock function's own accesses to its lock word
+    /// (pthread's, libpmemobj's, `--config` custom locks') are synchronisation, not data.
+    sync_calls: crate::sync::SyncCalls,
     /// PM ranges registered with a PMDK transaction (pmemcheck `ADD_TO_TX`), per thread:
     /// (device start, end), until removed or the outermost transaction ends.
     tx_ranges: FxHashMap<u32, Vec<(u64, u64)>>,
@@ -507,6 +510,7 @@ impl Analysis for Pmrace {
     fn on_event(&mut self, ev: &Event, device: &PmDevice) {
         self.seq += 1;
         self.pmdk_locks.observe(ev);
+        self.sync_calls.observe(ev);
         match ev.kind {
             EventKind::Store | EventKind::NtStore | EventKind::RmwStore if ev.dev != 0 => self.on_store(ev, device),
             EventKind::Flush(_) if ev.dev != 0 => {
@@ -543,6 +547,7 @@ impl Analysis for Pmrace {
         // nothing they read).
         ev.dev != 0
             && !self.code.is_library(ev.pc)
+            && !self.sync_calls.is_own(ev)
             && self.unpersisted_byte(ev.dev, ev.size, device).is_some_and(|(_, store, _)| self.stores.contains(store))
     }
 
@@ -551,6 +556,12 @@ impl Analysis for Pmrace {
         // the library's business; copies it makes for the program (memcpy) are the program's.
         let code = &self.code;
         if ev.dev == 0 || self.library.get(ev.pc, |pc| code.is_library(pc)) {
+            return 0;
+        }
+        // A lock function reading its own lock word (P-ART's version lock, taken by a CAS and
+        // released by an increment, which never returns to its first value): the value decides
+        // who holds the lock, no data.
+        if self.sync_calls.is_sync_access(ev) {
             return 0;
         }
         let Some((byte, store, writer)) = self.unpersisted_byte(ev.dev, ev.size, device) else { return 0 };
@@ -577,6 +588,11 @@ impl Analysis for Pmrace {
     }
 
     fn on_tainted_store(&mut self, ev: &Event, content: &[u32], address: &[u32], device: &PmDevice) {
+        if self.sync_calls.is_own(ev) {
+            // Taking or releasing a lock changes no data (as `sync_side_effects`).
+            self.counts.sync_side_effects += 1;
+            return;
+        }
         let (dev, end) = (ev.dev, ev.dev + u64::from(ev.size));
         for &id in content.iter().chain(address.iter()) {
             let Some(c) = self.candidates.get(id as usize - 1) else { continue };

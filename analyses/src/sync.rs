@@ -1030,14 +1030,19 @@ impl SyncCalls {
     /// inside a recognised call that locks an object, to that object's bytes (counted in
     /// [`SyncCalls::sync_accesses`]).
     pub fn is_sync_access(&mut self, ev: &Event) -> bool {
-        let end = ev.addr.saturating_add(u64::from(ev.size.max(1)));
-        let own = self.calls(ev.tid).iter().any(|c| {
-            c.kind.lock_bytes().is_some_and(|n| ev.addr < c.addr.saturating_add(u64::from(n)) && c.addr < end)
-        });
+        let own = self.is_own(ev);
         if own {
             self.sync_accesses += 1;
         }
         own
+    }
+
+    /// [`SyncCalls::is_sync_access`] without counting it.
+    pub fn is_own(&self, ev: &Event) -> bool {
+        let end = ev.addr.saturating_add(u64::from(ev.size.max(1)));
+        self.calls(ev.tid)
+            .iter()
+            .any(|c| c.kind.lock_bytes().is_some_and(|n| ev.addr < c.addr.saturating_add(u64::from(n)) && c.addr < end))
     }
 
     /// The bytes of the load `ev` that the string routine it is made in reads by its contract
@@ -1204,7 +1209,7 @@ const ADOPT_LOOK: usize = 64;
 /// is reused) has one slot per task while each task's clock holds only its ancestors' and the
 /// subtrees it waited for: copies and joins cost what a clock knows, not the task count.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Sparse(Vec<(u32, u32)>);
+pub(crate) struct Sparse(Vec<(u32, u32)>);
 
 impl Sparse {
     fn get(&self, slot: usize) -> u32 {
@@ -1442,15 +1447,24 @@ impl HappensBefore {
         self.threads[&tid].get(s)
     }
 
-    /// An edge from epoch `epoch` of thread `of` to `tid` now, carrying `of`'s own component
-    /// only (not what `of` had learnt from others by then).
-    pub fn learn(&mut self, tid: u32, of: u32, epoch: u32) {
+    /// Whether `tid`'s clock is `c` (a copy taken by [`HappensBefore::copy_clock`]).
+    pub(crate) fn clock_is(&mut self, tid: u32, c: &Sparse) -> bool {
         self.ensure(tid);
-        let s = self.slot(of);
-        let c = self.threads.get_mut(&tid).expect("ensured");
-        if c.get(s) < epoch {
-            c.set(s, epoch);
-        }
+        self.threads[&tid] == *c
+    }
+
+    /// Copies `tid`'s clock into `out` (reusing its buffer).
+    pub(crate) fn copy_clock(&mut self, tid: u32, out: &mut Sparse) {
+        self.ensure(tid);
+        out.0.clone_from(&self.threads[&tid].0);
+    }
+
+    /// An edge from a clock copied earlier (a store's release clock) to `tid` now: `tid` learns
+    /// all it knew, transitively.
+    pub(crate) fn acquire_clock(&mut self, tid: u32, c: &Sparse) {
+        self.ensure(tid);
+        let HappensBefore { threads, scratch, .. } = self;
+        threads.get_mut(&tid).expect("ensured").join(c, scratch);
     }
 
     /// Drops a sync object's clock (nothing will wait on it again).

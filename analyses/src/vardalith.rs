@@ -641,11 +641,11 @@ impl Vardalith {
         let lane = self.opts.lanes && self.sync.lanes.protects(ev);
         for (line, mask) in pieces(ev.dev, ev.size) {
             if !store {
-                self.held.loaded(tid, line);
+                self.held.loaded(tid, line, mask);
             }
             self.touch(tid, line, mask);
             if store {
-                self.held.stored(tid, line);
+                self.held.stored(tid, line, mask);
             }
             let mut w = Window {
                 store,

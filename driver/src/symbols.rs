@@ -377,11 +377,13 @@ impl Objects {
     }
 
     /// The frame that summarises a backtrace: the innermost with a line of the program's own code
-    /// (not a library's line from a debug file), else the innermost with any line, else the first.
+    /// (not a library's line from a debug file) outside the system's headers, else the innermost
+    /// with a line of its own code, else the innermost with any line, else the first.
     pub fn summary<'a>(&self, frames: &'a [Frame]) -> Option<&'a Frame> {
         frames
             .iter()
-            .find(|f| self.own_line(self.image, f))
+            .find(|f| self.own_line(self.image, f) && !from_system_header(f))
+            .or_else(|| frames.iter().find(|f| self.own_line(self.image, f)))
             .or_else(|| frames.iter().find(|f| f.line.is_some()))
             .or(frames.first())
     }
@@ -389,7 +391,10 @@ impl Objects {
     /// A location summarised by [`Objects::summary`], keeping the whole backtrace.
     pub fn location(&self, role: &str, tid: u32, frames: Vec<Frame>) -> Location {
         let image = self.image_of(tid);
-        let own = frames.iter().position(|f| self.own_line(image, f));
+        let own = frames
+            .iter()
+            .position(|f| self.own_line(image, f) && !from_system_header(f))
+            .or_else(|| frames.iter().position(|f| self.own_line(image, f)));
         let mut loc = Location::from_backtrace(role, tid, frames);
         if let Some(top) = own.map(|i| loc.backtrace[i].clone()) {
             loc.pc = top.pc;
@@ -443,4 +448,14 @@ impl Objects {
             group,
         }
     }
+}
+
+/// Whether a frame's line is in a system header compiled into the program: C++'s library
+/// templates (`std::atomic<T>::load` in `/usr/include/c++/12/bits/atomic_base.h`), the compiler's
+/// intrinsics (`_mm_stream_si64` in `/usr/lib/gcc/.../include/emmintrin.h`). At `-O0` they are
+/// functions of the program's own code with lines of their own, and a summary there would name
+/// the header for every atomic access the program makes; its caller's line is the program's.
+/// (Inlined, at `-O1` and up, the symbolizer already gives the line that inlined them.)
+fn from_system_header(f: &Frame) -> bool {
+    f.file.as_deref().is_some_and(loader::in_system_header)
 }

@@ -567,7 +567,26 @@ fn dwarf_lookup(context: &Context<Reader>, addr: u64) -> (SourceLoc, Option<Stri
                 loc.file = location.file.map(str::to_string);
                 loc.line = location.line;
             }
-            if matches!(frames.next(), Ok(None)) {
+            let mut outer = Vec::new();
+            while let Ok(Some(f)) = frames.next() {
+                outer.push(f);
+            }
+            // Code of a system header inlined into the program (std::atomic<T>::store at -O1,
+            // an intrinsic): the instruction is the program's, at the line that inlined it.
+            if loc.file.as_deref().is_some_and(in_system_header) {
+                let program = outer.iter().find_map(|f| {
+                    let l = f.location.as_ref()?;
+                    (!in_system_header(l.file?)).then_some((f, l))
+                });
+                if let Some((f, l)) = program {
+                    loc.file = l.file.map(str::to_string);
+                    loc.line = l.line;
+                    if let Some(name) = f.function.as_ref().and_then(|n| n.demangle().ok()) {
+                        loc.function = Some(name.into_owned()).filter(|n| !n.is_empty());
+                    }
+                }
+            }
+            if outer.is_empty() {
                 outer_name = frame.function.as_ref().and_then(|name| name.raw_name().ok()).map(Cow::into_owned);
             }
         }
@@ -579,6 +598,14 @@ fn dwarf_lookup(context: &Context<Reader>, addr: u64) -> (SourceLoc, Option<Stri
         }
     }
     (loc, outer_name)
+}
+
+/// Whether a source path is a system header: C++'s library (`/usr/include/c++/...`), libc's
+/// headers, the compiler's intrinsics (`/usr/lib/gcc/.../include/emmintrin.h`, clang's under
+/// `/usr/lib/llvm-*`). Their code compiled into a program belongs to the program's line that used
+/// it.
+pub fn in_system_header(path: &str) -> bool {
+    path.starts_with("/usr/include/") || path.starts_with("/usr/lib/gcc/") || path.starts_with("/usr/lib/llvm-")
 }
 
 fn cache_insert(cache: &mut HashMap<u64, SourceLoc>, addr: u64, loc: &SourceLoc) {

@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Summarises a ferrite report of a real program (docs/analyses/hawkset.md, "The real programs"):
+per finding, the program's frames of its store, window-end and load sites; then, for each bug of
+HawkSet-exp's artifact_evaluation/bugs.py for the program, the findings that have its store
+location in a store's backtrace and its load location in a load's (any call stack of the group).
+Usage: summarise.py REPORT pmasstree|part [ANALYSES,...] (the program's sources under $REAL)."""
+import json, sys, os
+REAL = os.environ.get('REAL', os.getcwd())
+r = json.load(open(sys.argv[1])); app = sys.argv[2]
+BUGS = {
+ 'pmasstree': {5: [("masstree.h:868", "masstree.h:1958")], 6: [("masstree.h:1435", "masstree.h:1958")],
+               7: [("masstree.h:1473", "masstree.h:1953")]},
+ # P-ART: bugs.py's lines are of durinn's N*.cpp, which is not stored publicly; the same
+ # statements in RECIPE's N*.cpp built here: 8 = change() vs getChild(), 9 = remove() vs getChild().
+ 'part': {8: [(s, l) for s in ("N4.cpp:51", "N16.cpp:42", "N256.cpp:39") for l in ("N4.cpp:61", "N16.cpp:67", "N256.cpp:43")],
+          9: [(s, l) for s in ("N4.cpp:72", "N16.cpp:84") for l in ("N4.cpp:61", "N16.cpp:67")]},
+}[app]
+def frames(loc, n=4):
+    if 'backtrace' not in loc and 'file' in loc: return [f"{os.path.basename(loc['file'])}:{loc.get('line')}"]
+    out = []
+    for fr in loc.get('backtrace', [])[:12]:
+        f = fr.get('file');
+        if f and f.startswith(REAL):
+            out.append(f"{os.path.basename(f)}:{fr.get('line')}")
+    return out
+def top(loc):
+    f = loc.get('file'); return f"{os.path.basename(f) if f else loc.get('function','?')}:{loc.get('line')}"
+found = {b: [] for b in BUGS}
+byan = {}
+for f in r['findings']:
+    an = f['analysis']; byan[an] = byan.get(an, 0) + 1
+    st = [l for l in f['locations'] if l['role'] == 'store']
+    ld = [l for l in f['locations'] if l['role'] == 'load']
+    allst, allld = list(st), list(ld)
+    for g in (f.get('group') or {}).get('stacks', []):
+        allst += [l for l in g['locations'] if l['role'] == 'store']
+        allld += [l for l in g['locations'] if l['role'] == 'load']
+    en = [l for l in f['locations'] if l['role'] in ('fence', 'overwrite')]
+    if len(sys.argv) < 4 or an in sys.argv[3].split(','):
+        print(f"#{f['id']} [{an}] x{f.get('occurrences')} {f['message'][:70]}")
+        for s in st: print("   store", top(s), frames(s)[:4])
+        for e in en: print("   ", e['role'], top(e), frames(e)[:3])
+        for l in ld: print("   load ", top(l), frames(l)[:3])
+    for b, pats in BUGS.items():
+        for s_, l_ in pats:
+            if any(s_ in x for s in allst for x in frames(s)+[top(s)]) and any(l_ in x for l in allld for x in frames(l)+[top(l)]):
+                found[b].append((an, f['id'])); break
+print("counts", byan)
+for b, v in found.items(): print("bug", b, v)
