@@ -162,3 +162,33 @@ fn a_task_body_ending_in_a_tail_call_to_taskwait_waits() {
     }
     assert!(failures.is_empty(), "misclassified kernels:\n{}", failures.join("\n"));
 }
+
+#[test]
+fn races_seen_before_the_run_stops_are_reported() {
+    // Given an argument, both sections of these kernels loop for ever: the run ends at the
+    // instruction budget as a hang, and the races hmtrace saw by then stand (a race seen is a
+    // race whatever the program would have done next); the race-free twin reports the hang
+    // alone. Without an argument they end, and the classification test covers them.
+    let marked = [
+        u64::from(marker_line("omp_forever_yes.c", "/* RACE: producer, under critical(fill) */")),
+        u64::from(marker_line("omp_forever_yes.c", "/* RACE: consumer, under critical(drain) */")),
+    ];
+    for (program, racy) in [("omp_forever_yes", true), ("omp_forever_no", false), ("omp_forever_yes.dyn", true)] {
+        let run = Ferrite::run(&guest(program))
+            .opts(&["--analyses", "hmtrace", "--report", "r.json", "--max-instructions", "5000000"])
+            .args(&["forever"])
+            .go();
+        assert_eq!(run.code, 66, "{}", run.describe());
+        let report = run.json("r.json");
+        let kinds: Vec<&str> =
+            report["findings"].as_array().unwrap().iter().map(|f| f["kind"].as_str().unwrap()).collect();
+        assert!(kinds.contains(&"instruction-budget"), "{program}: {kinds:?}");
+        let rs = races(&report);
+        if racy {
+            assert!(!rs.is_empty(), "{program}: no race before the hang: {kinds:?}");
+            assert!(rs.iter().all(|f| finding_lines(f).iter().any(|l| marked.contains(l))), "{}", show_findings(&rs));
+        } else {
+            assert_eq!(kinds, ["instruction-budget"], "{program}");
+        }
+    }
+}

@@ -877,6 +877,15 @@ impl Analysis for Hmtrace {
         "hmtrace"
     }
 
+    /// A race seen is a race whatever the program does next: the findings stand when the run
+    /// hangs at the instruction budget or deadlocks (a program that never ends, a server, a
+    /// barrier missing a lock). What it cannot know then: a location whose first locked
+    /// instruction would have come after the stop is not known as a sync location, so its
+    /// plain accesses count as data.
+    fn reports_when_stopped(&self) -> bool {
+        true
+    }
+
     fn fork(&self) -> Option<Box<dyn Analysis>> {
         Some(Box::new(self.clone()))
     }
