@@ -1,7 +1,8 @@
 //! hmtrace on OpenMP programs (gcc's libgomp; docs/analyses/hmtrace.md, "OpenMP"): every
 //! labelled kernel `guests/src/omp_*` — racy (`_yes`) and race-free (`_no`) twins for parallel
 //! for, private, reduction, critical (named and unnamed), atomic, single (with copyprivate),
-//! master, barrier, nowait, ordered, omp locks (nested), sections (in a team of one too), tasks
+//! master, barrier, nowait, ordered, omp locks (nested, and passed between threads as turn
+//! tokens, whose reads under disjoint locks are no finding), sections (in a team of one too), tasks
 //! with taskwait, taskwait depend, taskgroup, depend and if(0), taskloop, nested regions,
 //! threadprivate, a plain write before another thread's atomic update — is classified as
 //! labelled in one default run per seed, statically linked and against libgomp.so.1; tasks are
@@ -91,6 +92,7 @@ fn dynamically_linked_libgomp_is_modelled_the_same() {
         "omp_task_onethread_yes",
         "omp_lock_yes",
         "omp_lock_no",
+        "omp_lockturn_no",
         "omp_barrier_no",
         "omp_depend_no",
         "omp_taskwait_depend_no",
@@ -159,4 +161,34 @@ fn a_task_body_ending_in_a_tail_call_to_taskwait_waits() {
         failures.extend(classify(name, &format!("{name}.dyn"), 0));
     }
     assert!(failures.is_empty(), "misclassified kernels:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn races_seen_before_the_run_stops_are_reported() {
+    // Given an argument, both sections of these kernels loop for ever: the run ends at the
+    // instruction budget as a hang, and the races hmtrace saw by then stand (a race seen is a
+    // race whatever the program would have done next); the race-free twin reports the hang
+    // alone. Without an argument they end, and the classification test covers them.
+    let marked = [
+        u64::from(marker_line("omp_forever_yes.c", "/* RACE: producer, under critical(fill) */")),
+        u64::from(marker_line("omp_forever_yes.c", "/* RACE: consumer, under critical(drain) */")),
+    ];
+    for (program, racy) in [("omp_forever_yes", true), ("omp_forever_no", false), ("omp_forever_yes.dyn", true)] {
+        let run = Ferrite::run(&guest(program))
+            .opts(&["--analyses", "hmtrace", "--report", "r.json", "--max-instructions", "5000000"])
+            .args(&["forever"])
+            .go();
+        assert_eq!(run.code, 66, "{}", run.describe());
+        let report = run.json("r.json");
+        let kinds: Vec<&str> =
+            report["findings"].as_array().unwrap().iter().map(|f| f["kind"].as_str().unwrap()).collect();
+        assert!(kinds.contains(&"instruction-budget"), "{program}: {kinds:?}");
+        let rs = races(&report);
+        if racy {
+            assert!(!rs.is_empty(), "{program}: no race before the hang: {kinds:?}");
+            assert!(rs.iter().all(|f| finding_lines(f).iter().any(|l| marked.contains(l))), "{}", show_findings(&rs));
+        } else {
+            assert_eq!(kinds, ["instruction-budget"], "{program}");
+        }
+    }
 }

@@ -156,9 +156,10 @@ pub struct SyncVar {
 /// - [`Interest::TAINT`] turns the taint engine on: [`Analysis::taint_source`] and
 ///   [`Analysis::on_tainted_store`] are called.
 ///
-/// [`Analysis::finish`] is called once when the guest exited, normally or by a signal; it is
-/// skipped when the run hung (the instruction budget stopped it) or deadlocked, which is no end
-/// of the program. [`Analysis::stats`] follows `finish`. A pass whose registry row wants images
+/// [`Analysis::finish`] is called once when the guest exited, normally or by a signal; when the
+/// run hung (the instruction budget stopped it) or deadlocked, which is no end of the program,
+/// only passes whose findings stand without one ([`Analysis::reports_when_stopped`]) are asked.
+/// [`Analysis::stats`] follows `finish`. A pass whose registry row wants images
 /// may attach a [`Validation`] to a finding: the driver validates it after the run.
 pub trait Analysis {
     /// The pass's name: its registry row's, and the `analysis` of its findings.
@@ -167,8 +168,17 @@ pub trait Analysis {
     fn interest(&self) -> Interest;
     /// One event of the kinds [`Analysis::interest`] covers.
     fn on_event(&mut self, ev: &Event, device: &PmDevice);
-    /// The run is over (every thread has exited); report.
+    /// The run is over (every thread has exited, or, for a pass that
+    /// [`Analysis::reports_when_stopped`], the run stopped); report.
     fn finish(&mut self, device: &PmDevice) -> Vec<RawFinding>;
+    /// Whether what the pass found stands when the run stops before the program ends (a hang at
+    /// the instruction budget, every thread blocked): true for a pass whose findings are pairs
+    /// of accesses that already happened (a data race seen is a race whatever the program would
+    /// have done next); false, the default, for one whose findings are judged at the program's
+    /// end (stores not yet persisted when it exits, ...).
+    fn reports_when_stopped(&self) -> bool {
+        false
+    }
     /// What is known of the program's code (before the first event); passes that watch all
     /// memory use it to leave library internals out.
     fn set_code(&mut self, _code: &CodeInfo) {}
@@ -302,6 +312,12 @@ impl Passes {
     /// Every pass's findings, pass by pass ([`Analysis::finish`]).
     pub fn finish(&mut self, device: &PmDevice) -> Vec<RawFinding> {
         self.passes.iter_mut().flat_map(|(_, p)| p.finish(device)).collect()
+    }
+
+    /// The findings of the passes whose findings stand when the run stopped before the
+    /// program's end ([`Analysis::reports_when_stopped`]), pass by pass.
+    pub fn finish_stopped(&mut self, device: &PmDevice) -> Vec<RawFinding> {
+        self.passes.iter_mut().filter(|(_, p)| p.reports_when_stopped()).flat_map(|(_, p)| p.finish(device)).collect()
     }
 
     /// Hands every pass what is known of the program's code.

@@ -789,8 +789,9 @@ impl Session {
         }
     }
 
-    /// What the run found, once it has ended: the passes report what they saw (unless the
-    /// guest hung or deadlocked, which is no end of the program), symbolised, in order.
+    /// What the run found, once it has ended: the passes report what they saw (when the guest
+    /// hung or deadlocked, which is no end of the program, only the passes whose findings stand
+    /// without one: [`analyses::Analysis::reports_when_stopped`]), symbolised, in order.
     pub fn finish(&mut self, end: GuestEnd) -> Finished {
         let Session { spec, m, k, symbols, trace, findings, max_threads_seen, program_hash, probe, images, .. } = self;
         let spec = &*spec;
@@ -816,14 +817,15 @@ impl Session {
             let any: Box<dyn std::any::Any> = obs;
             if let Ok(mut p) = any.downcast::<Passes>() {
                 lock_stats(spec, symbols, &p, &mut stats);
-                if !matches!(end, GuestEnd::Hang | GuestEnd::Deadlock) {
-                    let raws: Vec<RawFinding> = p.finish(m.pm());
+                let stopped = matches!(end, GuestEnd::Hang | GuestEnd::Deadlock);
+                let raws: Vec<RawFinding> = if stopped { p.finish_stopped(m.pm()) } else { p.finish(m.pm()) };
+                if !stopped {
                     stats.extend(p.stats());
-                    for mut raw in raws {
-                        let request = raw.validation.take();
-                        let finding = symbols.finding(m, raw, spec.sched_seed());
-                        passes.push(PassFinding { finding, request });
-                    }
+                }
+                for mut raw in raws {
+                    let request = raw.validation.take();
+                    let finding = symbols.finding(m, raw, spec.sched_seed());
+                    passes.push(PassFinding { finding, request });
                 }
             }
         }
