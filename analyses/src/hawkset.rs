@@ -136,7 +136,6 @@
 use emu::decode::FlushOp;
 use emu::events::{Event, EventKind, Interest};
 use emu::pm::{DurabilityRule, PmDevice, LINE_SIZE};
-use emu::sync::SyncKind;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::annotations::Annotations;
@@ -868,18 +867,10 @@ impl Hawkset {
 
     fn on_sync(&mut self, ev: &Event, device: &PmDevice) {
         let tid = ev.tid;
-        // An object PMDK's allocator hands out is fresh: what threads did to its bytes in an
-        // earlier life (a freed table, a reused node) does not publish it (see the IRH).
-        match ev.kind {
-            EventKind::SyncEnter(SyncKind::PmemobjAlloc) => self.thread(tid).allocs.push(ev.old),
-            EventKind::SyncReturn(SyncKind::PmemobjAlloc) => {
-                let size = self.thread(tid).allocs.pop().unwrap_or(0);
-                if ev.dev != 0 && self.opts.fresh_allocs {
-                    self.irh.forget_range(ev.dev, size);
-                }
-            }
-            _ => {}
-        }
+        let fresh = self.opts.fresh_allocs;
+        let mut sizes = std::mem::take(&mut self.thread(tid).allocs);
+        self.irh.on_alloc(ev, &mut sizes, fresh);
+        self.thread(tid).allocs = sizes;
         if let EventKind::SyncEnter(k) = ev.kind {
             // The outermost release call's lockset (pmemobj_cond_wait calls pthread_cond_wait).
             if is_release_call(k) && self.thread(tid).pre_release.is_none() {

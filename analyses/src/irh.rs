@@ -202,6 +202,25 @@ impl Publication {
         }
     }
 
+    /// Forgets the object a `pmemobj_alloc`-family call hands out, at its return (an object of
+    /// PMDK's allocator is fresh: what threads did to its bytes in an earlier life, a freed table
+    /// or a reused node, does not publish it). `sizes` is the thread's sizes of the allocation
+    /// calls it is in, pushed at their entries.
+    pub(crate) fn on_alloc(&mut self, ev: &emu::events::Event, sizes: &mut Vec<u64>, enabled: bool) {
+        use emu::events::EventKind;
+        use emu::sync::SyncKind;
+        match ev.kind {
+            EventKind::SyncEnter(SyncKind::PmemobjAlloc) => sizes.push(ev.old),
+            EventKind::SyncReturn(SyncKind::PmemobjAlloc) => {
+                let size = sizes.pop().unwrap_or(0);
+                if ev.dev != 0 && enabled {
+                    self.forget_range(ev.dev, size);
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// The bytes of `mask` of `line` that are published.
     pub(crate) fn published(&self, line: u64, mask: u64) -> u64 {
         if self.threshold == 0 {

@@ -967,16 +967,12 @@ impl Vardalith {
         match ev.kind {
             EventKind::SyncEnter(SyncKind::Join) => self.thread(tid).joining = true,
             EventKind::SyncReturn(SyncKind::Join) => self.thread(tid).joining = false,
-            // A fresh PMDK object: its bytes' earlier life does not publish it (the IRH).
-            EventKind::SyncEnter(SyncKind::PmemobjAlloc) => self.thread(tid).allocs.push(ev.old),
-            EventKind::SyncReturn(SyncKind::PmemobjAlloc) => {
-                let size = self.thread(tid).allocs.pop().unwrap_or(0);
-                if ev.dev != 0 && self.opts.fresh_allocs {
-                    self.irh.forget_range(ev.dev, size);
-                }
-            }
             _ => {}
         }
+        let fresh = self.opts.fresh_allocs;
+        let mut sizes = std::mem::take(&mut self.thread(tid).allocs);
+        self.irh.on_alloc(ev, &mut sizes, fresh);
+        self.thread(tid).allocs = sizes;
         if let EventKind::SyncReturn(k) = ev.kind {
             if is_release_call(k) {
                 self.thread(tid).in_release = None;
