@@ -277,9 +277,15 @@ type LastStores = SmallVec<[(u64, u32, u32); 1]>;
 struct StoreClocks {
     /// Clock, number of `last_store` entries naming it, whether it is its thread's current copy.
     clocks: Vec<(Sparse, u32, bool)>,
+    /// Each copy's generation: bumped when its id is given a new clock, so that (id, generation)
+    /// names one clock's contents for good.
+    gens: Vec<u32>,
     free: Vec<u32>,
     /// Thread → its current copy.
     current: FxHashMap<u32, u32>,
+    /// Thread → the (id, generation) of the copy it joined last: a loop that re-reads one
+    /// store joins its clock once (joining a clock again changes nothing, clocks only grow).
+    joined: FxHashMap<u32, (u32, u32)>,
 }
 
 impl StoreClocks {
@@ -295,9 +301,11 @@ impl StoreClocks {
             Some(id) => id,
             None => {
                 self.clocks.push((Sparse::default(), 0, false));
+                self.gens.push(0);
                 self.clocks.len() as u32 - 1
             }
         };
+        self.gens[id as usize] = self.gens[id as usize].wrapping_add(1);
         let c = &mut self.clocks[id as usize];
         causal.copy_clock(tid, &mut c.0);
         c.1 = 0;
@@ -479,7 +487,12 @@ impl HeldStores {
         let HeldStores { causal, last_store, clocks, .. } = self;
         let Some(list) = last_store.get(line) else { return };
         for e in list.iter().filter(|e| e.0 & mask != 0 && e.1 != tid) {
+            let copy = (e.2, clocks.gens[e.2 as usize]);
+            if clocks.joined.get(&tid) == Some(&copy) {
+                continue;
+            }
             causal.acquire_clock(tid, &clocks.clocks[e.2 as usize].0);
+            clocks.joined.insert(tid, copy);
         }
     }
 
