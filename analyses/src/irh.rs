@@ -190,15 +190,8 @@ impl Publication {
 
     /// [`Publication::forget`] for the device bytes `dev..dev + len`.
     pub(crate) fn forget_range(&mut self, dev: u64, len: u64) {
-        let end = dev.saturating_add(len);
-        let mut a = dev;
-        while a < end {
-            let line = a / 64;
-            let upto = ((line + 1) * 64).min(end);
-            let (lo, hi) = (a % 64, upto - line * 64);
-            let mask = if hi - lo == 64 { u64::MAX } else { ((1u64 << (hi - lo)) - 1) << lo };
+        for (line, mask) in crate::persist::range_pieces(dev, dev.saturating_add(len)) {
             self.forget(line, mask);
-            a = upto;
         }
     }
 

@@ -80,7 +80,11 @@ impl SiteIds {
 
 /// The line pieces of an access: `(line, byte mask within the line)`.
 pub(crate) fn pieces(dev: u64, size: u32) -> impl Iterator<Item = (u64, u64)> {
-    let end = dev + u64::from(size.max(1));
+    range_pieces(dev, dev + u64::from(size.max(1)))
+}
+
+/// The line pieces of the bytes `dev..end`: `(line, byte mask within the line)`.
+pub(crate) fn range_pieces(dev: u64, end: u64) -> impl Iterator<Item = (u64, u64)> {
     let mut a = dev;
     std::iter::from_fn(move || {
         if a >= end {

@@ -380,21 +380,25 @@ impl Objects {
     /// (not a library's line from a debug file) outside the system's headers, else the innermost
     /// with a line of its own code, else the innermost with any line, else the first.
     pub fn summary<'a>(&self, frames: &'a [Frame]) -> Option<&'a Frame> {
-        frames
-            .iter()
-            .find(|f| self.own_line(self.image, f) && !from_system_header(f))
-            .or_else(|| frames.iter().find(|f| self.own_line(self.image, f)))
+        self.own_frame(self.image, frames)
+            .map(|i| &frames[i])
             .or_else(|| frames.iter().find(|f| f.line.is_some()))
             .or(frames.first())
+    }
+
+    /// The innermost frame with a line of `image`'s own code outside the system's headers, else
+    /// the innermost with a line of its own code.
+    fn own_frame(&self, image: u32, frames: &[Frame]) -> Option<usize> {
+        frames
+            .iter()
+            .position(|f| self.own_line(image, f) && !from_system_header(f))
+            .or_else(|| frames.iter().position(|f| self.own_line(image, f)))
     }
 
     /// A location summarised by [`Objects::summary`], keeping the whole backtrace.
     pub fn location(&self, role: &str, tid: u32, frames: Vec<Frame>) -> Location {
         let image = self.image_of(tid);
-        let own = frames
-            .iter()
-            .position(|f| self.own_line(image, f) && !from_system_header(f))
-            .or_else(|| frames.iter().position(|f| self.own_line(image, f)));
+        let own = self.own_frame(image, &frames);
         let mut loc = Location::from_backtrace(role, tid, frames);
         if let Some(top) = own.map(|i| loc.backtrace[i].clone()) {
             loc.pc = top.pc;

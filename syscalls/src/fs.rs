@@ -1188,8 +1188,6 @@ impl Kernel {
     }
 }
 
-/// Sets the mode of the file `f` (opened `O_PATH`): `fchmodat2(AT_EMPTY_PATH)` (Linux 6.6), else
-/// through its `/proc/self/fd` link, which names that very file whatever its path is now.
 /// The ids of a `chown` an unprivileged owner may give: -1 (keep) or its own.
 fn chown_ids(ids: [u64; 2]) -> Result<(), Errno> {
     if ids.iter().all(|&id| id as u32 == u32::MAX || u64::from(id as u32) == crate::process::UID) {
@@ -1219,6 +1217,8 @@ fn drop_setid_bits(f: &std::fs::File) -> Result<(), Errno> {
     Ok(())
 }
 
+/// Sets the mode of the file `f` (opened `O_PATH`): `fchmodat2(AT_EMPTY_PATH)` (Linux 6.6), else
+/// through its `/proc/self/fd` link, which names that very file whatever its path is now.
 fn chmod_fd(f: &std::fs::File, mode: u32) -> Result<(), Errno> {
     // SAFETY: a valid descriptor and an empty NUL-terminated path.
     let r = unsafe { libc::syscall(libc::SYS_fchmodat2, f.as_raw_fd(), c"".as_ptr(), mode, libc::AT_EMPTY_PATH) };
