@@ -270,15 +270,13 @@ type LastStores = SmallVec<[(u64, u32, u32); 1]>;
 struct StoreClocks {
     /// Clock, number of `last_store` entries naming it, whether it is its thread's current copy.
     clocks: Vec<(Sparse, u32, bool)>,
-    /// Each copy's generation: bumped when its id is given a new clock, so that (id, generation)
-    /// names one clock's contents for good.
-    gens: Vec<u32>,
+    /// Per copy, the threads (by clock slot, the first 64) that have joined it since it was
+    /// taken: a thread that re-reads stores whose copies it has joined joins nothing (clocks
+    /// only grow, so a joined copy stays within the reader's clock).
+    joined: Vec<u64>,
     free: Vec<u32>,
     /// Thread → its current copy.
     current: FxHashMap<u32, u32>,
-    /// Thread → the (id, generation) of the copy it joined last: a loop that re-reads one
-    /// store joins its clock once (joining a clock again changes nothing, clocks only grow).
-    joined: FxHashMap<u32, (u32, u32)>,
 }
 
 impl StoreClocks {
@@ -294,11 +292,11 @@ impl StoreClocks {
             Some(id) => id,
             None => {
                 self.clocks.push((Sparse::default(), 0, false));
-                self.gens.push(0);
+                self.joined.push(0);
                 self.clocks.len() as u32 - 1
             }
         };
-        self.gens[id as usize] = self.gens[id as usize].wrapping_add(1);
+        self.joined[id as usize] = 0;
         let c = &mut self.clocks[id as usize];
         causal.copy_clock(tid, &mut c.0);
         c.1 = 0;
@@ -479,13 +477,15 @@ impl HeldStores {
         }
         let HeldStores { causal, last_store, clocks, .. } = self;
         let Some(list) = last_store.get(line) else { return };
+        let mut bit = None;
         for e in list.iter().filter(|e| e.0 & mask != 0 && e.1 != tid) {
-            let copy = (e.2, clocks.gens[e.2 as usize]);
-            if clocks.joined.get(&tid) == Some(&copy) {
+            let b = *bit.get_or_insert_with(|| 1u64.checked_shl(causal.slot(tid) as u32).unwrap_or(0));
+            let joined = &mut clocks.joined[e.2 as usize];
+            if *joined & b != 0 {
                 continue;
             }
             causal.acquire_clock(tid, &clocks.clocks[e.2 as usize].0);
-            clocks.joined.insert(tid, copy);
+            *joined |= b;
         }
     }
 
