@@ -12,9 +12,14 @@
 //! gone. For SIGABRT the handler then waits for the watcher (`abort` would otherwise go on to
 //! kill the process as soon as the handler returns), and gives up after a few seconds, if
 //! the watcher cannot run (an abort from a corrupt heap), letting the abort kill the process.
+//!
+//! A single `ferrite run` is gentler ([`stop_run_on_interrupt`]): its first interrupt stops
+//! the guest at its next block start, and the run ends as if its budget had ended there, with
+//! its findings and its report (a harness with a timeout keeps what the run found); the
+//! second ends ferrite at once.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 /// The pipe's write end, for the handler (-1 before [`remove_on_signals`]).
 static PIPE: AtomicI32 = AtomicI32::new(-1);
@@ -66,6 +71,29 @@ fn deferred_to_guest(sig: i32) -> bool {
     true
 }
 
+/// Whether the run under way stops at its first interrupt instead of ending ferrite at once
+/// ([`stop_run_on_interrupt`]).
+static STOP_RUN: AtomicBool = AtomicBool::new(false);
+
+/// From now on (until ferrite ends), the first SIGINT, SIGTERM or SIGHUP stops the run under
+/// way at its next block start ([`emu::interrupt`]), which then ends with its findings so far
+/// and its report, exit status 128+N; the second ends ferrite at once, as without this. For a
+/// command that runs one machine: an exploration's or crash test's many runs are not stopped
+/// one by one.
+pub fn stop_run_on_interrupt() {
+    STOP_RUN.store(true, Ordering::SeqCst);
+}
+
+/// The first interrupt of a run that stops on it ([`stop_run_on_interrupt`]) asks the machine
+/// to stop; returns whether it did.
+fn stops_the_run(sig: i32) -> bool {
+    if !STOP_RUN.load(Ordering::SeqCst) || sig == libc::SIGABRT || emu::interrupt::requested().is_some() {
+        return false;
+    }
+    emu::interrupt::request(sig);
+    true
+}
+
 /// From now on, SIGINT, SIGTERM, SIGHUP and SIGABRT remove `dir` (and everything in it) and end
 /// the process with status 128+N. Call once, early (before any thread is started, so that
 /// every thread inherits the handlers' effect). A failure to set this up is only a warning's
@@ -83,7 +111,7 @@ pub fn remove_on_signals(dir: PathBuf) -> std::io::Result<()> {
         loop {
             // SAFETY: `byte` has room for the one byte asked for.
             let n = unsafe { libc::read(read_end, (&mut byte as *mut u8).cast(), 1) };
-            if n == 1 && deferred_to_guest(i32::from(byte)) {
+            if n == 1 && (deferred_to_guest(i32::from(byte)) || stops_the_run(i32::from(byte))) {
                 continue;
             }
             if n == 1 {

@@ -1,7 +1,8 @@
 //! What a long run shows and leaves behind. Interrupted, ferrite leaves nothing: SIGINT,
 //! SIGTERM, SIGHUP and SIGABRT remove its private temporary directory (`$TMPDIR/ferrite-PID-N`,
 //! with the PM directories, their copies for `--explore` and crash testing's images in it) and
-//! end ferrite with status 128+N, even while rayon workers are running guests in it. Watched
+//! end ferrite with status 128+N, even while rayon workers are running guests in it; a single
+//! `ferrite run` first stops its guest and ends with its findings and report. Watched
 //! through a pipe or a log file, a crash campaign prints plain progress lines.
 
 mod common;
@@ -21,6 +22,11 @@ fn leftovers(tmp: &Path) -> Vec<String> {
 /// (a PM directory exists: the guests are running), sends `sig`, and returns its exit status
 /// and stderr.
 fn interrupt(args: &[&str], tmp: &Path, sig: i32) -> (i32, String) {
+    interrupt_after(args, tmp, sig, Duration::from_millis(300))
+}
+
+/// [`interrupt`], letting the guests run for `wait` before the signal.
+fn interrupt_after(args: &[&str], tmp: &Path, sig: i32, wait: Duration) -> (i32, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ferrite"))
         .args(args)
         .env("TMPDIR", tmp)
@@ -46,7 +52,7 @@ fn interrupt(args: &[&str], tmp: &Path, sig: i32) -> (i32, String) {
         std::thread::sleep(Duration::from_millis(20));
     }
     // Let the guests run a little.
-    std::thread::sleep(Duration::from_millis(300));
+    std::thread::sleep(wait);
     // SAFETY: kill(2) of the child this test started.
     assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
     let (tx, rx) = std::sync::mpsc::channel();
@@ -82,6 +88,131 @@ fn signals_remove_the_temporary_directory() {
         assert!(!stderr.contains("panicked"), "{stderr}");
         assert_eq!(leftovers(tmp.path()), Vec::<String>::new(), "signal {sig} left files behind\n{stderr}");
     }
+}
+
+#[test]
+fn an_interrupted_run_ends_with_its_findings_and_replays_to_the_same_point() {
+    // A service that never ends, racing from its first rounds: a harness's SIGTERM (or the
+    // user's Ctrl-C) stops the run at its next block, and the run ends as at a budget, with the
+    // races seen so far, its report, status 128+N, and nothing left behind but the report.
+    let prog = guest("omp_forever_yes");
+    let prog = prog.to_str().unwrap();
+    let marked = [
+        u64::from(marker_line("omp_forever_yes.c", "/* RACE: producer, under critical(fill) */")),
+        u64::from(marker_line("omp_forever_yes.c", "/* RACE: consumer, under critical(drain) */")),
+    ];
+    for (sig, wait) in [(libc::SIGTERM, 300), (libc::SIGINT, 300), (libc::SIGTERM, 3000)] {
+        let tmp = scratch();
+        let args = [
+            "run",
+            "--env-clear",
+            "--env",
+            "OMP_NUM_THREADS=2",
+            "--analyses",
+            "hmtrace",
+            "--report",
+            "r.json",
+            "--",
+            prog,
+            "forever",
+        ];
+        let (code, stderr) = interrupt_after(&args, tmp.path(), sig, Duration::from_millis(wait));
+        assert_eq!(code, 128 + sig, "{stderr}");
+        assert!(stderr.contains("ferrite: interrupted by SIG"), "{stderr}");
+        assert_eq!(leftovers(tmp.path()), ["r.json"], "{stderr}");
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(tmp.path().join("r.json")).unwrap()).unwrap();
+        assert_eq!(report["run"]["exit"]["interrupted"], sig, "{}", report["run"]);
+        let stopped = report["run"]["instructions"].as_u64().unwrap();
+        assert!(stopped > 0);
+        let findings = report["findings"].as_array().unwrap();
+        // On a loaded machine the first signals may come before the threads have raced; the
+        // last comes seconds into the run (its guest races within milliseconds of starting).
+        assert!(!findings.is_empty() || wait < 3000, "no race before the interrupt: {stderr}");
+        for f in findings {
+            assert_eq!(f["analysis"], "hmtrace", "only the races, no hang: {f}");
+            let lines: Vec<u64> =
+                f["locations"].as_array().unwrap().iter().filter_map(|l| l["line"].as_u64()).collect();
+            assert!(lines.iter().any(|l| marked.contains(l)), "{f}");
+        }
+        // The replay runs to the same instruction, ends the same way, with the same trace.
+        let out = Command::new(env!("CARGO_BIN_EXE_ferrite"))
+            .args(["replay", "r.json", "--report-out", "again.json"])
+            .current_dir(tmp.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(shell_status(out.status), 128 + sig, "{err}");
+        assert!(err.contains("replay reproduced the run"), "{err}");
+        let again: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(tmp.path().join("again.json")).unwrap()).unwrap();
+        assert_eq!(again["run"]["instructions"], stopped);
+        assert_eq!(again["run"]["exit"], report["run"]["exit"]);
+        assert_eq!(again["findings"], report["findings"]);
+    }
+}
+
+#[test]
+fn a_pm_service_stopped_by_its_budget_keeps_the_races_seen() {
+    // A PM service that never ends: the run stops at the budget (as at an interrupt), and the
+    // races vardalith and oscs saw by then stand; vardalith is silent on the fixed twin.
+    let marked =
+        [marker_line("pm_service_race.c", "/* BUG:"), marker_line("pm_service_race.c", "/* LOAD:")].map(u64::from);
+    for (program, racy) in [("pm_service_race", true), ("pm_service_race_fixed", false)] {
+        let run = Ferrite::run(&guest(program))
+            .opts(&["--analyses", "vardalith,oscs", "--report", "r.json", "--max-instructions", "3000000"])
+            .args(&["/mnt/pmem0/p", "forever"])
+            .go();
+        assert_eq!(run.code, 66, "{}", run.describe());
+        let report = run.json("r.json");
+        assert_eq!(report["run"]["exit"]["hang"], true, "{}", report["run"]);
+        let findings: Vec<&serde_json::Value> = report["findings"].as_array().unwrap().iter().collect();
+        let of = |a: &str| findings.iter().filter(|f| f["analysis"] == a).copied().collect::<Vec<_>>();
+        let vd = of("vardalith");
+        if racy {
+            assert_eq!(vd.len(), 1, "{}", show_findings(&findings));
+            let lines = finding_lines(vd[0]);
+            assert!(marked.iter().all(|m| lines.contains(m)), "{}", show_findings(&vd));
+        } else {
+            assert!(vd.is_empty(), "{}", show_findings(&vd));
+        }
+        // The counter's critical sections are order-sensitive in both (OSCS's class).
+        assert!(!of("oscs").is_empty(), "{}", show_findings(&findings));
+    }
+}
+
+#[test]
+fn a_second_interrupt_ends_a_run_whose_guest_waits_on_the_host() {
+    // `cat` waits in a host read that never returns: the run cannot reach its next block, so
+    // the first interrupt changes nothing visible, and the second ends ferrite at once.
+    let tmp = scratch();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferrite"))
+        .args(["run", "--env-clear", "--", "/bin/cat"])
+        .env("TMPDIR", tmp.path())
+        .current_dir(tmp.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: kill(2) of the child this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(child.try_wait().unwrap().is_none(), "the first interrupt ended a run that cannot stop");
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "the second interrupt did not end ferrite");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(shell_status(status), 128 + libc::SIGINT);
+    drop(child.stdin.take());
+    assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
 }
 
 #[test]

@@ -658,6 +658,13 @@ impl Analysis for Oscs {
         "oscs"
     }
 
+    /// Two critical sections seen to access a byte unordered stay order-sensitive whatever the
+    /// program does next: the findings stand when the run hangs at the instruction budget,
+    /// deadlocks or is interrupted (the deferred comparisons are made at the stop).
+    fn reports_when_stopped(&self) -> bool {
+        true
+    }
+
     fn fork(&self) -> Option<Box<dyn Analysis>> {
         Some(Box::new(self.clone()))
     }

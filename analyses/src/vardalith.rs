@@ -1216,6 +1216,15 @@ impl Analysis for Vardalith {
         "vardalith"
     }
 
+    /// An overlap of two windows seen is a race whatever the program does next: the pairs are
+    /// found when the second access happens, so they stand when the run hangs at the instruction
+    /// budget, deadlocks or is interrupted (a server that never ends). What it cannot know then:
+    /// a word whose first locked update would have come after the stop is not known as a lock,
+    /// so its accesses count as data.
+    fn reports_when_stopped(&self) -> bool {
+        true
+    }
+
     fn fork(&self) -> Option<Box<dyn Analysis>> {
         Some(Box::new(self.clone()))
     }

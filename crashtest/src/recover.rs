@@ -100,6 +100,7 @@ pub(crate) fn verdict_of(out: &RunOutcome, who: &str) -> Verdict {
         GuestEnd::Exited(ProcessExit::Signal(s)) => format!("{who} was killed by {}", emu::sig::name(s)),
         GuestEnd::Hang => format!("{who} hung"),
         GuestEnd::Deadlock => format!("{who} deadlocked"),
+        GuestEnd::Interrupted(s) => format!("{who} was stopped: ferrite was interrupted by {}", emu::sig::name(s)),
     };
     let locations = out
         .findings

@@ -266,6 +266,7 @@ fn validate(spec: &RunSpec, images: &CrashLog, v: &Validation, budget: u64) -> V
         }
         GuestEnd::Hang => Some("recovery hung".into()),
         GuestEnd::Deadlock => Some("recovery deadlocked".into()),
+        GuestEnd::Interrupted(_) => return Verdict::NotRun("ferrite was interrupted".into()),
     };
     if let Some((dev, size, init)) = v.reset {
         if let Some(why) = failed {

@@ -36,7 +36,7 @@ impl RunReport {
     }
 }
 
-/// How the guest ended: exactly one of `code`, `signal`, `hang` or `deadlock`.
+/// How the guest ended: exactly one of `code`, `signal`, `hang`, `deadlock` or `interrupted`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
 pub struct ExitInfo {
     /// The exit status.
@@ -51,6 +51,9 @@ pub struct ExitInfo {
     /// Every live thread blocked for good.
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub deadlock: bool,
+    /// ferrite was interrupted by this signal and stopped the run where `instructions` says.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub interrupted: Option<i32>,
 }
 
 impl From<GuestEnd> for ExitInfo {
@@ -60,6 +63,7 @@ impl From<GuestEnd> for ExitInfo {
             GuestEnd::Exited(ProcessExit::Signal(s)) => ExitInfo { signal: Some(s), ..ExitInfo::default() },
             GuestEnd::Hang => ExitInfo { hang: true, ..ExitInfo::default() },
             GuestEnd::Deadlock => ExitInfo { deadlock: true, ..ExitInfo::default() },
+            GuestEnd::Interrupted(s) => ExitInfo { interrupted: Some(s), ..ExitInfo::default() },
         }
     }
 }
@@ -323,9 +327,18 @@ impl RunInfo {
         if self.analyses.is_empty() {
             return field("analyses", "empty (`none` runs no pass)".into());
         }
-        let ends = [self.exit.code.is_some(), self.exit.signal.is_some(), self.exit.hang, self.exit.deadlock];
+        let ends = [
+            self.exit.code.is_some(),
+            self.exit.signal.is_some(),
+            self.exit.hang,
+            self.exit.deadlock,
+            self.exit.interrupted.is_some(),
+        ];
         if ends.iter().filter(|e| **e).count() != 1 {
-            return field("exit", "not exactly one of code, signal, hang, deadlock".into());
+            return field("exit", "not exactly one of code, signal, hang, deadlock, interrupted".into());
+        }
+        if self.exit.interrupted.is_some_and(|s| !(1..=64).contains(&s)) {
+            return field("exit.interrupted", "not a signal number (1 to 64)".into());
         }
         if let Some((path, _)) = self.inputs.iter().find(|(p, h)| p.is_empty() || !is_hex(h, 64)) {
             return field("inputs", format!("`{}` has no BLAKE3 hash (64 hexadecimal digits)", path.escape_debug()));
@@ -384,6 +397,7 @@ impl RunInfo {
             private_cwd: false,
             trace_syscalls: false,
             listen: self.listen.as_ref().and_then(|l| l.recorded().ok()).map(syscalls::listen::ListenSpec::Replay),
+            stop_at: self.exit.interrupted.map(|s| (self.instructions, s)),
         }
     }
 }

@@ -298,7 +298,7 @@ impl Session {
         let cwd = std::env::current_dir().map_err(SessionError::Cwd)?;
         let exe = std::fs::canonicalize(&program).unwrap_or_else(|_| program.clone());
         let mut m = Machine::new(MachineConfig {
-            max_instructions: spec.max_instructions,
+            max_instructions: spec.stop_at.map_or(spec.max_instructions, |(n, _)| n.min(spec.max_instructions)),
             rand_seed: spec.seed,
             strategy: spec.strategy,
             sched_seed: spec.sched_seed(),
@@ -765,6 +765,11 @@ impl Session {
                     break GuestEnd::Exited(exit);
                 }
                 Exit::Debug(stop) => return Driven::Machine(stop),
+                Exit::Interrupted => break GuestEnd::Interrupted(emu::interrupt::requested().unwrap_or(sig::SIGINT)),
+                Exit::Limit if spec.stop_at.is_some_and(|(n, _)| n == m.icount()) => {
+                    // The replay of an interrupted run reached the instruction it stopped at.
+                    break GuestEnd::Interrupted(spec.stop_at.map_or(sig::SIGINT, |(_, s)| s));
+                }
                 Exit::Limit => {
                     let bt = symbols.frames(&m.backtrace());
                     let what = format!(
@@ -817,7 +822,7 @@ impl Session {
             let any: Box<dyn std::any::Any> = obs;
             if let Ok(mut p) = any.downcast::<Passes>() {
                 lock_stats(spec, symbols, &p, &mut stats);
-                let stopped = matches!(end, GuestEnd::Hang | GuestEnd::Deadlock);
+                let stopped = matches!(end, GuestEnd::Hang | GuestEnd::Deadlock | GuestEnd::Interrupted(_));
                 let raws: Vec<RawFinding> = if stopped { p.finish_stopped(m.pm()) } else { p.finish(m.pm()) };
                 if !stopped {
                     stats.extend(p.stats());
@@ -856,6 +861,7 @@ impl Session {
             GuestEnd::Exited(ProcessExit::Signal(s)) => -i64::from(s),
             GuestEnd::Hang => i64::MIN,
             GuestEnd::Deadlock => i64::MIN + 1,
+            GuestEnd::Interrupted(s) => i64::MIN + 2 + i64::from(s),
         };
         let mut trace = trace.clone();
         trace.update(&end_code.to_le_bytes());

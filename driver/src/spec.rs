@@ -172,6 +172,10 @@ pub struct RunSpec {
     pub trace_syscalls: bool,
     /// `--listen`: host clients served and recorded, or a recording injected again.
     pub listen: Option<syscalls::listen::ListenSpec>,
+    /// The replay of an interrupted run: where it stopped (retired instructions) and the signal
+    /// that stopped it. The run ends there as that run ended ([`GuestEnd::Interrupted`]), not as
+    /// a hang, whatever `max_instructions` says.
+    pub stop_at: Option<(u64, i32)>,
 }
 
 impl RunSpec {
@@ -213,6 +217,7 @@ impl RunSpec {
             private_cwd: false,
             trace_syscalls: false,
             listen: None,
+            stop_at: None,
         }
     }
 }
@@ -251,6 +256,10 @@ pub enum GuestEnd {
     Hang,
     /// Every live thread blocked for good.
     Deadlock,
+    /// ferrite was interrupted by this signal (SIGINT, SIGTERM, SIGHUP) and stopped the run at
+    /// its next block start ([`emu::interrupt`]), or a replay reached the instruction an
+    /// interrupted run stopped at ([`RunSpec::stop_at`]).
+    Interrupted(i32),
 }
 
 impl GuestEnd {
@@ -258,7 +267,7 @@ impl GuestEnd {
     /// natively), then the findings code, then the guest's own status.
     pub fn exit_status(self, findings: usize, findings_code: i32) -> i32 {
         match self {
-            GuestEnd::Exited(ProcessExit::Signal(s)) => 128 + s,
+            GuestEnd::Exited(ProcessExit::Signal(s)) | GuestEnd::Interrupted(s) => 128 + s,
             _ if findings > 0 => findings_code,
             GuestEnd::Exited(ProcessExit::Code(c)) => c,
             GuestEnd::Hang | GuestEnd::Deadlock => findings_code,

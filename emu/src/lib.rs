@@ -13,6 +13,7 @@ pub mod decode;
 pub mod dirty;
 pub mod events;
 mod excp;
+pub mod interrupt;
 pub mod machine;
 pub mod memory;
 pub mod pm;

@@ -57,6 +57,8 @@ pub use unicorn_engine::RegisterX86 as Reg;
 
 /// Linux signal numbers used by the machine.
 pub mod sig {
+    /// Interrupt from the terminal (Ctrl-C).
+    pub const SIGINT: i32 = 2;
     /// Illegal instruction.
     pub const SIGILL: i32 = 4;
     /// Breakpoint or trace trap (`int3`).
@@ -160,6 +162,9 @@ pub enum Exit {
     /// A debugger's stop ([`Machine::stop_at`], a breakpoint or a watchpoint); RIP is at the next
     /// instruction to run, which has had no effect.
     Debug(DebugStop),
+    /// ferrite was asked to stop the run ([`crate::interrupt`]); RIP is at the start of the next
+    /// block to run, which has had no effect.
+    Interrupted,
 }
 
 /// Settings fixed when the machine is built.
@@ -231,6 +236,9 @@ enum Stop {
     /// The first PM load that may be a taint source, before it has had any effect: the taint
     /// hooks go in and the instruction runs again ([`Machine::hook_taint`]).
     Taint,
+    /// A stop requested from outside the run ([`crate::interrupt`]), at the start of the block
+    /// about to run.
+    Interrupted,
 }
 
 /// What Unicorn's translation cache did during a run. A thread switch, a quantum end or a

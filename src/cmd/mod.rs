@@ -115,6 +115,7 @@ pub fn run_spec(opts: &RunOptions, command: &[String], pm_dir: PathBuf) -> Resul
         private_cwd: false,
         trace_syscalls: opts.trace_syscalls,
         listen: None,
+        stop_at: None,
     })
 }
 

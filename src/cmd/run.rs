@@ -72,6 +72,14 @@ pub fn run(a: RunArgs) -> Result<i32> {
     if let (Some(shard), Some(path)) = (shard, &opts.report) {
         return super::merge::explore_part(&opts, &a.command, &spec, shard, path);
     }
+    let single = opts.explore <= 1
+        && spec.strategy != emu::sched::Strategy::Exhaustive
+        && opts.strategy != "pmrace"
+        && opts.recover.is_none()
+        && a.listen.is_empty();
+    if single {
+        crate::signals::stop_run_on_interrupt();
+    }
     let (report, out, summary) = explore_as(&spec, &opts)?;
     if let Some(Err(why)) = &out.listen {
         anyhow::bail!("--listen: {why}");
@@ -82,6 +90,19 @@ pub fn run(a: RunArgs) -> Result<i32> {
             driver::say!("{summary}");
         }
         driver::print_findings(&report.findings);
+        if let driver::GuestEnd::Interrupted(s) = out.end {
+            driver::say!(
+                "ferrite: interrupted by {}: the run stopped at instruction {}; the findings above are those made \
+                 so far{}",
+                emu::sig::name(s),
+                report.run.instructions,
+                if opts.report.is_some() {
+                    ", and `ferrite replay` of the report re-runs it to the same point"
+                } else {
+                    ""
+                }
+            );
+        }
         if opts.explore > 1 && spec.strategy != emu::sched::Strategy::Exhaustive && opts.strategy != "pmrace" {
             driver::say!(
                 "ferrite: explored {} schedules from seed {}; {} distinct finding(s)",

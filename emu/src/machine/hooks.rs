@@ -177,7 +177,13 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
 fn finish_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32, slot: u32, n: u64, term: Term) {
     let st = uc.get_data_mut();
     let base = st.clock.block_base + st.clock.block.2;
-    let stop = if base + n > st.clock.limit && st.clock.limit_pc.is_none() {
+    // The budget's hook, once armed, serves only the block it was armed in: if a scheduling
+    // point switched threads before the hooked instruction ran, the budget ends in another
+    // thread's block, where it is armed again (the hook stops nothing at another count).
+    let armed_here = st.clock.limit_pc.is_some_and(|at| at >= addr && at < addr + u64::from(size));
+    let stop = if crate::interrupt::pending() && !armed_here {
+        Some(Stop::Interrupted)
+    } else if base + n > st.clock.limit && !armed_here {
         // The budget ends inside (or at the start of) this block. At its start, stop here;
         // otherwise stop here, hook the first instruction past the budget, and run up to it.
         let k = st.clock.limit - base;

@@ -34,7 +34,14 @@ impl Machine {
                 // Whether the instruction under way when the engine stopped ran to its end.
                 let completed = matches!(
                     stop,
-                    Some(Stop::Syscall | Stop::Preempt | Stop::Quantum | Stop::Timer | Stop::ArmLimit(_))
+                    Some(
+                        Stop::Syscall
+                            | Stop::Preempt
+                            | Stop::Quantum
+                            | Stop::Timer
+                            | Stop::ArmLimit(_)
+                            | Stop::Interrupted
+                    )
                 );
                 t.settle(completed);
                 if !t.applied().is_empty() {
@@ -48,6 +55,7 @@ impl Machine {
                 (_, Some(Stop::Debug(d))) => return Exit::Debug(d),
                 (_, Some(Stop::Preempt | Stop::PreemptBefore)) => return Exit::Preempt,
                 (_, Some(Stop::Quantum)) => return Exit::Quantum,
+                (_, Some(Stop::Interrupted)) => return Exit::Interrupted,
                 (_, Some(Stop::Timer)) => return Exit::Timer,
                 // The load that stopped runs again, now with the taint hooks.
                 (_, Some(Stop::Taint)) => self.hook_taint(),
@@ -67,11 +75,18 @@ impl Machine {
                 (_, Some(Stop::ArmLimit(at))) => {
                     // Stop exactly at the budget: a code hook before the first instruction past
                     // it, and the block translated again so it calls the hook.
+                    // A hook armed in a block another thread left before it fired is stale.
+                    if let Some(id) = self.limit_hook.take() {
+                        let _ = self.uc.remove_hook(id);
+                    }
+                    if let Some(old) = self.uc.get_data_mut().clock.limit_pc.take() {
+                        self.code_changed(old, old + 1);
+                    }
                     self.uc.get_data_mut().clock.limit_pc = Some(at);
                     let hooked = self.uc.add_code_hook(at, at, |uc, pc, _| {
                         taint_first(uc, pc);
                         let st = uc.get_data_mut();
-                        if st.stop.is_none() {
+                        if st.stop.is_none() && st.count_at(pc) == st.clock.limit {
                             st.stop = Some(Stop::Limit);
                             let _ = uc.emu_stop();
                         }
