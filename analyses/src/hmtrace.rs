@@ -156,13 +156,15 @@ impl LockSets {
         }
     }
 
-    fn intern(&mut self, set: Vec<(u64, Mode)>) -> LsId {
-        if let Some(id) = self.index.get(&set) {
+    /// The id of `set` (sorted), allocated only the first time it is seen: a thread takes and
+    /// releases the same few locks again and again.
+    fn intern(&mut self, set: &[(u64, Mode)]) -> LsId {
+        if let Some(id) = self.index.get(set) {
             return *id;
         }
         let id = self.sets.len() as LsId;
-        self.sets.push(set.clone());
-        self.index.insert(set, id);
+        self.sets.push(set.to_vec());
+        self.index.insert(set.to_vec(), id);
         id
     }
 
@@ -213,7 +215,7 @@ impl LockSets {
                 out.push((*l, m));
             }
         }
-        let v = self.intern(out);
+        let v = self.intern(&out);
         self.meet.insert((a, b), v);
         v
     }
@@ -402,6 +404,9 @@ pub struct Hmtrace {
     spill: Spill<Entry>,
     /// The records' contexts (thread, clock slot, locks held).
     ctxs: Contexts,
+    /// Room for a thread's lockset being interned ([`Hmtrace::relock`], at every acquire and
+    /// release: a vector each time was an allocation per lock operation).
+    lockset: Vec<(u64, Mode)>,
     /// The sites of the records, with [`CodeInfo::is_library`] of their PCs.
     sites: Sites,
     /// Bytes that were sync locations at any time, by granule (for the end-of-run filter; only
@@ -469,6 +474,7 @@ impl Hmtrace {
             shadow: Shadow::new(GRANULE_SHIFT),
             spill: Spill::default(),
             ctxs: Contexts::default(),
+            lockset: Vec::new(),
             sites: Sites::default(),
             sync_ever: FxHashMap::default(),
             pre_atomic: BTreeMap::new(),
@@ -555,9 +561,12 @@ impl Hmtrace {
 
     fn relock(&mut self, tid: u32) {
         let t = self.threads.get(&tid).expect("thread exists");
-        let mut set: Vec<(u64, Mode)> = t.held.iter().map(|(l, m, _)| (*l, *m)).collect();
+        let mut set = std::mem::take(&mut self.lockset);
+        set.clear();
+        set.extend(t.held.iter().map(|(l, m, _)| (*l, *m)));
         set.sort_unstable();
-        let id = self.locks.intern(set);
+        let id = self.locks.intern(&set);
+        self.lockset = set;
         self.thread(tid).ls = id;
     }
 
