@@ -285,9 +285,11 @@ const NOT_SHARED: LsId = LsId::MAX;
 const INLINE: usize = 2;
 
 /// What the pass keeps per granule, in its shadow memory (a page's accessed granules only,
-/// [`Packed`]): 28 bytes, one record inline. A store to each 64-byte line of a big mapping
-/// touches one granule in four, so what a granule with one record costs is what a touched
-/// line costs.
+/// [`Packed`]): 44 bytes, two records inline (a thread's own data, stored at one site and
+/// loaded at another). A store to each 64-byte line of a big mapping touches one granule in
+/// four, so what a granule costs is what a touched line costs (it was a 64-byte block for
+/// every granule of a touched page: 256 bytes a line). Not aligned to a cache line: one in
+/// three straddles two, which measured no slower than the aligned 64-byte block.
 #[derive(Clone)]
 struct Granule {
     /// The granule's lockset state (HMTRace's Algorithm 1, with Eraser's exclusive phase):
@@ -299,11 +301,10 @@ struct Granule {
     shared: LsId,
     /// The bytes that are sync locations now (touched by a locked instruction).
     sync: u16,
-    /// The records, oldest first: one inline (a thread's own data, stored and loaded at one
-    /// site); a granule several threads or sites share spills its list to the pass's pool
-    /// ([`Hmtrace::spill`]). (A `Vec` per granule cost an allocation
-    /// when a granule got its first record and another when it got its second, and a pointer
-    /// to follow at every access.)
+    /// The records, oldest first: most granules only ever hold one or two, inline; a granule
+    /// several threads or sites share spills its list to the pass's pool ([`Hmtrace::spill`]).
+    /// (A `Vec` per granule cost an allocation when a granule got its first record and another
+    /// when it got its second, and a pointer to follow at every access.)
     entries: Small<Entry, INLINE>,
 }
 

@@ -12,6 +12,13 @@
 //! away (munmap, a freed heap block, an exited thread's stack). A lookup is a compare (the
 //! remembered chunk), an index and a pointer; memory follows the pages a program touches.
 //!
+//! A page's records are kept one of two ways ([`Page`]): [`Dense`], a record for every granule,
+//! allocated with the page (oscs's per-byte ids: critical sections touch most bytes of their
+//! pages), or [`Packed`], a record only for the granules accessed, found through a bit and a
+//! byte per granule (hmtrace's 16-byte granules: a program that stores once into each 64-byte
+//! line of a big PM mapping touches one granule in four, and a dense page cost four records per
+//! touched line). A partly cleared packed page keeps its records' room, reset.
+//!
 //! Generic over the record `T`: its `Default` is the state of memory never accessed, which is
 //! also what [`Shadow::clear`] resets a partly cleared page's records to. A record that keeps a
 //! short list (hmtrace's access records of a granule) keeps it in a [`Small`]: a few elements
