@@ -99,7 +99,7 @@ use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
 use crate::pair::{pair_finding, what, Side};
-use crate::shadow::{Shadow, SiteId, Sites, Small, Spill};
+use crate::shadow::{Packed, Shadow, SiteId, Sites, Small, Spill};
 use crate::sync::{ClockCopy, Edges, HappensBefore, Mode, SyncAdapter, SyncBracket, SyncOp};
 use crate::{Analysis, CodeInfo, RawFinding};
 
@@ -156,13 +156,15 @@ impl LockSets {
         }
     }
 
-    fn intern(&mut self, set: Vec<(u64, Mode)>) -> LsId {
-        if let Some(id) = self.index.get(&set) {
+    /// The id of `set` (sorted), allocated only the first time it is seen: a thread takes and
+    /// releases the same few locks again and again.
+    fn intern(&mut self, set: &[(u64, Mode)]) -> LsId {
+        if let Some(id) = self.index.get(set) {
             return *id;
         }
         let id = self.sets.len() as LsId;
-        self.sets.push(set.clone());
-        self.index.insert(set, id);
+        self.sets.push(set.to_vec());
+        self.index.insert(set.to_vec(), id);
         id
     }
 
@@ -213,7 +215,7 @@ impl LockSets {
                 out.push((*l, m));
             }
         }
-        let v = self.intern(out);
+        let v = self.intern(&out);
         self.meet.insert((a, b), v);
         v
     }
@@ -231,18 +233,49 @@ struct ThreadState {
     handle: Option<u64>,
 }
 
-/// One access record of a granule: the software tag. `tid` owns the bytes in `mask` for reading
-/// or for writing; `epoch` is its own clock component at the access, `ls` the locks it held and
-/// `site` its PC and call stack ([`Sites`]). 24 bytes.
+/// One access record of a granule: the software tag. The thread of `ctx` owns the bytes in
+/// `mask` for reading or for writing; `epoch` is its own clock component at the access, `ctx`
+/// also names its clock slot and the locks it held ([`Contexts`]), `site` its PC and call stack
+/// ([`Sites`]). 16 bytes.
 #[derive(Clone, Copy, Debug, Default)]
 struct Entry {
-    tid: u32,
-    slot: u32,
+    ctx: CtxId,
     epoch: u32,
-    ls: LsId,
     site: SiteId,
     mask: u16,
     write: bool,
+}
+
+/// An interned [`Ctx`].
+type CtxId = u32;
+
+/// Who made an access, as a record needs it: the thread (or OpenMP task) whose happens-before
+/// time it runs, its clock slot and the locks it held. A thread runs with a handful of these (a
+/// lockset changes at each acquire and release, a slot only when the thread is new), so a
+/// record names its context with 4 bytes instead of 12; two records with the same context are
+/// by the same thread with the same locks (one compare).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Ctx {
+    tid: u32,
+    slot: u32,
+    ls: LsId,
+}
+
+/// The contexts of records, interned (never forgotten: a thread's and lockset's few).
+#[derive(Clone, Default)]
+struct Contexts {
+    list: Vec<Ctx>,
+    index: FxHashMap<Ctx, CtxId>,
+}
+
+impl Contexts {
+    fn intern(&mut self, c: Ctx) -> CtxId {
+        let list = &mut self.list;
+        *self.index.entry(c).or_insert_with(|| {
+            list.push(c);
+            (list.len() - 1) as CtxId
+        })
+    }
 }
 
 /// [`Granule::shared`] of a granule not (or no longer) accessed concurrently.
@@ -251,10 +284,13 @@ const NOT_SHARED: LsId = LsId::MAX;
 /// Access records kept in the granule itself; more go to the pass's [`Spill`] pool.
 const INLINE: usize = 2;
 
-/// What the pass keeps per granule, in its shadow memory: 64 bytes, a cache line (aligned to
-/// one: an access touches one line of shadow, not two).
+/// What the pass keeps per granule, in its shadow memory (a page's accessed granules only,
+/// [`Packed`]): 44 bytes, two records inline (a thread's own data, stored at one site and
+/// loaded at another). A store to each 64-byte line of a big mapping touches one granule in
+/// four, so what a granule costs is what a touched line costs (it was a 64-byte block for
+/// every granule of a touched page: 256 bytes a line). Not aligned to a cache line: one in
+/// three straddles two, which measured no slower than the aligned 64-byte block.
 #[derive(Clone)]
-#[repr(align(64))]
 struct Granule {
     /// The granule's lockset state (HMTRace's Algorithm 1, with Eraser's exclusive phase):
     /// [`NOT_SHARED`] while it is virgin or exclusive (every record of another thread happens
@@ -265,11 +301,10 @@ struct Granule {
     shared: LsId,
     /// The bytes that are sync locations now (touched by a locked instruction).
     sync: u16,
-    /// The records, oldest first: most granules only ever hold one or two (a thread's own
-    /// data, stored and loaded), inline; a granule several threads or sites share spills its
-    /// list to the pass's pool ([`Hmtrace::spill`]). (A `Vec` per granule cost an allocation
-    /// when a granule got its first record and another when it got its second, and a pointer
-    /// to follow at every access.)
+    /// The records, oldest first: most granules only ever hold one or two, inline; a granule
+    /// several threads or sites share spills its list to the pass's pool ([`Hmtrace::spill`]).
+    /// (A `Vec` per granule cost an allocation when a granule got its first record and another
+    /// when it got its second, and a pointer to follow at every access.)
     entries: Small<Entry, INLINE>,
 }
 
@@ -348,6 +383,8 @@ struct CurrentClock {
     epoch: u32,
     slot: u32,
     ls: LsId,
+    /// `(actor, slot, ls)` interned: the context of this thread's records.
+    ctx: CtxId,
     /// Inside a recognised synchronisation function ([`SyncBracket`]).
     inside: bool,
 }
@@ -363,9 +400,14 @@ pub struct Hmtrace {
     locks: LockSets,
     threads: FxHashMap<u32, ThreadState>,
     /// Shadow memory: the records of every granule of the pages accessed.
-    shadow: Shadow<Granule>,
+    shadow: Shadow<Granule, Box<Packed<Granule>>>,
     /// The record lists of granules with more than [`INLINE`] records.
     spill: Spill<Entry>,
+    /// The records' contexts (thread, clock slot, locks held).
+    ctxs: Contexts,
+    /// Room for a thread's lockset being interned ([`Hmtrace::relock`], at every acquire and
+    /// release: a vector each time was an allocation per lock operation).
+    lockset: Vec<(u64, Mode)>,
     /// The sites of the records, with [`CodeInfo::is_library`] of their PCs.
     sites: Sites,
     /// Bytes that were sync locations at any time, by granule (for the end-of-run filter; only
@@ -432,6 +474,8 @@ impl Hmtrace {
             threads: FxHashMap::default(),
             shadow: Shadow::new(GRANULE_SHIFT),
             spill: Spill::default(),
+            ctxs: Contexts::default(),
+            lockset: Vec::new(),
             sites: Sites::default(),
             sync_ever: FxHashMap::default(),
             pre_atomic: BTreeMap::new(),
@@ -463,6 +507,7 @@ impl Hmtrace {
         self.cur.epoch = self.cur.vc.vc.get(slot);
         self.cur.slot = slot as u32;
         self.cur.ls = self.threads.get(&actor).map_or(0, |t| t.ls);
+        self.cur.ctx = self.ctxs.intern(Ctx { tid: actor, slot: slot as u32, ls: self.cur.ls });
         self.cur.inside = self.bracket.inside(tid);
         self.cur.tid = tid;
         self.cur.actor = actor;
@@ -517,9 +562,12 @@ impl Hmtrace {
 
     fn relock(&mut self, tid: u32) {
         let t = self.threads.get(&tid).expect("thread exists");
-        let mut set: Vec<(u64, Mode)> = t.held.iter().map(|(l, m, _)| (*l, *m)).collect();
+        let mut set = std::mem::take(&mut self.lockset);
+        set.clear();
+        set.extend(t.held.iter().map(|(l, m, _)| (*l, *m)));
         set.sort_unstable();
-        let id = self.locks.intern(set);
+        let id = self.locks.intern(&set);
+        self.lockset = set;
         self.thread(tid).ls = id;
     }
 
@@ -627,7 +675,18 @@ impl Hmtrace {
                 let sync = g.sync & m;
                 if sync == 0 {
                     let (cur, found) = (&self.cur, &mut self.found);
-                    if check_granule(g, &mut self.spill, cur, &mut self.locks, self.opts.ilu, found, site, m, write) {
+                    if check_granule(
+                        g,
+                        &mut self.spill,
+                        cur,
+                        &self.ctxs,
+                        &mut self.locks,
+                        self.opts.ilu,
+                        found,
+                        site,
+                        m,
+                        write,
+                    ) {
                         self.report_found(ev, gi, write, false);
                     }
                 } else {
@@ -656,11 +715,12 @@ impl Hmtrace {
         let before = self.pre_atomic.get(&gi).into_iter().flatten().map(|e| (e, e.mask));
         for (e, mask) in plain.chain(before) {
             let both = mask & m;
+            let c = &self.ctxs.list[e.ctx as usize];
             if both != 0
                 && e.write
-                && e.tid != cur.actor
-                && e.epoch > cur.vc.vc.get(e.slot as usize)
-                && !self.locks.excludes(e.ls, cur.ls)
+                && c.tid != cur.actor
+                && e.epoch > cur.vc.vc.get(c.slot as usize)
+                && !self.locks.excludes(c.ls, cur.ls)
             {
                 self.found.push((ReportKind::Race, *e, both));
             }
@@ -715,8 +775,18 @@ impl Hmtrace {
     fn check(&mut self, ev: &Event, site: SiteId, gi: u64, m: u16, write: bool) {
         self.refresh_clock(ev.tid);
         let g = self.shadow.get_or_insert(gi << GRANULE_SHIFT);
-        if check_granule(g, &mut self.spill, &self.cur, &mut self.locks, self.opts.ilu, &mut self.found, site, m, write)
-        {
+        if check_granule(
+            g,
+            &mut self.spill,
+            &self.cur,
+            &self.ctxs,
+            &mut self.locks,
+            self.opts.ilu,
+            &mut self.found,
+            site,
+            m,
+            write,
+        ) {
             self.report_found(ev, gi, write, false);
         }
     }
@@ -735,6 +805,7 @@ impl Hmtrace {
     #[allow(clippy::too_many_arguments)]
     fn report(&mut self, kind: ReportKind, e: &Entry, ev: &Event, tid: u32, write: bool, gi: u64, both: u16) -> u32 {
         let (pc, stack) = self.sites.get(e.site);
+        let c = self.ctxs.list[e.ctx as usize];
         let first = Side { pc, stack, write: e.write };
         let second = Side { pc: ev.pc, stack: ev.stack, write };
         let key = (kind, first, second);
@@ -747,11 +818,11 @@ impl Hmtrace {
                     list.push((
                         key,
                         Report {
-                            first_tid: e.tid,
+                            first_tid: c.tid,
                             second_tid: tid,
                             addr: (gi << GRANULE_SHIFT) + u64::from(both.trailing_zeros()),
                             len: both.count_ones(),
-                            locked: e.ls != 0 || threads.get(&tid).is_some_and(|t| t.ls != 0),
+                            locked: c.ls != 0 || threads.get(&tid).is_some_and(|t| t.ls != 0),
                             atomic: false,
                             count: 0,
                             conflicts: Vec::new(),
@@ -783,6 +854,7 @@ fn check_granule(
     g: &mut Granule,
     spill: &mut Spill<Entry>,
     cur: &CurrentClock,
+    ctxs: &Contexts,
     locks: &mut LockSets,
     ilu: bool,
     found: &mut Vec<(ReportKind, Entry, u16)>,
@@ -790,8 +862,10 @@ fn check_granule(
     m: u16,
     write: bool,
 ) -> bool {
-    let (tid, vc, epoch, slot, ls) = (cur.actor, &cur.vc.vc, cur.epoch, cur.slot, cur.ls);
-    let same_site = |e: &Entry| e.tid == tid && e.write == write && e.epoch == epoch && e.ls == ls && e.site == site;
+    let (tid, vc, epoch, ctx, ls) = (cur.actor, &cur.vc.vc, cur.epoch, cur.ctx, cur.ls);
+    // Same context: same thread, slot and locks.
+    let same_site = |e: &Entry| e.ctx == ctx && e.write == write && e.epoch == epoch && e.site == site;
+    let ctx_of = |e: &Entry| &ctxs.list[e.ctx as usize];
     // The granule's one record is this thread's, made at the same site, epoch and locks (a
     // loop over its own data): nothing to check, and the access only widens the record.
     if let [e] = g.entries.as_mut_slice(spill) {
@@ -801,7 +875,7 @@ fn check_granule(
             return false;
         }
     }
-    let ordered = |e: &Entry| e.epoch <= vc.get(e.slot as usize);
+    let ordered = |c: &Ctx, e: &Entry| e.epoch <= vc.get(c.slot as usize);
     // One walk over the records does both halves of the access for each record in turn (each
     // half reads and changes only that record):
     // - the check: whether another thread's record is unordered with this access and,
@@ -815,30 +889,33 @@ fn check_granule(
     let mut unordered_others = false;
     let mut emptied = false;
     let mut kept = 0;
-    let mut mine = None;
+    let mut at = None;
     for e in g.entries.as_mut_slice(spill) {
-        if e.tid != tid && !ordered(e) {
+        // A record of this context is this thread's; another context may be too.
+        let mine = e.ctx == ctx || ctx_of(e).tid == tid;
+        if !mine && !ordered(ctx_of(e), e) {
             unordered_others = true;
             let both = e.mask & m;
+            let els = ctx_of(e).ls;
             if both != 0 {
                 if e.write || write {
-                    if !locks.excludes(e.ls, ls) {
+                    if !locks.excludes(els, ls) {
                         found.push((ReportKind::Race, *e, both));
                     }
-                } else if ilu && e.ls != 0 && ls != 0 && !locks.common(e.ls, ls) {
+                } else if ilu && els != 0 && ls != 0 && !locks.common(els, ls) {
                     found.push((ReportKind::Ilu, *e, both));
                 }
             }
         }
-        if write || (e.tid == tid && !e.write) {
+        if write || (mine && !e.write) {
             e.mask &= !m;
         }
         // Records at rest keep some bytes: an empty one was emptied just now.
         if e.mask == 0 {
             emptied = true;
         } else {
-            if mine.is_none() && same_site(e) {
-                mine = Some(kept);
+            if at.is_none() && same_site(e) {
+                at = Some(kept);
             }
             kept += 1;
         }
@@ -860,12 +937,12 @@ fn check_granule(
     if emptied {
         g.entries.retain(spill, |e| e.mask != 0);
     }
-    match mine {
+    match at {
         Some(i) => g.entries.as_mut_slice(spill)[i].mask |= m,
-        None => g.entries.push(spill, Entry { tid, slot, epoch, ls, site, mask: m, write }),
+        None => g.entries.push(spill, Entry { ctx, epoch, site, mask: m, write }),
     }
     if g.entries.len(spill) > MAX_ENTRIES {
-        if let Some(i) = g.entries.as_slice(spill).iter().position(|e| e.tid != tid) {
+        if let Some(i) = g.entries.as_slice(spill).iter().position(|e| e.ctx != ctx && ctx_of(e).tid != tid) {
             g.entries.remove(spill, i);
         }
     }
@@ -1050,6 +1127,31 @@ mod tests {
         s.send(dram(EventKind::ThreadExit, 2, 0, 0, 0, 0, 0));
         s.write(3, 0x200, stack, 1, 2);
         assert!(s.pairs(RACE).is_empty());
+    }
+
+    #[test]
+    fn a_record_is_16_bytes_and_a_granule_44() {
+        // What a touched granule costs (docs/performance.md, bytes per touched PM line).
+        assert_eq!(std::mem::size_of::<Entry>(), 16);
+        assert_eq!(std::mem::size_of::<Granule>(), 44);
+    }
+
+    #[test]
+    fn a_thread_with_other_locks_is_the_same_thread() {
+        // The same thread's records under two locksets are two contexts: neither is another
+        // thread's, and a write of the same bytes by it replaces both.
+        let mut s = sim();
+        s.create(1, 4);
+        s.lock(2, L1);
+        s.write(2, 0x100, X, 0, 1);
+        s.unlock(2, L1);
+        s.read(2, 0x200, X);
+        s.write(2, 0x300, X, 1, 2);
+        assert!(s.pairs(RACE).is_empty());
+        assert_eq!(s.pass.shadow.get(X).map(|g| g.entries.len(&s.pass.spill)), Some(1));
+        // Another thread's write races with the last write only, wherever its context.
+        s.write(4, 0x400, X, 2, 3);
+        assert_eq!(s.pairs(RACE), vec![(0x300, 0x400)]);
     }
 
     #[test]

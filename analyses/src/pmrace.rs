@@ -98,13 +98,11 @@ struct Site {
     tid: u32,
 }
 
-/// A PM store the pass may still name as a candidate's source: 32 bytes.
+/// A PM store the pass may still name as a candidate's source: 24 bytes.
 #[derive(Clone, Copy)]
 struct StoreRec {
     /// The device's store id.
     id: u64,
-    /// Event sequence number (compat rule).
-    seq: u64,
     dev: u64,
     size: u32,
     /// Index of its site in [`Stores::sites`].
@@ -117,6 +115,10 @@ struct StoreRec {
 #[derive(Clone, Default)]
 struct Stores {
     recs: Vec<StoreRec>,
+    /// Each record's event sequence number, at the same index, with the compat rule only (the
+    /// only reader): 8 bytes a store the default rule does not pay.
+    seqs: Vec<u64>,
+    keep_seqs: bool,
     sites: Vec<Site>,
     site_ids: FxHashMap<Site, u32>,
     /// The site of the last store recorded.
@@ -138,27 +140,42 @@ impl Stores {
             }),
         };
         self.last_site = site;
-        let rec = StoreRec { id, seq, dev, size, site };
-        match self.recs.last() {
-            Some(last) if last.id < id => self.recs.push(rec),
-            None => self.recs.push(rec),
+        let rec = StoreRec { id, dev, size, site };
+        let i = match self.recs.last() {
+            Some(last) if last.id < id => self.recs.len(),
+            None => 0,
             Some(_) => match self.recs.binary_search_by_key(&id, |r| r.id) {
-                Ok(i) => self.recs[i] = rec,
-                Err(i) => self.recs.insert(i, rec),
+                Ok(i) => {
+                    self.recs[i] = rec;
+                    if self.keep_seqs {
+                        self.seqs[i] = seq;
+                    }
+                    return;
+                }
+                Err(i) => i,
             },
+        };
+        self.recs.insert(i, rec);
+        if self.keep_seqs {
+            self.seqs.insert(i, seq);
         }
     }
 
-    fn find(&self, id: u64) -> Option<&StoreRec> {
+    fn find(&self, id: u64) -> Option<usize> {
         match self.recs.last() {
-            Some(last) if last.id == id => Some(last),
-            _ => self.recs.binary_search_by_key(&id, |r| r.id).ok().map(|i| &self.recs[i]),
+            Some(last) if last.id == id => Some(self.recs.len() - 1),
+            _ => self.recs.binary_search_by_key(&id, |r| r.id).ok(),
         }
     }
 
-    /// The site and event sequence number of store `id`.
-    fn get(&self, id: u64) -> Option<(Site, u64)> {
-        self.find(id).map(|r| (self.sites[r.site as usize], r.seq))
+    /// The site of store `id`.
+    fn site(&self, id: u64) -> Option<Site> {
+        self.find(id).map(|i| self.sites[self.recs[i].site as usize])
+    }
+
+    /// The event sequence number of store `id` (kept with the compat rule only).
+    fn seq(&self, id: u64) -> Option<u64> {
+        self.find(id).and_then(|i| self.seqs.get(i).copied())
     }
 
     fn contains(&self, id: u64) -> bool {
@@ -167,7 +184,21 @@ impl Stores {
 
     /// Keeps the stores for which `keep(id, dev, size)` holds.
     fn retain(&mut self, mut keep: impl FnMut(u64, u64, u32) -> bool) {
-        self.recs.retain(|r| keep(r.id, r.dev, r.size));
+        if !self.keep_seqs {
+            self.recs.retain(|r| keep(r.id, r.dev, r.size));
+            return;
+        }
+        let mut n = 0;
+        for i in 0..self.recs.len() {
+            let r = self.recs[i];
+            if keep(r.id, r.dev, r.size) {
+                self.recs[n] = r;
+                self.seqs[n] = self.seqs[i];
+                n += 1;
+            }
+        }
+        self.recs.truncate(n);
+        self.seqs.truncate(n);
     }
 }
 
@@ -289,7 +320,9 @@ pub struct Pmrace {
 impl Pmrace {
     /// The pass with these options.
     pub fn new(options: Options) -> Pmrace {
-        Pmrace { options, ..Pmrace::default() }
+        let mut p = Pmrace { options, ..Pmrace::default() };
+        p.stores.keep_seqs = options.compat;
+        p
     }
 
     fn site(ev: &Event) -> Site {
@@ -310,7 +343,7 @@ impl Pmrace {
                 if info.nt {
                     return false;
                 }
-                let stored = self.stores.get(info.store.0).map_or(0, |s| s.1);
+                let stored = self.stores.seq(info.store.0).unwrap_or(0);
                 if self.flushed.get(&(a & !63)).is_some_and(|&f| f > stored) {
                     return false;
                 }
@@ -565,7 +598,7 @@ impl Analysis for Pmrace {
             return 0;
         }
         let Some((byte, store, writer)) = self.unpersisted_byte(ev.dev, ev.size, device) else { return 0 };
-        let Some((store_site, _)) = self.stores.get(store) else { return 0 };
+        let Some(store_site) = self.stores.site(store) else { return 0 };
         let key = (store_site.pc, ev.pc);
         let inter = writer != ev.tid;
         let id = match self.candidate_ids.get(&key) {
@@ -801,4 +834,33 @@ pub fn known_benign(f: &Finding, settings: &Settings) -> bool {
         };
         names.iter().any(|n| *n == func || (!at.is_empty() && *n == at))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn site(pc: u64) -> Site {
+        Site { pc, stack: StackId(0), tid: 1 }
+    }
+
+    #[test]
+    fn stores_keep_sequence_numbers_only_for_the_compat_rule() {
+        for keep_seqs in [false, true] {
+            let mut s = Stores { keep_seqs, ..Stores::default() };
+            s.insert(10, site(0x10), 100, 0x1000, 8);
+            s.insert(30, site(0x30), 300, 0x3000, 8);
+            // Out of order (a `rep` element's id), and a repeated id: the last wins.
+            s.insert(20, site(0x20), 200, 0x2000, 8);
+            s.insert(30, site(0x31), 310, 0x3000, 8);
+            assert_eq!(std::mem::size_of::<StoreRec>(), 24);
+            let want = |seq| keep_seqs.then_some(seq);
+            assert_eq!((s.site(20).map(|x| x.pc), s.seq(20)), (Some(0x20), want(200)));
+            assert_eq!((s.site(30).map(|x| x.pc), s.seq(30)), (Some(0x31), want(310)));
+            s.retain(|id, dev, _| id != 10 && dev != 0x2000);
+            assert!(!s.contains(10) && !s.contains(20) && s.contains(30));
+            assert_eq!((s.len(), s.seq(30)), (1, want(310)));
+            assert_eq!(s.seqs.len(), if keep_seqs { 1 } else { 0 });
+        }
+    }
 }

@@ -12,6 +12,13 @@
 //! away (munmap, a freed heap block, an exited thread's stack). A lookup is a compare (the
 //! remembered chunk), an index and a pointer; memory follows the pages a program touches.
 //!
+//! A page's records are kept one of two ways ([`Page`]): [`Dense`], a record for every granule,
+//! allocated with the page (oscs's per-byte ids: critical sections touch most bytes of their
+//! pages), or [`Packed`], a record only for the granules accessed, found through a bit and a
+//! byte per granule (hmtrace's 16-byte granules: a program that stores once into each 64-byte
+//! line of a big PM mapping touches one granule in four, and a dense page cost four records per
+//! touched line). A partly cleared packed page keeps its records' room, reset.
+//!
 //! Generic over the record `T`: its `Default` is the state of memory never accessed, which is
 //! also what [`Shadow::clear`] resets a partly cleared page's records to. A record that keeps a
 //! short list (hmtrace's access records of a granule) keeps it in a [`Small`]: a few elements
@@ -28,26 +35,138 @@ pub const PAGE_SHIFT: u32 = 12;
 const CHUNK_BITS: u32 = 12;
 const CHUNK_PAGES: usize = 1 << CHUNK_BITS;
 
+/// How a page's records are kept: [`Dense`] (every granule's record, allocated with the page)
+/// or [`Packed`] (only the granules accessed).
+pub trait Page<T: Default>: Clone {
+    /// A page of `per_page` granules none of which has a record yet.
+    fn new(per_page: usize) -> Self;
+    /// The record of granule `i`, if it has one.
+    fn get(&self, i: usize) -> Option<&T>;
+    /// The record of granule `i`, if it has one, to change.
+    fn get_mut(&mut self, i: usize) -> Option<&mut T>;
+    /// The record of granule `i`, made (default) if it had none.
+    fn get_or_insert(&mut self, i: usize) -> &mut T;
+    /// Calls `f` with the records of granules `[g0, g1)` that have one.
+    fn range_mut(&mut self, g0: usize, g1: usize, f: impl FnMut(&mut T));
+    /// Calls `f` with every granule that has a record, in address order.
+    fn each(&self, f: impl FnMut(usize, &T));
+    /// Host bytes the page takes (not what its records own besides).
+    fn bytes(&self) -> usize;
+}
+
+/// Every granule of a page has its record, allocated with the page: the shadow of code that
+/// touches most of the bytes of its pages (a per-byte shadow, `oscs`'s), one index to a record.
+pub type Dense<T> = Box<[T]>;
+
+impl<T: Default + Clone> Page<T> for Box<[T]> {
+    fn new(per_page: usize) -> Self {
+        (0..per_page).map(|_| T::default()).collect()
+    }
+    #[inline]
+    fn get(&self, i: usize) -> Option<&T> {
+        Some(&self[i])
+    }
+    #[inline]
+    fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        Some(&mut self[i])
+    }
+    #[inline]
+    fn get_or_insert(&mut self, i: usize) -> &mut T {
+        &mut self[i]
+    }
+    fn range_mut(&mut self, g0: usize, g1: usize, f: impl FnMut(&mut T)) {
+        self[g0..g1].iter_mut().for_each(f)
+    }
+    fn each(&self, mut f: impl FnMut(usize, &T)) {
+        self.iter().enumerate().for_each(|(i, r)| f(i, r))
+    }
+    fn bytes(&self) -> usize {
+        std::mem::size_of_val::<[T]>(self)
+    }
+}
+
+/// Only the granules of a page that were accessed have a record: a bit per granule says which,
+/// a byte per granule where its record is in the page's list of records (in the order the
+/// granules were first accessed). A page of 256 granules costs 288 bytes besides its records,
+/// so a program that touches one granule of each 64-byte line (a store per PM line) pays for
+/// the records it made, not for four times as many. A lookup is a bit test, a byte and an index.
+/// At most 256 granules a page (a granule of 16 bytes or more).
 #[derive(Clone)]
-struct Chunk<T> {
+pub struct Packed<T> {
+    present: [u64; 4],
+    index: [u8; 256],
+    records: Vec<T>,
+}
+
+impl<T: Default + Clone> Page<T> for Box<Packed<T>> {
+    fn new(per_page: usize) -> Self {
+        assert!(per_page <= 256, "a packed page holds at most 256 granules");
+        Box::new(Packed { present: [0; 4], index: [0; 256], records: Vec::new() })
+    }
+    #[inline]
+    fn get(&self, i: usize) -> Option<&T> {
+        if self.present[i >> 6] & (1 << (i & 63)) == 0 {
+            return None;
+        }
+        Some(&self.records[self.index[i] as usize])
+    }
+    #[inline]
+    fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        if self.present[i >> 6] & (1 << (i & 63)) == 0 {
+            return None;
+        }
+        Some(&mut self.records[self.index[i] as usize])
+    }
+    #[inline]
+    fn get_or_insert(&mut self, i: usize) -> &mut T {
+        if self.present[i >> 6] & (1 << (i & 63)) == 0 {
+            self.present[i >> 6] |= 1 << (i & 63);
+            self.index[i] = self.records.len() as u8;
+            self.records.push(T::default());
+        }
+        &mut self.records[self.index[i] as usize]
+    }
+    fn range_mut(&mut self, g0: usize, g1: usize, mut f: impl FnMut(&mut T)) {
+        for i in g0..g1 {
+            if let Some(r) = self.get_mut(i) {
+                f(r);
+            }
+        }
+    }
+    fn each(&self, mut f: impl FnMut(usize, &T)) {
+        for i in 0..256 {
+            if let Some(r) = self.get(i) {
+                f(i, r);
+            }
+        }
+    }
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Packed<T>>() + self.records.capacity() * std::mem::size_of::<T>()
+    }
+}
+
+#[derive(Clone)]
+struct Chunk<P> {
     /// The chunk's number (address >> (PAGE_SHIFT + CHUNK_BITS)).
     number: u64,
-    pages: Box<[Option<Box<[T]>>]>,
+    pages: Box<[Option<P>]>,
     /// Pages allocated in it.
     live: usize,
 }
 
-/// Per-granule records of type `T` for the pages of guest memory that have any.
+/// Per-granule records of type `T` for the pages of guest memory that have any, each page's
+/// kept as `P` says ([`Dense`] or [`Packed`]).
 #[derive(Clone)]
-pub struct Shadow<T> {
+pub struct Shadow<T, P = Dense<T>> {
     granule_shift: u32,
     /// The chunks with pages, sorted by number.
-    chunks: Vec<Chunk<T>>,
+    chunks: Vec<Chunk<P>>,
     /// The chunks used last, direct-mapped by chunk number: `(number, index in chunks)`. A
     /// program's accesses alternate between a few chunks (a loop's stack frame and the array it
     /// walks, a global): one remembered chunk missed at every other access.
     recent: [std::cell::Cell<(u64, usize)>; RECENT],
     pages: usize,
+    _records: std::marker::PhantomData<T>,
 }
 
 /// Chunks remembered by [`Shadow`] in front of its binary search.
@@ -55,12 +174,12 @@ const RECENT: usize = 4;
 /// A chunk number no chunk has (addresses have at most 64 - 24 bits of chunk number).
 const NO_CHUNK: u64 = u64::MAX;
 
-impl<T: Default> Shadow<T> {
+impl<T: Default, P: Page<T>> Shadow<T, P> {
     /// An empty shadow with one record per `1 << granule_shift` bytes (at most a page).
-    pub fn new(granule_shift: u32) -> Shadow<T> {
+    pub fn new(granule_shift: u32) -> Shadow<T, P> {
         assert!(granule_shift <= PAGE_SHIFT);
         let recent = std::array::from_fn(|_| std::cell::Cell::new((NO_CHUNK, 0)));
-        Shadow { granule_shift, chunks: Vec::new(), recent, pages: 0 }
+        Shadow { granule_shift, chunks: Vec::new(), recent, pages: 0, _records: std::marker::PhantomData }
     }
 
     /// Forgets the remembered chunks (their indices moved).
@@ -95,23 +214,24 @@ impl<T: Default> Shadow<T> {
         (page >> CHUNK_BITS, (page as usize) & (CHUNK_PAGES - 1), index)
     }
 
-    /// The record of the granule holding `addr`, if its page has records.
+    /// The record of the granule holding `addr`, if it has one ([`Dense`]: if its page has
+    /// records).
     #[inline]
     pub fn get(&self, addr: u64) -> Option<&T> {
         let (chunk, slot, index) = self.split(addr);
         let c = &self.chunks[self.find(chunk).ok()?];
-        c.pages[slot].as_ref().map(|p| &p[index])
+        c.pages[slot].as_ref().and_then(|p| p.get(index))
     }
 
-    /// The record of the granule holding `addr`, if its page has records, to change.
+    /// The record of the granule holding `addr`, if it has one, to change.
     #[inline]
     pub fn get_mut(&mut self, addr: u64) -> Option<&mut T> {
         let (chunk, slot, index) = self.split(addr);
         let i = self.find(chunk).ok()?;
-        self.chunks[i].pages[slot].as_mut().map(|p| &mut p[index])
+        self.chunks[i].pages[slot].as_mut().and_then(|p| p.get_mut(index))
     }
 
-    /// The record of the granule holding `addr`, its page's records allocated if it had none.
+    /// The record of the granule holding `addr`, made (with its page) if it had none.
     #[inline]
     pub fn get_or_insert(&mut self, addr: u64) -> &mut T {
         let (chunk, slot, index) = self.split(addr);
@@ -129,9 +249,9 @@ impl<T: Default> Shadow<T> {
         let page = c.pages[slot].get_or_insert_with(|| {
             c.live += 1;
             self.pages += 1;
-            (0..per_page).map(|_| T::default()).collect()
+            P::new(per_page)
         });
-        &mut page[index]
+        page.get_or_insert(index)
     }
 
     /// Whether the page holding `addr` has records.
@@ -166,17 +286,19 @@ impl<T: Default> Shadow<T> {
                 let page_hi = page_lo + (1 << PAGE_SHIFT);
                 let Some(page) = c.pages[slot as usize].as_mut() else { continue };
                 if a <= page_lo && b >= page_hi {
-                    page.iter_mut().for_each(&mut release);
+                    page.range_mut(0, per_page, &mut release);
                     c.pages[slot as usize] = None;
                     c.live -= 1;
                     freed += 1;
                 } else {
                     let g0 = ((a.max(page_lo) - page_lo) >> self.granule_shift) as usize;
                     let g1 = ((b.min(page_hi) - page_lo).div_ceil(1 << self.granule_shift) as usize).min(per_page);
-                    for r in &mut page[g0..g1] {
+                    // A packed page keeps the reset records' room: the granules of a page
+                    // partly cleared are likely to be used again.
+                    page.range_mut(g0, g1, |r| {
                         release(r);
                         *r = T::default();
-                    }
+                    });
                 }
             }
         }
@@ -194,20 +316,19 @@ impl<T: Default> Shadow<T> {
 
     /// Host bytes the tables and records take (not what the records own besides).
     pub fn bytes(&self) -> usize {
-        self.chunks.len() * (CHUNK_PAGES * std::mem::size_of::<Option<Box<[T]>>>() + std::mem::size_of::<Chunk<T>>())
-            + self.pages * self.per_page() * std::mem::size_of::<T>()
+        let pages: usize = self.chunks.iter().flat_map(|c| c.pages.iter().flatten()).map(|p| p.bytes()).sum();
+        self.chunks.len() * (CHUNK_PAGES * std::mem::size_of::<Option<P>>() + std::mem::size_of::<Chunk<P>>()) + pages
     }
 
-    /// Calls `f` with the address of every granule of every page with records, and its record.
+    /// Calls `f` with the address of every granule with a record ([`Dense`]: every granule of
+    /// every page with records), and its record, in address order.
     pub fn each(&self, mut f: impl FnMut(u64, &T)) {
         let span = 1u64 << (PAGE_SHIFT + CHUNK_BITS);
         for c in &self.chunks {
             for (slot, page) in c.pages.iter().enumerate() {
                 let Some(page) = page else { continue };
                 let base = c.number * span + ((slot as u64) << PAGE_SHIFT);
-                for (i, r) in page.iter().enumerate() {
-                    f(base + ((i as u64) << self.granule_shift), r);
-                }
+                page.each(|i, r| f(base + ((i as u64) << self.granule_shift), r));
             }
         }
     }
@@ -248,48 +369,52 @@ impl<T> Spill<T> {
 
 /// A short list of `T` inside a shadow record: up to `N` inline, more in a [`Spill`] list (the
 /// whole list then, so that it is always one slice, in order). Back inline when it shrinks to `N`.
+/// Four bytes besides the inline elements: the inline length, or the spilled list's id.
 #[derive(Clone, Copy, Debug)]
 pub struct Small<T: Copy + Default, const N: usize> {
-    /// Id of the [`Spill`] list holding the elements, or 0 (inline).
-    spill: u32,
-    len: u16,
+    /// `0..=N`: the elements are inline, this many; above `N`: they are in the [`Spill`] list
+    /// with id `state - N` (ids start at 1).
+    state: u32,
     inline: [T; N],
 }
 
 impl<T: Copy + Default, const N: usize> Default for Small<T, N> {
     fn default() -> Self {
-        Small { spill: 0, len: 0, inline: [T::default(); N] }
+        Small { state: 0, inline: [T::default(); N] }
     }
 }
 
 impl<T: Copy + Default, const N: usize> Small<T, N> {
+    /// The index in [`Spill::lists`] of the spilled list, if the elements are not inline.
+    #[inline]
+    fn spilled(&self) -> Option<usize> {
+        (self.state as usize > N).then(|| self.state as usize - N - 1)
+    }
+
     /// The elements.
     #[inline]
     pub fn as_slice<'a>(&'a self, spill: &'a Spill<T>) -> &'a [T] {
-        if self.spill == 0 {
-            &self.inline[..self.len as usize]
-        } else {
-            &spill.lists[self.spill as usize - 1]
+        match self.spilled() {
+            None => &self.inline[..self.state as usize],
+            Some(l) => &spill.lists[l],
         }
     }
 
     /// The elements, to change in place.
     #[inline]
     pub fn as_mut_slice<'a>(&'a mut self, spill: &'a mut Spill<T>) -> &'a mut [T] {
-        if self.spill == 0 {
-            &mut self.inline[..self.len as usize]
-        } else {
-            &mut spill.lists[self.spill as usize - 1]
+        match self.spilled() {
+            None => &mut self.inline[..self.state as usize],
+            Some(l) => &mut spill.lists[l],
         }
     }
 
     /// How many elements.
     #[inline]
     pub fn len(&self, spill: &Spill<T>) -> usize {
-        if self.spill == 0 {
-            self.len as usize
-        } else {
-            spill.lists[self.spill as usize - 1].len()
+        match self.spilled() {
+            None => self.state as usize,
+            Some(l) => spill.lists[l].len(),
         }
     }
 
@@ -299,100 +424,106 @@ impl<T: Copy + Default, const N: usize> Small<T, N> {
         self.len(spill) == 0
     }
 
+    /// Moves the `N` inline elements to a spilled list, which it returns.
+    fn spill_out<'a>(&mut self, spill: &'a mut Spill<T>) -> &'a mut Vec<T> {
+        let id = spill.take();
+        self.state = N as u32 + id;
+        let list = &mut spill.lists[id as usize - 1];
+        list.extend_from_slice(&self.inline);
+        list
+    }
+
     /// Appends `v`.
     #[inline]
     pub fn push(&mut self, spill: &mut Spill<T>, v: T) {
-        if self.spill != 0 {
-            spill.lists[self.spill as usize - 1].push(v);
-        } else if (self.len as usize) < N {
-            self.inline[self.len as usize] = v;
-            self.len += 1;
-        } else {
-            let id = spill.take();
-            let list = &mut spill.lists[id as usize - 1];
-            list.extend_from_slice(&self.inline);
-            list.push(v);
-            self.spill = id;
-            self.len = 0;
+        match self.spilled() {
+            Some(l) => spill.lists[l].push(v),
+            None if (self.state as usize) < N => {
+                self.inline[self.state as usize] = v;
+                self.state += 1;
+            }
+            None => self.spill_out(spill).push(v),
         }
     }
 
     /// Keeps the elements `keep` accepts, in order.
     #[inline]
     pub fn retain(&mut self, spill: &mut Spill<T>, mut keep: impl FnMut(&T) -> bool) {
-        if self.spill == 0 {
-            let mut n = 0;
-            for i in 0..self.len as usize {
-                if keep(&self.inline[i]) {
-                    self.inline[n] = self.inline[i];
-                    n += 1;
+        match self.spilled() {
+            None => {
+                let mut n = 0;
+                for i in 0..self.state as usize {
+                    if keep(&self.inline[i]) {
+                        self.inline[n] = self.inline[i];
+                        n += 1;
+                    }
                 }
+                self.state = n as u32;
             }
-            self.len = n as u16;
-        } else {
-            spill.lists[self.spill as usize - 1].retain(keep);
-            self.unspill(spill);
+            Some(l) => {
+                spill.lists[l].retain(keep);
+                self.unspill(spill);
+            }
         }
     }
 
     /// Inserts `v` at `i`, after the elements before it.
     #[inline]
     pub fn insert(&mut self, spill: &mut Spill<T>, i: usize, v: T) {
-        let n = self.len as usize;
-        if self.spill != 0 {
-            spill.lists[self.spill as usize - 1].insert(i, v);
-        } else if n < N {
-            self.inline.copy_within(i..n, i + 1);
-            self.inline[i] = v;
-            self.len += 1;
-        } else {
-            let id = spill.take();
-            let list = &mut spill.lists[id as usize - 1];
-            list.extend_from_slice(&self.inline);
-            list.insert(i, v);
-            self.spill = id;
-            self.len = 0;
+        match self.spilled() {
+            Some(l) => spill.lists[l].insert(i, v),
+            None if (self.state as usize) < N => {
+                self.inline.copy_within(i..self.state as usize, i + 1);
+                self.inline[i] = v;
+                self.state += 1;
+            }
+            None => self.spill_out(spill).insert(i, v),
         }
     }
 
     /// Keeps the first `n` elements.
     #[inline]
     pub fn truncate(&mut self, spill: &mut Spill<T>, n: usize) {
-        if self.spill == 0 {
-            self.len = self.len.min(n as u16);
-        } else {
-            spill.lists[self.spill as usize - 1].truncate(n);
-            self.unspill(spill);
+        match self.spilled() {
+            None => self.state = self.state.min(n as u32),
+            Some(l) => {
+                spill.lists[l].truncate(n);
+                self.unspill(spill);
+            }
         }
     }
 
     /// Removes the element at `i`, keeping the order of the others.
     #[inline]
     pub fn remove(&mut self, spill: &mut Spill<T>, i: usize) {
-        if self.spill == 0 {
-            self.inline.copy_within(i + 1..self.len as usize, i);
-            self.len -= 1;
-        } else {
-            spill.lists[self.spill as usize - 1].remove(i);
-            self.unspill(spill);
+        match self.spilled() {
+            None => {
+                self.inline.copy_within(i + 1..self.state as usize, i);
+                self.state -= 1;
+            }
+            Some(l) => {
+                spill.lists[l].remove(i);
+                self.unspill(spill);
+            }
         }
     }
 
     /// Back inline if the elements fit.
     fn unspill(&mut self, spill: &mut Spill<T>) {
-        let list = &spill.lists[self.spill as usize - 1];
+        let Some(l) = self.spilled() else { return };
+        let list = &spill.lists[l];
         if list.len() <= N {
             self.inline[..list.len()].copy_from_slice(list);
-            self.len = list.len() as u16;
-            spill.give_back(self.spill);
-            self.spill = 0;
+            let n = list.len() as u32;
+            spill.give_back(l as u32 + 1);
+            self.state = n;
         }
     }
 
     /// Empties the list, giving its spilled elements' list back.
     pub fn release(&mut self, spill: &mut Spill<T>) {
-        if self.spill != 0 {
-            spill.give_back(self.spill);
+        if let Some(l) = self.spilled() {
+            spill.give_back(l as u32 + 1);
         }
         *self = Small::default();
     }
@@ -551,6 +682,56 @@ mod tests {
         assert_eq!(c.as_slice(&sp), &[1]);
         b.retain(&mut sp, |v| *v > 8);
         assert_eq!((b.as_slice(&sp), b.len(&sp), sp.in_use()), (&[9, 10][..], 2, 0));
+    }
+
+    #[test]
+    fn packed_pages_hold_the_granules_accessed_only() {
+        let mut s: Shadow<u32, Box<Packed<u32>>> = Shadow::new(4);
+        // One granule in four, in descending order: the records follow first access, the
+        // lookups and `each` the address.
+        for a in (0x100u64..0x180).rev().map(|l| l << 6) {
+            *s.get_or_insert(a + 8) = (a >> 6) as u32;
+        }
+        assert_eq!(s.pages(), 2);
+        assert_eq!(s.get(0x4008), Some(&0x100));
+        assert_eq!(s.get(0x4010), None, "a granule never accessed has no record");
+        assert_eq!(s.get_mut(0x5fc0).map(|r| *r), Some(0x17f));
+        let mut seen = Vec::new();
+        s.each(|a, r| seen.push((a, *r)));
+        let want: Vec<(u64, u32)> = (0x4000u64..0x6000).step_by(64).map(|a| (a, (a >> 6) as u32)).collect();
+        assert_eq!(seen, want, "in address order");
+        // 128 records of 4 bytes and two pages' tables, not 512 granules' records.
+        assert!(s.bytes() < CHUNK_PAGES * 8 + 64 + 2 * (288 + 128 * 4 + 64), "{}", s.bytes());
+        // A partial clear resets the records (keeping their room), a whole page's frees it; a
+        // page allocated again starts empty.
+        let mut released = 0;
+        s.clear_with(0x4000, 0x4080, |r| released += *r);
+        assert_eq!(released, 0x100 + 0x101);
+        assert_eq!((s.get(0x4000), s.get(0x4040), s.get(0x4080)), (Some(&0), Some(&0), Some(&0x102)));
+        s.clear(0x5000, 0x6000);
+        assert_eq!((s.pages(), s.get(0x5000)), (1, None));
+        *s.get_or_insert(0x5ff0) += 5;
+        assert_eq!((s.pages(), s.get(0x5ff0), s.get(0x5fc0)), (2, Some(&5), None));
+        // Every granule of a page, the 256th too.
+        for a in (0x8000u64..0x9000).step_by(16) {
+            *s.get_or_insert(a) = a as u32;
+        }
+        assert!((0x8000u64..0x9000).step_by(16).all(|a| s.get(a) == Some(&(a as u32))));
+    }
+
+    #[test]
+    fn a_small_list_of_one_spills_its_second_element() {
+        let mut sp: Spill<u64> = Spill::default();
+        let mut a: Small<u64, 1> = Small::default();
+        assert_eq!(std::mem::size_of::<Small<u32, 2>>(), 12, "four bytes besides the elements");
+        a.push(&mut sp, 1);
+        assert_eq!((a.as_slice(&sp), sp.in_use()), (&[1][..], 0));
+        a.insert(&mut sp, 0, 0);
+        assert_eq!((a.as_slice(&sp), sp.in_use()), (&[0, 1][..], 1));
+        a.truncate(&mut sp, 1);
+        assert_eq!((a.as_slice(&sp), sp.in_use()), (&[0][..], 0));
+        a.remove(&mut sp, 0);
+        assert!(a.is_empty(&sp));
     }
 
     #[test]
