@@ -253,7 +253,7 @@ impl Kernel {
     /// then on, so the names of one file, its hard links, show one inode, as on Linux, and a
     /// file keeps its number when renamed. Derived from paths and the guest's order of calls,
     /// never from host inode numbers, so runs on different hosts see the same numbers.
-    fn inode(&self, md: &std::fs::Metadata, guest: &str) -> u64 {
+    pub(crate) fn inode(&self, md: &std::fs::Metadata, guest: &str) -> u64 {
         *self.inodes.borrow_mut().entry(host_id(md)).or_insert_with(|| path_ino(guest))
     }
 

@@ -178,7 +178,7 @@ impl Kernel {
                 w.keys.push(tx.id);
                 let mut r = 0;
                 let eof = rx.writers == 0 || s.shut_rd;
-                if !rx.buf.is_empty() || eof {
+                if !rx.is_empty() || eof {
                     r |= POLLIN | POLLRDNORM;
                 }
                 if eof {

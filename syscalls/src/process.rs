@@ -253,7 +253,7 @@ pub fn proc_maps(m: &Machine) -> String {
         );
         let (off, dev, ino, name) = match &r.backing {
             Backing::Anon { label } => (0, "00:00", 0, label.unwrap_or("").to_string()),
-            Backing::File { path, offset } | Backing::SharedFile { path, offset } => {
+            Backing::File { path, offset } | Backing::SharedFile { path, offset, .. } => {
                 (*offset, "08:01", 1, path.clone())
             }
             Backing::Pm { path, offset, file_id } => (*offset, "103:00", u64::from(*file_id) + 1, path.clone()),
