@@ -26,9 +26,20 @@
 //!
 //! Left out: an `AF_UNIX` path is a name in the machine, not a file (it does not appear in
 //! listings and `unlink` does not remove it; the name goes when its socket closes); listen
-//! backlogs are not enforced; ancillary data (`SCM_RIGHTS`, credentials) is refused; a
-//! blocking send to a full socket that fits partly writes what fits (a short write, as for a
-//! signal-interrupted send on Linux).
+//! backlogs are not enforced; a blocking send to a full socket that fits partly writes what
+//! fits (a short write, as for a signal-interrupted send on Linux).
+//!
+//! Ancillary data of `AF_UNIX` sockets (`SCM_RIGHTS`, `SCM_CREDENTIALS`) follows Linux's
+//! `af_unix.c` and `scm.c`: each send's credentials and passed open file descriptions ride
+//! with its bytes ([`crate::fd::Anc`], Linux's `UNIXCB(skb)`), holding the descriptions open
+//! while in flight; a receive installs them as new descriptors sharing the descriptions
+//! (offsets and status flags), or closes those its control buffer has no room for
+//! (`MSG_CTRUNC`), and the receiving socket's close closes what it never received. Left out
+//! there: Linux's garbage collection of sockets in flight inside each other (a socket sent
+//! over itself and then closed stays open until the run ends), the per-user limit on
+//! descriptors in flight (`ETOOMANYREFS`), `SCM_PIDFD` and `SO_PASSPIDFD`, and the split of a
+//! large stream send into several buffers (its descriptors ride with all of its bytes, not
+//! only the first buffer's).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
