@@ -422,7 +422,8 @@ fn hard_links_share_their_inode_as_natively() {
 
 /// Named pipes as Linux has them (`mkfifo` was unsupported: `mknodat` gave ENOSYS): the opens
 /// of each end wait for the other in either order, a reader whose writer came and went reads
-/// what it wrote, a FIFO nobody has open starts empty; the same under several seeds, which
+/// what it wrote, a FIFO nobody has open starts empty, an `O_RDWR` open is both ends and never
+/// waits (it was EOPNOTSUPP); the same under several seeds, which
 /// order the two processes differently.
 #[test]
 fn fifos_as_natively() {
@@ -430,6 +431,7 @@ fn fifos_as_natively() {
     let nat = native(&prog, &[], &[]);
     nat.assert_code(0);
     assert!(nat.stdout_str().contains("reader that waited: \"reader first\" then end of file\n"), "{}", nat.describe());
+    assert!(nat.stdout_str().contains("read through it: 9 \"both ends\"\n"), "{}", nat.describe());
     for seed in ["0", "1", "2"] {
         let emu = Ferrite::run(&prog).opts(&["--seed", seed]).go();
         assert_same_stdout(&nat, &emu);

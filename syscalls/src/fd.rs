@@ -235,6 +235,8 @@ pub enum Kind {
     PipeRead(Rc<RefCell<Pipe>>),
     /// The write end of a pipe.
     PipeWrite(Rc<RefCell<Pipe>>),
+    /// Both ends of a FIFO opened `O_RDWR` ([`crate::fifo`]): a reader and a writer at once.
+    PipeRdWr(Rc<RefCell<Pipe>>),
     /// A socket ([`crate::net`]).
     Socket(Rc<RefCell<crate::net::Sock>>),
     /// An eventfd ([`crate::poll`]).
@@ -263,6 +265,11 @@ impl Drop for Description {
         match &self.kind {
             Kind::PipeRead(p) => p.borrow_mut().readers -= 1,
             Kind::PipeWrite(p) => p.borrow_mut().writers -= 1,
+            Kind::PipeRdWr(p) => {
+                let mut p = p.borrow_mut();
+                p.readers -= 1;
+                p.writers -= 1;
+            }
             _ => {}
         }
     }
@@ -371,7 +378,7 @@ impl Kernel {
                 drop(d);
                 return self.signalfd_read(&s, len, nonblock);
             }
-            Kind::PipeRead(p) => {
+            Kind::PipeRead(p) | Kind::PipeRdWr(p) => {
                 let p = p.clone();
                 drop(d);
                 return self.pipe_read(&p, len, nonblock);
@@ -415,9 +422,12 @@ impl Kernel {
             Kind::Stdout | Kind::Stderr | Kind::PipeWrite(_) => return err(libc::EBADF),
             Kind::Epoll(_) => return err(libc::EINVAL),
             // Taken above.
-            Kind::PipeRead(_) | Kind::Socket(_) | Kind::EventFd(_) | Kind::TimerFd(_) | Kind::SignalFd(_) => {
-                return err(libc::EBADF)
-            }
+            Kind::PipeRead(_)
+            | Kind::PipeRdWr(_)
+            | Kind::Socket(_)
+            | Kind::EventFd(_)
+            | Kind::TimerFd(_)
+            | Kind::SignalFd(_) => return err(libc::EBADF),
         };
         buf.truncate(n);
         Ok(buf)
@@ -489,7 +499,7 @@ impl Kernel {
                 drop(d);
                 return self.eventfd_write(&e, data, nonblock);
             }
-            Kind::PipeWrite(p) => {
+            Kind::PipeWrite(p) | Kind::PipeRdWr(p) => {
                 let p = p.clone();
                 drop(d);
                 return self.pipe_write(&p, data, nonblock);
@@ -517,7 +527,7 @@ impl Kernel {
             Kind::Dir { .. } => return err(libc::EISDIR),
             Kind::Epoll(_) | Kind::TimerFd(_) | Kind::SignalFd(_) => return err(libc::EINVAL),
             // Taken above.
-            Kind::PipeWrite(_) | Kind::Socket(_) | Kind::EventFd(_) => return err(libc::EBADF),
+            Kind::PipeWrite(_) | Kind::PipeRdWr(_) | Kind::Socket(_) | Kind::EventFd(_) => return err(libc::EBADF),
         };
         Ok(n as u64)
     }
@@ -666,7 +676,9 @@ impl Kernel {
 
     fn check_seekable(&self, fd: i32) -> Result<(), Errno> {
         match self.desc(fd)?.borrow().kind {
-            Kind::PipeRead(_) | Kind::PipeWrite(_) | Kind::Stdin | Kind::Stdout | Kind::Stderr => err(libc::ESPIPE),
+            Kind::PipeRead(_) | Kind::PipeWrite(_) | Kind::PipeRdWr(_) | Kind::Stdin | Kind::Stdout | Kind::Stderr => {
+                err(libc::ESPIPE)
+            }
             _ => Ok(()),
         }
     }
@@ -878,7 +890,7 @@ impl Kernel {
             // FIONREAD
             0x541b => {
                 let n = match &self.desc(fd)?.borrow().kind {
-                    Kind::PipeRead(p) => p.borrow().buf.len(),
+                    Kind::PipeRead(p) | Kind::PipeRdWr(p) => p.borrow().buf.len(),
                     Kind::Socket(s) => {
                         let s = s.borrow();
                         match (&s.conn, s.inbox.front()) {

@@ -419,7 +419,7 @@ impl Kernel {
             libc::SYS_flock => self.fds.get(i(a[0])).map(|_| 0),
             // fadvise64: advice changes nothing the guest can observe (ESPIPE on a pipe).
             libc::SYS_fadvise64 => self.fds.get(i(a[0])).and_then(|f| match f.desc.borrow().kind {
-                fd::Kind::PipeRead(_) | fd::Kind::PipeWrite(_) => err(libc::ESPIPE),
+                fd::Kind::PipeRead(_) | fd::Kind::PipeWrite(_) | fd::Kind::PipeRdWr(_) => err(libc::ESPIPE),
                 _ => Ok(0),
             }),
             libc::SYS_fsync | libc::SYS_fdatasync => self.fsync(m, i(a[0])),

@@ -149,6 +149,13 @@ impl Kernel {
                 }
                 r
             }
+            // Both ends: it is its own reader and writer, so never hung up.
+            Kind::PipeRdWr(p) => {
+                let p = p.borrow();
+                w.keys.push(p.id);
+                (if p.buf.is_empty() { 0 } else { POLLIN | POLLRDNORM })
+                    | if p.room() > 0 { POLLOUT | POLLWRNORM } else { 0 }
+            }
             Kind::PipeWrite(p) => {
                 let p = p.borrow();
                 w.keys.push(p.id);

@@ -299,6 +299,7 @@ impl Copier {
                         }
                         Kind::PipeRead(p) if files => Kind::PipeRead(self.pipe(p)),
                         Kind::PipeWrite(p) if files => Kind::PipeWrite(self.pipe(p)),
+                        Kind::PipeRdWr(p) if files => Kind::PipeRdWr(self.pipe(p)),
                         Kind::Socket(s) if files => Kind::Socket(self.sock(s)),
                         Kind::EventFd(e) if files => Kind::EventFd(Rc::new(RefCell::new(e.borrow().clone()))),
                         Kind::TimerFd(t) if files => Kind::TimerFd(Rc::new(RefCell::new(t.borrow().clone()))),
@@ -308,9 +309,11 @@ impl Copier {
                             Kind::Epoll(copy)
                         }
                         Kind::SignalFd(f) if files => Kind::SignalFd(Rc::new(RefCell::new(f.borrow().clone()))),
-                        Kind::File { .. } | Kind::Dir { .. } | Kind::PipeRead(_) | Kind::PipeWrite(_) => {
-                            return Err("the guest holds a host file, directory or pipe open")
-                        }
+                        Kind::File { .. }
+                        | Kind::Dir { .. }
+                        | Kind::PipeRead(_)
+                        | Kind::PipeWrite(_)
+                        | Kind::PipeRdWr(_) => return Err("the guest holds a host file, directory or pipe open"),
                         // A recovery's copy: restored on other crash images' files, it keeps
                         // to the plain descriptors.
                         Kind::Socket(_) | Kind::EventFd(_) | Kind::Epoll(_) | Kind::TimerFd(_) | Kind::SignalFd(_) => {
