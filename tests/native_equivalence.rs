@@ -497,3 +497,18 @@ fn scm_rights_as_natively() {
         assert_eq!(hash(&runs[0]), hash(&runs[1]), "one seed, one trace");
     }
 }
+
+/// A thread's name (`prctl(PR_SET_NAME/PR_GET_NAME)`, which `pthread_setname_np` and
+/// `pthread_getname_np` use for the calling thread; every program sweeped calls `prctl`, and
+/// `PR_GET_NAME` wrote nothing before): the program's file name at start, set names cut to 15
+/// bytes, inherited by new threads and forked children but each thread's own, EFAULT for a bad
+/// pointer, and after `execve` the file name of the path as given (`/proc/self/exe`: "exe").
+#[test]
+fn task_names_as_natively() {
+    let (_, emu) = equivalent("task_name", &[], &[]);
+    let out = emu.stdout_str();
+    assert!(out.contains("at start: \"task_name\""), "{}", emu.describe());
+    assert!(out.contains("a long name: \"a-name-longer-t\""), "{}", emu.describe());
+    assert!(out.contains("the main thread keeps its own: \"parent\""), "{}", emu.describe());
+    assert!(out.contains("after execve: \"exe\""), "{}", emu.describe());
+}

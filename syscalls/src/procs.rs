@@ -226,6 +226,7 @@ impl Kernel {
         t.pid = child;
         t.sigmask = parent.sigmask;
         t.altstack = parent.altstack;
+        t.comm = parent.comm;
         if flags & CLONE_CHILD_CLEARTID != 0 {
             t.clear_child_tid = ctid;
         }
