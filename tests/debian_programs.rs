@@ -107,3 +107,19 @@ fn capabilities_are_empty_and_no_protection_key_is_free() {
     );
     assert!(!run.stderr.contains("warning"), "{}", run.describe());
 }
+
+/// Python's multiprocessing with the forkserver start method: the forkserver gets each new
+/// process's descriptors with `SCM_RIGHTS` (EOPNOTSUPP before: "OSError: [Errno 95]" in
+/// `multiprocessing/reduction.py`), and the pool's locks are POSIX semaphores each process
+/// maps by name (`sem_open`), whose shared futexes must meet across the processes' own
+/// mappings of the file (a false deadlock before, at the pool's end).
+#[test]
+fn python_multiprocessing_forkserver_pool() {
+    // A built-in function: `-c` has no `__main__` module the workers could import one from.
+    let script = "python3 -c \"import multiprocessing as mp\n\
+                  if __name__ == '__main__':\n    mp.set_start_method('forkserver')\n\
+                  \x20   with mp.Pool(2) as p:\n        print(p.map(abs, range(-5, 5)))\"";
+    if let Some(emu) = same_as_natively(&["/usr/bin/python3"], script) {
+        assert_eq!(emu.stdout_str(), "[5, 4, 3, 2, 1, 0, 1, 2, 3, 4]\n", "{}", emu.describe());
+    }
+}

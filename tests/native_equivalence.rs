@@ -422,7 +422,8 @@ fn hard_links_share_their_inode_as_natively() {
 
 /// Named pipes as Linux has them (`mkfifo` was unsupported: `mknodat` gave ENOSYS): the opens
 /// of each end wait for the other in either order, a reader whose writer came and went reads
-/// what it wrote, a FIFO nobody has open starts empty; the same under several seeds, which
+/// what it wrote, a FIFO nobody has open starts empty, an `O_RDWR` open is both ends and never
+/// waits (it was EOPNOTSUPP); the same under several seeds, which
 /// order the two processes differently.
 #[test]
 fn fifos_as_natively() {
@@ -430,6 +431,7 @@ fn fifos_as_natively() {
     let nat = native(&prog, &[], &[]);
     nat.assert_code(0);
     assert!(nat.stdout_str().contains("reader that waited: \"reader first\" then end of file\n"), "{}", nat.describe());
+    assert!(nat.stdout_str().contains("read through it: 9 \"both ends\"\n"), "{}", nat.describe());
     for seed in ["0", "1", "2"] {
         let emu = Ferrite::run(&prog).opts(&["--seed", seed]).go();
         assert_same_stdout(&nat, &emu);
@@ -449,4 +451,64 @@ fn unix_socket_files_as_natively() {
     assert!(out.contains("connect(../s) from sub: ok\n"), "{}", emu.describe());
     assert!(out.contains("connect after close: Connection refused\n"), "{}", emu.describe());
     assert!(out.contains("bind(s) after unlink: ok\n"), "{}", emu.describe());
+}
+
+/// Descriptors passed over `AF_UNIX` sockets (`SCM_RIGHTS`; Python's multiprocessing
+/// forkserver failed with EOPNOTSUPP): a passed descriptor shares its open file description
+/// (offset, `O_APPEND`) but not `FD_CLOEXEC`, `MSG_CMSG_CLOEXEC`, `MSG_CTRUNC` for a control
+/// buffer too small or missing (the rest closed), a stream read that stops after the send that
+/// carried descriptors, `MSG_PEEK`, datagram and seqpacket messages, a pipe's write end passed
+/// from a child to its parent, one closed in flight, `SO_PASSCRED`'s credentials and
+/// `sendmsg`'s errors, as natively, statically and dynamically linked. Two runs with one seed
+/// have one trace hash, and other seeds (which order the two processes differently) give the
+/// same answers.
+#[test]
+fn scm_rights_as_natively() {
+    for name in ["scm_rights", "scm_rights.dyn"] {
+        let prog = guest(name);
+        let nat = native(&prog, &[], &[]);
+        nat.assert_code(0);
+        assert!(
+            nat.stdout_str().contains("ab, cd+fd, ef: first read \"abcd\" with 1 fd(s), then \"ef\" with 0 fd(s)\n"),
+            "{}",
+            nat.describe()
+        );
+        let runs: Vec<Run> = ["1", "1", "2"]
+            .iter()
+            .map(|s| Ferrite::run(&prog).opts(&["--seed", s, "--report", "r.json"]).go())
+            .collect();
+        for emu in &runs {
+            assert_same_stdout(&nat, emu);
+            assert_same_status(&nat, emu);
+        }
+        let out = runs[0].stdout_str();
+        assert!(
+            out.contains("read 3 through the copy: \"234\"; the original's offset is now 5\n"),
+            "{}",
+            runs[0].describe()
+        );
+        assert!(out.contains("write end in flight: read -1 (Resource temporarily unavailable); after the receiver closed: read 0 (end of file)\n"), "{}", runs[0].describe());
+        assert!(
+            out.contains("child read through the pipe: \"from the parent\", then 0 (end of file)\n"),
+            "{}",
+            runs[0].describe()
+        );
+        let hash = |r: &Run| r.json("r.json")["run"]["trace_hash"].as_str().unwrap().to_string();
+        assert_eq!(hash(&runs[0]), hash(&runs[1]), "one seed, one trace");
+    }
+}
+
+/// A thread's name (`prctl(PR_SET_NAME/PR_GET_NAME)`, which `pthread_setname_np` and
+/// `pthread_getname_np` use for the calling thread; every program sweeped calls `prctl`, and
+/// `PR_GET_NAME` wrote nothing before): the program's file name at start, set names cut to 15
+/// bytes, inherited by new threads and forked children but each thread's own, EFAULT for a bad
+/// pointer, and after `execve` the file name of the path as given (`/proc/self/exe`: "exe").
+#[test]
+fn task_names_as_natively() {
+    let (_, emu) = equivalent("task_name", &[], &[]);
+    let out = emu.stdout_str();
+    assert!(out.contains("at start: \"task_name\""), "{}", emu.describe());
+    assert!(out.contains("a long name: \"a-name-longer-t\""), "{}", emu.describe());
+    assert!(out.contains("the main thread keeps its own: \"parent\""), "{}", emu.describe());
+    assert!(out.contains("after execve: \"exe\""), "{}", emu.describe());
 }

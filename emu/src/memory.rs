@@ -208,6 +208,9 @@ pub enum Backing {
         path: String,
         /// Offset in the file of the region's first byte.
         offset: u64,
+        /// The file's identity, the same for every mapping of it whatever name it was opened
+        /// by (the guest's inode number): what its shared futexes are keyed by.
+        ino: u64,
     },
 }
 
@@ -217,7 +220,9 @@ impl Backing {
         match self {
             Backing::Anon { label } => Backing::Anon { label: *label },
             Backing::File { path, offset } => Backing::File { path: path.clone(), offset: offset + delta },
-            Backing::SharedFile { path, offset } => Backing::SharedFile { path: path.clone(), offset: offset + delta },
+            Backing::SharedFile { path, offset, ino } => {
+                Backing::SharedFile { path: path.clone(), offset: offset + delta, ino: *ino }
+            }
             Backing::Pm { path, file_id, offset } => {
                 Backing::Pm { path: path.clone(), file_id: *file_id, offset: offset + delta }
             }
@@ -978,5 +983,18 @@ impl Memory {
     /// by, the same in every process that maps it.
     pub fn shared_host_addr(&self, addr: u64) -> Option<u64> {
         self.find(addr).filter(|r| shared_mapping(r)).map(|r| r.host(addr) as u64)
+    }
+
+    /// The file (its identity, [`Backing::SharedFile`]'s `ino`) and offset `addr` maps if it
+    /// lies in a shared mapping of an ordinary file: what a shared futex there is keyed by
+    /// (Linux keys it by inode and page), so that processes that map the file each with its
+    /// own `mmap` meet, as well as those that inherited one mapping (a POSIX semaphore of
+    /// `sem_open`, which Python's multiprocessing locks are: glibc makes it under a temporary
+    /// name and links it to its own, and other processes map it by that name).
+    pub fn shared_file_offset(&self, addr: u64) -> Option<(u64, u64)> {
+        self.find(addr).and_then(|r| match &r.backing {
+            Backing::SharedFile { offset, ino, .. } => Some((*ino, offset + (addr - r.start))),
+            _ => None,
+        })
     }
 }

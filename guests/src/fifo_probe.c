@@ -118,6 +118,26 @@ int main(void)
     close(r);
     waitpid(pid, &status, 0);
 
+    /* O_RDWR: a reader and a writer at once, never waiting; it reads back what it wrote, a
+     * blocking reader's open goes on at once, and a non-blocking writer's finds a reader. */
+    char rbuf[64];
+    ssize_t n;
+    int rw = open("p", O_RDWR);
+    printf("open(O_RDWR) with nobody else: %s\n", rw >= 0 ? "ok" : strerror(errno));
+    printf("write through it: %zd\n", write(rw, "both ends", 9));
+    r = open("p", O_RDONLY);
+    printf("open(O_RDONLY) beside it: %s\n", r >= 0 ? "ok" : strerror(errno));
+    w = open("p", O_WRONLY | O_NONBLOCK);
+    printf("open(O_WRONLY|O_NONBLOCK) beside it: %s\n", w >= 0 ? "ok" : strerror(errno));
+    close(w);
+    close(r);
+    n = read(rw, rbuf, sizeof rbuf);
+    printf("read through it: %zd \"%.*s\"\n", n, (int)(n > 0 ? n : 0), rbuf);
+    fcntl(rw, F_SETFL, O_NONBLOCK);
+    n = read(rw, rbuf, sizeof rbuf);
+    printf("read of it empty: %s (no end of file: it is its own writer)\n", n < 0 ? strerror(errno) : "data");
+    close(rw);
+
     show("mknod(regular)", mknod("reg", S_IFREG | 0600, 0));
     show("mknod(type 0)", mknod("reg0", 0600, 0));
     stat("reg0", &st);

@@ -95,6 +95,13 @@ impl Kernel {
             }
             g
         };
+        // The task's new name: the file name of the path as given (Linux's
+        // `kbasename(bprm->filename)`, so `/proc/self/exe` names it "exe"), or of the file an
+        // `AT_EMPTY_PATH` descriptor has open (its dentry's name, as Linux 6.14 on).
+        let named: &[u8] = if raw.is_empty() { guest.as_bytes() } else { &raw };
+        let base = named.rsplit(|&b| b == b'/').next().unwrap_or(named);
+        let mut comm = [0u8; 16];
+        comm[..base.len().min(15)].copy_from_slice(&base[..base.len().min(15)]);
         let argv = strings(m, argv)?;
         let envp = strings(m, envp)?;
         let program = self.program(guest, argv)?;
@@ -132,6 +139,7 @@ impl Kernel {
         t.altstack = [0, 2, 0];
         t.robust_list = 0;
         t.clear_child_tid = 0;
+        t.comm = Some(comm);
         self.proc.fs_base = 0;
         self.proc.exe = Some(program.path.clone());
         match fresh {

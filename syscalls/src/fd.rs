@@ -50,15 +50,54 @@ pub struct Pipe {
     /// The lengths of the messages in `buf`, for a channel that keeps message boundaries
     /// (`SOCK_SEQPACKET`); `None` for a byte stream.
     pub msgs: Option<VecDeque<usize>>,
+    /// Bytes taken from the front since the pipe was made: the stream position of `buf[0]`.
+    pub taken: u64,
+    /// What the sends of an `AF_UNIX` socket attached to their bytes, oldest first, covering
+    /// every byte in `buf` (one per message of a message channel); empty for a pipe or a TCP
+    /// stream ([`crate::net`]).
+    pub anc: VecDeque<Anc>,
 }
+
+/// What one send on an `AF_UNIX` socket attached to its bytes (Linux's `UNIXCB(skb)`): the
+/// sender's credentials and the descriptors `SCM_RIGHTS` passed. Consecutive sends of one
+/// sender without descriptors share one (Linux glues their bytes on reading anyway).
+#[derive(Debug, Clone)]
+pub struct Anc {
+    /// The stream position just past its last byte.
+    pub end: u64,
+    /// The sender's process id, user and group (`SCM_CREDENTIALS`).
+    pub cred: (u32, u32, u32),
+    /// The open file descriptions in flight: held here (so they stay open) until a receive
+    /// installs them as descriptors or the receiving socket closes.
+    pub files: Vec<Rc<RefCell<Description>>>,
+}
+
+/// What a receive on an `AF_UNIX` socket got besides bytes: the first sender's credentials and
+/// the descriptions passed with them.
+pub type Ancillary = (Option<(u32, u32, u32)>, Vec<Rc<RefCell<Description>>>);
 
 impl Default for Pipe {
     fn default() -> Pipe {
-        Pipe { buf: VecDeque::new(), writers: 0, readers: 0, id: 0, capacity: PIPE_CAPACITY, msgs: None }
+        Pipe {
+            buf: VecDeque::new(),
+            writers: 0,
+            readers: 0,
+            id: 0,
+            capacity: PIPE_CAPACITY,
+            msgs: None,
+            taken: 0,
+            anc: VecDeque::new(),
+        }
     }
 }
 
 impl Pipe {
+    /// Whether nothing waits to be read: no bytes, and for a message channel no message (an
+    /// empty `SOCK_SEQPACKET` message is something to read).
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty() && self.msgs.as_ref().is_none_or(|m| m.is_empty())
+    }
+
     /// Bytes that can be written before it is full.
     pub fn room(&self) -> usize {
         self.capacity.saturating_sub(self.buf.len())
@@ -84,11 +123,70 @@ impl Pipe {
         let out: Vec<u8> = self.buf.iter().take(n).copied().collect();
         if !peek {
             self.buf.drain(..whole);
+            self.taken += whole as u64;
             if let Some(m) = self.msgs.as_mut() {
                 m.pop_front();
             }
         }
         out
+    }
+
+    /// Records that the last `put` came from a sender with `cred` passing `files`: a new
+    /// [`Anc`] unless it extends the last one (same sender, neither passing descriptors, a
+    /// byte stream).
+    pub fn attach(&mut self, cred: (u32, u32, u32), files: Vec<Rc<RefCell<Description>>>) {
+        let end = self.taken + self.buf.len() as u64;
+        match self.anc.back_mut() {
+            Some(a) if self.msgs.is_none() && a.files.is_empty() && files.is_empty() && a.cred == cred => a.end = end,
+            _ => self.anc.push_back(Anc { end, cred, files }),
+        }
+    }
+
+    /// [`Pipe::take`] for an `AF_UNIX` socket, as Linux's `unix_stream_read_generic` reads its
+    /// queue: bytes of several sends are read together, but not past the send that passed
+    /// descriptors (the read takes them and stops after that send's bytes, or at `len`) nor,
+    /// with `passcred` (`SO_PASSCRED`), into another sender's bytes. A message channel takes
+    /// one message and what came with it. With `peek` the descriptions are shared, not taken
+    /// (Linux's `unix_peek_fds`).
+    pub fn take_anc(&mut self, len: usize, peek: bool, passcred: bool) -> (Vec<u8>, Ancillary) {
+        if self.anc.is_empty() {
+            return (self.take(len, peek), (None, Vec::new()));
+        }
+        if self.msgs.is_some() {
+            let data = self.take(len, peek);
+            let a = if peek { self.anc.front().cloned() } else { self.anc.pop_front() };
+            let a = a.map(|a| (Some(a.cred), a.files)).unwrap_or_default();
+            return (data, a);
+        }
+        let (mut n, mut cred, mut files) = (0usize, None, Vec::new());
+        let avail = len.min(self.buf.len());
+        for a in self.anc.iter_mut() {
+            let pos = self.taken + n as u64;
+            if n >= avail {
+                break;
+            }
+            if a.end <= pos {
+                continue;
+            }
+            if passcred {
+                match cred {
+                    Some(c) if c != a.cred => break,
+                    _ => cred = Some(a.cred),
+                }
+            }
+            n += (avail - n).min((a.end - pos) as usize);
+            if !a.files.is_empty() {
+                files = if peek { a.files.clone() } else { std::mem::take(&mut a.files) };
+                break;
+            }
+        }
+        let data = self.take(n, peek);
+        if !peek {
+            while self.anc.front().is_some_and(|a| a.end <= self.taken && a.files.is_empty()) {
+                self.anc.pop_front();
+            }
+        }
+        (data, (cred, files))
     }
 }
 
@@ -137,6 +235,8 @@ pub enum Kind {
     PipeRead(Rc<RefCell<Pipe>>),
     /// The write end of a pipe.
     PipeWrite(Rc<RefCell<Pipe>>),
+    /// Both ends of a FIFO opened `O_RDWR` ([`crate::fifo`]): a reader and a writer at once.
+    PipeRdWr(Rc<RefCell<Pipe>>),
     /// A socket ([`crate::net`]).
     Socket(Rc<RefCell<crate::net::Sock>>),
     /// An eventfd ([`crate::poll`]).
@@ -165,6 +265,11 @@ impl Drop for Description {
         match &self.kind {
             Kind::PipeRead(p) => p.borrow_mut().readers -= 1,
             Kind::PipeWrite(p) => p.borrow_mut().writers -= 1,
+            Kind::PipeRdWr(p) => {
+                let mut p = p.borrow_mut();
+                p.readers -= 1;
+                p.writers -= 1;
+            }
             _ => {}
         }
     }
@@ -273,7 +378,7 @@ impl Kernel {
                 drop(d);
                 return self.signalfd_read(&s, len, nonblock);
             }
-            Kind::PipeRead(p) => {
+            Kind::PipeRead(p) | Kind::PipeRdWr(p) => {
                 let p = p.clone();
                 drop(d);
                 return self.pipe_read(&p, len, nonblock);
@@ -317,9 +422,12 @@ impl Kernel {
             Kind::Stdout | Kind::Stderr | Kind::PipeWrite(_) => return err(libc::EBADF),
             Kind::Epoll(_) => return err(libc::EINVAL),
             // Taken above.
-            Kind::PipeRead(_) | Kind::Socket(_) | Kind::EventFd(_) | Kind::TimerFd(_) | Kind::SignalFd(_) => {
-                return err(libc::EBADF)
-            }
+            Kind::PipeRead(_)
+            | Kind::PipeRdWr(_)
+            | Kind::Socket(_)
+            | Kind::EventFd(_)
+            | Kind::TimerFd(_)
+            | Kind::SignalFd(_) => return err(libc::EBADF),
         };
         buf.truncate(n);
         Ok(buf)
@@ -384,14 +492,14 @@ impl Kernel {
             Kind::Socket(s) => {
                 let s = s.clone();
                 drop(d);
-                return self.sock_send(&s, data, None, 0, nonblock);
+                return self.sock_send(&s, data, None, 0, nonblock, Ancillary::default());
             }
             Kind::EventFd(e) => {
                 let e = e.clone();
                 drop(d);
                 return self.eventfd_write(&e, data, nonblock);
             }
-            Kind::PipeWrite(p) => {
+            Kind::PipeWrite(p) | Kind::PipeRdWr(p) => {
                 let p = p.clone();
                 drop(d);
                 return self.pipe_write(&p, data, nonblock);
@@ -419,7 +527,7 @@ impl Kernel {
             Kind::Dir { .. } => return err(libc::EISDIR),
             Kind::Epoll(_) | Kind::TimerFd(_) | Kind::SignalFd(_) => return err(libc::EINVAL),
             // Taken above.
-            Kind::PipeWrite(_) | Kind::Socket(_) | Kind::EventFd(_) => return err(libc::EBADF),
+            Kind::PipeWrite(_) | Kind::PipeRdWr(_) | Kind::Socket(_) | Kind::EventFd(_) => return err(libc::EBADF),
         };
         Ok(n as u64)
     }
@@ -568,7 +676,9 @@ impl Kernel {
 
     fn check_seekable(&self, fd: i32) -> Result<(), Errno> {
         match self.desc(fd)?.borrow().kind {
-            Kind::PipeRead(_) | Kind::PipeWrite(_) | Kind::Stdin | Kind::Stdout | Kind::Stderr => err(libc::ESPIPE),
+            Kind::PipeRead(_) | Kind::PipeWrite(_) | Kind::PipeRdWr(_) | Kind::Stdin | Kind::Stdout | Kind::Stderr => {
+                err(libc::ESPIPE)
+            }
             _ => Ok(()),
         }
     }
@@ -780,12 +890,12 @@ impl Kernel {
             // FIONREAD
             0x541b => {
                 let n = match &self.desc(fd)?.borrow().kind {
-                    Kind::PipeRead(p) => p.borrow().buf.len(),
+                    Kind::PipeRead(p) | Kind::PipeRdWr(p) => p.borrow().buf.len(),
                     Kind::Socket(s) => {
                         let s = s.borrow();
                         match (&s.conn, s.inbox.front()) {
                             (Some((rx, _)), _) => rx.borrow().buf.len(),
-                            (None, Some((_, d))) => d.len(),
+                            (None, Some((_, d, _))) => d.len(),
                             _ => 0,
                         }
                     }

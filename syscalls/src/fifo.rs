@@ -11,9 +11,10 @@
 //! that nobody has open starts empty at its next open. The wait is a wait on descriptors
 //! ([`crate::thread`]): a FIFO nobody will open is part of a deadlock finding, where Linux hangs.
 //!
-//! Left out: an open for reading and writing (`O_RDWR`, which Linux lets a process use to hold a
-//! FIFO open without waiting) is refused with EOPNOTSUPP and named; an open interrupted by a
-//! signal while it waits stays counted as an end of the FIFO.
+//! An open for reading and writing (`O_RDWR`, which Linux lets a process use to hold a FIFO open
+//! without waiting; POSIX leaves it undefined) counts as a reader and a writer and never waits.
+//!
+//! Left out: an open interrupted by a signal while it waits stays counted as an end of the FIFO.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -67,19 +68,8 @@ impl Kernel {
     }
 
     /// `open` of the host FIFO `md` describes ([module docs](self)).
-    pub(crate) fn fifo_open(
-        &mut self,
-        m: &Machine,
-        md: &std::fs::Metadata,
-        guest: String,
-        flags: i32,
-        cloexec: bool,
-    ) -> SysResult {
+    pub(crate) fn fifo_open(&mut self, md: &std::fs::Metadata, guest: String, flags: i32, cloexec: bool) -> SysResult {
         let acc = flags & libc::O_ACCMODE;
-        if acc == libc::O_RDWR {
-            self.note_named(m, 2, "open of a FIFO for reading and writing");
-            return err(libc::EOPNOTSUPP);
-        }
         let reader = acc == libc::O_RDONLY;
         let nonblock = flags & libc::O_NONBLOCK != 0;
         let key = (md.dev(), md.ino());
@@ -87,6 +77,27 @@ impl Kernel {
             let pipe = Pipe { id: self.net.key(), ..Pipe::default() };
             let f = Fifo { pipe: Rc::new(RefCell::new(pipe)), r_opens: 0, w_opens: 0, waiting: BTreeMap::new() };
             self.fifos.insert(key, f);
+        }
+        if acc == libc::O_RDWR {
+            // Linux's `fifo_open` for `FMODE_READ | FMODE_WRITE`: a reader and a writer at once,
+            // never waiting (POSIX leaves it undefined); partners waiting to open go on.
+            let f = self.fifos.get_mut(&key).expect("inserted above");
+            let mut p = f.pipe.borrow_mut();
+            if p.readers == 0 && p.writers == 0 {
+                p.buf.clear();
+            }
+            p.readers += 1;
+            p.writers += 1;
+            f.r_opens += 1;
+            f.w_opens += 1;
+            let id = p.id;
+            drop(p);
+            let kind = Kind::PipeRdWr(f.pipe.clone());
+            let d =
+                Description { kind, guest_path: guest, flags: flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC) };
+            let fd = self.fds.insert(d, cloexec);
+            self.io_ready(id);
+            return Ok(fd? as u64);
         }
         let tid = self.current;
         let f = self.fifos.get_mut(&key).expect("inserted above");

@@ -253,7 +253,7 @@ impl Kernel {
     /// then on, so the names of one file, its hard links, show one inode, as on Linux, and a
     /// file keeps its number when renamed. Derived from paths and the guest's order of calls,
     /// never from host inode numbers, so runs on different hosts see the same numbers.
-    fn inode(&self, md: &std::fs::Metadata, guest: &str) -> u64 {
+    pub(crate) fn inode(&self, md: &std::fs::Metadata, guest: &str) -> u64 {
         *self.inodes.borrow_mut().entry(host_id(md)).or_insert_with(|| path_ino(guest))
     }
 
@@ -376,7 +376,7 @@ impl Kernel {
                         if flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL {
                             return err(libc::EEXIST);
                         }
-                        return self.fifo_open(m, md, guest, flags, cloexec);
+                        return self.fifo_open(md, guest, flags, cloexec);
                     }
                     if md.is_dir() {
                         if acc != libc::O_RDONLY {
@@ -438,13 +438,19 @@ impl Kernel {
         let f = self.fds.get(fd)?.clone();
         let d = f.desc.borrow();
         let kind = match (&d.kind, acc) {
-            (Kind::PipeRead(p) | Kind::PipeWrite(p), libc::O_RDONLY) => {
+            (Kind::PipeRead(p) | Kind::PipeWrite(p) | Kind::PipeRdWr(p), libc::O_RDONLY) => {
                 p.borrow_mut().readers += 1;
                 Kind::PipeRead(p.clone())
             }
-            (Kind::PipeRead(p) | Kind::PipeWrite(p), libc::O_WRONLY) => {
+            (Kind::PipeRead(p) | Kind::PipeWrite(p) | Kind::PipeRdWr(p), libc::O_WRONLY) => {
                 p.borrow_mut().writers += 1;
                 Kind::PipeWrite(p.clone())
+            }
+            (Kind::PipeRead(p) | Kind::PipeWrite(p) | Kind::PipeRdWr(p), libc::O_RDWR) => {
+                let mut b = p.borrow_mut();
+                b.readers += 1;
+                b.writers += 1;
+                Kind::PipeRdWr(p.clone())
             }
             (Kind::Stdin, libc::O_RDONLY) => Kind::Stdin,
             (Kind::Stdout, libc::O_WRONLY) => Kind::Stdout,
@@ -494,7 +500,9 @@ impl Kernel {
                 StatInfo::anonymous(13, fd as u64 + 3000, 0o600)
             }
             Kind::Socket(_) => StatInfo::anonymous(8, fd as u64 + 2000, libc::S_IFSOCK | 0o777),
-            Kind::PipeRead(_) | Kind::PipeWrite(_) => StatInfo::anonymous(12, fd as u64 + 1000, libc::S_IFIFO | 0o600),
+            Kind::PipeRead(_) | Kind::PipeWrite(_) | Kind::PipeRdWr(_) => {
+                StatInfo::anonymous(12, fd as u64 + 1000, libc::S_IFIFO | 0o600)
+            }
             // Standard streams look like pipes whatever ferrite's own are, so the guest's
             // buffering does not depend on how ferrite was started.
             Kind::Stdin | Kind::Stdout | Kind::Stderr => StatInfo::anonymous(12, fd as u64 + 1, libc::S_IFIFO | 0o600),

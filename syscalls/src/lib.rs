@@ -419,7 +419,7 @@ impl Kernel {
             libc::SYS_flock => self.fds.get(i(a[0])).map(|_| 0),
             // fadvise64: advice changes nothing the guest can observe (ESPIPE on a pipe).
             libc::SYS_fadvise64 => self.fds.get(i(a[0])).and_then(|f| match f.desc.borrow().kind {
-                fd::Kind::PipeRead(_) | fd::Kind::PipeWrite(_) => err(libc::ESPIPE),
+                fd::Kind::PipeRead(_) | fd::Kind::PipeWrite(_) | fd::Kind::PipeRdWr(_) => err(libc::ESPIPE),
                 _ => Ok(0),
             }),
             libc::SYS_fsync | libc::SYS_fdatasync => self.fsync(m, i(a[0])),
@@ -612,7 +612,7 @@ impl Kernel {
             libc::SYS_pkey_mprotect => err(libc::EINVAL),
             libc::SYS_times => self.times(m, a[0]),
             libc::SYS_arch_prctl => self.arch_prctl(m, i(a[0]), a[1]),
-            libc::SYS_prctl => self.prctl(i(a[0])),
+            libc::SYS_prctl => self.prctl(m, i(a[0]), a[1]),
             libc::SYS_set_tid_address => self.set_tid_address(a[0]),
             libc::SYS_set_robust_list => self.set_robust_list(a[0], a[1]),
             libc::SYS_rseq => err(libc::ENOSYS), // rseq: glibc falls back cleanly

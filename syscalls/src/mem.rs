@@ -225,7 +225,8 @@ impl Kernel {
                 if shared && perm.write() {
                     let block =
                         HostBlock::file_shared(file.as_raw_fd(), off, len as usize).map_err(|_| Errno(libc::ENOMEM))?;
-                    return Ok((block, 0, Backing::SharedFile { path: d.guest_path.clone(), offset: off }));
+                    let ino = self.inode(&file.metadata()?, &d.guest_path);
+                    return Ok((block, 0, Backing::SharedFile { path: d.guest_path.clone(), offset: off, ino }));
                 }
                 self.pm_file_reads += u64::from(*pm);
                 let block = HostBlock::anon(len as usize).map_err(|_| Errno(libc::ENOMEM))?;
@@ -271,7 +272,7 @@ impl Kernel {
             .filter_map(|r| {
                 let off = match &r.backing {
                     Backing::Pm { file_id: id, offset, .. } if Some(*id) == file_id => *offset,
-                    Backing::SharedFile { path, offset } if path == guest => *offset,
+                    Backing::SharedFile { path, offset, .. } if path == guest => *offset,
                     _ => return None,
                 };
                 let from = r.start + keep.saturating_sub(off);

@@ -26,9 +26,20 @@
 //!
 //! Left out: an `AF_UNIX` path is a name in the machine, not a file (it does not appear in
 //! listings and `unlink` does not remove it; the name goes when its socket closes); listen
-//! backlogs are not enforced; ancillary data (`SCM_RIGHTS`, credentials) is refused; a
-//! blocking send to a full socket that fits partly writes what fits (a short write, as for a
-//! signal-interrupted send on Linux).
+//! backlogs are not enforced; a blocking send to a full socket that fits partly writes what
+//! fits (a short write, as for a signal-interrupted send on Linux).
+//!
+//! Ancillary data of `AF_UNIX` sockets (`SCM_RIGHTS`, `SCM_CREDENTIALS`) follows Linux's
+//! `af_unix.c` and `scm.c`: each send's credentials and passed open file descriptions ride
+//! with its bytes ([`crate::fd::Anc`], Linux's `UNIXCB(skb)`), holding the descriptions open
+//! while in flight; a receive installs them as new descriptors sharing the descriptions
+//! (offsets and status flags), or closes those its control buffer has no room for
+//! (`MSG_CTRUNC`), and the receiving socket's close closes what it never received. Left out
+//! there: Linux's garbage collection of sockets in flight inside each other (a socket sent
+//! over itself and then closed stays open until the run ends), the per-user limit on
+//! descriptors in flight (`ETOOMANYREFS`), `SCM_PIDFD` and `SO_PASSPIDFD`, and the split of a
+//! large stream send into several buffers (its descriptors ride with all of its bytes, not
+//! only the first buffer's).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
@@ -36,10 +47,12 @@ use std::rc::{Rc, Weak};
 
 use emu::Machine;
 
-use crate::fd::{Description, Kind, Pipe};
+use crate::fd::{Anc, Ancillary, Description, Kind, Pipe};
 use crate::{err, Errno, Kernel, SysResult, RESTART};
 
 const SOCK_TYPE_MASK: i32 = 0xf;
+/// `sizeof(struct cmsghdr)` on x86-64: `cmsg_len` (8 bytes), `cmsg_level`, `cmsg_type`.
+const CMSG_HDR: usize = 16;
 /// Bytes a stream socket's direction holds before a send blocks (Linux's default `SO_SNDBUF`
 /// for `AF_UNIX` is 212,992).
 pub const SOCK_CAPACITY: usize = 212_992;
@@ -53,8 +66,9 @@ pub(crate) type SockRef = Rc<RefCell<Sock>>;
 pub type Chan = Rc<RefCell<Pipe>>;
 
 /// What a receive got: the bytes, the whole length of the datagram they came from (`MSG_TRUNC`),
-/// and the sender's address (datagrams).
-pub(crate) type Received = (Vec<u8>, usize, Option<Vec<u8>>);
+/// the sender's address (datagrams), and (`AF_UNIX`) the sender's credentials and the
+/// descriptions passed with `SCM_RIGHTS`.
+pub(crate) type Received = (Vec<u8>, usize, Option<Vec<u8>>, Ancillary);
 
 /// A socket's state.
 #[derive(Debug)]
@@ -73,8 +87,9 @@ pub struct Sock {
     pub conn: Option<(Chan, Chan)>,
     /// A listener's connections not accepted yet; `None` until `listen`.
     pub queue: Option<VecDeque<Rc<RefCell<Sock>>>>,
-    /// A datagram socket's arrivals: (source address, bytes).
-    pub inbox: VecDeque<(Vec<u8>, Vec<u8>)>,
+    /// A datagram socket's arrivals: (source address, bytes, and for `AF_UNIX` what the send
+    /// attached: the sender's credentials and descriptions in flight).
+    pub inbox: VecDeque<(Vec<u8>, Vec<u8>, Option<Anc>)>,
     /// A datagram socket's peer from `socketpair` or `connect` to an `AF_UNIX` name.
     pub dgram_peer: Option<Weak<RefCell<Sock>>>,
     /// `shutdown(SHUT_RD)` was called.
@@ -87,12 +102,20 @@ pub struct Sock {
 
 impl Drop for Sock {
     fn drop(&mut self) {
+        // Descriptions in flight to this socket close with it (Linux purges the receive queue
+        // in `unix_release_sock`); they are dropped once no pipe is borrowed, as closing one
+        // may close a socket whose pipes these are.
+        let mut in_flight = Vec::new();
         if let Some((rx, tx)) = &self.conn {
-            rx.borrow_mut().readers -= 1;
+            let mut r = rx.borrow_mut();
+            r.readers -= 1;
+            in_flight.extend(r.anc.iter_mut().map(|a| std::mem::take(&mut a.files)));
+            drop(r);
             if !self.shut_wr {
                 tx.borrow_mut().writers -= 1;
             }
         }
+        drop(in_flight);
     }
 }
 
@@ -870,6 +893,7 @@ impl Kernel {
         let nonblock = nonblock || flags & libc::MSG_DONTWAIT != 0;
         let peek = flags & libc::MSG_PEEK != 0;
         let mut b = s.borrow_mut();
+        let passcred = b.opts.get(&(libc::SOL_SOCKET, libc::SO_PASSCRED)).is_some_and(|v| *v != 0);
         if b.ty == libc::SOCK_DGRAM {
             if b.inbox.is_empty() {
                 if nonblock {
@@ -879,15 +903,16 @@ impl Kernel {
                 drop(b);
                 return self.would_block(&[id]);
             }
-            let (src, data) = if peek { b.inbox[0].clone() } else { b.inbox.pop_front().unwrap_or_default() };
+            let (src, data, anc) = if peek { b.inbox[0].clone() } else { b.inbox.pop_front().unwrap_or_default() };
             let whole = data.len();
             let mut data = data;
             data.truncate(len);
-            return Ok((data, whole, Some(src)));
+            let anc = anc.map(|a| (Some(a.cred), a.files)).unwrap_or_default();
+            return Ok((data, whole, Some(src), anc));
         }
         let Some((rx, _)) = b.conn.clone() else {
             return if len == 0 {
-                Ok((Vec::new(), 0, None))
+                Ok((Vec::new(), 0, None, Ancillary::default()))
             } else if b.domain == libc::AF_UNIX {
                 err(libc::EINVAL)
             } else {
@@ -898,9 +923,9 @@ impl Kernel {
         drop(b);
         let data = {
             let mut p = rx.borrow_mut();
-            if p.buf.is_empty() {
+            if p.is_empty() {
                 if p.writers == 0 || shut || len == 0 {
-                    return Ok((Vec::new(), 0, None));
+                    return Ok((Vec::new(), 0, None, Ancillary::default()));
                 }
                 if nonblock {
                     return err(libc::EAGAIN);
@@ -909,15 +934,21 @@ impl Kernel {
                 drop(p);
                 return self.would_block(&[id]);
             }
-            p.take(len, peek)
+            // A message's whole length, for MSG_TRUNC (`SOCK_SEQPACKET` reads as datagrams do).
+            let msg = p.msgs.as_ref().and_then(|m| m.front().copied());
+            (p.take_anc(len, peek, passcred), msg)
         };
+        let ((data, anc), msg) = data;
         let id = rx.borrow().id;
         self.io_ready(id);
-        let n = data.len();
-        Ok((data, n, None))
+        let whole = msg.unwrap_or(data.len());
+        Ok((data, whole, None, anc))
     }
 
-    /// Sends `data` to the connected peer or to `dest`. Returns how many bytes went.
+    /// Sends `data` to the connected peer or to `dest`, with (`AF_UNIX`) the credentials and
+    /// descriptions `scm` attaches (the sender's own credentials if it names none). Returns
+    /// how many bytes went.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn sock_send(
         &mut self,
         s: &Rc<RefCell<Sock>>,
@@ -925,12 +956,16 @@ impl Kernel {
         dest: Option<Vec<u8>>,
         flags: i32,
         nonblock: bool,
+        scm: Ancillary,
     ) -> SysResult {
         let nonblock = nonblock || flags & libc::MSG_DONTWAIT != 0;
         let (domain, ty) = {
             let b = s.borrow();
             (b.domain, b.ty)
         };
+        let unix = domain == libc::AF_UNIX;
+        let (cred, files) = scm;
+        let cred = cred.unwrap_or(self.own_cred());
         if ty == libc::SOCK_DGRAM {
             let target = match dest {
                 Some(sa) => self.reach(domain, ty, &sa)?,
@@ -956,7 +991,8 @@ impl Kernel {
                 let key = {
                     let mut t = t.borrow_mut();
                     let src = in_family(t.domain, &source_addr(&src, t.local.as_deref().unwrap_or(&src)));
-                    t.inbox.push_back((src, data.to_vec()));
+                    let anc = unix.then(|| Anc { end: 0, cred, files });
+                    t.inbox.push_back((src, data.to_vec(), anc));
                     t.id
                 };
                 self.io_ready(key);
@@ -996,6 +1032,11 @@ impl Kernel {
             return self.would_block(&[id]);
         }
         let n = p.put(data);
+        // A stream send of no bytes sends nothing, its descriptors included (Linux's
+        // `unix_stream_sendmsg` makes no skb); a message channel's empty message carries them.
+        if unix && (n > 0 || p.msgs.is_some()) {
+            p.attach(cred, files);
+        }
         let id = p.id;
         drop(p);
         self.io_ready(id);
@@ -1017,7 +1058,7 @@ impl Kernel {
         let mut data = vec![0u8; len.min(crate::fd::MAX_RW) as usize];
         m.read(buf, &mut data)?;
         let dest = if addr != 0 { Some(Self::read_sockaddr(m, s.borrow().domain, addr, alen)?) } else { None };
-        self.sock_send(&s, &data, dest, flags, nonblock)
+        self.sock_send(&s, &data, dest, flags, nonblock, Ancillary::default())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1032,7 +1073,9 @@ impl Kernel {
         lenp: u64,
     ) -> SysResult {
         let (s, nonblock) = self.sock(fd)?;
-        let (data, whole, src) = self.sock_recv(&s, len.min(crate::fd::MAX_RW) as usize, flags, nonblock)?;
+        // Descriptors passed with the bytes close here: there is nowhere to put them (Linux
+        // receives with an empty control buffer).
+        let (data, whole, src, _) = self.sock_recv(&s, len.min(crate::fd::MAX_RW) as usize, flags, nonblock)?;
         m.write(buf, &data, false)?;
         if addr != 0 {
             if let Some(src) = src {
@@ -1044,30 +1087,176 @@ impl Kernel {
         Ok(if flags & libc::MSG_TRUNC != 0 { whole } else { data.len() } as u64)
     }
 
+    /// The calling process's credentials as `SCM_CREDENTIALS` carries them: pid, uid, gid.
+    fn own_cred(&self) -> (u32, u32, u32) {
+        let id = crate::process::UID as u32;
+        (self.pid, id, id)
+    }
+
+    /// Reads `sendmsg`'s control buffer as Linux's `__scm_send` does: each `cmsghdr` must lie
+    /// within it (EINVAL); at `SOL_SOCKET`, `SCM_RIGHTS` takes the open file descriptions of
+    /// its descriptors (EBADF for one not open; EINVAL beyond `SCM_MAX_FD`, 253, in all) and
+    /// `SCM_CREDENTIALS` names the sender, who may only name itself (EPERM), and must be of a
+    /// `struct ucred`'s size (EINVAL); any other type there is EINVAL; other levels are
+    /// ignored, and so is everything on an inet socket.
+    fn read_scm(&mut self, m: &Machine, domain: i32, ctl: u64, len: u64) -> Result<Ancillary, Errno> {
+        const SCM_MAX_FD: usize = 253;
+        if len > i32::MAX as u64 {
+            return err(libc::ENOBUFS);
+        }
+        let mut buf = vec![0u8; len as usize];
+        m.read(ctl, &mut buf)?;
+        let (mut cred, mut files) = (None, Vec::new());
+        let mut at = 0usize;
+        while at + CMSG_HDR <= buf.len() {
+            let clen = u64::from_le_bytes(buf[at..at + 8].try_into().unwrap_or_default());
+            if clen < CMSG_HDR as u64 || clen > (buf.len() - at) as u64 {
+                return err(libc::EINVAL);
+            }
+            let clen = clen as usize;
+            let level = i32::from_le_bytes(buf[at + 8..at + 12].try_into().unwrap_or_default());
+            let ty = i32::from_le_bytes(buf[at + 12..at + 16].try_into().unwrap_or_default());
+            let data = &buf[at + CMSG_HDR..at + clen];
+            // An inet socket's `ip_cmsg_send` checks each header's bounds and ignores what
+            // ferrite's loopback has no use for (`IP_PKTINFO`, `SO_MARK` ...), descriptors too.
+            if level == libc::SOL_SOCKET && domain == libc::AF_UNIX {
+                match ty {
+                    libc::SCM_RIGHTS => {
+                        let n = data.len() / 4;
+                        if files.len() + n > SCM_MAX_FD {
+                            return err(libc::EINVAL);
+                        }
+                        for c in data.chunks_exact(4).take(n) {
+                            let fd = i32::from_le_bytes(c.try_into().unwrap_or_default());
+                            files.push(self.fds.get(fd)?.desc.clone());
+                        }
+                    }
+                    libc::SCM_CREDENTIALS => {
+                        if clen != CMSG_HDR + 12 {
+                            return err(libc::EINVAL);
+                        }
+                        let word = |i: usize| u32::from_le_bytes(data[i..i + 4].try_into().unwrap_or_default());
+                        let c = (word(0), word(4), word(8));
+                        // `scm_check_creds`: ids that name nobody are invalid; an unprivileged
+                        // sender may name only its own process, user and group.
+                        if c.1 == u32::MAX || c.2 == u32::MAX {
+                            return err(libc::EINVAL);
+                        }
+                        if c != self.own_cred() {
+                            return err(libc::EPERM);
+                        }
+                        cred = Some(c);
+                    }
+                    _ => return err(libc::EINVAL),
+                }
+            }
+            at += clen.next_multiple_of(8);
+        }
+        Ok((cred, files))
+    }
+
+    /// Writes what a receive got besides bytes into `recvmsg`'s control buffer, as Linux's
+    /// `scm_recv`: the sender's credentials first when the socket asked for them
+    /// (`SO_PASSCRED`; `put_cmsg`, cut to the room), then the passed descriptions installed as
+    /// the lowest free descriptors (`MSG_CMSG_CLOEXEC` sets their `FD_CLOEXEC`), as many as the
+    /// room left holds (`scm_detach_fds`); those that do not fit, or find the table full
+    /// (EMFILE), close, and the message says `MSG_CTRUNC`. Returns the bytes of control data
+    /// written and the flags to add.
+    fn put_scm(
+        &mut self,
+        m: &mut Machine,
+        ctl: u64,
+        room: u64,
+        cred: Option<(u32, u32, u32)>,
+        files: Vec<Rc<RefCell<Description>>>,
+        cloexec: bool,
+    ) -> Result<(u64, i32), Errno> {
+        let mut out: Vec<u8> = Vec::new();
+        let mut flags = 0;
+        let room = room.min(i32::MAX as u64) as usize;
+        let header = |len: usize, ty: i32| {
+            let mut h = (len as u64).to_le_bytes().to_vec();
+            h.extend_from_slice(&libc::SOL_SOCKET.to_le_bytes());
+            h.extend_from_slice(&ty.to_le_bytes());
+            h
+        };
+        if let Some((pid, uid, gid)) = cred {
+            if room < CMSG_HDR {
+                flags |= libc::MSG_CTRUNC;
+            } else {
+                let mut c = header(CMSG_HDR + 12, libc::SCM_CREDENTIALS);
+                for w in [pid, uid, gid] {
+                    c.extend_from_slice(&w.to_le_bytes());
+                }
+                if room < c.len() {
+                    flags |= libc::MSG_CTRUNC;
+                    c.truncate(room);
+                    c[..8].copy_from_slice(&(room as u64).to_le_bytes());
+                }
+                c.resize((CMSG_HDR + 12).next_multiple_of(8).min(room), 0);
+                out.extend_from_slice(&c);
+            }
+        }
+        if !files.is_empty() {
+            let left = room - out.len();
+            let fit = if left > CMSG_HDR { (left - CMSG_HDR) / 4 } else { 0 };
+            let mut fds = Vec::new();
+            for d in files.iter().take(fit) {
+                match self.fds.insert_from(0, crate::fd::Fd { desc: d.clone(), cloexec }) {
+                    Ok(n) => fds.push(n),
+                    Err(_) => break,
+                }
+            }
+            if fds.len() < files.len() {
+                flags |= libc::MSG_CTRUNC;
+            }
+            if !fds.is_empty() {
+                let mut c = header(CMSG_HDR + 4 * fds.len(), libc::SCM_RIGHTS);
+                for n in &fds {
+                    c.extend_from_slice(&n.to_le_bytes());
+                }
+                c.resize(c.len().next_multiple_of(8).min(left), 0);
+                out.extend_from_slice(&c);
+            }
+            if let Err(e) = m.write(ctl, &out, false) {
+                for n in fds {
+                    self.fds.fds.remove(&n);
+                }
+                drop(files);
+                return Err(e.into());
+            }
+        } else if !out.is_empty() {
+            m.write(ctl, &out, false)?;
+        }
+        drop(files);
+        Ok((out.len() as u64, flags))
+    }
+
     pub(crate) fn sendmsg(&mut self, m: &mut Machine, fd: i32, msg: u64, flags: i32) -> SysResult {
         let (s, nonblock) = self.sock(fd)?;
         let (name, namelen) = (m.read_u64(msg)?, m.read_u32(msg + 8)?);
-        let (iov, iovlen, controllen) = (m.read_u64(msg + 16)?, m.read_u64(msg + 24)?, m.read_u64(msg + 40)?);
-        if controllen != 0 {
-            self.note_named(m, libc::SYS_sendmsg as u64, "sendmsg with ancillary data (SCM_RIGHTS, credentials)");
-            return err(libc::EOPNOTSUPP);
-        }
+        let (iov, iovlen) = (m.read_u64(msg + 16)?, m.read_u64(msg + 24)?);
+        let (ctl, controllen) = (m.read_u64(msg + 32)?, m.read_u64(msg + 40)?);
         let mut data = Vec::new();
         for (base, len) in Self::iovecs(m, iov, iovlen)? {
             let start = data.len();
             data.resize(start + len.min(crate::fd::MAX_RW) as usize, 0);
             m.read(base, &mut data[start..])?;
         }
-        let dest = if name != 0 { Some(Self::read_sockaddr(m, s.borrow().domain, name, namelen)?) } else { None };
-        self.sock_send(&s, &data, dest, flags, nonblock)
+        let domain = s.borrow().domain;
+        let scm = if controllen != 0 { self.read_scm(m, domain, ctl, controllen)? } else { Ancillary::default() };
+        let dest = if name != 0 { Some(Self::read_sockaddr(m, domain, name, namelen)?) } else { None };
+        self.sock_send(&s, &data, dest, flags, nonblock, scm)
     }
 
     pub(crate) fn recvmsg(&mut self, m: &mut Machine, fd: i32, msg: u64, flags: i32) -> SysResult {
         let (s, nonblock) = self.sock(fd)?;
         let (name, iov, iovlen) = (m.read_u64(msg)?, m.read_u64(msg + 16)?, m.read_u64(msg + 24)?);
+        let (ctl, controllen) = (m.read_u64(msg + 32)?, m.read_u64(msg + 40)?);
         let iovs = Self::iovecs(m, iov, iovlen)?;
         let want: u64 = iovs.iter().map(|v| v.1).sum();
-        let (data, whole, src) = self.sock_recv(&s, want.min(crate::fd::MAX_RW) as usize, flags, nonblock)?;
+        let (data, whole, src, (cred, files)) =
+            self.sock_recv(&s, want.min(crate::fd::MAX_RW) as usize, flags, nonblock)?;
         let mut at = 0;
         for (base, len) in iovs {
             let n = (len as usize).min(data.len() - at);
@@ -1080,9 +1269,16 @@ impl Kernel {
             m.write(name, &src[..src.len().min(room)], false)?;
             m.write(msg + 8, &(src.len() as u32).to_le_bytes(), false)?;
         }
-        // No ancillary data; MSG_TRUNC when a datagram was longer than the buffers.
-        m.write_u64(msg + 40, 0)?;
-        let out_flags = if whole > data.len() { libc::MSG_TRUNC } else { 0 };
+        // Credentials only for a socket that asked for them (`SO_PASSCRED`, read again: a
+        // datagram carries them whatever the receiver wants).
+        let passcred = s.borrow().opts.get(&(libc::SOL_SOCKET, libc::SO_PASSCRED)).is_some_and(|v| *v != 0);
+        let cred = cred.filter(|_| passcred);
+        let cloexec = flags & libc::MSG_CMSG_CLOEXEC != 0;
+        let (used, ctl_flags) = self.put_scm(m, ctl, if ctl == 0 { 0 } else { controllen }, cred, files, cloexec)?;
+        m.write_u64(msg + 40, used)?;
+        // MSG_TRUNC when a datagram was longer than the buffers, MSG_CTRUNC when the control
+        // data did not fit.
+        let out_flags = if whole > data.len() { libc::MSG_TRUNC } else { 0 } | ctl_flags;
         m.write(msg + 48, &out_flags.to_le_bytes(), false)?;
         Ok(if flags & libc::MSG_TRUNC != 0 { whole } else { data.len() } as u64)
     }

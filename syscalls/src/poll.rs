@@ -149,6 +149,13 @@ impl Kernel {
                 }
                 r
             }
+            // Both ends: it is its own reader and writer, so never hung up.
+            Kind::PipeRdWr(p) => {
+                let p = p.borrow();
+                w.keys.push(p.id);
+                (if p.buf.is_empty() { 0 } else { POLLIN | POLLRDNORM })
+                    | if p.room() > 0 { POLLOUT | POLLWRNORM } else { 0 }
+            }
             Kind::PipeWrite(p) => {
                 let p = p.borrow();
                 w.keys.push(p.id);
@@ -178,7 +185,7 @@ impl Kernel {
                 w.keys.push(tx.id);
                 let mut r = 0;
                 let eof = rx.writers == 0 || s.shut_rd;
-                if !rx.buf.is_empty() || eof {
+                if !rx.is_empty() || eof {
                     r |= POLLIN | POLLRDNORM;
                 }
                 if eof {

@@ -253,7 +253,7 @@ pub fn proc_maps(m: &Machine) -> String {
         );
         let (off, dev, ino, name) = match &r.backing {
             Backing::Anon { label } => (0, "00:00", 0, label.unwrap_or("").to_string()),
-            Backing::File { path, offset } | Backing::SharedFile { path, offset } => {
+            Backing::File { path, offset } | Backing::SharedFile { path, offset, .. } => {
                 (*offset, "08:01", 1, path.clone())
             }
             Backing::Pm { path, offset, file_id } => (*offset, "103:00", u64::from(*file_id) + 1, path.clone()),
@@ -561,12 +561,48 @@ impl Kernel {
         }
     }
 
-    pub(crate) fn prctl(&mut self, option: i32) -> SysResult {
+    pub(crate) fn prctl(&mut self, m: &mut Machine, option: i32, arg2: u64) -> SysResult {
         match option {
-            // PR_SET_NAME, PR_GET_NAME, PR_SET_VMA, PR_SET_DUMPABLE, PR_GET_DUMPABLE
-            15 | 16 | 0x53564d41 | 4 | 3 => Ok(0),
+            // PR_SET_NAME: the calling thread's name, at most 15 bytes of the string (Linux's
+            // `strncpy_from_user` into `comm`), NUL-padded; EFAULT for an unreadable string.
+            libc::PR_SET_NAME => {
+                let mut comm = [0u8; 16];
+                for (i, c) in comm.iter_mut().take(15).enumerate() {
+                    let mut b = [0u8];
+                    m.read(arg2 + i as u64, &mut b)?;
+                    if b[0] == 0 {
+                        break;
+                    }
+                    *c = b[0];
+                }
+                let cur = self.current;
+                self.thread_mut(cur).comm = Some(comm);
+                Ok(0)
+            }
+            // PR_GET_NAME: the 16 bytes of the calling thread's name.
+            libc::PR_GET_NAME => {
+                let comm = self.comm(self.current);
+                m.write(arg2, &comm, false)?;
+                Ok(0)
+            }
+            // PR_SET_VMA, PR_SET_DUMPABLE, PR_GET_DUMPABLE
+            0x53564d41 | 4 | 3 => Ok(0),
             _ => err(libc::EINVAL),
         }
+    }
+
+    /// Thread `tid`'s name: what `PR_SET_NAME` gave it, else its program's file name cut to 15
+    /// bytes (Linux's `__set_task_comm` at `execve`), NUL-padded.
+    pub(crate) fn comm(&self, tid: u32) -> [u8; 16] {
+        if let Some(c) = self.threads.get(&tid).and_then(|t| t.comm) {
+            return c;
+        }
+        let mut comm = [0u8; 16];
+        let exe = self.exe();
+        let base = exe.rsplit('/').next().unwrap_or(exe).as_bytes();
+        let n = base.len().min(15);
+        comm[..n].copy_from_slice(&base[..n]);
+        comm
     }
 
     pub(crate) fn sched_getaffinity(&mut self, m: &mut Machine, len: u64, mask: u64) -> SysResult {

@@ -226,6 +226,7 @@ impl Kernel {
         t.pid = child;
         t.sigmask = parent.sigmask;
         t.altstack = parent.altstack;
+        t.comm = parent.comm;
         if flags & CLONE_CHILD_CLEARTID != 0 {
             t.clear_child_tid = ctid;
         }
@@ -656,6 +657,11 @@ impl Kernel {
         if !private {
             if let Some(dev) = m.pm_device_addr(addr) {
                 return 3 << 62 | dev;
+            }
+            if let Some((ino, off)) = m.mem.shared_file_offset(addr) {
+                // By the file (21 bits of its inode number, which is a hash) and the offset in
+                // it: bit 61 keeps these apart from host addresses, which are below 2^47.
+                return 1 << 63 | 1 << 61 | (ino & 0x1f_ffff) << 40 | (off & 0xff_ffff_ffff);
             }
             if let Some(host) = m.mem.shared_host_addr(addr) {
                 return 1 << 63 | host;

@@ -103,6 +103,9 @@ impl Kernel {
         } else {
             BTreeMap::new()
         };
+        if c.in_flight {
+            return Err("descriptors are in flight over a unix socket (SCM_RIGHTS)");
+        }
         c.fix_epolls();
         let net = self.net.copy_with(&|s| c.socks.iter().find(|(k, _)| *k == Rc::as_ptr(s)).map(|(_, c)| c.clone()));
         Ok(Kernel {
@@ -195,6 +198,9 @@ struct Copier {
     socks: Vec<(*const RefCell<Sock>, Rc<RefCell<Sock>>)>,
     /// Epoll sets and their copies, whose entries are filled in once every description is copied.
     epolls: Vec<(EpollRef, EpollRef)>,
+    /// A socket holds descriptions passed with `SCM_RIGHTS` and not yet received: the copy
+    /// would share them with the original, so none is made.
+    in_flight: bool,
 }
 
 impl Copier {
@@ -204,6 +210,7 @@ impl Copier {
             return c.clone();
         }
         let o = s.borrow();
+        self.in_flight |= o.inbox.iter().any(|(_, _, a)| a.as_ref().is_some_and(|a| !a.files.is_empty()));
         // Registered before its peers are copied: a pair of datagram sockets names each other.
         let c = Rc::new(RefCell::new(Sock {
             domain: o.domain,
@@ -259,6 +266,7 @@ impl Copier {
         if let Some((_, c)) = self.pipes.iter().find(|(k, _)| *k == key) {
             return c.clone();
         }
+        self.in_flight |= p.borrow().anc.iter().any(|a| !a.files.is_empty());
         let c = Rc::new(RefCell::new(p.borrow().clone()));
         self.pipes.push((key, c.clone()));
         c
@@ -291,6 +299,7 @@ impl Copier {
                         }
                         Kind::PipeRead(p) if files => Kind::PipeRead(self.pipe(p)),
                         Kind::PipeWrite(p) if files => Kind::PipeWrite(self.pipe(p)),
+                        Kind::PipeRdWr(p) if files => Kind::PipeRdWr(self.pipe(p)),
                         Kind::Socket(s) if files => Kind::Socket(self.sock(s)),
                         Kind::EventFd(e) if files => Kind::EventFd(Rc::new(RefCell::new(e.borrow().clone()))),
                         Kind::TimerFd(t) if files => Kind::TimerFd(Rc::new(RefCell::new(t.borrow().clone()))),
@@ -300,9 +309,11 @@ impl Copier {
                             Kind::Epoll(copy)
                         }
                         Kind::SignalFd(f) if files => Kind::SignalFd(Rc::new(RefCell::new(f.borrow().clone()))),
-                        Kind::File { .. } | Kind::Dir { .. } | Kind::PipeRead(_) | Kind::PipeWrite(_) => {
-                            return Err("the guest holds a host file, directory or pipe open")
-                        }
+                        Kind::File { .. }
+                        | Kind::Dir { .. }
+                        | Kind::PipeRead(_)
+                        | Kind::PipeWrite(_)
+                        | Kind::PipeRdWr(_) => return Err("the guest holds a host file, directory or pipe open"),
                         // A recovery's copy: restored on other crash images' files, it keeps
                         // to the plain descriptors.
                         Kind::Socket(_) | Kind::EventFd(_) | Kind::Epoll(_) | Kind::TimerFd(_) | Kind::SignalFd(_) => {

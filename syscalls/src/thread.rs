@@ -138,6 +138,9 @@ pub struct KThread {
     /// A futex wait or a sleep a signal interrupted: its result is decided when the signal is
     /// delivered ([`Kernel::deliver_pending`]).
     pub interrupted: Option<Interrupted>,
+    /// Its name (NUL-padded, at most 15 bytes): what `prctl(PR_SET_NAME)` or the last
+    /// `execve` gave it; `None`: the first program's file name.
+    pub comm: Option<[u8; 16]>,
 }
 
 /// A wait a signal cut short, parked after its `syscall` with RAX still the call's number.
@@ -288,6 +291,7 @@ impl KThread {
             saved_mask: None,
             sigwait: 0,
             interrupted: None,
+            comm: None,
         }
     }
 }
@@ -456,12 +460,13 @@ impl Kernel {
             m.write(ctid, &tid.to_le_bytes(), false)?;
         }
         spawn_child(m, tid, flags, stack, tls)?;
-        let mask = self.threads.get(&self.current).map(|t| t.sigmask).unwrap_or(0);
+        let (mask, comm) = self.threads.get(&self.current).map(|t| (t.sigmask, t.comm)).unwrap_or_default();
         let pid = self.pid;
         let t = self.thread_mut(tid);
-        // The child inherits the signal mask; a thread sharing the address space starts without
-        // an alternate stack.
+        // The child inherits the signal mask and the name; a thread sharing the address space
+        // starts without an alternate stack.
         t.sigmask = mask;
+        t.comm = comm;
         t.pid = pid;
         if flags & CLONE_CHILD_CLEARTID != 0 {
             t.clear_child_tid = ctid;
