@@ -1,16 +1,18 @@
-//! Findings grouped by program sites, not by call stacks: one finding per (store site, site
-//! that ended its window, class) for a race pass, with the number of occurrences and every
-//! distinct combination of call stacks kept in the finding ([`RawGroup`]) rather than reported
-//! as findings of their own.
+//! Findings grouped by program sites, not by call stacks: one finding per store site for the
+//! race passes (`hawkset` listing the sites that ended the store's windows), with the number of
+//! occurrences and every distinct combination of call stacks kept in the finding ([`RawGroup`])
+//! rather than reported as findings of their own.
 //!
 //! A race pass sees the same racing instructions reached through many call paths (a hash
 //! table's insert called from each YCSB operation, a B-tree's split from three callers): keyed
 //! by stack, one published bug became four findings and 147 findings were 78 distinct (store,
-//! end) instruction pairs. HawkSet groups its reports by (store, window end, flushed); so do
-//! `hawkset` and `vardalith` here, through [`Grouper`], which any pass may use: it takes each
-//! occurrence with its locations, and gives one [`RawFinding`] per key with
+//! end) instruction pairs. HawkSet prints its reports by (store, window end, flushed), and counts
+//! them by store site (its artifact's `count_unique_races`); `hawkset` and `vardalith` here key
+//! by store site, through [`Grouper`], which any pass may use: it takes each occurrence with its
+//! locations, and gives one [`RawFinding`] per key with
 //! - the *key locations* (their PCs make the key, with the pass's class),
-//! - the *listed locations* (hawkset's racing loads), each distinct PC once,
+//! - the *listed locations* (hawkset's window ends and racing loads), each distinct PC once, at
+//!   most so many of each role,
 //! - every distinct combination of (role, PC, stack) of the occurrences, with its count.
 //!
 //! The driver symbolises each combination ([`crate::Finding::group`]); findings with a group are

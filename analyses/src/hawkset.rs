@@ -1109,8 +1109,8 @@ impl Analysis for Hawkset {
         // One finding per store site, as HawkSet counts its reports (below); each window end
         // (tag: 0 fence, 1 overwrite, 2 exit, 3 durable otherwise) and flushed or not, per site.
         let mut groups: Grouper<u64> = Grouper::new(MAX_LOADS);
-        // (tags seen, flushed in some window, flushed and then overwritten or left unfenced).
-        let mut ends: FxHashMap<u64, (u8, bool, bool)> = FxHashMap::default();
+        // (tags seen, some window flushed and then overwritten or left unfenced).
+        let mut ends: FxHashMap<u64, (u8, bool)> = FxHashMap::default();
         let rmw_pcs = if self.opts.rmw_loads { FxHashSet::default() } else { std::mem::take(&mut self.rmw_pcs) };
         let mut conc: FxHashMap<(u32, u32, u32), bool> = FxHashMap::default();
         let mut prot: FxHashMap<(u32, u32, bool), bool> = FxHashMap::default();
@@ -1156,10 +1156,9 @@ impl Analysis for Hawkset {
                         End::Exit => (2, None),
                         End::Durable => (3, None),
                     };
-                    let e = ends.entry(s.site.0).or_insert((0, false, false));
+                    let e = ends.entry(s.site.0).or_insert((0, false));
                     e.0 |= 1 << tag;
-                    e.1 |= s.flushed;
-                    e.2 |= s.flushed && matches!(tag, 1 | 2);
+                    e.1 |= s.flushed && matches!(tag, 1 | 2);
                     match end {
                         Some(e) => groups.add(s.site.0, &[store, e, load], 1, 1),
                         None => groups.add(s.site.0, &[store, load], 1, 1),
@@ -1170,7 +1169,7 @@ impl Analysis for Hawkset {
         let stored = &self.stored;
         let self_loads = &self.loads;
         groups.finish(|&store_pc, _, _| {
-            let (tags, flushed, unfenced) = ends.get(&store_pc).copied().unwrap_or((1, false, false));
+            let (tags, unfenced) = ends.get(&store_pc).copied().unwrap_or((1, false));
             let hows: Vec<&str> = [
                 "persisted by a fence outside the locks its readers hold",
                 "overwritten by its own thread before it was persisted",
@@ -1191,7 +1190,9 @@ impl Analysis for Hawkset {
                     "persistence-induced race: a PM store {how}; loads in other threads, holding no common lock and not \
                      ordered by create/join, can read it before it is durable"
                 ),
-                class: if flushed { "flushed" } else { "unflushed" },
+                // No class: one finding per store site, whatever its windows were (a class that
+                // varied between runs would split a site when runs are merged).
+                class: "",
                 // An offset candidate counts if some thread loaded the line it leads to.
                 stored: stored.shape(store_pc, |dev| self_loads.at_line(dev / LINE_SIZE).next().is_some()),
             }
