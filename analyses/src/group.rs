@@ -1,16 +1,18 @@
-//! Findings grouped by program sites, not by call stacks: one finding per (store site, site
-//! that ended its window, class) for a race pass, with the number of occurrences and every
-//! distinct combination of call stacks kept in the finding ([`RawGroup`]) rather than reported
-//! as findings of their own.
+//! Findings grouped by program sites, not by call stacks: one finding per store site for the
+//! race passes (`hawkset` listing the sites that ended the store's windows), with the number of
+//! occurrences and every distinct combination of call stacks kept in the finding ([`RawGroup`])
+//! rather than reported as findings of their own.
 //!
 //! A race pass sees the same racing instructions reached through many call paths (a hash
 //! table's insert called from each YCSB operation, a B-tree's split from three callers): keyed
 //! by stack, one published bug became four findings and 147 findings were 78 distinct (store,
-//! end) instruction pairs. HawkSet groups its reports by (store, window end, flushed); so do
-//! `hawkset` and `vardalith` here, through [`Grouper`], which any pass may use: it takes each
-//! occurrence with its locations, and gives one [`RawFinding`] per key with
+//! end) instruction pairs. HawkSet prints its reports by (store, window end, flushed), and counts
+//! them by store site (its artifact's `count_unique_races`); `hawkset` and `vardalith` here key
+//! by store site, through [`Grouper`], which any pass may use: it takes each occurrence with its
+//! locations, and gives one [`RawFinding`] per key with
 //! - the *key locations* (their PCs make the key, with the pass's class),
-//! - the *listed locations* (hawkset's racing loads), each distinct PC once,
+//! - the *listed locations* (hawkset's window ends and racing loads), each distinct PC once, at
+//!   most so many of each role,
 //! - every distinct combination of (role, PC, stack) of the occurrences, with its count.
 //!
 //! The driver symbolises each combination ([`crate::Finding::group`]); findings with a group are
@@ -69,12 +71,12 @@ struct Acc {
 #[derive(Debug)]
 pub struct Grouper<K: Ord> {
     groups: BTreeMap<K, Acc>,
-    /// Most listed locations per finding (all are counted in the variants).
+    /// Most listed locations of one role per finding (all are counted in the variants).
     max_listed: usize,
 }
 
 impl<K: Ord> Grouper<K> {
-    /// An empty grouper listing at most `max_listed` non-key locations per finding.
+    /// An empty grouper listing at most `max_listed` non-key locations of each role per finding.
     pub fn new(max_listed: usize) -> Grouper<K> {
         Grouper { groups: BTreeMap::new(), max_listed }
     }
@@ -101,7 +103,8 @@ impl<K: Ord> Grouper<K> {
         acc.occurrences += n;
         for l in &locations[acc.key_locations..] {
             let listed = &acc.locations[acc.key_locations..];
-            if listed.len() < self.max_listed && !listed.iter().any(|m| m.role == l.role && m.pc == l.pc) {
+            let same_role = listed.iter().filter(|m| m.role == l.role).count();
+            if same_role < self.max_listed && !listed.iter().any(|m| m.role == l.role && m.pc == l.pc) {
                 acc.locations.push(l.clone());
             }
         }
@@ -186,23 +189,94 @@ mod tests {
         assert_eq!(g.variants.len(), 4);
         assert_eq!(g.variants.iter().map(|v| v.1).sum::<u64>(), 6);
     }
+
+    #[test]
+    fn the_listing_cap_is_per_role() {
+        let mut g: Grouper<u64> = Grouper::new(1);
+        g.add(0xa, &[loc("store", 0xa, 1), loc("fence", 0xf, 1), loc("load", 0xb, 1)], 1, 1);
+        g.add(0xa, &[loc("store", 0xa, 1), loc("overwrite", 0xe, 1), loc("load", 0xc, 1)], 1, 1);
+        let out = g.finish(|_, _, _| Described {
+            analysis: "hawkset",
+            kind: "k",
+            message: String::new(),
+            class: "c",
+            stored: None,
+        });
+        // One of each role: a second window end does not crowd out the loads, nor the reverse.
+        let pcs: Vec<u64> = out[0].locations.iter().map(|l| l.pc).collect();
+        assert_eq!(pcs, vec![0xa, 0xf, 0xb, 0xe]);
+    }
+
+    /// A PM file (id 1) mapped at guest address `BASE`, accessed up to 1 MiB.
+    const BASE: u64 = 0x7000_0000_0000;
+    const FILE: u64 = 1 << 40;
+
+    fn shapes() -> StoreShapes {
+        let mut s = StoreShapes::default();
+        s.access(BASE, FILE, 8);
+        s.access(BASE + (1 << 20) - 8, FILE + (1 << 20) - 8, 8);
+        s
+    }
+
+    #[test]
+    fn pool_offsets_are_told_when_they_lead_to_accessed_pm() {
+        let mut s = shapes();
+        // A helper's store instruction (0x10) storing values and, once, an offset into the file.
+        for k in 0..20u64 {
+            s.store(0x10, FILE + 64, 8, 0, 0x5555_0000_0000_0000 + k * 977);
+        }
+        s.store(0x10, FILE + 64, 8, 0, 0x8_2040);
+        assert_eq!(s.shape(0x10, |dev| dev == FILE + 0x8_2040), Some(Stored::Offset));
+        // Unconfirmed (nothing was accessed there), it was a value.
+        assert_eq!(s.shape(0x10, |_| false), Some(Stored::Value));
+        // A pointer wins over everything; small, unaligned and out-of-file values are no offsets.
+        s.store(0x10, FILE, 8, 0, BASE + 4096);
+        assert_eq!(s.shape(0x10, |_| true), Some(Stored::Pointer));
+        for (pc, v) in [(0x20, 24u64), (0x30, 0x8_2041), (0x40, 1 << 30)] {
+            s.store(pc, FILE, 8, 0, v);
+            assert_eq!(s.shape(pc, |_| true), Some(Stored::Value), "{v:#x}");
+        }
+        // A value in another file's extent is no offset into this one.
+        s.store(0x50, 2 << 40, 8, 0, 0x8_2040);
+        assert_eq!(s.shape(0x50, |_| true), Some(Stored::Value));
+        // Counters stay counters.
+        s.store(0x60, FILE, 8, 0x8_2040, 0x8_2041);
+        assert_eq!(s.shape(0x60, |_| true), Some(Stored::Counter));
+    }
 }
 
 /// Entries of [`StoreShapes`]' cache.
 const SHAPE_CACHE: usize = 256;
 
+/// PM files whose extent [`StoreShapes`] follows (a program maps one pool or a few).
+const SHAPE_FILES: usize = 4;
+
+/// The lowest value taken for an offset into a PM file: below it lie the file's headers (a
+/// libpmemobj pool's header and lanes), and small values are far more often counts and sizes.
+const MIN_OFFSET: u64 = 4096;
+
 /// What the stores of each site wrote ([`crate::StoredCounts`]), counted at every PM store of a
 /// race pass and read for its findings: a direct-mapped cache of store PCs in front of the
 /// table, so that the few PCs of a program's hot loops cost a compare, not a hash-map entry.
+///
+/// A store is an *offset* candidate when it wrote 8 bytes, 8-aligned, at least [`MIN_OFFSET`]
+/// and below the highest offset of its own PM file the program has accessed (a pool offset, the
+/// `off` of a PMEMoid, P-CLHT's `ht_off`): the site's first such value is kept, and the pass
+/// confirms it at the end ([`StoreShapes::shape`]) by whether the program accessed PM at that
+/// offset of the file, that is, whether the value leads anywhere the program went.
 #[derive(Clone, Debug)]
 pub(crate) struct StoreShapes {
     /// (PC, index in `counts`), `u64::MAX` for an empty entry.
     cache: Box<[(u64, u32)]>,
     index: rustc_hash::FxHashMap<u64, u32>,
-    counts: Vec<crate::StoredCounts>,
+    /// Per site: its counts, and the device address its first offset candidate leads to.
+    counts: Vec<(crate::StoredCounts, u64)>,
     /// The lowest and highest guest addresses of PM accesses so far: where PM pointers point.
     pm_lo: u64,
     pm_hi: u64,
+    /// (file id, one past the highest offset accessed) of the PM files seen, `u64::MAX` ids
+    /// for free entries.
+    files: [(u64, u64); SHAPE_FILES],
 }
 
 impl Default for StoreShapes {
@@ -213,36 +287,71 @@ impl Default for StoreShapes {
             counts: Vec::new(),
             pm_lo: u64::MAX,
             pm_hi: 0,
+            files: [(u64::MAX, 0); SHAPE_FILES],
         }
     }
 }
 
 impl StoreShapes {
-    /// Notes a PM access (where PM lies in the guest's address space, for telling pointers).
+    /// Notes a PM access at guest address `addr`, device address `dev` (where PM lies in the
+    /// guest's address space, for telling pointers; how far into its file, for offsets).
     #[inline]
-    pub(crate) fn access(&mut self, addr: u64, size: u32) {
+    pub(crate) fn access(&mut self, addr: u64, dev: u64, size: u32) {
         self.pm_lo = self.pm_lo.min(addr);
         self.pm_hi = self.pm_hi.max(addr + u64::from(size));
+        let (fid, end) = (dev >> 40, (dev & OFFSET_MASK) + u64::from(size));
+        for f in self.files.iter_mut() {
+            if f.0 == fid || f.0 == u64::MAX {
+                *f = (fid, f.1.max(end));
+                return;
+            }
+        }
     }
 
-    /// A PM store at `pc` of `size` bytes replacing `old` with `new`.
+    /// A PM store at `pc` to device address `dev` of `size` bytes replacing `old` with `new`.
     #[inline]
-    pub(crate) fn store(&mut self, pc: u64, size: u32, old: u64, new: u64) {
-        let shape = Stored::of(size, old, new, self.pm_lo, self.pm_hi);
+    pub(crate) fn store(&mut self, pc: u64, dev: u64, size: u32, old: u64, new: u64) {
+        let mut shape = Stored::of(size, old, new, self.pm_lo, self.pm_hi);
+        let fid = dev >> 40;
+        let offset = shape == Stored::Value
+            && size == 8
+            && new.is_multiple_of(8)
+            && new >= MIN_OFFSET
+            && self.files.iter().any(|&(f, hi)| f == fid && new < hi);
+        if offset {
+            shape = Stored::Offset;
+        }
         let e = &mut self.cache[((pc ^ (pc >> 8)) as usize) & (SHAPE_CACHE - 1)];
         if e.0 != pc {
             let next = self.counts.len() as u32;
             let i = *self.index.entry(pc).or_insert(next);
             if i == next {
-                self.counts.push(crate::StoredCounts::default());
+                self.counts.push((crate::StoredCounts::default(), 0));
             }
             *e = (pc, i);
         }
-        self.counts[e.1 as usize].add(shape);
+        let c = &mut self.counts[e.1 as usize];
+        c.0.add(shape);
+        if offset && c.1 == 0 {
+            c.1 = (fid << 40) | new;
+        }
     }
 
-    /// What most stores at `pc` wrote.
-    pub(crate) fn shape(&self, pc: u64) -> Option<Stored> {
-        self.index.get(&pc).and_then(|&i| self.counts[i as usize].shape())
+    /// The worst shape the stores at `pc` wrote ([`crate::StoredCounts::shape`]); its offset
+    /// candidates count only if `accessed(dev)` says the program accessed PM at the device
+    /// address the first of them leads to (else they were values).
+    pub(crate) fn shape(&self, pc: u64, accessed: impl Fn(u64) -> bool) -> Option<Stored> {
+        self.index.get(&pc).and_then(|&i| {
+            let (mut c, target) = self.counts[i as usize];
+            let o = Stored::Offset as usize;
+            if c.0[o] > 0 && !accessed(target) {
+                c.0[Stored::Value as usize] += c.0[o];
+                c.0[o] = 0;
+            }
+            c.shape()
+        })
     }
 }
+
+/// The offset within its file of a device address (`file id << 40 | offset`).
+const OFFSET_MASK: u64 = (1 << 40) - 1;

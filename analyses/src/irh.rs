@@ -214,6 +214,11 @@ impl Publication {
         }
     }
 
+    /// Whether any thread accessed `line` (false with the heuristic off, which keeps nothing).
+    pub(crate) fn touched(&self, line: u64) -> bool {
+        self.threshold != 0 && self.lines.get(line).is_some_and(|e| ({ e.mask }) != 0 || ({ e.who }) & SHARED != 0)
+    }
+
     /// The bytes of `mask` of `line` that are published.
     pub(crate) fn published(&self, line: u64, mask: u64) -> u64 {
         if self.threshold == 0 {

@@ -605,6 +605,9 @@ pub enum Stored {
     Value,
     /// The old value plus or minus a little: a count.
     Counter,
+    /// An offset into a PM file the program maps (a pool offset, the `off` of a PMEMoid): a
+    /// reader adds it to the mapping's base and follows it, as it would a pointer.
+    Offset,
 }
 
 impl Stored {
@@ -629,7 +632,7 @@ impl Stored {
 
 /// Counts of what the stores of one site wrote ([`Stored`]), for [`RawGroup`]s.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StoredCounts(pub [u64; 3]);
+pub struct StoredCounts(pub [u64; 4]);
 
 impl StoredCounts {
     /// One more store of that shape.
@@ -637,13 +640,19 @@ impl StoredCounts {
         self.0[s as usize] += 1;
     }
 
-    /// The shape most of the stores had (a pointer wins a tie: it is the worst case).
+    /// The worst shape the site's stores had: a pointer if any of them stored one, else an
+    /// offset if any did, else the commoner of values and counters (a value wins a tie). One
+    /// store instruction can serve many fields (a non-inlined helper such as P-CLHT's
+    /// `movnt64` stores keys, overflow links and the table's offset): a race on it can lose a
+    /// pointer if it ever stored one, however many values it stored besides.
     pub fn shape(&self) -> Option<Stored> {
-        let [p, v, c] = self.0;
-        if p + v + c == 0 {
+        let [p, v, c, o] = self.0;
+        if p + v + c + o == 0 {
             None
-        } else if p >= v && p >= c {
+        } else if p > 0 {
             Some(Stored::Pointer)
+        } else if o > 0 {
+            Some(Stored::Offset)
         } else if v >= c {
             Some(Stored::Value)
         } else {

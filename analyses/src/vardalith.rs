@@ -173,6 +173,9 @@ pub struct VardalithOptions {
     /// An object libpmemobj's allocator hands out (`pmemobj_alloc`, `_zalloc`, `_xalloc`) is
     /// unpublished for the IRH, whatever threads did to its bytes in an earlier life.
     pub fresh_allocs: bool,
+    /// The read half of a locked read-modify-write is a racing load (off: as `hawkset`'s
+    /// `rmw_loads`, the instruction's own store carries what it read into the same bytes).
+    pub rmw_loads: bool,
 }
 
 impl Default for VardalithOptions {
@@ -191,6 +194,7 @@ impl Default for VardalithOptions {
             irh: 1,
             irh_order: IrhOrder::Causal,
             fresh_allocs: true,
+            rmw_loads: false,
         }
     }
 }
@@ -198,7 +202,8 @@ impl Default for VardalithOptions {
 impl VardalithOptions {
     /// Parses `mode=windows|hb`, `release_fence=on|off`, `persist_owner=own|any`,
     /// `unlock_fence=on|off`, `sample=N`, `lanes=on|off`, `annotations=on|off`,
-    /// `sync_words=on|off`, `strings=on|off`, `infer_locks=on|off`, `irh=N`, `irh_order=causal|observed`, `fresh_allocs=on|off`, separated by `:`.
+    /// `sync_words=on|off`, `strings=on|off`, `infer_locks=on|off`, `irh=N`, `irh_order=causal|observed`, `fresh_allocs=on|off`,
+    /// `rmw_loads=on|off`, separated by `:`.
     pub fn parse(spec: &str) -> Result<VardalithOptions, String> {
         let mut o = VardalithOptions::default();
         for (k, v) in option_pairs(spec)? {
@@ -221,6 +226,7 @@ impl VardalithOptions {
                 "irh" => o.irh = v.parse().map_err(|_| format!("irh={v}: expected a number"))?,
                 "irh_order" => o.irh_order = IrhOrder::parse(v)?,
                 "fresh_allocs" => o.fresh_allocs = parse_bool(k, v)?,
+                "rmw_loads" => o.rmw_loads = parse_bool(k, v)?,
                 "sample" => {
                     o.sample = v
                         .parse()
@@ -230,7 +236,7 @@ impl VardalithOptions {
                 }
                 _ => {
                     let known = "mode, release_fence, persist_owner, unlock_fence, sample, lanes, annotations, \
-                                 sync_words, strings, infer_locks, irh, irh_order, fresh_allocs";
+                                 sync_words, strings, infer_locks, irh, irh_order, fresh_allocs, rmw_loads";
                     return Err(format!("unknown vardalith option `{k}` ({known})"));
                 }
             }
@@ -339,6 +345,9 @@ pub struct Vardalith {
     live: u32,
     /// What each store site wrote (pointers, values, counters), for the findings.
     stored: StoreShapes,
+    /// PCs of locked read-modify-writes that stored to PM, and the last one added.
+    rmw_pcs: FxHashSet<u64>,
+    last_rmw: u64,
     /// PM accesses seen (for sampling).
     accesses: u64,
     /// Vector clocks over every edge (used in hb mode only).
@@ -505,6 +514,8 @@ impl Vardalith {
             decided: Vec::new(),
             live: 0,
             stored: StoreShapes::default(),
+            rmw_pcs: FxHashSet::default(),
+            last_rmw: u64::MAX,
             accesses: 0,
             hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
             step: 0,
@@ -628,9 +639,13 @@ impl Vardalith {
 
     fn on_access(&mut self, ev: &Event, device: &PmDevice, store: bool, nt: bool) {
         self.accesses += 1;
-        self.stored.access(ev.addr, ev.size);
+        self.stored.access(ev.addr, ev.dev, ev.size);
         if store {
-            self.stored.store(ev.pc, ev.size, ev.old, ev.new);
+            self.stored.store(ev.pc, ev.dev, ev.size, ev.old, ev.new);
+            if ev.kind == EventKind::RmwStore && ev.pc != self.last_rmw {
+                self.last_rmw = ev.pc;
+                self.rmw_pcs.insert(ev.pc);
+            }
         }
         let sampled = self.accesses.is_multiple_of(u64::from(self.opts.sample.max(1)));
         let tid = ev.tid;
@@ -1271,13 +1286,17 @@ impl Analysis for Vardalith {
             }
         }
         for ((s, l), (st, lt, n)) in std::mem::take(&mut self.pairs) {
+            // The read half of a locked read-modify-write (`rmw_loads=off`).
+            if !self.opts.rmw_loads && self.rmw_pcs.contains(&l.0) {
+                continue;
+            }
             let locations = [
                 RawLocation { role: "store", pc: s.0, stack: s.1, tid: st },
                 RawLocation { role: "load", pc: l.0, stack: l.1, tid: lt },
             ];
             groups.add(s.0, &locations, 1, n);
         }
-        let stored = &self.stored;
+        let (stored, irh) = (&self.stored, &self.irh);
         groups.finish(|&store_pc, _, _| Described {
             analysis: "vardalith",
             kind: "persistence-induced-race",
@@ -1292,7 +1311,8 @@ impl Analysis for Vardalith {
                     .into()
             },
             class: "",
-            stored: stored.shape(store_pc),
+            // An offset candidate counts if some thread accessed the line it leads to.
+            stored: stored.shape(store_pc, |dev| irh.touched(dev / LINE_SIZE)),
         })
     }
 }

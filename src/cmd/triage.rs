@@ -4,7 +4,12 @@
 //! A race pass on a real index reports tens of findings; the published bugs among them are
 //! mostly one shape: a *pointer* stored into PM and loaded by another thread before it is
 //! durable (a resize's new table, a split's sibling link, a radix node's child): the reader
-//! follows it, and a crash loses what it led to. Values come next, counters (a size, a version
+//! follows it, and a crash loses what it led to. A pool offset is a pointer too (P-CLHT's table
+//! is reached through `ht_off`, libpmemobj's objects through a PMEMoid's `off`): the passes
+//! recognise a stored value as one when it is 8-aligned, inside the extent of the PM file it is
+//! stored into, and leads to PM some thread accessed ([`analyses::Stored::Offset`]). A site
+//! that stored a pointer (or an offset) even once ranks as one: a shared helper such as
+//! `movnt64` stores keys and pointers alike. Values come next, counters (a size, a version
 //! bumped by one) last: recovery usually recomputes them. The shape of a race's store is what the
 //! pass saw it write ([`analyses::Stored`], in the finding's `group.stored`). Other passes' kinds
 //! are ranked by what they show: a crash image whose recovery failed, a fault, a lock persisted
@@ -23,18 +28,24 @@ pub fn triage(report: PathBuf, top: Option<usize>) -> Result<i32> {
     let r = Report::read(&report)?;
     let ranked = rank(&r.findings);
     let shown = top.unwrap_or(ranked.len()).min(ranked.len());
-    println!(
+    let mut out = String::new();
+    use std::fmt::Write as _;
+    let _ = writeln!(
+        out,
         "ferrite triage: {} finding(s) in {}, most likely bugs first{}",
         ranked.len(),
         report.display(),
         if shown < ranked.len() { format!(" (the first {shown})") } else { String::new() }
     );
     for (i, (tier, why, f)) in ranked.iter().take(shown).enumerate() {
+        // The key locations, then the first listed load (or the first listed location).
+        let listed = &f.locations[key_locations(f)..];
+        let first = listed.iter().find(|l| l.role == "load").or(listed.first());
         let sites: Vec<String> = f
             .locations
             .iter()
             .take(key_locations(f))
-            .chain(f.locations.iter().skip(key_locations(f)).take(1))
+            .chain(first)
             .map(|l| match (&l.file, l.line) {
                 (Some(file), Some(line)) => format!("{} {}:{line}", l.role, short(file)),
                 _ => format!("{} {:#x}", l.role, l.pc),
@@ -42,7 +53,8 @@ pub fn triage(report: PathBuf, top: Option<usize>) -> Result<i32> {
             .collect();
         let more = f.locations.len().saturating_sub(key_locations(f) + 1);
         let stacks = f.stack_count();
-        println!(
+        let _ = writeln!(
+            out,
             "{:>3}. finding {} [{}] {} (tier {tier}): {}{}  (x{}{})",
             i + 1,
             f.id,
@@ -53,9 +65,13 @@ pub fn triage(report: PathBuf, top: Option<usize>) -> Result<i32> {
             f.occurrences,
             if stacks > 1 { format!(", {stacks} call stacks") } else { String::new() },
         );
-        println!("     why: {why}");
+        let _ = writeln!(out, "     why: {why}");
     }
-    Ok(0)
+    // A reader that stops early (`| head`) is no error.
+    match std::io::Write::write_all(&mut std::io::stdout().lock(), out.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(0),
+    }
 }
 
 /// The findings in triage order: `(tier, why, finding)`, lower tiers first; within a tier, the
@@ -93,6 +109,14 @@ fn judge(f: &Finding) -> (u8, String) {
                 format!(
                     "a pointer into PM is stored and another thread loads it before it is durable: the reader follows \
                      it, and a crash loses what it led to{validated}"
+                ),
+            ),
+            Some(Stored::Offset) => (
+                0,
+                format!(
+                    "an offset into a PM pool (a PMEMoid-like value the program adds to the pool's base) is stored and \
+                     another thread loads it before it is durable: the reader follows it, and a crash loses what it \
+                     led to{validated}"
                 ),
             ),
             Some(Stored::Counter) => (
@@ -170,9 +194,12 @@ mod tests {
             finding(3, "persistence-induced-race", Some(Stored::Value), 1),
             finding(4, "persistence-induced-race", Some(Stored::Pointer), 2),
             finding(5, "persistence-induced-race", Some(Stored::Value), 9),
+            finding(6, "persistence-induced-race", Some(Stored::Offset), 1),
         ];
         let order: Vec<u32> = rank(&fs).iter().map(|(_, _, f)| f.id).collect();
-        assert_eq!(order, vec![4, 5, 3, 1, 2]);
+        // A pool offset ranks with the pointers (seen less often, so after this one).
+        assert_eq!(order, vec![4, 6, 5, 3, 1, 2]);
         assert!(rank(&fs)[0].1.contains("pointer"));
+        assert!(rank(&fs)[1].1.contains("offset"));
     }
 }
