@@ -155,12 +155,13 @@ fn an_interrupted_run_ends_with_its_findings_and_replays_to_the_same_point() {
 #[test]
 fn a_pm_service_stopped_by_its_budget_keeps_the_races_seen() {
     // A PM service that never ends: the run stops at the budget (as at an interrupt), and the
-    // races vardalith and oscs saw by then stand; vardalith is silent on the fixed twin.
+    // races hawkset, vardalith and oscs saw by then stand; hawkset and vardalith are silent on
+    // the fixed twin.
     let marked =
         [marker_line("pm_service_race.c", "/* BUG:"), marker_line("pm_service_race.c", "/* LOAD:")].map(u64::from);
     for (program, racy) in [("pm_service_race", true), ("pm_service_race_fixed", false)] {
         let run = Ferrite::run(&guest(program))
-            .opts(&["--analyses", "vardalith,oscs", "--report", "r.json", "--max-instructions", "3000000"])
+            .opts(&["--analyses", "hawkset,vardalith,oscs", "--report", "r.json", "--max-instructions", "3000000"])
             .args(&["/mnt/pmem0/p", "forever"])
             .go();
         assert_eq!(run.code, 66, "{}", run.describe());
@@ -168,13 +169,15 @@ fn a_pm_service_stopped_by_its_budget_keeps_the_races_seen() {
         assert_eq!(report["run"]["exit"]["hang"], true, "{}", report["run"]);
         let findings: Vec<&serde_json::Value> = report["findings"].as_array().unwrap().iter().collect();
         let of = |a: &str| findings.iter().filter(|f| f["analysis"] == a).copied().collect::<Vec<_>>();
-        let vd = of("vardalith");
-        if racy {
-            assert_eq!(vd.len(), 1, "{}", show_findings(&findings));
-            let lines = finding_lines(vd[0]);
-            assert!(marked.iter().all(|m| lines.contains(m)), "{}", show_findings(&vd));
-        } else {
-            assert!(vd.is_empty(), "{}", show_findings(&vd));
+        for pass in ["hawkset", "vardalith"] {
+            let found = of(pass);
+            if racy {
+                assert_eq!(found.len(), 1, "{pass}: {}", show_findings(&findings));
+                let lines = finding_lines(found[0]);
+                assert!(marked.iter().all(|m| lines.contains(m)), "{pass}: {}", show_findings(&found));
+            } else {
+                assert!(found.is_empty(), "{pass}: {}", show_findings(&found));
+            }
         }
         // The counter's critical sections are order-sensitive in both (OSCS's class).
         assert!(!of("oscs").is_empty(), "{}", show_findings(&findings));

@@ -483,6 +483,9 @@ pub struct Hawkset {
     /// and the last one added (a hot loop's atomic costs a compare).
     rmw_pcs: FxHashSet<u64>,
     last_rmw: u64,
+    /// The run stopped before the program ended: a store still pending was not persisted
+    /// *before the stop*, which says nothing of later.
+    stopped: bool,
 }
 
 /// Spare buffers of pending lists kept for reuse.
@@ -529,6 +532,7 @@ impl Hawkset {
             fence_lines: Vec::new(),
             rmw_pcs: FxHashSet::default(),
             last_rmw: u64::MAX,
+            stopped: false,
         }
     }
 
@@ -1067,6 +1071,20 @@ impl Analysis for Hawkset {
         "hawkset"
     }
 
+    /// A race seen is a race whatever the program does next: a load in another thread while a
+    /// store was unpersisted and unprotected has happened, so the findings stand when the run
+    /// hangs at the instruction budget, deadlocks or is interrupted (a server that never ends).
+    /// A store still pending at the stop has its window end there ("not before the run
+    /// stopped"). What it cannot know: a word whose first locked update would have come later
+    /// is not yet an inferred lock, so its accesses count as data.
+    fn reports_when_stopped(&self) -> bool {
+        true
+    }
+
+    fn stopped(&mut self) {
+        self.stopped = true;
+    }
+
     fn fork(&self) -> Option<Box<dyn Analysis>> {
         Some(Box::new(self.clone()))
     }
@@ -1173,7 +1191,11 @@ impl Analysis for Hawkset {
             let hows: Vec<&str> = [
                 "persisted by a fence outside the locks its readers hold",
                 "overwritten by its own thread before it was persisted",
-                "never persisted by its thread",
+                if self.stopped {
+                    "never persisted by its thread, or not before the run stopped"
+                } else {
+                    "never persisted by its thread"
+                },
                 "made durable only later, by another thread's persist of the same bytes or by msync/fsync, after \
                  the locks were released",
             ]

@@ -179,6 +179,10 @@ pub trait Analysis {
     fn reports_when_stopped(&self) -> bool {
         false
     }
+    /// The run stopped before the program ended (the instruction budget, every thread blocked,
+    /// ferrite interrupted); called before [`Analysis::finish`], only for a pass that
+    /// [`Analysis::reports_when_stopped`], so that it can say what the stop left open.
+    fn stopped(&mut self) {}
     /// What is known of the program's code (before the first event); passes that watch all
     /// memory use it to leave library internals out.
     fn set_code(&mut self, _code: &CodeInfo) {}
@@ -317,7 +321,14 @@ impl Passes {
     /// The findings of the passes whose findings stand when the run stopped before the
     /// program's end ([`Analysis::reports_when_stopped`]), pass by pass.
     pub fn finish_stopped(&mut self, device: &PmDevice) -> Vec<RawFinding> {
-        self.passes.iter_mut().filter(|(_, p)| p.reports_when_stopped()).flat_map(|(_, p)| p.finish(device)).collect()
+        self.passes
+            .iter_mut()
+            .filter(|(_, p)| p.reports_when_stopped())
+            .flat_map(|(_, p)| {
+                p.stopped();
+                p.finish(device)
+            })
+            .collect()
     }
 
     /// Hands every pass what is known of the program's code.
