@@ -20,6 +20,8 @@
 
 use std::collections::BTreeMap;
 
+use emu::pm::FILE_SHIFT;
+
 use crate::{RawFinding, RawLocation, Stored};
 
 /// What a pass says of one group ([`Grouper::finish`]).
@@ -163,6 +165,10 @@ mod tests {
         RawLocation { role, pc, stack: StackId(stack), tid: 1 }
     }
 
+    fn described<K>(_: &K, _: &[RawLocation], _: u64) -> Described {
+        Described { analysis: "hawkset", kind: "k", message: String::new(), class: "c", stored: None }
+    }
+
     #[test]
     fn one_finding_per_key_with_every_stack_combination() {
         let mut g: Grouper<(u64, u64)> = Grouper::new(2);
@@ -171,13 +177,7 @@ mod tests {
         g.add((0xa, 0xf), &[loc("store", 0xa, 1), loc("fence", 0xf, 1), loc("load", 0xc, 8)], 2, 1);
         g.add((0xa, 0xf), &[loc("store", 0xa, 1), loc("fence", 0xf, 1), loc("load", 0xd, 8)], 2, 1);
         g.add((0xe, 0xf), &[loc("store", 0xe, 1), loc("fence", 0xf, 1), loc("load", 0xb, 7)], 2, 1);
-        let out = g.finish(|_, _, _| Described {
-            analysis: "hawkset",
-            kind: "k",
-            message: String::new(),
-            class: "c",
-            stored: None,
-        });
+        let out = g.finish(described);
         assert_eq!(out.len(), 2);
         let f = &out[0];
         assert_eq!(f.occurrences, 6);
@@ -195,13 +195,7 @@ mod tests {
         let mut g: Grouper<u64> = Grouper::new(1);
         g.add(0xa, &[loc("store", 0xa, 1), loc("fence", 0xf, 1), loc("load", 0xb, 1)], 1, 1);
         g.add(0xa, &[loc("store", 0xa, 1), loc("overwrite", 0xe, 1), loc("load", 0xc, 1)], 1, 1);
-        let out = g.finish(|_, _, _| Described {
-            analysis: "hawkset",
-            kind: "k",
-            message: String::new(),
-            class: "c",
-            stored: None,
-        });
+        let out = g.finish(described);
         // One of each role: a second window end does not crowd out the loads, nor the reverse.
         let pcs: Vec<u64> = out[0].locations.iter().map(|l| l.pc).collect();
         assert_eq!(pcs, vec![0xa, 0xf, 0xb, 0xe]);
@@ -299,7 +293,7 @@ impl StoreShapes {
     pub(crate) fn access(&mut self, addr: u64, dev: u64, size: u32) {
         self.pm_lo = self.pm_lo.min(addr);
         self.pm_hi = self.pm_hi.max(addr + u64::from(size));
-        let (fid, end) = (dev >> 40, (dev & OFFSET_MASK) + u64::from(size));
+        let (fid, end) = (dev >> FILE_SHIFT, (dev & OFFSET_MASK) + u64::from(size));
         for f in self.files.iter_mut() {
             if f.0 == fid || f.0 == u64::MAX {
                 *f = (fid, f.1.max(end));
@@ -312,7 +306,7 @@ impl StoreShapes {
     #[inline]
     pub(crate) fn store(&mut self, pc: u64, dev: u64, size: u32, old: u64, new: u64) {
         let mut shape = Stored::of(size, old, new, self.pm_lo, self.pm_hi);
-        let fid = dev >> 40;
+        let fid = dev >> FILE_SHIFT;
         let offset = shape == Stored::Value
             && size == 8
             && new.is_multiple_of(8)
@@ -333,7 +327,7 @@ impl StoreShapes {
         let c = &mut self.counts[e.1 as usize];
         c.0.add(shape);
         if offset && c.1 == 0 {
-            c.1 = (fid << 40) | new;
+            c.1 = (fid << FILE_SHIFT) | new;
         }
     }
 
@@ -353,5 +347,5 @@ impl StoreShapes {
     }
 }
 
-/// The offset within its file of a device address (`file id << 40 | offset`).
-const OFFSET_MASK: u64 = (1 << 40) - 1;
+/// The offset within its file of a device address ([`emu::pm::device_addr`]).
+const OFFSET_MASK: u64 = (1 << FILE_SHIFT) - 1;

@@ -149,7 +149,7 @@ pub use crate::irh::IrhOrder;
 use crate::irh::{HeldStores, Publication};
 use crate::options::{option_pairs, parse_bool, parse_owner};
 use crate::persist::{
-    durable_bytes, is_release_call, pieces, Interner, LineKeyed, LineRecords, ShadowSlab, Site, SiteIds,
+    durable_bytes, is_release_call, pieces, Interner, LineKeyed, LineRecords, RmwSites, ShadowSlab, Site, SiteIds,
 };
 use crate::screen::WindowPass;
 use crate::sync::{
@@ -479,10 +479,8 @@ pub struct Hawkset {
     spare_lists: Vec<Vec<Piece>>,
     closed: Vec<(Piece, u64)>,
     fence_lines: Vec<u64>,
-    /// PCs of locked read-modify-writes that stored to PM (their loads are the read halves),
-    /// and the last one added (a hot loop's atomic costs a compare).
-    rmw_pcs: FxHashSet<u64>,
-    last_rmw: u64,
+    /// The locked read-modify-writes that stored to PM (`rmw_loads=off`).
+    rmw_pcs: RmwSites,
     /// The run stopped before the program ended: a store still pending was not persisted
     /// *before the stop*, which says nothing of later.
     stopped: bool,
@@ -530,8 +528,7 @@ impl Hawkset {
             ops: Vec::new(),
             closed: Vec::new(),
             fence_lines: Vec::new(),
-            rmw_pcs: FxHashSet::default(),
-            last_rmw: u64::MAX,
+            rmw_pcs: RmwSites::default(),
             stopped: false,
         }
     }
@@ -677,10 +674,7 @@ impl Hawkset {
         let site = (ev.pc, ev.stack);
         self.note_pm(ev);
         self.stored.store(ev.pc, ev.dev, ev.size, ev.old, ev.new);
-        if ev.kind == EventKind::RmwStore && ev.pc != self.last_rmw {
-            self.last_rmw = ev.pc;
-            self.rmw_pcs.insert(ev.pc);
-        }
+        self.rmw_pcs.store(ev.pc, ev.kind == EventKind::RmwStore);
         let ls = self.lockset(tid);
         let durable_now = device.durable(self.opts.persist_owner, ev.dev, u64::from(ev.size));
         for (line, mask) in pieces(ev.dev, ev.size) {
@@ -1129,7 +1123,7 @@ impl Analysis for Hawkset {
         let mut groups: Grouper<u64> = Grouper::new(MAX_LOADS);
         // (tags seen, some window flushed and then overwritten or left unfenced).
         let mut ends: FxHashMap<u64, (u8, bool)> = FxHashMap::default();
-        let rmw_pcs = if self.opts.rmw_loads { FxHashSet::default() } else { std::mem::take(&mut self.rmw_pcs) };
+        let rmw_pcs = (!self.opts.rmw_loads).then_some(&self.rmw_pcs);
         let mut conc: FxHashMap<(u32, u32, u32), bool> = FxHashMap::default();
         let mut prot: FxHashMap<(u32, u32, bool), bool> = FxHashMap::default();
         // One line at a time, in order: only a line's records are ever materialised (all of
@@ -1146,7 +1140,7 @@ impl Analysis for Hawkset {
             loads.extend(
                 self.loads
                     .at_line(line)
-                    .filter(|l| !within(&lock_bytes, l.line, l.mask) && !rmw_pcs.contains(&l.site.0)),
+                    .filter(|l| !within(&lock_bytes, l.line, l.mask) && !rmw_pcs.is_some_and(|r| r.contains(l.site.0))),
             );
             loads.sort_unstable_by_key(|l| (l.site, l.tid, l.mask, l.ls, l.vc));
             for l in &loads {

@@ -14,6 +14,37 @@ use rustc_hash::FxHashMap;
 /// A program point: PC and interned call stack.
 pub(crate) type Site = (u64, StackId);
 
+/// The PCs of locked read-modify-writes that stored to PM: their loads are the read halves,
+/// which `rmw_loads=off` does not count as racing loads. The last one added is remembered, so
+/// a hot loop's atomic costs a compare.
+#[derive(Clone, Debug)]
+pub(crate) struct RmwSites {
+    pcs: rustc_hash::FxHashSet<u64>,
+    last: u64,
+}
+
+impl Default for RmwSites {
+    fn default() -> Self {
+        RmwSites { pcs: rustc_hash::FxHashSet::default(), last: u64::MAX }
+    }
+}
+
+impl RmwSites {
+    /// A PM store at `pc`, of a locked read-modify-write if `rmw`.
+    #[inline]
+    pub(crate) fn store(&mut self, pc: u64, rmw: bool) {
+        if rmw && pc != self.last {
+            self.last = pc;
+            self.pcs.insert(pc);
+        }
+    }
+
+    /// Whether a load at `pc` is the read half of a locked read-modify-write.
+    pub(crate) fn contains(&self, pc: u64) -> bool {
+        self.pcs.contains(&pc)
+    }
+}
+
 /// Interns values as dense ids.
 #[derive(Clone, Debug)]
 pub(crate) struct Interner<T: std::hash::Hash + Eq + Clone> {

@@ -123,7 +123,9 @@ use crate::inferred_locks::{within, InferredLocks};
 pub use crate::irh::IrhOrder;
 use crate::irh::{HeldStores, Publication};
 use crate::options::{option_pairs, parse_bool, parse_owner};
-use crate::persist::{durable_bytes, is_release_call, pieces, ChunkVec, Interner, ShadowLists, Site, SiteIds};
+use crate::persist::{
+    durable_bytes, is_release_call, pieces, ChunkVec, Interner, RmwSites, ShadowLists, Site, SiteIds,
+};
 use crate::screen::WindowPass;
 use crate::sync::{Edges, HappensBefore, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp};
 use crate::{Analysis, CodeInfo, RawFinding, RawLocation};
@@ -345,9 +347,8 @@ pub struct Vardalith {
     live: u32,
     /// What each store site wrote (pointers, values, counters), for the findings.
     stored: StoreShapes,
-    /// PCs of locked read-modify-writes that stored to PM, and the last one added.
-    rmw_pcs: FxHashSet<u64>,
-    last_rmw: u64,
+    /// The locked read-modify-writes that stored to PM (`rmw_loads=off`).
+    rmw_pcs: RmwSites,
     /// PM accesses seen (for sampling).
     accesses: u64,
     /// Vector clocks over every edge (used in hb mode only).
@@ -514,8 +515,7 @@ impl Vardalith {
             decided: Vec::new(),
             live: 0,
             stored: StoreShapes::default(),
-            rmw_pcs: FxHashSet::default(),
-            last_rmw: u64::MAX,
+            rmw_pcs: RmwSites::default(),
             accesses: 0,
             hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
             step: 0,
@@ -642,10 +642,7 @@ impl Vardalith {
         self.stored.access(ev.addr, ev.dev, ev.size);
         if store {
             self.stored.store(ev.pc, ev.dev, ev.size, ev.old, ev.new);
-            if ev.kind == EventKind::RmwStore && ev.pc != self.last_rmw {
-                self.last_rmw = ev.pc;
-                self.rmw_pcs.insert(ev.pc);
-            }
+            self.rmw_pcs.store(ev.pc, ev.kind == EventKind::RmwStore);
         }
         let sampled = self.accesses.is_multiple_of(u64::from(self.opts.sample.max(1)));
         let tid = ev.tid;
@@ -1287,7 +1284,7 @@ impl Analysis for Vardalith {
         }
         for ((s, l), (st, lt, n)) in std::mem::take(&mut self.pairs) {
             // The read half of a locked read-modify-write (`rmw_loads=off`).
-            if !self.opts.rmw_loads && self.rmw_pcs.contains(&l.0) {
+            if !self.opts.rmw_loads && self.rmw_pcs.contains(l.0) {
                 continue;
             }
             let locations = [

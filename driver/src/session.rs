@@ -766,11 +766,11 @@ impl Session {
                 }
                 Exit::Debug(stop) => return Driven::Machine(stop),
                 Exit::Interrupted => break GuestEnd::Interrupted(emu::interrupt::requested().unwrap_or(sig::SIGINT)),
-                Exit::Limit if spec.stop_at.is_some_and(|(n, _)| n == m.icount()) => {
-                    // The replay of an interrupted run reached the instruction it stopped at.
-                    break GuestEnd::Interrupted(spec.stop_at.map_or(sig::SIGINT, |(_, s)| s));
-                }
                 Exit::Limit => {
+                    if let Some((_, s)) = spec.stop_at.filter(|&(n, _)| n == m.icount()) {
+                        // The replay of an interrupted run reached the instruction it stopped at.
+                        break GuestEnd::Interrupted(s);
+                    }
                     let bt = symbols.frames(&m.backtrace());
                     let what = format!(
                         "the guest did not finish within {} instructions (--max-instructions)",
