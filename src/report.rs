@@ -162,6 +162,11 @@ impl Report {
             }
             spec.schedule = f.schedule.clone().unwrap_or_default();
             spec.hold = f.interleaving.clone();
+            // Where an interrupted exploration's first schedule stopped says nothing of the
+            // later schedules, each of which the report holds only if it ran to its end.
+            if f.seed != self.run.schedule_seed.unwrap_or(self.run.seed) || !spec.schedule.is_empty() {
+                spec.stop_at = None;
+            }
         }
         Ok((spec, wanted))
     }

@@ -2,7 +2,8 @@
 //! SIGTERM, SIGHUP and SIGABRT remove its private temporary directory (`$TMPDIR/ferrite-PID-N`,
 //! with the PM directories, their copies for `--explore` and crash testing's images in it) and
 //! end ferrite with status 128+N, even while rayon workers are running guests in it; a single
-//! `ferrite run` first stops its guest and ends with its findings and report. Watched
+//! `ferrite run` (or its `--explore N`) first stops its guests and ends with its findings and
+//! report. Watched
 //! through a pipe or a log file, a crash campaign prints plain progress lines.
 
 mod common;
@@ -149,6 +150,46 @@ fn an_interrupted_run_ends_with_its_findings_and_replays_to_the_same_point() {
         assert_eq!(again["run"]["instructions"], stopped);
         assert_eq!(again["run"]["exit"], report["run"]["exit"]);
         assert_eq!(again["findings"], report["findings"]);
+    }
+}
+
+#[test]
+fn an_interrupted_exploration_keeps_the_schedules_that_ended_and_each_finding_replays() {
+    // Far more schedules than can run before the signal: the schedules under way stop, none
+    // starts after, and the report holds those that ended (and the first, wherever it stopped).
+    let prog = guest("thr_racy_counter");
+    let tmp = scratch();
+    let args = [
+        "run",
+        "--env-clear",
+        "--analyses",
+        "hmtrace",
+        "--explore",
+        "100000",
+        "--report",
+        "r.json",
+        "--",
+        prog.to_str().unwrap(),
+    ];
+    let (code, stderr) = interrupt_after(&args, tmp.path(), libc::SIGINT, Duration::from_millis(2000));
+    assert_eq!(code, 128 + libc::SIGINT, "{stderr}");
+    assert!(stderr.contains("ferrite: interrupted by SIGINT:"), "{stderr}");
+    assert_eq!(leftovers(tmp.path()), ["r.json"], "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(tmp.path().join("r.json")).unwrap()).unwrap();
+    assert_eq!(report["run"]["interrupted"], libc::SIGINT, "{}", report["run"]);
+    let ran = report["run"]["schedules"].as_u64().unwrap();
+    assert!((1..100000).contains(&ran), "{}", report["run"]);
+    let findings = report["findings"].as_array().unwrap();
+    assert!(!findings.is_empty(), "the counter races in every schedule: {stderr}");
+    for f in findings {
+        let id = f["id"].as_u64().unwrap().to_string();
+        let out = Command::new(env!("CARGO_BIN_EXE_ferrite"))
+            .args(["replay", "r.json", "--finding", &id])
+            .current_dir(tmp.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("replay reproduced finding {id}")), "{err}");
     }
 }
 

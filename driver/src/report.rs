@@ -130,6 +130,11 @@ pub struct RunInfo {
     /// Schedules explored (`--explore`); the rest of `run` describes the first.
     #[serde(default = "one")]
     pub schedules: u32,
+    /// An exploration ferrite's user interrupted (the signal): `schedules` counts the schedules
+    /// whose findings the report holds, each run to its end but the first, whose `exit` says
+    /// where it stopped if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<i32>,
     /// Host files the guest read, with the BLAKE3 of their contents.
     pub inputs: BTreeMap<String, String>,
     /// Settings for the passes from `--config` (PMRace's synchronisation variables and
@@ -233,6 +238,7 @@ impl RunInfo {
             cpus: spec.cpus,
             analyses: spec.analyses.clone(),
             schedules: 1,
+            interrupted: None,
             inputs: out.inputs.clone(),
             settings: spec.settings.clone(),
             recover: spec.recover.clone(),

@@ -3,8 +3,8 @@
 //! had ended there, so that the run still ends with its report: the findings so far and the
 //! instruction count it stopped at, from which `ferrite replay` re-runs it to the same point.
 //!
-//! The request is process-wide: ferrite asks for it only where one machine runs (a single
-//! `ferrite run`). The block hook reads it with one relaxed load per block, which costs nothing
+//! The request is process-wide: every machine of the process stops (the parallel schedules of
+//! an `--explore`, which then starts no more of them). The block hook reads it with one relaxed load per block, which costs nothing
 //! measurable next to the hook itself.
 
 use std::sync::atomic::{AtomicI32, Ordering};

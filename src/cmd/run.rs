@@ -72,12 +72,14 @@ pub fn run(a: RunArgs) -> Result<i32> {
     if let (Some(shard), Some(path)) = (shard, &opts.report) {
         return super::merge::explore_part(&opts, &a.command, &spec, shard, path);
     }
-    let single = opts.explore <= 1
-        && spec.strategy != emu::sched::Strategy::Exhaustive
+    // One run, or the random strategies' schedules (each stops, and the exploration keeps the
+    // schedules that ended: explore::schedules). Not a search (exhaustive, pmrace), whose
+    // findings so far depend on where it stopped, nor runs whose findings recoveries validate.
+    let stoppable = spec.strategy != emu::sched::Strategy::Exhaustive
         && opts.strategy != "pmrace"
         && opts.recover.is_none()
         && a.listen.is_empty();
-    if single {
+    if stoppable {
         crate::signals::stop_run_on_interrupt();
     }
     let (report, out, summary) = explore_as(&spec, &opts)?;
@@ -90,7 +92,15 @@ pub fn run(a: RunArgs) -> Result<i32> {
             driver::say!("{summary}");
         }
         driver::print_findings(&report.findings);
-        if let driver::GuestEnd::Interrupted(s) = out.end {
+        if let Some(s) = report.run.interrupted {
+            driver::say!(
+                "ferrite: interrupted by {}: {} of {} schedules ran; the findings above are theirs{}",
+                emu::sig::name(s),
+                report.run.schedules,
+                opts.explore,
+                if opts.report.is_some() { ", and each replays from the report" } else { "" }
+            );
+        } else if let driver::GuestEnd::Interrupted(s) = out.end {
             driver::say!(
                 "ferrite: interrupted by {}: the run stopped at instruction {}; the findings above are those made \
                  so far{}",
@@ -106,7 +116,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         if opts.explore > 1 && spec.strategy != emu::sched::Strategy::Exhaustive && opts.strategy != "pmrace" {
             driver::say!(
                 "ferrite: explored {} schedules from seed {}; {} distinct finding(s)",
-                opts.explore,
+                report.run.schedules,
                 opts.seed,
                 report.findings.len()
             );
@@ -139,6 +149,9 @@ pub fn run(a: RunArgs) -> Result<i32> {
             map.insert("exploration".into(), super::exploration_json(&b));
         }
         std::fs::write(path, stats.to_string()).with_context(|| format!("--host-stats {}", path.display()))?;
+    }
+    if let Some(s) = report.run.interrupted {
+        return Ok(128 + s);
     }
     Ok(out.end.exit_status(report.findings.len(), opts.findings_exit_code))
 }

@@ -83,6 +83,7 @@ pub fn random(
 ) -> Result<(RunReport, RunOutcome), SessionError> {
     let indices: Vec<u64> = (0..u64::from(n)).collect();
     let (runs, counts) = schedules::run(runner, spec, &indices, snapshots)?;
+    let ran = runs.len() as u32;
     let mut all = runs.into_iter();
     let (_, mut report, first) = all.next().ok_or(SessionError::NoRun)?;
     let mut first = first.ok_or(SessionError::NoRun)?;
@@ -97,7 +98,10 @@ pub fn random(
     report.findings = analyses::Finding::merge(findings);
     report.discarded = analyses::Finding::merge(std::mem::take(&mut report.discarded));
     report.run.seed = spec.seed;
-    report.run.schedules = n;
+    report.run.schedules = ran;
+    if ran < n || report.run.exit.interrupted.is_some() {
+        report.run.interrupted = emu::interrupt::requested();
+    }
     if !spec.quiet && snapshots && n > 1 {
         say!("{}", counts.summary("schedule"));
     }

@@ -110,13 +110,26 @@ impl<'r, 'a> Worker<'r, 'a> {
         Worker { runner, spec, start, counts: Branching::default() }
     }
 
+    /// Stops at ferrite's interrupt ([`emu::interrupt`]): no schedule starts after it, and of
+    /// the schedules it stopped only schedule 0 is kept (it describes the exploration, and its
+    /// report says where it stopped, so it replays); another stopped schedule's findings could
+    /// not be replayed from the report, which records one stop point.
     fn run_all(mut self, mine: &[u64]) -> Result<(Vec<Ran>, Branching), SessionError> {
         let mut runs = Vec::with_capacity(mine.len());
         for &i in mine {
+            if i != 0 && emu::interrupt::requested().is_some() {
+                break;
+            }
             let s = schedule_spec(self.spec, i);
             let (report, out, instructions) = self.one(s)?;
             self.counts.instructions_from_start += instructions;
-            runs.push((i, report, out.filter(|_| i == 0)));
+            let stopped = report.run.exit.interrupted.is_some();
+            if i == 0 || !stopped {
+                runs.push((i, report, out.filter(|_| i == 0)));
+            }
+            if stopped {
+                break;
+            }
         }
         Ok((runs, self.counts))
     }
