@@ -72,13 +72,11 @@ pub fn run(a: RunArgs) -> Result<i32> {
     if let (Some(shard), Some(path)) = (shard, &opts.report) {
         return super::merge::explore_part(&opts, &a.command, &spec, shard, path);
     }
-    // One run, or the random strategies' schedules (each stops, and the exploration keeps the
-    // schedules that ended: explore::schedules). Not a search (exhaustive, pmrace), whose
-    // findings so far depend on where it stopped, nor runs whose findings recoveries validate.
-    let stoppable = spec.strategy != emu::sched::Strategy::Exhaustive
-        && opts.strategy != "pmrace"
-        && opts.recover.is_none()
-        && a.listen.is_empty();
+    // One run, or an exploration's schedules (each stops, and the exploration keeps the
+    // schedules that ended: explore::schedules, explore::exhaustive). Not the pmrace search,
+    // whose held readers a stop would leave half way, nor runs whose findings recoveries
+    // validate.
+    let stoppable = opts.strategy != "pmrace" && opts.recover.is_none() && a.listen.is_empty();
     if stoppable {
         crate::signals::stop_run_on_interrupt();
     }

@@ -77,7 +77,10 @@ pub fn explore(
     let mut runs = 0u32;
     let mut tree = Tree::new(runner, spec, por, snapshot_budget);
     while let Some(branch) = pending.pop() {
-        if runs >= limit {
+        // ferrite's interrupt (emu::interrupt) starts no schedule after it; a schedule it
+        // stopped is left out (its findings' replay would need its stop point), but the first,
+        // whose report says where it stopped.
+        if runs >= limit || (runs > 0 && emu::interrupt::requested().is_some()) {
             pending.push(branch);
             break;
         }
@@ -85,6 +88,10 @@ pub fn explore(
         let prefix = branch.prefix();
         drop(branch);
         let (report, out, children) = tree.step(&prefix, runs > 1, max_preemptions)?;
+        if runs > 1 && report.run.exit.interrupted.is_some() {
+            runs -= 1;
+            break;
+        }
         findings.extend(report.findings.clone());
         // Depth first: the deepest alternatives are tried first.
         for c in children {
@@ -99,12 +106,21 @@ pub fn explore(
     let (mut report, mut out) = first.ok_or(SessionError::NoRun)?;
     report.findings = analyses::Finding::merge(findings);
     report.run.schedules = runs;
+    if let Some(sig) = emu::interrupt::requested() {
+        report.run.interrupted = Some(sig);
+    }
     let b = tree.counts;
     if !spec.quiet {
         say!(
             "ferrite: exhaustive exploration: {runs} schedule(s) with at most {max_preemptions} preemption(s){}{}",
             if por { " (partial-order reduced)" } else { "" },
-            if pending.is_empty() { ", every one" } else { "; more remain (raise --explore)" }
+            if pending.is_empty() {
+                ", every one"
+            } else if report.run.interrupted.is_some() {
+                "; interrupted, more remain"
+            } else {
+                "; more remain (raise --explore)"
+            }
         );
         if snapshot_budget.is_some() && runs > 1 {
             say!("{}", b.summary("schedule"));
