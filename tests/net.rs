@@ -132,3 +132,38 @@ fn kv_server_race_is_found_through_the_network_path_replays_and_its_twin_is_sile
     twin.assert_code(0);
     assert!(get(&report, "findings").as_array().unwrap().is_empty(), "{report:#}");
 }
+
+/// Crash testing finds the same race by its harm: the clients record each acknowledged set
+/// durably, and a crash between a record and the server's late persist loses an acknowledged
+/// set, which the recovery (`kv_server --check`) names; the finding is the lost store at the
+/// planted line and replays. The fixed twin recovers from every image.
+#[test]
+fn crash_testing_finds_an_acknowledged_set_lost_through_the_network_path() {
+    let bug = u64::from(marker_line("kv_server.c", "/* BUG:"));
+    let crash = |name: &str| {
+        let pm = scratch();
+        let recover = format!("{} --check /mnt/pmem0/kv", guest(name).display());
+        let run = Ferrite::crash(&guest(name))
+            .opts(&["--pm-dir".as_ref(), pm.path().as_os_str()])
+            .opts(&["--explore", "8", "--analyses", "none", "--recover", recover.as_str(), "--report", "r.json"])
+            .args(&["/mnt/pmem0/kv", "20"])
+            .go_within(Duration::from_secs(600));
+        let report = run.json("r.json");
+        (run, report)
+    };
+    let (run, report) = crash("kv_server");
+    run.assert_code(66);
+    let f = findings_of(&report, "crash");
+    assert!(!f.is_empty(), "{report:#}");
+    assert!(f.iter().all(|f| get(f, "message").as_str().unwrap().contains("status 1")), "{report:#}");
+    assert!(f.iter().any(|f| finding_lines(f).contains(&bug)), "no lost store at line {bug}: {report:#}");
+    let id = get(f[0], "id").to_string();
+    let replay =
+        Ferrite::replay(&run.path("r.json")).opts(&["--finding", id.as_str()]).go_within(Duration::from_secs(300));
+    replay.assert_code(66);
+    assert!(replay.stderr.contains(&format!("replay reproduced finding {id}")), "{}", replay.describe());
+    let (twin, report) = crash("kv_server_fixed");
+    twin.assert_code(0);
+    assert!(get(&report, "findings").as_array().unwrap().is_empty(), "{report:#}");
+    assert_eq!(get(get(&report, "crash"), "failures").as_u64(), Some(0), "{report:#}");
+}

@@ -79,19 +79,25 @@ static inline int kv_request(int c, const char *req, char *resp, size_t size)
 }
 
 /* Client `id`'s `requests` requests over connection `c`, alternating sets and gets of four keys
- * (the keys the other clients use too): how many were answered as the protocol says. */
-static inline long kv_client_requests(int c, int id, long requests)
+ * (the keys the other clients use too): how many were answered as the protocol says. Each set
+ * the server acknowledged is passed to `acked` (when not NULL) with its value, as a client that
+ * records what the server promised it would. */
+static inline long kv_client_requests(int c, int id, long requests, void (*acked)(int id, const char *val))
 {
     long answered = 0;
-    char req[96], resp[96];
+    char req[96], resp[96], val[40];
     for (long i = 0; i < requests; i++) {
-        if (i % 2 == 0)
-            snprintf(req, sizeof req, "set k%ld v%d_%ld\n", (i / 2) % 4, id, i);
-        else
+        if (i % 2 == 0) {
+            snprintf(val, sizeof val, "v%d_%ld", id, i);
+            snprintf(req, sizeof req, "set k%ld %s\n", (i / 2) % 4, val);
+        } else {
             snprintf(req, sizeof req, "get k%ld\n", (i / 2 + id) % 4);
+        }
         if (kv_request(c, req, resp, sizeof resp) != 0)
             break;
         answered += strcmp(resp, "OK") == 0 || strncmp(resp, "VALUE ", 6) == 0 || strcmp(resp, "NONE") == 0;
+        if (acked && i % 2 == 0 && strcmp(resp, "OK") == 0)
+            acked(id, val);
     }
     return answered;
 }

@@ -22,7 +22,7 @@ static void *client(void *arg)
     int c = kv_connect((struct sockaddr *)&addr, addr_len);
     if (c < 0)
         return NULL;
-    answered[id] = kv_client_requests(c, id, requests);
+    answered[id] = kv_client_requests(c, id, requests, NULL);
     close(c);
     return NULL;
 }

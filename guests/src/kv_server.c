@@ -12,6 +12,12 @@
  * FIXED twin: kv_server_fixed.c, this source built with FIXED (persists before unlocking).
  * Usage: kv_server POOL [N]; prints how many requests were answered, exits 0.
  *
+ * The clients record what they were promised: each acknowledged set's value is appended to the
+ * client's log in the pool and persisted as the `OK` arrives. `kv_server --check POOL` (the
+ * recovery of a crash test) checks that every acknowledged set survived: its item, or a newer
+ * item of its bucket, is in the durable table. The planted race breaks that after a crash
+ * between a client's record and the late persist; the fixed twin passes on every crash image.
+ *
  * As a server alone (`kv_server --serve POOL ADDR`, ADDR `tcp:PORT` or `unix:PATH`): the same
  * event loop and workers for clients in other processes (guests/src/kv_client.c), until one sends
  * `shutdown`; prints how many requests it served, exits 0. */
@@ -38,14 +44,24 @@ struct item {
 };
 
 struct bucket {
-    volatile uint64_t item; /* index + 1 of the item, 0: empty */
+    volatile uint64_t item; /* sequence number + 1 of the newest item published, 0: empty */
     uint64_t pad[7];
 };
 
+#define NACKS 512
+
+/* A client's record of the sets the server acknowledged to it (their values, in order). */
+struct acklog {
+    uint64_t n;
+    uint64_t pad[7];
+    char val[NACKS][40];
+};
+
 struct root {
-    uint64_t next_item;
+    uint64_t next_item; /* items allocated so far; item s is items[s % NITEMS] */
     uint64_t pad[7];
     struct bucket buckets[NBUCKETS];
+    struct acklog acks[NCLIENTS];
     struct item items[NITEMS];
 };
 
@@ -92,15 +108,17 @@ static void answer(int fd, const char *text)
 static void do_set(int fd, const char *key, const char *val)
 {
     pthread_mutex_lock(&alloc_lock);
-    uint64_t i = r->next_item++ % NITEMS;
+    uint64_t seq = r->next_item++;
     persist(&r->next_item, sizeof r->next_item);
     pthread_mutex_unlock(&alloc_lock);
-    struct item *it = &r->items[i];
+    struct item *it = &r->items[seq % NITEMS];
     snprintf(it->key, sizeof it->key, "%s", key);
     snprintf(it->val, sizeof it->val, "%s", val);
     persist(it, sizeof *it);
     unsigned b = hash(key);
     pthread_mutex_lock(&bucket_lock[b]);
+    /* A later set of the bucket may have published first: the bucket keeps the newest. */
+    uint64_t i = r->buckets[b].item > seq ? r->buckets[b].item - 1 : seq;
 #ifdef FIXED
     r->buckets[b].item = i + 1; /* FIX: published and persisted under the lock */
     PM_CLWB(&r->buckets[b].item); PM_SFENCE(); /* PERSIST: before unlocking */
@@ -121,8 +139,9 @@ static void do_get(int fd, const char *key)
     uint64_t i = r->buckets[b].item; /* LOAD: another worker's get */
     pthread_mutex_unlock(&bucket_lock[b]);
     char out[64];
-    if (i != 0 && strcmp(r->items[i - 1].key, key) == 0)
-        snprintf(out, sizeof out, "VALUE %s\n", r->items[i - 1].val);
+    const struct item *it = &r->items[(i - 1) % NITEMS];
+    if (i != 0 && strcmp(it->key, key) == 0)
+        snprintf(out, sizeof out, "VALUE %s\n", it->val);
     else
         snprintf(out, sizeof out, "NONE\n");
     answer(fd, out);
@@ -233,13 +252,57 @@ static void *server(void *arg)
 static long requests;
 static int answered[NCLIENTS];
 
+/* Client `id` was told its set of `val` is done: it records that in its log, durably. */
+static void acked(int id, const char *val)
+{
+    struct acklog *l = &r->acks[id];
+    if (l->n == NACKS)
+        return;
+    /* Only the bytes written: a flush of a line the record does not reach would be redundant. */
+    size_t len = strnlen(val, sizeof l->val[0] - 1);
+    memcpy(l->val[l->n], val, len);
+    l->val[l->n][len] = 0;
+    persist(l->val[l->n], len + 1);
+    l->n++;
+    persist(&l->n, sizeof l->n);
+}
+
+/* The recovery: every set a client recorded as acknowledged is in the durable table (its item,
+ * or a newer one, published in its bucket). 0 when so, 1 naming the first lost set. */
+static int check(const char *path)
+{
+    r = pm_map(path, sizeof(struct root));
+    if (r->next_item > NITEMS) {
+        printf("kv_server: %lu items, more than the table keeps: not checked\n", (unsigned long)r->next_item);
+        return 0;
+    }
+    long sets = 0;
+    for (int c = 0; c < NCLIENTS; c++) {
+        for (uint64_t j = 0; j < r->acks[c].n && j < NACKS; j++) {
+            const char *val = r->acks[c].val[j];
+            uint64_t s = 0;
+            while (s < r->next_item && strcmp(r->items[s].val, val) != 0)
+                s++;
+            uint64_t newest = s < r->next_item ? r->buckets[hash(r->items[s].key)].item : 0;
+            if (s == r->next_item || newest < s + 1) {
+                printf("kv_server: the acknowledged set of %s to %s is lost: its bucket holds item %lu\n",
+                       s < r->next_item ? r->items[s].key : "?", val, (unsigned long)newest);
+                return 1;
+            }
+            sets++;
+        }
+    }
+    printf("kv_server: all %ld acknowledged sets are durable\n", sets);
+    return 0;
+}
+
 static void *client(void *arg)
 {
     int id = (int)(long)arg;
     int c = socket(AF_INET, SOCK_STREAM, 0);
     if (connect(c, (struct sockaddr *)&addr, addr_len) != 0)
         return NULL;
-    answered[id] = (int)kv_client_requests(c, id, requests);
+    answered[id] = (int)kv_client_requests(c, id, requests, acked);
     close(c);
     return NULL;
 }
@@ -286,6 +349,8 @@ static void stop_workers(pthread_t *w)
 int main(int argc, char **argv)
 {
     pthread_t srv, w[NWORKERS], cl[NCLIENTS];
+    if (argc == 3 && strcmp(argv[1], "--check") == 0)
+        return check(argv[2]);
     if (argc > 1 && strcmp(argv[1], "--serve") == 0) {
         if (argc < 4 || kv_address(argv[3], &addr, &addr_len) != 0) {
             fprintf(stderr, "usage: kv_server --serve POOL tcp:PORT|unix:PATH\n");

@@ -25,22 +25,7 @@ pub fn crash(a: CrashArgs) -> Result<i32> {
     let check = a.check.as_deref().map(super::split_command).filter(|c| !c.is_empty());
     let user = super::PmDir::new(opts.pm_dir.clone())?;
     let base = super::run_spec(opts, &a.command, user.path())?;
-    let options = crashtest::Options {
-        recover,
-        check,
-        crash_points: a.crash_points.clone(),
-        crash_at: a.crash_at,
-        dedup_points: a.dedup_points,
-        max_images: a.max_images,
-        jobs: a.jobs.unwrap_or_else(crate::cli::values::default_jobs),
-        remap: a.remap,
-        xfd: a.xfd,
-        fresh: a.fresh_recoveries,
-        lazy: a.lazy,
-        schedules: opts.explore.max(1),
-        shard: shard.unwrap_or(driver::shard::Shard::WHOLE),
-        snapshots: !opts.no_snapshots,
-    };
+    let options = options(&a, recover, check, a.jobs.unwrap_or_else(crate::cli::values::default_jobs), shard);
     if let (Some(shard), Some(path)) = (shard, &opts.report) {
         // Recorded before the run: the PM directory as the campaign's input.
         let header = part_header(&a, &options, &base, shard);
@@ -82,6 +67,33 @@ pub fn crash(a: CrashArgs) -> Result<i32> {
         return Ok(if n > 0 { opts.findings_exit_code.clamp(0, 255) } else { 0 });
     }
     Ok(c.outcome.end.exit_status(report.findings.len(), opts.findings_exit_code))
+}
+
+/// The campaign `a` asks for, recovering with `recover` (and checking with `check`) on `jobs`
+/// workers: what `ferrite crash` runs, and `ferrite compare`'s crash testing of a case.
+pub(crate) fn options(
+    a: &CrashArgs,
+    recover: Vec<String>,
+    check: Option<Vec<String>>,
+    jobs: usize,
+    shard: Option<driver::shard::Shard>,
+) -> crashtest::Options {
+    crashtest::Options {
+        recover,
+        check,
+        crash_points: a.crash_points.clone(),
+        crash_at: a.crash_at,
+        dedup_points: a.dedup_points,
+        max_images: a.max_images,
+        jobs,
+        remap: a.remap,
+        xfd: a.xfd,
+        fresh: a.fresh_recoveries,
+        lazy: a.lazy,
+        schedules: a.opts.explore.max(1),
+        shard: shard.unwrap_or(driver::shard::Shard::WHOLE),
+        snapshots: !a.opts.no_snapshots,
+    }
 }
 
 /// `--host-stats`: the campaign's wall-clock time and how its workload runs went.

@@ -399,31 +399,16 @@ pub fn run_job(d: &Detector, case: &Case, seed: u64, explore: u32, jobs: usize) 
     Ok(RunRecord { seed, time_s, instructions, exit, command: display_command(d, case, &argv), findings: scored })
 }
 
-/// `ferrite crash` on one case: the workload run with the crash recorder, then every crash
-/// image recovered (the steps of `cmd_crash`, with the guest's output discarded).
+/// `ferrite crash` on one case, as `ferrite crash` runs it (the case's `--explore` included),
+/// with the guest's output discarded.
 fn crash_job(case: &Case, a: &CrashArgs, jobs: usize) -> Result<(Vec<Finding>, u64, driver::ExitInfo)> {
     let work = tempfile::Builder::new().prefix("ferrite-crash-").tempdir().context("cannot create a PM directory")?;
     let mut spec = cmd::run_spec(&a.opts, &a.command, work.path().to_path_buf())?;
     spec.discard_output = true;
-    let (report, out, log) = crashtest::workload(&cmd::runner(), &spec, &a.crash_points, a.crash_at, a.dedup_points)?;
     let c = case.crash.clone().unwrap_or(ResolvedCrash { recover: case.argv.clone(), check: None, options: vec![] });
-    let plan = crashtest::Plan {
-        recover: c.recover,
-        check: c.check,
-        base: driver::RunSpec { analyses: vec!["none".into()], discard_output: true, quiet: true, ..spec.clone() },
-        budget: crashtest::recovery_budget(out.instructions, a.opts.max_instructions),
-        jobs: a.jobs.unwrap_or(jobs).max(1),
-        max_images: a.max_images,
-        quiet: true,
-        remap: false,
-        xfd: false,
-        fresh: false,
-        lazy: false,
-    };
-    let tested = crashtest::test_all(&log, &plan, &mut std::collections::BTreeSet::new())?;
-    let mut findings = report.findings.clone();
-    findings.extend(tested.findings);
-    Ok((Finding::merge(findings), out.instructions, report.run.exit))
+    let options = cmd::crash::options(a, c.recover, c.check, a.jobs.unwrap_or(jobs).max(1), None);
+    let campaign = crashtest::test(&cmd::runner(), &spec, &options)?;
+    Ok((campaign.report.findings, campaign.outcome.instructions, campaign.report.run.exit))
 }
 
 /// The default suite: guests/manifest.ron from the working directory, else the one of the
