@@ -343,7 +343,22 @@ fn command_line(d: &Detector, case: &Case, seed: u64, explore: u32) -> Vec<Strin
     if explore > 1 && d.claim.runner != RunsAs::Crash && !case.options.iter().any(|o| o.starts_with("--explore")) {
         v.extend(["--explore".into(), explore.to_string()]);
     }
-    v.extend(case.options.iter().cloned());
+    if d.claim.runner == RunsAs::Crash {
+        // A case's `--explore` is its passes' exploration; crash testing explores schedules
+        // only where the case's `crash` options say so (each schedule is a whole campaign).
+        let mut o = case.options.iter();
+        while let Some(a) = o.next() {
+            match a.as_str() {
+                "--explore" => {
+                    o.next();
+                }
+                a if a.starts_with("--explore=") => {}
+                _ => v.push(a.clone()),
+            }
+        }
+    } else {
+        v.extend(case.options.iter().cloned());
+    }
     if let (RunsAs::Crash, Some(c)) = (d.claim.runner, &case.crash) {
         v.extend(c.options.iter().cloned());
     }
