@@ -56,6 +56,15 @@ pub struct Pipe {
     /// every byte in `buf` (one per message of a message channel); empty for a pipe or a TCP
     /// stream ([`crate::net`]).
     pub anc: VecDeque<Anc>,
+    /// Writes into it so far (and messages, for a message channel): an edge-triggered epoll
+    /// entry on its reading side is due again when this moves ([`crate::poll`]).
+    pub puts: u64,
+    /// Reads that took bytes from it so far: the writing side's edges for a socket (Linux's
+    /// `unix_write_space` wakes the writer at every read that frees room).
+    pub takes: u64,
+    /// Reads that took bytes from it while it was full: the writing side's edges for a pipe
+    /// (Linux's `pipe_read` wakes writers only when the pipe was full).
+    pub full_takes: u64,
 }
 
 /// What one send on an `AF_UNIX` socket attached to its bytes (Linux's `UNIXCB(skb)`): the
@@ -87,6 +96,9 @@ impl Default for Pipe {
             msgs: None,
             taken: 0,
             anc: VecDeque::new(),
+            puts: 0,
+            takes: 0,
+            full_takes: 0,
         }
     }
 }
@@ -110,6 +122,7 @@ impl Pipe {
         if let Some(m) = self.msgs.as_mut() {
             m.push_back(n);
         }
+        self.puts += 1;
         n
     }
 
@@ -122,8 +135,10 @@ impl Pipe {
         };
         let out: Vec<u8> = self.buf.iter().take(n).copied().collect();
         if !peek {
+            self.full_takes += u64::from(self.room() == 0 && whole > 0);
             self.buf.drain(..whole);
             self.taken += whole as u64;
+            self.takes += 1;
             if let Some(m) = self.msgs.as_mut() {
                 m.pop_front();
             }

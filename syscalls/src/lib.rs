@@ -234,6 +234,9 @@ pub struct Kernel {
     /// The signals `--listen`'s bridge sent the guest for interrupts of ferrite (bit N-1 for
     /// signal N): a first SIGINT and a second's SIGKILL are both the user's.
     pub(crate) host_signals: u64,
+    /// Changes of descriptors' readiness so far (every [`Kernel::io_ready`]): the edge stamp of
+    /// what has no count of its own (a signalfd, an epoll set inside a set).
+    pub(crate) io_epoch: u64,
 }
 
 impl Kernel {
@@ -275,6 +278,7 @@ impl Kernel {
             timers: timers::Timers::default(),
             listen: None,
             host_signals: 0,
+            io_epoch: 0,
             cfg,
         }
     }

@@ -147,6 +147,7 @@ impl Kernel {
             timers: self.timers.clone(),
             listen: None,
             host_signals: self.host_signals,
+            io_epoch: self.io_epoch,
         })
     }
 
@@ -225,6 +226,7 @@ impl Copier {
             shut_rd: o.shut_rd,
             shut_wr: o.shut_wr,
             opts: o.opts.clone(),
+            arrivals: o.arrivals,
         }));
         self.socks.push((key, c.clone()));
         let conn = o.conn.as_ref().map(|(rx, tx)| (self.pipe(rx), self.pipe(tx)));
@@ -254,7 +256,7 @@ impl Copier {
                         .upgrade()
                         .and_then(|d| self.copies.iter().find(|(k, _)| *k == Rc::as_ptr(&d)))
                         .map_or_else(Weak::new, |(_, c)| Rc::downgrade(c));
-                    (fd, Interest { events: i.events, data: i.data, desc })
+                    (fd, Interest { events: i.events, et: i.et, seen: i.seen, data: i.data, desc })
                 })
                 .collect();
             copy.borrow_mut().interest = interest;
