@@ -547,3 +547,19 @@ fn task_names_as_natively() {
     assert!(out.contains("the main thread keeps its own: \"parent\""), "{}", emu.describe());
     assert!(out.contains("after execve: \"exe\""), "{}", emu.describe());
 }
+
+/// `setrlimit(RLIMIT_NOFILE)` raising the soft limit up to the hard one (Redis asks for
+/// 10,032) and what the limit then allows (`dup2` EBADF at it, `F_DUPFD` EINVAL), a soft limit
+/// above the hard one refused; `PR_GET_DUMPABLE` 1 for an ordinary process, `PR_SET_DUMPABLE`
+/// kept by a forked child and reset by `execve`; `/proc/self/comm`, `/proc/thread-self/comm`
+/// and `/proc/self/task/TID/comm` read and written (`pthread_setname_np` on another thread).
+#[test]
+fn limits_dumpable_and_proc_comm_as_natively() {
+    let emu = equivalent_and_deterministic("proc_limits");
+    let out = emu.stdout_str();
+    assert!(out.contains("setrlimit(RLIMIT_NOFILE) to min(hard, 10032): 0\n"), "{}", emu.describe());
+    assert!(out.contains("F_DUPFD at the limit: -1 Invalid argument\n"), "{}", emu.describe());
+    assert!(out.contains("PR_GET_DUMPABLE: 1\n"), "{}", emu.describe());
+    assert!(out.contains("after execve, PR_GET_DUMPABLE: 1\n"), "{}", emu.describe());
+    assert!(out.contains("the worker's /proc/thread-self/comm: 9 bytes \"worker-1\"\n"), "{}", emu.describe());
+}

@@ -240,6 +240,15 @@ pub enum Kind {
         /// Offset of the next read.
         pos: usize,
     },
+    /// A thread's name in `/proc` ([`crate::vfs::VirtualFile::Comm`]): a read gives the name
+    /// and a newline as it is at the read (from `pos`); a write of up to 15 bytes (more are cut)
+    /// names the thread, if it still runs (Linux's `comm_write`; a thread gone: ESRCH).
+    Comm {
+        /// The thread.
+        tid: u32,
+        /// Offset of the next read.
+        pos: usize,
+    },
     /// `/dev/null`: reads end at once, writes are swallowed.
     Null,
     /// `/dev/zero`: reads give zeros, writes are swallowed.
@@ -304,15 +313,24 @@ pub struct Fd {
 pub struct FdTable {
     /// Open descriptors by number (sorted, so the lowest free one is quick to find).
     pub fds: BTreeMap<i32, Fd>,
-    /// `RLIMIT_NOFILE`.
+    /// `RLIMIT_NOFILE`'s soft limit: descriptors at or beyond it fail with EMFILE.
     pub limit: i32,
+    /// `RLIMIT_NOFILE`'s hard limit: the soft limit may be raised up to it, and it may only be
+    /// lowered ([`NOFILE_HARD`] at start).
+    pub hard: i32,
 }
+
+/// `RLIMIT_NOFILE`'s hard limit at start: 524,288, what systemd gives a Debian user session
+/// and its services (`DefaultLimitNOFILE=1024:524288`), so a server that raises its soft limit
+/// (Redis asks for 10,032) gets it, as on such a machine. The table is a map: a high limit costs
+/// nothing until descriptors are open.
+pub const NOFILE_HARD: i32 = 524_288;
 
 impl FdTable {
     /// A table with 0, 1 and 2 open on ferrite's standard streams, holding at most `limit`
     /// descriptors (at least 3).
     pub fn with_stdio(limit: i32) -> FdTable {
-        let mut t = FdTable { fds: BTreeMap::new(), limit: limit.max(3) };
+        let mut t = FdTable { fds: BTreeMap::new(), limit: limit.max(3), hard: NOFILE_HARD.max(limit) };
         for (n, kind, path) in
             [(0, Kind::Stdin, "/dev/stdin"), (1, Kind::Stdout, "/dev/stdout"), (2, Kind::Stderr, "/dev/stderr")]
         {
@@ -419,6 +437,21 @@ impl Kernel {
                 }
             }
             Kind::Virtual { data, pos } => {
+                let start = at.map(|o| o as usize).unwrap_or(*pos).min(data.len());
+                let n = len.min(data.len() - start);
+                buf[..n].copy_from_slice(&data[start..start + n]);
+                if at.is_none() {
+                    *pos = start + n;
+                }
+                n
+            }
+            Kind::Comm { tid, pos } => {
+                if !self.threads.contains_key(tid) {
+                    return err(libc::ESRCH);
+                }
+                let comm = self.comm(*tid);
+                let mut data: Vec<u8> = comm.iter().copied().take_while(|&c| c != 0).collect();
+                data.push(b'\n');
                 let start = at.map(|o| o as usize).unwrap_or(*pos).min(data.len());
                 let n = len.min(data.len() - start);
                 buf[..n].copy_from_slice(&data[start..start + n]);
@@ -538,6 +571,19 @@ impl Kernel {
                 None => file.write(data)?,
             },
             Kind::Null | Kind::Zero | Kind::Urandom => data.len(),
+            Kind::Comm { tid, .. } => {
+                let tid = *tid;
+                if !self.threads.contains_key(&tid) {
+                    return err(libc::ESRCH);
+                }
+                // Linux's comm_write: the first min(count, 15) bytes, NUL-padded, as they are
+                // (a newline included).
+                let mut comm = [0u8; 16];
+                let n = data.len().min(15);
+                comm[..n].copy_from_slice(&data[..n]);
+                self.thread_mut(tid).comm = Some(comm);
+                data.len()
+            }
             Kind::Virtual { .. } | Kind::Stdin | Kind::PipeRead(_) => return err(libc::EBADF),
             Kind::Dir { .. } => return err(libc::EISDIR),
             Kind::Epoll(_) | Kind::TimerFd(_) | Kind::SignalFd(_) => return err(libc::EINVAL),
@@ -856,6 +902,11 @@ impl Kernel {
             libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
                 let f = self.fds.get(fd)?.clone();
                 let cloexec = cmd == libc::F_DUPFD_CLOEXEC;
+                // Linux's f_dupfd: a starting number at or beyond RLIMIT_NOFILE is EINVAL
+                // (EMFILE is for a table full below it).
+                if arg as u32 >= self.fds.limit as u32 {
+                    return err(libc::EINVAL);
+                }
                 self.fds.insert_from(arg as i32, Fd { cloexec, ..f }).map(|n| n as u64)
             }
             libc::F_GETFD => Ok(u64::from(self.fds.get(fd)?.cloexec)),

@@ -176,6 +176,7 @@ fn stat_of_virtual(v: VirtualFile, guest: &str) -> StatInfo {
             };
         }
         VirtualFile::Magic | VirtualFile::Descriptor(_) => (libc::S_IFLNK | 0o777, 0),
+        VirtualFile::Comm(_) => (libc::S_IFREG | 0o644, 0),
         _ => (libc::S_IFREG | 0o444, 0),
     };
     StatInfo { dev: 5, ino: path_ino(guest), nlink: 1, mode, size: 0, rdev, time: EPOCH_NS }
@@ -346,13 +347,16 @@ impl Kernel {
                 self.reopen(fd, flags)?
             }
             Target::Virtual(v) => {
-                if wants_write && !matches!(v, VirtualFile::Null | VirtualFile::Zero | VirtualFile::Urandom) {
+                if wants_write
+                    && !matches!(v, VirtualFile::Null | VirtualFile::Zero | VirtualFile::Urandom | VirtualFile::Comm(_))
+                {
                     return err(libc::EACCES);
                 }
                 let kind = match v {
                     VirtualFile::Null => Kind::Null,
                     VirtualFile::Zero => Kind::Zero,
                     VirtualFile::Urandom => Kind::Urandom,
+                    VirtualFile::Comm(tid) => Kind::Comm { tid, pos: 0 },
                     VirtualFile::Dir => {
                         let entries = Some(virtual_dir_entries(&guest));
                         Kind::Dir { host: Path::new("/nonexistent-virtual").into(), entries, pos: 0 }
@@ -493,6 +497,7 @@ impl Kernel {
             Kind::Virtual { data, .. } => {
                 StatInfo { size: data.len() as u64, ..stat_of_virtual(VirtualFile::Maps, &guest) }
             }
+            Kind::Comm { tid, .. } => stat_of_virtual(VirtualFile::Comm(*tid), &guest),
             Kind::Null => stat_of_virtual(VirtualFile::Null, &guest),
             Kind::Zero => stat_of_virtual(VirtualFile::Zero, &guest),
             Kind::Urandom => stat_of_virtual(VirtualFile::Urandom, &guest),

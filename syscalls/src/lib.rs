@@ -593,7 +593,8 @@ impl Kernel {
             libc::SYS_sched_yield => return Dispatch::Yield,
             libc::SYS_uname => self.uname(m, a[0]),
             libc::SYS_getrlimit => self.prlimit(m, 0, a[0], 0, a[1]),
-            libc::SYS_setrlimit => err(libc::EPERM), // setrlimit: limits are part of the run's definition
+            // setrlimit is prlimit64 on the caller without the old value (Linux's do_prlimit).
+            libc::SYS_setrlimit => self.prlimit(m, 0, a[0], a[1], 0),
             libc::SYS_prlimit64 => self.prlimit(m, a[0], a[1], a[2], a[3]),
             libc::SYS_sysinfo => self.sysinfo(m, a[0]),
             libc::SYS_getrusage => self.getrusage(m, i(a[0]), a[1]),

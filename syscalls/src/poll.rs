@@ -336,7 +336,13 @@ impl Kernel {
             }
             Kind::Stdin => POLLIN | POLLRDNORM,
             Kind::Stdout | Kind::Stderr => POLLOUT | POLLWRNORM,
-            Kind::File { .. } | Kind::Dir { .. } | Kind::Virtual { .. } | Kind::Null | Kind::Zero | Kind::Urandom => rw,
+            Kind::File { .. }
+            | Kind::Dir { .. }
+            | Kind::Virtual { .. }
+            | Kind::Comm { .. }
+            | Kind::Null
+            | Kind::Zero
+            | Kind::Urandom => rw,
         }
     }
 

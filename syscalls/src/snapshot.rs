@@ -291,6 +291,7 @@ impl Copier {
                         Kind::Zero => Kind::Zero,
                         Kind::Urandom => Kind::Urandom,
                         Kind::Virtual { data, pos } => Kind::Virtual { data: data.clone(), pos: *pos },
+                        Kind::Comm { tid, pos } => Kind::Comm { tid: *tid, pos: *pos },
                         Kind::File { file, host, pm } if files => Kind::File {
                             file: reopen(file).ok_or("a host file the guest holds open cannot be opened again")?,
                             host: host.clone(),
@@ -330,7 +331,7 @@ impl Copier {
             };
             fds.insert(*n, Fd { desc, cloexec: fd.cloexec });
         }
-        Ok(FdTable { fds, limit: t.limit })
+        Ok(FdTable { fds, limit: t.limit, hard: t.hard })
     }
 }
 
