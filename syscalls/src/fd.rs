@@ -271,6 +271,8 @@ pub enum Kind {
     TimerFd(Rc<RefCell<crate::poll::TimerFd>>),
     /// A signalfd ([`crate::signalfd`]).
     SignalFd(Rc<RefCell<crate::signalfd::SignalFd>>),
+    /// An inotify instance ([`crate::inotify`]).
+    Inotify(Rc<RefCell<crate::inotify::Inotify>>),
 }
 
 /// An open file description: what `dup` shares.
@@ -411,6 +413,11 @@ impl Kernel {
                 drop(d);
                 return self.signalfd_read(&s, len, nonblock);
             }
+            Kind::Inotify(i) => {
+                let i = i.clone();
+                drop(d);
+                return self.inotify_read(&i, len, nonblock);
+            }
             Kind::PipeRead(p) | Kind::PipeRdWr(p) => {
                 let p = p.clone();
                 drop(d);
@@ -475,7 +482,8 @@ impl Kernel {
             | Kind::Socket(_)
             | Kind::EventFd(_)
             | Kind::TimerFd(_)
-            | Kind::SignalFd(_) => return err(libc::EBADF),
+            | Kind::SignalFd(_)
+            | Kind::Inotify(_) => return err(libc::EBADF),
         };
         buf.truncate(n);
         Ok(buf)
@@ -586,7 +594,7 @@ impl Kernel {
             }
             Kind::Virtual { .. } | Kind::Stdin | Kind::PipeRead(_) => return err(libc::EBADF),
             Kind::Dir { .. } => return err(libc::EISDIR),
-            Kind::Epoll(_) | Kind::TimerFd(_) | Kind::SignalFd(_) => return err(libc::EINVAL),
+            Kind::Epoll(_) | Kind::TimerFd(_) | Kind::SignalFd(_) | Kind::Inotify(_) => return err(libc::EINVAL),
             // Taken above.
             Kind::PipeWrite(_) | Kind::PipeRdWr(_) | Kind::Socket(_) | Kind::EventFd(_) => return err(libc::EBADF),
         };
@@ -596,6 +604,9 @@ impl Kernel {
     pub(crate) fn read(&mut self, m: &mut Machine, fd: i32, buf: u64, len: u64) -> SysResult {
         let data = self.read_bytes(m, fd, len.min(MAX_RW) as usize, None)?;
         m.write(buf, &data, false)?;
+        if !data.is_empty() && self.inotify_watching() {
+            self.fsnotify_fd(fd, crate::inotify::IN_ACCESS);
+        }
         Ok(data.len() as u64)
     }
 
@@ -606,6 +617,9 @@ impl Kernel {
         self.check_seekable(fd)?;
         let data = self.read_bytes(m, fd, len.min(MAX_RW) as usize, Some(off))?;
         m.write(buf, &data, false)?;
+        if !data.is_empty() && self.inotify_watching() {
+            self.fsnotify_fd(fd, crate::inotify::IN_ACCESS);
+        }
         Ok(data.len() as u64)
     }
 
@@ -634,6 +648,9 @@ impl Kernel {
             });
             if let Some(guest) = file {
                 self.changed(m, &guest);
+                if self.inotify_watching() {
+                    self.fsnotify_fd(fd, crate::inotify::IN_MODIFY);
+                }
             }
         }
         if let (Some((id, off, _)), Some(old)) = (target, old) {
@@ -788,6 +805,10 @@ impl Kernel {
 
     pub(crate) fn close(&mut self, fd: i32) -> SysResult {
         let f = self.fds.fds.remove(&fd).ok_or(Errno(libc::EBADF))?;
+        // The last descriptor of an open file description: its close is an inotify event.
+        if self.inotify_watching() && Rc::strong_count(&f.desc) == 1 {
+            self.fsnotify_close(&f.desc.borrow());
+        }
         drop(f);
         self.io_ready_all();
         Ok(0)
@@ -957,6 +978,7 @@ impl Kernel {
             0x541b => {
                 let n = match &self.desc(fd)?.borrow().kind {
                     Kind::PipeRead(p) | Kind::PipeRdWr(p) => p.borrow().buf.len(),
+                    Kind::Inotify(i) => i.borrow().pending(),
                     Kind::Socket(s) => {
                         let s = s.borrow();
                         match (&s.conn, s.inbox.front()) {

@@ -6,7 +6,8 @@
 //! (brk, mmap and friends), [`process`] (start-up of static and dynamic executables, identities,
 //! limits), [`thread`] (clone, futexes, thread exit, scheduling decisions), [`signal`]
 //! (dispositions, masks, delivery and `rt_sigreturn`), [`time`] (the virtual clock and
-//! randomness), [`timers`] (`alarm`, `setitimer`, POSIX timers). Each handler says which Linux semantics it follows and what it leaves out.
+//! randomness), [`timers`] (`alarm`, `setitimer`, POSIX timers), [`inotify`] (events of the
+//! guest's own file changes). Each handler says which Linux semantics it follows and what it leaves out.
 //!
 //! Everything the guest can observe is a function of the run's inputs and seed: time advances with
 //! retired instructions, randomness comes from the seed, identities and stat fields are fixed or
@@ -23,6 +24,7 @@ pub mod execve;
 pub mod fd;
 pub mod fifo;
 pub mod fs;
+pub mod inotify;
 pub mod landlock;
 pub mod listen;
 pub mod mem;
@@ -237,6 +239,8 @@ pub struct Kernel {
     /// Changes of descriptors' readiness so far (every [`Kernel::io_ready`]): the edge stamp of
     /// what has no count of its own (a signalfd, an epoll set inside a set).
     pub(crate) io_epoch: u64,
+    /// The inotify instances and move cookies ([`inotify`]).
+    pub(crate) inotify: inotify::Registry,
 }
 
 impl Kernel {
@@ -279,6 +283,7 @@ impl Kernel {
             listen: None,
             host_signals: 0,
             io_epoch: 0,
+            inotify: Default::default(),
             cfg,
         }
     }
@@ -412,6 +417,10 @@ impl Kernel {
                 self.call_mask_done(&r);
                 r
             }
+            libc::SYS_inotify_init => self.inotify_init1(0),
+            libc::SYS_inotify_init1 => self.inotify_init1(i(a[0])),
+            libc::SYS_inotify_add_watch => self.inotify_add_watch(m, i(a[0]), a[1], a[2] as u32),
+            libc::SYS_inotify_rm_watch => self.inotify_rm_watch(i(a[0]), i(a[1])),
             libc::SYS_signalfd => self.signalfd4(m, i(a[0]), a[1], a[2], 0),
             libc::SYS_signalfd4 => self.signalfd4(m, i(a[0]), a[1], a[2], i(a[3])),
             libc::SYS_eventfd => self.eventfd2(a[0] as u32, 0),

@@ -584,6 +584,7 @@ impl Kernel {
             .map_err(|e| if e.0 == libc::EEXIST { Errno(libc::EADDRINUSE) } else { e })?;
         self.changed(m, &guest);
         self.changed_entry(m, &guest);
+        self.fsnotify_create(&guest);
         Ok(guest)
     }
 

@@ -334,6 +334,17 @@ impl Kernel {
                     0
                 }
             }
+            Kind::Inotify(i) => {
+                let i = i.borrow();
+                w.keys.push(i.id);
+                // Each event queued is an edge (its count only grows while nobody reads).
+                w.edges[0] = w.edges[0].wrapping_add(self.io_epoch);
+                if i.queue.is_empty() {
+                    0
+                } else {
+                    POLLIN | POLLRDNORM
+                }
+            }
             Kind::Stdin => POLLIN | POLLRDNORM,
             Kind::Stdout | Kind::Stderr => POLLOUT | POLLWRNORM,
             Kind::File { .. }

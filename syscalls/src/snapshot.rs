@@ -148,6 +148,7 @@ impl Kernel {
             listen: None,
             host_signals: self.host_signals,
             io_epoch: self.io_epoch,
+            inotify: crate::inotify::Registry { instances: Vec::new(), cookie: self.inotify.cookie },
         })
     }
 
@@ -319,9 +320,14 @@ impl Copier {
                         | Kind::PipeRdWr(_) => return Err("the guest holds a host file, directory or pipe open"),
                         // A recovery's copy: restored on other crash images' files, it keeps
                         // to the plain descriptors.
-                        Kind::Socket(_) | Kind::EventFd(_) | Kind::Epoll(_) | Kind::TimerFd(_) | Kind::SignalFd(_) => {
-                            return Err("the guest holds a socket, eventfd, epoll set, timerfd or signalfd open")
-                        }
+                        Kind::Socket(_)
+                        | Kind::EventFd(_)
+                        | Kind::Epoll(_)
+                        | Kind::TimerFd(_)
+                        | Kind::SignalFd(_)
+                        | Kind::Inotify(_) => return Err(
+                            "the guest holds a socket, eventfd, epoll set, timerfd, signalfd or inotify instance open",
+                        ),
                     };
                     let c =
                         Rc::new(RefCell::new(Description { kind, guest_path: d.guest_path.clone(), flags: d.flags }));
