@@ -123,3 +123,17 @@ fn python_multiprocessing_forkserver_pool() {
         assert_eq!(emu.stdout_str(), "[5, 4, 3, 2, 1, 0, 1, 2, 3, 4]\n", "{}", emu.describe());
     }
 }
+
+/// gpg's symmetric encryption and decryption, with its agent started on demand: gpg-agent
+/// watches its home directory with inotify (`inotify_init`, unsupported before: a warning
+/// each run, and the agent went on without it).
+#[test]
+fn gpg_symmetric_round_trip_with_its_agent() {
+    let script = "mkdir -m700 g; export GNUPGHOME=$PWD/g; echo secret > f; \
+                  gpg --batch --passphrase x --pinentry-mode loopback --s2k-count 1024 -c f 2>/dev/null; \
+                  gpg --batch --passphrase x --pinentry-mode loopback -d f.gpg 2>/dev/null; echo rc=$?; \
+                  gpgconf --kill gpg-agent; ls";
+    if let Some(emu) = same_as_natively(&["/usr/bin/gpg", "/usr/bin/gpg-agent", "/usr/bin/gpgconf"], script) {
+        assert!(emu.stdout_str().starts_with("secret\nrc=0\n"), "{}", emu.describe());
+    }
+}

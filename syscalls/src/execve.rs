@@ -140,6 +140,10 @@ impl Kernel {
         t.robust_list = 0;
         t.clear_child_tid = 0;
         t.comm = Some(comm);
+        // Linux's begin_new_exec: an ordinary program is dumpable again (SUID_DUMP_USER).
+        if let Some(p) = self.procs.get_mut(&pid) {
+            p.dumpable = 1;
+        }
         self.proc.fs_base = 0;
         self.proc.exe = Some(program.path.clone());
         match fresh {

@@ -56,6 +56,15 @@ pub struct Pipe {
     /// every byte in `buf` (one per message of a message channel); empty for a pipe or a TCP
     /// stream ([`crate::net`]).
     pub anc: VecDeque<Anc>,
+    /// Writes into it so far (and messages, for a message channel): an edge-triggered epoll
+    /// entry on its reading side is due again when this moves ([`crate::poll`]).
+    pub puts: u64,
+    /// Reads that took bytes from it so far: the writing side's edges for a socket (Linux's
+    /// `unix_write_space` wakes the writer at every read that frees room).
+    pub takes: u64,
+    /// Reads that took bytes from it while it was full: the writing side's edges for a pipe
+    /// (Linux's `pipe_read` wakes writers only when the pipe was full).
+    pub full_takes: u64,
 }
 
 /// What one send on an `AF_UNIX` socket attached to its bytes (Linux's `UNIXCB(skb)`): the
@@ -87,6 +96,9 @@ impl Default for Pipe {
             msgs: None,
             taken: 0,
             anc: VecDeque::new(),
+            puts: 0,
+            takes: 0,
+            full_takes: 0,
         }
     }
 }
@@ -110,6 +122,7 @@ impl Pipe {
         if let Some(m) = self.msgs.as_mut() {
             m.push_back(n);
         }
+        self.puts += 1;
         n
     }
 
@@ -122,8 +135,10 @@ impl Pipe {
         };
         let out: Vec<u8> = self.buf.iter().take(n).copied().collect();
         if !peek {
+            self.full_takes += u64::from(self.room() == 0 && whole > 0);
             self.buf.drain(..whole);
             self.taken += whole as u64;
+            self.takes += 1;
             if let Some(m) = self.msgs.as_mut() {
                 m.pop_front();
             }
@@ -225,6 +240,15 @@ pub enum Kind {
         /// Offset of the next read.
         pos: usize,
     },
+    /// A thread's name in `/proc` ([`crate::vfs::VirtualFile::Comm`]): a read gives the name
+    /// and a newline as it is at the read (from `pos`); a write of up to 15 bytes (more are cut)
+    /// names the thread, if it still runs (Linux's `comm_write`; a thread gone: ESRCH).
+    Comm {
+        /// The thread.
+        tid: u32,
+        /// Offset of the next read.
+        pos: usize,
+    },
     /// `/dev/null`: reads end at once, writes are swallowed.
     Null,
     /// `/dev/zero`: reads give zeros, writes are swallowed.
@@ -247,6 +271,8 @@ pub enum Kind {
     TimerFd(Rc<RefCell<crate::poll::TimerFd>>),
     /// A signalfd ([`crate::signalfd`]).
     SignalFd(Rc<RefCell<crate::signalfd::SignalFd>>),
+    /// An inotify instance ([`crate::inotify`]).
+    Inotify(Rc<RefCell<crate::inotify::Inotify>>),
 }
 
 /// An open file description: what `dup` shares.
@@ -289,15 +315,24 @@ pub struct Fd {
 pub struct FdTable {
     /// Open descriptors by number (sorted, so the lowest free one is quick to find).
     pub fds: BTreeMap<i32, Fd>,
-    /// `RLIMIT_NOFILE`.
+    /// `RLIMIT_NOFILE`'s soft limit: descriptors at or beyond it fail with EMFILE.
     pub limit: i32,
+    /// `RLIMIT_NOFILE`'s hard limit: the soft limit may be raised up to it, and it may only be
+    /// lowered ([`NOFILE_HARD`] at start).
+    pub hard: i32,
 }
+
+/// `RLIMIT_NOFILE`'s hard limit at start: 524,288, what systemd gives a Debian user session
+/// and its services (`DefaultLimitNOFILE=1024:524288`), so a server that raises its soft limit
+/// (Redis asks for 10,032) gets it, as on such a machine. The table is a map: a high limit costs
+/// nothing until descriptors are open.
+pub const NOFILE_HARD: i32 = 524_288;
 
 impl FdTable {
     /// A table with 0, 1 and 2 open on ferrite's standard streams, holding at most `limit`
     /// descriptors (at least 3).
     pub fn with_stdio(limit: i32) -> FdTable {
-        let mut t = FdTable { fds: BTreeMap::new(), limit: limit.max(3) };
+        let mut t = FdTable { fds: BTreeMap::new(), limit: limit.max(3), hard: NOFILE_HARD.max(limit) };
         for (n, kind, path) in
             [(0, Kind::Stdin, "/dev/stdin"), (1, Kind::Stdout, "/dev/stdout"), (2, Kind::Stderr, "/dev/stderr")]
         {
@@ -378,6 +413,11 @@ impl Kernel {
                 drop(d);
                 return self.signalfd_read(&s, len, nonblock);
             }
+            Kind::Inotify(i) => {
+                let i = i.clone();
+                drop(d);
+                return self.inotify_read(&i, len, nonblock);
+            }
             Kind::PipeRead(p) | Kind::PipeRdWr(p) => {
                 let p = p.clone();
                 drop(d);
@@ -412,6 +452,21 @@ impl Kernel {
                 }
                 n
             }
+            Kind::Comm { tid, pos } => {
+                if !self.threads.contains_key(tid) {
+                    return err(libc::ESRCH);
+                }
+                let comm = self.comm(*tid);
+                let mut data: Vec<u8> = comm.iter().copied().take_while(|&c| c != 0).collect();
+                data.push(b'\n');
+                let start = at.map(|o| o as usize).unwrap_or(*pos).min(data.len());
+                let n = len.min(data.len() - start);
+                buf[..n].copy_from_slice(&data[start..start + n]);
+                if at.is_none() {
+                    *pos = start + n;
+                }
+                n
+            }
             Kind::Null => 0,
             Kind::Zero => len,
             Kind::Urandom => {
@@ -427,7 +482,8 @@ impl Kernel {
             | Kind::Socket(_)
             | Kind::EventFd(_)
             | Kind::TimerFd(_)
-            | Kind::SignalFd(_) => return err(libc::EBADF),
+            | Kind::SignalFd(_)
+            | Kind::Inotify(_) => return err(libc::EBADF),
         };
         buf.truncate(n);
         Ok(buf)
@@ -523,9 +579,22 @@ impl Kernel {
                 None => file.write(data)?,
             },
             Kind::Null | Kind::Zero | Kind::Urandom => data.len(),
+            Kind::Comm { tid, .. } => {
+                let tid = *tid;
+                if !self.threads.contains_key(&tid) {
+                    return err(libc::ESRCH);
+                }
+                // Linux's comm_write: the first min(count, 15) bytes, NUL-padded, as they are
+                // (a newline included).
+                let mut comm = [0u8; 16];
+                let n = data.len().min(15);
+                comm[..n].copy_from_slice(&data[..n]);
+                self.thread_mut(tid).comm = Some(comm);
+                data.len()
+            }
             Kind::Virtual { .. } | Kind::Stdin | Kind::PipeRead(_) => return err(libc::EBADF),
             Kind::Dir { .. } => return err(libc::EISDIR),
-            Kind::Epoll(_) | Kind::TimerFd(_) | Kind::SignalFd(_) => return err(libc::EINVAL),
+            Kind::Epoll(_) | Kind::TimerFd(_) | Kind::SignalFd(_) | Kind::Inotify(_) => return err(libc::EINVAL),
             // Taken above.
             Kind::PipeWrite(_) | Kind::PipeRdWr(_) | Kind::Socket(_) | Kind::EventFd(_) => return err(libc::EBADF),
         };
@@ -535,6 +604,9 @@ impl Kernel {
     pub(crate) fn read(&mut self, m: &mut Machine, fd: i32, buf: u64, len: u64) -> SysResult {
         let data = self.read_bytes(m, fd, len.min(MAX_RW) as usize, None)?;
         m.write(buf, &data, false)?;
+        if !data.is_empty() && self.inotify_watching() {
+            self.fsnotify_fd(fd, crate::inotify::IN_ACCESS);
+        }
         Ok(data.len() as u64)
     }
 
@@ -545,6 +617,9 @@ impl Kernel {
         self.check_seekable(fd)?;
         let data = self.read_bytes(m, fd, len.min(MAX_RW) as usize, Some(off))?;
         m.write(buf, &data, false)?;
+        if !data.is_empty() && self.inotify_watching() {
+            self.fsnotify_fd(fd, crate::inotify::IN_ACCESS);
+        }
         Ok(data.len() as u64)
     }
 
@@ -573,6 +648,9 @@ impl Kernel {
             });
             if let Some(guest) = file {
                 self.changed(m, &guest);
+                if self.inotify_watching() {
+                    self.fsnotify_fd(fd, crate::inotify::IN_MODIFY);
+                }
             }
         }
         if let (Some((id, off, _)), Some(old)) = (target, old) {
@@ -727,6 +805,10 @@ impl Kernel {
 
     pub(crate) fn close(&mut self, fd: i32) -> SysResult {
         let f = self.fds.fds.remove(&fd).ok_or(Errno(libc::EBADF))?;
+        // The last descriptor of an open file description: its close is an inotify event.
+        if self.inotify_watching() && Rc::strong_count(&f.desc) == 1 {
+            self.fsnotify_close(&f.desc.borrow());
+        }
         drop(f);
         self.io_ready_all();
         Ok(0)
@@ -841,6 +923,11 @@ impl Kernel {
             libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
                 let f = self.fds.get(fd)?.clone();
                 let cloexec = cmd == libc::F_DUPFD_CLOEXEC;
+                // Linux's f_dupfd: a starting number at or beyond RLIMIT_NOFILE is EINVAL
+                // (EMFILE is for a table full below it).
+                if arg as u32 >= self.fds.limit as u32 {
+                    return err(libc::EINVAL);
+                }
                 self.fds.insert_from(arg as i32, Fd { cloexec, ..f }).map(|n| n as u64)
             }
             libc::F_GETFD => Ok(u64::from(self.fds.get(fd)?.cloexec)),
@@ -891,6 +978,7 @@ impl Kernel {
             0x541b => {
                 let n = match &self.desc(fd)?.borrow().kind {
                     Kind::PipeRead(p) | Kind::PipeRdWr(p) => p.borrow().buf.len(),
+                    Kind::Inotify(i) => i.borrow().pending(),
                     Kind::Socket(s) => {
                         let s = s.borrow();
                         match (&s.conn, s.inbox.front()) {

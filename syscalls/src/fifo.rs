@@ -64,6 +64,7 @@ impl Kernel {
         crate::vfs::at(&p, |d, n| crate::vfs::cvt(unsafe { libc::mknodat(d, n, kind | (mode & 0o777), 0) }))?;
         self.changed(m, &guest);
         self.changed_entry(m, &guest);
+        self.fsnotify_create(&guest);
         Ok(0)
     }
 

@@ -176,6 +176,7 @@ fn stat_of_virtual(v: VirtualFile, guest: &str) -> StatInfo {
             };
         }
         VirtualFile::Magic | VirtualFile::Descriptor(_) => (libc::S_IFLNK | 0o777, 0),
+        VirtualFile::Comm(_) => (libc::S_IFREG | 0o644, 0),
         _ => (libc::S_IFREG | 0o444, 0),
     };
     StatInfo { dev: 5, ino: path_ino(guest), nlink: 1, mode, size: 0, rdev, time: EPOCH_NS }
@@ -334,6 +335,7 @@ impl Kernel {
         }
         let acc = flags & libc::O_ACCMODE;
         let wants_write = acc != libc::O_RDONLY || flags & (libc::O_CREAT | libc::O_TRUNC) != 0;
+        let mut truncated = false;
         let desc = match self.resolve(&guest)? {
             Target::Virtual(VirtualFile::Link(_) | VirtualFile::Magic) => {
                 // Only a link not followed gets here: O_NOFOLLOW, or O_CREAT|O_EXCL.
@@ -346,13 +348,16 @@ impl Kernel {
                 self.reopen(fd, flags)?
             }
             Target::Virtual(v) => {
-                if wants_write && !matches!(v, VirtualFile::Null | VirtualFile::Zero | VirtualFile::Urandom) {
+                if wants_write
+                    && !matches!(v, VirtualFile::Null | VirtualFile::Zero | VirtualFile::Urandom | VirtualFile::Comm(_))
+                {
                     return err(libc::EACCES);
                 }
                 let kind = match v {
                     VirtualFile::Null => Kind::Null,
                     VirtualFile::Zero => Kind::Zero,
                     VirtualFile::Urandom => Kind::Urandom,
+                    VirtualFile::Comm(tid) => Kind::Comm { tid, pos: 0 },
                     VirtualFile::Dir => {
                         let entries = Some(virtual_dir_entries(&guest));
                         Kind::Dir { host: Path::new("/nonexistent-virtual").into(), entries, pos: 0 }
@@ -383,8 +388,12 @@ impl Kernel {
                             return err(libc::EISDIR);
                         }
                         let kind = Kind::Dir { host: host.clone(), entries: None, pos: 0 };
-                        let d = Description { kind, guest_path: guest, flags };
-                        return self.fds.insert(d, cloexec).map(|n| n as u64);
+                        let d = Description { kind, guest_path: guest.clone(), flags };
+                        let n = self.fds.insert(d, cloexec)?;
+                        if self.inotify_watching() {
+                            self.fsnotify(&guest, None, crate::inotify::IN_OPEN);
+                        }
+                        return Ok(n as u64);
                     }
                 } else if flags & libc::O_DIRECTORY != 0 && flags & libc::O_CREAT == 0 {
                     return Err(meta.err().map(Errno::from).unwrap_or(Errno(libc::ENOENT)));
@@ -413,12 +422,14 @@ impl Kernel {
                         .open(&host)?,
                 };
                 if existed && flags & libc::O_TRUNC != 0 {
+                    truncated = true;
                     self.file_shrunk(m, &guest, &host, old_len, 0);
                     self.changed(m, &guest);
                 }
                 if !existed {
                     self.changed(m, &guest);
                     self.changed_entry(m, &guest);
+                    self.fsnotify_create(&guest);
                     self.proc.created.insert(guest.clone());
                     if !pm {
                         self.set_durable(m, &[(&guest, Some(Vec::new()))]);
@@ -427,7 +438,15 @@ impl Kernel {
                 Description { kind: Kind::File { file, host, pm }, guest_path: guest, flags }
             }
         };
-        self.fds.insert(desc, cloexec).map(|n| n as u64)
+        let n = self.fds.insert(desc, cloexec)?;
+        if self.inotify_watching() {
+            // Linux opens (fsnotify_open in do_dentry_open), then truncates (handle_truncate).
+            self.fsnotify_fd(n, crate::inotify::IN_OPEN);
+            if truncated {
+                self.fsnotify_fd(n, crate::inotify::IN_MODIFY);
+            }
+        }
+        Ok(n as u64)
     }
 
     /// Opens `/proc/self/fd/N` of a descriptor that has no path (a pipe, a standard stream, a
@@ -493,10 +512,11 @@ impl Kernel {
             Kind::Virtual { data, .. } => {
                 StatInfo { size: data.len() as u64, ..stat_of_virtual(VirtualFile::Maps, &guest) }
             }
+            Kind::Comm { tid, .. } => stat_of_virtual(VirtualFile::Comm(*tid), &guest),
             Kind::Null => stat_of_virtual(VirtualFile::Null, &guest),
             Kind::Zero => stat_of_virtual(VirtualFile::Zero, &guest),
             Kind::Urandom => stat_of_virtual(VirtualFile::Urandom, &guest),
-            Kind::EventFd(_) | Kind::Epoll(_) | Kind::TimerFd(_) | Kind::SignalFd(_) => {
+            Kind::EventFd(_) | Kind::Epoll(_) | Kind::TimerFd(_) | Kind::SignalFd(_) | Kind::Inotify(_) => {
                 StatInfo::anonymous(13, fd as u64 + 3000, 0o600)
             }
             Kind::Socket(_) => StatInfo::anonymous(8, fd as u64 + 2000, libc::S_IFSOCK | 0o777),
@@ -588,6 +608,9 @@ impl Kernel {
         let w = self.write_target(&guest).map_err(|_| Errno(libc::EPERM))?;
         let file = w.open(libc::O_PATH, 0)?;
         chmod_fd(&file, mode & 0o7777)?;
+        if self.inotify_watching() {
+            self.fsnotify(&guest, None, crate::inotify::IN_ATTRIB);
+        }
         Ok(0)
     }
 
@@ -603,6 +626,10 @@ impl Kernel {
                     return err(libc::EPERM);
                 }
                 file.set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))?;
+                drop(d);
+                if self.inotify_watching() {
+                    self.fsnotify_fd(fd, crate::inotify::IN_ATTRIB);
+                }
                 Ok(0)
             }
             _ => Ok(0),
@@ -636,6 +663,9 @@ impl Kernel {
         let w = self.write_target(&guest).map_err(|_| Errno(libc::EPERM))?;
         let file = w.open(libc::O_PATH, 0)?;
         drop_setid_bits(&file)?;
+        if self.inotify_watching() {
+            self.fsnotify(&guest, None, crate::inotify::IN_ATTRIB);
+        }
         Ok(0)
     }
 
@@ -651,6 +681,10 @@ impl Kernel {
                     return err(libc::EPERM);
                 }
                 drop_setid_bits(file)?;
+                drop(d);
+                if self.inotify_watching() {
+                    self.fsnotify_fd(fd, crate::inotify::IN_ATTRIB);
+                }
                 Ok(0)
             }
             _ => Ok(0),
@@ -684,6 +718,9 @@ impl Kernel {
             }
             guest
         };
+        if self.inotify_watching() && !guest.is_empty() {
+            self.fsnotify(&guest, None, crate::inotify::IN_ATTRIB);
+        }
         if let (Some(t), false) = (mtime, guest.is_empty()) {
             self.times.insert(guest, t);
         }
@@ -803,6 +840,7 @@ impl Kernel {
         crate::vfs::at(&p, |d, n| crate::vfs::cvt(unsafe { libc::mkdirat(d, n, mode & 0o777) }))?;
         self.changed(m, &guest);
         self.changed_entry(m, &guest);
+        self.fsnotify_create(&guest);
         Ok(0)
     }
 
@@ -818,6 +856,7 @@ impl Kernel {
         let guest = self.path_arg(m, dirfd, path, false)?;
         // In a private working directory, a file of the host's is marked gone once removed.
         let shown = self.private_shown(&guest);
+        let watched = self.fsnotify_before_remove(&guest);
         if flags & libc::AT_REMOVEDIR != 0 {
             if self.private_listing(&guest).is_some_and(|l| !l.is_empty()) {
                 return err(libc::ENOTEMPTY);
@@ -850,6 +889,7 @@ impl Kernel {
         }
         self.times.remove(&guest);
         self.changed_entry(m, &guest);
+        self.fsnotify_removed(&guest, watched);
         Ok(0)
     }
 
@@ -864,6 +904,7 @@ impl Kernel {
         let (pf, pt) = (wf.parent()?, self.write_target(&to)?.parent()?);
         // A renamed file keeps its time (a file of the host's copied up first would not).
         let time = self.stat_path(&from, false).map(|st| st.time);
+        let (moved, replaced) = (self.fsnotify_before_remove(&from), self.fsnotify_before_remove(&to));
         // SAFETY: both descriptors are open directories and both names NUL-terminated C strings,
         // alive for the call.
         crate::vfs::cvt(unsafe { libc::renameat(pf.0.as_raw_fd(), pf.1.as_ptr(), pt.0.as_raw_fd(), pt.1.as_ptr()) })?;
@@ -877,6 +918,7 @@ impl Kernel {
             self.hide(&rel)?;
         }
         self.moved(m, &from, &to);
+        self.fsnotify_moved(&from, &to, moved, replaced);
         Ok(0)
     }
 
@@ -895,6 +937,7 @@ impl Kernel {
         crate::vfs::at(&p, |d, n| crate::vfs::cvt(unsafe { libc::symlinkat(target.as_ptr(), d, n) }))?;
         self.changed(m, &guest);
         self.changed_entry(m, &guest);
+        self.fsnotify_create(&guest);
         self.proc.created.insert(guest);
         Ok(0)
     }
@@ -936,6 +979,13 @@ impl Kernel {
             self.times.insert(to.clone(), st.time);
         }
         self.changed_entry(m, &to);
+        if self.inotify_watching() {
+            // Linux's vfs_link: the file's link count (IN_ATTRIB), then the new name.
+            if let Some((ident, dir, _)) = self.fsnotify_before_remove(&to) {
+                self.fsnotify_self(ident, crate::inotify::IN_ATTRIB | if dir { crate::inotify::IN_ISDIR } else { 0 });
+            }
+            self.fsnotify_create(&to);
+        }
         self.proc.created.insert(to);
         Ok(0)
     }
@@ -1033,6 +1083,9 @@ impl Kernel {
         file.set_len(len)?;
         self.file_shrunk(m, &guest, &host, old, len);
         self.changed(m, &guest);
+        if self.inotify_watching() {
+            self.fsnotify(&guest, None, crate::inotify::IN_MODIFY);
+        }
         Ok(0)
     }
 
@@ -1053,6 +1106,9 @@ impl Kernel {
                 let guest = d.guest_path.clone();
                 drop(d);
                 self.changed(m, &guest);
+                if self.inotify_watching() {
+                    self.fsnotify_fd(fd, crate::inotify::IN_MODIFY);
+                }
                 Ok(0)
             }
             Kind::File { .. } => err(libc::EINVAL),

@@ -6,7 +6,8 @@
 //! (brk, mmap and friends), [`process`] (start-up of static and dynamic executables, identities,
 //! limits), [`thread`] (clone, futexes, thread exit, scheduling decisions), [`signal`]
 //! (dispositions, masks, delivery and `rt_sigreturn`), [`time`] (the virtual clock and
-//! randomness), [`timers`] (`alarm`, `setitimer`, POSIX timers). Each handler says which Linux semantics it follows and what it leaves out.
+//! randomness), [`timers`] (`alarm`, `setitimer`, POSIX timers), [`inotify`] (events of the
+//! guest's own file changes). Each handler says which Linux semantics it follows and what it leaves out.
 //!
 //! Everything the guest can observe is a function of the run's inputs and seed: time advances with
 //! retired instructions, randomness comes from the seed, identities and stat fields are fixed or
@@ -23,6 +24,7 @@ pub mod execve;
 pub mod fd;
 pub mod fifo;
 pub mod fs;
+pub mod inotify;
 pub mod landlock;
 pub mod listen;
 pub mod mem;
@@ -234,6 +236,11 @@ pub struct Kernel {
     /// The signals `--listen`'s bridge sent the guest for interrupts of ferrite (bit N-1 for
     /// signal N): a first SIGINT and a second's SIGKILL are both the user's.
     pub(crate) host_signals: u64,
+    /// Changes of descriptors' readiness so far (every [`Kernel::io_ready`]): the edge stamp of
+    /// what has no count of its own (a signalfd, an epoll set inside a set).
+    pub(crate) io_epoch: u64,
+    /// The inotify instances and move cookies ([`inotify`]).
+    pub(crate) inotify: inotify::Registry,
 }
 
 impl Kernel {
@@ -275,6 +282,8 @@ impl Kernel {
             timers: timers::Timers::default(),
             listen: None,
             host_signals: 0,
+            io_epoch: 0,
+            inotify: Default::default(),
             cfg,
         }
     }
@@ -408,6 +417,10 @@ impl Kernel {
                 self.call_mask_done(&r);
                 r
             }
+            libc::SYS_inotify_init => self.inotify_init1(0),
+            libc::SYS_inotify_init1 => self.inotify_init1(i(a[0])),
+            libc::SYS_inotify_add_watch => self.inotify_add_watch(m, i(a[0]), a[1], a[2] as u32),
+            libc::SYS_inotify_rm_watch => self.inotify_rm_watch(i(a[0]), i(a[1])),
             libc::SYS_signalfd => self.signalfd4(m, i(a[0]), a[1], a[2], 0),
             libc::SYS_signalfd4 => self.signalfd4(m, i(a[0]), a[1], a[2], i(a[3])),
             libc::SYS_eventfd => self.eventfd2(a[0] as u32, 0),
@@ -589,7 +602,8 @@ impl Kernel {
             libc::SYS_sched_yield => return Dispatch::Yield,
             libc::SYS_uname => self.uname(m, a[0]),
             libc::SYS_getrlimit => self.prlimit(m, 0, a[0], 0, a[1]),
-            libc::SYS_setrlimit => err(libc::EPERM), // setrlimit: limits are part of the run's definition
+            // setrlimit is prlimit64 on the caller without the old value (Linux's do_prlimit).
+            libc::SYS_setrlimit => self.prlimit(m, 0, a[0], a[1], 0),
             libc::SYS_prlimit64 => self.prlimit(m, a[0], a[1], a[2], a[3]),
             libc::SYS_sysinfo => self.sysinfo(m, a[0]),
             libc::SYS_getrusage => self.getrusage(m, i(a[0]), a[1]),

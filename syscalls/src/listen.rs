@@ -888,6 +888,7 @@ impl Kernel {
             k.sent += n as u64;
             let Mode::Record(h) = &mut b.mode else {
                 p.buf.clear();
+                p.takes += 1;
                 drop(p);
                 if n > 0 {
                     self.io_ready(id);
@@ -913,6 +914,7 @@ impl Kernel {
                 hc.out.extend(p.buf.iter());
             }
             p.buf.clear();
+            p.takes += 1;
             drop(p);
             if n > 0 {
                 self.io_ready(id);

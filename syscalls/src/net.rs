@@ -98,6 +98,9 @@ pub struct Sock {
     pub shut_wr: bool,
     /// Options set with `setsockopt`, returned by `getsockopt`: (level, name) → value.
     pub opts: BTreeMap<(i32, i32), i32>,
+    /// Connections queued and datagrams received so far: an edge-triggered epoll entry on the
+    /// socket is due again when this moves ([`crate::poll`]).
+    pub arrivals: u64,
 }
 
 impl Drop for Sock {
@@ -310,6 +313,7 @@ impl Kernel {
             shut_rd: false,
             shut_wr: false,
             opts: BTreeMap::new(),
+            arrivals: 0,
         }
     }
 
@@ -580,6 +584,7 @@ impl Kernel {
             .map_err(|e| if e.0 == libc::EEXIST { Errno(libc::EADDRINUSE) } else { e })?;
         self.changed(m, &guest);
         self.changed_entry(m, &guest);
+        self.fsnotify_create(&guest);
         Ok(guest)
     }
 
@@ -697,6 +702,7 @@ impl Kernel {
             let mut t = target.borrow_mut();
             if let Some(q) = t.queue.as_mut() {
                 q.push_back(Rc::new(RefCell::new(server)));
+                t.arrivals += 1;
             }
             t.id
         };
@@ -993,6 +999,7 @@ impl Kernel {
                     let src = in_family(t.domain, &source_addr(&src, t.local.as_deref().unwrap_or(&src)));
                     let anc = unix.then(|| Anc { end: 0, cred, files });
                     t.inbox.push_back((src, data.to_vec(), anc));
+                    t.arrivals += 1;
                     t.id
                 };
                 self.io_ready(key);

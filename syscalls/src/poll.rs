@@ -11,9 +11,23 @@
 //! restarted: [`crate::signal`]); the signal masks of `ppoll`, `pselect6` and `epoll_pwait` are
 //! installed for the call's duration ([`Kernel::call_mask`]).
 //!
-//! epoll is level-triggered; `EPOLLET` is accepted and behaves as level-triggered (a program
-//! that reads until `EAGAIN`, as edge-triggered ones must, sees the same). `EPOLLONESHOT`
-//! disarms an entry once reported, until `EPOLL_CTL_MOD`. Ready entries are reported in
+//! epoll entries are level-triggered unless `EPOLLET`. Linux queues an edge-triggered entry
+//! when its file's wait queue is woken with an event the entry asks for (`ep_poll_callback`)
+//! and reports it once, if it is then ready; ferrite keeps counters of what would wake it
+//! (bytes written into a pipe or a socket's receiving side, connections queued, datagrams
+//! received, eventfd writes, timer expiries — the `EPOLLIN` side; reads that make room — the
+//! `EPOLLOUT` side, for a pipe only reads from a full pipe as Linux's `pipe_read`, for a socket
+//! every read as `unix_write_space`; an end of file or hang-up for both) and reports an
+//! edge-triggered entry when the counters of a side it asks for moved since it was last
+//! reported ([`Interest::due`]). A signalfd, or an epoll set inside a set, has no such counter:
+//! any change of any descriptor counts, so it may be reported more often than on Linux, never
+//! less; so may a TCP socket's `EPOLLOUT` (Linux wakes a TCP writer only after it ran out of
+//! room). `EPOLLONESHOT` disarms an entry once reported, until `EPOLL_CTL_MOD`.
+//! `EPOLLEXCLUSIVE` is checked as Linux's `do_epoll_ctl` checks it (only with
+//! `EPOLL_CTL_ADD`, only with `EPOLLIN`/`OUT`/`ERR`/`HUP`/`ET`/`WAKEUP`, not on an epoll set,
+//! an exclusive entry cannot be modified: EINVAL); it does not limit how many waiters one
+//! event wakes (every set's waiters look again; the man page promises "one or more").
+//! `EPOLLWAKEUP` is dropped (it needs `CAP_BLOCK_SUSPEND`). Ready entries are reported in
 //! descriptor order (Linux: in the order they became ready); an entry goes when its open file
 //! description closes. Regular files cannot be added (`EPERM`), as on Linux.
 //!
@@ -51,6 +65,9 @@ pub struct EventFd {
     pub semaphore: bool,
     /// Its readiness key.
     pub id: u64,
+    /// Writes that raised the counter so far, and reads that lowered it: the edges of an
+    /// edge-triggered epoll entry watching it for reading and for writing.
+    pub edges: [u64; 2],
 }
 
 /// One descriptor in an epoll set.
@@ -58,10 +75,39 @@ pub struct EventFd {
 pub struct Interest {
     /// The events asked for (with `EPOLLONESHOT`...); 0 once a one-shot entry fired.
     pub events: u32,
+    /// `EPOLLET`: reported when its descriptor becomes ready, not while it stays ready.
+    pub et: bool,
+    /// For an edge-triggered entry, the descriptor's edge stamps ([`Watch::edges`]) when the
+    /// entry was last reported; `None` since `EPOLL_CTL_ADD`/`MOD` (then it is due if ready,
+    /// as Linux queues an entry that is ready when it is added or modified).
+    pub seen: Option<[u64; 2]>,
     /// The guest's data, returned with each event.
     pub data: u64,
     /// The open file description it watches: the entry goes when that closes.
     pub desc: Weak<RefCell<Description>>,
+}
+
+impl Interest {
+    /// The events to report for this entry if its descriptor is ready for `ready` with edge
+    /// stamps `edges`: `None` if it is not due. Level-triggered: whenever an asked-for event
+    /// (or `EPOLLERR`/`EPOLLHUP`) is ready. Edge-triggered, as Linux's `ep_poll_callback`
+    /// queues an entry only when its file is woken with an event the entry asks for: also only
+    /// if something happened on the side it watches since it was last reported (an arrival
+    /// for `EPOLLIN`, room made for `EPOLLOUT`; an end of file or hang-up counts for both).
+    pub(crate) fn due(&self, ready: u32, edges: [u64; 2]) -> Option<u32> {
+        let asked = self.events & !(EPOLLONESHOT | EPOLLET | EPOLLEXCLUSIVE | EPOLLWAKEUP);
+        let r = ready & (asked | POLLERR | POLLHUP);
+        if r == 0 || asked == 0 {
+            return None;
+        }
+        if !self.et {
+            return Some(r);
+        }
+        let Some(seen) = self.seen else { return Some(r) };
+        let input = asked & (POLLIN | POLLRDNORM | POLLPRI | POLLRDHUP) != 0 && edges[0] != seen[0];
+        let output = asked & (POLLOUT | POLLWRNORM) != 0 && edges[1] != seen[1];
+        (input || output || (edges != seen && r & (POLLERR | POLLHUP) != 0)).then_some(r)
+    }
 }
 
 /// An epoll set.
@@ -83,6 +129,18 @@ pub(crate) struct Watch {
     pub wake: Option<u64>,
     /// The virtual time readiness is computed at.
     pub now: u64,
+    /// What has happened to the objects looked at, for edge-triggered epoll: counters that
+    /// move when something arrives for reading (`[0]`: bytes written into a pipe, a
+    /// connection queued, a datagram received, an eventfd raised, a timer expiry, an end of
+    /// file or hang-up) and when room is made for writing (`[1]`: bytes taken, an eventfd
+    /// lowered, the reading end gone), summed over what [`Kernel::readiness`] looked at.
+    pub edges: [u64; 2],
+}
+
+/// A count that changes when `closed` becomes true (an end of file, a hang-up): an edge like
+/// an arrival.
+fn stamp(count: u64, closed: bool) -> u64 {
+    count.wrapping_add(u64::from(closed) << 48)
 }
 
 /// A timerfd: its next expiry and period on the virtual clock.
@@ -96,6 +154,8 @@ pub struct TimerFd {
     pub realtime: bool,
     /// Its readiness key.
     pub id: u64,
+    /// Expirations read so far (with those pending, an edge-triggered entry's stamp).
+    pub read: u64,
 }
 
 impl TimerFd {
@@ -143,6 +203,7 @@ impl Kernel {
             Kind::PipeRead(p) => {
                 let p = p.borrow();
                 w.keys.push(p.id);
+                w.edges[0] = w.edges[0].wrapping_add(stamp(p.puts, p.writers == 0));
                 let mut r = if p.buf.is_empty() { 0 } else { POLLIN | POLLRDNORM };
                 if p.writers == 0 {
                     r |= POLLHUP;
@@ -153,12 +214,15 @@ impl Kernel {
             Kind::PipeRdWr(p) => {
                 let p = p.borrow();
                 w.keys.push(p.id);
+                w.edges[0] = w.edges[0].wrapping_add(p.puts);
+                w.edges[1] = w.edges[1].wrapping_add(p.full_takes);
                 (if p.buf.is_empty() { 0 } else { POLLIN | POLLRDNORM })
                     | if p.room() > 0 { POLLOUT | POLLWRNORM } else { 0 }
             }
             Kind::PipeWrite(p) => {
                 let p = p.borrow();
                 w.keys.push(p.id);
+                w.edges[1] = w.edges[1].wrapping_add(stamp(p.full_takes, p.readers == 0));
                 if p.readers == 0 {
                     POLLOUT | POLLWRNORM | POLLERR
                 } else if p.room() > 0 {
@@ -170,6 +234,8 @@ impl Kernel {
             Kind::Socket(s) => {
                 let s = s.borrow();
                 w.keys.push(s.id);
+                w.edges[0] = w.edges[0].wrapping_add(stamp(s.arrivals, s.shut_rd));
+                w.edges[1] = w.edges[1].wrapping_add(stamp(0, s.shut_wr));
                 if let Some(q) = &s.queue {
                     return if q.is_empty() { 0 } else { POLLIN | POLLRDNORM };
                 }
@@ -183,6 +249,8 @@ impl Kernel {
                 let (rx, tx) = (rx.borrow(), tx.borrow());
                 w.keys.push(rx.id);
                 w.keys.push(tx.id);
+                w.edges[0] = w.edges[0].wrapping_add(stamp(rx.puts, rx.writers == 0));
+                w.edges[1] = w.edges[1].wrapping_add(stamp(tx.takes, tx.readers == 0));
                 let mut r = 0;
                 let eof = rx.writers == 0 || s.shut_rd;
                 if !rx.is_empty() || eof {
@@ -206,6 +274,7 @@ impl Kernel {
             Kind::TimerFd(t) => {
                 let t = t.borrow();
                 w.keys.push(t.id);
+                w.edges[0] = w.edges[0].wrapping_add(t.read + t.ticks(w.now));
                 if let Some(next) = t.next {
                     if next <= w.now {
                         return POLLIN | POLLRDNORM;
@@ -216,6 +285,9 @@ impl Kernel {
             }
             Kind::SignalFd(s) => {
                 w.keys.push(crate::signalfd::key(self.pid));
+                // No count of signals sent: every look is an edge (reported more often than
+                // Linux would, never less).
+                w.edges[0] = w.edges[0].wrapping_add(self.io_epoch);
                 if self.signalfd_ready(s.borrow().mask) {
                     POLLIN | POLLRDNORM
                 } else {
@@ -225,6 +297,8 @@ impl Kernel {
             Kind::EventFd(e) => {
                 let e = e.borrow();
                 w.keys.push(e.id);
+                w.edges[0] = w.edges[0].wrapping_add(e.edges[0]);
+                w.edges[1] = w.edges[1].wrapping_add(e.edges[1]);
                 let mut r = 0;
                 if e.count > 0 {
                     r |= POLLIN | POLLRDNORM;
@@ -237,6 +311,8 @@ impl Kernel {
             Kind::Epoll(ep) => {
                 let ep = ep.borrow();
                 w.keys.push(ep.id);
+                // A set inside a set: any change is an edge (more often than Linux, never less).
+                w.edges[0] = w.edges[0].wrapping_add(self.io_epoch);
                 // A set inside a set (or in poll) is readable when an entry is ready; deeper
                 // nesting is not looked into.
                 if depth > 0 {
@@ -244,7 +320,12 @@ impl Kernel {
                 }
                 let ready = ep.interest.values().any(|i| {
                     i.desc.upgrade().is_some_and(|d| {
-                        self.readiness(&d.borrow(), w, depth + 1) & (i.events | POLLERR | POLLHUP) != 0 && i.events != 0
+                        let before = w.edges;
+                        w.edges = [0, 0];
+                        let r = self.readiness(&d.borrow(), w, depth + 1);
+                        let due = i.due(r, w.edges);
+                        w.edges = before;
+                        due.is_some()
                     })
                 });
                 if ready {
@@ -253,9 +334,26 @@ impl Kernel {
                     0
                 }
             }
+            Kind::Inotify(i) => {
+                let i = i.borrow();
+                w.keys.push(i.id);
+                // Each event queued is an edge (its count only grows while nobody reads).
+                w.edges[0] = w.edges[0].wrapping_add(self.io_epoch);
+                if i.queue.is_empty() {
+                    0
+                } else {
+                    POLLIN | POLLRDNORM
+                }
+            }
             Kind::Stdin => POLLIN | POLLRDNORM,
             Kind::Stdout | Kind::Stderr => POLLOUT | POLLWRNORM,
-            Kind::File { .. } | Kind::Dir { .. } | Kind::Virtual { .. } | Kind::Null | Kind::Zero | Kind::Urandom => rw,
+            Kind::File { .. }
+            | Kind::Dir { .. }
+            | Kind::Virtual { .. }
+            | Kind::Comm { .. }
+            | Kind::Null
+            | Kind::Zero
+            | Kind::Urandom => rw,
         }
     }
 
@@ -372,7 +470,12 @@ impl Kernel {
         if flags & !(libc::EFD_SEMAPHORE | libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) != 0 {
             return err(libc::EINVAL);
         }
-        let e = EventFd { count: u64::from(init), semaphore: flags & libc::EFD_SEMAPHORE != 0, id: self.net.key() };
+        let e = EventFd {
+            count: u64::from(init),
+            semaphore: flags & libc::EFD_SEMAPHORE != 0,
+            id: self.net.key(),
+            edges: [0, 0],
+        };
         let fl = libc::O_RDWR | if flags & libc::EFD_NONBLOCK != 0 { libc::O_NONBLOCK } else { 0 };
         let d = Description {
             kind: Kind::EventFd(Rc::new(RefCell::new(e))),
@@ -402,6 +505,7 @@ impl Kernel {
         }
         let v = if b.semaphore { 1 } else { b.count };
         b.count -= v;
+        b.edges[1] += 1;
         let id = b.id;
         drop(b);
         self.io_ready(id);
@@ -426,6 +530,7 @@ impl Kernel {
             return self.would_block(&[id]);
         }
         b.count += v;
+        b.edges[0] += 1;
         let id = b.id;
         drop(b);
         self.io_ready(id);
@@ -439,7 +544,8 @@ impl Kernel {
         if flags & !(libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) != 0 {
             return err(libc::EINVAL);
         }
-        let t = TimerFd { next: None, interval: 0, realtime: clock == libc::CLOCK_REALTIME, id: self.net.key() };
+        let t =
+            TimerFd { next: None, interval: 0, realtime: clock == libc::CLOCK_REALTIME, id: self.net.key(), read: 0 };
         let fl = libc::O_RDWR | if flags & libc::TFD_NONBLOCK != 0 { libc::O_NONBLOCK } else { 0 };
         let d = Description {
             kind: Kind::TimerFd(Rc::new(RefCell::new(t))),
@@ -485,6 +591,9 @@ impl Kernel {
             Self::write_itimerspec(m, old, Self::timer_value(&t.borrow(), now))?;
         }
         let mut b = t.borrow_mut();
+        // Expirations not read are discarded, as Linux's `timerfd_setup` does: counted as read,
+        // so the edge stamp never goes back.
+        b.read += b.ticks(now);
         b.interval = interval;
         b.next = match value {
             0 => None,
@@ -532,6 +641,7 @@ impl Kernel {
             (Some(n), i) if i > 0 => Some(n + ticks * i),
             _ => None,
         };
+        b.read += ticks;
         Ok(ticks.to_le_bytes().to_vec())
     }
 
@@ -566,25 +676,43 @@ impl Kernel {
             return err(libc::EPERM);
         }
         let read_event = |m: &Machine| -> Result<(u32, u64), Errno> { Ok((m.read_u32(ev)?, m.read_u64(ev + 4)?)) };
+        // Linux's do_epoll_ctl: EPOLLEXCLUSIVE only when adding, only with these events, and
+        // never on an epoll set (EINVAL).
+        const EXCLUSIVE_OK: u32 = POLLIN | POLLOUT | POLLERR | POLLHUP | EPOLLWAKEUP | EPOLLET | EPOLLEXCLUSIVE;
+        let is_epoll = matches!(&target.borrow().kind, Kind::Epoll(_));
         let mut set = ep.borrow_mut();
         let live = set.interest.get(&fd).is_some_and(|i| i.desc.upgrade().is_some_and(|d| Rc::ptr_eq(&d, &target)));
         match op {
             libc::EPOLL_CTL_ADD => {
+                let (events, data) = read_event(m)?;
+                if events & EPOLLEXCLUSIVE != 0 && (is_epoll || events & !EXCLUSIVE_OK != 0) {
+                    return err(libc::EINVAL);
+                }
                 if live {
                     return err(libc::EEXIST);
                 }
-                let (events, data) = read_event(m)?;
-                let events = events & !(EPOLLET | EPOLLEXCLUSIVE | EPOLLWAKEUP);
-                set.interest.insert(fd, Interest { events, data, desc: Rc::downgrade(&target) });
+                // EPOLLWAKEUP needs CAP_BLOCK_SUSPEND, which the guest lacks: dropped silently.
+                let events = events & !EPOLLWAKEUP;
+                let et = events & EPOLLET != 0;
+                set.interest.insert(fd, Interest { events, et, seen: None, data, desc: Rc::downgrade(&target) });
             }
             libc::EPOLL_CTL_MOD => {
+                let (events, data) = read_event(m)?;
+                if events & EPOLLEXCLUSIVE != 0 {
+                    return err(libc::EINVAL);
+                }
                 if !live {
                     return err(libc::ENOENT);
                 }
-                let (events, data) = read_event(m)?;
-                let events = events & !(EPOLLET | EPOLLEXCLUSIVE | EPOLLWAKEUP);
+                let events = events & !EPOLLWAKEUP;
                 if let Some(i) = set.interest.get_mut(&fd) {
+                    // An exclusive entry cannot be modified.
+                    if i.events & EPOLLEXCLUSIVE != 0 {
+                        return err(libc::EINVAL);
+                    }
                     i.events = events;
+                    i.et = events & EPOLLET != 0;
+                    i.seen = None;
                     i.data = data;
                 }
             }
@@ -622,13 +750,17 @@ impl Kernel {
             set.interest.retain(|_, i| i.desc.strong_count() > 0);
             for i in set.interest.values_mut() {
                 let Some(d) = i.desc.upgrade() else { continue };
-                let r = self.readiness(&d.borrow(), &mut w, 1) & (i.events | POLLERR | POLLHUP);
-                if r == 0 || i.events & !EPOLLONESHOT == 0 || events.len() >= max as usize {
+                w.edges = [0, 0];
+                let ready = self.readiness(&d.borrow(), &mut w, 1);
+                let Some(r) = i.due(ready, w.edges) else { continue };
+                if events.len() >= max as usize {
                     continue;
                 }
                 events.push((r, i.data));
+                i.seen = Some(w.edges);
                 if i.events & EPOLLONESHOT != 0 {
-                    i.events = 0;
+                    // Disarmed until EPOLL_CTL_MOD (Linux keeps only its private bits).
+                    i.events &= EPOLLONESHOT | EPOLLET | EPOLLEXCLUSIVE;
                 }
             }
         }

@@ -363,22 +363,22 @@ impl Kernel {
     fn rlimit(&self, res: u64) -> Option<(u64, u64)> {
         const INF: u64 = u64::MAX;
         Some(match res {
-            0 => (INF, INF),                                 // CPU
-            1 => (INF, INF),                                 // FSIZE
-            2 => (INF, INF),                                 // DATA
-            3 => (STACK_LIMIT, INF),                         // STACK
-            4 => (0, INF),                                   // CORE
-            5 => (INF, INF),                                 // RSS
-            6 => (63_704, 63_704),                           // NPROC
-            7 => (self.fds.limit as u64, 4096),              // NOFILE
-            8 => (8 << 20, 8 << 20),                         // MEMLOCK
-            9 => (self.cfg.max_memory, self.cfg.max_memory), // AS
-            10 => (INF, INF),                                // LOCKS
-            11 => self.proc.sigpending_limit,                // SIGPENDING
-            12 => (819_200, 819_200),                        // MSGQUEUE
-            13 => (0, 0),                                    // NICE
-            14 => (0, 0),                                    // RTPRIO
-            15 => (INF, INF),                                // RTTIME
+            0 => (INF, INF),                                    // CPU
+            1 => (INF, INF),                                    // FSIZE
+            2 => (INF, INF),                                    // DATA
+            3 => (STACK_LIMIT, INF),                            // STACK
+            4 => (0, INF),                                      // CORE
+            5 => (INF, INF),                                    // RSS
+            6 => (63_704, 63_704),                              // NPROC
+            7 => (self.fds.limit as u64, self.fds.hard as u64), // NOFILE
+            8 => (8 << 20, 8 << 20),                            // MEMLOCK
+            9 => (self.cfg.max_memory, self.cfg.max_memory),    // AS
+            10 => (INF, INF),                                   // LOCKS
+            11 => self.proc.sigpending_limit,                   // SIGPENDING
+            12 => (819_200, 819_200),                           // MSGQUEUE
+            13 => (0, 0),                                       // NICE
+            14 => (0, 0),                                       // RTPRIO
+            15 => (INF, INF),                                   // RTTIME
             _ => return None,
         })
     }
@@ -405,11 +405,17 @@ impl Kernel {
                 self.proc.sigpending_limit = (c, h);
             }
             if res == 7 {
-                let c = m.read_u64(new)?;
-                if c > 4096 {
+                // As Linux's do_prlimit: soft above hard EINVAL; a hard limit above the one
+                // in force (or above `nr_open`, here the same) needs CAP_SYS_RESOURCE: EPERM.
+                let (c, h) = (m.read_u64(new)?, m.read_u64(new + 8)?);
+                if c > h {
+                    return err(libc::EINVAL);
+                }
+                if h > self.fds.hard as u64 {
                     return err(libc::EPERM);
                 }
                 self.fds.limit = c as i32;
+                self.fds.hard = h as i32;
             }
         }
         if old != 0 {
@@ -585,8 +591,21 @@ impl Kernel {
                 m.write(arg2, &comm, false)?;
                 Ok(0)
             }
-            // PR_SET_VMA, PR_SET_DUMPABLE, PR_GET_DUMPABLE
-            0x53564d41 | 4 | 3 => Ok(0),
+            // PR_GET_DUMPABLE: 1 for an ordinary process (Linux's SUID_DUMP_USER, set at
+            // execve), unless PR_SET_DUMPABLE changed it.
+            libc::PR_GET_DUMPABLE => Ok(u64::from(self.procs.get(&self.pid).map_or(1, |p| p.dumpable))),
+            // PR_SET_DUMPABLE: SUID_DUMP_DISABLE (0) or SUID_DUMP_USER (1), else EINVAL.
+            libc::PR_SET_DUMPABLE => {
+                if arg2 > 1 {
+                    return err(libc::EINVAL);
+                }
+                if let Some(p) = self.procs.get_mut(&self.pid) {
+                    p.dumpable = arg2 as u8;
+                }
+                Ok(0)
+            }
+            // PR_SET_VMA: accepted, no effect (it names anonymous memory for /proc/PID/maps).
+            0x53564d41 => Ok(0),
             _ => err(libc::EINVAL),
         }
     }

@@ -105,12 +105,15 @@ pub(crate) struct Proc {
     /// the space lives: private futexes are keyed by it ([`Kernel::futex_key`]), so waiters in a
     /// space whose owner ends are still found by the processes left in it.
     pub(crate) space_id: u32,
+    /// `PR_GET_DUMPABLE`: 1 (`SUID_DUMP_USER`) for an ordinary process, as Linux sets it at
+    /// `execve`; `PR_SET_DUMPABLE` may make it 0. A child inherits it.
+    pub(crate) dumpable: u8,
 }
 
 impl Proc {
     /// The first process: its own group and session leader, parent 1.
     pub(crate) fn first() -> Proc {
-        Proc { ppid: 1, pgid: PID, sid: PID, ended: None, saved: None, space: PID, space_id: 1 }
+        Proc { ppid: 1, pgid: PID, sid: PID, ended: None, saved: None, space: PID, space_id: 1, dumpable: 1 }
     }
 
     /// A copy of a process without its saved state (a snapshot's copy fills it in).
@@ -123,6 +126,7 @@ impl Proc {
             saved: None,
             space: self.space,
             space_id: self.space_id,
+            dumpable: self.dumpable,
         }
     }
 }
@@ -243,7 +247,7 @@ impl Kernel {
         let saved = Saved {
             space: space.map(|s| (s, self.mm.clone())),
             layout: None,
-            fds: FdTable { fds: self.fds.fds.clone(), limit: self.fds.limit },
+            fds: FdTable { fds: self.fds.fds.clone(), limit: self.fds.limit, hard: self.fds.hard },
             cwd: self.proc.cwd.clone(),
             umask: self.proc.umask,
             sigactions,
@@ -253,9 +257,10 @@ impl Kernel {
         };
         let in_space = if shares { self.space_pid } else { child };
         let space_id = if shares { self.space_id() } else { self.new_space_id() };
+        let dumpable = self.procs.get(&self.pid).map_or(1, |p| p.dumpable);
         self.procs.insert(
             child,
-            Proc { ppid: self.pid, pgid, sid, ended: None, saved: Some(saved), space: in_space, space_id },
+            Proc { ppid: self.pid, pgid, sid, ended: None, saved: Some(saved), space: in_space, space_id, dumpable },
         );
         // The fork orders everything the parent did before it before everything the child does.
         self.created.push((child, 0));

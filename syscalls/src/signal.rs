@@ -649,7 +649,7 @@ impl Kernel {
 
     /// The main thread of process `pid` (its pid), or its lowest-numbered thread if the main
     /// one has ended (or a thread other than the main one exec'ed).
-    fn main_thread(&self, pid: u32) -> u32 {
+    pub(crate) fn main_thread(&self, pid: u32) -> u32 {
         if self.threads.get(&pid).is_some_and(|t| t.pid == pid) {
             return pid;
         }

@@ -147,6 +147,8 @@ impl Kernel {
             timers: self.timers.clone(),
             listen: None,
             host_signals: self.host_signals,
+            io_epoch: self.io_epoch,
+            inotify: crate::inotify::Registry { instances: Vec::new(), cookie: self.inotify.cookie },
         })
     }
 
@@ -225,6 +227,7 @@ impl Copier {
             shut_rd: o.shut_rd,
             shut_wr: o.shut_wr,
             opts: o.opts.clone(),
+            arrivals: o.arrivals,
         }));
         self.socks.push((key, c.clone()));
         let conn = o.conn.as_ref().map(|(rx, tx)| (self.pipe(rx), self.pipe(tx)));
@@ -254,7 +257,7 @@ impl Copier {
                         .upgrade()
                         .and_then(|d| self.copies.iter().find(|(k, _)| *k == Rc::as_ptr(&d)))
                         .map_or_else(Weak::new, |(_, c)| Rc::downgrade(c));
-                    (fd, Interest { events: i.events, data: i.data, desc })
+                    (fd, Interest { events: i.events, et: i.et, seen: i.seen, data: i.data, desc })
                 })
                 .collect();
             copy.borrow_mut().interest = interest;
@@ -289,6 +292,7 @@ impl Copier {
                         Kind::Zero => Kind::Zero,
                         Kind::Urandom => Kind::Urandom,
                         Kind::Virtual { data, pos } => Kind::Virtual { data: data.clone(), pos: *pos },
+                        Kind::Comm { tid, pos } => Kind::Comm { tid: *tid, pos: *pos },
                         Kind::File { file, host, pm } if files => Kind::File {
                             file: reopen(file).ok_or("a host file the guest holds open cannot be opened again")?,
                             host: host.clone(),
@@ -316,9 +320,14 @@ impl Copier {
                         | Kind::PipeRdWr(_) => return Err("the guest holds a host file, directory or pipe open"),
                         // A recovery's copy: restored on other crash images' files, it keeps
                         // to the plain descriptors.
-                        Kind::Socket(_) | Kind::EventFd(_) | Kind::Epoll(_) | Kind::TimerFd(_) | Kind::SignalFd(_) => {
-                            return Err("the guest holds a socket, eventfd, epoll set, timerfd or signalfd open")
-                        }
+                        Kind::Socket(_)
+                        | Kind::EventFd(_)
+                        | Kind::Epoll(_)
+                        | Kind::TimerFd(_)
+                        | Kind::SignalFd(_)
+                        | Kind::Inotify(_) => return Err(
+                            "the guest holds a socket, eventfd, epoll set, timerfd, signalfd or inotify instance open",
+                        ),
                     };
                     let c =
                         Rc::new(RefCell::new(Description { kind, guest_path: d.guest_path.clone(), flags: d.flags }));
@@ -328,7 +337,7 @@ impl Copier {
             };
             fds.insert(*n, Fd { desc, cloexec: fd.cloexec });
         }
-        Ok(FdTable { fds, limit: t.limit })
+        Ok(FdTable { fds, limit: t.limit, hard: t.hard })
     }
 }
 

@@ -346,6 +346,7 @@ impl Kernel {
     /// The object behind readiness key `key` changed (bytes arrived or left, a peer closed, a
     /// connection was queued): every thread blocked on it makes its call again.
     pub(crate) fn io_ready(&mut self, key: u64) {
+        self.io_epoch += 1;
         let Some(q) = self.waits.io.get(&key) else { return };
         // Cleared by set_wait as each leaves; a copy of the few ids, not of the index.
         let tids: Vec<u32> = q.clone();
@@ -358,6 +359,7 @@ impl Kernel {
     /// writer, a socket's peer), which only the descriptions' drops know. Every thread blocked
     /// on descriptors looks again; those whose call still cannot complete block again.
     pub(crate) fn io_ready_all(&mut self) {
+        self.io_epoch += 1;
         if self.waits.io.is_empty() {
             return;
         }

@@ -112,6 +112,10 @@ pub enum VirtualFile {
     Descriptor(i32),
     /// The region's `persistence_domain`: `memory_controller` (ADR) or `cpu_cache` (eADR).
     PersistenceDomain,
+    /// `/proc/self/comm` (the main thread's), `/proc/thread-self/comm` and
+    /// `/proc/self/task/TID/comm`: thread TID's name, `PR_SET_NAME`'s, read and written as
+    /// Linux's `comm_show`/`comm_write` ([`crate::fd::Kind::Comm`]).
+    Comm(u32),
 }
 
 /// The NVDIMM region the PM device appears as, and the link to it from the nd bus.
@@ -318,6 +322,24 @@ impl Kernel {
         };
         if let Some(v) = virt {
             return Ok(Target::Virtual(v));
+        }
+        // A thread's name: the process's own threads only (another's is not in /proc/self).
+        let thread = |tid: u32| self.threads.get(&tid).is_some_and(|t| t.pid == self.pid);
+        match guest {
+            "/proc/self/comm" => return Ok(Target::Virtual(VirtualFile::Comm(self.main_thread(self.pid)))),
+            "/proc/thread-self/comm" => return Ok(Target::Virtual(VirtualFile::Comm(self.current))),
+            "/proc/thread-self" | "/proc/self/task" => return Ok(Target::Virtual(VirtualFile::Dir)),
+            _ => {}
+        }
+        if let Some(rest) = guest.strip_prefix("/proc/self/task/") {
+            let (tid, file) = rest.split_once('/').unwrap_or((rest, ""));
+            let tid: u32 = tid.parse().map_err(|_| Errno(libc::ENOENT))?;
+            return match file {
+                _ if !thread(tid) => err(libc::ENOENT),
+                "" => Ok(Target::Virtual(VirtualFile::Dir)),
+                "comm" => Ok(Target::Virtual(VirtualFile::Comm(tid))),
+                _ => err(libc::ENOENT),
+            };
         }
         if let Some(n) = guest.strip_prefix("/proc/self/fd/") {
             let fd: i32 = n.parse().map_err(|_| Errno(libc::ENOENT))?;
