@@ -464,6 +464,7 @@ fn published_resize_and_split_races_are_found_by_targeted_exploration_and_valida
 ///   as publications, hold per field, and let only a store of a PM reference signal;
 /// - `pr_rootsplit`: a split publishes a new root, and every worker loads the root before a start
 ///   barrier: holding them there may release one privileged thread per run, not all of them.
+///
 /// Both races are found at their marked lines and confirmed by the guest's recovery (the source
 /// store of `pr_ntroot` is the helper's, called by the resize); the fixed twins, whose new
 /// nodes stay locked until the root is durable, are silent. Before these changes neither race
