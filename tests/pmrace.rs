@@ -457,6 +457,45 @@ fn published_resize_and_split_races_are_found_by_targeted_exploration_and_valida
     }
 }
 
+/// The shapes that hid PMRace's published races on the real P-CLHT and FAST_FAIR from the
+/// targeted exploration (docs/analyses/pmrace.md, "The real programs"), in guests written here:
+/// - `pr_ntroot`: the root is swapped by a non-inlined `movnti` + `mfence` helper that also stores
+///   every key and overflow link (P-CLHT's `movnt64`): the profile must take non-temporal stores
+///   as publications, hold per field, and let only a store of a PM reference signal;
+/// - `pr_rootsplit`: a split publishes a new root, and every worker loads the root before a start
+///   barrier: holding them there may release one privileged thread per run, not all of them.
+///
+/// Both races are found at their marked lines and confirmed by the guest's recovery (the source
+/// store of `pr_ntroot` is the helper's, called by the resize); the fixed twins, whose new
+/// nodes stay locked until the root is durable, are silent. Before these changes neither race
+/// was found (`--explore 16`, seed 0).
+#[test]
+fn root_publications_by_a_non_temporal_helper_and_behind_a_start_barrier_are_found() {
+    for name in ["pr_ntroot", "pr_rootsplit"] {
+        let (r, stderr) = targeted(name);
+        assert!(!stderr.contains("and 0 publication site(s)"), "{stderr}");
+        let f = assert_inconsistency(&r, name, "/* PR: side effect */");
+        let msg = get(&f, "message").as_str().unwrap_or_default();
+        assert!(msg.contains("; validated: "), "{name}: not confirmed by recovery:\n{}", pretty(&f));
+        let others: Vec<_> =
+            findings(&r).into_iter().filter(|f| !at(f, "source store", name, "/* PR: source store */")).collect();
+        assert!(others.is_empty(), "{name}: findings other than the published race:\n{others:#?}");
+        if name == "pr_ntroot" {
+            let source = get(&f, "locations")
+                .as_array()
+                .and_then(|l| l.iter().find(|l| l.get("role").and_then(Value::as_str) == Some("source store")))
+                .cloned()
+                .expect("a source store");
+            let caller = get(&source, "backtrace").as_array().and_then(|b| b.get(1)).cloned().unwrap_or_default();
+            assert_eq!(caller.get("function").and_then(Value::as_str), Some("resize"), "{}", pretty(&source));
+        }
+    }
+    for name in ["pr_ntroot_fixed", "pr_rootsplit_fixed"] {
+        let (r, _) = targeted(name);
+        assert_silent(&r);
+    }
+}
+
 /// Once the taint hook is in, it acts for the flushes, fences and locked instructions that had
 /// code hooks of their own (which it replaces: Unicorn walks every code hook for each
 /// instruction). A racy hash table whose readers load unpersisted buckets early, run with and

@@ -263,7 +263,7 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
         "a3e73b7f7e9f323216703695e8920509",
         &[
             "exit {\"code\":0}",
-            "pmrace/inter-thread-inconsistency x5: unpersisted load@pr_copy.c:51 durable side effect@pr_copy.c:52 source store@pr_copy.c:36 recovery read@pr_copy.c:63 | the load read PM bytes another thread stored that were not yet durable, and the thread then stored a value derived from them to PM: a crash after that store is durable and before the source is loses the cause but keeps its effect; a crash image where the side effect is durable and its source is not was captured; validated: recovery reads the inconsistent bytes before overwriting them",
+            "pmrace/inter-thread-inconsistency x5: unpersisted load@pr_copy.c:51 source store@pr_copy.c:36 durable side effect@pr_copy.c:52 recovery read@pr_copy.c:63 | the load read PM bytes another thread stored that were not yet durable, and the thread then stored a value derived from them to PM: a crash after that store is durable and before the source is loses the cause but keeps its effect; a crash image where the side effect is durable and its source is not was captured; validated: recovery reads the inconsistent bytes before overwriting them",
             "stat pmrace.candidate_loads=5",
             "stat pmrace.images=1",
             "stat pmrace.inter_candidates=1",
@@ -281,7 +281,7 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
         "1bee80bd144a06f81bfe90e9b0f8d086",
         &[
             "exit {\"code\":0}",
-            "discarded pmrace/inter-thread-inconsistency x5: unpersisted load@pr_recovery_rewrites.c:48 durable side effect@pr_recovery_rewrites.c:49 source store@pr_recovery_rewrites.c:33 | the load read PM bytes another thread stored that were not yet durable, and the thread then stored a value derived from them to PM: a crash after that store is durable and before the source is loses the cause but keeps its effect; a crash image where the side effect is durable and its source is not was captured; discarded: recovery overwrites all 8 inconsistent bytes before reading them",
+            "discarded pmrace/inter-thread-inconsistency x5: unpersisted load@pr_recovery_rewrites.c:48 source store@pr_recovery_rewrites.c:33 durable side effect@pr_recovery_rewrites.c:49 | the load read PM bytes another thread stored that were not yet durable, and the thread then stored a value derived from them to PM: a crash after that store is durable and before the source is loses the cause but keeps its effect; a crash image where the side effect is durable and its source is not was captured; discarded: recovery overwrites all 8 inconsistent bytes before reading them",
             "stat pmrace.candidate_loads=5",
             "stat pmrace.images=1",
             "stat pmrace.inter_candidates=1",

@@ -89,20 +89,42 @@ impl Profile {
     pub fn entries(&self) -> Vec<Entry> {
         let mut pubs: Vec<Entry> = Vec::new();
         for (&pc, words) in &self.publications {
-            let mut e = Entry { dev: *words.first().unwrap_or(&0), publication: true, ..Entry::default() };
-            e.stores.insert(pc);
+            // One entry per field the instruction publishes into: words whose loads share a PC
+            // are one field (a node's child slots, read by the same search loop); words read by
+            // different code are different fields (a table's root and a bucket's overflow link,
+            // both stored by one non-inlined store helper). Holding the readers of one field only
+            // does not hold a thread that reads the other under a lock the publisher then needs.
+            let mut fields: Vec<(Entry, bool)> = Vec::new();
             for w in words {
-                if let Some(x) = self.words.get(w) {
-                    e.loads.extend(x.loads.iter().copied());
-                    e.weight += x.weight;
+                let Some(x) = self.words.get(w) else { continue };
+                if x.loads.is_empty() {
+                    continue;
                 }
+                let mut e = Entry { dev: *w, publication: true, ..Entry::default() };
+                e.stores.insert(pc);
+                e.loads.extend(x.loads.iter().copied());
+                e.weight = x.weight;
+                let mut shared = self.shared.contains(w);
+                // Merge every field this word's loads overlap (transitively, by absorbing them).
+                let mut i = 0;
+                while i < fields.len() {
+                    if fields[i].0.loads.intersection(&e.loads).next().is_some() {
+                        let (f, s) = fields.swap_remove(i);
+                        e.loads.extend(f.loads);
+                        e.weight += f.weight;
+                        e.dev = e.dev.min(f.dev);
+                        shared |= s;
+                        i = 0;
+                    } else {
+                        i += 1;
+                    }
+                }
+                fields.push((e, shared));
             }
             // Only a pointer another thread loaded can be read before it is durable.
-            if !e.loads.is_empty() && words.iter().any(|w| self.shared.contains(w)) {
-                pubs.push(e);
-            }
+            pubs.extend(fields.into_iter().filter(|(_, shared)| *shared).map(|(e, _)| e));
         }
-        pubs.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.stores.cmp(&b.stores)));
+        pubs.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.stores.cmp(&b.stores)).then(a.loads.cmp(&b.loads)));
         let mut out: Vec<Entry> = self
             .shared
             .iter()
@@ -179,6 +201,33 @@ impl AliasProfiler {
     }
 }
 
+impl AliasProfiler {
+    /// A PM store: its line's birth, and whether it publishes a fresh object.
+    fn birth_and_publication(&mut self, ev: &Event, own: bool) {
+        self.seq += 1;
+        let line = ev.dev & !63;
+        let b = self.born.entry(line).or_insert(Birth { seq: self.seq, tid: ev.tid, solo: true });
+        b.solo &= b.tid == ev.tid;
+        let field_born = b.seq;
+        if own && ev.size == 8 && ev.new != 0 {
+            // A pointer to an object younger than the field it is stored in, that only the
+            // storing thread has written so far: a publication.
+            if let Some(t) = self.target(ev) {
+                let o = self.born[&t];
+                if t != line && o.seq > field_born && o.tid == ev.tid && o.solo {
+                    self.profile.borrow_mut().publications.entry(ev.pc).or_default().insert(ev.dev & !7);
+                }
+            }
+        }
+    }
+
+    /// A non-temporal PM store: a birth or a publication, never an alias-pair endpoint.
+    fn nt_store(&mut self, ev: &Event) {
+        let own = !self.code.is_library(ev.pc);
+        self.birth_and_publication(ev, own);
+    }
+}
+
 impl Analysis for AliasProfiler {
     fn name(&self) -> &'static str {
         "alias-profile"
@@ -202,27 +251,18 @@ impl Analysis for AliasProfiler {
                 false
             }
             EventKind::Store | EventKind::RmwStore => true,
-            // Non-temporal stores are no sync-point partners (PMRace drops them).
+            // Non-temporal stores are no sync-point partners (PMRace drops them), but they do
+            // create objects and publish them (P-CLHT's resize swaps its root with `movnti`).
+            EventKind::NtStore => {
+                self.nt_store(ev);
+                return;
+            }
             _ => return,
         };
         let own = !self.code.is_library(ev.pc);
         let word = ev.dev & !7;
         if write {
-            self.seq += 1;
-            let line = ev.dev & !63;
-            let b = self.born.entry(line).or_insert(Birth { seq: self.seq, tid: ev.tid, solo: true });
-            b.solo &= b.tid == ev.tid;
-            let field_born = b.seq;
-            if own && ev.size == 8 && ev.new != 0 {
-                // A pointer to an object younger than the field it is stored in, that only the
-                // storing thread has written so far: a publication.
-                if let Some(t) = self.target(ev) {
-                    let o = self.born[&t];
-                    if t != line && o.seq > field_born && o.tid == ev.tid && o.solo {
-                        self.profile.borrow_mut().publications.entry(ev.pc).or_default().insert(word);
-                    }
-                }
-            }
+            self.birth_and_publication(ev, own);
         }
         let mut p = self.profile.borrow_mut();
         if let Some(prev) = self.last.get(&word).copied() {

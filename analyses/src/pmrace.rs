@@ -732,9 +732,13 @@ impl Analysis for Pmrace {
             let message = format!(
                 "the load read PM bytes {whose} stored that were not yet durable, and the thread then stored {flow} to PM: a crash after that store is durable and before the source is loses the cause but keeps its effect{window}"
             );
-            let mut locations =
-                vec![RawLocation { role: "unpersisted load", pc: c.load.pc, stack: c.load.stack, tid: c.load.tid }];
-            // The side-effect stores by address, so that runs that reach the same ones agree.
+            // The load and the source store identify the finding (its key locations); the
+            // side-effect stores are listed, by address, so that runs that reach the same ones
+            // agree.
+            let mut locations = vec![
+                RawLocation { role: "unpersisted load", pc: c.load.pc, stack: c.load.stack, tid: c.load.tid },
+                RawLocation { role: "source store", pc: c.store.pc, stack: c.store.stack, tid: c.store.tid },
+            ];
             let mut sides: Vec<Site> = incs.iter().map(|&i| self.inconsistencies[i].side).collect();
             sides.sort_by_key(|s| s.pc);
             for side in sides.iter().take(MAX_SIDE_LOCATIONS) {
@@ -745,20 +749,15 @@ impl Analysis for Pmrace {
                     tid: side.tid,
                 });
             }
-            locations.push(RawLocation {
-                role: "source store",
-                pc: c.store.pc,
-                stack: c.store.stack,
-                tid: c.store.tid,
-            });
+            let occurrences = incs.iter().map(|&i| self.inconsistencies[i].count).sum();
             out.push(RawFinding {
                 analysis: "pmrace",
                 kind: if c.inter { "inter-thread-inconsistency" } else { "intra-thread-inconsistency" },
                 message,
-                occurrences: incs.iter().map(|&i| self.inconsistencies[i].count).sum(),
+                occurrences,
+                group: Some(by_sites(&locations, occurrences)),
                 locations,
                 validation,
-                group: None,
             });
         }
         for f in &self.sync_findings {
@@ -768,6 +767,15 @@ impl Analysis for Pmrace {
             }
             let v = &self.sync_vars[&f.dev];
             self.counts.sync_inconsistencies += 1;
+            let locations = vec![
+                RawLocation { role: "acquire", pc: f.acquire.pc, stack: f.acquire.stack, tid: f.acquire.tid },
+                RawLocation {
+                    role: "persisted while held",
+                    pc: f.persisted_at.pc,
+                    stack: f.persisted_at.stack,
+                    tid: f.persisted_at.tid,
+                },
+            ];
             out.push(RawFinding {
                 analysis: "pmrace",
                 kind: "sync-inconsistency",
@@ -776,17 +784,9 @@ impl Analysis for Pmrace {
                     v.size, v.init
                 ),
                 occurrences: f.count,
-                locations: vec![
-                    RawLocation { role: "acquire", pc: f.acquire.pc, stack: f.acquire.stack, tid: f.acquire.tid },
-                    RawLocation {
-                        role: "persisted while held",
-                        pc: f.persisted_at.pc,
-                        stack: f.persisted_at.stack,
-                        tid: f.persisted_at.tid,
-                    },
-                ],
+                group: Some(by_sites(&locations, f.count)),
+                locations,
                 validation: f.validation.clone(),
-                group: None,
             });
         }
         out
@@ -821,6 +821,18 @@ const DEFAULT_ALLOW: &[&str] = &[
     "pmemobj_tx_wcsdup",
 ];
 
+/// A finding grouped by its first two locations' sites (the load and the source store; the
+/// acquire and the persist): the runs of an exploration reach one inconsistency through many call
+/// paths, which are kept as its stack combinations ([`crate::group`]) instead of becoming
+/// findings of their own. One run gives each finding one combination.
+fn by_sites(locations: &[RawLocation], occurrences: u64) -> crate::group::RawGroup {
+    crate::group::RawGroup {
+        class: "",
+        key_locations: 2,
+        stored: None,
+        variants: vec![(locations.to_vec(), occurrences)],
+    }
+}
 /// Whether a finding's backtraces pass through an allowed function or `file:line`: a known
 /// false positive, left out before validation ([`crate::PassInfo::known_benign`]).
 pub fn known_benign(f: &Finding, settings: &Settings) -> bool {

@@ -395,7 +395,10 @@ impl Machine {
                 timer_at: u64::MAX,
                 hold: None,
                 hold_signalled: false,
+                hold_signals: 0,
+                hold_rearm_at: 0,
                 hold_bypass: Vec::new(),
+                hold_pass: Vec::new(),
                 held: 0,
                 delays: None,
                 dirty: Vec::new(),
@@ -691,10 +694,17 @@ impl Machine {
         for id in std::mem::take(&mut self.uc.get_data_mut().code.special_hooks) {
             let _ = self.uc.remove_hook(id);
         }
-        let _ = self.uc.add_mem_hook(HookType::MEM_READ | HookType::MEM_WRITE, 1, 0, |uc, t, addr, size, _v| {
-            let addr = uc.get_data().phys.va(addr);
-            if let Some(taint) = uc.get_data_mut().obs.taint.as_deref_mut() {
-                taint.access(addr, size, t == MemType::WRITE);
+        let _ = self.uc.add_mem_hook(HookType::MEM_READ | HookType::MEM_WRITE, 1, 0, |uc, t, pa, size, v| {
+            let addr = uc.get_data().phys.va(pa);
+            let Some(taint) = uc.get_data_mut().obs.taint.as_deref_mut() else { return true };
+            if taint.access(addr, size, t == MemType::WRITE) && size <= 8 {
+                // A compare-exchange's write: whether it failed (Unicorn writes a failed one's
+                // unchanged value back, after this hook) decides where its taint goes.
+                let mut old = [0u8; 8];
+                let failed = uc.mem_read(pa, &mut old[..size]).is_ok() && old[..size] == v.to_le_bytes()[..size];
+                if let Some(taint) = uc.get_data_mut().obs.taint.as_deref_mut() {
+                    taint.cmpxchg_outcome(failed);
+                }
             }
             true
         });

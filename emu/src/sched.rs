@@ -89,6 +89,12 @@ impl Hold {
     }
 }
 
+/// Signals a publication hold gives in one run, at most: after each (once its writer's wait is
+/// over) it holds readers again, because one publishing instruction can publish several kinds of
+/// object (a non-inlined store helper; an insert that links a new node or stores a child
+/// offset), and the first publication the run meets need not be the one the readers race with.
+pub const PUBLICATION_SIGNALS: u32 = 16;
+
 /// Instructions the storing thread waits, after releasing the readers, before it may run on to
 /// its flush (PMRace's `writerWaiting`, as an instruction budget instead of a sleep).
 pub const WRITER_WAIT: u64 = 20_000;

@@ -15,8 +15,14 @@
 //! - data moves (`mov`, `movzx`/`movsx`, SSE moves, `push`/`pop`, string `movs`/`stos`/`lods`,
 //!   `xchg`) copy labels byte for byte, so a 16-byte `movdqu` through a DRAM buffer keeps each
 //!   byte's label; zero- and sign-extension fill the upper bytes with clean / the top byte's label;
-//! - everything else (arithmetic, logic, shuffles, `cmov`, `lea` over its address registers)
-//!   gives every destination byte the union of all source bytes;
+//! - `cmpxchg` with memory moves what it executes: on success the memory gets the new value's
+//!   labels (a store like a `mov`) and the accumulator keeps its own; on failure the
+//!   accumulator gets the memory's and nothing is stored (Unicorn calls a failed one's write
+//!   hook with the unchanged value; the machine's hook tells the engine which happened). The
+//!   compared values only decide which, like a branch: a lock's CAS loop over a lock word that
+//!   carries taint neither taints the word it takes nor is a tainted store when it fails;
+//! - everything else (arithmetic, logic, shuffles, `cmov`, `lea` over its address registers,
+//!   `xadd`, `cmpxchg16b`) gives every destination byte the union of all source bytes;
 //! - zeroing idioms (`xor r,r`, `pxor x,x`, ...), `cpuid`, `rdtsc`, `rdrand` and `syscall` make
 //!   their destinations clean, as do the kernel's writes to guest memory.
 //!
@@ -152,6 +158,11 @@ enum Kind {
     Mix,
     /// `xchg`: the two operands trade labels.
     Swap,
+    /// `cmpxchg` with a memory destination (`src[0]` the new value, `dst[0]` the accumulator
+    /// of the operand's size): when it succeeds the memory gets the new value's labels and the
+    /// accumulator keeps its own; when it fails the accumulator gets the memory's labels and
+    /// the memory is not written. The comparison only decides which (flags carry no taint).
+    CmpXchg,
 }
 
 /// What one instruction does to taint, from its static operands.
@@ -240,6 +251,9 @@ pub struct Taint {
     writes: Vec<Access>,
     /// Source labels put on bytes the pending instruction loads: (addr, size, label).
     sources: Vec<(u64, u32, Label)>,
+    /// Whether the pending compare-exchange failed (its write left memory as it was), as the
+    /// machine's memory hook saw it ([`Taint::access`], [`Taint::cmpxchg_outcome`]).
+    cas_failed: Option<bool>,
     /// Scratch for byte sequences.
     bytes: Vec<Label>,
     out: Vec<TaintedWrite>,
@@ -297,6 +311,7 @@ impl Taint {
             reads: Vec::with_capacity(64),
             writes: Vec::with_capacity(64),
             sources: Vec::with_capacity(8),
+            cas_failed: None,
             bytes: Vec::with_capacity(64),
             out: Vec::with_capacity(8),
         }
@@ -392,23 +407,35 @@ impl Taint {
         &self.out
     }
 
-    /// The instruction at `pc` accessed memory.
-    pub fn access(&mut self, addr: u64, size: usize, write: bool) {
-        if self.pending.is_none() || self.is_quiet() {
+    /// The instruction at `pc` accessed memory. Returns whether the access is a compare-exchange's
+    /// write, whose outcome the caller then gives ([`Taint::cmpxchg_outcome`]): Unicorn calls
+    /// the write hook of a failed `cmpxchg` too, with the unchanged value, before memory is
+    /// written, so the caller compares it with memory.
+    pub fn access(&mut self, addr: u64, size: usize, write: bool) -> bool {
+        let Some(pc) = self.pending else { return false };
+        if self.is_quiet() {
             // Nothing tainted: the access cannot move taint (a source load records itself).
-            return;
+            return false;
         }
         let a = Access { addr, size: size as u32 };
         if !write && self.sources.iter().any(|s| s.0 == addr) && self.reads.iter().any(|r| r.addr == addr) {
             // The source's own read, recorded by `source` (the machine's hooks may call either
             // first).
-            return;
+            return false;
         }
         if write {
             self.writes.push(a);
+            self.op(pc).is_some_and(|op| op.kind == Kind::CmpXchg)
         } else {
             self.reads.push(a);
+            false
         }
+    }
+
+    /// The pending compare-exchange's write leaves memory as it was (`failed`: the comparison
+    /// failed, or it stored the value already there) or changes it.
+    pub fn cmpxchg_outcome(&mut self, failed: bool) {
+        self.cas_failed = Some(failed);
     }
 
     /// The pending instruction's load of `[addr, addr+size)` is a source: its bytes carry `id`.
@@ -517,6 +544,7 @@ impl Taint {
 
     fn drop_pending(&mut self) {
         self.pending = None;
+        self.cas_failed = None;
         self.reads.clear();
         self.writes.clear();
         self.sources.clear();
@@ -663,7 +691,7 @@ impl Taint {
                     }
                 }
             }
-            Kind::Mix | Kind::Swap => {}
+            Kind::Mix | Kind::Swap | Kind::CmpXchg => {}
         }
         let n = bytes.len();
         let top = if op.kind == Kind::MoveSx { bytes.last().copied().unwrap_or(0) } else { 0 };
@@ -720,6 +748,53 @@ impl Taint {
                     let m = bytes.len();
                     self.write_slot(r, |i| if i < m { bytes[i] } else { 0 });
                     self.write_memory(|j, _| if j < r.len as usize { reg[j] } else { 0 }, address);
+                }
+            }
+            Kind::CmpXchg => {
+                // Without an outcome (no write seen, which Unicorn does not do) the conservative
+                // union of both outcomes.
+                let (new, acc) = (op.src[0], op.dst[0]);
+                let failed = self.cas_failed;
+                if failed != Some(false) {
+                    // The accumulator loads the memory operand (through its pointer).
+                    for k in 0..self.reads.len() {
+                        let a = self.reads[k];
+                        for b in 0..u64::from(a.size) {
+                            let l = self.read_label(a.addr + b);
+                            let l = self.sets.union(l, via);
+                            bytes.push(l);
+                        }
+                    }
+                    let old = self.slot_labels(acc);
+                    let m = bytes.len();
+                    let keep = failed.is_none();
+                    let mut ls = [0; 16];
+                    for (i, l) in ls.iter_mut().enumerate().take(acc.len as usize) {
+                        let b = if i < m { bytes[i] } else { 0 };
+                        *l = if keep { self.sets.union(b, old[i]) } else { b };
+                    }
+                    self.write_slot(acc, |i| ls[i]);
+                }
+                if failed != Some(true) {
+                    // The memory gets the new value: a store like a `mov` from the register.
+                    let reg = self.slot_labels(new);
+                    if failed.is_none() {
+                        // Or keeps its own bytes.
+                        let mut ls = [0; 16];
+                        let mut j = 0;
+                        for k in 0..self.writes.len() {
+                            let w = self.writes[k];
+                            for b in 0..u64::from(w.size) {
+                                if j < 16 {
+                                    ls[j] = self.sets.union(reg[j], self.mem_label(w.addr + b));
+                                }
+                                j += 1;
+                            }
+                        }
+                        self.write_memory(|j, _| if j < 16 { ls[j] } else { 0 }, address);
+                    } else {
+                        self.write_memory(|j, _| if j < new.len as usize { reg[j] } else { 0 }, address);
+                    }
                 }
             }
         }
@@ -892,6 +967,7 @@ impl Taint {
             "movsd" if !string => Kind::Move,
             "movsx" | "movsxd" => Kind::MoveSx,
             "xchg" => Kind::Swap,
+            "cmpxchg" if mem_ops == 1 => Kind::CmpXchg,
             _ if string => Kind::Move,
             "lea" => {
                 // The address is the value: its registers are data.
@@ -924,6 +1000,24 @@ impl Taint {
         }
         reg_dst.dedup();
         reg_src.dedup();
+        if op.kind == Kind::CmpXchg {
+            // The new value is the explicit register operand; the accumulator (rax's bytes of the
+            // operand's size) is implicit. `cmpxchg8b`/`cmpxchg16b` are other mnemonics (`Mix`).
+            let new = ops.iter().find_map(|o| match o.op_type {
+                X86OperandType::Reg(r) => slot(&name(r)).map(|mut s| {
+                    s.len = s.len.min(o.size.max(1));
+                    s
+                }),
+                _ => None,
+            });
+            match new {
+                Some(n) if n.reg < 16 => {
+                    reg_src = vec![n];
+                    reg_dst = vec![Slot { reg: 0, off: 0, len: n.len, zext_to: if n.len == 4 { 8 } else { 0 } }];
+                }
+                _ => op.kind = Kind::Mix,
+            }
+        }
         for (i, s) in reg_dst.iter().take(2).enumerate() {
             op.dst[i] = *s;
             op.ndst = i as u8 + 1;
@@ -990,6 +1084,57 @@ mod tests {
         t.access(addr, size, false);
         t.source(addr, size as u32, id);
         t.settle(true);
+    }
+
+    /// `lock cmpxchg [rdi], rdx` at `pc` over the 8 bytes at `addr` (their load the source
+    /// `id` unless 0), succeeding or failing as the machine's hook would tell.
+    fn cmpxchg(t: &mut Taint, pc: u64, addr: u64, id: u32, failed: bool) -> Vec<TaintedWrite> {
+        t.learn(pc, &[0xf0, 0x48, 0x0f, 0xb1, 0x17]);
+        t.begin(pc);
+        t.access(addr, 8, false);
+        t.source(addr, 8, id);
+        if t.access(addr, 8, true) {
+            t.cmpxchg_outcome(failed);
+        }
+        t.settle(true);
+        t.applied().to_vec()
+    }
+
+    /// A compare-exchange moves data as it executes: a successful one stores its new value (the
+    /// compared word's labels go nowhere: the comparison only decides), a failed one loads the
+    /// word into the accumulator and writes nothing, so it is no tainted store, whatever the
+    /// word carries (a lock word a CAS loop keeps trying: not a side effect of anything).
+    #[test]
+    fn a_compare_exchange_stores_its_new_value_or_loads_the_word_and_stores_nothing() {
+        let mut t = Taint::new();
+        // Something tainted elsewhere, so that the engine is not quiet.
+        taint_load(&mut t, &[0x48, 0x8b, 0x1f], 0x5000, 8, 1); // mov rbx, [rdi]
+                                                               // Succeeds over an unpersisted word (source 7), new value clean: nothing tainted.
+        assert!(cmpxchg(&mut t, 0x200, 0x1000, 7, false).is_empty());
+        assert_eq!(t.label_of(0x1000, 8), 0);
+        // mov [rsi], rax: the accumulator kept its own (clean) labels.
+        assert!(step(&mut t, 0x208, &[0x48, 0x89, 0x06], &[], &[(0x2000, 8)]).is_empty());
+        // Fails over it: the accumulator got the word's labels; memory is not written.
+        assert!(cmpxchg(&mut t, 0x200, 0x1000, 7, true).is_empty());
+        assert_eq!(t.label_of(0x1000, 8), 0);
+        let w = step(&mut t, 0x208, &[0x48, 0x89, 0x06], &[], &[(0x2000, 8)]);
+        assert_eq!(w.len(), 1);
+        assert_eq!(t.sets.members(w[0].content), &[7]);
+        // A tainted new value (rdx from source 9) stored by a successful one: a tainted store.
+        t.learn(0x210, &[0x48, 0x8b, 0x17]); // mov rdx, [rdi]
+        t.begin(0x210);
+        t.access(0x3000, 8, false);
+        t.source(0x3000, 8, 9);
+        t.settle(true);
+        let w = cmpxchg(&mut t, 0x200, 0x1000, 0, false);
+        assert_eq!(w.len(), 1);
+        assert_eq!(t.sets.members(w[0].content), &[9]);
+        let l = t.label_of(0x1000, 8);
+        assert_eq!(t.sets.members(l), &[9]);
+        // A failed one over that word reports no store and leaves its labels.
+        assert!(cmpxchg(&mut t, 0x200, 0x1000, 0, true).is_empty());
+        let l = t.label_of(0x1000, 8);
+        assert_eq!(t.sets.members(l), &[9]);
     }
 
     #[test]

@@ -176,6 +176,8 @@ pub(crate) struct WaitIndex {
     /// When each held reader gives up waiting: (instruction count, tid) (entries of readers
     /// released meanwhile are dropped when they come up).
     reader_deadlines: BTreeSet<(u64, u32)>,
+    /// A held reader was released as the privileged thread (PMRace's one per run).
+    privileged_chosen: bool,
     /// Futex waiters by address, in arrival order: (wait_seq, tid, bitset).
     futex: FxHashMap<u64, Vec<(u64, u32, u32)>>,
     /// Threads in [`Wait::Io`] by readiness key, sorted by id.
@@ -768,6 +770,9 @@ impl Kernel {
     pub fn hold(&mut self, m: &Machine, until: Option<u64>) {
         self.block(m, Wait::Held { until });
         if until.is_none() {
+            // A deadline of an earlier holding of this thread no longer applies.
+            let tid = self.current;
+            self.waits.reader_deadlines.retain(|&(_, t)| t != tid);
             self.waits.reader_deadlines.insert((m.icount() + emu::sched::READER_PATIENCE, self.current));
         }
     }
@@ -790,9 +795,19 @@ impl Kernel {
         let readers = &self.waits.held_readers;
         let tid = match (writer, readers.is_empty()) {
             (Some(w), _) => w,
-            (None, false) => {
+            (None, false) if !m.hold_is_publication() || (readers.len() >= 2 && !self.waits.privileged_chosen) => {
                 let r = readers[self.privileged as usize % readers.len()];
+                self.waits.privileged_chosen = true;
                 m.bypass_hold(r);
+                r
+            }
+            (None, false) => {
+                // A publication hold whose privileged thread is chosen already (and now waits
+                // for something else: a barrier, a join), or one reader alone is held: the
+                // lowest held reader passes this load once and may be held at its next one (a
+                // word hold keeps PMRace's rule: every such release is a privileged thread).
+                let r = readers[0];
+                m.pass_hold(r);
                 r
             }
             (None, true) => return false,

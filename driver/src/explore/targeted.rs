@@ -172,8 +172,8 @@ pub fn explore(
 ) -> Result<(RunReport, RunOutcome, String), SessionError> {
     let mut runner = Runs { runner, spec, checkpoint_next: snapshots, start: None, counts: Branching::default() };
     let mut coverage: BTreeSet<(u64, u64, PairType)> = BTreeSet::new();
-    // Entries explored: (publication, its store PC or its word).
-    let mut explored: BTreeSet<(bool, u64)> = BTreeSet::new();
+    // Entries explored: (publication, its store PC and first load, or its word).
+    let mut explored: BTreeSet<(bool, u64, u64)> = BTreeSet::new();
     let mut first: Option<(RunReport, RunOutcome)> = None;
     let mut findings = Vec::new();
     let mut discarded = Vec::new();
@@ -195,8 +195,13 @@ pub fn explore(
         profiling += 1;
         coverage.extend(profile.pairs.iter().copied());
         absorb(report, out, &mut first);
+        // A publication entry is its store and the field it publishes into (its first load).
         let key = |e: &analyses::alias::Entry| {
-            (e.publication, if e.publication { e.stores.first().copied().unwrap_or(0) } else { e.dev })
+            if e.publication {
+                (true, e.stores.first().copied().unwrap_or(0), e.loads.first().copied().unwrap_or(0))
+            } else {
+                (false, e.dev, 0)
+            }
         };
         let entries: Vec<_> = profile.entries().into_iter().filter(|e| !explored.contains(&key(e))).collect();
         for e in entries {

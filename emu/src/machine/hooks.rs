@@ -199,9 +199,14 @@ fn finish_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32, slot: u32
         // Stop before this block runs: a timer of the guest may expire in it.
         st.clock.last_point = base;
         Some(Stop::Timer)
-    } else if st.steer.runnable_others > 0 && base + n > st.steer.quantum_end && base != st.clock.last_point {
+    } else if (st.steer.runnable_others > 0 || st.steer.held > 0)
+        && base + n > st.steer.quantum_end
+        && base != st.clock.last_point
+    {
         // Stop before this block runs: the quantum ended. A check of a counter the hook keeps
-        // anyway: arming or ending a quantum changes no translation.
+        // anyway: arming or ending a quantum changes no translation. With readers held by the
+        // targeted interleaving the quantum ends even for a lone runnable thread, so that the
+        // kernel sees their patience run out while it spins on a lock one of them holds.
         st.clock.last_point = base;
         Some(Stop::Quantum)
     } else {

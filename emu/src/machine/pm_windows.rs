@@ -88,10 +88,15 @@ pub(super) fn on_pm_write(
         st.steer.dirty.push(st.tid);
     }
     if st.steer.held > 0
-        && st.steer.hold.as_ref().is_some_and(|h| h.signals(pc, dev, size as u64))
         && !st.steer.hold_signalled
+        && st.steer.hold.as_ref().is_some_and(|h| {
+            h.signals(pc, dev, size as u64)
+                && (h.stores.is_empty() || (size == 8 && names_pm(&st.pm.windows, start, dev_base, newv)))
+        })
     {
         st.steer.hold_signalled = true;
+        st.steer.hold_signals += 1;
+        st.steer.hold_rearm_at = st.count_at(pc) + crate::sched::WRITER_WAIT;
         st.steer.release_pending = true;
     }
     if st.obs.interest.has(Interest::STORES) {
@@ -106,6 +111,19 @@ pub(super) fn on_pm_write(
             o.on_event(&ev, &st.pm.device);
         }
     }
+}
+
+/// Whether an 8-byte value stored through the window at `start` (onto device address `dev_base`)
+/// names PM of that window's file: an address inside a PM window, or an offset into the file no
+/// further than this window maps it (PMDK's `PMEMoid.off`, a hand-made pool's offsets). A
+/// publication hold's store signals only with such a value: a helper that stores pointers and
+/// plain data alike (P-CLHT's `movnt64`, FAST_FAIR's `insert_key` in leaves and inner nodes)
+/// publishes only when it stores a reference.
+fn names_pm(windows: &[(u64, u64, u64)], start: u64, dev_base: u64, v: u64) -> bool {
+    let mask = (1u64 << crate::pm::FILE_SHIFT) - 1;
+    let Some(&(_, end, _)) = windows.iter().find(|w| w.0 == start && w.2 == dev_base) else { return false };
+    let extent = (dev_base & mask) + (end - start);
+    v != 0 && (windows.iter().any(|w| v >= w.0 && v < w.1) || v < extent)
 }
 
 /// Whether the window at `start` onto device address `dev` is the running process's: the hooks
@@ -139,13 +157,28 @@ pub(super) fn on_pm_read(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize
         }
         return;
     }
+    if st.steer.hold_signalled
+        && st.steer.hold.as_ref().is_some_and(|h| !h.stores.is_empty())
+        && st.steer.hold_signals < crate::sched::PUBLICATION_SIGNALS
+        && st.count_at(pc) >= st.steer.hold_rearm_at
+    {
+        // A publication hold re-arms once its writer's wait is over: the same helper may have
+        // published another object first (an overflow bucket's link before the resize's root).
+        st.steer.hold_signalled = false;
+    }
     if let Some(h) = &st.steer.hold {
         let dev = dev_base + (addr - start);
-        if !st.steer.hold_signalled && h.holds(pc, dev, size as u64) && !st.steer.hold_bypass.contains(&st.tid) {
-            // Unicorn rewinds RIP to the load, which runs again when the thread is released.
-            st.stop = Some(Stop::Hold);
-            let _ = uc.emu_stop();
-            return;
+        let tid = st.tid;
+        if !st.steer.hold_signalled && h.holds(pc, dev, size as u64) && !st.steer.hold_bypass.contains(&tid) {
+            if let Some(i) = st.steer.hold_pass.iter().position(|&t| t == tid) {
+                // Released to run this load once.
+                st.steer.hold_pass.swap_remove(i);
+            } else {
+                // Unicorn rewinds RIP to the load, which runs again when the thread is released.
+                st.stop = Some(Stop::Hold);
+                let _ = uc.emu_stop();
+                return;
+            }
         }
     }
     if st.point(pc) {

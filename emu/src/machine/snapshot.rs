@@ -61,7 +61,10 @@ struct RunState {
     dirty: Vec<u32>,
     hold: Option<Hold>,
     hold_signalled: bool,
+    hold_signals: u32,
+    hold_rearm_at: u64,
     hold_bypass: Vec<u32>,
+    hold_pass: Vec<u32>,
     held: u32,
     delays: Option<Delays>,
     delay_pending: Option<u64>,
@@ -228,7 +231,10 @@ impl Machine {
                 dirty: s.dirty.clone(),
                 hold: s.hold.clone(),
                 hold_signalled: s.hold_signalled,
+                hold_signals: s.hold_signals,
+                hold_rearm_at: s.hold_rearm_at,
                 hold_bypass: s.hold_bypass.clone(),
+                hold_pass: s.hold_pass.clone(),
                 held: s.held,
                 delays: s.delays.clone(),
                 delay_pending: s.delay_pending,
@@ -429,7 +435,10 @@ impl Machine {
         st.code.to_hook.clear();
         st.steer.hold = r.hold.clone();
         st.steer.hold_signalled = r.hold_signalled;
+        st.steer.hold_signals = r.hold_signals;
+        st.steer.hold_rearm_at = r.hold_rearm_at;
         st.steer.hold_bypass = r.hold_bypass.clone();
+        st.steer.hold_pass = r.hold_pass.clone();
         st.steer.held = r.held;
         st.steer.delays = r.delays.clone();
         st.steer.delay_pending = r.delay_pending;

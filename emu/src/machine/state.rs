@@ -268,10 +268,17 @@ pub(super) struct Steering {
     pub(super) timer_at: u64,
     /// PMRace's targeted interleaving for this run.
     pub(super) hold: Option<crate::sched::Hold>,
-    /// The hold's store happened: nobody is held any more.
+    /// The hold's store happened: nobody is held any more (until a publication hold re-arms).
     pub(super) hold_signalled: bool,
+    /// Signals of the hold so far in this run.
+    pub(super) hold_signals: u32,
+    /// Retired-instruction count from which a signalled publication hold holds readers again
+    /// (its writer's wait is over).
+    pub(super) hold_rearm_at: u64,
     /// Threads released as privileged: never held again.
     pub(super) hold_bypass: Vec<u32>,
+    /// Threads released to run their held load once.
+    pub(super) hold_pass: Vec<u32>,
     /// Threads held now (a store with nobody waiting does not count as the signal).
     pub(super) held: u32,
     /// Delay injection (`--delay`).

@@ -217,6 +217,18 @@ impl Machine {
         self.uc.get_data().steer.delays.as_ref().map_or(0, |d| d.injected)
     }
 
+    /// Whether this run's hold is a publication site (`Hold::stores`).
+    pub fn hold_is_publication(&self) -> bool {
+        self.uc.get_data().steer.hold.as_ref().is_some_and(|h| !h.stores.is_empty())
+    }
+
+    /// Thread `tid` is released to run its held load once: it may be held at its next one.
+    pub fn pass_hold(&mut self, tid: u32) {
+        let st = self.uc.get_data_mut();
+        st.steer.hold_pass.push(tid);
+        st.steer.held = st.steer.held.saturating_sub(1);
+    }
+
     /// Thread `tid` is released as privileged: it is never held again in this run.
     pub fn bypass_hold(&mut self, tid: u32) {
         let st = self.uc.get_data_mut();
