@@ -640,16 +640,8 @@ impl Machine {
             return;
         }
         self.dram_hooked = true;
-        let _ = self.uc.add_mem_hook(HookType::MEM_WRITE, 1, 0, |uc, _t, addr, size, value| {
-            let addr = uc.get_data().phys.va(addr);
-            on_dram_access(uc, addr, size, Some(value));
-            true
-        });
-        let _ = self.uc.add_mem_hook(HookType::MEM_READ, 1, 0, |uc, _t, addr, size, _v| {
-            let addr = uc.get_data().phys.va(addr);
-            on_dram_access(uc, addr, size, None);
-            true
-        });
+        let _ = add_raw_dram_hook(&mut self.uc, HookType::MEM_WRITE);
+        let _ = add_raw_dram_hook(&mut self.uc, HookType::MEM_READ);
         self.flush_translations();
     }
 
@@ -691,13 +683,7 @@ impl Machine {
         for id in std::mem::take(&mut self.uc.get_data_mut().code.special_hooks) {
             let _ = self.uc.remove_hook(id);
         }
-        let _ = self.uc.add_mem_hook(HookType::MEM_READ | HookType::MEM_WRITE, 1, 0, |uc, t, addr, size, _v| {
-            let addr = uc.get_data().phys.va(addr);
-            if let Some(taint) = uc.get_data_mut().obs.taint.as_deref_mut() {
-                taint.access(addr, size, t == MemType::WRITE);
-            }
-            true
-        });
+        let _ = add_raw_mem_hook(&mut self.uc, HookType::MEM_READ | HookType::MEM_WRITE, taint_mem_hook);
         self.flush_translations();
     }
 
