@@ -99,7 +99,13 @@ pub(super) fn debug_watch(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usiz
 
 /// [`debug_watch`] for a hook that has the engine's handle and its state (the raw all-memory
 /// hooks, [`hooks::add_raw_dram_hook`]).
-pub(super) fn debug_watch_raw(uc: *mut ffi::uc_engine, st: &mut HookState, addr: u64, size: usize, write: bool) -> bool {
+pub(super) fn debug_watch_raw(
+    uc: *mut ffi::uc_engine,
+    st: &mut HookState,
+    addr: u64,
+    size: usize,
+    write: bool,
+) -> bool {
     let Some(d) = st.debug.as_deref() else { return false };
     if st.stop.is_some() {
         return false;

@@ -644,7 +644,11 @@ pub(super) type RawMemHook = extern "C" fn(*mut ffi::uc_engine, i32, u64, i32, i
 
 /// Puts a raw memory hook of `kind` on every address into the engine ([`add_raw_dram_hook`]
 /// says why raw).
-pub(super) fn add_raw_mem_hook(uc: &mut Unicorn<'static, HookState>, kind: HookType, cb: RawMemHook) -> Result<(), EmuError> {
+pub(super) fn add_raw_mem_hook(
+    uc: &mut Unicorn<'static, HookState>,
+    kind: HookType,
+    cb: RawMemHook,
+) -> Result<(), EmuError> {
     let user = (uc.get_data() as *const HookState).cast_mut().cast::<c_void>();
     let mut hh: ffi::uc_hook = 0;
     // SAFETY: the callback has Unicorn's memory-hook signature (`uc_cb_hookmem_t`: engine, access
@@ -657,7 +661,14 @@ pub(super) fn add_raw_mem_hook(uc: &mut Unicorn<'static, HookState>, kind: HookT
     Ok(())
 }
 
-extern "C" fn dram_write_hook(uc: *mut ffi::uc_engine, _t: i32, addr: u64, size: i32, value: i64, user: *mut c_void) -> bool {
+extern "C" fn dram_write_hook(
+    uc: *mut ffi::uc_engine,
+    _t: i32,
+    addr: u64,
+    size: i32,
+    value: i64,
+    user: *mut c_void,
+) -> bool {
     // SAFETY: `user` is the engine's HookState (add_raw_dram_hook), alive as long as the engine,
     // and nothing else holds a reference to it while Unicorn runs a hook.
     let st = unsafe { &mut *user.cast::<HookState>() };
@@ -666,7 +677,14 @@ extern "C" fn dram_write_hook(uc: *mut ffi::uc_engine, _t: i32, addr: u64, size:
     true
 }
 
-extern "C" fn dram_read_hook(uc: *mut ffi::uc_engine, _t: i32, addr: u64, size: i32, _v: i64, user: *mut c_void) -> bool {
+extern "C" fn dram_read_hook(
+    uc: *mut ffi::uc_engine,
+    _t: i32,
+    addr: u64,
+    size: i32,
+    _v: i64,
+    user: *mut c_void,
+) -> bool {
     // SAFETY: as in `dram_write_hook`.
     let st = unsafe { &mut *user.cast::<HookState>() };
     let addr = st.phys.va(addr);
@@ -676,7 +694,14 @@ extern "C" fn dram_read_hook(uc: *mut ffi::uc_engine, _t: i32, addr: u64, size: 
 
 /// The taint engine's hook on every access ([`Machine::hook_taint`]), raw as the all-memory
 /// hooks are ([`add_raw_dram_hook`]).
-pub(super) extern "C" fn taint_mem_hook(_uc: *mut ffi::uc_engine, t: i32, addr: u64, size: i32, _v: i64, user: *mut c_void) -> bool {
+pub(super) extern "C" fn taint_mem_hook(
+    _uc: *mut ffi::uc_engine,
+    t: i32,
+    addr: u64,
+    size: i32,
+    _v: i64,
+    user: *mut c_void,
+) -> bool {
     // SAFETY: as in `dram_write_hook`.
     let st = unsafe { &mut *user.cast::<HookState>() };
     let addr = st.phys.va(addr);
