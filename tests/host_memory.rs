@@ -2,7 +2,8 @@
 //! `error:` line, exit status 2 and no temporary directory left behind, instead of the kernel's
 //! OOM killer; a guest that dies (or gives up with a failure status) after `--max-memory`
 //! refused it memory is told so; and a 1 GiB libpmemobj pool with a small workload crash-tests
-//! in memory that follows the lines touched, not the pool (each crash point and image used to hold a whole copy of every PM file).
+//! in memory that follows the lines touched, not the pool (each crash point and image used to
+//! hold a whole copy of every PM file).
 //!
 //! Peak RSS is the kernel's (`getrusage(RUSAGE_CHILDREN)`: the largest of this test process's
 //! children). The other tests here run small children, so the bound holds whatever order the
