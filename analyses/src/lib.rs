@@ -159,7 +159,9 @@ pub struct SyncVar {
 /// [`Analysis::finish`] is called once when the guest exited, normally or by a signal; when the
 /// run hung (the instruction budget stopped it) or deadlocked, which is no end of the program,
 /// only passes whose findings stand without one ([`Analysis::reports_when_stopped`]) are asked.
-/// [`Analysis::stats`] follows `finish`. A pass whose registry row wants images
+/// [`Analysis::stats`] follows `finish`, and then the pass is dropped ([`Passes::finish`] keeps
+/// only its counters, so that what it held per line is freed before the next pass reports).
+/// A pass whose registry row wants images
 /// may attach a [`Validation`] to a finding: the driver validates it after the run.
 pub trait Analysis {
     /// The pass's name: its registry row's, and the `analysis` of its findings.
