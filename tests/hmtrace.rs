@@ -167,3 +167,25 @@ fn bad_options_are_errors() {
     r.assert_code(2);
     assert!(error_lines(&r.stderr).iter().any(|l| l.contains("hmtrace")), "{}", r.describe());
 }
+
+/// A program that creates and joins threads without end: the record contexts (thread, clock
+/// slot, locks held) that no record names any more are freed, so the table follows the
+/// contexts alive (at most twice what the last sweep kept, and at least 256 before the first)
+/// instead of two or more per thread ever created (1,200 here without the sweep).
+#[test]
+fn contexts_of_joined_threads_are_freed() {
+    let contexts = |rounds: &str| {
+        let run = Ferrite::run(&guest("thr_churn"))
+            .opts(&["--analyses", "hmtrace", "--report", "r.json"])
+            .args(&[rounds])
+            .go();
+        run.assert_code(0);
+        assert!(run.stdout_str().contains(&format!("rounds {rounds},")), "{}", run.describe());
+        let report = run.json("r.json");
+        assert!(program_findings(&report).is_empty(), "{}", show_findings(&program_findings(&report)));
+        report["stats"]["hmtrace.contexts"].as_u64().expect("hmtrace.contexts counter")
+    };
+    let (few, many) = (contexts("20"), contexts("300"));
+    assert!(few >= 40, "20 rounds of two threads: {few} contexts (each thread has its own)");
+    assert!(many <= 512, "300 rounds of two threads (600 threads): {many} contexts at most at once");
+}

@@ -1,8 +1,9 @@
 //! ferrite's own memory (issue 18): `--max-host-memory` ends a run that grows past it with an
 //! `error:` line, exit status 2 and no temporary directory left behind, instead of the kernel's
-//! OOM killer; a guest that dies after `--max-memory` refused it memory is told so; and a 1 GiB
-//! libpmemobj pool with a small workload crash-tests in memory that follows the lines touched,
-//! not the pool (each crash point and image used to hold a whole copy of every PM file).
+//! OOM killer; a guest that dies (or gives up with a failure status) after `--max-memory`
+//! refused it memory is told so; and a 1 GiB libpmemobj pool with a small workload crash-tests
+//! in memory that follows the lines touched, not the pool (each crash point and image used to
+//! hold a whole copy of every PM file).
 //!
 //! Peak RSS is the kernel's (`getrusage(RUSAGE_CHILDREN)`: the largest of this test process's
 //! children). The other tests here run small children, so the bound holds whatever order the
@@ -71,6 +72,34 @@ fn a_guest_refused_memory_by_max_memory_is_told_so() {
     );
     // Within the limit: no fault, no warning.
     let r = run("10");
+    r.assert_code(0);
+    assert!(!r.stderr.contains("warning"), "{}", r.describe());
+}
+
+/// A guest that checks its mmap and gives up with a failure status (a PM program told "Cannot
+/// allocate memory" for its pool) is told which limit it met too.
+#[test]
+fn a_guest_that_gives_up_after_max_memory_refused_it_is_told_so() {
+    let r = Ferrite::run(&guest("pm_touch_lines"))
+        .opts(&["--analyses", "none", "--max-memory", "64M"])
+        .args(&["/mnt/pmem0/pool", "128M", "1", "store"])
+        .go();
+    r.assert_code(2);
+    let warning: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("ferrite: warning:")).collect();
+    assert_eq!(warning.len(), 1, "{}", r.describe());
+    assert!(
+        warning[0].contains("exited with status 2")
+            && warning[0].contains("ENOMEM")
+            && warning[0].contains("--max-memory")
+            && warning[0].contains("134217728"),
+        "{}",
+        r.describe()
+    );
+    // A pool within the limit: no warning.
+    let r = Ferrite::run(&guest("pm_touch_lines"))
+        .opts(&["--analyses", "none", "--max-memory", "64M"])
+        .args(&["/mnt/pmem0/pool", "1M", "1", "store"])
+        .go();
     r.assert_code(0);
     assert!(!r.stderr.contains("warning"), "{}", r.describe());
 }

@@ -261,20 +261,77 @@ struct Ctx {
     ls: LsId,
 }
 
-/// The contexts of records, interned (never forgotten: a thread's and lockset's few).
-#[derive(Clone, Default)]
+/// The contexts of records, interned. A thread runs with a few, but a program that creates
+/// and joins threads (or OpenMP tasks) without end makes new ones all the time, so contexts no
+/// record names any more are swept ([`Hmtrace::sweep_contexts`]) and their ids reused: the
+/// table follows the contexts alive, not every one ever made.
+#[derive(Clone)]
 struct Contexts {
+    /// By id; a freed id's slot holds its last context until it is reused.
     list: Vec<Ctx>,
     index: FxHashMap<Ctx, CtxId>,
+    /// Ids of swept contexts, for reuse (lowest last: reused lowest first).
+    free: Vec<CtxId>,
+    /// Sweep when this many contexts are interned: twice as many as the last sweep kept (at
+    /// least [`SWEEP_MIN`]), so a sweep's walk over the shadow is paid for by the contexts made
+    /// since, and a program with few contexts never sweeps.
+    next_sweep: usize,
+    /// The most contexts interned at once (`hmtrace.contexts` in the run's counters).
+    peak: usize,
+    /// Scratch for a sweep: a bit per id, set for ids some record names.
+    marks: Vec<u64>,
+}
+
+/// Contexts interned before the first sweep.
+const SWEEP_MIN: usize = 256;
+
+impl Default for Contexts {
+    fn default() -> Self {
+        Contexts {
+            list: Vec::new(),
+            index: FxHashMap::default(),
+            free: Vec::new(),
+            next_sweep: SWEEP_MIN,
+            peak: 0,
+            marks: Vec::new(),
+        }
+    }
 }
 
 impl Contexts {
     fn intern(&mut self, c: Ctx) -> CtxId {
-        let list = &mut self.list;
-        *self.index.entry(c).or_insert_with(|| {
-            list.push(c);
-            (list.len() - 1) as CtxId
-        })
+        let Contexts { list, index, free, .. } = self;
+        let id = *index.entry(c).or_insert_with(|| match free.pop() {
+            Some(id) => {
+                list[id as usize] = c;
+                id
+            }
+            None => {
+                list.push(c);
+                (list.len() - 1) as CtxId
+            }
+        });
+        self.peak = self.peak.max(self.live());
+        id
+    }
+
+    /// Contexts interned now.
+    fn live(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Notes that a record names `id` (during a sweep).
+    fn mark(&mut self, id: CtxId) {
+        self.marks[id as usize / 64] |= 1 << (id % 64);
+    }
+
+    /// Frees every interned context not marked since the sweep began, and clears the marks.
+    fn sweep(&mut self) {
+        let Contexts { list, index, free, marks, .. } = self;
+        index.retain(|_, &mut id| marks[id as usize / 64] & (1 << (id % 64)) != 0);
+        free.clear();
+        free.extend((0..list.len() as CtxId).rev().filter(|&id| marks[id as usize / 64] & (1 << (id % 64)) == 0));
+        self.next_sweep = (2 * self.index.len()).max(SWEEP_MIN);
     }
 }
 
@@ -507,11 +564,39 @@ impl Hmtrace {
         self.cur.epoch = self.cur.vc.vc.get(slot);
         self.cur.slot = slot as u32;
         self.cur.ls = self.threads.get(&actor).map_or(0, |t| t.ls);
+        if self.ctxs.live() >= self.ctxs.next_sweep {
+            self.sweep_contexts();
+        }
         self.cur.ctx = self.ctxs.intern(Ctx { tid: actor, slot: slot as u32, ls: self.cur.ls });
         self.cur.inside = self.bracket.inside(tid);
         self.cur.tid = tid;
         self.cur.actor = actor;
         self.cur.valid = true;
+    }
+
+    /// Frees the contexts no record names any more: a mark over every record (the shadow's
+    /// granules with their spilled lists, the records kept of bytes that became sync locations,
+    /// the conflicts of a check in progress) and the running thread's context, then a sweep.
+    /// Called before a context is interned once the table has doubled since the last sweep.
+    fn sweep_contexts(&mut self) {
+        let Hmtrace { ctxs, shadow, spill, pre_atomic, found, cur, .. } = self;
+        ctxs.marks.clear();
+        ctxs.marks.resize(ctxs.list.len().div_ceil(64), 0);
+        shadow.each(|_, g| {
+            for e in g.entries.as_slice(spill) {
+                ctxs.mark(e.ctx);
+            }
+        });
+        for e in pre_atomic.values().flatten() {
+            ctxs.mark(e.ctx);
+        }
+        for (_, e, _) in found.iter() {
+            ctxs.mark(e.ctx);
+        }
+        if cur.valid {
+            ctxs.mark(cur.ctx);
+        }
+        ctxs.sweep();
     }
 
     fn apply(&mut self, tid: u32, op: SyncOp) {
@@ -961,6 +1046,12 @@ impl Analysis for Hmtrace {
     /// plain accesses count as data.
     fn reports_when_stopped(&self) -> bool {
         true
+    }
+
+    /// `contexts`: the most record contexts interned at once (bounded by the ones records name,
+    /// [`Hmtrace::sweep_contexts`], not by every thread and lockset the run ever had).
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        vec![("contexts", self.ctxs.peak as u64)]
     }
 
     fn fork(&self) -> Option<Box<dyn Analysis>> {

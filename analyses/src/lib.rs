@@ -159,7 +159,9 @@ pub struct SyncVar {
 /// [`Analysis::finish`] is called once when the guest exited, normally or by a signal; when the
 /// run hung (the instruction budget stopped it) or deadlocked, which is no end of the program,
 /// only passes whose findings stand without one ([`Analysis::reports_when_stopped`]) are asked.
-/// [`Analysis::stats`] follows `finish`. A pass whose registry row wants images
+/// [`Analysis::stats`] follows `finish`, and then the pass is dropped ([`Passes::finish`] keeps
+/// only its counters, so that what it held per line is freed before the next pass reports).
+/// A pass whose registry row wants images
 /// may attach a [`Validation`] to a finding: the driver validates it after the run.
 pub trait Analysis {
     /// The pass's name: its registry row's, and the `analysis` of its findings.
@@ -313,22 +315,37 @@ impl Passes {
         self.passes.is_empty()
     }
 
-    /// Every pass's findings, pass by pass ([`Analysis::finish`]).
+    /// Every pass's findings, pass by pass ([`Analysis::finish`]). Each pass is dropped once it
+    /// has reported, keeping only its counters ([`Finished`]): what it held per touched line is
+    /// given back before the next pass builds what it reports from, so the run's peak of host
+    /// memory is its state during the run, not that plus every pass's report-time scratch.
     pub fn finish(&mut self, device: &PmDevice) -> Vec<RawFinding> {
-        self.passes.iter_mut().flat_map(|(_, p)| p.finish(device)).collect()
+        let mut raws = Vec::new();
+        for (_, p) in &mut self.passes {
+            raws.extend(p.finish(device));
+            Finished::replace(p);
+        }
+        raws
     }
 
     /// The findings of the passes whose findings stand when the run stopped before the
-    /// program's end ([`Analysis::reports_when_stopped`]), pass by pass.
+    /// program's end ([`Analysis::reports_when_stopped`]), pass by pass; every pass is dropped
+    /// as in [`Passes::finish`] (the others first: they report nothing).
     pub fn finish_stopped(&mut self, device: &PmDevice) -> Vec<RawFinding> {
-        self.passes
-            .iter_mut()
-            .filter(|(_, p)| p.reports_when_stopped())
-            .flat_map(|(_, p)| {
+        for (_, p) in &mut self.passes {
+            if !p.reports_when_stopped() {
+                Finished::replace(p);
+            }
+        }
+        let mut raws = Vec::new();
+        for (_, p) in &mut self.passes {
+            if p.reports_when_stopped() {
                 p.stopped();
-                p.finish(device)
-            })
-            .collect()
+                raws.extend(p.finish(device));
+                Finished::replace(p);
+            }
+        }
+        raws
     }
 
     /// Hands every pass what is known of the program's code.
@@ -363,6 +380,47 @@ impl Passes {
             .iter()
             .flat_map(|(_, p)| p.stats().into_iter().map(|(k, v)| (format!("{}.{k}", p.name()), v)))
             .collect()
+    }
+}
+
+/// What is left of a pass after [`Passes::finish`]: its name, interest and counters
+/// ([`Analysis::stats`], asked after `finish`), and none of its per-line or per-access state.
+struct Finished {
+    name: &'static str,
+    interest: Interest,
+    stats: Vec<(&'static str, u64)>,
+    reports_when_stopped: bool,
+}
+
+impl Finished {
+    /// Replaces `p` (which has reported, or never will) by what is left of it, dropping it.
+    fn replace(p: &mut Box<dyn Analysis>) {
+        let done = Finished {
+            name: p.name(),
+            interest: p.interest(),
+            stats: p.stats(),
+            reports_when_stopped: p.reports_when_stopped(),
+        };
+        *p = Box::new(done);
+    }
+}
+
+impl Analysis for Finished {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn interest(&self) -> Interest {
+        self.interest
+    }
+    fn on_event(&mut self, _ev: &Event, _device: &PmDevice) {}
+    fn finish(&mut self, _device: &PmDevice) -> Vec<RawFinding> {
+        Vec::new()
+    }
+    fn reports_when_stopped(&self) -> bool {
+        self.reports_when_stopped
+    }
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        self.stats.clone()
     }
 }
 

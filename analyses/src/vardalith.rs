@@ -279,7 +279,10 @@ enum State {
     Persisted,
 }
 
+/// Packed to 4-byte alignment: 52 bytes, not 56 (one is kept per store or load window, so per
+/// touched PM line while its store is not persisted).
 #[derive(Clone, Copy, Debug)]
+#[repr(Rust, packed(4))]
 struct Window {
     store: bool,
     tid: u32,

@@ -839,6 +839,14 @@ impl Session {
             // hooks and needs no code information, for the next restored run.
             m.set_observer(Box::new(Passes::new(Vec::new())));
         }
+        // A guest that gave up with a failure status after `--max-memory` refused it a mapping
+        // most likely gave up because of the refusal ("Cannot allocate memory"): say which limit
+        // it met, as for a guest that died of a fault after one.
+        if let (GuestEnd::Exited(ProcessExit::Code(c)), Some(bytes)) = (end, k.memory_refused()) {
+            if c != 0 && !spec.quiet {
+                driver_say_refused_exit(c, bytes, spec.max_memory);
+            }
+        }
         // A guest killed by a signal it sent itself (abort, assert) is a finding too, at the call
         // that raised it; not one `--listen` sent it for an interrupt of ferrite.
         let mut raised = None;
@@ -1057,6 +1065,15 @@ impl Snapshot {
         k.cfg.pm_dir = pm_dir.to_path_buf();
         Some(k)
     }
+}
+
+/// The guest exited with failure status `code` after `--max-memory` refused it memory.
+fn driver_say_refused_exit(code: i32, bytes: u64, max: u64) {
+    crate::say!(
+        "ferrite: warning: the guest exited with status {code} after a mapping of {bytes} bytes failed with ENOMEM: \
+         it would have taken the guest past --max-memory ({max} bytes); raise --max-memory if the program needs \
+         that much"
+    );
 }
 
 /// The guest died of a fault after `--max-memory` refused it memory: most likely of the

@@ -643,16 +643,8 @@ impl Machine {
             return;
         }
         self.dram_hooked = true;
-        let _ = self.uc.add_mem_hook(HookType::MEM_WRITE, 1, 0, |uc, _t, addr, size, value| {
-            let addr = uc.get_data().phys.va(addr);
-            on_dram_access(uc, addr, size, Some(value));
-            true
-        });
-        let _ = self.uc.add_mem_hook(HookType::MEM_READ, 1, 0, |uc, _t, addr, size, _v| {
-            let addr = uc.get_data().phys.va(addr);
-            on_dram_access(uc, addr, size, None);
-            true
-        });
+        let _ = add_raw_dram_hook(&mut self.uc, HookType::MEM_WRITE);
+        let _ = add_raw_dram_hook(&mut self.uc, HookType::MEM_READ);
         self.flush_translations();
     }
 
@@ -694,20 +686,7 @@ impl Machine {
         for id in std::mem::take(&mut self.uc.get_data_mut().code.special_hooks) {
             let _ = self.uc.remove_hook(id);
         }
-        let _ = self.uc.add_mem_hook(HookType::MEM_READ | HookType::MEM_WRITE, 1, 0, |uc, t, pa, size, v| {
-            let addr = uc.get_data().phys.va(pa);
-            let Some(taint) = uc.get_data_mut().obs.taint.as_deref_mut() else { return true };
-            if taint.access(addr, size, t == MemType::WRITE) && size <= 8 {
-                // A compare-exchange's write: whether it failed (Unicorn writes a failed one's
-                // unchanged value back, after this hook) decides where its taint goes.
-                let mut old = [0u8; 8];
-                let failed = uc.mem_read(pa, &mut old[..size]).is_ok() && old[..size] == v.to_le_bytes()[..size];
-                if let Some(taint) = uc.get_data_mut().obs.taint.as_deref_mut() {
-                    taint.cmpxchg_outcome(failed);
-                }
-            }
-            true
-        });
+        let _ = add_raw_mem_hook(&mut self.uc, HookType::MEM_READ | HookType::MEM_WRITE, taint_mem_hook);
         self.flush_translations();
     }
 

@@ -93,7 +93,19 @@ pub(super) enum DebugHook {
 /// every memory hook that has effects. Returns whether the machine now stops (the caller then
 /// does nothing more for this access).
 pub(super) fn debug_watch(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, write: bool) -> bool {
-    let st = uc.get_data();
+    let h = uc.get_handle();
+    debug_watch_raw(h, uc.get_data_mut(), addr, size, write)
+}
+
+/// [`debug_watch`] for a hook that has the engine's handle and its state (the raw all-memory
+/// hooks, [`hooks::add_raw_dram_hook`]).
+pub(super) fn debug_watch_raw(
+    uc: *mut ffi::uc_engine,
+    st: &mut HookState,
+    addr: u64,
+    size: usize,
+    write: bool,
+) -> bool {
     let Some(d) = st.debug.as_deref() else { return false };
     if st.stop.is_some() {
         return false;
@@ -103,22 +115,21 @@ pub(super) fn debug_watch(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usiz
     let Some(w) = d.watches.iter().find(|w| w.kind.matches(write) && w.start < hi && lo < w.end).copied() else {
         return false;
     };
-    let pc = uc.pc_read().unwrap_or(0);
-    let st = uc.get_data();
+    let pc = hooks::raw_rip(uc);
     if st.count_at(pc) == st.debug.as_deref().map_or(u64::MAX, |d| d.skip_watch) {
         return false;
     }
     let mut old = [0u8; 8];
     let n = size.min(8);
     if write {
-        let _ = hooks::read_guest(uc, addr, &mut old[..n]);
+        let _ = hooks::raw_read_guest(uc, st, addr, &mut old[..n]);
     }
-    let st = uc.get_data_mut();
     if write {
         st.pm.undo = Some((addr, old, n));
     }
     st.stop = Some(Stop::Debug(DebugStop::Watch { addr: w.start, write }));
-    let _ = uc.emu_stop();
+    // SAFETY: `uc` is the live engine calling the hook.
+    let _ = unsafe { ffi::uc_emu_stop(uc) };
     true
 }
 

@@ -611,13 +611,126 @@ fn taint_begin(uc: &mut Unicorn<'_, HookState>, pc: u64, size: u32) {
     }
 }
 
+/// The guest's PC inside a raw hook (`uc` is the engine calling it).
+#[inline]
+pub(super) fn raw_rip(uc: *mut ffi::uc_engine) -> u64 {
+    let mut rip = 0u64;
+    // SAFETY: `uc` is the live engine calling the hook; RIP is a valid x86 register id.
+    unsafe { ffi::uc_reg_read(uc, RegisterX86::RIP as i32, (&raw mut rip).cast()) };
+    rip
+}
+
+/// Reads guest virtual memory at `va` from a raw hook, as [`read_guest`] does.
+pub(super) fn raw_read_guest(uc: *mut ffi::uc_engine, st: &HookState, va: u64, buf: &mut [u8]) -> Result<(), uc_error> {
+    // SAFETY: `uc` is the live engine calling the hook and `buf` is writable for its length.
+    let err = unsafe { ffi::uc_mem_read(uc, st.phys.pa(va), buf.as_mut_ptr().cast(), buf.len() as u64) };
+    if err == uc_error::OK {
+        Ok(())
+    } else {
+        Err(err)
+    }
+}
+
+/// Puts the all-memory hook of `kind` (`MEM_WRITE` or `MEM_READ`) into the engine, calling
+/// [`on_dram_access`] straight from Unicorn.
+///
+/// Why not `Unicorn::add_mem_hook`: the binding's proxy (`mem_hook_proxy`) rebuilds a `Unicorn`
+/// handle for every call (an `Rc` upgrade and drop) and then calls the boxed closure, which
+/// translated the address: 2.4 % of an `hmtrace` run on `thr_cpu_bound` for a hook on every
+/// access. The raw callback gets the engine's [`HookState`] as its user pointer, as the
+/// CPUID/RDTSC hooks do ([`add_raw_insn_hook`]). The hook lives as long as the engine.
+pub(super) fn add_raw_dram_hook(uc: &mut Unicorn<'static, HookState>, kind: HookType) -> Result<(), EmuError> {
+    add_raw_mem_hook(uc, kind, if kind == HookType::MEM_WRITE { dram_write_hook } else { dram_read_hook })
+}
+
+/// A raw memory hook's callback (Unicorn's `uc_cb_hookmem_t`): engine, access type
+/// ([`MemType`] as an `int`), address, size, value, user data (the engine's [`HookState`]).
+pub(super) type RawMemHook = extern "C" fn(*mut ffi::uc_engine, i32, u64, i32, i64, *mut c_void) -> bool;
+
+/// Puts a raw memory hook of `kind` on every address into the engine ([`add_raw_dram_hook`]
+/// says why raw).
+pub(super) fn add_raw_mem_hook(
+    uc: &mut Unicorn<'static, HookState>,
+    kind: HookType,
+    cb: RawMemHook,
+) -> Result<(), EmuError> {
+    let user = (uc.get_data() as *const HookState).cast_mut().cast::<c_void>();
+    let mut hh: ffi::uc_hook = 0;
+    // SAFETY: the callback has Unicorn's memory-hook signature (`uc_cb_hookmem_t`: engine, access
+    // type, address, size, value, user data) and `user` points at the engine's own data, which
+    // outlives the hook. `begin > end` hooks every address.
+    let err = unsafe { ffi::uc_hook_add(uc.get_handle(), &mut hh, kind.0 as i32, cb as *mut c_void, user, 1, 0) };
+    if err != uc_error::OK {
+        return Err(engine(err));
+    }
+    Ok(())
+}
+
+extern "C" fn dram_write_hook(
+    uc: *mut ffi::uc_engine,
+    _t: i32,
+    addr: u64,
+    size: i32,
+    value: i64,
+    user: *mut c_void,
+) -> bool {
+    // SAFETY: `user` is the engine's HookState (add_raw_dram_hook), alive as long as the engine,
+    // and nothing else holds a reference to it while Unicorn runs a hook.
+    let st = unsafe { &mut *user.cast::<HookState>() };
+    let addr = st.phys.va(addr);
+    on_dram_access(uc, st, addr, size as usize, Some(value));
+    true
+}
+
+extern "C" fn dram_read_hook(
+    uc: *mut ffi::uc_engine,
+    _t: i32,
+    addr: u64,
+    size: i32,
+    _v: i64,
+    user: *mut c_void,
+) -> bool {
+    // SAFETY: as in `dram_write_hook`.
+    let st = unsafe { &mut *user.cast::<HookState>() };
+    let addr = st.phys.va(addr);
+    on_dram_access(uc, st, addr, size as usize, None);
+    true
+}
+
+/// The taint engine's hook on every access ([`Machine::hook_taint`]), raw as the all-memory
+/// hooks are ([`add_raw_dram_hook`]).
+pub(super) extern "C" fn taint_mem_hook(
+    uc: *mut ffi::uc_engine,
+    t: i32,
+    pa: u64,
+    size: i32,
+    v: i64,
+    user: *mut c_void,
+) -> bool {
+    // SAFETY: as in `dram_write_hook`.
+    let st = unsafe { &mut *user.cast::<HookState>() };
+    let addr = st.phys.va(pa);
+    let size = size as usize;
+    let Some(taint) = st.obs.taint.as_deref_mut() else { return true };
+    if taint.access(addr, size, t == MemType::WRITE as i32) && size <= 8 {
+        // A compare-exchange's write: whether it failed (Unicorn writes a failed one's
+        // unchanged value back, after this hook) decides where its taint goes.
+        let mut old = [0u8; 8];
+        // SAFETY: `uc` is the live engine calling the hook and `old` has room for `size` bytes.
+        let read = unsafe { ffi::uc_mem_read(uc, pa, old.as_mut_ptr().cast(), size as u64) };
+        let failed = read == uc_error::OK && old[..size] == v.to_le_bytes()[..size];
+        taint.cmpxchg_outcome(failed);
+    }
+    true
+}
+
 /// Any access outside the PM windows, for observers that want all memory (PM accesses are
-/// reported by the window hooks).
-pub(super) fn on_dram_access(uc: &mut Unicorn<'_, HookState>, addr: u64, size: usize, value: Option<i64>) {
+/// reported by the window hooks). Called from the raw hooks ([`add_raw_dram_hook`]).
+pub(super) fn on_dram_access(uc: *mut ffi::uc_engine, st: &mut HookState, addr: u64, size: usize, value: Option<i64>) {
     if size == 0
         || size > 8
-        || uc.get_data().device_of(addr).is_some()
-        || (uc.get_data().debug.is_some() && debug::debug_watch(uc, addr, size, value.is_some()))
+        || st.device_of(addr).is_some()
+        || (st.debug.is_some() && debug::debug_watch_raw(uc, st, addr, size, value.is_some()))
     {
         return;
     }
@@ -625,14 +738,13 @@ pub(super) fn on_dram_access(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u
     // change nothing); a load's carries no value: no pass wants it, and reading it back costs a
     // tenth of the hook (Unicorn's address translation).
     let mut cur = [0u8; 8];
-    if value.is_some() && uc.get_data().obs.interest.has(Interest::DRAM_OLD) {
-        let _ = read_guest(uc, addr, &mut cur[..size]);
+    if value.is_some() && st.obs.interest.has(Interest::DRAM_OLD) {
+        let _ = raw_read_guest(uc, st, addr, &mut cur[..size]);
     }
-    let pc = rip(uc);
-    let st = uc.get_data_mut();
     if st.stop.is_some() {
         return;
     }
+    let pc = raw_rip(uc);
     let cur = u64::from_le_bytes(cur);
     let ev = match value {
         Some(v) => {
