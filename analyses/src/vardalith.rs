@@ -326,9 +326,10 @@ struct Thread {
     joining: bool,
     /// Sizes asked of the PMDK allocations the thread is in (their entries), innermost last.
     allocs: Vec<u64>,
-    /// Windows its exit would have closed (window mode): they stay open until a join of this
-    /// thread, the only acquire the exit synchronises with.
-    exit_pending: Vec<u32>,
+    /// Windows its exit would have closed (window mode), with their (thread, line, site, start)
+    /// to tell a freed and reused id: they stay open until a join of this thread, the only
+    /// acquire the exit synchronises with.
+    exit_pending: Vec<(u32, (u32, u64, u32, u64))>,
 }
 
 /// The pass. Reports are made online, when the later of two conflicting windows is created.
@@ -982,9 +983,10 @@ impl Vardalith {
         let t = self.threads.entry(tid).or_default();
         let pending = &mut t.exit_pending;
         for id in t.loads.drain(..) {
-            windows[id as usize].as_mut().expect("live window").end = step;
+            let w = windows[id as usize].as_mut().expect("live window");
+            w.end = step;
             if exit {
-                pending.push(id);
+                pending.push((id, (w.tid, w.line, w.site, w.start)));
             }
         }
         t.stores.retain(|id| {
@@ -998,7 +1000,7 @@ impl Vardalith {
                 if w.end == OPEN {
                     w.end = step;
                     if exit {
-                        pending.push(id);
+                        pending.push((id, (w.tid, w.line, w.site, w.start)));
                     }
                 }
                 false
@@ -1099,10 +1101,11 @@ impl Vardalith {
     fn joined(&mut self, child: u32) {
         let step = self.step;
         let Some(t) = self.threads.get_mut(&child) else { return };
-        for id in t.exit_pending.drain(..) {
-            // (An id freed and reused since belongs to a window of another thread.)
+        for (id, who) in t.exit_pending.drain(..) {
+            // (A window the exiting thread adopted has its writer's id; an id freed and reused
+            // since names another window.)
             if let Some(w) = self.windows[id as usize].as_mut() {
-                if w.tid == child && w.end == OPEN {
+                if (w.tid, w.line, w.site, w.start) == who && w.end == OPEN {
                     w.end = step;
                 }
             }
