@@ -278,3 +278,46 @@ fn a_missing_binary_or_marker_is_an_error_before_anything_runs() {
     assert!(run.stderr.contains("nonesuch"), "{}", run.describe());
     assert!(Path::new(&run.path("m.ron")).is_file());
 }
+
+/// A bug a detector's definition cannot report (`beyond`) is not scored for it: no TP, no FN,
+/// and its findings naming the bug are no false positives; what it found is listed apart. Other
+/// detectors are scored on it as usual. A `beyond` naming an unknown detector, or giving no
+/// reason, is an error.
+#[test]
+fn a_bug_beyond_a_detectors_definition_is_not_scored_for_it() {
+    let cases = r#"
+    (name: "hs_irh_writer", program: "hs_irh_writer", args: ["{pool}"], seeds: [0, 1, 2],
+     analyses: ["hawkset", "vardalith"],
+     truth: Bugs([(class: "persistence-race",
+                   at: [Marker("hs_irh_writer.c", "/* STORE:"), Marker("hs_irh_writer.c", "/* LOAD:")],
+                   beyond: [("vardalith", "the load happens before the store in some seeds")])])),
+"#;
+    let run = compare(&suite(cases), &["--analyses", "hawkset,vardalith", "--report", "c.json", "--jobs", "1"]);
+    run.assert_code(0);
+    let r = run.json("c.json");
+    let v = summary(&r, "vardalith", "persistence-race");
+    assert_eq!(
+        (v["bugs"].as_u64(), v["tp"].as_f64(), v["fp"].as_f64(), v["fn"].as_f64()),
+        (Some(0), Some(0.0), Some(0.0), Some(0.0)),
+        "{v:#}"
+    );
+    let h = summary(&r, "hawkset", "persistence-race");
+    assert_eq!((h["bugs"].as_u64(), h["tp"].as_f64()), (Some(1), Some(1.0)), "{h:#}");
+    let c = &case(&r, "hs_irh_writer")["detectors"]["vardalith"];
+    let beyond = c["beyond"].as_array().expect("beyond listed");
+    assert_eq!(beyond.len(), 1, "{c:#}");
+    assert_eq!(beyond[0]["of"].as_u64(), Some(3));
+    assert!(run.stdout_str().contains("(beyond "), "{}", run.stdout_str());
+
+    for (bad, msg) in [
+        (r#"beyond: [("nonesuch", "why")]"#, "unknown detector `nonesuch` in `beyond`"),
+        (r#"beyond: [("vardalith", " ")]"#, "`beyond` gives no reason for `vardalith`"),
+    ] {
+        let m = suite(&format!(
+            r#"(name: "x", program: "hs_irh_writer", truth: Bugs([(class: "persistence-race", at: [Line("hs_irh_writer.c", 1)], {bad})])),"#
+        ));
+        let run = compare(&m, &[]);
+        run.assert_code(2);
+        assert!(run.stderr.contains(msg), "{}", run.describe());
+    }
+}

@@ -387,3 +387,177 @@ fn triage(report: &std::path::Path) -> Run {
         cmdline: format!("ferrite triage {r}"),
     }
 }
+
+// ---- Issue 19's bullets on programs written for the proof (src/pv_*.c, built -O2) ----
+
+/// Runs `guest_name` with arguments `args` (after the pool) as [`run`] does.
+fn run_args(guest_name: &str, spec: &str, seed: u64, extra: &[&str], args: &[&str]) -> (Run, Value) {
+    let seed = seed.to_string();
+    let mut opts = vec!["--analyses", spec, "--seed", &seed, "--report", "r.json"];
+    opts.extend_from_slice(extra);
+    let mut argv = vec!["/mnt/pmem0/pool"];
+    argv.extend_from_slice(args);
+    let run = Ferrite::run(&guest(guest_name)).opts(&opts).args(&argv).go();
+    let report = run.json("r.json");
+    run.assert_code(if findings(&report).is_empty() { 0 } else { 66 });
+    (run, report)
+}
+
+fn stat(report: &Value, key: &str) -> u64 {
+    get(report, "stats").get(key).and_then(Value::as_u64).unwrap_or_else(|| panic!("no stat {key}:\n{report:#}"))
+}
+
+/// Whether a finding has a store at marker `store` and a load at marker `load` of `file`.
+fn reports_pair(report: &Value, file: &str, store: &str, load: &str) -> bool {
+    let (s, l) = (marker_line(file, store), marker_line(file, load));
+    findings(report).iter().any(|f| {
+        let locs = get(f, "locations").as_array().unwrap();
+        locs.iter().any(|x| is_at(x, "store", file, s)) && locs.iter().any(|x| is_at(x, "load", file, l))
+    })
+}
+
+/// A ticket lock whose two counters live in PM, declared with its lock argument (1, after a
+/// context) and a try-lock whose success is an `int` out-parameter (argument 2, 1 = taken);
+/// keys compared lock-free with `strncmp`/`memcmp`, whose vector loads reach the slot's value.
+#[test]
+fn a_ticket_lock_in_pm_declared_with_lock_and_result_arguments() {
+    let c = config("pv_ticket_kv");
+    assert_twins("pv_ticket_kv", &["--config", &c], "strings=off");
+    // Undeclared, the counters race with every other thread's attempt (no CAS from 0 to infer).
+    let (_, r) = run("pv_ticket_kv_fixed", "hawkset", 0, &[]);
+    assert!(
+        findings(&r)
+            .iter()
+            .any(|f| get(f, "locations")[0].get("function").and_then(Value::as_str) == Some("ticket_release")),
+        "{r:#}"
+    );
+    // The translation is right: every release pairs with an acquisition, and a try-lock's calls
+    // are its acquisitions and its failures.
+    let (_, r) = run("pv_ticket_kv_fixed", "hawkset", 0, &["--config", &c]);
+    assert!(stat(&r, "hawkset.sync_accesses") > 0);
+    assert_eq!(
+        stat(&r, "locks.ticket_release.calls"),
+        stat(&r, "locks.ticket_acquire.acquired") + stat(&r, "locks.ticket_try.acquired")
+    );
+    assert_eq!(
+        stat(&r, "locks.ticket_try.calls"),
+        stat(&r, "locks.ticket_try.acquired") + stat(&r, "locks.ticket_try.failed")
+    );
+}
+
+/// A home-made reader-writer lock in PM declared in HawkSet's format with `type: shared` for
+/// the read side: a store made under the read lock races with another reader's load (two shared
+/// holders do not protect each other), which `type: unique` would hide from hawkset. The
+/// configuration also names a function the program lacks: a warning, and 0 calls.
+#[test]
+fn a_reader_writer_lock_declared_shared_in_hawksets_format() {
+    let cfg = repo().join("guests/configs/pv_rwcache.cfg").display().to_string();
+    let file = "pv_rwcache.c";
+    for pass in ["hawkset", "vardalith"] {
+        let (buggy, r) = run("pv_rwcache", pass, 0, &["--config", &cfg]);
+        assert!(buggy.stderr.contains("warning: --config names lock function `rw_upgrade`"), "{}", buggy.stderr);
+        assert!(reports_pair(&r, file, "/* STORE:", "/* LOAD:"), "{pass}:\n{r:#}");
+        assert!(reports_pair(&r, file, "/* HITS_STORE:", "/* HITS_LOAD:"), "{pass}:\n{r:#}");
+        let (_, r) = run("pv_rwcache_fixed", pass, 0, &["--config", &cfg]);
+        assert!(findings(&r).is_empty(), "{pass} on pv_rwcache_fixed:\n{r:#}");
+        assert_eq!(stat(&r, "locks.rw_upgrade.calls"), 0);
+        assert!(stat(&r, "locks.rw_rdlock.acquired") > 0 && stat(&r, "locks.rw_wrlock.acquired") > 0);
+    }
+    let dir = scratch();
+    let unique = dir.path().join("unique.cfg");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    assert!(text.contains("    type: shared"));
+    std::fs::write(&unique, text.replace("    type: shared", "    type: unique")).unwrap();
+    let (_, r) = run("pv_rwcache", "hawkset", 0, &["--config", &unique.display().to_string()]);
+    assert!(reports_pair(&r, file, "/* STORE:", "/* LOAD:"), "{r:#}");
+    assert!(!reports_pair(&r, file, "/* HITS_STORE:", "/* HITS_LOAD:"), "unique read locks protect each other:\n{r:#}");
+}
+
+/// A recursive pthread mutex in PM after the data it guards, taken by trylock and relocked.
+#[test]
+fn a_recursive_pthread_mutex_in_pm_is_synchronisation() {
+    assert_twins("pv_pm_session", &[], "sync_words=off:infer_locks=off");
+}
+
+/// One helper reached through two callers: one finding per store site, its call stacks kept and
+/// counted on the summary line; `ferrite triage` puts the published pointer first, then the
+/// value, then the counter.
+#[test]
+fn a_ledger_is_grouped_by_store_site_and_its_pointer_is_triaged_first() {
+    let file = "pv_ledger.c";
+    let (run, r) = run("pv_ledger", "hawkset", 0, &[]);
+    for (s, l) in
+        [("/* HEAD_STORE", "/* HEAD_LOAD"), ("/* TOTAL_STORE", "/* TOTAL_LOAD"), ("/* COUNT_STORE", "/* COUNT_LOAD")]
+    {
+        assert!(reports_pair(&r, file, s, l), "{s}:\n{r:#}");
+    }
+    assert_eq!(findings(&r).len(), 3, "one finding per store site:\n{r:#}");
+    for f in findings(&r) {
+        let callers: std::collections::BTreeSet<&str> = get(get(f, "group"), "stacks")
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| get(s, "locations").as_array().unwrap().iter())
+            .filter(|l| l.get("role").and_then(Value::as_str) == Some("store"))
+            .flat_map(|l| get(l, "backtrace").as_array().unwrap().iter())
+            .filter_map(|fr| fr.get("function").and_then(Value::as_str))
+            .filter(|f| f.starts_with("add_"))
+            .collect();
+        assert_eq!(callers.len(), 2, "both callers of post() are kept:\n{f:#}");
+    }
+    assert!(run.stderr.contains("call stacks)"), "{}", run.stderr);
+    let (_, fixed) = run_args("pv_ledger_fixed", "hawkset,vardalith", 0, &[], &[]);
+    assert!(findings(&fixed).is_empty(), "{fixed:#}");
+    let t = triage(&run.path("r.json"));
+    t.assert_code(0);
+    let out = t.stdout_str();
+    let firsts: Vec<&str> = out.lines().filter(|l| l.contains("(tier ")).collect();
+    let head = marker_line(file, "/* HEAD_STORE");
+    let total = marker_line(file, "/* TOTAL_STORE");
+    let count = marker_line(file, "/* COUNT_STORE");
+    assert_eq!(firsts.len(), 3, "{out}");
+    for (line, (tier, at)) in firsts.iter().zip([(0, head), (1, total), (2, count)]) {
+        assert!(line.contains(&format!("(tier {tier})")) && line.contains(&format!("store {file}:{at} ")), "{out}");
+    }
+}
+
+/// HawkSet's two simplest shapes on a new program (a spinlock; no lock at all): hawkset reports
+/// both in every seed at the default `irh=1`. vardalith's window mode misses the locked shape
+/// exactly where Definition 1 finds no race in the run (`mode=hb` agrees): where main's critical
+/// section comes first. Where the writer goes first, its store region, with no release after
+/// its persist, stays open past the thread's exit until main joins it, as the paper's regions
+/// (whose releases are unlocks and thread creation) do.
+#[test]
+fn the_irh_shapes_on_a_spinlock_and_without_a_lock() {
+    let file = "pv_irh_pair.c";
+    for mode in ["lock", "free"] {
+        let mut windows = Vec::new();
+        let mut hb = Vec::new();
+        for seed in 0..3 {
+            let (_, r) = run_args("pv_irh_pair", "hawkset", seed, &[], &[mode]);
+            assert!(reports_pair(&r, file, "/* STORE:", "/* LOAD:"), "{mode} seed {seed}:\n{r:#}");
+            let (_, r) = run_args("pv_irh_pair", "vardalith", seed, &[], &[mode]);
+            windows.push(reports_pair(&r, file, "/* STORE:", "/* LOAD:"));
+            let (_, r) = run_args("pv_irh_pair", "vardalith:mode=hb", seed, &[], &[mode]);
+            hb.push(reports_pair(&r, file, "/* STORE:", "/* LOAD:"));
+            let (_, r) = run_args("pv_irh_pair_fixed", "hawkset,vardalith", seed, &[], &[mode]);
+            assert!(findings(&r).is_empty(), "{mode} fixed seed {seed}:\n{r:#}");
+        }
+        assert_eq!(windows, hb, "{mode}: window mode misses only what Definition 1 excludes");
+        assert!(windows.iter().any(|&w| w), "{mode}: {windows:?}");
+        if mode == "free" {
+            assert!(windows.iter().all(|&w| w), "{windows:?}");
+        }
+    }
+    // The same on hs_irh_writer: found where, and only where, the run holds a PIR.
+    let mut windows = Vec::new();
+    let mut hb = Vec::new();
+    for seed in 0..3 {
+        let (_, r) = run("hs_irh_writer", "vardalith", seed, &[]);
+        windows.push(reports_marked_race(&r, "hs_irh_writer"));
+        let (_, r) = run("hs_irh_writer", "vardalith:mode=hb", seed, &[]);
+        hb.push(reports_marked_race(&r, "hs_irh_writer"));
+    }
+    assert_eq!(windows, hb);
+    assert!(windows.iter().any(|&w| w));
+}

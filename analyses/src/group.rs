@@ -213,6 +213,17 @@ mod tests {
     }
 
     #[test]
+    fn the_lines_accessed_are_kept_when_asked() {
+        let mut s = StoreShapes::default();
+        s.access(0x1000, 0x8_2040, 8);
+        assert!(!s.accessed(0x8_2040), "kept only on request");
+        s.keep_lines();
+        s.access(0x1000, 0x8_207c, 8); // straddles two lines
+        assert!(s.accessed(0x8_2040) && s.accessed(0x8_2080) && !s.accessed(0x8_20c0));
+        assert!(!s.accessed(0x9_2040));
+    }
+
+    #[test]
     fn pool_offsets_are_told_when_they_lead_to_accessed_pm() {
         let mut s = shapes();
         // A helper's store instruction (0x10) storing values and, once, an offset into the file.
@@ -271,6 +282,9 @@ pub(crate) struct StoreShapes {
     /// (file id, one past the highest offset accessed) of the PM files seen, `u64::MAX` ids
     /// for free entries.
     files: [(u64, u64); SHAPE_FILES],
+    /// The PM lines accessed, by 4 KiB device page (a bit per line), when the pass keeps no
+    /// such record of its own to confirm offsets with ([`StoreShapes::keep_lines`]).
+    lines: Option<rustc_hash::FxHashMap<u64, u64>>,
 }
 
 impl Default for StoreShapes {
@@ -282,6 +296,7 @@ impl Default for StoreShapes {
             pm_lo: u64::MAX,
             pm_hi: 0,
             files: [(u64::MAX, 0); SHAPE_FILES],
+            lines: None,
         }
     }
 }
@@ -293,6 +308,12 @@ impl StoreShapes {
     pub(crate) fn access(&mut self, addr: u64, dev: u64, size: u32) {
         self.pm_lo = self.pm_lo.min(addr);
         self.pm_hi = self.pm_hi.max(addr + u64::from(size));
+        if let Some(lines) = &mut self.lines {
+            let last = (dev + u64::from(size.max(1)) - 1) >> 6;
+            for line in dev >> 6..=last {
+                *lines.entry(line >> 6).or_insert(0) |= 1 << (line & 63);
+            }
+        }
         let (fid, end) = (dev >> FILE_SHIFT, (dev & OFFSET_MASK) + u64::from(size));
         for f in self.files.iter_mut() {
             if f.0 == fid || f.0 == u64::MAX {
@@ -329,6 +350,19 @@ impl StoreShapes {
         if offset && c.1 == 0 {
             c.1 = (fid << FILE_SHIFT) | new;
         }
+    }
+
+    /// Keeps a record of the PM lines accessed, so that [`StoreShapes::accessed`] can confirm
+    /// offsets for a pass that keeps none of its own (vardalith with its IRH off).
+    pub(crate) fn keep_lines(&mut self) {
+        self.lines.get_or_insert_with(Default::default);
+    }
+
+    /// Whether the program accessed the PM line of device address `dev` (false without
+    /// [`StoreShapes::keep_lines`]).
+    pub(crate) fn accessed(&self, dev: u64) -> bool {
+        let line = dev >> 6;
+        self.lines.as_ref().is_some_and(|l| l.get(&(line >> 6)).is_some_and(|b| b >> (line & 63) & 1 == 1))
     }
 
     /// The worst shape the stores at `pc` wrote ([`crate::StoredCounts::shape`]); its offset

@@ -337,13 +337,18 @@ struct Piece {
 
 /// [`Piece::tid_flushed`]'s flag.
 const FLUSHED: u32 = 1 << 31;
+/// [`Piece::tid_flushed`]'s flag: the store was made inside one of libpmemobj's allocation calls.
+const IN_ALLOC: u32 = 1 << 30;
 
 impl Piece {
     fn tid(&self) -> u32 {
-        self.tid_flushed & !FLUSHED
+        self.tid_flushed & !(FLUSHED | IN_ALLOC)
     }
     fn flushed(&self) -> bool {
         self.tid_flushed & FLUSHED != 0
+    }
+    fn in_alloc(&self) -> bool {
+        self.tid_flushed & IN_ALLOC != 0
     }
 }
 
@@ -632,6 +637,17 @@ impl Hawkset {
     fn record(&mut self, line: u64, piece: Piece, mask: u64, end: End, end_ls: u32) {
         let all = mask;
         let mask = match end {
+            // The allocator's own store, persisted before the allocation call returns: it
+            // initialises the object (or the allocator's metadata) before any other thread can
+            // be handed it; the object is fresh when the call returns (`fresh_allocs`), whatever
+            // threads did to its bytes in an earlier life.
+            End::Fence(_) | End::Durable
+                if self.opts.fresh_allocs
+                    && piece.in_alloc()
+                    && self.threads.get(&piece.tid()).is_some_and(|t| !t.allocs.is_empty()) =>
+            {
+                return
+            }
             End::Fence(_) | End::Durable => self.published(line, mask),
             End::Overwrite(_) | End::Exit if !self.opts.unpersisted => return,
             // Overwritten before a second thread touched the bytes: nobody else could see the
@@ -677,6 +693,7 @@ impl Hawkset {
         self.rmw_pcs.store(ev.pc, ev.kind == EventKind::RmwStore);
         let ls = self.lockset(tid);
         let durable_now = device.durable(self.opts.persist_owner, ev.dev, u64::from(ev.size));
+        let in_alloc = if self.threads.get(&tid).is_some_and(|t| !t.allocs.is_empty()) { IN_ALLOC } else { 0 };
         for (line, mask) in pieces(ev.dev, ev.size) {
             self.touch(tid, line, mask);
             self.held.stored(tid, line, mask);
@@ -704,8 +721,13 @@ impl Hawkset {
                 continue;
             }
             let vc = self.clock(tid);
-            let piece =
-                Piece { mask, site: self.sites.id(site), tid_flushed: tid | if nt { FLUSHED } else { 0 }, ls, vc };
+            let piece = Piece {
+                mask,
+                site: self.sites.id(site),
+                tid_flushed: tid | if nt { FLUSHED } else { 0 } | in_alloc,
+                ls,
+                vc,
+            };
             let list = self.pending.get_mut(line);
             if list.len() == list.inline_size() && !list.spilled() {
                 // A second piece: onto a buffer a line gave back, not a new allocation.

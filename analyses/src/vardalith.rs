@@ -304,6 +304,9 @@ struct Window {
     /// A store persisted before its bytes were published, held by the causal IRH: it conflicts
     /// with nothing until the access that publishes its bytes decides it ([`HeldStores`]).
     held: bool,
+    /// Made inside one of libpmemobj's allocation calls (a store of the allocator or of the
+    /// object's constructor).
+    in_alloc: bool,
 }
 
 #[derive(Clone, Default, Debug)]
@@ -326,6 +329,10 @@ struct Thread {
     joining: bool,
     /// Sizes asked of the PMDK allocations the thread is in (their entries), innermost last.
     allocs: Vec<u64>,
+    /// Windows its exit would have closed (window mode), with their (thread, line, site, start)
+    /// to tell a freed and reused id: they stay open until a join of this thread, the only
+    /// acquire the exit synchronises with.
+    exit_pending: Vec<(u32, (u32, u64, u32, u64))>,
 }
 
 /// The pass. Reports are made online, when the later of two conflicting windows is created.
@@ -514,10 +521,17 @@ impl Vardalith {
             annotations: Annotations::default(),
             inferred: InferredLocks::default(),
             irh: Publication::new(opts.irh),
+            // With the IRH off its record of the lines accessed is empty: the shapes keep their own.
+            stored: {
+                let mut s = StoreShapes::default();
+                if opts.irh == 0 {
+                    s.keep_lines();
+                }
+                s
+            },
             held: HeldStores::new(opts.irh_order == IrhOrder::Causal),
             decided: Vec::new(),
             live: 0,
-            stored: StoreShapes::default(),
             rmw_pcs: RmwSites::default(),
             accesses: 0,
             hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: true }),
@@ -654,6 +668,7 @@ impl Vardalith {
         let vc = self.clock(tid);
         let durable_now = store && !nt && device.durable(self.opts.persist_owner, ev.dev, u64::from(ev.size));
         let lane = self.opts.lanes && self.sync.lanes.protects(ev);
+        let in_alloc = store && !self.thread(tid).allocs.is_empty();
         for (line, mask) in pieces(ev.dev, ev.size) {
             if !store {
                 self.held.loaded(tid, line, mask);
@@ -675,6 +690,7 @@ impl Vardalith {
                 p_epoch: NEVER,
                 lane,
                 held: false,
+                in_alloc,
             };
             if durable_now {
                 // eADR: durable at once; the window waits for the next release.
@@ -833,6 +849,13 @@ impl Vardalith {
                 if w.state != State::Persisted {
                     let owner_fenced = fencing && w.state == State::Flushed;
                     if durable_bytes(device, rule, w.line, w.mask, tid, owner_fenced) == w.mask {
+                        if w.in_alloc && self.opts.fresh_allocs && !self.thread(tid).allocs.is_empty() {
+                            // The allocator's (or the constructor's) store, persisted before
+                            // the allocation call returns: the object's initialisation, before
+                            // any other thread can be handed it (`fresh_allocs`).
+                            self.drop_initialisation(id);
+                            continue;
+                        }
                         let initial = w.store && self.irh.published(w.line, w.mask) == 0;
                         if initial && !self.held.hold(w.tid, w.line, w.mask, id, self.live) {
                             // Initialisation (the IRH): persisted before another thread
@@ -945,9 +968,14 @@ impl Vardalith {
         self.get_mut(id).end = end;
     }
 
-    /// A release by `tid`: its load windows close, and its persisted store windows.
-    fn release(&mut self, device: &PmDevice, tid: u32) {
-        let step = self.step;
+    /// A release by `tid`: its load windows close, and its persisted store windows. At the
+    /// thread's exit (`exit`) they do not close: the exit synchronises with a join of the thread
+    /// alone (the paper's releases are unlocks and thread creation; its Figure 1's store region
+    /// with no release after its persistence "lasts until the program ends"), so a load window
+    /// of a thread that has not joined it still overlaps them. They close at that join
+    /// ([`Vardalith::joined`]), or never.
+    fn release(&mut self, device: &PmDevice, tid: u32, exit: bool) {
+        let step = if exit { OPEN } else { self.step };
         if self.opts.persist_owner == DurabilityRule::Hw {
             // Another thread's persist of our stores is noticed here.
             self.settle(device, tid, None, false);
@@ -956,8 +984,13 @@ impl Vardalith {
         let rif = self.opts.release_fence;
         let windows = &mut self.windows;
         let t = self.threads.entry(tid).or_default();
+        let pending = &mut t.exit_pending;
         for id in t.loads.drain(..) {
-            windows[id as usize].as_mut().expect("live window").end = step;
+            let w = windows[id as usize].as_mut().expect("live window");
+            w.end = step;
+            if exit {
+                pending.push((id, (w.tid, w.line, w.site, w.start)));
+            }
         }
         t.stores.retain(|id| {
             let w = windows[id as usize].as_mut().expect("live window");
@@ -969,6 +1002,9 @@ impl Vardalith {
                 // (A held window the IRH decided was initialisation stays closed at 0.)
                 if w.end == OPEN {
                     w.end = step;
+                    if exit {
+                        pending.push((id, (w.tid, w.line, w.site, w.start)));
+                    }
                 }
                 false
             } else {
@@ -1031,7 +1067,10 @@ impl Vardalith {
                     let e = self.epoch(tid);
                     self.thread(tid).in_release = Some((self.step, e));
                 }
-                self.release(device, tid);
+                self.release(device, tid, op == SyncOp::Exit && !self.hb_mode());
+            }
+            if let SyncOp::Join { child } = op {
+                self.joined(child);
             }
             if let SyncOp::Create { child } = op {
                 let step = self.step;
@@ -1056,6 +1095,21 @@ impl Vardalith {
                 self.thread(tid).exited = true;
                 if !self.thread(tid).stores.is_empty() {
                     self.exited_with_stores += 1;
+                }
+            }
+        }
+    }
+
+    /// A thread joined `child`: the windows its exit left open close now.
+    fn joined(&mut self, child: u32) {
+        let step = self.step;
+        let Some(t) = self.threads.get_mut(&child) else { return };
+        for (id, who) in t.exit_pending.drain(..) {
+            // (A window the exiting thread adopted has its writer's id; an id freed and reused
+            // since names another window.)
+            if let Some(w) = self.windows[id as usize].as_mut() {
+                if (w.tid, w.line, w.site, w.start) == who && w.end == OPEN {
+                    w.end = step;
                 }
             }
         }
@@ -1312,7 +1366,7 @@ impl Analysis for Vardalith {
             },
             class: "",
             // An offset candidate counts if some thread accessed the line it leads to.
-            stored: stored.shape(store_pc, |dev| irh.touched(dev / LINE_SIZE)),
+            stored: stored.shape(store_pc, |dev| irh.touched(dev / LINE_SIZE) || stored.accessed(dev)),
         })
     }
 }

@@ -190,6 +190,6 @@ pub fn applies(d: &Detector, case: &Case) -> bool {
     if d.claim.runner == RunsAs::Crash {
         return case.crash.is_some();
     }
-    let claims_a_bug = case.bugs.iter().any(|b| d.claim.classes.iter().any(|c| b.in_class(c)));
+    let claims_a_bug = case.bugs.iter().any(|b| d.claim.classes.iter().any(|c| b.scored_for(d.base(), c)));
     case.analyses.is_empty() || case.analyses.iter().any(|a| a == d.base() || *a == d.name) || claims_a_bug
 }

@@ -125,17 +125,16 @@ pub fn print_tables(report: &CompareReport, cases: &[Case], detectors: &[Detecto
                 row.push(match c.detectors.get(&d.name) {
                     None => String::new(),
                     Some(cd) if cd.bugs.is_empty() => {
-                        if cd.fp > 0.0 {
-                            format!("FP {}", num(cd.fp))
-                        } else {
-                            "ok".into()
-                        }
+                        let mut s = if cd.fp > 0.0 { format!("FP {}", num(cd.fp)) } else { "ok".into() };
+                        push_beyond(&mut s, cd);
+                        s
                     }
                     Some(cd) => {
                         let mut s = format!("{}/{}", num(cd.tp), cd.bugs.len());
                         if cd.fp > 0.0 {
                             s.push_str(&format!(" FP {}", num(cd.fp)));
                         }
+                        push_beyond(&mut s, cd);
                         s
                     }
                 });
@@ -146,7 +145,8 @@ pub fn print_tables(report: &CompareReport, cases: &[Case], detectors: &[Detecto
     driver::out!("{}", table(&header, &rows));
     driver::out!(
         "(k/n: labelled bugs of the detector's classes found, averaged over seeds; FP: false positives; ok: \
-         nothing to find and nothing reported; blank: not run; *: harmful after recovery)"
+         nothing to find and nothing reported; blank: not run; *: harmful after recovery; beyond k/n: runs \
+         that found a bug the case says is beyond the detector's definition, not scored)"
     );
     driver::out!("");
     driver::out!("## cost");
@@ -220,4 +220,11 @@ pub fn chart(detectors: &[super::score::DetectorOut], path: &std::path::Path) ->
         })
         .collect();
     compare_chart::write_svg(&points, path)
+}
+
+/// Appends what a detector found of the bugs beyond its definition (`beyond k/n`, not scored).
+fn push_beyond(s: &mut String, cd: &super::score::CaseDetector) {
+    for b in &cd.beyond {
+        s.push_str(&format!(" (beyond {}/{})", b.found, b.of));
+    }
 }

@@ -95,20 +95,29 @@ impl Counts {
 }
 
 /// Scores of one detector on one case, in one class, from its runs.
-fn score_class(case: &Case, runs: &[RunRecord], class: &str) -> (Counts, Vec<BugScore>) {
+/// Bugs the detector is not scored on (`beyond`) are left out; findings naming them are no
+/// false positives.
+/// Returns the counts, the scored bugs and the bugs beyond the detector (listed, not scored).
+fn score_class(case: &Case, runs: &[RunRecord], class: &str, base: &str) -> (Counts, Vec<BugScore>, Vec<BugScore>) {
     let n = runs.len().max(1) as f64;
     let mut counts = Counts::default();
     let mut bugs = Vec::new();
+    let mut beyond = Vec::new();
     for b in case.bugs.iter().filter(|b| b.in_class(class)) {
         let seeds: Vec<u64> = runs
             .iter()
             .filter(|r| r.findings.iter().any(|f| f.claimed && f.class == class && f.matches.contains(&b.id)))
             .map(|r| r.seed)
             .collect();
-        let k = seeds.len() as f64;
+        let score = BugScore { bug: b.id.clone(), class: class.to_string(), found: seeds.len(), of: runs.len(), seeds };
+        if !b.scored_for(base, class) {
+            beyond.push(score);
+            continue;
+        }
+        let k = score.found as f64;
         counts.tp += k / n;
         counts.fn_ += (n - k) / n;
-        bugs.push(BugScore { bug: b.id.clone(), class: class.to_string(), found: seeds.len(), of: runs.len(), seeds });
+        bugs.push(score);
     }
     for r in runs {
         let fps: BTreeSet<&str> = r
@@ -119,7 +128,7 @@ fn score_class(case: &Case, runs: &[RunRecord], class: &str) -> (Counts, Vec<Bug
             .collect();
         counts.fp += fps.len() as f64 / n;
     }
-    (counts, bugs)
+    (counts, bugs, beyond)
 }
 
 #[derive(Serialize, Clone)]
@@ -142,6 +151,10 @@ pub struct CaseDetector {
     #[serde(rename = "fn")]
     pub fn_: f64,
     pub bugs: Vec<BugScore>,
+    /// Bugs of its classes the case says are beyond the detector's definition (`beyond`):
+    /// what it found of them, not scored.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub beyond: Vec<BugScore>,
     pub time_s: f64,
     pub runs: Vec<RunRecord>,
 }
@@ -235,8 +248,10 @@ pub fn score(
             let Some(runs) = results.get(&(di, ci)) else { continue };
             let mut total = Counts::default();
             let mut bugs = Vec::new();
+            let mut beyond = Vec::new();
             for class in &d.claim.classes {
-                let (c, b) = score_class(case, runs, class);
+                let (c, b, out) = score_class(case, runs, class, d.base());
+                beyond.extend(out);
                 let e = sums.entry((di, *class)).or_default();
                 e.0.add(c);
                 e.1 += 1;
@@ -266,6 +281,7 @@ pub fn score(
                     fp: total.fp,
                     fn_: total.fn_,
                     bugs,
+                    beyond,
                     time_s: runs.iter().map(|r| r.time_s).sum(),
                     runs: runs.clone(),
                 },

@@ -91,6 +91,10 @@ struct BugSpec {
     id: Option<String>,
     #[serde(default)]
     note: Option<String>,
+    /// Detectors whose definition cannot report the bug, each with the reason: they are not
+    /// scored on it (no TP, no FN), and their findings naming its lines are no false positives.
+    #[serde(default)]
+    beyond: Vec<(String, String)>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -136,6 +140,10 @@ pub struct Bug {
     pub harmful: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Detectors (base names) not scored on the bug, with the reason their definition cannot
+    /// report it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub beyond: Vec<(String, String)>,
     #[serde(skip)]
     sites: Vec<(String, u32)>,
 }
@@ -149,6 +157,11 @@ impl Bug {
     /// Whether the bug is part of the ground truth of `class`.
     pub fn in_class(&self, class: &str) -> bool {
         self.class == class || (class == CRASH_CLASS && self.harmful == Some(true))
+    }
+
+    /// Whether detector `base` (a claims-table name) is scored on the bug in `class`.
+    pub fn scored_for(&self, base: &str, class: &str) -> bool {
+        self.in_class(class) && !self.beyond.iter().any(|(d, _)| d == base)
     }
 }
 
@@ -244,6 +257,14 @@ fn load_manifest(path: &Path) -> Result<Vec<Case>> {
                 if b.at.is_empty() {
                     return Err(ctx(format!("bug {} has no lines (`at`)", i + 1)));
                 }
+                for (d, why) in &b.beyond {
+                    if !claims().iter().any(|c| c.name == d) {
+                        return Err(ctx(format!("bug {}: unknown detector `{d}` in `beyond`", i + 1)));
+                    }
+                    if why.trim().is_empty() {
+                        return Err(ctx(format!("bug {}: `beyond` gives no reason for `{d}`", i + 1)));
+                    }
+                }
                 let mut sites = Vec::new();
                 for site in &b.at {
                     match site {
@@ -286,6 +307,7 @@ fn load_manifest(path: &Path) -> Result<Vec<Case>> {
                     lines: sites.iter().map(|(f, l)| format!("{f}:{l}")).collect(),
                     harmful: b.harmful,
                     note: b.note.clone(),
+                    beyond: b.beyond.clone(),
                     sites,
                 });
             }
