@@ -492,11 +492,14 @@ fn random_exploration_of_a_single_threaded_program_runs_it_once_per_worker() {
 /// S` on its own.
 #[test]
 fn a_later_schedules_finding_replays_and_runs_alone_with_its_two_seeds() {
-    let g = guest("pr_lockfree");
+    // vardalith reports this writer's race only in schedules where the writer's store comes
+    // before main's locked read (docs/analyses/vardalith.md): the first schedule often has none.
+    let g = guest("hs_irh_writer");
+    let pool = ["/mnt/pmem0/pool"];
     for base in 0..12u64 {
         let seed = base.to_string();
-        let opts = ["--explore", "6", "--seed", &seed, "--analyses", "hawkset,vardalith", "--quiet"];
-        let run = Ferrite::run(&g).opts(&opts).opts(&["--report", "r.json"]).go();
+        let opts = ["--explore", "6", "--seed", &seed, "--analyses", "vardalith", "--quiet"];
+        let run = Ferrite::run(&g).opts(&opts).opts(&["--report", "r.json"]).args(&pool).go();
         let report = run.json("r.json");
         assert_eq!(report["run"]["seed"].as_u64(), Some(base));
         assert_eq!(report["run"]["schedule_seed"].as_u64(), Some(base));
@@ -508,8 +511,9 @@ fn a_later_schedules_finding_replays_and_runs_alone_with_its_two_seeds() {
         assert!(replay.stderr.contains(&format!("replay reproduced finding {id}")), "{}", replay.describe());
         let schedule = f["seed"].to_string();
         let alone = Ferrite::run(&g)
-            .opts(&["--seed", &seed, "--schedule-seed", &schedule, "--analyses", "hawkset,vardalith", "--quiet"])
+            .opts(&["--seed", &seed, "--schedule-seed", &schedule, "--analyses", "vardalith", "--quiet"])
             .opts(&["--report", "one.json"])
+            .args(&pool)
             .go();
         let one = alone.json("one.json");
         let same = |g: &serde_json::Value| g["analysis"] == f["analysis"] && g["locations"] == f["locations"];
