@@ -609,6 +609,19 @@ impl Taint {
     }
 
     /// A slot's byte labels, without allocating (slots are at most 16 bytes).
+    /// The labels of the bytes this instruction read from memory, in order, each joined with
+    /// `via` (the pointer's), appended to `bytes`.
+    fn push_read_labels(&mut self, via: Label, bytes: &mut Vec<Label>) {
+        for k in 0..self.reads.len() {
+            let a = self.reads[k];
+            for b in 0..u64::from(a.size) {
+                let l = self.read_label(a.addr + b);
+                let l = self.sets.union(l, via);
+                bytes.push(l);
+            }
+        }
+    }
+
     fn slot_labels(&self, s: Slot) -> [Label; 16] {
         let mut out = [0; 16];
         for (i, l) in out.iter_mut().enumerate().take(s.len as usize) {
@@ -681,14 +694,7 @@ impl Taint {
                         bytes.push(self.regs[s.reg as usize][s.off as usize + i]);
                     }
                 } else {
-                    for k in 0..self.reads.len() {
-                        let a = self.reads[k];
-                        for b in 0..u64::from(a.size) {
-                            let l = self.read_label(a.addr + b);
-                            let l = self.sets.union(l, via);
-                            bytes.push(l);
-                        }
-                    }
+                    self.push_read_labels(via, &mut bytes);
                 }
             }
             Kind::Mix | Kind::Swap | Kind::CmpXchg => {}
@@ -737,14 +743,7 @@ impl Taint {
                 } else if op.ndst == 1 {
                     let r = op.dst[0];
                     let reg = self.slot_labels(r);
-                    for k in 0..self.reads.len() {
-                        let a = self.reads[k];
-                        for b in 0..u64::from(a.size) {
-                            let l = self.read_label(a.addr + b);
-                            let l = self.sets.union(l, via);
-                            bytes.push(l);
-                        }
-                    }
+                    self.push_read_labels(via, &mut bytes);
                     let m = bytes.len();
                     self.write_slot(r, |i| if i < m { bytes[i] } else { 0 });
                     self.write_memory(|j, _| if j < r.len as usize { reg[j] } else { 0 }, address);
@@ -757,14 +756,7 @@ impl Taint {
                 let failed = self.cas_failed;
                 if failed != Some(false) {
                     // The accumulator loads the memory operand (through its pointer).
-                    for k in 0..self.reads.len() {
-                        let a = self.reads[k];
-                        for b in 0..u64::from(a.size) {
-                            let l = self.read_label(a.addr + b);
-                            let l = self.sets.union(l, via);
-                            bytes.push(l);
-                        }
-                    }
+                    self.push_read_labels(via, &mut bytes);
                     let old = self.slot_labels(acc);
                     let m = bytes.len();
                     let keep = failed.is_none();
