@@ -89,8 +89,8 @@ fn pmrace_reports_the_readers_record_as_a_side_effect_and_recovery_confirms_it()
         assert_eq!(f["kind"].as_str(), Some("inter-thread-inconsistency"));
         let p = places(f);
         assert_eq!(p[0], at("unpersisted load", "reader", src, load), "{p:?}");
-        assert_eq!(p[1], at("durable side effect", "reader", src, effect), "{p:?}");
-        assert_eq!(p[2], at("source store", "writer", src, store), "{p:?}");
+        assert_eq!(p[1], at("source store", "writer", src, store), "{p:?}");
+        assert_eq!(p[2], at("durable side effect", "reader", src, effect), "{p:?}");
     }
     // Validated: the recovery (pmemobj_open, then the reader's record against the root's
     // pointer) read the inconsistent image and failed.
