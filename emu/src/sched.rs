@@ -44,9 +44,12 @@
 /// its next flush or fence, so the readers load the value while it is not yet durable. After
 /// that store nobody is held again in the run (PMRace's Pitfall-1). Unlike PMRace's
 /// `cond_signal`, a store while nobody waits is not the signal: in a deterministic run it would
-/// only waste the interleaving. When every runnable
-/// thread is held, `privileged`-th held thread (by id, wrapping) is released and never held again
-/// (Pitfall-2, enumerated deterministically instead of chosen at random).
+/// only waste the interleaving. When every runnable thread is held, the `privileged`-th held
+/// thread (by id, wrapping) is released and never held again (Pitfall-2, enumerated
+/// deterministically instead of chosen at random). A word hold does so at every such moment; a
+/// publication hold chooses one privileged thread a run, and at later such moments lets the
+/// lowest held reader pass its load once (it may be held again at its next one), so that the
+/// readers of a publication are not all bypassed before the first one is made.
 ///
 /// A hold with `stores` is a *publication site* instead of one word: a thread is held at one of
 /// `loads` whatever PM bytes it loads, and the signal is a store by one of `stores` (a pointer to a
