@@ -3,7 +3,7 @@
  * the same mutex, and can read it in that gap, before it is durable (HawkSet's Fig. 1c shape).
  * Given a second argument, both loop for ever, as a server does: a run stops at the instruction
  * budget or when ferrite is interrupted, and the races seen by then stand.
- * FIXED twin: pm_service_race_fixed.c.
+ * FIXED twin: pm_service_race_fixed.c, this source built with FIXED (persists before the unlock).
  * Usage: pm_service_race [POOL [forever]]. */
 #include <pthread.h>
 
@@ -24,9 +24,15 @@ static void *updater(void *arg)
     (void)arg;
     for (long n = 0; n != rounds; n++) {
         pthread_mutex_lock(&lock);
+#ifdef FIXED
+        r->count = r->count + 1;
+        PM_CLWB(&r->count); PM_SFENCE(); /* FIX: persisted before the unlock */
+        pthread_mutex_unlock(&lock);
+#else
         r->count = r->count + 1; /* BUG: stored under the lock, persisted after the unlock */
         pthread_mutex_unlock(&lock);
         PM_CLWB(&r->count); PM_SFENCE();
+#endif
     }
     return NULL;
 }
