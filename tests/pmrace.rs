@@ -566,3 +566,38 @@ fn a_configured_lock_functions_own_lock_word_is_no_source() {
         assert_eq!(acquired, Some(2), "the configuration names the lock: {}", pretty(&r));
     }
 }
+
+/// A server never exits: its run ends when every thread waits for work that never comes (or at
+/// the instruction budget). An inconsistency was judged when its side effect was stored, so it
+/// stands at the stop, and its finding replays; the fixed twin has the stop alone.
+#[test]
+fn inconsistencies_stand_when_a_server_that_never_exits_stops() {
+    for (name, budget) in [("pr_server_forever", None), ("pr_server_forever", Some("2000000"))] {
+        let mut opts = vec!["--analyses", "pmrace", "--report", "r.json"];
+        if let Some(b) = budget {
+            // Blocked for ever reads as a deadlock; a budget is the other way a run stops.
+            opts.extend(["--max-instructions", b]);
+        }
+        let run = Ferrite::run(&guest(name)).opts(&opts).args(&["/mnt/pmem0/pool"]).go();
+        run.assert_code(66);
+        let r = run.json("r.json");
+        let stops: Vec<&str> = get(&r, "findings")
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|f| f.get("analysis").and_then(Value::as_str))
+            .filter(|a| *a != "pmrace")
+            .collect();
+        assert_eq!(stops.len(), 1, "one stop finding (deadlock or hang) for {budget:?}:\n{}", pretty(&r));
+        let f = assert_inconsistency(&r, name, "/* PR: side effect */");
+        let id = get(&f, "id").to_string();
+        let replay = Ferrite::replay(&run.path("r.json")).opts(&["--finding", &id]).go();
+        replay.assert_code(66);
+        assert!(replay.stderr.contains("replay reproduced finding"), "{}", replay.describe());
+    }
+    let run = Ferrite::run(&guest("pr_server_forever_fixed"))
+        .opts(&["--analyses", "pmrace", "--report", "r.json"])
+        .args(&["/mnt/pmem0/pool"])
+        .go();
+    assert_silent(&run.json("r.json"));
+}

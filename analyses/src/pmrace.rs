@@ -512,6 +512,16 @@ impl Analysis for Pmrace {
         "pmrace"
     }
 
+    /// An inconsistency is judged when its side effect is stored (was the source durable then?)
+    /// and a sync-inconsistency when the held variable becomes durable, so both stand when the
+    /// run stops before the program ends: a server that waits for requests forever, a hang at
+    /// the instruction budget, an interrupt. Their crash images were captured as they happened
+    /// and are validated as after a run that ended. What a stop leaves out: a lock recognised by
+    /// its release is not yet one if the run stopped while it was held.
+    fn reports_when_stopped(&self) -> bool {
+        true
+    }
+
     fn interest(&self) -> Interest {
         Interest::LOADS.union(Interest::STORES).union(Interest::PERSIST).union(Interest::SYNC).union(Interest::TAINT)
     }
