@@ -262,5 +262,8 @@ fn validate_crash(c: &CrashSummary) -> Result<(), String> {
     if c.covered_log2.is_some_and(|n| !n.is_finite() || n < 0.0) {
         return Err("crash.covered_log2: not a number of bits".into());
     }
+    if c.interrupted.is_some_and(|s| !(1..=64).contains(&s)) {
+        return Err("crash.interrupted: not a signal number (1 to 64)".into());
+    }
     Ok(())
 }

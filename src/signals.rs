@@ -13,10 +13,10 @@
 //! kill the process as soon as the handler returns), and gives up after a few seconds, if
 //! the watcher cannot run (an abort from a corrupt heap), letting the abort kill the process.
 //!
-//! A single `ferrite run`, or its `--explore N`, is gentler ([`stop_run_on_interrupt`]): its
-//! first interrupt stops the guest (each schedule's) at its next block start, and the run ends
-//! as if its budget had ended there, with its findings and its report (a harness with a
-//! timeout keeps what the run found); the second ends ferrite at once.
+//! A single `ferrite run`, its `--explore N`, and `ferrite crash` are gentler
+//! ([`stop_run_on_interrupt`]): the first interrupt stops the guest (each schedule's, each
+//! recovery's) at its next block start, and the run or campaign ends with what it found and its
+//! report (a harness with a timeout keeps it); the second ends ferrite at once.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -78,8 +78,9 @@ static STOP_RUN: AtomicBool = AtomicBool::new(false);
 /// From now on (until ferrite ends), the first SIGINT, SIGTERM or SIGHUP stops the run under
 /// way at its next block start ([`emu::interrupt`]), which then ends with its findings so far
 /// and its report, exit status 128+N; the second ends ferrite at once, as without this. For a
-/// single run and `--explore` of the random strategies (every machine of the process stops,
-/// and no schedule starts after), not for searches and crash tests.
+/// single run, `--explore` of the random strategies and exhaustive searches (every machine of
+/// the process stops, and no schedule starts after), and crash campaigns (no recovery starts
+/// after, `crashtest::campaign`); not for the pmrace search, shards or `compare`.
 pub fn stop_run_on_interrupt() {
     STOP_RUN.store(true, Ordering::SeqCst);
 }

@@ -296,6 +296,55 @@ fn an_interrupted_crash_campaign_leaves_nothing() {
 }
 
 #[test]
+fn an_interrupted_crash_campaign_keeps_its_failures_and_each_replays() {
+    // Far more schedules than can run before the signal: pm_log fails recoveries in its first
+    // schedule, and its later schedules find those images recovered already. The campaign stops
+    // where it is (a harness's timeout), reports what it found and says so; each failure replays.
+    let prog = guest("pm_log");
+    let prog = prog.to_str().unwrap();
+    let recover = format!("{prog} /mnt/pmem0/log check");
+    let tmp = scratch();
+    let args = [
+        "crash",
+        "--env-clear",
+        "--explore",
+        "100000",
+        "--recover",
+        &recover,
+        "--report",
+        "r.json",
+        "--",
+        prog,
+        "/mnt/pmem0/log",
+    ];
+    let (code, stderr) = interrupt_after(&args, tmp.path(), libc::SIGTERM, Duration::from_millis(4000));
+    assert_eq!(code, 128 + libc::SIGTERM, "{stderr}");
+    assert!(stderr.contains("ferrite: interrupted by SIGTERM: crash testing stopped"), "{stderr}");
+    assert_eq!(leftovers(tmp.path()), ["r.json"], "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(tmp.path().join("r.json")).unwrap()).unwrap();
+    assert_eq!(report["crash"]["interrupted"], libc::SIGTERM, "{}", report["crash"]);
+    let ran = report["run"]["schedules"].as_u64().unwrap();
+    assert!((1..100000).contains(&ran), "{}", report["run"]);
+    let failures: Vec<&serde_json::Value> =
+        report["findings"].as_array().unwrap().iter().filter(|f| f["analysis"] == "crash").collect();
+    // Failing images of one shape are one finding (its occurrences count them).
+    assert_eq!(failures.is_empty(), report["crash"]["failures"] == 0, "{}", report["crash"]);
+    // Only a first schedule the signal stopped (a slow debug build on a loaded machine) may
+    // have found nothing yet.
+    assert!(!failures.is_empty() || ran == 1, "{stderr}");
+    for f in failures {
+        let id = f["id"].as_u64().unwrap().to_string();
+        let out = Command::new(env!("CARGO_BIN_EXE_ferrite"))
+            .args(["replay", "r.json", "--finding", &id])
+            .current_dir(tmp.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("replay reproduced finding {id}")), "{err}");
+    }
+}
+
+#[test]
 fn a_crash_campaign_prints_progress_lines_on_a_pipe() {
     let prog = guest("pm_log");
     let recover = format!("{} /mnt/pmem0/log check", prog.display());

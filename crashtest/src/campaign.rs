@@ -209,7 +209,8 @@ pub fn test_shard(
             .collect()
     });
     bar.finish_and_clear();
-    tested.recoveries += order.len() as u64;
+    // Recoveries an interrupt kept from running (or stopped) count for nothing.
+    tested.recoveries += verdicts.iter().filter(|v| !matches!(v, Ok(Verdict::Interrupted))).count() as u64;
     tested.restored = restored.into_inner();
     for ((unit, key), v) in order.into_iter().zip(verdicts) {
         let (point, choice) = unique.remove(&key).expect("ordered keys are unique images");
@@ -235,7 +236,13 @@ pub fn test_shard(
             .par_iter()
             .filter(|r| r.3.failed())
             .map(|(_, point, choice, _)| {
-                let m = minimise(plan, &points[*point], choice, &log_paths);
+                let m = if emu::interrupt::requested().is_some() {
+                    // Interrupted: the failure is reported with every line its image lost,
+                    // unminimised (its replay rebuilds the same image).
+                    Ok(Minimised { minimal: stale_dims(&points[*point].space, choice), recoveries: 0, restored: 0 })
+                } else {
+                    minimise(plan, &points[*point], choice, &log_paths)
+                };
                 minimising.inc(1);
                 m
             })
@@ -251,7 +258,7 @@ pub fn test_shard(
                 tested.units.push(unit);
                 continue;
             }
-            Verdict::Passed => continue,
+            Verdict::Passed | Verdict::Interrupted => continue,
         };
         tested.failures += 1;
         let m = minimised.next().expect("one minimisation per failing image")?;
@@ -440,12 +447,14 @@ pub fn test(runner: &Runner, base: &RunSpec, o: &Options) -> Result<Campaign, Er
         dedup_points: o.dedup_points,
         lazy: o.lazy,
         covered_log2: None,
+        interrupted: None,
     };
     let mut restored = 0;
     let mut pieces = Vec::new();
     let mut units = 0;
     let rec = crate::workloads::Recorded { mode: &o.crash_points, crash_at: o.crash_at, dedup_points: o.dedup_points };
     let mut runs = crate::workloads::Workloads::new(runner, base, rec, schedules, o.snapshots);
+    let mut ran = 0;
     for i in 0..u64::from(schedules) {
         let crate::workloads::Workload { dir: _work, spec, report, outcome: out, log } = runs.run(i)?;
         let plan = Plan {
@@ -482,11 +491,17 @@ pub fn test(runner: &Runner, base: &RunSpec, o: &Options) -> Result<Campaign, Er
         if first.is_none() {
             first = Some((report, out));
         }
+        ran += 1;
+        if let Some(s) = emu::interrupt::requested() {
+            // No schedule starts after an interrupt; what ran stands.
+            summary.interrupted = Some(s);
+            break;
+        }
     }
     let (mut report, outcome) = first.ok_or_else(|| Error::Other("no workload run".into()))?;
     report.findings = analyses::Finding::merge(findings);
     report.run.seed = base.seed;
-    report.run.schedules = schedules;
+    report.run.schedules = ran;
     Ok(Campaign { report, outcome, summary, restored, pieces, units, workloads: runs.counts })
 }
 
@@ -510,6 +525,7 @@ pub fn replay(runner: &Runner, spec: &RunSpec, c: &CrashSummary, image: &CrashIm
     Ok(match recover(&plan, &files, &[])? {
         Verdict::Failed { what, .. } => Replayed::Reproduced(what),
         Verdict::Passed | Verdict::ReadOpen { .. } => Replayed::Passed,
+        Verdict::Interrupted => Replayed::Diverged("ferrite was interrupted before the recovery ended".into()),
     })
 }
 

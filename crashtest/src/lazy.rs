@@ -184,8 +184,17 @@ pub fn explore(point: &PointData, file_paths: &BTreeMap<u32, PathBuf>, plan: &Pl
                 choice[d] = v;
             }
         }
+        if emu::interrupt::requested().is_some() {
+            // Interrupted: what was explored stands; the rest is not covered.
+            exhaustive = false;
+            break;
+        }
         let Some(files) = image_files(point, &choice, file_paths) else { continue };
         let (verdict, order, bypass) = watched_recovery(plan, &files)?;
+        if matches!(verdict, Verdict::Interrupted) {
+            exhaustive = false;
+            break;
+        }
         if bypass {
             return Ok(Explored { runs, exhaustive: false, bypassed: true });
         }

@@ -116,4 +116,9 @@ pub struct CrashSummary {
     /// recovery (the recoveries read only the lines that tell them apart).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub covered_log2: Option<f64>,
+    /// The user interrupted the campaign with this signal (SIGINT, SIGTERM, SIGHUP): the counts
+    /// are of what ran before it, no recovery started after it, and failures found by then are
+    /// reported without minimising them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<i32>,
 }

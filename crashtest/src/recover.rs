@@ -64,6 +64,9 @@ pub enum Verdict {
         /// The load.
         location: Location,
     },
+    /// Not run to its end: ferrite was interrupted (the user's SIGINT, SIGTERM or SIGHUP)
+    /// before or while it ran. Neither a pass nor a failure.
+    Interrupted,
 }
 
 impl Verdict {
@@ -100,7 +103,7 @@ pub(crate) fn verdict_of(out: &RunOutcome, who: &str) -> Verdict {
         GuestEnd::Exited(ProcessExit::Signal(s)) => format!("{who} was killed by {}", emu::sig::name(s)),
         GuestEnd::Hang => format!("{who} hung"),
         GuestEnd::Deadlock => format!("{who} deadlocked"),
-        GuestEnd::Interrupted(s) => format!("{who} was stopped: ferrite was interrupted by {}", emu::sig::name(s)),
+        GuestEnd::Interrupted(_) => return Verdict::Interrupted,
     };
     let locations = out
         .findings
@@ -173,6 +176,10 @@ pub(crate) fn read_open_finding(
 /// `open` lists the PM bytes whose value depends on the crash (`--xfd`: a recovery that reads
 /// one before writing it is reported even if it passes).
 pub fn recover(plan: &Plan, files: &Files, open: &[(PathBuf, u64, u64)]) -> Result<Verdict, Error> {
+    if emu::interrupt::requested().is_some() {
+        // The campaign is winding down: no recovery starts after an interrupt.
+        return Ok(Verdict::Interrupted);
+    }
     let dir = tempfile::Builder::new().prefix("ferrite-recovery-").tempdir()?;
     materialise(files, dir.path())?;
     let (out, read) = if open.is_empty() {

@@ -33,9 +33,15 @@ pub fn crash(a: CrashArgs) -> Result<i32> {
         host_stats(&a, &c, started)?;
         return super::merge::write_crash_part(path, header, c, opts.quiet);
     }
+    // A harness's timeout (SIGTERM) or the user's ^C stops the campaign where it is and keeps
+    // what it found: the workload run stops at its next block, no recovery or schedule starts
+    // after, and the failures found are reported (unminimised if minimising had not begun).
+    // Not for a shard, whose part must be the shard's whole work (run it again instead).
+    crate::signals::stop_run_on_interrupt();
     let c = crashtest::test(&super::runner(), &base, &options)?;
     host_stats(&a, &c, started)?;
-    let schedules = options.schedules;
+    let schedules = c.report.run.schedules;
+    let interrupted = c.summary.interrupted;
     let report = Report::new(c.report, Some(c.summary));
     if !opts.quiet {
         driver::print_findings(&report.findings);
@@ -57,6 +63,19 @@ pub fn crash(a: CrashArgs) -> Result<i32> {
                 " (every image of every point)".to_string()
             }
         );
+    }
+    if let Some(s) = interrupted {
+        if !opts.quiet {
+            say!(
+                "ferrite: interrupted by {}: crash testing stopped; the failures above are those found before it{}",
+                emu::sig::name(s),
+                if opts.report.is_some() { ", and each replays from the report" } else { "" }
+            );
+        }
+        if let Some(path) = &opts.report {
+            report.write(path)?;
+        }
+        return Ok(128 + s);
     }
     if let Some(path) = &opts.report {
         report.write(path)?;
