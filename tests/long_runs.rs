@@ -345,6 +345,27 @@ fn an_interrupted_crash_campaign_keeps_its_failures_and_each_replays() {
 }
 
 #[test]
+fn an_interrupted_comparison_scores_what_ran_in_full() {
+    // The whole suite cannot run in the time before the signal: no run starts after it, the
+    // runs under way are dropped, and the report scores the pairs that ran and says so.
+    let tmp = scratch();
+    let suite = repo().join("guests/manifest.ron");
+    let args =
+        ["compare", "--suite", suite.to_str().unwrap(), "--analyses", "hawkset", "--jobs", "1", "--report", "c.json"];
+    let (code, stderr) = interrupt_after(&args, tmp.path(), libc::SIGINT, Duration::from_millis(3000));
+    assert_eq!(code, 128 + libc::SIGINT, "{stderr}");
+    assert!(stderr.contains("ferrite: interrupted by SIGINT:"), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(tmp.path().join("c.json")).unwrap()).unwrap();
+    assert_eq!(report["interrupted"], libc::SIGINT);
+    let hawkset = &report["detectors"][0];
+    let planned = report["cases"].as_array().unwrap().len() as u64;
+    assert!(hawkset["cases"].as_u64().unwrap() < planned, "{hawkset}");
+    // Each scored case has a cell; the others are blank (no cell for the detector).
+    let scored = report["cases"].as_array().unwrap().iter().filter(|c| !c["detectors"]["hawkset"].is_null()).count();
+    assert_eq!(scored as u64, hawkset["cases"].as_u64().unwrap(), "{hawkset}");
+}
+
+#[test]
 fn a_crash_campaign_prints_progress_lines_on_a_pipe() {
     let prog = guest("pm_log");
     let recover = format!("{} /mnt/pmem0/log check", prog.display());

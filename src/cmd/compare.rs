@@ -197,9 +197,17 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
         indicatif::ProgressStyle::with_template("{msg:>12} {pos}/{len} runs [{bar:30}] {elapsed}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
+    // A harness's timeout or the user's ^C ends the comparison with what ran: no run starts
+    // after the first interrupt, the runs under way stop at their next block and are dropped
+    // (a stopped run's findings would score as misses), and the pairs that ran in full are
+    // scored. Not for a shard, whose part must hold its whole share.
+    if shard.is_none() {
+        crate::signals::stop_run_on_interrupt();
+    }
     let mut results: BTreeMap<(usize, usize), Vec<RunRecord>> = BTreeMap::new();
     let mut det_out: Vec<DetectorOut> = Vec::new();
     let mut unit_runs: Vec<(u64, RunRecord)> = Vec::new();
+    let mut ran = 0usize;
     for (di, runs, ids) in &plan {
         use rayon::prelude::*;
         let d = &detectors[*di];
@@ -211,13 +219,17 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
         let rss_start = status_kib("VmRSS:").unwrap_or(0);
         let phase_scope = reset_peak_rss();
         let phase = Instant::now();
-        let records: Vec<Result<RunRecord>> = pool.install(|| {
+        let records: Vec<Option<Result<RunRecord>>> = pool.install(|| {
             runs.par_iter()
                 .map(|&(ci, seed)| {
+                    if emu::interrupt::requested().is_some() {
+                        return None;
+                    }
                     let r = run_job(d, &cases[ci], seed, a.explore, jobs)
                         .with_context(|| format!("{} on case `{}` (seed {seed})", d.name, cases[ci].name));
                     bar.inc(1);
-                    r
+                    // A run the interrupt may have stopped is not the run the case asks for.
+                    (emu::interrupt::requested().is_none()).then_some(r)
                 })
                 .collect()
         });
@@ -225,8 +237,15 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
         let peak = if phase_scope { status_kib("VmHWM:").unwrap_or(0) } else { process_peak_kib() };
         let mut time_s = 0.0;
         let mut instructions = 0;
+        let mut cut: BTreeSet<usize> = BTreeSet::new();
+        let ran_before = ran;
         for ((&(ci, _), r), &unit) in runs.iter().zip(records).zip(ids) {
+            let Some(r) = r else {
+                cut.insert(ci);
+                continue;
+            };
             let r = r?;
+            ran += 1;
             time_s += r.time_s;
             instructions += r.instructions;
             if shard.is_some() {
@@ -234,12 +253,16 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
             }
             results.entry((*di, ci)).or_default().push(r);
         }
+        for ci in cut {
+            // Some of the case's seeds did not run: the case is not scored for this detector.
+            results.remove(&(*di, ci));
+        }
         det_out.push(DetectorOut {
             name: d.name.clone(),
             classes: d.claim.classes.to_vec(),
             schedule_dependent: d.claim.schedule_dependent,
-            cases: runs.iter().map(|r| r.0).collect::<BTreeSet<_>>().len(),
-            runs: runs.len(),
+            cases: results.keys().filter(|k| k.0 == *di).count(),
+            runs: ran - ran_before,
             time_s,
             wall_s,
             instructions,
@@ -300,8 +323,19 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
         detectors: det_out,
         cases: case_out,
         summary,
+        interrupted: emu::interrupt::requested(),
     };
     emit(&report, &cases, &detectors, report_path.as_deref(), a.quiet)?;
+    if let Some(s) = report.interrupted {
+        if !a.quiet {
+            say!(
+                "ferrite: interrupted by {}: {ran} of {total} runs ended before it; the tables score the (detector, case) pairs \
+                 that ran in full, the others are blank",
+                emu::sig::name(s)
+            );
+        }
+        return Ok(128 + s);
+    }
     Ok(0)
 }
 

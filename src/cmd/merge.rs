@@ -207,6 +207,7 @@ fn merge_compare(parts: Vec<Part>, a: &MergeArgs) -> Result<i32> {
         detectors: det_out,
         cases: case_out,
         summary,
+        interrupted: None,
     };
     emit(&report, &cases, &detectors, Some(&a.report), a.quiet)?;
     Ok(0)

@@ -229,6 +229,10 @@ pub struct CompareReport {
     pub detectors: Vec<DetectorOut>,
     pub cases: Vec<CaseOut>,
     pub summary: Vec<SummaryRow>,
+    /// The user interrupted the comparison with this signal: only the (detector, case) pairs
+    /// whose every run ended before it are scored; the others are blank, as not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<i32>,
 }
 
 /// Scores every detector's runs: per case and detector, then per detector and class (the
