@@ -189,16 +189,22 @@ fn an_interrupted_exploration_keeps_the_schedules_that_ended_and_each_finding_re
         // Both programs race in every schedule; only a first schedule stopped early (a slow
         // debug build on a loaded machine) may not have raced yet.
         assert!(!findings.is_empty() || ran == 1, "{how:?}: {stderr}");
-        for f in findings {
-            let id = f["id"].as_u64().unwrap().to_string();
-            let out = Command::new(env!("CARGO_BIN_EXE_ferrite"))
-                .args(["replay", "r.json", "--finding", &id])
-                .current_dir(tmp.path())
-                .output()
-                .unwrap();
-            let err = String::from_utf8_lossy(&out.stderr);
-            assert!(err.contains(&format!("replay reproduced finding {id}")), "{how:?}: {err}");
-        }
+        assert_each_replays(tmp.path(), findings.iter());
+    }
+}
+
+/// `ferrite replay r.json --finding ID` in `dir` reproduces each of `findings`.
+#[track_caller]
+fn assert_each_replays<'a>(dir: &Path, findings: impl Iterator<Item = &'a serde_json::Value>) {
+    for f in findings {
+        let id = f["id"].as_u64().unwrap().to_string();
+        let out = Command::new(env!("CARGO_BIN_EXE_ferrite"))
+            .args(["replay", "r.json", "--finding", &id])
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("replay reproduced finding {id}")), "{err}");
     }
 }
 
@@ -332,16 +338,7 @@ fn an_interrupted_crash_campaign_keeps_its_failures_and_each_replays() {
     // Only a first schedule the signal stopped (a slow debug build on a loaded machine) may
     // have found nothing yet.
     assert!(!failures.is_empty() || ran == 1, "{stderr}");
-    for f in failures {
-        let id = f["id"].as_u64().unwrap().to_string();
-        let out = Command::new(env!("CARGO_BIN_EXE_ferrite"))
-            .args(["replay", "r.json", "--finding", &id])
-            .current_dir(tmp.path())
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(&format!("replay reproduced finding {id}")), "{err}");
-    }
+    assert_each_replays(tmp.path(), failures.into_iter());
 }
 
 #[test]
