@@ -80,7 +80,8 @@ static STOP_RUN: AtomicBool = AtomicBool::new(false);
 /// and its report, exit status 128+N; the second ends ferrite at once, as without this. For a
 /// single run, `--explore` of the random strategies and exhaustive searches (every machine of
 /// the process stops, and no schedule starts after), and crash campaigns (no recovery starts
-/// after, `crashtest::campaign`); not for the pmrace search, shards or `compare`.
+/// after, `crashtest::campaign`) and comparisons (`cmd::compare`); not for shards, whose
+/// parts must hold their whole share, nor for runs whose findings recoveries validate.
 pub fn stop_run_on_interrupt() {
     STOP_RUN.store(true, Ordering::SeqCst);
 }

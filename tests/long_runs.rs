@@ -159,8 +159,23 @@ fn an_interrupted_exploration_keeps_the_schedules_that_ended_and_each_finding_re
     // starts after, and the report holds those that ended (and the first, wherever it stopped).
     let racy = guest("thr_racy_counter");
     let lost = guest("thr_lost_update");
-    let random = ["--explore", "100000", "--", racy.to_str().unwrap()];
+    let pmrace = guest("pr_clht");
+    let random = ["--analyses", "hmtrace", "--explore", "100000", "--", racy.to_str().unwrap()];
+    // PMRace's search: its runs hold readers; only the first run may be kept stopped.
+    let targeted = [
+        "--analyses",
+        "pmrace",
+        "--strategy",
+        "pmrace",
+        "--explore",
+        "100000",
+        "--",
+        pmrace.to_str().unwrap(),
+        "/mnt/pmem0/pool",
+    ];
     let exhaustive = [
+        "--analyses",
+        "hmtrace",
         "--strategy",
         "exhaustive",
         "--preempt",
@@ -172,10 +187,9 @@ fn an_interrupted_exploration_keeps_the_schedules_that_ended_and_each_finding_re
         "--",
         lost.to_str().unwrap(),
     ];
-    for how in [&random[..], &exhaustive[..]] {
+    for how in [&random[..], &exhaustive[..], &targeted[..]] {
         let tmp = scratch();
-        let args: Vec<&str> =
-            ["run", "--env-clear", "--analyses", "hmtrace", "--report", "r.json"].iter().chain(how).copied().collect();
+        let args: Vec<&str> = ["run", "--env-clear", "--report", "r.json"].iter().chain(how).copied().collect();
         let (code, stderr) = interrupt_after(&args, tmp.path(), libc::SIGINT, Duration::from_millis(3000));
         assert_eq!(code, 128 + libc::SIGINT, "{how:?}\n{stderr}");
         assert!(stderr.contains("ferrite: interrupted by SIGINT:"), "{stderr}");
@@ -186,7 +200,7 @@ fn an_interrupted_exploration_keeps_the_schedules_that_ended_and_each_finding_re
         let ran = report["run"]["schedules"].as_u64().unwrap();
         assert!((1..100000).contains(&ran), "{}", report["run"]);
         let findings = report["findings"].as_array().unwrap();
-        // Both programs race in every schedule; only a first schedule stopped early (a slow
+        // The programs race in every schedule; only a first schedule stopped early (a slow
         // debug build on a loaded machine) may not have raced yet.
         assert!(!findings.is_empty() || ran == 1, "{how:?}: {stderr}");
         assert_each_replays(tmp.path(), findings.iter());

@@ -73,10 +73,9 @@ pub fn run(a: RunArgs) -> Result<i32> {
         return super::merge::explore_part(&opts, &a.command, &spec, shard, path);
     }
     // One run, or an exploration's schedules (each stops, and the exploration keeps the
-    // schedules that ended: explore::schedules, explore::exhaustive). Not the pmrace search,
-    // whose held readers a stop would leave half way, nor runs whose findings recoveries
-    // validate.
-    let stoppable = opts.strategy != "pmrace" && opts.recover.is_none() && a.listen.is_empty();
+    // schedules that ended: explore::schedules, explore::exhaustive, explore::targeted). Not
+    // runs whose findings recoveries validate (a stopped validation would not be the replay's).
+    let stoppable = opts.recover.is_none() && a.listen.is_empty();
     if stoppable {
         crate::signals::stop_run_on_interrupt();
     }

@@ -189,12 +189,27 @@ pub fn explore(
             *first = Some((report, out));
         }
     };
+    // ferrite's interrupt (emu::interrupt) starts no run after it; of the runs it stopped only
+    // the first is kept, as for `run --explore` (`schedules::Worker::run_all`): its report says
+    // where it stopped, so its findings replay, and a later run's would not.
+    let interrupted = |runs: u64| runs > 0 && emu::interrupt::requested().is_some();
+    let stopped = |r: &RunReport| r.run.exit.interrupted.is_some();
     'rounds: while runs < u64::from(n) {
+        if interrupted(runs) {
+            break;
+        }
         let (report, out, profile) = runner.one(runs, None)?;
+        if runs > 0 && stopped(&report) {
+            break;
+        }
+        let first_stopped = stopped(&report);
         runs += 1;
         profiling += 1;
         coverage.extend(profile.pairs.iter().copied());
         absorb(report, out, &mut first);
+        if first_stopped {
+            break;
+        }
         // A publication entry is its store and the field it publishes into (its first load).
         let key = |e: &analyses::alias::Entry| {
             if e.publication {
@@ -207,7 +222,7 @@ pub fn explore(
         for e in entries {
             explored.insert(key(&e));
             for k in 0..TTL_RUN_LOOP {
-                if runs >= u64::from(n) {
+                if runs >= u64::from(n) || interrupted(runs) {
                     break 'rounds;
                 }
                 let loads = e.loads.iter().copied().collect();
@@ -217,6 +232,9 @@ pub fn explore(
                     Hold { loads, dev: e.dev, len: 8, privileged: k, stores: Vec::new() }
                 };
                 let (report, out, profile) = runner.one(runs, Some(hold))?;
+                if stopped(&report) {
+                    break 'rounds;
+                }
                 runs += 1;
                 targeted += 1;
                 let before = coverage.len();
@@ -240,6 +258,9 @@ pub fn explore(
     report.run.seed = spec.seed;
     report.run.schedules = runs as u32;
     report.run.strategy = "pmrace".into();
+    if runs < u64::from(n) || report.run.exit.interrupted.is_some() {
+        report.run.interrupted = emu::interrupt::requested();
+    }
     let summary = format!(
         "ferrite: pmrace exploration: {runs} run(s) from seed {} ({profiling} profiling, {targeted} targeted over {} PM word(s) and {} publication site(s)), {} alias pair(s) covered; {} distinct finding(s)",
         spec.seed,
