@@ -78,7 +78,7 @@ static STOP_RUN: AtomicBool = AtomicBool::new(false);
 /// From now on (until ferrite ends), the first SIGINT, SIGTERM or SIGHUP stops the run under
 /// way at its next block start ([`emu::interrupt`]), which then ends with its findings so far
 /// and its report, exit status 128+N; the second ends ferrite at once, as without this. For a
-/// single run, `--explore` of the random strategies and exhaustive searches (every machine of
+/// single run, `--explore` of the random strategies, exhaustive and PMRace searches (every machine of
 /// the process stops, and no schedule starts after), and crash campaigns (no recovery starts
 /// after, `crashtest::campaign`) and comparisons (`cmd::compare`); not for shards, whose
 /// parts must hold their whole share, nor for runs whose findings recoveries validate.
