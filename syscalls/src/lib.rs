@@ -25,6 +25,7 @@ pub mod fd;
 pub mod fifo;
 pub mod fs;
 pub mod inotify;
+pub mod jobctl;
 pub mod landlock;
 pub mod listen;
 pub mod mem;
