@@ -478,6 +478,13 @@ impl Kernel {
             (Kind::Zero, _) => Kind::Zero,
             (Kind::Urandom, _) => Kind::Urandom,
             (Kind::Virtual { data, .. }, libc::O_RDONLY) => Kind::Virtual { data: data.clone(), pos: 0 },
+            (Kind::File { file, pm, .. }, _) if crate::splice::is_memfd(&d.guest_path) => {
+                // A memfd opened again (a new description of the same file), as Linux reopens
+                // its inode through the link.
+                let file = crate::splice::reopen_host(file, acc)?;
+                let host = std::path::PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+                Kind::File { file, host, pm: *pm }
+            }
             _ => return err(libc::EACCES),
         };
         Ok(Description { kind, guest_path: d.guest_path.clone(), flags })

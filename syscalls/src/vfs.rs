@@ -416,6 +416,11 @@ impl Kernel {
             Target::Virtual(VirtualFile::Descriptor(fd)) => {
                 let d = self.fds.get(fd)?.desc.borrow();
                 match d.kind {
+                    // A memfd has no path: it is opened as the descriptor itself.
+                    crate::fd::Kind::File { .. } if crate::splice::is_memfd(&d.guest_path) && last => None,
+                    crate::fd::Kind::File { .. } if crate::splice::is_memfd(&d.guest_path) => {
+                        return err(libc::ENOTDIR)
+                    }
                     crate::fd::Kind::File { .. } | crate::fd::Kind::Dir { .. } => Some(d.guest_path.clone()),
                     _ if last => None,
                     _ => return err(libc::ENOTDIR),
