@@ -248,15 +248,24 @@ static void cancel(int first, int second) {
 }
 
 static void stops_itself(void) {
+    int go[2];
+    pipe(go);
     pid_t pid = fork();
     if (pid == 0) {
         raise(SIGSTOP);
+        // Ends only once its parent has taken the SIGCHLD of the continue (a second one would
+        // be lost while that one is pending).
+        char c;
+        read(go[0], &c, 1);
         _exit(6);
     }
     wait_show("raise(SIGSTOP) in the child, waitpid(WUNTRACED)", pid, WUNTRACED);
     show_chld("  after the stop");
     kill(pid, SIGCONT);
     await_chld("  the continue");
+    write(go[1], "g", 1);
+    close(go[0]);
+    close(go[1]);
     wait_show("  SIGCONT, waitpid(0)", pid, 0);
     show_chld("  after");
 }
