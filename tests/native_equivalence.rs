@@ -624,3 +624,34 @@ fn memfd_copy_file_range_and_splice_as_natively() {
     assert!(out.contains("  left in the tee'd pipe: 9 \"ceda file\"\n"), "{}", emu.describe());
     assert!(out.contains("the blocked splice moved 4 bytes: \"late\"\n"), "{}", emu.describe());
 }
+
+/// `openat2` (`openat2_probe`, in a scratch directory): `struct open_how`'s size (EINVAL, E2BIG)
+/// and its flags, mode and resolve flags checked as Linux's `build_open_flags`; the walk under
+/// `RESOLVE_NO_SYMLINKS`, `RESOLVE_BENEATH`, `RESOLVE_IN_ROOT`, `RESOLVE_NO_MAGICLINKS` and
+/// `RESOLVE_NO_XDEV`. Two runs with one seed have one trace hash.
+#[test]
+fn openat2_as_natively() {
+    let emu = equivalent_and_deterministic("openat2_probe");
+    let out = emu.stdout_str();
+    let has = |s: &str| assert!(out.contains(s), "{s:?} missing\n{}", emu.describe());
+    has("size 32, an extra byte set                                 -1 Argument list too long\n");
+    has("d: rel, RESOLVE_NO_SYMLINKS                                -1 Too many levels of symbolic links\n");
+    has("d: up (-> ../top), RESOLVE_BENEATH                         -1 Invalid cross-device link\n");
+    has("d: rootlink (-> /f), RESOLVE_IN_ROOT                       ok in d\n");
+    has("/proc/self/fd/N, RESOLVE_NO_MAGICLINKS                     -1 Too many levels of symbolic links\n");
+    has("/proc/self/status, RESOLVE_NO_XDEV                         -1 Invalid cross-device link\n");
+}
+
+/// `/proc/self/task` lists the process's threads in order, `/proc/self/task/TID` its `comm`,
+/// `/proc/PID/task` a child's thread, `/proc/self/fd` the open descriptors (`proc_task_probe`).
+#[test]
+fn proc_task_lists_the_threads_as_natively() {
+    let emu = equivalent_and_deterministic("proc_task_probe");
+    let out = emu.stdout_str();
+    assert!(
+        out.contains("/proc/self/task: 3 entries, the main thread listed, the workers listed, ascending yes\n"),
+        "{}",
+        emu.describe()
+    );
+    assert!(out.contains("/proc/CHILD/task: 1 entries, the child's pid listed\n"), "{}", emu.describe());
+}

@@ -31,6 +31,7 @@ pub mod listen;
 pub mod mem;
 pub mod names;
 pub mod net;
+pub mod openat2;
 pub mod poll;
 pub mod process;
 pub mod procs;
@@ -464,6 +465,7 @@ impl Kernel {
             libc::SYS_utimensat => self.utimensat(m, i(a[0]), a[1], fs::NewTimes::Spec(a[2]), i(a[3])),
             libc::SYS_copy_file_range => self.copy_file_range(m, i(a[0]), a[1], i(a[2]), a[3], a[4], a[5]),
             libc::SYS_memfd_create => self.memfd_create(m, a[0], a[1] as u32),
+            libc::SYS_openat2 => self.openat2(m, i(a[0]), a[1], a[2], a[3]),
             libc::SYS_splice => self.splice(m, i(a[0]), a[1], i(a[2]), a[3], a[4], a[5] as u32),
             libc::SYS_tee => self.tee(i(a[0]), i(a[1]), a[2], a[3] as u32),
             libc::SYS_vmsplice => self.vmsplice(m, i(a[0]), a[1], a[2], a[3] as u32),
