@@ -137,3 +137,29 @@ fn gpg_symmetric_round_trip_with_its_agent() {
         assert!(emu.stdout_str().starts_with("secret\nrc=0\n"), "{}", emu.describe());
     }
 }
+
+/// Job control in Debian's shells: dash stops a background job with `kill -STOP` and continues
+/// it with `kill -CONT` (stop signals did nothing before); bash with job control on (`set -m`,
+/// each job a process group of its own) sees a job stopped by `SIGTSTP` in `jobs` and continues
+/// it with `kill -CONT %1`.
+#[test]
+fn shells_stop_and_continue_their_jobs() {
+    let script = "sleep 1 & p=$!; kill -STOP $p; kill -CONT $p; wait $p; echo \"sh: $?\"; \
+                  bash -c 'set -m; sleep 1 & kill -TSTP $!; sleep 0.1; jobs; kill -CONT %1; wait; echo \"bash: $?\"'";
+    if let Some(emu) = same_as_natively(&["/bin/bash", "/usr/bin/sleep"], script) {
+        assert!(emu.stdout_str().contains("Stopped"), "{}", emu.describe());
+        assert!(emu.stdout_str().ends_with("bash: 0\n"), "{}", emu.describe());
+    }
+}
+
+/// coreutils' `cp` copies with `copy_file_range` (which gave EXDEV before, so `cp` fell back
+/// to read and write), and Python's `os.memfd_create` makes a memfd (unsupported before).
+#[test]
+fn cp_copies_with_copy_file_range_and_python_makes_a_memfd() {
+    let script = "seq 1 5000 > a; cp a b; cmp a b && echo same; python3 -c \"import os; \
+                  fd = os.memfd_create('x'); os.write(fd, b'abc'); os.lseek(fd, 0, 0); \
+                  print(os.read(fd, 3), os.readlink('/proc/self/fd/%d' % fd))\"";
+    if let Some(emu) = same_as_natively(&["/usr/bin/python3"], script) {
+        assert_eq!(emu.stdout_str(), "same\nb'abc' /memfd:x (deleted)\n", "{}", emu.describe());
+    }
+}

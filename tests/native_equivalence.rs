@@ -583,3 +583,75 @@ fn inotify_as_natively() {
     assert!(out.contains("a read into 8 bytes: -1 Invalid argument\n"), "{}", emu.describe());
     assert!(out.contains("the blocked reader got 32 bytes: CREATE \"late\"\n"), "{}", emu.describe());
 }
+
+/// Job control (`jobctl_probe`): `SIGSTOP` and `SIGTSTP` stop a child and `SIGCONT` continues
+/// it, as `waitpid(WUNTRACED/WCONTINUED)` (statuses `0x137f`, `0xffff`), `waitid(WSTOPPED,
+/// WCONTINUED, WNOWAIT)` and the parent's `SIGCHLD` (`CLD_STOPPED`, `CLD_CONTINUED`; none under
+/// `SA_NOCLDSTOP`) report it; a `SIGTSTP` in an orphaned process group is discarded, a handled
+/// one does not stop; `SIGCONT` and a stop signal discard each other when pending; a stopped
+/// child's threads do not run; wait4's `rusage` and `RUSAGE_CHILDREN` count a reaped child's
+/// CPU time. Two runs with one seed have one trace hash; the dynamic build (glibc's wrappers
+/// from libc.so) agrees.
+#[test]
+fn job_control_as_natively() {
+    let emu = equivalent_and_deterministic("jobctl_probe");
+    let out = emu.stdout_str();
+    assert!(out.contains("SIGSTOP, waitpid(WUNTRACED): pid status 0x137f stopped by 19\n"), "{}", emu.describe());
+    assert!(out.contains("SIGCONT, waitpid(WCONTINUED): pid status 0xffff continued\n"), "{}", emu.describe());
+    assert!(out.contains("  the continue: SIGCHLD 6/18\n"), "{}", emu.describe());
+    assert!(out.contains("  after both: SIGCHLD none\n"), "{}", emu.describe());
+    assert!(out.contains("(orphaned group), waitpid(WUNTRACED): pid status 0x400 exited 4\n"), "{}", emu.describe());
+    assert!(out.contains("  its thread ran while it was stopped: no\n"), "{}", emu.describe());
+    assert!(out.contains("a busy child: wait4 pid, its user time > 0: 1\n"), "{}", emu.describe());
+    equivalent("jobctl_probe.dyn", &[], &[]);
+}
+
+/// `memfd_create`, `copy_file_range`, `splice`, `tee` and `vmsplice` (`splice_probe`, in a
+/// scratch directory): a memfd as a file with its `/proc/self/fd` name, reopened, mapped and
+/// sealed; copies with and without offsets and Linux's errors (EXDEV between a memfd and a
+/// file); file to pipe, pipe to file, pipe to pipe, `tee`, `vmsplice` both ways, non-blocking
+/// and blocked calls. Two runs with one seed have one trace hash.
+#[test]
+fn memfd_copy_file_range_and_splice_as_natively() {
+    let emu = equivalent_and_deterministic("splice_probe");
+    let out = emu.stdout_str();
+    assert!(out.contains("  readlink: \"/memfd:probe (deleted)\"\n"), "{}", emu.describe());
+    assert!(out.contains("  after a store through the mapping: \"HELLO memfd\"\n"), "{}", emu.describe());
+    assert!(out.contains("  ftruncate to 10 (sealed): -1 Operation not permitted\n"), "{}", emu.describe());
+    assert!(out.contains("  the copy: \"01fghij7\"\n"), "{}", emu.describe());
+    assert!(out.contains("copy_file_range to a memfd: -1 Invalid cross-device link\n"), "{}", emu.describe());
+    assert!(out.contains("  the file: 28 \"splic...............eda file\"\n"), "{}", emu.describe());
+    assert!(out.contains("  left in the tee'd pipe: 9 \"ceda file\"\n"), "{}", emu.describe());
+    assert!(out.contains("the blocked splice moved 4 bytes: \"late\"\n"), "{}", emu.describe());
+}
+
+/// `openat2` (`openat2_probe`, in a scratch directory): `struct open_how`'s size (EINVAL, E2BIG)
+/// and its flags, mode and resolve flags checked as Linux's `build_open_flags`; the walk under
+/// `RESOLVE_NO_SYMLINKS`, `RESOLVE_BENEATH`, `RESOLVE_IN_ROOT`, `RESOLVE_NO_MAGICLINKS` and
+/// `RESOLVE_NO_XDEV`. Two runs with one seed have one trace hash.
+#[test]
+fn openat2_as_natively() {
+    let emu = equivalent_and_deterministic("openat2_probe");
+    let out = emu.stdout_str();
+    let has = |s: &str| assert!(out.contains(s), "{s:?} missing\n{}", emu.describe());
+    has("size 32, an extra byte set                                 -1 Argument list too long\n");
+    has("d: rel, RESOLVE_NO_SYMLINKS                                -1 Too many levels of symbolic links\n");
+    has("d: up (-> ../top), RESOLVE_BENEATH                         -1 Invalid cross-device link\n");
+    has("d: rootlink (-> /f), RESOLVE_IN_ROOT                       ok in d\n");
+    has("/proc/self/fd/N, RESOLVE_NO_MAGICLINKS                     -1 Too many levels of symbolic links\n");
+    has("/proc/self/status, RESOLVE_NO_XDEV                         -1 Invalid cross-device link\n");
+}
+
+/// `/proc/self/task` lists the process's threads in order, `/proc/self/task/TID` its `comm`,
+/// `/proc/PID/task` a child's thread, `/proc/self/fd` the open descriptors (`proc_task_probe`).
+#[test]
+fn proc_task_lists_the_threads_as_natively() {
+    let emu = equivalent_and_deterministic("proc_task_probe");
+    let out = emu.stdout_str();
+    assert!(
+        out.contains("/proc/self/task: 3 entries, the main thread listed, the workers listed, ascending yes\n"),
+        "{}",
+        emu.describe()
+    );
+    assert!(out.contains("/proc/CHILD/task: 1 entries, the child's pid listed\n"), "{}", emu.describe());
+}

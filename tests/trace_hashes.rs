@@ -112,7 +112,7 @@ const CASES: &[Case] = &[
 const EXPECTED: &[(&str, &str, &[&str])] = &[
     (
         "single-threaded",
-        "ee3a157c7746413fd1181d34d6e86d66",
+        "d8e57e15aca14aa0b12be2c5029b951d",
         &[
             "exit {\"code\":3}",
             "stat hawkset.clipped_loads=0",

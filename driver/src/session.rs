@@ -564,6 +564,11 @@ impl Session {
                         }
                     }
                 }
+                if !k.current_runnable() {
+                    // A stop signal stopped its process: another thread runs.
+                    *pending_schedule = Some((Point::Forced, false));
+                    continue;
+                }
                 // Another process's program: its code information for the passes.
                 if symbols.has_images() && symbols.switch_to(m.tid()) {
                     give_code_info(m, symbols, &spec.custom_locks);
@@ -679,6 +684,11 @@ impl Session {
                             }
                         }
                     }
+                    if matches!(outcome, Outcome::Continue | Outcome::Yield) && !k.current_runnable() {
+                        // The call, or a signal it let through, stopped the caller's process.
+                        *pending_schedule = Some((Point::Forced, false));
+                        continue;
+                    }
                     let point = match outcome {
                         Outcome::Exit(e) => break GuestEnd::Exited(e),
                         Outcome::Continue => {
@@ -716,6 +726,10 @@ impl Session {
                                 continue;
                             }
                         }
+                    }
+                    if !k.current_runnable() {
+                        *pending_schedule = Some((Point::Forced, false));
+                        continue;
                     }
                     m.set_runnable_others(k.runnable_count().saturating_sub(1));
                 }

@@ -380,12 +380,12 @@ impl Fd {
 pub(crate) const MAX_RW: u64 = 0x7fff_f000;
 
 impl Kernel {
-    fn desc(&self, fd: i32) -> Result<Rc<RefCell<Description>>, Errno> {
+    pub(crate) fn desc(&self, fd: i32) -> Result<Rc<RefCell<Description>>, Errno> {
         Ok(self.fds.get(fd)?.desc.clone())
     }
 
     /// Reads up to `len` bytes from `fd` at the description's offset (or at `at`).
-    fn read_bytes(&mut self, m: &Machine, fd: i32, len: usize, at: Option<u64>) -> Result<Vec<u8>, Errno> {
+    pub(crate) fn read_bytes(&mut self, m: &Machine, fd: i32, len: usize, at: Option<u64>) -> Result<Vec<u8>, Errno> {
         let d = self.desc(fd)?;
         let mut d = d.borrow_mut();
         if d.flags & libc::O_ACCMODE == libc::O_WRONLY {
@@ -632,7 +632,7 @@ impl Kernel {
 
     /// A write that, on a mapped PM file, also tells the device: the written bytes are durable
     /// (write(2) to a DAX file goes straight to the media), as are the lines they cover.
-    fn write_tracked(&mut self, m: &mut Machine, fd: i32, data: &[u8], at: Option<u64>) -> SysResult {
+    pub(crate) fn write_tracked(&mut self, m: &mut Machine, fd: i32, data: &[u8], at: Option<u64>) -> SysResult {
         let target = self.pm_target(fd, at);
         let old = target.as_ref().map(|(_, off, file)| {
             let mut old = vec![0u8; data.len()];
@@ -951,6 +951,7 @@ impl Kernel {
                 m.write(arg, &(libc::F_UNLCK as i16).to_le_bytes(), false)?;
                 Ok(0)
             }
+            crate::splice::F_ADD_SEALS | crate::splice::F_GET_SEALS => self.seals(fd, cmd, arg),
             libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_SETLK | libc::F_OFD_SETLKW => {
                 // One process: every lock is granted.
                 self.fds.get(fd)?;

@@ -182,6 +182,36 @@ fn stat_of_virtual(v: VirtualFile, guest: &str) -> StatInfo {
     StatInfo { dev: 5, ino: path_ino(guest), nlink: 1, mode, size: 0, rdev, time: EPOCH_NS }
 }
 
+impl Kernel {
+    /// The listing of a virtual directory whose entries are the running machine's, not fixed:
+    /// `/proc/self/task` and `/proc/PID/task` (the process's threads, by id), `/proc/self/task/TID`
+    /// (`comm`), `/proc/PID` (`task`), `/proc/self/fd` (the descriptors, as links); `None` for
+    /// any other.
+    fn listing_of_the_running(&self, guest: &str) -> Option<Vec<DirEntry>> {
+        let (names, dtype): (Vec<String>, u8) = if guest == "/proc/self/fd" {
+            (self.fds.fds.keys().map(|n| n.to_string()).collect(), libc::DT_LNK)
+        } else if guest == "/proc/self/task" || crate::vfs::proc_pid_path(guest).is_some_and(|(_, r)| r == "task") {
+            let pid = crate::vfs::proc_pid_path(guest).map_or(self.pid, |(p, _)| p);
+            (self.threads.values().filter(|t| t.pid == pid).map(|t| t.tid.to_string()).collect(), libc::DT_DIR)
+        } else if guest.starts_with("/proc/self/task/") {
+            (vec!["comm".to_string()], libc::DT_REG)
+        } else if guest.strip_prefix("/proc/").is_some_and(|p| p.parse::<u32>().is_ok()) {
+            (vec!["task".to_string()], libc::DT_DIR)
+        } else {
+            return None;
+        };
+        let mut list = vec![
+            DirEntry { name: b".".to_vec(), ino: path_ino(guest), dtype: libc::DT_DIR },
+            DirEntry { name: b"..".to_vec(), ino: path_ino(&crate::vfs::normalize(guest, "..")), dtype: libc::DT_DIR },
+        ];
+        for name in names {
+            let ino = path_ino(&format!("{guest}/{name}"));
+            list.push(DirEntry { name: name.into_bytes(), ino, dtype });
+        }
+        Some(list)
+    }
+}
+
 /// The listing of the virtual directory `guest`: `.`, `..`, then its children.
 fn virtual_dir_entries(guest: &str) -> Vec<DirEntry> {
     let mut list = vec![
@@ -329,6 +359,19 @@ impl Kernel {
         let follow =
             flags & libc::O_NOFOLLOW == 0 && flags & (libc::O_CREAT | libc::O_EXCL) != libc::O_CREAT | libc::O_EXCL;
         let guest = self.path_arg(m, dirfd, path, follow)?;
+        self.open_walked(m, guest, flags, mode, follow)
+    }
+
+    /// The rest of `openat` (and `openat2`) once the path is walked: `guest`, with its links
+    /// resolved (the last one only when `follow`).
+    pub(crate) fn open_walked(
+        &mut self,
+        m: &mut Machine,
+        guest: String,
+        flags: i32,
+        mode: u32,
+        follow: bool,
+    ) -> SysResult {
         let cloexec = flags & libc::O_CLOEXEC != 0;
         if flags & libc::O_TMPFILE == libc::O_TMPFILE {
             return err(libc::EOPNOTSUPP);
@@ -359,7 +402,8 @@ impl Kernel {
                     VirtualFile::Urandom => Kind::Urandom,
                     VirtualFile::Comm(tid) => Kind::Comm { tid, pos: 0 },
                     VirtualFile::Dir => {
-                        let entries = Some(virtual_dir_entries(&guest));
+                        let entries =
+                            Some(self.listing_of_the_running(&guest).unwrap_or_else(|| virtual_dir_entries(&guest)));
                         Kind::Dir { host: Path::new("/nonexistent-virtual").into(), entries, pos: 0 }
                     }
                     v => Kind::Virtual { data: self.virtual_contents(m, v), pos: 0 },
@@ -478,6 +522,13 @@ impl Kernel {
             (Kind::Zero, _) => Kind::Zero,
             (Kind::Urandom, _) => Kind::Urandom,
             (Kind::Virtual { data, .. }, libc::O_RDONLY) => Kind::Virtual { data: data.clone(), pos: 0 },
+            (Kind::File { file, pm, .. }, _) if crate::splice::is_memfd(&d.guest_path) => {
+                // A memfd opened again (a new description of the same file), as Linux reopens
+                // its inode through the link.
+                let file = crate::splice::reopen_host(file, acc)?;
+                let host = std::path::PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+                Kind::File { file, host, pm: *pm }
+            }
             _ => return err(libc::EACCES),
         };
         Ok(Description { kind, guest_path: d.guest_path.clone(), flags })

@@ -25,17 +25,20 @@ pub mod fd;
 pub mod fifo;
 pub mod fs;
 pub mod inotify;
+pub mod jobctl;
 pub mod landlock;
 pub mod listen;
 pub mod mem;
 pub mod names;
 pub mod net;
+pub mod openat2;
 pub mod poll;
 pub mod process;
 pub mod procs;
 pub mod signal;
 pub mod signalfd;
 pub mod snapshot;
+pub mod splice;
 pub mod thread;
 pub mod time;
 pub mod timers;
@@ -460,11 +463,12 @@ impl Kernel {
             libc::SYS_utimes => self.utimensat(m, libc::AT_FDCWD, a[0], fs::NewTimes::Val(a[1]), 0),
             libc::SYS_futimesat => self.utimensat(m, i(a[0]), a[1], fs::NewTimes::Val(a[2]), 0),
             libc::SYS_utimensat => self.utimensat(m, i(a[0]), a[1], fs::NewTimes::Spec(a[2]), i(a[3])),
-            // copy_file_range: EXDEV, as between file systems, so callers (coreutils' cp) copy
-            // through read and write, which ferrite models.
-            libc::SYS_copy_file_range => {
-                self.fds.get(i(a[0])).and_then(|_| self.fds.get(i(a[2]))).and_then(|_| err(libc::EXDEV))
-            }
+            libc::SYS_copy_file_range => self.copy_file_range(m, i(a[0]), a[1], i(a[2]), a[3], a[4], a[5]),
+            libc::SYS_memfd_create => self.memfd_create(m, a[0], a[1] as u32),
+            libc::SYS_openat2 => self.openat2(m, i(a[0]), a[1], a[2], a[3]),
+            libc::SYS_splice => self.splice(m, i(a[0]), a[1], i(a[2]), a[3], a[4], a[5] as u32),
+            libc::SYS_tee => self.tee(i(a[0]), i(a[1]), a[2], a[3] as u32),
+            libc::SYS_vmsplice => self.vmsplice(m, i(a[0]), a[1], a[2], a[3] as u32),
             libc::SYS_stat => self.fstatat(m, libc::AT_FDCWD, a[0], a[1], 0),
             libc::SYS_fstat => self.fstat(m, i(a[0]), a[1]),
             libc::SYS_lstat => self.fstatat(m, libc::AT_FDCWD, a[0], a[1], libc::AT_SYMLINK_NOFOLLOW),

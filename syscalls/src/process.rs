@@ -69,6 +69,9 @@ pub struct ProcState {
     /// The running process's `RLIMIT_SIGPENDING` (soft, hard): another process's is in its
     /// saved state.
     pub sigpending_limit: (u64, u64),
+    /// The instruction count at the last scheduling decision: what has retired since is the
+    /// running process's CPU time ([`crate::Kernel::charge_cpu`](crate::procs)).
+    pub cpu_mark: u64,
 }
 
 impl Default for ProcState {
@@ -85,6 +88,7 @@ impl Default for ProcState {
             next_pm_file: 0,
             created: std::collections::BTreeSet::new(),
             sigpending_limit: (SIGPENDING_LIMIT, SIGPENDING_LIMIT),
+            cpu_mark: 0,
         }
     }
 }
@@ -334,6 +338,16 @@ pub fn proc_mounts(pm_mount: &str) -> String {
 /// or one it already has, so the call succeeds and changes nothing, or fails with EPERM, as
 /// Linux answers an unprivileged caller. (`posix_spawn` with `POSIX_SPAWN_RESETIDS`, which `make`
 /// uses, sets its ids to the real ones.)
+/// A `struct rusage` (two timevals, then 14 longs) with user time `user_ns` and maximum resident
+/// set `maxrss_kib`, every other field 0.
+pub(crate) fn rusage_bytes(user_ns: u64, maxrss_kib: u64) -> [u8; 144] {
+    let mut b = [0u8; 144];
+    b[0..8].copy_from_slice(&(user_ns / 1_000_000_000).to_le_bytes());
+    b[8..16].copy_from_slice(&(user_ns % 1_000_000_000 / 1000).to_le_bytes());
+    b[32..40].copy_from_slice(&maxrss_kib.to_le_bytes());
+    b
+}
+
 pub(crate) fn setid(ids: &[u64]) -> SysResult {
     if ids.iter().all(|&id| id as u32 == u32::MAX || u64::from(id as u32) == UID) {
         Ok(0)
@@ -444,39 +458,35 @@ impl Kernel {
     /// clock (retired instructions, one per nanosecond, as `CLOCK_PROCESS_CPUTIME_ID` and
     /// `/proc/self/stat` count it: every thread's), the system time 0 (the kernel's work takes
     /// no virtual time) and the maximum resident set the mapped memory in KiB;
-    /// `RUSAGE_CHILDREN` is all zeros, as the `rusage` `wait4` returns (children's time is
-    /// not accounted). The other fields (faults, context switches, ...) are 0. EINVAL for
-    /// another `who`, EFAULT for an unwritable buffer.
+    /// `RUSAGE_CHILDREN` the user time of the children the process has reaped (and of theirs):
+    /// the instructions retired while their threads ran ([`Kernel::charge_cpu`](crate::procs)),
+    /// as `wait4`'s `rusage` of each. The other fields (faults, context switches, the children's
+    /// maximum resident set, ...) are 0. EINVAL for another `who`, EFAULT for an unwritable
+    /// buffer.
     pub(crate) fn getrusage(&mut self, m: &mut Machine, who: i32, buf: u64) -> SysResult {
         const RUSAGE_SELF: i32 = 0;
         const RUSAGE_CHILDREN: i32 = -1;
         const RUSAGE_THREAD: i32 = 1;
-        // struct rusage: two timevals, then 14 longs.
-        let mut b = [0u8; 144];
-        match who {
-            RUSAGE_SELF | RUSAGE_THREAD => {
-                let ns = m.icount();
-                b[0..8].copy_from_slice(&(ns / 1_000_000_000).to_le_bytes());
-                b[8..16].copy_from_slice(&(ns % 1_000_000_000 / 1000).to_le_bytes());
-                b[32..40].copy_from_slice(&(m.mem.mapped_bytes() / 1024).to_le_bytes());
-                // ru_maxrss
-            }
-            RUSAGE_CHILDREN => {}
+        let b = match who {
+            RUSAGE_SELF | RUSAGE_THREAD => rusage_bytes(m.icount(), m.mem.mapped_bytes() / 1024),
+            RUSAGE_CHILDREN => rusage_bytes(self.children_cpu_ns(), 0),
             _ => return err(libc::EINVAL),
-        }
+        };
         m.write(buf, &b, false)?;
         Ok(0)
     }
 
     /// `times`: the process CPU clock as user time in clock ticks (`sysconf(_SC_CLK_TCK)`,
-    /// 100 a second, as the auxiliary vector's `AT_CLKTCK` says), system time and the children's
-    /// times 0 (as `getrusage`); the result is the boot clock in ticks, the kernel's
+    /// 100 a second, as the auxiliary vector's `AT_CLKTCK` says), system times 0, the
+    /// children's user time that of the children reaped (as `getrusage(RUSAGE_CHILDREN)`); the result is the boot clock in ticks, the kernel's
     /// "arbitrary point in the past". A null buffer only gets the result; EFAULT for an
     /// unwritable one.
     pub(crate) fn times(&mut self, m: &mut Machine, buf: u64) -> SysResult {
         if buf != 0 {
             let mut b = [0u8; 32];
             b[0..8].copy_from_slice(&(m.icount() / 10_000_000).to_le_bytes());
+            // tms_cutime: the reaped children's CPU time, as getrusage(RUSAGE_CHILDREN).
+            b[16..24].copy_from_slice(&(self.children_cpu_ns() / 10_000_000).to_le_bytes());
             m.write(buf, &b, false)?;
         }
         Ok(self.now_ns(m) / 10_000_000)

@@ -46,7 +46,7 @@ use crate::{err, Errno, Kernel, SysResult};
 
 /// Readiness key of "a child of this process ended" (the pid in the low bits): waits block on
 /// it. Far above the keys of pipes and sockets, which count up from 1.
-const CHILD_KEY: u64 = 1 << 62;
+pub(crate) const CHILD_KEY: u64 = 1 << 62;
 
 const CLONE_VM: u64 = 0x100;
 const CLONE_VFORK: u64 = 0x4000;
@@ -61,7 +61,12 @@ const FORK_FLAGS: u64 =
     CLONE_VM | CLONE_VFORK | CLONE_SETTLS | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID | CLONE_CHILD_SETTID;
 
 const WNOHANG: u64 = 1;
+/// `WUNTRACED` for wait4, `WSTOPPED` for waitid: the same bit.
+const WSTOPPED: u64 = 2;
 const WEXITED: u64 = 4;
+const WCONTINUED: u64 = 8;
+/// `__WNOTHREAD`, `__WALL`, `__WCLONE`: accepted (one kind of child).
+const WAIT_THREAD_FLAGS: u64 = 0x2000_0000 | 0x4000_0000 | 0x8000_0000;
 const WNOWAIT: u64 = 0x0100_0000;
 const SIGCHLD: i32 = 17;
 
@@ -108,12 +113,32 @@ pub(crate) struct Proc {
     /// `PR_GET_DUMPABLE`: 1 (`SUID_DUMP_USER`) for an ordinary process, as Linux sets it at
     /// `execve`; `PR_SET_DUMPABLE` may make it 0. A child inherits it.
     pub(crate) dumpable: u8,
+    /// Stopped or continued, and what its parent's waits have not reported of it yet
+    /// ([`crate::jobctl`]).
+    pub(crate) job: crate::jobctl::JobState,
+    /// Its CPU time: the instructions retired while its threads ran (one a nanosecond), charged
+    /// at every scheduling decision ([`Kernel::charge_cpu`]).
+    pub(crate) cpu_ns: u64,
+    /// The CPU time of the children it has reaped, theirs included (Linux's `cutime`).
+    pub(crate) children_cpu_ns: u64,
 }
 
 impl Proc {
     /// The first process: its own group and session leader, parent 1.
     pub(crate) fn first() -> Proc {
-        Proc { ppid: 1, pgid: PID, sid: PID, ended: None, saved: None, space: PID, space_id: 1, dumpable: 1 }
+        Proc {
+            ppid: 1,
+            pgid: PID,
+            sid: PID,
+            ended: None,
+            saved: None,
+            space: PID,
+            space_id: 1,
+            dumpable: 1,
+            job: Default::default(),
+            cpu_ns: 0,
+            children_cpu_ns: 0,
+        }
     }
 
     /// A copy of a process without its saved state (a snapshot's copy fills it in).
@@ -127,6 +152,9 @@ impl Proc {
             space: self.space,
             space_id: self.space_id,
             dumpable: self.dumpable,
+            job: self.job,
+            cpu_ns: self.cpu_ns,
+            children_cpu_ns: self.children_cpu_ns,
         }
     }
 }
@@ -149,6 +177,17 @@ impl Saved {
             sigpending_limit: self.sigpending_limit,
         }
     }
+}
+
+/// What a wait found of a child.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Waited {
+    /// It ended so.
+    Exited(ProcessExit),
+    /// It stopped with this signal.
+    Stopped(i32),
+    /// It was continued.
+    Continued,
 }
 
 /// The status word `wait4` reports, as Linux encodes it.
@@ -260,7 +299,19 @@ impl Kernel {
         let dumpable = self.procs.get(&self.pid).map_or(1, |p| p.dumpable);
         self.procs.insert(
             child,
-            Proc { ppid: self.pid, pgid, sid, ended: None, saved: Some(saved), space: in_space, space_id, dumpable },
+            Proc {
+                ppid: self.pid,
+                pgid,
+                sid,
+                ended: None,
+                saved: Some(saved),
+                space: in_space,
+                space_id,
+                dumpable,
+                job: Default::default(),
+                cpu_ns: 0,
+                children_cpu_ns: 0,
+            },
         );
         // The fork orders everything the parent did before it before everything the child does.
         self.created.push((child, 0));
@@ -478,8 +529,11 @@ impl Kernel {
         }
     }
 
-    /// The first ended child `sel` names, and whether it names any child at all.
-    fn find_zombie(&self, sel: i64) -> (Option<(u32, ProcessExit)>, bool) {
+    /// The first child `sel` names with something to report under `options` (Linux's
+    /// `wait_consider_task`, child by child: its end if `WEXITED`, else an unreported stop if
+    /// `WUNTRACED`/`WSTOPPED`, else an unreported continue if `WCONTINUED`), and whether `sel`
+    /// names any child at all.
+    fn find_waitable(&self, sel: i64, options: u64) -> (Option<(u32, Waited)>, bool) {
         let me = self.pid;
         let mut any = false;
         for (&pid, p) in &self.procs {
@@ -488,28 +542,106 @@ impl Kernel {
             }
             any = true;
             if let Some(e) = p.ended {
-                return (Some((pid, e)), true);
+                if options & WEXITED != 0 {
+                    return (Some((pid, Waited::Exited(e))), true);
+                }
+                continue;
+            }
+            if let Some(sig) = p.job.stop_report.filter(|_| options & WSTOPPED != 0 && p.job.stopped) {
+                return (Some((pid, Waited::Stopped(sig))), true);
+            }
+            if p.job.continued && options & WCONTINUED != 0 {
+                return (Some((pid, Waited::Continued)), true);
             }
         }
         (None, any)
     }
 
+    /// Charges the instructions retired since the last scheduling decision to the running
+    /// process's CPU time: deterministic, as decisions fall at retired-instruction counts.
+    pub(crate) fn charge_cpu(&mut self, m: &Machine) {
+        let now = m.icount();
+        let d = now.saturating_sub(self.proc.cpu_mark);
+        self.proc.cpu_mark = now;
+        if let Some(p) = self.procs.get_mut(&self.pid) {
+            p.cpu_ns += d;
+        }
+    }
+
+    /// Child `pid`'s CPU time and its reaped children's (Linux's `RUSAGE_BOTH`), in ns.
+    fn child_cpu_ns(&self, pid: u32) -> u64 {
+        self.procs.get(&pid).map_or(0, |p| p.cpu_ns.saturating_add(p.children_cpu_ns))
+    }
+
+    /// The `struct rusage` `wait4` gives of child `pid`: its CPU time and its reaped children's
+    /// as user time; the system time and every other field 0.
+    fn child_rusage(&self, pid: u32) -> [u8; 144] {
+        crate::process::rusage_bytes(self.child_cpu_ns(pid), 0)
+    }
+
+    /// `si_utime`, `si_stime` of child `pid` in clock ticks (`USER_HZ`, 100 a second).
+    fn child_times(&self, pid: u32) -> [u64; 2] {
+        [self.child_cpu_ns(pid) / 10_000_000, 0]
+    }
+
+    /// The running process reaps its ended child `pid`: the child's CPU time and its children's
+    /// are added to the running process's children's (Linux's `wait_task_zombie`; a child
+    /// reaped by nobody, as when `SIGCHLD` is ignored, adds nothing).
+    fn reap(&mut self, pid: u32) {
+        let t = self.child_cpu_ns(pid);
+        self.procs.remove(&pid);
+        if let Some(p) = self.procs.get_mut(&self.pid) {
+            p.children_cpu_ns = p.children_cpu_ns.saturating_add(t);
+        }
+    }
+
+    /// The CPU time of the running process's reaped children, in ns (`RUSAGE_CHILDREN`).
+    pub(crate) fn children_cpu_ns(&self) -> u64 {
+        self.procs.get(&self.pid).map_or(0, |p| p.children_cpu_ns)
+    }
+
+    /// A stop or continue of child `pid` reported to a wait: reported once, unless `WNOWAIT`.
+    fn reported(&mut self, pid: u32, w: Waited, options: u64) {
+        if options & WNOWAIT != 0 {
+            return;
+        }
+        if let Some(p) = self.procs.get_mut(&pid) {
+            match w {
+                Waited::Stopped(_) => p.job.stop_report = None,
+                Waited::Continued => p.job.continued = false,
+                Waited::Exited(_) => {}
+            }
+        }
+    }
+
     /// wait4(2) (and waitpid): `pid, status, options, rusage`. Blocks, unless `WNOHANG`, until a
-    /// child it names has ended; reaps it.
+    /// child it names has ended (or, with `WUNTRACED`, stopped; with `WCONTINUED`, continued);
+    /// reaps an ended one. The status word as Linux's `wait_task_*` write it: `code << 8` or the
+    /// signal for an end, `0x7f | sig << 8` for a stop, `0xffff` for a continue.
     pub(crate) fn wait4(&mut self, m: &mut Machine, sel: i64, status: u64, options: u64, rusage: u64) -> SysResult {
-        if options & !(WNOHANG | 2 | 8 | 0x4000_0000 | 0x8000_0000 | 0x2000_0000) != 0 {
+        if options & !(WNOHANG | WSTOPPED | WCONTINUED | WAIT_THREAD_FLAGS) != 0 {
             return err(libc::EINVAL);
         }
-        match self.find_zombie(sel) {
-            (Some((pid, e)), _) => {
+        match self.find_waitable(sel, options | WEXITED) {
+            (Some((pid, w)), _) => {
+                let word = match w {
+                    Waited::Exited(e) => status_word(e),
+                    Waited::Stopped(sig) => 0x7f | (sig as u32) << 8,
+                    Waited::Continued => 0xffff,
+                };
                 if status != 0 {
-                    m.write(status, &status_word(e).to_le_bytes(), false)?;
+                    m.write(status, &word.to_le_bytes(), false)?;
                 }
                 if rusage != 0 {
-                    m.write(rusage, &[0u8; 144], false)?;
+                    m.write(rusage, &self.child_rusage(pid), false)?;
                 }
-                self.handoffs.push((exit_handoff(pid), false));
-                self.procs.remove(&pid);
+                match w {
+                    Waited::Exited(_) => {
+                        self.handoffs.push((exit_handoff(pid), false));
+                        self.reap(pid);
+                    }
+                    _ => self.reported(pid, w, options),
+                }
                 Ok(u64::from(pid))
             }
             (None, false) => err(libc::ECHILD),
@@ -521,10 +653,13 @@ impl Kernel {
         }
     }
 
-    /// waitid(2): `idtype, id, infop, options` (P_ALL, P_PID, P_PGID; WEXITED, WNOHANG,
-    /// WNOWAIT). Fills a `siginfo_t` with `CLD_EXITED` or `CLD_KILLED`.
+    /// waitid(2): `idtype, id, infop, options` (P_ALL, P_PID, P_PGID; WEXITED, WSTOPPED,
+    /// WCONTINUED, WNOHANG, WNOWAIT). Fills a `siginfo_t` with `CLD_EXITED`, `CLD_KILLED`,
+    /// `CLD_STOPPED` (the stop signal) or `CLD_CONTINUED` (`SIGCONT`).
     pub(crate) fn waitid(&mut self, m: &mut Machine, idtype: u64, id: u64, infop: u64, options: u64) -> SysResult {
-        if options & WEXITED == 0 || options & !(WNOHANG | WEXITED | WNOWAIT | 2 | 8) != 0 {
+        if options & (WEXITED | WSTOPPED | WCONTINUED) == 0
+            || options & !(WNOHANG | WEXITED | WSTOPPED | WCONTINUED | WNOWAIT | WAIT_THREAD_FLAGS) != 0
+        {
             return err(libc::EINVAL);
         }
         let sel = match idtype {
@@ -534,24 +669,34 @@ impl Kernel {
             _ => return err(libc::EINVAL),
         };
         let sel = if sel == 0 { 0 } else { sel };
-        match self.find_zombie(sel) {
-            (Some((pid, e)), _) => {
+        match self.find_waitable(sel, options) {
+            (Some((pid, w)), _) => {
                 if infop != 0 {
                     let mut b = [0u8; 128];
-                    let (code, st) = match e {
-                        ProcessExit::Code(c) => (1i32, c & 0xff),
-                        ProcessExit::Signal(s) => (2i32, s),
+                    let (code, st) = match w {
+                        Waited::Exited(ProcessExit::Code(c)) => (1i32, c & 0xff),
+                        Waited::Exited(ProcessExit::Signal(s)) => (2i32, s),
+                        Waited::Stopped(sig) => (crate::jobctl::CLD_STOPPED, sig),
+                        Waited::Continued => (crate::jobctl::CLD_CONTINUED, crate::jobctl::SIGCONT),
                     };
                     b[0..4].copy_from_slice(&SIGCHLD.to_le_bytes());
                     b[8..12].copy_from_slice(&code.to_le_bytes());
                     b[16..20].copy_from_slice(&pid.to_le_bytes());
                     b[20..24].copy_from_slice(&(crate::process::UID as u32).to_le_bytes());
                     b[24..28].copy_from_slice(&st.to_le_bytes());
+                    let [utime, stime] = self.child_times(pid);
+                    b[32..40].copy_from_slice(&utime.to_le_bytes());
+                    b[40..48].copy_from_slice(&stime.to_le_bytes());
                     m.write(infop, &b, false)?;
                 }
-                self.handoffs.push((exit_handoff(pid), false));
-                if options & WNOWAIT == 0 {
-                    self.procs.remove(&pid);
+                match w {
+                    Waited::Exited(_) => {
+                        self.handoffs.push((exit_handoff(pid), false));
+                        if options & WNOWAIT == 0 {
+                            self.reap(pid);
+                        }
+                    }
+                    _ => self.reported(pid, w, options),
                 }
                 Ok(0)
             }

@@ -40,8 +40,11 @@
 //! `rem`). `pause`, `rt_sigtimedwait` and `rt_sigpending` see both sets; `ppoll`, `pselect6` and
 //! `epoll_pwait` install their masks for the call ([`Kernel::call_mask`]).
 //!
+//! Stop signals and `SIGCONT` are job control ([`crate::jobctl`]): a default stop stops the
+//! whole process when sent to a thread that does not block it, or when taken.
+//!
 //! Left out: Linux chooses the thread for a process's signal round-robin from the last one
-//! chosen (ferrite: the main thread, else the lowest-numbered); stop signals do not stop; the
+//! chosen (ferrite: the main thread, else the lowest-numbered); the
 //! XSAVE frame format (the CPU model has no XSAVE, so the FXSAVE format with no FP_XSTATE magic is
 //! what Linux would build too).
 
@@ -72,10 +75,10 @@ pub(crate) const SI_TKILL: i32 = -6;
 /// SIGBUS, SIGFPE, SIGSEGV, SIGSYS.
 const SYNCHRONOUS: u64 = 1 << 3 | 1 << 4 | 1 << 6 | 1 << 7 | 1 << 10 | 1 << 30;
 
-/// Whether the default action of `sig` is to ignore it (SIGCHLD, SIGCONT, SIGURG, SIGWINCH; the
-/// stop signals too, as ferrite does not stop processes).
+/// Whether the default action of `sig` is to ignore it (Linux's `sig_kernel_ignore`: SIGCHLD,
+/// SIGCONT, SIGURG, SIGWINCH).
 pub(crate) fn ignored_by_default(sig: i32) -> bool {
-    matches!(sig, 17 | 18 | 23 | 28) || (19..=22).contains(&sig)
+    matches!(sig, 17 | 18 | 23 | 28)
 }
 
 /// Signal `sig`'s bit in a mask (1 to 64).
@@ -121,6 +124,9 @@ pub(crate) enum Posted {
     /// Queued, and its default action kills the process: a thread that does not block it takes
     /// it.
     Fatal,
+    /// A stop signal whose default action was taken at once: the process stopped, or the
+    /// signal was discarded (an orphaned process group) ([`crate::jobctl`]).
+    Stopped,
 }
 
 /// Calls a handler never restarts (Linux's ERESTARTNOHAND): they return EINTR even under
@@ -587,6 +593,9 @@ impl Kernel {
             return Ok(Posted::Dropped);
         }
         let Some(action) = self.action_of(pid, sig) else { return Ok(Posted::Dropped) };
+        if crate::jobctl::is_stop(sig) || sig == crate::jobctl::SIGCONT {
+            self.prepare_job_signal(pid, sig);
+        }
         let b = bit(sig);
         let target = tid.unwrap_or_else(|| self.main_thread(pid));
         let blocked = self.threads.get(&target).is_some_and(|t| t.sigmask & b != 0);
@@ -615,6 +624,13 @@ impl Kernel {
             Some(t) => self.accepts(t, pid, sig).then_some(t),
             None => self.signal_target(pid, sig),
         };
+        let stops = chosen.and_then(|t| self.threads.get(&t)).is_some_and(|t| t.sigmask & b == 0);
+        if crate::jobctl::is_stop(sig) && action[0] == SIG_DFL && stops {
+            // Its default action, taken as the thread chosen would take it (a stop signal
+            // stops the whole process, whichever thread it was sent to).
+            self.stop_process(pid, sig);
+            return Ok(Posted::Stopped);
+        }
         match tid {
             Some(t) => self.thread_mut(t).sigpending.push(info),
             None => self.shared_pending.entry(pid).or_default().push(Shared { info, target: chosen }),
@@ -728,7 +744,7 @@ impl Kernel {
 
     /// Drops every pending instance of `sig` of process `pid`, its threads' and its shared
     /// ones (Linux's `flush_sigqueue_mask`).
-    fn flush_signal(&mut self, pid: u32, sig: i32) {
+    pub(crate) fn flush_signal(&mut self, pid: u32, sig: i32) {
         let mut gone = Vec::new();
         for t in self.threads.values_mut().filter(|t| t.pid == pid) {
             gone.extend(t.sigpending.iter().filter(|s| s.signo == sig).copied());
@@ -747,6 +763,11 @@ impl Kernel {
                 self.timer_signal_taken(&mut info);
             }
         }
+    }
+
+    /// Whether `sig` is a stop signal whose action in the running process is the default.
+    fn default_stop(&self, sig: i32) -> bool {
+        crate::jobctl::is_stop(sig) && self.proc.sigactions[sig as usize][0] == SIG_DFL
     }
 
     /// Whether the running process ignores `sig` (`SIG_IGN`, or a default action of ignoring).
@@ -826,6 +847,15 @@ impl Kernel {
                     self.timer_signal_taken(&mut info);
                     dropped = true;
                 }
+                Some(info) if self.default_stop(info.signo) => {
+                    // A stop signal taken for its default action: the process stops (its
+                    // call, if it was in one, is made again when it is continued) or, in an
+                    // orphaned process group, the signal is dropped.
+                    dropped = true;
+                    if self.stop_process(self.pid, info.signo) {
+                        break None;
+                    }
+                }
                 found => break found,
             }
         };
@@ -879,6 +909,12 @@ impl Kernel {
             let Some(mut info) = self.dequeue_signal(cur, !mask, true) else { return Ok(()) };
             if self.ignored(info.signo) {
                 self.timer_signal_taken(&mut info);
+                continue;
+            }
+            if self.default_stop(info.signo) {
+                if self.stop_process(self.pid, info.signo) {
+                    return Ok(());
+                }
                 continue;
             }
             self.deliver(m, info, false)?;

@@ -182,6 +182,11 @@ pub(crate) struct WaitIndex {
     futex: FxHashMap<u64, Vec<(u64, u32, u32)>>,
     /// Threads in [`Wait::Io`] by readiness key, sorted by id.
     io: FxHashMap<u64, Vec<u32>>,
+    /// Threads of stopped processes (`SIGSTOP` ...), sorted by id: one that could run is in
+    /// `parked` instead of `runnable` until its process is continued ([`crate::procs`]).
+    stopped: Vec<u32>,
+    /// Threads of stopped processes that could run, sorted by id.
+    parked: Vec<u32>,
 }
 
 impl WaitIndex {
@@ -205,6 +210,7 @@ impl WaitIndex {
     /// Thread `tid` enters state `w` (`None`: runnable), having arrived at position `seq`.
     pub(crate) fn add(&mut self, tid: u32, w: Option<Wait>, seq: u64) {
         match w {
+            None if self.stopped.binary_search(&tid).is_ok() => Self::insert_sorted(&mut self.parked, tid),
             None => Self::insert_sorted(&mut self.runnable, tid),
             Some(Wait::Futex { addr, bitset, deadline }) => {
                 let q = self.futex.entry(addr).or_default();
@@ -226,10 +232,36 @@ impl WaitIndex {
         }
     }
 
+    /// Thread `tid` stops (`true`: its process stopped) or goes on: a stopped thread that could
+    /// run waits in `parked`, and comes back to `runnable` when its process is continued.
+    pub(crate) fn set_stopped(&mut self, tid: u32, stopped: bool) {
+        if stopped {
+            Self::insert_sorted(&mut self.stopped, tid);
+            if let Ok(i) = self.runnable.binary_search(&tid) {
+                self.runnable.remove(i);
+                Self::insert_sorted(&mut self.parked, tid);
+            }
+        } else {
+            Self::remove_sorted(&mut self.stopped, tid);
+            if let Ok(i) = self.parked.binary_search(&tid) {
+                self.parked.remove(i);
+                Self::insert_sorted(&mut self.runnable, tid);
+            }
+        }
+    }
+
+    /// Whether thread `tid` can run now (it waits for nothing and its process is not stopped).
+    pub(crate) fn is_runnable(&self, tid: u32) -> bool {
+        self.runnable.binary_search(&tid).is_ok()
+    }
+
     /// Thread `tid` leaves state `w`.
     pub(crate) fn remove(&mut self, tid: u32, w: Option<Wait>) {
         match w {
-            None => Self::remove_sorted(&mut self.runnable, tid),
+            None => {
+                Self::remove_sorted(&mut self.runnable, tid);
+                Self::remove_sorted(&mut self.parked, tid);
+            }
             Some(Wait::Futex { addr, deadline, .. }) => {
                 if let Some(q) = self.futex.get_mut(&addr) {
                     q.retain(|x| x.1 != tid);
@@ -338,6 +370,7 @@ impl Kernel {
     /// Thread `tid` is gone (its process ended): out of every wait and the index.
     pub(crate) fn drop_thread(&mut self, tid: u32) {
         self.set_wait(tid, None, None);
+        self.waits.set_stopped(tid, false);
         if let Some(t) = self.threads.remove(&tid) {
             self.waits.remove(tid, t.wait);
             // Its process's signals chosen for it go to another thread.
@@ -418,6 +451,11 @@ impl Kernel {
     /// Threads that can run now, sorted.
     pub fn runnable(&self) -> Vec<u32> {
         self.waits.runnable.clone()
+    }
+
+    /// Whether the running thread can go on: a stop signal may have stopped its process.
+    pub fn current_runnable(&self) -> bool {
+        self.waits.is_runnable(self.current)
     }
 
     /// How many threads can run now.
@@ -871,6 +909,8 @@ impl Kernel {
         };
         let others = runnable.len().saturating_sub(1);
         if next != cur || exited {
+            // What ran since the last switch is the running process's CPU time.
+            self.charge_cpu(m);
             let pid = self.threads.get(&next).map_or(self.pid, |t| t.pid);
             if pid != self.pid {
                 self.switch_process(m, pid);

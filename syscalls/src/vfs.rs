@@ -202,7 +202,7 @@ pub(crate) struct OverlayPath {
 }
 
 /// Most symbolic links one path may go through, as Linux's `MAXSYMLINKS`.
-const MAX_LINKS: u32 = 40;
+pub(crate) const MAX_LINKS: u32 = 40;
 
 /// The directory inside the PM directory that holds a private working directory's own files
 /// (`files/`) and the marks of the host files it lacks (`hidden/`).
@@ -244,6 +244,14 @@ pub fn virtual_children(dir: &str) -> Vec<(String, u8)> {
     }
     out.sort();
     out
+}
+
+/// `/proc/PID/task...` split into the pid and what follows it (`task`, `task/TID`).
+pub(crate) fn proc_pid_path(guest: &str) -> Option<(u32, &str)> {
+    let rest = guest.strip_prefix("/proc/")?;
+    let (pid, rest) = rest.split_once('/')?;
+    let pid: u32 = pid.parse().ok()?;
+    (rest == "task" || rest.strip_prefix("task/").is_some_and(|t| !t.contains('/'))).then_some((pid, rest))
 }
 
 /// Joins `path` onto `base` (both guest paths) and removes `.`, `..` and repeated slashes.
@@ -341,6 +349,23 @@ impl Kernel {
                 _ => err(libc::ENOENT),
             };
         }
+        // `/proc/PID/task` of a guest process (the caller's or another's): its threads; `/proc/PID`
+        // holds only that.
+        let pid_dir = guest.strip_prefix("/proc/").and_then(|p| p.parse::<u32>().ok());
+        if pid_dir.is_some_and(|pid| self.procs.get(&pid).is_some_and(|p| p.ended.is_none())) {
+            return Ok(Target::Virtual(VirtualFile::Dir));
+        }
+        if let Some((pid, rest)) = proc_pid_path(guest) {
+            let alive = self.procs.get(&pid).is_some_and(|p| p.ended.is_none());
+            let tid = rest.strip_prefix("task/").and_then(|t| t.parse::<u32>().ok());
+            return match (alive, rest, tid) {
+                (true, "task", _) => Ok(Target::Virtual(VirtualFile::Dir)),
+                (true, _, Some(t)) if self.threads.get(&t).is_some_and(|t| t.pid == pid) => {
+                    Ok(Target::Virtual(VirtualFile::Dir))
+                }
+                _ => err(libc::ENOENT),
+            };
+        }
         if let Some(n) = guest.strip_prefix("/proc/self/fd/") {
             let fd: i32 = n.parse().map_err(|_| Errno(libc::ENOENT))?;
             self.fds.get(fd).map_err(|_| Errno(libc::ENOENT))?;
@@ -393,7 +418,7 @@ impl Kernel {
 
     /// Where the guest path `prefix` (a path without links up to its last component) points if
     /// it is a symbolic link, as a guest path; `None` if it is none (or does not exist).
-    fn link_target(&self, prefix: &str, last: bool) -> Result<Option<String>, Errno> {
+    pub(crate) fn link_target(&self, prefix: &str, last: bool) -> Result<Option<String>, Errno> {
         // The PM mount, the working directory and the directories leading to them are
         // directories in the guest's namespace whatever the host has there (`--pm-dir` may be a
         // link; the working directory was canonical when the run started), and are not looked up.
@@ -416,6 +441,11 @@ impl Kernel {
             Target::Virtual(VirtualFile::Descriptor(fd)) => {
                 let d = self.fds.get(fd)?.desc.borrow();
                 match d.kind {
+                    // A memfd has no path: it is opened as the descriptor itself.
+                    crate::fd::Kind::File { .. } if crate::splice::is_memfd(&d.guest_path) && last => None,
+                    crate::fd::Kind::File { .. } if crate::splice::is_memfd(&d.guest_path) => {
+                        return err(libc::ENOTDIR)
+                    }
                     crate::fd::Kind::File { .. } | crate::fd::Kind::Dir { .. } => Some(d.guest_path.clone()),
                     _ if last => None,
                     _ => return err(libc::ENOTDIR),
