@@ -360,6 +360,44 @@ fn exploration_from_snapshots_saves_most_of_the_racy_counter() {
     assert!(ratio >= 3.0, "{ratio:.2}x fewer instructions\n{a}");
 }
 
+/// A producer handing items to a consumer (`thr_handoff`): DPOR asks for alternatives at
+/// hand-offs all along each run, far from the snapshot where its threads start, which is all
+/// the session's base snapshotted in runs this short (1.5x fewer instructions than from the
+/// start). Runs now snapshot themselves evenly, and where waiting schedules leave them on the
+/// way to their own new decision: at least 3x fewer, the same schedules (chained trace
+/// hashes) and report as `--no-snapshots`.
+#[test]
+fn schedules_dpor_asks_for_all_along_a_run_go_on_from_snapshots_near_them() {
+    let opts = [
+        "--strategy",
+        "exhaustive",
+        "--max-preemptions",
+        "1",
+        "--por",
+        "--explore",
+        "20",
+        "--quiet",
+        "--report",
+        "r.json",
+        "--host-stats",
+        "h.json",
+    ];
+    let g = guest("thr_handoff");
+    let with = Ferrite::run(&g).opts(&opts).args(&["50"]).go();
+    let without = Ferrite::run(&g).opts(&opts).opts(&["--no-snapshots"]).args(&["50"]).go();
+    assert_eq!(with.code, 0, "{}", with.describe());
+    assert_eq!(without_timings(&with.json("r.json")), without_timings(&without.json("r.json")));
+    let (a, b) = (exploration(&with), exploration(&without));
+    assert_eq!(a["trace_hashes"], b["trace_hashes"]);
+    assert_eq!(a["instructions_from_start"], b["instructions"]);
+    assert_eq!(a["from_start"], 1, "{a}");
+    assert_eq!(a["from_snapshot"], 19, "{a}");
+    let ratio = a["instructions_from_start"].as_f64().unwrap() / a["instructions"].as_f64().unwrap();
+    assert!(ratio >= 3.0, "{ratio:.2}x fewer instructions\n{a}");
+    // What the schedules re-ran before their new decisions is a small part of what they ran.
+    assert!(a["instructions_to_branch"].as_u64().unwrap() * 2 < a["instructions"].as_u64().unwrap(), "{a}");
+}
+
 /// A guest that forks, under every pass and pmrace (taint tracking): both used to keep
 /// exhaustive exploration from its snapshots; now every schedule after the first goes on from
 /// one, and the report and chained trace hashes are those `--no-snapshots` gives.

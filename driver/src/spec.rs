@@ -334,6 +334,9 @@ pub struct Branching {
     pub instructions: u64,
     /// Guest instructions re-running every schedule from its start would have executed.
     pub instructions_from_start: u64,
+    /// Of `instructions`, those schedules ran from where they went on to their first new
+    /// decision (what a snapshot nearer it would have saved; exhaustive exploration only).
+    pub instructions_to_branch: u64,
     /// The most bytes the snapshots held at once.
     pub peak_bytes: u64,
     /// The trace hashes of the schedules run, in order, hashed together (BLAKE3, the first 16

@@ -254,6 +254,7 @@ pub fn exploration_json(b: &driver::Branching) -> serde_json::Value {
         "refused_why": b.refused_why,
         "instructions": b.instructions,
         "instructions_from_start": b.instructions_from_start,
+        "instructions_to_branch": b.instructions_to_branch,
         "peak_snapshot_bytes": b.peak_bytes,
         "trace_hashes": b.traces.iter().map(|x| format!("{x:02x}")).collect::<String>(),
     })

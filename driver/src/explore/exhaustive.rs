@@ -53,10 +53,21 @@ impl Branch {
 /// How many bytes of snapshots an exploration keeps by default (`--max-host-memory` lowers it).
 pub const SNAPSHOT_BUDGET: u64 = 1 << 30;
 
-/// Instructions a run goes past its last snapshot before it takes another (besides the one
-/// where it leaves the path): a snapshot copies the pages written since the last one (and the
-/// PM directory's files whole) and costs up to what running a million instructions does,
-/// while the decisions of a multi-threaded stretch come every few hundred.
+/// Snapshots a run takes at most, evenly spaced, besides those where it leaves the path and
+/// where waiting schedules leave it: a schedule that DPOR asks for at any decision of a run
+/// re-runs at most a 32nd of a run before it (its new decision; everything after it must run
+/// anyway), for a cost per run of 32 snapshots (each copies the pages written since the last
+/// one, the kernel and the passes). The spacing is a 32nd of the longest run so far (in the
+/// first run, of how far it has gone), within [`MIN_GAP`] and [`SNAPSHOT_GAP`].
+const SNAPSHOTS_PER_RUN: u64 = 32;
+
+/// Instructions between two snapshots of a run at least (but where it leaves the path): below
+/// it a snapshot costs more than re-running to it does.
+const MIN_GAP: u64 = 10_000;
+
+/// Instructions between two evenly spaced snapshots at most: a snapshot copies the PM
+/// directory's files (all but their all-zero chunks), which a large pool makes cost what
+/// running a million instructions does.
 const SNAPSHOT_GAP: u64 = 1_000_000;
 
 /// Explores up to `limit` schedules of `spec` with at most `max_preemptions` preemptions each.
@@ -87,7 +98,8 @@ pub fn explore(
         runs += 1;
         let prefix = branch.prefix();
         drop(branch);
-        let (report, out, children) = tree.step(&prefix, runs > 1, max_preemptions)?;
+        let wanted = if snapshot_budget.is_some() { branch_points(&pending, &prefix) } else { Vec::new() };
+        let (report, out, children) = tree.step(&prefix, &wanted, runs > 1, max_preemptions)?;
         if runs > 1 && report.run.exit.interrupted.is_some() {
             runs -= 1;
             break;
@@ -130,6 +142,51 @@ pub fn explore(
     Ok((report, out))
 }
 
+/// Pending schedules of at most this many runs (the top of the stack, next to run) are looked at
+/// for the decisions a run should be snapshotted at on its way to its own ([`branch_points`]):
+/// comparing a run's decisions with the schedule's costs their length, and deeper in the stack
+/// schedules wait behind others that drop the snapshots anyway (depth first).
+const BRANCH_POINT_RUNS: usize = 16;
+
+/// The decisions before `prefix`'s own new one (its last) at which schedules waiting on the stack
+/// `pending` leave the decisions `prefix` follows: a snapshot there, taken on the way, is one
+/// they go on from instead of a shallower one (without them, every schedule that DPOR asks for at
+/// decisions of a run made far from its snapshots re-runs that stretch). Sorted, each once.
+fn branch_points(pending: &[Branch], prefix: &[u32]) -> Vec<usize> {
+    branch_points_of(pending.iter().rev().map(|b| (&b.base[..], b.len)), prefix)
+}
+
+/// [`branch_points`] of waiting schedules given as the decisions they follow and where they
+/// leave them (`(decisions, len)`: they follow `decisions[..len]`), next to run first.
+pub(crate) fn branch_points_of<'p>(pending: impl Iterator<Item = (&'p [u32], usize)>, prefix: &[u32]) -> Vec<usize> {
+    let branch = prefix.len().saturating_sub(1);
+    let mut out = Vec::new();
+    // The stack holds each run's alternatives together: the common length is computed once per
+    // run (the schedules of one run share its decisions).
+    let mut last: Option<(*const u32, usize)> = None;
+    let mut runs = 0;
+    for (base, len) in pending {
+        let common = match last {
+            Some((p, c)) if std::ptr::eq(p, base.as_ptr()) => c,
+            _ => {
+                runs += 1;
+                if runs > BRANCH_POINT_RUNS {
+                    break;
+                }
+                let c = base.iter().zip(prefix).take_while(|(x, y)| x == y).count();
+                last = Some((base.as_ptr(), c));
+                c
+            }
+        };
+        if len < branch && len <= common {
+            out.push(len);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// A snapshot on the exploration's current path: the session before its decision `at`, taken
 /// in a run whose first `at` decisions chose `chosen`. Any schedule that agrees with them goes on
 /// from it exactly as it would from the start.
@@ -162,6 +219,8 @@ pub(crate) struct Tree<'r, 'a> {
     session: Option<(Session, tempfile::TempDir)>,
     path: Vec<Snap>,
     held: u64,
+    /// The most instructions a run of the exploration took (what spaces its snapshots).
+    longest: u64,
     accesses: Rc<RefCell<Vec<por::Access>>>,
     counts: Branching,
 }
@@ -176,6 +235,7 @@ impl<'r, 'a> Tree<'r, 'a> {
             session: None,
             path: Vec::new(),
             held: 0,
+            longest: 0,
             accesses: Rc::new(RefCell::new(Vec::new())),
             counts: Branching::default(),
         }
@@ -200,6 +260,7 @@ impl<'r, 'a> Tree<'r, 'a> {
     pub(crate) fn step(
         &mut self,
         prefix: &[u32],
+        wanted: &[usize],
         later: bool,
         max_preemptions: u32,
     ) -> Result<(RunReport, RunOutcome, Vec<Branch>), SessionError> {
@@ -245,12 +306,17 @@ impl<'r, 'a> Tree<'r, 'a> {
         }
         let (session, dir) = self.session.as_mut().expect("just made");
         let s = Tree::spec_of(self.spec, prefix, later, dir.path());
-        // A snapshot where the schedule leaves the path (unless the path has one there), then
-        // at decisions at least `SNAPSHOT_GAP` instructions after the last one, within the
-        // budget.
-        let mut want =
-            self.budget.map(|_| if self.path.last().is_some_and(|p| p.at == branch) { branch + 1 } else { branch });
+        // Snapshots where the schedule leaves the path (unless the path has one there), at
+        // decisions on the way there where waiting schedules leave it (`wanted`), and at
+        // decisions a `gap` after the last one, all at least `MIN_GAP` instructions apart and
+        // within the budget.
+        let from = self.path.last().map_or(0, |p| p.at + 1);
+        let points: Vec<usize> = wanted.iter().copied().filter(|&k| k >= from && k < branch).collect();
+        let longest = self.longest;
+        let gap = |icount: u64| (longest.max(icount) / SNAPSHOTS_PER_RUN).clamp(MIN_GAP, SNAPSHOT_GAP);
+        let mut want = self.budget.map(|_| from.min(branch));
         let mut last = self.path.last().map(|p| p.checkpoint.icount());
+        let mut refused = false;
         let end = loop {
             session.stop_before_decision(want);
             match session.drive_debug() {
@@ -259,16 +325,27 @@ impl<'r, 'a> Tree<'r, 'a> {
                     let at = session.machine_mut().scheduler().decisions.len();
                     let icount = session.machine().icount();
                     want = Some(at + 1);
-                    if last.is_some_and(|l| at > branch && icount < l + SNAPSHOT_GAP) {
+                    let after = if at == branch {
+                        0
+                    } else if points.binary_search(&at).is_ok() {
+                        MIN_GAP
+                    } else {
+                        gap(icount)
+                    };
+                    if last.is_some_and(|l| icount < l + after) {
                         continue;
                     }
                     let c = match session.checkpoint_or_why() {
                         Ok(c) => c,
                         Err(why) => {
-                            // Nothing changes that in this run (a pass, taint, validation, a
-                            // socket), or not soon.
-                            self.counts.refuse(why);
-                            want = None;
+                            // Some reasons pass (a pass that watches all memory until the
+                            // second thread starts), others do not (a pass that cannot be
+                            // copied, a socket): tried again a gap later, counted once a run.
+                            if !refused {
+                                self.counts.refuse(why);
+                                refused = true;
+                            }
+                            last = Some(icount);
                             continue;
                         }
                     };
@@ -290,6 +367,11 @@ impl<'r, 'a> Tree<'r, 'a> {
             }
         };
         let out = crate::validation::complete(&s, session.finish(end));
+        // How far the schedule ran before its first new decision (the first run has none).
+        if let Some(d) = out.decisions.get(branch).filter(|_| !prefix.is_empty()) {
+            self.counts.instructions_to_branch += d.at.saturating_sub(started_at);
+        }
+        self.longest = self.longest.max(out.instructions);
         self.counts.instructions += out.instructions - started_at;
         self.counts.instructions_from_start += out.instructions;
         self.counts.chain_trace(&out.trace_hash);
@@ -333,4 +415,27 @@ fn children(
         preemptions += u32::from(x.optional && x.chosen != x.current);
     }
     children
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn branch_points_are_where_waiting_schedules_leave_the_decisions_followed() {
+        // A run chose [1, 2, 1, 2, 1, 2]; the schedule to run leaves it at decision 4.
+        let base: Rc<[u32]> = Rc::from(vec![1, 2, 1, 2, 1, 2]);
+        let other: Rc<[u32]> = Rc::from(vec![1, 1, 1, 1]);
+        let b = |base: &Rc<[u32]>, len| Branch { base: base.clone(), len, alt: Some(9) };
+        // The stack, next to run last: waiting at 1 and 2 of the same run, at 3 of a run that
+        // chose otherwise at 1, and at 4 and 5 (not before the schedule's new decision).
+        let pending = vec![b(&base, 1), b(&other, 3), b(&base, 2), b(&base, 5), b(&base, 4)];
+        let prefix = Branch { base: base.clone(), len: 4, alt: Some(7) }.prefix();
+        assert_eq!(branch_points(&pending, &prefix), vec![1, 2]);
+        // One that chose the same up to 1 only waits at 1 or before: counted if it leaves there.
+        let pending = vec![b(&other, 1), b(&other, 2)];
+        assert_eq!(branch_points(&pending, &prefix), vec![1]);
+        // The first run (no prefix) has none.
+        assert!(branch_points(&pending, &[]).is_empty());
+    }
 }
