@@ -62,6 +62,13 @@
 //!   at the writer's next release. That is not true of plain-store unlocks (glibc's
 //!   `pthread_spin_unlock`), hence off by default. `persist_owner=any` accepts any thread's flush
 //!   and fence (the hardware rule), noticed at the writer's next flush, fence or release.
+//! - **A store its writer never persists, made durable by another thread's flush and fence** (a
+//!   structure filled by several threads and persisted whole by one, as P-CLHT's resize helpers
+//!   fill the new table its resizer persists) is durable from then on under either rule: its
+//!   window ends at the writer's next release after that persist (as it already did at the
+//!   writer's exit). The paper's runtime cleans a store region only on its writer's own flush and
+//!   names the spurious reports this gives (own-thread persistence only); before, such a window
+//!   stayed open to the end and overlapped every later load, all of which read durable bytes.
 //! - **A fence inside an unlock call** (`unlock_fence=on`, the default): glibc's mutex and rwlock
 //!   unlocks release with a locked instruction, which also fences; a store flushed just before
 //!   the unlock is therefore persisted by the releasing instruction itself. Its window closes at
@@ -976,10 +983,15 @@ impl Vardalith {
     /// ([`Vardalith::joined`]), or never.
     fn release(&mut self, device: &PmDevice, tid: u32, exit: bool) {
         let step = if exit { OPEN } else { self.step };
-        if self.opts.persist_owner == DurabilityRule::Hw {
-            // Another thread's persist of our stores is noticed here.
-            self.settle(device, tid, None, false);
-        }
+        // Another thread's persist of our stores is noticed here, under either rule: a store its
+        // writer never persisted but another thread's flush and fence made durable (P-CLHT's
+        // resize helpers copy into the new table, which the resizer persists whole before
+        // publishing it) is durable from then on, and its window ends at the writer's next
+        // release, as at its exit. Under the writer-only rule it stayed open to the end and
+        // overlapped every later reader, though every later load reads durable bytes: the
+        // spurious reports the paper names for own-thread persistence. The writer's own flushes
+        // and fences still judge by `persist_owner`.
+        self.settle_by(device, tid, None, false, DurabilityRule::Hw);
         let epoch = self.epoch(tid);
         let rif = self.opts.release_fence;
         let windows = &mut self.windows;
