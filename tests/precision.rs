@@ -21,6 +21,8 @@
 //!   (`pi_cxx_atomic`): reported at the program's lines;
 //! - a PM counter bumped by locked read-modify-writes (`hs_rmw_counter`): the read half of a
 //!   `lock xadd` is no racing load (`rmw_loads`);
+//! - a store its writer never persisted but another thread's flush and fence made durable
+//!   (`vd_helper_persist`): its `vardalith` window ends at the writer's next release;
 //! - grouping by site with the call stacks kept, and `ferrite triage`.
 //!
 //! Code: analyses/src/{screen,sync,inferred_locks,group,hawkset,vardalith,irh}.rs, emu/src/sync.rs, src/cmd/triage.rs;
@@ -140,6 +142,22 @@ fn an_inline_spinlock_on_a_dram_word_is_inferred() {
 #[test]
 fn an_atomic_read_modify_write_is_no_racing_load() {
     assert_twins("hs_rmw_counter", &[], "rmw_loads=on");
+}
+
+/// A PM segment two threads fill and one of them persists whole (P-CLHT's resize helpers copy
+/// into the new table, which the resizing thread persists): `vardalith`'s window of a helper
+/// store, made durable by the builder's flush and fence, ends at the helper's next release. It
+/// stayed open to the end and overlapped the reader's loads, all ordered after the builder's
+/// persist (the fixed twin was reported). Where the builder persists only after the reader
+/// starts, the helper's store still races with the reader's load.
+#[test]
+fn a_store_another_thread_persisted_ends_its_window_at_the_writers_next_release() {
+    for seed in [0, 1, 2] {
+        let (_, r) = run("vd_helper_persist", "vardalith", seed, &[]);
+        assert!(reports_marked_race(&r, "vd_helper_persist"), "seed {seed}:\n{r:#}");
+        let (_, r) = run("vd_helper_persist_fixed", "vardalith", seed, &[]);
+        assert!(findings(&r).is_empty(), "seed {seed}: the fixed twin must be silent:\n{r:#}");
+    }
 }
 
 #[test]

@@ -62,6 +62,13 @@
 //!   at the writer's next release. That is not true of plain-store unlocks (glibc's
 //!   `pthread_spin_unlock`), hence off by default. `persist_owner=any` accepts any thread's flush
 //!   and fence (the hardware rule), noticed at the writer's next flush, fence or release.
+//! - **A store its writer never persists, made durable by another thread's flush and fence** (a
+//!   structure filled by several threads and persisted whole by one, as P-CLHT's resize helpers
+//!   fill the new table its resizer persists) is durable from then on under either rule: its
+//!   window ends at the writer's next release after that persist (as it already did at the
+//!   writer's exit). The paper's runtime cleans a store region only on its writer's own flush and
+//!   names the spurious reports this gives (own-thread persistence only); before, such a window
+//!   stayed open to the end and overlapped every later load, all of which read durable bytes.
 //! - **A fence inside an unlock call** (`unlock_fence=on`, the default): glibc's mutex and rwlock
 //!   unlocks release with a locked instruction, which also fences; a store flushed just before
 //!   the unlock is therefore persisted by the releasing instruction itself. Its window closes at
@@ -319,6 +326,10 @@ struct Thread {
     flushed: FxHashSet<u64>,
     /// Lines flushed since the last fence where an exited thread left store windows open.
     flushed_orphans: Vec<u64>,
+    /// Lines where this thread has store windows open and another thread flushed (under the
+    /// writer-only rule): settled with the hardware rule at this thread's next releases, until
+    /// its windows there close.
+    foreign_flushed: FxHashSet<u64>,
     /// Inside an unlock call: the step of its release and the epoch before it.
     in_release: Option<(u64, u32)>,
     vc: Option<u32>,
@@ -976,9 +987,20 @@ impl Vardalith {
     /// ([`Vardalith::joined`]), or never.
     fn release(&mut self, device: &PmDevice, tid: u32, exit: bool) {
         let step = if exit { OPEN } else { self.step };
+        // Another thread's persist of our stores is noticed here, under either rule: a store its
+        // writer never persisted but another thread's flush and fence made durable (P-CLHT's
+        // resize helpers copy into the new table, which the resizer persists whole before
+        // publishing it) is durable from then on, and its window ends at the writer's next
+        // release, as at its exit. Under the writer-only rule it stayed open to the end and
+        // overlapped every later reader, though every later load reads durable bytes: the
+        // spurious reports the paper names for own-thread persistence. The writer's own flushes
+        // and fences still judge by `persist_owner`; under it only the lines another thread
+        // flushed are looked at.
+        let mut foreign = std::mem::take(&mut self.thread(tid).foreign_flushed);
         if self.opts.persist_owner == DurabilityRule::Hw {
-            // Another thread's persist of our stores is noticed here.
             self.settle(device, tid, None, false);
+        } else if !foreign.is_empty() {
+            self.settle_by(device, tid, Some(&foreign), false, DurabilityRule::Hw);
         }
         let epoch = self.epoch(tid);
         let rif = self.opts.release_fence;
@@ -1011,6 +1033,12 @@ impl Vardalith {
                 true
             }
         });
+        // Lines whose windows are still open (the flusher has not fenced yet) are looked at
+        // again at the next release.
+        if !foreign.is_empty() {
+            foreign.retain(|&l| t.stores.contains_key(l, windows));
+        }
+        t.foreign_flushed = foreign;
     }
 
     fn on_sync(&mut self, ev: &Event, device: &PmDevice) {
@@ -1252,6 +1280,16 @@ impl WindowPass for Vardalith {
     fn on_flush(&mut self, ev: &Event, device: &PmDevice, op: FlushOp) {
         let line = ev.dev / LINE_SIZE;
         self.flush_line(ev.tid, line);
+        if self.opts.persist_owner == DurabilityRule::Own {
+            // Other threads' store windows on the line: their writers settle it with the
+            // hardware rule at their next release ([`Vardalith::release`]).
+            let windows = &self.windows;
+            for (&w, t) in self.threads.iter_mut() {
+                if w != ev.tid && !t.exited && t.stores.contains_key(line, windows) {
+                    t.foreign_flushed.insert(line);
+                }
+            }
+        }
         if self.orphaned(line) {
             self.thread(ev.tid).flushed_orphans.push(line);
         }
