@@ -21,7 +21,8 @@
 //! leaves the lock out (*timed locksets*, §3.1.2). Every PM load records the thread's lockset.
 //! Locks are the recognised lock calls, `--config`'s custom locks, and locks built from atomics
 //! on PM words with no function to name, inferred from their words' accesses
-//! ([`crate::inferred_locks`]; they protect only if the end of the run confirms them).
+//! ([`crate::inferred_locks`]; they protect only if the end of the run confirms them; a thread
+//! keeps at most [`MAX_TENTATIVE`] of those not yet confirmed, see [`Hawkset::bound_tentative`]).
 //! At the end of the run a store record and a load record race when
 //! - they are by different threads and share at least one byte (size-aware: an 8-byte store and
 //!   a 4-byte load at offset 4 share bytes 4..7);
