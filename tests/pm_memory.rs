@@ -134,3 +134,53 @@ fn a_line_stored_many_times_costs_its_stores_not_whole_lines() {
         "{per_line} heap bytes per line stored 8 times (at most 768): {small} at 1,024 lines, {large} at 65,536"
     );
 }
+
+/// Peak live heap of `ferrite run --analyses ANALYSES pm_seqcst_fill OPS POOL 4`, its findings
+/// and inferred acquisitions.
+fn seqcst_fill(analyses: &str, ops: &str) -> (u64, usize, u64) {
+    let dir = scratch();
+    let stats = dir.path().join("host.json");
+    let report = dir.path().join("r.json");
+    let r = Ferrite::run(&guest("pm_seqcst_fill"))
+        .opts(&[
+            "--quiet",
+            "--analyses",
+            analyses,
+            "--host-stats",
+            stats.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+        ])
+        .args(&[ops, "/mnt/pmem0/fill", "4"])
+        .go();
+    r.assert_code(0);
+    assert!(r.stdout_str().contains(&format!("4 threads x {ops} ops, {} entries", 4 * ops.parse::<u64>().unwrap())));
+    let rep = read_json(&report);
+    let acquisitions = rep["stats"]["hawkset.inferred_acquisitions"].as_u64().unwrap_or(0);
+    (read_json(&stats)["peak_heap_bytes"].as_u64().unwrap(), rep["findings"].as_array().unwrap().len(), acquisitions)
+}
+
+/// Four threads fill fresh PM entries with sequentially consistent atomic stores (`xchg`, a
+/// locked instruction turning a zero word non-zero: an inferred lock acquisition that is never
+/// released) and link them under bucket mutexes, as C++ PM indexes do. hawkset kept every such
+/// "lock" held by its thread for good, and each acquisition interned a lockset as long as all
+/// of them: 1,600 entries cost 168 MB of heap (995 MB at 4,000: quadratic in the operations;
+/// the real P-ART stopped at 12 GiB at 10,000 operations). A thread now keeps at most
+/// `hawkset::MAX_TENTATIVE` unconfirmed inferred locks: 9 MB (7 over `--analyses none`).
+/// The program has no race, and none is reported.
+#[test]
+fn fresh_words_filled_by_xchg_do_not_grow_hawkset_quadratically() {
+    let (none, _, _) = seqcst_fill("none", "400");
+    let (heap, findings, acquisitions) = seqcst_fill("hawkset", "400");
+    assert_eq!(findings, 0, "pm_seqcst_fill has no race");
+    assert_eq!(acquisitions, 3_200, "each entry's two xchg stores look like acquisitions");
+    let extra = heap.saturating_sub(none);
+    assert!(
+        extra <= 24 << 20,
+        "hawkset's heap on 1,600 entries filled by xchg: {extra} bytes over --analyses none's {none} (at most 24 MiB)"
+    );
+    // All three window passes together, the combination that stopped on the real program.
+    let (heap, findings, _) = seqcst_fill("hawkset,vardalith,pmrace", "400");
+    assert_eq!(findings, 0);
+    assert!(heap.saturating_sub(none) <= 32 << 20, "hawkset,vardalith,pmrace: {heap} bytes of heap");
+}

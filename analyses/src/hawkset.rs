@@ -21,7 +21,8 @@
 //! leaves the lock out (*timed locksets*, §3.1.2). Every PM load records the thread's lockset.
 //! Locks are the recognised lock calls, `--config`'s custom locks, and locks built from atomics
 //! on PM words with no function to name, inferred from their words' accesses
-//! ([`crate::inferred_locks`]; they protect only if the end of the run confirms them).
+//! ([`crate::inferred_locks`]; they protect only if the end of the run confirms them; a thread
+//! keeps at most [`MAX_TENTATIVE`] of those not yet confirmed, see [`Hawkset::bound_tentative`]).
 //! At the end of the run a store record and a load record race when
 //! - they are by different threads and share at least one byte (size-aware: an 8-byte store and
 //!   a 4-byte load at offset 4 share bytes 4..7);
@@ -144,7 +145,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::annotations::Annotations;
 use crate::group::{Described, Grouper, StoreShapes};
-use crate::inferred_locks::{within, InferredLocks};
+use crate::inferred_locks::{is_inferred, within, InferredLocks};
 pub use crate::irh::IrhOrder;
 use crate::irh::{HeldStores, Publication};
 use crate::options::{option_pairs, parse_bool, parse_owner};
@@ -493,6 +494,10 @@ pub struct Hawkset {
 
 /// Spare buffers of pending lists kept for reuse.
 const SPARE_LISTS: usize = 64;
+
+/// At most this many unconfirmed inferred locks are kept held by a thread at once
+/// ([`Hawkset::bound_tentative`]).
+pub const MAX_TENTATIVE: usize = 4;
 
 /// The stores pending on a line: one inline (most lines have one writer at a time), so a line
 /// costs its slot in the page's block and nothing else.
@@ -949,6 +954,9 @@ impl Hawkset {
                     };
                     t.held.push(Held { lock, mode, ts });
                     t.ls = None;
+                    if is_inferred(lock) {
+                        self.bound_tentative(tid);
+                    }
                 }
                 SyncOp::Release { lock } => {
                     let t = self.thread(tid);
@@ -987,6 +995,32 @@ impl Hawkset {
                     }
                 }
                 SyncOp::LaneHold => {}
+            }
+        }
+    }
+
+    /// Keeps at most [`MAX_TENTATIVE`] unconfirmed inferred locks in `tid`'s held list, dropping
+    /// the oldest beyond it.
+    ///
+    /// A sequentially consistent `std::atomic` store compiles to `xchg`, a locked instruction:
+    /// one that puts a non-zero value into a zero word (a fresh node's child pointer or key
+    /// byte) looks like an acquisition ([`crate::inferred_locks`]) that is never released. A
+    /// thread doing that on every operation held thousands of such "locks", and each of its
+    /// acquisitions interned a lockset as long as all of them: memory quadratic in the
+    /// operations (P-ART at 2,000 operations: 300 MB of locksets). Dropping the oldest
+    /// unconfirmed one changes no finding unless the thread itself later releases it (or a
+    /// thread that does not hold the word stores 0 to it) while another thread takes it:
+    /// a word nobody has released yet is taken by no other thread while this one holds it,
+    /// so no other lockset can share it. Locking code holds far fewer unconfirmed locks at once
+    /// (a lock's first acquisitions, nested); confirmed ones are never dropped.
+    fn bound_tentative(&mut self, tid: u32) {
+        let Hawkset { threads, inferred, .. } = self;
+        let Some(t) = threads.get_mut(&tid) else { return };
+        let tentative = |h: &Held| is_inferred(h.lock) && !inferred.confirmed(h.lock);
+        if t.held.iter().filter(|h| tentative(h)).count() > MAX_TENTATIVE {
+            if let Some(i) = t.held.iter().position(tentative) {
+                t.held.remove(i);
+                t.ls = None;
             }
         }
     }

@@ -54,7 +54,7 @@
 //! never reads a store still in its writer's store buffer.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use emu::callstack::StackId;
@@ -251,6 +251,14 @@ struct SyncVar {
     durable_seen: bool,
 }
 
+impl SyncVar {
+    /// Held (away from its initial value since an acquiring store) and not yet found durable
+    /// in this holding: [`Pmrace::held_vars`] lists exactly these.
+    fn is_held(&self) -> bool {
+        self.current != self.init && !self.pmdk && self.acquire.is_some() && !self.durable_seen
+    }
+}
+
 #[derive(Clone)]
 struct SyncFinding {
     /// The variable validation checks (the first seen).
@@ -298,6 +306,10 @@ pub struct Pmrace {
     inconsistencies: Vec<Inconsistency>,
     inconsistency_ids: FxHashMap<(u32, u64), usize>,
     sync_vars: BTreeMap<u64, SyncVar>,
+    /// The variables held and not yet found durable in this holding: what a persist checks.
+    /// Scanning every variable ever seen at each fence cost time quadratic in the run (every
+    /// node's version word of a radix tree stays a variable for good).
+    held_vars: BTreeSet<u64>,
     sync_findings: Vec<SyncFinding>,
     sync_finding_ids: FxHashMap<(u64, u64), usize>,
     /// Threads inside a libpmemobj lock function.
@@ -396,12 +408,11 @@ impl Pmrace {
 
     /// After something became durable: variables persisted while held.
     fn check_durability(&mut self, ev: &Event, device: &PmDevice) {
-        let held: Vec<(u64, u32)> = self
-            .sync_vars
-            .iter()
-            .filter(|(_, v)| v.current != v.init && !v.pmdk && v.acquire.is_some() && !v.durable_seen)
-            .map(|(d, v)| (*d, v.size))
-            .collect();
+        if self.held_vars.is_empty() {
+            return;
+        }
+        // In address order, as the variables themselves are kept.
+        let held: Vec<(u64, u32)> = self.held_vars.iter().map(|d| (*d, self.sync_vars[d].size)).collect();
         for (dev, size) in held {
             if !device.durable_hw(dev, u64::from(size)) {
                 continue;
@@ -442,6 +453,7 @@ impl Pmrace {
             if let Some(v) = self.sync_vars.get_mut(&dev) {
                 v.durable_seen = true;
             }
+            self.held_vars.remove(&dev);
         }
     }
 
@@ -501,6 +513,11 @@ impl Pmrace {
                 } else if ev.new == v.init && was != v.init {
                     v.released = true;
                     v.acquire = None;
+                }
+                if v.is_held() {
+                    self.held_vars.insert(ev.dev);
+                } else {
+                    self.held_vars.remove(&ev.dev);
                 }
             }
         }
