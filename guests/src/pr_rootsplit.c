@@ -171,8 +171,8 @@ static void split(uint64_t off)
             fprintf(stderr, "tree full\n");
             exit(1);
         }
-        in->low[in->n] = mid;
-        in->child[in->n] = sib_off;
+        in->low[in->n] = mid; /* LF: read by lock-free descents before its persist */
+        in->child[in->n] = sib_off; /* LF: read by lock-free descents before its persist */
         persist((void *)&in->low[in->n], 8);
         persist((void *)&in->child[in->n], 8);
         in->n++; /* LF: read by lock-free descents before its persist */
@@ -183,8 +183,8 @@ static void split(uint64_t off)
     uint64_t n = 0;
     for (int i = 0; i < CAP; i++)
         if (l->rec[i].key < mid) {
-            l->rec[n].key = l->rec[i].key;
-            l->rec[n].val = l->rec[i].val;
+            l->rec[n].key = l->rec[i].key; /* LF: read by lock-free lookups before its persist */
+            l->rec[n].val = l->rec[i].val; /* LF: read by lock-free lookups before its persist */
             n++;
         }
     l->hi = mid;
