@@ -650,3 +650,19 @@ fn explorations_of_processes_go_on_from_snapshots() {
         assert!(a["instructions"].as_u64() < a["instructions_from_start"].as_u64(), "{what}: {a}");
     }
 }
+
+/// A memfd reopened by a snapshot is the same memory, so a run restored from it would read what
+/// an earlier run wrote after the snapshot: explorations of a guest with a memfd open run every
+/// schedule from the start (saying why), and each schedule is the run alone.
+#[test]
+fn a_guest_holding_a_memfd_is_not_snapshotted() {
+    let opts = ["--explore", "4", "--report", "r.json", "--host-stats", "h.json"];
+    let with = Ferrite::run(&guest("memfd_shared")).opts(&opts).go();
+    with.assert_code(0);
+    assert_eq!(with.stdout_str(), "b\n");
+    let e = exploration(&with);
+    assert_eq!(e["from_snapshot"], 0, "{e}");
+    assert!(e["refused_why"].as_str().is_some_and(|w| w.contains("memfd")), "{e}");
+    let without = Ferrite::run(&guest("memfd_shared")).opts(&opts).opts(&["--no-snapshots"]).go();
+    assert_eq!(exploration(&with)["trace_hashes"], exploration(&without)["trace_hashes"]);
+}

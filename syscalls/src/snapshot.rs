@@ -293,6 +293,11 @@ impl Copier {
                         Kind::Urandom => Kind::Urandom,
                         Kind::Virtual { data, pos } => Kind::Virtual { data: data.clone(), pos: *pos },
                         Kind::Comm { tid, pos } => Kind::Comm { tid: *tid, pos: *pos },
+                        // A memfd reopened is the same memory: what a run wrote after the
+                        // snapshot would be seen by every run restored from it.
+                        Kind::File { .. } if crate::splice::is_memfd(&d.guest_path) => {
+                            return Err("the guest holds a memfd open (its contents are not captured)")
+                        }
                         Kind::File { file, host, pm } if files => Kind::File {
                             file: reopen(file).ok_or("a host file the guest holds open cannot be opened again")?,
                             host: host.clone(),
