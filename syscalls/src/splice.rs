@@ -324,22 +324,7 @@ impl Kernel {
             }
             (None, Some(b)) => {
                 // Into a pipe: as much of the source as there is room for.
-                let room = {
-                    let p = b.borrow();
-                    if p.readers == 0 {
-                        drop(p);
-                        self.raise(libc::SIGPIPE);
-                        return err(libc::EPIPE);
-                    }
-                    p.room()
-                };
-                if room == 0 {
-                    if nonblock_out {
-                        return err(libc::EAGAIN);
-                    }
-                    let id = b.borrow().id;
-                    return self.would_block(&[id]);
-                }
+                let room = self.pipe_room(&b, nonblock_out)?;
                 let start = if off_in != 0 { Some(self.offset_arg(m, fd_in, off_in)?) } else { None };
                 let data = self.read_bytes(m, fd_in, len.min(room), start)?;
                 if data.is_empty() {
@@ -376,6 +361,26 @@ impl Kernel {
     }
 
     /// Takes `n` bytes from the front of a pipe, waking whoever waits on it.
+    /// Room in pipe `p` for a write, as `pipe_write` finds it: EPIPE (and SIGPIPE) with no reader
+    /// left, EAGAIN when full and `nonblock`, else a wait for room (a scheduling point).
+    fn pipe_room(&mut self, p: &Rc<RefCell<Pipe>>, nonblock: bool) -> Result<usize, Errno> {
+        let (readers, room, id) = {
+            let q = p.borrow();
+            (q.readers, q.room(), q.id)
+        };
+        if readers == 0 {
+            self.raise(libc::SIGPIPE);
+            return err(libc::EPIPE);
+        }
+        if room == 0 {
+            if nonblock {
+                return err(libc::EAGAIN);
+            }
+            return self.would_block(&[id]);
+        }
+        Ok(room)
+    }
+
     fn pipe_consume(&mut self, p: &Rc<RefCell<Pipe>>, n: usize) {
         if n == 0 {
             return;
@@ -400,22 +405,7 @@ impl Kernel {
         take: bool,
     ) -> SysResult {
         let Some(data) = self.pipe_bytes(a, len, nonblock_in)? else { return Ok(0) };
-        let room = {
-            let q = b.borrow();
-            if q.readers == 0 {
-                drop(q);
-                self.raise(libc::SIGPIPE);
-                return err(libc::EPIPE);
-            }
-            q.room()
-        };
-        if room == 0 {
-            if nonblock_out {
-                return err(libc::EAGAIN);
-            }
-            let id = b.borrow().id;
-            return self.would_block(&[id]);
-        }
+        let room = self.pipe_room(b, nonblock_out)?;
         let n = b.borrow_mut().put(&data[..data.len().min(room)]);
         let id = b.borrow().id;
         self.io_ready(id);
@@ -482,22 +472,7 @@ impl Kernel {
                 m.kernel_pm_loads(base, b.len() as u64);
                 data.extend_from_slice(&b);
             }
-            let room = {
-                let q = p.borrow();
-                if q.readers == 0 {
-                    drop(q);
-                    self.raise(libc::SIGPIPE);
-                    return err(libc::EPIPE);
-                }
-                q.room()
-            };
-            if room == 0 {
-                if nonblock {
-                    return err(libc::EAGAIN);
-                }
-                let id = p.borrow().id;
-                return self.would_block(&[id]);
-            }
+            self.pipe_room(&p, nonblock)?;
             let n = p.borrow_mut().put(&data);
             let id = p.borrow().id;
             self.io_ready(id);
