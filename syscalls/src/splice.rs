@@ -47,6 +47,9 @@ use crate::{err, Errno, Kernel, SysResult};
 use std::cell::RefCell;
 use std::rc::Rc;
 
+/// An open file description, as descriptors share it.
+type SharedDesc = Rc<RefCell<Description>>;
+
 const MFD_CLOEXEC: u32 = 1;
 /// Linux's `MFD_NAME_MAX_LEN`: `NAME_MAX` less the "memfd:" prefix.
 const MFD_NAME_MAX: usize = 249;
@@ -257,13 +260,7 @@ impl Kernel {
         len: u64,
         flags: u32,
     ) -> SysResult {
-        if len == 0 {
-            return Ok(0);
-        }
-        if flags & !SPLICE_F_ALL != 0 {
-            return err(libc::EINVAL);
-        }
-        let (ind, outd) = (self.desc(fd_in)?, self.desc(fd_out)?);
+        let Some((ind, outd)) = self.splice_descs(fd_in, fd_out, len, flags)? else { return Ok(0) };
         let (src, dst, nonblock_in, nonblock_out) = {
             let (i, o) = (ind.borrow(), outd.borrow());
             if i.flags & libc::O_ACCMODE == libc::O_WRONLY
@@ -415,16 +412,28 @@ impl Kernel {
         Ok(n as u64)
     }
 
-    /// tee(2): `fd_in, fd_out, len, flags`: copies up to `len` bytes from one pipe to another,
-    /// leaving them in the first.
-    pub(crate) fn tee(&mut self, fd_in: i32, fd_out: i32, len: u64, flags: u32) -> SysResult {
+    /// The descriptors of a `splice` or `tee` after the checks both make first (`None`: `len` is
+    /// 0, nothing to move; EINVAL for unknown flags, EBADF for a bad descriptor).
+    fn splice_descs(
+        &self,
+        fd_in: i32,
+        fd_out: i32,
+        len: u64,
+        flags: u32,
+    ) -> Result<Option<(SharedDesc, SharedDesc)>, Errno> {
         if len == 0 {
-            return Ok(0);
+            return Ok(None);
         }
         if flags & !SPLICE_F_ALL != 0 {
             return err(libc::EINVAL);
         }
-        let (ind, outd) = (self.desc(fd_in)?, self.desc(fd_out)?);
+        Ok(Some((self.desc(fd_in)?, self.desc(fd_out)?)))
+    }
+
+    /// tee(2): `fd_in, fd_out, len, flags`: copies up to `len` bytes from one pipe to another,
+    /// leaving them in the first.
+    pub(crate) fn tee(&mut self, fd_in: i32, fd_out: i32, len: u64, flags: u32) -> SysResult {
+        let Some((ind, outd)) = self.splice_descs(fd_in, fd_out, len, flags)? else { return Ok(0) };
         let (a, b, nb_in, nb_out) = {
             let (i, o) = (ind.borrow(), outd.borrow());
             if i.flags & libc::O_ACCMODE == libc::O_WRONLY || o.flags & libc::O_ACCMODE == libc::O_RDONLY {
