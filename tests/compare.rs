@@ -321,3 +321,28 @@ fn a_bug_beyond_a_detectors_definition_is_not_scored_for_it() {
         assert!(run.stderr.contains(msg), "{}", run.describe());
     }
 }
+
+/// A run's findings do not depend on what other runs of the campaign wrote: `pm_fsync_log`
+/// writes its log to the working directory, and its crash finding (the crash point's
+/// instruction count in the message) was another when the `unpersisted` run of the same case
+/// had left that log in the shared scratch directory before the crash campaign ran.
+#[test]
+fn a_run_does_not_see_the_files_other_runs_wrote() {
+    guest("pm_fsync_log");
+    let cases = r#"
+    (name: "pm_fsync_log", program: "pm_fsync_log", args: ["{pool}"],
+     analyses: ["unpersisted", "crash"],
+     crash: (recover: ["{guest}", "{pool}", "recover"]),
+     truth: Bugs([(class: "crash-consistency", at: [Marker("pm_fsync_log.c", "/* BUG")], harmful: true)])),
+"#;
+    let findings = |analyses: &str| {
+        let run = compare(&suite(cases), &["--analyses", analyses, "--report", "c.json", "--jobs", "1"]);
+        run.assert_code(0);
+        let r = run.json("c.json");
+        let runs = case(&r, "pm_fsync_log")["detectors"]["crash"]["runs"].as_array().expect("crash runs").clone();
+        let f: Vec<Value> = runs.iter().map(|r| r["findings"].clone()).collect();
+        assert!(f.iter().any(|f| !f.as_array().unwrap().is_empty()), "crash finds the bug: {f:#?}");
+        f
+    };
+    assert_eq!(findings("crash"), findings("unpersisted,crash"));
+}

@@ -152,8 +152,9 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
     }
     let jobs = a.jobs.unwrap_or_else(crate::cli::values::default_jobs).max(1);
     let report_path = a.report.as_ref().map(|r| std::path::absolute(r).unwrap_or_else(|_| r.clone()));
-    // Guests run in a scratch working directory of their own (the files some write there are
-    // not left in the user's), shared by every run.
+    // Guests run over a scratch working directory of their own, which no run writes: each
+    // has a private layer over it (`run_job`), so the files some write are neither left in the
+    // user's directory nor seen by another run.
     let scratch = tempfile::Builder::new()
         .prefix("ferrite-compare-")
         .tempdir()

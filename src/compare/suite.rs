@@ -425,6 +425,11 @@ pub fn run_job(d: &Detector, case: &Case, seed: u64, explore: u32, jobs: usize) 
                 tempfile::Builder::new().prefix("ferrite-pm-").tempdir().context("cannot create a PM directory")?;
             let mut spec = cmd::run_spec(&a.opts, &a.command, pm.path().to_path_buf())?;
             spec.discard_output = true;
+            // Every run of a campaign shares the process's working directory; a file one run
+            // left there (a log, a lock file) would change what a later run does, so a run's
+            // result would depend on the cases, detectors, shard and `--jobs` around it. A
+            // private working directory keeps what the guest writes to this run.
+            spec.private_cwd = true;
             let (report, out, _) = cmd::run::explore_as(&spec, &a.opts)?;
             (report.findings, out.instructions, report.run.exit)
         }
