@@ -395,6 +395,13 @@ struct LoadRec {
     vc: u32,
 }
 
+/// A record kept back by its thread ([`Thread::deferred`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Deferred {
+    Store(StoreRec),
+    Load(LoadRec),
+}
+
 impl LineKeyed for StoreRec {
     fn line_mask(&self) -> (u64, u64) {
         (self.line, self.mask)
@@ -431,6 +438,11 @@ struct Thread {
     /// Sizes asked of the PMDK allocations the thread is in (their entries), innermost last.
     allocs: Vec<u64>,
     exited: bool,
+    /// Records whose lockset holds an inferred lock this thread still holds unconfirmed, in the
+    /// order made, kept back until that lock is decided ([`Hawkset::defer`]); and the same
+    /// records as a set, so that each is kept back once.
+    deferred: Vec<Deferred>,
+    deferred_set: FxHashSet<Deferred>,
 }
 
 /// The pass. Memory follows distinct PM bytes, sites, locksets and clocks, not accesses: records
@@ -490,6 +502,12 @@ pub struct Hawkset {
     /// The run stopped before the program ended: a store still pending was not persisted
     /// *before the stop*, which says nothing of later.
     stopped: bool,
+    /// Untimed lockset → the same without its unconfirmed inferred locks, and whether it had
+    /// any; valid while `inferred.confirmations` is `strip_epoch`.
+    strip: FxHashMap<u32, (u32, bool)>,
+    strip_epoch: u64,
+    /// Records kept back so far ([`Hawkset::defer`]).
+    deferred: u64,
 }
 
 /// Spare buffers of pending lists kept for reuse.
@@ -498,6 +516,10 @@ const SPARE_LISTS: usize = 64;
 /// At most this many unconfirmed inferred locks are kept held by a thread at once
 /// ([`Hawkset::bound_tentative`]).
 pub const MAX_TENTATIVE: usize = 4;
+
+/// At most this many records are kept back per thread while it holds unconfirmed inferred
+/// locks ([`Hawkset::defer`]).
+pub const MAX_DEFERRED: usize = 1 << 14;
 
 /// The stores pending on a line: one inline (most lines have one writer at a time), so a line
 /// costs its slot in the page's block and nothing else.
@@ -540,6 +562,9 @@ impl Hawkset {
             fence_lines: Vec::new(),
             rmw_pcs: RmwSites::default(),
             stopped: false,
+            strip: FxHashMap::default(),
+            strip_epoch: 0,
+            deferred: 0,
         }
     }
 
@@ -620,7 +645,7 @@ impl Hawkset {
         for (ctx, part, unordered) in decided.drain(..) {
             if unordered {
                 let rec = self.stores.record(ctx, line, part);
-                self.stores.insert(rec);
+                self.keep_store(rec);
             }
         }
         self.decided = decided;
@@ -678,7 +703,7 @@ impl Hawkset {
             vc_store: piece.vc,
         };
         if mask != 0 {
-            self.stores.insert(rec);
+            self.keep_store(rec);
         }
         if early != 0 {
             self.hold_tentative(rec.at(line, early));
@@ -906,7 +931,7 @@ impl Hawkset {
                 }
             };
             let vc = self.clock(tid);
-            self.loads.insert(LoadRec { line, mask: m, tid, site, ls: l, vc });
+            self.keep_load(LoadRec { line, mask: m, tid, site, ls: l, vc });
         }
     }
 
@@ -964,6 +989,10 @@ impl Hawkset {
                         t.held.remove(i);
                         t.ls = None;
                     }
+                    if is_inferred(lock) {
+                        // Confirmed now: the records it kept back are decided.
+                        self.drain(tid, false);
+                    }
                 }
                 SyncOp::Create { child } => {
                     self.hb.apply(tid, op);
@@ -1017,11 +1046,134 @@ impl Hawkset {
         let Hawkset { threads, inferred, .. } = self;
         let Some(t) = threads.get_mut(&tid) else { return };
         let tentative = |h: &Held| is_inferred(h.lock) && !inferred.confirmed(h.lock);
-        if t.held.iter().filter(|h| tentative(h)).count() > MAX_TENTATIVE {
-            if let Some(i) = t.held.iter().position(tentative) {
+        if t.held.iter().filter(|h| tentative(h)).count() > MAX_TENTATIVE && self.drop_tentative(tid) {
+            self.drain(tid, false);
+        }
+    }
+
+    /// Drops the oldest unconfirmed inferred lock `tid` holds; whether there was one.
+    fn drop_tentative(&mut self, tid: u32) -> bool {
+        let Hawkset { threads, inferred, .. } = self;
+        let Some(t) = threads.get_mut(&tid) else { return false };
+        match t.held.iter().position(|h| is_inferred(h.lock) && !inferred.confirmed(h.lock)) {
+            Some(i) => {
                 t.held.remove(i);
                 t.ls = None;
+                true
             }
+            None => false,
+        }
+    }
+
+    /// What untimed lockset `id` becomes in a record of thread `tid`: `None` while `tid` still
+    /// holds one of its inferred locks unconfirmed (the record waits: [`Hawkset::defer`]);
+    /// otherwise the set without its inferred locks not confirmed by now (with `force`,
+    /// whatever the thread holds: at the end of the run).
+    fn record_lockset(&mut self, id: u32, tid: u32, force: bool) -> Option<u32> {
+        if self.inferred.acquisitions == 0 {
+            return Some(id);
+        }
+        if self.strip_epoch != self.inferred.confirmations {
+            self.strip.clear();
+            self.strip_epoch = self.inferred.confirmations;
+        }
+        let (stripped, unconfirmed) = match self.strip.get(&id) {
+            Some(&v) => v,
+            None => {
+                let set = self.plain.get(id);
+                let n = set.len();
+                let keep: Vec<(u64, Mode)> = set.iter().copied().filter(|&(l, _)| self.inferred.confirmed(l)).collect();
+                let v = if keep.len() == n { (id, false) } else { (self.plain.id(keep), true) };
+                self.strip.insert(id, v);
+                v
+            }
+        };
+        if !unconfirmed || force {
+            return Some(stripped);
+        }
+        let Some(t) = self.threads.get(&tid) else { return Some(stripped) };
+        let pending =
+            self.plain.get(id).iter().any(|&(l, _)| !self.inferred.confirmed(l) && t.held.iter().any(|h| h.lock == l));
+        (!pending).then_some(stripped)
+    }
+
+    /// Keeps store record `rec` (or keeps it back: [`Hawkset::defer`]).
+    fn keep_store(&mut self, rec: StoreRec) {
+        match self.record_lockset(rec.eff, rec.tid, false) {
+            Some(eff) => self.stores.insert(StoreRec { eff, ..rec }),
+            None => self.defer(rec.tid, Deferred::Store(rec)),
+        }
+    }
+
+    /// Keeps load record `rec` (or keeps it back: [`Hawkset::defer`]).
+    fn keep_load(&mut self, rec: LoadRec) {
+        match self.record_lockset(rec.ls, rec.tid, false) {
+            Some(ls) => self.loads.insert(LoadRec { ls, ..rec }),
+            None => self.defer(rec.tid, Deferred::Load(rec)),
+        }
+    }
+
+    /// Keeps back a record of `tid` whose lockset holds an inferred lock `tid` still holds
+    /// unconfirmed, until that lock is decided: released by `tid` (a lock, confirmed: it stays
+    /// in the record) or dropped from `tid`'s locks ([`Hawkset::bound_tentative`]: no lock, left
+    /// out of the record).
+    ///
+    /// Whether a word is a lock is known only once its holder releases it. A record made under
+    /// an unconfirmed lock used to be kept at once with its whole lockset, so every `xchg`
+    /// that fills a fresh word (a sequentially consistent `std::atomic` store: an acquisition
+    /// never released) gave the thread a new lockset and each of its later accesses a new
+    /// record, on every line it touched again (P-ART's root and inner nodes: lists of
+    /// thousands of records per line, each insert a scan of them). The lock protects nothing
+    /// until it is confirmed, and no other thread can hold it before its holder releases it
+    /// (it is non-zero), so a record needs it only if this thread releases it later; kept
+    /// back until then, records carry only locks that are (or end up) locks.
+    ///
+    /// At most [`MAX_DEFERRED`] records are kept back per thread: beyond, the thread's oldest
+    /// unconfirmed lock is dropped as if [`MAX_TENTATIVE`] newer ones had come (a counter
+    /// bumped from 0 once and never reset would keep every later record back).
+    fn defer(&mut self, tid: u32, d: Deferred) {
+        let t = self.thread(tid);
+        if !t.deferred_set.insert(d) {
+            return;
+        }
+        t.deferred.push(d);
+        let full = t.deferred.len() > MAX_DEFERRED;
+        self.deferred += 1;
+        if full {
+            while self.threads.get(&tid).is_some_and(|t| t.deferred.len() > MAX_DEFERRED) && self.drop_tentative(tid) {
+                self.drain(tid, false);
+            }
+        }
+    }
+
+    /// Keeps the records `tid` kept back whose locks are decided now (with `force`: all of
+    /// them, at the end of the run).
+    fn drain(&mut self, tid: u32, force: bool) {
+        let Some(t) = self.threads.get_mut(&tid) else { return };
+        if t.deferred.is_empty() {
+            return;
+        }
+        let list = std::mem::take(&mut t.deferred);
+        let mut rest = Vec::new();
+        for d in list {
+            let ls = match d {
+                Deferred::Store(s) => s.eff,
+                Deferred::Load(l) => l.ls,
+            };
+            let Some(ls) = self.record_lockset(ls, tid, force) else {
+                rest.push(d);
+                continue;
+            };
+            if let Some(t) = self.threads.get_mut(&tid) {
+                t.deferred_set.remove(&d);
+            }
+            match d {
+                Deferred::Store(s) => self.stores.insert(StoreRec { eff: ls, ..s }),
+                Deferred::Load(l) => self.loads.insert(LoadRec { ls, ..l }),
+            }
+        }
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.deferred = rest;
         }
     }
 
@@ -1162,6 +1314,10 @@ impl Analysis for Hawkset {
             ("inferred_releases", self.inferred.releases),
             ("irh_held", self.held.count),
             ("irh_unordered_publications", self.held.unordered),
+            ("store_records", self.stores.counts().0),
+            ("load_records", self.loads.counts().0),
+            ("record_contexts", self.stores.counts().1 + self.loads.counts().1),
+            ("deferred_records", self.deferred),
         ]
     }
 
@@ -1173,6 +1329,12 @@ impl Analysis for Hawkset {
         }
         // Accesses to words found to be locks after they were recorded are synchronisation.
         self.inferred.settle();
+        // The records kept back: their unconfirmed locks are no locks now.
+        let mut tids: Vec<u32> = self.threads.keys().copied().collect();
+        tids.sort_unstable();
+        for tid in tids {
+            self.drain(tid, true);
+        }
         let lock_bytes = self.inferred.lock_bytes();
         // One finding per store site, as HawkSet counts its reports (below); each window end
         // (tag: 0 fence, 1 overwrite, 2 exit, 3 durable otherwise) and flushed or not, per site.

@@ -91,6 +91,9 @@ pub(crate) struct InferredLocks {
     /// Acquisitions and releases seen, and words confirmed.
     pub(crate) acquisitions: u64,
     pub(crate) releases: u64,
+    /// Words confirmed so far: a pass that caches what it made of unconfirmed locks starts
+    /// again when this changes.
+    pub(crate) confirmations: u64,
 }
 
 fn value_mask(size: u32) -> u64 {
@@ -126,7 +129,9 @@ impl InferredLocks {
             EventKind::WordRelease => {
                 let key = DRAM_WORD | ev.addr;
                 let op = match self.words.get_mut(&key) {
-                    Some(w) if w.size == ev.size => Self::release_by(w, ev.tid, key, &mut self.releases),
+                    Some(w) if w.size == ev.size => {
+                        Self::release_by(w, ev.tid, key, (&mut self.releases, &mut self.confirmations))
+                    }
                     _ => None,
                 };
                 Observed { op, screen: false }
@@ -165,14 +170,14 @@ impl InferredLocks {
                     self.acquisitions += 1;
                     Some(SyncOp::Acquire { lock: INFERRED | ev.dev, mode: Mode::Exclusive })
                 } else {
-                    Self::release(w, ev, &mut self.releases)
+                    Self::release(w, ev, (&mut self.releases, &mut self.confirmations))
                 };
                 Observed { op, screen: self.is_lock_word(ev) }
             }
             EventKind::Store if ev.dev != 0 && !self.words.is_empty() => {
                 self.forget_locked(ev.tid);
                 let op = match self.words.get_mut(&ev.dev) {
-                    Some(w) if w.size == ev.size => Self::release(w, ev, &mut self.releases),
+                    Some(w) if w.size == ev.size => Self::release(w, ev, (&mut self.releases, &mut self.confirmations)),
                     _ => None,
                 };
                 Observed { op, screen: self.is_lock_word(ev) }
@@ -182,19 +187,23 @@ impl InferredLocks {
     }
 
     /// A store to word `w` by `ev`'s thread: a release if the thread holds it and stores 0.
-    fn release(w: &mut Word, ev: &Event, releases: &mut u64) -> Option<SyncOp> {
+    fn release(w: &mut Word, ev: &Event, counts: (&mut u64, &mut u64)) -> Option<SyncOp> {
         if ev.new & value_mask(ev.size) != 0 {
             return None;
         }
-        Self::release_by(w, ev.tid, ev.dev, releases)
+        Self::release_by(w, ev.tid, ev.dev, counts)
     }
 
     /// Word `w` (key `key`) is free again by thread `tid`'s doing: a release if `tid` holds it.
-    fn release_by(w: &mut Word, tid: u32, key: u64, releases: &mut u64) -> Option<SyncOp> {
+    /// `counts`: the releases and the confirmations seen.
+    fn release_by(w: &mut Word, tid: u32, key: u64, counts: (&mut u64, &mut u64)) -> Option<SyncOp> {
         let i = w.holders.iter().position(|&t| t == tid)?;
         w.holders.swap_remove(i);
-        w.confirmed = true;
-        *releases += 1;
+        if !w.confirmed {
+            w.confirmed = true;
+            *counts.1 += 1;
+        }
+        *counts.0 += 1;
         Some(SyncOp::Release { lock: INFERRED | key })
     }
 
@@ -229,6 +238,7 @@ impl InferredLocks {
         for w in self.words.values_mut() {
             if !w.confirmed && w.acquired_at.iter().any(|pc| sites.binary_search(pc).is_ok()) {
                 w.confirmed = true;
+                self.confirmations += 1;
             }
         }
     }

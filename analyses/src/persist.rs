@@ -205,6 +205,8 @@ pub(crate) struct LineRecords<R: LineKeyed> {
     lines: ShadowLines<RecordList>,
     /// The records of lines that have more than one, after the first.
     more: Vec<Vec<(u64, u32)>>,
+    /// Records kept (for `--host-stats`-like counters in the report's `stats`).
+    len: u64,
 }
 
 /// A line's `(mask, context)` records in 16 bytes: the first inline, the rest in
@@ -228,7 +230,7 @@ impl Default for RecordList {
 
 impl<R: LineKeyed> Default for LineRecords<R> {
     fn default() -> Self {
-        LineRecords { contexts: Interner::default(), lines: ShadowLines::default(), more: Vec::new() }
+        LineRecords { contexts: Interner::default(), lines: ShadowLines::default(), more: Vec::new(), len: 0 }
     }
 }
 
@@ -240,6 +242,7 @@ impl<R: LineKeyed> LineRecords<R> {
         let list = self.lines.get_mut(line);
         if list.ctx == NO_RECORD {
             *list = RecordList { mask, ctx, more: 0 };
+            self.len += 1;
         } else if (list.mask, list.ctx) != (mask, ctx) {
             if list.more == 0 {
                 self.more.push(Vec::new());
@@ -248,8 +251,15 @@ impl<R: LineKeyed> LineRecords<R> {
             let more = &mut self.more[list.more as usize - 1];
             if !more.contains(&(mask, ctx)) {
                 more.push((mask, ctx));
+                self.len += 1;
             }
         }
+    }
+
+    /// How many records are kept, and how many distinct contexts they (and the contexts kept
+    /// elsewhere through [`LineRecords::context_of`]) have.
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        (self.len, self.contexts.values.len() as u64)
     }
 
     /// The id of `r`'s context (all but its line and bytes), for keeping it elsewhere.
