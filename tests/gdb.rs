@@ -372,6 +372,47 @@ fn thread_local_variables_and_errno_print_per_thread() {
     }
 }
 
+/// Thread-local variables of libraries loaded by `dlopen` (guests/src/tls_dlopen.c): A is
+/// loaded, B after it, A unloaded and loaded again, so A's TLS module id is lower than B's
+/// although A follows B in the link map; each thread's values of both libraries' variables are
+/// answered from the module ids the dynamic linker gave (`l_tls_modid`), not the link map's
+/// order (which swapped them). Where the main thread's DTV still holds the block of the
+/// unloaded A (before it first uses the new one), nothing is answered, as glibc's
+/// `libthread_db` answers nothing there.
+#[test]
+fn thread_local_variables_of_dlopened_libraries_print_per_thread() {
+    if !gdb_available() {
+        eprintln!("skipped: gdb is not installed");
+        return;
+    }
+    let prog = guest("tls_dlopen.dyn");
+    let dir = report(&prog, "none", &[], 0);
+    let server = Server::start(dir.path(), Path::new("r.json"), None);
+    let out = server.gdb(
+        &prog,
+        &[
+            "set breakpoint pending on",
+            "break stop_here",
+            "break lib_a_set if v == 11",
+            "continue",
+            "p lib_a_value",
+            "continue",
+            "p lib_a_value",
+            "p lib_b_value",
+            "thread 1",
+            "p lib_a_value",
+            "p lib_b_value",
+        ],
+    );
+    assert!(out.contains("lib_a_set (v=v@entry=11)"), "main stops as it sets A's new variable\n{out}");
+    let refused = out.lines().filter(|l| l.starts_with("Cannot find thread-local storage")).collect::<Vec<_>>();
+    assert_eq!(refused.len(), 1, "only the stale block is refused\n{out}");
+    assert!(refused[0].contains("Thread 1.1000") && refused[0].contains("libtls_lib_a.so"), "{out}");
+    assert!(out.contains("stop_here (seen=85)"), "the worker stops next\n{out}");
+    let values: Vec<&str> = out.lines().filter_map(|l| l.split_once(" = ").map(|(_, v)| v.trim())).collect();
+    assert_eq!(values, ["42", "43", "11", "12"], "A and B in the worker, then in main\n{out}");
+}
+
 /// Reverse execution on a run of two processes (guests/src/proc_pingpong.c: a parent and its
 /// forked child answering each other over pipes, about 7 M instructions): going back from the
 /// end restores the timeline's snapshot taken while both processes ran (at 5 M instructions),
