@@ -141,7 +141,7 @@ impl Timeline {
             let interval = self.interval;
             let mut k = 0;
             while k < self.checkpoints.len() {
-                if self.checkpoints[k].icount() % interval == 0 {
+                if self.checkpoints[k].icount().is_multiple_of(interval) {
                     k += 1;
                 } else {
                     let c = self.checkpoints.remove(k);
