@@ -28,8 +28,13 @@ struct Server {
 
 impl Server {
     fn start(dir: &Path, report: &Path, finding: Option<u32>) -> Server {
+        Server::start_with(dir, report, finding, &[])
+    }
+
+    /// [`Server::start`] with more options for `ferrite replay`.
+    fn start_with(dir: &Path, report: &Path, finding: Option<u32>, more: &[&str]) -> Server {
         let mut cmd = ferrite();
-        cmd.current_dir(dir).arg("replay").arg(report).args(["--gdb", "127.0.0.1:0"]);
+        cmd.current_dir(dir).arg("replay").arg(report).args(["--gdb", "127.0.0.1:0"]).args(more);
         if let Some(f) = finding {
             cmd.args(["--finding", &f.to_string()]);
         }
@@ -303,6 +308,44 @@ fn a_crash_finding_opens_in_its_recovery() {
     assert!(out.contains("the run has ended: Exited(Code(1))"), "the recovery fails: {out}");
     assert!(w[1] < w[0], "{w:?}");
     assert!(out.lines().any(|l| l.starts_with("#0") && l.contains(&format!("pm_log.c:{corrupt}"))), "{out}");
+}
+
+/// `--workload`: a crash finding's workload run, stopped at its crash point (the fence of
+/// `persist` in pm.h, where the crash comes before), with `monitor crash` naming it; stepping
+/// back from there works as in any replay.
+#[test]
+fn a_crash_findings_workload_stops_at_its_crash_point() {
+    if !gdb_available() {
+        eprintln!("skipped: gdb is not installed");
+        return;
+    }
+    let prog = guest("pm_log");
+    let dir = scratch();
+    let recover = format!("{} /mnt/pmem0/log check", prog.display());
+    let st = ferrite()
+        .current_dir(dir.path())
+        .args(["crash", "--quiet", "--analyses", "none", "--report", "r.json", "--recover", &recover, "--"])
+        .arg(&prog)
+        .arg("/mnt/pmem0/log")
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(66), "the crash campaign found nothing");
+    let r = read_json(&dir.path().join("r.json"));
+    let f = get(&r, "findings").as_array().unwrap().iter().find(|f| f["analysis"] == "crash").unwrap().clone();
+    let point = f["locations"].as_array().unwrap().iter().find(|l| l["role"] == "crash point").unwrap().clone();
+    let id = f["id"].as_u64().unwrap() as u32;
+    let server = Server::start_with(dir.path(), Path::new("r.json"), Some(id), &["--workload"]);
+    let at = server.at;
+    let out = server.gdb(&prog, &["p/x $pc", "bt 1", "monitor crash", "reverse-stepi", "monitor when"]);
+    let pc = point["pc"].as_u64().unwrap();
+    assert!(out.lines().any(|l| l.trim() == format!("$1 = {pc:#x}")), "stopped at the crash point's PC {pc:#x}\n{out}");
+    let line = format!("pm.h:{}", point["line"].as_u64().unwrap());
+    assert!(out.lines().any(|l| l.starts_with("#0") && l.contains(&line)), "{line}\n{out}");
+    assert!(out.contains(&format!("stopped at instruction {at}, where it crashes: the crash at persist")), "{out}");
+    // The recovery's failure names the same instruction as the crash's.
+    assert!(out.contains(&format!("after a crash at instruction {at} ")), "{out}");
+    assert_eq!(whens(&out), [at - 1], "{out}");
 }
 
 /// A dynamically linked program: the server hands gdb the program's auxiliary vector, from
