@@ -441,7 +441,7 @@ fn drop_snapshot(path: &mut Vec<Snap>, held: &mut u64, i: usize) {
 /// Makes room for `need` more bytes on `path` (holding `held`), if it can, in a run that left
 /// the path at decision `branch`, with waiting schedules leaving the path at `live`: drops the
 /// snapshots before `branch` no waiting schedule would go on from, then, while that is not
-/// enough, every other one of the run's snapshots after `branch` (the first kept), doubling
+/// enough, every other one of the run's snapshots after `branch` (the newest kept), doubling
 /// `spread`. Counts what it drops in `evicted`.
 fn evict(
     path: &mut Vec<Snap>,
@@ -473,8 +473,9 @@ fn evict(
         if tail.len() < 2 {
             break;
         }
-        // Every other one, the first kept; from the back, so the indices stay right.
-        for &i in tail.iter().skip(1).step_by(2).rev() {
+        // Every other one, the newest kept (the next snapshot shares the pages not written since
+        // it, instead of copying them again); from the back, so the indices stay right.
+        for &i in tail.iter().rev().skip(1).step_by(2) {
             drop_snapshot(path, held, i);
             *evicted += 1;
         }
