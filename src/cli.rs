@@ -434,6 +434,11 @@ pub struct ReplayArgs {
     /// reverse-stepi/reverse-continue work (docs/replay.md).
     #[arg(long, value_name = "[ADDR:]PORT")]
     pub gdb: Option<String>,
+
+    /// With --gdb and a crash finding: serve the workload's run, stopped at the crash point
+    /// (before the instruction the crash comes before), instead of the recovery.
+    #[arg(long, requires = "gdb")]
+    pub workload: bool,
 }
 
 #[derive(Args, Debug)]

@@ -28,8 +28,13 @@ struct Server {
 
 impl Server {
     fn start(dir: &Path, report: &Path, finding: Option<u32>) -> Server {
+        Server::start_with(dir, report, finding, &[])
+    }
+
+    /// [`Server::start`] with more options for `ferrite replay`.
+    fn start_with(dir: &Path, report: &Path, finding: Option<u32>, more: &[&str]) -> Server {
         let mut cmd = ferrite();
-        cmd.current_dir(dir).arg("replay").arg(report).args(["--gdb", "127.0.0.1:0"]);
+        cmd.current_dir(dir).arg("replay").arg(report).args(["--gdb", "127.0.0.1:0"]).args(more);
         if let Some(f) = finding {
             cmd.args(["--finding", &f.to_string()]);
         }
@@ -305,6 +310,44 @@ fn a_crash_finding_opens_in_its_recovery() {
     assert!(out.lines().any(|l| l.starts_with("#0") && l.contains(&format!("pm_log.c:{corrupt}"))), "{out}");
 }
 
+/// `--workload`: a crash finding's workload run, stopped at its crash point (the fence of
+/// `persist` in pm.h, where the crash comes before), with `monitor crash` naming it; stepping
+/// back from there works as in any replay.
+#[test]
+fn a_crash_findings_workload_stops_at_its_crash_point() {
+    if !gdb_available() {
+        eprintln!("skipped: gdb is not installed");
+        return;
+    }
+    let prog = guest("pm_log");
+    let dir = scratch();
+    let recover = format!("{} /mnt/pmem0/log check", prog.display());
+    let st = ferrite()
+        .current_dir(dir.path())
+        .args(["crash", "--quiet", "--analyses", "none", "--report", "r.json", "--recover", &recover, "--"])
+        .arg(&prog)
+        .arg("/mnt/pmem0/log")
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(66), "the crash campaign found nothing");
+    let r = read_json(&dir.path().join("r.json"));
+    let f = get(&r, "findings").as_array().unwrap().iter().find(|f| f["analysis"] == "crash").unwrap().clone();
+    let point = f["locations"].as_array().unwrap().iter().find(|l| l["role"] == "crash point").unwrap().clone();
+    let id = f["id"].as_u64().unwrap() as u32;
+    let server = Server::start_with(dir.path(), Path::new("r.json"), Some(id), &["--workload"]);
+    let at = server.at;
+    let out = server.gdb(&prog, &["p/x $pc", "bt 1", "monitor crash", "reverse-stepi", "monitor when"]);
+    let pc = point["pc"].as_u64().unwrap();
+    assert!(out.lines().any(|l| l.trim() == format!("$1 = {pc:#x}")), "stopped at the crash point's PC {pc:#x}\n{out}");
+    let line = format!("pm.h:{}", point["line"].as_u64().unwrap());
+    assert!(out.lines().any(|l| l.starts_with("#0") && l.contains(&line)), "{line}\n{out}");
+    assert!(out.contains(&format!("stopped at instruction {at}, where it crashes: the crash at persist")), "{out}");
+    // The recovery's failure names the same instruction as the crash's.
+    assert!(out.contains(&format!("after a crash at instruction {at} ")), "{out}");
+    assert_eq!(whens(&out), [at - 1], "{out}");
+}
+
 /// A dynamically linked program: the server hands gdb the program's auxiliary vector, from
 /// which gdb finds the dynamic linker and the link map in guest memory, so libc's functions have
 /// names and breakpoints on them work; and the thread's `fs_base`.
@@ -370,6 +413,47 @@ fn thread_local_variables_and_errno_print_per_thread() {
         let expected: &[&str] = if plain { &["9", "42", "2", "11"] } else { &["9", "9", "42", "2", "11"] };
         assert_eq!(values, expected, "{name}: errno and the counter in the worker, then in main\n{out}");
     }
+}
+
+/// Thread-local variables of libraries loaded by `dlopen` (guests/src/tls_dlopen.c): A is
+/// loaded, B after it, A unloaded and loaded again, so A's TLS module id is lower than B's
+/// although A follows B in the link map; each thread's values of both libraries' variables are
+/// answered from the module ids the dynamic linker gave (`l_tls_modid`), not the link map's
+/// order (which swapped them). Where the main thread's DTV still holds the block of the
+/// unloaded A (before it first uses the new one), nothing is answered, as glibc's
+/// `libthread_db` answers nothing there.
+#[test]
+fn thread_local_variables_of_dlopened_libraries_print_per_thread() {
+    if !gdb_available() {
+        eprintln!("skipped: gdb is not installed");
+        return;
+    }
+    let prog = guest("tls_dlopen.dyn");
+    let dir = report(&prog, "none", &[], 0);
+    let server = Server::start(dir.path(), Path::new("r.json"), None);
+    let out = server.gdb(
+        &prog,
+        &[
+            "set breakpoint pending on",
+            "break stop_here",
+            "break lib_a_set if v == 11",
+            "continue",
+            "p lib_a_value",
+            "continue",
+            "p lib_a_value",
+            "p lib_b_value",
+            "thread 1",
+            "p lib_a_value",
+            "p lib_b_value",
+        ],
+    );
+    assert!(out.contains("lib_a_set (v=v@entry=11)"), "main stops as it sets A's new variable\n{out}");
+    let refused = out.lines().filter(|l| l.starts_with("Cannot find thread-local storage")).collect::<Vec<_>>();
+    assert_eq!(refused.len(), 1, "only the stale block is refused\n{out}");
+    assert!(refused[0].contains("Thread 1.1000") && refused[0].contains("libtls_lib_a.so"), "{out}");
+    assert!(out.contains("stop_here (seen=85)"), "the worker stops next\n{out}");
+    let values: Vec<&str> = out.lines().filter_map(|l| l.split_once(" = ").map(|(_, v)| v.trim())).collect();
+    assert_eq!(values, ["42", "43", "11", "12"], "A and B in the worker, then in main\n{out}");
 }
 
 /// Reverse execution on a run of two processes (guests/src/proc_pingpong.c: a parent and its

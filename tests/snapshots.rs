@@ -398,6 +398,44 @@ fn schedules_dpor_asks_for_all_along_a_run_go_on_from_snapshots_near_them() {
     assert!(a["instructions_to_branch"].as_u64().unwrap() * 2 < a["instructions"].as_u64().unwrap(), "{a}");
 }
 
+/// A full snapshot budget (issue 23): `thr_churn` writes fresh memory all the time, so its
+/// snapshots fill the 64 MiB budget `--max-host-memory 256M` leaves them in its first runs. The
+/// session's base then refused every further snapshot, and the deep schedules went on from
+/// shallow ones (1.3x fewer instructions than from the start); now snapshots no waiting schedule
+/// can go on from, then every other one of a run's, make room (2.6x): the same schedules
+/// (chained trace hashes) and report as `--no-snapshots`, within the budget.
+#[test]
+fn a_full_snapshot_budget_evicts_instead_of_refusing() {
+    let opts = [
+        "--strategy",
+        "exhaustive",
+        "--max-preemptions",
+        "1",
+        "--por",
+        "--explore",
+        "20",
+        "--max-host-memory",
+        "256M",
+        "--quiet",
+        "--report",
+        "r.json",
+        "--host-stats",
+        "h.json",
+    ];
+    let g = guest("thr_churn");
+    let with = Ferrite::run(&g).opts(&opts).args(&["30"]).go();
+    let without = Ferrite::run(&g).opts(&opts).opts(&["--no-snapshots"]).args(&["30"]).go();
+    assert_eq!(with.code, 0, "{}", with.describe());
+    assert_eq!(without_timings(&with.json("r.json")), without_timings(&without.json("r.json")));
+    let (a, b) = (exploration(&with), exploration(&without));
+    assert_eq!(a["trace_hashes"], b["trace_hashes"]);
+    assert_eq!(a["instructions_from_start"], b["instructions"]);
+    assert!(a["evicted"].as_u64().unwrap() > 0, "{a}");
+    assert!(a["peak_snapshot_bytes"].as_u64().unwrap() <= 64 << 20, "{a}");
+    let ratio = a["instructions_from_start"].as_f64().unwrap() / a["instructions"].as_f64().unwrap();
+    assert!(ratio >= 2.0, "{ratio:.2}x fewer instructions\n{a}");
+}
+
 /// A guest that forks, under every pass and pmrace (taint tracking): both used to keep
 /// exhaustive exploration from its snapshots; now every schedule after the first goes on from
 /// one, and the report and chained trace hashes are those `--no-snapshots` gives.

@@ -568,6 +568,25 @@ fn rebuild(
     Ok(Ok((plan, files)))
 }
 
+/// Where a crash finding's crash point is in a fresh run of the workload (as [`recovery_of`]
+/// rebuilds its image): the instructions retired before it and the thread at it, or why the
+/// workload no longer has that point.
+pub fn crash_point_of(
+    runner: &Runner,
+    spec: &RunSpec,
+    c: &CrashSummary,
+    image: &CrashImageRef,
+) -> Result<Result<(u64, u32), String>, Error> {
+    let work = tempfile::Builder::new().prefix("ferrite-crash-").tempdir()?;
+    driver::explore::copy_dir(&spec.pm_dir, work.path())?;
+    let spec = RunSpec { pm_dir: work.path().to_path_buf(), ..spec.clone() };
+    let (_, _, log) = workload(runner, &spec, &c.crash_point_mode, c.crash_at, c.dedup_points)?;
+    Ok(match log.points.get(image.point as usize) {
+        Some(p) => Ok((p.icount, p.tid)),
+        None => Err(format!("the workload has {} crash points, not {}", log.points.len(), u64::from(image.point) + 1)),
+    })
+}
+
 /// A crash finding's recovery as a run of its own on its rebuilt crash image, for a debugger:
 /// the recovery's spec and the directory holding the image (which the spec's PM directory is),
 /// or why the workload no longer gives that image.

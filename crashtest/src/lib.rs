@@ -48,7 +48,9 @@ pub mod workloads;
 
 use serde::{Deserialize, Serialize};
 
-pub use campaign::{recovery_of, replay, test, test_all, workload, Campaign, Options, Replayed, Tested};
+pub use campaign::{
+    crash_point_of, recovery_of, replay, test, test_all, workload, Campaign, Options, Replayed, Tested,
+};
 pub use record::CrashLog;
 pub use recover::{Plan, Verdict};
 pub use validate::Validate;

@@ -220,6 +220,12 @@ impl Checkpoint {
     pub fn bytes(&self) -> usize {
         self.machine.saved_bytes() + self.files.bytes()
     }
+
+    /// Host bytes dropping it frees: its files and the guest memory pages no other checkpoint
+    /// shares. Unlike [`Checkpoint::bytes`], right whichever checkpoints were dropped before.
+    pub fn unshared_bytes(&self) -> usize {
+        self.machine.unshared_bytes() + self.files.bytes()
+    }
 }
 
 /// Why [`Session::drive_debug`] returned.

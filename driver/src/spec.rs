@@ -339,6 +339,9 @@ pub struct Branching {
     pub instructions_to_branch: u64,
     /// The most bytes the snapshots held at once.
     pub peak_bytes: u64,
+    /// Snapshots dropped to make room under the budget (exhaustive exploration): those no
+    /// waiting schedule could go on from, then every other one of a run's evenly spaced ones.
+    pub evicted: u64,
     /// The trace hashes of the schedules run, in order, hashed together (BLAKE3, the first 16
     /// bytes): what shows that runs from snapshots took the paths runs from the start take.
     pub traces: [u8; 16],

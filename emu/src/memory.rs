@@ -632,6 +632,19 @@ impl MemorySnapshot {
     pub fn saved_bytes(&self) -> usize {
         self.blocks.iter().map(|b| b.copied).sum()
     }
+
+    /// Bytes of page contents no other snapshot shares: what dropping it frees, whichever
+    /// snapshots are dropped before it (a snapshot dropped from the middle of a series leaves
+    /// the pages it shares with the next one to that one).
+    pub fn unshared_bytes(&self) -> usize {
+        self.blocks
+            .iter()
+            .filter(|b| Rc::strong_count(&b.saved) == 1)
+            .flat_map(|b| b.saved.data.iter())
+            .filter(|page| Rc::strong_count(page) == 1)
+            .map(|page| page.len())
+            .sum()
+    }
 }
 
 fn same_region(a: &Region, b: &Region) -> bool {

@@ -29,6 +29,17 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
     if let Some(addr) = &a.gdb {
         if let (Some(f), Some(c)) = (&wanted, &orig.crash) {
             if let Some(image) = &f.crash_image {
+                if a.workload {
+                    // The workload's own run, stopped at the crash point.
+                    let (at, tid) = match crashtest::crash_point_of(&runner, &spec, c, image)? {
+                        Ok(p) => p,
+                        Err(why) => bail!("replay diverged: {why}"),
+                    };
+                    let note = crate::gdb::workload_note(f, &spec.argv, at);
+                    let start = crate::gdb::Start::At(at, tid);
+                    crate::gdb::serve(&spec, addr, start, orig.findings.clone(), Some(note))?;
+                    return Ok(0);
+                }
                 // A crash finding: its recovery, on its crash image rebuilt from a fresh
                 // workload run, is what gdb sees.
                 let (rspec, _image_dir) = match crashtest::recovery_of(&runner, &spec, c, image)? {
@@ -36,11 +47,15 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
                     Err(why) => bail!("replay diverged: {why}"),
                 };
                 let note = crate::gdb::crash_note(f, &rspec.argv);
-                crate::gdb::serve(&rspec, addr, Some(f), orig.findings.clone(), Some(note))?;
+                crate::gdb::serve(&rspec, addr, crate::gdb::Start::Finding(f), orig.findings.clone(), Some(note))?;
                 return Ok(0);
             }
         }
-        crate::gdb::serve(&spec, addr, wanted.as_ref(), orig.findings.clone(), None)?;
+        if a.workload {
+            bail!("--workload serves a crash finding's workload: give --finding with the ID of a crash finding");
+        }
+        let start = wanted.as_ref().map_or(crate::gdb::Start::Entry, crate::gdb::Start::Finding);
+        crate::gdb::serve(&spec, addr, start, orig.findings.clone(), None)?;
         return Ok(0);
     }
     if let (Some(f), Some(c)) = (&wanted, &orig.crash) {

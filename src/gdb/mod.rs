@@ -11,7 +11,8 @@
 //! the process stays, so that one can go back from it. `monitor` commands show where the replay
 //! is and the PM state of a line ([`target`]).
 //!
-//! Crash findings (a recovery on a crash image) are not served yet.
+//! A crash finding is served as its recovery on the rebuilt crash image, or (`--workload`) as
+//! the workload's run stopped at the crash point.
 
 mod arch;
 mod target;
@@ -31,21 +32,37 @@ use driver::{say, RunSpec};
 use target::Debuggee;
 pub use timeline::Timeline;
 
+/// Where the served run starts.
+pub enum Start<'f> {
+    /// Before the program's first instruction.
+    Entry,
+    /// At the finding's place.
+    Finding(&'f Finding),
+    /// After this many instructions, in this thread (a crash finding's crash point in its
+    /// workload's run).
+    At(u64, u32),
+}
+
 /// Serves the run of `spec` to one gdb on `addr` (`PORT` or `ADDR:PORT`; the address defaults to
-/// 127.0.0.1), stopped at `wanted`'s place if given. Returns when gdb detaches or kills it.
+/// 127.0.0.1), stopped where `start` says. Returns when gdb detaches or kills it.
 /// For a crash finding, `spec` is its recovery on the rebuilt crash image ([`crash_note`]
-/// describes it), stopped where the recovery fails: before its last fault, or at its end.
-pub fn serve(
-    spec: &RunSpec,
-    addr: &str,
-    wanted: Option<&Finding>,
-    findings: Vec<Finding>,
-    crash: Option<String>,
-) -> Result<()> {
+/// describes it), stopped where the recovery fails: before its last fault, or at its end; or
+/// the workload's run, stopped at the crash point ([`Start::At`]).
+pub fn serve(spec: &RunSpec, addr: &str, start: Start, findings: Vec<Finding>, crash: Option<String>) -> Result<()> {
     let addr = if addr.contains(':') { addr.to_string() } else { format!("127.0.0.1:{addr}") };
     let mut timeline = Timeline::new(spec)?;
     let auxv = initial_auxv(&timeline);
-    if let Some(f) = wanted {
+    if let Start::At(at, tid) = start {
+        timeline.goto(at)?;
+        if timeline.now() != at || timeline.current_thread() != tid {
+            bail!(
+                "the crash point was not reached in the replay (instruction {at} in thread {tid}; the run is at {} in thread {})",
+                timeline.now(),
+                timeline.current_thread()
+            );
+        }
+    }
+    if let Start::Finding(f) = start {
         let found = match f.analysis.as_str() {
             _ if f.crash_image.is_some() => {
                 if crash.is_none() {
@@ -176,6 +193,22 @@ fn initial_auxv(timeline: &Timeline) -> Vec<u8> {
 /// What `monitor crash` says of crash finding `f`'s recovery `argv`: the crash point and how
 /// the recovery failed.
 pub fn crash_note(f: &Finding, argv: &[String]) -> String {
+    format!("recovery `{}` of finding {} on the crash image of the crash at {}", argv.join(" "), f.id, crash_of(f))
+}
+
+/// What `monitor crash` says when crash finding `f`'s workload `argv` is served
+/// (`--workload`), stopped at instruction `at`: the crash point and how the recovery failed.
+pub fn workload_note(f: &Finding, argv: &[String], at: u64) -> String {
+    format!(
+        "workload `{}` of finding {}, stopped at instruction {at}, where it crashes: the crash at {}",
+        argv.join(" "),
+        f.id,
+        crash_of(f)
+    )
+}
+
+/// Crash finding `f`'s crash point, its index, and how the recovery failed.
+fn crash_of(f: &Finding) -> String {
     let point = f
         .locations
         .iter()
@@ -186,12 +219,7 @@ pub fn crash_note(f: &Finding, argv: &[String]) -> String {
         })
         .unwrap_or_else(|| "an unknown place".into());
     let image = f.crash_image.as_ref().map_or(String::new(), |i| format!(" (crash point {})", i.point));
-    format!(
-        "recovery `{}` of finding {} on the crash image of the crash at {point}{image}: {}",
-        argv.join(" "),
-        f.id,
-        f.message
-    )
+    format!("{point}{image}: {}", f.message)
 }
 
 /// gdbstub's blocking loop: the run goes on in this thread, between packets.

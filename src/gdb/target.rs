@@ -369,7 +369,7 @@ impl MonitorCmd for Debuggee {
             },
             Some("crash") => match &self.crash {
                 Some(c) => outputln!(out, "{c}"),
-                None => outputln!(out, "the replay is the report's run, not a recovery of a crash image"),
+                None => outputln!(out, "the replay is the report's run, not a crash finding's"),
             },
             _ => {
                 outputln!(out, "ferrite monitor commands:");

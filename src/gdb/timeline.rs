@@ -75,6 +75,8 @@ pub struct Timeline {
     pub incarnations: u64,
     /// Snapshots of the current incarnation, by instruction count.
     checkpoints: Vec<driver::session::Checkpoint>,
+    /// Host bytes the snapshots hold (pages two of them share counted once).
+    held: usize,
     /// Instructions between two snapshots.
     interval: u64,
     /// Times the run went back to a snapshot.
@@ -105,6 +107,7 @@ impl Timeline {
             ended: None,
             incarnations: 1,
             checkpoints: Vec::new(),
+            held: 0,
             interval: INTERVAL,
             rewinds: 0,
             last_rewind: None,
@@ -126,12 +129,25 @@ impl Timeline {
             return;
         }
         let Some(c) = self.session.checkpoint() else { return };
+        // The pages it copied are its own; those it shares are counted with the snapshots
+        // holding them already.
+        self.held += c.bytes();
         self.checkpoints.insert(i, c);
-        while self.checkpoints.iter().map(|c| c.bytes()).sum::<usize>() > MAX_BYTES && self.checkpoints.len() > 1 {
-            // Every other one goes, the start's stays: the interval doubles.
+        while self.held > MAX_BYTES && self.checkpoints.len() > 1 {
+            // Every other one goes, the start's stays: the interval doubles. One at a time, each
+            // freeing the pages no other one still holds (those it shared with a neighbour stay
+            // with it).
             self.interval = self.interval.saturating_mul(2);
             let interval = self.interval;
-            self.checkpoints.retain(|c| c.icount() % interval == 0);
+            let mut k = 0;
+            while k < self.checkpoints.len() {
+                if self.checkpoints[k].icount().is_multiple_of(interval) {
+                    k += 1;
+                } else {
+                    let c = self.checkpoints.remove(k);
+                    self.held = self.held.saturating_sub(c.unshared_bytes());
+                }
+            }
         }
     }
 
@@ -176,6 +192,7 @@ impl Timeline {
         self.incarnations += 1;
         // The snapshots were of the old incarnation's machine.
         self.checkpoints.clear();
+        self.held = 0;
         let m = self.session.machine_mut();
         for &pc in &self.breakpoints {
             m.add_breakpoint(pc);

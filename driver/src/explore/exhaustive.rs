@@ -99,7 +99,8 @@ pub fn explore(
         let prefix = branch.prefix();
         drop(branch);
         let wanted = if snapshot_budget.is_some() { branch_points(&pending, &prefix) } else { Vec::new() };
-        let (report, out, children) = tree.step(&prefix, &wanted, runs > 1, max_preemptions)?;
+        let mut live = || live_points_of(pending.iter().rev().map(|b| (&b.base[..], b.len)), &prefix);
+        let (report, out, children) = tree.step(&prefix, &wanted, &mut live, runs > 1, max_preemptions)?;
         if runs > 1 && report.run.exit.interrupted.is_some() {
             runs -= 1;
             break;
@@ -187,6 +188,30 @@ pub(crate) fn branch_points_of<'p>(pending: impl Iterator<Item = (&'p [u32], usi
     out
 }
 
+/// Where the waiting schedules given as in [`branch_points_of`] that follow the decisions of
+/// `prefix` as far as they go leave them (all of them, not only the next few): each goes on from
+/// the path's deepest snapshot at or before its point. Sorted, each once.
+pub(crate) fn live_points_of<'p>(pending: impl Iterator<Item = (&'p [u32], usize)>, prefix: &[u32]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut last: Option<(*const u32, usize)> = None;
+    for (base, len) in pending {
+        let common = match last {
+            Some((p, c)) if std::ptr::eq(p, base.as_ptr()) => c,
+            _ => {
+                let c = base.iter().zip(prefix).take_while(|(x, y)| x == y).count();
+                last = Some((base.as_ptr(), c));
+                c
+            }
+        };
+        if len <= common {
+            out.push(len);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// A snapshot on the exploration's current path: the session before its decision `at`, taken
 /// in a run whose first `at` decisions chose `chosen`. Any schedule that agrees with them goes on
 /// from it exactly as it would from the start.
@@ -196,7 +221,6 @@ struct Snap {
     checkpoint: Checkpoint,
     /// Accesses the run had recorded for `--por` when it was taken.
     accesses: usize,
-    bytes: u64,
 }
 
 /// The runs of an exploration: one session, brought back to the snapshot nearest a schedule's
@@ -210,6 +234,17 @@ struct Snap {
 /// it (with `--por` a later one may, and then goes on from an earlier snapshot). So the
 /// snapshots held are at most one per decision of the current path, and never more bytes than
 /// the budget.
+///
+/// When a snapshot would take the held ones past the budget, room is made before refusing it
+/// ([`evict`]): first the path's snapshots before the run's new decision that no waiting
+/// schedule would go on from (a schedule goes on from the deepest snapshot at or before where it
+/// leaves the path, so a snapshot with no waiting schedule leaving between it and the next one
+/// serves none; the one the run itself went on from stays, for the schedules its run leads to
+/// that no snapshot of its own serves), then every other one of the run's own evenly spaced
+/// snapshots after its new decision, its spacing doubled for the rest of the run (the
+/// snapshots stay evenly spaced, half as dense). Only if that is not room enough is the
+/// snapshot refused, and the run takes no more. Dropping snapshots changes where schedules go
+/// on from, never what they run: the same schedules, reports and trace hashes.
 pub(crate) struct Tree<'r, 'a> {
     runner: &'r Runner<'a>,
     spec: &'r RunSpec,
@@ -261,15 +296,20 @@ impl<'r, 'a> Tree<'r, 'a> {
         &mut self,
         prefix: &[u32],
         wanted: &[usize],
+        live: &mut dyn FnMut() -> Vec<usize>,
         later: bool,
         max_preemptions: u32,
     ) -> Result<(RunReport, RunOutcome, Vec<Branch>), SessionError> {
         // The first decision this schedule may make differently from the path.
         let branch = prefix.len().saturating_sub(1);
         while self.path.last().is_some_and(|s| s.at > branch || s.chosen[..] != prefix[..s.at]) {
-            let s = self.path.pop().expect("checked");
-            self.held -= s.bytes;
+            let last = self.path.len() - 1;
+            drop_snapshot(&mut self.path, &mut self.held, last);
         }
+        // Where the waiting schedules leave the path, asked for once the budget is full.
+        let mut live_points: Option<Vec<usize>> = None;
+        // The run's spacing of its evenly spaced snapshots, doubled each time they are thinned.
+        let mut spread = 1u64;
         let mut started_at = 0;
         let restored = match (self.path.last(), self.session.as_mut()) {
             (Some(snap), Some((session, _))) => match session.rewind(&snap.checkpoint) {
@@ -330,7 +370,7 @@ impl<'r, 'a> Tree<'r, 'a> {
                     } else if points.binary_search(&at).is_ok() {
                         MIN_GAP
                     } else {
-                        gap(icount)
+                        gap(icount).saturating_mul(spread)
                     };
                     if last.is_some_and(|l| icount < l + after) {
                         continue;
@@ -350,13 +390,20 @@ impl<'r, 'a> Tree<'r, 'a> {
                         }
                     };
                     let bytes = c.bytes() as u64;
-                    if self.held + bytes > self.budget.unwrap_or(0) {
+                    let budget = self.budget.unwrap_or(0);
+                    if self.held + bytes > budget {
+                        let live = live_points.get_or_insert_with(&mut *live);
+                        let need = self.held + bytes - budget;
+                        let evicted = &mut self.counts.evicted;
+                        evict(&mut self.path, &mut self.held, evicted, need, branch, live, &mut spread);
+                    }
+                    if self.held + bytes > budget {
                         want = None;
                         continue;
                     }
                     let chosen = session.machine_mut().scheduler().decisions.iter().map(|d| d.chosen).collect();
                     let accesses = self.accesses.borrow().len();
-                    self.path.push(Snap { at, chosen, checkpoint: c, accesses, bytes });
+                    self.path.push(Snap { at, chosen, checkpoint: c, accesses });
                     self.held += bytes;
                     self.counts.snapshots += 1;
                     self.counts.peak_bytes = self.counts.peak_bytes.max(self.held);
@@ -382,6 +429,57 @@ impl<'r, 'a> Tree<'r, 'a> {
         let children =
             children(prefix, &out.decisions, self.por.then(|| self.accesses.borrow()).as_deref(), max_preemptions);
         Ok((report, out, children))
+    }
+}
+
+/// Drops the path's snapshot `i`, and what it alone held from the bytes `held`.
+fn drop_snapshot(path: &mut Vec<Snap>, held: &mut u64, i: usize) {
+    let s = path.remove(i);
+    *held = held.saturating_sub(s.checkpoint.unshared_bytes() as u64);
+}
+
+/// Makes room for `need` more bytes on `path` (holding `held`), if it can, in a run that left
+/// the path at decision `branch`, with waiting schedules leaving the path at `live`: drops the
+/// snapshots before `branch` no waiting schedule would go on from, then, while that is not
+/// enough, every other one of the run's snapshots after `branch` (the newest kept), doubling
+/// `spread`. Counts what it drops in `evicted`.
+fn evict(
+    path: &mut Vec<Snap>,
+    held: &mut u64,
+    evicted: &mut u64,
+    need: u64,
+    branch: usize,
+    live: &[usize],
+    spread: &mut u64,
+) {
+    let target = held.saturating_sub(need);
+    // A snapshot at `at` serves the schedules leaving the path from `at` up to the next
+    // snapshot; the run's own branch counts as one (the schedules of its run that no snapshot
+    // of its own serves go on from the one it went on from).
+    let mut i = 0;
+    while i < path.len() && *held > target {
+        let at = path[i].at;
+        let next = path.get(i + 1).map_or(usize::MAX, |n| n.at);
+        let serves = |p: usize| p >= at && p < next;
+        if at < branch && !serves(branch) && !live.iter().any(|&p| serves(p)) {
+            drop_snapshot(path, held, i);
+            *evicted += 1;
+        } else {
+            i += 1;
+        }
+    }
+    while *held > target {
+        let tail: Vec<usize> = (0..path.len()).filter(|&i| path[i].at > branch).collect();
+        if tail.len() < 2 {
+            break;
+        }
+        // Every other one, the newest kept (the next snapshot shares the pages not written since
+        // it, instead of copying them again); from the back, so the indices stay right.
+        for &i in tail.iter().rev().skip(1).step_by(2) {
+            drop_snapshot(path, held, i);
+            *evicted += 1;
+        }
+        *spread = spread.saturating_mul(2);
     }
 }
 

@@ -25,8 +25,16 @@ use emu::events::{Event, EventKind, Interest};
 use emu::pm::PmDevice;
 use emu::sched::Decision;
 
-/// One access: instruction count, thread, 8-byte word, whether it writes.
-pub type Access = (u64, u32, u64, bool);
+/// One access: its instruction count, and its 8-byte word with bit 0 set if it writes (16
+/// bytes: `--por` keeps one for every access of a run, about 4.5 bytes an instruction of a
+/// CPU-bound program at 24 bytes each). The segment, and so the thread, follows from the
+/// instruction count.
+pub type Access = (u64, u64);
+
+/// An [`Access`] of `word` (8-byte aligned) at `icount`.
+pub fn access(icount: u64, word: u64, write: bool) -> Access {
+    (icount, word | u64::from(write))
+}
 
 /// Records every memory access of a run.
 pub struct Footprint(pub Rc<RefCell<Vec<Access>>>);
@@ -58,7 +66,7 @@ impl Analysis for Footprint {
         let mut v = self.0.borrow_mut();
         let mut w = first;
         while w <= last {
-            v.push((ev.icount, ev.tid, w, write));
+            v.push(access(ev.icount, w, write));
             w += 8;
         }
     }
@@ -100,7 +108,8 @@ pub fn backtracks(decisions: &[Decision], accesses: &[Access]) -> Vec<BTreeSet<u
         deps.append(cur);
         starts[seg + 1] = deps.len();
     };
-    for &(icount, _tid, word, write) in accesses {
+    for &(icount, packed) in accesses {
+        let (word, write) = (packed & !7, packed & 1 == 1);
         let seg = at.partition_point(|&a| a <= icount);
         while seg_of_cur < seg {
             close(seg_of_cur, &mut cur, &mut deps, &mut starts);
@@ -177,6 +186,11 @@ mod tests {
 
     use super::*;
 
+    /// Accesses given as (instruction count, thread, word, write); the thread is for the reader.
+    fn accs(v: &[(u64, u32, u64, bool)]) -> Vec<Access> {
+        v.iter().map(|&(icount, _thread, word, write)| access(icount, word, write)).collect()
+    }
+
     fn d(runnable: &[u32], current: u32, chosen: u32, at: u64) -> Decision {
         Decision { runnable: runnable.to_vec(), current, chosen, optional: true, at }
     }
@@ -186,12 +200,12 @@ mod tests {
         // Thread 1 runs [0,10), thread 2 [10,20), thread 1 [20,30).
         let decisions = vec![d(&[1, 2], 1, 2, 10), d(&[1, 2], 2, 1, 20)];
         // Disjoint words: no race.
-        let acc = vec![(1, 1, 0x100, true), (11, 2, 0x200, true), (21, 1, 0x300, true)];
+        let acc = accs(&[(1, 1, 0x100, true), (11, 2, 0x200, true), (21, 1, 0x300, true)]);
         assert!(backtracks(&decisions, &acc).iter().all(BTreeSet::is_empty));
         // Thread 2 writes what thread 1 wrote in segment 0... segment 0 has no decision; thread 1's
         // segment 2 reads what thread 2 wrote in segment 1: the decision that started segment 1
         // must also try thread 1.
-        let acc = vec![(11, 2, 0x200, true), (21, 1, 0x200, false)];
+        let acc = accs(&[(11, 2, 0x200, true), (21, 1, 0x200, false)]);
         let b = backtracks(&decisions, &acc);
         assert_eq!(b[0], BTreeSet::from([1]));
         assert!(b[1].is_empty());
@@ -202,13 +216,13 @@ mod tests {
         // Segments: 0 (t1) writes A; 1 (t2) reads A, writes B; 2 (t3) reads B, writes A.
         // Segment 2 conflicts with 0 on A, but 0 → 1 → 2 orders them.
         let decisions = vec![d(&[1, 2, 3], 1, 2, 10), d(&[1, 2, 3], 2, 3, 20)];
-        let acc = vec![
+        let acc = accs(&[
             (1, 1, 0xa0, true),
             (11, 2, 0xa0, false),
             (12, 2, 0xb0, true),
             (21, 3, 0xb0, false),
             (22, 3, 0xa0, true),
-        ];
+        ]);
         let b = backtracks(&decisions, &acc);
         // Only the 1–2 race (on B) backtracks, at the decision starting segment 1.
         assert_eq!(b[0], BTreeSet::from([3]));
@@ -226,7 +240,8 @@ mod tests {
         let at: Vec<u64> = decisions.iter().map(|d| d.at).collect();
         // Per word: the segments that read and that write it.
         let mut words: BTreeMap<u64, (BTreeSet<usize>, BTreeSet<usize>)> = BTreeMap::new();
-        for &(icount, _tid, word, write) in accesses {
+        for &(icount, packed) in accesses {
+            let (word, write) = (packed & !7, packed & 1 == 1);
             let seg = at.partition_point(|&a| a <= icount);
             let e = words.entry(word).or_default();
             if write {
@@ -308,18 +323,10 @@ mod tests {
                 decisions.push(Decision { runnable, current, chosen, optional: true, at: s * 10 });
                 current = chosen;
             }
-            let thread_at = |icount: u64| {
-                let seg = decisions.partition_point(|d| d.at <= icount);
-                if seg == 0 {
-                    decisions.first().map_or(1, |d| d.current)
-                } else {
-                    decisions[seg - 1].chosen
-                }
-            };
             let mut accesses = Vec::new();
             for icount in 0..segments * 10 {
                 if next(3) == 0 {
-                    accesses.push((icount, thread_at(icount), 8 * next(4), next(2) == 0));
+                    accesses.push(access(icount, 8 * next(4), next(2) == 0));
                 }
             }
             assert_eq!(

@@ -75,6 +75,7 @@ pub fn run(
         counts.instructions_from_start += c.instructions_from_start;
         // The workers hold theirs at the same time.
         counts.peak_bytes += c.peak_bytes;
+        counts.evicted += c.evicted;
     }
     runs.sort_by_key(|r| r.0);
     for (_, report, _) in &runs {

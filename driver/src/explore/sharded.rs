@@ -96,7 +96,7 @@ pub fn exhaustive(
     snapshot_budget: Option<u64>,
 ) -> Result<ShardRuns, SessionError> {
     let mut tree = Tree::new(runner, spec, por, snapshot_budget);
-    let (root, _, children) = tree.step(&[], &[], false, max_preemptions)?;
+    let (root, _, children) = tree.step(&[], &[], &mut Vec::new, false, max_preemptions)?;
     let mut seen: std::collections::BTreeSet<Vec<u32>> = std::collections::BTreeSet::new();
     // The root's alternatives, numbered in the order they would run (the last pushed first).
     let mut branches: Vec<Vec<u32>> = Vec::new();
@@ -129,7 +129,11 @@ pub fn exhaustive(
         } else {
             Vec::new()
         };
-        let (report, _, children) = tree.step(&prefix, &wanted, true, max_preemptions)?;
+        let mut live = || {
+            let waiting = pending.iter().rev().map(|(_, p)| (&p[..], p.len().saturating_sub(1)));
+            super::exhaustive::live_points_of(waiting, &prefix)
+        };
+        let (report, _, children) = tree.step(&prefix, &wanted, &mut live, true, max_preemptions)?;
         out.pieces.push(Piece::of(vec![1, branch, seq], prefix, &report));
         seq += 1;
         for c in children {

@@ -121,6 +121,12 @@ impl MachineSnapshot {
         self.memory.saved_bytes() + self.spaces.iter().map(|s| s.memory.saved_bytes()).sum::<usize>()
     }
 
+    /// Bytes of guest memory contents no other snapshot shares (what dropping it frees; see
+    /// [`crate::memory::MemorySnapshot::unshared_bytes`]).
+    pub fn unshared_bytes(&self) -> usize {
+        self.memory.unshared_bytes() + self.spaces.iter().map(|s| s.memory.unshared_bytes()).sum::<usize>()
+    }
+
     /// How many address spaces of processes that were not running it holds.
     pub fn other_spaces(&self) -> usize {
         self.spaces.len()
