@@ -210,6 +210,10 @@ pub struct HawksetOptions {
     /// racing load. Off by default, as in HawkSet's code (the paper is silent): the instruction's
     /// own store carries what it read into the same bytes.
     pub rmw_loads: bool,
+    /// A freed PM object's history ends at its free ([`emu::events::EventKind::Free`]): its
+    /// store windows still open end there, and its records pair only with records of the same
+    /// life (an access after the object is handed out again is to a new object).
+    pub frees: bool,
 }
 
 /// The happens-before edges the pass honours.
@@ -253,6 +257,7 @@ impl Default for HawksetOptions {
             irh_order: IrhOrder::Causal,
             fresh_allocs: true,
             rmw_loads: false,
+            frees: true,
         }
     }
 }
@@ -261,7 +266,8 @@ impl HawksetOptions {
     /// Parses `irh=N`, `unpersisted=on|off`, `persist_owner=own|any`, `nt=paper|source`,
     /// `unlock_fence=on|off`, `hb=end|window`, `edges=paper|sync`, `lanes=on|off`,
     /// `annotations=on|off`, `sync_words=on|off`, `strings=on|off`, `infer_locks=on|off`,
-    /// `irh_order=observed|causal`, `fresh_allocs=on|off`, `rmw_loads=on|off`, separated by `:`.
+    /// `irh_order=observed|causal`, `fresh_allocs=on|off`, `rmw_loads=on|off`, `frees=on|off`,
+    /// separated by `:`.
     pub fn parse(spec: &str) -> Result<HawksetOptions, String> {
         let mut o = HawksetOptions::default();
         for (k, v) in option_pairs(spec)? {
@@ -299,10 +305,12 @@ impl HawksetOptions {
                 "irh_order" => o.irh_order = IrhOrder::parse(v)?,
                 "fresh_allocs" => o.fresh_allocs = parse_bool(k, v)?,
                 "rmw_loads" => o.rmw_loads = parse_bool(k, v)?,
+                "frees" => o.frees = parse_bool(k, v)?,
                 _ => {
                     return Err(format!(
                         "unknown hawkset option `{k}` (irh, unpersisted, persist_owner, nt, unlock_fence, hb, edges, \
-                         lanes, annotations, sync_words, strings, infer_locks, irh_order, fresh_allocs, rmw_loads)"
+                         lanes, annotations, sync_words, strings, infer_locks, irh_order, fresh_allocs, rmw_loads, \
+                         frees)"
                     ))
                 }
             }
@@ -364,6 +372,8 @@ enum End {
     Exit,
     /// Durable without a fence the pass saw (msync, fsync), noticed at exit.
     Durable,
+    /// Its memory was freed (the call at this site) with the store still pending.
+    Freed(Site),
 }
 
 /// A store whose window has ended, deduplicated.
@@ -490,6 +500,16 @@ pub struct Hawkset {
     /// The run stopped before the program ended: a store still pending was not persisted
     /// *before the stop*, which says nothing of later.
     stopped: bool,
+    /// Frees seen (`frees=on`): each ends a life of the bytes it frees.
+    lives: u32,
+    /// Records of ended lives: (life, line, bytes, context in `stores` or `loads`), in the
+    /// order of the frees and, within one, of the lines. They pair only among themselves.
+    retired_stores: Vec<(u32, u64, u64, u32)>,
+    retired_loads: Vec<(u32, u64, u64, u32)>,
+    /// Scratch for the records a free takes out of a line.
+    taken: Vec<(u64, u32)>,
+    /// Bytes freed (`frees=on`), for `--host-stats`.
+    freed_bytes: u64,
 }
 
 /// Spare buffers of pending lists kept for reuse.
@@ -540,6 +560,11 @@ impl Hawkset {
             fence_lines: Vec::new(),
             rmw_pcs: RmwSites::default(),
             stopped: false,
+            lives: 0,
+            retired_stores: Vec::new(),
+            retired_loads: Vec::new(),
+            taken: Vec::new(),
+            freed_bytes: 0,
         }
     }
 
@@ -654,11 +679,11 @@ impl Hawkset {
                 return
             }
             End::Fence(_) | End::Durable => self.published(line, mask),
-            End::Overwrite(_) | End::Exit if !self.opts.unpersisted => return,
+            End::Overwrite(_) | End::Exit | End::Freed(_) if !self.opts.unpersisted => return,
             // Overwritten before a second thread touched the bytes: nobody else could see the
             // value in its window (a fresh node zeroed, then filled).
             End::Overwrite(_) => self.published(line, mask),
-            End::Exit => mask,
+            End::Exit | End::Freed(_) => mask,
         };
         let early = all & !mask;
         if mask == 0 && early == 0 {
@@ -886,10 +911,63 @@ impl Hawkset {
         }
     }
 
+    /// The program freed the PM object `[ev.dev, ev.dev + ev.new)`: the history of its bytes
+    /// ends, as ThreadSanitizer clears its shadow at a free. Every thread's store still pending
+    /// there ends its window at the free ([`End::Freed`]): it was never persisted, so it is
+    /// recorded as an unpersisted store and races with the loads of its life (the value was
+    /// visible and never durable), but no load of a later life can read it (the allocator hands
+    /// the bytes out again only after the free, and a PM allocator's freed object is dead: its
+    /// content is nothing a recovery reads as this object). The records of the bytes, stores and
+    /// loads, are retired as one life, checked at the end among themselves only; the IRH
+    /// forgets who touched the bytes and the stores it holds there (initialisation of an object
+    /// no second thread touched in its life).
+    fn free(&mut self, ev: &Event) {
+        self.lives += 1;
+        self.freed_bytes += ev.new;
+        let life = self.lives;
+        let site = (ev.pc, ev.stack);
+        self.irh.forget_range(ev.dev, ev.new);
+        let mut closed = std::mem::take(&mut self.closed);
+        let mut taken = std::mem::take(&mut self.taken);
+        for (line, mask) in crate::persist::range_pieces(ev.dev, ev.dev.saturating_add(ev.new)) {
+            closed.clear();
+            if let Some(list) = self.pending.get_mut_if(line) {
+                for p in list.iter_mut().filter(|p| p.mask & mask != 0) {
+                    closed.push((*p, p.mask & mask));
+                    p.mask &= !mask;
+                }
+                list.retain(|p| p.mask != 0);
+                if list.is_empty() {
+                    self.forget_line(line);
+                }
+            }
+            for &(p, m) in &closed {
+                let ls = self.lockset(p.tid());
+                self.record(line, p, m, End::Freed(site), ls);
+            }
+            self.held.forget_bytes(line, mask);
+            taken.clear();
+            self.stores.take_bytes(line, mask, &mut taken);
+            self.retired_stores.extend(taken.iter().map(|&(m, c)| (life, line, m, c)));
+            taken.clear();
+            self.loads.take_bytes(line, mask, &mut taken);
+            self.retired_loads.extend(taken.iter().map(|&(m, c)| (life, line, m, c)));
+        }
+        self.closed = closed;
+        self.taken = taken;
+    }
+
     fn on_load(&mut self, ev: &Event) {
         let tid = ev.tid;
         let site = (ev.pc, ev.stack);
         self.note_pm(ev);
+        if self.opts.fresh_allocs && self.threads.get(&tid).is_some_and(|t| !t.allocs.is_empty()) {
+            // Inside one of libpmemobj's allocation calls: the allocator reading the memory it
+            // is about to hand out (or its constructor reading the new object). Nothing another
+            // thread stores to the object can reach such a load: the object is not yet
+            // anyone's, and what its bytes held before belonged to a freed object.
+            return;
+        }
         let mut ls = None;
         for (line, m) in pieces(ev.dev, ev.size) {
             self.held.loaded(tid, line, m);
@@ -1114,6 +1192,12 @@ impl WindowPass for Hawkset {
     fn on_sync(&mut self, ev: &Event, device: &PmDevice) {
         Hawkset::on_sync(self, ev, device);
     }
+
+    fn on_free(&mut self, ev: &Event, _device: &PmDevice) {
+        if self.opts.frees {
+            self.free(ev);
+        }
+    }
 }
 
 impl Analysis for Hawkset {
@@ -1162,6 +1246,8 @@ impl Analysis for Hawkset {
             ("inferred_releases", self.inferred.releases),
             ("irh_held", self.held.count),
             ("irh_unordered_publications", self.held.unordered),
+            ("frees", u64::from(self.lives)),
+            ("freed_bytes", self.freed_bytes),
         ]
     }
 
@@ -1183,24 +1269,19 @@ impl Analysis for Hawkset {
         let mut conc: FxHashMap<(u32, u32, u32), bool> = FxHashMap::default();
         let mut prot: FxHashMap<(u32, u32, bool), bool> = FxHashMap::default();
         // One line at a time, in order: only a line's records are ever materialised (all of
-        // them at once cost more than the pass's whole state per line).
+        // them at once cost more than the pass's whole state per line). Then the ended lives of
+        // freed bytes, one (life, line) at a time: their records pair only among themselves.
         let (mut stores, mut loads): (Vec<StoreRec>, Vec<LoadRec>) = (Vec::new(), Vec::new());
-        for line in self.loads.lines() {
-            stores.clear();
-            stores.extend(self.stores.at_line(line).filter(|k| !within(&lock_bytes, k.line, k.mask)));
+        let mut check = |line: u64, stores: &mut Vec<StoreRec>, loads: &mut Vec<LoadRec>| {
+            stores.retain(|k| !within(&lock_bytes, line, k.mask));
             if stores.is_empty() {
-                continue;
+                return;
             }
             stores.sort_unstable_by_key(|s| (s.site, s.end, s.tid, s.mask, s.eff, s.vc, s.flushed));
-            loads.clear();
-            loads.extend(
-                self.loads
-                    .at_line(line)
-                    .filter(|l| !within(&lock_bytes, l.line, l.mask) && !rmw_pcs.is_some_and(|r| r.contains(l.site.0))),
-            );
+            loads.retain(|l| !within(&lock_bytes, line, l.mask) && !rmw_pcs.is_some_and(|r| r.contains(l.site.0)));
             loads.sort_unstable_by_key(|l| (l.site, l.tid, l.mask, l.ls, l.vc));
-            for l in &loads {
-                for s in &stores {
+            for l in loads.iter() {
+                for s in stores.iter() {
                     if s.tid == l.tid || s.mask & l.mask == 0 {
                         continue;
                     }
@@ -1210,7 +1291,7 @@ impl Analysis for Hawkset {
                     let both = s.mask & l.mask;
                     let lo = u64::from(both.trailing_zeros());
                     let hi = 64 - u64::from(both.leading_zeros());
-                    let lane = self.sync.lanes.is_lane_memory(l.line * LINE_SIZE + lo, hi - lo);
+                    let lane = self.sync.lanes.is_lane_memory(line * LINE_SIZE + lo, hi - lo);
                     if *prot.entry((s.eff, l.ls, lane)).or_insert_with(|| self.protects(s.eff, l.ls, lane)) {
                         continue;
                     }
@@ -1223,15 +1304,49 @@ impl Analysis for Hawkset {
                         }
                         End::Exit => (2, None),
                         End::Durable => (3, None),
+                        End::Freed(f) => (4, Some(RawLocation { role: "free", pc: f.0, stack: f.1, tid: 0 })),
                     };
                     let e = ends.entry(s.site.0).or_insert((0, false));
                     e.0 |= 1 << tag;
-                    e.1 |= s.flushed && matches!(tag, 1 | 2);
+                    e.1 |= s.flushed && matches!(tag, 1 | 2 | 4);
                     match end {
                         Some(e) => groups.add(s.site.0, &[store, e, load], 1, 1),
                         None => groups.add(s.site.0, &[store, load], 1, 1),
                     }
                 }
+            }
+        };
+        for line in self.loads.lines() {
+            stores.clear();
+            stores.extend(self.stores.at_line(line));
+            if stores.is_empty() {
+                continue;
+            }
+            loads.clear();
+            loads.extend(self.loads.at_line(line));
+            check(line, &mut stores, &mut loads);
+        }
+        // Both lists are in (life, line) order, as the frees made them.
+        let (rs, rl) = (&self.retired_stores, &self.retired_loads);
+        let mut j = 0;
+        let mut i = 0;
+        while i < rs.len() {
+            let key = (rs[i].0, rs[i].1);
+            stores.clear();
+            while i < rs.len() && (rs[i].0, rs[i].1) == key {
+                stores.push(self.stores.record(rs[i].3, key.1, rs[i].2));
+                i += 1;
+            }
+            while j < rl.len() && (rl[j].0, rl[j].1) < key {
+                j += 1;
+            }
+            loads.clear();
+            while j < rl.len() && (rl[j].0, rl[j].1) == key {
+                loads.push(self.loads.record(rl[j].3, key.1, rl[j].2));
+                j += 1;
+            }
+            if !loads.is_empty() {
+                check(key.1, &mut stores, &mut loads);
             }
         }
         let stored = &self.stored;
@@ -1248,6 +1363,7 @@ impl Analysis for Hawkset {
                 },
                 "made durable only later, by another thread's persist of the same bytes or by msync/fsync, after \
                  the locks were released",
+                "never persisted before its memory was freed",
             ]
             .into_iter()
             .enumerate()

@@ -441,6 +441,23 @@ impl HeldStores {
         }
     }
 
+    /// Forgets the held stores' bytes `mask` of `line` (their memory was freed: they were
+    /// initialisation of an object nobody else touched in its life).
+    pub(crate) fn forget_bytes(&mut self, line: u64, mask: u64) {
+        if self.lines == 0 {
+            return;
+        }
+        let Some(list) = self.held.get_mut_if(line) else { return };
+        let before = list.len();
+        for (m, _, _) in list.iter_mut() {
+            *m &= !mask;
+        }
+        list.retain(|(m, _, _)| *m != 0);
+        if before != 0 && list.is_empty() {
+            self.lines -= 1;
+        }
+    }
+
     /// `tid` stored bytes `mask` of `line`. Only a store made while stores are held is worth
     /// keeping: a held store's epoch is taken at its persist, and a store made before any is
     /// held cannot carry it.
