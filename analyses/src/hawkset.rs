@@ -105,6 +105,24 @@
 //! - **msync, fsync and durable pwrite** persist without an event in the stream; a store they
 //!   made durable is noticed at its thread's next flush or fence or at its exit, and its window
 //!   is closed there.
+//! - **Frees end a location's history** (`frees=on`, the default; HawkSet never resets its
+//!   per-byte state). A PM object freed by `pmemobj_free` ([`emu::events::EventKind::Free`])
+//!   ends a life of its bytes, as ThreadSanitizer clears its shadow at a free: the store
+//!   windows still open there end at the free (never persisted: recorded, and paired with the
+//!   loads of their own life, which read a value that was visible and never durable), and the
+//!   bytes' records are checked at the end of the run among themselves only. An access after the
+//!   object is handed out again is to a new object: the allocator hands the bytes out only after
+//!   the free, and a freed PM object's content is dead (no recovery reads it as that object).
+//!   Loads made inside libpmemobj's allocation calls are the allocator's (`fresh_allocs`).
+//! - **Reads-from edges** (`reads_from=off`, the default, as the paper's clocks: create and join
+//!   only). With `reads_from=on` a load that read (transitively: the storing thread's clock at
+//!   its store travels with it) a store its writer made after a window ended is ordered after
+//!   that window's end ([`crate::irh::ReadsFrom`]): a node initialised, persisted and then
+//!   published through a pointer is not racing with the readers that followed the pointer. The
+//!   edge is an order of this run: a load that learnt the writer's later epoch through a read it
+//!   does not depend on (a flag, then an independent field) is ordered too, which another
+//!   schedule might not do, so it can hide races; and only this direction is used (a load made
+//!   before a store's publication is still paired with it).
 //! - **What the program declares to pmemcheck** (`annotations=on`, the default; see
 //!   [`crate::annotations`] and docs/pmdk.md): accesses to PM it withdrew from checking
 //!   (libpmemobj's run-time pool state) are not PM accesses, and bytes it declares clean leave
@@ -133,7 +151,8 @@
 //! - **Lock-free code**: loads that are correct by design (validated by a version, a CAS) race
 //!   with every persisted store; HawkSet's authors classify these as benign by hand.
 //! - **Memory reuse**: memory freed and reallocated is already published, so its unlocked
-//!   re-initialisation is reported (the paper's memcached FPs).
+//!   re-initialisation is reported (the paper's memcached FPs) unless the free is seen
+//!   (`pmemobj_free`, `frees=on`); a program's own allocator's frees are not.
 //! - **Flush-on-read**: a reader that flushes what it read is safe under the hardware rule;
 //!   `persist_owner=any` accepts it.
 //! - **CAS-based locks** not named as custom locks.
@@ -214,6 +233,10 @@ pub struct HawksetOptions {
     /// store windows still open end there, and its records pair only with records of the same
     /// life (an access after the object is handed out again is to a new object).
     pub frees: bool,
+    /// PM reads-from edges order a store's window before the loads that read (transitively) a
+    /// store its writer made after the window ended ([`crate::irh::ReadsFrom`]). Off by default,
+    /// as HawkSet's clocks (create/join only); see docs/analyses/hawkset.md.
+    pub reads_from: bool,
 }
 
 /// The happens-before edges the pass honours.
@@ -258,6 +281,7 @@ impl Default for HawksetOptions {
             fresh_allocs: true,
             rmw_loads: false,
             frees: true,
+            reads_from: false,
         }
     }
 }
@@ -267,7 +291,7 @@ impl HawksetOptions {
     /// `unlock_fence=on|off`, `hb=end|window`, `edges=paper|sync`, `lanes=on|off`,
     /// `annotations=on|off`, `sync_words=on|off`, `strings=on|off`, `infer_locks=on|off`,
     /// `irh_order=observed|causal`, `fresh_allocs=on|off`, `rmw_loads=on|off`, `frees=on|off`,
-    /// separated by `:`.
+    /// `reads_from=on|off`, separated by `:`.
     pub fn parse(spec: &str) -> Result<HawksetOptions, String> {
         let mut o = HawksetOptions::default();
         for (k, v) in option_pairs(spec)? {
@@ -306,11 +330,12 @@ impl HawksetOptions {
                 "fresh_allocs" => o.fresh_allocs = parse_bool(k, v)?,
                 "rmw_loads" => o.rmw_loads = parse_bool(k, v)?,
                 "frees" => o.frees = parse_bool(k, v)?,
+                "reads_from" => o.reads_from = parse_bool(k, v)?,
                 _ => {
                     return Err(format!(
                         "unknown hawkset option `{k}` (irh, unpersisted, persist_owner, nt, unlock_fence, hb, edges, \
                          lanes, annotations, sync_words, strings, infer_locks, irh_order, fresh_allocs, rmw_loads, \
-                         frees)"
+                         frees, reads_from)"
                     ))
                 }
             }
@@ -372,8 +397,9 @@ enum End {
     Exit,
     /// Durable without a fence the pass saw (msync, fsync), noticed at exit.
     Durable,
-    /// Its memory was freed (the call at this site) with the store still pending.
-    Freed(Site),
+    /// Its memory was freed (the call at this site, by this thread) with the store still
+    /// pending.
+    Freed(Site, u32),
 }
 
 /// A store whose window has ended, deduplicated.
@@ -391,6 +417,9 @@ struct StoreRec {
     vc: u32,
     /// Writer's clock at the store.
     vc_store: u32,
+    /// `reads_from=on`: the writer's epoch in the reads-from clocks at the end of the window
+    /// (`u32::MAX`: never ordered by them; 0 with the option off).
+    rf_end: u32,
 }
 
 /// A load, deduplicated.
@@ -403,6 +432,8 @@ struct LoadRec {
     /// Lockset (untimed id).
     ls: u32,
     vc: u32,
+    /// `reads_from=on`: the loader's reads-from clock (id in [`Hawkset::rf_clocks`]).
+    rf: u32,
 }
 
 impl LineKeyed for StoreRec {
@@ -441,6 +472,8 @@ struct Thread {
     /// Sizes asked of the PMDK allocations the thread is in (their entries), innermost last.
     allocs: Vec<u64>,
     exited: bool,
+    /// Cached id of its reads-from clock (`reads_from=on`).
+    rf: Option<u32>,
 }
 
 /// The pass. Memory follows distinct PM bytes, sites, locksets and clocks, not accesses: records
@@ -510,6 +543,9 @@ pub struct Hawkset {
     taken: Vec<(u64, u32)>,
     /// Bytes freed (`frees=on`), for `--host-stats`.
     freed_bytes: u64,
+    /// Reads-from clocks (`reads_from=on`), and their copies kept by load records, interned.
+    rf: Option<Box<crate::irh::ReadsFrom>>,
+    rf_clocks: Interner<Vec<u32>>,
 }
 
 /// Spare buffers of pending lists kept for reuse.
@@ -565,6 +601,8 @@ impl Hawkset {
             retired_loads: Vec::new(),
             taken: Vec::new(),
             freed_bytes: 0,
+            rf: opts.reads_from.then(|| Box::new(crate::irh::ReadsFrom::new(opts.edges == EdgeSet::Sync))),
+            rf_clocks: Interner::default(),
         }
     }
 
@@ -610,6 +648,22 @@ impl Hawkset {
         let id = self.clocks.id(self.hb.clock(tid).0);
         self.thread(tid).vc = Some(id);
         id
+    }
+
+    /// `reads_from=on`: `tid` loads bytes `mask` of `line` (learning the clocks of the stores it
+    /// reads); the id of its reads-from clock now. 0 with the option off.
+    fn rf_clock(&mut self, tid: u32, line: u64, mask: u64) -> u32 {
+        let Some(rf) = &mut self.rf else { return 0 };
+        let changed = rf.loaded(tid, line, mask);
+        let t = self.threads.entry(tid).or_default();
+        match t.rf {
+            Some(id) if !changed => id,
+            _ => {
+                let id = self.rf_clocks.id(rf.clock(tid));
+                t.rf = Some(id);
+                id
+            }
+        }
     }
 
     /// Timed intersection of two timed locksets, as an untimed lockset id.
@@ -679,11 +733,11 @@ impl Hawkset {
                 return
             }
             End::Fence(_) | End::Durable => self.published(line, mask),
-            End::Overwrite(_) | End::Exit | End::Freed(_) if !self.opts.unpersisted => return,
+            End::Overwrite(_) | End::Exit | End::Freed(..) if !self.opts.unpersisted => return,
             // Overwritten before a second thread touched the bytes: nobody else could see the
             // value in its window (a fresh node zeroed, then filled).
             End::Overwrite(_) => self.published(line, mask),
-            End::Exit | End::Freed(_) => mask,
+            End::Exit | End::Freed(..) => mask,
         };
         let early = all & !mask;
         if mask == 0 && early == 0 {
@@ -691,6 +745,13 @@ impl Hawkset {
         }
         let eff = self.effective(piece.ls, end_ls);
         let vc = self.clock(piece.tid());
+        let rf_end = match (&mut self.rf, end) {
+            (None, _) => 0,
+            // The free ends the window in another thread, and no load after it reads the bytes'
+            // old life: nothing to order.
+            (Some(_), End::Freed(..)) => u32::MAX,
+            (Some(rf), _) => rf.window_end(piece.tid()),
+        };
         let rec = StoreRec {
             line,
             mask,
@@ -701,6 +762,7 @@ impl Hawkset {
             eff,
             vc,
             vc_store: piece.vc,
+            rf_end,
         };
         if mask != 0 {
             self.stores.insert(rec);
@@ -738,6 +800,9 @@ impl Hawkset {
             }
             for (p, m) in ended {
                 self.record(line, p, m, End::Overwrite(site), ls);
+            }
+            if let Some(rf) = &mut self.rf {
+                rf.stored(tid, line, mask);
             }
             if nt {
                 // The NT store first acts as a flush of its line by this thread.
@@ -943,7 +1008,7 @@ impl Hawkset {
             }
             for &(p, m) in &closed {
                 let ls = self.lockset(p.tid());
-                self.record(line, p, m, End::Freed(site), ls);
+                self.record(line, p, m, End::Freed(site, ev.tid), ls);
             }
             self.held.forget_bytes(line, mask);
             taken.clear();
@@ -984,7 +1049,8 @@ impl Hawkset {
                 }
             };
             let vc = self.clock(tid);
-            self.loads.insert(LoadRec { line, mask: m, tid, site, ls: l, vc });
+            let rf = self.rf_clock(tid, line, m);
+            self.loads.insert(LoadRec { line, mask: m, tid, site, ls: l, vc, rf });
         }
     }
 
@@ -1018,6 +1084,13 @@ impl Hawkset {
     /// Thread `tid` performs `op`.
     fn apply(&mut self, tid: u32, op: SyncOp, device: &PmDevice) {
         self.order(tid, op);
+        if let Some(rf) = &mut self.rf {
+            rf.apply(tid, op);
+            self.thread(tid).rf = None;
+            if let SyncOp::Create { child } = op {
+                self.thread(child).rf = None;
+            }
+        }
         {
             match op {
                 SyncOp::Acquire { lock, mode } => {
@@ -1248,6 +1321,7 @@ impl Analysis for Hawkset {
             ("irh_unordered_publications", self.held.unordered),
             ("frees", u64::from(self.lives)),
             ("freed_bytes", self.freed_bytes),
+            ("reads_from_clocks", self.rf_clocks.values.len() as u64),
         ]
     }
 
@@ -1268,6 +1342,12 @@ impl Analysis for Hawkset {
         let rmw_pcs = (!self.opts.rmw_loads).then_some(&self.rmw_pcs);
         let mut conc: FxHashMap<(u32, u32, u32), bool> = FxHashMap::default();
         let mut prot: FxHashMap<(u32, u32, bool), bool> = FxHashMap::default();
+        let mut tids: Vec<u32> = self.threads.keys().copied().collect();
+        tids.sort_unstable();
+        let rf_slots: FxHashMap<u32, usize> = match &mut self.rf {
+            Some(rf) => tids.iter().map(|&t| (t, rf.slot(t))).collect(),
+            None => FxHashMap::default(),
+        };
         // One line at a time, in order: only a line's records are ever materialised (all of
         // them at once cost more than the pass's whole state per line). Then the ended lives of
         // freed bytes, one (life, line) at a time: their records pair only among themselves.
@@ -1288,6 +1368,14 @@ impl Analysis for Hawkset {
                     if !*conc.entry((s.vc, s.vc_store, l.vc)).or_insert_with(|| self.unordered(s, l.vc)) {
                         continue;
                     }
+                    // The load read (transitively) a store the writer made after the window.
+                    if s.rf_end != u32::MAX
+                        && rf_slots
+                            .get(&s.tid)
+                            .is_some_and(|&k| self.rf_clocks.get(l.rf).get(k).is_some_and(|&e| e >= s.rf_end))
+                    {
+                        continue;
+                    }
                     let both = s.mask & l.mask;
                     let lo = u64::from(both.trailing_zeros());
                     let hi = 64 - u64::from(both.leading_zeros());
@@ -1304,7 +1392,7 @@ impl Analysis for Hawkset {
                         }
                         End::Exit => (2, None),
                         End::Durable => (3, None),
-                        End::Freed(f) => (4, Some(RawLocation { role: "free", pc: f.0, stack: f.1, tid: 0 })),
+                        End::Freed(f, t) => (4, Some(RawLocation { role: "free", pc: f.0, stack: f.1, tid: t })),
                     };
                     let e = ends.entry(s.site.0).or_insert((0, false));
                     e.0 |= 1 << tag;
@@ -1435,6 +1523,65 @@ mod tests {
         s.lock(3, L);
         s.load(3, 0xb, off, 8);
         s.unlock(3, L);
+    }
+
+    /// Thread `tid` frees the PM object `[off, off + len)`.
+    fn free(s: &mut Sim, tid: u32, off: u64, len: u64) {
+        s.send(crate::testkit::ev(EventKind::Free, tid, 0xfe, 0x7000_0000 + off, crate::testkit::pm(off), 0, 0, len));
+    }
+
+    /// A store of one life of the bytes (never persisted) and a load of the next life (after
+    /// the free and the new object's initialisation) are no race; a load of the same life is.
+    #[test]
+    fn a_free_ends_the_bytes_history() {
+        let lives = |s: &mut Sim, load_before_free: bool| {
+            s.store(2, 0xa, 64, 8);
+            if load_before_free {
+                s.load(3, 0xc, 64, 8);
+            }
+            free(s, 2, 64, 64);
+            s.store(3, 0xd, 64, 8);
+            s.persist(3, 0xf, 64);
+            s.load(3, 0xb, 64, 8);
+            s.load(4, 0xb, 64, 8);
+        };
+        let r = run("irh=0", |s| lives(s, false));
+        assert!(r.iter().all(|(st, _)| *st != 0xa), "{r:x?}");
+        let r = run("irh=0:frees=off", |s| lives(s, false));
+        assert!(r.iter().any(|(st, l)| *st == 0xa && l.contains(&0xb)), "{r:x?}");
+        let r = run("irh=0", |s| lives(s, true));
+        assert_eq!(r.iter().find(|(st, _)| *st == 0xa).map(|(_, l)| l.clone()), Some(vec![0xc]), "{r:x?}");
+    }
+
+    /// A node's field persisted before the pointer to it is stored: a reader that reached the
+    /// field through the pointer is ordered after the persist with `reads_from=on`; one that
+    /// read the field itself (inside its window) or without the pointer is not.
+    #[test]
+    fn reads_from_edges_order_a_load_after_the_persist_it_follows() {
+        let publish = |s: &mut Sim, through_pointer: bool| {
+            s.store(2, 0xa, 64, 8);
+            s.persist(2, 0xf, 64);
+            s.store(2, 0xc, 128, 8);
+            if through_pointer {
+                s.load(3, 0xd, 128, 8);
+            }
+            s.load(3, 0xb, 64, 8);
+        };
+        let field = |r: &Vec<(u64, Vec<u64>)>| r.iter().any(|(st, l)| *st == 0xa && l.contains(&0xb));
+        assert!(field(&run("irh=0", |s| publish(s, true))));
+        assert!(!field(&run("irh=0:reads_from=on", |s| publish(s, true))));
+        assert!(field(&run("irh=0:reads_from=on", |s| publish(s, false))));
+        // The pointer itself, never persisted, still races with its reader.
+        let r = run("irh=0:reads_from=on", |s| publish(s, true));
+        assert!(r.iter().any(|(st, l)| *st == 0xc && l.contains(&0xd)), "{r:x?}");
+        // Reading the field's own store inside its window orders nothing.
+        let r = run("irh=0:reads_from=on", |s| {
+            s.store(2, 0xa, 64, 8);
+            s.load(3, 0xb, 64, 8);
+            s.persist(2, 0xf, 64);
+            s.store(2, 0xc, 128, 8);
+        });
+        assert!(field(&r), "{r:x?}");
     }
 
     #[test]

@@ -77,6 +77,10 @@
 //!   with the overwriting store's persistence.
 //! - **msync, fsync and durable pwrite** are not in the event stream: a store they persisted
 //!   stays open until the writer's next flush or fence.
+//! - **Frees** (`frees=on`, the default): a PM object freed by `pmemobj_free`
+//!   ([`emu::events::EventKind::Free`]) takes its bytes out of every window: the overlaps of
+//!   its life were found when they happened, and no window of the bytes' next life (the same
+//!   memory handed out again) conflicts with one of the old.
 //! - **What the program declares to pmemcheck** (`annotations=on`, the default; see
 //!   [`crate::annotations`] and docs/pmdk.md): accesses to PM it withdrew from checking
 //!   (libpmemobj's run-time pool state) are not PM accesses, and a declaration that bytes are
