@@ -81,10 +81,10 @@ fn the_fresh_nodes_initialisation_is_not_taken_for_shared_data() {
             serde_json::to_string_pretty(&report["findings"]).unwrap()
         );
     }
-    // Without it, the reader's reads of the old node publish the new one's bytes, and the
-    // initialisation races with the reader's load although the root publishes it after its
-    // persist, under the mutex.
-    let (_, report) = run("pmdk_realloc_init_fixed", "hawkset:fresh_allocs=off");
+    // Without it (and without the free, which ends the old node's history too: `frees`), the
+    // reader's reads of the old node publish the new one's bytes, and the initialisation races
+    // with the reader's load although the root publishes it after its persist, under the mutex.
+    let (_, report) = run("pmdk_realloc_init_fixed", "hawkset:fresh_allocs=off:frees=off");
     assert!(
         reports(&report, "hawkset", src, init, None),
         "{}",

@@ -579,3 +579,32 @@ fn the_irh_shapes_on_a_spinlock_and_without_a_lock() {
     assert_eq!(windows, hb);
     assert!(windows.iter().any(|&w| w));
 }
+
+/// A PM node passed along by 4 threads, each of its lives in memory its predecessor freed
+/// (`pmdk_free_reuse`): the `uses` counter one life bumps and never persists, and a later
+/// life's read of the same bytes by another thread, are no race (a free ends the bytes'
+/// history: `frees=on`); a value persisted after the turn is passed is one, inside one life,
+/// and stays reported at its lines.
+#[test]
+fn a_free_ends_the_history_of_the_objects_bytes() {
+    let file = "pmdk_free_reuse.c";
+    let uses = marker_line(file, "/* USES:");
+    let at = |r: &Value, line: u32| {
+        findings(r)
+            .iter()
+            .any(|f| get(f, "locations").as_array().unwrap().iter().any(|l| is_at(l, "store", file, line)))
+    };
+    for pass in ["hawkset", "vardalith"] {
+        let (out, r) = run("pmdk_free_reuse", pass, 0, &[]);
+        // The allocator placed nodes where freed ones were: the case this tests.
+        assert!(out.stdout_str().starts_with("reused 7 of 8"), "{}", out.stdout_str());
+        assert!(reports_marked_race(&r, "pmdk_free_reuse"), "{pass}:\n{r:#}");
+        assert!(!at(&r, uses), "{pass}: a store paired with a load of a later life:\n{r:#}");
+        assert_eq!(get(&r, "stats")[format!("{pass}.frees")].as_u64(), Some(8), "{:#}", get(&r, "stats"));
+        let (_, r) = run("pmdk_free_reuse_fixed", pass, 0, &[]);
+        assert!(findings(&r).is_empty(), "{pass} must be silent:\n{r:#}");
+        // Without the frees, the store of one life pairs with the read of a later one.
+        let (_, r) = run("pmdk_free_reuse_fixed", &format!("{pass}:frees=off"), 0, &[]);
+        assert!(at(&r, uses), "{pass}:frees=off:\n{r:#}");
+    }
+}

@@ -105,6 +105,24 @@
 //! - **msync, fsync and durable pwrite** persist without an event in the stream; a store they
 //!   made durable is noticed at its thread's next flush or fence or at its exit, and its window
 //!   is closed there.
+//! - **Frees end a location's history** (`frees=on`, the default; HawkSet never resets its
+//!   per-byte state). A PM object freed by `pmemobj_free` ([`emu::events::EventKind::Free`])
+//!   ends a life of its bytes, as ThreadSanitizer clears its shadow at a free: the store
+//!   windows still open there end at the free (never persisted: recorded, and paired with the
+//!   loads of their own life, which read a value that was visible and never durable), and the
+//!   bytes' records are checked at the end of the run among themselves only. An access after the
+//!   object is handed out again is to a new object: the allocator hands the bytes out only after
+//!   the free, and a freed PM object's content is dead (no recovery reads it as that object).
+//!   Loads made inside libpmemobj's allocation calls are the allocator's (`fresh_allocs`).
+//! - **Reads-from edges** (`reads_from=off`, the default, as the paper's clocks: create and join
+//!   only). With `reads_from=on` a load that read (transitively: the storing thread's clock at
+//!   its store travels with it) a store its writer made after a window ended is ordered after
+//!   that window's end ([`crate::irh::ReadsFrom`]): a node initialised, persisted and then
+//!   published through a pointer is not racing with the readers that followed the pointer. The
+//!   edge is an order of this run: a load that learnt the writer's later epoch through a read it
+//!   does not depend on (a flag, then an independent field) is ordered too, which another
+//!   schedule might not do, so it can hide races; and only this direction is used (a load made
+//!   before a store's publication is still paired with it).
 //! - **What the program declares to pmemcheck** (`annotations=on`, the default; see
 //!   [`crate::annotations`] and docs/pmdk.md): accesses to PM it withdrew from checking
 //!   (libpmemobj's run-time pool state) are not PM accesses, and bytes it declares clean leave
@@ -133,7 +151,8 @@
 //! - **Lock-free code**: loads that are correct by design (validated by a version, a CAS) race
 //!   with every persisted store; HawkSet's authors classify these as benign by hand.
 //! - **Memory reuse**: memory freed and reallocated is already published, so its unlocked
-//!   re-initialisation is reported (the paper's memcached FPs).
+//!   re-initialisation is reported (the paper's memcached FPs) unless the free is seen
+//!   (`pmemobj_free`, `frees=on`); a program's own allocator's frees are not.
 //! - **Flush-on-read**: a reader that flushes what it read is safe under the hardware rule;
 //!   `persist_owner=any` accepts it.
 //! - **CAS-based locks** not named as custom locks.
@@ -210,6 +229,14 @@ pub struct HawksetOptions {
     /// racing load. Off by default, as in HawkSet's code (the paper is silent): the instruction's
     /// own store carries what it read into the same bytes.
     pub rmw_loads: bool,
+    /// A freed PM object's history ends at its free ([`emu::events::EventKind::Free`]): its
+    /// store windows still open end there, and its records pair only with records of the same
+    /// life (an access after the object is handed out again is to a new object).
+    pub frees: bool,
+    /// PM reads-from edges order a store's window before the loads that read (transitively) a
+    /// store its writer made after the window ended ([`crate::irh::ReadsFrom`]). Off by default,
+    /// as HawkSet's clocks (create/join only); see docs/analyses/hawkset.md.
+    pub reads_from: bool,
 }
 
 /// The happens-before edges the pass honours.
@@ -253,6 +280,8 @@ impl Default for HawksetOptions {
             irh_order: IrhOrder::Causal,
             fresh_allocs: true,
             rmw_loads: false,
+            frees: true,
+            reads_from: false,
         }
     }
 }
@@ -261,7 +290,8 @@ impl HawksetOptions {
     /// Parses `irh=N`, `unpersisted=on|off`, `persist_owner=own|any`, `nt=paper|source`,
     /// `unlock_fence=on|off`, `hb=end|window`, `edges=paper|sync`, `lanes=on|off`,
     /// `annotations=on|off`, `sync_words=on|off`, `strings=on|off`, `infer_locks=on|off`,
-    /// `irh_order=observed|causal`, `fresh_allocs=on|off`, `rmw_loads=on|off`, separated by `:`.
+    /// `irh_order=observed|causal`, `fresh_allocs=on|off`, `rmw_loads=on|off`, `frees=on|off`,
+    /// `reads_from=on|off`, separated by `:`.
     pub fn parse(spec: &str) -> Result<HawksetOptions, String> {
         let mut o = HawksetOptions::default();
         for (k, v) in option_pairs(spec)? {
@@ -299,10 +329,13 @@ impl HawksetOptions {
                 "irh_order" => o.irh_order = IrhOrder::parse(v)?,
                 "fresh_allocs" => o.fresh_allocs = parse_bool(k, v)?,
                 "rmw_loads" => o.rmw_loads = parse_bool(k, v)?,
+                "frees" => o.frees = parse_bool(k, v)?,
+                "reads_from" => o.reads_from = parse_bool(k, v)?,
                 _ => {
                     return Err(format!(
                         "unknown hawkset option `{k}` (irh, unpersisted, persist_owner, nt, unlock_fence, hb, edges, \
-                         lanes, annotations, sync_words, strings, infer_locks, irh_order, fresh_allocs, rmw_loads)"
+                         lanes, annotations, sync_words, strings, infer_locks, irh_order, fresh_allocs, rmw_loads, \
+                         frees, reads_from)"
                     ))
                 }
             }
@@ -364,6 +397,9 @@ enum End {
     Exit,
     /// Durable without a fence the pass saw (msync, fsync), noticed at exit.
     Durable,
+    /// Its memory was freed (the call at this site, by this thread) with the store still
+    /// pending.
+    Freed(Site, u32),
 }
 
 /// A store whose window has ended, deduplicated.
@@ -381,6 +417,9 @@ struct StoreRec {
     vc: u32,
     /// Writer's clock at the store.
     vc_store: u32,
+    /// `reads_from=on`: the writer's epoch in the reads-from clocks at the end of the window
+    /// (`u32::MAX`: never ordered by them; 0 with the option off).
+    rf_end: u32,
 }
 
 /// A load, deduplicated.
@@ -393,6 +432,8 @@ struct LoadRec {
     /// Lockset (untimed id).
     ls: u32,
     vc: u32,
+    /// `reads_from=on`: the loader's reads-from clock (id in [`Hawkset::rf_clocks`]).
+    rf: u32,
 }
 
 /// A record kept back by its thread ([`Thread::deferred`]).
@@ -443,6 +484,8 @@ struct Thread {
     /// records as a set, so that each is kept back once.
     deferred: Vec<Deferred>,
     deferred_set: FxHashSet<Deferred>,
+    /// Cached id of its reads-from clock (`reads_from=on`).
+    rf: Option<u32>,
 }
 
 /// The pass. Memory follows distinct PM bytes, sites, locksets and clocks, not accesses: records
@@ -508,6 +551,19 @@ pub struct Hawkset {
     strip_epoch: u64,
     /// Records kept back so far ([`Hawkset::defer`]).
     deferred: u64,
+    /// Frees seen (`frees=on`): each ends a life of the bytes it frees.
+    lives: u32,
+    /// Records of ended lives: (life, line, bytes, context in `stores` or `loads`), in the
+    /// order of the frees and, within one, of the lines. They pair only among themselves.
+    retired_stores: Vec<(u32, u64, u64, u32)>,
+    retired_loads: Vec<(u32, u64, u64, u32)>,
+    /// Scratch for the records a free takes out of a line.
+    taken: Vec<(u64, u32)>,
+    /// Bytes freed (`frees=on`), for `--host-stats`.
+    freed_bytes: u64,
+    /// Reads-from clocks (`reads_from=on`), and their copies kept by load records, interned.
+    rf: Option<Box<crate::irh::ReadsFrom>>,
+    rf_clocks: Interner<Vec<u32>>,
 }
 
 /// Spare buffers of pending lists kept for reuse.
@@ -565,6 +621,13 @@ impl Hawkset {
             strip: FxHashMap::default(),
             strip_epoch: 0,
             deferred: 0,
+            lives: 0,
+            retired_stores: Vec::new(),
+            retired_loads: Vec::new(),
+            taken: Vec::new(),
+            freed_bytes: 0,
+            rf: opts.reads_from.then(|| Box::new(crate::irh::ReadsFrom::new(opts.edges == EdgeSet::Sync))),
+            rf_clocks: Interner::default(),
         }
     }
 
@@ -610,6 +673,22 @@ impl Hawkset {
         let id = self.clocks.id(self.hb.clock(tid).0);
         self.thread(tid).vc = Some(id);
         id
+    }
+
+    /// `reads_from=on`: `tid` loads bytes `mask` of `line` (learning the clocks of the stores it
+    /// reads); the id of its reads-from clock now. 0 with the option off.
+    fn rf_clock(&mut self, tid: u32, line: u64, mask: u64) -> u32 {
+        let Some(rf) = &mut self.rf else { return 0 };
+        let changed = rf.loaded(tid, line, mask);
+        let t = self.threads.entry(tid).or_default();
+        match t.rf {
+            Some(id) if !changed => id,
+            _ => {
+                let id = self.rf_clocks.id(rf.clock(tid));
+                t.rf = Some(id);
+                id
+            }
+        }
     }
 
     /// Timed intersection of two timed locksets, as an untimed lockset id.
@@ -679,11 +758,11 @@ impl Hawkset {
                 return
             }
             End::Fence(_) | End::Durable => self.published(line, mask),
-            End::Overwrite(_) | End::Exit if !self.opts.unpersisted => return,
+            End::Overwrite(_) | End::Exit | End::Freed(..) if !self.opts.unpersisted => return,
             // Overwritten before a second thread touched the bytes: nobody else could see the
             // value in its window (a fresh node zeroed, then filled).
             End::Overwrite(_) => self.published(line, mask),
-            End::Exit => mask,
+            End::Exit | End::Freed(..) => mask,
         };
         let early = all & !mask;
         if mask == 0 && early == 0 {
@@ -691,6 +770,13 @@ impl Hawkset {
         }
         let eff = self.effective(piece.ls, end_ls);
         let vc = self.clock(piece.tid());
+        let rf_end = match (&mut self.rf, end) {
+            (None, _) => 0,
+            // The free ends the window in another thread, and no load after it reads the bytes'
+            // old life: nothing to order.
+            (Some(_), End::Freed(..)) => u32::MAX,
+            (Some(rf), _) => rf.window_end(piece.tid()),
+        };
         let rec = StoreRec {
             line,
             mask,
@@ -701,6 +787,7 @@ impl Hawkset {
             eff,
             vc,
             vc_store: piece.vc,
+            rf_end,
         };
         if mask != 0 {
             self.keep_store(rec);
@@ -738,6 +825,9 @@ impl Hawkset {
             }
             for (p, m) in ended {
                 self.record(line, p, m, End::Overwrite(site), ls);
+            }
+            if let Some(rf) = &mut self.rf {
+                rf.stored(tid, line, mask);
             }
             if nt {
                 // The NT store first acts as a flush of its line by this thread.
@@ -911,10 +1001,64 @@ impl Hawkset {
         }
     }
 
+    /// The program freed the PM object `[ev.dev, ev.dev + ev.new)`: the history of its bytes
+    /// ends, as ThreadSanitizer clears its shadow at a free. Every thread's store still pending
+    /// there ends its window at the free ([`End::Freed`]): it was never persisted, so it is
+    /// recorded as an unpersisted store and races with the loads of its life (the value was
+    /// visible and never durable), but no load of a later life can read it (the allocator hands
+    /// the bytes out again only after the free, and a PM allocator's freed object is dead: its
+    /// content is nothing a recovery reads as this object). The records of the bytes, stores and
+    /// loads, are retired as one life, checked at the end among themselves only; the IRH
+    /// forgets who touched the bytes and the stores it holds there (initialisation of an object
+    /// no second thread touched in its life).
+    fn free(&mut self, ev: &Event) {
+        self.lives += 1;
+        self.freed_bytes += ev.new;
+        let life = self.lives;
+        let site = (ev.pc, ev.stack);
+        self.irh.forget_range(ev.dev, ev.new);
+        self.decide_deferred_in(ev.dev, ev.dev.saturating_add(ev.new));
+        let mut closed = std::mem::take(&mut self.closed);
+        let mut taken = std::mem::take(&mut self.taken);
+        for (line, mask) in crate::persist::range_pieces(ev.dev, ev.dev.saturating_add(ev.new)) {
+            closed.clear();
+            if let Some(list) = self.pending.get_mut_if(line) {
+                for p in list.iter_mut().filter(|p| p.mask & mask != 0) {
+                    closed.push((*p, p.mask & mask));
+                    p.mask &= !mask;
+                }
+                list.retain(|p| p.mask != 0);
+                if list.is_empty() {
+                    self.forget_line(line);
+                }
+            }
+            for &(p, m) in &closed {
+                let ls = self.lockset(p.tid());
+                self.record(line, p, m, End::Freed(site, ev.tid), ls);
+            }
+            self.held.forget_bytes(line, mask);
+            taken.clear();
+            self.stores.take_bytes(line, mask, &mut taken);
+            self.retired_stores.extend(taken.iter().map(|&(m, c)| (life, line, m, c)));
+            taken.clear();
+            self.loads.take_bytes(line, mask, &mut taken);
+            self.retired_loads.extend(taken.iter().map(|&(m, c)| (life, line, m, c)));
+        }
+        self.closed = closed;
+        self.taken = taken;
+    }
+
     fn on_load(&mut self, ev: &Event) {
         let tid = ev.tid;
         let site = (ev.pc, ev.stack);
         self.note_pm(ev);
+        if self.opts.fresh_allocs && self.threads.get(&tid).is_some_and(|t| !t.allocs.is_empty()) {
+            // Inside one of libpmemobj's allocation calls: the allocator reading the memory it
+            // is about to hand out (or its constructor reading the new object). Nothing another
+            // thread stores to the object can reach such a load: the object is not yet
+            // anyone's, and what its bytes held before belonged to a freed object.
+            return;
+        }
         let mut ls = None;
         for (line, m) in pieces(ev.dev, ev.size) {
             self.held.loaded(tid, line, m);
@@ -931,7 +1075,8 @@ impl Hawkset {
                 }
             };
             let vc = self.clock(tid);
-            self.keep_load(LoadRec { line, mask: m, tid, site, ls: l, vc });
+            let rf = self.rf_clock(tid, line, m);
+            self.keep_load(LoadRec { line, mask: m, tid, site, ls: l, vc, rf });
         }
     }
 
@@ -965,6 +1110,13 @@ impl Hawkset {
     /// Thread `tid` performs `op`.
     fn apply(&mut self, tid: u32, op: SyncOp, device: &PmDevice) {
         self.order(tid, op);
+        if let Some(rf) = &mut self.rf {
+            rf.apply(tid, op);
+            self.thread(tid).rf = None;
+            if let SyncOp::Create { child } = op {
+                self.thread(child).rf = None;
+            }
+        }
         {
             match op {
                 SyncOp::Acquire { lock, mode } => {
@@ -1177,6 +1329,46 @@ impl Hawkset {
         }
     }
 
+    /// Keeps now, in every thread, the records kept back ([`Hawkset::defer`]) on the bytes
+    /// `[start, end)`, which a free is about to retire: they belong to the life that ends, and
+    /// kept later they would join the next one. Their unconfirmed locks count for nothing, as at
+    /// the end of a run (an unconfirmed lock protects nothing in the check either).
+    fn decide_deferred_in(&mut self, start: u64, end: u64) {
+        if end <= start {
+            return;
+        }
+        let (first, last) = (start / LINE_SIZE, (end - 1) / LINE_SIZE);
+        let mut tids: Vec<u32> = self.threads.iter().filter(|(_, t)| !t.deferred.is_empty()).map(|(&k, _)| k).collect();
+        tids.sort_unstable();
+        for tid in tids {
+            let Some(t) = self.threads.get_mut(&tid) else { continue };
+            let list = std::mem::take(&mut t.deferred);
+            let (now, rest): (Vec<Deferred>, Vec<Deferred>) = list.into_iter().partition(|d| {
+                let line = match d {
+                    Deferred::Store(s) => s.line,
+                    Deferred::Load(l) => l.line,
+                };
+                (first..=last).contains(&line)
+            });
+            t.deferred = rest;
+            for d in now {
+                if let Some(t) = self.threads.get_mut(&tid) {
+                    t.deferred_set.remove(&d);
+                }
+                match d {
+                    Deferred::Store(s) => {
+                        let eff = self.record_lockset(s.eff, tid, true).unwrap_or(s.eff);
+                        self.stores.insert(StoreRec { eff, ..s });
+                    }
+                    Deferred::Load(l) => {
+                        let ls = self.record_lockset(l.ls, tid, true).unwrap_or(l.ls);
+                        self.loads.insert(LoadRec { ls, ..l });
+                    }
+                }
+            }
+        }
+    }
+
     /// The edge `op` makes in the IRH's causal clocks ([`HeldStores::order`]).
     fn order(&mut self, tid: u32, op: SyncOp) {
         let _ = self.thread(tid);
@@ -1266,6 +1458,12 @@ impl WindowPass for Hawkset {
     fn on_sync(&mut self, ev: &Event, device: &PmDevice) {
         Hawkset::on_sync(self, ev, device);
     }
+
+    fn on_free(&mut self, ev: &Event, _device: &PmDevice) {
+        if self.opts.frees {
+            self.free(ev);
+        }
+    }
 }
 
 impl Analysis for Hawkset {
@@ -1318,6 +1516,9 @@ impl Analysis for Hawkset {
             ("load_records", self.loads.counts().0),
             ("record_contexts", self.stores.counts().1 + self.loads.counts().1),
             ("deferred_records", self.deferred),
+            ("frees", u64::from(self.lives)),
+            ("freed_bytes", self.freed_bytes),
+            ("reads_from_clocks", self.rf_clocks.values.len() as u64),
         ]
     }
 
@@ -1344,35 +1545,44 @@ impl Analysis for Hawkset {
         let rmw_pcs = (!self.opts.rmw_loads).then_some(&self.rmw_pcs);
         let mut conc: FxHashMap<(u32, u32, u32), bool> = FxHashMap::default();
         let mut prot: FxHashMap<(u32, u32, bool), bool> = FxHashMap::default();
+        let mut tids: Vec<u32> = self.threads.keys().copied().collect();
+        tids.sort_unstable();
+        let rf_slots: FxHashMap<u32, usize> = match &mut self.rf {
+            Some(rf) => tids.iter().map(|&t| (t, rf.slot(t))).collect(),
+            None => FxHashMap::default(),
+        };
         // One line at a time, in order: only a line's records are ever materialised (all of
-        // them at once cost more than the pass's whole state per line).
+        // them at once cost more than the pass's whole state per line). Then the ended lives of
+        // freed bytes, one (life, line) at a time: their records pair only among themselves.
         let (mut stores, mut loads): (Vec<StoreRec>, Vec<LoadRec>) = (Vec::new(), Vec::new());
-        for line in self.loads.lines() {
-            stores.clear();
-            stores.extend(self.stores.at_line(line).filter(|k| !within(&lock_bytes, k.line, k.mask)));
+        let mut check = |line: u64, stores: &mut Vec<StoreRec>, loads: &mut Vec<LoadRec>| {
+            stores.retain(|k| !within(&lock_bytes, line, k.mask));
             if stores.is_empty() {
-                continue;
+                return;
             }
             stores.sort_unstable_by_key(|s| (s.site, s.end, s.tid, s.mask, s.eff, s.vc, s.flushed));
-            loads.clear();
-            loads.extend(
-                self.loads
-                    .at_line(line)
-                    .filter(|l| !within(&lock_bytes, l.line, l.mask) && !rmw_pcs.is_some_and(|r| r.contains(l.site.0))),
-            );
+            loads.retain(|l| !within(&lock_bytes, line, l.mask) && !rmw_pcs.is_some_and(|r| r.contains(l.site.0)));
             loads.sort_unstable_by_key(|l| (l.site, l.tid, l.mask, l.ls, l.vc));
-            for l in &loads {
-                for s in &stores {
+            for l in loads.iter() {
+                for s in stores.iter() {
                     if s.tid == l.tid || s.mask & l.mask == 0 {
                         continue;
                     }
                     if !*conc.entry((s.vc, s.vc_store, l.vc)).or_insert_with(|| self.unordered(s, l.vc)) {
                         continue;
                     }
+                    // The load read (transitively) a store the writer made after the window.
+                    if s.rf_end != u32::MAX
+                        && rf_slots
+                            .get(&s.tid)
+                            .is_some_and(|&k| self.rf_clocks.get(l.rf).get(k).is_some_and(|&e| e >= s.rf_end))
+                    {
+                        continue;
+                    }
                     let both = s.mask & l.mask;
                     let lo = u64::from(both.trailing_zeros());
                     let hi = 64 - u64::from(both.leading_zeros());
-                    let lane = self.sync.lanes.is_lane_memory(l.line * LINE_SIZE + lo, hi - lo);
+                    let lane = self.sync.lanes.is_lane_memory(line * LINE_SIZE + lo, hi - lo);
                     if *prot.entry((s.eff, l.ls, lane)).or_insert_with(|| self.protects(s.eff, l.ls, lane)) {
                         continue;
                     }
@@ -1385,15 +1595,49 @@ impl Analysis for Hawkset {
                         }
                         End::Exit => (2, None),
                         End::Durable => (3, None),
+                        End::Freed(f, t) => (4, Some(RawLocation { role: "free", pc: f.0, stack: f.1, tid: t })),
                     };
                     let e = ends.entry(s.site.0).or_insert((0, false));
                     e.0 |= 1 << tag;
-                    e.1 |= s.flushed && matches!(tag, 1 | 2);
+                    e.1 |= s.flushed && matches!(tag, 1 | 2 | 4);
                     match end {
                         Some(e) => groups.add(s.site.0, &[store, e, load], 1, 1),
                         None => groups.add(s.site.0, &[store, load], 1, 1),
                     }
                 }
+            }
+        };
+        for line in self.loads.lines() {
+            stores.clear();
+            stores.extend(self.stores.at_line(line));
+            if stores.is_empty() {
+                continue;
+            }
+            loads.clear();
+            loads.extend(self.loads.at_line(line));
+            check(line, &mut stores, &mut loads);
+        }
+        // Both lists are in (life, line) order, as the frees made them.
+        let (rs, rl) = (&self.retired_stores, &self.retired_loads);
+        let mut j = 0;
+        let mut i = 0;
+        while i < rs.len() {
+            let key = (rs[i].0, rs[i].1);
+            stores.clear();
+            while i < rs.len() && (rs[i].0, rs[i].1) == key {
+                stores.push(self.stores.record(rs[i].3, key.1, rs[i].2));
+                i += 1;
+            }
+            while j < rl.len() && (rl[j].0, rl[j].1) < key {
+                j += 1;
+            }
+            loads.clear();
+            while j < rl.len() && (rl[j].0, rl[j].1) == key {
+                loads.push(self.loads.record(rl[j].3, key.1, rl[j].2));
+                j += 1;
+            }
+            if !loads.is_empty() {
+                check(key.1, &mut stores, &mut loads);
             }
         }
         let stored = &self.stored;
@@ -1410,6 +1654,7 @@ impl Analysis for Hawkset {
                 },
                 "made durable only later, by another thread's persist of the same bytes or by msync/fsync, after \
                  the locks were released",
+                "never persisted before its memory was freed",
             ]
             .into_iter()
             .enumerate()
@@ -1481,6 +1726,65 @@ mod tests {
         s.lock(3, L);
         s.load(3, 0xb, off, 8);
         s.unlock(3, L);
+    }
+
+    /// Thread `tid` frees the PM object `[off, off + len)`.
+    fn free(s: &mut Sim, tid: u32, off: u64, len: u64) {
+        s.send(crate::testkit::ev(EventKind::Free, tid, 0xfe, 0x7000_0000 + off, crate::testkit::pm(off), 0, 0, len));
+    }
+
+    /// A store of one life of the bytes (never persisted) and a load of the next life (after
+    /// the free and the new object's initialisation) are no race; a load of the same life is.
+    #[test]
+    fn a_free_ends_the_bytes_history() {
+        let lives = |s: &mut Sim, load_before_free: bool| {
+            s.store(2, 0xa, 64, 8);
+            if load_before_free {
+                s.load(3, 0xc, 64, 8);
+            }
+            free(s, 2, 64, 64);
+            s.store(3, 0xd, 64, 8);
+            s.persist(3, 0xf, 64);
+            s.load(3, 0xb, 64, 8);
+            s.load(4, 0xb, 64, 8);
+        };
+        let r = run("irh=0", |s| lives(s, false));
+        assert!(r.iter().all(|(st, _)| *st != 0xa), "{r:x?}");
+        let r = run("irh=0:frees=off", |s| lives(s, false));
+        assert!(r.iter().any(|(st, l)| *st == 0xa && l.contains(&0xb)), "{r:x?}");
+        let r = run("irh=0", |s| lives(s, true));
+        assert_eq!(r.iter().find(|(st, _)| *st == 0xa).map(|(_, l)| l.clone()), Some(vec![0xc]), "{r:x?}");
+    }
+
+    /// A node's field persisted before the pointer to it is stored: a reader that reached the
+    /// field through the pointer is ordered after the persist with `reads_from=on`; one that
+    /// read the field itself (inside its window) or without the pointer is not.
+    #[test]
+    fn reads_from_edges_order_a_load_after_the_persist_it_follows() {
+        let publish = |s: &mut Sim, through_pointer: bool| {
+            s.store(2, 0xa, 64, 8);
+            s.persist(2, 0xf, 64);
+            s.store(2, 0xc, 128, 8);
+            if through_pointer {
+                s.load(3, 0xd, 128, 8);
+            }
+            s.load(3, 0xb, 64, 8);
+        };
+        let field = |r: &Vec<(u64, Vec<u64>)>| r.iter().any(|(st, l)| *st == 0xa && l.contains(&0xb));
+        assert!(field(&run("irh=0", |s| publish(s, true))));
+        assert!(!field(&run("irh=0:reads_from=on", |s| publish(s, true))));
+        assert!(field(&run("irh=0:reads_from=on", |s| publish(s, false))));
+        // The pointer itself, never persisted, still races with its reader.
+        let r = run("irh=0:reads_from=on", |s| publish(s, true));
+        assert!(r.iter().any(|(st, l)| *st == 0xc && l.contains(&0xd)), "{r:x?}");
+        // Reading the field's own store inside its window orders nothing.
+        let r = run("irh=0:reads_from=on", |s| {
+            s.store(2, 0xa, 64, 8);
+            s.load(3, 0xb, 64, 8);
+            s.persist(2, 0xf, 64);
+            s.store(2, 0xc, 128, 8);
+        });
+        assert!(field(&r), "{r:x?}");
     }
 
     #[test]

@@ -25,12 +25,17 @@
 //!   persists after its unlock, a reader under the same lock) in every schedule where the writer
 //!   finished first.
 //!
+//! [`ReadsFrom`] keeps the same per-byte reads-from edges for hawkset's race check
+//! (`reads_from=on`), without lock edges.
+//!
 //! # What it can miss
 //! The causal order sees only the synchronisation the passes recognise: a hand-off through a
 //! DRAM flag, or through a PM word the reader loads before the writer's persist, is no edge, so a
 //! store published that way is reported (more reports, not fewer). Memory freed and allocated
-//! again is not new: a store to a node persisted inside its lock still pairs with the unlocked
-//! initialisation of another node later allocated at its address. A store whose bytes nobody
+//! again is new only when the passes see the free (`pmemobj_free`, their `frees=on`, which
+//! forgets who touched the bytes) or the allocation (`fresh_allocs`); a program's own allocator
+//! reuses memory unseen, and a store to a node persisted inside its lock then pairs with the
+//! unlocked initialisation of another node later allocated at its address. A store whose bytes nobody
 //! else ever touches is held to the end and never reported, as under HawkSet's rule.
 
 use rustc_hash::FxHashMap;
@@ -441,6 +446,23 @@ impl HeldStores {
         }
     }
 
+    /// Forgets the held stores' bytes `mask` of `line` (their memory was freed: they were
+    /// initialisation of an object nobody else touched in its life).
+    pub(crate) fn forget_bytes(&mut self, line: u64, mask: u64) {
+        if self.lines == 0 {
+            return;
+        }
+        let Some(list) = self.held.get_mut_if(line) else { return };
+        let before = list.len();
+        for (m, _, _) in list.iter_mut() {
+            *m &= !mask;
+        }
+        list.retain(|(m, _, _)| *m != 0);
+        if before != 0 && list.is_empty() {
+            self.lines -= 1;
+        }
+    }
+
     /// `tid` stored bytes `mask` of `line`. Only a store made while stores are held is worth
     /// keeping: a held store's epoch is taken at its persist, and a store made before any is
     /// held cannot carry it.
@@ -449,29 +471,7 @@ impl HeldStores {
             return;
         }
         let HeldStores { causal, last_store, clocks, .. } = self;
-        let id = clocks.of(tid, causal);
-        let list = last_store.get_mut(line);
-        let mut gone: SmallVec<[u32; 2]> = SmallVec::new();
-        let mut mine = false;
-        for e in list.iter_mut() {
-            if e.2 == id {
-                e.0 |= mask;
-                mine = true;
-            } else if e.0 & mask != 0 {
-                e.0 &= !mask;
-                if e.0 == 0 {
-                    gone.push(e.2);
-                }
-            }
-        }
-        list.retain(|e| e.0 != 0);
-        if !mine {
-            list.push((mask, tid, id));
-            clocks.clocks[id as usize].1 += 1;
-        }
-        for g in gone {
-            clocks.unref(g, 1);
-        }
+        note_store(causal, last_store, clocks, tid, line, mask);
     }
 
     /// `tid` loaded bytes `mask` of `line`: it acquires the clocks of the stores it reads (x86
@@ -481,17 +481,7 @@ impl HeldStores {
             return;
         }
         let HeldStores { causal, last_store, clocks, .. } = self;
-        let Some(list) = last_store.get(line) else { return };
-        let mut bit = None;
-        for e in list.iter().filter(|e| e.0 & mask != 0 && e.1 != tid) {
-            let b = *bit.get_or_insert_with(|| 1u64.checked_shl(causal.slot(tid) as u32).unwrap_or(0));
-            let joined = &mut clocks.joined[e.2 as usize];
-            if *joined & b != 0 {
-                continue;
-            }
-            causal.acquire_clock(tid, &clocks.clocks[e.2 as usize].0);
-            *joined |= b;
-        }
+        read_stores(causal, last_store, clocks, tid, line, mask);
     }
 
     /// The edge `op` of `tid` makes in the causal clocks, with `live` threads alive. While one
@@ -513,6 +503,139 @@ impl HeldStores {
             SyncOp::Acquire { lock, .. } | SyncOp::Release { lock } if lock == PMDK_PSEUDO_LOCK => {}
             SyncOp::Acquire { .. } | SyncOp::Wait { .. } => self.causal.apply(tid, op),
             SyncOp::Release { .. } | SyncOp::Post { .. } if live > 1 => self.causal.apply(tid, op),
+            _ => {}
+        }
+    }
+}
+
+/// `tid` stored bytes `mask` of `line`: they remember it and a copy of its clock in `causal`
+/// now (shared by its stores until its clock changes).
+fn note_store(
+    causal: &mut HappensBefore,
+    last_store: &mut ShadowLines<LastStores>,
+    clocks: &mut StoreClocks,
+    tid: u32,
+    line: u64,
+    mask: u64,
+) {
+    let id = clocks.of(tid, causal);
+    let list = last_store.get_mut(line);
+    let mut gone: SmallVec<[u32; 2]> = SmallVec::new();
+    let mut mine = false;
+    for e in list.iter_mut() {
+        if e.2 == id {
+            e.0 |= mask;
+            mine = true;
+        } else if e.0 & mask != 0 {
+            e.0 &= !mask;
+            if e.0 == 0 {
+                gone.push(e.2);
+            }
+        }
+    }
+    list.retain(|e| e.0 != 0);
+    if !mine {
+        list.push((mask, tid, id));
+        clocks.clocks[id as usize].1 += 1;
+    }
+    for g in gone {
+        clocks.unref(g, 1);
+    }
+}
+
+/// `tid` loaded bytes `mask` of `line`: it acquires in `causal` the clocks of the other threads'
+/// stores it reads (x86 loads acquire, stores release). Returns whether it joined any.
+fn read_stores(
+    causal: &mut HappensBefore,
+    last_store: &ShadowLines<LastStores>,
+    clocks: &mut StoreClocks,
+    tid: u32,
+    line: u64,
+    mask: u64,
+) -> bool {
+    let Some(list) = last_store.get(line) else { return false };
+    let mut bit = None;
+    let mut any = false;
+    for e in list.iter().filter(|e| e.0 & mask != 0 && e.1 != tid) {
+        let b = *bit.get_or_insert_with(|| 1u64.checked_shl(causal.slot(tid) as u32).unwrap_or(0));
+        let joined = &mut clocks.joined[e.2 as usize];
+        if *joined & b != 0 {
+            continue;
+        }
+        causal.acquire_clock(tid, &clocks.clocks[e.2 as usize].0);
+        *joined |= b;
+        any = true;
+    }
+    any
+}
+
+/// Reads-from edges for hawkset's race check (`reads_from=on`): vector clocks with create and
+/// join (and, with `edges=sync`, post/wait) edges and an edge from every PM store to the loads
+/// of other threads that read it (from the store of the bytes read, carrying the storing
+/// thread's whole clock: transitive). A thread's own component advances at the end of each of
+/// its store windows ([`ReadsFrom::window_end`]) when it stored since the last advance, so a
+/// load that read a store made inside a window knows an epoch below the window's end, and one
+/// that read a store made after it (the pointer published after a node's persist) knows the
+/// end's epoch or a later one. Locks make no edge: lock protection is the lockset's business,
+/// and an order a lock happened to take in this run is no order in another schedule.
+#[derive(Clone, Debug)]
+pub(crate) struct ReadsFrom {
+    clocks: HappensBefore,
+    last_store: ShadowLines<LastStores>,
+    copies: StoreClocks,
+    /// Threads that stored since their epoch last advanced.
+    stored: rustc_hash::FxHashSet<u32>,
+}
+
+impl ReadsFrom {
+    /// With post/wait edges when `objects`.
+    pub(crate) fn new(objects: bool) -> ReadsFrom {
+        ReadsFrom {
+            clocks: HappensBefore::new(Edges { create_join: true, objects, locks: false }),
+            last_store: ShadowLines::default(),
+            copies: StoreClocks::default(),
+            stored: rustc_hash::FxHashSet::default(),
+        }
+    }
+
+    /// `tid` stored bytes `mask` of `line`.
+    pub(crate) fn stored(&mut self, tid: u32, line: u64, mask: u64) {
+        let ReadsFrom { clocks, last_store, copies, stored } = self;
+        note_store(clocks, last_store, copies, tid, line, mask);
+        stored.insert(tid);
+    }
+
+    /// `tid` loaded bytes `mask` of `line`; whether its clock may have changed.
+    pub(crate) fn loaded(&mut self, tid: u32, line: u64, mask: u64) -> bool {
+        let ReadsFrom { clocks, last_store, copies, .. } = self;
+        read_stores(clocks, last_store, copies, tid, line, mask)
+    }
+
+    /// A window of `tid`'s store ends now: its epoch, advanced first if it stored since.
+    pub(crate) fn window_end(&mut self, tid: u32) -> u32 {
+        if self.stored.remove(&tid) {
+            self.clocks.advance(tid)
+        } else {
+            self.clocks.own(tid)
+        }
+    }
+
+    /// The thread's clock now, dense by slot.
+    pub(crate) fn clock(&mut self, tid: u32) -> Vec<u32> {
+        self.clocks.clock(tid).0
+    }
+
+    /// The dense slot of `tid` in the clocks.
+    pub(crate) fn slot(&mut self, tid: u32) -> usize {
+        self.clocks.slot(tid)
+    }
+
+    /// The edge `op` of `tid` makes (create, join, exit; post and wait with `objects`).
+    pub(crate) fn apply(&mut self, tid: u32, op: SyncOp) {
+        match op {
+            SyncOp::Create { .. } | SyncOp::Join { .. } | SyncOp::Exit | SyncOp::Post { .. } | SyncOp::Wait { .. } => {
+                self.clocks.apply(tid, op)
+            }
             _ => {}
         }
     }

@@ -451,7 +451,8 @@ impl Observer for Passes {
             | EventKind::TxEnd
             | EventKind::TxAdd
             | EventKind::TxRemove
-            | EventKind::TxIgnore => Interest::SYNC,
+            | EventKind::TxIgnore
+            | EventKind::Free => Interest::SYNC,
             EventKind::CrashPoint => Interest::CRASH,
             EventKind::WordAcquire | EventKind::WordRelease => Interest::LOCK_WORDS,
             _ => Interest::STORES,

@@ -262,6 +262,49 @@ impl<R: LineKeyed> LineRecords<R> {
         (self.len, self.contexts.values.len() as u64)
     }
 
+    /// Takes the bytes `mask` of `line` out of its records: each record on some of them is
+    /// appended to `out` as `(its bytes among them, context)` and keeps only its other bytes
+    /// (memory freed: its records belong to the object's ended life, see hawkset's `free`).
+    pub(crate) fn take_bytes(&mut self, line: u64, mask: u64, out: &mut Vec<(u64, u32)>) {
+        let Some(list) = self.lines.get_mut_if(line) else { return };
+        if list.ctx == NO_RECORD || mask == 0 {
+            return;
+        }
+        if list.more == 0 {
+            // One record, inline.
+            if list.mask & mask != 0 {
+                out.push((list.mask & mask, list.ctx));
+                list.mask &= !mask;
+                if list.mask == 0 {
+                    list.ctx = NO_RECORD;
+                    self.len -= 1;
+                }
+            }
+            return;
+        }
+        let more = &mut self.more[list.more as usize - 1];
+        // The line's records in one list, split, and the first one put back inline.
+        more.insert(0, (list.mask, list.ctx));
+        let mut keep = 0;
+        for i in 0..more.len() {
+            let (m, c) = more[i];
+            if m & mask != 0 {
+                out.push((m & mask, c));
+            }
+            if m & !mask != 0 && !more[..keep].contains(&(m & !mask, c)) {
+                more[keep] = (m & !mask, c);
+                keep += 1;
+            }
+        }
+        self.len -= (more.len() - keep) as u64;
+        more.truncate(keep);
+        if more.is_empty() {
+            (list.mask, list.ctx) = (0, NO_RECORD);
+        } else {
+            (list.mask, list.ctx) = more.remove(0);
+        }
+    }
+
     /// The id of `r`'s context (all but its line and bytes), for keeping it elsewhere.
     pub(crate) fn context_of(&mut self, r: &R) -> u32 {
         self.contexts.id(r.at(0, 0))

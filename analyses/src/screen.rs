@@ -15,6 +15,8 @@
 //!   its holder stores 0 back), whose acquisitions and releases reach the pass as lock
 //!   operations ([`WindowPass::on_lock_op`]; the pass's `infer_locks=off` leaves them data).
 //!
+//! A free of a PM object ([`EventKind::Free`]) reaches the pass as [`WindowPass::on_free`].
+//!
 //! A load made inside a string or memory routine is trimmed to the bytes the routine's contract
 //! reads ([`SyncCalls::clip`]; `strings=off` keeps the whole vector load). What is left reaches
 //! the pass as a store, a load, a flush, a fence or a synchronisation event ([`WindowPass`]).
@@ -56,6 +58,9 @@ pub(crate) trait WindowPass {
     fn on_fence(&mut self, ev: &Event, device: &PmDevice);
     /// A synchronisation call, a thread's creation or exit, or a transaction boundary.
     fn on_sync(&mut self, ev: &Event, device: &PmDevice);
+    /// The program freed the PM object `[ev.dev, ev.dev + ev.new)` ([`EventKind::Free`]): the
+    /// history of its bytes ends (the pass's `frees=off` ignores it).
+    fn on_free(&mut self, ev: &Event, device: &PmDevice);
 }
 
 /// The events a window pass needs: PM accesses, persistence, synchronisation, and DRAM lock
@@ -128,6 +133,7 @@ pub(crate) fn dispatch<P: WindowPass>(pass: &mut P, ev: &Event, device: &PmDevic
         | EventKind::TxBegin
         | EventKind::TxEnd
         | EventKind::TxIgnore => pass.on_sync(ev, device),
+        EventKind::Free if ev.dev != 0 && ev.new != 0 => pass.on_free(ev, device),
         _ => {}
     }
 }

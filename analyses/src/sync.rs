@@ -843,8 +843,12 @@ impl Lanes {
             // A transaction id of the program's own (`START_TX_N`) is no lane.
             EventKind::TxBegin if ev.new == 0 => self.enter(ev.tid),
             EventKind::TxEnd if ev.new == 0 => self.leave(ev.tid),
-            EventKind::SyncEnter(SyncKind::PmemobjLane | SyncKind::PmemobjAlloc) => self.enter(ev.tid),
-            EventKind::SyncReturn(SyncKind::PmemobjLane | SyncKind::PmemobjAlloc) => self.leave(ev.tid),
+            EventKind::SyncEnter(SyncKind::PmemobjLane | SyncKind::PmemobjAlloc | SyncKind::PmemobjFree) => {
+                self.enter(ev.tid)
+            }
+            EventKind::SyncReturn(SyncKind::PmemobjLane | SyncKind::PmemobjAlloc | SyncKind::PmemobjFree) => {
+                self.leave(ev.tid)
+            }
             EventKind::TxIgnore if ev.dev != 0 && ev.size > 0 => {
                 self.add(ev.dev, ev.dev + u64::from(ev.size));
                 None
@@ -1106,8 +1110,12 @@ impl SyncBracket {
     /// or memory routine ([`SyncKind::Reads`], whose accesses are its caller's).
     pub fn observe(&mut self, ev: &Event) {
         match ev.kind {
-            EventKind::SyncEnter(SyncKind::PmemobjLane | SyncKind::PmemobjAlloc | SyncKind::Reads(_))
-            | EventKind::SyncReturn(SyncKind::PmemobjLane | SyncKind::PmemobjAlloc | SyncKind::Reads(_)) => {}
+            EventKind::SyncEnter(
+                SyncKind::PmemobjLane | SyncKind::PmemobjAlloc | SyncKind::PmemobjFree | SyncKind::Reads(_),
+            )
+            | EventKind::SyncReturn(
+                SyncKind::PmemobjLane | SyncKind::PmemobjAlloc | SyncKind::PmemobjFree | SyncKind::Reads(_),
+            ) => {}
             EventKind::SyncEnter(SyncKind::OmpBody) => {
                 let d = self.depth.insert(ev.tid, 0).unwrap_or(0);
                 let o = self.omp.insert(ev.tid, 0).unwrap_or(0);

@@ -77,6 +77,10 @@
 //!   with the overwriting store's persistence.
 //! - **msync, fsync and durable pwrite** are not in the event stream: a store they persisted
 //!   stays open until the writer's next flush or fence.
+//! - **Frees** (`frees=on`, the default): a PM object freed by `pmemobj_free`
+//!   ([`emu::events::EventKind::Free`]) takes its bytes out of every window: the overlaps of
+//!   its life were found when they happened, and no window of the bytes' next life (the same
+//!   memory handed out again) conflicts with one of the old.
 //! - **What the program declares to pmemcheck** (`annotations=on`, the default; see
 //!   [`crate::annotations`] and docs/pmdk.md): accesses to PM it withdrew from checking
 //!   (libpmemobj's run-time pool state) are not PM accesses, and a declaration that bytes are
@@ -131,7 +135,7 @@ pub use crate::irh::IrhOrder;
 use crate::irh::{HeldStores, Publication};
 use crate::options::{option_pairs, parse_bool, parse_owner};
 use crate::persist::{
-    durable_bytes, is_release_call, pieces, ChunkVec, Interner, RmwSites, ShadowLists, Site, SiteIds,
+    durable_bytes, is_release_call, pieces, range_pieces, ChunkVec, Interner, RmwSites, ShadowLists, Site, SiteIds,
 };
 use crate::screen::WindowPass;
 use crate::sync::{Edges, HappensBefore, PmdkLockCalls, SyncAdapter, SyncCalls, SyncOp};
@@ -185,6 +189,9 @@ pub struct VardalithOptions {
     /// The read half of a locked read-modify-write is a racing load (off: as `hawkset`'s
     /// `rmw_loads`, the instruction's own store carries what it read into the same bytes).
     pub rmw_loads: bool,
+    /// A freed PM object's windows end at its free ([`emu::events::EventKind::Free`]): they
+    /// conflict with no window of the bytes' next life.
+    pub frees: bool,
 }
 
 impl Default for VardalithOptions {
@@ -204,6 +211,7 @@ impl Default for VardalithOptions {
             irh_order: IrhOrder::Causal,
             fresh_allocs: true,
             rmw_loads: false,
+            frees: true,
         }
     }
 }
@@ -212,7 +220,7 @@ impl VardalithOptions {
     /// Parses `mode=windows|hb`, `release_fence=on|off`, `persist_owner=own|any`,
     /// `unlock_fence=on|off`, `sample=N`, `lanes=on|off`, `annotations=on|off`,
     /// `sync_words=on|off`, `strings=on|off`, `infer_locks=on|off`, `irh=N`, `irh_order=causal|observed`, `fresh_allocs=on|off`,
-    /// `rmw_loads=on|off`, separated by `:`.
+    /// `rmw_loads=on|off`, `frees=on|off`, separated by `:`.
     pub fn parse(spec: &str) -> Result<VardalithOptions, String> {
         let mut o = VardalithOptions::default();
         for (k, v) in option_pairs(spec)? {
@@ -236,6 +244,7 @@ impl VardalithOptions {
                 "irh_order" => o.irh_order = IrhOrder::parse(v)?,
                 "fresh_allocs" => o.fresh_allocs = parse_bool(k, v)?,
                 "rmw_loads" => o.rmw_loads = parse_bool(k, v)?,
+                "frees" => o.frees = parse_bool(k, v)?,
                 "sample" => {
                     o.sample = v
                         .parse()
@@ -245,7 +254,7 @@ impl VardalithOptions {
                 }
                 _ => {
                     let known = "mode, release_fence, persist_owner, unlock_fence, sample, lanes, annotations, \
-                                 sync_words, strings, infer_locks, irh, irh_order, fresh_allocs, rmw_loads";
+                                 sync_words, strings, infer_locks, irh, irh_order, fresh_allocs, rmw_loads, frees";
                     return Err(format!("unknown vardalith option `{k}` ({known})"));
                 }
             }
@@ -414,6 +423,9 @@ pub struct Vardalith {
     /// has warmed up (a line's open store windows are inline in its entry).
     todo: Vec<u64>,
     fence_lines: FxHashSet<u64>,
+    /// Frees seen and bytes freed (`frees=on`), for `--host-stats`.
+    frees: u64,
+    freed_bytes: u64,
 }
 
 /// Windows per chunk of [`Vardalith::windows`] (56 KiB).
@@ -584,6 +596,8 @@ impl Vardalith {
             lane_ordered: 0,
             todo: Vec::new(),
             fence_lines: FxHashSet::default(),
+            frees: 0,
+            freed_bytes: 0,
         }
     }
 
@@ -959,6 +973,45 @@ impl Vardalith {
                     self.open_insert(tid, line, open);
                 }
             }
+        }
+    }
+
+    /// The program freed the PM object `[ev.dev, ev.dev + ev.new)`: its windows end their life
+    /// there. Every pair they made with windows of their own life was found when the later one
+    /// opened; from now on they lose the freed bytes, and a window left with none conflicts with
+    /// nothing (a store window still open is marked persisted, so its writer's next release
+    /// closes it as any other: it was never persisted, but no access of the bytes' next life can
+    /// read it). The IRH forgets who touched the bytes and the stores it holds there.
+    fn free(&mut self, ev: &Event) {
+        self.frees += 1;
+        self.freed_bytes += ev.new;
+        self.irh.forget_range(ev.dev, ev.new);
+        for (line, freed) in range_pieces(ev.dev, ev.dev.saturating_add(ev.new)) {
+            let ids = self.by_line.take(line);
+            for &e in &ids {
+                let id = e as u32;
+                let Some(w) = self.windows[id as usize].as_mut() else { continue };
+                if w.mask & freed == 0 {
+                    continue;
+                }
+                w.mask &= !freed;
+                if w.mask != 0 {
+                    continue;
+                }
+                let (held, store, tid) = (w.held, w.store, w.tid);
+                w.held = false;
+                if held {
+                    self.held.forget(line, id);
+                }
+                if store && self.get(id).state != State::Persisted {
+                    let epoch = self.epoch(tid);
+                    let w = self.get_mut(id);
+                    w.state = State::Persisted;
+                    w.p_epoch = epoch;
+                }
+            }
+            self.by_line.put(line, ids);
+            self.held.forget_bytes(line, freed);
         }
     }
 
@@ -1365,6 +1418,12 @@ impl WindowPass for Vardalith {
     fn on_sync(&mut self, ev: &Event, device: &PmDevice) {
         Vardalith::on_sync(self, ev, device);
     }
+
+    fn on_free(&mut self, ev: &Event, _device: &PmDevice) {
+        if self.opts.frees {
+            self.free(ev);
+        }
+    }
 }
 
 impl Analysis for Vardalith {
@@ -1409,6 +1468,8 @@ impl Analysis for Vardalith {
             ("inferred_releases", self.inferred.releases),
             ("irh_held", self.held.count),
             ("irh_unordered_publications", self.held.unordered),
+            ("frees", self.frees),
+            ("freed_bytes", self.freed_bytes),
         ]
     }
 

@@ -162,6 +162,11 @@ pub enum EventKind {
     /// lanes' and heap's volatile parts it updates inside transactions without adding them).
     /// `dev` and pieces as for [`EventKind::TxAdd`]. Reported with [`Interest::SYNC`].
     TxIgnore,
+    /// The program frees the object `[addr, addr + new)` (`dev`: its device address, 0 outside
+    /// PM): its bytes' next life is a new object, whatever threads did to them in this one.
+    /// Reported with [`Interest::SYNC`], just before the entry of the freeing call (today
+    /// `pmemobj_free`, [`crate::sync::SyncKind::PmemobjFree`]; the PC and stack are the call's).
+    Free,
 }
 
 impl EventKind {

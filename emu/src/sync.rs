@@ -109,6 +109,11 @@ pub enum SyncKind {
     /// object's device address (`pop + off` in a PM window; 0 outside one), so that passes can
     /// tell fresh memory from memory the pool had handed out and freed before.
     PmemobjAlloc,
+    /// `pmemobj_free(oidp)`: a lane section like [`SyncKind::PmemobjLane`] that ends an
+    /// object's life. Its entry is preceded by a [`crate::events::EventKind::Free`] of the
+    /// object (found from the `PMEMoid` and its allocation header), so that passes can forget
+    /// what threads did to its bytes before it is handed out again.
+    PmemobjFree,
     // ---------------------------------------------------------------- OpenMP (libgomp)
     // gcc's OpenMP runtime, recognised by the symbols gcc's code calls (see [`SyncKind::omp`]
     // and docs/analyses/hmtrace.md, "OpenMP"). The event's fields per kind are given with each.
@@ -293,7 +298,7 @@ impl SyncKind {
         ("pmemobj_zrealloc", SyncKind::PmemobjLane),
         ("pmemobj_strdup", SyncKind::PmemobjLane),
         ("pmemobj_wcsdup", SyncKind::PmemobjLane),
-        ("pmemobj_free", SyncKind::PmemobjLane),
+        ("pmemobj_free", SyncKind::PmemobjFree),
         ("pmemobj_root", SyncKind::PmemobjLane),
         ("pmemobj_root_construct", SyncKind::PmemobjLane),
         ("pmemobj_publish", SyncKind::PmemobjLane),
@@ -609,6 +614,7 @@ impl SyncKind {
             | SyncKind::Free
             | SyncKind::PmemobjLane
             | SyncKind::PmemobjAlloc
+            | SyncKind::PmemobjFree
             | SyncKind::Reads(_) => None,
         }
     }

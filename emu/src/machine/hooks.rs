@@ -235,16 +235,71 @@ pub(super) fn enter_sync(uc: &mut Unicorn<'_, HookState>, kind: SyncKind, addr: 
     let args = [Reg::RDI, Reg::RSI, Reg::RDX, Reg::RCX, Reg::R8, Reg::R9].map(|r| uc.reg_read(r).unwrap_or(0));
     let rsp = uc.reg_read(Reg::RSP).unwrap_or(0);
     let e = kind.entry_at(args, rsp, &mut |a, buf| read_guest(uc, a, buf).is_ok());
+    let freed = if kind == SyncKind::PmemobjFree { pmemobj_object(uc, args[0]) } else { None };
     let st = uc.get_data_mut();
     st.consider_delay(kind, call.map_or(addr, |(pc, _)| pc));
     match call {
         Some((pc, ret)) => st.callstack.push_sync(pc, ret, Some((kind, e.obj, e.aux))),
         None => st.callstack.enter_by_jump((kind, e.obj, e.aux)),
     }
+    if let Some((va, dev, size)) = freed {
+        let ev = st.emit(EventKind::Free, addr, va, dev, 0, 0, size);
+        if let Some(o) = st.obs.observer.as_mut() {
+            o.on_event(&ev, &st.pm.device);
+        }
+    }
+    let st = uc.get_data_mut();
     let ev = st.emit(EventKind::SyncEnter(kind), addr, e.obj, 0, 0, e.old, e.new);
     if let Some(o) = st.obs.observer.as_mut() {
         o.on_event(&ev, &st.pm.device);
     }
+}
+
+/// libpmemobj's pool header (`struct pool_hdr`): the signature of an obj pool, and where its
+/// `poolset_uuid` is (after the 8-byte signature, the major version and the three feature words).
+const PMEMOBJ_SIGNATURE: &[u8; 8] = b"PMEMOBJ\0";
+const POOLSET_UUID_AT: usize = 24;
+/// libpmemobj's compact allocation header (`struct allocation_header_compact { size; extra; }`,
+/// the header of every object of its default allocation classes): 16 bytes just before the
+/// object, the chunk's size (header included) in the low 48 bits of `size`.
+const ALLOC_HEADER: u64 = 16;
+const ALLOC_SIZE_MASK: u64 = (1 << 48) - 1;
+
+/// The object `pmemobj_free(oidp)` is about to free: its guest address, device address and
+/// usable size (`pmemobj_alloc_usable_size`'s: the chunk less its header), or `None` when it
+/// cannot be told (a NULL oid, a pool not mapped from the start of a PM file, a header that does
+/// not fit its window). The `PMEMoid` names its pool by `pool_uuid_lo`, which libpmemobj computes
+/// from the pool header's `poolset_uuid` (`pmemobj_get_uuid_lo`: byte i of the high half xored
+/// with byte i + 8, most significant first); the pool is the PM window that starts a PM file
+/// with that header, and the object is at `pool + off`.
+fn pmemobj_object(uc: &Unicorn<'_, HookState>, oidp: u64) -> Option<(u64, u64, u64)> {
+    let mut oid = [0u8; 16];
+    read_guest(uc, oidp, &mut oid).ok()?;
+    let uuid_lo = u64::from_le_bytes(oid[..8].try_into().ok()?);
+    let off = u64::from_le_bytes(oid[8..].try_into().ok()?);
+    if off < ALLOC_HEADER {
+        return None;
+    }
+    let st = uc.get_data();
+    for &(start, end, dev) in &st.pm.windows {
+        if dev & ((1 << crate::pm::FILE_SHIFT) - 1) != 0 || end - start <= off {
+            continue;
+        }
+        let mut hdr = [0u8; POOLSET_UUID_AT + 16];
+        if read_guest(uc, start, &mut hdr).is_err() || &hdr[..8] != PMEMOBJ_SIGNATURE {
+            continue;
+        }
+        let u = &hdr[POOLSET_UUID_AT..];
+        let lo = (0..8).fold(0u64, |acc, i| acc << 8 | u64::from(u[i] ^ u[8 + i]));
+        if lo != uuid_lo {
+            continue;
+        }
+        let va = start + off;
+        let chunk = read_word(uc, va - ALLOC_HEADER, 8) & ALLOC_SIZE_MASK;
+        let size = chunk.checked_sub(ALLOC_HEADER).filter(|&s| s > 0 && s <= end - va)?;
+        return Some((va, dev + off, size));
+    }
+    None
 }
 
 /// Every [`Special`] seen, by PC, behind a bit filter: the taint hook asks at every instruction
