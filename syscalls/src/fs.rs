@@ -311,7 +311,10 @@ impl Kernel {
         match v {
             VirtualFile::Maps => crate::process::proc_maps(m).into_bytes(),
             VirtualFile::Status => crate::process::proc_status(m, self.exe(), &self.proc_ids()).into_bytes(),
-            VirtualFile::Stat => crate::process::proc_stat(m, self.exe(), &self.proc_ids()).into_bytes(),
+            VirtualFile::Stat => {
+                let cpu = self.process_cpu_ns(m, self.pid).unwrap_or(0);
+                crate::process::proc_stat(m, self.exe(), &self.proc_ids(), cpu).into_bytes()
+            }
             VirtualFile::Text(t) => t.as_bytes().to_vec(),
             VirtualFile::CpuInfo => emu::cpuid::CpuidTable::default().proc_cpuinfo(self.cfg.cpus).into_bytes(),
             VirtualFile::CpuOnline => {

@@ -32,6 +32,7 @@ pub mod mem;
 pub mod names;
 pub mod net;
 pub mod openat2;
+pub mod pifutex;
 pub mod poll;
 pub mod process;
 pub mod procs;
@@ -652,7 +653,7 @@ impl Kernel {
             // time and randomness
             libc::SYS_time => self.time(m, a[0]),
             libc::SYS_clock_gettime => self.clock_gettime(m, i(a[0]), a[1]),
-            libc::SYS_clock_getres => self.clock_getres(m, a[1]),
+            libc::SYS_clock_getres => self.clock_getres(m, i(a[0]), a[1]),
             libc::SYS_gettimeofday => self.gettimeofday(m, a[0]),
             libc::SYS_nanosleep => match self.nanosleep(m, a[0], a[1]) {
                 Ok(Some(v)) => Ok(v),
