@@ -704,3 +704,20 @@ fn cpu_clocks_per_process_and_thread_as_natively() {
     assert!(out.contains("clock_getcpuclockid of the reaped child: No such process\n"), "{}", emu.describe());
     equivalent("cpu_clocks.dyn", &[], &[]);
 }
+
+/// `preadv`, `pwritev`, `preadv2` and `pwritev2` (`rw_vectors`, in a scratch directory): at an
+/// offset with the file's own untouched, at -1 through the file's offset (the `2` calls),
+/// `RWF_APPEND`, `RWF_NOWAIT`, an unknown flag (EOPNOTSUPP), a negative offset (EINVAL), a pipe
+/// (ESPIPE, or its stream at -1). The dynamic build agrees.
+#[test]
+fn vectored_positional_io_as_natively() {
+    let (_, emu) = equivalent("rw_vectors", &[], &[]);
+    let out = emu.stdout_str();
+    assert!(out.contains("  read: \"hel\" \"lo worl\"\n"), "{}", emu.describe());
+    assert!(
+        out.contains("pwritev2 with an unknown flag:           -1 Operation not supported\n"),
+        "{}",
+        emu.describe()
+    );
+    equivalent("rw_vectors.dyn", &[], &[]);
+}

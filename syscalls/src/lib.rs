@@ -354,6 +354,11 @@ impl Kernel {
             libc::SYS_pwrite64 => self.pwrite(m, i(a[0]), a[1], a[2], a[3]),
             libc::SYS_readv => self.readv(m, i(a[0]), a[1], a[2]),
             libc::SYS_writev => self.writev(m, i(a[0]), a[1], a[2]),
+            // The offset is one register on x86-64 (`pos_from_hilo` with 64-bit halves).
+            libc::SYS_preadv => self.preadv(m, i(a[0]), a[1], a[2], a[3] as i64, None),
+            libc::SYS_pwritev => self.pwritev(m, i(a[0]), a[1], a[2], a[3] as i64, None),
+            libc::SYS_preadv2 => self.preadv(m, i(a[0]), a[1], a[2], a[3] as i64, Some(a[5])),
+            libc::SYS_pwritev2 => self.pwritev(m, i(a[0]), a[1], a[2], a[3] as i64, Some(a[5])),
             libc::SYS_pipe => self.pipe2(m, a[0], 0),
             libc::SYS_dup => self.dup(i(a[0])),
             libc::SYS_dup2 => self.dup3(i(a[0]), i(a[1]), 0, true),
