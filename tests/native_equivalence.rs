@@ -721,3 +721,27 @@ fn vectored_positional_io_as_natively() {
     );
     equivalent("rw_vectors.dyn", &[], &[]);
 }
+
+/// `O_PATH` descriptors (`opath_probe`, in a scratch directory): of a symbolic link itself with
+/// `O_NOFOLLOW` (`fstat` and `fstatat(AT_EMPTY_PATH)` describe the link, `readlinkat(fd, "")`
+/// reads it, `read`/`write` are EBADF), of a file (`readlinkat(fd, "")` ENOENT), of a directory
+/// (`openat` and `fchdir` through it) and of a FIFO (no waiting for a partner). The dynamic build
+/// agrees.
+#[test]
+fn o_path_descriptors_as_natively() {
+    let (_, emu) = equivalent("opath_probe", &[], &[]);
+    let out = emu.stdout_str();
+    assert!(out.contains("  fstat: link, size 3\n"), "{}", emu.describe());
+    assert!(out.contains("  the link reads \"tgt\"\n"), "{}", emu.describe());
+    assert!(out.contains("open(fifo, O_PATH) (no waiting) >= 0:          1\n"), "{}", emu.describe());
+    equivalent("opath_probe.dyn", &[], &[]);
+}
+
+/// The NUMA memory-policy calls (`numa_probe`) are ENOSYS, as from a Linux without NUMA, and
+/// named by no warning (the harness fails a run that warns).
+#[test]
+fn numa_policies_are_absent_without_a_warning() {
+    let emu = emulated(&guest("numa_probe"), &[], &[]);
+    assert_eq!(emu.code, 0, "{}", emu.describe());
+    assert_eq!(emu.stdout_str().matches("Function not implemented\n").count(), 5, "{}", emu.describe());
+}

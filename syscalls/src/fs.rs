@@ -380,9 +380,27 @@ impl Kernel {
             return err(libc::EOPNOTSUPP);
         }
         let acc = flags & libc::O_ACCMODE;
-        let wants_write = acc != libc::O_RDONLY || flags & (libc::O_CREAT | libc::O_TRUNC) != 0;
+        // O_PATH ignores every flag but O_CLOEXEC, O_DIRECTORY and O_NOFOLLOW (open(2)).
+        let o_path = flags & libc::O_PATH != 0;
+        let wants_write = !o_path && (acc != libc::O_RDONLY || flags & (libc::O_CREAT | libc::O_TRUNC) != 0);
         let mut truncated = false;
         let desc = match self.resolve(&guest)? {
+            // A location only, opened without reading anything: the host's own O_PATH
+            // descriptor, of the link itself with O_NOFOLLOW (then `fstat` describes the link and
+            // `readlinkat(fd, "")` reads it, as on Linux), never waiting on a FIFO.
+            Target::Host { host, pm, .. } if o_path => {
+                let md = std::fs::symlink_metadata(&host)?;
+                if flags & libc::O_DIRECTORY != 0 && !md.is_dir() {
+                    return err(libc::ENOTDIR);
+                }
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_PATH | libc::O_NOFOLLOW | (flags & libc::O_DIRECTORY))
+                    .open(&host)?;
+                let kind =
+                    if md.is_dir() { Kind::Dir { host, entries: None, pos: 0 } } else { Kind::File { file, host, pm } };
+                Description { kind, guest_path: guest, flags }
+            }
             Target::Virtual(VirtualFile::Link(_) | VirtualFile::Magic) => {
                 // Only a link not followed gets here: O_NOFOLLOW, or O_CREAT|O_EXCL.
                 return err(if flags & libc::O_CREAT != 0 { libc::EEXIST } else { libc::ELOOP });
@@ -1045,6 +1063,24 @@ impl Kernel {
     }
 
     pub(crate) fn readlinkat(&mut self, m: &mut Machine, dirfd: i32, path: u64, buf: u64, len: u64) -> SysResult {
+        // An empty path reads the link `dirfd` is (an `O_PATH | O_NOFOLLOW` descriptor of one);
+        // ENOENT for anything else, as Linux's `do_readlinkat`.
+        let mut first = [0u8; 1];
+        m.read(path, &mut first).map_err(|_| Errno(libc::EFAULT))?;
+        if dirfd != libc::AT_FDCWD && first[0] == 0 {
+            let f = self.fds.get(dirfd)?.clone();
+            let d = f.desc.borrow();
+            let target = match &d.kind {
+                Kind::File { host, .. } if d.flags & libc::O_PATH != 0 => {
+                    std::fs::read_link(host).map_err(|_| Errno(libc::ENOENT))?
+                }
+                _ => return err(libc::ENOENT),
+            };
+            let target = target.into_os_string().into_encoded_bytes();
+            let n = target.len().min(len as usize);
+            m.write(buf, &target[..n], false)?;
+            return Ok(n as u64);
+        }
         let guest = self.path_arg(m, dirfd, path, false)?;
         let target: Vec<u8> = if guest == "/proc/self/exe" {
             self.exe().as_bytes().to_vec()

@@ -640,6 +640,15 @@ impl Kernel {
             libc::SYS_set_tid_address => self.set_tid_address(a[0]),
             libc::SYS_set_robust_list => self.set_robust_list(a[0], a[1]),
             libc::SYS_rseq => err(libc::ENOSYS), // rseq: glibc falls back cleanly
+            // NUMA memory policies: the machine has one node and no NUMA (getcpu's node 0); these
+            // are the calls a Linux built without CONFIG_NUMA lacks (kernel/sys_ni.c), and ENOSYS
+            // is what libnuma's `numa_available` and procps's `ps` take for "no NUMA": not named.
+            libc::SYS_get_mempolicy
+            | libc::SYS_set_mempolicy
+            | libc::SYS_mbind
+            | libc::SYS_migrate_pages
+            | libc::SYS_move_pages
+            | 450 => err(libc::ENOSYS), // 450: set_mempolicy_home_node
             libc::SYS_sched_getaffinity => self.sched_getaffinity(m, a[1], a[2]),
             libc::SYS_sched_setaffinity => Ok(0), // sched_setaffinity
             libc::SYS_getcpu => self.getcpu(m, a[0], a[1]),
