@@ -188,6 +188,16 @@ impl Kernel {
     /// (`comm`), `/proc/PID` (`task`), `/proc/self/fd` (the descriptors, as links); `None` for
     /// any other.
     fn listing_of_the_running(&self, guest: &str) -> Option<Vec<DirEntry>> {
+        if guest == "/proc" {
+            // The generated entries, then a directory for each live process (ps lists them).
+            let mut list = virtual_dir_entries(guest);
+            for (pid, _) in self.procs.iter().filter(|(_, p)| p.ended.is_none()) {
+                let name = pid.to_string();
+                let ino = path_ino(&format!("/proc/{name}"));
+                list.push(DirEntry { name: name.into_bytes(), ino, dtype: libc::DT_DIR });
+            }
+            return Some(list);
+        }
         let (names, dtype): (Vec<String>, u8) = if guest == "/proc/self/fd" {
             (self.fds.fds.keys().map(|n| n.to_string()).collect(), libc::DT_LNK)
         } else if guest == "/proc/self/task" || crate::vfs::proc_pid_path(guest).is_some_and(|(_, r)| r == "task") {
@@ -316,6 +326,21 @@ impl Kernel {
                 crate::process::proc_stat(m, self.exe(), &self.proc_ids(), cpu).into_bytes()
             }
             VirtualFile::Text(t) => t.as_bytes().to_vec(),
+            VirtualFile::KernelStat => {
+                let ticks = m.icount() / 10_000_000;
+                let mut f = format!("cpu  {ticks} 0 0 0 0 0 0 0 0 0\n");
+                for c in 0..self.cfg.cpus.max(1) {
+                    f += &format!("cpu{c} {} 0 0 0 0 0 0 0 0 0\n", if c == 0 { ticks } else { 0 });
+                }
+                let btime = self.realtime_offset_ns() / 1_000_000_000;
+                let made = self.next_tid.saturating_sub(crate::process::PID);
+                f += &format!("intr 0\nctxt 0\nbtime {btime}\nprocesses {made}\nprocs_running 1\nprocs_blocked 0\n");
+                f.into_bytes()
+            }
+            VirtualFile::Uptime => {
+                let cs = self.now_ns(m) / 10_000_000;
+                format!("{}.{:02} {}.{:02}\n", cs / 100, cs % 100, cs / 100, cs % 100).into_bytes()
+            }
             VirtualFile::CpuInfo => emu::cpuid::CpuidTable::default().proc_cpuinfo(self.cfg.cpus).into_bytes(),
             VirtualFile::CpuOnline => {
                 if self.cfg.cpus <= 1 {
