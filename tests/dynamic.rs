@@ -100,3 +100,32 @@ fn host_tools_that_probe_sockets_and_xattrs_run_without_warnings() {
         }
     }
 }
+
+/// procps's `ps` runs without a warning (its NUMA probe, `get_mempolicy`, is ENOSYS as on a Linux
+/// without NUMA) and finds itself: `/proc/PID/...` of the caller is `/proc/self/...`, `/proc`
+/// lists the live processes, `/proc/uptime`, `/proc/meminfo` and `/proc/stat`'s `btime` are
+/// generated. `ps aux` shows its user, pid and state.
+#[test]
+fn ps_lists_itself_without_warnings() {
+    let prog = std::path::Path::new("/usr/bin/ps");
+    if !prog.exists() {
+        eprintln!("skipped: ps is not installed");
+        return;
+    }
+    let emu = emulated(prog, &[], &[]);
+    assert_eq!(emu.code, 0, "{}", emu.describe());
+    assert!(!emu.stderr.contains("warning"), "{}", emu.describe());
+    let out = emu.stdout_str();
+    assert!(
+        out.contains("  PID TTY          TIME CMD\n") && out.contains(" 1000 ?        00:00:00 ps\n"),
+        "{}",
+        emu.describe()
+    );
+    let emu = emulated(prog, &["aux"], &[]);
+    assert_eq!(emu.code, 0, "{}", emu.describe());
+    assert!(
+        emu.stdout_str().lines().nth(1).is_some_and(|l| l.contains(" 1000 ") && l.contains(" Rs ")),
+        "{}",
+        emu.describe()
+    );
+}

@@ -655,3 +655,93 @@ fn proc_task_lists_the_threads_as_natively() {
     );
     assert!(out.contains("/proc/CHILD/task: 1 entries, the child's pid listed\n"), "{}", emu.describe());
 }
+
+/// Priority-inheritance futexes (`pi_futex_probe`): a `PTHREAD_PRIO_INHERIT` mutex under
+/// contention and with a condition variable, an error-checking one, a robust one whose owner
+/// ends holding it (EOWNERDEAD, then consistent); the raw `FUTEX_LOCK_PI`, `LOCK_PI2`,
+/// `TRYLOCK_PI` and `UNLOCK_PI` with the owner's tid, `FUTEX_WAITERS` and `FUTEX_OWNER_DIED`
+/// in the word, EDEADLK (the owner, a cycle of PI waits), ESRCH (a word naming no thread),
+/// EPERM, ETIMEDOUT, EINVAL for `FUTEX_WAKE` on a PI futex with a waiter, ENOSYS for
+/// `FUTEX_CLOCK_REALTIME` where Linux refuses it; `WAIT_REQUEUE_PI`/`CMP_REQUEUE_PI` with the
+/// lock held (the waiter moved, then handed it) and free (the waiter given it). Two runs with one
+/// seed have one trace hash; the dynamic build agrees; and hmtrace sees the mutex's lock and
+/// unlock as synchronisation (the counter it protects is no race).
+#[test]
+fn pi_futexes_as_natively() {
+    let emu = equivalent_and_deterministic("pi_futex_probe");
+    let out = emu.stdout_str();
+    let has = |s: &str| assert!(out.contains(s), "{s:?} missing\n{}", emu.describe());
+    has("4 threads x 2000 increments under a PI mutex: 8000\n");
+    has("LOCK_PI again by its owner:                  -1 Resource deadlock avoided\n");
+    has("LOCK_PI of a word naming no thread:          -1 No such process\n  the word: 0xbffffff0\n");
+    has("TRYLOCK_PI of it:                            -1 Resource temporarily unavailable\n");
+    has("LOCK_PI2 until 20 ms from now:               -1 Connection timed out\n");
+    has("LOCK_PI of lb, held by la's waiter:          -1 Resource deadlock avoided\n");
+    has("FUTEX_WAKE of a PI futex with a waiter:      -1 Invalid argument\n");
+    has("la held: CMP_REQUEUE_PI: 1\n  la                                         owner me |WAITERS\n");
+    has("  the waiter's WAIT_REQUEUE_PI: 0\n  la as it found it                          owner T |WAITERS\n");
+    has("robust PI mutex, its owner ended: Owner died\n  consistent: 0, unlock: 0\n  lock again: 0\n");
+    equivalent("pi_futex_probe.dyn", &[], &[]);
+    let prog = guest("pi_futex_probe");
+    for seed in ["1", "2"] {
+        let run = Ferrite::run(&prog).opts(&["--seed", seed, "--analyses", "hmtrace", "--report", "r.json"]).go();
+        let report = run.json("r.json");
+        assert!(findings_of(&report, "hmtrace").is_empty(), "{}", run.describe());
+        run.assert_code(0);
+    }
+}
+
+/// A process's own CPU time apart from its children's and a thread's apart from the others'
+/// (`cpu_clocks`): `CLOCK_PROCESS_CPUTIME_ID`, `CLOCK_THREAD_CPUTIME_ID`, `getrusage`'s
+/// `RUSAGE_SELF`, `RUSAGE_THREAD` and `RUSAGE_CHILDREN`, `times`, and the clocks of
+/// `clock_getcpuclockid` (a live child's, a reaped one's ESRCH) and `pthread_getcpuclockid`;
+/// `clock_getres` of an unknown clock is EINVAL. The dynamic build agrees.
+#[test]
+fn cpu_clocks_per_process_and_thread_as_natively() {
+    let emu = equivalent_and_deterministic("cpu_clocks");
+    let out = emu.stdout_str();
+    assert_eq!(out.matches(": yes\n").count(), 7, "{}", emu.describe());
+    assert!(out.contains("clock_getcpuclockid of the reaped child: No such process\n"), "{}", emu.describe());
+    equivalent("cpu_clocks.dyn", &[], &[]);
+}
+
+/// `preadv`, `pwritev`, `preadv2` and `pwritev2` (`rw_vectors`, in a scratch directory): at an
+/// offset with the file's own untouched, at -1 through the file's offset (the `2` calls),
+/// `RWF_APPEND`, `RWF_NOWAIT`, an unknown flag (EOPNOTSUPP), a negative offset (EINVAL), a pipe
+/// (ESPIPE, or its stream at -1). The dynamic build agrees.
+#[test]
+fn vectored_positional_io_as_natively() {
+    let (_, emu) = equivalent("rw_vectors", &[], &[]);
+    let out = emu.stdout_str();
+    assert!(out.contains("  read: \"hel\" \"lo worl\"\n"), "{}", emu.describe());
+    assert!(
+        out.contains("pwritev2 with an unknown flag:           -1 Operation not supported\n"),
+        "{}",
+        emu.describe()
+    );
+    equivalent("rw_vectors.dyn", &[], &[]);
+}
+
+/// `O_PATH` descriptors (`opath_probe`, in a scratch directory): of a symbolic link itself with
+/// `O_NOFOLLOW` (`fstat` and `fstatat(AT_EMPTY_PATH)` describe the link, `readlinkat(fd, "")`
+/// reads it, `read`/`write` are EBADF), of a file (`readlinkat(fd, "")` ENOENT), of a directory
+/// (`openat` and `fchdir` through it) and of a FIFO (no waiting for a partner). The dynamic build
+/// agrees.
+#[test]
+fn o_path_descriptors_as_natively() {
+    let (_, emu) = equivalent("opath_probe", &[], &[]);
+    let out = emu.stdout_str();
+    assert!(out.contains("  fstat: link, size 3\n"), "{}", emu.describe());
+    assert!(out.contains("  the link reads \"tgt\"\n"), "{}", emu.describe());
+    assert!(out.contains("open(fifo, O_PATH) (no waiting) >= 0:          1\n"), "{}", emu.describe());
+    equivalent("opath_probe.dyn", &[], &[]);
+}
+
+/// The NUMA memory-policy calls (`numa_probe`) are ENOSYS, as from a Linux without NUMA, and
+/// named by no warning (the harness fails a run that warns).
+#[test]
+fn numa_policies_are_absent_without_a_warning() {
+    let emu = emulated(&guest("numa_probe"), &[], &[]);
+    assert_eq!(emu.code, 0, "{}", emu.describe());
+    assert_eq!(emu.stdout_str().matches("Function not implemented\n").count(), 5, "{}", emu.describe());
+}

@@ -384,3 +384,38 @@ fn vardalith_sampling_tracks_fewer_windows() {
     run.assert_code(2);
     assert!(run.stderr.contains("sample=0: expected a number >= 1"), "{}", run.stderr);
 }
+
+/// The kernel reading PM for a system call is a load by the calling thread at the call
+/// (docs/syscalls.md), whether it copies from a PM buffer (`writev`, `pwritev`, `sendmsg`,
+/// `sendto`) or from a mapped PM file (`pread`, `sendfile`, `splice`: a DAX read copies the
+/// media): `pm_syscall_loads` hands a value another thread stores and persists to the kernel
+/// without waiting for it, and `hawkset` reports the store with a load whose backtrace reaches
+/// the call (the line marked `LOAD: MODE`); the fixed twin, which joins the writer first, is
+/// silent.
+#[test]
+fn kernel_reads_of_pm_are_loads_of_the_calling_thread() {
+    let file = "pm_syscall_loads.c";
+    let store = marker_line(file, "STORE: by the writer");
+    for mode in ["writev", "pwritev", "sendmsg", "sendto", "pread", "sendfile", "splice"] {
+        let load = marker_line(file, &format!("LOAD: {mode} "));
+        let r = report_full("pm_syscall_loads", "hawkset", 1, &[], &[mode]);
+        let reaches_call = |l: &Value| {
+            l.get("role").and_then(Value::as_str) == Some("load")
+                && get(l, "backtrace").as_array().is_some_and(|bt| {
+                    bt.iter().any(|fr| {
+                        fr.get("line").and_then(Value::as_u64) == Some(u64::from(load))
+                            && fr.get("file").and_then(Value::as_str).is_some_and(|f| f.ends_with(file))
+                    })
+                })
+        };
+        let f = findings(&r, "hawkset");
+        assert!(
+            f.iter().any(|f| has(f, "store", file, store)
+                && get(f, "locations").as_array().expect("locations").iter().any(reaches_call)),
+            "{mode}: the store at {file}:{store} with a load from {file}:{load}:\n{}",
+            pretty(&r)
+        );
+        let r = report_full("pm_syscall_loads_fixed", "hawkset", 1, &[], &[mode]);
+        assert!(findings(&r, "hawkset").is_empty(), "{mode}, fixed:\n{}", pretty(&r));
+    }
+}

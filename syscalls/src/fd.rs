@@ -385,7 +385,13 @@ impl Kernel {
     }
 
     /// Reads up to `len` bytes from `fd` at the description's offset (or at `at`).
-    pub(crate) fn read_bytes(&mut self, m: &Machine, fd: i32, len: usize, at: Option<u64>) -> Result<Vec<u8>, Errno> {
+    pub(crate) fn read_bytes(
+        &mut self,
+        m: &mut Machine,
+        fd: i32,
+        len: usize,
+        at: Option<u64>,
+    ) -> Result<Vec<u8>, Errno> {
         let d = self.desc(fd)?;
         let mut d = d.borrow_mut();
         if d.flags & libc::O_ACCMODE == libc::O_WRONLY {
@@ -436,12 +442,18 @@ impl Kernel {
                 self.proc.stdin_read = true;
                 n
             }
-            Kind::File { file, pm, .. } => {
+            Kind::File { file, pm, host } => {
                 self.pm_file_reads += u64::from(*pm);
-                match at {
+                let from = if *pm { at.or_else(|| file.stream_position().ok()) } else { None };
+                let n = match at {
                     Some(off) => file.read_at(&mut buf, off)?,
                     None => file.read(&mut buf)?,
+                };
+                // The kernel copied the bytes out of PM: loads, if the guest maps the file.
+                if let (Some(from), Some(&id)) = (from, self.proc.pm_files.get(&*host.to_string_lossy())) {
+                    m.kernel_pm_file_loads(emu::pm::device_addr(id, from), n as u64);
                 }
+                n
             }
             Kind::Virtual { data, pos } => {
                 let start = at.map(|o| o as usize).unwrap_or(*pos).min(data.len());
@@ -803,6 +815,88 @@ impl Kernel {
         self.write_tracked(m, fd, &data, None)
     }
 
+    /// `preadv(fd, iov, cnt, off)` and `preadv2(..., flags)`: `readv` at `off`, the file's
+    /// offset untouched (preadv2 with `off` -1: at and advancing the file's offset, as `readv`);
+    /// ESPIPE for a pipe or standard stream, EINVAL for another negative offset; `RWF_*` flags
+    /// Linux 6.1 knows (`HIPRI`, `DSYNC`, `SYNC`, `NOWAIT`, `APPEND`) change nothing for a read,
+    /// others are EOPNOTSUPP, as `kiocb_set_rw_flags`.
+    pub(crate) fn preadv(
+        &mut self,
+        m: &mut Machine,
+        fd: i32,
+        iov: u64,
+        cnt: u64,
+        off: i64,
+        v2: Option<u64>,
+    ) -> SysResult {
+        if v2.is_some_and(|f| f & !RWF_SUPPORTED != 0) {
+            return err(libc::EOPNOTSUPP);
+        }
+        if off == -1 && v2.is_some() {
+            return self.readv(m, fd, iov, cnt);
+        }
+        if off < 0 {
+            return err(libc::EINVAL);
+        }
+        self.check_seekable(fd)?;
+        let mut total = 0;
+        for (base, len) in Self::iovecs(m, iov, cnt)? {
+            if len == 0 {
+                continue;
+            }
+            let n = self.pread(m, fd, base, len, off as u64 + total)?;
+            total += n;
+            if n < len {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    /// `pwritev(fd, iov, cnt, off)` and `pwritev2(..., flags)`: the buffers gathered and written
+    /// once at `off` as `pwrite` (a load event per PM buffer; durable on a mapped PM file), the
+    /// file's offset untouched; with preadv2's `off` -1, `writev`. `RWF_APPEND` writes at the
+    /// file's end; `RWF_DSYNC`/`RWF_SYNC` are accepted (a working-directory file is not made
+    /// crash-durable by them, as it is by `O_DSYNC`); unknown flags EOPNOTSUPP.
+    pub(crate) fn pwritev(
+        &mut self,
+        m: &mut Machine,
+        fd: i32,
+        iov: u64,
+        cnt: u64,
+        off: i64,
+        v2: Option<u64>,
+    ) -> SysResult {
+        if v2.is_some_and(|f| f & !RWF_SUPPORTED != 0) {
+            return err(libc::EOPNOTSUPP);
+        }
+        if off == -1 && v2.is_some() {
+            return self.writev(m, fd, iov, cnt);
+        }
+        if off < 0 {
+            return err(libc::EINVAL);
+        }
+        self.check_seekable(fd)?;
+        let mut data = Vec::new();
+        for (base, len) in Self::iovecs(m, iov, cnt)? {
+            let start = data.len();
+            data.resize(start + len.min(MAX_RW) as usize, 0);
+            m.read(base, &mut data[start..])?;
+            m.kernel_pm_loads(base, (data.len() - start) as u64);
+        }
+        let at = if v2.is_some_and(|f| f & RWF_APPEND != 0) {
+            let d = self.desc(fd)?;
+            let d = d.borrow();
+            match &d.kind {
+                Kind::File { file, .. } => file.metadata()?.len(),
+                _ => off as u64,
+            }
+        } else {
+            off as u64
+        };
+        self.write_tracked(m, fd, &data, Some(at))
+    }
+
     pub(crate) fn close(&mut self, fd: i32) -> SysResult {
         let f = self.fds.fds.remove(&fd).ok_or(Errno(libc::EBADF))?;
         // The last descriptor of an open file description: its close is an inotify event.
@@ -1019,3 +1113,9 @@ impl Kernel {
         Ok(0)
     }
 }
+
+/// `RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_NOWAIT | RWF_APPEND`: the flags of `preadv2` and
+/// `pwritev2` Linux 6.1 (the kernel `uname` names) takes.
+const RWF_SUPPORTED: u64 = 0x1f;
+/// `RWF_APPEND`.
+const RWF_APPEND: u64 = 0x10;

@@ -188,6 +188,16 @@ impl Kernel {
     /// (`comm`), `/proc/PID` (`task`), `/proc/self/fd` (the descriptors, as links); `None` for
     /// any other.
     fn listing_of_the_running(&self, guest: &str) -> Option<Vec<DirEntry>> {
+        if guest == "/proc" {
+            // The generated entries, then a directory for each live process (ps lists them).
+            let mut list = virtual_dir_entries(guest);
+            for (pid, _) in self.procs.iter().filter(|(_, p)| p.ended.is_none()) {
+                let name = pid.to_string();
+                let ino = path_ino(&format!("/proc/{name}"));
+                list.push(DirEntry { name: name.into_bytes(), ino, dtype: libc::DT_DIR });
+            }
+            return Some(list);
+        }
         let (names, dtype): (Vec<String>, u8) = if guest == "/proc/self/fd" {
             (self.fds.fds.keys().map(|n| n.to_string()).collect(), libc::DT_LNK)
         } else if guest == "/proc/self/task" || crate::vfs::proc_pid_path(guest).is_some_and(|(_, r)| r == "task") {
@@ -311,8 +321,26 @@ impl Kernel {
         match v {
             VirtualFile::Maps => crate::process::proc_maps(m).into_bytes(),
             VirtualFile::Status => crate::process::proc_status(m, self.exe(), &self.proc_ids()).into_bytes(),
-            VirtualFile::Stat => crate::process::proc_stat(m, self.exe(), &self.proc_ids()).into_bytes(),
+            VirtualFile::Stat => {
+                let cpu = self.process_cpu_ns(m, self.pid).unwrap_or(0);
+                crate::process::proc_stat(m, self.exe(), &self.proc_ids(), cpu).into_bytes()
+            }
             VirtualFile::Text(t) => t.as_bytes().to_vec(),
+            VirtualFile::KernelStat => {
+                let ticks = m.icount() / 10_000_000;
+                let mut f = format!("cpu  {ticks} 0 0 0 0 0 0 0 0 0\n");
+                for c in 0..self.cfg.cpus.max(1) {
+                    f += &format!("cpu{c} {} 0 0 0 0 0 0 0 0 0\n", if c == 0 { ticks } else { 0 });
+                }
+                let btime = self.realtime_offset_ns() / 1_000_000_000;
+                let made = self.next_tid.saturating_sub(crate::process::PID);
+                f += &format!("intr 0\nctxt 0\nbtime {btime}\nprocesses {made}\nprocs_running 1\nprocs_blocked 0\n");
+                f.into_bytes()
+            }
+            VirtualFile::Uptime => {
+                let cs = self.now_ns(m) / 10_000_000;
+                format!("{}.{:02} {}.{:02}\n", cs / 100, cs % 100, cs / 100, cs % 100).into_bytes()
+            }
             VirtualFile::CpuInfo => emu::cpuid::CpuidTable::default().proc_cpuinfo(self.cfg.cpus).into_bytes(),
             VirtualFile::CpuOnline => {
                 if self.cfg.cpus <= 1 {
@@ -377,9 +405,27 @@ impl Kernel {
             return err(libc::EOPNOTSUPP);
         }
         let acc = flags & libc::O_ACCMODE;
-        let wants_write = acc != libc::O_RDONLY || flags & (libc::O_CREAT | libc::O_TRUNC) != 0;
+        // O_PATH ignores every flag but O_CLOEXEC, O_DIRECTORY and O_NOFOLLOW (open(2)).
+        let o_path = flags & libc::O_PATH != 0;
+        let wants_write = !o_path && (acc != libc::O_RDONLY || flags & (libc::O_CREAT | libc::O_TRUNC) != 0);
         let mut truncated = false;
         let desc = match self.resolve(&guest)? {
+            // A location only, opened without reading anything: the host's own O_PATH
+            // descriptor, of the link itself with O_NOFOLLOW (then `fstat` describes the link and
+            // `readlinkat(fd, "")` reads it, as on Linux), never waiting on a FIFO.
+            Target::Host { host, pm, .. } if o_path => {
+                let md = std::fs::symlink_metadata(&host)?;
+                if flags & libc::O_DIRECTORY != 0 && !md.is_dir() {
+                    return err(libc::ENOTDIR);
+                }
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_PATH | libc::O_NOFOLLOW | (flags & libc::O_DIRECTORY))
+                    .open(&host)?;
+                let kind =
+                    if md.is_dir() { Kind::Dir { host, entries: None, pos: 0 } } else { Kind::File { file, host, pm } };
+                Description { kind, guest_path: guest, flags }
+            }
             Target::Virtual(VirtualFile::Link(_) | VirtualFile::Magic) => {
                 // Only a link not followed gets here: O_NOFOLLOW, or O_CREAT|O_EXCL.
                 return err(if flags & libc::O_CREAT != 0 { libc::EEXIST } else { libc::ELOOP });
@@ -1042,6 +1088,24 @@ impl Kernel {
     }
 
     pub(crate) fn readlinkat(&mut self, m: &mut Machine, dirfd: i32, path: u64, buf: u64, len: u64) -> SysResult {
+        // An empty path reads the link `dirfd` is (an `O_PATH | O_NOFOLLOW` descriptor of one);
+        // ENOENT for anything else, as Linux's `do_readlinkat`.
+        let mut first = [0u8; 1];
+        m.read(path, &mut first).map_err(|_| Errno(libc::EFAULT))?;
+        if dirfd != libc::AT_FDCWD && first[0] == 0 {
+            let f = self.fds.get(dirfd)?.clone();
+            let d = f.desc.borrow();
+            let target = match &d.kind {
+                Kind::File { host, .. } if d.flags & libc::O_PATH != 0 => {
+                    std::fs::read_link(host).map_err(|_| Errno(libc::ENOENT))?
+                }
+                _ => return err(libc::ENOENT),
+            };
+            let target = target.into_os_string().into_encoded_bytes();
+            let n = target.len().min(len as usize);
+            m.write(buf, &target[..n], false)?;
+            return Ok(n as u64);
+        }
         let guest = self.path_arg(m, dirfd, path, false)?;
         let target: Vec<u8> = if guest == "/proc/self/exe" {
             self.exe().as_bytes().to_vec()

@@ -32,6 +32,7 @@ pub mod mem;
 pub mod names;
 pub mod net;
 pub mod openat2;
+pub mod pifutex;
 pub mod poll;
 pub mod process;
 pub mod procs;
@@ -353,6 +354,11 @@ impl Kernel {
             libc::SYS_pwrite64 => self.pwrite(m, i(a[0]), a[1], a[2], a[3]),
             libc::SYS_readv => self.readv(m, i(a[0]), a[1], a[2]),
             libc::SYS_writev => self.writev(m, i(a[0]), a[1], a[2]),
+            // The offset is one register on x86-64 (`pos_from_hilo` with 64-bit halves).
+            libc::SYS_preadv => self.preadv(m, i(a[0]), a[1], a[2], a[3] as i64, None),
+            libc::SYS_pwritev => self.pwritev(m, i(a[0]), a[1], a[2], a[3] as i64, None),
+            libc::SYS_preadv2 => self.preadv(m, i(a[0]), a[1], a[2], a[3] as i64, Some(a[5])),
+            libc::SYS_pwritev2 => self.pwritev(m, i(a[0]), a[1], a[2], a[3] as i64, Some(a[5])),
             libc::SYS_pipe => self.pipe2(m, a[0], 0),
             libc::SYS_dup => self.dup(i(a[0])),
             libc::SYS_dup2 => self.dup3(i(a[0]), i(a[1]), 0, true),
@@ -634,6 +640,15 @@ impl Kernel {
             libc::SYS_set_tid_address => self.set_tid_address(a[0]),
             libc::SYS_set_robust_list => self.set_robust_list(a[0], a[1]),
             libc::SYS_rseq => err(libc::ENOSYS), // rseq: glibc falls back cleanly
+            // NUMA memory policies: the machine has one node and no NUMA (getcpu's node 0); these
+            // are the calls a Linux built without CONFIG_NUMA lacks (kernel/sys_ni.c), and ENOSYS
+            // is what libnuma's `numa_available` and procps's `ps` take for "no NUMA": not named.
+            libc::SYS_get_mempolicy
+            | libc::SYS_set_mempolicy
+            | libc::SYS_mbind
+            | libc::SYS_migrate_pages
+            | libc::SYS_move_pages
+            | 450 => err(libc::ENOSYS), // 450: set_mempolicy_home_node
             libc::SYS_sched_getaffinity => self.sched_getaffinity(m, a[1], a[2]),
             libc::SYS_sched_setaffinity => Ok(0), // sched_setaffinity
             libc::SYS_getcpu => self.getcpu(m, a[0], a[1]),
@@ -652,7 +667,7 @@ impl Kernel {
             // time and randomness
             libc::SYS_time => self.time(m, a[0]),
             libc::SYS_clock_gettime => self.clock_gettime(m, i(a[0]), a[1]),
-            libc::SYS_clock_getres => self.clock_getres(m, a[1]),
+            libc::SYS_clock_getres => self.clock_getres(m, i(a[0]), a[1]),
             libc::SYS_gettimeofday => self.gettimeofday(m, a[0]),
             libc::SYS_nanosleep => match self.nanosleep(m, a[0], a[1]) {
                 Ok(Some(v)) => Ok(v),

@@ -1064,6 +1064,7 @@ impl Kernel {
         let (s, nonblock) = self.sock(fd)?;
         let mut data = vec![0u8; len.min(crate::fd::MAX_RW) as usize];
         m.read(buf, &mut data)?;
+        m.kernel_pm_loads(buf, data.len() as u64);
         let dest = if addr != 0 { Some(Self::read_sockaddr(m, s.borrow().domain, addr, alen)?) } else { None };
         self.sock_send(&s, &data, dest, flags, nonblock, Ancillary::default())
     }
@@ -1249,6 +1250,7 @@ impl Kernel {
             let start = data.len();
             data.resize(start + len.min(crate::fd::MAX_RW) as usize, 0);
             m.read(base, &mut data[start..])?;
+            m.kernel_pm_loads(base, (data.len() - start) as u64);
         }
         let domain = s.borrow().domain;
         let scm = if controllen != 0 { self.read_scm(m, domain, ctl, controllen)? } else { Ancillary::default() };

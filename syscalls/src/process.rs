@@ -301,14 +301,14 @@ pub struct ProcIds {
 }
 
 /// `/proc/self/stat`: the 52 fields of `proc_pid_stat(5)` in the kernel's format. Its CPU time
-/// is the machine's process CPU clock (retired instructions, one per nanosecond, counted as
-/// user time in ticks of 1/100 s); sizes are the mapped memory, resident as a whole; fields
+/// is `cpu_ns`, the process's own (the instructions its threads retired, one per nanosecond,
+/// counted as user time in ticks of 1/100 s); sizes are the mapped memory, resident as a whole; fields
 /// ferrite has no model of (faults, priorities, addresses of the image) are 0, the resource
 /// limit unlimited, the exit signal SIGCHLD.
-pub fn proc_stat(m: &Machine, exe: &str, ids: &ProcIds) -> String {
+pub fn proc_stat(m: &Machine, exe: &str, ids: &ProcIds, cpu_ns: u64) -> String {
     let name: String = exe.rsplit('/').next().unwrap_or(exe).chars().take(15).collect();
     let bytes = m.mem.mapped_bytes();
-    let ticks = m.icount() / 10_000_000;
+    let ticks = cpu_ns / 10_000_000;
     let ProcIds { pid, ppid, pgid, sid, threads } = *ids;
     let mut f = format!(
         "{pid} ({name}) R {ppid} {pgid} {sid} 0 -1 4194304 0 0 0 0 {ticks} 0 0 0 20 0 {threads} 0 0 {bytes} {} ",
@@ -454,9 +454,9 @@ impl Kernel {
         Ok(0)
     }
 
-    /// `getrusage`: for `RUSAGE_SELF` and `RUSAGE_THREAD`, the user time is the process CPU
-    /// clock (retired instructions, one per nanosecond, as `CLOCK_PROCESS_CPUTIME_ID` and
-    /// `/proc/self/stat` count it: every thread's), the system time 0 (the kernel's work takes
+    /// `getrusage`: for `RUSAGE_SELF`, the user time is the process's own CPU time (the
+    /// instructions its threads retired, one per nanosecond, as `CLOCK_PROCESS_CPUTIME_ID` and
+    /// `/proc/self/stat` count it), for `RUSAGE_THREAD` the calling thread's; the system time 0 (the kernel's work takes
     /// no virtual time) and the maximum resident set the mapped memory in KiB;
     /// `RUSAGE_CHILDREN` the user time of the children the process has reaped (and of theirs):
     /// the instructions retired while their threads ran ([`Kernel::charge_cpu`](crate::procs)),
@@ -468,7 +468,10 @@ impl Kernel {
         const RUSAGE_CHILDREN: i32 = -1;
         const RUSAGE_THREAD: i32 = 1;
         let b = match who {
-            RUSAGE_SELF | RUSAGE_THREAD => rusage_bytes(m.icount(), m.mem.mapped_bytes() / 1024),
+            RUSAGE_SELF => rusage_bytes(self.process_cpu_ns(m, self.pid).unwrap_or(0), m.mem.mapped_bytes() / 1024),
+            RUSAGE_THREAD => {
+                rusage_bytes(self.thread_cpu_ns(m, self.current).unwrap_or(0), m.mem.mapped_bytes() / 1024)
+            }
             RUSAGE_CHILDREN => rusage_bytes(self.children_cpu_ns(), 0),
             _ => return err(libc::EINVAL),
         };
@@ -476,7 +479,7 @@ impl Kernel {
         Ok(0)
     }
 
-    /// `times`: the process CPU clock as user time in clock ticks (`sysconf(_SC_CLK_TCK)`,
+    /// `times`: the process's own CPU time as user time in clock ticks (`sysconf(_SC_CLK_TCK)`,
     /// 100 a second, as the auxiliary vector's `AT_CLKTCK` says), system times 0, the
     /// children's user time that of the children reaped (as `getrusage(RUSAGE_CHILDREN)`); the result is the boot clock in ticks, the kernel's
     /// "arbitrary point in the past". A null buffer only gets the result; EFAULT for an
@@ -484,7 +487,8 @@ impl Kernel {
     pub(crate) fn times(&mut self, m: &mut Machine, buf: u64) -> SysResult {
         if buf != 0 {
             let mut b = [0u8; 32];
-            b[0..8].copy_from_slice(&(m.icount() / 10_000_000).to_le_bytes());
+            let own = self.process_cpu_ns(m, self.pid).unwrap_or(0);
+            b[0..8].copy_from_slice(&(own / 10_000_000).to_le_bytes());
             // tms_cutime: the reaped children's CPU time, as getrusage(RUSAGE_CHILDREN).
             b[16..24].copy_from_slice(&(self.children_cpu_ns() / 10_000_000).to_le_bytes());
             m.write(buf, &b, false)?;

@@ -566,6 +566,27 @@ impl Kernel {
         if let Some(p) = self.procs.get_mut(&self.pid) {
             p.cpu_ns += d;
         }
+        // And to the running thread's (gone already if it has just exited: nobody can ask).
+        if let Some(t) = self.threads.get_mut(&self.current) {
+            t.cpu_ns += d;
+        }
+    }
+
+    /// Process `pid`'s CPU time so far, in ns (Linux's `CLOCK_PROCESS_CPUTIME_ID` of it): what
+    /// it was charged, and for the running process what has retired since the last charge.
+    /// `None` for a pid no process (or zombie) has.
+    pub(crate) fn process_cpu_ns(&self, m: &Machine, pid: u32) -> Option<u64> {
+        let charged = self.procs.get(&pid)?.cpu_ns;
+        let running = if pid == self.pid { m.icount().saturating_sub(self.proc.cpu_mark) } else { 0 };
+        Some(charged + running)
+    }
+
+    /// Thread `tid`'s CPU time so far, in ns (`CLOCK_THREAD_CPUTIME_ID`), as
+    /// [`Kernel::process_cpu_ns`]; `None` for a tid no live thread has.
+    pub(crate) fn thread_cpu_ns(&self, m: &Machine, tid: u32) -> Option<u64> {
+        let charged = self.threads.get(&tid)?.cpu_ns;
+        let running = if tid == self.current { m.icount().saturating_sub(self.proc.cpu_mark) } else { 0 };
+        Some(charged + running)
     }
 
     /// Child `pid`'s CPU time and its reaped children's (Linux's `RUSAGE_BOTH`), in ns.

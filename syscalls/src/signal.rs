@@ -802,6 +802,11 @@ impl Kernel {
         }
         match t.wait {
             Some(Wait::Io { .. }) if t.in_call => {}
+            // A PI wait is made again after the handler (Linux's -ERESTARTNOINTR), unless it was
+            // moved to its PI futex by FUTEX_CMP_REQUEUE_PI (then EAGAIN).
+            Some(Wait::Futex { bitset: crate::pifutex::PI, .. }) => {
+                t.interrupted = Some(Interrupted::FutexPi { requeued: t.pi_wait == crate::pifutex::PiWait::Requeued })
+            }
             Some(Wait::Futex { deadline, .. }) => {
                 t.interrupted = Some(Interrupted::Futex { timed: deadline.is_some() })
             }
@@ -885,6 +890,8 @@ impl Kernel {
             }
         }
         match interrupted {
+            Some(Interrupted::FutexPi { requeued: false }) => Self::restart_call(m),
+            Some(Interrupted::FutexPi { requeued: true }) => m.set_reg(Reg::RAX, (-(libc::EAGAIN as i64)) as u64),
             Some(Interrupted::Futex { timed: false }) if restart => Self::restart_call(m),
             Some(Interrupted::Futex { .. }) => m.set_reg(Reg::RAX, (-(libc::EINTR as i64)) as u64),
             Some(Interrupted::Sleep { deadline }) => {

@@ -12,7 +12,7 @@
 //! (process, address), or, without FUTEX_PRIVATE_FLAG on a shared mapping, by what it maps (a PM
 //! line's device address, a shared page) so that processes meet there. Timeouts are relative for WAIT and absolute for WAIT_BITSET, on
 //! the virtual clock. Which of several waiters a wake picks is a seeded choice of the scheduler,
-//! as Linux gives no order. PI futexes are refused (ENOSYS, named once).
+//! as Linux gives no order. Priority-inheritance operations are [`crate::pifutex`]'s.
 //!
 //! `clone` without CLONE_VM is a fork ([`crate::procs`]). Left out: CLONE_VM without
 //! CLONE_THREAD (posix_spawn's; refused with ENOSYS and named), CLONE_PIDFD, namespaces. A signal interrupts a futex wait or a sleep
@@ -24,6 +24,7 @@ use emu::sched::Point;
 use emu::{Machine, Reg};
 use rustc_hash::FxHashMap;
 
+pub use crate::pifutex::PiWait;
 use crate::{err, Errno, Kernel, SysResult};
 
 const CLONE_VM: u64 = 0x100;
@@ -49,9 +50,9 @@ const THREAD_FLAGS: u64 = CLONE_VM
     | CLONE_DETACHED
     | CLONE_CHILD_SETTID;
 
-const FUTEX_WAITERS: u32 = 0x8000_0000;
-const FUTEX_OWNER_DIED: u32 = 0x4000_0000;
-const FUTEX_TID_MASK: u32 = 0x3fff_ffff;
+pub(crate) const FUTEX_WAITERS: u32 = 0x8000_0000;
+pub(crate) const FUTEX_OWNER_DIED: u32 = 0x4000_0000;
+pub(crate) const FUTEX_TID_MASK: u32 = 0x3fff_ffff;
 const ALL_BITS: u32 = u32::MAX;
 
 /// Why a thread cannot run.
@@ -141,6 +142,12 @@ pub struct KThread {
     /// Its name (NUL-padded, at most 15 bytes): what `prctl(PR_SET_NAME)` or the last
     /// `execve` gave it; `None`: the first program's file name.
     pub comm: Option<[u8; 16]>,
+    /// The instructions retired while it ran, in ns of the virtual CPU (one each), charged at
+    /// each scheduling decision that switches away from it ([`Kernel::charge_cpu`]).
+    pub cpu_ns: u64,
+    /// What its futex wait with no bitset (`Wait::Futex { bitset: 0, .. }`) is: a
+    /// priority-inheritance wait ([`PiWait`]). Meaningful only while it waits so.
+    pub pi_wait: PiWait,
 }
 
 /// A wait a signal cut short, parked after its `syscall` with RAX still the call's number.
@@ -151,6 +158,12 @@ pub enum Interrupted {
     Futex {
         /// It had a timeout.
         timed: bool,
+    },
+    /// A priority-inheritance futex wait ([`crate::pifutex`]): made again after the handler,
+    /// or, once moved to its PI futex by `FUTEX_CMP_REQUEUE_PI`, ended with EAGAIN.
+    FutexPi {
+        /// It had been moved.
+        requeued: bool,
     },
     /// `nanosleep` or `clock_nanosleep` until `deadline` (virtual ns since boot): EINTR, with
     /// the time left written to `rem` for a relative sleep.
@@ -178,8 +191,14 @@ pub(crate) struct WaitIndex {
     reader_deadlines: BTreeSet<(u64, u32)>,
     /// A held reader was released as the privileged thread (PMRace's one per run).
     privileged_chosen: bool,
-    /// Futex waiters by address, in arrival order: (wait_seq, tid, bitset).
-    futex: FxHashMap<u64, Vec<(u64, u32, u32)>>,
+    /// Futex waiters by address, in arrival order: (wait_seq, tid, bitset); a bitset of 0 is a
+    /// priority-inheritance wait ([`crate::pifutex`]).
+    pub(crate) futex: FxHashMap<u64, Vec<(u64, u32, u32)>>,
+    /// The owner of each PI futex that has waiters (or a grant), by key ([`crate::pifutex`]).
+    pub(crate) pi_owner: std::collections::BTreeMap<u64, u32>,
+    /// PI futexes handed to a waiter by an owner that ended: (waiter, key), taken when the
+    /// waiter makes its call again.
+    pub(crate) pi_grants: Vec<(u32, u64)>,
     /// Threads in [`Wait::Io`] by readiness key, sorted by id.
     io: FxHashMap<u64, Vec<u32>>,
     /// Threads of stopped processes (`SIGSTOP` ...), sorted by id: one that could run is in
@@ -326,6 +345,8 @@ impl KThread {
             sigwait: 0,
             interrupted: None,
             comm: None,
+            cpu_ns: 0,
+            pi_wait: PiWait::Lock,
         }
     }
 }
@@ -566,6 +587,7 @@ impl Kernel {
         let cur = self.current;
         let t = self.threads.get(&cur).cloned().unwrap_or_else(|| KThread::new(cur));
         self.walk_robust_list(m, cur, t.robust_list);
+        self.pi_exit(m, cur);
         if t.clear_child_tid != 0 && m.write(t.clear_child_tid, &0u32.to_le_bytes(), false).is_ok() {
             let key = self.futex_key(m, t.clear_child_tid, false);
             self.wake(m, key, t.clear_child_tid, 1, ALL_BITS);
@@ -584,28 +606,30 @@ impl Kernel {
         else {
             return;
         };
+        // Each pointer's low bit says its lock is a PI futex (Linux's `fetch_robust_entry`).
         let mut entries = Vec::new();
         let mut e = first;
         // Bounded like Linux's ROBUST_LIST_LIMIT, so a corrupt list cannot hang the kernel.
         for _ in 0..2048 {
-            if e == head || e == 0 {
+            if e & !1 == head || e & !1 == 0 {
                 break;
             }
             entries.push(e);
-            match m.read_u64(e) {
+            match m.read_u64(e & !1) {
                 Ok(next) => e = next,
                 Err(_) => break,
             }
         }
-        if pending != 0 {
+        if pending & !1 != 0 {
             entries.push(pending);
         }
         for e in entries {
-            let word = e.wrapping_add(offset);
+            let (pi, word) = (e & 1 != 0, (e & !1).wrapping_add(offset));
             let Ok(v) = m.read_u32(word) else { continue };
             if v & FUTEX_TID_MASK == tid {
                 let nv = (v & FUTEX_WAITERS) | FUTEX_OWNER_DIED;
-                if m.write(word, &nv.to_le_bytes(), false).is_ok() && v & FUTEX_WAITERS != 0 {
+                // A PI futex's waiter is handed the lock by `pi_exit` instead of woken here.
+                if m.write(word, &nv.to_le_bytes(), false).is_ok() && v & FUTEX_WAITERS != 0 && !pi {
                     let key = self.futex_key(m, word, false);
                     self.wake(m, key, word, 1, ALL_BITS);
                 }
@@ -639,7 +663,7 @@ impl Kernel {
     }
 
     /// Makes a blocked thread runnable with `ret` as its system call's result.
-    fn resume(&mut self, m: &mut Machine, tid: u32, ret: u64) {
+    pub(crate) fn resume(&mut self, m: &mut Machine, tid: u32, ret: u64) {
         self.set_wait(tid, None, None);
         m.set_parked_reg(tid, Reg::RAX, ret);
     }
@@ -676,6 +700,11 @@ impl Kernel {
         let cmd = op & 0x7f;
         let realtime = op & 256 != 0;
         let private = op & 128 != 0;
+        // Only the waits with an absolute timeout take FUTEX_CLOCK_REALTIME (FUTEX_WAIT ignores
+        // it); with any other operation it is ENOSYS, as Linux's `do_futex`.
+        if realtime && !matches!(cmd, 0 | 9 | 11 | 13) {
+            return err(libc::ENOSYS);
+        }
         let key = self.futex_key(m, addr, private);
         match cmd {
             0 | 9 => {
@@ -715,12 +744,15 @@ impl Kernel {
             }
             1 | 10 => {
                 let bits = if cmd == 10 { val3 as u32 } else { ALL_BITS };
-                if bits == 0 {
+                if bits == 0 || self.has_pi_waiters(key) {
                     return err(libc::EINVAL);
                 }
                 Ok(Some(self.wake(m, key, addr, val.min(i32::MAX as u64), bits)))
             }
             3 | 4 => {
+                if self.has_pi_waiters(key) {
+                    return err(libc::EINVAL);
+                }
                 if cmd == 4 && m.read_u32(addr)? != val3 as u32 {
                     return err(libc::EAGAIN);
                 }
@@ -781,9 +813,18 @@ impl Kernel {
                 }
                 Ok(Some(woken))
             }
-            6 | 7 | 8 | 11 | 12 | 13 => {
-                self.note_named(m, 202, "futex with a priority-inheritance operation");
-                err(libc::ENOSYS)
+            // FUTEX_LOCK_PI's timeout is on CLOCK_REALTIME, FUTEX_LOCK_PI2's on CLOCK_MONOTONIC.
+            6 => self.futex_lock_pi(m, addr, key, timeout, true, false),
+            13 => self.futex_lock_pi(m, addr, key, timeout, realtime, false),
+            8 => self.futex_lock_pi(m, addr, key, 0, false, true),
+            7 => self.futex_unlock_pi(m, addr, key).map(Some),
+            11 => {
+                let key2 = self.futex_key(m, addr2, private);
+                self.futex_wait_requeue_pi(m, addr, key, val, timeout, realtime, addr2, key2)
+            }
+            12 => {
+                let key2 = self.futex_key(m, addr2, private);
+                self.futex_cmp_requeue_pi(m, addr, key, val, timeout, addr2, key2, val3).map(Some)
             }
             _ => err(libc::ENOSYS),
         }

@@ -79,7 +79,21 @@ impl Kernel {
                 EPOCH as u64 * 1_000_000_000 + boot - BOOT_UPTIME_S * 1_000_000_000
             }
             CLOCK_MONOTONIC | CLOCK_MONOTONIC_RAW | CLOCK_MONOTONIC_COARSE | CLOCK_BOOTTIME => boot,
-            CLOCK_PROCESS_CPUTIME_ID | CLOCK_THREAD_CPUTIME_ID => m.icount(),
+            CLOCK_PROCESS_CPUTIME_ID => self.process_cpu_ns(m, self.pid)?,
+            CLOCK_THREAD_CPUTIME_ID => self.thread_cpu_ns(m, self.current)?,
+            // A CPU clock of a process or thread by id (`clock_getcpuclockid`,
+            // `pthread_getcpuclockid`): Linux's `CPUCLOCK_PID` is `~(clock >> 3)` (0: the caller),
+            // bit 2 says a thread's, the low two bits which time (`PROF`, `VIRT`, `SCHED`: all one
+            // here, there being no system time). A process or thread that does not exist (or a
+            // fourth kind) is EINVAL, as `posix_cpu_clock_get` answers.
+            c if c < 0 && c & 3 != 3 => {
+                let id = !(c >> 3) as u32;
+                if c & 4 != 0 {
+                    self.thread_cpu_ns(m, if id == 0 { self.current } else { id })?
+                } else {
+                    self.process_cpu_ns(m, if id == 0 { self.pid } else { id })?
+                }
+            }
             _ => return None,
         })
     }
@@ -107,7 +121,12 @@ impl Kernel {
         Ok(0)
     }
 
-    pub(crate) fn clock_getres(&mut self, m: &mut Machine, ts: u64) -> SysResult {
+    /// clock_getres(2): 1 ns for every clock `clock_gettime` reads; EINVAL for any other (glibc's
+    /// `clock_getcpuclockid` asks it whether a process's CPU clock exists).
+    pub(crate) fn clock_getres(&mut self, m: &mut Machine, clock: i32, ts: u64) -> SysResult {
+        if self.clock_ns(m, clock).is_none() {
+            return err(libc::EINVAL);
+        }
         if ts != 0 {
             Self::write_timespec(m, ts, 1)?;
         }

@@ -88,6 +88,13 @@ pub enum VirtualFile {
     /// `/proc/self/stat`, the same as one line in the kernel's format (Redis reads its resident
     /// size there).
     Stat,
+    /// `/proc/uptime`: the seconds since boot on the virtual clock, and as many idle (no CPU
+    /// ever idles while the guest runs: the virtual CPU retires its instructions).
+    Uptime,
+    /// `/proc/stat`: the machine's CPU time (the retired instructions, as user time, on the
+    /// first CPU), the boot time on the guest's wall clock (`btime`, which `ps` needs), the
+    /// processes made.
+    KernelStat,
     /// A file whose contents never change: the Linux defaults of the tunables servers read
     /// (`/proc/sys/vm/overcommit_memory`, `/proc/sys/net/core/somaxconn`, transparent huge
     /// pages), so that nothing of the host's settings shows through.
@@ -134,6 +141,19 @@ const VIRTUAL_FILES: &[(&str, VirtualFile)] = &[
     ("/proc/self/stat", VirtualFile::Stat),
     ("/proc/self/status", VirtualFile::Status),
     ("/proc/sys/kernel/random/uuid", VirtualFile::Uuid),
+    ("/proc/uptime", VirtualFile::Uptime),
+    ("/proc/stat", VirtualFile::KernelStat),
+    // The memory `sysinfo` describes (16 GiB, half free), no swap: procps reads it.
+    (
+        "/proc/meminfo",
+        VirtualFile::Text(
+            "MemTotal:       16777216 kB\nMemFree:         8388608 kB\nMemAvailable:    8388608 kB\n\
+             Buffers:               0 kB\nCached:                0 kB\nSwapCached:            0 kB\n\
+             Active:                0 kB\nInactive:              0 kB\nShmem:                 0 kB\n\
+             Slab:                  0 kB\nSReclaimable:          0 kB\nSwapTotal:             0 kB\n\
+             SwapFree:              0 kB\nDirty:                 0 kB\n",
+        ),
+    ),
     // Linux's defaults: heuristic overcommit (jemalloc, as in Redis, reads it to decide whether
     // it must commit its pages with mmap one range at a time), the listen backlog cap since
     // Linux 5.4, and Debian's transparent-huge-page setting.
@@ -348,6 +368,10 @@ impl Kernel {
                 "comm" => Ok(Target::Virtual(VirtualFile::Comm(tid))),
                 _ => err(libc::ENOENT),
             };
+        }
+        // `/proc/PID/...` of the calling process is `/proc/self/...` (procps looks itself up so).
+        if let Some(rest) = guest.strip_prefix(&format!("/proc/{}/", self.pid)) {
+            return self.resolve(&format!("/proc/self/{rest}"));
         }
         // `/proc/PID/task` of a guest process (the caller's or another's): its threads; `/proc/PID`
         // holds only that.

@@ -397,6 +397,37 @@ impl Machine {
         }
     }
 
+    /// The kernel reading a mapped PM file's bytes on the guest's behalf (`read()`, `pread`,
+    /// `sendfile` or `splice` from a PM file: a DAX file's `read` copies from the media): loads
+    /// of the device range `[dev, dev + len)` by the calling thread at the system call, as
+    /// [`Machine::kernel_pm_loads`] makes them, each at the guest address of the lowest mapping
+    /// that shows it. Bytes no mapping of the running process shows give no event (they are no
+    /// line any access of the guest can race with).
+    pub fn kernel_pm_file_loads(&mut self, dev: u64, len: u64) {
+        if !self.uc.get_data().obs.interest.has(Interest::LOADS) || len == 0 {
+            return;
+        }
+        let end = dev.saturating_add(len);
+        let mut d = dev;
+        while d < end {
+            // The lowest window (by guest address) showing device byte `d`.
+            let w = self.uc.get_data().pm.windows.iter().find(|w| w.2 <= d && d < w.2 + (w.1 - w.0)).copied();
+            match w {
+                Some((start, wend, wdev)) => {
+                    let va = start + (d - wdev);
+                    let n = (end - d).min(wend - va);
+                    self.kernel_pm_loads(va, n);
+                    d += n;
+                }
+                None => {
+                    // Up to the next window's first byte, if any shows a later part of the range.
+                    let next = self.uc.get_data().pm.windows.iter().map(|w| w.2).filter(|&b| b > d && b < end).min();
+                    d = next.unwrap_or(end);
+                }
+            }
+        }
+    }
+
     /// msync of `[start, end)`: every PM line mapped there becomes durable.
     pub fn pm_persist_mapped(&mut self, start: u64, end: u64) {
         let windows: Vec<(u64, u64, u64)> = self.uc.get_data().pm.windows.clone();

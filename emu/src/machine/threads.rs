@@ -82,6 +82,14 @@ impl Machine {
         }
     }
 
+    /// A register of thread `tid`, running or parked; `None` for a thread the machine has not.
+    pub fn parked_reg(&self, tid: u32, r: Reg) -> Option<u64> {
+        if tid == self.tid() {
+            return Some(self.reg(r));
+        }
+        self.parked.get(&tid).and_then(|p| p.ctx.reg_read(r).ok())
+    }
+
     /// PC and call sites of any thread, innermost first.
     pub fn thread_backtrace(&self, tid: u32) -> Vec<u64> {
         if tid == self.tid() {

@@ -1,0 +1,2 @@
+#define FIXED
+#include "pm_syscall_loads.c"
