@@ -815,6 +815,23 @@ impl Kernel {
         self.write_tracked(m, fd, &data, None)
     }
 
+    /// The checks `preadv` and `pwritev` (and their `2` forms) share: unknown `RWF_*` flags
+    /// EOPNOTSUPP, a `2` form's offset -1 `None` (the file's own offset: `readv`/`writev`), any
+    /// other negative offset EINVAL, a pipe or standard stream ESPIPE.
+    fn vector_offset(&self, fd: i32, off: i64, v2: Option<u64>) -> Result<Option<u64>, Errno> {
+        if v2.is_some_and(|f| f & !RWF_SUPPORTED != 0) {
+            return err(libc::EOPNOTSUPP);
+        }
+        if off == -1 && v2.is_some() {
+            return Ok(None);
+        }
+        if off < 0 {
+            return err(libc::EINVAL);
+        }
+        self.check_seekable(fd)?;
+        Ok(Some(off as u64))
+    }
+
     /// `preadv(fd, iov, cnt, off)` and `preadv2(..., flags)`: `readv` at `off`, the file's
     /// offset untouched (preadv2 with `off` -1: at and advancing the file's offset, as `readv`);
     /// ESPIPE for a pipe or standard stream, EINVAL for another negative offset; `RWF_*` flags
@@ -829,22 +846,13 @@ impl Kernel {
         off: i64,
         v2: Option<u64>,
     ) -> SysResult {
-        if v2.is_some_and(|f| f & !RWF_SUPPORTED != 0) {
-            return err(libc::EOPNOTSUPP);
-        }
-        if off == -1 && v2.is_some() {
-            return self.readv(m, fd, iov, cnt);
-        }
-        if off < 0 {
-            return err(libc::EINVAL);
-        }
-        self.check_seekable(fd)?;
+        let Some(off) = self.vector_offset(fd, off, v2)? else { return self.readv(m, fd, iov, cnt) };
         let mut total = 0;
         for (base, len) in Self::iovecs(m, iov, cnt)? {
             if len == 0 {
                 continue;
             }
-            let n = self.pread(m, fd, base, len, off as u64 + total)?;
+            let n = self.pread(m, fd, base, len, off + total)?;
             total += n;
             if n < len {
                 break;
@@ -867,16 +875,7 @@ impl Kernel {
         off: i64,
         v2: Option<u64>,
     ) -> SysResult {
-        if v2.is_some_and(|f| f & !RWF_SUPPORTED != 0) {
-            return err(libc::EOPNOTSUPP);
-        }
-        if off == -1 && v2.is_some() {
-            return self.writev(m, fd, iov, cnt);
-        }
-        if off < 0 {
-            return err(libc::EINVAL);
-        }
-        self.check_seekable(fd)?;
+        let Some(off) = self.vector_offset(fd, off, v2)? else { return self.writev(m, fd, iov, cnt) };
         let mut data = Vec::new();
         for (base, len) in Self::iovecs(m, iov, cnt)? {
             let start = data.len();
@@ -889,10 +888,10 @@ impl Kernel {
             let d = d.borrow();
             match &d.kind {
                 Kind::File { file, .. } => file.metadata()?.len(),
-                _ => off as u64,
+                _ => off,
             }
         } else {
-            off as u64
+            off
         };
         self.write_tracked(m, fd, &data, Some(at))
     }
