@@ -142,6 +142,10 @@ pub(crate) fn durable_bytes(
     writer: u32,
     owner_fenced: bool,
 ) -> u64 {
+    if mask == 0 {
+        // No bytes (a window whose bytes were all freed): nothing to be durable.
+        return 0;
+    }
     let base = line * LINE_SIZE;
     // Fast path: one contiguous run, all durable.
     let lo = mask.trailing_zeros() as u64;

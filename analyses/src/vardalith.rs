@@ -1270,7 +1270,8 @@ impl Vardalith {
                     let base = win.line * LINE_SIZE;
                     let lo = u64::from(win.mask.trailing_zeros());
                     let hi = 64 - u64::from(win.mask.leading_zeros());
-                    if device.durable(DurabilityRule::Hw, base + lo, hi - lo) {
+                    // A window whose bytes were all freed has none left to persist.
+                    if win.mask == 0 || device.durable(DurabilityRule::Hw, base + lo, hi - lo) {
                         win.state = State::Persisted;
                         win.p_epoch = epoch;
                         moved.push(id);
