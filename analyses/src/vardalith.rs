@@ -323,6 +323,10 @@ struct Window {
     /// Made inside one of libpmemobj's allocation calls (a store of the allocator or of the
     /// object's constructor).
     in_alloc: bool,
+    /// Listed in its thread's [`Thread::persisted`] since its last release: a window persisted
+    /// again (a line stored and persisted over and over with no release between, as a
+    /// single-threaded log) is listed once, not once per persist.
+    listed: bool,
 }
 
 #[derive(Clone, Default, Debug)]
@@ -739,6 +743,7 @@ impl Vardalith {
                 lane,
                 held: false,
                 in_alloc,
+                listed: false,
             };
             if durable_now {
                 // eADR: durable at once; the window waits for the next release.
@@ -809,7 +814,9 @@ impl Vardalith {
                     }
                     let o = self.get_mut(id);
                     let was_open = o.end == OPEN;
+                    let listed = o.listed;
                     *o = w;
+                    o.listed = listed;
                     // The new window covers the old one's bytes, perhaps more granules.
                     self.by_line.replace(line, |e| e as u32 == id, entry(id, bits));
                     if !was_open {
@@ -824,7 +831,7 @@ impl Vardalith {
                 }
             };
             if store && w.state == State::Persisted {
-                self.thread(tid).persisted.push((line, id));
+                self.list_persisted(tid, line, id);
             }
             if nt {
                 self.flush_line(tid, line);
@@ -929,7 +936,7 @@ impl Vardalith {
                             self.close(id, step);
                             continue;
                         }
-                        self.thread(tid).persisted.push((line, id));
+                        self.list_persisted(tid, line, id);
                     }
                 }
                 ids[open] = id;
@@ -1012,6 +1019,16 @@ impl Vardalith {
             }
             self.by_line.put(line, ids);
             self.held.forget_bytes(line, freed);
+        }
+    }
+
+    /// Lists store window `id` of `tid` on `line` as persisted since `tid`'s last release, for
+    /// that release to close ([`Vardalith::release`]); once, however often it is persisted again.
+    fn list_persisted(&mut self, tid: u32, line: u64, id: u32) {
+        let w = self.get_mut(id);
+        if !w.listed {
+            w.listed = true;
+            self.thread(tid).persisted.push((line, id));
         }
     }
 
@@ -1107,7 +1124,11 @@ impl Vardalith {
             }
         };
         if rif {
-            t.persisted.clear();
+            for (_, id) in t.persisted.drain(..) {
+                if let Some(w) = windows[id as usize].as_mut() {
+                    w.listed = false;
+                }
+            }
             t.stores.retain(|id| {
                 let w = windows[id as usize].as_mut().expect("live window");
                 if w.state == State::Flushed {
@@ -1127,6 +1148,9 @@ impl Vardalith {
             // persisted (a counter never flushed) is not walked at every release, which made
             // the releases quadratic in the run (P-ART at 10,000 operations).
             for (line, id) in t.persisted.drain(..) {
+                if let Some(w) = windows[id as usize].as_mut() {
+                    w.listed = false;
+                }
                 let persisted = windows[id as usize].as_ref().is_some_and(|w| w.state == State::Persisted);
                 if persisted && t.stores.remove_id(line, id, windows) {
                     let w = windows[id as usize].as_mut().expect("live window");
@@ -1339,6 +1363,9 @@ impl Vardalith {
         for t in self.threads.values_mut() {
             t.loads.retain(|&id| windows[id as usize].is_some());
             t.stores.retain(|id| windows[id as usize].is_some());
+            // Entries of pruned windows (held ones the IRH later found were initialisation):
+            // without a release they would pile up.
+            t.persisted.retain(|&(_, id)| windows[id as usize].is_some_and(|w| w.listed));
         }
     }
 }
