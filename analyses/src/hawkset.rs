@@ -1342,15 +1342,16 @@ impl Hawkset {
         tids.sort_unstable();
         for tid in tids {
             let Some(t) = self.threads.get_mut(&tid) else { continue };
-            let list = std::mem::take(&mut t.deferred);
-            let (now, rest): (Vec<Deferred>, Vec<Deferred>) = list.into_iter().partition(|d| {
-                let line = match d {
-                    Deferred::Store(s) => s.line,
-                    Deferred::Load(l) => l.line,
-                };
-                (first..=last).contains(&line)
-            });
-            t.deferred = rest;
+            let now: Vec<Deferred> = t
+                .deferred
+                .extract_if(.., |d| {
+                    let line = match d {
+                        Deferred::Store(s) => s.line,
+                        Deferred::Load(l) => l.line,
+                    };
+                    (first..=last).contains(&line)
+                })
+                .collect();
             for d in now {
                 if let Some(t) = self.threads.get_mut(&tid) {
                     t.deferred_set.remove(&d);

@@ -248,7 +248,6 @@ pub(super) fn enter_sync(uc: &mut Unicorn<'_, HookState>, kind: SyncKind, addr: 
             o.on_event(&ev, &st.pm.device);
         }
     }
-    let st = uc.get_data_mut();
     let ev = st.emit(EventKind::SyncEnter(kind), addr, e.obj, 0, 0, e.old, e.new);
     if let Some(o) = st.obs.observer.as_mut() {
         o.on_event(&ev, &st.pm.device);
