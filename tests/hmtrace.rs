@@ -50,6 +50,45 @@ fn program_findings(report: &Value) -> Vec<&Value> {
         .collect()
 }
 
+/// Findings are grouped by the program's sites: two races whose reads go through one function
+/// compiled from a system header (`std::atomic<long>::load` at `-O0`) are two findings at the
+/// program's lines, and a race seen in both orders is one finding with both orders among its
+/// stack combinations.
+#[test]
+fn races_are_grouped_by_the_programs_sites_in_either_order() {
+    let src = "hm_cxx_atomic_sites.cpp";
+    let (r, report) = run("hm_cxx_atomic_sites", "hmtrace", 0);
+    r.assert_code(66);
+    let fs = program_findings(&report);
+    let line = |l: &Value| l["line"].as_u64().unwrap_or(0);
+    let mut pairs: Vec<(u64, u64)> = fs
+        .iter()
+        .map(|f| {
+            let l = f["locations"].as_array().unwrap();
+            let (a, b) = (line(&l[0]), line(&l[1]));
+            (a.min(b), a.max(b))
+        })
+        .collect();
+    pairs.sort_unstable();
+    let at = |m: &str| u64::from(marker_line(src, m));
+    assert_eq!(
+        pairs,
+        vec![(at("/* WRITE_A */"), at("/* READ_A */")), (at("/* WRITE_B */"), at("/* READ_B */"))],
+        "{}",
+        r.describe()
+    );
+    for f in &fs {
+        let roles: Vec<&str> = f["group"]["stacks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["locations"][0]["role"].as_str().unwrap())
+            .collect();
+        assert!(roles.contains(&"earlier-read") && roles.contains(&"earlier-write"), "{roles:?}");
+        assert_eq!(f["occurrences"], 2);
+    }
+}
+
 #[test]
 fn unsynchronised_counter_is_reported_at_its_lines() {
     let read = u64::from(marker_line("thr_racy_counter.c", "/* RACE: read */"));

@@ -150,8 +150,7 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
         "930caa8e18c79dbd41a007a9cfbb2178",
         &[
             "exit {\"code\":0}",
-            "hmtrace/data-race x967: earlier-read@thr_racy_counter.c:20 later-write@thr_racy_counter.c:22 | data race: read by thread 1001 and write by thread 1002 of 8 byte(s) at 0x4bb340, not ordered by happens-before and with no lock held",
-            "hmtrace/data-race x1: earlier-write@thr_racy_counter.c:22 later-read@thr_racy_counter.c:20 | data race: write by thread 1002 and read by thread 1001 of 8 byte(s) at 0x4bb340, not ordered by happens-before and with no lock held",
+            "hmtrace/data-race x968: earlier-read@thr_racy_counter.c:20 later-write@thr_racy_counter.c:22 | data race: read by thread 1001 and write by thread 1002 of 8 byte(s) at 0x4bb340, not ordered by happens-before and with no lock held",
             "hmtrace/data-race x967: earlier-write@thr_racy_counter.c:22 later-write@thr_racy_counter.c:22 | data race: write by thread 1002 and write by thread 1001 of 8 byte(s) at 0x4bb340, not ordered by happens-before and with no lock held",
             "stat hmtrace.contexts=5",
         ],

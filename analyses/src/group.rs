@@ -50,8 +50,22 @@ pub struct RawGroup {
     /// What the racing store wrote, if the pass could tell.
     pub stored: Option<Stored>,
     /// Every distinct combination of locations (PCs and stacks; the threads of its first
-    /// occurrence) the occurrences had, with how many occurrences had it, in a stable order.
-    pub variants: Vec<(Vec<RawLocation>, u64)>,
+    /// occurrence) the occurrences had, in a stable order.
+    pub variants: Vec<RawVariant>,
+}
+
+/// One combination of locations of a group's occurrences.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawVariant {
+    /// The locations, with the threads of the first occurrence that had them.
+    pub locations: Vec<RawLocation>,
+    /// How many occurrences had them.
+    pub occurrences: u64,
+    /// The message of the first occurrence that had them, for a pass whose messages name an
+    /// occurrence's particulars (threads, address): the driver gives it to a finding it splits
+    /// off ([`RawVariant`]s whose key locations the symbolizer attributes to different lines of
+    /// the program: `std::atomic<T>::load` at `-O0`, called from several places).
+    pub message: Option<String>,
 }
 
 /// The (role, PC, stack) of each location of an occurrence: one stack combination.
@@ -63,8 +77,9 @@ struct Acc {
     /// Key locations of the first occurrence, then each listed PC's first location.
     locations: Vec<RawLocation>,
     key_locations: usize,
-    /// (role, PC, stack) of each location → (occurrences, the first threads seen).
-    variants: BTreeMap<Variant, (u64, Vec<u32>)>,
+    /// (role, PC, stack) of each location → (occurrences, the first threads seen, the first
+    /// message).
+    variants: BTreeMap<Variant, (u64, Vec<u32>, Option<String>)>,
     occurrences: u64,
 }
 
@@ -96,6 +111,19 @@ impl<K: Ord> Grouper<K> {
     /// `n` occurrences under `key`, whose first `key_locations` locations identify it and whose
     /// other locations are listed.
     pub fn add(&mut self, key: K, locations: &[RawLocation], key_locations: usize, n: u64) {
+        self.add_described(key, locations, key_locations, n, || None);
+    }
+
+    /// [`Grouper::add`], with the message of the occurrences if they are the first of their
+    /// stack combination ([`RawVariant::message`]).
+    pub fn add_described(
+        &mut self,
+        key: K,
+        locations: &[RawLocation],
+        key_locations: usize,
+        n: u64,
+        message: impl FnOnce() -> Option<String>,
+    ) {
         let acc = self.groups.entry(key).or_insert_with(|| Acc {
             locations: locations[..key_locations.min(locations.len())].to_vec(),
             key_locations: key_locations.min(locations.len()),
@@ -111,7 +139,7 @@ impl<K: Ord> Grouper<K> {
             }
         }
         let variant: Variant = locations.iter().map(|l| (l.role, l.pc, l.stack.0)).collect();
-        acc.variants.entry(variant).or_insert_with(|| (0, locations.iter().map(|l| l.tid).collect())).0 += n;
+        acc.variants.entry(variant).or_insert_with(|| (0, locations.iter().map(|l| l.tid).collect(), message())).0 += n;
     }
 
     /// One finding per group, in key order: `make(key, locations, occurrences)` describes it.
@@ -123,7 +151,7 @@ impl<K: Ord> Grouper<K> {
                 let variants = acc
                     .variants
                     .into_iter()
-                    .map(|(v, (n, tids))| {
+                    .map(|(v, (n, tids, message))| {
                         let locations = v
                             .into_iter()
                             .zip(tids)
@@ -134,7 +162,7 @@ impl<K: Ord> Grouper<K> {
                                 tid,
                             })
                             .collect();
-                        (locations, n)
+                        RawVariant { locations, occurrences: n, message }
                     })
                     .collect();
                 RawFinding {
@@ -187,7 +215,7 @@ mod tests {
         let g = f.group.as_ref().unwrap();
         assert_eq!(g.key_locations, 2);
         assert_eq!(g.variants.len(), 4);
-        assert_eq!(g.variants.iter().map(|v| v.1).sum::<u64>(), 6);
+        assert_eq!(g.variants.iter().map(|v| v.occurrences).sum::<u64>(), 6);
     }
 
     #[test]

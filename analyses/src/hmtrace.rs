@@ -98,7 +98,7 @@ use emu::pm::PmDevice;
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
-use crate::pair::{pair_finding, what, Side};
+use crate::pair::{what, PairFindings, Side};
 use crate::shadow::{Packed, Shadow, SiteId, Sites, Small, Spill};
 use crate::sync::{ClockCopy, Edges, HappensBefore, Mode, SyncAdapter, SyncBracket, SyncOp};
 use crate::{Analysis, CodeInfo, RawFinding};
@@ -1105,7 +1105,7 @@ impl Analysis for Hmtrace {
     }
 
     fn finish(&mut self, _device: &PmDevice) -> Vec<RawFinding> {
-        let mut out = Vec::new();
+        let mut out = PairFindings::new("hmtrace");
         self.reports.clear();
         self.recent = [(NO_KEY, 0); RECENT];
         let mut reports = std::mem::take(&mut self.report_list);
@@ -1118,35 +1118,30 @@ impl Analysis for Hmtrace {
             if !live {
                 continue;
             }
-            let message = if kind == ReportKind::Race {
-                format!(
-                    "data race: {} by thread {} and {} by thread {} of {} byte(s) at {:#x}, not ordered by \
-                     happens-before and {}",
-                    what(first.write),
-                    r.first_tid,
-                    what(second.write),
-                    r.second_tid,
-                    r.len,
-                    r.addr,
-                    if r.locked { "holding no lock in common" } else { "with no lock held" }
-                )
-            } else {
-                format!(
-                    "inconsistent lock usage: reads by thread {} and thread {} of {} byte(s) at {:#x}, not \
-                     ordered by happens-before, each holding locks but none in common",
-                    r.first_tid, r.second_tid, r.len, r.addr
-                )
+            let message = || {
+                if kind == ReportKind::Race {
+                    format!(
+                        "data race: {} by thread {} and {} by thread {} of {} byte(s) at {:#x}, not ordered by \
+                         happens-before and {}",
+                        what(first.write),
+                        r.first_tid,
+                        what(second.write),
+                        r.second_tid,
+                        r.len,
+                        r.addr,
+                        if r.locked { "holding no lock in common" } else { "with no lock held" }
+                    )
+                } else {
+                    format!(
+                        "inconsistent lock usage: reads by thread {} and thread {} of {} byte(s) at {:#x}, not \
+                         ordered by happens-before, each holding locks but none in common",
+                        r.first_tid, r.second_tid, r.len, r.addr
+                    )
+                }
             };
-            out.push(pair_finding(
-                "hmtrace",
-                kind.name(),
-                message,
-                r.count,
-                (&first, r.first_tid),
-                (&second, r.second_tid),
-            ));
+            out.add(kind.name(), message, r.count, (&first, r.first_tid), (&second, r.second_tid));
         }
-        out
+        out.finish()
     }
 }
 
@@ -1176,6 +1171,24 @@ mod tests {
         assert_eq!(mask_of(0, 12, 20), 0xf000);
         assert_eq!(mask_of(16, 12, 20), 0xf);
         assert_eq!(mask_of(0, 0, 16), 0xffff);
+    }
+
+    #[test]
+    fn one_finding_per_pair_of_sites_whichever_came_first() {
+        let mut s = sim();
+        // Thread 2 reads at 0x100 before thread 3 writes at 0x200; then, on another variable,
+        // thread 3 writes at 0x200 before thread 2 reads at 0x100: one race of two sites.
+        s.read(2, 0x100, X);
+        s.write(3, 0x200, X, 0, 1);
+        s.write(3, 0x200, X + 0x40, 1, 2);
+        s.read(2, 0x100, X + 0x40);
+        let found = s.finish();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].occurrences, 2);
+        let g = found[0].group.as_ref().unwrap();
+        let roles: Vec<Vec<&str>> = g.variants.iter().map(|v| v.locations.iter().map(|l| l.role).collect()).collect();
+        assert!(roles.contains(&vec!["earlier-read", "later-write"]), "{roles:?}");
+        assert!(roles.contains(&vec!["earlier-write", "later-read"]), "{roles:?}");
     }
 
     #[test]

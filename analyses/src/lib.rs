@@ -747,7 +747,7 @@ fn one() -> u64 {
 
 impl Location {
     /// `role@file:line`, or `role@pc` without a line.
-    fn site_key(&self) -> String {
+    pub fn site_key(&self) -> String {
         match (&self.file, self.line) {
             (Some(f), Some(n)) => format!("|{}@{f}:{n}", self.role),
             _ => format!("|{}@{:#x}", self.role, self.pc),

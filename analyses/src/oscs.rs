@@ -63,7 +63,7 @@ use emu::pm::PmDevice;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::options::parse_bool;
-use crate::pair::{pair_finding, what, Side};
+use crate::pair::{what, PairFindings, Side};
 use crate::shadow::{PcCache, Shadow, SiteId, Sites, Small, Spill};
 use crate::sync::{ClockCopy, Edges, HappensBefore, SyncAdapter, SyncBracket, SyncOp, VectorClock};
 use crate::{Analysis, CodeInfo, RawFinding};
@@ -717,37 +717,38 @@ impl Analysis for Oscs {
         for t in tids {
             self.flush_detection(t);
         }
-        let mut out = Vec::new();
+        let mut out = PairFindings::new("oscs");
         for ((first, second), r) in std::mem::take(&mut self.reports) {
             if self.opts.condflag && r.addrs.iter().any(|a| self.condflags.contains(a)) {
                 continue;
             }
             let rw = |b: bool| if b { "a read-write sequence" } else { "no read-write sequence" };
-            let message = format!(
-                "order-sensitive critical sections: {} by thread {} (critical section #{} of mutex {:#x}, {}) and \
+            let message = || {
+                format!(
+                    "order-sensitive critical sections: {} by thread {} (critical section #{} of mutex {:#x}, {}) and \
                  {} by thread {} (critical section #{}, {}) at {:#x} are not ordered, so their order decides the \
                  byte's value",
-                what(first.write),
-                r.first_tid,
-                r.first_instance,
-                r.lock,
-                rw(r.first_rw),
-                what(second.write),
-                r.second_tid,
-                r.second_instance,
-                rw(r.second_rw),
-                r.addr
-            );
-            out.push(pair_finding(
-                "oscs",
+                    what(first.write),
+                    r.first_tid,
+                    r.first_instance,
+                    r.lock,
+                    rw(r.first_rw),
+                    what(second.write),
+                    r.second_tid,
+                    r.second_instance,
+                    rw(r.second_rw),
+                    r.addr
+                )
+            };
+            out.add(
                 "order-sensitive-critical-sections",
                 message,
                 r.count,
                 (&first, r.first_tid),
                 (&second, r.second_tid),
-            ));
+            );
         }
-        out
+        out.finish()
     }
 }
 
@@ -777,7 +778,12 @@ mod tests {
             s.write(t, 0x200, X, 0, 1);
             s.unlock(t, L1);
         }
-        assert_eq!(s.pairs(K), vec![(0x100, 0x200), (0x200, 0x100), (0x200, 0x200)]);
+        // The read-then-write pair and the write-then-read one are the same two sites: one
+        // finding, both orders kept as its stack combinations.
+        let found = s.finish();
+        let pairs: Vec<(u64, u64)> = found.iter().map(|f| (f.locations[0].pc, f.locations[1].pc)).collect();
+        assert_eq!(pairs, vec![(0x100, 0x200), (0x200, 0x200)]);
+        assert_eq!(found[0].group.as_ref().unwrap().variants.len(), 2);
     }
 
     #[test]

@@ -857,7 +857,7 @@ fn by_sites(locations: &[RawLocation], occurrences: u64) -> crate::group::RawGro
         class: "",
         key_locations: 2,
         stored: None,
-        variants: vec![(locations.to_vec(), occurrences)],
+        variants: vec![crate::group::RawVariant { locations: locations.to_vec(), occurrences, message: None }],
     }
 }
 /// Whether a finding's backtraces pass through an allowed function or `file:line`: a known

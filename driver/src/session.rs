@@ -849,8 +849,9 @@ impl Session {
                 }
                 for mut raw in raws {
                     let request = raw.validation.take();
-                    let finding = symbols.finding(m, raw, spec.sched_seed());
-                    passes.push(PassFinding { finding, request });
+                    for finding in symbols.findings(m, raw, spec.sched_seed()) {
+                        passes.push(PassFinding { finding, request: request.clone() });
+                    }
                 }
             }
         }

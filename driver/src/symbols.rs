@@ -410,24 +410,73 @@ impl Objects {
     }
 
     /// A raw finding's locations, with backtraces from the interned stacks (and, for a finding
-    /// grouped by site, every stack combination of its occurrences).
-    pub fn finding(&self, m: &Machine, raw: RawFinding, seed: u64) -> Finding {
+    /// grouped by site, every stack combination of its occurrences): one finding, or several
+    /// when a grouped finding's stack combinations put its key locations on different lines of
+    /// the program. A pass groups by instruction; an instruction of a function compiled from a
+    /// system header (`std::atomic<T>::load` at `-O0`) is shared by every place of the program
+    /// that calls it, and each of those is a site of its own ([`Objects::location`] names the
+    /// caller's line). Each split-off finding keeps its own stack combinations, occurrences and
+    /// listed locations, and the message of its first combination when the pass gave one.
+    pub fn findings(&self, m: &Machine, raw: RawFinding, seed: u64) -> Vec<Finding> {
         let backtrace = |l: &analyses::RawLocation| {
             let mut pcs = vec![l.pc];
             pcs.extend(m.stacks().call_sites(l.stack));
             self.frames_of(l.tid, &pcs)
         };
-        let locations = raw.locations.iter().map(|l| self.location(l.role, l.tid, backtrace(l))).collect();
-        let group = raw.group.map(|g| analyses::Group {
-            class: g.class.to_string(),
-            key_locations: g.key_locations as u32,
-            stored: g.stored,
-            stacks: g
-                .variants
+        let locate = |l: &analyses::RawLocation| self.location(l.role, l.tid, backtrace(l));
+        let base = |message: String, occurrences: u64, locations: Vec<Location>, group| Finding {
+            id: 0,
+            analysis: raw.analysis.into(),
+            kind: raw.kind.into(),
+            message,
+            seed,
+            occurrences,
+            locations,
+            crash_image: None,
+            schedule: None,
+            interleaving: None,
+            group,
+        };
+        let Some(g) = &raw.group else {
+            let locations = raw.locations.iter().map(locate).collect();
+            return vec![base(raw.message.clone(), raw.occurrences, locations, None)];
+        };
+        let key = g.key_locations.min(raw.locations.len());
+        type Site = Vec<(Option<String>, Option<u32>, u64)>;
+        // The variants by the lines their key locations are attributed to, in the order of each
+        // line's first variant; the representative's line first. Lines, not roles: a pair pass's
+        // occurrences of two sites in either order are one finding.
+        let site = |locs: &[Location]| -> Site {
+            let mut at: Vec<_> = locs
                 .iter()
-                .map(|(locs, n)| analyses::StackVariant {
-                    occurrences: *n,
-                    locations: locs
+                .map(|l| if l.line.is_some() { (l.file.clone(), l.line, 0) } else { (None, None, l.pc) })
+                .collect();
+            at.sort_unstable();
+            at
+        };
+        let representative: Vec<Location> = raw.locations[..key].iter().map(locate).collect();
+        let mut parts: Vec<(Site, Vec<Location>, Vec<&analyses::group::RawVariant>)> =
+            vec![(site(&representative), representative, Vec::new())];
+        for v in &g.variants {
+            let keys: Vec<Location> = v.locations.iter().take(key).map(locate).collect();
+            let at = site(&keys);
+            match parts.iter_mut().find(|p| p.0 == at) {
+                Some(p) => p.2.push(v),
+                None => parts.push((at, keys, vec![v])),
+            }
+        }
+        let whole = parts.iter().filter(|p| !p.2.is_empty()).count() <= 1;
+        let mut out = Vec::new();
+        for (i, (_, keys, variants)) in parts.into_iter().enumerate() {
+            if variants.is_empty() && i > 0 {
+                continue;
+            }
+            let stacks = variants
+                .iter()
+                .map(|v| analyses::StackVariant {
+                    occurrences: v.occurrences,
+                    locations: v
+                        .locations
                         .iter()
                         .map(|l| analyses::VariantLocation {
                             role: l.role.to_string(),
@@ -436,21 +485,27 @@ impl Objects {
                         })
                         .collect(),
                 })
-                .collect(),
-        });
-        Finding {
-            id: 0,
-            analysis: raw.analysis.into(),
-            kind: raw.kind.into(),
-            message: raw.message,
-            seed,
-            occurrences: raw.occurrences,
-            locations,
-            crash_image: None,
-            schedule: None,
-            interleaving: None,
-            group,
+                .collect();
+            // Listed locations: the raw finding's, those some variant of this part had.
+            let listed = raw.locations[key..]
+                .iter()
+                .filter(|l| whole || variants.iter().any(|v| v.locations.iter().skip(key).any(|w| w.pc == l.pc)))
+                .map(locate);
+            let occurrences = if whole { raw.occurrences } else { variants.iter().map(|v| v.occurrences).sum() };
+            let message = if i == 0 || whole {
+                raw.message.clone()
+            } else {
+                variants.iter().find_map(|v| v.message.clone()).unwrap_or_else(|| raw.message.clone())
+            };
+            let group = analyses::Group {
+                class: g.class.to_string(),
+                key_locations: key as u32,
+                stored: g.stored,
+                stacks,
+            };
+            out.push(base(message, occurrences, keys.into_iter().chain(listed).collect(), Some(group)));
         }
+        out
     }
 }
 
