@@ -1017,10 +1017,10 @@ impl Hawkset {
         let life = self.lives;
         let site = (ev.pc, ev.stack);
         self.irh.forget_range(ev.dev, ev.new);
-        self.decide_deferred_in(ev.dev, ev.dev.saturating_add(ev.new));
+        let end = ev.dev.saturating_add(ev.new);
         let mut closed = std::mem::take(&mut self.closed);
         let mut taken = std::mem::take(&mut self.taken);
-        for (line, mask) in crate::persist::range_pieces(ev.dev, ev.dev.saturating_add(ev.new)) {
+        for (line, mask) in crate::persist::range_pieces(ev.dev, end) {
             closed.clear();
             if let Some(list) = self.pending.get_mut_if(line) {
                 for p in list.iter_mut().filter(|p| p.mask & mask != 0) {
@@ -1037,6 +1037,12 @@ impl Hawkset {
                 self.record(line, p, m, End::Freed(site, ev.tid), ls);
             }
             self.held.forget_bytes(line, mask);
+        }
+        // After the windows the free ended were recorded: a window made under a lock its
+        // thread still holds unconfirmed is kept back too, and must retire with its life (it
+        // was lost: P-CLHT's `table_tmp`, whose resizer still held an inferred lock unconfirmed).
+        self.decide_deferred_in(ev.dev, end);
+        for (line, mask) in crate::persist::range_pieces(ev.dev, end) {
             taken.clear();
             self.stores.take_bytes(line, mask, &mut taken);
             self.retired_stores.extend(taken.iter().map(|&(m, c)| (life, line, m, c)));

@@ -497,12 +497,8 @@ impl Objects {
             } else {
                 variants.iter().find_map(|v| v.message.clone()).unwrap_or_else(|| raw.message.clone())
             };
-            let group = analyses::Group {
-                class: g.class.to_string(),
-                key_locations: key as u32,
-                stored: g.stored,
-                stacks,
-            };
+            let group =
+                analyses::Group { class: g.class.to_string(), key_locations: key as u32, stored: g.stored, stacks };
             out.push(base(message, occurrences, keys.into_iter().chain(listed).collect(), Some(group)));
         }
         out
