@@ -766,8 +766,20 @@ impl Finding {
             if !g.class.is_empty() {
                 k.push_str(&format!("#{}", g.class));
             }
-            for l in self.locations.iter().take(g.key_locations as usize) {
-                k.push_str(&l.site_key());
+            // As a set, and a pair pass's `earlier-`/`later-` left out: the same two sites seen in
+            // the other order in another run (or shard) are the same finding.
+            let mut sites: Vec<String> = self
+                .locations
+                .iter()
+                .take(g.key_locations as usize)
+                .map(|l| {
+                    let s = l.site_key();
+                    s.replacen("|earlier-", "|", 1).replacen("|later-", "|", 1)
+                })
+                .collect();
+            sites.sort_unstable();
+            for s in sites {
+                k.push_str(&s);
             }
             return k;
         }
@@ -884,4 +896,48 @@ fn same_stacks(a: &StackVariant, b: &StackVariant) -> bool {
                     }
                 })
         })
+}
+
+#[cfg(test)]
+mod finding_tests {
+    use super::*;
+
+    fn at(role: &str, line: u32) -> Location {
+        Location {
+            role: role.into(),
+            pc: u64::from(line),
+            function: None,
+            file: Some("a.c".into()),
+            line: Some(line),
+            thread: 1,
+            backtrace: Vec::new(),
+        }
+    }
+
+    fn pair(first: Location, second: Location) -> Finding {
+        Finding {
+            id: 0,
+            analysis: "hmtrace".into(),
+            kind: "data-race".into(),
+            message: String::new(),
+            seed: 0,
+            occurrences: 1,
+            locations: vec![first, second],
+            crash_image: None,
+            schedule: None,
+            interleaving: None,
+            group: Some(Group { class: String::new(), key_locations: 2, stored: None, stacks: Vec::new() }),
+        }
+    }
+
+    #[test]
+    fn a_pair_of_sites_in_either_order_is_one_finding_across_runs() {
+        let one = pair(at("earlier-read", 20), at("later-write", 22));
+        let other = pair(at("earlier-write", 22), at("later-read", 20));
+        let both_writes = pair(at("earlier-write", 22), at("later-write", 22));
+        assert_eq!(one.key(), other.key());
+        let merged = Finding::merge(vec![one, other, both_writes]);
+        assert_eq!(merged.len(), 2);
+        assert_eq!(merged[0].occurrences, 2);
+    }
 }
