@@ -310,6 +310,56 @@ fn a_crash_finding_opens_in_its_recovery() {
     assert!(out.lines().any(|l| l.starts_with("#0") && l.contains(&format!("pm_log.c:{corrupt}"))), "{out}");
 }
 
+/// A crash finding made by the checker (`--check`): the recovery (`exit_status 0`) passes on the
+/// image, the checker (`pm_log check`) fails on what it left. The checker's run is served,
+/// stopped at its failing exit, with `monitor crash` naming the checker, the recovery that
+/// passed and the crash point; going backwards reaches where it finds the corrupt entry.
+#[test]
+fn a_checkers_crash_finding_opens_in_the_checker() {
+    if !gdb_available() {
+        eprintln!("skipped: gdb is not installed");
+        return;
+    }
+    let prog = guest("pm_log");
+    let dir = scratch();
+    let recover = format!("{} 0", guest("exit_status").display());
+    let check = format!("{} /mnt/pmem0/log check", prog.display());
+    let st = ferrite()
+        .current_dir(dir.path())
+        .args(["crash", "--quiet", "--analyses", "none", "--report", "r.json", "--recover", &recover])
+        .args(["--check", &check, "--"])
+        .arg(&prog)
+        .arg("/mnt/pmem0/log")
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(66), "the crash campaign found nothing");
+    let r = read_json(&dir.path().join("r.json"));
+    let f = get(&r, "findings").as_array().unwrap().iter().find(|f| f["analysis"] == "crash").unwrap().clone();
+    assert!(f["message"].as_str().unwrap().contains("check exited with status 1"), "{f}");
+    let server = Server::start(dir.path(), Path::new("r.json"), Some(f["id"].as_u64().unwrap() as u32));
+    let src = std::fs::read_to_string(guest_source("pm_log.c")).unwrap();
+    let corrupt = 1 + src.lines().position(|l| l.contains("printf(\"recovery: entry %d corrupt")).unwrap();
+    let out = server.gdb(
+        &prog,
+        &[
+            "monitor crash",
+            "monitor when",
+            &format!("break pm_log.c:{corrupt}"),
+            "reverse-continue",
+            "bt 2",
+            "monitor when",
+        ],
+    );
+    assert!(out.contains(&format!("checker `{check}` of finding")), "{out}");
+    assert!(out.contains(&format!("run after recovery `{recover}` passed")), "{out}");
+    assert!(out.contains("on the crash image of the crash at") && out.contains("pm.h:"), "{out}");
+    let w = whens(&out);
+    assert_eq!(w.len(), 2, "{out}");
+    assert!(out.contains("the run has ended: Exited(Code(1))"), "the checker fails: {out}");
+    assert!(w[1] < w[0], "{w:?}");
+    assert!(out.lines().any(|l| l.starts_with("#0") && l.contains(&format!("pm_log.c:{corrupt}"))), "{out}");
+}
+
 /// `--workload`: a crash finding's workload run, stopped at its crash point (the fence of
 /// `persist` in pm.h, where the crash comes before), with `monitor crash` naming it; stepping
 /// back from there works as in any replay.

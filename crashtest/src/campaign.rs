@@ -587,20 +587,51 @@ pub fn crash_point_of(
     })
 }
 
-/// A crash finding's recovery as a run of its own on its rebuilt crash image, for a debugger:
-/// the recovery's spec and the directory holding the image (which the spec's PM directory is),
-/// or why the workload no longer gives that image.
+/// What a debugger is served of a crash finding: the run that failed on its rebuilt crash
+/// image ([`recovery_of`]).
+pub struct Served {
+    /// The failing run: the recovery's, or the checker's on what the recovery left.
+    pub spec: RunSpec,
+    /// The directory holding the image (which the spec's PM directory is).
+    pub dir: tempfile::TempDir,
+    /// The recovery's command when `spec` is the checker's (the recovery passed on the image,
+    /// so the finding is the checker's failure).
+    pub after: Option<Vec<String>>,
+}
+
+/// A crash finding's failing run on its rebuilt crash image, for a debugger, or why the
+/// workload no longer gives that image. With a checker (`--check`), the recovery is run first,
+/// as the campaign ran it: if it passes, the finding is the checker's, which is served on the
+/// files (and working directory) the recovery left; if it fails, the recovery is served on a
+/// fresh copy of the image.
 pub fn recovery_of(
     runner: &Runner,
     spec: &RunSpec,
     c: &CrashSummary,
     image: &CrashImageRef,
-) -> Result<Result<(RunSpec, tempfile::TempDir), String>, Error> {
+) -> Result<Result<Served, String>, Error> {
     let (plan, files) = match rebuild(runner, spec, c, image)? {
         Ok(rebuilt) => rebuilt,
         Err(why) => return Ok(Err(why)),
     };
-    let dir = tempfile::Builder::new().prefix("ferrite-recovery-").tempdir()?;
-    crate::files::materialise(&files, dir.path())?;
-    Ok(Ok((crate::recover::recovery_spec(&plan, &plan.recover, dir.path()), dir)))
+    let fresh = || -> Result<tempfile::TempDir, Error> {
+        let dir = tempfile::Builder::new().prefix("ferrite-recovery-").tempdir()?;
+        crate::files::materialise(&files, dir.path())?;
+        Ok(dir)
+    };
+    let dir = fresh()?;
+    if let Some(check) = &plan.check {
+        let recovered = crate::recover::run_on(&plan, &plan.recover, dir.path())?;
+        if matches!(crate::recover::verdict_of(&recovered, "recovery"), Verdict::Passed) {
+            let spec = crate::recover::recovery_spec(&plan, check, dir.path());
+            return Ok(Ok(Served { spec, dir, after: Some(plan.recover.clone()) }));
+        }
+        // The recovery failed (or, if the image no longer fails, is what is served): on an
+        // image it has not run on.
+        let dir = fresh()?;
+        let spec = crate::recover::recovery_spec(&plan, &plan.recover, dir.path());
+        return Ok(Ok(Served { spec, dir, after: None }));
+    }
+    let spec = crate::recover::recovery_spec(&plan, &plan.recover, dir.path());
+    Ok(Ok(Served { spec, dir, after: None }))
 }

@@ -49,7 +49,7 @@ pub mod workloads;
 use serde::{Deserialize, Serialize};
 
 pub use campaign::{
-    crash_point_of, recovery_of, replay, test, test_all, workload, Campaign, Options, Replayed, Tested,
+    crash_point_of, recovery_of, replay, test, test_all, workload, Campaign, Options, Replayed, Served, Tested,
 };
 pub use record::CrashLog;
 pub use recover::{Plan, Verdict};

@@ -91,7 +91,7 @@ pub(crate) fn recovery_spec(plan: &Plan, argv: &[String], dir: &Path) -> RunSpec
     spec
 }
 
-fn run_on(plan: &Plan, argv: &[String], dir: &Path) -> Result<RunOutcome, Error> {
+pub(crate) fn run_on(plan: &Plan, argv: &[String], dir: &Path) -> Result<RunOutcome, Error> {
     let spec = recovery_spec(plan, argv, dir);
     Ok(if plan.fresh { driver::Runner::default().run(&spec)? } else { driver::warm::run(&spec)? })
 }

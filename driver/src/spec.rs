@@ -342,6 +342,10 @@ pub struct Branching {
     /// Snapshots dropped to make room under the budget (exhaustive exploration): those no
     /// waiting schedule could go on from, then every other one of a run's evenly spaced ones.
     pub evicted: u64,
+    /// Of `evicted`, those dropped by thinning a run's own snapshots after its new decision
+    /// (every other one, the newest kept), when dropping those no waiting schedule could go on
+    /// from was not room enough.
+    pub thinned: u64,
     /// The trace hashes of the schedules run, in order, hashed together (BLAKE3, the first 16
     /// bytes): what shows that runs from snapshots took the paths runs from the start take.
     pub traces: [u8; 16],

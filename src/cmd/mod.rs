@@ -257,6 +257,7 @@ pub fn exploration_json(b: &driver::Branching) -> serde_json::Value {
         "instructions_to_branch": b.instructions_to_branch,
         "peak_snapshot_bytes": b.peak_bytes,
         "evicted": b.evicted,
+        "thinned": b.thinned,
         "trace_hashes": b.traces.iter().map(|x| format!("{x:02x}")).collect::<String>(),
     })
 }

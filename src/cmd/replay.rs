@@ -41,13 +41,15 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
                     return Ok(0);
                 }
                 // A crash finding: its recovery, on its crash image rebuilt from a fresh
-                // workload run, is what gdb sees.
-                let (rspec, _image_dir) = match crashtest::recovery_of(&runner, &spec, c, image)? {
+                // workload run, is what gdb sees; or its checker (`--check`), on what the
+                // recovery left, if the recovery passes there.
+                let served = match crashtest::recovery_of(&runner, &spec, c, image)? {
                     Ok(r) => r,
                     Err(why) => bail!("replay diverged: {why}"),
                 };
-                let note = crate::gdb::crash_note(f, &rspec.argv);
-                crate::gdb::serve(&rspec, addr, crate::gdb::Start::Finding(f), orig.findings.clone(), Some(note))?;
+                let note = crate::gdb::crash_note(f, &served.spec.argv, served.after.as_deref());
+                let start = crate::gdb::Start::Finding(f);
+                crate::gdb::serve(&served.spec, addr, start, orig.findings.clone(), Some(note))?;
                 return Ok(0);
             }
         }

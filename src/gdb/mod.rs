@@ -11,7 +11,8 @@
 //! the process stays, so that one can go back from it. `monitor` commands show where the replay
 //! is and the PM state of a line ([`target`]).
 //!
-//! A crash finding is served as its recovery on the rebuilt crash image, or (`--workload`) as
+//! A crash finding is served as its recovery on the rebuilt crash image (or, if the recovery
+//! passes there, as its checker, `--check`, on what the recovery left), or (`--workload`) as
 //! the workload's run stopped at the crash point.
 
 mod arch;
@@ -45,8 +46,8 @@ pub enum Start<'f> {
 
 /// Serves the run of `spec` to one gdb on `addr` (`PORT` or `ADDR:PORT`; the address defaults to
 /// 127.0.0.1), stopped where `start` says. Returns when gdb detaches or kills it.
-/// For a crash finding, `spec` is its recovery on the rebuilt crash image ([`crash_note`]
-/// describes it), stopped where the recovery fails: before its last fault, or at its end; or
+/// For a crash finding, `spec` is its recovery (or checker) on the rebuilt crash image
+/// ([`crash_note`] describes it), stopped where it fails: before its last fault, or at its end; or
 /// the workload's run, stopped at the crash point ([`Start::At`]).
 pub fn serve(spec: &RunSpec, addr: &str, start: Start, findings: Vec<Finding>, crash: Option<String>) -> Result<()> {
     let addr = if addr.contains(':') { addr.to_string() } else { format!("127.0.0.1:{addr}") };
@@ -190,10 +191,24 @@ fn initial_auxv(timeline: &Timeline) -> Vec<u8> {
     Vec::new()
 }
 
-/// What `monitor crash` says of crash finding `f`'s recovery `argv`: the crash point and how
-/// the recovery failed.
-pub fn crash_note(f: &Finding, argv: &[String]) -> String {
-    format!("recovery `{}` of finding {} on the crash image of the crash at {}", argv.join(" "), f.id, crash_of(f))
+/// What `monitor crash` says of crash finding `f`'s recovery `argv` (or checker `argv`, run
+/// after the recovery `after` passed): the crash point and how the recovery failed.
+pub fn crash_note(f: &Finding, argv: &[String], after: Option<&[String]>) -> String {
+    match after {
+        None => format!(
+            "recovery `{}` of finding {} on the crash image of the crash at {}",
+            argv.join(" "),
+            f.id,
+            crash_of(f)
+        ),
+        Some(recover) => format!(
+            "checker `{}` of finding {}, run after recovery `{}` passed, on the crash image of the crash at {}",
+            argv.join(" "),
+            f.id,
+            recover.join(" "),
+            crash_of(f)
+        ),
+    }
 }
 
 /// What `monitor crash` says when crash finding `f`'s workload `argv` is served

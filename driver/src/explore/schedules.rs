@@ -76,6 +76,7 @@ pub fn run(
         // The workers hold theirs at the same time.
         counts.peak_bytes += c.peak_bytes;
         counts.evicted += c.evicted;
+        counts.thinned += c.thinned;
     }
     runs.sort_by_key(|r| r.0);
     for (_, report, _) in &runs {
