@@ -745,3 +745,23 @@ fn numa_policies_are_absent_without_a_warning() {
     assert_eq!(emu.code, 0, "{}", emu.describe());
     assert_eq!(emu.stdout_str().matches("Function not implemented\n").count(), 5, "{}", emu.describe());
 }
+
+/// `futex_waitv` (`futex_waitv_probe`): Linux's errors in its order (flags, the count, the
+/// vector, the clock, the `timespec`, each entry's size, flags, reserved field, value and
+/// alignment, EFAULT, EAGAIN for the first word that differs), absolute timeouts on
+/// `CLOCK_MONOTONIC` and `CLOCK_REALTIME`, and a thread waiting on several words woken on any
+/// one by `FUTEX_WAKE`, `FUTEX_WAKE_BITSET` or after a `FUTEX_CMP_REQUEUE`, returning that
+/// word's index; 128 words; a plain waiter beside it; EINTR from a handler, a restart under
+/// `SA_RESTART`; a child process woken through a shared mapping. Two runs with one seed have
+/// one trace hash.
+#[test]
+fn futex_waitv_as_natively() {
+    let emu = equivalent_and_deterministic("futex_waitv_probe");
+    let out = emu.stdout_str();
+    let has = |s: &str| assert!(out.contains(s), "{s:?} missing\n{}", emu.describe());
+    has("entry 0 differs, entry 1 unmapped:                   -1 Resource temporarily unavailable\n");
+    has("128 words, FUTEX_WAKE on word 127:                   127\n");
+    has("requeued from word 1 to 5, FUTEX_WAKE on word 5:     1\n");
+    has("a handler without SA_RESTART:                        -1 Interrupted system call\n");
+    has("a child on 2 shared words, its parent wakes word 1:  1\n");
+}
