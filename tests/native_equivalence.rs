@@ -765,3 +765,21 @@ fn futex_waitv_as_natively() {
     has("a handler without SA_RESTART:                        -1 Interrupted system call\n");
     has("a child on 2 shared words, its parent wakes word 1:  1\n");
 }
+
+/// `/proc/PID/stat`, `status`, `cmdline` and `comm` of another process, and `/proc/self/cmdline`
+/// (`proc_pid_files`): a child waiting on a pipe sleeps (`S`), with its name, its parent and
+/// group, one thread and 52 fields; its cmdline is its parent's (a fork); writing its `comm`
+/// from another process is EINVAL; stopped it is `T`; killed and not yet reaped a zombie (`Z`)
+/// with its name and an empty cmdline; reaped, gone. Two runs with one seed have one trace hash.
+#[test]
+fn proc_pid_files_as_natively() {
+    let emu = equivalent_and_deterministic("proc_pid_files");
+    let out = emu.stdout_str();
+    let has = |s: &str| assert!(out.contains(s), "{s:?} missing\n{}", emu.describe());
+    has("the child waiting on a pipe: state S\n");
+    has("  stat: name pid-files-kid, parent me, group mine, threads 1, 52 fields\n");
+    has("  status: Name pid-files-kid, State S (sleeping), PPid me, Threads 1\n");
+    has("  writing its comm from here: Invalid argument\n");
+    has("killed, not waited for: state Z\n");
+    has("reaped: /proc/CHILD/stat gone\n");
+}
