@@ -490,6 +490,9 @@ impl Kernel {
     /// the scheduler to drop), its descriptors close, its parent's waits look again.
     pub(crate) fn end_process(&mut self, m: &mut Machine, pid: u32, how: ProcessExit) {
         let comm = self.comm(self.main_thread(pid));
+        // A continue its parent was not told of yet is told first (the thread that wakes to
+        // die tells it in `get_signal`).
+        self.tell_continued(pid);
         // Its memory stays with the processes still running in it.
         self.hand_space_over(pid);
         let tids: Vec<u32> = self.threads.values().filter(|t| t.pid == pid).map(|t| t.tid).collect();

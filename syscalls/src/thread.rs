@@ -1092,18 +1092,21 @@ impl Kernel {
             }
             next
         };
-        let others = runnable.len().saturating_sub(1);
         if next != cur || exited {
             // What ran since the last switch is the running process's CPU time.
             self.charge_cpu(m);
             let pid = self.threads.get(&next).map_or(self.pid, |t| t.pid);
             if pid != self.pid {
                 self.switch_process(m, pid);
+                // A process continued since it last ran tells its parent now.
+                self.tell_continued(pid);
             }
             // A switch cannot fail for a thread the kernel knows: both sides are kept together.
             let _ = m.switch_to(next, exited);
             self.current = next;
         }
+        // Counted after the switch: a continued process's parent it tells may have woken.
+        let others = self.waits.runnable.len().saturating_sub(1);
         m.set_runnable_others(others);
         m.new_quantum();
         self.arm_timer_stop(m);
