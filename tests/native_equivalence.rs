@@ -783,3 +783,19 @@ fn proc_pid_files_as_natively() {
     has("killed, not waited for: state Z\n");
     has("reaped: /proc/CHILD/stat gone\n");
 }
+
+/// A process that ends by `exit_group` while another of its threads holds a process-shared
+/// mutex a thread of another process waits for (`pi_exit_group`): each of its threads' robust
+/// lists is walked and the PI futexes they own are handed to their first waiters, as Linux's
+/// `futex_exit_release` in `do_exit`: `EOWNERDEAD` for a robust PI mutex and a robust one; a PI
+/// lock that is not robust taken by `FUTEX_LOCK_PI` with `FUTEX_OWNER_DIED` in its word (Linux's
+/// `fixup_pi_state_owner`). Two runs with one seed have one trace hash.
+#[test]
+fn futexes_of_a_process_ended_by_exit_group_as_natively() {
+    let emu = equivalent_and_deterministic("pi_exit_group");
+    let out = emu.stdout_str();
+    let has = |s: &str| assert!(out.contains(s), "{s:?} missing\n{}", emu.describe());
+    has("robust, PTHREAD_PRIO_INHERIT:        lock: Owner died\n");
+    has("PTHREAD_PRIO_INHERIT:                FUTEX_LOCK_PI: 0, owner me |WAITERS |OWNER_DIED\n");
+    has("robust:                              lock: Owner died\n");
+}

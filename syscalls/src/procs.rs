@@ -493,9 +493,27 @@ impl Kernel {
         // A continue its parent was not told of yet is told first (the thread that wakes to
         // die tells it in `get_signal`).
         self.tell_continued(pid);
+        let tids: Vec<u32> = self.threads.values().filter(|t| t.pid == pid).map(|t| t.tid).collect();
+        // Each thread's futexes, as each runs Linux's `futex_exit_release` in `do_exit`: its
+        // robust list walked (its locks marked FUTEX_OWNER_DIED, a waiter woken) where its
+        // memory is the machine's (the running process's own end: exit_group, a fatal signal
+        // it takes), and the PI futexes it owns handed to their first waiters
+        // (`exit_pi_state_list`), so waiters in other processes sharing them go on.
+        let in_machine = self.procs.get(&pid).is_some_and(|p| p.space == self.space_pid);
+        // None of them waits any more, so no lock or wake goes to one of them.
+        for &tid in &tids {
+            self.set_wait(tid, None, None);
+        }
+        self.waits.pi_grants.retain(|(w, _)| !tids.contains(w));
+        for &tid in &tids {
+            let head = self.threads.get(&tid).map_or(0, |t| t.robust_list);
+            if in_machine {
+                self.walk_robust_list(m, tid, head);
+            }
+            self.pi_exit(m, tid);
+        }
         // Its memory stays with the processes still running in it.
         self.hand_space_over(pid);
-        let tids: Vec<u32> = self.threads.values().filter(|t| t.pid == pid).map(|t| t.tid).collect();
         for tid in tids {
             self.drop_thread(tid);
             if tid != self.current {

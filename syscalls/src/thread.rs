@@ -638,7 +638,7 @@ impl Kernel {
         !self.threads.values().any(|t| t.pid == self.pid)
     }
 
-    fn walk_robust_list(&mut self, m: &mut Machine, tid: u32, head: u64) {
+    pub(crate) fn walk_robust_list(&mut self, m: &mut Machine, tid: u32, head: u64) {
         if head == 0 {
             return;
         }
