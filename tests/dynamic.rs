@@ -129,3 +129,47 @@ fn ps_lists_itself_without_warnings() {
         emu.describe()
     );
 }
+
+/// `ps` lists every guest process (`/proc/PID/stat`, `status`, `cmdline`, `comm` of each, in
+/// Linux's formats): under `sh -c 'sleep 1 & ps -ef'` it shows the shell with its arguments,
+/// the background `sleep` (its parent the shell, sleeping) and itself; `ps aux` shows the states
+/// (`S` for the waiting `sleep`, `R` for `ps`) and the start time on the virtual clock.
+#[test]
+fn ps_lists_every_guest_process() {
+    let (sh, ps) = (std::path::Path::new("/bin/sh"), std::path::Path::new("/usr/bin/ps"));
+    if !ps.exists() || !std::path::Path::new("/usr/bin/sleep").exists() {
+        eprintln!("skipped: ps or sleep is not installed");
+        return;
+    }
+    let env = [("PATH", "/usr/bin:/bin")];
+    let emu = emulated(sh, &["-c", "sleep 1 & ps -ef"], &env);
+    assert_eq!(emu.code, 0, "{}", emu.describe());
+    assert!(!emu.stderr.contains("warning"), "{}", emu.describe());
+    let out = emu.stdout_str();
+    // UID PID PPID C STIME TTY TIME CMD
+    let row = |cmd: &str| -> Vec<String> {
+        let fields = |l: &str| l.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+        let row = out.lines().map(fields).find(|f| f.len() > 7 && f[7..].join(" ") == cmd);
+        row.unwrap_or_else(|| panic!("no {cmd:?}\n{}", emu.describe()))
+    };
+    let (shell, sleep, me) = (row("/bin/sh -c sleep 1 & ps -ef"), row("sleep 1"), row("ps -ef"));
+    assert_eq!(shell[2], "1", "the shell's parent is outside the machine\n{out}");
+    assert_eq!(sleep[2], shell[1], "sleep's parent is the shell\n{out}");
+    assert_eq!(me[2], shell[1], "ps's parent is the shell\n{out}");
+    assert_eq!(out.lines().count(), 4, "a header and three processes\n{out}");
+
+    let emu = emulated(sh, &["-c", "sleep 1 & ps aux; ps -o pid=,stat=,comm= -p $!"], &env);
+    assert_eq!(emu.code, 0, "{}", emu.describe());
+    let out = emu.stdout_str();
+    // USER PID %CPU %MEM VSZ RSS TTY STAT START TIME COMMAND
+    let sleep: Vec<&str> = out.lines().find(|l| l.ends_with(" sleep 1")).unwrap_or("").split_whitespace().collect();
+    assert_eq!(sleep.get(7), Some(&"S"), "{out}");
+    assert_eq!(sleep.get(8), Some(&"00:00"), "started at the virtual clock's midnight\n{out}");
+    let ps: Vec<&str> = out.lines().find(|l| l.ends_with(" ps aux")).unwrap_or("").split_whitespace().collect();
+    assert_eq!(ps.get(7), Some(&"R"), "{out}");
+    assert_eq!(
+        out.lines().last().map(str::split_whitespace).map(|f| f.skip(1).collect::<Vec<_>>()),
+        Some(vec!["S", "sleep"]),
+        "{out}"
+    );
+}

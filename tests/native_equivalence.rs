@@ -745,3 +745,57 @@ fn numa_policies_are_absent_without_a_warning() {
     assert_eq!(emu.code, 0, "{}", emu.describe());
     assert_eq!(emu.stdout_str().matches("Function not implemented\n").count(), 5, "{}", emu.describe());
 }
+
+/// `futex_waitv` (`futex_waitv_probe`): Linux's errors in its order (flags, the count, the
+/// vector, the clock, the `timespec`, each entry's size, flags, reserved field, value and
+/// alignment, EFAULT, EAGAIN for the first word that differs), absolute timeouts on
+/// `CLOCK_MONOTONIC` and `CLOCK_REALTIME`, and a thread waiting on several words woken on any
+/// one by `FUTEX_WAKE`, `FUTEX_WAKE_BITSET` or after a `FUTEX_CMP_REQUEUE`, returning that
+/// word's index; 128 words; a plain waiter beside it; EINTR from a handler, a restart under
+/// `SA_RESTART`; a child process woken through a shared mapping. Two runs with one seed have
+/// one trace hash.
+#[test]
+fn futex_waitv_as_natively() {
+    let emu = equivalent_and_deterministic("futex_waitv_probe");
+    let out = emu.stdout_str();
+    let has = |s: &str| assert!(out.contains(s), "{s:?} missing\n{}", emu.describe());
+    has("entry 0 differs, entry 1 unmapped:                   -1 Resource temporarily unavailable\n");
+    has("128 words, FUTEX_WAKE on word 127:                   127\n");
+    has("requeued from word 1 to 5, FUTEX_WAKE on word 5:     1\n");
+    has("a handler without SA_RESTART:                        -1 Interrupted system call\n");
+    has("a child on 2 shared words, its parent wakes word 1:  1\n");
+}
+
+/// `/proc/PID/stat`, `status`, `cmdline` and `comm` of another process, and `/proc/self/cmdline`
+/// (`proc_pid_files`): a child waiting on a pipe sleeps (`S`), with its name, its parent and
+/// group, one thread and 52 fields; its cmdline is its parent's (a fork); writing its `comm`
+/// from another process is EINVAL; stopped it is `T`; killed and not yet reaped a zombie (`Z`)
+/// with its name and an empty cmdline; reaped, gone. Two runs with one seed have one trace hash.
+#[test]
+fn proc_pid_files_as_natively() {
+    let emu = equivalent_and_deterministic("proc_pid_files");
+    let out = emu.stdout_str();
+    let has = |s: &str| assert!(out.contains(s), "{s:?} missing\n{}", emu.describe());
+    has("the child waiting on a pipe: state S\n");
+    has("  stat: name pid-files-kid, parent me, group mine, threads 1, 52 fields\n");
+    has("  status: Name pid-files-kid, State S (sleeping), PPid me, Threads 1\n");
+    has("  writing its comm from here: Invalid argument\n");
+    has("killed, not waited for: state Z\n");
+    has("reaped: /proc/CHILD/stat gone\n");
+}
+
+/// A process that ends by `exit_group` while another of its threads holds a process-shared
+/// mutex a thread of another process waits for (`pi_exit_group`): each of its threads' robust
+/// lists is walked and the PI futexes they own are handed to their first waiters, as Linux's
+/// `futex_exit_release` in `do_exit`: `EOWNERDEAD` for a robust PI mutex and a robust one; a PI
+/// lock that is not robust taken by `FUTEX_LOCK_PI` with `FUTEX_OWNER_DIED` in its word (Linux's
+/// `fixup_pi_state_owner`). Two runs with one seed have one trace hash.
+#[test]
+fn futexes_of_a_process_ended_by_exit_group_as_natively() {
+    let emu = equivalent_and_deterministic("pi_exit_group");
+    let out = emu.stdout_str();
+    let has = |s: &str| assert!(out.contains(s), "{s:?} missing\n{}", emu.describe());
+    has("robust, PTHREAD_PRIO_INHERIT:        lock: Owner died\n");
+    has("PTHREAD_PRIO_INHERIT:                FUTEX_LOCK_PI: 0, owner me |WAITERS |OWNER_DIED\n");
+    has("robust:                              lock: Owner died\n");
+}

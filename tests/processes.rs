@@ -306,3 +306,22 @@ fn proc_self_describes_each_process_and_the_tunables_are_linux_defaults() {
         run.describe()
     );
 }
+
+/// A continued child's `SIGCHLD` (`CLD_CONTINUED`, status `SIGCONT`) is sent when the child
+/// runs again, as Linux's child sends it from `get_signal`, while `waitpid(WCONTINUED)` reports
+/// the continue at once (guests/src/jobctl_continue.c). Under the FIFO schedule the parent goes
+/// on after its `kill(SIGCONT)` without the child having run, so nothing is pending yet; the
+/// signal comes when the parent waits and the child runs: a busy child, and a child blocked in
+/// a `read` (woken out of it to tell, then blocking again until its pipe closes). Under the
+/// random schedule one seed gives one trace hash.
+#[test]
+fn a_continued_child_tells_its_parent_when_it_runs() {
+    let run = Ferrite::run(&guest("jobctl_continue")).opts(&["--strategy", "fifo"]).go();
+    run.assert_code(0);
+    let out = run.stdout_str();
+    assert_eq!(out.matches("  SIGCHLD pending right after SIGCONT: no\n").count(), 2, "{out}");
+    assert_eq!(out.matches("  waitpid(WCONTINUED|WNOHANG) right after: continued\n").count(), 2, "{out}");
+    assert_eq!(out.matches("  then SIGCHLD: taken, code 6, status 18\n").count(), 2, "{out}");
+    assert!(out.ends_with("  it ended: 7\n"), "{out}");
+    assert_eq!(trace_hash("jobctl_continue", &[], 5), trace_hash("jobctl_continue", &[], 5), "same seed, same run");
+}

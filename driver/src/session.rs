@@ -366,6 +366,9 @@ impl Session {
         m.set_observer(Box::new(passes));
         let argv: Vec<Vec<u8>> = argv.into_iter().map(String::into_bytes).collect();
         let envp: Vec<Vec<u8>> = spec.env.iter().map(|a| a.clone().into_bytes()).collect();
+        // The first thread's name is the file name the program was given by (Linux's
+        // `kbasename(bprm->filename)`: `sh` for `/bin/sh`, though it is dash's link).
+        k.name_first_thread(&spec.program.to_string_lossy());
         let started =
             syscalls::exec(&mut m, &mut k, &bytes, &argv, &envp).map_err(|e| SessionError::Exec(name.clone(), e))?;
         let mut symbols = Objects::new(&spec.debug_dirs);

@@ -593,8 +593,10 @@ impl Kernel {
             Kind::Null | Kind::Zero | Kind::Urandom => data.len(),
             Kind::Comm { tid, .. } => {
                 let tid = *tid;
-                if !self.threads.contains_key(&tid) {
-                    return err(libc::ESRCH);
+                let Some(t) = self.threads.get(&tid) else { return err(libc::ESRCH) };
+                // Only a thread of the writer's own process (Linux's `comm_write`).
+                if t.pid != self.pid {
+                    return err(libc::EINVAL);
                 }
                 // Linux's comm_write: the first min(count, 15) bytes, NUL-padded, as they are
                 // (a newline included).

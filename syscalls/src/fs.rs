@@ -191,7 +191,7 @@ impl Kernel {
         if guest == "/proc" {
             // The generated entries, then a directory for each live process (ps lists them).
             let mut list = virtual_dir_entries(guest);
-            for (pid, _) in self.procs.iter().filter(|(_, p)| p.ended.is_none()) {
+            for pid in self.procs.keys() {
                 let name = pid.to_string();
                 let ino = path_ino(&format!("/proc/{name}"));
                 list.push(DirEntry { name: name.into_bytes(), ino, dtype: libc::DT_DIR });
@@ -206,7 +206,21 @@ impl Kernel {
         } else if guest.starts_with("/proc/self/task/") {
             (vec!["comm".to_string()], libc::DT_REG)
         } else if guest.strip_prefix("/proc/").is_some_and(|p| p.parse::<u32>().is_ok()) {
-            (vec!["task".to_string()], libc::DT_DIR)
+            let mut list = virtual_dir_entries(guest);
+            for (name, dtype) in [
+                ("cmdline", libc::DT_REG),
+                ("comm", libc::DT_REG),
+                ("stat", libc::DT_REG),
+                ("status", libc::DT_REG),
+                ("task", libc::DT_DIR),
+            ] {
+                list.push(DirEntry {
+                    name: name.as_bytes().to_vec(),
+                    ino: path_ino(&format!("{guest}/{name}")),
+                    dtype,
+                });
+            }
+            return Some(list);
         } else {
             return None;
         };
@@ -320,11 +334,20 @@ impl Kernel {
     fn virtual_contents(&mut self, m: &Machine, v: VirtualFile) -> Vec<u8> {
         match v {
             VirtualFile::Maps => crate::process::proc_maps(m).into_bytes(),
-            VirtualFile::Status => crate::process::proc_status(m, self.exe(), &self.proc_ids()).into_bytes(),
-            VirtualFile::Stat => {
-                let cpu = self.process_cpu_ns(m, self.pid).unwrap_or(0);
-                crate::process::proc_stat(m, self.exe(), &self.proc_ids(), cpu).into_bytes()
+            VirtualFile::Status => {
+                self.proc_view(m, self.pid).map_or(Vec::new(), |v| crate::process::proc_status(&v).into_bytes())
             }
+            VirtualFile::Stat => {
+                self.proc_view(m, self.pid).map_or(Vec::new(), |v| crate::process::proc_stat(&v).into_bytes())
+            }
+            VirtualFile::Cmdline => self.cmdline_of(self.pid),
+            VirtualFile::Pid(pid, crate::vfs::PidFile::Status) => {
+                self.proc_view(m, pid).map_or(Vec::new(), |v| crate::process::proc_status(&v).into_bytes())
+            }
+            VirtualFile::Pid(pid, crate::vfs::PidFile::Stat) => {
+                self.proc_view(m, pid).map_or(Vec::new(), |v| crate::process::proc_stat(&v).into_bytes())
+            }
+            VirtualFile::Pid(pid, crate::vfs::PidFile::Cmdline) => self.cmdline_of(pid),
             VirtualFile::Text(t) => t.as_bytes().to_vec(),
             VirtualFile::KernelStat => {
                 let ticks = m.icount() / 10_000_000;

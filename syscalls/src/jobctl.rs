@@ -18,8 +18,12 @@
 //! to a thread that does not block it, or when a thread that blocked it takes it
 //! ([`Kernel::deliver_pending`]); the same seed stops and continues at the same points.
 //!
-//! Left out: the `SIGCHLD` of a continue is sent when `SIGCONT` is, where Linux has the first
-//! thread of the child that runs again send it; ptrace stops; terminal-driven stops (there is no
+//! The `SIGCHLD` of a continue is sent when a thread of the child next runs (the scheduling
+//! decision that switches to it), as Linux's first thread of the child to run again sends it
+//! from `get_signal`; a waiting parent is woken by it, while a `WCONTINUED` wait made meanwhile
+//! reports the continue at once (`SIGNAL_STOP_CONTINUED` is set by the `SIGCONT`).
+//!
+//! Left out: ptrace stops; terminal-driven stops (there is no
 //! terminal: `SIGTTIN`/`SIGTTOU` come only from `kill`). A process whose parent is outside the
 //! machine (the first process, and orphans) tells no one it stopped: stopping the first process
 //! with no one to continue it ends the run as a deadlock, where the host's shell would report it
@@ -53,6 +57,9 @@ pub(crate) struct JobState {
     pub(crate) stop_report: Option<i32>,
     /// A continue its parent's `WCONTINUED` wait has not reported yet (`SIGNAL_STOP_CONTINUED`).
     pub(crate) continued: bool,
+    /// A continue its parent has not been sent `SIGCHLD` for yet (`SIGNAL_CLD_CONTINUED`): sent
+    /// when a thread of it next runs ([`Kernel::tell_continued`]).
+    pub(crate) tell_continued: bool,
 }
 
 impl Kernel {
@@ -92,11 +99,14 @@ impl Kernel {
         if sig != SIGSTOP && self.pgrp_orphaned(pid) {
             return false;
         }
-        let Some(p) = self.procs.get_mut(&pid).filter(|p| p.ended.is_none()) else { return false };
-        if p.job.stopped {
+        if self.procs.get(&pid).is_some_and(|p| p.ended.is_none() && p.job.stopped) {
             return true;
         }
-        p.job = JobState { stopped: true, stop_report: Some(sig), continued: false };
+        // A continue not yet told goes first, as Linux's `get_signal` tells it before it takes
+        // the stop signal.
+        self.tell_continued(pid);
+        let Some(p) = self.procs.get_mut(&pid).filter(|p| p.ended.is_none()) else { return false };
+        p.job = JobState { stopped: true, stop_report: Some(sig), continued: false, tell_continued: false };
         let ppid = p.ppid;
         let tids: Vec<u32> = self.threads.values().filter(|t| t.pid == pid).map(|t| t.tid).collect();
         for tid in tids {
@@ -106,15 +116,43 @@ impl Kernel {
         true
     }
 
-    /// Process `pid` goes on if it is stopped: its threads run again and its parent is told.
+    /// Process `pid` goes on if it is stopped: its threads run again, and its parent's waits
+    /// may report the continue at once (`WCONTINUED`); the parent is sent `SIGCHLD` for it when
+    /// a thread of the child next runs, as Linux's child sends it from `get_signal` once it is
+    /// woken. Linux's stop takes every thread out of its call, where ferrite leaves them in
+    /// their waits: if none can run, one blocked in a call it makes again is woken to run (and
+    /// tell), and a child with none such (all in futex waits or sleeps) tells at once.
     fn continue_process(&mut self, pid: u32) {
         let Some(p) = self.procs.get_mut(&pid).filter(|p| p.ended.is_none() && p.job.stopped) else { return };
-        p.job = JobState { stopped: false, stop_report: None, continued: true };
-        let ppid = p.ppid;
+        p.job = JobState { stopped: false, stop_report: None, continued: true, tell_continued: true };
         let tids: Vec<u32> = self.threads.values().filter(|t| t.pid == pid).map(|t| t.tid).collect();
-        for tid in tids {
+        let mut runs = false;
+        for &tid in &tids {
             self.waits.set_stopped(tid, false);
+            runs |= self.waits.is_runnable(tid);
         }
+        if runs {
+            return;
+        }
+        // Every thread waits. One blocked in a call it makes again when woken (a read, a wait,
+        // a poll ...) is woken, as Linux's stop had taken it out of its call: it runs, tells, and
+        // blocks again. With none such (futex waits, sleeps), the parent is told now.
+        let restartable = tids.into_iter().find(|t| {
+            self.threads.get(t).is_some_and(|t| t.in_call && matches!(t.wait, Some(crate::thread::Wait::Io { .. })))
+        });
+        match restartable {
+            Some(tid) => self.set_wait(tid, None, None),
+            None => self.tell_continued(pid),
+        }
+    }
+
+    /// A thread of process `pid` runs (or it ends or stops again): its parent is sent the
+    /// `SIGCHLD` of a continue not told yet (Linux's `SIGNAL_CLD_CONTINUED` in `get_signal`),
+    /// and its waits look again.
+    pub(crate) fn tell_continued(&mut self, pid: u32) {
+        let Some(p) = self.procs.get_mut(&pid).filter(|p| p.job.tell_continued) else { return };
+        p.job.tell_continued = false;
+        let ppid = p.ppid;
         self.notify_parent_cldstop(pid, ppid, CLD_CONTINUED, SIGCONT);
     }
 

@@ -609,6 +609,11 @@ impl Kernel {
                 Ok(None) => return Dispatch::Block,
                 Err(e) => Err(e),
             },
+            libc::SYS_futex_waitv => match self.futex_waitv(m, a[0], a[1] as u32, a[2] as u32, a[3], i(a[4])) {
+                Ok(Some(v)) => Ok(v),
+                Ok(None) => return Dispatch::Block,
+                Err(e) => Err(e),
+            },
             libc::SYS_sched_yield => return Dispatch::Yield,
             libc::SYS_uname => self.uname(m, a[0]),
             libc::SYS_getrlimit => self.prlimit(m, 0, a[0], 0, a[1]),

@@ -130,8 +130,10 @@ impl Kernel {
         let cur = self.current;
         let Some(i) = self.waits.pi_grants.iter().position(|&g| g == (cur, key)) else { return Ok(None) };
         self.waits.pi_grants.remove(i);
-        let uval = m.read_u32(addr)?;
-        m.write(addr, &((uval & FUTEX_OWNER_DIED) | cur | FUTEX_WAITERS).to_le_bytes(), false)?;
+        // Linux's `fixup_pi_state_owner` for a lock whose owner died (`pi_state->owner` NULL):
+        // the new owner's tid with FUTEX_WAITERS and FUTEX_OWNER_DIED, robust or not (glibc
+        // then asserts on a lock that is not robust, as natively).
+        m.write(addr, &(FUTEX_OWNER_DIED | cur | FUTEX_WAITERS).to_le_bytes(), false)?;
         self.pi_owner(key);
         Ok(Some(0))
     }

@@ -126,6 +126,12 @@ pub fn exec(
 ) -> Result<Started, ExecError> {
     let mem_err = |what: &str, e: emu::MemError| ExecError::Memory(format!("{what}: {e:?}"));
     let image = load_elf(program, PIE_BASE)?;
+    // `/proc/PID/cmdline`: the arguments as given (a program that rewrites its argv in place,
+    // as `setproctitle` does, is not seen).
+    let pid = k.pid;
+    if let Some(p) = k.procs.get_mut(&pid) {
+        p.cmdline = argv.iter().flat_map(|a| a.iter().copied().chain([0])).collect();
+    }
     let exe = k.exe().to_string();
     map_image(m, &image, &exe)?;
     // A dynamic executable starts in its interpreter (the host's ld.so, read-only), which maps
@@ -273,15 +279,41 @@ pub fn proc_maps(m: &Machine) -> String {
     out
 }
 
-/// The text of `/proc/self/status` for the program `exe`.
-pub fn proc_status(m: &Machine, exe: &str, ids: &ProcIds) -> String {
-    let name = exe.rsplit('/').next().unwrap_or(exe);
-    let kb = m.mem.mapped_bytes() / 1024;
-    let ProcIds { pid, ppid, threads, .. } = *ids;
+/// What `/proc/PID/stat` and `/proc/PID/status` show of a process ([`Kernel::proc_view`]).
+#[derive(Clone, Debug)]
+pub struct ProcView {
+    /// Who it is.
+    pub ids: ProcIds,
+    /// Its name (its main thread's `comm`).
+    pub name: String,
+    /// `R` (a thread of it runs or can run), `S` (every thread waits), `T` (stopped), `Z`
+    /// (ended, not yet waited for).
+    pub state: char,
+    /// Its CPU time (ns, the instructions its threads retired).
+    pub cpu_ns: u64,
+    /// Its mapped memory in bytes (0 for a zombie).
+    pub bytes: u64,
+    /// When it was made, on the boot clock (ns).
+    pub start_ns: u64,
+}
+
+/// The text of `/proc/PID/status` (the fields procps reads, in the kernel's order; a zombie
+/// has no memory lines, as Linux's).
+pub fn proc_status(v: &ProcView) -> String {
+    let ProcIds { pid, ppid, threads, .. } = v.ids;
+    let state = match v.state {
+        'R' => "R (running)",
+        'S' => "S (sleeping)",
+        'T' => "T (stopped)",
+        _ => "Z (zombie)",
+    };
+    let kb = v.bytes / 1024;
+    let mem = if v.state == 'Z' { String::new() } else { format!("VmSize:\t{kb} kB\nVmRSS:\t{kb} kB\n") };
     format!(
-        "Name:\t{name}\nUmask:\t0022\nState:\tR (running)\nTgid:\t{pid}\nNgid:\t0\nPid:\t{pid}\nPPid:\t{ppid}\n\
+        "Name:\t{}\nUmask:\t0022\nState:\t{state}\nTgid:\t{pid}\nNgid:\t0\nPid:\t{pid}\nPPid:\t{ppid}\n\
          TracerPid:\t0\nUid:\t{UID}\t{UID}\t{UID}\t{UID}\nGid:\t{UID}\t{UID}\t{UID}\t{UID}\n\
-         VmSize:\t{kb} kB\nVmRSS:\t{kb} kB\nThreads:\t{threads}\nCpus_allowed_list:\t0\n"
+         {mem}Threads:\t{threads}\nCpus_allowed_list:\t0\n",
+        v.name
     )
 }
 
@@ -300,18 +332,18 @@ pub struct ProcIds {
     pub threads: usize,
 }
 
-/// `/proc/self/stat`: the 52 fields of `proc_pid_stat(5)` in the kernel's format. Its CPU time
-/// is `cpu_ns`, the process's own (the instructions its threads retired, one per nanosecond,
-/// counted as user time in ticks of 1/100 s); sizes are the mapped memory, resident as a whole; fields
-/// ferrite has no model of (faults, priorities, addresses of the image) are 0, the resource
-/// limit unlimited, the exit signal SIGCHLD.
-pub fn proc_stat(m: &Machine, exe: &str, ids: &ProcIds, cpu_ns: u64) -> String {
-    let name: String = exe.rsplit('/').next().unwrap_or(exe).chars().take(15).collect();
-    let bytes = m.mem.mapped_bytes();
-    let ticks = cpu_ns / 10_000_000;
-    let ProcIds { pid, ppid, pgid, sid, threads } = *ids;
+/// `/proc/PID/stat`: the 52 fields of `proc_pid_stat(5)` in the kernel's format. Its CPU time
+/// is the process's own (the instructions its threads retired, one per nanosecond, counted as
+/// user time in ticks of 1/100 s), its start time in ticks since boot; sizes are the mapped
+/// memory, resident as a whole; fields ferrite has no model of (faults, priorities, addresses
+/// of the image) are 0, the resource limit unlimited, the exit signal SIGCHLD.
+pub fn proc_stat(v: &ProcView) -> String {
+    let ticks = v.cpu_ns / 10_000_000;
+    let start = v.start_ns / 10_000_000;
+    let ProcIds { pid, ppid, pgid, sid, threads } = v.ids;
+    let (bytes, state, name) = (v.bytes, v.state, &v.name);
     let mut f = format!(
-        "{pid} ({name}) R {ppid} {pgid} {sid} 0 -1 4194304 0 0 0 0 {ticks} 0 0 0 20 0 {threads} 0 0 {bytes} {} ",
+        "{pid} ({name}) {state} {ppid} {pgid} {sid} 0 -1 4194304 0 0 0 0 {ticks} 0 0 0 20 0 {threads} 0 {start} {bytes} {} ",
         bytes / 4096
     );
     f += "18446744073709551615";
@@ -624,6 +656,17 @@ impl Kernel {
         }
     }
 
+    /// Names the first thread after `path`'s file name (cut to 15 bytes), the program's path as
+    /// the user gave it, before it starts.
+    pub fn name_first_thread(&mut self, path: &str) {
+        let base = path.rsplit('/').next().unwrap_or(path).as_bytes();
+        let mut comm = [0u8; 16];
+        let n = base.len().min(15);
+        comm[..n].copy_from_slice(&base[..n]);
+        let cur = self.current;
+        self.thread_mut(cur).comm = Some(comm);
+    }
+
     /// Thread `tid`'s name: what `PR_SET_NAME` gave it, else its program's file name cut to 15
     /// bytes (Linux's `__set_task_comm` at `execve`), NUL-padded.
     pub(crate) fn comm(&self, tid: u32) -> [u8; 16] {
@@ -631,7 +674,7 @@ impl Kernel {
             return c;
         }
         let mut comm = [0u8; 16];
-        let exe = self.exe();
+        let exe = self.exe_of(self.threads.get(&tid).map_or(self.pid, |t| t.pid));
         let base = exe.rsplit('/').next().unwrap_or(exe).as_bytes();
         let n = base.len().min(15);
         comm[..n].copy_from_slice(&base[..n]);

@@ -121,6 +121,13 @@ pub(crate) struct Proc {
     pub(crate) cpu_ns: u64,
     /// The CPU time of the children it has reaped, theirs included (Linux's `cutime`).
     pub(crate) children_cpu_ns: u64,
+    /// Its arguments as `execve` (or the run) gave them, each NUL-terminated: what
+    /// `/proc/PID/cmdline` shows.
+    pub(crate) cmdline: Vec<u8>,
+    /// When it was made, on the boot clock (ns): `/proc/PID/stat`'s `starttime`.
+    pub(crate) start_ns: u64,
+    /// Its name when it ended (its threads are gone): what a zombie's `/proc/PID/stat` shows.
+    pub(crate) end_comm: [u8; 16],
 }
 
 impl Proc {
@@ -138,6 +145,9 @@ impl Proc {
             job: Default::default(),
             cpu_ns: 0,
             children_cpu_ns: 0,
+            cmdline: Vec::new(),
+            start_ns: crate::time::BOOT_UPTIME_S * 1_000_000_000,
+            end_comm: [0; 16],
         }
     }
 
@@ -155,6 +165,9 @@ impl Proc {
             job: self.job,
             cpu_ns: self.cpu_ns,
             children_cpu_ns: self.children_cpu_ns,
+            cmdline: self.cmdline.clone(),
+            start_ns: self.start_ns,
+            end_comm: self.end_comm,
         }
     }
 }
@@ -296,7 +309,9 @@ impl Kernel {
         };
         let in_space = if shares { self.space_pid } else { child };
         let space_id = if shares { self.space_id() } else { self.new_space_id() };
-        let dumpable = self.procs.get(&self.pid).map_or(1, |p| p.dumpable);
+        let (dumpable, cmdline) =
+            self.procs.get(&self.pid).map_or((1, Vec::new()), |p| (p.dumpable, p.cmdline.clone()));
+        let start_ns = self.now_ns(m);
         self.procs.insert(
             child,
             Proc {
@@ -311,6 +326,9 @@ impl Kernel {
                 job: Default::default(),
                 cpu_ns: 0,
                 children_cpu_ns: 0,
+                cmdline,
+                start_ns,
+                end_comm: [0; 16],
             },
         );
         // The fork orders everything the parent did before it before everything the child does.
@@ -471,9 +489,31 @@ impl Kernel {
     /// Process `pid` ends: its threads go (the running one, if it is one of them, is left for
     /// the scheduler to drop), its descriptors close, its parent's waits look again.
     pub(crate) fn end_process(&mut self, m: &mut Machine, pid: u32, how: ProcessExit) {
+        let comm = self.comm(self.main_thread(pid));
+        // A continue its parent was not told of yet is told first (the thread that wakes to
+        // die tells it in `get_signal`).
+        self.tell_continued(pid);
+        let tids: Vec<u32> = self.threads.values().filter(|t| t.pid == pid).map(|t| t.tid).collect();
+        // Each thread's futexes, as each runs Linux's `futex_exit_release` in `do_exit`: its
+        // robust list walked (its locks marked FUTEX_OWNER_DIED, a waiter woken) where its
+        // memory is the machine's (the running process's own end: exit_group, a fatal signal
+        // it takes), and the PI futexes it owns handed to their first waiters
+        // (`exit_pi_state_list`), so waiters in other processes sharing them go on.
+        let in_machine = self.procs.get(&pid).is_some_and(|p| p.space == self.space_pid);
+        // None of them waits any more, so no lock or wake goes to one of them.
+        for &tid in &tids {
+            self.set_wait(tid, None, None);
+        }
+        self.waits.pi_grants.retain(|(w, _)| !tids.contains(w));
+        for &tid in &tids {
+            let head = self.threads.get(&tid).map_or(0, |t| t.robust_list);
+            if in_machine {
+                self.walk_robust_list(m, tid, head);
+            }
+            self.pi_exit(m, tid);
+        }
         // Its memory stays with the processes still running in it.
         self.hand_space_over(pid);
-        let tids: Vec<u32> = self.threads.values().filter(|t| t.pid == pid).map(|t| t.tid).collect();
         for tid in tids {
             self.drop_thread(tid);
             if tid != self.current {
@@ -484,6 +524,7 @@ impl Kernel {
         self.shared_pending.remove(&pid);
         let Some(p) = self.procs.get_mut(&pid) else { return };
         p.ended = Some(how);
+        p.end_comm = comm;
         let ppid = p.ppid;
         if pid == self.pid {
             // Closing them is what tells a reader of a pipe it held that no one writes any more.
@@ -770,14 +811,55 @@ impl Kernel {
         Ok(own)
     }
 
-    /// getppid(2).
-    /// The calling process's ids and thread count, for its `/proc/self` files.
-    pub(crate) fn proc_ids(&self) -> crate::process::ProcIds {
-        let (ppid, pgid, sid) = self.procs.get(&self.pid).map_or((1, self.pid, self.pid), |p| (p.ppid, p.pgid, p.sid));
-        let threads = self.threads.values().filter(|t| t.pid == self.pid).count().max(1);
-        crate::process::ProcIds { pid: self.pid, ppid, pgid, sid, threads }
+    /// The program process `pid` runs (its `/proc/PID/exe`): the first program's path, or the
+    /// one it last exec'ed.
+    pub(crate) fn exe_of(&self, pid: u32) -> &str {
+        if pid == self.pid {
+            return self.exe();
+        }
+        let saved = self.procs.get(&pid).and_then(|p| p.saved.as_ref());
+        saved.and_then(|s| s.exe.as_deref()).unwrap_or(&self.cfg.exe)
     }
 
+    /// What `/proc/PID/stat` and `/proc/PID/status` show of process `pid`, alive or a zombie;
+    /// `None` for a pid no process has.
+    pub(crate) fn proc_view(&self, m: &Machine, pid: u32) -> Option<crate::process::ProcView> {
+        let p = self.procs.get(&pid)?;
+        let mine = || self.threads.values().filter(move |t| t.pid == pid);
+        let state = if p.ended.is_some() {
+            'Z'
+        } else if p.job.stopped {
+            'T'
+        } else if mine().any(|t| t.tid == self.current || (self.waits.is_runnable(t.tid) && !t.in_call)) {
+            // A thread parked at a blocking call it makes again when it runs (woken to look
+            // again, perhaps only because some descriptor closed) still counts as sleeping.
+            'R'
+        } else {
+            'S'
+        };
+        let bytes = if p.ended.is_some() {
+            0
+        } else if p.space == self.space_pid {
+            m.mem.mapped_bytes()
+        } else {
+            let owner = self.procs.get(&p.space).and_then(|o| o.saved.as_ref());
+            owner.and_then(|s| s.space.as_ref()).map_or(0, |(space, _)| space.mapped_bytes())
+        };
+        let comm = if p.ended.is_some() { p.end_comm } else { self.comm(self.main_thread(pid)) };
+        let name = String::from_utf8_lossy(&comm[..comm.iter().position(|&b| b == 0).unwrap_or(16)]).into_owned();
+        let ids =
+            crate::process::ProcIds { pid, ppid: p.ppid, pgid: p.pgid, sid: p.sid, threads: mine().count().max(1) };
+        let cpu_ns = self.process_cpu_ns(m, pid).unwrap_or(0);
+        Some(crate::process::ProcView { ids, name, state, cpu_ns, bytes, start_ns: p.start_ns })
+    }
+
+    /// `/proc/PID/cmdline` of process `pid`: its arguments, each NUL-terminated; empty for a
+    /// zombie, as Linux's (no memory to read them from).
+    pub(crate) fn cmdline_of(&self, pid: u32) -> Vec<u8> {
+        self.procs.get(&pid).filter(|p| p.ended.is_none()).map_or(Vec::new(), |p| p.cmdline.clone())
+    }
+
+    /// getppid(2).
     pub(crate) fn getppid(&self) -> SysResult {
         Ok(u64::from(self.procs.get(&self.pid).map_or(1, |p| p.ppid)))
     }

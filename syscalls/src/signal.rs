@@ -810,6 +810,9 @@ impl Kernel {
             Some(Wait::Futex { deadline, .. }) => {
                 t.interrupted = Some(Interrupted::Futex { timed: deadline.is_some() })
             }
+            // futex_waitv's deadline is absolute: made again under SA_RESTART (-ERESTARTSYS),
+            // as an untimed wait is.
+            Some(Wait::FutexV { .. }) => t.interrupted = Some(Interrupted::Futex { timed: false }),
             Some(Wait::Sleep { deadline }) => t.interrupted = Some(Interrupted::Sleep { deadline }),
             _ => return,
         }

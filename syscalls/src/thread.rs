@@ -8,7 +8,8 @@
 //! thread exit CHILD_CLEARTID is zeroed and futex-woken, and the robust-futex list is walked
 //! (FUTEX_OWNER_DIED). `exit` ends one thread, `exit_group` the process.
 //!
-//! Futexes: WAIT, WAKE, WAIT_BITSET, WAKE_BITSET, REQUEUE, CMP_REQUEUE and WAKE_OP, keyed by
+//! Futexes: WAIT, WAKE, WAIT_BITSET, WAKE_BITSET, REQUEUE, CMP_REQUEUE, WAKE_OP and
+//! `futex_waitv` (a thread queued on several words, woken on any), keyed by
 //! (process, address), or, without FUTEX_PRIVATE_FLAG on a shared mapping, by what it maps (a PM
 //! line's device address, a shared page) so that processes meet there. Timeouts are relative for WAIT and absolute for WAIT_BITSET, on
 //! the virtual clock. Which of several waiters a wake picks is a seeded choice of the scheduler,
@@ -65,6 +66,13 @@ pub enum Wait {
         addr: u64,
         /// FUTEX_WAIT_BITSET's bits (all for FUTEX_WAIT): a wake must share one.
         bitset: u32,
+        /// When the wait times out (ETIMEDOUT), if it does.
+        deadline: Option<u64>,
+    },
+    /// Blocked in `futex_waitv` on every key of its [`KThread::futexv`] at once, until a wake
+    /// on any of them (the call then returns that key's index) or `deadline` (virtual ns since
+    /// boot).
+    FutexV {
         /// When the wait times out (ETIMEDOUT), if it does.
         deadline: Option<u64>,
     },
@@ -148,6 +156,9 @@ pub struct KThread {
     /// What its futex wait with no bitset (`Wait::Futex { bitset: 0, .. }`) is: a
     /// priority-inheritance wait ([`PiWait`]). Meaningful only while it waits so.
     pub pi_wait: PiWait,
+    /// The futex keys a [`Wait::FutexV`] waits on, in the order of `futex_waitv`'s vector (a
+    /// key named twice is queued once, at its first index).
+    pub futexv: Vec<u64>,
 }
 
 /// A wait a signal cut short, parked after its `syscall` with RAX still the call's number.
@@ -226,24 +237,41 @@ impl WaitIndex {
         }
     }
 
+    /// Queues thread `tid`, arrived at position `seq`, as a waiter on futex `key`.
+    fn queue_futex(futex: &mut FxHashMap<u64, Vec<(u64, u32, u32)>>, key: u64, seq: u64, tid: u32, bitset: u32) {
+        let q = futex.entry(key).or_default();
+        // Requeued waiters keep their arrival order among the ones already there.
+        let i = q.partition_point(|x| (x.0, x.1) < (seq, tid));
+        q.insert(i, (seq, tid, bitset));
+    }
+
+    /// Takes thread `tid` out of the waiters on futex `key`.
+    fn unqueue_futex(futex: &mut FxHashMap<u64, Vec<(u64, u32, u32)>>, key: u64, tid: u32) {
+        if let Some(q) = futex.get_mut(&key) {
+            q.retain(|x| x.1 != tid);
+            if q.is_empty() {
+                futex.remove(&key);
+            }
+        }
+    }
+
     /// Thread `tid` enters state `w` (`None`: runnable), having arrived at position `seq`.
     pub(crate) fn add(&mut self, tid: u32, w: Option<Wait>, seq: u64) {
         match w {
             None if self.stopped.binary_search(&tid).is_ok() => Self::insert_sorted(&mut self.parked, tid),
             None => Self::insert_sorted(&mut self.runnable, tid),
             Some(Wait::Futex { addr, bitset, deadline }) => {
-                let q = self.futex.entry(addr).or_default();
-                // Requeued waiters keep their arrival order among the ones already there.
-                let i = q.partition_point(|x| (x.0, x.1) < (seq, tid));
-                q.insert(i, (seq, tid, bitset));
+                Self::queue_futex(&mut self.futex, addr, seq, tid, bitset);
                 if let Some(d) = deadline {
                     self.deadlines.insert((d, tid));
                 }
             }
-            Some(Wait::Sleep { deadline }) | Some(Wait::Io { deadline: Some(deadline) }) => {
+            Some(Wait::Sleep { deadline })
+            | Some(Wait::Io { deadline: Some(deadline) })
+            | Some(Wait::FutexV { deadline: Some(deadline) }) => {
                 self.deadlines.insert((deadline, tid));
             }
-            Some(Wait::Io { deadline: None }) | Some(Wait::Vfork { .. }) => {}
+            Some(Wait::Io { deadline: None }) | Some(Wait::Vfork { .. }) | Some(Wait::FutexV { deadline: None }) => {}
             Some(Wait::Held { until: Some(n) }) => {
                 self.held_until.insert((n, tid));
             }
@@ -282,20 +310,17 @@ impl WaitIndex {
                 Self::remove_sorted(&mut self.parked, tid);
             }
             Some(Wait::Futex { addr, deadline, .. }) => {
-                if let Some(q) = self.futex.get_mut(&addr) {
-                    q.retain(|x| x.1 != tid);
-                    if q.is_empty() {
-                        self.futex.remove(&addr);
-                    }
-                }
+                Self::unqueue_futex(&mut self.futex, addr, tid);
                 if let Some(d) = deadline {
                     self.deadlines.remove(&(d, tid));
                 }
             }
-            Some(Wait::Sleep { deadline }) | Some(Wait::Io { deadline: Some(deadline) }) => {
+            Some(Wait::Sleep { deadline })
+            | Some(Wait::Io { deadline: Some(deadline) })
+            | Some(Wait::FutexV { deadline: Some(deadline) }) => {
                 self.deadlines.remove(&(deadline, tid));
             }
-            Some(Wait::Io { deadline: None }) | Some(Wait::Vfork { .. }) => {}
+            Some(Wait::Io { deadline: None }) | Some(Wait::Vfork { .. }) | Some(Wait::FutexV { deadline: None }) => {}
             Some(Wait::Held { until: Some(n) }) => {
                 self.held_until.remove(&(n, tid));
             }
@@ -347,6 +372,7 @@ impl KThread {
             comm: None,
             cpu_ns: 0,
             pi_wait: PiWait::Lock,
+            futexv: Vec::new(),
         }
     }
 }
@@ -382,6 +408,20 @@ impl Kernel {
         if matches!(w, Some(Wait::Io { .. })) {
             for &k in &t.io_keys {
                 WaitIndex::insert_sorted(self.waits.io.entry(k).or_default(), tid);
+            }
+        }
+        // A futex_waitv waiter is queued on each of its keys, as one plain waiter is on its one.
+        if matches!(old, Some(Wait::FutexV { .. })) {
+            for k in std::mem::take(&mut t.futexv) {
+                // A key named twice was queued once; the second removal finds nothing.
+                WaitIndex::unqueue_futex(&mut self.waits.futex, k, tid);
+            }
+        }
+        if matches!(w, Some(Wait::FutexV { .. })) {
+            for (i, &k) in t.futexv.iter().enumerate() {
+                if !t.futexv[..i].contains(&k) {
+                    WaitIndex::queue_futex(&mut self.waits.futex, k, seq, tid, ALL_BITS);
+                }
             }
         }
         self.waits.remove(tid, old);
@@ -598,7 +638,7 @@ impl Kernel {
         !self.threads.values().any(|t| t.pid == self.pid)
     }
 
-    fn walk_robust_list(&mut self, m: &mut Machine, tid: u32, head: u64) {
+    pub(crate) fn walk_robust_list(&mut self, m: &mut Machine, tid: u32, head: u64) {
         if head == 0 {
             return;
         }
@@ -655,7 +695,14 @@ impl Kernel {
             let Some(&(_, pick, _)) = self.waits.futex.get(&key).and_then(|q| q.iter().filter(matching).nth(k)) else {
                 break;
             };
-            self.resume(m, pick, 0);
+            // A futex_waitv waiter returns the index of the futex that woke it.
+            let ret = match self.threads.get(&pick) {
+                Some(t) if matches!(t.wait, Some(Wait::FutexV { .. })) => {
+                    t.futexv.iter().position(|&k| k == key).unwrap_or(0) as u64
+                }
+                _ => 0,
+            };
+            self.resume(m, pick, ret);
             self.woken.push((pick, addr));
             woken += 1;
         }
@@ -768,10 +815,14 @@ impl Kernel {
                     .map(|q| q.iter().take(timeout as usize).map(|x| x.1).collect())
                     .unwrap_or_default();
                 for tid in waiters {
-                    if let Some(Wait::Futex { bitset, deadline, .. }) = self.threads.get(&tid).and_then(|t| t.wait) {
-                        self.set_wait(tid, Some(Wait::Futex { addr: key2, bitset, deadline }), None);
-                        moved += 1;
+                    match self.threads.get(&tid).and_then(|t| t.wait) {
+                        Some(Wait::Futex { bitset, deadline, .. }) => {
+                            self.set_wait(tid, Some(Wait::Futex { addr: key2, bitset, deadline }), None)
+                        }
+                        Some(Wait::FutexV { .. }) => self.requeue_v(tid, key, key2),
+                        _ => continue,
                     }
+                    moved += 1;
                 }
                 Ok(Some(woken + if cmd == 4 { moved } else { 0 }))
             }
@@ -827,6 +878,99 @@ impl Kernel {
                 self.futex_cmp_requeue_pi(m, addr, key, val, timeout, addr2, key2, val3).map(Some)
             }
             _ => err(libc::ENOSYS),
+        }
+    }
+
+    /// futex_waitv(2): waits on up to 128 futexes at once, `waiters` pointing to `nr` `struct
+    /// futex_waitv` (`val`, `uaddr`, `flags`, `__reserved`), with an absolute `timeout` on
+    /// `clockid` (`CLOCK_MONOTONIC` or `CLOCK_REALTIME`). Checked in the order of Linux's
+    /// `sys_futex_waitv`, `futex_parse_waitv` and `futex_wait_multiple_setup`: EINVAL for any
+    /// `flags`, no waiters or more than 128, another clock, a bad `timespec`, an entry's flags
+    /// other than `FUTEX2_SIZE_U32` with `FUTEX2_PRIVATE`, a reserved field set, a value wider
+    /// than 32 bits or a misaligned word; EFAULT for memory it cannot read; EAGAIN when a word
+    /// (compared in the vector's order) does not hold its value; ETIMEDOUT when the deadline has
+    /// passed. Otherwise the thread blocks, queued on every word, and a wake on any of them
+    /// returns its index. Returns `Ok(None)` when the calling thread blocked.
+    pub(crate) fn futex_waitv(
+        &mut self,
+        m: &mut Machine,
+        waiters: u64,
+        nr: u32,
+        flags: u32,
+        timeout: u64,
+        clockid: i32,
+    ) -> Result<Option<u64>, Errno> {
+        const FUTEX2_SIZE_U32: u32 = 2;
+        const FUTEX2_SIZE_MASK: u32 = 3;
+        const FUTEX2_PRIVATE: u32 = 128;
+        const FUTEX_WAITV_MAX: u32 = 128;
+        if flags != 0 || nr == 0 || nr > FUTEX_WAITV_MAX || waiters == 0 {
+            return err(libc::EINVAL);
+        }
+        let deadline = if timeout == 0 {
+            None
+        } else {
+            let realtime = match clockid {
+                libc::CLOCK_REALTIME => true,
+                libc::CLOCK_MONOTONIC => false,
+                _ => return err(libc::EINVAL),
+            };
+            let t = self.read_timeout(m, timeout)?;
+            Some(if realtime { t.saturating_sub(self.realtime_offset_ns()) } else { t })
+        };
+        let mut words = Vec::with_capacity(nr as usize);
+        for i in 0..u64::from(nr) {
+            let e = waiters.wrapping_add(24 * i);
+            let (val, uaddr, fl, reserved) =
+                (m.read_u64(e)?, m.read_u64(e + 8)?, m.read_u32(e + 16)?, m.read_u32(e + 20)?);
+            // Only 32-bit futexes, private or shared. FUTEX2_NUMA (a node id after the word),
+            // which Linux takes, is refused here: the machine has one node.
+            if fl & !(FUTEX2_SIZE_MASK | FUTEX2_PRIVATE) != 0
+                || fl & FUTEX2_SIZE_MASK != FUTEX2_SIZE_U32
+                || reserved != 0
+            {
+                return err(libc::EINVAL);
+            }
+            if val > u64::from(u32::MAX) {
+                return err(libc::EINVAL);
+            }
+            words.push((uaddr, val as u32, fl & FUTEX2_PRIVATE != 0));
+        }
+        // Every key first (`get_futex_key`: a misaligned word is EINVAL), then the values.
+        let mut keys = Vec::with_capacity(words.len());
+        for &(uaddr, _, private) in &words {
+            if !uaddr.is_multiple_of(4) {
+                return err(libc::EINVAL);
+            }
+            keys.push(self.futex_key(m, uaddr, private));
+        }
+        for &(uaddr, val, _) in &words {
+            if m.read_u32(uaddr)? != val {
+                return err(libc::EAGAIN);
+            }
+        }
+        if deadline.is_some_and(|d| d <= self.now_ns(m)) {
+            return err(libc::ETIMEDOUT);
+        }
+        let cur = self.current;
+        self.thread_mut(cur).futexv = keys;
+        self.block(m, Wait::FutexV { deadline });
+        Ok(None)
+    }
+
+    /// A futex_waitv waiter `tid` on `key` moves to `key2` (FUTEX_REQUEUE, FUTEX_CMP_REQUEUE).
+    fn requeue_v(&mut self, tid: u32, key: u64, key2: u64) {
+        let Some(t) = self.threads.get_mut(&tid) else { return };
+        if key == key2 {
+            return;
+        }
+        let queued_on_key2 = t.futexv.contains(&key2);
+        for k in t.futexv.iter_mut().filter(|k| **k == key) {
+            *k = key2;
+        }
+        WaitIndex::unqueue_futex(&mut self.waits.futex, key, tid);
+        if !queued_on_key2 {
+            WaitIndex::queue_futex(&mut self.waits.futex, key2, t.wait_seq, tid, ALL_BITS);
         }
     }
 
@@ -948,18 +1092,21 @@ impl Kernel {
             }
             next
         };
-        let others = runnable.len().saturating_sub(1);
         if next != cur || exited {
             // What ran since the last switch is the running process's CPU time.
             self.charge_cpu(m);
             let pid = self.threads.get(&next).map_or(self.pid, |t| t.pid);
             if pid != self.pid {
                 self.switch_process(m, pid);
+                // A process continued since it last ran tells its parent now.
+                self.tell_continued(pid);
             }
             // A switch cannot fail for a thread the kernel knows: both sides are kept together.
             let _ = m.switch_to(next, exited);
             self.current = next;
         }
+        // Counted after the switch: a continued process's parent it tells may have woken.
+        let others = self.waits.runnable.len().saturating_sub(1);
         m.set_runnable_others(others);
         m.new_quantum();
         self.arm_timer_stop(m);
@@ -1002,7 +1149,7 @@ impl Kernel {
                 self.set_wait(tid, None, None);
                 continue;
             }
-            let futex = matches!(w, Some(Wait::Futex { .. }));
+            let futex = matches!(w, Some(Wait::Futex { .. } | Wait::FutexV { .. }));
             let ret = if futex { (-(libc::ETIMEDOUT as i64)) as u64 } else { 0 };
             self.resume(m, tid, ret);
         }

@@ -54,7 +54,7 @@ const CLOCK_BOOTTIME: i32 = 7;
 const TIMER_ABSTIME: i32 = 1;
 
 /// The guest has been "up" for this long when it starts (seconds), so monotonic time is never 0.
-const BOOT_UPTIME_S: u64 = 1000;
+pub(crate) const BOOT_UPTIME_S: u64 = 1000;
 
 impl Kernel {
     /// Nanoseconds since boot on the virtual clock.

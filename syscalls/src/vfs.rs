@@ -119,10 +119,25 @@ pub enum VirtualFile {
     Descriptor(i32),
     /// The region's `persistence_domain`: `memory_controller` (ADR) or `cpu_cache` (eADR).
     PersistenceDomain,
+    /// `/proc/self/cmdline`: the calling process's arguments, each NUL-terminated.
+    Cmdline,
+    /// `/proc/PID/stat`, `status` or `cmdline` of another guest process (alive or a zombie).
+    Pid(u32, PidFile),
     /// `/proc/self/comm` (the main thread's), `/proc/thread-self/comm` and
     /// `/proc/self/task/TID/comm`: thread TID's name, `PR_SET_NAME`'s, read and written as
     /// Linux's `comm_show`/`comm_write` ([`crate::fd::Kind::Comm`]).
     Comm(u32),
+}
+
+/// Which file of another process's `/proc/PID` ([`VirtualFile::Pid`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PidFile {
+    /// `stat`.
+    Stat,
+    /// `status`.
+    Status,
+    /// `cmdline`.
+    Cmdline,
 }
 
 /// The NVDIMM region the PM device appears as, and the link to it from the nd bus.
@@ -136,6 +151,7 @@ pub const ND_REGION_LINK_TARGET: &str = "../../../devices/platform/e820_pmem/ndb
 const VIRTUAL_FILES: &[(&str, VirtualFile)] = &[
     ("/proc/cpuinfo", VirtualFile::CpuInfo),
     ("/proc/mounts", VirtualFile::Link("self/mounts")),
+    ("/proc/self/cmdline", VirtualFile::Cmdline),
     ("/proc/self/maps", VirtualFile::Maps),
     ("/proc/self/mounts", VirtualFile::Mounts),
     ("/proc/self/stat", VirtualFile::Stat),
@@ -373,11 +389,25 @@ impl Kernel {
         if let Some(rest) = guest.strip_prefix(&format!("/proc/{}/", self.pid)) {
             return self.resolve(&format!("/proc/self/{rest}"));
         }
-        // `/proc/PID/task` of a guest process (the caller's or another's): its threads; `/proc/PID`
-        // holds only that.
+        // `/proc/PID` of another guest process, alive or a zombie (ps lists both): `stat`,
+        // `status`, `cmdline`, `comm` and `task`, its threads.
         let pid_dir = guest.strip_prefix("/proc/").and_then(|p| p.parse::<u32>().ok());
-        if pid_dir.is_some_and(|pid| self.procs.get(&pid).is_some_and(|p| p.ended.is_none())) {
+        if pid_dir.is_some_and(|pid| self.procs.contains_key(&pid)) {
             return Ok(Target::Virtual(VirtualFile::Dir));
+        }
+        if let Some((pid, file)) = guest
+            .strip_prefix("/proc/")
+            .and_then(|r| r.split_once('/'))
+            .and_then(|(p, f)| Some((p.parse::<u32>().ok()?, f)))
+            .filter(|(p, _)| self.procs.contains_key(p))
+        {
+            match file {
+                "stat" => return Ok(Target::Virtual(VirtualFile::Pid(pid, PidFile::Stat))),
+                "status" => return Ok(Target::Virtual(VirtualFile::Pid(pid, PidFile::Status))),
+                "cmdline" => return Ok(Target::Virtual(VirtualFile::Pid(pid, PidFile::Cmdline))),
+                "comm" => return Ok(Target::Virtual(VirtualFile::Comm(self.main_thread(pid)))),
+                _ => {}
+            }
         }
         if let Some((pid, rest)) = proc_pid_path(guest) {
             let alive = self.procs.get(&pid).is_some_and(|p| p.ended.is_none());
@@ -792,7 +822,7 @@ mod tests {
         );
         assert_eq!(virtual_children("/sys/bus/nd/devices"), vec![("region0".to_string(), libc::DT_LNK)]);
         assert_eq!(virtual_children(ND_REGION), vec![("persistence_domain".to_string(), libc::DT_REG)]);
-        assert_eq!(virtual_children("/proc/self").len(), 5, "fd, maps, mounts, stat, status");
+        assert_eq!(virtual_children("/proc/self").len(), 6, "cmdline, fd, maps, mounts, stat, status");
         assert!(virtual_children("/proc").contains(&("mounts".to_string(), libc::DT_LNK)));
         assert!(is_virtual_dir("/sys/devices/platform/e820_pmem") && !is_virtual_dir("/sys/class/nd"));
         assert!(!is_virtual_dir("/etc") && !is_virtual_dir("/dev"), "virtual links on the host stay alone");
