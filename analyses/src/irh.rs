@@ -620,6 +620,16 @@ impl ReadsFrom {
         }
     }
 
+    /// The thread's own epoch now.
+    pub(crate) fn own(&mut self, tid: u32) -> u32 {
+        self.clocks.own(tid)
+    }
+
+    /// How much of thread `of`'s time thread `tid` knows now.
+    pub(crate) fn knows(&mut self, tid: u32, of: u32) -> u32 {
+        self.clocks.knows(tid, of)
+    }
+
     /// The thread's clock now, dense by slot.
     pub(crate) fn clock(&mut self, tid: u32) -> Vec<u32> {
         self.clocks.clock(tid).0

@@ -119,6 +119,21 @@
 //! which a reader could have come first. Flush-on-read designs, where readers persist
 //! what they read, are bugs only under the writer-only rule; `persist_owner=any` accepts them.
 //! Reports may be benign when recovery tolerates the lost value (the paper counts them anyway).
+//!
+//! **Reads-from edges** (`reads_from=off`, the default: the paper's happens-before has only its
+//! synchronisation calls). On x86 a load that reads a value is ordered after everything its
+//! writer did before storing it, and a flag or pointer handed over by plain stores is such an
+//! edge, which the windows do not see. With `reads_from=on` a pair the windows found is left out
+//! when a reads-from edge orders it ([`crate::irh::ReadsFrom`], as `hawkset`'s option; the
+//! windows themselves stay the paper's): a load that read (transitively) a store made after the
+//! persist of the store window's bytes, by whichever thread persisted them (P-CLHT's resizer
+//! persists the bucket copies its helpers made, then swaps the table pointer the readers follow),
+//! or a store whose thread read what the loader stored after the load (an epoch of the loader
+//! advances at each of its persists, so a store made after the load is known apart from one made
+//! before it). The edge is an order of this run: a thread that learnt a later epoch of the
+//! writer through a read it does not depend on is ordered too, and its load, made inside the
+//! window in another schedule, goes unreported (P-CLHT: `clht_put`'s load of the swapped table
+//! pointer at 440 is no longer listed with the swap).
 
 use std::collections::BTreeMap;
 
@@ -132,7 +147,7 @@ use crate::annotations::Annotations;
 use crate::group::{Described, Grouper, StoreShapes};
 use crate::inferred_locks::{within, InferredLocks};
 pub use crate::irh::IrhOrder;
-use crate::irh::{HeldStores, Publication};
+use crate::irh::{HeldStores, Publication, ReadsFrom};
 use crate::options::{option_pairs, parse_bool, parse_owner};
 use crate::persist::{
     durable_bytes, is_release_call, pieces, range_pieces, ChunkVec, Interner, RmwSites, ShadowLists, Site, SiteIds,
@@ -192,6 +207,11 @@ pub struct VardalithOptions {
     /// A freed PM object's windows end at its free ([`emu::events::EventKind::Free`]): they
     /// conflict with no window of the bytes' next life.
     pub frees: bool,
+    /// Reads-from edges order pairs ([`crate::irh::ReadsFrom`]): a load that read (transitively)
+    /// a store its writer made after a store window's bytes were persisted is ordered after that
+    /// persist, and a store whose thread read what the loader stored after its load is ordered
+    /// after the load. Off: the paper's happens-before (synchronisation calls only).
+    pub reads_from: bool,
 }
 
 impl Default for VardalithOptions {
@@ -212,6 +232,7 @@ impl Default for VardalithOptions {
             fresh_allocs: true,
             rmw_loads: false,
             frees: true,
+            reads_from: false,
         }
     }
 }
@@ -220,7 +241,7 @@ impl VardalithOptions {
     /// Parses `mode=windows|hb`, `release_fence=on|off`, `persist_owner=own|any`,
     /// `unlock_fence=on|off`, `sample=N`, `lanes=on|off`, `annotations=on|off`,
     /// `sync_words=on|off`, `strings=on|off`, `infer_locks=on|off`, `irh=N`, `irh_order=causal|observed`, `fresh_allocs=on|off`,
-    /// `rmw_loads=on|off`, `frees=on|off`, separated by `:`.
+    /// `rmw_loads=on|off`, `frees=on|off`, `reads_from=on|off`, separated by `:`.
     pub fn parse(spec: &str) -> Result<VardalithOptions, String> {
         let mut o = VardalithOptions::default();
         for (k, v) in option_pairs(spec)? {
@@ -245,6 +266,7 @@ impl VardalithOptions {
                 "fresh_allocs" => o.fresh_allocs = parse_bool(k, v)?,
                 "rmw_loads" => o.rmw_loads = parse_bool(k, v)?,
                 "frees" => o.frees = parse_bool(k, v)?,
+                "reads_from" => o.reads_from = parse_bool(k, v)?,
                 "sample" => {
                     o.sample = v
                         .parse()
@@ -254,7 +276,8 @@ impl VardalithOptions {
                 }
                 _ => {
                     let known = "mode, release_fence, persist_owner, unlock_fence, sample, lanes, annotations, \
-                                 sync_words, strings, infer_locks, irh, irh_order, fresh_allocs, rmw_loads, frees";
+                                 sync_words, strings, infer_locks, irh, irh_order, fresh_allocs, rmw_loads, frees, \
+                                 reads_from";
                     return Err(format!("unknown vardalith option `{k}` ({known})"));
                 }
             }
@@ -430,6 +453,15 @@ pub struct Vardalith {
     /// Frees seen and bytes freed (`frees=on`), for `--host-stats`.
     frees: u64,
     freed_bytes: u64,
+    /// Reads-from clocks (`reads_from=on`).
+    rf: Option<Box<ReadsFrom>>,
+    /// `reads_from=on`, by window id: for a load window, (its thread, that thread's epoch in the
+    /// reads-from clocks at the load); for a store window, (the thread whose flush and fence
+    /// made it durable, that thread's epoch just after the persist), or an epoch of [`NEVER`].
+    /// Kept apart from the windows so that a run without the option pays nothing for it.
+    rf_win: Vec<(u32, u32)>,
+    /// Conflicting windows left out because a reads-from edge orders them (`reads_from=on`).
+    rf_ordered: u64,
 }
 
 /// Windows per chunk of [`Vardalith::windows`] (56 KiB).
@@ -602,6 +634,9 @@ impl Vardalith {
             fence_lines: FxHashSet::default(),
             frees: 0,
             freed_bytes: 0,
+            rf: opts.reads_from.then(|| Box::new(ReadsFrom::new(true))),
+            rf_win: Vec::new(),
+            rf_ordered: 0,
         }
     }
 
@@ -706,6 +741,80 @@ impl Vardalith {
         }
     }
 
+    /// `reads_from=on`: whether a reads-from edge orders the new access `w` and the conflicting
+    /// window `o` of another thread. A new load is ordered after a store whose persist it knows
+    /// (it read, transitively, something the persisting thread stored after the persist: the
+    /// pointer published after a node's flush and fence); a new store is ordered after a load
+    /// when its thread knows an epoch of the loader later than the load's (it read something
+    /// the loader stored after the load, and only after an advance of the loader's epoch, which
+    /// its persists make). Not a window boundary: the windows stay as the paper's.
+    fn rf_orders(&mut self, w: &Window, o: u32) -> bool {
+        let (by, epoch) = self.rf_of(o);
+        let Some(rf) = &mut self.rf else { return false };
+        if w.store {
+            epoch != NEVER && rf.knows(w.tid, by) > epoch
+        } else {
+            epoch != NEVER && rf.knows(w.tid, by) >= epoch
+        }
+    }
+
+    /// `reads_from=on`: window `id`'s (thread, epoch) ([`Vardalith::rf_win`]).
+    fn rf_of(&self, id: u32) -> (u32, u32) {
+        self.rf_win.get(id as usize).copied().unwrap_or((0, NEVER))
+    }
+
+    /// `reads_from=on`: sets window `id`'s (thread, epoch).
+    fn rf_set(&mut self, id: u32, v: (u32, u32)) {
+        if self.rf.is_none() {
+            return;
+        }
+        let i = id as usize;
+        if self.rf_win.len() <= i {
+            self.rf_win.resize(i + 1, (0, NEVER));
+        }
+        self.rf_win[i] = v;
+    }
+
+    /// `reads_from=on`: store window `id` was made durable by `by`'s flush and fence (its
+    /// writer's or another thread's): it keeps `by`'s epoch just after the persist, the first
+    /// time.
+    fn rf_persisted(&mut self, id: u32, by: u32) {
+        if self.rf_of(id).1 != NEVER {
+            return;
+        }
+        let Some(rf) = &mut self.rf else { return };
+        let epoch = rf.window_end(by);
+        self.rf_set(id, (by, epoch));
+    }
+
+    /// `reads_from=on`: `tid` fenced (or `clflush`ed) `lines`: other threads' store windows there
+    /// that are durable now under the hardware rule were persisted by `tid` (P-CLHT's resizer
+    /// persisting the bucket copies its helpers made): they keep `tid`'s epoch, though their
+    /// windows still end at their writers' next releases.
+    fn rf_foreign_persist(&mut self, device: &PmDevice, tid: u32, lines: &FxHashSet<u64>) {
+        if self.rf.is_none() {
+            return;
+        }
+        let mut writers: Vec<u32> = self.threads.keys().copied().filter(|&w| w != tid).collect();
+        writers.sort_unstable();
+        let mut sorted: Vec<u64> = lines.iter().copied().collect();
+        sorted.sort_unstable();
+        for line in sorted {
+            for &wt in &writers {
+                let Some(ids) = self.threads.get(&wt).and_then(|t| t.stores.get(line, &self.windows)) else { continue };
+                for id in ids {
+                    let w = *self.get(id);
+                    if w.state == State::Persisted || self.rf_of(id).1 != NEVER || w.mask == 0 {
+                        continue;
+                    }
+                    if durable_bytes(device, DurabilityRule::Hw, w.line, w.mask, wt, false) == w.mask {
+                        self.rf_persisted(id, tid);
+                    }
+                }
+            }
+        }
+    }
+
     fn on_access(&mut self, ev: &Event, device: &PmDevice, store: bool, nt: bool) {
         self.accesses += 1;
         self.stored.access(ev.addr, ev.dev, ev.size);
@@ -724,6 +833,17 @@ impl Vardalith {
         for (line, mask) in pieces(ev.dev, ev.size) {
             if !store {
                 self.held.loaded(tid, line, mask);
+            }
+            // (A load learns the clocks of the stores it reads before it is checked.)
+            let mut rf_new = (tid, NEVER);
+            if let Some(rf) = &mut self.rf {
+                if !store {
+                    rf.loaded(tid, line, mask);
+                    rf_new.1 = rf.own(tid);
+                } else if durable_now {
+                    // eADR: persisted as it is stored; a load that read it knows this epoch.
+                    rf_new.1 = rf.own(tid);
+                }
             }
             self.touch(tid, line, mask);
             if store {
@@ -783,6 +903,10 @@ impl Vardalith {
                             self.lane_ordered += 1;
                             continue;
                         }
+                        if self.rf_orders(&w, id) {
+                            self.rf_ordered += 1;
+                            continue;
+                        }
                         let (s, l) = if store { (&w, &o) } else { (&o, &w) };
                         let both = o.mask & mask;
                         let (ss, ls) = (self.sites.get(s.site), self.sites.get(l.site));
@@ -795,6 +919,11 @@ impl Vardalith {
                     }
                 }
                 self.by_line.put(line, ids);
+            }
+            if store {
+                if let Some(rf) = &mut self.rf {
+                    rf.stored(tid, line, mask);
+                }
             }
             if !sampled || (!store && self.live <= 1) {
                 // Checked against the open windows, but opens none of its own. (A load of the only
@@ -830,6 +959,7 @@ impl Vardalith {
                     id
                 }
             };
+            self.rf_set(id, rf_new);
             if store && w.state == State::Persisted {
                 self.list_persisted(tid, line, id);
             }
@@ -927,6 +1057,7 @@ impl Vardalith {
                         }
                         // (A held window goes on like any other, closing at the writer's next
                         // release, until the access that publishes its bytes decides it.)
+                        self.rf_persisted(id, tid);
                         let w = self.get_mut(id);
                         w.held = initial;
                         w.state = State::Persisted;
@@ -1231,6 +1362,9 @@ impl Vardalith {
             }
             self.hb.apply(tid, op);
             self.held.order(tid, op, self.live);
+            if let Some(rf) = &mut self.rf {
+                rf.apply(tid, op);
+            }
             if self.hb_mode() {
                 self.thread(tid).vc = None;
                 if let SyncOp::Create { child } = op {
@@ -1426,6 +1560,7 @@ impl WindowPass for Vardalith {
         if op == FlushOp::Clflush {
             let one: FxHashSet<u64> = std::iter::once(line).collect();
             self.settle(device, ev.tid, Some(&one), false);
+            self.rf_foreign_persist(device, ev.tid, &one);
         }
     }
 
@@ -1435,6 +1570,7 @@ impl WindowPass for Vardalith {
         std::mem::swap(&mut lines, &mut self.thread(ev.tid).flushed);
         if !lines.is_empty() {
             self.settle(device, ev.tid, Some(&lines), true);
+            self.rf_foreign_persist(device, ev.tid, &lines);
         }
         if !self.thread(ev.tid).flushed_orphans.is_empty() {
             self.adopt(device, ev.tid);
@@ -1498,6 +1634,7 @@ impl Analysis for Vardalith {
             ("irh_unordered_publications", self.held.unordered),
             ("frees", self.frees),
             ("freed_bytes", self.freed_bytes),
+            ("rf_ordered", self.rf_ordered),
         ]
     }
 
@@ -1575,6 +1712,72 @@ mod tests {
 
     fn race() -> Vec<(u64, Vec<u64>)> {
         vec![(0xa, vec![0xb])]
+    }
+
+    /// `reads_from=on`: a field persisted before the pointer to it is stored, read through the
+    /// pointer, is ordered after its persist though the writer's window is still open (no
+    /// release since); read without the pointer, or before the persist, it races. The same when
+    /// another thread's flush and fence persisted it (the writer never did). And a load is
+    /// ordered before a store whose thread read what the loader stored after a later persist.
+    #[test]
+    fn reads_from_edges_order_pairs_the_open_windows_do_not() {
+        let field = |r: &Vec<(u64, Vec<u64>)>| r.iter().any(|(st, l)| *st == 0xa && l.contains(&0xb));
+        let publish = |s: &mut Sim, through_pointer: bool| {
+            s.store(2, 0xa, 64, 8);
+            s.persist(2, 0xf, 64);
+            s.store(2, 0xc, 128, 8);
+            if through_pointer {
+                s.load(3, 0xd, 128, 8);
+            }
+            s.load(3, 0xb, 64, 8);
+        };
+        for mode in ["", ":mode=hb"] {
+            assert!(field(&run(&format!("irh=0{mode}"), |s| publish(s, true))), "{mode}");
+            assert!(!field(&run(&format!("irh=0:reads_from=on{mode}"), |s| publish(s, true))), "{mode}");
+            assert!(field(&run(&format!("irh=0:reads_from=on{mode}"), |s| publish(s, false))), "{mode}");
+        }
+        // The pointer, never persisted, still races with its reader.
+        let r = run("irh=0:reads_from=on", |s| publish(s, true));
+        assert!(r.iter().any(|(st, l)| *st == 0xc && l.contains(&0xd)), "{r:x?}");
+        // Reading the field inside its window orders nothing.
+        let r = run("irh=0:reads_from=on", |s| {
+            s.store(2, 0xa, 64, 8);
+            s.load(3, 0xb, 64, 8);
+            s.persist(2, 0xf, 64);
+            s.store(2, 0xc, 128, 8);
+        });
+        assert!(field(&r), "{r:x?}");
+        // Persisted by another thread (3), which then publishes the pointer; 4 reads it.
+        let helper = |s: &mut Sim, through_pointer: bool| {
+            s.create(1, 4);
+            s.store(2, 0xa, 64, 8);
+            s.load(3, 0xe, 64, 8);
+            s.store(3, 0xe1, 72, 8);
+            s.persist(3, 0xf, 64);
+            s.store(3, 0xc, 128, 8);
+            if through_pointer {
+                s.load(4, 0xd, 128, 8);
+            }
+            s.load(4, 0xb, 64, 8);
+        };
+        assert!(field(&run("irh=0", |s| helper(s, true))));
+        assert!(!field(&run("irh=0:reads_from=on", |s| helper(s, true))));
+        assert!(field(&run("irh=0:reads_from=on", |s| helper(s, false))));
+        // A load, then the loader persists something and stores a flag the writer reads before
+        // its store: the load is ordered before the store.
+        let flag = |s: &mut Sim, read_flag: bool| {
+            s.load(3, 0xb, 64, 8);
+            s.store(3, 0xe, 192, 8);
+            s.persist(3, 0xe1, 192);
+            s.store(3, 0xc, 128, 8);
+            if read_flag {
+                s.load(2, 0xd, 128, 8);
+            }
+            s.store(2, 0xa, 64, 8);
+        };
+        assert!(field(&run("irh=0", |s| flag(s, true))));
+        assert!(!field(&run("irh=0:reads_from=on", |s| flag(s, true))));
+        assert!(field(&run("irh=0:reads_from=on", |s| flag(s, false))));
     }
 
     #[test]
