@@ -87,6 +87,31 @@ static void itimer_virtual(void) {
     printf("itimer virtual: fired %d after spinning\n", (int)vtalrms);
 }
 
+/* ITIMER_VIRTUAL counts the calling process's own CPU time: a child computing while the parent
+ * waits for it does not make the parent's timer expire; the parent's own computing does. */
+static void itimer_virtual_own_process(void) {
+    handle(SIGVTALRM, on_vtalrm, 0);
+    vtalrms = 0;
+    struct itimerval it = {{0, 0}, {0, 3000}};
+    setitimer(ITIMER_VIRTUAL, &it, NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        volatile unsigned long spin = 0;
+        for (unsigned long i = 0; i < 5000000; i++)
+            spin++;
+        _exit(0);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    int during = vtalrms;
+    volatile unsigned long spin = 0;
+    while (!vtalrms)
+        spin++;
+    printf("itimer virtual: %d expiries while a child computed, %d after the parent's own\n", during,
+           (int)vtalrms);
+}
+
 static void posix_signal_timer(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -290,6 +315,7 @@ int main(void) {
     alarm_and_pause();
     itimer_periodic();
     itimer_virtual();
+    itimer_virtual_own_process();
     posix_signal_timer();
     posix_overrun();
     posix_thread_timer();

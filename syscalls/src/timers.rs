@@ -10,9 +10,11 @@
 //!   is a deadline like a sleep's: when nothing can run, the clock jumps to the earliest one
 //!   ([`Kernel::schedule`]), so a program that waits for its timer is never reported as hung;
 //! - the process's *CPU* clock (`ITIMER_VIRTUAL`, `ITIMER_PROF`, and `CLOCK_PROCESS_CPUTIME_ID`
-//!   as `CLOCK_PROCESS_CPUTIME_ID` reads it): the retired-instruction count, which does not
-//!   advance while every thread waits. The machine has one instruction count for all its
-//!   processes, so a CPU timer counts the instructions of every process, as that clock does.
+//!   as `CLOCK_PROCESS_CPUTIME_ID` reads it, [`Kernel::process_cpu_ns`]): the instructions its
+//!   own threads retired, which does not advance while they wait or other processes run. Only
+//!   the running process's CPU clock moves, so only its CPU timers are armed in the machine's
+//!   timer stop, at the instruction count where its CPU time reaches them; a process switch
+//!   re-arms it.
 //!
 //! A timer expires at a recorded point only: a system call, a scheduling decision, or the first
 //! block start past its instant (the machine's timer stop, [`emu::Machine::set_timer_stop`]),
@@ -129,10 +131,11 @@ fn itimer_id(which: i32) -> i32 {
 }
 
 impl Kernel {
-    fn timer_now(&self, m: &Machine, clock: TimerClock) -> u64 {
+    /// Now, on the clock of a timer of process `pid`.
+    fn timer_now(&self, m: &Machine, pid: u32, clock: TimerClock) -> u64 {
         match clock {
             TimerClock::Boot => self.now_ns(m),
-            TimerClock::Cpu => m.icount(),
+            TimerClock::Cpu => self.process_cpu_ns(m, pid).unwrap_or(0),
         }
     }
 
@@ -142,17 +145,22 @@ impl Kernel {
         if self.timers.map.is_empty() && self.timers.armed == u64::MAX {
             return;
         }
-        let boot = self.now_ns(m).saturating_sub(m.icount());
+        let icount = m.icount();
+        let boot = self.now_ns(m).saturating_sub(icount);
+        // The running process's CPU clock advances with the machine's count from here on.
+        let cpu = self.process_cpu_ns(m, self.pid).unwrap_or(0);
         let at = self
             .timers
             .map
-            .values()
-            .filter_map(|t| {
+            .iter()
+            .filter_map(|(&(pid, _), t)| {
                 let d = t.deadline?;
-                Some(match t.clock {
-                    TimerClock::Boot => d.saturating_sub(boot),
-                    TimerClock::Cpu => d,
-                })
+                match t.clock {
+                    TimerClock::Boot => Some(d.saturating_sub(boot)),
+                    TimerClock::Cpu if pid == self.pid => Some(icount.saturating_add(d.saturating_sub(cpu))),
+                    // Another process's CPU clock stands still until it runs again.
+                    TimerClock::Cpu => None,
+                }
             })
             .min()
             .unwrap_or(u64::MAX);
@@ -169,17 +177,16 @@ impl Kernel {
         if self.timers.map.is_empty() {
             return false;
         }
-        let (boot, cpu) = (self.now_ns(m), m.icount());
         let mut fired = false;
         // Few timers exist; this looks at each, and collects nothing unless one is due.
         loop {
-            let due = self.timers.map.iter().find_map(|(k, t)| {
-                let now = if t.clock == TimerClock::Boot { boot } else { cpu };
-                t.deadline.filter(|&d| d <= now).map(|_| *k)
+            let due = self.timers.map.iter().find_map(|(&k, t)| {
+                let now = self.timer_now(m, k.0, t.clock);
+                t.deadline.filter(|&d| d <= now).map(|_| (k, now))
             });
-            let Some(key) = due else { break };
+            let Some((key, now)) = due else { break };
             fired = true;
-            self.expire(key, if self.timers.map[&key].clock == TimerClock::Boot { boot } else { cpu });
+            self.expire(key, now);
         }
         if fired {
             self.arm_timer_stop(m);
@@ -252,7 +259,7 @@ impl Kernel {
         let old = self.timer_remaining(m, key);
         let clock = self.timers.map[&key].clock;
         let realtime = self.timers.map[&key].realtime;
-        let now = self.timer_now(m, clock);
+        let now = self.timer_now(m, key.0, clock);
         let offset = if realtime { self.realtime_offset_ns() } else { 0 };
         let deadline = match (value, abs) {
             (0, _) => None,
@@ -273,7 +280,7 @@ impl Kernel {
     fn timer_remaining(&self, m: &Machine, key: (u32, i32)) -> (u64, u64) {
         match self.timers.map.get(&key) {
             Some(t) => {
-                let now = self.timer_now(m, t.clock);
+                let now = self.timer_now(m, key.0, t.clock);
                 // An armed timer shows at least 1 ns left, as Linux never shows 0 for one.
                 (t.deadline.map_or(0, |d| d.saturating_sub(now).max(1)), t.interval)
             }
