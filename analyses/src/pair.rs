@@ -2,8 +2,6 @@
 //! (order-sensitive critical sections) report them: the earlier access and the later one, each
 //! named by its site and whether it wrote.
 
-use std::collections::BTreeMap;
-
 use emu::callstack::StackId;
 
 use crate::group::{Described, Grouper};
@@ -33,11 +31,11 @@ pub(crate) fn what(write: bool) -> &'static str {
 /// called from six places is one finding with six stack combinations ([`crate::group`]), as the
 /// PM race passes group theirs. P-ART's shared deletion list gave 96 `hmtrace` findings keyed by
 /// stack and order, 17 pairs of source lines. The finding's locations and message are those of
-/// the first occurrence added under its key.
+/// the first occurrence added under its key; each stack combination keeps its own first
+/// occurrence's message ([`crate::group::RawVariant::message`]) for a finding the driver splits.
 pub(crate) struct PairFindings {
     analysis: &'static str,
     groups: Grouper<PairKey>,
-    messages: BTreeMap<PairKey, String>,
 }
 
 /// (kind, the lesser side, the greater side), each side its (PC, write).
@@ -46,7 +44,7 @@ type PairKey = (&'static str, (u64, bool), (u64, bool));
 impl PairFindings {
     /// No findings yet, of `analysis`.
     pub(crate) fn new(analysis: &'static str) -> PairFindings {
-        PairFindings { analysis, groups: Grouper::new(0), messages: BTreeMap::new() }
+        PairFindings { analysis, groups: Grouper::new(0) }
     }
 
     /// `occurrences` of accesses `first` (by `first_tid`) then `second`, described by `message`
@@ -72,28 +70,29 @@ impl PairFindings {
             RawLocation { role: role(first, true), pc: first.pc, stack: first.stack, tid: first_tid },
             RawLocation { role: role(second, false), pc: second.pc, stack: second.stack, tid: second_tid },
         ];
-        // The message is made once per stack combination (its first occurrence), kept for a
-        // finding the driver splits off; the group's own is its first variant's.
-        let mut made = None;
-        self.groups.add_described(key, &locations, 2, occurrences, || {
-            made = Some(message());
-            made.clone()
-        });
-        if let Some(m) = made {
-            self.messages.entry(key).or_insert(m);
-        }
+        self.groups.add_described(key, &locations, 2, occurrences, || Some(message()));
     }
 
-    /// One finding per pair of sites, in the order of their keys.
-    pub(crate) fn finish(mut self) -> Vec<RawFinding> {
+    /// One finding per pair of sites, in the order of their keys, with its first occurrence's
+    /// message (that of the stack combination its locations have).
+    pub(crate) fn finish(self) -> Vec<RawFinding> {
         let analysis = self.analysis;
-        let messages = &mut self.messages;
-        self.groups.finish(|key, _, _| Described {
+        let mut out = self.groups.finish(|key, _, _| Described {
             analysis,
             kind: key.0,
-            message: messages.remove(key).unwrap_or_default(),
+            message: String::new(),
             class: "",
             stored: None,
-        })
+        });
+        for f in &mut out {
+            let same = |a: &RawLocation, b: &RawLocation| (a.role, a.pc, a.stack) == (b.role, b.pc, b.stack);
+            let first = f.group.as_ref().and_then(|g| {
+                g.variants.iter().find(|v| v.locations.iter().zip(&f.locations).all(|(a, b)| same(a, b)))
+            });
+            if let Some(m) = first.and_then(|v| v.message.clone()) {
+                f.message = m;
+            }
+        }
+        out
     }
 }

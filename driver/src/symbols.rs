@@ -442,36 +442,8 @@ impl Objects {
             return vec![base(raw.message.clone(), raw.occurrences, locations, None)];
         };
         let key = g.key_locations.min(raw.locations.len());
-        type Site = Vec<(Option<String>, Option<u32>, u64)>;
-        // The variants by the lines their key locations are attributed to, in the order of each
-        // line's first variant; the representative's line first. Lines, not roles: a pair pass's
-        // occurrences of two sites in either order are one finding.
-        let site = |locs: &[Location]| -> Site {
-            let mut at: Vec<_> = locs
-                .iter()
-                .map(|l| if l.line.is_some() { (l.file.clone(), l.line, 0) } else { (None, None, l.pc) })
-                .collect();
-            at.sort_unstable();
-            at
-        };
-        let representative: Vec<Location> = raw.locations[..key].iter().map(locate).collect();
-        let mut parts: Vec<(Site, Vec<Location>, Vec<&analyses::group::RawVariant>)> =
-            vec![(site(&representative), representative, Vec::new())];
-        for v in &g.variants {
-            let keys: Vec<Location> = v.locations.iter().take(key).map(locate).collect();
-            let at = site(&keys);
-            match parts.iter_mut().find(|p| p.0 == at) {
-                Some(p) => p.2.push(v),
-                None => parts.push((at, keys, vec![v])),
-            }
-        }
-        let whole = parts.iter().filter(|p| !p.2.is_empty()).count() <= 1;
-        let mut out = Vec::new();
-        for (i, (_, keys, variants)) in parts.into_iter().enumerate() {
-            if variants.is_empty() && i > 0 {
-                continue;
-            }
-            let stacks = variants
+        let stacks_of = |variants: &[&analyses::group::RawVariant]| -> Vec<analyses::StackVariant> {
+            variants
                 .iter()
                 .map(|v| analyses::StackVariant {
                     occurrences: v.occurrences,
@@ -485,21 +457,62 @@ impl Objects {
                         })
                         .collect(),
                 })
+                .collect()
+        };
+        let group = |stacks| analyses::Group {
+            class: g.class.to_string(),
+            key_locations: key as u32,
+            stored: g.stored,
+            stacks,
+        };
+        // The variants by the lines their key locations are attributed to, in the order of each
+        // line's first variant. Lines, not roles: a pair pass's occurrences of two sites in
+        // either order are one finding.
+        type Site = Vec<(Option<String>, Option<u32>, u64)>;
+        let site = |locs: &[Location]| -> Site {
+            let mut at: Vec<_> = locs
+                .iter()
+                .map(|l| if l.line.is_some() { (l.file.clone(), l.line, 0) } else { (None, None, l.pc) })
                 .collect();
+            at.sort_unstable();
+            at
+        };
+        let mut parts: Vec<(Site, Vec<Location>, Vec<&analyses::group::RawVariant>)> = Vec::new();
+        for v in &g.variants {
+            let keys: Vec<Location> = v.locations.iter().take(key).map(locate).collect();
+            let at = site(&keys);
+            match parts.iter_mut().find(|p| p.0 == at) {
+                Some(p) => p.2.push(v),
+                None => parts.push((at, keys, vec![v])),
+            }
+        }
+        if parts.len() <= 1 {
+            let variants: Vec<_> = g.variants.iter().collect();
+            let locations = raw.locations.iter().map(locate).collect();
+            return vec![base(raw.message.clone(), raw.occurrences, locations, Some(group(stacks_of(&variants))))];
+        }
+        // Split: the part of the first occurrence (the raw finding's own locations and message)
+        // first, each other with its first variant's locations and message.
+        let representative: Vec<Location> = raw.locations[..key].iter().map(locate).collect();
+        let first = site(&representative);
+        if let Some(i) = parts.iter().position(|p| p.0 == first) {
+            parts[..=i].rotate_right(1);
+            parts[0].1 = representative;
+        }
+        let mut out = Vec::new();
+        for (i, (_, keys, variants)) in parts.into_iter().enumerate() {
             // Listed locations: the raw finding's, those some variant of this part had.
             let listed = raw.locations[key..]
                 .iter()
-                .filter(|l| whole || variants.iter().any(|v| v.locations.iter().skip(key).any(|w| w.pc == l.pc)))
+                .filter(|l| variants.iter().any(|v| v.locations.iter().skip(key).any(|w| w.pc == l.pc)))
                 .map(locate);
-            let occurrences = if whole { raw.occurrences } else { variants.iter().map(|v| v.occurrences).sum() };
-            let message = if i == 0 || whole {
-                raw.message.clone()
-            } else {
-                variants.iter().find_map(|v| v.message.clone()).unwrap_or_else(|| raw.message.clone())
+            let occurrences = variants.iter().map(|v| v.occurrences).sum();
+            let message = match i {
+                0 => raw.message.clone(),
+                _ => variants.iter().find_map(|v| v.message.clone()).unwrap_or_else(|| raw.message.clone()),
             };
-            let group =
-                analyses::Group { class: g.class.to_string(), key_locations: key as u32, stored: g.stored, stacks };
-            out.push(base(message, occurrences, keys.into_iter().chain(listed).collect(), Some(group)));
+            let locations = keys.into_iter().chain(listed).collect();
+            out.push(base(message, occurrences, locations, Some(group(stacks_of(&variants)))));
         }
         out
     }
