@@ -188,3 +188,16 @@ fn a_faulting_store_leaves_no_trace() {
     assert_eq!(kinds_at(&report), vec![("SIGSEGV".to_string(), "pm_torn_fault.c".to_string(), line)]);
     assert!(std::fs::read(pm.path().join("pool")).unwrap().iter().all(|b| *b == 0));
 }
+
+/// Code the program writes into writable, executable memory and rewrites in place with its own
+/// stores (a JIT's code cache): each version's flushes are what it has, not what the code at the
+/// same address and of the same length had before. The version without a flush loses its store;
+/// the two with one do not.
+#[test]
+fn code_rewritten_by_the_program_is_decoded_again() {
+    let line = u64::from(marker_line("jit_rewrite_flush.c", "/* BUG: this call's store is never made durable */"));
+    let (run, report) = pm_run("jit_rewrite_flush", &["/mnt/pmem0/jit"]);
+    run.assert_code(66);
+    assert_eq!(kinds_at(&report), vec![("unpersisted-store".to_string(), "jit_rewrite_flush.c".to_string(), line)]);
+    assert_eq!(run.stdout_str(), "1 1 1\n", "{}", run.describe());
+}

@@ -183,6 +183,14 @@ pub struct Decoder {
     index: FxHashMap<u64, u32>,
     /// Slots freed by [`Decoder::invalidate`], to be reused.
     free: Vec<u32>,
+    /// The address space's memory that is both writable and executable, as sorted, disjoint
+    /// ranges (a JIT's code cache; nothing for ordinary programs). The guest's own stores can
+    /// rewrite code there without any system call: Unicorn notices and translates such code
+    /// again, but a decoding cached by address and size would then describe the old
+    /// instructions, so blocks there keep their bytes ([`Decoder::rewritten`]).
+    writable_code: Vec<(u64, u64)>,
+    /// The bytes each block decoded in writable code had, by slot.
+    code_bytes: FxHashMap<u32, Box<[u8]>>,
 }
 
 /// The decodings made by every machine of the process, by [`key`], each with its block's bytes
@@ -220,7 +228,15 @@ impl Default for Decoder {
         let cs = Capstone::new().x86().mode(ArchMode::Mode64).build().expect("capstone supports x86-64");
         let detailed =
             Capstone::new().x86().mode(ArchMode::Mode64).detail(true).build().expect("capstone supports x86-64");
-        Decoder { cs, detailed, slots: Vec::new(), index: FxHashMap::default(), free: Vec::new() }
+        Decoder {
+            cs,
+            detailed,
+            slots: Vec::new(),
+            index: FxHashMap::default(),
+            free: Vec::new(),
+            writable_code: Vec::new(),
+            code_bytes: FxHashMap::default(),
+        }
     }
 }
 
@@ -257,6 +273,9 @@ impl Decoder {
                     }
                 };
                 self.index.insert(key(addr, size), slot);
+                if self.in_writable_code(addr, size) {
+                    self.code_bytes.insert(slot, bytes.into());
+                }
                 slot
             }
         };
@@ -265,7 +284,7 @@ impl Decoder {
 
     /// Forgets every block overlapping `[start, end)` (code was rewritten or unmapped).
     pub fn invalidate(&mut self, start: u64, end: u64) {
-        let (slots, free) = (&mut self.slots, &mut self.free);
+        let (slots, free, bytes) = (&mut self.slots, &mut self.free, &mut self.code_bytes);
         self.index.retain(|_, slot| {
             let Some(b) = slots[*slot as usize].as_ref() else { return false };
             let lo = b.insns.first().copied().unwrap_or(0);
@@ -274,9 +293,43 @@ impl Decoder {
             if !keep {
                 slots[*slot as usize] = None;
                 free.push(*slot);
+                bytes.remove(slot);
             }
             keep
         });
+    }
+
+    /// The address space's writable and executable memory is now `ranges` (sorted, disjoint).
+    pub fn set_writable_code(&mut self, ranges: Vec<(u64, u64)>) {
+        self.writable_code = ranges;
+    }
+
+    /// Whether the address space has writable and executable memory.
+    pub fn has_writable_code(&self) -> bool {
+        !self.writable_code.is_empty()
+    }
+
+    /// Whether any of the block at `addr` of `size` bytes lies in writable code. One test of an
+    /// empty list for ordinary programs.
+    #[inline]
+    pub fn in_writable_code(&self, addr: u64, size: u32) -> bool {
+        !self.writable_code.is_empty() && {
+            let end = addr + u64::from(size.max(1));
+            let i = self.writable_code.partition_point(|r| r.1 <= addr);
+            self.writable_code.get(i).is_some_and(|r| r.0 < end)
+        }
+    }
+
+    /// Whether the block in `slot`, decoded in writable code, no longer has the bytes it was
+    /// decoded from: `read` fills a buffer of the block's size with its bytes now (false when it
+    /// cannot). A block not in writable code is never rewritten behind the machine's back
+    /// (every other change of code is a system call: [`Decoder::invalidate`]).
+    pub fn rewritten(&self, slot: u32, read: impl FnOnce(&mut [u8]) -> bool) -> bool {
+        let Some(old) = self.code_bytes.get(&slot) else { return false };
+        // Blocks are short (Unicorn ends one within a page): the copy stays on the stack.
+        let mut buf = [0u8; 4096];
+        let Some(now) = buf.get_mut(..old.len()) else { return true };
+        !read(now) || **old != *now
     }
 
     /// The decoding of `bytes`, the block at `addr`: from [`SHARED`] when a machine of the

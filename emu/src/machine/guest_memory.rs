@@ -11,6 +11,7 @@ impl Machine {
             Backing::Pm { file_id, offset, .. } => Some((region.start, region.end, device_addr(*file_id, *offset))),
             _ => None,
         };
+        let wx = region.perm.write() && region.perm.exec();
         let raw = self.raw_begin();
         let mapped = self.mem.map(&mut self.uc, region);
         self.raw_end(raw);
@@ -18,7 +19,18 @@ impl Machine {
         if let Some(w) = pm {
             self.add_window(w);
         }
+        self.note_writable_code(wx);
         Ok(())
+    }
+
+    /// Tells the decoder which memory is writable and executable, after a change of mappings
+    /// or protections that may have changed it (`maybe`: the change made some; or the space
+    /// had some before). Nothing to do for programs that never map writable code.
+    pub(super) fn note_writable_code(&mut self, maybe: bool) {
+        if maybe || self.uc.get_data().code.decoder.has_writable_code() {
+            let ranges = writable_code(&self.mem);
+            self.uc.get_data_mut().code.decoder.set_writable_code(ranges);
+        }
     }
 
     /// Unmaps `[start, end)` (see [`Memory::unmap`]) and returns the regions removed.
@@ -31,6 +43,7 @@ impl Machine {
         if removed.iter().any(|r| r.perm.exec()) {
             self.code_changed(start, end);
         }
+        self.note_writable_code(false);
         if removed.iter().any(|r| matches!(r.backing, Backing::Pm { .. })) {
             self.cut_windows(start, end);
         }
@@ -58,6 +71,7 @@ impl Machine {
         done?;
         // Code may become executable, or stop being so: forget translations either way.
         self.code_changed(start, end);
+        self.note_writable_code(perm.write() && perm.exec());
         Ok(())
     }
 
@@ -142,4 +156,16 @@ impl Machine {
             t.forget_code(start, end);
         }
     }
+}
+
+/// The writable and executable memory of `mem`, as sorted, disjoint ranges.
+pub(super) fn writable_code(mem: &Memory) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for r in mem.regions().filter(|r| r.perm.write() && r.perm.exec()) {
+        match out.last_mut() {
+            Some(last) if last.1 == r.start => last.1 = r.end,
+            _ => out.push((r.start, r.end)),
+        }
+    }
+    out
 }

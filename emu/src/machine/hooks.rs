@@ -132,8 +132,24 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
             }
         }
     }
-    let st = uc.get_data_mut();
-    let found = st.code.decoder.slot(addr, size).and_then(|slot| Some((slot, st.code.decoder.at(slot)?)));
+    let st = uc.get_data();
+    let mut found = st.code.decoder.slot(addr, size).and_then(|slot| Some((slot, st.code.decoder.at(slot)?)));
+    if let Some((slot, _)) = found {
+        if st.code.decoder.in_writable_code(addr, size)
+            && st.code.decoder.rewritten(slot, |buf| read_guest(uc, addr, buf).is_ok())
+        {
+            // The guest rewrote this code with its own stores (a JIT's code cache): Unicorn
+            // translated it again, and what was known of the old instructions goes.
+            let end = addr + u64::from(size);
+            let st = uc.get_data_mut();
+            st.code.decoder.invalidate(addr, end);
+            st.code.own.forget(addr, end);
+            if let Some(t) = st.obs.taint.as_deref_mut() {
+                t.forget_code(addr, end);
+            }
+            found = None;
+        }
+    }
     let (slot, n, term) = match found {
         Some((slot, b)) => (slot, b.insns.len() as u64, b.term),
         None => {

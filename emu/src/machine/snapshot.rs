@@ -400,6 +400,8 @@ impl Machine {
         for (start, end) in changed {
             self.code_changed(start, end);
         }
+        // The snapshot's mappings may differ from those the decoder knows.
+        self.note_writable_code(true);
     }
 
     /// The threads, the clock and what the hooks remember, as at `snap`.
