@@ -560,9 +560,7 @@ impl Machine {
             return;
         }
         let ev = st.emit(EventKind::Syscall, pc, nr, 0, 0, arg1, arg0);
-        if let Some(o) = st.obs.observer.as_mut() {
-            o.on_event(&ev, &st.pm.device);
-        }
+        st.tell(&ev);
     }
 
     /// Reports an event the kernel sees (thread creation and exit) to the observer, as made by
@@ -582,9 +580,7 @@ impl Machine {
         }
         let mut ev = st.emit(kind, pc, addr, 0, 0, 0, new);
         ev.tid = tid;
-        if let Some(o) = st.obs.observer.as_mut() {
-            o.on_event(&ev, &st.pm.device);
-        }
+        st.tell(&ev);
     }
 
     /// Reports that the running thread's system call woke thread `woken` from a futex wait on

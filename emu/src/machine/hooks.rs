@@ -106,9 +106,7 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
                     _ => 0,
                 };
                 let ev = st.emit(EventKind::SyncReturn(kind), addr, obj, dev, 0, 0, result);
-                if let Some(o) = st.obs.observer.as_mut() {
-                    o.on_event(&ev, &st.pm.device);
-                }
+                st.tell(&ev);
             }
         }
         Term::Other => {
@@ -260,14 +258,10 @@ pub(super) fn enter_sync(uc: &mut Unicorn<'_, HookState>, kind: SyncKind, addr: 
     }
     if let Some((va, dev, size)) = freed {
         let ev = st.emit(EventKind::Free, addr, va, dev, 0, 0, size);
-        if let Some(o) = st.obs.observer.as_mut() {
-            o.on_event(&ev, &st.pm.device);
-        }
+        st.tell(&ev);
     }
     let ev = st.emit(EventKind::SyncEnter(kind), addr, e.obj, 0, 0, e.old, e.new);
-    if let Some(o) = st.obs.observer.as_mut() {
-        o.on_event(&ev, &st.pm.device);
-    }
+    st.tell(&ev);
 }
 
 /// libpmemobj's pool header (`struct pool_hdr`): the signature of an obj pool, and where its
@@ -432,9 +426,7 @@ fn settle_words_now(uc: &mut Unicorn<'_, HookState>, pc: u64) {
         if taken && !st.obs.words.held.iter().any(|h| h.0 == tid && h.1 == addr) {
             st.obs.words.held.push((tid, addr, size, now));
             let ev = st.emit(EventKind::WordAcquire, at, addr, 0, u32::from(size), before, now);
-            if let Some(o) = st.obs.observer.as_mut() {
-                o.on_event(&ev, &st.pm.device);
-            }
+            st.tell(&ev);
         }
     }
     let mut i = 0;
@@ -447,9 +439,7 @@ fn settle_words_now(uc: &mut Unicorn<'_, HookState>, pc: u64) {
         let st = uc.get_data_mut();
         st.obs.words.held.swap_remove(i);
         let ev = st.emit(EventKind::WordRelease, pc, addr, 0, u32::from(size), taken, 0);
-        if let Some(o) = st.obs.observer.as_mut() {
-            o.on_event(&ev, &st.pm.device);
-        }
+        st.tell(&ev);
     }
 }
 
@@ -506,9 +496,7 @@ pub(super) fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Spec
             if st.obs.interest.has(Interest::PERSIST) {
                 let mut ev = st.emit(EventKind::Flush(op), pc, ea, dev, 64, 0, 0);
                 ev.flush = Some(out);
-                if let Some(o) = st.obs.observer.as_mut() {
-                    o.on_event(&ev, &st.pm.device);
-                }
+                st.tell(&ev);
             }
         }
         Special::Fence(op) => {
@@ -537,9 +525,7 @@ pub(super) fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Spec
             if st.obs.interest.has(Interest::PERSIST) {
                 let mut ev = st.emit(EventKind::Fence(op), pc, 0, 0, 0, 0, 0);
                 ev.fence = Some(out);
-                if let Some(o) = st.obs.observer.as_mut() {
-                    o.on_event(&ev, &st.pm.device);
-                }
+                st.tell(&ev);
             }
         }
         Special::Privileged | Special::Rand { .. } => {
@@ -594,9 +580,7 @@ pub(super) fn on_client_request(uc: &mut Unicorn<'_, HookState>, pc: u64) {
         Request::StartTx { txn } | Request::EndTx { txn } if sync => {
             let kind = if matches!(req, Request::StartTx { .. }) { EventKind::TxBegin } else { EventKind::TxEnd };
             let ev = st.emit(kind, pc, 0, 0, 0, 0, txn.unwrap_or(0));
-            if let Some(o) = st.obs.observer.as_mut() {
-                o.on_event(&ev, &st.pm.device);
-            }
+            st.tell(&ev);
         }
         Request::AddToTx { txn, addr, len } if sync => st.emit_range(EventKind::TxAdd, pc, addr, len, txn.unwrap_or(0)),
         Request::RemoveFromTx { txn, addr, len } if sync => {
@@ -827,9 +811,7 @@ pub(super) fn on_dram_access(uc: *mut ffi::uc_engine, st: &mut HookState, addr: 
         }
         None => st.emit(EventKind::Load, pc, addr, 0, size as u32, cur, 0),
     };
-    if let Some(o) = st.obs.observer.as_mut() {
-        o.on_event(&ev, &st.pm.device);
-    }
+    st.tell(&ev);
 }
 
 pub(super) fn on_interrupt(uc: &mut Unicorn<'_, HookState>, intno: u32) {

@@ -107,9 +107,7 @@ pub(super) fn on_pm_write(
         };
         let mut ev = st.emit(ek, pc, addr, dev, size as u32, oldv, newv);
         ev.store = Some(id);
-        if let Some(o) = st.obs.observer.as_mut() {
-            o.on_event(&ev, &st.pm.device);
-        }
+        st.tell(&ev);
     }
 }
 
@@ -389,9 +387,7 @@ impl Machine {
                 self.mem.read_unchecked(va, &mut b[..n as usize]);
                 let st = self.uc.get_data_mut();
                 let ev = st.emit(EventKind::Load, pc, va, dev, n as u32, u64::from_le_bytes(b), 0);
-                if let Some(o) = st.obs.observer.as_mut() {
-                    o.on_event(&ev, &st.pm.device);
-                }
+                st.tell(&ev);
             }
             va += n;
         }

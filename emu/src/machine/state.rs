@@ -326,14 +326,20 @@ impl HookState {
     /// Tells the observer a crash point is here, before the device changes.
     pub(super) fn crash_point(&mut self, pc: u64) {
         let ev = self.emit(EventKind::CrashPoint, pc, 0, 0, 0, 0, 0);
-        if let Some(o) = self.obs.observer.as_mut() {
-            o.on_event(&ev, &self.pm.device);
-        }
+        self.tell(&ev);
     }
 
     pub(super) fn mix(&mut self, words: [u64; 4]) {
         for w in words {
             self.pm.hash = (self.pm.hash ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+        }
+    }
+
+    /// Hands `ev` to the observer (the passes), if there is one.
+    #[inline]
+    pub(super) fn tell(&mut self, ev: &Event) {
+        if let Some(o) = self.obs.observer.as_mut() {
+            o.on_event(ev, &self.pm.device);
         }
     }
 
@@ -424,9 +430,7 @@ impl HookState {
             };
             let upto = upto.min(a.saturating_add(u64::from(u32::MAX)));
             let ev = self.emit(kind, pc, a, dev, (upto - a) as u32, 0, txn);
-            if let Some(o) = self.obs.observer.as_mut() {
-                o.on_event(&ev, &self.pm.device);
-            }
+            self.tell(&ev);
             a = upto;
         }
     }
