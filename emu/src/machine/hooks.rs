@@ -130,24 +130,11 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
             }
         }
     }
-    let st = uc.get_data();
-    let mut found = st.code.decoder.slot(addr, size).and_then(|slot| Some((slot, st.code.decoder.at(slot)?)));
-    if let Some((slot, _)) = found {
-        if st.code.decoder.in_writable_code(addr, size)
-            && st.code.decoder.rewritten(slot, |buf| read_guest(uc, addr, buf).is_ok())
-        {
-            // The guest rewrote this code with its own stores (a JIT's code cache): Unicorn
-            // translated it again, and what was known of the old instructions goes.
-            let end = addr + u64::from(size);
-            let st = uc.get_data_mut();
-            st.code.decoder.invalidate(addr, end);
-            st.code.own.forget(addr, end);
-            if let Some(t) = st.obs.taint.as_deref_mut() {
-                t.forget_code(addr, end);
-            }
-            found = None;
-        }
+    if uc.get_data().code.decoder.in_writable_code(addr, size) {
+        forget_if_rewritten(uc, addr, size);
     }
+    let st = uc.get_data_mut();
+    let found = st.code.decoder.slot(addr, size).and_then(|slot| Some((slot, st.code.decoder.at(slot)?)));
     let (slot, n, term) = match found {
         Some((slot, b)) => (slot, b.insns.len() as u64, b.term),
         None => {
@@ -183,6 +170,27 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
         }
     };
     finish_block(uc, addr, size, slot, n, term);
+}
+
+/// If the guest's own stores rewrote the block at `addr` of `size` bytes, in writable code (a
+/// JIT's code cache), since it was decoded, Unicorn translated it again, and what was known of the
+/// old instructions goes: the block is then decoded as a new one. Out of line: its buffer would
+/// otherwise sit in the block hook's frame.
+#[cold]
+#[inline(never)]
+fn forget_if_rewritten(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
+    let dec = &uc.get_data().code.decoder;
+    let Some(slot) = dec.slot(addr, size) else { return };
+    if !dec.rewritten(slot, |buf| read_guest(uc, addr, buf).is_ok()) {
+        return;
+    }
+    let end = addr + u64::from(size);
+    let st = uc.get_data_mut();
+    st.code.decoder.invalidate(addr, end);
+    st.code.own.forget(addr, end);
+    if let Some(t) = st.obs.taint.as_deref_mut() {
+        t.forget_code(addr, end);
+    }
 }
 
 /// The rest of [`on_block`] once the block is decoded (`slot`, `n` instructions, ending in
