@@ -25,6 +25,10 @@
 //!   persists after its unlock, a reader under the same lock) in every schedule where the writer
 //!   finished first.
 //!
+//! Under the causal rule, accesses the first thread makes before it creates any other (a pool
+//! formatted by `main`) publish nothing: they happen before every access of every other thread
+//! ([`Publication::touch`]); its stores still pending at that creation count.
+//!
 //! [`ReadsFrom`] keeps the same per-byte reads-from edges for hawkset's race check
 //! (`reads_from=on`), without lock edges.
 //!
@@ -82,19 +86,50 @@ pub(crate) struct Publication {
     lines: ShadowLines<IrhLine>,
     /// The lines a second thread touched.
     shared: Vec<SharedLine>,
+    /// The causal rule's solo phase: `Some(t)` while thread `t` (0: not seen yet) is the only
+    /// thread there has been, whose accesses are not counted (see [`Publication::touch`]);
+    /// `None` once another thread exists, and always under HawkSet's rule.
+    solo: Option<u32>,
 }
 
 impl Publication {
-    /// The heuristic with this threshold (`irh=N`).
-    pub(crate) fn new(threshold: u32) -> Publication {
-        Publication { threshold, lines: ShadowLines::default(), shared: Vec::new() }
+    /// The heuristic with this threshold (`irh=N`) and order: with
+    /// [`IrhOrder::Causal`], the first thread's accesses before it creates another publish
+    /// nothing.
+    pub(crate) fn new(threshold: u32, order: IrhOrder) -> Publication {
+        let solo = (order == IrhOrder::Causal).then_some(0);
+        Publication { threshold, lines: ShadowLines::default(), shared: Vec::new(), solo }
+    }
+
+    /// A thread was created: the solo phase is over. Returns the thread it ends (whose stores
+    /// still pending, not yet durable, the pass must touch now: their windows span the creation,
+    /// so the new thread can see them), the first time only.
+    pub(crate) fn created(&mut self) -> Option<u32> {
+        self.solo.take().filter(|&t| t != 0)
     }
 
     /// Registers an access by `tid` to bytes `mask` of `line`, and returns the bytes this access
     /// published.
+    ///
+    /// Under the causal rule an access made while its thread is the only one there has been is
+    /// not counted: every access of every other thread comes after a creation it made later, so
+    /// such an access happens before all of them and cannot see, nor be seen in, any other
+    /// thread's store window. A pool formatted by `main` (a `memset` of the whole mapping,
+    /// `pmemobj_create`) before it starts its workers no longer publishes every byte, so a
+    /// worker's node initialised and persisted before it is handed over is initialisation, as
+    /// HawkSet means it (the thread's store is the first of the bytes' *concurrent* life).
+    /// HawkSet's own rule counts threads whatever ordered them (`irh_order=observed` keeps it).
     pub(crate) fn touch(&mut self, tid: u32, line: u64, mask: u64) -> u64 {
         if self.threshold == 0 {
             return 0;
+        }
+        if let Some(first) = self.solo {
+            if first == tid || first == 0 {
+                self.solo = Some(tid);
+                return 0;
+            }
+            // Another thread without a creation the pass saw (a process's first event).
+            self.solo = None;
         }
         let e = *self.lines.get_mut(line);
         let (who, inline_mask) = (e.who, e.mask);
@@ -653,11 +688,11 @@ impl ReadsFrom {
 
 #[cfg(test)]
 mod tests {
-    use super::{HeldStores, Publication};
+    use super::{HeldStores, IrhOrder, Publication};
 
     #[test]
     fn bytes_are_published_by_the_threshold_plus_one_th_thread() {
-        let mut p = Publication::new(1);
+        let mut p = Publication::new(1, IrhOrder::Observed);
         assert_eq!(p.touch(1, 3, 0xff), 0);
         assert_eq!(p.touch(1, 3, 0xff00), 0, "one thread's own bytes stay unpublished");
         assert_eq!(p.touch(2, 3, 0xf0f0), 0xf0f0);
@@ -666,7 +701,7 @@ mod tests {
         assert_eq!(p.touch(2, 3, 0x0f00), 0x0f00);
         assert_eq!(p.published(3, u64::MAX), 0xffff);
         // A second thread moves the line to a side entry, which keeps every thread's bytes.
-        let mut p = Publication::new(2);
+        let mut p = Publication::new(2, IrhOrder::Observed);
         for t in 1..=2 {
             assert_eq!(p.touch(t, 9, 0xff), 0);
         }
@@ -680,9 +715,29 @@ mod tests {
         assert_eq!(p.shared.len(), 1, "one thread's line stays inline");
         assert_eq!(p.published(10, u64::MAX), 0);
         assert_eq!(std::mem::size_of::<super::IrhLine>(), 12);
-        assert_eq!(Publication::new(0).touch(1, 1, 1), 0);
+        assert_eq!(Publication::new(0, IrhOrder::Causal).touch(1, 1, 1), 0);
     }
     use crate::sync::{Mode, SyncOp};
+
+    #[test]
+    fn the_first_threads_accesses_before_a_creation_publish_nothing() {
+        let mut p = Publication::new(1, IrhOrder::Causal);
+        assert_eq!(p.touch(1, 3, 0xff), 0);
+        assert_eq!(p.created(), Some(1), "the solo phase ends at the first creation");
+        assert_eq!(p.created(), None);
+        assert_eq!(p.touch(2, 3, 0xff), 0, "main's formatting is not a touch");
+        assert_eq!(p.touch(1, 3, 0x0f), 0x0f, "main's access after the creation is");
+        // A second thread seen without a creation (another process) ends it too.
+        let mut p = Publication::new(1, IrhOrder::Causal);
+        assert_eq!(p.touch(1, 3, 0xff), 0);
+        assert_eq!(p.touch(2, 3, 0xff), 0);
+        assert_eq!(p.touch(1, 3, 0xff), 0xff);
+        // HawkSet's rule counts every thread.
+        let mut p = Publication::new(1, IrhOrder::Observed);
+        assert_eq!(p.touch(1, 3, 0xff), 0);
+        assert_eq!(p.created(), None);
+        assert_eq!(p.touch(2, 3, 0xff), 0xff);
+    }
 
     /// A store held at its persist, published by a thread that did or did not acquire the lock its
     /// writer released after the persist.

@@ -602,7 +602,7 @@ impl Vardalith {
             calls: SyncCalls::default(),
             annotations: Annotations::default(),
             inferred: InferredLocks::default(),
-            irh: Publication::new(opts.irh),
+            irh: Publication::new(opts.irh, opts.irh_order),
             // With the IRH off its record of the lines accessed is empty: the shapes keep their own.
             stored: {
                 let mut s = StoreShapes::default();
@@ -1173,6 +1173,22 @@ impl Vardalith {
         w.held = false;
     }
 
+    /// The solo phase ended ([`Publication::created`]): `tid`'s store windows not yet durable
+    /// span the creation, so the new thread can see them: they count for the IRH. (Once, at the
+    /// first creation: a walk over the windows open then.)
+    fn touch_pending(&mut self, tid: u32) {
+        let open: Vec<(u64, u64)> = self
+            .windows
+            .iter()
+            .flatten()
+            .filter(|w| w.store && w.tid == tid && w.end == OPEN && w.state != State::Persisted)
+            .map(|w| (w.line, w.mask))
+            .collect();
+        for (line, mask) in open {
+            self.touch(tid, line, mask);
+        }
+    }
+
     /// IRH: registers an access by `tid` to `mask` of `line`; bytes it publishes decide the
     /// held store windows there ([`HeldStores::publish`]): one whose persist the access is not
     /// ordered after becomes a window like any other (and this access is checked against it);
@@ -1357,6 +1373,9 @@ impl Vardalith {
                 self.joined(child);
             }
             if let SyncOp::Create { child } = op {
+                if let Some(solo) = self.irh.created() {
+                    self.touch_pending(solo);
+                }
                 let step = self.step;
                 self.thread(child).last_acquire = step;
             }
