@@ -653,3 +653,25 @@ fn a_free_ends_the_history_of_the_objects_bytes() {
         assert!(at(&r, uses), "{pass}:frees=off:\n{r:#}");
     }
 }
+
+/// A `--config` try-lock whose release is a macro (a plain store of 0 to its word, P-CLHT's
+/// `LOCK_RLS`), which no configuration entry can name: the store releases it. Held until the
+/// threads' exits instead, the bucket locks both threads once took were in every later lockset
+/// of theirs, and the helper's never-persisted flag, spun on by the resizer, looked protected
+/// (P-CLHT's `helper_done`, `clht_lb_res.c:699` against `:753`, with HawkSet's `pclht.cfg`).
+#[test]
+fn a_configured_lock_released_by_a_plain_store_is_released() {
+    let c = config("hs_macro_release");
+    for pass in ["hawkset", "vardalith"] {
+        let (_, r) = run("hs_macro_release", pass, 0, &["--config", &c]);
+        assert!(reports_marked_race(&r, "hs_macro_release"), "{pass}:\n{r:#}");
+        // Every update's unlock and the fixed twin's flag unlock: 8 + 8 + 1 (the fixed twin
+        // adds the resizer's spins).
+        assert!(stat(&r, &format!("{pass}.store_releases")) >= 16, "{pass}:\n{:#}", get(&r, "stats"));
+        let (_, r) = run("hs_macro_release_fixed", pass, 0, &["--config", &c]);
+        assert!(findings(&r).is_empty(), "{pass} must be silent:\n{r:#}");
+        // The bucket locks still protect without the inferred ones: released at the store.
+        let (_, r) = run("hs_macro_release_fixed", &format!("{pass}:infer_locks=off"), 0, &["--config", &c]);
+        assert!(findings(&r).is_empty(), "{pass}:infer_locks=off must be silent:\n{r:#}");
+    }
+}
