@@ -675,3 +675,21 @@ fn a_configured_lock_released_by_a_plain_store_is_released() {
         assert!(findings(&r).is_empty(), "{pass}:infer_locks=off must be silent:\n{r:#}");
     }
 }
+
+/// APEX's per-thread log slot: claimed by a CAS of its word from 0, given back by a store of 0,
+/// never held by a second thread. The pattern of a lock, but no lock between threads: its
+/// word's accesses are data, and the owner's never-persisted stores race with the other
+/// threads' scans (they were left out as synchronisation). The fixed twin (a registry mutex,
+/// persisted before each unlock) is silent, and a real inline lock (`pi_inline_caslock`, held
+/// by all its threads) still keeps its word's accesses out.
+#[test]
+fn a_word_only_one_thread_ever_holds_is_no_lock_between_threads() {
+    for pass in ["hawkset", "vardalith"] {
+        let (_, r) = run("hs_slot_claim", pass, 0, &[]);
+        assert!(reports_marked_race(&r, "hs_slot_claim"), "{pass}:\n{r:#}");
+        let (_, r) = run("hs_slot_claim_fixed", pass, 0, &[]);
+        assert!(findings(&r).is_empty(), "{pass} must be silent:\n{r:#}");
+        let (_, r) = run("pi_inline_caslock_fixed", pass, 0, &[]);
+        assert!(findings(&r).is_empty(), "{pass} must be silent:\n{r:#}");
+    }
+}
