@@ -86,14 +86,14 @@ static void *worker(void *arg)
     while (claimed < THREADS)
         sched_yield();
     REG_LOCK();
-    s->record = me * 100; /* the log record, written while holding the slot */
+    s->record = me * 100; /* RECORD: the log record, written while holding the slot */
     PM_CLWB(&s->record); PM_SFENCE();
     REG_UNLOCK();
     sched_yield();
     REG_LOCK();
     for (int i = 0; i < NSLOTS; i++)
         if (slots[i].in_use != 0)
-            sink += slots[i].record; /* the others' records, read without their slots */
+            sink += slots[i].record; /* READ: the others' records, read without their slots */
     REG_UNLOCK();
     sched_yield();
     return_log(s, me);
