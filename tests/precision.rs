@@ -713,3 +713,43 @@ fn a_pool_formatted_before_the_threads_start_publishes_nothing() {
     let (_, r) = run("pmdk_treiber_fixed", "hawkset:irh_order=observed", 0, &[]);
     assert!(reports_pair_at(&r, treiber, &node_stores, &node_loads), "HawkSet's rule counts main's formatting:\n{r:#}");
 }
+
+/// A `--config` try-lock whose release is a macro (a plain store of 0 to its word, P-CLHT's
+/// `LOCK_RLS`), which no configuration entry can name: the store releases it. Held until the
+/// threads' exits instead, the bucket locks both threads once took were in every later lockset
+/// of theirs, and the helper's never-persisted flag, spun on by the resizer, looked protected
+/// (P-CLHT's `helper_done`, `clht_lb_res.c:699` against `:753`, with HawkSet's `pclht.cfg`).
+#[test]
+fn a_configured_lock_released_by_a_plain_store_is_released() {
+    let c = config("hs_macro_release");
+    for pass in ["hawkset", "vardalith"] {
+        let (_, r) = run("hs_macro_release", pass, 0, &["--config", &c]);
+        assert!(reports_marked_race(&r, "hs_macro_release"), "{pass}:\n{r:#}");
+        // Every update's unlock and the fixed twin's flag unlock: 8 + 8 + 1 (the fixed twin
+        // adds the resizer's spins).
+        assert!(stat(&r, &format!("{pass}.store_releases")) >= 16, "{pass}:\n{:#}", get(&r, "stats"));
+        let (_, r) = run("hs_macro_release_fixed", pass, 0, &["--config", &c]);
+        assert!(findings(&r).is_empty(), "{pass} must be silent:\n{r:#}");
+        // The bucket locks still protect without the inferred ones: released at the store.
+        let (_, r) = run("hs_macro_release_fixed", &format!("{pass}:infer_locks=off"), 0, &["--config", &c]);
+        assert!(findings(&r).is_empty(), "{pass}:infer_locks=off must be silent:\n{r:#}");
+    }
+}
+
+/// APEX's per-thread log slot: claimed by a CAS of its word from 0, given back by a store of 0,
+/// never held by a second thread. The pattern of a lock, but no lock between threads: its
+/// word's accesses are data, and the owner's never-persisted stores race with the other
+/// threads' scans (they were left out as synchronisation). The fixed twin (a registry mutex,
+/// persisted before each unlock) is silent, and a real inline lock (`pi_inline_caslock`, held
+/// by all its threads) still keeps its word's accesses out.
+#[test]
+fn a_word_only_one_thread_ever_holds_is_no_lock_between_threads() {
+    for pass in ["hawkset", "vardalith"] {
+        let (_, r) = run("hs_slot_claim", pass, 0, &[]);
+        assert!(reports_marked_race(&r, "hs_slot_claim"), "{pass}:\n{r:#}");
+        let (_, r) = run("hs_slot_claim_fixed", pass, 0, &[]);
+        assert!(findings(&r).is_empty(), "{pass} must be silent:\n{r:#}");
+        let (_, r) = run("pi_inline_caslock_fixed", pass, 0, &[]);
+        assert!(findings(&r).is_empty(), "{pass} must be silent:\n{r:#}");
+    }
+}

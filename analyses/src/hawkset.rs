@@ -1536,6 +1536,7 @@ impl Analysis for Hawkset {
             ("lane_holds", self.sync.lanes.holds),
             ("withdrawn_accesses", self.annotations.withdrawn_accesses),
             ("sync_accesses", self.calls.sync_accesses),
+            ("store_releases", self.calls.store_releases),
             ("clipped_loads", self.calls.clipped_loads),
             ("dropped_loads", self.calls.dropped_loads),
             ("inferred_acquisitions", self.inferred.acquisitions),

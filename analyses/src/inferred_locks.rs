@@ -13,9 +13,18 @@
 //! an acquisition and is never released. A word some thread released is *confirmed* as a
 //! lock. The passes treat every tentative acquisition as a lock held from the RMW on (hawkset
 //! keeps it in its locksets, vardalith's windows start there) and decide at the end of the run:
-//! an unconfirmed lock protects nothing (hawkset's [`InferredLocks::confirmed`]), and every
-//! access to a confirmed word is synchronisation, not data: dropped as it happens once the word
-//! is confirmed ([`Observed::screen`]), and its earlier records dropped at the end
+//! an unconfirmed lock protects nothing (hawkset's [`InferredLocks::confirmed`]).
+//!
+//! A confirmed word's own accesses are synchronisation, not data, only if it is a lock **between
+//! threads**: held, at some time, by two threads. A lock is mutual exclusion; a word only one
+//! thread ever holds excludes nobody. APEX claims a per-thread log slot with a CAS of its
+//! `in_use` word from 0 to the thread's id and stores 0 back when the thread is done: the
+//! pattern of a lock, but no second thread ever holds the slot (the others' CASes on it fail
+//! and they take the next slot), and the others' plain reads of `in_use` (looking for their
+//! own slot) read a value its owner never persisted: a race by Definition 1. Such a word's
+//! accesses stay data. (Its protection was never in question: a lock only one thread held is
+//! in no other thread's lockset.) The accesses to a shared confirmed word are dropped as they
+//! happen once it is both ([`Observed::screen`]), and its earlier records at the end
 //! ([`InferredLocks::lock_bytes`]). Vardalith's window boundaries at unconfirmed acquisitions
 //! cannot be taken back; they only start later windows later.
 //!
@@ -63,8 +72,20 @@ struct Word {
     holders: Vec<u32>,
     /// Released by a holder once: a lock.
     confirmed: bool,
+    /// The first thread that held it, and whether another thread has held it since: a lock
+    /// between threads, whose own accesses are synchronisation (see the module documentation).
+    first: Option<u32>,
+    shared: bool,
     /// The instructions that acquired it (one or two: the lock's CAS, a resize's marking CAS).
     acquired_at: Vec<u64>,
+}
+
+impl Word {
+    /// Released by a holder (a lock) and held by two threads at some time: mutual exclusion
+    /// between threads, whose word's accesses are synchronisation.
+    fn is_lock_between_threads(&self) -> bool {
+        self.confirmed && self.shared
+    }
 }
 
 /// What [`InferredLocks::observe`] makes of an event.
@@ -119,6 +140,7 @@ impl InferredLocks {
                 if w.size != ev.size || w.holders.contains(&ev.tid) {
                     return NOTHING;
                 }
+                Self::held_by(w, ev.tid);
                 w.holders.push(ev.tid);
                 if !w.acquired_at.contains(&ev.pc) {
                     w.acquired_at.push(ev.pc);
@@ -163,6 +185,7 @@ impl InferredLocks {
                 let op = if w.size != ev.size {
                     None
                 } else if ev.old & m == 0 && ev.new & m != 0 && !w.holders.contains(&ev.tid) {
+                    Self::held_by(w, ev.tid);
                     w.holders.push(ev.tid);
                     if !w.acquired_at.contains(&ev.pc) {
                         w.acquired_at.push(ev.pc);
@@ -183,6 +206,15 @@ impl InferredLocks {
                 Observed { op, screen: self.is_lock_word(ev) }
             }
             _ => NOTHING,
+        }
+    }
+
+    /// Thread `tid` takes word `w`: the word is shared once a second thread has held it.
+    fn held_by(w: &mut Word, tid: u32) {
+        match w.first {
+            None => w.first = Some(tid),
+            Some(t) if t != tid => w.shared = true,
+            Some(_) => {}
         }
     }
 
@@ -213,9 +245,11 @@ impl InferredLocks {
         }
     }
 
-    /// Whether the access `ev` lies within a word confirmed as a lock (starting at its start).
+    /// Whether the access `ev` lies within a word confirmed as a lock between threads (starting
+    /// at its start).
     fn is_lock_word(&self, ev: &Event) -> bool {
-        !self.words.is_empty() && self.words.get(&ev.dev).is_some_and(|w| w.confirmed && ev.size <= w.size)
+        !self.words.is_empty()
+            && self.words.get(&ev.dev).is_some_and(|w| w.is_lock_between_threads() && ev.size <= w.size)
     }
 
     /// Whether inferred lock `lock` is a lock by the end of the run (any other lock id is a
@@ -225,29 +259,38 @@ impl InferredLocks {
     }
 
     /// At the end of the run: a word acquired by an instruction that also acquired a confirmed
-    /// lock is one of the same array of locks, though this run never saw it released (a
-    /// table's bucket no put locked, marked by a resize's CAS that keeps it for good).
+    /// lock between threads is one of the same array of locks, though this run never saw it
+    /// released, or held by a second thread (a table's bucket no put locked, or only one, marked
+    /// by a resize's CAS that keeps it for good). An instruction whose words were each held by
+    /// one thread only (APEX's slot claims) makes no lock of them.
     pub(crate) fn settle(&mut self) {
-        let mut sites: Vec<u64> =
-            self.words.values().filter(|w| w.confirmed).flat_map(|w| w.acquired_at.iter().copied()).collect();
+        let mut sites: Vec<u64> = self
+            .words
+            .values()
+            .filter(|w| w.is_lock_between_threads())
+            .flat_map(|w| w.acquired_at.iter().copied())
+            .collect();
         sites.sort_unstable();
         sites.dedup();
         if sites.is_empty() {
             return;
         }
         for w in self.words.values_mut() {
-            if !w.confirmed && w.acquired_at.iter().any(|pc| sites.binary_search(pc).is_ok()) {
+            if !w.is_lock_between_threads() && w.acquired_at.iter().any(|pc| sites.binary_search(pc).is_ok()) {
+                if !w.confirmed {
+                    self.confirmations += 1;
+                }
                 w.confirmed = true;
-                self.confirmations += 1;
+                w.shared = true;
             }
         }
     }
 
-    /// The bytes of confirmed lock words, by device line: `(line, mask)`.
+    /// The bytes of confirmed lock words held by two threads, by device line: `(line, mask)`.
     pub(crate) fn lock_bytes(&self) -> FxHashMap<u64, u64> {
         let mut out: FxHashMap<u64, u64> = FxHashMap::default();
         for (&dev, w) in &self.words {
-            if w.confirmed && dev & DRAM_WORD == 0 {
+            if w.is_lock_between_threads() && dev & DRAM_WORD == 0 {
                 for (line, mask) in pieces(dev, w.size) {
                     *out.entry(line).or_insert(0) |= mask;
                 }
@@ -311,9 +354,13 @@ mod tests {
         // Another thread's store of 0 releases nothing; the holder's does, and confirms.
         assert_eq!(l.observe(&ev(EventKind::Store, 2, 0x20, w, 1, 0)).op, None);
         let rel = l.observe(&ev(EventKind::Store, 1, 0x20, w, 1, 0));
-        assert_eq!(rel, Observed { op: Some(SyncOp::Release { lock: INFERRED | w }), screen: true });
+        assert_eq!(rel, Observed { op: Some(SyncOp::Release { lock: INFERRED | w }), screen: false });
         assert!(l.confirmed(INFERRED | w) && l.confirmed(0x1234));
-        assert!(l.observe(&ev(EventKind::Load, 2, 0x30, w, 0, 0)).screen);
+        // A lock, but only thread 1 held it so far: no lock between threads, its word is data.
+        assert!(!l.observe(&ev(EventKind::Load, 2, 0x30, w, 0, 0)).screen && l.lock_bytes().is_empty());
+        // Thread 2 takes it too: its word's accesses are synchronisation from now on.
+        assert!(l.observe(&ev(EventKind::RmwStore, 2, 0x10, w, 0, 1)).screen);
+        assert!(l.observe(&ev(EventKind::Load, 3, 0x30, w, 0, 0)).screen);
         assert!(within(&l.lock_bytes(), w / 64, 0xff) && !within(&l.lock_bytes(), w / 64, 0x1ff));
         assert!(l.on_rmw_word(w / 64, 0xf0));
         // Another word of the same array, acquired by the same CAS, never released: a lock at
@@ -350,6 +397,32 @@ mod tests {
         let other = Event { addr: 0x4c_0020, ..word(EventKind::WordAcquire, 1, 0x9100, 0, 1) };
         assert_eq!(l.observe(&other), NOTHING);
         assert_eq!(l.acquisitions, 1);
+    }
+
+    #[test]
+    fn slots_each_held_by_one_thread_are_not_locks_between_threads() {
+        // APEX's log slots: each thread claims one by the same CAS from 0 (the others' CASes on
+        // it fail) and stores 0 back when done. The lock pattern, but no slot was ever held by
+        // two threads: no lock between threads, and settle makes none of the array one.
+        let mut l = InferredLocks::default();
+        let base = 0x1_0000_1000;
+        for t in 0..4u32 {
+            let w = base + 64 * u64::from(t);
+            for other in 0..t {
+                // Failed attempts on the slots taken before: nothing acquired.
+                let taken = base + 64 * u64::from(other);
+                assert_eq!(
+                    l.observe(&ev(EventKind::RmwStore, t, 0x10, taken, u64::from(other) + 1, u64::from(other) + 1)).op,
+                    None
+                );
+            }
+            assert!(l.observe(&ev(EventKind::RmwStore, t, 0x10, w, 0, u64::from(t) + 1)).op.is_some());
+            assert!(l.observe(&ev(EventKind::Store, t, 0x20, w, u64::from(t) + 1, 0)).op.is_some());
+            assert!(l.confirmed(INFERRED | w));
+        }
+        l.settle();
+        assert!(l.lock_bytes().is_empty());
+        assert!(!l.observe(&ev(EventKind::Load, 9, 0x30, base, 0, 0)).screen);
     }
 
     #[test]

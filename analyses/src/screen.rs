@@ -15,6 +15,9 @@
 //!   its holder stores 0 back), whose acquisitions and releases reach the pass as lock
 //!   operations ([`WindowPass::on_lock_op`]; the pass's `infer_locks=off` leaves them data).
 //!
+//! - a `--config` lock's release made as a plain store of 0 to its word, not as a call
+//!   ([`SyncCalls::released_by_store`]): a release, and the store is the lock's own access.
+//!
 //! A free of a PM object ([`EventKind::Free`]) reaches the pass as [`WindowPass::on_free`].
 //!
 //! A load made inside a string or memory routine is trimmed to the bytes the routine's contract
@@ -84,6 +87,14 @@ pub(crate) fn dispatch<P: WindowPass>(pass: &mut P, ev: &Event, device: &PmDevic
         return;
     }
     pass.counted();
+    // Before the inferred locks screen the access: a configured lock released by a plain store
+    // of 0 (P-CLHT's `LOCK_RLS` macro) is also an inferred lock's word.
+    let (calls, _, _) = pass.sync_calls();
+    calls.observe(ev);
+    let released = calls.released_by_store(ev);
+    if let Some(lock) = released {
+        pass.on_lock_op(ev, device, SyncOp::Release { lock });
+    }
     if let Some(inferred) = pass.inferred() {
         let seen = inferred.observe(ev);
         if let Some(op) = seen.op {
@@ -94,8 +105,8 @@ pub(crate) fn dispatch<P: WindowPass>(pass: &mut P, ev: &Event, device: &PmDevic
         }
     }
     let (calls, words, strings) = pass.sync_calls();
-    calls.observe(ev);
-    if access && ev.dev != 0 && words && calls.is_sync_access(ev) {
+    // The release store is the lock's own access to its word, as an unlock call's would be.
+    if access && ev.dev != 0 && words && (released.is_some() || calls.is_sync_access(ev)) {
         return;
     }
     let clip = if ev.kind == EventKind::Load && ev.dev != 0 && strings { calls.clip(ev) } else { Clip::Whole };

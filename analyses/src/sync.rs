@@ -30,7 +30,7 @@
 //! honour (HawkSet honours only create and join; HMTRace and OSCS honour all of them).
 
 use emu::events::{Event, EventKind};
-use emu::sync::{CustomOp, LockMode, SyncKind};
+use emu::sync::{CustomOp, CustomSpec, LockMode, SyncKind};
 use rustc_hash::FxHashMap;
 
 /// How a lock is held.
@@ -956,11 +956,24 @@ impl PmdkLockCalls {
 ///   read 16 or 32 aligned bytes at a time, before the string's start and past its terminator;
 ///   the machine reports each routine's contract at its entry ([`SyncKind::Reads`]), and a load
 ///   inside one counts only for the bytes within it ([`SyncCalls::clip`]).
+/// - **A custom lock released without a call.** A `--config` lock whose release the program
+///   does not make as a call (a macro or an inlined store: P-CLHT's `LOCK_RLS(lock)` is
+///   `*lock = 0`, while HawkSet's `pclht.cfg` names a `lock_rel` function this version lacks) is
+///   released when its holder stores the free value 0 to the lock's word, outside the lock's
+///   own calls ([`SyncCalls::released_by_store`]). Otherwise every acquisition would be held
+///   until the thread exits, and two threads that ever took the same lock would share it in
+///   every lockset from then on: every later pair of theirs protected.
 ///
-/// Allocation-free once warm: each thread's stack of open calls keeps its capacity.
+/// Allocation-free once warm: each thread's stack of open calls keeps its capacity, and the
+/// held custom locks their map's.
 #[derive(Clone, Default, Debug)]
 pub struct SyncCalls {
     threads: FxHashMap<u32, Vec<OpenCall>>,
+    /// Custom locks held, by (thread, lock address): the lock word's size and how many times
+    /// it is held (recursive acquisitions).
+    custom_held: FxHashMap<(u32, u64), (u32, u32)>,
+    /// Custom locks released by a store of 0 to their word rather than by a call.
+    pub store_releases: u64,
     /// Calls open in all threads together (nothing to check when 0).
     open: u32,
     /// Accesses found to be a primitive's own ([`SyncCalls::is_sync_access`]).
@@ -995,6 +1008,9 @@ impl SyncCalls {
     pub fn observe(&mut self, ev: &Event) {
         match ev.kind {
             EventKind::SyncEnter(kind) => {
+                if let SyncKind::Custom(CustomSpec { op: CustomOp::Release, .. }) = kind {
+                    self.drop_custom(ev.tid, ev.addr);
+                }
                 self.threads.entry(ev.tid).or_default().push(OpenCall {
                     kind,
                     addr: ev.addr,
@@ -1004,6 +1020,12 @@ impl SyncCalls {
                 self.open += 1;
             }
             EventKind::SyncReturn(kind) => {
+                if let SyncKind::Custom(c) = kind {
+                    if c.op != CustomOp::Release && kind.succeeded(ev.new) {
+                        let e = self.custom_held.entry((ev.tid, ev.addr)).or_insert((0, 0));
+                        *e = (u32::from(c.lock_size.max(1)), e.1 + 1);
+                    }
+                }
                 let Some(calls) = self.threads.get_mut(&ev.tid) else { return };
                 // The innermost call of that kind returns (the machine pairs them by frame; a
                 // longjmp out of a call loses its return, which the next return of an outer
@@ -1018,9 +1040,52 @@ impl SyncCalls {
                     self.open -= calls.len() as u32;
                     calls.clear();
                 }
+                if !self.custom_held.is_empty() {
+                    self.custom_held.retain(|&(t, _), _| t != ev.tid);
+                }
             }
             _ => {}
         }
+    }
+
+    /// One hold of custom lock `lock` by `tid` ends (its release call, or its word's store).
+    fn drop_custom(&mut self, tid: u32, lock: u64) -> bool {
+        match self.custom_held.get_mut(&(tid, lock)) {
+            Some(e) if e.1 > 1 => e.1 -= 1,
+            Some(_) => {
+                self.custom_held.remove(&(tid, lock));
+            }
+            None => return false,
+        }
+        true
+    }
+
+    /// Whether the access `ev` releases a `--config` custom lock its thread holds without a
+    /// call: a store of 0 to the lock's address (within its `lock_size`), or a DRAM lock word
+    /// seen back at 0 ([`EventKind::WordRelease`]), made outside the calls that lock that word.
+    /// A custom release function's own store is not one (its entry already released the
+    /// lock). Returns the lock released (its address, the lock's id).
+    pub fn released_by_store(&mut self, ev: &Event) -> Option<u64> {
+        if self.custom_held.is_empty() {
+            return None;
+        }
+        match ev.kind {
+            EventKind::Store | EventKind::RmwStore if ev.dev != 0 => {
+                let mask = if ev.size >= 8 { u64::MAX } else { (1u64 << (8 * ev.size)) - 1 };
+                if ev.new & mask != 0 {
+                    return None;
+                }
+            }
+            EventKind::WordRelease => {}
+            _ => return None,
+        }
+        let &(size, _) = self.custom_held.get(&(ev.tid, ev.addr))?;
+        if ev.size > size || self.is_own(ev) {
+            return None;
+        }
+        self.drop_custom(ev.tid, ev.addr);
+        self.store_releases += 1;
+        Some(ev.addr)
     }
 
     fn calls(&self, tid: u32) -> &[OpenCall] {

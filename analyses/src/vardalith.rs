@@ -1645,6 +1645,7 @@ impl Analysis for Vardalith {
             ("lane_ordered", self.lane_ordered),
             ("withdrawn_accesses", self.annotations.withdrawn_accesses),
             ("sync_accesses", self.calls.sync_accesses),
+            ("store_releases", self.calls.store_releases),
             ("clipped_loads", self.calls.clipped_loads),
             ("dropped_loads", self.calls.dropped_loads),
             ("inferred_acquisitions", self.inferred.acquisitions),

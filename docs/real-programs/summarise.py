@@ -3,7 +3,7 @@
 per finding, the program's frames of its store, window-end and load sites; then, for each bug of
 HawkSet-exp's artifact_evaluation/bugs.py for the program, the findings that have its store
 location in a store's backtrace and its load location in a load's (any call stack of the group).
-Usage: summarise.py REPORT pmasstree|part [ANALYSES,...] (the program's sources under $REAL)."""
+Usage: summarise.py REPORT pmasstree|part|pclht [ANALYSES,...] (the program's sources under $REAL)."""
 import json, sys, os
 REAL = os.environ.get('REAL', os.getcwd())
 r = json.load(open(sys.argv[1])); app = sys.argv[2]
@@ -12,6 +12,11 @@ BUGS = {
                7: [("masstree.h:1473", "masstree.h:1953")]},
  # P-ART: bugs.py's lines are of durinn's N*.cpp, which is not stored publicly; the same
  # statements in RECIPE's N*.cpp built here: 8 = change() vs getChild(), 9 = remove() vs getChild().
+ # P-CLHT: bugs.py's store clht_lb_res.c:793 and loads 437/534/583/866 are of the artifact's
+ # 70bf21c; in RECIPE's stored 145f510 built here they are 797 and 440/537/585/869.
+ 'pclht': {3: [("clht_lb_res.c:797", l) for l in ("clht_lb_res.c:869", "clht_lb_res.c:440",
+          "clht_lb_res.c:585", "clht_lb_res.c:537", "clht_gc.c:50", "clht_gc.c:103", "clht_gc.c:154",
+          "clht_gc.c:132", "clht_gc.c:255")]},
  'part': {8: [(s, l) for s in ("N4.cpp:51", "N16.cpp:42", "N256.cpp:39") for l in ("N4.cpp:61", "N16.cpp:67", "N256.cpp:43")],
           9: [(s, l) for s in ("N4.cpp:72", "N16.cpp:84") for l in ("N4.cpp:61", "N16.cpp:67")]},
 }[app]
@@ -44,6 +49,11 @@ for f in r['findings']:
     for b, pats in BUGS.items():
         for s_, l_ in pats:
             if any(s_ in x for s in allst for x in frames(s)+[top(s)]) and any(l_ in x for l in allld for x in frames(l)+[top(l)]):
-                found[b].append((an, f['id'])); break
+                found[b].append((an, f['id'], l_))
 print("counts", byan)
-for b, v in found.items(): print("bug", b, v)
+for b, v in found.items():
+    print("bug", b, sorted({(a, i) for a, i, _ in v}))
+    # The published pairs (store, load) each pass reports, as the docs count them.
+    for a in sorted({a for a, _, _ in v}):
+        ls = sorted({l for x, _, l in v if x == a})
+        print(f"   {a}: {len(ls)} of {len(BUGS[b])} pairs:", ", ".join(ls))
