@@ -766,6 +766,23 @@ fn futex_waitv_as_natively() {
     has("a child on 2 shared words, its parent wakes word 1:  1\n");
 }
 
+/// The futex2 calls `futex_wake`, `futex_wait`, `futex_requeue` and `FUTEX2_NUMA`
+/// (`futex2_probe`): Linux's errors in its order (flags, sizes, values and masks wider than the
+/// word, the clock, alignment, a bad node, differing flags of a requeue's two words), the node
+/// id -1 written back as node 0, a wake by mask, a wake of 0, a legacy `FUTEX_WAKE` waking a
+/// futex2 waiter, a requeue between NUMA words. The base returned ENOSYS for all three calls
+/// and EINVAL for a NUMA entry of `futex_waitv`.
+#[test]
+fn futex2_calls_as_natively() {
+    let emu = equivalent_and_deterministic("futex2_probe");
+    let out = emu.stdout_str();
+    let has = |s: &str| assert!(out.contains(s), "{s:?} missing\n{}", emu.describe());
+    has("wake: NUMA node -1: 0, node now 0\n");
+    has("mask: wake 0x3: 1\n");
+    has("numa: requeue 0 woken, 1 moved: 1, the target's node now 0\n");
+    has("waitv: NUMA entry, other value: -1 Resource temporarily unavailable, node now 0\n");
+}
+
 /// `/proc/PID/stat`, `status`, `cmdline` and `comm` of another process, and `/proc/self/cmdline`
 /// (`proc_pid_files`): a child waiting on a pipe sleeps (`S`), with its name, its parent and
 /// group, one thread and 52 fields; its cmdline is its parent's (a fork); writing its `comm`
