@@ -783,6 +783,22 @@ fn futex2_calls_as_natively() {
     has("waitv: NUMA entry, other value: -1 Resource temporarily unavailable, node now 0\n");
 }
 
+/// `/proc/PID/cmdline` read from the process's memory as Linux's `get_mm_cmdline` does
+/// (`proc_title`): an argument shortened in place shows its moved NUL; a title written over
+/// every argument and on into the environment (`setproctitle`, as servers name their workers)
+/// shows up to its NUL, read by the parent; the last argument's NUL overwritten cuts the title
+/// at the first NUL; `prctl(PR_SET_NAME)` in `comm`. The base showed the arguments as `execve`
+/// gave them.
+#[test]
+fn proc_cmdline_reads_the_rewritten_arguments_as_natively() {
+    let emu = equivalent_and_deterministic("proc_title");
+    let out = emu.stdout_str();
+    let has = |s: &str| assert!(out.contains(s), "{s:?} missing\n{}", emu.describe());
+    has("the child, seen by its parent: 251 bytes:worker: serving connections on port 8080 ....");
+    has("the child, seen by its parent: comm kv-worker\n");
+    has("|al|ha|beta|\n");
+}
+
 /// `/proc/PID/stat`, `status`, `cmdline` and `comm` of another process, and `/proc/self/cmdline`
 /// (`proc_pid_files`): a child waiting on a pipe sleeps (`S`), with its name, its parent and
 /// group, one thread and 52 fields; its cmdline is its parent's (a fork); writing its `comm`
