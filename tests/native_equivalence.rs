@@ -783,6 +783,22 @@ fn futex2_calls_as_natively() {
     has("waitv: NUMA entry, other value: -1 Resource temporarily unavailable, node now 0\n");
 }
 
+/// A process killed by another (`kill(pid, SIGKILL)`) while it holds a robust mutex in a shared
+/// mapping (`robust_killed`): its robust list is walked in its own memory, so the waiter in the
+/// killer's process gets EOWNERDEAD, as on Linux. The base left the waiter blocked: a deadlock
+/// finding.
+#[test]
+fn a_killed_process_robust_mutex_goes_to_its_waiter_as_natively() {
+    let emu = equivalent_and_deterministic("robust_killed");
+    assert!(emu.stdout_str().contains("the waiter's lock: EOWNERDEAD\n"), "{}", emu.describe());
+    for (strategy, seed) in [("random", 3u64), ("pct", 5), ("fifo", 1)] {
+        let run = Ferrite::run(&guest("robust_killed"))
+            .opts(&["--analyses", "none", "--strategy", strategy, "--seed", &seed.to_string()])
+            .go();
+        assert_eq!(run.stdout_str(), emu.stdout_str(), "{strategy} seed {seed}\n{}", run.describe());
+    }
+}
+
 /// `/proc/PID/cmdline` read from the process's memory as Linux's `get_mm_cmdline` does
 /// (`proc_title`): an argument shortened in place shows its moved NUL; a title written over
 /// every argument and on into the environment (`setproctitle`, as servers name their workers)

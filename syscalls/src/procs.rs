@@ -505,6 +505,20 @@ impl Kernel {
             self.set_wait(tid, None, None);
         }
         self.waits.pi_grants.retain(|(w, _)| !tids.contains(w));
+        // A process killed by another (`kill(pid, SIGKILL)`) is not running: its memory is
+        // made the machine's for the walk, as on Linux each of its threads walks its own list
+        // in `do_exit`, so a waiter in another process on a robust mutex in a shared mapping
+        // gets EOWNERDEAD.
+        let back = self.pid;
+        let elsewhere = !in_machine && self.procs.get(&pid).is_some_and(|p| p.ended.is_none() && p.saved.is_some());
+        if elsewhere {
+            self.switch_process(m, pid);
+            for &tid in &tids {
+                let head = self.threads.get(&tid).map_or(0, |t| t.robust_list);
+                self.walk_robust_list(m, tid, head);
+            }
+            self.switch_process(m, back);
+        }
         for &tid in &tids {
             let head = self.threads.get(&tid).map_or(0, |t| t.robust_list);
             if in_machine {
