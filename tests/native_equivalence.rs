@@ -766,6 +766,55 @@ fn futex_waitv_as_natively() {
     has("a child on 2 shared words, its parent wakes word 1:  1\n");
 }
 
+/// The futex2 calls `futex_wake`, `futex_wait`, `futex_requeue` and `FUTEX2_NUMA`
+/// (`futex2_probe`): Linux's errors in its order (flags, sizes, values and masks wider than the
+/// word, the clock, alignment, a bad node, differing flags of a requeue's two words), the node
+/// id -1 written back as node 0, a wake by mask, a wake of 0, a legacy `FUTEX_WAKE` waking a
+/// futex2 waiter, a requeue between NUMA words. The base returned ENOSYS for all three calls
+/// and EINVAL for a NUMA entry of `futex_waitv`.
+#[test]
+fn futex2_calls_as_natively() {
+    let emu = equivalent_and_deterministic("futex2_probe");
+    let out = emu.stdout_str();
+    let has = |s: &str| assert!(out.contains(s), "{s:?} missing\n{}", emu.describe());
+    has("wake: NUMA node -1: 0, node now 0\n");
+    has("mask: wake 0x3: 1\n");
+    has("numa: requeue 0 woken, 1 moved: 1, the target's node now 0\n");
+    has("waitv: NUMA entry, other value: -1 Resource temporarily unavailable, node now 0\n");
+}
+
+/// A process killed by another (`kill(pid, SIGKILL)`) while it holds a robust mutex in a shared
+/// mapping (`robust_killed`): its robust list is walked in its own memory, so the waiter in the
+/// killer's process gets EOWNERDEAD, as on Linux. The base left the waiter blocked: a deadlock
+/// finding.
+#[test]
+fn a_killed_process_robust_mutex_goes_to_its_waiter_as_natively() {
+    let emu = equivalent_and_deterministic("robust_killed");
+    assert!(emu.stdout_str().contains("the waiter's lock: EOWNERDEAD\n"), "{}", emu.describe());
+    for (strategy, seed) in [("random", 3u64), ("pct", 5), ("fifo", 1)] {
+        let run = Ferrite::run(&guest("robust_killed"))
+            .opts(&["--analyses", "none", "--strategy", strategy, "--seed", &seed.to_string()])
+            .go();
+        assert_eq!(run.stdout_str(), emu.stdout_str(), "{strategy} seed {seed}\n{}", run.describe());
+    }
+}
+
+/// `/proc/PID/cmdline` read from the process's memory as Linux's `get_mm_cmdline` does
+/// (`proc_title`): an argument shortened in place shows its moved NUL; a title written over
+/// every argument and on into the environment (`setproctitle`, as servers name their workers)
+/// shows up to its NUL, read by the parent; the last argument's NUL overwritten cuts the title
+/// at the first NUL; `prctl(PR_SET_NAME)` in `comm`. The base showed the arguments as `execve`
+/// gave them.
+#[test]
+fn proc_cmdline_reads_the_rewritten_arguments_as_natively() {
+    let emu = equivalent_and_deterministic("proc_title");
+    let out = emu.stdout_str();
+    let has = |s: &str| assert!(out.contains(s), "{s:?} missing\n{}", emu.describe());
+    has("the child, seen by its parent: 251 bytes:worker: serving connections on port 8080 ....");
+    has("the child, seen by its parent: comm kv-worker\n");
+    has("|al|ha|beta|\n");
+}
+
 /// `/proc/PID/stat`, `status`, `cmdline` and `comm` of another process, and `/proc/self/cmdline`
 /// (`proc_pid_files`): a child waiting on a pipe sleeps (`S`), with its name, its parent and
 /// group, one thread and 52 fields; its cmdline is its parent's (a fork); writing its `comm`

@@ -78,3 +78,32 @@ fn a_timer_nobody_takes_does_not_hide_a_deadlock() {
     assert_eq!(get(&report, "run.exit.deadlock"), &serde_json::Value::Bool(true), "{}", get(&report, "run.exit"));
     assert!(run.stderr.contains(&format!("sig_timer_blocked.c:{line}")), "{}", run.describe());
 }
+
+/// POSIX timers on a thread's CPU clock (`CLOCK_THREAD_CPUTIME_ID`, another thread's
+/// `pthread_getcpuclockid` id, with `SIGEV_THREAD_ID`), on a child's `clock_getcpuclockid`
+/// clock, and Linux's errors for clocks a timer cannot use (`cpu_timers`), compared with the
+/// host under several strategies and seeds. The base refused every such timer with EINVAL.
+#[test]
+fn timers_on_thread_and_other_process_cpu_clocks_match_native() {
+    let nat = native(&guest("cpu_timers"), &[], &[]);
+    nat.assert_code(0);
+    let expected = nat.stdout_str();
+    assert!(expected.contains("another thread's clock: signal SIGUSR2"), "{}", nat.describe());
+    for (strategy, seed) in [("random", 1u64), ("random", 9), ("pct", 3), ("fifo", 1)] {
+        let run = Ferrite::run(&guest("cpu_timers"))
+            .opts(&["--analyses", "none", "--strategy", strategy, "--seed", &seed.to_string()])
+            .go_within(Duration::from_secs(180));
+        run.assert_code(0);
+        assert_eq!(run.stdout_str(), expected, "{strategy} seed {seed}\n{}", run.describe());
+    }
+}
+
+/// A thread computing without system calls while another sleeps: the sleeper wakes at its
+/// deadline (the machine's timer stop), where the base never woke it and reported a hang.
+#[test]
+fn a_sleeper_wakes_while_the_only_other_thread_computes() {
+    let run =
+        Ferrite::run(&guest("sleep_beside_spin")).opts(&["--analyses", "none"]).go_within(Duration::from_secs(60));
+    run.assert_code(0);
+    assert_eq!(run.stdout_str(), "the sleeper woke and stopped the spinner\n");
+}

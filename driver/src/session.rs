@@ -727,6 +727,12 @@ impl Session {
                     // A timer's instant passed: its signal is pending now, for this thread or
                     // another (woken if it waits in a call the signal interrupts).
                     k.fire_timers(m);
+                    if k.wait_deadline_passed(m) {
+                        // Or a sleeper is due while this thread computes alone: it wakes at
+                        // this scheduling point.
+                        *pending_schedule = Some((Point::Optional, false));
+                        continue;
+                    }
                     if let Err(e) = k.deliver_pending(m) {
                         match k.signal_death(m, e) {
                             Some(e) => break GuestEnd::Exited(e),

@@ -340,14 +340,14 @@ impl Kernel {
             VirtualFile::Stat => {
                 self.proc_view(m, self.pid).map_or(Vec::new(), |v| crate::process::proc_stat(&v).into_bytes())
             }
-            VirtualFile::Cmdline => self.cmdline_of(self.pid),
+            VirtualFile::Cmdline => self.cmdline_of(m, self.pid),
             VirtualFile::Pid(pid, crate::vfs::PidFile::Status) => {
                 self.proc_view(m, pid).map_or(Vec::new(), |v| crate::process::proc_status(&v).into_bytes())
             }
             VirtualFile::Pid(pid, crate::vfs::PidFile::Stat) => {
                 self.proc_view(m, pid).map_or(Vec::new(), |v| crate::process::proc_stat(&v).into_bytes())
             }
-            VirtualFile::Pid(pid, crate::vfs::PidFile::Cmdline) => self.cmdline_of(pid),
+            VirtualFile::Pid(pid, crate::vfs::PidFile::Cmdline) => self.cmdline_of(m, pid),
             VirtualFile::Text(t) => t.as_bytes().to_vec(),
             VirtualFile::KernelStat => {
                 let ticks = m.icount() / 10_000_000;

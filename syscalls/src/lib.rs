@@ -614,6 +614,14 @@ impl Kernel {
                 Ok(None) => return Dispatch::Block,
                 Err(e) => Err(e),
             },
+            // futex2: futex_wake, futex_wait, futex_requeue (Linux 6.7).
+            454 => self.futex2_wake(m, a[0], a[1], i(a[2]), a[3] as u32),
+            455 => match self.futex2_wait(m, a[0], a[1], a[2], a[3] as u32, a[4], i(a[5])) {
+                Ok(Some(v)) => Ok(v),
+                Ok(None) => return Dispatch::Block,
+                Err(e) => Err(e),
+            },
+            456 => self.futex2_requeue(m, a[0], a[1] as u32, i(a[2]), i(a[3])),
             libc::SYS_sched_yield => return Dispatch::Yield,
             libc::SYS_uname => self.uname(m, a[0]),
             libc::SYS_getrlimit => self.prlimit(m, 0, a[0], 0, a[1]),

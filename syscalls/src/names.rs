@@ -353,6 +353,9 @@ pub fn name(nr: u64) -> &'static str {
         441 => "epoll_pwait2",
         448 => "process_mrelease",
         449 => "futex_waitv",
+        454 => "futex_wake",
+        455 => "futex_wait",
+        456 => "futex_requeue",
         _ => "unknown",
     }
 }

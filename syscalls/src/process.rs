@@ -126,11 +126,16 @@ pub fn exec(
 ) -> Result<Started, ExecError> {
     let mem_err = |what: &str, e: emu::MemError| ExecError::Memory(format!("{what}: {e:?}"));
     let image = load_elf(program, PIE_BASE)?;
-    // `/proc/PID/cmdline`: the arguments as given (a program that rewrites its argv in place,
-    // as `setproctitle` does, is not seen).
+    // `/proc/PID/cmdline` reads the argument strings from memory: where the initial stack puts
+    // them (`build_initial_stack`: below the 8 zero bytes at the top, the `AT_EXECFN` string,
+    // then the environment strings, then the arguments), Linux's `arg_start`..`env_end`.
     let pid = k.pid;
+    let strings = |v: &[Vec<u8>]| v.iter().map(|s| s.len() as u64 + 1).sum::<u64>();
+    let env_end = STACK_TOP - 8 - (k.exe().len() as u64 + 1);
+    let env_start = env_end - strings(envp);
+    let arg_start = env_start - strings(argv);
     if let Some(p) = k.procs.get_mut(&pid) {
-        p.cmdline = argv.iter().flat_map(|a| a.iter().copied().chain([0])).collect();
+        p.args = [arg_start, env_start, env_start, env_end];
     }
     let exe = k.exe().to_string();
     map_image(m, &image, &exe)?;

@@ -121,9 +121,10 @@ pub(crate) struct Proc {
     pub(crate) cpu_ns: u64,
     /// The CPU time of the children it has reaped, theirs included (Linux's `cutime`).
     pub(crate) children_cpu_ns: u64,
-    /// Its arguments as `execve` (or the run) gave them, each NUL-terminated: what
-    /// `/proc/PID/cmdline` shows.
-    pub(crate) cmdline: Vec<u8>,
+    /// Where its program's argument and environment strings are in its memory: `arg_start`,
+    /// `arg_end`, `env_start`, `env_end` (Linux's `mm` fields), which `/proc/PID/cmdline` reads
+    /// ([`Kernel::cmdline_of`]).
+    pub(crate) args: [u64; 4],
     /// When it was made, on the boot clock (ns): `/proc/PID/stat`'s `starttime`.
     pub(crate) start_ns: u64,
     /// Its name when it ended (its threads are gone): what a zombie's `/proc/PID/stat` shows.
@@ -145,7 +146,7 @@ impl Proc {
             job: Default::default(),
             cpu_ns: 0,
             children_cpu_ns: 0,
-            cmdline: Vec::new(),
+            args: [0; 4],
             start_ns: crate::time::BOOT_UPTIME_S * 1_000_000_000,
             end_comm: [0; 16],
         }
@@ -165,7 +166,7 @@ impl Proc {
             job: self.job,
             cpu_ns: self.cpu_ns,
             children_cpu_ns: self.children_cpu_ns,
-            cmdline: self.cmdline.clone(),
+            args: self.args,
             start_ns: self.start_ns,
             end_comm: self.end_comm,
         }
@@ -309,8 +310,7 @@ impl Kernel {
         };
         let in_space = if shares { self.space_pid } else { child };
         let space_id = if shares { self.space_id() } else { self.new_space_id() };
-        let (dumpable, cmdline) =
-            self.procs.get(&self.pid).map_or((1, Vec::new()), |p| (p.dumpable, p.cmdline.clone()));
+        let (dumpable, args) = self.procs.get(&self.pid).map_or((1, [0; 4]), |p| (p.dumpable, p.args));
         let start_ns = self.now_ns(m);
         self.procs.insert(
             child,
@@ -326,7 +326,7 @@ impl Kernel {
                 job: Default::default(),
                 cpu_ns: 0,
                 children_cpu_ns: 0,
-                cmdline,
+                args,
                 start_ns,
                 end_comm: [0; 16],
             },
@@ -505,6 +505,20 @@ impl Kernel {
             self.set_wait(tid, None, None);
         }
         self.waits.pi_grants.retain(|(w, _)| !tids.contains(w));
+        // A process killed by another (`kill(pid, SIGKILL)`) is not running: its memory is
+        // made the machine's for the walk, as on Linux each of its threads walks its own list
+        // in `do_exit`, so a waiter in another process on a robust mutex in a shared mapping
+        // gets EOWNERDEAD.
+        let back = self.pid;
+        let elsewhere = !in_machine && self.procs.get(&pid).is_some_and(|p| p.ended.is_none() && p.saved.is_some());
+        if elsewhere {
+            self.switch_process(m, pid);
+            for &tid in &tids {
+                let head = self.threads.get(&tid).map_or(0, |t| t.robust_list);
+                self.walk_robust_list(m, tid, head);
+            }
+            self.switch_process(m, back);
+        }
         for &tid in &tids {
             let head = self.threads.get(&tid).map_or(0, |t| t.robust_list);
             if in_machine {
@@ -853,10 +867,64 @@ impl Kernel {
         Some(crate::process::ProcView { ids, name, state, cpu_ns, bytes, start_ns: p.start_ns })
     }
 
-    /// `/proc/PID/cmdline` of process `pid`: its arguments, each NUL-terminated; empty for a
-    /// zombie, as Linux's (no memory to read them from).
-    pub(crate) fn cmdline_of(&self, pid: u32) -> Vec<u8> {
-        self.procs.get(&pid).filter(|p| p.ended.is_none()).map_or(Vec::new(), |p| p.cmdline.clone())
+    /// `/proc/PID/cmdline` of process `pid`, read from its memory as Linux's `get_mm_cmdline`
+    /// does (fs/proc/base.c), so a program that rewrites its arguments in place
+    /// (`setproctitle`, a server naming its workers) shows what it wrote: the bytes from
+    /// `arg_start` to `arg_end`; but when the last of them is no longer a NUL, the program has
+    /// overwritten it and the title may run on into the environment: the string at
+    /// `arg_start` up to its NUL (included), at most a page and at most up to `env_end`
+    /// (`get_mm_proctitle`). Empty for a zombie, as Linux's (no memory to read).
+    pub(crate) fn cmdline_of(&self, m: &Machine, pid: u32) -> Vec<u8> {
+        const PAGE: u64 = 4096;
+        let Some(p) = self.procs.get(&pid).filter(|p| p.ended.is_none()) else { return Vec::new() };
+        let [arg_start, arg_end, mut env_start, mut env_end] = p.args;
+        if arg_start >= arg_end {
+            return Vec::new();
+        }
+        // The environment counts only where it follows the arguments, as Linux checks.
+        if env_start != arg_end || env_end < env_start {
+            (env_start, env_end) = (arg_end, arg_end);
+        }
+        let _ = env_start;
+        // The memory of the space the process runs in: the machine's, or the one saved for it.
+        let saved = if p.space == self.space_pid {
+            None
+        } else {
+            match self.procs.get(&p.space).and_then(|o| o.saved.as_ref()).and_then(|s| s.space.as_ref()) {
+                Some((space, _)) => Some(space),
+                None => return Vec::new(),
+            }
+        };
+        let read = |addr: u64, buf: &mut [u8]| match saved {
+            None => m.mem.read(addr, buf).is_ok(),
+            Some(space) => space.read(addr, buf).is_ok(),
+        };
+        let mut last = [0u8];
+        if read(arg_end - 1, &mut last) && last[0] != 0 {
+            // Up to a page from `arg_start`, as far as it can be read (page by page).
+            let want = PAGE.min(env_end - arg_start);
+            let mut page = vec![0u8; want as usize];
+            let mut got = 0u64;
+            while got < want {
+                let n = (PAGE - (arg_start + got) % PAGE).min(want - got);
+                if !read(arg_start + got, &mut page[got as usize..(got + n) as usize]) {
+                    break;
+                }
+                got += n;
+            }
+            page.truncate(got as usize);
+            // Up to its NUL, which is included when found.
+            if let Some(nul) = page.iter().position(|&b| b == 0) {
+                page.truncate(nul + 1);
+            }
+            return page;
+        }
+        let mut out = vec![0u8; (arg_end - arg_start) as usize];
+        if read(arg_start, &mut out) {
+            out
+        } else {
+            Vec::new()
+        }
     }
 
     /// getppid(2).

@@ -219,10 +219,31 @@ pub(crate) struct WaitIndex {
     parked: Vec<u32>,
 }
 
+/// futex2's flags (`FUTEX2_*`, include/uapi/linux/futex.h).
+const FUTEX2_SIZE_U32: u32 = 2;
+const FUTEX2_SIZE_MASK: u32 = 3;
+const FUTEX2_NUMA: u32 = 4;
+const FUTEX2_MPOL: u32 = 8;
+const FUTEX2_PRIVATE: u32 = 128;
+const FUTEX2_VALID_MASK: u32 = FUTEX2_SIZE_MASK | FUTEX2_NUMA | FUTEX2_MPOL | FUTEX2_PRIVATE;
+
+/// Linux's `futex2_to_flags` and `futex_flags_valid`: known flags, and 32-bit words only.
+fn futex2_flags_valid(flags: u32) -> Result<(), Errno> {
+    if flags & !FUTEX2_VALID_MASK != 0 || flags & FUTEX2_SIZE_MASK != FUTEX2_SIZE_U32 {
+        return err(libc::EINVAL);
+    }
+    Ok(())
+}
+
 impl WaitIndex {
     /// The index of a process whose only thread, `tid`, is running.
     pub(crate) fn new(tid: u32) -> WaitIndex {
         WaitIndex { runnable: vec![tid], ..WaitIndex::default() }
+    }
+
+    /// The earliest deadline of a wait, in virtual ns.
+    pub(crate) fn next_deadline(&self) -> Option<u64> {
+        self.deadlines.first().map(|x| x.0)
     }
 
     fn insert_sorted(v: &mut Vec<u32>, tid: u32) {
@@ -805,25 +826,8 @@ impl Kernel {
                 }
                 let woken = self.wake(m, key, addr, val.min(i32::MAX as u64), ALL_BITS);
                 let key2 = self.futex_key(m, addr2, private);
-                // The requeue count is passed in the timeout argument's register: the oldest
-                // remaining waiters move.
-                let mut moved = 0;
-                let waiters: Vec<u32> = self
-                    .waits
-                    .futex
-                    .get(&key)
-                    .map(|q| q.iter().take(timeout as usize).map(|x| x.1).collect())
-                    .unwrap_or_default();
-                for tid in waiters {
-                    match self.threads.get(&tid).and_then(|t| t.wait) {
-                        Some(Wait::Futex { bitset, deadline, .. }) => {
-                            self.set_wait(tid, Some(Wait::Futex { addr: key2, bitset, deadline }), None)
-                        }
-                        Some(Wait::FutexV { .. }) => self.requeue_v(tid, key, key2),
-                        _ => continue,
-                    }
-                    moved += 1;
-                }
+                // The requeue count is passed in the timeout argument's register.
+                let moved = self.requeue(key, key2, timeout);
                 Ok(Some(woken + if cmd == 4 { moved } else { 0 }))
             }
             5 => {
@@ -881,6 +885,164 @@ impl Kernel {
         }
     }
 
+    /// Moves up to `n` of the oldest waiters left on `key` to `key2`; returns how many moved.
+    fn requeue(&mut self, key: u64, key2: u64, n: u64) -> u64 {
+        let mut moved = 0;
+        let waiters: Vec<u32> = self
+            .waits
+            .futex
+            .get(&key)
+            .map(|q| q.iter().take(n.min(usize::MAX as u64) as usize).map(|x| x.1).collect())
+            .unwrap_or_default();
+        for tid in waiters {
+            match self.threads.get(&tid).and_then(|t| t.wait) {
+                Some(Wait::Futex { bitset, deadline, .. }) => {
+                    self.set_wait(tid, Some(Wait::Futex { addr: key2, bitset, deadline }), None)
+                }
+                Some(Wait::FutexV { .. }) => self.requeue_v(tid, key, key2),
+                _ => continue,
+            }
+            moved += 1;
+        }
+        moved
+    }
+
+    /// The key of a futex2 word (Linux's `get_futex_key` with futex2's flags): 4-byte aligned,
+    /// or 8 with `FUTEX2_NUMA`, whose word is followed by a 32-bit node id: -1
+    /// (`FUTEX_NO_NODE`) is replaced by the node of the caller, written back (this machine has
+    /// one, node 0), any node but 0 is EINVAL; EFAULT when the node cannot be read or written.
+    /// `FUTEX2_MPOL` picks a node from the mapping's memory policy, which no mapping here has:
+    /// the same as without it.
+    fn futex2_key(&mut self, m: &mut Machine, uaddr: u64, flags: u32) -> Result<u64, Errno> {
+        let numa = flags & FUTEX2_NUMA != 0;
+        if !uaddr.is_multiple_of(if numa { 8 } else { 4 }) {
+            return err(libc::EINVAL);
+        }
+        if numa {
+            let naddr = uaddr.wrapping_add(4);
+            match m.read_u32(naddr)? {
+                u32::MAX => m.write(naddr, &0u32.to_le_bytes(), false)?,
+                0 => {}
+                _ => return err(libc::EINVAL),
+            }
+        }
+        Ok(self.futex_key(m, uaddr, flags & FUTEX2_PRIVATE != 0))
+    }
+
+    /// futex_wait(2) (futex2, 455): `FUTEX_WAIT_BITSET` with futex2's flags and an absolute
+    /// timeout on `clockid`. In the order of Linux's `sys_futex_wait`: EINVAL for unknown flags,
+    /// a size other than 32 bits, a value or mask wider than the word, another clock (EFAULT
+    /// for an unreadable timeout, EINVAL for a bad one), a mask of 0, a misaligned word or a
+    /// bad node; EFAULT for a word it cannot read; EAGAIN when it does not hold `val`;
+    /// ETIMEDOUT when the deadline has passed. Returns `Ok(None)` when the caller blocked.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn futex2_wait(
+        &mut self,
+        m: &mut Machine,
+        uaddr: u64,
+        val: u64,
+        mask: u64,
+        flags: u32,
+        timeout: u64,
+        clockid: i32,
+    ) -> Result<Option<u64>, Errno> {
+        futex2_flags_valid(flags)?;
+        if val >> 32 != 0 || mask >> 32 != 0 {
+            return err(libc::EINVAL);
+        }
+        let deadline = if timeout == 0 {
+            None
+        } else {
+            let realtime = match clockid {
+                libc::CLOCK_REALTIME => true,
+                libc::CLOCK_MONOTONIC => false,
+                _ => return err(libc::EINVAL),
+            };
+            let t = self.read_timeout(m, timeout)?;
+            Some(if realtime { t.saturating_sub(self.realtime_offset_ns()) } else { t })
+        };
+        if mask == 0 {
+            return err(libc::EINVAL);
+        }
+        let key = self.futex2_key(m, uaddr, flags)?;
+        if m.read_u32(uaddr)? != val as u32 {
+            return err(libc::EAGAIN);
+        }
+        if deadline.is_some_and(|d| d <= self.now_ns(m)) {
+            return err(libc::ETIMEDOUT);
+        }
+        self.block(m, Wait::Futex { addr: key, bitset: mask as u32, deadline });
+        Ok(None)
+    }
+
+    /// futex_wake(2) (futex2, 454): `FUTEX_WAKE_BITSET` with futex2's flags, checked as
+    /// `sys_futex_wake` does; `nr` 0 wakes nobody (`FLAGS_STRICT`; the old call wakes one),
+    /// a negative `nr` one. EINVAL on a futex a PI waiter waits on.
+    pub(crate) fn futex2_wake(&mut self, m: &mut Machine, uaddr: u64, mask: u64, nr: i32, flags: u32) -> SysResult {
+        futex2_flags_valid(flags)?;
+        if mask >> 32 != 0 || mask == 0 {
+            return err(libc::EINVAL);
+        }
+        let key = self.futex2_key(m, uaddr, flags)?;
+        if nr == 0 {
+            return Ok(0);
+        }
+        if self.has_pi_waiters(key) {
+            return err(libc::EINVAL);
+        }
+        Ok(self.wake(m, key, uaddr, nr.max(1) as u64, mask as u32))
+    }
+
+    /// futex_requeue(2) (futex2, 456): `FUTEX_CMP_REQUEUE` between the two `struct
+    /// futex_waitv` at `waiters` (the first's `val` is the compared value), each with its own
+    /// flags, parsed as `futex_parse_waitv` does (EFAULT, EINVAL for a flag, size, reserved
+    /// field or value); then EINVAL for words of different flags, a negative count or a misaligned word, EFAULT for an
+    /// unreadable first word, EAGAIN when it does not hold its value. Wakes `nr_wake`, moves up
+    /// to `nr_requeue` of the rest, returns both counts together.
+    pub(crate) fn futex2_requeue(
+        &mut self,
+        m: &mut Machine,
+        waiters: u64,
+        flags: u32,
+        nr_wake: i32,
+        nr_requeue: i32,
+    ) -> SysResult {
+        if flags != 0 || waiters == 0 {
+            return err(libc::EINVAL);
+        }
+        let mut w = [(0u64, 0u64, 0u32); 2];
+        for (i, e) in w.iter_mut().enumerate() {
+            let a = waiters.wrapping_add(24 * i as u64);
+            let (val, uaddr, fl, reserved) =
+                (m.read_u64(a)?, m.read_u64(a + 8)?, m.read_u32(a + 16)?, m.read_u32(a + 20)?);
+            if fl & !FUTEX2_VALID_MASK != 0 || reserved != 0 {
+                return err(libc::EINVAL);
+            }
+            futex2_flags_valid(fl)?;
+            if val >> 32 != 0 {
+                return err(libc::EINVAL);
+            }
+            *e = (val, uaddr, fl);
+        }
+        // Linux wants both words' flags the same, as `futex(2)`'s one op has.
+        if w[0].2 != w[1].2 {
+            return err(libc::EINVAL);
+        }
+        if nr_wake < 0 || nr_requeue < 0 {
+            return err(libc::EINVAL);
+        }
+        let key = self.futex2_key(m, w[0].1, w[0].2)?;
+        let key2 = self.futex2_key(m, w[1].1, w[1].2)?;
+        if m.read_u32(w[0].1)? != w[0].0 as u32 {
+            return err(libc::EAGAIN);
+        }
+        if self.has_pi_waiters(key) {
+            return err(libc::EINVAL);
+        }
+        let woken = if nr_wake == 0 { 0 } else { self.wake(m, key, w[0].1, nr_wake as u64, ALL_BITS) };
+        Ok(woken + self.requeue(key, key2, nr_requeue as u64))
+    }
+
     /// futex_waitv(2): waits on up to 128 futexes at once, `waiters` pointing to `nr` `struct
     /// futex_waitv` (`val`, `uaddr`, `flags`, `__reserved`), with an absolute `timeout` on
     /// `clockid` (`CLOCK_MONOTONIC` or `CLOCK_REALTIME`). Checked in the order of Linux's
@@ -900,9 +1062,6 @@ impl Kernel {
         timeout: u64,
         clockid: i32,
     ) -> Result<Option<u64>, Errno> {
-        const FUTEX2_SIZE_U32: u32 = 2;
-        const FUTEX2_SIZE_MASK: u32 = 3;
-        const FUTEX2_PRIVATE: u32 = 128;
         const FUTEX_WAITV_MAX: u32 = 128;
         if flags != 0 || nr == 0 || nr > FUTEX_WAITV_MAX || waiters == 0 {
             return err(libc::EINVAL);
@@ -923,26 +1082,21 @@ impl Kernel {
             let e = waiters.wrapping_add(24 * i);
             let (val, uaddr, fl, reserved) =
                 (m.read_u64(e)?, m.read_u64(e + 8)?, m.read_u32(e + 16)?, m.read_u32(e + 20)?);
-            // Only 32-bit futexes, private or shared. FUTEX2_NUMA (a node id after the word),
-            // which Linux takes, is refused here: the machine has one node.
-            if fl & !(FUTEX2_SIZE_MASK | FUTEX2_PRIVATE) != 0
-                || fl & FUTEX2_SIZE_MASK != FUTEX2_SIZE_U32
-                || reserved != 0
-            {
+            // Only 32-bit futexes, private or shared, with a node id after the word or not.
+            if fl & !FUTEX2_VALID_MASK != 0 || reserved != 0 {
                 return err(libc::EINVAL);
             }
+            futex2_flags_valid(fl)?;
             if val > u64::from(u32::MAX) {
                 return err(libc::EINVAL);
             }
-            words.push((uaddr, val as u32, fl & FUTEX2_PRIVATE != 0));
+            words.push((uaddr, val as u32, fl));
         }
-        // Every key first (`get_futex_key`: a misaligned word is EINVAL), then the values.
+        // Every key first (`get_futex_key`: a misaligned word is EINVAL, a node is checked),
+        // then the values.
         let mut keys = Vec::with_capacity(words.len());
-        for &(uaddr, _, private) in &words {
-            if !uaddr.is_multiple_of(4) {
-                return err(libc::EINVAL);
-            }
-            keys.push(self.futex_key(m, uaddr, private));
+        for &(uaddr, _, fl) in &words {
+            keys.push(self.futex2_key(m, uaddr, fl)?);
         }
         for &(uaddr, val, _) in &words {
             if m.read_u32(uaddr)? != val {

@@ -53,6 +53,13 @@ const CLOCK_MONOTONIC_COARSE: i32 = 6;
 const CLOCK_BOOTTIME: i32 = 7;
 const TIMER_ABSTIME: i32 = 1;
 
+/// A CPU-time clock: a process's (its threads' instructions together) or one thread's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CpuClock {
+    Process(u32),
+    Thread(u32),
+}
+
 /// The guest has been "up" for this long when it starts (seconds), so monotonic time is never 0.
 pub(crate) const BOOT_UPTIME_S: u64 = 1000;
 
@@ -79,23 +86,39 @@ impl Kernel {
                 EPOCH as u64 * 1_000_000_000 + boot - BOOT_UPTIME_S * 1_000_000_000
             }
             CLOCK_MONOTONIC | CLOCK_MONOTONIC_RAW | CLOCK_MONOTONIC_COARSE | CLOCK_BOOTTIME => boot,
-            CLOCK_PROCESS_CPUTIME_ID => self.process_cpu_ns(m, self.pid)?,
-            CLOCK_THREAD_CPUTIME_ID => self.thread_cpu_ns(m, self.current)?,
-            // A CPU clock of a process or thread by id (`clock_getcpuclockid`,
-            // `pthread_getcpuclockid`): Linux's `CPUCLOCK_PID` is `~(clock >> 3)` (0: the caller),
-            // bit 2 says a thread's, the low two bits which time (`PROF`, `VIRT`, `SCHED`: all one
-            // here, there being no system time). A process or thread that does not exist (or a
-            // fourth kind) is EINVAL, as `posix_cpu_clock_get` answers.
-            c if c < 0 && c & 3 != 3 => {
-                let id = !(c >> 3) as u32;
-                if c & 4 != 0 {
-                    self.thread_cpu_ns(m, if id == 0 { self.current } else { id })?
-                } else {
-                    self.process_cpu_ns(m, if id == 0 { self.pid } else { id })?
-                }
-            }
-            _ => return None,
+            c => match self.cpu_clock(c, true)? {
+                CpuClock::Process(pid) => self.process_cpu_ns(m, pid)?,
+                CpuClock::Thread(tid) => self.thread_cpu_ns(m, tid)?,
+            },
         })
+    }
+
+    /// The process or thread whose CPU time clock id `clock` reads, as Linux's `pid_for_clock`
+    /// finds it (kernel/time/posix-cpu-timers.c): `CLOCK_PROCESS_CPUTIME_ID` and
+    /// `CLOCK_THREAD_CPUTIME_ID` are the caller's; a negative id (`clock_getcpuclockid`,
+    /// `pthread_getcpuclockid`) encodes `CPUCLOCK_PID` as `~(clock >> 3)` (0: the caller), bit 2
+    /// for a thread's, and in the low two bits which time (`PROF`, `VIRT`, `SCHED`: all one
+    /// here, there being no system time; a fourth kind is invalid). A thread must be in the
+    /// caller's process; a process must exist (a zombie does); for `clock_gettime`
+    /// (`gettime`) the caller's own tid names its process too. `None`: EINVAL.
+    pub(crate) fn cpu_clock(&self, clock: i32, gettime: bool) -> Option<CpuClock> {
+        match clock {
+            CLOCK_PROCESS_CPUTIME_ID => return Some(CpuClock::Process(self.pid)),
+            CLOCK_THREAD_CPUTIME_ID => return Some(CpuClock::Thread(self.current)),
+            c if c >= 0 || c & 3 == 3 => return None,
+            _ => {}
+        }
+        let id = !(clock >> 3) as u32;
+        if clock & 4 != 0 {
+            if id == 0 {
+                return Some(CpuClock::Thread(self.current));
+            }
+            return self.threads.get(&id).filter(|t| t.pid == self.pid).map(|_| CpuClock::Thread(id));
+        }
+        if id == 0 || (gettime && id == self.current) {
+            return Some(CpuClock::Process(self.pid));
+        }
+        self.procs.contains_key(&id).then_some(CpuClock::Process(id))
     }
 
     pub(crate) fn write_timespec(m: &mut Machine, addr: u64, ns: u64) -> Result<(), crate::Errno> {
@@ -168,6 +191,15 @@ impl Kernel {
         req: u64,
         rem: u64,
     ) -> Result<Option<u64>, crate::Errno> {
+        // Linux has no sleep on `CLOCK_THREAD_CPUTIME_ID` (EOPNOTSUPP; glibc says EINVAL before
+        // asking), and `posix_cpu_nsleep` refuses the caller's own thread clock by id: it would
+        // not advance while the caller sleeps.
+        if clock == CLOCK_THREAD_CPUTIME_ID {
+            return err(libc::EOPNOTSUPP);
+        }
+        if clock < 0 && clock & 4 != 0 && [0, self.current].contains(&(!(clock >> 3) as u32)) {
+            return err(libc::EINVAL);
+        }
         let now = self.clock_ns(m, clock).ok_or(crate::Errno(libc::EINVAL))?;
         let t = Self::read_timespec(m, req)?;
         let ns = if flags & TIMER_ABSTIME != 0 { t.saturating_sub(now) } else { t };

@@ -9,12 +9,16 @@
 //!   which advance with retired instructions and jump when every thread waits. A timer's expiry
 //!   is a deadline like a sleep's: when nothing can run, the clock jumps to the earliest one
 //!   ([`Kernel::schedule`]), so a program that waits for its timer is never reported as hung;
-//! - the process's *CPU* clock (`ITIMER_VIRTUAL`, `ITIMER_PROF`, and `CLOCK_PROCESS_CPUTIME_ID`
-//!   as `CLOCK_PROCESS_CPUTIME_ID` reads it, [`Kernel::process_cpu_ns`]): the instructions its
-//!   own threads retired, which does not advance while they wait or other processes run. Only
-//!   the running process's CPU clock moves, so only its CPU timers are armed in the machine's
-//!   timer stop, at the instruction count where its CPU time reaches them; a process switch
-//!   re-arms it.
+//! - a *CPU* clock: a process's (`ITIMER_VIRTUAL`, `ITIMER_PROF`, POSIX timers on
+//!   `CLOCK_PROCESS_CPUTIME_ID` or another process's `clock_getcpuclockid` id, as
+//!   [`Kernel::process_cpu_ns`] reads it: the instructions its own threads retired) or a
+//!   thread's (`CLOCK_THREAD_CPUTIME_ID`, a `pthread_getcpuclockid` id of a thread of the
+//!   caller's process, [`Kernel::thread_cpu_ns`]). It does not advance while its threads wait
+//!   or others run. Only the running process's and thread's CPU clocks move, so only timers
+//!   on those are armed in the machine's timer stop, at the instruction count where the clock
+//!   reaches them; every switch re-arms it. A timer on the clock of a thread or process that
+//!   is gone never fires, reads as disarmed and cannot be set (ESRCH), as Linux's. Its signal
+//!   goes to the timer's owner (or its `SIGEV_THREAD_ID` thread), not to the clock's.
 //!
 //! A timer expires at a recorded point only: a system call, a scheduling decision, or the first
 //! block start past its instant (the machine's timer stop, [`emu::Machine::set_timer_stop`]),
@@ -34,6 +38,7 @@ use std::collections::BTreeMap;
 use emu::Machine;
 
 use crate::signal::SigInfo;
+use crate::time::CpuClock;
 use crate::{err, Errno, Kernel, SysResult};
 
 const SIGEV_SIGNAL: i32 = 0;
@@ -55,8 +60,8 @@ const DELAYTIMER_MAX: i32 = i32::MAX;
 pub(crate) enum TimerClock {
     /// Virtual nanoseconds since boot.
     Boot,
-    /// The retired-instruction count.
-    Cpu,
+    /// A process's or a thread's CPU time: the instructions it retired.
+    Cpu(CpuClock),
 }
 
 /// One timer.
@@ -131,37 +136,57 @@ fn itimer_id(which: i32) -> i32 {
 }
 
 impl Kernel {
-    /// Now, on the clock of a timer of process `pid`.
-    fn timer_now(&self, m: &Machine, pid: u32, clock: TimerClock) -> u64 {
+    /// Now, on a timer's clock; `None` for the CPU clock of a thread or process that is gone
+    /// (reaped), which never advances again: Linux's timer on it never fires.
+    fn timer_now(&self, m: &Machine, clock: TimerClock) -> Option<u64> {
         match clock {
-            TimerClock::Boot => self.now_ns(m),
-            TimerClock::Cpu => self.process_cpu_ns(m, pid).unwrap_or(0),
+            TimerClock::Boot => Some(self.now_ns(m)),
+            TimerClock::Cpu(CpuClock::Process(pid)) => self.process_cpu_ns(m, pid),
+            TimerClock::Cpu(CpuClock::Thread(tid)) => self.thread_cpu_ns(m, tid),
         }
     }
 
     /// Tells the machine the instruction count at which the earliest timer expires, if it
     /// changed, so that a thread computing without system calls stops there.
+    ///
+    /// The earliest deadline of a wait (a sleep, a timed futex or poll) is armed too when at
+    /// most one thread can run: no quantum ends then, and a thread computing without system
+    /// calls would otherwise keep a sleeper that is due from ever waking (a server's worker
+    /// computing while its event loop sleeps). With others runnable, the quantum's end is the
+    /// point where the sleeper wakes, as before.
     pub(crate) fn arm_timer_stop(&mut self, m: &mut Machine) {
-        if self.timers.map.is_empty() && self.timers.armed == u64::MAX {
+        let wait = match self.waits.next_deadline() {
+            Some(d) if self.runnable_count() <= 1 => Some(d),
+            _ => None,
+        };
+        if self.timers.map.is_empty() && wait.is_none() && self.timers.armed == u64::MAX {
             return;
         }
         let icount = m.icount();
         let boot = self.now_ns(m).saturating_sub(icount);
-        // The running process's CPU clock advances with the machine's count from here on.
+        // The running process's and thread's CPU clocks advance with the machine's count from
+        // here on.
         let cpu = self.process_cpu_ns(m, self.pid).unwrap_or(0);
+        let thread_cpu = self.thread_cpu_ns(m, self.current).unwrap_or(0);
         let at = self
             .timers
             .map
-            .iter()
-            .filter_map(|(&(pid, _), t)| {
+            .values()
+            .filter_map(|t| {
                 let d = t.deadline?;
                 match t.clock {
                     TimerClock::Boot => Some(d.saturating_sub(boot)),
-                    TimerClock::Cpu if pid == self.pid => Some(icount.saturating_add(d.saturating_sub(cpu))),
-                    // Another process's CPU clock stands still until it runs again.
-                    TimerClock::Cpu => None,
+                    TimerClock::Cpu(CpuClock::Process(pid)) if pid == self.pid => {
+                        Some(icount.saturating_add(d.saturating_sub(cpu)))
+                    }
+                    TimerClock::Cpu(CpuClock::Thread(tid)) if tid == self.current => {
+                        Some(icount.saturating_add(d.saturating_sub(thread_cpu)))
+                    }
+                    // Another process's or thread's CPU clock stands still until it runs again.
+                    TimerClock::Cpu(_) => None,
                 }
             })
+            .chain(wait.map(|d| d.saturating_sub(boot)))
             .min()
             .unwrap_or(u64::MAX);
         if at != self.timers.armed {
@@ -181,8 +206,9 @@ impl Kernel {
         // Few timers exist; this looks at each, and collects nothing unless one is due.
         loop {
             let due = self.timers.map.iter().find_map(|(&k, t)| {
-                let now = self.timer_now(m, k.0, t.clock);
-                t.deadline.filter(|&d| d <= now).map(|_| (k, now))
+                let d = t.deadline?;
+                let now = self.timer_now(m, t.clock)?;
+                (d <= now).then_some((k, now))
             });
             let Some((key, now)) = due else { break };
             fired = true;
@@ -192,6 +218,12 @@ impl Kernel {
             self.arm_timer_stop(m);
         }
         fired
+    }
+
+    /// At the machine's timer stop: whether a wait's deadline has passed, so that the caller
+    /// schedules and the waiter wakes ([`Kernel::arm_timer_stop`]).
+    pub fn wait_deadline_passed(&self, m: &Machine) -> bool {
+        self.waits.next_deadline().is_some_and(|d| d <= self.now_ns(m))
     }
 
     fn expire(&mut self, key: (u32, i32), now: u64) {
@@ -254,12 +286,20 @@ impl Kernel {
     }
 
     /// Sets timer `key` (which exists) to expire at `value` (`abs`: on its clock, else from
-    /// now; 0 disarms) and every `interval` after. Returns its old remaining time and interval.
-    fn set_timer(&mut self, m: &mut Machine, key: (u32, i32), value: u64, interval: u64, abs: bool) -> (u64, u64) {
+    /// now; 0 disarms) and every `interval` after. Returns its old remaining time and interval;
+    /// ESRCH when its clock's thread or process is gone, as Linux's `posix_cpu_timer_set`.
+    fn set_timer(
+        &mut self,
+        m: &mut Machine,
+        key: (u32, i32),
+        value: u64,
+        interval: u64,
+        abs: bool,
+    ) -> Result<(u64, u64), Errno> {
         let old = self.timer_remaining(m, key);
         let clock = self.timers.map[&key].clock;
         let realtime = self.timers.map[&key].realtime;
-        let now = self.timer_now(m, key.0, clock);
+        let Some(now) = self.timer_now(m, clock) else { return err(libc::ESRCH) };
         let offset = if realtime { self.realtime_offset_ns() } else { 0 };
         let deadline = match (value, abs) {
             (0, _) => None,
@@ -273,17 +313,19 @@ impl Kernel {
         // An instant already past expires now, at this call (the stop for the next is armed
         // after every system call, `Kernel::syscall`).
         self.fire_timers(m);
-        old
+        Ok(old)
     }
 
     /// Timer `key`'s remaining time (0: disarmed) and interval.
     fn timer_remaining(&self, m: &Machine, key: (u32, i32)) -> (u64, u64) {
         match self.timers.map.get(&key) {
-            Some(t) => {
-                let now = self.timer_now(m, key.0, t.clock);
+            // A timer on the clock of a thread or process that is gone shows nothing armed
+            // (Linux's `posix_cpu_timer_get` without its task).
+            Some(t) => match self.timer_now(m, t.clock) {
                 // An armed timer shows at least 1 ns left, as Linux never shows 0 for one.
-                (t.deadline.map_or(0, |d| d.saturating_sub(now).max(1)), t.interval)
-            }
+                Some(now) => (t.deadline.map_or(0, |d| d.saturating_sub(now).max(1)), t.interval),
+                None => (0, 0),
+            },
             None => (0, 0),
         }
     }
@@ -291,8 +333,8 @@ impl Kernel {
     fn itimer_key(&mut self, which: i32) -> Result<(u32, i32), Errno> {
         let (clock, signo) = match which {
             0 => (TimerClock::Boot, SIGALRM),
-            1 => (TimerClock::Cpu, SIGVTALRM),
-            2 => (TimerClock::Cpu, SIGPROF),
+            1 => (TimerClock::Cpu(CpuClock::Process(self.pid)), SIGVTALRM),
+            2 => (TimerClock::Cpu(CpuClock::Process(self.pid)), SIGPROF),
             _ => return err(libc::EINVAL),
         };
         let key = (self.pid, itimer_id(which));
@@ -337,7 +379,7 @@ impl Kernel {
         let key = self.itimer_key(which)?;
         let (interval, value) =
             if new == 0 { (0, 0) } else { (Self::read_timeval(m, new)?, Self::read_timeval(m, new + 16)?) };
-        let prev = self.set_timer(m, key, value, interval, false);
+        let prev = self.set_timer(m, key, value, interval, false)?;
         if old != 0 {
             Self::write_itimerval(m, old, prev)?;
         }
@@ -356,7 +398,7 @@ impl Kernel {
     /// had left, rounded to the nearest (at least 1 if one was armed), as Linux does.
     pub(crate) fn alarm(&mut self, m: &mut Machine, secs: u32) -> SysResult {
         let key = self.itimer_key(0)?;
-        let (left, _) = self.set_timer(m, key, u64::from(secs) * 1_000_000_000, 0, false);
+        let (left, _) = self.set_timer(m, key, u64::from(secs) * 1_000_000_000, 0, false)?;
         let us = left.div_ceil(1000);
         let (s, rest) = (us / 1_000_000, us % 1_000_000);
         Ok(if left == 0 {
@@ -374,10 +416,19 @@ impl Kernel {
         let (tclock, realtime) = match clock {
             0 => (TimerClock::Boot, true),
             1 | 7 => (TimerClock::Boot, false),
-            2 => (TimerClock::Cpu, false),
+            // Clocks Linux has no timers on (`kc->timer_create` unset): the coarse and raw
+            // clocks, and a negative id whose low three bits are `CLOCKFD` (a PTP clock's
+            // descriptor, none here).
+            4..=6 => return err(libc::EOPNOTSUPP),
+            c if c < 0 && c & 7 == 3 => return err(libc::EOPNOTSUPP),
             // CLOCK_REALTIME_ALARM, CLOCK_BOOTTIME_ALARM need CAP_WAKE_ALARM.
             8 | 9 => return err(libc::EPERM),
-            _ => return err(libc::EINVAL),
+            // A CPU clock: the caller's process or thread, another process's, or a thread of
+            // the caller's process (`pid_for_clock` without `gettime`).
+            c => match self.cpu_clock(c, false) {
+                Some(cpu) => (TimerClock::Cpu(cpu), false),
+                None => return err(libc::EINVAL),
+            },
         };
         let pid = self.pid;
         let id = (0..).find(|i| !self.timers.map.contains_key(&(pid, *i))).unwrap_or(0);
@@ -440,7 +491,7 @@ impl Kernel {
         let key = self.posix_key(id)?;
         let interval = Self::read_timespec(m, new)?;
         let value = Self::read_timespec(m, new + 16)?;
-        let prev = self.set_timer(m, key, value, interval, flags & TIMER_ABSTIME != 0);
+        let prev = self.set_timer(m, key, value, interval, flags & TIMER_ABSTIME != 0)?;
         if old != 0 {
             Self::write_itimerspec(m, old, [prev.1, prev.0])?;
         }

@@ -54,6 +54,12 @@ impl AddressSpace {
     pub fn mapped_bytes(&self) -> u64 {
         self.mem.mapped_bytes()
     }
+
+    /// Copies its memory into `buf` as [`Memory::read`] does (while another space runs: a
+    /// process reading another's `/proc/PID/cmdline`).
+    pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), crate::MemError> {
+        self.mem.read(addr, buf)
+    }
 }
 
 impl Machine {
