@@ -20,6 +20,9 @@ use emu::Machine;
 use crate::fd::{Description, Kind};
 use crate::{err, Errno, Kernel, SysResult};
 
+/// A file as its host device and inode.
+type FileId = (u64, u64);
+
 /// The wait key of every thread blocked on a lock: one for all, as releases are rare and each
 /// waiter looks again.
 pub(crate) const LOCK_KEY: u64 = 1 << 61;
@@ -55,7 +58,7 @@ impl Owner {
 #[derive(Clone, Debug)]
 pub(crate) struct Lock {
     /// The host file's device and inode.
-    file: (u64, u64),
+    file: FileId,
     /// A `flock` lock (whole file), not a record lock.
     flock: bool,
     owner: Owner,
@@ -74,15 +77,7 @@ pub(crate) struct Locks {
 impl Locks {
     /// The first lock another owner holds that a `write` (or read) lock of `[start, end)`
     /// would conflict with.
-    fn conflict(
-        &self,
-        file: (u64, u64),
-        flock: bool,
-        owner: &Owner,
-        write: bool,
-        start: u64,
-        end: u64,
-    ) -> Option<&Lock> {
+    fn conflict(&self, file: FileId, flock: bool, owner: &Owner, write: bool, start: u64, end: u64) -> Option<&Lock> {
         self.list.iter().find(|l| {
             l.file == file
                 && l.flock == flock
@@ -96,7 +91,7 @@ impl Locks {
 
     /// Sets `owner`'s lock of `[start, end)` to `kind` (`None`: unlocks it), splitting the
     /// ranges it held there (Linux's `posix_lock_inode`; adjacent ranges are not merged).
-    fn set(&mut self, file: (u64, u64), flock: bool, owner: Owner, kind: Option<bool>, start: u64, end: u64) {
+    fn set(&mut self, file: FileId, flock: bool, owner: Owner, kind: Option<bool>, start: u64, end: u64) {
         self.list.retain(|l| l.owner.alive());
         let mut kept = Vec::with_capacity(self.list.len() + 2);
         for l in self.list.drain(..) {
@@ -119,7 +114,7 @@ impl Locks {
 
     /// Process `pid`'s record locks on `file` go (it closed a descriptor of the file), or all of
     /// its record locks (`None`: it ended). Whether any went.
-    pub(crate) fn release_process(&mut self, pid: u32, file: Option<(u64, u64)>) -> bool {
+    pub(crate) fn release_process(&mut self, pid: u32, file: Option<FileId>) -> bool {
         let before = self.list.len();
         self.list.retain(|l| !(matches!(l.owner, Owner::Process(p) if p == pid) && file.is_none_or(|f| f == l.file)));
         self.list.len() != before
@@ -159,7 +154,7 @@ const F_UNLCK: i16 = libc::F_UNLCK as i16;
 impl Kernel {
     /// The device and inode of descriptor `fd`'s file, if it is a host file (locks on other
     /// descriptors are granted: nothing else can name them).
-    fn lock_file(&self, fd: i32) -> Result<(Rc<RefCell<Description>>, Option<(u64, u64)>), Errno> {
+    fn lock_file(&self, fd: i32) -> Result<(Rc<RefCell<Description>>, Option<FileId>), Errno> {
         use std::os::unix::fs::MetadataExt;
         let d = self.desc(fd)?;
         let id = match &d.borrow().kind {
