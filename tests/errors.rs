@@ -46,6 +46,28 @@ fn text_file_is_not_an_elf() {
     assert!(run.stderr.contains("without execute permission"), "{}", run.describe());
 }
 
+/// A script whose `#!` interpreter is missing, or is a directory: the error names the
+/// interpreter (it said only "cannot read program `s`: No such file or directory", of a script
+/// that is there); a script that runs itself is ELOOP.
+#[test]
+fn a_scripts_missing_interpreter_is_named() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch();
+    let cases: [(&str, String, &[&str]); 3] = [
+        ("s_missing", "#!/nonexistent/interp\necho hi\n".into(), &["`/nonexistent/interp`", "No such file"]),
+        ("s_dir", "#!/tmp\n".into(), &["`/tmp`", "directory"]),
+        ("s_self", format!("#!{}/s_self\n", dir.path().display()), &["ELOOP"]),
+    ];
+    for (name, text, mentions) in cases {
+        let p = write_file(dir.path(), name, text.as_bytes());
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let run = assert_run_rejects(&p, name);
+        for m in mentions {
+            assert!(run.stderr.contains(m), "{name}: {m}\n{}", run.describe());
+        }
+    }
+}
+
 #[test]
 fn empty_file_is_not_an_elf() {
     let dir = scratch();

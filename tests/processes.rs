@@ -325,3 +325,73 @@ fn a_continued_child_tells_its_parent_when_it_runs() {
     assert!(out.ends_with("  it ended: 7\n"), "{out}");
     assert_eq!(trace_hash("jobctl_continue", &[], 5), trace_hash("jobctl_continue", &[], 5), "same seed, same run");
 }
+
+/// Advisory file locks exclude each other between processes (guests/src/proc_file_locks.c):
+/// four children add to two counters under an fcntl record lock and under flock, and the
+/// counters end at 160; F_GETLK names the parent's lock, conflicting F_SETLK, F_OFD_SETLK and
+/// flock(LOCK_NB) fail, a close of any descriptor of the file drops the process's record
+/// locks, F_SETLKW waits for the unlock: the same as natively. Before, every lock was granted
+/// ("one process") and the counters lost updates, as SQLite's processes lost inserts.
+#[test]
+fn file_locks_exclude_each_other_between_processes() {
+    let prog = guest("proc_file_locks");
+    let nat = native(&prog, &[], &[]);
+    let emu = emulated(&prog, &[], &[]);
+    assert_same_stdout(&nat, &emu);
+    assert_same_status(&nat, &emu);
+    assert!(emu.stdout_str().starts_with("fcntl counter 160, flock counter 160\n"), "{}", emu.describe());
+    assert!(emu.stdout_str().contains("F_SETLK over it: EAGAIN\n"), "{}", emu.describe());
+}
+
+/// A child's SIGTERM to its parent, the first process, ends the run with the parent's death
+/// (143, as natively; a `fault` finding at the child's `kill` call, named as sent by another
+/// process) instead of leaving a zombie first process and a false deadlock finding.
+#[test]
+fn a_child_killing_the_first_process_ends_the_run() {
+    let prog = guest("proc_kill_parent");
+    let nat = native(&prog, &[], &[]);
+    let emu = emulated(&prog, &[], &[]);
+    assert_same_stdout(&nat, &emu);
+    assert_same_status(&nat, &emu);
+    assert!(!emu.stderr.contains("deadlock"), "{}", emu.describe());
+    assert!(emu.stderr.contains("SIGTERM: the program was killed by another of its processes"), "{}", emu.describe());
+}
+
+/// kill(-1, sig) reaches every process but the caller (Linux's `kill_something_info`): the first
+/// process's own kill(-1, SIGKILL) kills its child and not itself, ESRCH with no other process,
+/// and a child's kill(-1, SIGKILL) ends the run with status 137. Under ferrite only: natively
+/// kill(-1) would reach every process of the user.
+#[test]
+fn kill_minus_one_spares_the_caller() {
+    let run = Ferrite::run(&guest("proc_kill_parent")).args(&["every"]).go();
+    run.assert_code(137);
+    assert_eq!(
+        run.stdout_str(),
+        "kill(-1, SIGKILL) = 0; the child: killed by 9\nkill(-1, SIGTERM) alone: -1 ESRCH\n",
+        "{}",
+        run.describe()
+    );
+    assert!(!run.stderr.contains("deadlock"), "{}", run.describe());
+}
+
+/// A file two processes map `MAP_SHARED`, truncated by one of them: the other's touch past the
+/// new end is SIGBUS in the guest, a `fault` finding at its line (guests/src/proc_shared_truncate.c),
+/// whichever process truncated. Before, only the truncating process's mappings were cut at the
+/// new end, and the other's touch raised SIGBUS in ferrite itself, which died without a word
+/// or a report (SQLite's WAL processes did it).
+#[test]
+fn a_file_truncated_under_another_process_mapping_is_its_sigbus() {
+    for (mode, marker) in [("parent", "/* SIGBUS in the parent */"), ("child", "/* SIGBUS in the child */")] {
+        let run = Ferrite::run(&guest("proc_shared_truncate")).opts(&["--report", "r.json"]).args(&[mode]).go();
+        run.assert_code(135);
+        let report = run.json("r.json");
+        let faults = findings_of(&report, "fault");
+        assert_eq!(faults.len(), 1, "{mode}\n{}", run.describe());
+        let line = u64::from(marker_line("proc_shared_truncate.c", marker));
+        assert!(finding_lines(faults[0]).contains(&line), "{mode}: line {line}\n{}", run.describe());
+        assert!(run.stderr.contains("SIGBUS: access past the end of a mapped file"), "{mode}\n{}", run.describe());
+    }
+    // The parent's view natively: its child died of SIGBUS.
+    let nat = native(&guest("proc_shared_truncate"), &["child"], &[]);
+    assert_eq!(nat.stdout_str(), "the parent truncated the file: yes\nthe child: killed by 7\n", "{}", nat.describe());
+}

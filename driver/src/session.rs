@@ -885,7 +885,11 @@ impl Session {
                 let bt = symbols.frames(&m.backtrace());
                 let name = sig::name(s);
                 let tid = m.tid();
-                let what = if s == sig::SIGABRT {
+                // The run's end is the first process's: here another process killed it (a
+                // child's `kill(getppid(), ...)`, `kill(-1, ...)`), from the call shown.
+                let what = if k.pid() != syscalls::process::PID {
+                    "the program was killed by another of its processes"
+                } else if s == sig::SIGABRT {
                     "the program aborted (abort or a failed assert)"
                 } else {
                     "the program killed itself"

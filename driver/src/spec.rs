@@ -405,8 +405,16 @@ pub fn program_path(name: &str, env: &[String]) -> PathBuf {
 /// without an execute bit is refused, as `execve` refuses it.
 pub fn follow_scripts(program: &std::path::Path, argv: &[String]) -> std::io::Result<(PathBuf, Vec<String>, Vec<u8>)> {
     let (mut program, mut argv) = (program.to_path_buf(), argv.to_vec());
-    for _ in 0..6 {
-        let bytes = loader::input::read_regular(&program, loader::input::PROGRAM_CAP)?;
+    for depth in 0..6 {
+        let bytes = match loader::input::read_regular(&program, loader::input::PROGRAM_CAP) {
+            Ok(b) => b,
+            // The script was read; what is missing is its interpreter, which the error names.
+            Err(e) if depth > 0 => {
+                let what = format!("its `#!` interpreter `{}` cannot be read: {e}", program.display());
+                return Err(std::io::Error::new(e.kind(), what));
+            }
+            Err(e) => return Err(e),
+        };
         let Some(line) = loader::script::shebang(&bytes) else { return Ok((program, argv, bytes)) };
         // As execve: a script runs only if it may be executed.
         if std::fs::metadata(&program).map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111)? == 0

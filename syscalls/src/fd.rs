@@ -900,6 +900,7 @@ impl Kernel {
 
     pub(crate) fn close(&mut self, fd: i32) -> SysResult {
         let f = self.fds.fds.remove(&fd).ok_or(Errno(libc::EBADF))?;
+        self.closed_lock_file(&f.desc);
         // The last descriptor of an open file description: its close is an inotify event.
         if self.inotify_watching() && Rc::strong_count(&f.desc) == 1 {
             self.fsnotify_close(&f.desc.borrow());
@@ -922,8 +923,8 @@ impl Kernel {
                 if let Some(f) = self.fds.fds.get_mut(&k) {
                     f.cloexec = true;
                 }
-            } else {
-                self.fds.fds.remove(&k);
+            } else if let Some(f) = self.fds.fds.remove(&k) {
+                self.closed_lock_file(&f.desc);
             }
         }
         self.io_ready_all();
@@ -1039,19 +1040,13 @@ impl Kernel {
                 d.flags = (d.flags & !settable) | (arg as i32 & settable);
                 Ok(0)
             }
-            libc::F_GETLK | libc::F_OFD_GETLK => {
-                // One process: no other holds a lock that would conflict, which F_GETLK says by
-                // setting `l_type` (the first field of `struct flock`) to F_UNLCK.
-                self.fds.get(fd)?;
-                m.write(arg, &(libc::F_UNLCK as i16).to_le_bytes(), false)?;
-                Ok(0)
-            }
+            libc::F_GETLK
+            | libc::F_OFD_GETLK
+            | libc::F_SETLK
+            | libc::F_SETLKW
+            | libc::F_OFD_SETLK
+            | libc::F_OFD_SETLKW => self.record_lock(m, fd, cmd, arg),
             crate::splice::F_ADD_SEALS | crate::splice::F_GET_SEALS => self.seals(fd, cmd, arg),
-            libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_SETLK | libc::F_OFD_SETLKW => {
-                // One process: every lock is granted.
-                self.fds.get(fd)?;
-                Ok(0)
-            }
             _ => err(libc::EINVAL),
         }
     }

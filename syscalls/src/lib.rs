@@ -28,6 +28,7 @@ pub mod inotify;
 pub mod jobctl;
 pub mod landlock;
 pub mod listen;
+pub mod locks;
 pub mod mem;
 pub mod names;
 pub mod net;
@@ -245,6 +246,12 @@ pub struct Kernel {
     pub(crate) io_epoch: u64,
     /// The inotify instances and move cookies ([`inotify`]).
     pub(crate) inotify: inotify::Registry,
+    /// The first process's end when another process's signal brought it (a child's
+    /// `kill(getppid(), SIGTERM)`, `kill(-1, SIGKILL)`): the run's end, taken by
+    /// [`Kernel::syscall`] before it returns, so it never outlives the call that sent it.
+    pub(crate) first_killed: Option<ProcessExit>,
+    /// Advisory file locks between the processes ([`locks`]).
+    pub(crate) locks: locks::Locks,
 }
 
 impl Kernel {
@@ -288,6 +295,8 @@ impl Kernel {
             host_signals: 0,
             io_epoch: 0,
             inotify: Default::default(),
+            first_killed: None,
+            locks: Default::default(),
             cfg,
         }
     }
@@ -308,6 +317,10 @@ impl Kernel {
         self.arm_timer_stop(m);
         if let Some(call) = traced {
             trace::result(&call, nr, &d);
+        }
+        // The run ends with the first process, whichever process's call ended it.
+        if let Some(e) = self.first_killed.take() {
+            return Outcome::Exit(e);
         }
         let res = match d {
             Dispatch::Ret(Err(Errno(RESTART))) => {
@@ -437,8 +450,7 @@ impl Kernel {
             libc::SYS_timerfd_create => self.timerfd_create(i(a[0]), i(a[1])),
             libc::SYS_timerfd_settime => self.timerfd_settime(m, i(a[0]), i(a[1]), a[2], a[3]),
             libc::SYS_timerfd_gettime => self.timerfd_gettime(m, i(a[0]), a[1]),
-            // flock: one process, so every lock is granted (after checking the descriptor).
-            libc::SYS_flock => self.fds.get(i(a[0])).map(|_| 0),
+            libc::SYS_flock => self.flock(i(a[0]), i(a[1])),
             // fadvise64: advice changes nothing the guest can observe (ESPIPE on a pipe).
             libc::SYS_fadvise64 => self.fds.get(i(a[0])).and_then(|f| match f.desc.borrow().kind {
                 fd::Kind::PipeRead(_) | fd::Kind::PipeWrite(_) | fd::Kind::PipeRdWr(_) => err(libc::ESPIPE),

@@ -257,6 +257,27 @@ impl Kernel {
         }
         let file_id = self.proc.pm_files.get(&host.to_string_lossy().into_owned()).copied();
         self.unmap_past_end(m, guest, file_id, len);
+        // The other processes' address spaces too (a fork's share of the mapping, or a mapping
+        // of their own): each is the machine's for a moment, as a fork's child's is for its
+        // CLONE_CHILD_SETTID. Left as they were, their pages past the end raised SIGBUS in
+        // ferrite itself when those processes next touched them (SQLite's WAL index, whose
+        // `-shm` file a process truncates while others map it, killed ferrite).
+        let holders: Vec<u32> = self
+            .procs
+            .iter()
+            .filter(|(_, p)| p.ended.is_none() && p.saved.as_ref().is_some_and(|s| s.space.is_some()))
+            .map(|(&pid, _)| pid)
+            .collect();
+        for pid in holders {
+            let held = self.procs.get_mut(&pid).and_then(|p| p.saved.as_mut()).and_then(|s| s.space.take());
+            let Some((mut space, mm)) = held else { continue };
+            m.swap_address_space(&mut space);
+            self.unmap_past_end(m, guest, file_id, len);
+            m.swap_address_space(&mut space);
+            if let Some(s) = self.procs.get_mut(&pid).and_then(|p| p.saved.as_mut()) {
+                s.space = Some((space, mm));
+            }
+        }
         if let Some(id) = file_id {
             m.pm_discard_device(emu::pm::device_addr(id, len), old - len);
         }

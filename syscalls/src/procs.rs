@@ -535,6 +535,8 @@ impl Kernel {
             }
         }
         self.timers.drop_process(pid);
+        // Its record locks go (its descriptions' go with their last descriptors).
+        self.locks.release_process(pid, None);
         self.shared_pending.remove(&pid);
         let Some(p) = self.procs.get_mut(&pid) else { return };
         p.ended = Some(how);
@@ -791,8 +793,9 @@ impl Kernel {
     }
 
     /// kill(2) with a target other than the running process alone: `pid` > 0 one process, 0 the
-    /// caller's group, -1 every process but the first's parent, < -1 the group -pid. Returns the
-    /// running process's own end if the signal ends it.
+    /// caller's group, -1 every process but the caller (Linux's `kill_something_info` skips
+    /// the sender's own thread group: ESRCH when no other process is left), < -1 the group
+    /// -pid. Returns the running process's own end if the signal ends it.
     pub(crate) fn kill_pid(&mut self, m: &mut Machine, pid: i64, sig: i32) -> Result<Option<ProcessExit>, Errno> {
         if !(0..=64).contains(&sig) {
             return err(libc::EINVAL);
@@ -802,7 +805,7 @@ impl Kernel {
             .procs
             .iter()
             .filter(|(&p, q)| match pid {
-                -1 => true,
+                -1 => p != self.pid,
                 0 => q.pgid == my_group,
                 g if g < -1 => i64::from(q.pgid) == -g,
                 one => i64::from(p) == one,

@@ -107,6 +107,8 @@ impl Kernel {
             return Err("descriptors are in flight over a unix socket (SCM_RIGHTS)");
         }
         c.fix_epolls();
+        // Locks of descriptions go to the descriptions' copies.
+        let locks = self.locks.copy_with(&|d| c.copies.iter().find(|(k, _)| *k == d).map(|(_, c)| c.clone()));
         let net = self.net.copy_with(&|s| c.socks.iter().find(|(k, _)| *k == Rc::as_ptr(s)).map(|(_, c)| c.clone()));
         Ok(Kernel {
             cfg: self.cfg.clone(),
@@ -149,6 +151,8 @@ impl Kernel {
             host_signals: self.host_signals,
             io_epoch: self.io_epoch,
             inotify: crate::inotify::Registry { instances: Vec::new(), cookie: self.inotify.cookie },
+            first_killed: None,
+            locks,
         })
     }
 
