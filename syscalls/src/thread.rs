@@ -744,6 +744,22 @@ impl Kernel {
         self.set_wait(cur, Some(w), Some(seq));
     }
 
+    /// The monotonic deadline of futex2's absolute timeout at `timeout` (none when 0) on
+    /// `clockid` (`CLOCK_REALTIME` or `CLOCK_MONOTONIC`, else EINVAL), as `futex_wait` and
+    /// `futex_waitv` take it.
+    fn futex2_deadline(&self, m: &Machine, timeout: u64, clockid: i32) -> Result<Option<u64>, Errno> {
+        if timeout == 0 {
+            return Ok(None);
+        }
+        let realtime = match clockid {
+            libc::CLOCK_REALTIME => true,
+            libc::CLOCK_MONOTONIC => false,
+            _ => return err(libc::EINVAL),
+        };
+        let t = self.read_timeout(m, timeout)?;
+        Ok(Some(if realtime { t.saturating_sub(self.realtime_offset_ns()) } else { t }))
+    }
+
     fn read_timeout(&self, m: &Machine, addr: u64) -> Result<u64, Errno> {
         let s = m.read_u64(addr)? as i64;
         let ns = m.read_u64(addr + 8)? as i64;
@@ -950,17 +966,7 @@ impl Kernel {
         if val >> 32 != 0 || mask >> 32 != 0 {
             return err(libc::EINVAL);
         }
-        let deadline = if timeout == 0 {
-            None
-        } else {
-            let realtime = match clockid {
-                libc::CLOCK_REALTIME => true,
-                libc::CLOCK_MONOTONIC => false,
-                _ => return err(libc::EINVAL),
-            };
-            let t = self.read_timeout(m, timeout)?;
-            Some(if realtime { t.saturating_sub(self.realtime_offset_ns()) } else { t })
-        };
+        let deadline = self.futex2_deadline(m, timeout, clockid)?;
         if mask == 0 {
             return err(libc::EINVAL);
         }
@@ -1066,17 +1072,7 @@ impl Kernel {
         if flags != 0 || nr == 0 || nr > FUTEX_WAITV_MAX || waiters == 0 {
             return err(libc::EINVAL);
         }
-        let deadline = if timeout == 0 {
-            None
-        } else {
-            let realtime = match clockid {
-                libc::CLOCK_REALTIME => true,
-                libc::CLOCK_MONOTONIC => false,
-                _ => return err(libc::EINVAL),
-            };
-            let t = self.read_timeout(m, timeout)?;
-            Some(if realtime { t.saturating_sub(self.realtime_offset_ns()) } else { t })
-        };
+        let deadline = self.futex2_deadline(m, timeout, clockid)?;
         let mut words = Vec::with_capacity(nr as usize);
         for i in 0..u64::from(nr) {
             let e = waiters.wrapping_add(24 * i);
