@@ -117,7 +117,7 @@ pub(crate) struct InferredLocks {
     pub(crate) confirmations: u64,
 }
 
-fn value_mask(size: u32) -> u64 {
+pub(crate) fn value_mask(size: u32) -> u64 {
     if size >= 8 {
         u64::MAX
     } else {

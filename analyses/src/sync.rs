@@ -1071,8 +1071,7 @@ impl SyncCalls {
         }
         match ev.kind {
             EventKind::Store | EventKind::RmwStore if ev.dev != 0 => {
-                let mask = if ev.size >= 8 { u64::MAX } else { (1u64 << (8 * ev.size)) - 1 };
-                if ev.new & mask != 0 {
+                if ev.new & crate::inferred_locks::value_mask(ev.size) != 0 {
                     return None;
                 }
             }
