@@ -180,6 +180,24 @@ fn a_pm_spinlock_persisted_while_held_is_a_sync_inconsistency_unless_recovery_re
     assert!(get(&d[0], "message").as_str().unwrap().contains("recovery resets it to its initial value 0x0"));
 }
 
+/// A lock-free stack's head, moved away from empty by the pushers' CAS and back to empty by the
+/// popper's, is no lock: a lock is given back by the thread that took it. Both twins reported the
+/// head's persisting as "durable while held" before (session 42).
+#[test]
+fn a_lock_free_head_emptied_by_another_thread_is_no_lock() {
+    for name in ["pmdk_treiber", "pmdk_treiber_fixed"] {
+        for seed in ["0", "1"] {
+            let r = pmrace(name, &["--seed", seed], false);
+            assert!(
+                !findings(&r).iter().any(|f| f.get("kind").and_then(Value::as_str) == Some("sync-inconsistency")),
+                "{name} seed {seed}:\n{}",
+                pretty(&r)
+            );
+            assert_eq!(stat(&r, "sync_inconsistencies"), 0, "{name} seed {seed}");
+        }
+    }
+}
+
 #[test]
 fn a_pmemobj_mutex_in_pm_is_not_reported() {
     let r = pmrace("pmdk_mutex", &[], false);

@@ -34,7 +34,9 @@
 //!   source bytes is not a side effect (it overwrites the non-persisted data itself).
 //! - *Synchronisation variables*, without annotations: a PM word changed by a locked
 //!   read-modify-write (`lock cmpxchg`, `xchg`) away from its previous value and later stored
-//!   back to it is a lock, its previous value the initial one; words listed in `--config`
+//!   back to it by the thread that moved it away is a lock, its previous value the initial one
+//!   (brought back by another thread outside a lock function, it is a lock-free variable such
+//!   as a stack's head, never reported); words listed in `--config`
 //!   (`sync_vars`, PMRace's `pm_sync_var_hint`) are synchronisation variables from the start.
 //!   Locks taken inside libpmemobj's lock functions are not reported: PMDK reinitialises its
 //!   locks when a pool is opened.
@@ -247,6 +249,13 @@ struct SyncVar {
     acquire: Option<Site>,
     /// Seen back at `init` after being held (so it is a lock).
     released: bool,
+    /// The thread that moved it away from `init` in the current holding.
+    holder: Option<u32>,
+    /// Brought back to `init` by a thread that had not moved it away, outside any recognised
+    /// lock call: a lock-free variable (a Treiber stack's head pushed by one thread and popped
+    /// empty by another), not a lock. Mutual exclusion means the holder releases; a lock
+    /// function's own release (a reader-writer lock's last reader) is exempt.
+    lock_free: bool,
     /// The current holding was already found durable.
     durable_seen: bool,
 }
@@ -256,6 +265,11 @@ impl SyncVar {
     /// in this holding: [`Pmrace::held_vars`] lists exactly these.
     fn is_held(&self) -> bool {
         self.current != self.init && !self.pmdk && self.acquire.is_some() && !self.durable_seen
+    }
+
+    /// Known to be a lock: annotated, or seen released by its holder.
+    fn is_lock(&self) -> bool {
+        self.annotated || (self.released && !self.lock_free)
     }
 }
 
@@ -390,9 +404,10 @@ impl Pmrace {
     fn only_sync(&self, inc: &Inconsistency) -> bool {
         !inc.targets.is_empty()
             && inc.targets.iter().all(|&(dev, size)| {
-                self.sync_vars.range(..=dev).next_back().is_some_and(|(&v, var)| {
-                    dev + u64::from(size) <= v + u64::from(var.size) && (var.released || var.annotated)
-                })
+                self.sync_vars
+                    .range(..=dev)
+                    .next_back()
+                    .is_some_and(|(&v, var)| dev + u64::from(size) <= v + u64::from(var.size) && var.is_lock())
             })
     }
 
@@ -479,6 +494,8 @@ impl Pmrace {
                             pmdk: false,
                             acquire: None,
                             released: false,
+                            holder: None,
+                            lock_free: false,
                             durable_seen: false,
                         },
                     );
@@ -498,6 +515,8 @@ impl Pmrace {
                     pmdk,
                     acquire: None,
                     released: false,
+                    holder: None,
+                    lock_free: false,
                     durable_seen: false,
                 },
             );
@@ -509,10 +528,15 @@ impl Pmrace {
                 v.current = ev.new;
                 if was == v.init && ev.new != v.init {
                     v.acquire = Some(Self::site(ev));
+                    v.holder = Some(ev.tid);
                     v.durable_seen = false;
                 } else if ev.new == v.init && was != v.init {
                     v.released = true;
+                    if v.holder.is_some_and(|h| h != ev.tid) && !self.sync_calls.is_own(ev) {
+                        v.lock_free = true;
+                    }
                     v.acquire = None;
+                    v.holder = None;
                 }
                 if v.is_held() {
                     self.held_vars.insert(ev.dev);
@@ -788,7 +812,7 @@ impl Analysis for Pmrace {
             });
         }
         for f in &self.sync_findings {
-            let is_lock = |d: &u64| self.sync_vars.get(d).is_some_and(|v| !v.pmdk && (v.released || v.annotated));
+            let is_lock = |d: &u64| self.sync_vars.get(d).is_some_and(|v| !v.pmdk && v.is_lock());
             if !is_lock(&f.dev) && !f.devs.iter().any(is_lock) {
                 continue;
             }
