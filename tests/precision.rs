@@ -736,6 +736,40 @@ fn a_configured_lock_released_by_a_plain_store_is_released() {
     }
 }
 
+/// The same release for the passes that order threads. hmtrace held every acquisition of such a
+/// lock until the thread exited, so the helper's flag store and the resizer's spin on it, both
+/// outside the bucket locks, looked protected by the locks the two threads had once taken (a data
+/// race missed); oscs saw no critical section end, so the fixed twin's flag, written in the
+/// helper's critical section and read in the resizer's, was no order-sensitive pair. The release
+/// store itself is the lock's, in neither pass a write of a critical section.
+#[test]
+fn the_ordering_passes_release_a_configured_lock_at_its_store() {
+    let c = config("hs_macro_release");
+    let file = "hs_macro_release.c";
+    let (store, load, fixed_load) =
+        (marker_line(file, "/* STORE:"), marker_line(file, "/* LOAD:"), marker_line(file, "/* FIX: the flag, read"));
+    let at = |f: &Value, line: u32| {
+        get(f, "locations").as_array().unwrap().iter().any(|l| {
+            l.get("line").and_then(Value::as_u64) == Some(u64::from(line))
+                && l.get("file").and_then(Value::as_str).is_some_and(|f| f.ends_with(file))
+        })
+    };
+    let (_, r) = run("hs_macro_release", "hmtrace", 0, &["--config", &c]);
+    assert!(findings(&r).iter().any(|f| at(f, store) && at(f, load)), "hmtrace: the flag's race:\n{r:#}");
+    let (_, r) = run("hs_macro_release_fixed", "hmtrace", 0, &["--config", &c]);
+    assert!(!findings(&r).iter().any(|f| at(f, store)), "hmtrace: the flag is locked in the twin:\n{r:#}");
+    let (_, r) = run("hs_macro_release_fixed", "oscs", 0, &["--config", &c]);
+    assert!(findings(&r).iter().any(|f| at(f, store) && at(f, fixed_load)), "oscs: the flag's sections:\n{r:#}");
+    let unlock = marker_line(file, "BUCKET_UNLOCK(&b->lock);");
+    for name in ["hs_macro_release", "hs_macro_release_fixed"] {
+        let (_, r) = run(name, "oscs", 0, &["--config", &c]);
+        assert!(
+            !findings(&r).iter().any(|f| at(f, unlock)),
+            "oscs on {name}: the unlock's store is the lock's:\n{r:#}"
+        );
+    }
+}
+
 /// APEX's per-thread log slot: claimed by a CAS of its word from 0, given back by a store of 0,
 /// never held by a second thread. The pattern of a lock, but no lock between threads: its
 /// word's accesses are data, and the owner's never-persisted stores race with the other

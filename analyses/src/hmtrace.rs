@@ -453,6 +453,10 @@ pub struct Hmtrace {
     code: CodeInfo,
     adapter: SyncAdapter,
     bracket: SyncBracket,
+    /// The recognised calls, for `--config` locks released by a plain store of 0 to their word
+    /// rather than a call (P-CLHT's `LOCK_RLS`): without it every such acquisition is held until
+    /// the thread exits ([`crate::sync::SyncCalls::released_by_store`]).
+    calls: crate::sync::SyncCalls,
     hb: HappensBefore,
     locks: LockSets,
     threads: FxHashMap<u32, ThreadState>,
@@ -526,6 +530,7 @@ impl Hmtrace {
             code: CodeInfo::default(),
             adapter: SyncAdapter::default(),
             bracket: SyncBracket::default(),
+            calls: crate::sync::SyncCalls::default(),
             hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: false }),
             locks: LockSets::new(),
             threads: FxHashMap::default(),
@@ -1065,6 +1070,13 @@ impl Analysis for Hmtrace {
     fn on_event(&mut self, ev: &Event, _device: &PmDevice) {
         match ev.kind {
             EventKind::Load | EventKind::Store | EventKind::NtStore | EventKind::RmwStore => {
+                // A `--config` lock's release by a plain store: the lock's own access, not data.
+                if ev.kind != EventKind::Load {
+                    if let Some(lock) = self.calls.released_by_store(ev) {
+                        self.apply(ev.tid, SyncOp::Release { lock });
+                        return;
+                    }
+                }
                 self.refresh_clock(ev.tid);
                 if !self.cur.inside {
                     self.access(ev)
@@ -1075,6 +1087,7 @@ impl Analysis for Hmtrace {
                 self.cur.valid = false;
                 self.allocation(ev);
                 self.bracket.observe(ev);
+                self.calls.observe(ev);
                 if ev.kind == EventKind::ThreadCreate && ev.addr != 0 {
                     self.thread(ev.new as u32).handle = Some(ev.addr);
                 }

@@ -309,6 +309,10 @@ pub struct Oscs {
     code: CodeInfo,
     adapter: SyncAdapter,
     bracket: SyncBracket,
+    /// The recognised calls, for `--config` locks released by a plain store of 0 to their word
+    /// rather than a call (P-CLHT's `LOCK_RLS`): without it every such acquisition is held until
+    /// the thread exits ([`crate::sync::SyncCalls::released_by_store`]).
+    calls: crate::sync::SyncCalls,
     hb: HappensBefore,
     threads: FxHashMap<u32, ThreadState>,
     cs_lists: CsLists,
@@ -345,6 +349,7 @@ impl Oscs {
             code: CodeInfo::default(),
             adapter: SyncAdapter::default(),
             bracket: SyncBracket::default(),
+            calls: crate::sync::SyncCalls::default(),
             hb: HappensBefore::new(Edges { create_join: true, objects: true, locks: false }),
             threads: FxHashMap::default(),
             cs_lists: CsLists::default(),
@@ -677,6 +682,13 @@ impl Analysis for Oscs {
     fn on_event(&mut self, ev: &Event, _device: &PmDevice) {
         match ev.kind {
             EventKind::Load | EventKind::Store | EventKind::NtStore | EventKind::RmwStore => {
+                // A `--config` lock's release by a plain store: the lock's own access, not data.
+                if ev.kind != EventKind::Load {
+                    if let Some(lock) = self.calls.released_by_store(ev) {
+                        self.apply(ev.tid, SyncOp::Release { lock });
+                        return;
+                    }
+                }
                 let code = &self.code;
                 if !self.library.get(ev.pc, |pc| code.is_library(pc)) && !self.bracket.inside(ev.tid) {
                     self.access(ev)
@@ -696,6 +708,7 @@ impl Analysis for Oscs {
                     }
                 }
                 self.bracket.observe(ev);
+                self.calls.observe(ev);
                 let mut ops = std::mem::take(&mut self.ops);
                 self.adapter.translate(ev, |op| ops.push(op));
                 for op in ops.drain(..) {

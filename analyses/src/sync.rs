@@ -1061,7 +1061,8 @@ impl SyncCalls {
     }
 
     /// Whether the access `ev` releases a `--config` custom lock its thread holds without a
-    /// call: a store of 0 to the lock's address (within its `lock_size`), or a DRAM lock word
+    /// call: a store of 0 to the lock's address (within its `lock_size`; in PM, or anywhere for a
+    /// pass that sees all memory), or a DRAM lock word
     /// seen back at 0 ([`EventKind::WordRelease`]), made outside the calls that lock that word.
     /// A custom release function's own store is not one (its entry already released the
     /// lock). Returns the lock released (its address, the lock's id).
@@ -1070,7 +1071,9 @@ impl SyncCalls {
             return None;
         }
         match ev.kind {
-            EventKind::Store | EventKind::RmwStore if ev.dev != 0 => {
+            // A PM store, or a DRAM one for the passes that see all memory (the window passes
+            // see DRAM lock words only as `WordRelease`).
+            EventKind::Store | EventKind::RmwStore => {
                 if ev.new & crate::inferred_locks::value_mask(ev.size) != 0 {
                     return None;
                 }
