@@ -201,3 +201,25 @@ fn code_rewritten_by_the_program_is_decoded_again() {
     assert_eq!(kinds_at(&report), vec![("unpersisted-store".to_string(), "jit_rewrite_flush.c".to_string(), line)]);
     assert_eq!(run.stdout_str(), "1 1 1\n", "{}", run.describe());
 }
+
+/// The machine removes the code hooks of flushes, fences and locked instructions that stopped
+/// running (Unicorn walks every code hook at each hooked instruction it executes), and hooks them
+/// again when they run again. `flush_after_idle` persists a line with a routine, computes for 80 M
+/// instructions (the routine's hooks and libc's are swept), then stores again: the fixed twin's
+/// second persist, through the same routine, must be seen (else its store were reported), and
+/// the buggy one's missing persist still is.
+#[test]
+fn a_flush_whose_hook_was_swept_is_seen_when_it_runs_again() {
+    let line = u64::from(marker_line("flush_after_idle.c", "/* BUG: never persisted"));
+    let (run, report) = pm_run("flush_after_idle", &["/mnt/pmem0/p"]);
+    run.assert_code(66);
+    assert_eq!(kinds_at(&report), vec![("unpersisted-store".to_string(), "flush_after_idle.c".to_string(), line)]);
+    let run = Ferrite::run(&guest("flush_after_idle_fixed"))
+        .opts(&["--analyses", "unpersisted", "--report", "r.json", "--host-stats", "hs.json"])
+        .args(&["/mnt/pmem0/p"])
+        .go();
+    run.assert_code(0);
+    assert!(kinds_at(&run.json("r.json")).is_empty(), "{}", run.describe());
+    let stats = run.json("hs.json");
+    assert!(stats["hooks_swept"].as_u64().unwrap_or(0) >= 10, "{stats}");
+}

@@ -284,12 +284,29 @@ impl Decoder {
 
     /// Forgets every block overlapping `[start, end)` (code was rewritten or unmapped).
     pub fn invalidate(&mut self, start: u64, end: u64) {
+        self.forget_where(|lo, hi| lo < end && hi > start);
+    }
+
+    /// Forgets every block holding an instruction at one of `pcs` (sorted): one pass over the
+    /// blocks, whatever their number.
+    pub fn invalidate_at(&mut self, pcs: &[u64]) {
+        if pcs.is_empty() {
+            return;
+        }
+        self.forget_where(|lo, hi| {
+            let i = pcs.partition_point(|&pc| pc < lo);
+            pcs.get(i).is_some_and(|&pc| pc < hi)
+        });
+    }
+
+    /// Forgets every block whose span `[first instruction, last instruction + 16)` `hit` says.
+    fn forget_where(&mut self, hit: impl Fn(u64, u64) -> bool) {
         let (slots, free, bytes) = (&mut self.slots, &mut self.free, &mut self.code_bytes);
         self.index.retain(|_, slot| {
             let Some(b) = slots[*slot as usize].as_ref() else { return false };
             let lo = b.insns.first().copied().unwrap_or(0);
             let hi = b.insns.last().map(|a| a + 16).unwrap_or(0);
-            let keep = hi <= start || lo >= end;
+            let keep = !hit(lo, hi);
             if !keep {
                 slots[*slot as usize] = None;
                 free.push(*slot);

@@ -219,6 +219,9 @@ enum Stop {
     Quantum,
     /// The kernel's timer instant passed at the start of the block about to run.
     Timer,
+    /// The specials' code hooks are due for a sweep, at the start of the block about to run
+    /// ([`hooks::sweep_special_hooks`]): the machine sweeps and goes on, nothing else sees it.
+    Sweep,
     /// The budget runs out at the instruction at this PC, in the block about to run.
     ArmLimit(u64),
     /// An access to a mapping's pages past the end of its file (SIGBUS), at this address.
@@ -254,6 +257,9 @@ pub struct TranslationStats {
     pub cache_flushes: u64,
     /// Ranges of cached code removed (code written by the host, a hook installed at a PC).
     pub ranges_removed: u64,
+    /// Code hooks of specials removed because they stopped running (hooked again if they run
+    /// again: [`hooks::sweep_special_hooks`]).
+    pub hooks_swept: u64,
 }
 
 /// The emulated machine: the engine with its hooks, guest memory, the PM device, the threads and
@@ -360,12 +366,15 @@ impl Machine {
                 last_point: u64::MAX,
                 limit: config.max_instructions,
                 limit_pc: None,
+                sweep_at: hooks::SWEEP_EVERY >> 4,
             },
             code: CodeKnowledge {
                 decoder: Decoder::default(),
                 hooked: Default::default(),
                 own: hooks::Specials::default(),
                 special_hooks: Vec::new(),
+                special_hits: Vec::new(),
+                free_hook_slots: Vec::new(),
                 to_hook: Vec::new(),
                 sync_fns: rustc_hash::FxHashMap::default(),
                 cpuid: config.cpuid.clone(),
@@ -679,7 +688,10 @@ impl Machine {
         st.obs.taint_hooked = true;
         let _ = self.uc.add_code_hook(1, 0, on_taint_insn);
         // From now on the taint hook acts for the specials (see `on_taint_insn`).
-        for id in std::mem::take(&mut self.uc.get_data_mut().code.special_hooks) {
+        let code = &mut self.uc.get_data_mut().code;
+        code.special_hits.clear();
+        code.free_hook_slots.clear();
+        for (_, id) in std::mem::take(&mut code.special_hooks).into_iter().flatten() {
             let _ = self.uc.remove_hook(id);
         }
         let _ = add_raw_mem_hook(&mut self.uc, HookType::MEM_READ | HookType::MEM_WRITE, taint_mem_hook);

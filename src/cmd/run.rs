@@ -140,6 +140,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
             "blocks_translated": out.translation.blocks_translated,
             "cache_flushes": out.translation.cache_flushes,
             "ranges_removed": out.translation.ranges_removed,
+            "hooks_swept": out.translation.hooks_swept,
             "dirty_pages": emu::dirty::mode(),
         });
         if let (Some(b), Some(map)) = (out.branching, stats.as_object_mut()) {

@@ -231,6 +231,9 @@ fn finish_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32, slot: u32
         // kernel sees their patience run out while it spins on a lock one of them holds.
         st.clock.last_point = base;
         Some(Stop::Quantum)
+    } else if base >= st.clock.sweep_at {
+        // Not a scheduling point: `last_point` stays, and the machine goes on at once.
+        Some(Stop::Sweep)
     } else {
         None
     };
@@ -362,18 +365,31 @@ impl Specials {
 pub(super) fn install_special_hooks(uc: &mut Unicorn<'_, HookState>) {
     let list = std::mem::take(&mut uc.get_data_mut().code.to_hook);
     for (pc, _) in list {
-        uc.get_data_mut().code.hooked.insert(pc);
+        let code = &mut uc.get_data_mut().code;
+        code.hooked.insert(pc);
+        let slot = code.free_hook_slots.pop().unwrap_or(code.special_hooks.len());
         // What the running process has at `pc` (`own`, which the block hook filled when it
         // decoded the block): with processes, or after an `execve`, another program may have
         // other code there.
         let res = uc.add_code_hook(pc, pc, move |uc, at, _| {
-            if let Some(special) = uc.get_data().code.own.get(at) {
+            let code = &mut uc.get_data_mut().code;
+            if let Some(h) = code.special_hits.get_mut(slot) {
+                *h = h.saturating_add(1);
+            }
+            if let Some(special) = code.own.get(at) {
                 on_special(uc, at, special);
             }
         });
         if let Ok(id) = res {
-            uc.get_data_mut().code.special_hooks.push(id);
+            let code = &mut uc.get_data_mut().code;
+            if slot == code.special_hooks.len() {
+                code.special_hooks.push(None);
+                code.special_hits.push(0);
+            }
+            code.special_hooks[slot] = Some((pc, id));
+            code.special_hits[slot] = 0;
         } else {
+            uc.get_data_mut().code.free_hook_slots.push(slot);
             let st = uc.get_data_mut();
             st.error = Some(format!("cannot hook the instruction at {pc:#x}"));
             st.stop = Some(Stop::Error);
@@ -381,6 +397,53 @@ pub(super) fn install_special_hooks(uc: &mut Unicorn<'_, HookState>) {
         }
     }
 }
+
+/// Special hooks are kept without a sweep up to this many.
+const SWEEP_ABOVE: usize = 8;
+
+/// Removes the code hooks of the specials that did not run since the last sweep (the machine
+/// calls it after 1 M instructions, then at intervals doubling to [`SWEEP_EVERY`]), and forgets the
+/// decoded blocks that hold them.
+///
+/// Unicorn walks the list of every code hook at each hooked instruction it executes (and at each
+/// instruction it translates): a program's start-up alone hooks dozens of locked instructions in
+/// libc that never run again, which every later flush and fence then pays for (`pm_bench`: 43
+/// hooks, `helper_uc_tracecode` a tenth of plain emulation; `node`: 609). A special whose hook is
+/// gone is hooked again when it runs: its blocks are decoded anew at their next execution
+/// ([`on_block`]), which finds it unhooked, hooks it and has the block translated again, as at
+/// its first execution. What a translation still calls for the removed hook finds nothing to
+/// run, and no such translation runs without that new decoding first. Not with processes: a hook
+/// serves every address space, and the other processes' decoders are out of reach here.
+pub(super) fn sweep_special_hooks(uc: &mut Unicorn<'_, HookState>) {
+    let code = &mut uc.get_data_mut().code;
+    if code.special_hooks.len() - code.free_hook_slots.len() <= SWEEP_ABOVE {
+        code.special_hits.iter_mut().for_each(|h| *h = 0);
+        return;
+    }
+    let mut gone = Vec::new();
+    for (slot, hook) in code.special_hooks.iter_mut().enumerate() {
+        let Some((pc, id)) = *hook else { continue };
+        if std::mem::take(&mut code.special_hits[slot]) == 0 {
+            *hook = None;
+            code.free_hook_slots.push(slot);
+            code.hooked.remove(&pc);
+            gone.push((pc, id));
+        }
+    }
+    if gone.is_empty() {
+        return;
+    }
+    let mut pcs: Vec<u64> = gone.iter().map(|g| g.0).collect();
+    pcs.sort_unstable();
+    code.decoder.invalidate_at(&pcs);
+    uc.get_data_mut().tcg.hooks_swept += pcs.len() as u64;
+    for (_, id) in gone {
+        let _ = uc.remove_hook(id);
+    }
+}
+
+/// Most guest instructions between two sweeps of the specials' hooks ([`sweep_special_hooks`]).
+pub(super) const SWEEP_EVERY: u64 = 1 << 24;
 
 pub(super) fn effective_address(uc: &Unicorn<'_, HookState>, m: &MemRef) -> u64 {
     let r = |x: Option<Reg>| x.map(|x| uc.reg_read(x).unwrap_or(0)).unwrap_or(0);

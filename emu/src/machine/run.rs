@@ -7,6 +7,14 @@ impl Machine {
     /// Runs the guest from RIP until it needs the outside world.
     pub fn run(&mut self) -> Exit {
         loop {
+            if self.icount >= self.uc.get_data().clock.sweep_at {
+                // Soon after start-up (whose code runs once), then less often.
+                self.uc.get_data_mut().clock.sweep_at =
+                    self.icount + self.icount.clamp(hooks::SWEEP_EVERY >> 4, hooks::SWEEP_EVERY);
+                if !self.processes {
+                    hooks::sweep_special_hooks(&mut self.uc);
+                }
+            }
             let begin = self.pc();
             {
                 let st = self.uc.get_data_mut();
@@ -39,6 +47,7 @@ impl Machine {
                             | Stop::Preempt
                             | Stop::Quantum
                             | Stop::Timer
+                            | Stop::Sweep
                             | Stop::ArmLimit(_)
                             | Stop::Interrupted
                     )
@@ -57,6 +66,8 @@ impl Machine {
                 (_, Some(Stop::Quantum)) => return Exit::Quantum,
                 (_, Some(Stop::Interrupted)) => return Exit::Interrupted,
                 (_, Some(Stop::Timer)) => return Exit::Timer,
+                // Swept at the loop's top; the block runs next, as if nothing had stopped.
+                (_, Some(Stop::Sweep)) => {}
                 // The load that stopped runs again, now with the taint hooks.
                 (_, Some(Stop::Taint)) => self.hook_taint(),
                 (_, Some(Stop::Hold)) => {

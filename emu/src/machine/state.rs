@@ -118,6 +118,9 @@ pub(super) struct BlockClock {
     pub(super) limit: u64,
     /// The PC where the instruction budget runs out, once hooked.
     pub(super) limit_pc: Option<u64>,
+    /// The instruction count at which the specials' code hooks are next swept
+    /// ([`super::hooks::sweep_special_hooks`]).
+    pub(super) sweep_at: u64,
 }
 
 /// What the hooks know of the guest's code.
@@ -131,8 +134,14 @@ pub(super) struct CodeKnowledge {
     /// The running process's specials, by PC: what a special's code hook does at a PC (with
     /// processes, another program may have other code there). Swapped at a process switch.
     pub(super) own: super::hooks::Specials,
-    /// The code hooks of the specials, removed when the taint hook goes in.
-    pub(super) special_hooks: Vec<unicorn_engine::UcHookId>,
+    /// The code hooks of the specials, by slot (a hook's closure counts its runs in
+    /// `special_hits` at its slot): their PC and Unicorn's id. Removed when the taint hook goes
+    /// in, and those that did not run for a while by [`super::hooks::sweep_special_hooks`].
+    pub(super) special_hooks: Vec<Option<(u64, unicorn_engine::UcHookId)>>,
+    /// How often each slot's hook ran since the last sweep.
+    pub(super) special_hits: Vec<u32>,
+    /// Slots of `special_hooks` free for the next hook.
+    pub(super) free_hook_slots: Vec<usize>,
     /// Specials found in a block, to be hooked before it runs.
     pub(super) to_hook: Vec<(u64, Special)>,
     /// Recognised synchronisation functions by entry address.
