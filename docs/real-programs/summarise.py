@@ -3,11 +3,14 @@
 per finding, the program's frames of its store, window-end and load sites; then, for each bug of
 HawkSet-exp's artifact_evaluation/bugs.py for the program, the findings that have its store
 location in a store's backtrace and its load location in a load's (any call stack of the group).
-Usage: summarise.py REPORT pmasstree|part|pclht [ANALYSES,...] (the program's sources under $REAL)."""
+Usage: summarise.py REPORT pmasstree|part|pclht|ffair [ANALYSES,...] (the program's sources under $REAL)."""
 import json, sys, os
 REAL = os.environ.get('REAL', os.getcwd())
 r = json.load(open(sys.argv[1])); app = sys.argv[2]
 BUGS = {
+ # FAST_FAIR (DICL/FAST_FAIR 0f047e8, the artifact's commit: the lines are bugs.py's).
+ 'ffair': {1: [("btree.h:560", l) for l in ("btree.h:876", "btree.h:878", "btree.h:886")],
+           2: [("btree.h:571", l) for l in ("btree.h:876", "btree.h:878", "btree.h:886")]},
  'pmasstree': {5: [("masstree.h:868", "masstree.h:1958")], 6: [("masstree.h:1435", "masstree.h:1958")],
                7: [("masstree.h:1473", "masstree.h:1953")]},
  # P-ART: bugs.py's lines are of durinn's N*.cpp, which is not stored publicly; the same
