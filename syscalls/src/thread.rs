@@ -164,8 +164,9 @@ pub struct KThread {
 /// A wait a signal cut short, parked after its `syscall` with RAX still the call's number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Interrupted {
-    /// A futex wait, with a timeout or not (without one it is restarted under `SA_RESTART`, as
-    /// Linux's ERESTARTSYS; with one it returns EINTR).
+    /// A futex wait, with a timeout or not: restarted under `SA_RESTART` (Linux's ERESTARTSYS)
+    /// without one, or with one in futex2's `futex_wait` and `futex_waitv` (absolute); the
+    /// classic call with one returns EINTR (its restart block is not taken under a handler).
     Futex {
         /// It had a timeout.
         timed: bool,
