@@ -823,6 +823,10 @@ impl Kernel {
             // as an untimed wait is.
             Some(Wait::FutexV { .. }) => t.interrupted = Some(Interrupted::Futex { timed: false }),
             Some(Wait::Sleep { deadline }) => t.interrupted = Some(Interrupted::Sleep { deadline }),
+            Some(Wait::CpuSleep) => match self.timers.sleep_of(tid) {
+                Some(s) => t.interrupted = Some(Interrupted::CpuSleep { clock: s.clock, until: s.until }),
+                None => return,
+            },
             _ => return,
         }
         self.set_wait(tid, None, None);
@@ -927,6 +931,27 @@ impl Kernel {
                 // Linux returns EFAULT if `rem` cannot be written; the handler runs all the same.
                 let r =
                     if rem != 0 && Self::write_timespec(m, rem, left).is_err() { libc::EFAULT } else { libc::EINTR };
+                m.set_reg(Reg::RAX, (-(r as i64)) as u64);
+            }
+            Some(Interrupted::CpuSleep { clock, until }) => {
+                let now = match clock {
+                    crate::time::CpuClock::Process(pid) => self.process_cpu_ns(m, pid),
+                    crate::time::CpuClock::Thread(tid) => self.thread_cpu_ns(m, tid),
+                };
+                // `do_cpu_nanosleep`: a clock that got there (or is gone) means it fired: 0.
+                // Otherwise EINTR, and for a relative sleep the CPU time left in `rem`
+                // (an absolute one returns -ERESTARTNOHAND, which writes nothing).
+                let r = match now {
+                    Some(now) if now < until => {
+                        let rem = if m.reg(Reg::RSI) & 1 == 0 { m.reg(Reg::R10) } else { 0 };
+                        if rem != 0 && Self::write_timespec(m, rem, until - now).is_err() {
+                            libc::EFAULT
+                        } else {
+                            libc::EINTR
+                        }
+                    }
+                    _ => 0,
+                };
                 m.set_reg(Reg::RAX, (-(r as i64)) as u64);
             }
             None => {}
