@@ -32,6 +32,10 @@
 //!
 //! `execve` deletes the process's POSIX timers and keeps its interval timers; the end of a
 //! process deletes all of them.
+//!
+//! A `clock_nanosleep` on a CPU clock is kept here too ([`CpuSleep`]), as Linux's
+//! `do_cpu_nanosleep` sets a timer without a signal: armed and expired as a timer on that clock
+//! is, it wakes its sleeper instead of sending a signal.
 
 use std::collections::BTreeMap;
 
