@@ -7,7 +7,8 @@
  * without and with a timeout (relative and absolute), futex2's futex_wait and futex_waitv with
  * and without one, nanosleep and clock_nanosleep, AF_UNIX recv and send and TCP accept without
  * and with SO_RCVTIMEO/SO_SNDTIMEO, poll, epoll_wait, select and sigtimedwait; then the socket
- * timeouts on their own (EAGAIN when they pass, Linux's rounding and errors). Everything
+ * timeouts on their own (EAGAIN when they pass, Linux's rounding and errors, inherited by a TCP
+ * connection from its listener and not by an AF_UNIX one). Everything
  * printed is the same on any Linux and under ferrite (no times). */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,6 +28,7 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -327,7 +329,34 @@ static void socket_timeouts(void) {
     setsockopt(fds[0], SOL_SOCKET, SO_RCVTIMEO, &short_tv, sizeof short_tv);
     n = accept(fds[0], NULL, NULL);
     printf("accept with nobody connecting: %ld %s\n", n, strerrorname_np(errno));
-    close(fds[0]);
+    /* A TCP connection inherits its listener's timeouts (a copy of it); an AF_UNIX one not. */
+    sock_connect();
+    int a = accept(fds[0], NULL, NULL);
+    got.tv_sec = got.tv_usec = -1;
+    len = sizeof got;
+    getsockopt(a, SOL_SOCKET, SO_RCVTIMEO, &got, &len);
+    printf("a TCP connection accepted: SO_RCVTIMEO %ld.%06ld\n", (long)got.tv_sec, (long)got.tv_usec);
+    n = recv(a, &c, 1, 0);
+    printf("  its recv with nothing to read: %ld %s\n", n, strerrorname_np(errno));
+    close(a);
+    listener_close();
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    snprintf(un.sun_path, sizeof un.sun_path, "%s.sock", lock_path);
+    int l = socket(AF_UNIX, SOCK_STREAM, 0);
+    bind(l, (struct sockaddr *)&un, sizeof un);
+    listen(l, 1);
+    setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &short_tv, sizeof short_tv);
+    int uc = socket(AF_UNIX, SOCK_STREAM, 0);
+    connect(uc, (struct sockaddr *)&un, sizeof un);
+    a = accept(l, NULL, NULL);
+    got.tv_sec = got.tv_usec = -1;
+    len = sizeof got;
+    getsockopt(a, SOL_SOCKET, SO_RCVTIMEO, &got, &len);
+    printf("an AF_UNIX connection accepted: SO_RCVTIMEO %ld.%06ld\n", (long)got.tv_sec, (long)got.tv_usec);
+    close(a);
+    close(uc);
+    close(l);
+    unlink(un.sun_path);
 }
 
 int main(void) {

@@ -729,6 +729,13 @@ impl Kernel {
     fn queue_connection(&mut self, client: &Rc<RefCell<Sock>>, target: &Rc<RefCell<Sock>>, ty: i32, peer: Vec<u8>) {
         let domain = target.borrow().domain;
         let mut server = self.new_sock(domain, ty);
+        if domain != libc::AF_UNIX {
+            // A TCP connection is a copy of its listener (`sk_clone_lock`): its options and
+            // timeouts come with it. An `AF_UNIX` one is a new socket (`unix_create1`).
+            let t = target.borrow();
+            server.opts = t.opts.clone();
+            server.timeouts = t.timeouts;
+        }
         {
             let mut c = client.borrow_mut();
             self.join(&mut c, &mut server);
