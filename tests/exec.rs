@@ -111,13 +111,10 @@ fn a_race_in_a_program_the_shell_started_names_its_lines_and_replays() {
 }
 
 /// `sh -c 'kv_server --serve POOL ADDR & kv_client ADDR 20; wait'`: a PM server and its client as
-/// two processes the shell started.
+/// two processes the shell started (`.dyn` in `server`: both dynamically linked).
 fn kv_pair(server: &str, addr: &str) -> String {
-    format!(
-        "{} --serve /mnt/pmem0/kv {addr} & {} {addr} 20; wait",
-        guest(server).display(),
-        guest("kv_client").display()
-    )
+    let client = if server.ends_with(".dyn") { "kv_client.dyn" } else { "kv_client" };
+    format!("{} --serve /mnt/pmem0/kv {addr} & {} {addr} 20; wait", guest(server).display(), guest(client).display())
 }
 
 fn sorted_lines(s: &str) -> Vec<&str> {
@@ -134,13 +131,14 @@ fn a_server_and_its_client_in_two_processes_talk_over_tcp_and_unix_sockets() {
     let nat = native(Path::new(SH), &["-c", &native_cmd], &[]);
     nat.assert_code(0);
     assert_eq!(sorted_lines(&nat.stdout_str()), expected, "{}", nat.describe());
-    for addr in ["tcp:7711", "unix:kv.sock"] {
+    // The dynamically linked pair too: two processes each loading libc through ld.so.
+    for (server, addr) in [("kv_server", "tcp:7711"), ("kv_server", "unix:kv.sock"), ("kv_server.dyn", "tcp:7711")] {
         let run = Ferrite::run(Path::new(SH))
             .opts(&["--analyses", "none"])
-            .args(&["-c", &kv_pair("kv_server", addr)])
+            .args(&["-c", &kv_pair(server, addr)])
             .go_within(std::time::Duration::from_secs(300));
         run.assert_code(0);
-        assert_eq!(sorted_lines(&run.stdout_str()), expected, "{}", run.describe());
+        assert_eq!(sorted_lines(&run.stdout_str()), expected, "{server} {addr}\n{}", run.describe());
     }
 }
 

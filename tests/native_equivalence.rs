@@ -531,6 +531,8 @@ fn epoll_edges_as_natively() {
     assert!(out.contains("after a read from the full pipe:             1 [OUT  data 4]\n"), "{}", emu.describe());
     assert!(out.contains("after another read:                          0\n"), "{}", emu.describe());
     assert!(out.contains("EPOLL_CTL_MOD of an exclusive entry:         -1 Invalid argument\n"), "{}", emu.describe());
+    // The dynamically linked build (glibc's wrappers from libc.so through ld.so) agrees.
+    equivalent("epoll_edge.dyn", &[], &[]);
 }
 
 /// A thread's name (`prctl(PR_SET_NAME/PR_GET_NAME)`, which `pthread_setname_np` and
@@ -764,6 +766,8 @@ fn futex_waitv_as_natively() {
     has("requeued from word 1 to 5, FUTEX_WAKE on word 5:     1\n");
     has("a handler without SA_RESTART:                        -1 Interrupted system call\n");
     has("a child on 2 shared words, its parent wakes word 1:  1\n");
+    // The dynamically linked build (glibc's wrappers from libc.so through ld.so) agrees.
+    equivalent("futex_waitv_probe.dyn", &[], &[]);
 }
 
 /// The futex2 calls `futex_wake`, `futex_wait`, `futex_requeue` and `FUTEX2_NUMA`
@@ -781,6 +785,8 @@ fn futex2_calls_as_natively() {
     has("mask: wake 0x3: 1\n");
     has("numa: requeue 0 woken, 1 moved: 1, the target's node now 0\n");
     has("waitv: NUMA entry, other value: -1 Resource temporarily unavailable, node now 0\n");
+    // The dynamically linked build (glibc's wrappers from libc.so through ld.so) agrees.
+    equivalent("futex2_probe.dyn", &[], &[]);
 }
 
 /// A process killed by another (`kill(pid, SIGKILL)`) while it holds a robust mutex in a shared
@@ -797,6 +803,8 @@ fn a_killed_process_robust_mutex_goes_to_its_waiter_as_natively() {
             .go();
         assert_eq!(run.stdout_str(), emu.stdout_str(), "{strategy} seed {seed}\n{}", run.describe());
     }
+    // The dynamically linked build (glibc's wrappers from libc.so through ld.so) agrees.
+    equivalent("robust_killed.dyn", &[], &[]);
 }
 
 /// `/proc/PID/cmdline` read from the process's memory as Linux's `get_mm_cmdline` does
@@ -813,6 +821,8 @@ fn proc_cmdline_reads_the_rewritten_arguments_as_natively() {
     has("the child, seen by its parent: 251 bytes:worker: serving connections on port 8080 ....");
     has("the child, seen by its parent: comm kv-worker\n");
     has("|al|ha|beta|\n");
+    // The dynamically linked build (glibc's wrappers from libc.so through ld.so) agrees.
+    equivalent("proc_title.dyn", &[], &[]);
 }
 
 /// `/proc/PID/stat`, `status`, `cmdline` and `comm` of another process, and `/proc/self/cmdline`
@@ -831,6 +841,8 @@ fn proc_pid_files_as_natively() {
     has("  writing its comm from here: Invalid argument\n");
     has("killed, not waited for: state Z\n");
     has("reaped: /proc/CHILD/stat gone\n");
+    // The dynamically linked build (glibc's wrappers from libc.so through ld.so) agrees.
+    equivalent("proc_pid_files.dyn", &[], &[]);
 }
 
 /// A process that ends by `exit_group` while another of its threads holds a process-shared

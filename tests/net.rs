@@ -81,6 +81,10 @@ fn pingpong_is_deterministic_per_seed_and_schedules_differ_across_seeds() {
     assert_eq!(a, go(1), "the same seed gave another run");
     let others: Vec<_> = (2..6).map(go).collect();
     assert!(others.iter().any(|o| o.0 != a.0), "every seed gave the same schedule: {a:?} {others:?}");
+    // The dynamically linked build through ld.so: the same round trips.
+    let run = Ferrite::run(&guest("net_pingpong.dyn")).opts(&["--analyses", "none"]).args(&["200"]).go();
+    run.assert_code(0);
+    assert_eq!(run.stdout_str(), "200 round trips\n", "{}", run.describe());
 }
 
 /// `ferrite run` of a kv guest with its pool in a fresh PM directory: the run and its report.

@@ -104,10 +104,10 @@ fn processes_are_scheduled_by_the_seed() {
     let hashes: BTreeSet<String> = (0..4).map(|s| trace_hash("proc_fork", &args, s)).collect();
     assert!(hashes.len() > 1, "four seeds interleaved the processes the same way: {hashes:?}");
     // Processes and threads doing the same work: the same answers.
-    for mode in ["procs", "threads"] {
-        let run = Ferrite::run(&guest("proc_pingpong")).args(&[mode, "300"]).go();
+    for (name, mode) in [("proc_pingpong", "procs"), ("proc_pingpong", "threads"), ("proc_pingpong.dyn", "procs")] {
+        let run = Ferrite::run(&guest(name)).args(&[mode, "300"]).go();
         run.assert_code(0);
-        assert_eq!(run.stdout_str(), "sum 45150\n");
+        assert_eq!(run.stdout_str(), "sum 45150\n", "{name} {mode}");
     }
 }
 
@@ -334,13 +334,15 @@ fn a_continued_child_tells_its_parent_when_it_runs() {
 /// ("one process") and the counters lost updates, as SQLite's processes lost inserts.
 #[test]
 fn file_locks_exclude_each_other_between_processes() {
-    let prog = guest("proc_file_locks");
-    let nat = native(&prog, &[], &[]);
-    let emu = emulated(&prog, &[], &[]);
-    assert_same_stdout(&nat, &emu);
-    assert_same_status(&nat, &emu);
-    assert!(emu.stdout_str().starts_with("fcntl counter 160, flock counter 160\n"), "{}", emu.describe());
-    assert!(emu.stdout_str().contains("F_SETLK over it: EAGAIN\n"), "{}", emu.describe());
+    for name in ["proc_file_locks", "proc_file_locks.dyn"] {
+        let prog = guest(name);
+        let nat = native(&prog, &[], &[]);
+        let emu = emulated(&prog, &[], &[]);
+        assert_same_stdout(&nat, &emu);
+        assert_same_status(&nat, &emu);
+        assert!(emu.stdout_str().starts_with("fcntl counter 160, flock counter 160\n"), "{}", emu.describe());
+        assert!(emu.stdout_str().contains("F_SETLK over it: EAGAIN\n"), "{}", emu.describe());
+    }
 }
 
 /// A child's SIGTERM to its parent, the first process, ends the run with the parent's death

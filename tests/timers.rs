@@ -89,12 +89,18 @@ fn timers_on_thread_and_other_process_cpu_clocks_match_native() {
     nat.assert_code(0);
     let expected = nat.stdout_str();
     assert!(expected.contains("another thread's clock: signal SIGUSR2"), "{}", nat.describe());
-    for (strategy, seed) in [("random", 1u64), ("random", 9), ("pct", 3), ("fifo", 1)] {
-        let run = Ferrite::run(&guest("cpu_timers"))
+    for (name, strategy, seed) in [
+        ("cpu_timers", "random", 1u64),
+        ("cpu_timers", "random", 9),
+        ("cpu_timers", "pct", 3),
+        ("cpu_timers", "fifo", 1),
+        ("cpu_timers.dyn", "random", 1),
+    ] {
+        let run = Ferrite::run(&guest(name))
             .opts(&["--analyses", "none", "--strategy", strategy, "--seed", &seed.to_string()])
             .go_within(Duration::from_secs(180));
         run.assert_code(0);
-        assert_eq!(run.stdout_str(), expected, "{strategy} seed {seed}\n{}", run.describe());
+        assert_eq!(run.stdout_str(), expected, "{name} {strategy} seed {seed}\n{}", run.describe());
     }
 }
 
@@ -102,8 +108,62 @@ fn timers_on_thread_and_other_process_cpu_clocks_match_native() {
 /// deadline (the machine's timer stop), where the base never woke it and reported a hang.
 #[test]
 fn a_sleeper_wakes_while_the_only_other_thread_computes() {
-    let run =
-        Ferrite::run(&guest("sleep_beside_spin")).opts(&["--analyses", "none"]).go_within(Duration::from_secs(60));
-    run.assert_code(0);
-    assert_eq!(run.stdout_str(), "the sleeper woke and stopped the spinner\n");
+    for name in ["sleep_beside_spin", "sleep_beside_spin.dyn"] {
+        let run = Ferrite::run(&guest(name)).opts(&["--analyses", "none"]).go_within(Duration::from_secs(60));
+        run.assert_code(0);
+        assert_eq!(run.stdout_str(), "the sleeper woke and stopped the spinner\n", "{name}");
+    }
+}
+
+/// Which blocking calls a handled signal restarts, with and without `SA_RESTART`
+/// (`sig_restart`): as Linux decides by the call's restart code — descriptors, `wait4`,
+/// `flock`, futex waits without a timeout and futex2's with one restarted; the classic futex
+/// wait with a timeout, sleeps, poll/epoll/select, `sigtimedwait` and socket calls with
+/// `SO_RCVTIMEO`/`SO_SNDTIMEO` EINTR — and the socket timeouts themselves (EAGAIN when they
+/// pass, Linux's rounding and errors), compared with the host under several strategies. The
+/// base returned EINTR from futex2's timed wait, restarted the socket calls with a timeout, and
+/// never timed a socket out (a deadlock).
+#[test]
+fn a_handled_signal_restarts_the_calls_linux_restarts() {
+    let nat = native(&guest("sig_restart"), &[], &[]);
+    nat.assert_code(0);
+    let expected = nat.stdout_str();
+    assert!(expected.contains("futex_wait, timeout                  SA_RESTART:    0"), "{}", nat.describe());
+    for (name, strategy, seed) in [
+        ("sig_restart", "random", 1u64),
+        ("sig_restart", "pct", 3),
+        ("sig_restart", "fifo", 1),
+        ("sig_restart.dyn", "random", 1),
+    ] {
+        let run = Ferrite::run(&guest(name))
+            .opts(&["--analyses", "none", "--strategy", strategy, "--seed", &seed.to_string()])
+            .go_within(Duration::from_secs(180));
+        run.assert_code(0);
+        assert_eq!(run.stdout_str(), expected, "{name} {strategy} seed {seed}\n{}", run.describe());
+    }
+}
+
+/// `clock_nanosleep` on another thread's, the process's own and a child's CPU clock
+/// (`cpu_nsleep`): the sleeper wakes once that clock has advanced by the time asked, however
+/// long its thread was blocked first; a signal cuts it short with the CPU time left; Linux's
+/// errors. The base slept on the boot clock (and said EINVAL for a descriptor's clock).
+#[test]
+fn a_sleep_on_a_cpu_clock_lasts_until_that_clock_gets_there() {
+    for name in ["cpu_nsleep", "cpu_nsleep.dyn"] {
+        let nat = native(&guest(name), &[], &[]);
+        nat.assert_code(0);
+        let expected = nat.stdout_str();
+        assert!(
+            expected.contains("relative sleep on another thread's clock: 0, it ran >= 20 ms: 1"),
+            "{}",
+            nat.describe()
+        );
+        for (strategy, seed) in [("random", 1u64), ("pct", 3), ("fifo", 1)] {
+            let run = Ferrite::run(&guest(name))
+                .opts(&["--analyses", "none", "--strategy", strategy, "--seed", &seed.to_string()])
+                .go_within(Duration::from_secs(180));
+            run.assert_code(0);
+            assert_eq!(run.stdout_str(), expected, "{name} {strategy} seed {seed}\n{}", run.describe());
+        }
+    }
 }

@@ -402,7 +402,7 @@ impl Kernel {
             Kind::Socket(s) => {
                 let s = s.clone();
                 drop(d);
-                return Ok(self.sock_recv(&s, len, 0, nonblock)?.0);
+                return Ok(self.sock_recv(m, &s, len, 0, nonblock)?.0);
             }
             Kind::EventFd(e) => {
                 let e = e.clone();
@@ -549,7 +549,7 @@ impl Kernel {
         Ok(n as u64)
     }
 
-    fn write_bytes(&mut self, fd: i32, data: &[u8], at: Option<u64>) -> SysResult {
+    fn write_bytes(&mut self, m: &Machine, fd: i32, data: &[u8], at: Option<u64>) -> SysResult {
         let d = self.desc(fd)?;
         let mut d = d.borrow_mut();
         if d.flags & libc::O_ACCMODE == libc::O_RDONLY && !matches!(d.kind, Kind::Stdout | Kind::Stderr) {
@@ -560,7 +560,7 @@ impl Kernel {
             Kind::Socket(s) => {
                 let s = s.clone();
                 drop(d);
-                return self.sock_send(&s, data, None, 0, nonblock, Ancillary::default());
+                return self.sock_send(m, &s, data, None, 0, nonblock, Ancillary::default());
             }
             Kind::EventFd(e) => {
                 let e = e.clone();
@@ -654,7 +654,7 @@ impl Kernel {
             old[n..].fill(0);
             old
         });
-        let n = self.write_bytes(fd, data, at)?;
+        let n = self.write_bytes(m, fd, data, at)?;
         if n > 0 {
             let file = self.desc(fd).ok().and_then(|d| {
                 let d = d.borrow();

@@ -56,6 +56,40 @@ const CMSG_HDR: usize = 16;
 /// Bytes a stream socket's direction holds before a send blocks (Linux's default `SO_SNDBUF`
 /// for `AF_UNIX` is 212,992).
 pub const SOCK_CAPACITY: usize = 212_992;
+
+/// The kernel's tick rate: socket timeouts are kept in whole jiffies, as Linux keeps them
+/// (`sock_set_timeout`), so what `getsockopt` gives back is rounded as there. 250 is Debian's
+/// `CONFIG_HZ`.
+const HZ: u64 = 250;
+/// `SO_RCVTIMEO_NEW` and `SO_SNDTIMEO_NEW` (`struct __kernel_sock_timeval`, the same 16 bytes
+/// as the old `struct timeval` on x86-64).
+const SO_RCVTIMEO_NEW: i32 = 66;
+const SO_SNDTIMEO_NEW: i32 = 67;
+
+/// Which of [`Sock::timeouts`] option `name` of `SOL_SOCKET` sets, if it is a timeout.
+fn timeout_index(level: i32, name: i32) -> Option<usize> {
+    match (level, name) {
+        (libc::SOL_SOCKET, libc::SO_RCVTIMEO | SO_RCVTIMEO_NEW) => Some(0),
+        (libc::SOL_SOCKET, libc::SO_SNDTIMEO | SO_SNDTIMEO_NEW) => Some(1),
+        _ => None,
+    }
+}
+
+/// Linux's `sock_set_timeout`: a `struct timeval` to whole jiffies in ns; zero is no timeout
+/// (`None`), a negative second count a timeout of 0 (the call never waits).
+fn timeout_from_timeval(sec: i64, usec: i64) -> Result<Option<u64>, Errno> {
+    if !(0..1_000_000).contains(&usec) {
+        return err(libc::EDOM);
+    }
+    if sec < 0 {
+        return Ok(Some(0));
+    }
+    if sec == 0 && usec == 0 {
+        return Ok(None);
+    }
+    let jiffies = (sec as u64).saturating_mul(HZ).saturating_add((usec as u64).div_ceil(1_000_000 / HZ));
+    Ok(Some(jiffies.saturating_mul(1_000_000_000 / HZ)))
+}
 const FIRST_EPHEMERAL: u16 = 32768;
 const LAST_EPHEMERAL: u16 = 60999;
 
@@ -101,6 +135,9 @@ pub struct Sock {
     /// Connections queued and datagrams received so far: an edge-triggered epoll entry on the
     /// socket is due again when this moves ([`crate::poll`]).
     pub arrivals: u64,
+    /// `SO_RCVTIMEO` and `SO_SNDTIMEO`, in virtual ns (whole jiffies, [`HZ`]): how long a
+    /// receive or an `accept` (a send) waits before EAGAIN; `None`: forever.
+    pub timeouts: [Option<u64>; 2],
 }
 
 impl Drop for Sock {
@@ -314,6 +351,7 @@ impl Kernel {
             shut_wr: false,
             opts: BTreeMap::new(),
             arrivals: 0,
+            timeouts: [None; 2],
         }
     }
 
@@ -691,6 +729,13 @@ impl Kernel {
     fn queue_connection(&mut self, client: &Rc<RefCell<Sock>>, target: &Rc<RefCell<Sock>>, ty: i32, peer: Vec<u8>) {
         let domain = target.borrow().domain;
         let mut server = self.new_sock(domain, ty);
+        if domain != libc::AF_UNIX {
+            // A TCP connection is a copy of its listener (`sk_clone_lock`): its options and
+            // timeouts come with it. An `AF_UNIX` one is a new socket (`unix_create1`).
+            let t = target.borrow();
+            server.opts = t.opts.clone();
+            server.timeouts = t.timeouts;
+        }
         {
             let mut c = client.borrow_mut();
             self.join(&mut c, &mut server);
@@ -750,12 +795,16 @@ impl Kernel {
         let next = {
             let mut b = s.borrow_mut();
             let id = b.id;
+            let timeout = b.timeouts[0];
             match b.queue.as_mut() {
                 None => return err(libc::EINVAL),
                 Some(q) => match q.pop_front() {
                     Some(c) => c,
                     None if nonblock => return err(libc::EAGAIN),
-                    None => return self.would_block(&[id]),
+                    None => {
+                        drop(b);
+                        return self.sock_wait(m, &[id], timeout);
+                    }
                 },
             }
         };
@@ -843,8 +892,16 @@ impl Kernel {
         if (level, name) == (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) && s.borrow().local.is_some() {
             return err(libc::EINVAL);
         }
-        // Integer options are kept; longer ones (SO_LINGER, timeouts) are accepted and change
-        // nothing: nothing lingers or times out in the machine's network.
+        if let Some(i) = timeout_index(level, name) {
+            if len < 16 {
+                return err(libc::EINVAL);
+            }
+            let t = timeout_from_timeval(m.read_u64(val)? as i64, m.read_u64(val + 8)? as i64)?;
+            s.borrow_mut().timeouts[i] = t;
+            return Ok(0);
+        }
+        // Integer options are kept; longer ones (SO_LINGER) are accepted and change nothing:
+        // nothing lingers in the machine's network.
         if len >= 4 {
             let v = m.read_u32(val)? as i32;
             s.borrow_mut().opts.insert((level, name), v);
@@ -866,6 +923,23 @@ impl Kernel {
         let (s, _) = self.sock(fd)?;
         let b = s.borrow();
         let def = default_opt(&b, level, name).ok_or(Errno(libc::ENOPROTOOPT))?;
+        if let Some(i) = timeout_index(level, name) {
+            // Linux's `sock_get_timeout`: a `struct timeval` (none: zeros), as much of it as
+            // the buffer holds.
+            let ns = b.timeouts[i].unwrap_or(0);
+            drop(b);
+            let mut tv = [0u8; 16];
+            tv[..8].copy_from_slice(&(ns / 1_000_000_000).to_le_bytes());
+            tv[8..].copy_from_slice(&(ns % 1_000_000_000 / 1000).to_le_bytes());
+            let room = m.read_u32(lenp)? as i32;
+            if room < 0 {
+                return err(libc::EINVAL);
+            }
+            let n = 16.min(room as usize);
+            m.write(val, &tv[..n], false)?;
+            m.write(lenp, &(n as u32).to_le_bytes(), false)?;
+            return Ok(0);
+        }
         let v = match (level, name) {
             (libc::SOL_SOCKET, libc::SO_TYPE | libc::SO_DOMAIN | libc::SO_ACCEPTCONN | libc::SO_ERROR) => def,
             _ => b.opts.get(&(level, name)).copied().unwrap_or(def),
@@ -887,10 +961,21 @@ impl Kernel {
         err(RESTART)
     }
 
+    /// A blocking socket call waits on `keys` for at most `timeout` (`SO_RCVTIMEO` or
+    /// `SO_SNDTIMEO`; `None`: forever): EAGAIN once it has passed, counted from the call's
+    /// first try ([`Kernel::io_deadline`]), as Linux's `sock_rcvtimeo` wait ends.
+    fn sock_wait<T>(&mut self, m: &Machine, keys: &[u64], timeout: Option<u64>) -> Result<T, Errno> {
+        if timeout.is_some() && self.io_deadline(m, timeout) {
+            return err(libc::EAGAIN);
+        }
+        self.would_block(keys)
+    }
+
     /// Receives up to `len` bytes: the bytes and the sender's address (datagrams). `MSG_PEEK`
     /// leaves them; `MSG_TRUNC` on a datagram gives its whole length in the second value.
     pub(crate) fn sock_recv(
         &mut self,
+        m: &Machine,
         s: &Rc<RefCell<Sock>>,
         len: usize,
         flags: i32,
@@ -900,6 +985,7 @@ impl Kernel {
         let peek = flags & libc::MSG_PEEK != 0;
         let mut b = s.borrow_mut();
         let passcred = b.opts.get(&(libc::SOL_SOCKET, libc::SO_PASSCRED)).is_some_and(|v| *v != 0);
+        let timeout = b.timeouts[0];
         if b.ty == libc::SOCK_DGRAM {
             if b.inbox.is_empty() {
                 if nonblock {
@@ -907,7 +993,7 @@ impl Kernel {
                 }
                 let id = b.id;
                 drop(b);
-                return self.would_block(&[id]);
+                return self.sock_wait(m, &[id], timeout);
             }
             let (src, data, anc) = if peek { b.inbox[0].clone() } else { b.inbox.pop_front().unwrap_or_default() };
             let whole = data.len();
@@ -938,7 +1024,7 @@ impl Kernel {
                 }
                 let id = p.id;
                 drop(p);
-                return self.would_block(&[id]);
+                return self.sock_wait(m, &[id], timeout);
             }
             // A message's whole length, for MSG_TRUNC (`SOCK_SEQPACKET` reads as datagrams do).
             let msg = p.msgs.as_ref().and_then(|m| m.front().copied());
@@ -957,6 +1043,7 @@ impl Kernel {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn sock_send(
         &mut self,
+        m: &Machine,
         s: &Rc<RefCell<Sock>>,
         data: &[u8],
         dest: Option<Vec<u8>>,
@@ -1036,7 +1123,8 @@ impl Kernel {
             }
             let id = p.id;
             drop(p);
-            return self.would_block(&[id]);
+            let timeout = s.borrow().timeouts[1];
+            return self.sock_wait(m, &[id], timeout);
         }
         let n = p.put(data);
         // A stream send of no bytes sends nothing, its descriptors included (Linux's
@@ -1066,7 +1154,7 @@ impl Kernel {
         m.read(buf, &mut data)?;
         m.kernel_pm_loads(buf, data.len() as u64);
         let dest = if addr != 0 { Some(Self::read_sockaddr(m, s.borrow().domain, addr, alen)?) } else { None };
-        self.sock_send(&s, &data, dest, flags, nonblock, Ancillary::default())
+        self.sock_send(m, &s, &data, dest, flags, nonblock, Ancillary::default())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1083,7 +1171,7 @@ impl Kernel {
         let (s, nonblock) = self.sock(fd)?;
         // Descriptors passed with the bytes close here: there is nowhere to put them (Linux
         // receives with an empty control buffer).
-        let (data, whole, src, _) = self.sock_recv(&s, len.min(crate::fd::MAX_RW) as usize, flags, nonblock)?;
+        let (data, whole, src, _) = self.sock_recv(m, &s, len.min(crate::fd::MAX_RW) as usize, flags, nonblock)?;
         m.write(buf, &data, false)?;
         if addr != 0 {
             if let Some(src) = src {
@@ -1255,7 +1343,7 @@ impl Kernel {
         let domain = s.borrow().domain;
         let scm = if controllen != 0 { self.read_scm(m, domain, ctl, controllen)? } else { Ancillary::default() };
         let dest = if name != 0 { Some(Self::read_sockaddr(m, domain, name, namelen)?) } else { None };
-        self.sock_send(&s, &data, dest, flags, nonblock, scm)
+        self.sock_send(m, &s, &data, dest, flags, nonblock, scm)
     }
 
     pub(crate) fn recvmsg(&mut self, m: &mut Machine, fd: i32, msg: u64, flags: i32) -> SysResult {
@@ -1265,7 +1353,7 @@ impl Kernel {
         let iovs = Self::iovecs(m, iov, iovlen)?;
         let want: u64 = iovs.iter().map(|v| v.1).sum();
         let (data, whole, src, (cred, files)) =
-            self.sock_recv(&s, want.min(crate::fd::MAX_RW) as usize, flags, nonblock)?;
+            self.sock_recv(m, &s, want.min(crate::fd::MAX_RW) as usize, flags, nonblock)?;
         let mut at = 0;
         for (base, len) in iovs {
             let n = (len as usize).min(data.len() - at);

@@ -35,8 +35,9 @@
 //! deliverable signal gets a frame, as Linux's exit to user mode builds them. A thread blocked in
 //! a call that is made again when woken (calls on descriptors, `wait4`, `rt_sigsuspend`) is
 //! woken for it, and the call returns EINTR or, under `SA_RESTART`, is made again after the
-//! handler, as Linux does. A futex wait or a sleep is interrupted too (EINTR, or a futex wait
-//! without a timeout made again under `SA_RESTART`; a relative sleep writes the time left to
+//! handler, as Linux does, except a socket call with `SO_RCVTIMEO`/`SO_SNDTIMEO` (EINTR). A futex
+//! wait or a sleep is interrupted too (EINTR, or under `SA_RESTART` a futex wait made again
+//! unless it is the classic call with a timeout; a relative sleep writes the time left to
 //! `rem`). `pause`, `rt_sigtimedwait` and `rt_sigpending` see both sets; `ppoll`, `pselect6` and
 //! `epoll_pwait` install their masks for the call ([`Kernel::call_mask`]).
 //!
@@ -66,6 +67,8 @@ const SIG_IGN: u64 = 1;
 const SA_RESTART: u64 = 0x1000_0000;
 const SA_NOCLDWAIT: u64 = 2;
 const SIGCHLD: i32 = 17;
+/// futex2's `futex_wait` (not in the libc crate's table).
+const SYS_FUTEX_WAIT: u64 = 455;
 
 /// The first real-time signal (the kernel's; glibc keeps 32 and 33 for itself).
 pub(crate) const SIGRTMIN: i32 = 32;
@@ -820,6 +823,10 @@ impl Kernel {
             // as an untimed wait is.
             Some(Wait::FutexV { .. }) => t.interrupted = Some(Interrupted::Futex { timed: false }),
             Some(Wait::Sleep { deadline }) => t.interrupted = Some(Interrupted::Sleep { deadline }),
+            Some(Wait::CpuSleep) => match self.timers.sleep_of(tid) {
+                Some(s) => t.interrupted = Some(Interrupted::CpuSleep { clock: s.clock, until: s.until }),
+                None => return,
+            },
             _ => return,
         }
         self.set_wait(tid, None, None);
@@ -889,7 +896,11 @@ impl Kernel {
         let restart = flags & SA_RESTART != 0;
         if in_call {
             let nr = m.reg(Reg::RAX) as i64;
-            if !restart || NEVER_RESTARTED.contains(&nr) {
+            // A call on descriptors with a timeout of its own is never restarted: on Linux only
+            // sockets with `SO_RCVTIMEO`/`SO_SNDTIMEO` have one outside the calls listed
+            // (`sock_intr_errno` gives -EINTR for a finite timeout, -ERESTARTSYS otherwise).
+            let timed = self.threads.get(&cur).is_some_and(|t| t.io_deadline.is_some());
+            if !restart || timed || NEVER_RESTARTED.contains(&nr) {
                 m.set_reg(Reg::RAX, (-(libc::EINTR as i64)) as u64);
                 m.set_reg(Reg::RIP, m.pc() + 2);
                 if let Some(t) = self.threads.get_mut(&cur) {
@@ -901,7 +912,13 @@ impl Kernel {
         match interrupted {
             Some(Interrupted::FutexPi { requeued: false }) => Self::restart_call(m),
             Some(Interrupted::FutexPi { requeued: true }) => m.set_reg(Reg::RAX, (-(libc::EAGAIN as i64)) as u64),
-            Some(Interrupted::Futex { timed: false }) if restart => Self::restart_call(m),
+            // Linux's classic futex wait with a timeout saves a restart block
+            // (-ERESTART_RESTARTBLOCK: EINTR when a handler runs, whatever SA_RESTART says);
+            // futex2's `futex_wait` returns -ERESTARTSYS with or without one, its timeout being
+            // absolute (kernel/futex/syscalls.c calls `__futex_wait` directly).
+            Some(Interrupted::Futex { timed }) if restart && (!timed || m.reg(Reg::RAX) == SYS_FUTEX_WAIT) => {
+                Self::restart_call(m)
+            }
             Some(Interrupted::Futex { .. }) => m.set_reg(Reg::RAX, (-(libc::EINTR as i64)) as u64),
             Some(Interrupted::Sleep { deadline }) => {
                 let nr = m.reg(Reg::RAX) as i64;
@@ -914,6 +931,27 @@ impl Kernel {
                 // Linux returns EFAULT if `rem` cannot be written; the handler runs all the same.
                 let r =
                     if rem != 0 && Self::write_timespec(m, rem, left).is_err() { libc::EFAULT } else { libc::EINTR };
+                m.set_reg(Reg::RAX, (-(r as i64)) as u64);
+            }
+            Some(Interrupted::CpuSleep { clock, until }) => {
+                let now = match clock {
+                    crate::time::CpuClock::Process(pid) => self.process_cpu_ns(m, pid),
+                    crate::time::CpuClock::Thread(tid) => self.thread_cpu_ns(m, tid),
+                };
+                // `do_cpu_nanosleep`: a clock that got there (or is gone) means it fired: 0.
+                // Otherwise EINTR, and for a relative sleep the CPU time left in `rem`
+                // (an absolute one returns -ERESTARTNOHAND, which writes nothing).
+                let r = match now {
+                    Some(now) if now < until => {
+                        let rem = if m.reg(Reg::RSI) & 1 == 0 { m.reg(Reg::R10) } else { 0 };
+                        if rem != 0 && Self::write_timespec(m, rem, until - now).is_err() {
+                            libc::EFAULT
+                        } else {
+                            libc::EINTR
+                        }
+                    }
+                    _ => 0,
+                };
                 m.set_reg(Reg::RAX, (-(r as i64)) as u64);
             }
             None => {}

@@ -232,6 +232,7 @@ impl Copier {
             shut_wr: o.shut_wr,
             opts: o.opts.clone(),
             arrivals: o.arrivals,
+            timeouts: o.timeouts,
         }));
         self.socks.push((key, c.clone()));
         let conn = o.conn.as_ref().map(|(rx, tx)| (self.pipe(rx), self.pipe(tx)));

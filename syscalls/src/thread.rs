@@ -81,6 +81,10 @@ pub enum Wait {
         /// When it wakes.
         deadline: u64,
     },
+    /// `clock_nanosleep` on another thread's or a process's CPU clock, until that clock reads
+    /// what its entry in the timers' table says ([`crate::timers::CpuSleep`]): it advances only
+    /// while that thread or process runs, so this wait has no deadline on the boot clock.
+    CpuSleep,
     /// Blocked in a call on descriptors (read, write, accept, connect, poll, epoll_wait,
     /// select ...) until one of the objects in its [`KThread::io_keys`] changes readiness, or
     /// until `deadline` (virtual ns since boot; poll's timeout). Its RIP is back at the
@@ -164,8 +168,9 @@ pub struct KThread {
 /// A wait a signal cut short, parked after its `syscall` with RAX still the call's number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Interrupted {
-    /// A futex wait, with a timeout or not (without one it is restarted under `SA_RESTART`, as
-    /// Linux's ERESTARTSYS; with one it returns EINTR).
+    /// A futex wait, with a timeout or not: restarted under `SA_RESTART` (Linux's ERESTARTSYS)
+    /// without one, or with one in futex2's `futex_wait` and `futex_waitv` (absolute); the
+    /// classic call with one returns EINTR (its restart block is not taken under a handler).
     Futex {
         /// It had a timeout.
         timed: bool,
@@ -181,6 +186,14 @@ pub enum Interrupted {
     Sleep {
         /// When it would have woken.
         deadline: u64,
+    },
+    /// `clock_nanosleep` on a CPU clock until it reads `until`: EINTR, with the CPU time left
+    /// written to `rem` for a relative sleep (0 and success if the clock got there already).
+    CpuSleep {
+        /// The clock.
+        clock: crate::time::CpuClock,
+        /// The instant on it.
+        until: u64,
     },
 }
 
@@ -292,7 +305,10 @@ impl WaitIndex {
             | Some(Wait::FutexV { deadline: Some(deadline) }) => {
                 self.deadlines.insert((deadline, tid));
             }
-            Some(Wait::Io { deadline: None }) | Some(Wait::Vfork { .. }) | Some(Wait::FutexV { deadline: None }) => {}
+            Some(Wait::Io { deadline: None })
+            | Some(Wait::Vfork { .. })
+            | Some(Wait::FutexV { deadline: None })
+            | Some(Wait::CpuSleep) => {}
             Some(Wait::Held { until: Some(n) }) => {
                 self.held_until.insert((n, tid));
             }
@@ -341,7 +357,10 @@ impl WaitIndex {
             | Some(Wait::FutexV { deadline: Some(deadline) }) => {
                 self.deadlines.remove(&(deadline, tid));
             }
-            Some(Wait::Io { deadline: None }) | Some(Wait::Vfork { .. }) | Some(Wait::FutexV { deadline: None }) => {}
+            Some(Wait::Io { deadline: None })
+            | Some(Wait::Vfork { .. })
+            | Some(Wait::FutexV { deadline: None })
+            | Some(Wait::CpuSleep) => {}
             Some(Wait::Held { until: Some(n) }) => {
                 self.held_until.remove(&(n, tid));
             }
@@ -425,6 +444,10 @@ impl Kernel {
                     }
                 }
             }
+        }
+        if old == Some(Wait::CpuSleep) && w != Some(Wait::CpuSleep) {
+            // Woken, interrupted or gone: its clock's instant is of no more use.
+            self.timers.forget_sleep(tid);
         }
         if matches!(w, Some(Wait::Io { .. })) {
             for &k in &t.io_keys {

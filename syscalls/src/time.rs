@@ -55,8 +55,10 @@ const TIMER_ABSTIME: i32 = 1;
 
 /// A CPU-time clock: a process's (its threads' instructions together) or one thread's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum CpuClock {
+pub enum CpuClock {
+    /// Process `pid`'s: the instructions its threads retired.
     Process(u32),
+    /// Thread `tid`'s.
     Thread(u32),
 }
 
@@ -191,21 +193,49 @@ impl Kernel {
         req: u64,
         rem: u64,
     ) -> Result<Option<u64>, crate::Errno> {
-        // Linux has no sleep on `CLOCK_THREAD_CPUTIME_ID` (EOPNOTSUPP; glibc says EINVAL before
-        // asking), and `posix_cpu_nsleep` refuses the caller's own thread clock by id: it would
-        // not advance while the caller sleeps.
-        if clock == CLOCK_THREAD_CPUTIME_ID {
+        // Linux has no sleep on `CLOCK_THREAD_CPUTIME_ID` nor on a descriptor's clock (a
+        // negative id whose low bits are 3, `CLOCKFD`): EOPNOTSUPP (glibc says EINVAL for the
+        // first before asking).
+        if clock == CLOCK_THREAD_CPUTIME_ID || (clock < 0 && clock & 7 == 3) {
             return err(libc::EOPNOTSUPP);
         }
-        if clock < 0 && clock & 4 != 0 && [0, self.current].contains(&(!(clock >> 3) as u32)) {
-            return err(libc::EINVAL);
+        let abs = flags & TIMER_ABSTIME != 0;
+        let _ = rem;
+        if clock < 0 || clock == CLOCK_PROCESS_CPUTIME_ID {
+            let t = Self::read_timespec(m, req)?;
+            // `posix_cpu_nsleep` refuses the caller's own thread clock by id: it would not
+            // advance while the caller sleeps.
+            if clock < 0 && clock & 4 != 0 && [0, self.current].contains(&(!(clock >> 3) as u32)) {
+                return err(libc::EINVAL);
+            }
+            let cpu = self.cpu_clock(clock, false).ok_or(crate::Errno(libc::EINVAL))?;
+            return Ok(self.cpu_sleep(m, cpu, t, abs));
         }
         let now = self.clock_ns(m, clock).ok_or(crate::Errno(libc::EINVAL))?;
         let t = Self::read_timespec(m, req)?;
-        let ns = if flags & TIMER_ABSTIME != 0 { t.saturating_sub(now) } else { t };
-        let _ = rem;
+        let ns = if abs { t.saturating_sub(now) } else { t };
         let deadline = self.now_ns(m).saturating_add(ns);
         Ok(self.sleep_until(m, deadline))
+    }
+
+    /// `clock_nanosleep` on CPU clock `cpu` (another thread's of the caller's process, or a
+    /// process's, its own included) until it reads `t` (`abs`) or for `t` of that CPU time, as
+    /// Linux's `do_cpu_nanosleep`: the clock moves only while its thread or process runs, so
+    /// the sleeper waits for those instructions to retire, not for the boot clock. An instant
+    /// passed already (or a zero length) returns at once. `None`: the caller blocks.
+    fn cpu_sleep(&mut self, m: &Machine, cpu: CpuClock, t: u64, abs: bool) -> Option<u64> {
+        let now = match cpu {
+            CpuClock::Process(pid) => self.process_cpu_ns(m, pid),
+            CpuClock::Thread(tid) => self.thread_cpu_ns(m, tid),
+        }?;
+        let until = if abs { t } else { now.saturating_add(t) };
+        if until <= now {
+            return Some(0);
+        }
+        let cur = self.current;
+        self.block(m, crate::thread::Wait::CpuSleep);
+        self.timers.add_sleep(cur, cpu, until);
+        None
     }
 
     pub(crate) fn getrandom(&mut self, m: &mut Machine, buf: u64, len: u64) -> SysResult {

@@ -32,6 +32,10 @@
 //!
 //! `execve` deletes the process's POSIX timers and keeps its interval timers; the end of a
 //! process deletes all of them.
+//!
+//! A `clock_nanosleep` on a CPU clock is kept here too ([`CpuSleep`]), as Linux's
+//! `do_cpu_nanosleep` sets a timer without a signal: armed and expired as a timer on that clock
+//! is, it wakes its sleeper instead of sending a signal.
 
 use std::collections::BTreeMap;
 
@@ -88,18 +92,32 @@ pub(crate) struct Timer {
     overrun: i32,
 }
 
+/// A thread in `clock_nanosleep` on a CPU clock ([`crate::thread::Wait::CpuSleep`]): as
+/// Linux's `do_cpu_nanosleep`, a timer without a signal on that clock, which wakes the thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CpuSleep {
+    /// The sleeper.
+    pub(crate) tid: u32,
+    /// The clock it sleeps on: another thread's of its process, or a process's.
+    pub(crate) clock: CpuClock,
+    /// The instant on that clock it wakes at.
+    pub(crate) until: u64,
+}
+
 /// Every process's timers, keyed by (pid, id): POSIX timers have ids from 0, interval timers
 /// the negative ids of [`itimer_id`].
 #[derive(Clone, Debug)]
 pub(crate) struct Timers {
     map: BTreeMap<(u32, i32), Timer>,
+    /// Threads sleeping on a CPU clock, in the order they began (few: one per such sleeper).
+    sleeps: Vec<CpuSleep>,
     /// The instruction count the machine's timer stop was last set to.
     armed: u64,
 }
 
 impl Default for Timers {
     fn default() -> Timers {
-        Timers { map: BTreeMap::new(), armed: u64::MAX }
+        Timers { map: BTreeMap::new(), sleeps: Vec::new(), armed: u64::MAX }
     }
 }
 
@@ -127,6 +145,21 @@ impl Timers {
     /// Process `pid` executed a new program: its POSIX timers go, its interval timers stay.
     pub(crate) fn exec(&mut self, pid: u32) {
         self.map.retain(|k, _| k.0 != pid || k.1 < 0);
+    }
+
+    /// Thread `tid` no longer sleeps on a CPU clock (woken, interrupted or gone).
+    pub(crate) fn forget_sleep(&mut self, tid: u32) {
+        self.sleeps.retain(|s| s.tid != tid);
+    }
+
+    /// Thread `tid`'s sleep on a CPU clock, if it sleeps on one.
+    pub(crate) fn sleep_of(&self, tid: u32) -> Option<CpuSleep> {
+        self.sleeps.iter().find(|s| s.tid == tid).copied()
+    }
+
+    /// Thread `tid` sleeps on `clock` until it reads `until`.
+    pub(crate) fn add_sleep(&mut self, tid: u32, clock: CpuClock, until: u64) {
+        self.sleeps.push(CpuSleep { tid, clock, until });
     }
 }
 
@@ -159,7 +192,11 @@ impl Kernel {
             Some(d) if self.runnable_count() <= 1 => Some(d),
             _ => None,
         };
-        if self.timers.map.is_empty() && wait.is_none() && self.timers.armed == u64::MAX {
+        if self.timers.map.is_empty()
+            && self.timers.sleeps.is_empty()
+            && wait.is_none()
+            && self.timers.armed == u64::MAX
+        {
             return;
         }
         let icount = m.icount();
@@ -168,24 +205,23 @@ impl Kernel {
         // here on.
         let cpu = self.process_cpu_ns(m, self.pid).unwrap_or(0);
         let thread_cpu = self.thread_cpu_ns(m, self.current).unwrap_or(0);
+        let stop = |clock: TimerClock, d: u64| match clock {
+            TimerClock::Boot => Some(d.saturating_sub(boot)),
+            TimerClock::Cpu(CpuClock::Process(pid)) if pid == self.pid => {
+                Some(icount.saturating_add(d.saturating_sub(cpu)))
+            }
+            TimerClock::Cpu(CpuClock::Thread(tid)) if tid == self.current => {
+                Some(icount.saturating_add(d.saturating_sub(thread_cpu)))
+            }
+            // Another process's or thread's CPU clock stands still until it runs again.
+            TimerClock::Cpu(_) => None,
+        };
         let at = self
             .timers
             .map
             .values()
-            .filter_map(|t| {
-                let d = t.deadline?;
-                match t.clock {
-                    TimerClock::Boot => Some(d.saturating_sub(boot)),
-                    TimerClock::Cpu(CpuClock::Process(pid)) if pid == self.pid => {
-                        Some(icount.saturating_add(d.saturating_sub(cpu)))
-                    }
-                    TimerClock::Cpu(CpuClock::Thread(tid)) if tid == self.current => {
-                        Some(icount.saturating_add(d.saturating_sub(thread_cpu)))
-                    }
-                    // Another process's or thread's CPU clock stands still until it runs again.
-                    TimerClock::Cpu(_) => None,
-                }
-            })
+            .filter_map(|t| stop(t.clock, t.deadline?))
+            .chain(self.timers.sleeps.iter().filter_map(|s| stop(TimerClock::Cpu(s.clock), s.until)))
             .chain(wait.map(|d| d.saturating_sub(boot)))
             .min()
             .unwrap_or(u64::MAX);
@@ -199,10 +235,23 @@ impl Kernel {
     /// signal, counts an overrun, or does nothing (`SIGEV_NONE`), and is re-armed for its next
     /// period or disarmed. Returns whether one did expire.
     pub fn fire_timers(&mut self, m: &mut Machine) -> bool {
-        if self.timers.map.is_empty() {
+        if self.timers.map.is_empty() && self.timers.sleeps.is_empty() {
             return false;
         }
         let mut fired = false;
+        // Sleepers on a CPU clock that reached their instant wake (`clock_nanosleep` returns 0),
+        // in the order they began.
+        while let Some(s) = self
+            .timers
+            .sleeps
+            .iter()
+            .copied()
+            .find(|s| self.timer_now(m, TimerClock::Cpu(s.clock)).is_some_and(|now| now >= s.until))
+        {
+            fired = true;
+            self.timers.forget_sleep(s.tid);
+            self.resume(m, s.tid, 0);
+        }
         // Few timers exist; this looks at each, and collects nothing unless one is due.
         loop {
             let due = self.timers.map.iter().find_map(|(&k, t)| {
