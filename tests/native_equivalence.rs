@@ -848,3 +848,18 @@ fn futexes_of_a_process_ended_by_exit_group_as_natively() {
     has("PTHREAD_PRIO_INHERIT:                FUTEX_LOCK_PI: 0, owner me |WAITERS |OWNER_DIED\n");
     has("robust:                              lock: Owner died\n");
 }
+
+/// A pre-forking server's sockets (nginx with `listen ... reuseport`, each worker its own
+/// listener): listeners that set `SO_REUSEPORT` share a loopback port and its connections, the
+/// group outlives its first socket, a socket without the option is EADDRINUSE; and the
+/// controls nginx's master sets on each worker's channel (`FIOASYNC`, `F_SETOWN`, and
+/// `FIOCLEX`/`FIONCLEX`), which were ENOTTY and EINVAL, so nginx started no worker.
+#[test]
+fn reuseport_and_channel_controls_as_natively() {
+    let (_, emu) = equivalent("reuseport_probe", &[], &[]);
+    assert!(emu.stdout_str().contains("second SO_REUSEPORT listener: ok\n"), "{}", emu.describe());
+    assert!(emu.stdout_str().contains("FIOASYNC: 0, O_ASYNC: 1\n"), "{}", emu.describe());
+    // Under ferrite the connections are spread by their ports, the same way each run.
+    let split = emulated(&guest("reuseport_probe"), &["split"], &[]);
+    assert!(split.stdout_str().contains("split: 4 4\n"), "{}", split.describe());
+}

@@ -517,7 +517,11 @@ impl File<'_> {
 
         let tls = match tls {
             Some(ph) => Some(TlsTemplate {
-                vaddr: relocate(ph.p_vaddr, &"the PT_TLS segment")?,
+                // Linux never reads PT_TLS, and ld.so reads only its `p_filesz` bytes at
+                // `p_vaddr`: Go's linker writes a `.tbss`-only PT_TLS at address 0, below
+                // every segment of a non-PIE program, and such programs run. So an address
+                // that does not relocate is kept as the plain sum, never refused.
+                vaddr: relocate(ph.p_vaddr, &"the PT_TLS segment").unwrap_or(ph.p_vaddr.wrapping_add(load_bias)),
                 file_offset: ph.p_offset,
                 filesz: ph.p_filesz,
                 memsz: ph.p_memsz,

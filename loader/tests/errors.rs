@@ -168,6 +168,18 @@ fn inconsistent_headers() {
     corrupt(&many, "more than Linux accepts");
 }
 
+/// Go's linker gives a cgo program (a non-PIE executable) a `.tbss`-only PT_TLS at address 0,
+/// below every segment. Linux never reads PT_TLS and such programs run: the loader keeps the
+/// address as given instead of refusing the file.
+#[test]
+fn a_tls_segment_below_the_program_is_accepted() {
+    let rx = PF_R | PF_X;
+    let tls = Ph { p_type: 7, flags: PF_R, offset: 0, vaddr: 0, filesz: 0, memsz: 8 };
+    let image = load_elf(&elf(2, 0x400100, &[load(rx, 0, 0x400000, 0x200), tls], 0x200), BASE).unwrap();
+    let t = image.tls.expect("the PT_TLS template");
+    assert_eq!((t.vaddr, t.filesz, t.memsz), (0, 0, 8));
+}
+
 #[test]
 fn interp_checks() {
     let rx = PF_R | PF_X;
