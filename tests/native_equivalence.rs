@@ -863,3 +863,17 @@ fn reuseport_and_channel_controls_as_natively() {
     let split = emulated(&guest("reuseport_probe"), &["split"], &[]);
     assert!(split.stdout_str().contains("split: 4 4\n"), "{}", split.describe());
 }
+
+/// Hostile requests answered as Linux answers them (the third sweep): `mmap` of 2^47 bytes and
+/// at 2^47 (ENOMEM), `brk` below its start, past the address space, shrunk and grown again
+/// (the old bytes gone), `clone3` with sizes from 0 to two pages (EINVAL below 64, E2BIG past a
+/// page or for a byte set past the fields Linux 6.1 knows, which the base accepted), and
+/// `setrlimit` read back (the base answered the old limits) with `RLIMIT_AS` bounding `mmap`.
+#[test]
+fn hostile_requests_as_natively() {
+    for what in ["mmap47", "brk", "clone3", "rlimits"] {
+        let (nat, emu) = equivalent("hostile_probe", &[what], &[]);
+        assert!(!nat.stdout_str().is_empty(), "{what}: {}", nat.describe());
+        assert_eq!(emu.code, 0, "{what}: {}", emu.describe());
+    }
+}
