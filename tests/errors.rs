@@ -118,6 +118,25 @@ fn truncated_programs() {
     }
 }
 
+/// A program cut one byte before the end of its last segment's bytes in the file runs as on
+/// Linux, which maps the file's last page whatever its length (the missing byte reads as zero):
+/// the same output and status natively and under ferrite (the base refused it as truncated).
+#[test]
+fn a_program_cut_inside_its_last_page_runs_as_natively() {
+    use std::os::unix::fs::PermissionsExt;
+    let bytes = std::fs::read(guest("exit_status")).unwrap();
+    let image = loader::load_elf(&bytes, 0x5555_5555_4000).unwrap();
+    let last = image.segments.iter().map(|s| s.file_offset + s.data.len() as u64).max().unwrap();
+    let dir = scratch();
+    let p = write_file(dir.path(), "cut", &bytes[..last as usize - 1]);
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let nat = native(&p, &["5"], &[]);
+    let emu = emulated(&p, &["5"], &[]);
+    assert!(!emu.stderr.contains("panicked"), "{}", emu.describe());
+    assert_same_stdout(&nat, &emu);
+    assert_same_status(&nat, &emu);
+}
+
 /// A 52-byte ELF32 header for i386 (ET_EXEC, no program headers).
 fn elf32_header() -> Vec<u8> {
     let mut h = vec![0x7f, b'E', b'L', b'F', 1, 1, 1, 0];
