@@ -217,7 +217,10 @@ pub struct RunOptions {
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
 
-    /// Stop the guest after this many retired instructions and report a `hang`.
+    /// Stop the guest after this many retired instructions and report a `hang`. A guest that
+    /// spins without a system call ends only here, after minutes at the default: give a lower
+    /// budget (e.g. 1000000000, seconds), or interrupt ferrite (Ctrl-C, `timeout -s INT 60
+    /// ferrite ...`), which stops the guest where it stands and still writes the report.
     #[arg(long, value_name = "N", default_value_t = defaults::MAX_INSTRUCTIONS)]
     pub max_instructions: u64,
 

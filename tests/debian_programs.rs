@@ -179,3 +179,28 @@ fn sqlite3_processes_and_flock_share_files_under_their_locks() {
         assert_eq!(emu.stdout_str(), "15|345\n15|345\n8\n", "{}", emu.describe());
     }
 }
+
+/// nginx as a daemon with a master and two workers, each listening on its own `SO_REUSEPORT`
+/// socket of one port, serving `curl` and `wget` (`sendfile`) and leaving at `kill -QUIT`:
+/// the second listener's bind was EADDRINUSE (nginx exited 1), and without `reuseport` the
+/// master's `FIOASYNC` and `F_SETOWN` on each worker's channel failed, so it started no worker
+/// and `curl` waited forever.
+#[test]
+fn nginx_master_and_workers_serve_curl_and_wget() {
+    let script = "D=$PWD; mkdir -p www logs tmp; seq 1 20000 > www/big.txt; echo hello > www/index.html; \
+        printf 'user root;\\nworker_processes 2;\\npid %s/nginx.pid;\\nerror_log %s/logs/error.log;\\n\
+events { worker_connections 64; }\\nhttp { access_log %s/logs/access.log; client_body_temp_path %s/tmp; \
+proxy_temp_path %s/tmp; fastcgi_temp_path %s/tmp; uwsgi_temp_path %s/tmp; scgi_temp_path %s/tmp; \
+sendfile on; server { listen 127.0.0.1:18931 reuseport; root %s/www; } }\\n' $D $D $D $D $D $D $D $D $D > nginx.conf; \
+        /usr/sbin/nginx -p $D -c $D/nginx.conf -e $D/logs/error.log 2>/dev/null; \
+        for i in 1 2 3 4 5 6 7 8 9 10; do [ -s nginx.pid ] && break; sleep 0.2; done; \
+        curl -s http://127.0.0.1:18931/; curl -s http://127.0.0.1:18931/big.txt | md5sum; \
+        curl -s -o /dev/null -w '%{http_code}\\n' http://127.0.0.1:18931/missing; \
+        wget -q -O - http://127.0.0.1:18931/big.txt | tail -1; kill -QUIT $(cat nginx.pid); \
+        for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do [ -e nginx.pid ] || break; sleep 0.2; done; \
+        wc -l < logs/access.log";
+    if let Some(emu) = same_as_natively(&["/usr/sbin/nginx", "/usr/bin/curl", "/usr/bin/wget"], script) {
+        assert!(emu.stdout_str().starts_with("hello\n"), "{}", emu.describe());
+        assert!(emu.stdout_str().ends_with("20000\n4\n"), "{}", emu.describe());
+    }
+}

@@ -53,8 +53,10 @@ fn text_file_is_not_an_elf() {
 fn a_scripts_missing_interpreter_is_named() {
     use std::os::unix::fs::PermissionsExt;
     let dir = scratch();
-    let cases: [(&str, String, &[&str]); 3] = [
+    let cases: [(&str, String, &[&str]); 4] = [
         ("s_missing", "#!/nonexistent/interp\necho hi\n".into(), &["`/nonexistent/interp`", "No such file"]),
+        // Linux reads 256 bytes of the file: a name the buffer may cut is ENOEXEC.
+        ("s_long", format!("#!/{}\necho hi\n", "a".repeat(300)), &["255 bytes", "ENOEXEC"]),
         ("s_dir", "#!/tmp\n".into(), &["`/tmp`", "directory"]),
         ("s_self", format!("#!{}/s_self\n", dir.path().display()), &["ELOOP"]),
     ];
@@ -66,6 +68,22 @@ fn a_scripts_missing_interpreter_is_named() {
             assert!(run.stderr.contains(m), "{name}: {m}\n{}", run.describe());
         }
     }
+}
+
+/// A script whose `#!` interpreter name is longer than the 255 bytes Linux reads of the line:
+/// `execve` is ENOEXEC (it was ENOENT, the name cut and looked up), and a shell then runs the
+/// script itself, as natively.
+#[test]
+fn a_script_with_an_overlong_interpreter_is_enoexec_and_the_shell_runs_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch();
+    let p = write_file(dir.path(), "long.sh", format!("#!/{}\necho ran by the shell\n", "a".repeat(300)).as_bytes());
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = format!("{}; echo status $?", p.display());
+    let run = Ferrite::run(Path::new("/bin/sh")).args(&["-c", &script]).go();
+    assert!(!run.stderr.contains("panicked"), "{}", run.describe());
+    assert_eq!(run.stdout_str(), "ran by the shell\nstatus 0\n", "{}", run.describe());
+    run.assert_code(0);
 }
 
 #[test]
@@ -98,6 +116,25 @@ fn truncated_programs() {
             assert_clean_error(&run);
         }
     }
+}
+
+/// A program cut one byte before the end of its last segment's bytes in the file runs as on
+/// Linux, which maps the file's last page whatever its length (the missing byte reads as zero):
+/// the same output and status natively and under ferrite (the base refused it as truncated).
+#[test]
+fn a_program_cut_inside_its_last_page_runs_as_natively() {
+    use std::os::unix::fs::PermissionsExt;
+    let bytes = std::fs::read(guest("exit_status")).unwrap();
+    let image = loader::load_elf(&bytes, 0x5555_5555_4000).unwrap();
+    let last = image.segments.iter().map(|s| s.file_offset + s.data.len() as u64).max().unwrap();
+    let dir = scratch();
+    let p = write_file(dir.path(), "cut", &bytes[..last as usize - 1]);
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let nat = native(&p, &["5"], &[]);
+    let emu = emulated(&p, &["5"], &[]);
+    assert!(!emu.stderr.contains("panicked"), "{}", emu.describe());
+    assert_same_stdout(&nat, &emu);
+    assert_same_status(&nat, &emu);
 }
 
 /// A 52-byte ELF32 header for i386 (ET_EXEC, no program headers).

@@ -860,3 +860,32 @@ fn futexes_of_a_process_ended_by_exit_group_as_natively() {
     has("PTHREAD_PRIO_INHERIT:                FUTEX_LOCK_PI: 0, owner me |WAITERS |OWNER_DIED\n");
     has("robust:                              lock: Owner died\n");
 }
+
+/// A pre-forking server's sockets (nginx with `listen ... reuseport`, each worker its own
+/// listener): listeners that set `SO_REUSEPORT` share a loopback port and its connections, the
+/// group outlives its first socket, a socket without the option is EADDRINUSE; and the
+/// controls nginx's master sets on each worker's channel (`FIOASYNC`, `F_SETOWN`, and
+/// `FIOCLEX`/`FIONCLEX`), which were ENOTTY and EINVAL, so nginx started no worker.
+#[test]
+fn reuseport_and_channel_controls_as_natively() {
+    let (_, emu) = equivalent("reuseport_probe", &[], &[]);
+    assert!(emu.stdout_str().contains("second SO_REUSEPORT listener: ok\n"), "{}", emu.describe());
+    assert!(emu.stdout_str().contains("FIOASYNC: 0, O_ASYNC: 1\n"), "{}", emu.describe());
+    // Under ferrite the connections are spread by their ports, the same way each run.
+    let split = emulated(&guest("reuseport_probe"), &["split"], &[]);
+    assert!(split.stdout_str().contains("split: 4 4\n"), "{}", split.describe());
+}
+
+/// Hostile requests answered as Linux answers them (the third sweep): `mmap` of 2^47 bytes and
+/// at 2^47 (ENOMEM), `brk` below its start, past the address space, shrunk and grown again
+/// (the old bytes gone), `clone3` with sizes from 0 to two pages (EINVAL below 64, E2BIG past a
+/// page or for a byte set past the fields Linux 6.1 knows, which the base accepted), and
+/// `setrlimit` read back (the base answered the old limits) with `RLIMIT_AS` bounding `mmap`.
+#[test]
+fn hostile_requests_as_natively() {
+    for what in ["mmap47", "brk", "clone3", "rlimits"] {
+        let (nat, emu) = equivalent("hostile_probe", &[what], &[]);
+        assert!(!nat.stdout_str().is_empty(), "{what}: {}", nat.describe());
+        assert_eq!(emu.code, 0, "{what}: {}", emu.describe());
+    }
+}

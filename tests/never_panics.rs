@@ -512,3 +512,31 @@ fn floats_in_reports_read_back_exactly() {
         assert_eq!(x.to_bits(), again.to_bits(), "{text}");
     }
 }
+
+/// Guests that never end on their own end as findings, each quickly (the third sweep): a
+/// SIGSEGV handler that returns to its fault (the base looped through faults for hours before
+/// `--max-instructions` ended it; now a `hang` of kind `fault-loop` after 100,000 identical
+/// faults), every signal blocked and `pause` (a deadlock), and an endless loop without a system
+/// call (a `hang` at the budget, whose message says how to stop a guest sooner).
+#[test]
+fn guests_that_never_end_end_as_findings() {
+    let prog = guest("hostile_probe");
+    let cases: [(&str, &[&str], &str, &str); 3] = [
+        ("segv-loop", &[], "hang", "fault-loop"),
+        ("block-pause", &[], "deadlock", ""),
+        ("spin", &["--max-instructions", "20000000"], "hang", "instruction-budget"),
+    ];
+    for (what, opts, analysis, kind) in cases {
+        let run = Ferrite::run(&prog).opts(opts).opts(&["--report", "r.json"]).args(&[what]).go();
+        assert!(!run.stderr.contains("panicked"), "{what}: {}", run.describe());
+        run.assert_code(66);
+        let report = run.json("r.json");
+        let found = findings_of(&report, analysis);
+        assert_eq!(found.len(), 1, "{what}: {}", run.describe());
+        if !kind.is_empty() {
+            assert_eq!(found[0]["kind"], kind, "{what}: {}", run.describe());
+        }
+    }
+    let spin = Ferrite::run(&prog).opts(&["--max-instructions", "1000000"]).args(&["spin"]).go();
+    assert!(spin.stderr.contains("Ctrl-C"), "{}", spin.describe());
+}

@@ -148,6 +148,12 @@ pub struct Finished {
     pub images: Option<Box<dyn ImageStore>>,
 }
 
+/// Identical synchronous faults in a row ([`syscalls::Kernel::fault_repeats`]) after which a run
+/// ends as a hang (`fault-loop`): a handler that returns to its fault unchanged loops forever,
+/// at hundreds of microseconds of host time a fault, far from `--max-instructions`. A program
+/// that means to take one fault this often, changing only memory between them, is reported too.
+const FAULT_LOOP: u32 = 100_000;
+
 /// A run under way: the machine, the kernel, and what the loop has gathered so far.
 pub struct Session {
     spec: RunSpec,
@@ -767,6 +773,19 @@ impl Session {
                     *pending_schedule = Some((point, false));
                 }
                 Exit::Fault(f) => {
+                    if k.fault_repeats(m, &f) > FAULT_LOOP {
+                        let bt = symbols.frames(&m.backtrace());
+                        let what = format!(
+                            "the guest took {} ({}) at the same instruction with the same registers \
+                             {FAULT_LOOP} times in a row, with no system call in between: its handler \
+                             returns to the fault without removing its cause, which repeats forever",
+                            sig::name(f.signal),
+                            f.what
+                        );
+                        let at = symbols.location("running", m.tid(), bt);
+                        findings.push(run_finding("hang", "fault-loop", what, spec.sched_seed(), vec![at]));
+                        break GuestEnd::Hang;
+                    }
                     // The guest's own handler gets the first chance.
                     let exit = match k.deliver(m, syscalls::SigInfo::from_fault(&f), true) {
                         Ok(()) => continue,
@@ -801,8 +820,12 @@ impl Session {
                         break GuestEnd::Interrupted(s);
                     }
                     let bt = symbols.frames(&m.backtrace());
+                    // Says how to stop a spinning guest sooner: at the default budget a tight loop
+                    // takes minutes to get here.
                     let what = format!(
-                        "the guest did not finish within {} instructions (--max-instructions)",
+                        "the guest did not finish within {} instructions (--max-instructions; a \
+                         lower budget, or an interrupt with Ctrl-C or `timeout -s INT`, stops a \
+                         guest sooner, with its report)",
                         spec.max_instructions
                     );
                     let at = symbols.location("running", m.tid(), bt);

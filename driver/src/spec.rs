@@ -425,7 +425,7 @@ pub fn follow_scripts(program: &std::path::Path, argv: &[String]) -> std::io::Re
             ));
         }
         let Some(loader::script::Shebang { interp, arg }) = line else {
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "its `#!` line names no interpreter"));
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "its `#!` line names no interpreter, or one longer than the 255 bytes Linux reads of the line (ENOEXEC)"));
         };
         let interp = String::from_utf8_lossy(&interp).into_owned();
         let mut next = vec![interp.clone()];

@@ -479,7 +479,10 @@ impl File<'_> {
                     ph.p_vaddr, ph.p_memsz
                 )));
             }
-            let data = self.range(ph.p_offset, ph.p_filesz, &what)?.to_vec();
+            // The bytes the file has (checked above: the rest lie in its last page and are zero,
+            // as the bss after them is).
+            let have = self.len().saturating_sub(ph.p_offset).min(ph.p_filesz);
+            let data = if have == 0 { Vec::new() } else { self.range(ph.p_offset, have, &what)?.to_vec() };
             segments.push(Segment {
                 vaddr,
                 memsz: ph.p_memsz,
@@ -515,16 +518,17 @@ impl File<'_> {
             None => self.phdr_addr_from_loads(&loads, &relocate)?,
         };
 
-        let tls = match tls {
-            Some(ph) => Some(TlsTemplate {
-                vaddr: relocate(ph.p_vaddr, &"the PT_TLS segment")?,
-                file_offset: ph.p_offset,
-                filesz: ph.p_filesz,
-                memsz: ph.p_memsz,
-                align: ph.p_align,
-            }),
-            None => None,
-        };
+        // Linux never reads PT_TLS, and ld.so reads only its `p_filesz` bytes at `p_vaddr`:
+        // Go's linker writes a `.tbss`-only PT_TLS at address 0, below every segment of a
+        // non-PIE program, and such programs run. So an address that does not relocate is kept
+        // as the plain sum, never refused.
+        let tls = tls.map(|ph| TlsTemplate {
+            vaddr: relocate(ph.p_vaddr, &"the PT_TLS segment").unwrap_or(ph.p_vaddr.wrapping_add(load_bias)),
+            file_offset: ph.p_offset,
+            filesz: ph.p_filesz,
+            memsz: ph.p_memsz,
+            align: ph.p_align,
+        });
 
         Ok(Image {
             segments,
@@ -557,7 +561,12 @@ impl File<'_> {
         if ph.p_vaddr.checked_add(ph.p_memsz).is_none() {
             return Err(corrupt(format!("PT_LOAD segment {i} at {:#x} wraps around the address space", ph.p_vaddr)));
         }
-        if ph.file_end().is_none_or(|end| end > self.len()) {
+        // Linux maps a segment's file pages whatever the file's length: bytes past its end
+        // in the file's last page read as zero, and only a whole page past it would fault
+        // (SIGBUS) when touched. So a file cut inside its last page runs, as natively; one cut
+        // by whole pages is refused as truncated.
+        let room = page_up(self.len()).unwrap_or(u64::MAX);
+        if ph.file_end().is_none_or(|end| end > room) {
             return Err(self.past_end(format_args!("PT_LOAD segment {i}")));
         }
         Ok(())

@@ -50,6 +50,12 @@ fn truncated_real_program() {
     assert_eq!(err(&bytes[..64]), LoadError::Truncated);
     assert_eq!(err(&bytes[..200]), LoadError::Truncated);
     assert_eq!(err(&bytes[..bytes.len() / 2]), LoadError::Truncated);
+    // Cut one byte before the end of its last segment's file bytes: Linux runs it (the byte
+    // lies in a page it maps anyway, and reads as zero), and so does the loader.
+    let last = load_elf(&bytes, BASE).unwrap().segments.last().map(|s| s.file_offset + s.data.len() as u64).unwrap();
+    let image = load_elf(&bytes[..last as usize - 1], BASE).expect("cut one byte into its last segment");
+    let seg = image.segments.last().unwrap();
+    assert_eq!(seg.data.len() as u64, last - 1 - seg.file_offset);
     assert_eq!(
         LoadError::Truncated.to_string(),
         "the ELF file is truncated: it ends before the data its headers describe"
@@ -168,6 +174,18 @@ fn inconsistent_headers() {
     corrupt(&many, "more than Linux accepts");
 }
 
+/// Go's linker gives a cgo program (a non-PIE executable) a `.tbss`-only PT_TLS at address 0,
+/// below every segment. Linux never reads PT_TLS and such programs run: the loader keeps the
+/// address as given instead of refusing the file.
+#[test]
+fn a_tls_segment_below_the_program_is_accepted() {
+    let rx = PF_R | PF_X;
+    let tls = Ph { p_type: 7, flags: PF_R, offset: 0, vaddr: 0, filesz: 0, memsz: 8 };
+    let image = load_elf(&elf(2, 0x400100, &[load(rx, 0, 0x400000, 0x200), tls], 0x200), BASE).unwrap();
+    let t = image.tls.expect("the PT_TLS template");
+    assert_eq!((t.vaddr, t.filesz, t.memsz), (0, 0, 8));
+}
+
 #[test]
 fn interp_checks() {
     let rx = PF_R | PF_X;
@@ -200,8 +218,12 @@ fn interp_checks() {
 fn past_end_of_file() {
     let rx = PF_R | PF_X;
     // Without section headers there is no telling, so it is truncation.
-    let v = elf(2, 0x400100, &[load(rx, 0, 0x400000, 0x1000)], 0x200);
+    let v = elf(2, 0x400100, &[load(rx, 0, 0x400000, 0x2000)], 0x200);
     assert_eq!(err(&v), LoadError::Truncated);
+    // Bytes missing only in the file's last page read as zero, as Linux maps that page.
+    let v = elf(2, 0x400100, &[load(rx, 0, 0x400000, 0x1000)], 0x200);
+    let image = load_elf(&v, BASE).unwrap();
+    assert_eq!((image.segments[0].data.len(), image.segments[0].memsz), (0x200, 0x1000));
     // With an intact section header table at the end of the file, an
     // offset past the end is corruption instead.
     let mut v = elf(2, 0x400100, &[load(rx, 0x100, 0x400000, 0x1000)], 0x200);

@@ -1047,6 +1047,34 @@ impl Kernel {
             | libc::F_OFD_SETLK
             | libc::F_OFD_SETLKW => self.record_lock(m, fd, cmd, arg),
             crate::splice::F_ADD_SEALS | crate::splice::F_GET_SEALS => self.seals(fd, cmd, arg),
+            // The owner of `O_ASYNC`'s SIGIO and the signal it is: accepted for any descriptor
+            // (nginx's master sets them on each worker's channel, and gives the worker up if
+            // either fails) but not kept, since no I/O signal is ever sent; `F_GETOWN` and
+            // `F_GETSIG` say "none" (0), `F_GETOWN_EX` zeros, as of a description without one.
+            libc::F_SETOWN | libc::F_GETOWN | F_GETSIG => {
+                self.fds.get(fd)?;
+                Ok(0)
+            }
+            F_SETSIG => {
+                self.fds.get(fd)?;
+                if arg > 64 {
+                    return err(libc::EINVAL);
+                }
+                Ok(0)
+            }
+            F_SETOWN_EX | F_GETOWN_EX => {
+                self.fds.get(fd)?;
+                // struct f_owner_ex { int type; pid_t pid; }
+                if cmd == F_GETOWN_EX {
+                    m.write(arg, &[0u8; 8], false)?;
+                } else {
+                    let ty = m.read_u32(arg)?;
+                    if ty > 2 {
+                        return err(libc::EINVAL);
+                    }
+                }
+                Ok(0)
+            }
             _ => err(libc::EINVAL),
         }
     }
@@ -1063,6 +1091,21 @@ impl Kernel {
                 let d = self.desc(fd)?;
                 let mut d = d.borrow_mut();
                 d.flags = if on { d.flags | libc::O_NONBLOCK } else { d.flags & !libc::O_NONBLOCK };
+                Ok(0)
+            }
+            // FIOASYNC: sets or clears O_ASYNC, as fcntl's F_SETFL would (no SIGIO is sent, see
+            // `fcntl`'s F_SETOWN).
+            0x5452 => {
+                let on = m.read_u32(arg)? != 0;
+                let d = self.desc(fd)?;
+                let mut d = d.borrow_mut();
+                d.flags = if on { d.flags | libc::O_ASYNC } else { d.flags & !libc::O_ASYNC };
+                Ok(0)
+            }
+            // FIONCLEX / FIOCLEX: the descriptor's close-on-exec flag, as F_SETFD.
+            0x5450 | 0x5451 => {
+                let f = self.fds.fds.get_mut(&fd).ok_or(Errno(libc::EBADF))?;
+                f.cloexec = req == 0x5451;
                 Ok(0)
             }
             // FIONREAD
@@ -1109,6 +1152,12 @@ impl Kernel {
         Ok(0)
     }
 }
+
+/// `fcntl` commands the libc crate leaves out for glibc (Linux's `uapi/asm-generic/fcntl.h`).
+const F_SETSIG: i32 = 10;
+const F_GETSIG: i32 = 11;
+const F_SETOWN_EX: i32 = 15;
+const F_GETOWN_EX: i32 = 16;
 
 /// `RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_NOWAIT | RWF_APPEND`: the flags of `preadv2` and
 /// `pwritev2` Linux 6.1 (the kernel `uname` names) takes.

@@ -313,6 +313,10 @@ impl Kernel {
         }
         // Timers whose instant passed since the last block start expire before the call.
         self.fire_timers(m);
+        if nr != libc::SYS_rt_sigreturn as u64 {
+            // Any other call may change what a repeated fault meets ([`Kernel::fault_repeats`]).
+            self.proc.fault_loop.1 = 0;
+        }
         let d = self.dispatch(m, nr, a);
         self.arm_timer_stop(m);
         if let Some(call) = traced {

@@ -174,6 +174,9 @@ enum Name {
 #[derive(Debug, Default)]
 pub struct Net {
     names: BTreeMap<Name, Weak<RefCell<Sock>>>,
+    /// The other sockets bound to a name with `SO_REUSEPORT` (a group whose first socket is in
+    /// `names`), in the order they were bound.
+    reuse: BTreeMap<Name, Vec<Weak<RefCell<Sock>>>>,
     next_key: u64,
     next_port: u16,
 }
@@ -182,7 +185,7 @@ impl Net {
     /// A copy for a snapshot of a kernel that holds no socket: no names, the same next key and
     /// port, so a restored run allocates what the original did.
     pub fn copy_keys(&self) -> Net {
-        Net { names: BTreeMap::new(), next_key: self.next_key, next_port: self.next_port }
+        Net { names: BTreeMap::new(), reuse: BTreeMap::new(), next_key: self.next_key, next_port: self.next_port }
     }
 
     /// A copy for a snapshot of a kernel whose sockets were copied: each bound name names the
@@ -190,7 +193,15 @@ impl Net {
     pub(crate) fn copy_with(&self, find: &dyn Fn(&SockRef) -> Option<SockRef>) -> Net {
         let names =
             self.names.iter().filter_map(|(n, w)| Some((n.clone(), Rc::downgrade(&find(&w.upgrade()?)?)))).collect();
-        Net { names, next_key: self.next_key, next_port: self.next_port }
+        let reuse = self
+            .reuse
+            .iter()
+            .map(|(n, ws)| {
+                (n.clone(), ws.iter().filter_map(|w| Some(Rc::downgrade(&find(&w.upgrade()?)?))).collect::<Vec<_>>())
+            })
+            .filter(|(_, ws)| !ws.is_empty())
+            .collect();
+        Net { names, reuse, next_key: self.next_key, next_port: self.next_port }
     }
 
     /// A fresh readiness key, for a pipe, socket, eventfd or epoll set.
@@ -203,8 +214,39 @@ impl Net {
         let s = self.names.get(name)?.upgrade();
         if s.is_none() {
             self.names.remove(name);
+            // The first of a `SO_REUSEPORT` group closed: the next still open holds the name.
+            let next = self.reuse.get_mut(name).and_then(|ws| {
+                ws.retain(|w| w.strong_count() > 0);
+                (!ws.is_empty()).then(|| ws.remove(0))
+            });
+            if self.reuse.get(name).is_some_and(|ws| ws.is_empty()) {
+                self.reuse.remove(name);
+            }
+            let next = next?;
+            self.names.insert(name.clone(), next.clone());
+            return next.upgrade();
         }
         s
+    }
+
+    /// The socket of `name`'s `SO_REUSEPORT` group a connection or datagram from the next
+    /// ephemeral port goes to: one of the listeners (streams) or any (datagrams), picked by
+    /// that port as Linux's `reuseport_select_sock` picks by a hash of the addresses and ports,
+    /// so that a server's workers share the connections, the same way in every run. A name
+    /// without a group is its one socket.
+    fn lookup_pick(&mut self, name: &Name) -> Option<Rc<RefCell<Sock>>> {
+        let first = self.lookup(name)?;
+        let Some(others) = self.reuse.get(name) else { return Some(first) };
+        let dgram = matches!(name, Name::Port { dgram: true, .. });
+        let mut group: Vec<_> = std::iter::once(first.clone()).chain(others.iter().filter_map(Weak::upgrade)).collect();
+        if !dgram {
+            group.retain(|s| s.borrow().queue.is_some());
+        }
+        if group.is_empty() {
+            return Some(first);
+        }
+        let pick = usize::from(self.next_port) % group.len();
+        Some(group.swap_remove(pick))
     }
 
     /// The next free ephemeral port, for streams or datagrams.
@@ -258,6 +300,11 @@ fn any_addr(domain: i32, sa: &[u8]) -> bool {
     } else {
         sa[8..24].iter().all(|b| *b == 0)
     }
+}
+
+/// Whether `s` set `SO_REUSEPORT`, so that it may share its port with others that did.
+fn reuseport(s: &Sock) -> bool {
+    s.opts.get(&(libc::SOL_SOCKET, libc::SO_REUSEPORT)).is_some_and(|v| *v != 0)
 }
 
 /// Whether a bound `AF_INET6` socket also takes IPv4 (a dual-stack socket, the Linux default
@@ -530,15 +577,27 @@ impl Kernel {
         // A path's file was made just now: a socket still known by it had its file removed, and
         // is reached no more.
         let path = matches!(&name, Name::Unix(p) if p[0] != 0);
-        if !path && self.net.lookup(&name).is_some() {
-            return err(libc::EADDRINUSE);
+        let mut join = false;
+        if !path {
+            if let Some(holder) = self.net.lookup(&name) {
+                // Linux's `sk_reuseport_match`: every socket on the port set SO_REUSEPORT
+                // before binding (and has the same owner, here always).
+                if !(reuseport(&s.borrow()) && reuseport(&holder.borrow())) {
+                    return err(libc::EADDRINUSE);
+                }
+                join = true;
+            }
         }
         s.borrow_mut().local = Some(canon);
         if self.port_conflict(&s, &name) {
             s.borrow_mut().local = None;
             return err(libc::EADDRINUSE);
         }
-        self.net.names.insert(name, Rc::downgrade(&s));
+        if join {
+            self.net.reuse.entry(name).or_default().push(Rc::downgrade(&s));
+        } else {
+            self.net.names.insert(name, Rc::downgrade(&s));
+        }
         Ok(0)
     }
 
@@ -656,13 +715,14 @@ impl Kernel {
         let found = match name {
             // An IPv4 destination (or an IPv4-mapped one) reaches the AF_INET socket on the
             // port, else a dual-stack AF_INET6 one; ::1 reaches AF_INET6 sockets only.
-            Name::Port { dgram, port, v6 } if !v6 || v4_mapped(sa) => self
-                .net
-                .lookup(&Name::Port { dgram, port, v6: false })
-                .or_else(|| self.net.lookup(&Name::Port { dgram, port, v6: true }).filter(|t| dual_stack(&t.borrow()))),
+            Name::Port { dgram, port, v6 } if !v6 || v4_mapped(sa) => {
+                self.net.lookup_pick(&Name::Port { dgram, port, v6: false }).or_else(|| {
+                    self.net.lookup_pick(&Name::Port { dgram, port, v6: true }).filter(|t| dual_stack(&t.borrow()))
+                })
+            }
             Name::Port { dgram, port, .. } => self
                 .net
-                .lookup(&Name::Port { dgram, port, v6: true })
+                .lookup_pick(&Name::Port { dgram, port, v6: true })
                 .filter(|t| !v4_mapped(t.borrow().local.as_deref().unwrap_or_default())),
             Name::Unix(_) => self.net.lookup(&name),
         };

@@ -18,6 +18,9 @@ use crate::{err, Errno, Kernel, SysResult};
 pub const PID: u32 = 1000;
 /// The guest's uid and gid.
 pub const UID: u64 = 1000;
+/// The resources of `getrlimit` (`RLIM_NLIMITS`).
+pub(crate) const RLIMITS: usize = 16;
+
 /// `RLIMIT_SIGPENDING`: signals queued with their siginfo, all the guest's processes together.
 pub(crate) const SIGPENDING_LIMIT: u64 = 63_704;
 /// Where position-independent executables are placed (Linux's ELF_ET_DYN_BASE without ASLR).
@@ -69,6 +72,13 @@ pub struct ProcState {
     /// The running process's `RLIMIT_SIGPENDING` (soft, hard): another process's is in its
     /// saved state.
     pub sigpending_limit: (u64, u64),
+    /// The limits the running process set itself (soft, hard), by resource, where it set one
+    /// other than `RLIMIT_NOFILE` (the descriptor table's) and `RLIMIT_SIGPENDING` (above);
+    /// kept across fork and exec, as Linux keeps them.
+    pub rlimits: [Option<(u64, u64)>; RLIMITS],
+    /// The last synchronous fault offered to a handler and how many times in a row it came
+    /// back the same, with no system call but `rt_sigreturn` in between ([`Kernel::fault_repeats`]).
+    pub fault_loop: ([u64; 21], u32),
     /// The instruction count at the last scheduling decision: what has retired since is the
     /// running process's CPU time ([`crate::Kernel::charge_cpu`](crate::procs)).
     pub cpu_mark: u64,
@@ -88,6 +98,8 @@ impl Default for ProcState {
             next_pm_file: 0,
             created: std::collections::BTreeSet::new(),
             sigpending_limit: (SIGPENDING_LIMIT, SIGPENDING_LIMIT),
+            rlimits: [None; RLIMITS],
+            fault_loop: ([0; 21], 0),
             cpu_mark: 0,
         }
     }
@@ -413,6 +425,9 @@ impl Kernel {
 
     fn rlimit(&self, res: u64) -> Option<(u64, u64)> {
         const INF: u64 = u64::MAX;
+        if let Some(Some(set)) = self.proc.rlimits.get(res as usize) {
+            return Some(*set);
+        }
         Some(match res {
             0 => (INF, INF),                                    // CPU
             1 => (INF, INF),                                    // FSIZE
@@ -440,10 +455,21 @@ impl Kernel {
         }
         let (cur, max) = self.rlimit(res).ok_or(Errno(libc::EINVAL))?;
         if new != 0 {
-            // Limits are part of the run's definition; lowering them is accepted and ignored
-            // except for the file limit, which the descriptor table enforces, and
-            // RLIMIT_SIGPENDING, which `sigqueue` meets (a process's own, kept across fork
-            // and exec).
+            // The file limit is the descriptor table's, RLIMIT_SIGPENDING `sigqueue`'s, and
+            // RLIMIT_AS lowers `--max-memory` for the process ([`Kernel::memory_limit`]); the
+            // others are kept and read back, as Linux's `do_prlimit` keeps them, but change
+            // nothing else (the run's own limits, `--max-instructions` and `--max-threads`,
+            // stand for CPU time and processes).
+            if res != 7 && res != 11 {
+                let (c, h) = (m.read_u64(new)?, m.read_u64(new + 8)?);
+                if c > h {
+                    return err(libc::EINVAL);
+                }
+                if h > max {
+                    return err(libc::EPERM);
+                }
+                self.proc.rlimits[res as usize] = Some((c, h));
+            }
             if res == 11 {
                 let (c, h) = (m.read_u64(new)?, m.read_u64(new + 8)?);
                 if c > h {
@@ -476,6 +502,12 @@ impl Kernel {
             m.write(old, &b, false)?;
         }
         Ok(0)
+    }
+
+    /// The most memory the running process may map: `--max-memory`, or less if it lowered
+    /// `RLIMIT_AS`.
+    pub(crate) fn memory_limit(&self) -> u64 {
+        self.proc.rlimits[9].map_or(self.cfg.max_memory, |(soft, _)| soft.min(self.cfg.max_memory))
     }
 
     pub(crate) fn sysinfo(&mut self, m: &mut Machine, buf: u64) -> SysResult {

@@ -88,6 +88,8 @@ pub(crate) struct Saved {
     exe: Option<String>,
     /// Its `RLIMIT_SIGPENDING` (soft, hard).
     pub(crate) sigpending_limit: (u64, u64),
+    /// The other limits it set ([`crate::process::ProcState::rlimits`]).
+    pub(crate) rlimits: [Option<(u64, u64)>; crate::process::RLIMITS],
 }
 
 /// A process.
@@ -189,6 +191,7 @@ impl Saved {
             fs_base: self.fs_base,
             exe: self.exe.clone(),
             sigpending_limit: self.sigpending_limit,
+            rlimits: self.rlimits,
         }
     }
 }
@@ -307,6 +310,7 @@ impl Kernel {
             fs_base: self.proc.fs_base,
             exe: self.proc.exe.clone(),
             sigpending_limit: self.proc.sigpending_limit,
+            rlimits: self.proc.rlimits,
         };
         let in_space = if shares { self.space_pid } else { child };
         let space_id = if shares { self.space_id() } else { self.new_space_id() };
@@ -360,6 +364,7 @@ impl Kernel {
         std::mem::swap(&mut self.proc.fs_base, &mut s.fs_base);
         std::mem::swap(&mut self.proc.exe, &mut s.exe);
         std::mem::swap(&mut self.proc.sigpending_limit, &mut s.sigpending_limit);
+        std::mem::swap(&mut self.proc.rlimits, &mut s.rlimits);
         self.pid = to;
         if to_space != self.space_pid {
             // The space `to` runs in is kept by its owner (`s` itself, if `to` owns it).

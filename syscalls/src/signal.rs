@@ -1087,6 +1087,26 @@ impl Kernel {
         }
     }
 
+    /// How many times in a row (this one included) the same thread has taken fault `f` at the
+    /// same instruction with the same registers, with no system call but `rt_sigreturn` in
+    /// between: a handler that returns to the faulting instruction without changing anything
+    /// makes the machine loop through faults forever, each costing much host time but few guest
+    /// instructions, so `--max-instructions` would take hours to end
+    /// it. The caller decides when that is a hang.
+    pub fn fault_repeats(&mut self, m: &Machine, f: &Fault) -> u32 {
+        let mut key = [0u64; 21];
+        key[0] = u64::from(self.current);
+        key[1] = f.signal as u64;
+        key[2] = f.addr;
+        for (k, r) in key[3..].iter_mut().zip(SIGCONTEXT_REGS) {
+            *k = m.reg(r);
+        }
+        let (last, n) = &mut self.proc.fault_loop;
+        *n = if *last == key { n.saturating_add(1) } else { 1 };
+        *last = key;
+        *n
+    }
+
     /// Delivers `info` to the running thread: runs its handler, or returns how the process ends
     /// (default action, or a blocked or ignored synchronous fault, which Linux forces).
     pub fn deliver(&mut self, m: &mut Machine, mut info: SigInfo, synchronous: bool) -> Result<(), ProcessExit> {

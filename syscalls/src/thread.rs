@@ -633,10 +633,21 @@ impl Kernel {
         Ok(tid)
     }
 
-    /// clone3(2): a `struct clone_args` of 64, 80 or 88 bytes.
+    /// clone3(2): a `struct clone_args` of 64, 80 or 88 bytes, or a larger one (up to a page)
+    /// whose bytes past the 88 Linux 6.1 knows are zero, as `copy_struct_from_user` takes it.
     pub(crate) fn clone3(&mut self, m: &mut Machine, args: u64, size: u64) -> SysResult {
-        if !(64..=4096).contains(&size) {
+        if size > 4096 {
+            return err(libc::E2BIG);
+        }
+        if size < 64 {
             return err(libc::EINVAL);
+        }
+        if size > 88 {
+            let mut tail = vec![0u8; (size - 88) as usize];
+            m.read(args + 88, &mut tail).map_err(|_| Errno(libc::EFAULT))?;
+            if tail.iter().any(|&b| b != 0) {
+                return err(libc::E2BIG);
+            }
         }
         let f = |i: u64| m.read_u64(args + 8 * i);
         let (flags, _pidfd, ctid, ptid, exit_signal, stack, stack_size, tls) =
