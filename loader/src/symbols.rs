@@ -663,6 +663,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_cxx_atomic_headers_are_libstdcxx_and_libcxx_own() {
+        assert!(is_cxx_atomic_header("/usr/include/c++/12/bits/atomic_base.h"));
+        assert!(is_cxx_atomic_header("/usr/include/c++/12/atomic"));
+        assert!(is_cxx_atomic_header("/usr/lib/llvm-16/include/c++/v1/__atomic/atomic_base.h"));
+        // A program's own file called `atomic`, other headers with atomic in their name.
+        assert!(!is_cxx_atomic_header("/home/u/src/atomic"));
+        assert!(!is_cxx_atomic_header("/usr/include/c++/12/bits/shared_ptr_atomic.h"));
+        assert!(!is_cxx_atomic_header("/usr/lib/gcc/x86_64-linux-gnu/12/include/stdatomic.h"));
+    }
+
+    #[test]
     fn symbolizer_is_send_and_sync() {
         fn check<T: Send + Sync>() {}
         check::<Symbolizer>();
