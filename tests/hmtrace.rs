@@ -140,6 +140,23 @@ fn correct_pthread_programs_are_silent() {
     });
 }
 
+/// C++ `std::atomic<T *>` publication with `memory_order_release` / `memory_order_acquire`
+/// (plain moves at `-O2`, on a DRAM word no locked instruction touches) orders the record the
+/// reader then reads: the program's code compiled from `<atomic>` / `<bits/atomic_base.h>` is
+/// known from its line table (`CodeInfo::atomic`), statically and against libstdc++.so. (The base
+/// reported the pointer's store and load, and the record's fields, as races.)
+#[test]
+fn cxx_atomic_release_acquire_publication_is_silent() {
+    let guests = ["ext_atomic_pub", "ext_atomic_pub_fixed", "ext_atomic_pub.dyn"];
+    in_parallel(&guests, 3, |g| {
+        for seed in [0, 1, 2] {
+            let (r, report) = run(g, "hmtrace", seed);
+            let fs = program_findings(&report);
+            assert!(fs.is_empty(), "{g} (seed {seed}) should be silent:\n{}\n{}", show_findings(&fs), r.describe());
+        }
+    });
+}
+
 #[test]
 fn read_read_with_disjoint_locks_is_inconsistent_lock_usage_not_a_race() {
     let line = u64::from(marker_line("drb_026_ilu_no.c", "/* ILU: read under its own lock */"));

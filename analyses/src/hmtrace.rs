@@ -50,7 +50,12 @@
 //!   on x86), a locked instruction both. Plain accesses to sync locations are never races, and a
 //!   report whose bytes became a sync location later in the run is dropped at the end, except
 //!   one whose later access is a locked instruction of the program's own: that is an atomic
-//!   write racing with a plain write made before the bytes became a sync location.
+//!   write racing with a plain write made before the bytes became a sync location. The
+//!   program's code compiled from C++'s `std::atomic` header ([`CodeInfo::atomic`], from the
+//!   line table) is known to access atomic objects even with plain moves: such a store releases
+//!   and such a load acquires the object, and both are recorded as data flagged atomic, which
+//!   conflicts with plain accesses only ([`Entry::atomic`]); the object is not made a sync
+//!   location, so a plain access to it through a cast stays a race in either order.
 //! - **Ownership cleared.** When a thread exits, every record in its stack block (glibc's
 //!   descriptor, the thread's handle, sits at the top of the 8 MiB block) is forgotten: glibc
 //!   hands cached stacks of finished threads to new ones (`thr_detached`).
@@ -99,7 +104,7 @@ use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
 use crate::pair::{what, PairFindings, Side};
-use crate::shadow::{Packed, Shadow, SiteId, Sites, Small, Spill};
+use crate::shadow::{Packed, PcCache, Shadow, SiteId, Sites, Small, Spill};
 use crate::sync::{ClockCopy, Edges, HappensBefore, Mode, SyncAdapter, SyncBracket, SyncOp};
 use crate::{Analysis, CodeInfo, RawFinding};
 
@@ -244,6 +249,9 @@ struct Entry {
     site: SiteId,
     mask: u16,
     write: bool,
+    /// Made by an access compiled from C++'s `std::atomic` ([`CodeInfo::is_atomic`]): it
+    /// conflicts with plain accesses only (in the byte the layout left free).
+    atomic: bool,
 }
 
 /// An interned [`Ctx`].
@@ -471,6 +479,8 @@ pub struct Hmtrace {
     lockset: Vec<(u64, Mode)>,
     /// The sites of the records, with [`CodeInfo::is_library`] of their PCs.
     sites: Sites,
+    /// [`CodeInfo::is_atomic`] of the PCs (asked only when the program has such code).
+    atomic_pcs: PcCache,
     /// Bytes that were sync locations at any time, by granule (for the end-of-run filter; only
     /// atomics' granules, which locked instructions touch).
     sync_ever: FxHashMap<u64, u16>,
@@ -539,6 +549,7 @@ impl Hmtrace {
             ctxs: Contexts::default(),
             lockset: Vec::new(),
             sites: Sites::default(),
+            atomic_pcs: PcCache::default(),
             sync_ever: FxHashMap::default(),
             pre_atomic: BTreeMap::new(),
             cur: CurrentClock::default(),
@@ -733,6 +744,10 @@ impl Hmtrace {
         // Library internals take part only through their synchronisation.
         let code = &self.code;
         let (site, library) = self.sites.lookup(ev.pc, ev.stack, |pc| code.is_library(pc));
+        // C++'s std::atomic compiled into the program: a release store or an acquire load is a
+        // plain move, yet an access to an atomic object (never a race), as a locked one is.
+        let atomic =
+            !locked && !library && !code.atomic.is_empty() && self.atomic_pcs.get(ev.pc, |pc| code.is_atomic(pc));
         let (lo, hi) = (ev.addr, ev.addr.saturating_add(u64::from(ev.size.max(1))));
         let mut gi = lo >> GRANULE_SHIFT;
         while gi << GRANULE_SHIFT < hi {
@@ -749,6 +764,40 @@ impl Hmtrace {
                 let key = SYNC_KEY | (ev.addr & !7);
                 self.apply(tid, SyncOp::Wait { obj: key });
                 self.apply(tid, SyncOp::Post { obj: key });
+            } else if atomic {
+                // An atomic object (C++ defines its loads and stores as never racing with each
+                // other): checked and recorded as data against plain accesses only, so a plain
+                // access to the object through a cast still races with it, and ordered as the
+                // release (store) or acquire (load) it is. The bytes do not become a sync
+                // location: that would take the object's plain accesses for atomics too.
+                let key = SYNC_KEY | (ev.addr & !7);
+                if !write {
+                    self.apply(tid, SyncOp::Wait { obj: key });
+                }
+                self.refresh_clock(ev.tid);
+                let g = self.shadow.get_or_insert(base);
+                let plain = m & !g.sync;
+                if plain != 0 {
+                    let (cur, found) = (&self.cur, &mut self.found);
+                    if check_granule(
+                        g,
+                        &mut self.spill,
+                        cur,
+                        &self.ctxs,
+                        &mut self.locks,
+                        self.opts.ilu,
+                        found,
+                        site,
+                        plain,
+                        write,
+                        true,
+                    ) {
+                        self.report_found(ev, gi, write, true);
+                    }
+                }
+                if write {
+                    self.apply(tid, SyncOp::Post { obj: key });
+                }
             } else if library {
                 // Library internals take part only through their synchronisation (and leave no
                 // records, so no page is allocated for them).
@@ -776,6 +825,7 @@ impl Hmtrace {
                         site,
                         m,
                         write,
+                        false,
                     ) {
                         self.report_found(ev, gi, write, false);
                     }
@@ -798,6 +848,14 @@ impl Hmtrace {
     /// records it can meet are those made before the bytes became a sync location; plain reads
     /// are not checked (a spin on a flag before its first atomic update is an atomic read).
     fn atomic_write(&mut self, ev: &Event, gi: u64, m: u16) {
+        self.atomic_access(ev, gi, m, true);
+    }
+
+    /// An access to an atomic object of bytes `m` of granule `gi` (a locked instruction, or a
+    /// load or store compiled from C++'s `std::atomic`), checked against the plain writes of
+    /// other threads it is not ordered with ([`Hmtrace::atomic_write`]): an atomic load racing
+    /// with a non-atomic store is a data race under C++ too.
+    fn atomic_access(&mut self, ev: &Event, gi: u64, m: u16, write: bool) {
         self.refresh_clock(ev.tid);
         let Some(g) = self.shadow.get(gi << GRANULE_SHIFT) else { return };
         let cur = &self.cur;
@@ -808,6 +866,7 @@ impl Hmtrace {
             let c = &self.ctxs.list[e.ctx as usize];
             if both != 0
                 && e.write
+                && !e.atomic
                 && c.tid != cur.actor
                 && e.epoch > cur.vc.vc.get(c.slot as usize)
                 && !self.locks.excludes(c.ls, cur.ls)
@@ -816,7 +875,7 @@ impl Hmtrace {
             }
         }
         if !self.found.is_empty() {
-            self.report_found(ev, gi, true, true);
+            self.report_found(ev, gi, write, true);
         }
     }
 
@@ -876,6 +935,7 @@ impl Hmtrace {
             site,
             m,
             write,
+            false,
         ) {
             self.report_found(ev, gi, write, false);
         }
@@ -951,6 +1011,7 @@ fn check_granule(
     site: SiteId,
     m: u16,
     write: bool,
+    atomic: bool,
 ) -> bool {
     let (tid, vc, epoch, ctx, ls) = (cur.actor, &cur.vc.vc, cur.epoch, cur.ctx, cur.ls);
     // Same context: same thread, slot and locks.
@@ -987,7 +1048,8 @@ fn check_granule(
             unordered_others = true;
             let both = e.mask & m;
             let els = ctx_of(e).ls;
-            if both != 0 {
+            // Two atomic accesses never race.
+            if both != 0 && !(atomic && e.atomic) {
                 if e.write || write {
                     if !locks.excludes(els, ls) {
                         found.push((ReportKind::Race, *e, both));
@@ -1029,7 +1091,7 @@ fn check_granule(
     }
     match at {
         Some(i) => g.entries.as_mut_slice(spill)[i].mask |= m,
-        None => g.entries.push(spill, Entry { ctx, epoch, site, mask: m, write }),
+        None => g.entries.push(spill, Entry { ctx, epoch, site, mask: m, write, atomic }),
     }
     if g.entries.len(spill) > MAX_ENTRIES {
         if let Some(i) = g.entries.as_slice(spill).iter().position(|e| e.ctx != ctx && ctx_of(e).tid != tid) {
@@ -1115,6 +1177,7 @@ impl Analysis for Hmtrace {
     fn set_code(&mut self, code: &CodeInfo) {
         self.code = code.clone().sorted();
         self.sites.forget_answers();
+        self.atomic_pcs.clear();
     }
 
     fn finish(&mut self, _device: &PmDevice) -> Vec<RawFinding> {
@@ -1310,6 +1373,29 @@ mod tests {
     }
 
     #[test]
+    fn cxx_atomic_accesses_order_plain_data_and_race_only_with_plain_accesses() {
+        // Code at 0x1000..0x2000 is compiled from std::atomic's header: its plain moves are a
+        // release store and an acquire load of `flag`, which order the data written before.
+        let code = CodeInfo { atomic: vec![(0x1000, 0x2000)], ..CodeInfo::default() };
+        let mut s = sim();
+        s.pass.set_code(&code);
+        let flag = X + 64;
+        s.write(2, 0x100, X, 0, 42);
+        s.write(2, 0x1100, flag, 0, 1);
+        s.read(3, 0x1200, flag);
+        s.read(3, 0x300, X);
+        assert!(s.pairs(RACE).is_empty(), "release/acquire through std::atomic orders the data");
+        // Atomic accesses never race with each other, but a plain access to the object through
+        // a cast races with an unordered atomic one, in either order.
+        s.write(3, 0x1300, flag, 1, 2);
+        assert!(s.pairs(RACE).is_empty());
+        s.write(2, 0x400, flag, 2, 3);
+        assert_eq!(s.pairs(RACE), vec![(0x1300, 0x400)]);
+        // The object is no sync location: the plain write stays data.
+        assert_eq!(s.pass.shadow.get(flag).map_or(0, |g| g.sync), 0);
+    }
+
+    #[test]
     fn reads_under_different_locks_are_inconsistent_lock_usage_not_races() {
         let reads_under_two_locks = |s2: &mut Sim<Hmtrace>| {
             s2.create(1, 4);
@@ -1338,12 +1424,20 @@ mod tests {
     #[test]
     fn library_code_is_left_out() {
         let mut s = sim();
-        s.pass.set_code(&CodeInfo { library: vec![(0x1000, 0x2000)], copy: vec![(0x1800, 0x1900)] });
+        s.pass.set_code(&CodeInfo {
+            library: vec![(0x1000, 0x2000)],
+            copy: vec![(0x1800, 0x1900)],
+            atomic: Vec::new(),
+        });
         s.write(2, 0x1100, X, 0, 1);
         s.write(3, 0x1200, X, 1, 2);
         assert!(s.pairs(RACE).is_empty());
         let mut s = sim();
-        s.pass.set_code(&CodeInfo { library: vec![(0x1000, 0x2000)], copy: vec![(0x1800, 0x1900)] });
+        s.pass.set_code(&CodeInfo {
+            library: vec![(0x1000, 0x2000)],
+            copy: vec![(0x1800, 0x1900)],
+            atomic: Vec::new(),
+        });
         s.write(2, 0x1850, X, 0, 1);
         s.read(3, 0x300, X);
         assert_eq!(s.pairs(RACE), vec![(0x1850, 0x300)]);

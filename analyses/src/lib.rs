@@ -225,6 +225,10 @@ pub struct CodeInfo {
     /// `[start, end)` ranges of the memory and string functions (memcpy, memmove, memset,
     /// strcpy, ... and their ifunc variants): their accesses count as their caller's.
     pub copy: Vec<(u64, u64)>,
+    /// `[start, end)` ranges of the program's code compiled from C++'s `std::atomic` header
+    /// (inlined at `-O1` and up, out of line at `-O0`): its accesses are to atomic objects,
+    /// plain `mov`s included (a release store, an acquire load).
+    pub atomic: Vec<(u64, u64)>,
 }
 
 impl CodeInfo {
@@ -237,7 +241,14 @@ impl CodeInfo {
     pub fn sorted(mut self) -> CodeInfo {
         self.library.sort_unstable();
         self.copy.sort_unstable();
+        self.atomic.sort_unstable();
         self
+    }
+
+    /// Whether an access at `pc` is compiled from C++'s `std::atomic` (an atomic object's load
+    /// or store).
+    pub fn is_atomic(&self, pc: u64) -> bool {
+        !self.atomic.is_empty() && CodeInfo::within(&self.atomic, pc)
     }
 
     /// Whether an access at `pc` is a library's own (not a copy made for the caller).

@@ -263,6 +263,10 @@ impl Objects {
             if !own_lines {
                 // A stripped library: all of it, its internal functions without symbols too.
                 info.library.push((o.start, o.end));
+            } else {
+                // The program's own code compiled from `std::atomic`'s header: its plain moves
+                // are atomic loads and stores (a library's own atomics are its internals).
+                info.atomic.extend(o.sym.ranges_from_files(loader::is_cxx_atomic_header));
             }
             // The object's own symbols: a debug file's local ones (glibc's memcpy variants) would
             // make the passes' view depend on the host's debug packages.

@@ -45,7 +45,9 @@ pub use stack::{
     AT_EXECFD, AT_EXECFN, AT_FLAGS, AT_GID, AT_HWCAP, AT_HWCAP2, AT_IGNORE, AT_MINSIGSTKSZ, AT_NOTELF, AT_NULL,
     AT_PAGESZ, AT_PHDR, AT_PHENT, AT_PHNUM, AT_PLATFORM, AT_RANDOM, AT_SECURE, AT_SYSINFO_EHDR, AT_UID,
 };
-pub use symbols::{find_debug_file, in_system_header, DebugFile, SourceLoc, Symbolizer, DEFAULT_DEBUG_DIR};
+pub use symbols::{
+    find_debug_file, in_system_header, is_cxx_atomic_header, DebugFile, SourceLoc, Symbolizer, DEFAULT_DEBUG_DIR,
+};
 
 /// Why a file cannot be loaded.
 ///

@@ -269,6 +269,34 @@ impl Symbolizer {
         addr != u64::MAX && matches!(dwarf.context.find_location(addr), Ok(Some(l)) if l.line.is_some())
     }
 
+    /// The guest address ranges whose line-table rows name a source file `file` accepts, merged
+    /// where they touch, sorted. The rows of code inlined from a header name the header (the
+    /// symbolizer's [`Symbolizer::lookup`] then reports the line that inlined it), so this finds
+    /// the instructions compiled from a header's functions wherever they were inlined. Read once
+    /// at start-up, not per access.
+    pub fn ranges_from_files(&self, file: impl Fn(&str) -> bool) -> Vec<(u64, u64)> {
+        let Some(dwarf) = self.dwarf() else { return Vec::new() };
+        let dwarf = lock(dwarf);
+        let Ok(rows) = dwarf.context.find_location_range(0, u64::MAX) else { return Vec::new() };
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for (addr, len, loc) in rows {
+            if len == 0 || !loc.file.is_some_and(&file) {
+                continue;
+            }
+            let (lo, hi) = (addr.wrapping_add(self.load_bias), addr.wrapping_add(self.load_bias).saturating_add(len));
+            out.push((lo, hi));
+        }
+        out.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(out.len());
+        for (lo, hi) in out {
+            match merged.last_mut() {
+                Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
+                _ => merged.push((lo, hi)),
+            }
+        }
+        merged
+    }
+
     /// The function of the guest address `pc` from the symbol tables alone
     /// (the debug file's included), without file and line: no DWARF is read.
     pub fn symbol_lookup(&self, pc: u64) -> SourceLoc {
@@ -608,6 +636,15 @@ pub fn in_system_header(path: &str) -> bool {
     path.starts_with("/usr/include/") || path.starts_with("/usr/lib/gcc/") || path.starts_with("/usr/lib/llvm-")
 }
 
+/// Whether `path` is the C++ standard library's header of `std::atomic` (libstdc++'s `<atomic>`
+/// and `<bits/atomic_base.h>`, libc++'s `<atomic>` and `<__atomic/...>`). Every memory access
+/// compiled from it is an access to an atomic object, even where it is a plain `mov` (a
+/// `memory_order_release` store, an `acquire` load): C++ defines those as never racing.
+pub fn is_cxx_atomic_header(path: &str) -> bool {
+    in_system_header(path)
+        && (path.ends_with("/bits/atomic_base.h") || path.ends_with("/atomic") || path.contains("/__atomic/"))
+}
+
 fn cache_insert(cache: &mut HashMap<u64, SourceLoc>, addr: u64, loc: &SourceLoc) {
     if cache.len() >= CACHE_LIMIT {
         cache.clear();
@@ -624,6 +661,17 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cxx_atomic_headers_are_libstdcxx_and_libcxx_own() {
+        assert!(is_cxx_atomic_header("/usr/include/c++/12/bits/atomic_base.h"));
+        assert!(is_cxx_atomic_header("/usr/include/c++/12/atomic"));
+        assert!(is_cxx_atomic_header("/usr/lib/llvm-16/include/c++/v1/__atomic/atomic_base.h"));
+        // A program's own file called `atomic`, other headers with atomic in their name.
+        assert!(!is_cxx_atomic_header("/home/u/src/atomic"));
+        assert!(!is_cxx_atomic_header("/usr/include/c++/12/bits/shared_ptr_atomic.h"));
+        assert!(!is_cxx_atomic_header("/usr/lib/gcc/x86_64-linux-gnu/12/include/stdatomic.h"));
+    }
 
     #[test]
     fn symbolizer_is_send_and_sync() {
