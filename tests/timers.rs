@@ -85,7 +85,13 @@ fn a_timer_nobody_takes_does_not_hide_a_deadlock() {
 /// host under several strategies and seeds. The base refused every such timer with EINVAL.
 #[test]
 fn timers_on_thread_and_other_process_cpu_clocks_match_native() {
-    let nat = native(&guest("cpu_timers"), &[], &[]);
+    // Linux checks CPU timers at its ticks, so on a loaded host the native oracle can miss
+    // expiries of a 5 ms period ("between 7 and 11 expiries: no"); ferrite's clock is exact. The
+    // oracle is run again (up to five times) until the host kept time.
+    let nat = (0..5)
+        .map(|_| native(&guest("cpu_timers"), &[], &[]))
+        .find(|n| !n.stdout_str().contains("expiries: no"))
+        .unwrap_or_else(|| native(&guest("cpu_timers"), &[], &[]));
     nat.assert_code(0);
     let expected = nat.stdout_str();
     assert!(expected.contains("another thread's clock: signal SIGUSR2"), "{}", nat.describe());
