@@ -79,6 +79,19 @@ fn a_timer_nobody_takes_does_not_hide_a_deadlock() {
     assert!(run.stderr.contains(&format!("sig_timer_blocked.c:{line}")), "{}", run.describe());
 }
 
+/// Each `(guest, strategy, seed)` run under ferrite exits 0 and prints `expected`, the native
+/// run's output.
+#[track_caller]
+fn assert_as_native(expected: &str, runs: &[(&str, &str, u64)]) {
+    for &(name, strategy, seed) in runs {
+        let run = Ferrite::run(&guest(name))
+            .opts(&["--analyses", "none", "--strategy", strategy, "--seed", &seed.to_string()])
+            .go_within(Duration::from_secs(180));
+        run.assert_code(0);
+        assert_eq!(run.stdout_str(), expected, "{name} {strategy} seed {seed}\n{}", run.describe());
+    }
+}
+
 /// POSIX timers on a thread's CPU clock (`CLOCK_THREAD_CPUTIME_ID`, another thread's
 /// `pthread_getcpuclockid` id, with `SIGEV_THREAD_ID`), on a child's `clock_getcpuclockid`
 /// clock, and Linux's errors for clocks a timer cannot use (`cpu_timers`), compared with the
@@ -95,19 +108,16 @@ fn timers_on_thread_and_other_process_cpu_clocks_match_native() {
     nat.assert_code(0);
     let expected = nat.stdout_str();
     assert!(expected.contains("another thread's clock: signal SIGUSR2"), "{}", nat.describe());
-    for (name, strategy, seed) in [
-        ("cpu_timers", "random", 1u64),
-        ("cpu_timers", "random", 9),
-        ("cpu_timers", "pct", 3),
-        ("cpu_timers", "fifo", 1),
-        ("cpu_timers.dyn", "random", 1),
-    ] {
-        let run = Ferrite::run(&guest(name))
-            .opts(&["--analyses", "none", "--strategy", strategy, "--seed", &seed.to_string()])
-            .go_within(Duration::from_secs(180));
-        run.assert_code(0);
-        assert_eq!(run.stdout_str(), expected, "{name} {strategy} seed {seed}\n{}", run.describe());
-    }
+    assert_as_native(
+        &expected,
+        &[
+            ("cpu_timers", "random", 1),
+            ("cpu_timers", "random", 9),
+            ("cpu_timers", "pct", 3),
+            ("cpu_timers", "fifo", 1),
+            ("cpu_timers.dyn", "random", 1),
+        ],
+    );
 }
 
 /// A thread computing without system calls while another sleeps: the sleeper wakes at its
@@ -135,18 +145,15 @@ fn a_handled_signal_restarts_the_calls_linux_restarts() {
     nat.assert_code(0);
     let expected = nat.stdout_str();
     assert!(expected.contains("futex_wait, timeout                  SA_RESTART:    0"), "{}", nat.describe());
-    for (name, strategy, seed) in [
-        ("sig_restart", "random", 1u64),
-        ("sig_restart", "pct", 3),
-        ("sig_restart", "fifo", 1),
-        ("sig_restart.dyn", "random", 1),
-    ] {
-        let run = Ferrite::run(&guest(name))
-            .opts(&["--analyses", "none", "--strategy", strategy, "--seed", &seed.to_string()])
-            .go_within(Duration::from_secs(180));
-        run.assert_code(0);
-        assert_eq!(run.stdout_str(), expected, "{name} {strategy} seed {seed}\n{}", run.describe());
-    }
+    assert_as_native(
+        &expected,
+        &[
+            ("sig_restart", "random", 1),
+            ("sig_restart", "pct", 3),
+            ("sig_restart", "fifo", 1),
+            ("sig_restart.dyn", "random", 1),
+        ],
+    );
 }
 
 /// `clock_nanosleep` on another thread's, the process's own and a child's CPU clock
@@ -164,12 +171,6 @@ fn a_sleep_on_a_cpu_clock_lasts_until_that_clock_gets_there() {
             "{}",
             nat.describe()
         );
-        for (strategy, seed) in [("random", 1u64), ("pct", 3), ("fifo", 1)] {
-            let run = Ferrite::run(&guest(name))
-                .opts(&["--analyses", "none", "--strategy", strategy, "--seed", &seed.to_string()])
-                .go_within(Duration::from_secs(180));
-            run.assert_code(0);
-            assert_eq!(run.stdout_str(), expected, "{name} {strategy} seed {seed}\n{}", run.describe());
-        }
+        assert_as_native(&expected, &[(name, "random", 1), (name, "pct", 3), (name, "fifo", 1)]);
     }
 }

@@ -366,7 +366,7 @@ impl Machine {
                 last_point: u64::MAX,
                 limit: config.max_instructions,
                 limit_pc: None,
-                sweep_at: hooks::SWEEP_EVERY >> 4,
+                sweep_at: hooks::SWEEP_FIRST,
             },
             code: CodeKnowledge {
                 decoder: Decoder::default(),

@@ -444,6 +444,8 @@ pub(super) fn sweep_special_hooks(uc: &mut Unicorn<'_, HookState>) {
 
 /// Most guest instructions between two sweeps of the specials' hooks ([`sweep_special_hooks`]).
 pub(super) const SWEEP_EVERY: u64 = 1 << 24;
+/// Guest instructions before the first sweep, and fewest between two.
+pub(super) const SWEEP_FIRST: u64 = SWEEP_EVERY >> 4;
 
 pub(super) fn effective_address(uc: &Unicorn<'_, HookState>, m: &MemRef) -> u64 {
     let r = |x: Option<Reg>| x.map(|x| uc.reg_read(x).unwrap_or(0)).unwrap_or(0);

@@ -10,7 +10,7 @@ impl Machine {
             if self.icount >= self.uc.get_data().clock.sweep_at {
                 // Soon after start-up (whose code runs once), then less often.
                 self.uc.get_data_mut().clock.sweep_at =
-                    self.icount + self.icount.clamp(hooks::SWEEP_EVERY >> 4, hooks::SWEEP_EVERY);
+                    self.icount + self.icount.clamp(hooks::SWEEP_FIRST, hooks::SWEEP_EVERY);
                 if !self.processes {
                     hooks::sweep_special_hooks(&mut self.uc);
                 }
