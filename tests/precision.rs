@@ -787,3 +787,28 @@ fn a_word_only_one_thread_ever_holds_is_no_lock_between_threads() {
         assert!(findings(&r).is_empty(), "{pass} must be silent:\n{r:#}");
     }
 }
+
+/// A PM record persisted and then published through a C++ `std::atomic<Record *>` in DRAM
+/// (`memory_order_release` and `_acquire`: plain `mov`s at -O2, which no PM hook sees): the
+/// atomic's store and the loads that read it order the threads, so the record's initialisation
+/// is no race in the fixed twin, static or against libstdc++.so. The buggy twin persists the
+/// record after publishing it and is reported at the record's stores and the reader's load.
+#[test]
+fn a_cxx_atomic_in_dram_publishes_what_was_persisted_before_it() {
+    let file = "ext_atomic_pub.cpp";
+    let stores = marker_lines(file, "// REC_STORE:");
+    let loads = marker_lines(file, "// REC_LOAD");
+    for pass in ["hawkset", "vardalith"] {
+        for seed in 0..2 {
+            for suffix in ["", ".dyn"] {
+                let (_, r) = run(&format!("ext_atomic_pub{suffix}"), pass, seed, &[]);
+                assert!(
+                    reports_pair_at(&r, file, &stores, &loads),
+                    "{pass} on ext_atomic_pub{suffix} seed {seed}:\n{r:#}"
+                );
+                let (_, r) = run(&format!("ext_atomic_pub_fixed{suffix}"), pass, seed, &[]);
+                assert!(findings(&r).is_empty(), "{pass} on ext_atomic_pub_fixed{suffix} seed {seed}:\n{r:#}");
+            }
+        }
+    }
+}

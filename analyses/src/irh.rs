@@ -33,9 +33,10 @@
 //! (`reads_from=on`), without lock edges.
 //!
 //! # What it can miss
-//! The causal order sees only the synchronisation the passes recognise: a hand-off through a
-//! DRAM flag, or through a PM word the reader loads before the writer's persist, is no edge, so a
-//! store published that way is reported (more reports, not fewer). Memory freed and allocated
+//! The causal order sees only the synchronisation the passes recognise, C++ atomics in DRAM
+//! among it (the machine's `AtomicAccess` events): a hand-off through another DRAM flag (C's
+//! `__atomic` builtins, a `volatile`), or through a PM word the reader loads before the writer's
+//! persist, is no edge, so a store published that way is reported (more reports, not fewer). Memory freed and allocated
 //! again is new only when the passes see the free (`pmemobj_free`, their `frees=on`, which
 //! forgets who touched the bytes) or the allocation (`fresh_allocs`); a program's own allocator
 //! reuses memory unseen, and a store to a node persisted inside its lock then pairs with the

@@ -466,6 +466,7 @@ impl Observer for Passes {
             | EventKind::Free => Interest::SYNC,
             EventKind::CrashPoint => Interest::CRASH,
             EventKind::WordAcquire | EventKind::WordRelease => Interest::LOCK_WORDS,
+            EventKind::AtomicAccess => Interest::ATOMICS,
             _ => Interest::STORES,
         };
         if kind == Interest::SYNC {

@@ -66,10 +66,12 @@ pub(crate) trait WindowPass {
     fn on_free(&mut self, ev: &Event, device: &PmDevice);
 }
 
-/// The events a window pass needs: PM accesses, persistence, synchronisation, and DRAM lock
-/// words when it infers locks ([`crate::inferred_locks`]).
+/// The events a window pass needs: PM accesses, persistence, synchronisation (C++ atomics on
+/// DRAM among it: a release store and the acquire loads that read it order threads as a post
+/// and its waits), and DRAM lock words when it infers locks ([`crate::inferred_locks`]).
 pub(crate) fn interest(infer_locks: bool) -> Interest {
-    let i = Interest::LOADS.union(Interest::STORES).union(Interest::PERSIST).union(Interest::SYNC);
+    let i =
+        Interest::LOADS.union(Interest::STORES).union(Interest::PERSIST).union(Interest::SYNC).union(Interest::ATOMICS);
     if infer_locks {
         i.union(Interest::LOCK_WORDS)
     } else {
@@ -141,6 +143,7 @@ pub(crate) fn dispatch<P: WindowPass>(pass: &mut P, ev: &Event, device: &PmDevic
         | EventKind::ThreadExit
         | EventKind::FutexWake
         | EventKind::FutexWoken
+        | EventKind::AtomicAccess
         | EventKind::TxBegin
         | EventKind::TxEnd
         | EventKind::TxIgnore => pass.on_sync(ev, device),

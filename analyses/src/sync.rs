@@ -114,6 +114,12 @@ fn futex_object(addr: u64) -> u64 {
     addr | 1 << 63
 }
 
+/// The sync object of a C++ atomic object's word ([`EventKind::AtomicAccess`]): its 8-byte word
+/// with the top two bits set (apart from futex words' objects, which set only the top bit).
+fn atomic_object(addr: u64) -> u64 {
+    (addr & !7) | 3 << 62
+}
+
 /// HawkSet's acquire-release pseudo-lock: held for the duration of every libpmemobj lock call,
 /// so that the PM accesses inside PMDK's lock implementation (its locks live in PM, with their
 /// lazy reinitialisation) are mutually protected rather than races among themselves.
@@ -181,6 +187,17 @@ impl SyncAdapter {
             }
             EventKind::FutexWoken if !self.releasing.contains_key(&(ev.new as u32)) => {
                 out(SyncOp::Wait { obj: futex_object(ev.addr) })
+            }
+            // An atomic object of C++ in DRAM: a store releases it, a load acquires it (what the
+            // store before it released), a read-modify-write does both. Keyed by its 8-byte word.
+            EventKind::AtomicAccess => {
+                let obj = atomic_object(ev.addr);
+                if ev.new & 1 != 0 {
+                    out(SyncOp::Wait { obj });
+                }
+                if ev.new & 2 != 0 {
+                    out(SyncOp::Post { obj });
+                }
             }
             EventKind::SyncEnter(kind) if kind.is_release() => {
                 *self.releasing.entry(ev.tid).or_default() += 1;

@@ -52,8 +52,9 @@ pub trait Probe {
 }
 
 /// Tells the machine the running image's synchronisation functions, and the passes which of its
-/// code is library code (and which copies for its caller); computed once per image and its
-/// objects ([`Objects::image_code`]).
+/// code is library code (and which copies for its caller) and which is C++'s `std::atomic` (the
+/// machine too, for [`emu::events::Interest::ATOMICS`]); computed once per image and its objects
+/// ([`Objects::image_code`]).
 fn give_code_info(m: &mut Machine, symbols: &mut Objects, custom: &[emu::sync::CustomLock]) {
     let (info, sync) = symbols.image_code(custom);
     m.set_sync_functions(sync.iter().copied());
@@ -62,6 +63,7 @@ fn give_code_info(m: &mut Machine, symbols: &mut Objects, custom: &[emu::sync::C
     if let Some(passes) = any.downcast_mut::<Passes>() {
         passes.set_code(info);
         m.set_library_code(info.library.clone());
+        m.set_atomic_code(info.atomic.clone());
     }
 }
 

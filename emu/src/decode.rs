@@ -76,6 +76,18 @@ pub enum Special {
     /// `pause`, the spin-wait hint: a yield when another thread can run, so that a thread
     /// spinning on a flag lets the thread it waits for in.
     Pause,
+    /// A plain load or store in code compiled from C++'s `std::atomic` (a release store or an
+    /// acquire load is a plain `mov` on x86): an access to an atomic object, which orders
+    /// threads (`Interest::ATOMICS`). Found only where the machine is told which code is
+    /// atomic ([`Decoder::atomic_accesses`]), not by [`Decoder::insert`]'s decoding.
+    AtomicAccess {
+        /// The memory operand.
+        mem: MemRef,
+        /// Its width in bytes.
+        size: u8,
+        /// Whether the instruction writes it (a release) rather than only reads it (an acquire).
+        store: bool,
+    },
 }
 
 /// Which flush instruction a [`Special::Flush`] is.
@@ -449,6 +461,43 @@ impl Decoder {
 }
 
 impl Decoder {
+    /// The accesses to atomic objects in the block at `addr` (`bytes`): each instruction at a PC
+    /// `atomic` accepts that reads or writes one memory operand and needs no hook of its own
+    /// already (a locked instruction is a [`Special::LockedRmw`] or a fence). Decoded apart from
+    /// [`Decoder::insert`] because it depends on what the machine was told about the program, not
+    /// on the bytes alone (the shared cache holds only the latter). Stack-frame operands are left
+    /// out (`rsp`-based, or `rbp` less a displacement): at -O0 the out-of-line `load` and `store`
+    /// spill their arguments there (`this`, the memory order), several times per access, and
+    /// no other thread touches those slots. What is lost: an atomic local that `main` shares by
+    /// reference, accessed by `main` itself through its frame (its threads reach it through a
+    /// pointer, and are seen).
+    pub fn atomic_accesses(&self, addr: u64, bytes: &[u8], atomic: impl Fn(u64) -> bool) -> Vec<(u64, Special)> {
+        let mut out = Vec::new();
+        let Ok(list) = self.cs.disasm_all(bytes, addr) else { return out };
+        for i in list.iter() {
+            let pc = i.address();
+            let (m, ops) = (i.mnemonic().unwrap_or(""), i.op_str().unwrap_or(""));
+            if !atomic(pc) || !ops.contains('[') || m == "lea" || m.starts_with("nop") || m.starts_with("prefetch") {
+                continue;
+            }
+            if classify(m, ops, has_lock_prefix(i.bytes()), true).is_some() {
+                continue;
+            }
+            let Some((mem, size)) = self.mem_operand(i.bytes(), pc) else { continue };
+            let frame = mem.base == Some(Reg::RSP) || mem.base == Some(Reg::RBP) && mem.index.is_none() && mem.disp < 0;
+            if frame {
+                continue;
+            }
+            // Intel syntax names the destination first: a memory destination is written (a
+            // `cmp` or `test` only reads it).
+            let dest_is_mem = ops.split(',').next().is_some_and(|d| d.contains('['));
+            let store =
+                dest_is_mem && !matches!(m, "cmp" | "test" | "bt" | "ucomiss" | "ucomisd" | "comiss" | "comisd");
+            out.push((pc, Special::AtomicAccess { mem, size, store }));
+        }
+        out
+    }
+
     /// The memory operand of the single instruction in `bytes` at `pc`.
     /// The instruction's memory operand and its size in bytes.
     fn mem_operand(&self, bytes: &[u8], pc: u64) -> Option<(MemRef, u8)> {
@@ -572,6 +621,29 @@ fn mov_debug(ops: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn atomic_code_names_its_loads_and_stores() {
+        let d = Decoder::default();
+        // mov rax, [rdi]; mov [rsi+8], rdx; cmp byte ptr [rdi], 0; lock cmpxchg [rdi], ecx;
+        // lea rax, [rdi]; mov [rbp-0x18], rdi; mov rax, [rsp+8]; mov [rdi], eax (outside the
+        // atomic range)
+        let code = [
+            0x48, 0x8b, 0x07, 0x48, 0x89, 0x56, 0x08, 0x80, 0x3f, 0x00, 0xf0, 0x0f, 0xb1, 0x0f, 0x48, 0x8d, 0x07, 0x48,
+            0x89, 0x7d, 0xe8, 0x48, 0x8b, 0x44, 0x24, 0x08, 0x89, 0x07,
+        ];
+        let got = d.atomic_accesses(0x1000, &code, |pc| pc < 0x101a);
+        let rdi = MemRef { base: Some(Reg::RDI), scale: 1, ..MemRef::default() };
+        let rsi8 = MemRef { base: Some(Reg::RSI), scale: 1, disp: 8, ..MemRef::default() };
+        assert_eq!(
+            got,
+            vec![
+                (0x1000, Special::AtomicAccess { mem: rdi, size: 8, store: false }),
+                (0x1003, Special::AtomicAccess { mem: rsi8, size: 8, store: true }),
+                (0x1007, Special::AtomicAccess { mem: rdi, size: 1, store: false }),
+            ]
+        );
+    }
 
     #[test]
     fn locked_exchanges_name_their_word() {

@@ -51,6 +51,12 @@ impl Interest {
     /// (without it, 0). Reading them back costs the all-memory hook about a tenth of its time,
     /// and only passes that compare a store with what it replaced want them.
     pub const DRAM_OLD: Interest = Interest(256);
+    /// Accesses to atomic objects in DRAM made by code compiled from C++'s `std::atomic`
+    /// ([`EventKind::AtomicAccess`]): the release stores and acquire loads through which C++
+    /// programs publish data (plain `mov`s on x86, which no PM hook sees when the object is in
+    /// DRAM). Cheap: a code hook on each such instruction of the program, none elsewhere, and
+    /// nothing at all in programs without such code.
+    pub const ATOMICS: Interest = Interest(512);
 
     /// Whether any kind of `other` is wanted.
     pub fn has(self, other: Interest) -> bool {
@@ -112,6 +118,12 @@ pub enum EventKind {
     /// thread's first event after it (or before another thread runs); the PC is the start of
     /// the block where it was noticed, `old` the value the word had when taken.
     WordRelease,
+    /// The running thread is about to access the atomic object `[addr, addr + size)` in DRAM,
+    /// in code compiled from C++'s `std::atomic` (the event's PC): `new` has bit 0 set if the
+    /// instruction reads it (an acquire) and bit 1 if it writes it (a release); a locked
+    /// read-modify-write does both. Reported with [`Interest::ATOMICS`] (atomics on PM come as
+    /// the PM accesses they are).
+    AtomicAccess,
     /// The running thread makes system call number `addr` (first argument in `new`, second in
     /// `old`), before the kernel handles it. Reported with [`Interest::SYNC`].
     Syscall,

@@ -260,6 +260,11 @@ pub struct TranslationStats {
     /// Code hooks of specials removed because they stopped running (hooked again if they run
     /// again: [`hooks::sweep_special_hooks`]).
     pub hooks_swept: u64,
+    /// Accesses of C++ atomics hooked ([`Interest::ATOMICS`]) whose object was in DRAM.
+    pub atomic_dram_pcs: u64,
+    /// Accesses of C++ atomics unhooked after they found their object in PM only
+    /// ([`hooks::unhook_pm_atomics`]).
+    pub atomic_pm_pcs: u64,
 }
 
 /// The emulated machine: the engine with its hooks, guest memory, the PM device, the threads and
@@ -367,6 +372,7 @@ impl Machine {
                 limit: config.max_instructions,
                 limit_pc: None,
                 sweep_at: hooks::SWEEP_FIRST,
+                sweep_next: hooks::SWEEP_FIRST,
             },
             code: CodeKnowledge {
                 decoder: Decoder::default(),
@@ -376,6 +382,8 @@ impl Machine {
                 special_hits: Vec::new(),
                 free_hook_slots: Vec::new(),
                 to_hook: Vec::new(),
+                atomic_pm: Default::default(),
+                atomic_unhook: Vec::new(),
                 sync_fns: rustc_hash::FxHashMap::default(),
                 cpuid: config.cpuid.clone(),
                 tsc_per_insn: config.tsc_per_insn,
@@ -396,6 +404,7 @@ impl Machine {
                 replay: state::TaintReplay::default(),
                 taint_began: None,
                 words: LockWords::default(),
+                atomic_code: Vec::new(),
             },
             steer: Steering {
                 sched: Scheduler::new(config.strategy, config.sched_seed),
@@ -540,6 +549,24 @@ impl Machine {
     /// functions are followed by name.
     pub fn set_library_code(&mut self, ranges: Vec<(u64, u64)>) {
         self.uc.get_data_mut().obs.words.library = ranges;
+    }
+
+    /// The program's code compiled from C++'s `std::atomic` (sorted `[start, end)` ranges): its
+    /// plain loads and stores of DRAM are reported as [`EventKind::AtomicAccess`] when the
+    /// observer wants [`Interest::ATOMICS`]. Code already decoded in ranges that are new is
+    /// decoded (and translated) again at its next execution, so that it gets its hooks.
+    pub fn set_atomic_code(&mut self, ranges: Vec<(u64, u64)>) {
+        let st = self.uc.get_data_mut();
+        if !st.obs.interest.has(Interest::ATOMICS) || st.obs.atomic_code == ranges {
+            return;
+        }
+        let new: Vec<(u64, u64)> = ranges.iter().copied().filter(|r| !st.obs.atomic_code.contains(r)).collect();
+        st.obs.atomic_code = ranges;
+        for (start, end) in new {
+            let st = self.uc.get_data_mut();
+            st.code.decoder.invalidate(start, end);
+            self.remove_translations(start, end);
+        }
     }
 
     /// The synchronisation functions to report, by entry address.

@@ -141,6 +141,8 @@ pub fn run(a: RunArgs) -> Result<i32> {
             "cache_flushes": out.translation.cache_flushes,
             "ranges_removed": out.translation.ranges_removed,
             "hooks_swept": out.translation.hooks_swept,
+            "atomic_dram_pcs": out.translation.atomic_dram_pcs,
+            "atomic_pm_pcs": out.translation.atomic_pm_pcs,
             "dirty_pages": emu::dirty::mode(),
         });
         if let (Some(b), Some(map)) = (out.branching, stats.as_object_mut()) {

@@ -2,6 +2,7 @@
 //! functions, quantum ends), the code hooks of [`Special`] instructions, the raw CPUID/RDTSC
 //! hooks, the observers' catch-all memory and taint hooks, interrupts and invalid accesses.
 
+use super::state::PM_ONLY_AFTER;
 use super::*;
 
 pub(super) extern "C" fn cpuid_hook(uc: *mut ffi::uc_engine, user: *mut c_void) -> i32 {
@@ -145,7 +146,15 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
             let st = uc.get_data_mut();
             let (slot, b) = st.code.decoder.insert(addr, size, &bytes);
             let (n, term) = (b.insns.len() as u64, b.term);
-            for &(pc, special) in &b.specials {
+            let mut specials = b.specials.to_vec();
+            if st.obs.interest.has(Interest::ATOMICS) && overlaps(&st.obs.atomic_code, addr, size) {
+                let (atomic, pm) = (&st.obs.atomic_code, &st.code.atomic_pm);
+                let wanted = |pc| {
+                    super::state::within(atomic, pc) && pm.get(&pc).is_none_or(|&n| n < PM_ONLY_AFTER || n == u32::MAX)
+                };
+                specials.extend(st.code.decoder.atomic_accesses(addr, &bytes, wanted));
+            }
+            for &(pc, special) in &specials {
                 st.code.own.insert(pc, special);
             }
             if st.obs.taint_hooked {
@@ -154,7 +163,7 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
                 return finish_block(uc, addr, size, slot, n, term);
             }
             let fresh: Vec<(u64, Special)> =
-                b.specials.iter().copied().filter(|(pc, _)| !st.code.hooked.contains(pc)).collect();
+                specials.into_iter().filter(|(pc, _)| !st.code.hooked.contains(pc)).collect();
             if !fresh.is_empty() {
                 // Hook the specials, then leave this translation before it runs anything: writing
                 // RIP from a hook exits the block, and it is translated again with the hooks.
@@ -170,6 +179,13 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
         }
     };
     finish_block(uc, addr, size, slot, n, term);
+}
+
+/// Whether the block at `addr` of `size` bytes overlaps one of `ranges` (sorted, disjoint).
+fn overlaps(ranges: &[(u64, u64)], addr: u64, size: u32) -> bool {
+    let end = addr + u64::from(size.max(1));
+    let i = ranges.partition_point(|r| r.1 <= addr);
+    ranges.get(i).is_some_and(|r| r.0 < end)
 }
 
 /// If the guest's own stores rewrote the block at `addr` of `size` bytes, in writable code (a
@@ -442,6 +458,43 @@ pub(super) fn sweep_special_hooks(uc: &mut Unicorn<'_, HookState>) {
     }
 }
 
+/// Removes the code hooks of the atomic accesses that found their object in PM only
+/// ([`super::state::PM_ONLY_AFTER`] times): the PM hooks report them, and their blocks are
+/// decoded and translated again without them at their next execution. Called at a sweep's
+/// time (a PC reaching the count brings the sweep forward to the next block's start).
+pub(super) fn unhook_pm_atomics(uc: &mut Unicorn<'_, HookState>) {
+    let code = &mut uc.get_data_mut().code;
+    if code.atomic_unhook.is_empty() {
+        return;
+    }
+    let mut pcs = std::mem::take(&mut code.atomic_unhook);
+    pcs.sort_unstable();
+    let n = pcs.len() as u64;
+    let mut gone = Vec::new();
+    for (slot, hook) in code.special_hooks.iter_mut().enumerate() {
+        if let Some((pc, id)) = *hook {
+            if pcs.binary_search(&pc).is_ok() {
+                *hook = None;
+                code.free_hook_slots.push(slot);
+                code.hooked.remove(&pc);
+                gone.push(id);
+            }
+        }
+    }
+    code.decoder.invalidate_at(&pcs);
+    for &pc in &pcs {
+        code.own.forget(pc, pc + 1);
+    }
+    for id in gone {
+        let _ = uc.remove_hook(id);
+    }
+    uc.get_data_mut().tcg.atomic_pm_pcs += n;
+    for &pc in &pcs {
+        uc.get_data_mut().tcg.ranges_removed += 1;
+        let _ = uc.ctl_remove_cache(pc, pc + 1);
+    }
+}
+
 /// Most guest instructions between two sweeps of the specials' hooks ([`sweep_special_hooks`]).
 pub(super) const SWEEP_EVERY: u64 = 1 << 24;
 /// Guest instructions before the first sweep, and fewest between two.
@@ -516,6 +569,39 @@ fn settle_words_now(uc: &mut Unicorn<'_, HookState>, pc: u64) {
     }
 }
 
+/// An access to an atomic object by the instruction at `pc` (`how`: bit 0 reads, bit 1 writes),
+/// if it is program code the machine was told is atomic and the object is in DRAM: reported as
+/// [`EventKind::AtomicAccess`] before the instruction runs, which no other thread can come
+/// between. On PM the access is reported by the PM hooks as what it is.
+fn atomic_access(uc: &mut Unicorn<'_, HookState>, pc: u64, mem: &MemRef, size: u8, how: u64) {
+    let st = uc.get_data();
+    if st.pm.windows.is_empty() || !super::state::within(&st.obs.atomic_code, pc) {
+        return;
+    }
+    let addr = effective_address(uc, mem);
+    if uc.get_data().device_of(addr).is_some() {
+        let st = uc.get_data_mut();
+        let hits = st.code.atomic_pm.entry(pc).or_insert(0);
+        if *hits < PM_ONLY_AFTER {
+            *hits += 1;
+            if *hits == PM_ONLY_AFTER {
+                st.code.atomic_unhook.push(pc);
+                // Unhooked at the next block's start ([`unhook_pm_atomics`]).
+                st.clock.sweep_at = 0;
+            }
+        }
+        return;
+    }
+    let st = uc.get_data_mut();
+    if st.code.atomic_pm.insert(pc, u32::MAX) != Some(u32::MAX) {
+        st.tcg.atomic_dram_pcs += 1;
+    }
+    settle_words(uc, pc);
+    let st = uc.get_data_mut();
+    let ev = st.emit(EventKind::AtomicAccess, pc, addr, 0, u32::from(size), 0, how);
+    st.tell(&ev);
+}
+
 pub(super) fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Special) {
     taint_first(uc, pc);
     let special = match special {
@@ -529,6 +615,9 @@ pub(super) fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Spec
                     let st = uc.get_data_mut();
                     st.obs.words.pending = Some((st.tid, pc, addr, size, before));
                 }
+            }
+            if uc.get_data().obs.interest.has(Interest::ATOMICS) {
+                atomic_access(uc, pc, &word, size, 3);
             }
             Special::Fence(FenceOp::Locked)
         }
@@ -610,6 +699,7 @@ pub(super) fn on_special(uc: &mut Unicorn<'_, HookState>, pc: u64, special: Spec
         }
         Special::ClientRequest => on_client_request(uc, pc),
         Special::LockedRmw { .. } => {}
+        Special::AtomicAccess { mem, size, store } => atomic_access(uc, pc, &mem, size, if store { 2 } else { 1 }),
         Special::Pause => {
             let st = uc.get_data_mut();
             if st.stop.is_none() && st.steer.runnable_others > 0 {

@@ -8,10 +8,17 @@ impl Machine {
     pub fn run(&mut self) -> Exit {
         loop {
             if self.icount >= self.uc.get_data().clock.sweep_at {
-                // Soon after start-up (whose code runs once), then less often.
-                self.uc.get_data_mut().clock.sweep_at =
-                    self.icount + self.icount.clamp(hooks::SWEEP_FIRST, hooks::SWEEP_EVERY);
                 if !self.processes {
+                    hooks::unhook_pm_atomics(&mut self.uc);
+                }
+                let clock = &mut self.uc.get_data_mut().clock;
+                let due = self.icount >= clock.sweep_next;
+                if due {
+                    // Soon after start-up (whose code runs once), then less often.
+                    clock.sweep_next = self.icount + self.icount.clamp(hooks::SWEEP_FIRST, hooks::SWEEP_EVERY);
+                }
+                clock.sweep_at = clock.sweep_next;
+                if due && !self.processes {
                     hooks::sweep_special_hooks(&mut self.uc);
                 }
             }
@@ -253,6 +260,7 @@ impl Machine {
             | Special::Fence(_)
             | Special::LockedRmw { .. }
             | Special::ClientRequest
+            | Special::AtomicAccess { .. }
             | Special::Pause => None,
         }
     }

@@ -121,7 +121,14 @@ pub(super) struct BlockClock {
     /// The instruction count at which the specials' code hooks are next swept
     /// ([`super::hooks::sweep_special_hooks`]).
     pub(super) sweep_at: u64,
+    /// The instruction count of the next periodic sweep; `sweep_at` is brought forward of it
+    /// when atomics are to be unhooked ([`super::hooks::unhook_pm_atomics`]).
+    pub(super) sweep_next: u64,
 }
+
+/// An atomic access's PC that found its object in PM this many times and in DRAM never is not
+/// hooked again ([`CodeKnowledge::atomic_pm`]).
+pub(super) const PM_ONLY_AFTER: u32 = 32;
 
 /// What the hooks know of the guest's code.
 pub(super) struct CodeKnowledge {
@@ -144,6 +151,14 @@ pub(super) struct CodeKnowledge {
     pub(super) free_hook_slots: Vec<usize>,
     /// Specials found in a block, to be hooked before it runs.
     pub(super) to_hook: Vec<(u64, Special)>,
+    /// Atomic accesses' PCs ([`Special::AtomicAccess`]) by how often they found their object in
+    /// PM, `u32::MAX` once one found it in DRAM: a PC that reached PM only, [`PM_ONLY_AFTER`]
+    /// times, loses its hook (a C++ program on PM makes most of its atomic accesses there,
+    /// where the PM hooks report them anyway, and each code hook costs every hooked
+    /// instruction a walk of Unicorn's list).
+    pub(super) atomic_pm: rustc_hash::FxHashMap<u64, u32>,
+    /// PCs that just reached [`PM_ONLY_AFTER`], to be unhooked at the next sweep.
+    pub(super) atomic_unhook: Vec<u64>,
     /// Recognised synchronisation functions by entry address.
     pub(super) sync_fns: rustc_hash::FxHashMap<u64, SyncKind>,
     /// The CPUID table the guest is shown.
@@ -182,6 +197,10 @@ pub(super) struct Observing {
     pub(super) taint: Option<Box<Taint>>,
     /// DRAM lock words, when the observer wants [`Interest::LOCK_WORDS`].
     pub(super) words: LockWords,
+    /// The program's code compiled from C++'s `std::atomic` (sorted `[start, end)` ranges), whose
+    /// plain accesses are hooked when the observer wants [`Interest::ATOMICS`]
+    /// ([`super::Machine::set_atomic_code`]).
+    pub(super) atomic_code: Vec<(u64, u64)>,
     /// Whether the taint engine's per-instruction and all-memory hooks are in the engine: from
     /// the first load the observer may name as a source ([`crate::events::Observer::may_taint`]).
     pub(super) taint_hooked: bool,
@@ -217,9 +236,14 @@ impl LockWords {
 
     /// Whether the instruction at `pc` is library code.
     pub(super) fn in_library(&self, pc: u64) -> bool {
-        let i = self.library.partition_point(|r| r.0 <= pc);
-        i > 0 && pc < self.library[i - 1].1
+        within(&self.library, pc)
     }
+}
+
+/// Whether `pc` lies in one of `ranges` (sorted, disjoint `[start, end)`).
+pub(super) fn within(ranges: &[(u64, u64)], pc: u64) -> bool {
+    let i = ranges.partition_point(|r| r.0 <= pc);
+    i > 0 && pc < ranges[i - 1].1
 }
 
 /// PM loads of one instruction (by retired-instruction count) already reported to the observer.
