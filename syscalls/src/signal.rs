@@ -133,8 +133,12 @@ pub(crate) enum Posted {
 }
 
 /// Calls a handler never restarts (Linux's ERESTARTNOHAND): they return EINTR even under
-/// `SA_RESTART`.
-const NEVER_RESTARTED: [i64; 10] = [
+/// `SA_RESTART` (System V IPC's waits among them: `do_semtimedop`, `do_msgsnd`, `do_msgrcv`).
+const NEVER_RESTARTED: [i64; 14] = [
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
     libc::SYS_rt_sigsuspend,
     libc::SYS_rt_sigtimedwait,
     libc::SYS_pause,

@@ -86,6 +86,10 @@ impl Kernel {
         if self.listen.is_some() {
             return Err("--listen's connections are host sockets");
         }
+        // A segment's bytes are host memory a copy would share rather than copy.
+        if self.ipc.has_segments() {
+            return Err("System V shared memory segments exist");
+        }
         let mut c = Copier { files, ..Copier::default() };
         let fds = c.table(&self.fds)?;
         let mut procs = BTreeMap::new();
@@ -153,6 +157,7 @@ impl Kernel {
             inotify: crate::inotify::Registry { instances: Vec::new(), cookie: self.inotify.cookie },
             first_killed: None,
             locks,
+            ipc: self.ipc.clone(),
         })
     }
 
