@@ -821,11 +821,11 @@ impl Kernel {
                 t.interrupted = Some(Interrupted::FutexPi { requeued: t.pi_wait == crate::pifutex::PiWait::Requeued })
             }
             Some(Wait::Futex { deadline, .. }) => {
-                t.interrupted = Some(Interrupted::Futex { timed: deadline.is_some() })
+                t.interrupted = Some(Interrupted::Futex { timed: deadline.is_some(), deadline })
             }
             // futex_waitv's deadline is absolute: made again under SA_RESTART (-ERESTARTSYS),
             // as an untimed wait is.
-            Some(Wait::FutexV { .. }) => t.interrupted = Some(Interrupted::Futex { timed: false }),
+            Some(Wait::FutexV { .. }) => t.interrupted = Some(Interrupted::Futex { timed: false, deadline: None }),
             Some(Wait::Sleep { deadline }) => t.interrupted = Some(Interrupted::Sleep { deadline }),
             Some(Wait::CpuSleep) => match self.timers.sleep_of(tid) {
                 Some(s) => t.interrupted = Some(Interrupted::CpuSleep { clock: s.clock, until: s.until }),
@@ -891,11 +891,25 @@ impl Kernel {
                 }
             }
             if interrupted.is_some() {
-                // Nothing to deliver after all: the wait is made again.
+                // Nothing to deliver after all: the wait is made again, a sleep or a timed
+                // futex wait for the time it had left (Linux's -ERESTART_RESTARTBLOCK without a
+                // handler: `hrtimer_nanosleep_restart`, `futex_wait_restart`).
+                let left = match interrupted {
+                    Some(Interrupted::Sleep { deadline }) => Some(deadline),
+                    Some(Interrupted::Futex { deadline, .. }) => deadline,
+                    _ => None,
+                };
+                if let Some(t) = self.threads.get_mut(&cur) {
+                    t.restart_deadline = left;
+                }
                 Self::restart_call(m);
             }
             return Ok(());
         };
+        // A handler runs: a call parked for its restart block starts afresh after it.
+        if let Some(t) = self.threads.get_mut(&cur) {
+            t.restart_deadline = None;
+        }
         let flags = self.proc.sigactions[info.signo as usize][1];
         let restart = flags & SA_RESTART != 0;
         if in_call {
@@ -920,7 +934,7 @@ impl Kernel {
             // (-ERESTART_RESTARTBLOCK: EINTR when a handler runs, whatever SA_RESTART says);
             // futex2's `futex_wait` returns -ERESTARTSYS with or without one, its timeout being
             // absolute (kernel/futex/syscalls.c calls `__futex_wait` directly).
-            Some(Interrupted::Futex { timed }) if restart && (!timed || m.reg(Reg::RAX) == SYS_FUTEX_WAIT) => {
+            Some(Interrupted::Futex { timed, .. }) if restart && (!timed || m.reg(Reg::RAX) == SYS_FUTEX_WAIT) => {
                 Self::restart_call(m)
             }
             Some(Interrupted::Futex { .. }) => m.set_reg(Reg::RAX, (-(libc::EINTR as i64)) as u64),
