@@ -53,10 +53,9 @@ static void on_segv(int sig) {
 
 static void shared_memory(void) {
     printf("-- shared memory\n");
-    FILE *f = fopen("sysv_ipc.key", "w");
-    if (f)
-        fclose(f);
-    key_t key = ftok("sysv_ipc.key", 'a');
+    /* The program's own file: its key does not depend on the working directory (a run's
+     * trace must not), and two builds of the probe have two keys. */
+    key_t key = ftok("/proc/self/exe", 'a');
     int id = shmget(key, 10000, IPC_CREAT | IPC_EXCL | 0600);
     printf("shmget(key, IPC_CREAT|IPC_EXCL): %s\n", res(id));
     printf("again with IPC_EXCL: %s\n", res(shmget(key, 10000, IPC_CREAT | IPC_EXCL | 0600)));
@@ -114,7 +113,6 @@ static void shared_memory(void) {
     printf("the key is free again: %s\n", res(shmget(key, 100, 0600)));
     printf("shmdt(last): %s\n", res(shmdt(p)));
     printf("IPC_STAT after the last detach: %s\n", res(shmctl(id, IPC_STAT, &ds)));
-    unlink("sysv_ipc.key");
 }
 
 static void on_signal(int sig) {
