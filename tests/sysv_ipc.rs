@@ -4,6 +4,8 @@
 //! `IPC_RMID` with EIDRM, `SEM_UNDO` at exit, EINTR under `SA_RESTART`) compared with its native
 //! run under several schedules, static and dynamic, with one trace per seed; and two processes
 //! each waiting on a semaphore only the other posts, reported as a deadlock where Linux hangs.
+//! And POSIX message queues (`posix_mq`: names, attributes and limits, priorities, timeouts,
+//! `mq_notify`, poll, a producer and a consumer process), compared with the host likewise.
 
 mod common;
 
@@ -71,5 +73,23 @@ fn two_processes_waiting_on_each_others_semaphore_are_a_deadlock() {
         .collect();
     for line in [child, parent] {
         assert!(lines.contains(&u64::from(line)), "no blocked frame at sysv_deadlock.c:{line}: {lines:?}");
+    }
+}
+
+#[test]
+fn posix_message_queues_match_native() {
+    for name in ["posix_mq", "posix_mq.dyn"] {
+        let prog = guest(name);
+        let nat = native(&prog, &[], &[]);
+        nat.assert_code(0);
+        let out = nat.stdout_str();
+        assert!(out.contains("consumer: 100 messages, sum 5050\n"), "{}", nat.describe());
+        assert!(out.contains("notified 1 time(s), value 42, SI_MESGQ 1\n"), "{}", nat.describe());
+        for opts in [&["--seed", "1"][..], &["--strategy", "pct", "--seed", "4"]] {
+            let emu = Ferrite::run(&prog).opts(opts).go_within(Duration::from_secs(120));
+            assert_same_stdout(&nat, &emu);
+            assert_same_status(&nat, &emu);
+            assert!(!emu.stderr.contains("unsupported"), "{}", emu.describe());
+        }
     }
 }

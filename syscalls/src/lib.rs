@@ -30,6 +30,7 @@ pub mod landlock;
 pub mod listen;
 pub mod locks;
 pub mod mem;
+pub mod mqueue;
 pub mod names;
 pub mod net;
 pub mod openat2;
@@ -255,6 +256,8 @@ pub struct Kernel {
     pub(crate) locks: locks::Locks,
     /// The machine's System V IPC namespace ([`sysvipc`]).
     pub(crate) ipc: sysvipc::Ipc,
+    /// The machine's POSIX message queues by name ([`mqueue`]).
+    pub(crate) mqueues: BTreeMap<Vec<u8>, std::rc::Rc<std::cell::RefCell<mqueue::MQueue>>>,
 }
 
 impl Kernel {
@@ -301,6 +304,7 @@ impl Kernel {
             first_killed: None,
             locks: Default::default(),
             ipc: Default::default(),
+            mqueues: BTreeMap::new(),
             cfg,
         }
     }
@@ -655,6 +659,13 @@ impl Kernel {
             libc::SYS_msgsnd => self.msgsnd(m, i(a[0]), a[1], a[2], i(a[3])),
             libc::SYS_msgrcv => self.msgrcv(m, i(a[0]), a[1], a[2], a[3] as i64, i(a[4])),
             libc::SYS_msgctl => self.msgctl(m, i(a[0]), i(a[1]), a[2]),
+            // POSIX message queues
+            libc::SYS_mq_open => self.mq_open(m, a[0], i(a[1]), a[2] as u32, a[3]),
+            libc::SYS_mq_unlink => self.mq_unlink(m, a[0]),
+            libc::SYS_mq_timedsend => self.mq_timedsend(m, i(a[0]), a[1], a[2], a[3], a[4]),
+            libc::SYS_mq_timedreceive => self.mq_timedreceive(m, i(a[0]), a[1], a[2], a[3], a[4]),
+            libc::SYS_mq_notify => self.mq_notify(m, i(a[0]), a[1]),
+            libc::SYS_mq_getsetattr => self.mq_getsetattr(m, i(a[0]), a[1], a[2]),
             libc::SYS_sched_yield => return Dispatch::Yield,
             libc::SYS_uname => self.uname(m, a[0]),
             libc::SYS_getrlimit => self.prlimit(m, 0, a[0], 0, a[1]),

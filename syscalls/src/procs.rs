@@ -538,6 +538,7 @@ impl Kernel {
         // Its SEM_UNDO adjustments are applied; its System V segments are detached if no
         // process is left in its address space.
         self.ipc_exit(pid);
+        self.mq_exit(pid);
         if let Some(space) = self.procs.get(&pid).map(|p| p.space_id) {
             if !self.procs.iter().any(|(&q, p)| q != pid && p.ended.is_none() && p.space_id == space) {
                 self.shm_detach_all(m, space);

@@ -917,7 +917,9 @@ impl Kernel {
             // A call on descriptors with a timeout of its own is never restarted: on Linux only
             // sockets with `SO_RCVTIMEO`/`SO_SNDTIMEO` have one outside the calls listed
             // (`sock_intr_errno` gives -EINTR for a finite timeout, -ERESTARTSYS otherwise).
-            let timed = self.threads.get(&cur).is_some_and(|t| t.io_deadline.is_some());
+            // (A message queue's timeout is absolute: Linux's -ERESTARTSYS makes it again.)
+            let absolute = matches!(nr, libc::SYS_mq_timedsend | libc::SYS_mq_timedreceive);
+            let timed = !absolute && self.threads.get(&cur).is_some_and(|t| t.io_deadline.is_some());
             if !restart || timed || NEVER_RESTARTED.contains(&nr) {
                 m.set_reg(Reg::RAX, (-(libc::EINTR as i64)) as u64);
                 m.set_reg(Reg::RIP, m.pc() + 2);

@@ -232,7 +232,7 @@ pub(crate) struct WaitIndex {
     /// waiter makes its call again.
     pub(crate) pi_grants: Vec<(u32, u64)>,
     /// Threads in [`Wait::Io`] by readiness key, sorted by id.
-    io: FxHashMap<u64, Vec<u32>>,
+    pub(crate) io: FxHashMap<u64, Vec<u32>>,
     /// Threads of stopped processes (`SIGSTOP` ...), sorted by id: one that could run is in
     /// `parked` instead of `runnable` until its process is continued ([`crate::procs`]).
     stopped: Vec<u32>,
