@@ -29,6 +29,9 @@
 //! adjustments belong to the process and are applied when it ends (not inherited by a fork,
 //! kept across `execve`), as Linux's `exit_sem`.
 //!
+//! Segments together are held to `--max-memory` (ENOMEM beyond, as Linux's when it cannot
+//! commit the memory).
+//!
 //! Left out: `munmap` of an attached range does not detach it (`shm_nattch` stays until `shmdt`,
 //! exec or exit); `SHM_HUGETLB` and `SHM_NORESERVE` are accepted and change nothing; `IPC_SET`
 //! keeps the owner's rights whatever uid it sets; `/proc/sysvipc` is not provided.
@@ -361,6 +364,13 @@ impl Kernel {
                     return err(libc::EINVAL);
                 }
                 let len = emu::memory::page_up(size).ok_or(Errno(libc::EINVAL))?;
+                // The segments, attached or not, are held to `--max-memory` together, so no guest
+                // reserves unbounded host memory through segments it never maps: ENOMEM, as
+                // Linux's `shmem_kernel_file_setup` when the memory cannot be committed.
+                let held: u64 = k.ipc.shms.values().map(|s| s.size.div_ceil(PAGE) * PAGE).sum();
+                if held.saturating_add(len) > k.memory_limit() {
+                    return err(libc::ENOMEM);
+                }
                 let block = HostBlock::anon(len as usize).map_err(|_| Errno(libc::ENOMEM))?;
                 let shm = Shm { perm, size, block, atime: 0, dtime: 0, ctime: now, cpid: pid, lpid: 0, nattch: 0 };
                 k.ipc.shms.insert(id, shm);
