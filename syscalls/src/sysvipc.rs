@@ -706,7 +706,10 @@ impl Kernel {
                 w.kind == Kind::Sem
                     && w.id == id
                     && w.sem == Some((num, zero))
-                    && self.threads.get(tid).is_some_and(|t| t.in_call && t.wait.is_some())
+                    // Still blocked on the set (an entry a signal cut short may linger).
+                    && self.threads.get(tid).is_some_and(|t| {
+                        t.in_call && t.wait.is_some() && t.io_keys.contains(&wait_key(Kind::Sem, id))
+                    })
             })
             .count() as u64
     }
