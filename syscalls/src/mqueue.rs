@@ -21,7 +21,7 @@
 //! the empty queue and no receiver waits (Linux's `__do_notify`); EBUSY if another process has
 //! registered. `SIGEV_THREAD` is glibc's helper thread listening on a netlink socket, which
 //! ferrite does not provide (`socket(AF_NETLINK)` is EAFNOSUPPORT): glibc's `mq_notify` then
-//! fails and returns -1.
+//! returns -1 with ENOSYS.
 //!
 //! Left out: `read` of the descriptor (Linux's `QSIZE:` line) is EINVAL here; a queue's mode is
 //! kept but only the owner's bits are checked; snapshots of a run are refused while a queue
