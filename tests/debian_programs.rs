@@ -124,6 +124,30 @@ fn python_multiprocessing_forkserver_pool() {
     }
 }
 
+/// Perl's `IPC::SysV` (`IPC::Semaphore`, `IPC::SharedMem`, `IPC::Msg`): two forked children
+/// add to a counter in a shared segment under a semaphore with `SEM_UNDO` and report over a
+/// message queue; everything is removed at the end (System V IPC was ENOSYS: perl died at its
+/// first `semget`).
+#[test]
+fn perl_ipc_sysv_children_share_a_segment_under_a_semaphore() {
+    let script = "perl -e 'use IPC::SysV qw(IPC_PRIVATE IPC_CREAT S_IRUSR S_IWUSR SEM_UNDO);\n\
+                  use IPC::Semaphore; use IPC::Msg; use IPC::SharedMem;\n\
+                  my $sem = IPC::Semaphore->new(IPC_PRIVATE, 1, S_IRUSR | S_IWUSR | IPC_CREAT) or die;\n\
+                  $sem->setval(0, 1);\n\
+                  my $shm = IPC::SharedMem->new(IPC_PRIVATE, 64, S_IRUSR | S_IWUSR) or die;\n\
+                  $shm->write(pack(q(L), 0), 0, 4);\n\
+                  my $msg = IPC::Msg->new(IPC_PRIVATE, S_IRUSR | S_IWUSR) or die;\n\
+                  for my $k (1..2) { if (fork() == 0) { for (1..100) { $sem->op(0, -1, SEM_UNDO);\n\
+                  my $v = unpack(q(L), $shm->read(0, 4)); $shm->write(pack(q(L), $v + 1), 0, 4);\n\
+                  $sem->op(0, 1, SEM_UNDO); } $msg->snd(1, qq(child $k done)); exit 0; } }\n\
+                  my @got; for (1..2) { my $b; $msg->rcv($b, 64, 1); push @got, $b; } wait; wait;\n\
+                  print join(q(, ), sort @got), qq(\\n), unpack(q(L), $shm->read(0, 4)), qq(\\n);\n\
+                  $sem->remove; $shm->remove; $msg->remove;'";
+    if let Some(emu) = same_as_natively(&["/usr/bin/perl"], script) {
+        assert_eq!(emu.stdout_str(), "child 1 done, child 2 done\n200\n", "{}", emu.describe());
+    }
+}
+
 /// gpg's symmetric encryption and decryption, with its agent started on demand: gpg-agent
 /// watches its home directory with inotify (`inotify_init`, unsupported before: a warning
 /// each run, and the agent went on without it).

@@ -156,6 +156,44 @@ fn a_handled_signal_restarts_the_calls_linux_restarts() {
     );
 }
 
+/// A sleep or a timed `FUTEX_WAIT` woken for a signal that then has no handler to run goes on
+/// for the time it had left, as Linux's restart block (`hrtimer_nanosleep_restart`,
+/// `futex_wait_restart`) makes it, and a stop and continue leaves it its deadline
+/// (`restart_left`, compared with the host). A signal ignored right after it was sent may be
+/// taken by the handler first on Linux (EINTR, early) or be gone (the call goes on, about its
+/// time in all): either is Linux's; the base made the sleep last its whole time again (1.3 s).
+#[test]
+fn a_call_made_again_after_an_undelivered_signal_waits_only_for_the_time_left() {
+    let nat = native(&guest("restart_left"), &[], &[]);
+    nat.assert_code(0);
+    let lines = |out: &str| out.lines().map(str::to_string).collect::<Vec<_>>();
+    let expected = lines(&nat.stdout_str());
+    assert!(expected[0].ends_with(": 0, about its time"), "{}", nat.describe());
+    for (name, strategy, seed) in [
+        ("restart_left", "random", 1u64),
+        ("restart_left", "pct", 3),
+        ("restart_left", "fifo", 1),
+        ("restart_left.dyn", "random", 2),
+    ] {
+        let run = Ferrite::run(&guest(name))
+            .opts(&["--analyses", "none", "--strategy", strategy, "--seed", &seed.to_string()])
+            .go_within(Duration::from_secs(120));
+        run.assert_code(0);
+        let got = lines(&run.stdout_str());
+        assert_eq!(got.len(), expected.len(), "{name} {strategy}\n{}", run.describe());
+        // Stops and continues, and the handled signal's time left: as natively.
+        assert_eq!(got[..4], expected[..4], "{name} {strategy}\n{}", run.describe());
+        for (line, call) in got[4..].iter().zip(["nanosleep", "FUTEX_WAIT"]) {
+            let gone = if call == "nanosleep" { "0" } else { "Connection timed out" };
+            let allowed = [
+                format!("{call} of 1 s, its signal ignored once sent: {gone}, about its time"),
+                format!("{call} of 1 s, its signal ignored once sent: Interrupted system call, early"),
+            ];
+            assert!(allowed.contains(line), "{name} {strategy}: {line:?} is not Linux's\n{}", run.describe());
+        }
+    }
+}
+
 /// `clock_nanosleep` on another thread's, the process's own and a child's CPU clock
 /// (`cpu_nsleep`): the sleeper wakes once that clock has advanced by the time asked, however
 /// long its thread was blocked first; a signal cuts it short with the CPU time left; Linux's

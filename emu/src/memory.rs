@@ -902,10 +902,14 @@ impl Memory {
 /// anonymous memory a `fork` shares instead of copying.
 pub const SHARED_ANON: &str = "/dev/zero (deleted)";
 
+/// The label of a System V shared memory segment's attachment (`shmat`): shared anonymous
+/// memory that a fork shares, as [`SHARED_ANON`]. Linux names it `/SYSV` and the key in hex.
+pub const SYSV_SHM: &str = "/SYSV (deleted)";
+
 /// Whether a region is shared between the processes of a `fork` (a shared file or PM mapping,
 /// shared anonymous memory) rather than private to each.
 fn shared_mapping(r: &Region) -> bool {
-    file_backed(r) || r.backing == Backing::Anon { label: Some(SHARED_ANON) }
+    file_backed(r) || matches!(r.backing, Backing::Anon { label: Some(l) } if l == SHARED_ANON || l == SYSV_SHM)
 }
 
 /// A private copy of `r`'s bytes in a fresh host block, copying only the pages the source has

@@ -129,6 +129,10 @@ impl Kernel {
         }
         self.fds.fds.retain(|_, f| !f.cloexec);
         self.timers.exec(pid);
+        if fresh.is_none() {
+            // Its address space goes, and the System V segments attached in it with it.
+            self.shm_detach_all(m, self.space_id());
+        }
         self.io_ready_all();
         for a in self.proc.sigactions.iter_mut().skip(1) {
             if a[0] != 1 {

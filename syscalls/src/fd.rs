@@ -273,6 +273,8 @@ pub enum Kind {
     SignalFd(Rc<RefCell<crate::signalfd::SignalFd>>),
     /// An inotify instance ([`crate::inotify`]).
     Inotify(Rc<RefCell<crate::inotify::Inotify>>),
+    /// A POSIX message queue ([`crate::mqueue`]).
+    MQueue(Rc<RefCell<crate::mqueue::MQueue>>),
 }
 
 /// An open file description: what `dup` shares.
@@ -496,6 +498,8 @@ impl Kernel {
             | Kind::TimerFd(_)
             | Kind::SignalFd(_)
             | Kind::Inotify(_) => return err(libc::EBADF),
+            // Linux's read gives a `QSIZE:` line; not modelled.
+            Kind::MQueue(_) => return err(libc::EINVAL),
         };
         buf.truncate(n);
         Ok(buf)
@@ -608,7 +612,9 @@ impl Kernel {
             }
             Kind::Virtual { .. } | Kind::Stdin | Kind::PipeRead(_) => return err(libc::EBADF),
             Kind::Dir { .. } => return err(libc::EISDIR),
-            Kind::Epoll(_) | Kind::TimerFd(_) | Kind::SignalFd(_) | Kind::Inotify(_) => return err(libc::EINVAL),
+            Kind::Epoll(_) | Kind::TimerFd(_) | Kind::SignalFd(_) | Kind::Inotify(_) | Kind::MQueue(_) => {
+                return err(libc::EINVAL)
+            }
             // Taken above.
             Kind::PipeWrite(_) | Kind::PipeRdWr(_) | Kind::Socket(_) | Kind::EventFd(_) => return err(libc::EBADF),
         };

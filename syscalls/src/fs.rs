@@ -639,6 +639,8 @@ impl Kernel {
             Kind::EventFd(_) | Kind::Epoll(_) | Kind::TimerFd(_) | Kind::SignalFd(_) | Kind::Inotify(_) => {
                 StatInfo::anonymous(13, fd as u64 + 3000, 0o600)
             }
+            // A file of the mqueue file system, as Linux shows it.
+            Kind::MQueue(_) => StatInfo::anonymous(19, fd as u64 + 4000, libc::S_IFREG | 0o600),
             Kind::Socket(_) => StatInfo::anonymous(8, fd as u64 + 2000, libc::S_IFSOCK | 0o777),
             Kind::PipeRead(_) | Kind::PipeWrite(_) | Kind::PipeRdWr(_) => {
                 StatInfo::anonymous(12, fd as u64 + 1000, libc::S_IFIFO | 0o600)

@@ -30,6 +30,7 @@ pub mod landlock;
 pub mod listen;
 pub mod locks;
 pub mod mem;
+pub mod mqueue;
 pub mod names;
 pub mod net;
 pub mod openat2;
@@ -41,6 +42,7 @@ pub mod signal;
 pub mod signalfd;
 pub mod snapshot;
 pub mod splice;
+pub mod sysvipc;
 pub mod thread;
 pub mod time;
 pub mod timers;
@@ -252,6 +254,10 @@ pub struct Kernel {
     pub(crate) first_killed: Option<ProcessExit>,
     /// Advisory file locks between the processes ([`locks`]).
     pub(crate) locks: locks::Locks,
+    /// The machine's System V IPC namespace ([`sysvipc`]).
+    pub(crate) ipc: sysvipc::Ipc,
+    /// The machine's POSIX message queues by name ([`mqueue`]).
+    pub(crate) mqueues: BTreeMap<Vec<u8>, std::rc::Rc<std::cell::RefCell<mqueue::MQueue>>>,
 }
 
 impl Kernel {
@@ -297,6 +303,8 @@ impl Kernel {
             inotify: Default::default(),
             first_killed: None,
             locks: Default::default(),
+            ipc: Default::default(),
+            mqueues: BTreeMap::new(),
             cfg,
         }
     }
@@ -638,6 +646,26 @@ impl Kernel {
                 Err(e) => Err(e),
             },
             456 => self.futex2_requeue(m, a[0], a[1] as u32, i(a[2]), i(a[3])),
+            // System V IPC
+            libc::SYS_shmget => self.shmget(m, i(a[0]), a[1], i(a[2])),
+            libc::SYS_shmat => self.shmat(m, i(a[0]), a[1], i(a[2])),
+            libc::SYS_shmdt => self.shmdt(m, a[0]),
+            libc::SYS_shmctl => self.shmctl(m, i(a[0]), i(a[1]), a[2]),
+            libc::SYS_semget => self.semget(m, i(a[0]), i(a[1]), i(a[2])),
+            libc::SYS_semop => self.semtimedop(m, i(a[0]), a[1], a[2], 0),
+            libc::SYS_semtimedop => self.semtimedop(m, i(a[0]), a[1], a[2], a[3]),
+            libc::SYS_semctl => self.semctl(m, i(a[0]), i(a[1]), i(a[2]), a[3]),
+            libc::SYS_msgget => self.msgget(m, i(a[0]), i(a[1])),
+            libc::SYS_msgsnd => self.msgsnd(m, i(a[0]), a[1], a[2], i(a[3])),
+            libc::SYS_msgrcv => self.msgrcv(m, i(a[0]), a[1], a[2], a[3] as i64, i(a[4])),
+            libc::SYS_msgctl => self.msgctl(m, i(a[0]), i(a[1]), a[2]),
+            // POSIX message queues
+            libc::SYS_mq_open => self.mq_open(m, a[0], i(a[1]), a[2] as u32, a[3]),
+            libc::SYS_mq_unlink => self.mq_unlink(m, a[0]),
+            libc::SYS_mq_timedsend => self.mq_timedsend(m, i(a[0]), a[1], a[2], a[3], a[4]),
+            libc::SYS_mq_timedreceive => self.mq_timedreceive(m, i(a[0]), a[1], a[2], a[3], a[4]),
+            libc::SYS_mq_notify => self.mq_notify(m, i(a[0]), a[1]),
+            libc::SYS_mq_getsetattr => self.mq_getsetattr(m, i(a[0]), a[1], a[2]),
             libc::SYS_sched_yield => return Dispatch::Yield,
             libc::SYS_uname => self.uname(m, a[0]),
             libc::SYS_getrlimit => self.prlimit(m, 0, a[0], 0, a[1]),

@@ -58,7 +58,7 @@ fn page_up(x: u64) -> Option<u64> {
 }
 
 impl Kernel {
-    fn check_budget(&mut self, m: &Machine, extra: u64) -> Result<(), Errno> {
+    pub(crate) fn check_budget(&mut self, m: &Machine, extra: u64) -> Result<(), Errno> {
         if m.mem.mapped_bytes().saturating_add(extra) > self.memory_limit() {
             self.mm.refused = Some(extra);
             return err(libc::ENOMEM);

@@ -294,6 +294,13 @@ impl Kernel {
                     0
                 }
             }
+            Kind::MQueue(q) => {
+                let q = q.borrow();
+                w.keys.push(q.id);
+                w.edges[0] = w.edges[0].wrapping_add(q.edges[0]);
+                w.edges[1] = w.edges[1].wrapping_add(q.edges[1]);
+                q.events()
+            }
             Kind::EventFd(e) => {
                 let e = e.borrow();
                 w.keys.push(e.id);

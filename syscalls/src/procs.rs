@@ -335,6 +335,10 @@ impl Kernel {
                 end_comm: [0; 16],
             },
         );
+        if !shares {
+            // Its copy of the address space holds its parent's System V segments attached.
+            self.shm_fork(self.space_id(), space_id);
+        }
         // The fork orders everything the parent did before it before everything the child does.
         self.created.push((child, 0));
         if flags & CLONE_VFORK != 0 {
@@ -460,7 +464,7 @@ impl Kernel {
     }
 
     /// The running process's address space's id ([`Proc::space_id`]).
-    fn space_id(&self) -> u32 {
+    pub(crate) fn space_id(&self) -> u32 {
         self.procs.get(&self.pid).map_or(0, |p| p.space_id)
     }
 
@@ -530,6 +534,15 @@ impl Kernel {
                 self.walk_robust_list(m, tid, head);
             }
             self.pi_exit(m, tid);
+        }
+        // Its SEM_UNDO adjustments are applied; its System V segments are detached if no
+        // process is left in its address space.
+        self.ipc_exit(pid);
+        self.mq_exit(pid);
+        if let Some(space) = self.procs.get(&pid).map(|p| p.space_id) {
+            if !self.procs.iter().any(|(&q, p)| q != pid && p.ended.is_none() && p.space_id == space) {
+                self.shm_detach_all(m, space);
+            }
         }
         // Its memory stays with the processes still running in it.
         self.hand_space_over(pid);

@@ -133,8 +133,12 @@ pub(crate) enum Posted {
 }
 
 /// Calls a handler never restarts (Linux's ERESTARTNOHAND): they return EINTR even under
-/// `SA_RESTART`.
-const NEVER_RESTARTED: [i64; 10] = [
+/// `SA_RESTART` (System V IPC's waits among them: `do_semtimedop`, `do_msgsnd`, `do_msgrcv`).
+const NEVER_RESTARTED: [i64; 14] = [
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
     libc::SYS_rt_sigsuspend,
     libc::SYS_rt_sigtimedwait,
     libc::SYS_pause,
@@ -817,11 +821,11 @@ impl Kernel {
                 t.interrupted = Some(Interrupted::FutexPi { requeued: t.pi_wait == crate::pifutex::PiWait::Requeued })
             }
             Some(Wait::Futex { deadline, .. }) => {
-                t.interrupted = Some(Interrupted::Futex { timed: deadline.is_some() })
+                t.interrupted = Some(Interrupted::Futex { timed: deadline.is_some(), deadline })
             }
             // futex_waitv's deadline is absolute: made again under SA_RESTART (-ERESTARTSYS),
             // as an untimed wait is.
-            Some(Wait::FutexV { .. }) => t.interrupted = Some(Interrupted::Futex { timed: false }),
+            Some(Wait::FutexV { .. }) => t.interrupted = Some(Interrupted::Futex { timed: false, deadline: None }),
             Some(Wait::Sleep { deadline }) => t.interrupted = Some(Interrupted::Sleep { deadline }),
             Some(Wait::CpuSleep) => match self.timers.sleep_of(tid) {
                 Some(s) => t.interrupted = Some(Interrupted::CpuSleep { clock: s.clock, until: s.until }),
@@ -887,11 +891,25 @@ impl Kernel {
                 }
             }
             if interrupted.is_some() {
-                // Nothing to deliver after all: the wait is made again.
+                // Nothing to deliver after all: the wait is made again, a sleep or a timed
+                // futex wait for the time it had left (Linux's -ERESTART_RESTARTBLOCK without a
+                // handler: `hrtimer_nanosleep_restart`, `futex_wait_restart`).
+                let left = match interrupted {
+                    Some(Interrupted::Sleep { deadline }) => Some(deadline),
+                    Some(Interrupted::Futex { deadline, .. }) => deadline,
+                    _ => None,
+                };
+                if let Some(t) = self.threads.get_mut(&cur) {
+                    t.restart_deadline = left;
+                }
                 Self::restart_call(m);
             }
             return Ok(());
         };
+        // A handler runs: a call parked for its restart block starts afresh after it.
+        if let Some(t) = self.threads.get_mut(&cur) {
+            t.restart_deadline = None;
+        }
         let flags = self.proc.sigactions[info.signo as usize][1];
         let restart = flags & SA_RESTART != 0;
         if in_call {
@@ -899,7 +917,9 @@ impl Kernel {
             // A call on descriptors with a timeout of its own is never restarted: on Linux only
             // sockets with `SO_RCVTIMEO`/`SO_SNDTIMEO` have one outside the calls listed
             // (`sock_intr_errno` gives -EINTR for a finite timeout, -ERESTARTSYS otherwise).
-            let timed = self.threads.get(&cur).is_some_and(|t| t.io_deadline.is_some());
+            // (A message queue's timeout is absolute: Linux's -ERESTARTSYS makes it again.)
+            let absolute = matches!(nr, libc::SYS_mq_timedsend | libc::SYS_mq_timedreceive);
+            let timed = !absolute && self.threads.get(&cur).is_some_and(|t| t.io_deadline.is_some());
             if !restart || timed || NEVER_RESTARTED.contains(&nr) {
                 m.set_reg(Reg::RAX, (-(libc::EINTR as i64)) as u64);
                 m.set_reg(Reg::RIP, m.pc() + 2);
@@ -916,7 +936,7 @@ impl Kernel {
             // (-ERESTART_RESTARTBLOCK: EINTR when a handler runs, whatever SA_RESTART says);
             // futex2's `futex_wait` returns -ERESTARTSYS with or without one, its timeout being
             // absolute (kernel/futex/syscalls.c calls `__futex_wait` directly).
-            Some(Interrupted::Futex { timed }) if restart && (!timed || m.reg(Reg::RAX) == SYS_FUTEX_WAIT) => {
+            Some(Interrupted::Futex { timed, .. }) if restart && (!timed || m.reg(Reg::RAX) == SYS_FUTEX_WAIT) => {
                 Self::restart_call(m)
             }
             Some(Interrupted::Futex { .. }) => m.set_reg(Reg::RAX, (-(libc::EINTR as i64)) as u64),

@@ -86,6 +86,14 @@ impl Kernel {
         if self.listen.is_some() {
             return Err("--listen's connections are host sockets");
         }
+        // A segment's bytes are host memory a copy would share rather than copy.
+        if self.ipc.has_segments() {
+            return Err("System V shared memory segments exist");
+        }
+        // A queue is shared by its name and its descriptors; not copied.
+        if !self.mqueues.is_empty() {
+            return Err("POSIX message queues exist");
+        }
         let mut c = Copier { files, ..Copier::default() };
         let fds = c.table(&self.fds)?;
         let mut procs = BTreeMap::new();
@@ -153,6 +161,8 @@ impl Kernel {
             inotify: crate::inotify::Registry { instances: Vec::new(), cookie: self.inotify.cookie },
             first_killed: None,
             locks,
+            ipc: self.ipc.clone(),
+            mqueues: BTreeMap::new(),
         })
     }
 
@@ -328,6 +338,7 @@ impl Copier {
                         | Kind::PipeRead(_)
                         | Kind::PipeWrite(_)
                         | Kind::PipeRdWr(_) => return Err("the guest holds a host file, directory or pipe open"),
+                        Kind::MQueue(_) => return Err("the guest holds a POSIX message queue open"),
                         // A recovery's copy: restored on other crash images' files, it keeps
                         // to the plain descriptors.
                         Kind::Socket(_)

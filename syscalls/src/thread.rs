@@ -136,6 +136,11 @@ pub struct KThread {
     /// The absolute deadline of the call on descriptors being restarted, so a restart does not
     /// start its timeout again; `None` when no call is under way (or it has no timeout).
     pub io_deadline: Option<u64>,
+    /// The deadline of a sleep or a timed futex wait that a signal woke without a handler to
+    /// run (ignored once sent, taken elsewhere): Linux makes such a call again through its
+    /// restart block (`hrtimer_nanosleep_restart`, `futex_wait_restart`) for the time it had
+    /// left, so the call made again takes this deadline instead of its relative timeout.
+    pub restart_deadline: Option<u64>,
     /// Signals sent to it alone (tkill/tgkill, SIGPIPE, a timer with its id), pending until it
     /// takes them: one instance of a standard signal, a real-time one's in the order sent. Its
     /// process's are in [`crate::Kernel::shared_pending`].
@@ -174,6 +179,9 @@ pub enum Interrupted {
     Futex {
         /// It had a timeout.
         timed: bool,
+        /// When it would have timed out (virtual ns since boot), for a restart without a
+        /// handler ([`KThread::restart_deadline`]).
+        deadline: Option<u64>,
     },
     /// A priority-inheritance futex wait ([`crate::pifutex`]): made again after the handler,
     /// or, once moved to its PI futex by `FUTEX_CMP_REQUEUE_PI`, ended with EAGAIN.
@@ -224,7 +232,7 @@ pub(crate) struct WaitIndex {
     /// waiter makes its call again.
     pub(crate) pi_grants: Vec<(u32, u64)>,
     /// Threads in [`Wait::Io`] by readiness key, sorted by id.
-    io: FxHashMap<u64, Vec<u32>>,
+    pub(crate) io: FxHashMap<u64, Vec<u32>>,
     /// Threads of stopped processes (`SIGSTOP` ...), sorted by id: one that could run is in
     /// `parked` instead of `runnable` until its process is continued ([`crate::procs`]).
     stopped: Vec<u32>,
@@ -404,6 +412,7 @@ impl KThread {
             altstack: [0, 2, 0],
             io_keys: Vec::new(),
             io_deadline: None,
+            restart_deadline: None,
             sigpending: Vec::new(),
             in_call: false,
             saved_mask: None,
@@ -543,6 +552,13 @@ impl Kernel {
             t.io_deadline = timeout_ns.map(|ns| now.saturating_add(ns));
         }
         t.io_deadline.is_some_and(|d| d <= now)
+    }
+
+    /// The deadline a sleep or futex wait made again after a signal without a handler keeps
+    /// ([`KThread::restart_deadline`]), taken by the call made again.
+    pub(crate) fn take_restart_deadline(&mut self) -> Option<u64> {
+        let cur = self.current;
+        self.threads.get_mut(&cur).and_then(|t| t.restart_deadline.take())
     }
 
     /// The running thread's call on descriptors completed: a later call starts afresh.
@@ -836,8 +852,12 @@ impl Kernel {
                 if m.read_u32(addr)? != val as u32 {
                     return err(libc::EAGAIN);
                 }
+                // Made again after a signal no handler took: the time it had left.
+                let restarted = self.take_restart_deadline();
                 let deadline = if timeout == 0 {
                     None
+                } else if let Some(d) = restarted {
+                    Some(d)
                 } else {
                     let t = self.read_timeout(m, timeout)?;
                     let now = self.now_ns(m);

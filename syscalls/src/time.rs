@@ -181,7 +181,8 @@ impl Kernel {
         let ns = Self::read_timespec(m, req)?;
         // `rem` is written only when a signal interrupts the sleep (signal.rs), as on Linux.
         let _ = rem;
-        let deadline = self.now_ns(m).saturating_add(ns);
+        // Made again after a signal no handler took: the time it had left.
+        let deadline = self.take_restart_deadline().unwrap_or(self.now_ns(m).saturating_add(ns));
         Ok(self.sleep_until(m, deadline))
     }
 
@@ -201,6 +202,7 @@ impl Kernel {
         }
         let abs = flags & TIMER_ABSTIME != 0;
         let _ = rem;
+        let restarted = self.take_restart_deadline();
         if clock < 0 || clock == CLOCK_PROCESS_CPUTIME_ID {
             let t = Self::read_timespec(m, req)?;
             // `posix_cpu_nsleep` refuses the caller's own thread clock by id: it would not
@@ -214,7 +216,8 @@ impl Kernel {
         let now = self.clock_ns(m, clock).ok_or(crate::Errno(libc::EINVAL))?;
         let t = Self::read_timespec(m, req)?;
         let ns = if abs { t.saturating_sub(now) } else { t };
-        let deadline = self.now_ns(m).saturating_add(ns);
+        // A relative sleep made again after a signal no handler took: the time it had left.
+        let deadline = restarted.filter(|_| !abs).unwrap_or(self.now_ns(m).saturating_add(ns));
         Ok(self.sleep_until(m, deadline))
     }
 
