@@ -388,6 +388,19 @@ fn delay_injection_widens_the_window_deterministically() {
     assert_eq!(get(&r, "run.trace_hash"), get(&again, "run.trace_hash"));
 }
 
+/// A delay ends on time when the only thread that can run spins without a system call: the
+/// loader of `ext_spin_hash` is delayed entering `pthread_spin_unlock` with its batch unfenced,
+/// while the mirror thread spins in `pthread_spin_lock` for the same bucket. The hold's end is an
+/// instruction count that only a scheduling point looked at, and a spinning thread makes none:
+/// before session 44 the run hung until `--max-instructions`.
+#[test]
+fn a_delay_ends_while_the_only_runnable_thread_spins() {
+    let r = pmrace("ext_spin_hash", &["--delay", "500", "--max-instructions", "100000000"], false);
+    let all = get(&r, "findings").as_array().expect("findings");
+    assert!(all.iter().all(|f| f.get("analysis").and_then(Value::as_str) == Some("pmrace")), "{}", pretty(&r));
+    assert!(r["stats"]["scheduler.delays"].as_u64() >= Some(1), "{}", pretty(&r));
+}
+
 /// PMRace's transaction rule: bytes a PMDK transaction added (TX_ADD, seen through PMDK's
 /// client requests) are not candidates, the undo log restores them; the same copy from a plain,
 /// later-persisted store is an inconsistency.

@@ -267,6 +267,15 @@ impl WaitIndex {
         self.deadlines.first().map(|x| x.0)
     }
 
+    /// The earliest instruction count at which a hold of the targeted interleaving or of delay
+    /// injection ends: a held writer's wait, or the patience of a reader still held (the
+    /// deadlines of readers released meanwhile end nothing). Few threads are held at once.
+    pub(crate) fn next_hold_end(&self) -> Option<u64> {
+        let writer = self.held_until.first().map(|x| x.0);
+        let reader = self.reader_deadlines.iter().find(|x| self.held_readers.binary_search(&x.1).is_ok()).map(|x| x.0);
+        writer.into_iter().chain(reader).min()
+    }
+
     fn insert_sorted(v: &mut Vec<u32>, tid: u32) {
         if let Err(i) = v.binary_search(&tid) {
             v.insert(i, tid);

@@ -187,14 +187,19 @@ impl Kernel {
     /// calls would otherwise keep a sleeper that is due from ever waking (a server's worker
     /// computing while its event loop sleeps). With others runnable, the quantum's end is the
     /// point where the sleeper wakes, as before.
+    ///
+    /// The end of a hold (`Wait::Held`: a writer held by PMRace's interleaving or by `--delay`,
+    /// a reader's patience) is armed likewise: a held lock's holder waits there while the only
+    /// thread that can run spins for the lock without a system call (`pthread_spin_lock`), and
+    /// without a stop no scheduling point would ever come to end the hold.
     pub(crate) fn arm_timer_stop(&mut self, m: &mut Machine) {
-        let wait = match self.waits.next_deadline() {
-            Some(d) if self.runnable_count() <= 1 => Some(d),
-            _ => None,
-        };
+        let alone = self.runnable_count() <= 1;
+        let wait = self.waits.next_deadline().filter(|_| alone);
+        let hold = self.waits.next_hold_end().filter(|_| alone);
         if self.timers.map.is_empty()
             && self.timers.sleeps.is_empty()
             && wait.is_none()
+            && hold.is_none()
             && self.timers.armed == u64::MAX
         {
             return;
@@ -223,6 +228,7 @@ impl Kernel {
             .filter_map(|t| stop(t.clock, t.deadline?))
             .chain(self.timers.sleeps.iter().filter_map(|s| stop(TimerClock::Cpu(s.clock), s.until)))
             .chain(wait.map(|d| d.saturating_sub(boot)))
+            .chain(hold)
             .min()
             .unwrap_or(u64::MAX);
         if at != self.timers.armed {
@@ -273,6 +279,7 @@ impl Kernel {
     /// schedules and the waiter wakes ([`Kernel::arm_timer_stop`]).
     pub fn wait_deadline_passed(&self, m: &Machine) -> bool {
         self.waits.next_deadline().is_some_and(|d| d <= self.now_ns(m))
+            || self.waits.next_hold_end().is_some_and(|n| n <= m.icount())
     }
 
     fn expire(&mut self, key: (u32, i32), now: u64) {
