@@ -285,6 +285,83 @@ fn file_mmap_edges() {
     assert_eq!(emu.stdout_str().matches("sigbus 1").count(), 6, "{}", emu.describe());
 }
 
+/// Runs `pm_edges DIR CASE` natively on a scratch directory and under ferrite on the PM mount
+/// (only the unpersisted pass: the case checks what Linux answers, not a program's
+/// persistence), asserting the same output and status. Returns the ferrite run.
+fn pool_case(case: &str) -> Run {
+    let prog = guest("pm_edges");
+    let ndir = scratch();
+    let npath = ndir.path().to_str().unwrap().to_string();
+    let nat = native_in(ndir, &prog, &[&npath, case], &[]);
+    let emu = pool_case_emulated(case, "/mnt/pmem0");
+    assert!(!emu.stderr.contains("warning"), "{}", emu.describe());
+    assert_same_stdout(&nat, &emu);
+    assert_same_status(&nat, &emu);
+    emu
+}
+
+/// `pm_edges DIR CASE` under ferrite alone, on a fresh PM directory (a refused case may warn).
+fn pool_case_emulated(case: &str, dir: &str) -> Run {
+    let pm = scratch();
+    Ferrite::run(&guest("pm_edges"))
+        .allow_unsupported()
+        .opts(&["--pm-dir".as_ref(), pm.path().as_os_str()])
+        .opts(&["--analyses", "unpersisted"])
+        .args(&[dir, case])
+        .go()
+}
+
+/// What a PM programmer does wrong or strangely with a pool file, each as natively on a plain
+/// file system: an empty pool and pools of 1 and 5,000 bytes mapped past their end, then grown
+/// under the mapping (the pages past the old end were SIGBUS for ever); a sparse 1 TiB pool; a
+/// pool opened `O_RDONLY` and mapped for reading (ENOMEM before); a directory and a FIFO as
+/// pools; `mremap` of a pool mapping, grown in place, moved, moved to a fixed address and
+/// shrunk (EINVAL before); `MADV_DONTNEED`, `MADV_REMOVE` and `fallocate` punching a hole,
+/// zeroing and growing (EOPNOTSUPP or a silent no-op before); ftruncate shrinking and growing
+/// a mapped pool; `write`/`pwrite` to a mapped pool and every `msync` flag (`MS_SYNC|MS_ASYNC`
+/// was accepted); one pool mapped twice and by a child. docs/pm-model.md, "Pool files".
+#[test]
+fn pool_file_edges_as_natively() {
+    for case in [
+        "empty", "onebyte", "odd", "sparse", "readonly", "dir", "fifo", "mremap", "dontneed", "truncate", "write",
+        "twice",
+    ] {
+        let emu = pool_case(case);
+        emu.assert_code(0);
+    }
+}
+
+/// Where the PM mount differs from a plain file system, by decision (docs/pm-model.md, "Pool
+/// files"): MAP_SYNC is accepted on the PM mount (a DAX file system) and refused elsewhere; a
+/// PM mapping past a file's first TiB is EOVERFLOW (device addresses give each file 1 TiB), with
+/// a warning; a pool made read-only with `chmod 444` refuses `O_RDWR` and a read-only shared
+/// mapping refuses `PROT_WRITE`, for the guest's unprivileged user, whoever runs ferrite.
+#[test]
+fn pool_file_edges_where_the_pm_mount_decides() {
+    let sync = pool_case_emulated("mapsync", "/mnt/pmem0");
+    assert!(sync.stdout_str().starts_with("mmap MAP_SHARED_VALIDATE|MAP_SYNC: ok\nstore: ok\n"), "{}", sync.describe());
+    let plain = pool_case_emulated("mapsync", ".");
+    assert!(plain.stdout_str().starts_with("mmap MAP_SHARED_VALIDATE|MAP_SYNC: EOPNOTSUPP\n"), "{}", plain.describe());
+    let huge = pool_case_emulated("huge", "/mnt/pmem0");
+    let out = huge.stdout_str();
+    assert!(out.contains("mmap page 0: ok\nmmap page at 1 TiB: EOVERFLOW\n"), "{}", huge.describe());
+    assert!(huge.stderr.contains("mmap of a PM file past its first TiB") && huge.stderr.contains("EOVERFLOW"));
+    let ro = pool_case_emulated("perm444", "/mnt/pmem0");
+    let out = ro.stdout_str();
+    assert!(out.contains("open O_RDWR of 0444: EACCES\n"), "{}", ro.describe());
+    assert!(out.contains("mmap read-only shared: ok\nmprotect PROT_WRITE: EACCES\n"), "{}", ro.describe());
+    ro.assert_code(0);
+}
+
+/// A directory's mode set through a descriptor of it (`fchmod`), as rsync sets each directory
+/// it copies: before, the call succeeded and changed nothing (rsync's copies stayed 0700 and
+/// its next run found every directory's permissions changed).
+#[test]
+fn fchmod_of_a_directory_as_natively() {
+    let (_, emu) = equivalent("dir_fchmod", &[], &[]);
+    assert_eq!(emu.stdout_str(), "d: 750\nfstat: 750\n", "{}", emu.describe());
+}
+
 /// Sockets exist and reach nothing (nothing in the machine listens), with Linux's errors for
 /// each call on an unconnected socket; files have no extended attributes. Natively nothing
 /// listens on loopback port 1 either.

@@ -654,11 +654,12 @@ impl Session {
                         let at = symbols.summary(&frames).map(|f| f.describe());
                         if !spec.quiet {
                             say!(
-                                "ferrite: warning: unsupported system call {} (number {}) at {:#x} in {}; it returned ENOSYS",
+                                "ferrite: warning: unsupported system call {} (number {}) at {:#x} in {}; it returned {}",
                                 u.name,
                                 u.nr,
                                 u.pc,
-                                at.unwrap_or_default()
+                                at.unwrap_or_default(),
+                                u.returned
                             );
                         }
                     }

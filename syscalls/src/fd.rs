@@ -671,6 +671,16 @@ impl Kernel {
                 if self.inotify_watching() {
                     self.fsnotify_fd(fd, crate::inotify::IN_MODIFY);
                 }
+                // A write past the end grows the file under mappings that reach past it.
+                if self.maps_past_end() {
+                    let grown = match &self.desc(fd)?.borrow().kind {
+                        Kind::File { file, host, .. } => file.metadata().ok().map(|md| (host.clone(), md.len())),
+                        _ => None,
+                    };
+                    if let Some((host, len)) = grown {
+                        self.file_grown(m, &host, len);
+                    }
+                }
             }
         }
         if let (Some((id, off, _)), Some(old)) = (target, old) {

@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use emu::Machine;
@@ -512,6 +512,11 @@ impl Kernel {
                     return Err(meta.err().map(Errno::from).unwrap_or(Errno(libc::ENOENT)));
                 }
                 let existed = meta.is_ok();
+                if let Ok(md) = &meta {
+                    if md.is_file() && !owner_may(md.permissions().mode(), acc) {
+                        return err(libc::EACCES);
+                    }
+                }
                 if existed && flags & libc::O_TRUNC == 0 {
                     self.record_input(&guest, &host);
                 }
@@ -715,6 +720,12 @@ impl Kernel {
         if mode & libc::X_OK != 0 && st.mode & 0o111 == 0 {
             return err(libc::EACCES);
         }
+        if (mode & libc::R_OK != 0 && st.mode & 0o400 == 0) || (mode & libc::W_OK != 0 && st.mode & 0o200 == 0) {
+            // The guest owns every file and is unprivileged: its owner bits decide (below).
+            if st.mode & libc::S_IFMT == libc::S_IFREG {
+                return err(libc::EACCES);
+            }
+        }
         Ok(0)
     }
 
@@ -749,6 +760,17 @@ impl Kernel {
                 }
                 file.set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))?;
                 drop(d);
+                if self.inotify_watching() {
+                    self.fsnotify_fd(fd, crate::inotify::IN_ATTRIB);
+                }
+                Ok(0)
+            }
+            // A directory opened for its descriptor (rsync sets a copied directory's mode so,
+            // after filling it): its host directory, where the guest may change it, as `chmod`.
+            Kind::Dir { entries: None, .. } => {
+                let w = self.write_target(&d.guest_path).map_err(|_| Errno(libc::EPERM))?;
+                drop(d);
+                chmod_fd(&w.open(libc::O_PATH, 0)?, mode & 0o7777)?;
                 if self.inotify_watching() {
                     self.fsnotify_fd(fd, crate::inotify::IN_ATTRIB);
                 }
@@ -1222,6 +1244,9 @@ impl Kernel {
         let old = file.metadata()?.len();
         file.set_len(len)?;
         self.file_shrunk(m, &guest, &host, old, len);
+        if len > old {
+            self.file_grown(m, &host, len);
+        }
         self.changed(m, &guest);
         if self.inotify_watching() {
             self.fsnotify(&guest, None, crate::inotify::IN_MODIFY);
@@ -1243,8 +1268,11 @@ impl Kernel {
                 let old = file.metadata()?.len();
                 file.set_len(len)?;
                 self.file_shrunk(m, &d.guest_path, host, old, len);
-                let guest = d.guest_path.clone();
+                let (guest, host) = (d.guest_path.clone(), host.clone());
                 drop(d);
+                if len > old {
+                    self.file_grown(m, &host, len);
+                }
                 self.changed(m, &guest);
                 if self.inotify_watching() {
                     self.fsnotify_fd(fd, crate::inotify::IN_MODIFY);
@@ -1256,20 +1284,89 @@ impl Kernel {
         }
     }
 
-    pub(crate) fn fallocate(&mut self, fd: i32, mode: i32, off: u64, len: u64) -> SysResult {
+    /// fallocate(2): allocating (mode 0, or `FALLOC_FL_KEEP_SIZE`), `FALLOC_FL_PUNCH_HOLE` and
+    /// `FALLOC_FL_ZERO_RANGE`, done on the host file. The bytes a hole or a zeroed range clears
+    /// read as zeros through every mapping; in a mapped PM file the device sees them cleared
+    /// and durable at once, as for a `pwrite` of zeros (a DAX file system zeroes the media and
+    /// commits the change before the call returns). Collapsing and inserting ranges, which
+    /// move a file's bytes under its mappings, are EOPNOTSUPP, as on file systems without them.
+    pub(crate) fn fallocate(&mut self, m: &mut Machine, fd: i32, mode: i32, off: u64, len: u64) -> SysResult {
+        const KEEP_SIZE: i32 = libc::FALLOC_FL_KEEP_SIZE;
+        const PUNCH: i32 = libc::FALLOC_FL_PUNCH_HOLE;
+        const ZERO: i32 = libc::FALLOC_FL_ZERO_RANGE;
         let f = self.fds.get(fd)?.clone();
         let d = f.desc.borrow();
-        let Kind::File { file, .. } = &d.kind else {
+        let Kind::File { file, host, pm } = &d.kind else {
             return err(libc::ENODEV);
         };
-        if mode != 0 {
+        if (off as i64) < 0 || (len as i64) <= 0 {
+            return err(libc::EINVAL);
+        }
+        if d.flags & libc::O_ACCMODE == libc::O_RDONLY {
+            return err(libc::EBADF);
+        }
+        if !matches!(mode, 0 | KEEP_SIZE) && mode != PUNCH | KEEP_SIZE && mode != ZERO && mode != ZERO | KEEP_SIZE {
             return err(libc::EOPNOTSUPP);
         }
-        let end = off.checked_add(len).ok_or(Errno(libc::EFBIG))?;
-        if file.metadata()?.len() < end {
-            file.set_len(end)?;
+        off.checked_add(len).filter(|&e| e <= i64::MAX as u64).ok_or(Errno(libc::EFBIG))?;
+        let guest = d.guest_path.clone();
+        let (file, host, pm) = (file.try_clone()?, host.clone(), *pm);
+        drop(d);
+        if !pm {
+            self.track(&guest);
+        }
+        self.fallocate_host(m, &file, &host, pm, mode, off, len)?;
+        self.changed(m, &guest);
+        if self.inotify_watching() {
+            self.fsnotify_fd(fd, crate::inotify::IN_MODIFY);
         }
         Ok(0)
+    }
+
+    /// fallocate(2) of the host file `file` (at `host`, on the PM mount if `pm`), telling the PM
+    /// device about the mapped bytes a hole or zeroed range clears and the mappings past the
+    /// file's end about its growth.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn fallocate_host(
+        &mut self,
+        m: &mut Machine,
+        file: &std::fs::File,
+        host: &std::path::Path,
+        pm: bool,
+        mode: i32,
+        off: u64,
+        len: u64,
+    ) -> Result<(), Errno> {
+        let clears = mode & (libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE) != 0;
+        let end = off.saturating_add(len);
+        let old_size = file.metadata()?.len();
+        // What the device must hear: the old bytes of the mapped lines the call clears.
+        let id = pm.then(|| self.proc.pm_files.get(&host.to_string_lossy().into_owned()).copied()).flatten();
+        let mut cleared: Vec<(u64, Vec<u8>)> = Vec::new();
+        if let (Some(id), true) = (id, clears) {
+            let base = emu::pm::device_addr(id, 0);
+            let upto = end.min(old_size);
+            if off < upto {
+                for (dev, n) in m.pm_mapped_ranges(base + off, upto - off) {
+                    let mut old = vec![0u8; n as usize];
+                    let got = std::os::unix::fs::FileExt::read_at(file, &mut old, dev - base).unwrap_or(0);
+                    old[got..].fill(0);
+                    cleared.push((dev, old));
+                }
+            }
+        }
+        // SAFETY: a plain system call on a descriptor this function holds.
+        if unsafe { libc::fallocate(file.as_raw_fd(), mode, off as libc::off_t, len as libc::off_t) } != 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        for (dev, old) in cleared {
+            m.pm_file_written(dev, &old, &vec![0u8; old.len()]);
+        }
+        let new_size = file.metadata()?.len();
+        if new_size > old_size {
+            self.file_grown(m, host, new_size);
+        }
+        Ok(())
     }
 
     /// The path of `guest` relative to the working directory, when changes there are tracked.
@@ -1399,6 +1496,17 @@ fn chown_ids(ids: [u64; 2]) -> Result<(), Errno> {
     } else {
         err(libc::EPERM)
     }
+}
+
+/// Whether the owner of a regular file of mode `mode` may open it for access mode `acc`. Every
+/// file is the guest's own (`stat` says so) and the guest is unprivileged, so its owner bits
+/// decide, as Linux's `generic_permission` for an owner: a pool made read-only with `chmod 444`
+/// refuses `O_RDWR` with EACCES. The host would let ferrite through when it runs as root, and
+/// the guest would see what its user may not do.
+fn owner_may(mode: u32, acc: i32) -> bool {
+    let read = acc == libc::O_WRONLY || mode & 0o400 != 0;
+    let write = acc == libc::O_RDONLY || mode & 0o200 != 0;
+    read && write
 }
 
 /// What a `chown` does to the mode of a non-directory (Linux's `ATTR_KILL_SUID` and

@@ -159,6 +159,9 @@ pub struct Unsupported {
     pub name: &'static str,
     /// The `syscall` instruction.
     pub pc: u64,
+    /// What the guest got instead: `ENOSYS` for a call ferrite lacks; an error of its own
+    /// for a case of a known call it refuses.
+    pub returned: &'static str,
 }
 
 /// The guest's view of the kernel: descriptors, memory layout, identities, signal dispositions.
@@ -537,7 +540,7 @@ impl Kernel {
             libc::SYS_renameat => self.renameat(m, i(a[0]), a[1], i(a[2]), a[3]),
             libc::SYS_readlinkat => self.readlinkat(m, i(a[0]), a[1], a[2], a[3]),
             libc::SYS_faccessat | libc::SYS_faccessat2 => self.faccessat(m, i(a[0]), a[1], i(a[2])),
-            libc::SYS_fallocate => self.fallocate(i(a[0]), i(a[1]), a[2], a[3]),
+            libc::SYS_fallocate => self.fallocate(m, i(a[0]), i(a[1]), a[2], a[3]),
             libc::SYS_renameat2 => self.renameat(m, i(a[0]), a[1], i(a[2]), a[3]),
             libc::SYS_statx => self.statx(m, i(a[0]), a[1], i(a[2]), a[4]),
             // mem
@@ -796,15 +799,25 @@ impl Kernel {
 
     /// Records a refused feature by name (once), as for an unknown system call.
     pub(crate) fn note_named(&mut self, m: &Machine, nr: u64, name: &'static str) {
+        self.note_refused(m, nr, name, "ENOSYS");
+    }
+
+    /// Records a refused case of a call by name (once), and the error the guest got for it.
+    pub(crate) fn note_refused(&mut self, m: &Machine, nr: u64, name: &'static str, returned: &'static str) {
         if !self.unsupported.iter().any(|u| u.name == name) {
-            self.unsupported.push(Unsupported { nr, name, pc: m.pc().wrapping_sub(2) });
+            self.unsupported.push(Unsupported { nr, name, pc: m.pc().wrapping_sub(2), returned });
         }
     }
 
     fn note_unsupported(&mut self, m: &Machine, nr: u64) {
         if !self.unsupported.iter().any(|u| u.nr == nr) {
             // RIP is past the two-byte `syscall`.
-            self.unsupported.push(Unsupported { nr, name: names::name(nr), pc: m.pc().wrapping_sub(2) });
+            self.unsupported.push(Unsupported {
+                nr,
+                name: names::name(nr),
+                pc: m.pc().wrapping_sub(2),
+                returned: "ENOSYS",
+            });
         }
     }
 }

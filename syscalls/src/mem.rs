@@ -51,6 +51,57 @@ pub struct MemLayout {
     /// The last request `--max-memory` refused (bytes asked for), so that a guest that dies
     /// soon after (a SIGSEGV through a null pointer it did not check) is told why.
     pub refused: Option<u64>,
+    /// The pages of shared file mappings that lie past their file's end, in this address space.
+    pub past_end: Vec<PastEnd>,
+    /// Shared file mappings made through a read-only descriptor: `mprotect` cannot make them
+    /// writable (EACCES), as Linux leaves out their `VM_MAYWRITE`.
+    pub no_write: Vec<(u64, u64)>,
+}
+
+/// Pages of a shared file mapping past the end of its file. Touching them raises SIGBUS, and
+/// they become the file's again when the file grows over them (`ftruncate`, `truncate`,
+/// `fallocate`, a write past the end): on Linux the mapping never stopped being the file's, so
+/// a program that maps more than its file and grows the file later (LMDB, logs that map ahead)
+/// reads and writes the new bytes where it mapped them.
+#[derive(Clone, Debug)]
+pub struct PastEnd {
+    /// First guest address (page-aligned).
+    pub start: u64,
+    /// One past the last guest address.
+    pub end: u64,
+    /// What `start` maps once the file covers it ([`Backing::Pm`] or [`Backing::SharedFile`],
+    /// at that page's file offset).
+    pub backing: Backing,
+    /// The host file.
+    pub host: std::path::PathBuf,
+}
+
+/// The label of anonymous memory standing for pages past the end of a mapped file.
+const PAST_END: &str = "[past end of file]";
+
+/// `backing`'s file offset, moved on by `delta` bytes (the backing of a later page of a region).
+fn backing_at(backing: &Backing, delta: u64) -> Backing {
+    let mut b = backing.clone();
+    match &mut b {
+        Backing::Pm { offset, .. } | Backing::SharedFile { offset, .. } | Backing::File { offset, .. } => {
+            *offset += delta
+        }
+        Backing::Anon { .. } => {}
+    }
+    b
+}
+
+/// Whether region `r` stands for pages past the end of a mapped file.
+fn is_past_end(r: &Region) -> bool {
+    matches!(r.backing, Backing::Anon { label: Some(PAST_END) })
+}
+
+/// The file offset of a file backing (0 for anonymous memory).
+fn backing_offset(backing: &Backing) -> u64 {
+    match backing {
+        Backing::Pm { offset, .. } | Backing::SharedFile { offset, .. } | Backing::File { offset, .. } => *offset,
+        Backing::Anon { .. } => 0,
+    }
 }
 
 fn page_up(x: u64) -> Option<u64> {
@@ -137,6 +188,9 @@ impl Kernel {
         }
         self.check_budget(m, len)?;
         let perm = Perm::from_prot(prot);
+        let read_only_shared = kind != MAP_PRIVATE
+            && flags & MAP_ANONYMOUS == 0
+            && self.fds.get(fd).is_ok_and(|f| f.desc.borrow().flags & libc::O_ACCMODE == libc::O_RDONLY);
         let (block, block_off, backing) = if flags & MAP_ANONYMOUS != 0 {
             // Shared anonymous memory is named as Linux names it, and a fork shares it.
             let label = (kind != MAP_PRIVATE).then_some(emu::memory::SHARED_ANON);
@@ -144,6 +198,14 @@ impl Kernel {
         } else {
             self.file_block(fd, off, len, kind, perm, flags)?
         };
+        if let Backing::Pm { offset, .. } = &backing {
+            // Device addresses give each PM file 1 TiB (`emu::pm::FILE_SHIFT`): a mapping past
+            // that would name another file's lines, and crash images would mix the two.
+            if offset.checked_add(len).is_none_or(|e| e > 1 << emu::pm::FILE_SHIFT) {
+                self.note_refused(m, 9, "mmap of a PM file past its first TiB", "EOVERFLOW");
+                return err(libc::EOVERFLOW);
+            }
+        }
         if let Backing::Pm { file_id, .. } = &backing {
             // The device reads the file back instead of keeping copies of unpersisted lines.
             let f = self.fds.get(fd)?.clone();
@@ -170,6 +232,16 @@ impl Kernel {
             Backing::Pm { .. } | Backing::SharedFile { .. } => self.file_pages(fd, off).min(len),
             _ => len,
         };
+        if file_part < len {
+            let host = match &self.fds.get(fd)?.desc.borrow().kind {
+                Kind::File { host, .. } => Some(host.clone()),
+                _ => None,
+            };
+            if let Some(host) = host {
+                let backing = backing_at(&backing, file_part);
+                self.note_past_end(PastEnd { start: start + file_part, end: start + len, backing, host });
+            }
+        }
         if file_part > 0 {
             let region = Region { start, end: start + file_part, perm, block, block_off, backing };
             m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
@@ -182,13 +254,17 @@ impl Kernel {
                 perm,
                 block: tail,
                 block_off: 0,
-                backing: Backing::Anon { label: Some("[past end of file]") },
+                backing: Backing::Anon { label: Some(PAST_END) },
             };
             m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
             m.add_sigbus_range(start + file_part, start + len);
         }
         if perm.exec() {
             m.code_changed(start, start + len);
+        }
+        self.mm.no_write.retain(|&(a, b)| b <= start || a >= start + len);
+        if read_only_shared {
+            self.mm.no_write.push((start, start + len));
         }
         Ok(start)
     }
@@ -213,10 +289,23 @@ impl Kernel {
                     return err(libc::EACCES);
                 }
                 if shared && *pm {
-                    let file_id = self.pm_file_id(host);
-                    let block =
-                        HostBlock::file_shared(file.as_raw_fd(), off, len as usize).map_err(|_| Errno(libc::ENOMEM))?;
-                    return Ok((block, 0, Backing::Pm { path: d.guest_path.clone(), file_id, offset: off }));
+                    // Guest memory is a read-write host mapping of the file, which a read-only
+                    // descriptor cannot give: a pool opened `O_RDONLY` and mapped `PROT_READ`
+                    // (a checker, a recovery that only reads) is mapped through a read-write
+                    // descriptor of ferrite's own. Where ferrite may not write the file either,
+                    // the mapping is a private copy below, as for an ordinary file.
+                    let again =
+                        (acc == libc::O_RDONLY).then(|| std::fs::OpenOptions::new().read(true).write(true).open(host));
+                    let raw = match &again {
+                        None => Some(file.as_raw_fd()),
+                        Some(Ok(f)) => Some(f.as_raw_fd()),
+                        Some(Err(_)) => None,
+                    };
+                    if let Some(raw) = raw {
+                        let file_id = self.pm_file_id(host);
+                        let block = HostBlock::file_shared(raw, off, len as usize).map_err(|_| Errno(libc::ENOMEM))?;
+                        return Ok((block, 0, Backing::Pm { path: d.guest_path.clone(), file_id, offset: off }));
+                    }
                 }
                 if flags & MAP_SYNC != 0 && kind == MAP_SHARED_VALIDATE {
                     // MAP_SYNC needs a DAX file: only the PM mount is one.
@@ -256,7 +345,7 @@ impl Kernel {
             return;
         }
         let file_id = self.proc.pm_files.get(&host.to_string_lossy().into_owned()).copied();
-        self.unmap_past_end(m, guest, file_id, len);
+        self.unmap_past_end(m, guest, host, file_id, len);
         // The other processes' address spaces too (a fork's share of the mapping, or a mapping
         // of their own): each is the machine's for a moment, as a fork's child's is for its
         // CLONE_CHILD_SETTID. Left as they were, their pages past the end raised SIGBUS in
@@ -270,9 +359,11 @@ impl Kernel {
             .collect();
         for pid in holders {
             let held = self.procs.get_mut(&pid).and_then(|p| p.saved.as_mut()).and_then(|s| s.space.take());
-            let Some((mut space, mm)) = held else { continue };
+            let Some((mut space, mut mm)) = held else { continue };
             m.swap_address_space(&mut space);
-            self.unmap_past_end(m, guest, file_id, len);
+            std::mem::swap(&mut self.mm, &mut mm);
+            self.unmap_past_end(m, guest, host, file_id, len);
+            std::mem::swap(&mut self.mm, &mut mm);
             m.swap_address_space(&mut space);
             if let Some(s) = self.procs.get_mut(&pid).and_then(|p| p.saved.as_mut()) {
                 s.space = Some((space, mm));
@@ -285,9 +376,9 @@ impl Kernel {
 
     /// The pages of the shared mappings of `guest` (PM file `file_id`) past byte `len` of the
     /// file become anonymous memory that raises SIGBUS in the guest.
-    fn unmap_past_end(&mut self, m: &mut Machine, guest: &str, file_id: Option<u32>, len: u64) {
+    fn unmap_past_end(&mut self, m: &mut Machine, guest: &str, host: &std::path::Path, file_id: Option<u32>, len: u64) {
         let Some(keep) = page_up(len) else { return };
-        let cuts: Vec<(u64, u64, Perm)> = m
+        let cuts: Vec<(u64, u64, Perm, Backing)> = m
             .mem
             .regions()
             .filter_map(|r| {
@@ -297,16 +388,118 @@ impl Kernel {
                     _ => return None,
                 };
                 let from = r.start + keep.saturating_sub(off);
-                (from < r.end).then_some((from, r.end, r.perm))
+                (from < r.end).then(|| (from, r.end, r.perm, backing_at(&r.backing, from - r.start)))
             })
             .collect();
-        for (a, b, perm) in cuts {
+        for (a, b, perm, backing) in cuts {
             m.unmap(a, b);
             let Ok(block) = HostBlock::anon((b - a) as usize) else { continue };
-            let label = Some("[past end of file]");
+            let label = Some(PAST_END);
             let region = Region { start: a, end: b, perm, block, block_off: 0, backing: Backing::Anon { label } };
             if m.map(region).is_ok() {
                 m.add_sigbus_range(a, b);
+                self.note_past_end(PastEnd { start: a, end: b, backing, host: host.to_path_buf() });
+            }
+        }
+    }
+
+    /// Whether some process maps pages past the end of a file ([`PastEnd`]): only then must a
+    /// write that grows a file look for them.
+    pub(crate) fn maps_past_end(&self) -> bool {
+        !self.mm.past_end.is_empty()
+            || self.procs.values().any(|p| {
+                p.saved.as_ref().is_some_and(|s| s.space.as_ref().is_some_and(|(_, mm)| !mm.past_end.is_empty()))
+            })
+    }
+
+    /// Remembers a range of pages past the end of a mapped file, forgetting the ranges it
+    /// replaced.
+    fn note_past_end(&mut self, e: PastEnd) {
+        self.mm.past_end.retain(|o| o.end <= e.start || o.start >= e.end);
+        self.mm.past_end.push(e);
+    }
+
+    /// After the file at host path `host` grew to `len` bytes: the pages of its shared mappings
+    /// that lay past its end and that it now covers are the file's again, in every process.
+    pub(crate) fn file_grown(&mut self, m: &mut Machine, host: &std::path::Path, len: u64) {
+        if !self.mm.past_end.is_empty() {
+            self.past_end_grown(m, host, len);
+        }
+        let holders: Vec<u32> = self
+            .procs
+            .iter()
+            .filter(|(_, p)| {
+                p.ended.is_none()
+                    && p.saved.as_ref().is_some_and(|s| s.space.as_ref().is_some_and(|(_, mm)| !mm.past_end.is_empty()))
+            })
+            .map(|(&pid, _)| pid)
+            .collect();
+        for pid in holders {
+            let held = self.procs.get_mut(&pid).and_then(|p| p.saved.as_mut()).and_then(|s| s.space.take());
+            let Some((mut space, mut mm)) = held else { continue };
+            m.swap_address_space(&mut space);
+            std::mem::swap(&mut self.mm, &mut mm);
+            self.past_end_grown(m, host, len);
+            std::mem::swap(&mut self.mm, &mut mm);
+            m.swap_address_space(&mut space);
+            if let Some(s) = self.procs.get_mut(&pid).and_then(|p| p.saved.as_mut()) {
+                s.space = Some((space, mm));
+            }
+        }
+    }
+
+    /// [`Kernel::file_grown`] in the machine's address space.
+    fn past_end_grown(&mut self, m: &mut Machine, host: &std::path::Path, len: u64) {
+        let Some(cover) = page_up(len) else { return };
+        let ranges = std::mem::take(&mut self.mm.past_end);
+        for e in ranges {
+            let off = backing_offset(&e.backing);
+            if e.host != host || off >= cover {
+                self.mm.past_end.push(e);
+                continue;
+            }
+            // Still the pages this range left, unless the guest mapped something else there.
+            let pieces: Vec<Perm> = m
+                .mem
+                .regions()
+                .filter(|r| r.start < e.end && r.end > e.start)
+                .filter(|r| matches!(r.backing, Backing::Anon { label: Some(PAST_END) }))
+                .map(|r| r.perm)
+                .collect();
+            let whole = m.mem.first_hole(e.start, e.end).is_none()
+                && m.mem.regions().filter(|r| r.start < e.end && r.end > e.start).count() == pieces.len();
+            if !whole || pieces.is_empty() {
+                continue;
+            }
+            let Ok(file) = std::fs::OpenOptions::new().read(true).write(true).open(&e.host) else {
+                self.mm.past_end.push(e);
+                continue;
+            };
+            let n = (cover - off).min(e.end - e.start);
+            let Ok(block) = HostBlock::file_shared(file.as_raw_fd(), off, n as usize) else {
+                self.mm.past_end.push(e);
+                continue;
+            };
+            let perm = pieces[0];
+            m.unmap(e.start, e.end);
+            let region =
+                Region { start: e.start, end: e.start + n, perm, block, block_off: 0, backing: e.backing.clone() };
+            if m.map(region).is_err() {
+                continue;
+            }
+            if perm.exec() {
+                m.code_changed(e.start, e.start + n);
+            }
+            if e.start + n < e.end {
+                let (a, b) = (e.start + n, e.end);
+                let Ok(block) = HostBlock::anon((b - a) as usize) else { continue };
+                let label = Some(PAST_END);
+                let region = Region { start: a, end: b, perm, block, block_off: 0, backing: Backing::Anon { label } };
+                if m.map(region).is_ok() {
+                    m.add_sigbus_range(a, b);
+                    let backing = backing_at(&e.backing, n);
+                    self.mm.past_end.push(PastEnd { start: a, end: b, backing, host: e.host });
+                }
             }
         }
     }
@@ -340,6 +533,7 @@ impl Kernel {
         }
         let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(Errno(libc::EINVAL))?;
         m.unmap(addr, end);
+        self.mm.no_write.retain(|&(a, b)| b <= addr || a >= end);
         Ok(0)
     }
 
@@ -350,6 +544,9 @@ impl Kernel {
         let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(Errno(libc::ENOMEM))?;
         if end == addr {
             return Ok(0);
+        }
+        if prot & libc::PROT_WRITE as u64 != 0 && self.mm.no_write.iter().any(|&(a, b)| a < end && b > addr) {
+            return err(libc::EACCES);
         }
         match m.protect(addr, end, Perm::from_prot(prot)) {
             Ok(()) => Ok(0),
@@ -365,21 +562,45 @@ impl Kernel {
         old_len: u64,
         new_len: u64,
         flags: u64,
-        _new_addr: u64,
+        new_addr: u64,
     ) -> SysResult {
         if !old.is_multiple_of(PAGE) || new_len == 0 || flags & !(MREMAP_MAYMOVE | MREMAP_FIXED | 4) != 0 {
             return err(libc::EINVAL);
         }
-        if flags & MREMAP_FIXED != 0 {
-            // Moving to a chosen address: rare outside allocators that ferrite's guests use.
+        if flags & MREMAP_FIXED != 0 && flags & MREMAP_MAYMOVE == 0 {
             return err(libc::EINVAL);
         }
         let old_len = page_up(old_len).ok_or(Errno(libc::EINVAL))?;
         let new_len = page_up(new_len).ok_or(Errno(libc::EINVAL))?;
         let old_end = old.checked_add(old_len).ok_or(Errno(libc::EFAULT))?;
-        let r = m.mem.find(old).cloned().ok_or(Errno(libc::EFAULT))?;
-        if r.end < old_end {
+        // The regions of the range: one mapping on Linux, here perhaps several pieces (a file
+        // mapping grown before, its pages past the file's end, parts of other protections).
+        if old_len == 0 || m.mem.first_hole(old, old_end).is_some() {
             return err(libc::EFAULT);
+        }
+        let pieces: Vec<Region> = m.mem.regions().filter(|r| r.start < old_end && r.end > old).cloned().collect();
+        // A moved read-only shared mapping may be made writable where it lands: a rare case,
+        // left as an approximation.
+        self.mm.no_write.retain(|&(a, b)| b <= old || a >= old_end);
+        let last = pieces.last().cloned().ok_or(Errno(libc::EFAULT))?;
+        if flags & MREMAP_FIXED != 0 {
+            // Linux's mremap_to: the target is page-aligned, within the user space, apart from
+            // the old range; whatever was there goes.
+            let target_end = new_addr.checked_add(new_len).ok_or(Errno(libc::EINVAL))?;
+            if !new_addr.is_multiple_of(PAGE) || new_addr < MMAP_BOTTOM || target_end > STACK_TOP {
+                return err(libc::EINVAL);
+            }
+            if new_addr < old_end && target_end > old {
+                return err(libc::EINVAL);
+            }
+            if new_len > old_len {
+                self.check_budget(m, new_len - old_len)?;
+            }
+            m.unmap(new_addr, target_end);
+            let keep = old_len.min(new_len);
+            let to = self.move_mapping(m, &pieces, old, keep, new_len, new_addr)?;
+            m.unmap(old + keep, old_end);
+            return Ok(to);
         }
         if new_len <= old_len {
             m.unmap(old + new_len, old_end);
@@ -387,38 +608,172 @@ impl Kernel {
         }
         let grow = new_len - old_len;
         self.check_budget(m, grow)?;
-        let can_extend = r.end == old_end && !m.mem.overlaps(old_end, old_end + grow) && old_end + grow <= MMAP_TOP;
-        if can_extend && matches!(r.backing, Backing::Anon { .. }) {
+        let can_extend = !m.mem.overlaps(old_end, old_end + grow) && old_end + grow <= MMAP_TOP;
+        if can_extend && matches!(last.backing, Backing::Anon { .. }) && !is_past_end(&last) {
             let block = HostBlock::anon(grow as usize).map_err(|_| Errno(libc::ENOMEM))?;
             let ext = Region {
                 start: old_end,
                 end: old_end + grow,
-                perm: r.perm,
+                perm: last.perm,
                 block,
                 block_off: 0,
-                backing: r.backing.clone(),
+                backing: last.backing.clone(),
             };
             m.map(ext).map_err(|_| Errno(libc::ENOMEM))?;
+            return Ok(old);
+        }
+        if let (true, Some(backing)) = (can_extend, self.shared_backing_at(&last, old_end)) {
+            self.map_file_pages(m, old_end, grow, last.perm, backing)?;
             return Ok(old);
         }
         if flags & MREMAP_MAYMOVE == 0 {
             return err(libc::ENOMEM);
         }
-        if !matches!(r.backing, Backing::Anon { .. }) {
-            return err(libc::EINVAL);
-        }
         let start = m.mem.find_free(new_len, 0, MMAP_BOTTOM, MMAP_TOP).ok_or(Errno(libc::ENOMEM))?;
-        let block = HostBlock::anon(new_len as usize).map_err(|_| Errno(libc::ENOMEM))?;
-        // Copy the old contents host-side: the old range may not be readable by the guest.
-        let mut data = vec![0u8; old_len as usize];
-        m.mem.read_unchecked(old, &mut data);
-        // SAFETY: the new block is `new_len >= old_len` bytes of fresh host memory owned here.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), block.as_ptr(), data.len()) };
-        let region =
-            Region { start, end: start + new_len, perm: r.perm, block, block_off: 0, backing: r.backing.clone() };
-        m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
-        m.unmap(old, old_end);
-        Ok(start)
+        self.move_mapping(m, &pieces, old, old_len, new_len, start)
+    }
+
+    /// The shared file mapping (PM or not) that address `at`, just past region `r`, continues,
+    /// if `r` is one: its own pages or those past its file's end.
+    fn shared_backing_at(&self, r: &Region, at: u64) -> Option<Backing> {
+        match &r.backing {
+            Backing::Pm { .. } | Backing::SharedFile { .. } => Some(backing_at(&r.backing, at - r.start)),
+            _ if is_past_end(r) => self
+                .mm
+                .past_end
+                .iter()
+                .find(|e| e.start <= r.start && r.start < e.end)
+                .map(|e| backing_at(&e.backing, at - e.start)),
+            _ => None,
+        }
+    }
+
+    /// Moves `[old, old + keep)`, made of the regions `pieces`, to `to`, with `new_len - keep`
+    /// more bytes after it: anonymous memory is copied; a shared file mapping keeps its host
+    /// memory (a PM mapping its device lines) and its pages past the file's end, and maps the
+    /// file further on for the pages it grows by.
+    fn move_mapping(
+        &mut self,
+        m: &mut Machine,
+        pieces: &[Region],
+        old: u64,
+        keep: u64,
+        new_len: u64,
+        to: u64,
+    ) -> SysResult {
+        let first = &pieces[0];
+        let last = &pieces[pieces.len() - 1];
+        let shared_file = pieces
+            .iter()
+            .all(|r| matches!(r.backing, Backing::Pm { .. } | Backing::SharedFile { .. }) || is_past_end(r));
+        if shared_file {
+            let grow_backing = self.shared_backing_at(last, old + keep);
+            for r in pieces {
+                let (a, b) = (r.start.max(old), r.end.min(old + keep));
+                if a >= b {
+                    continue;
+                }
+                let dst = to + (a - old);
+                let moved = Region {
+                    start: dst,
+                    end: dst + (b - a),
+                    perm: r.perm,
+                    block: r.block.clone(),
+                    block_off: r.block_off + (a - r.start) as usize,
+                    backing: backing_at(&r.backing, a - r.start),
+                };
+                let entry = self.mm.past_end.iter().find(|e| e.start <= a && a < e.end).cloned();
+                m.unmap(a, b);
+                m.map(moved).map_err(|_| Errno(libc::ENOMEM))?;
+                if is_past_end(r) {
+                    m.add_sigbus_range(dst, dst + (b - a));
+                    if let Some(e) = entry {
+                        let backing = backing_at(&e.backing, a - e.start);
+                        self.note_past_end(PastEnd { start: dst, end: dst + (b - a), backing, host: e.host });
+                    }
+                }
+            }
+            if let (true, Some(backing)) = (new_len > keep, grow_backing) {
+                self.map_file_pages(m, to + keep, new_len - keep, last.perm, backing)?;
+            }
+        } else {
+            let backing = backing_at(&first.backing, old - first.start);
+            let block = HostBlock::anon(new_len as usize).map_err(|_| Errno(libc::ENOMEM))?;
+            // Copy the old contents host-side: the old range may not be readable by the guest.
+            let mut data = vec![0u8; keep as usize];
+            m.mem.read_unchecked(old, &mut data);
+            // SAFETY: the new block is `new_len >= keep` bytes of fresh host memory owned here.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), block.as_ptr(), data.len()) };
+            if let (Backing::File { path, .. }, true) = (&backing, new_len > keep) {
+                // A private file mapping grows by the file's next bytes.
+                if let Ok(crate::vfs::Target::Host { host, .. }) = self.resolve(path) {
+                    if let Ok(f) = std::fs::File::open(host) {
+                        // SAFETY: the block is `new_len` bytes of fresh host memory owned here.
+                        let dst = unsafe {
+                            std::slice::from_raw_parts_mut(block.as_ptr().add(keep as usize), (new_len - keep) as usize)
+                        };
+                        let from = backing_offset(&backing) + keep;
+                        let mut at = 0;
+                        while at < dst.len() {
+                            match std::os::unix::fs::FileExt::read_at(&f, &mut dst[at..], from + at as u64) {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => at += n,
+                            }
+                        }
+                    }
+                }
+            }
+            let region = Region { start: to, end: to + new_len, perm: first.perm, block, block_off: 0, backing };
+            m.unmap(old, old + keep);
+            m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
+        }
+        if pieces.iter().any(|r| r.perm.exec()) {
+            m.code_changed(to, to + new_len);
+        }
+        Ok(to)
+    }
+
+    /// Maps `len` bytes at `start` of the shared file mapping `backing` (of a region being grown
+    /// or moved): the pages the file covers are the file's, the rest raise SIGBUS until it grows.
+    fn map_file_pages(
+        &mut self,
+        m: &mut Machine,
+        start: u64,
+        len: u64,
+        perm: Perm,
+        backing: Backing,
+    ) -> Result<(), Errno> {
+        let path = match &backing {
+            Backing::Pm { path, .. } | Backing::SharedFile { path, .. } => path.clone(),
+            _ => return err(libc::EINVAL),
+        };
+        let crate::vfs::Target::Host { host, .. } = self.resolve(&path)? else { return err(libc::ENOMEM) };
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&host).map_err(|_| Errno(libc::ENOMEM))?;
+        let size = file.metadata()?.len();
+        let off = backing_offset(&backing);
+        if let Backing::Pm { .. } = &backing {
+            if off.checked_add(len).is_none_or(|e| e > 1 << emu::pm::FILE_SHIFT) {
+                self.note_refused(m, 25, "mremap of a PM file past its first TiB", "EOVERFLOW");
+                return err(libc::EOVERFLOW);
+            }
+        }
+        let file_part = page_up(size.saturating_sub(off)).unwrap_or(0).min(len);
+        if file_part > 0 {
+            let block =
+                HostBlock::file_shared(file.as_raw_fd(), off, file_part as usize).map_err(|_| Errno(libc::ENOMEM))?;
+            let region = Region { start, end: start + file_part, perm, block, block_off: 0, backing: backing.clone() };
+            m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
+        }
+        if file_part < len {
+            let (a, b) = (start + file_part, start + len);
+            let block = HostBlock::anon((b - a) as usize).map_err(|_| Errno(libc::ENOMEM))?;
+            let label = Some(PAST_END);
+            let region = Region { start: a, end: b, perm, block, block_off: 0, backing: Backing::Anon { label } };
+            m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
+            m.add_sigbus_range(a, b);
+            self.note_past_end(PastEnd { start: a, end: b, backing: backing_at(&backing, file_part), host });
+        }
+        Ok(())
     }
 
     pub(crate) fn madvise(&mut self, m: &mut Machine, addr: u64, len: u64, advice: i32) -> SysResult {
@@ -428,6 +783,35 @@ impl Kernel {
         let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(Errno(libc::EINVAL))?;
         if m.mem.first_hole(addr, end).is_some() {
             return err(libc::ENOMEM);
+        }
+        if advice == libc::MADV_REMOVE {
+            // Linux's madvise_remove: a hole punched in the file behind a shared mapping; the
+            // pages read zeros afterwards, through every mapping.
+            let parts: Vec<(u64, u64, Backing)> = m
+                .mem
+                .regions()
+                .filter(|r| r.start < end && r.end > addr)
+                .map(|r| (r.start.max(addr), r.end.min(end), backing_at(&r.backing, r.start.max(addr) - r.start)))
+                .collect();
+            for (_, _, b) in &parts {
+                match b {
+                    Backing::Pm { .. } | Backing::SharedFile { .. } => {}
+                    Backing::File { .. } => return err(libc::EACCES),
+                    Backing::Anon { .. } => return err(libc::EINVAL),
+                }
+            }
+            for (a, z, b) in parts {
+                let (Backing::Pm { path, offset, .. } | Backing::SharedFile { path, offset, .. }) = &b else {
+                    continue;
+                };
+                let Ok(crate::vfs::Target::Host { host, pm, .. }) = self.resolve(path) else {
+                    return err(libc::EINVAL);
+                };
+                let file = std::fs::OpenOptions::new().read(true).write(true).open(&host)?;
+                let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+                self.fallocate_host(m, &file, &host, pm, mode, *offset, z - a)?;
+            }
+            return Ok(0);
         }
         if advice == libc::MADV_DONTNEED {
             // Private anonymous pages read back as zeros afterwards; file copies likewise lose
@@ -451,7 +835,11 @@ impl Kernel {
     }
 
     pub(crate) fn msync(&mut self, m: &mut Machine, addr: u64, len: u64, flags: i32) -> SysResult {
-        if !addr.is_multiple_of(PAGE) || flags & !(libc::MS_ASYNC | libc::MS_SYNC | libc::MS_INVALIDATE) != 0 {
+        if !addr.is_multiple_of(PAGE)
+            || flags & !(libc::MS_ASYNC | libc::MS_SYNC | libc::MS_INVALIDATE) != 0
+            || flags & (libc::MS_ASYNC | libc::MS_SYNC) == libc::MS_ASYNC | libc::MS_SYNC
+        {
+            // Linux's msync: MS_SYNC and MS_ASYNC together are EINVAL.
             return err(libc::EINVAL);
         }
         let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(Errno(libc::ENOMEM))?;

@@ -470,6 +470,31 @@ impl Machine {
         }
     }
 
+    /// The parts of device range `[dev, dev + len)` that a PM mapping of the running process
+    /// shows, as `(dev, len)` pairs in device order (overlaps of two mappings merged): what a
+    /// kernel change of the file's bytes must tell the device about.
+    pub fn pm_mapped_ranges(&self, dev: u64, len: u64) -> Vec<(u64, u64)> {
+        let end = dev.saturating_add(len);
+        let mut parts: Vec<(u64, u64)> = self
+            .uc
+            .get_data()
+            .pm
+            .windows
+            .iter()
+            .map(|&(ws, we, wdev)| (wdev.max(dev), (wdev + (we - ws)).min(end)))
+            .filter(|(lo, hi)| lo < hi)
+            .collect();
+        parts.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::new();
+        for (lo, hi) in parts {
+            match merged.last_mut() {
+                Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
+                _ => merged.push((lo, hi)),
+            }
+        }
+        merged.into_iter().map(|(lo, hi)| (lo, hi - lo)).collect()
+    }
+
     /// The PM device: what is durable and which crash images the run allows now.
     pub fn pm(&self) -> &PmDevice {
         &self.uc.get_data().pm.device
