@@ -141,6 +141,9 @@ pub fn run(a: RunArgs) -> Result<i32> {
             "cache_flushes": out.translation.cache_flushes,
             "ranges_removed": out.translation.ranges_removed,
             "hooks_swept": out.translation.hooks_swept,
+            "regions_peak": out.translation.regions_peak,
+            "regions_faulted_in": out.translation.regions_faulted_in,
+            "regions_evicted": out.translation.regions_evicted,
             "dirty_pages": emu::dirty::mode(),
         });
         if let (Some(b), Some(map)) = (out.branching, stats.as_object_mut()) {
