@@ -40,7 +40,7 @@ use crate::client::{self, ClientState, Request};
 use crate::cpuid::CpuidTable;
 use crate::decode::{AccessKind, Decoder, FenceOp, FlushOp, MemRef, Special, Term};
 use crate::events::{Event, EventKind, Interest, Observer};
-use crate::memory::{Backing, MemError, Memory, Perm, Region};
+use crate::memory::{Backing, FixedMemory, MemError, Memory, Perm, Region};
 use crate::pm::{device_addr, FenceKind, FlushKind, PmConfig, PmDevice, StoreKind};
 use crate::sched::{Scheduler, Strategy};
 use crate::sync::SyncKind;
@@ -265,6 +265,13 @@ pub struct TranslationStats {
     /// Accesses of C++ atomics unhooked after they found their object in PM only
     /// ([`hooks::unhook_pm_atomics`]).
     pub atomic_pm_pcs: u64,
+    /// Most regions of the running address space Unicorn held at once (a bounded working set:
+    /// [`crate::memory::uc_regions`]).
+    pub regions_peak: u64,
+    /// Regions mapped into Unicorn by the access that reached them ([`Memory::fault_in`]).
+    pub regions_faulted_in: u64,
+    /// Regions taken out of Unicorn above the bound ([`Memory::trim`]).
+    pub regions_evicted: u64,
 }
 
 /// The emulated machine: the engine with its hooks, guest memory, the PM device, the threads and
@@ -273,8 +280,8 @@ pub struct Machine {
     uc: Unicorn<'static, HookState>,
     /// The guest address-space table. Read it freely; change mappings through [`Machine::map`],
     /// [`Machine::unmap`] and [`Machine::protect`], which keep Unicorn, PM windows and translations
-    /// in step.
-    pub mem: Memory,
+    /// in step. At a fixed address, which the hooks hold ([`HookState::table`]).
+    pub mem: FixedMemory,
     /// Hooks of each PM window, by window start.
     pm_hooks: Vec<(u64, Vec<unicorn_engine::UcHookId>)>,
     /// Guest threads that are not running, by tid; the running one lives in the engine. Keyed,
@@ -432,7 +439,12 @@ impl Machine {
             tcg: TranslationStats::default(),
             debug: None,
             phys: state::Phys::default(),
+            table: std::ptr::null_mut(),
+            trim_due: None,
         };
+        let mem = FixedMemory::new(Memory::default());
+        let mut state = state;
+        state.table = mem.as_ptr();
         // The engine is made by the first hook added below; its first write, the prologue, faults
         // in the first page of the translation buffer, which QEMU asks to be a 2 MiB huge page:
         // zeroing it (and compacting memory for it) was a tenth of a short run's CPU, where the
@@ -463,7 +475,7 @@ impl Machine {
         }
         Ok(Machine {
             uc,
-            mem: Memory::default(),
+            mem,
             pm_hooks: Vec::new(),
             slots: std::collections::BTreeSet::new(),
             registered: 1,
@@ -529,7 +541,13 @@ impl Machine {
 
     /// What Unicorn's translation cache has done so far in this machine.
     pub fn translation_stats(&self) -> TranslationStats {
-        self.uc.get_data().tcg
+        let r = self.mem.residency();
+        TranslationStats {
+            regions_peak: r.peak as u64,
+            regions_faulted_in: r.faulted_in,
+            regions_evicted: r.evicted,
+            ..self.uc.get_data().tcg
+        }
     }
 
     /// Throws every translation away (code translated before a hook existed would not call it).

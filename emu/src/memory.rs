@@ -10,10 +10,21 @@
 //! neighbours that could be one region are merged, so the number of Unicorn regions stays small.
 //! Reads and writes on behalf of the kernel go straight to the host pointers, checked against the
 //! table's protections the way `copy_from_user`/`copy_to_user` check them.
+//!
+//! Unicorn holds a bounded working set of the table's regions ([`uc_regions`], 64 by default):
+//! its cost of mapping one more region grows with the regions it holds (its search for a RAM
+//! offset walks every block, and the flat view is rebuilt), so a program with thousands of
+//! mappings or thread stacks would pay that on every `mmap`. A region Unicorn does not hold is
+//! mapped into it by the machine's unmapped-access hook on the first access that reaches it
+//! ([`Memory::fault_in`]), and the access goes on as if it had always been there; above the bound,
+//! the least recently faulted-in regions are taken out at the next stop ([`Memory::trim`]). Which
+//! regions are held is decided by the guest's execution alone (a counter of faults and mappings),
+//! and what the guest sees does not depend on it: docs/architecture.md, "Memory", has the design.
 
 use std::collections::BTreeMap;
 use std::ptr::NonNull;
 use std::rc::Rc;
+use std::sync::OnceLock;
 
 use unicorn_engine::{Prot, Unicorn};
 
@@ -299,6 +310,37 @@ pub enum MemError {
     Engine,
 }
 
+/// Regions of one address space Unicorn holds at most by default, before the least recently
+/// faulted-in are taken out of it ([`Memory::trim`]). Measured (docs/performance.md, "Many
+/// mappings"): Unicorn's cost of a map grows with what it holds, and programs below this many
+/// regions (nearly all: a dynamic program has a few dozen) never fault one in.
+pub const UC_REGIONS: usize = 64;
+
+/// The bound in force: `FERRITE_UC_REGIONS` (a testing knob: a number, at least 1) or
+/// [`UC_REGIONS`]. Which regions Unicorn holds never changes what the guest sees, so a run gives
+/// the same trace whatever the bound; tests run programs with a small one to show it.
+pub fn uc_regions() -> usize {
+    static LIMIT: OnceLock<usize> = OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        std::env::var("FERRITE_UC_REGIONS")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .filter(|&n| n >= 1)
+            .unwrap_or(UC_REGIONS)
+    })
+}
+
+/// How an address space's working set in Unicorn went (for `--host-stats`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Residency {
+    /// Most regions Unicorn held at once.
+    pub peak: usize,
+    /// Regions mapped into Unicorn by an access that reached them ([`Memory::fault_in`]).
+    pub faulted_in: u64,
+    /// Regions taken out of Unicorn above the bound ([`Memory::trim`]).
+    pub evicted: u64,
+}
+
 /// The guest address space.
 #[derive(Default)]
 pub struct Memory {
@@ -307,16 +349,26 @@ pub struct Memory {
     mapped: u64,
     /// Where the regions are registered in Unicorn's physical space ([`Memory::base`]).
     base: u64,
+    /// The regions Unicorn holds while the table is registered, by start, each with the tick at
+    /// which it was last mapped in: never a `PROT_NONE` region, and always one of `regions` with
+    /// the same bounds. A registered table that is not running keeps its set, and a table
+    /// registered again ([`Memory::register`]) maps that set.
+    resident: BTreeMap<u64, u64>,
+    /// Counts mappings into Unicorn: the ticks of `resident`, decided by the guest alone.
+    tick: u64,
+    /// What the working set did.
+    residency: Residency,
 }
 
-/// Hands a region to Unicorn. A region the guest may not touch at all (`PROT_NONE`: thread-stack
+/// Hands a region to Unicorn (through [`Memory::enter`] or [`Memory::fault_in`], which keep
+/// the resident set). A region the guest may not touch at all (`PROT_NONE`: thread-stack
 /// guard pages, reservations) is not given to Unicorn: an access there faults as unmapped, which
 /// the machine reports as the access fault it is (the table knows the page). Each region Unicorn
 /// holds costs it a RAM block, and once any block has been freed Unicorn's search for room for a
 /// new one is quadratic in the number of blocks: guard pages would double that number, and the
 /// usual way threads get their stacks (a `PROT_NONE` mapping, then `mprotect` of all but the
 /// guard) would free a block per thread.
-fn uc_map<D>(uc: &mut Unicorn<'static, D>, base: u64, r: &Region) -> Result<(), MemError> {
+fn uc_map<D>(uc: &mut Unicorn<'_, D>, base: u64, r: &Region) -> Result<(), MemError> {
     if r.perm == Perm::NONE {
         return Ok(());
     }
@@ -327,9 +379,131 @@ fn uc_map<D>(uc: &mut Unicorn<'static, D>, base: u64, r: &Region) -> Result<(), 
 }
 
 /// Takes a region away from Unicorn (see [`uc_map`] for the ones it never had).
-fn uc_unmap<D>(uc: &mut Unicorn<'static, D>, base: u64, r: &Region) {
+fn uc_unmap<D>(uc: &mut Unicorn<'_, D>, base: u64, r: &Region) {
     if r.perm != Perm::NONE {
         let _ = uc.mem_unmap(r.start + base, r.len());
+    }
+}
+
+/// The working set in Unicorn.
+impl Memory {
+    /// Maps `r` (in the table, or about to be) into Unicorn: always with a `stamp` (a region
+    /// that was held, or one the guest maps now), otherwise only while Unicorn holds fewer than
+    /// the bound, so that below it every region is held, as before there was a bound.
+    fn enter<D>(&mut self, uc: &mut Unicorn<'_, D>, r: &Region, stamp: Option<u64>) -> Result<(), MemError> {
+        if r.perm == Perm::NONE || (stamp.is_none() && self.resident.len() >= uc_regions()) {
+            return Ok(());
+        }
+        uc_map(uc, self.base, r)?;
+        let stamp = stamp.unwrap_or_else(|| self.next_tick());
+        self.hold(r.start, stamp);
+        Ok(())
+    }
+
+    /// Takes `r` out of Unicorn if it holds it; its stamp, for the pieces or the merge that
+    /// replace it.
+    fn leave<D>(&mut self, uc: &mut Unicorn<'_, D>, r: &Region) -> Option<u64> {
+        let stamp = self.resident.remove(&r.start)?;
+        uc_unmap(uc, self.base, r);
+        Some(stamp)
+    }
+
+    fn next_tick(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+
+    fn hold(&mut self, start: u64, stamp: u64) {
+        self.resident.insert(start, stamp);
+        self.residency.peak = self.residency.peak.max(self.resident.len());
+    }
+
+    /// Maps the region holding guest address `va` into Unicorn if the table maps it and Unicorn
+    /// does not hold it: called from the unmapped-access hook, whose access then goes on (a
+    /// protection the access lacks still faults, as it would have had the region been held).
+    /// False for an address the table does not map, a `PROT_NONE` page, or one Unicorn holds
+    /// already: a real fault.
+    pub fn fault_in<D>(&mut self, uc: &mut Unicorn<'_, D>, va: u64) -> bool {
+        let Some(r) = self.find(va) else { return false };
+        if r.perm == Perm::NONE || self.resident.contains_key(&r.start) {
+            return false;
+        }
+        let start = r.start;
+        if uc_map(uc, self.base, r).is_err() {
+            return false;
+        }
+        let stamp = self.next_tick();
+        self.hold(start, stamp);
+        self.residency.faulted_in += 1;
+        true
+    }
+
+    /// Whether Unicorn holds more regions than the bound: [`Memory::trim`] is due at the next stop.
+    pub fn over_bound(&self) -> bool {
+        self.resident.len() > uc_regions()
+    }
+
+    /// Whether Unicorn holds so many more than the bound that the machine should stop at the next
+    /// block to trim (a loop that touches many regions without a system call): a quarter more,
+    /// since every map costs in proportion to what Unicorn holds.
+    pub fn far_over_bound(&self) -> bool {
+        let bound = uc_regions();
+        self.resident.len() > bound + bound / 4
+    }
+
+    /// Above the bound, takes the least recently mapped-in regions out of Unicorn until a quarter
+    /// of the bound is free: data before code (taking code out throws its translations away),
+    /// and never the region of `pc`, where the next block runs from. Called only while the
+    /// engine is stopped (the machine's run loop, before it starts the engine again).
+    pub fn trim<D>(&mut self, uc: &mut Unicorn<'_, D>, pc: u64) {
+        let bound = uc_regions();
+        if self.resident.len() <= bound {
+            return;
+        }
+        let target = bound - bound / 4;
+        let keep = self.find(pc).map(|r| r.start);
+        let mut order: Vec<(bool, u64, u64)> = self
+            .resident
+            .iter()
+            .filter(|(s, _)| Some(**s) != keep)
+            .map(|(&s, &t)| (self.regions.get(&s).is_some_and(|r| r.perm.exec()), t, s))
+            .collect();
+        order.sort_unstable();
+        let excess = self.resident.len() - target;
+        for (_, _, s) in order.into_iter().take(excess) {
+            self.resident.remove(&s);
+            if let Some(r) = self.regions.get(&s) {
+                uc_unmap(uc, self.base, r);
+            }
+            self.residency.evicted += 1;
+        }
+    }
+
+    /// Regions Unicorn holds of this table now (while it is registered).
+    pub fn held(&self) -> usize {
+        self.resident.len()
+    }
+
+    /// What the working set did so far.
+    pub fn residency(&self) -> Residency {
+        self.residency
+    }
+
+    /// Copies guest memory into `buf` as Unicorn's own read of the engine would if it held every
+    /// region: every byte must be mapped, in a region that is not `PROT_NONE`. What the hooks
+    /// read of a region Unicorn does not hold now.
+    pub fn read_held(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
+        let end = addr.checked_add(buf.len() as u64).ok_or(MemError::Unmapped(addr))?;
+        let mut at = addr;
+        while at < end {
+            let r = self.find(at).ok_or(MemError::Unmapped(at))?;
+            if r.perm == Perm::NONE {
+                return Err(MemError::Protection(at));
+            }
+            at = r.end;
+        }
+        self.read_unchecked(addr, buf);
+        Ok(())
     }
 }
 
@@ -358,14 +532,16 @@ impl Memory {
     }
 
     /// Maps a new region into a free range.
-    pub fn map<D>(&mut self, uc: &mut Unicorn<'static, D>, region: Region) -> Result<(), MemError> {
+    pub fn map<D>(&mut self, uc: &mut Unicorn<'_, D>, region: Region) -> Result<(), MemError> {
         if !region.start.is_multiple_of(PAGE) || !region.end.is_multiple_of(PAGE) || region.end <= region.start {
             return Err(MemError::Engine);
         }
         if self.overlaps(region.start, region.end) {
             return Err(MemError::Overlap);
         }
-        uc_map(uc, self.base, &region)?;
+        // The guest is about to use it: held, however many Unicorn holds (trimmed at the next stop).
+        let stamp = self.next_tick();
+        self.enter(uc, &region, Some(stamp))?;
         self.mapped += region.len();
         let (s0, e0) = (region.start, region.end);
         self.regions.insert(region.start, region);
@@ -374,18 +550,12 @@ impl Memory {
     }
 
     /// Removes `[start, end)` from the address space, splitting regions that straddle its ends.
-    pub fn unmap<D>(&mut self, uc: &mut Unicorn<'static, D>, start: u64, end: u64) -> Vec<Region> {
+    pub fn unmap<D>(&mut self, uc: &mut Unicorn<'_, D>, start: u64, end: u64) -> Vec<Region> {
         self.carve(uc, start, end, None)
     }
 
     /// Changes the protection of `[start, end)`; every page of it must be mapped.
-    pub fn protect<D>(
-        &mut self,
-        uc: &mut Unicorn<'static, D>,
-        start: u64,
-        end: u64,
-        perm: Perm,
-    ) -> Result<(), MemError> {
+    pub fn protect<D>(&mut self, uc: &mut Unicorn<'_, D>, start: u64, end: u64, perm: Perm) -> Result<(), MemError> {
         if let Some(hole) = self.first_hole(start, end) {
             return Err(MemError::Unmapped(hole));
         }
@@ -407,13 +577,14 @@ impl Memory {
 
     /// Takes `[start, end)` out of the engine; with `perm`, puts it back with that protection
     /// (mprotect), otherwise returns the removed pieces (munmap).
-    fn carve<D>(&mut self, uc: &mut Unicorn<'static, D>, start: u64, end: u64, perm: Option<Perm>) -> Vec<Region> {
+    fn carve<D>(&mut self, uc: &mut Unicorn<'_, D>, start: u64, end: u64, perm: Option<Perm>) -> Vec<Region> {
         let keys: Vec<u64> =
             self.regions.range(..end).rev().take_while(|(_, r)| r.end > start).map(|(k, _)| *k).collect();
         let mut removed = Vec::new();
         for k in keys.into_iter().rev() {
             let r = self.regions.remove(&k).expect("key from the table");
-            uc_unmap(uc, self.base, &r);
+            // The pieces are held if the region was (or while Unicorn holds fewer than the bound).
+            let stamp = self.leave(uc, &r);
             self.mapped -= r.len();
             let (lo, hi) = (r.start.max(start), r.end.min(end));
             let mut pieces = Vec::new();
@@ -435,7 +606,7 @@ impl Memory {
             }
             for p in pieces {
                 // Re-registering memory that was registered a moment ago cannot overlap.
-                let _ = uc_map(uc, self.base, &p);
+                let _ = self.enter(uc, &p, stamp);
                 self.mapped += p.len();
                 self.regions.insert(p.start, p);
             }
@@ -447,7 +618,7 @@ impl Memory {
     }
 
     /// Merges the regions of `[start, end)` and its two neighbours that continue each other.
-    fn merge_range<D>(&mut self, uc: &mut Unicorn<'static, D>, start: u64, end: u64) {
+    fn merge_range<D>(&mut self, uc: &mut Unicorn<'_, D>, start: u64, end: u64) {
         let mut cursor = self.regions.range(..start).next_back().map(|(k, _)| *k).unwrap_or(start);
         while let Some(cur) = self.regions.range(cursor..).next().map(|(_, r)| r.clone()) {
             if cur.start > end {
@@ -455,12 +626,11 @@ impl Memory {
             }
             match self.regions.get(&cur.end).cloned() {
                 Some(next) if cur.continues_into(&next) => {
-                    uc_unmap(uc, self.base, &cur);
-                    uc_unmap(uc, self.base, &next);
+                    let stamp = self.leave(uc, &cur).max(self.leave(uc, &next));
                     self.regions.remove(&next.start);
                     let mut merged = cur;
                     merged.end = next.end;
-                    let _ = uc_map(uc, self.base, &merged);
+                    let _ = self.enter(uc, &merged, stamp);
                     self.regions.insert(merged.start, merged);
                 }
                 _ => cursor = cur.start + 1,
@@ -727,19 +897,21 @@ impl Memory {
     /// Puts memory back as it was at `snap`. Returns the executable ranges Unicorn had to map
     /// again (translations of them are gone; the caller forgets what it decoded there). The
     /// files behind shared mappings must be as long as they were at the snapshot.
-    pub fn restore<D>(&mut self, uc: &mut Unicorn<'static, D>, snap: &MemorySnapshot) -> Vec<(u64, u64)> {
+    pub fn restore<D>(&mut self, uc: &mut Unicorn<'_, D>, snap: &MemorySnapshot) -> Vec<(u64, u64)> {
         let mut changed = Vec::new();
         let current = std::mem::take(&mut self.regions);
         let kept = |r: &Region, other: &BTreeMap<u64, Region>| other.get(&r.start).is_some_and(|o| same_region(o, r));
+        // Regions kept stay held or not; the others leave Unicorn, and the snapshot's own enter
+        // it while it holds fewer than the bound (the rest are faulted in when reached).
         for r in current.values().filter(|r| !kept(r, &snap.regions)) {
-            uc_unmap(uc, self.base, r);
+            self.leave(uc, r);
             if r.perm.exec() {
                 changed.push((r.start, r.end));
             }
         }
         for r in snap.regions.values().filter(|r| !kept(r, &current)) {
             // The snapshot's table was consistent, and what overlapped it is unmapped above.
-            let _ = uc_map(uc, self.base, r);
+            let _ = self.enter(uc, r, None);
             if r.perm.exec() {
                 changed.push((r.start, r.end));
             }
@@ -946,13 +1118,22 @@ impl Memory {
             let copy = if shared_mapping(r) || !r.perm.write() { r.clone() } else { private_copy(r)? };
             regions.insert(copy.start, copy);
         }
-        Ok(Memory { regions, mapped: self.mapped, base })
+        // The child's working set is the parent's: registered at the child's slot, it holds
+        // the same starts, which the copy keeps.
+        Ok(Memory {
+            regions,
+            mapped: self.mapped,
+            base,
+            resident: self.resident.clone(),
+            tick: self.tick,
+            residency: Residency::default(),
+        })
     }
 
     /// Gives the private regions of `[start, end)` that cannot be written now host memory of
     /// their own (a copy), so that making them writable cannot change another process's
     /// memory. Returns whether anything was copied (Unicorn then holds the copies).
-    pub fn unshare<D>(&mut self, uc: &mut Unicorn<'static, D>, start: u64, end: u64) -> std::io::Result<bool> {
+    pub fn unshare<D>(&mut self, uc: &mut Unicorn<'_, D>, start: u64, end: u64) -> std::io::Result<bool> {
         let keys: Vec<u64> = self
             .regions
             .range(..end)
@@ -963,24 +1144,25 @@ impl Memory {
             .collect();
         for k in &keys {
             let copy = private_copy(&self.regions[k])?;
-            uc_unmap(uc, self.base, &self.regions[k]);
+            let old = self.regions.insert(*k, copy.clone()).expect("key from the table");
+            let stamp = self.leave(uc, &old);
             // The same range and protection as a moment ago: it cannot overlap.
-            let _ = uc_map(uc, self.base, &copy);
-            self.regions.insert(*k, copy);
+            let _ = self.enter(uc, &copy, stamp);
         }
         Ok(!keys.is_empty())
     }
 
-    /// Hands every region to Unicorn (a forked child's new table, at its own slot).
-    pub fn register<D>(&self, uc: &mut Unicorn<'static, D>) -> Result<(), MemError> {
-        self.regions.values().try_for_each(|r| uc_map(uc, self.base, r))
+    /// Hands the working set to Unicorn (a forked child's new table, at its own slot, or one
+    /// registered again); the other regions are faulted in when reached.
+    pub fn register<D>(&self, uc: &mut Unicorn<'_, D>) -> Result<(), MemError> {
+        self.resident.keys().try_for_each(|s| uc_map(uc, self.base, &self.regions[s]))
     }
 
     /// Takes every region away from Unicorn (a process that ends or `execve`s); the host
     /// memory goes when the table does.
-    pub fn unregister<D>(&self, uc: &mut Unicorn<'static, D>) {
-        for r in self.regions.values() {
-            uc_unmap(uc, self.base, r);
+    pub fn unregister<D>(&self, uc: &mut Unicorn<'_, D>) {
+        for s in self.resident.keys() {
+            uc_unmap(uc, self.base, &self.regions[s]);
         }
     }
 
@@ -1013,5 +1195,46 @@ impl Memory {
             Backing::SharedFile { offset, ino, .. } => Some((*ino, offset + (addr - r.start))),
             _ => None,
         })
+    }
+}
+
+/// A [`Memory`] at a fixed heap address: the machine's running table, which its hooks reach
+/// through a raw pointer while the engine runs (to map a region Unicorn does not hold, or read
+/// from one). Not a `Box`, whose uniqueness a pointer kept beside it would contradict; swapping
+/// another process's table in exchanges the contents, not the address.
+pub struct FixedMemory(NonNull<Memory>);
+
+impl FixedMemory {
+    /// `mem` moved to the heap.
+    pub fn new(mem: Memory) -> FixedMemory {
+        FixedMemory(NonNull::from(Box::leak(Box::new(mem))))
+    }
+
+    /// The table's address, valid while this lives.
+    pub fn as_ptr(&self) -> *mut Memory {
+        self.0.as_ptr()
+    }
+}
+
+impl std::ops::Deref for FixedMemory {
+    type Target = Memory;
+    fn deref(&self) -> &Memory {
+        // SAFETY: allocated in `new` and freed only in `drop`.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl std::ops::DerefMut for FixedMemory {
+    fn deref_mut(&mut self) -> &mut Memory {
+        // SAFETY: as in `deref`; the hooks use their pointer only while the engine runs, when the
+        // machine holds no reference made here.
+        unsafe { self.0.as_mut() }
+    }
+}
+
+impl Drop for FixedMemory {
+    fn drop(&mut self) {
+        // SAFETY: made by `Box::leak` in `new`, dropped once.
+        unsafe { drop(Box::from_raw(self.0.as_ptr())) }
     }
 }

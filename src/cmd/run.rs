@@ -143,6 +143,9 @@ pub fn run(a: RunArgs) -> Result<i32> {
             "hooks_swept": out.translation.hooks_swept,
             "atomic_dram_pcs": out.translation.atomic_dram_pcs,
             "atomic_pm_pcs": out.translation.atomic_pm_pcs,
+            "regions_peak": out.translation.regions_peak,
+            "regions_faulted_in": out.translation.regions_faulted_in,
+            "regions_evicted": out.translation.regions_evicted,
             "dirty_pages": emu::dirty::mode(),
         });
         if let (Some(b), Some(map)) = (out.branching, stats.as_object_mut()) {

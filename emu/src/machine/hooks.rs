@@ -515,7 +515,20 @@ pub(super) fn effective_address(uc: &Unicorn<'_, HookState>, m: &MemRef) -> u64 
 /// `mem_read` takes a physical address, see [`state::Phys`]).
 #[inline]
 pub(super) fn read_guest(uc: &Unicorn<'_, HookState>, va: u64, buf: &mut [u8]) -> Result<(), uc_error> {
-    uc.mem_read(uc.get_data().phys.pa(va), buf)
+    match uc.mem_read(uc.get_data().phys.pa(va), buf) {
+        Err(e) => read_table(uc.get_data(), va, buf).map_err(|_| e),
+        ok => ok,
+    }
+}
+
+/// Reads guest memory from the running table where Unicorn does not hold the region (its
+/// bounded working set, [`Memory::fault_in`]): what the hooks read must not depend on which
+/// regions it holds.
+#[cold]
+fn read_table(st: &HookState, va: u64, buf: &mut [u8]) -> Result<(), MemError> {
+    // SAFETY: the machine's table lives as long as the machine, and hooks run while the
+    // machine holds no mutable reference to it.
+    unsafe { &*st.table }.read_held(va, buf)
 }
 
 /// Reads the value of the `size`-byte word at `addr` (0 when it cannot be read).
@@ -841,7 +854,7 @@ pub(super) fn raw_rip(uc: *mut ffi::uc_engine) -> u64 {
 pub(super) fn raw_read_guest(uc: *mut ffi::uc_engine, st: &HookState, va: u64, buf: &mut [u8]) -> Result<(), uc_error> {
     // SAFETY: `uc` is the live engine calling the hook and `buf` is writable for its length.
     let err = unsafe { ffi::uc_mem_read(uc, st.phys.pa(va), buf.as_mut_ptr().cast(), buf.len() as u64) };
-    if err == uc_error::OK {
+    if err == uc_error::OK || read_table(st, va, buf).is_ok() {
         Ok(())
     } else {
         Err(err)
@@ -931,12 +944,14 @@ pub(super) extern "C" fn taint_mem_hook(
     let Some(taint) = st.obs.taint.as_deref_mut() else { return true };
     if taint.access(addr, size, t == MemType::WRITE as i32) && size <= 8 {
         // A compare-exchange's write: whether it failed (Unicorn writes a failed one's
-        // unchanged value back, after this hook) decides where its taint goes.
+        // unchanged value back, after this hook) decides where its taint goes. Read from the
+        // table if Unicorn does not hold the region yet (a write hook runs before the fault).
         let mut old = [0u8; 8];
-        // SAFETY: `uc` is the live engine calling the hook and `old` has room for `size` bytes.
-        let read = unsafe { ffi::uc_mem_read(uc, pa, old.as_mut_ptr().cast(), size as u64) };
-        let failed = read == uc_error::OK && old[..size] == v.to_le_bytes()[..size];
-        taint.cmpxchg_outcome(failed);
+        let read = raw_read_guest(uc, st, addr, &mut old[..size]).is_ok();
+        let failed = read && old[..size] == v.to_le_bytes()[..size];
+        if let Some(taint) = st.obs.taint.as_deref_mut() {
+            taint.cmpxchg_outcome(failed);
+        }
     }
     true
 }
@@ -995,6 +1010,26 @@ pub(super) fn on_syscall(uc: &mut Unicorn<'_, HookState>) {
 
 pub(super) fn on_invalid(uc: &mut Unicorn<'_, HookState>, t: MemType, addr: u64, _size: usize, _v: i64) -> bool {
     let st = uc.get_data_mut();
-    st.invalid = Some((t, st.phys.va(addr)));
+    let va = st.phys.va(addr);
+    if matches!(t, MemType::READ_UNMAPPED | MemType::WRITE_UNMAPPED | MemType::FETCH_UNMAPPED) {
+        // SAFETY: as in `read_table`; the table is not inside the engine's data, so it and `uc`
+        // do not alias.
+        let mem = unsafe { &mut *st.table };
+        // A region the table maps and Unicorn does not hold: mapped in, and the access goes on
+        // (Unicorn looks the address up again), with no stop and nothing else changed.
+        if mem.fault_in(uc, va) {
+            if mem.far_over_bound() {
+                // A loop reaching many regions without a stop: trimmed at the next block start.
+                let st = uc.get_data_mut();
+                if st.trim_due.is_none() {
+                    st.trim_due = Some(st.clock.sweep_at);
+                    st.clock.sweep_at = 0;
+                }
+            }
+            return true;
+        }
+    }
+    let st = uc.get_data_mut();
+    st.invalid = Some((t, va));
     false
 }

@@ -7,6 +7,17 @@ impl Machine {
     /// Runs the guest from RIP until it needs the outside world.
     pub fn run(&mut self) -> Exit {
         loop {
+            if let Some(at) = self.uc.get_data_mut().trim_due.take() {
+                // The stop was for the trim below, not a sweep.
+                self.uc.get_data_mut().clock.sweep_at = at;
+            }
+            if self.mem.over_bound() {
+                // A safe point: the engine is stopped and no block is under way.
+                let pc = self.pc();
+                let raw = self.raw_begin();
+                self.mem.trim(&mut self.uc, pc);
+                self.raw_end(raw);
+            }
             if self.icount >= self.uc.get_data().clock.sweep_at {
                 if !self.processes {
                     hooks::unhook_pm_atomics(&mut self.uc);

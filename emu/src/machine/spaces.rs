@@ -216,7 +216,7 @@ impl Machine {
     /// end flushes the TLB). `other.registered` is left as it was.
     pub(super) fn take_running(&mut self, other: &mut AddressSpace) {
         debug_assert!(self.uc.get_data().phys.raw || !self.uc.get_data().phys.virt);
-        std::mem::swap(&mut self.mem, &mut other.mem);
+        std::mem::swap(&mut *self.mem, &mut other.mem);
         std::mem::swap(&mut self.pm_hooks, &mut other.pm_hooks);
         std::mem::swap(&mut self.sigbus, &mut other.sigbus);
         let base = self.mem.base();

@@ -36,6 +36,14 @@ pub struct HookState {
     pub(super) debug: Option<Box<super::debug::DebugState>>,
     /// How guest (virtual) addresses map to the addresses Unicorn's memory and memory hooks use.
     pub(super) phys: Phys,
+    /// The running address space's table ([`Machine::mem`], at a fixed address for the
+    /// machine's life): the unmapped-access hook maps a region Unicorn does not hold from it
+    /// ([`Memory::fault_in`]), and the hooks read guest memory Unicorn does not hold from it.
+    /// Used only from hooks, while the machine holds no reference to the table.
+    pub(super) table: *mut Memory,
+    /// Set when faults mapped so many regions in that the machine should stop at the next block
+    /// to trim them: the `sweep_at` to put back (the stop is a sweep's, which nothing sees).
+    pub(super) trim_due: Option<u64>,
 }
 
 /// Guest addresses and Unicorn's "physical" ones. A machine with one process runs in Unicorn's
