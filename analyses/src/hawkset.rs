@@ -1109,7 +1109,8 @@ impl Hawkset {
     fn on_sync(&mut self, ev: &Event, device: &PmDevice) {
         let tid = ev.tid;
         if ev.kind == EventKind::AtomicAccess {
-            return self.atomic_access(ev);
+            let _ = self.thread(tid);
+            return self.held.order_atomic(&mut self.sync, ev, self.live);
         }
         let fresh = self.opts.fresh_allocs;
         let mut sizes = std::mem::take(&mut self.thread(tid).allocs);
@@ -1132,20 +1133,6 @@ impl Hawkset {
         self.sync.translate(ev, |op| ops.push(op));
         for &op in &ops {
             self.apply(tid, op, device);
-        }
-        self.ops = ops;
-    }
-
-    /// A C++ atomic's access in DRAM ([`EventKind::AtomicAccess`]): an edge of the IRH's causal
-    /// order only. As a window end or an edge of the race check it would let incidental atomics
-    /// (an epoch counter, a statistics word) order the run's accesses and hide races other
-    /// schedules show; for publication it is what a lock's release and acquisition are.
-    fn atomic_access(&mut self, ev: &Event) {
-        let mut ops = std::mem::take(&mut self.ops);
-        ops.clear();
-        self.sync.translate(ev, |op| ops.push(op));
-        for &op in &ops {
-            self.order(ev.tid, op);
         }
         self.ops = ops;
     }

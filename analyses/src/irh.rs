@@ -47,7 +47,7 @@ use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
 use crate::persist::ShadowLines;
-use crate::sync::{Edges, HappensBefore, Sparse, SyncOp, PMDK_PSEUDO_LOCK};
+use crate::sync::{Edges, HappensBefore, Sparse, SyncAdapter, SyncOp, PMDK_PSEUDO_LOCK};
 
 /// Publication state of one line for the IRH: 12 bytes in the line's shadow block. Most lines
 /// are only ever touched by one thread (a thread's own data, initialisation) and have nothing
@@ -518,6 +518,16 @@ impl HeldStores {
         }
         let HeldStores { causal, last_store, clocks, .. } = self;
         read_stores(causal, last_store, clocks, tid, line, mask);
+    }
+
+    /// A C++ atomic's access in DRAM ([`emu::events::EventKind::AtomicAccess`]), through
+    /// `sync`'s translation (a store posts its word, a load waits for it): an edge of this causal
+    /// order only. As a window end or an edge of a pass's race check it would let incidental
+    /// atomics (an epoch counter, a statistics word) order the run and hide races other
+    /// schedules show (with them `vardalith` lost P-ART's published bugs); for publication it is
+    /// what a lock's release and acquisition are.
+    pub(crate) fn order_atomic(&mut self, sync: &mut SyncAdapter, ev: &emu::events::Event, live: u32) {
+        sync.translate(ev, |op| self.order(ev.tid, op, live));
     }
 
     /// The edge `op` of `tid` makes in the causal clocks, with `live` threads alive. While one

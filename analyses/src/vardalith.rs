@@ -1316,17 +1316,8 @@ impl Vardalith {
     fn on_sync(&mut self, ev: &Event, device: &PmDevice) {
         let tid = ev.tid;
         if ev.kind == EventKind::AtomicAccess {
-            // An edge of the IRH's causal order only, as in hawkset (`Hawkset::atomic_access`):
-            // as a release it would end windows at every incidental atomic.
-            let mut ops = std::mem::take(&mut self.ops);
-            ops.clear();
-            self.sync.translate(ev, |op| ops.push(op));
-            for &op in &ops {
-                let _ = self.thread(tid);
-                self.held.order(tid, op, self.live);
-            }
-            self.ops = ops;
-            return;
+            let _ = self.thread(tid);
+            return self.held.order_atomic(&mut self.sync, ev, self.live);
         }
         match ev.kind {
             EventKind::SyncEnter(SyncKind::Join) => self.thread(tid).joining = true,

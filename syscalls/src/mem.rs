@@ -347,28 +347,10 @@ impl Kernel {
         let file_id = self.proc.pm_files.get(&host.to_string_lossy().into_owned()).copied();
         self.unmap_past_end(m, guest, host, file_id, len);
         // The other processes' address spaces too (a fork's share of the mapping, or a mapping
-        // of their own): each is the machine's for a moment, as a fork's child's is for its
-        // CLONE_CHILD_SETTID. Left as they were, their pages past the end raised SIGBUS in
+        // of their own). Left as they were, their pages past the end raised SIGBUS in
         // ferrite itself when those processes next touched them (SQLite's WAL index, whose
         // `-shm` file a process truncates while others map it, killed ferrite).
-        let holders: Vec<u32> = self
-            .procs
-            .iter()
-            .filter(|(_, p)| p.ended.is_none() && p.saved.as_ref().is_some_and(|s| s.space.is_some()))
-            .map(|(&pid, _)| pid)
-            .collect();
-        for pid in holders {
-            let held = self.procs.get_mut(&pid).and_then(|p| p.saved.as_mut()).and_then(|s| s.space.take());
-            let Some((mut space, mut mm)) = held else { continue };
-            m.swap_address_space(&mut space);
-            std::mem::swap(&mut self.mm, &mut mm);
-            self.unmap_past_end(m, guest, host, file_id, len);
-            std::mem::swap(&mut self.mm, &mut mm);
-            m.swap_address_space(&mut space);
-            if let Some(s) = self.procs.get_mut(&pid).and_then(|p| p.saved.as_mut()) {
-                s.space = Some((space, mm));
-            }
-        }
+        self.in_other_spaces(m, |_| true, |k, m| k.unmap_past_end(m, guest, host, file_id, len));
         if let Some(id) = file_id {
             m.pm_discard_device(emu::pm::device_addr(id, len), old - len);
         }
@@ -425,12 +407,23 @@ impl Kernel {
         if !self.mm.past_end.is_empty() {
             self.past_end_grown(m, host, len);
         }
+        self.in_other_spaces(m, |mm| !mm.past_end.is_empty(), |k, m| k.past_end_grown(m, host, len));
+    }
+
+    /// Runs `f` in the address space of each other live process whose layout `wants`: each is
+    /// the machine's (and its layout the kernel's `mm`) for a moment, as a fork's child's is for
+    /// its `CLONE_CHILD_SETTID`.
+    fn in_other_spaces(
+        &mut self,
+        m: &mut Machine,
+        wants: impl Fn(&MemLayout) -> bool,
+        mut f: impl FnMut(&mut Kernel, &mut Machine),
+    ) {
         let holders: Vec<u32> = self
             .procs
             .iter()
             .filter(|(_, p)| {
-                p.ended.is_none()
-                    && p.saved.as_ref().is_some_and(|s| s.space.as_ref().is_some_and(|(_, mm)| !mm.past_end.is_empty()))
+                p.ended.is_none() && p.saved.as_ref().is_some_and(|s| s.space.as_ref().is_some_and(|(_, mm)| wants(mm)))
             })
             .map(|(&pid, _)| pid)
             .collect();
@@ -439,7 +432,7 @@ impl Kernel {
             let Some((mut space, mut mm)) = held else { continue };
             m.swap_address_space(&mut space);
             std::mem::swap(&mut self.mm, &mut mm);
-            self.past_end_grown(m, host, len);
+            f(self, m);
             std::mem::swap(&mut self.mm, &mut mm);
             m.swap_address_space(&mut space);
             if let Some(s) = self.procs.get_mut(&pid).and_then(|p| p.saved.as_mut()) {
