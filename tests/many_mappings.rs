@@ -5,7 +5,7 @@
 //! one, the trace hash is the same with a tiny bound and a large one, a `PROT_NONE` page still
 //! faults where it should, and fork and exploration's snapshots keep the working set consistent.
 //!
-//! The bound is `FERRITE_UC_REGIONS` (64 by default), set here in ferrite's own environment (the
+//! The bound is `FERRITE_UC_REGIONS` (128 by default), set here in ferrite's own environment (the
 //! guest's is cleared); runs compared by trace hash use values of the same length all the same.
 
 mod common;
@@ -17,7 +17,7 @@ use common::*;
 /// Most regions Unicorn may hold at once with the default bound, whatever the program does: the
 /// bound and a quarter (the machine stops at the next block to trim past that), and room for
 /// the regions one block's accesses fault in.
-const HELD_AT_MOST: u64 = 128;
+const HELD_AT_MOST: u64 = 192;
 
 fn host_stat(run: &Run, key: &str) -> u64 {
     let s = read_json(&run.path("h.json"));
