@@ -90,6 +90,19 @@ impl MQueue {
 }
 
 impl Kernel {
+    /// A send to a full queue or a receive from an empty one: EAGAIN with `O_NONBLOCK`,
+    /// ETIMEDOUT past the deadline, else the call waits on the queue (`key`) and is made again.
+    fn mq_block(&mut self, m: &Machine, key: u64, flags: i32, timeout: Option<u64>) -> SysResult {
+        if flags & libc::O_NONBLOCK != 0 {
+            return err(libc::EAGAIN);
+        }
+        if self.io_deadline(m, timeout) {
+            return err(libc::ETIMEDOUT);
+        }
+        self.block_keys.push(key);
+        err(crate::RESTART)
+    }
+
     /// The queue the name at `addr` names (without glibc's slash), after Linux's checks.
     fn mq_name(m: &Machine, addr: u64) -> Result<Vec<u8>, Errno> {
         let name = m.read_cstr(addr, 4097)?;
@@ -214,14 +227,7 @@ impl Kernel {
         m.read(ptr, &mut text)?;
         let key = q.borrow().id;
         if q.borrow().msgs.len() as i64 >= q.borrow().maxmsg {
-            if flags & libc::O_NONBLOCK != 0 {
-                return err(libc::EAGAIN);
-            }
-            if self.io_deadline(m, timeout) {
-                return err(libc::ETIMEDOUT);
-            }
-            self.block_keys.push(key);
-            return err(crate::RESTART);
+            return self.mq_block(m, key, flags, timeout);
         }
         let notify = {
             let mut q = q.borrow_mut();
@@ -269,14 +275,7 @@ impl Kernel {
         }
         let key = q.borrow().id;
         let Some((&(p, seq), text)) = q.borrow().msgs.iter().next().map(|(k, v)| (k, v.clone())) else {
-            if flags & libc::O_NONBLOCK != 0 {
-                return err(libc::EAGAIN);
-            }
-            if self.io_deadline(m, timeout) {
-                return err(libc::ETIMEDOUT);
-            }
-            self.block_keys.push(key);
-            return err(crate::RESTART);
+            return self.mq_block(m, key, flags, timeout);
         };
         m.write(ptr, &text, false)?;
         if prio != 0 {
