@@ -812,3 +812,51 @@ fn a_cxx_atomic_in_dram_publishes_what_was_persisted_before_it() {
         }
     }
 }
+
+/// A child process persists what it wrote with a system call (`msync(MS_SYNC)`, `fsync` of the
+/// pool file) and exits; its parent reads the records after `waitpid`. The call's durability
+/// reaches the passes as it happens ([`emu::events::EventKind::Persist`]), so the windows end
+/// before the exit the parent waits for: the fixed twin is silent. Before, they were noticed
+/// only at the child's exit, after the exit's hand-off to the waiting parent, and both passes
+/// reported the parent's loads in every seed. The buggy twin persists only the first page:
+/// the second page's record is still reported, the first one's is not.
+#[test]
+fn a_child_that_persists_by_system_call_before_it_exits_is_ordered_before_its_waiting_parent() {
+    let src = "proc_msync_handoff.c";
+    let (stores, loads) = (marker_lines(src, "/* STORE:"), marker_lines(src, "/* LOAD:"));
+    let first = marker_lines(src, "/* FIRST:");
+    for pass in ["hawkset", "vardalith"] {
+        for seed in 0..2 {
+            let (_, r) = run_args("proc_msync_handoff", pass, seed, &[], &["msync"]);
+            assert!(reports_pair_at(&r, src, &stores, &loads), "{pass} seed {seed}:\n{r:#}");
+            let firsts = findings(&r)
+                .into_iter()
+                .filter(|f| get(f, "locations").as_array().unwrap().iter().any(|l| is_at(l, "store", src, first[0])))
+                .count();
+            assert_eq!(firsts, 0, "{pass} seed {seed}: the msync'ed page's record is reported:\n{r:#}");
+            for how in ["msync", "fsync"] {
+                let (_, r) = run_args("proc_msync_handoff_fixed", pass, seed, &[], &[how]);
+                assert!(findings(&r).is_empty(), "{pass} seed {seed} {how}:\n{r:#}");
+            }
+        }
+    }
+}
+
+/// The same between threads: a writer that stores under a mutex and persists with `msync`
+/// before it unlocks is done with the record before main takes the lock and reads it (the fixed
+/// twin, silent; both passes reported it before, since the call's durability was noticed only
+/// at the writer's next fence or exit, after the unlock). `msync` after the unlock is the race,
+/// at its lines.
+#[test]
+fn an_msync_before_the_unlock_ends_the_window_under_the_lock() {
+    let src = "pm_msync_unlock.c";
+    let (stores, loads) = (marker_lines(src, "/* STORE:"), marker_lines(src, "/* LOAD:"));
+    for pass in ["hawkset", "vardalith"] {
+        for seed in 0..2 {
+            let (_, r) = run("pm_msync_unlock", pass, seed, &[]);
+            assert!(reports_pair_at(&r, src, &stores, &loads), "{pass} seed {seed}:\n{r:#}");
+            let (_, r) = run("pm_msync_unlock_fixed", pass, seed, &[]);
+            assert!(findings(&r).is_empty(), "{pass} seed {seed}:\n{r:#}");
+        }
+    }
+}

@@ -105,9 +105,9 @@
 //!   the window — a thread created after the store and joined before the persist — although that
 //!   load can read the unpersisted value. `hb=window` checks both ends instead: the end does not
 //!   happen before the load, and the load does not happen before the store.
-//! - **msync, fsync and durable pwrite** persist without an event in the stream; a store they
-//!   made durable is noticed at its thread's next flush or fence or at its exit, and its window
-//!   is closed there.
+//! - **msync, fsync and durable pwrite** ([`emu::events::EventKind::Persist`]) end the windows
+//!   of their thread's stores they made durable at the call; another thread's stores they made
+//!   durable are noticed at that thread's next flush or fence or at its exit.
 //! - **Frees end a location's history** (`frees=on`, the default; HawkSet never resets its
 //!   per-byte state). A PM object freed by `pmemobj_free` ([`emu::events::EventKind::Free`])
 //!   ends a life of its bytes, as ThreadSanitizer clears its shadow at a free: the store
@@ -398,7 +398,8 @@ enum End {
     Overwrite(Site),
     /// The writer exited (or the program ended) with the store pending.
     Exit,
-    /// Durable without a fence the pass saw (msync, fsync), noticed at exit.
+    /// Durable without an event of its writer the pass saw (another thread's fence or
+    /// msync), noticed at exit.
     Durable,
     /// Its memory was freed (the call at this site, by this thread) with the store still
     /// pending.
@@ -1485,6 +1486,21 @@ impl WindowPass for Hawkset {
         if !lines.is_empty() {
             lines.sort_unstable();
             self.settle(device, ev.tid, &lines, End::Fence((ev.pc, ev.stack)), true);
+        }
+        self.fence_lines = lines;
+    }
+
+    /// The windows the call made durable end at it: a process that persists with `msync` and
+    /// exits is done with its stores before the parent that waits for it reads them.
+    fn on_persist(&mut self, ev: &Event, device: &PmDevice) {
+        let (lo, hi) = (ev.dev / LINE_SIZE, ev.dev.saturating_add(ev.new).div_ceil(LINE_SIZE));
+        let mut lines = std::mem::take(&mut self.fence_lines);
+        lines.clear();
+        lines.extend(self.thread(ev.tid).lines.iter().copied().filter(|l| (lo..hi).contains(l)));
+        if !lines.is_empty() {
+            lines.sort_unstable();
+            lines.dedup();
+            self.settle(device, ev.tid, &lines, End::Fence((ev.pc, ev.stack)), false);
         }
         self.fence_lines = lines;
     }

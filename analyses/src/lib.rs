@@ -448,6 +448,7 @@ impl Observer for Passes {
             EventKind::Load => Interest::LOADS,
             EventKind::Flush(_)
             | EventKind::Fence(_)
+            | EventKind::Persist
             | EventKind::SetClean
             | EventKind::PmRegister
             | EventKind::PmUnregister => Interest::PERSIST,

@@ -603,7 +603,7 @@ impl Analysis for Pmrace {
                 }
                 self.check_durability(ev, device);
             }
-            EventKind::Fence(_) | EventKind::Flush(_) => self.check_durability(ev, device),
+            EventKind::Fence(_) | EventKind::Flush(_) | EventKind::Persist => self.check_durability(ev, device),
             EventKind::TxAdd if ev.dev != 0 => {
                 self.tx_ranges.entry(ev.tid).or_default().push((ev.dev, ev.dev + u64::from(ev.size)));
             }

@@ -59,6 +59,9 @@ pub(crate) trait WindowPass {
     fn on_flush(&mut self, ev: &Event, device: &PmDevice, op: FlushOp);
     /// A fence (or a locked instruction, which fences).
     fn on_fence(&mut self, ev: &Event, device: &PmDevice);
+    /// A system call of `ev.tid` made the device range `[ev.dev, ev.dev + ev.new)` durable
+    /// ([`EventKind::Persist`]: msync, fsync, a durable pwrite).
+    fn on_persist(&mut self, ev: &Event, device: &PmDevice);
     /// A synchronisation call, a thread's creation or exit, or a transaction boundary.
     fn on_sync(&mut self, ev: &Event, device: &PmDevice);
     /// The program freed the PM object `[ev.dev, ev.dev + ev.new)` ([`EventKind::Free`]): the
@@ -137,6 +140,7 @@ pub(crate) fn dispatch<P: WindowPass>(pass: &mut P, ev: &Event, device: &PmDevic
         },
         EventKind::Flush(op) => pass.on_flush(ev, device, op),
         EventKind::Fence(_) => pass.on_fence(ev, device),
+        EventKind::Persist => pass.on_persist(ev, device),
         EventKind::SyncEnter(_)
         | EventKind::SyncReturn(_)
         | EventKind::ThreadCreate

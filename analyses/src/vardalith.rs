@@ -75,8 +75,9 @@
 //!   that release rather than at the next one.
 //! - **A store overwritten** by its own thread before being persisted keeps its window; it closes
 //!   with the overwriting store's persistence.
-//! - **msync, fsync and durable pwrite** are not in the event stream: a store they persisted
-//!   stays open until the writer's next flush or fence.
+//! - **msync, fsync and durable pwrite** ([`emu::events::EventKind::Persist`]) persist their
+//!   thread's windows as a fence does; another thread's stores they made durable stay open
+//!   until that thread's next flush or fence.
 //! - **Frees** (`frees=on`, the default): a PM object freed by `pmemobj_free`
 //!   ([`emu::events::EventKind::Free`]) takes its bytes out of every window: the overlaps of
 //!   its life were found when they happened, and no window of the bytes' next life (the same
@@ -1600,6 +1601,12 @@ impl WindowPass for Vardalith {
         }
         lines.clear();
         self.fence_lines = lines;
+    }
+
+    /// Whatever of the thread's the call made durable is persisted now, as at a fence (its
+    /// windows then close at the thread's next release: the exit a waiting parent is told of).
+    fn on_persist(&mut self, ev: &Event, device: &PmDevice) {
+        self.settle(device, ev.tid, None, false);
     }
 
     fn on_sync(&mut self, ev: &Event, device: &PmDevice) {

@@ -127,6 +127,13 @@ pub enum EventKind {
     /// The running thread makes system call number `addr` (first argument in `new`, second in
     /// `old`), before the kernel handles it. Reported with [`Interest::SYNC`].
     Syscall,
+    /// A system call of the running thread made the device range `[dev, dev + new)` durable
+    /// (`msync(MS_SYNC)` of a PM mapping, `fsync`/`fdatasync` of a PM file, the durable part of
+    /// a `pwrite`), as a fence makes the thread's flushed lines durable; the device's outcome is
+    /// in [`Event::fence`]. Reported with [`Interest::PERSIST`] right after the device changed,
+    /// so a pass closes the windows the call persisted before whatever the thread does next (an
+    /// exit a waiting parent is told of, a lock release).
+    Persist,
     /// A crash point: the device is about to make something durable (the event's PC is the
     /// instruction or system call about to do it). Observers may take the crash space now.
     CrashPoint,

@@ -449,8 +449,13 @@ impl Machine {
         if st.obs.interest.has(Interest::CRASH) {
             st.crash_point(pc);
         }
-        st.pm.device.persist_range(st.tid, dev, len);
+        let out = st.pm.device.persist_range(st.tid, dev, len);
         st.mix([4, dev, len, u64::from(st.tid)]);
+        if !out.redundant && st.obs.interest.has(Interest::PERSIST) {
+            let mut ev = st.emit(EventKind::Persist, pc, 0, dev, 0, 0, len);
+            ev.fence = Some(out);
+            st.tell(&ev);
+        }
     }
 
     /// A `pwrite` into a PM file changed `[dev, dev + new.len())` behind the guest's mappings:
