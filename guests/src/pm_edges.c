@@ -208,8 +208,19 @@ static void c_readonly(void)
     /* A pool opened read-only and mapped for reading (a checker, a read-only recovery). */
     fd = open("pool", O_RDONLY);
     char *r = map(fd, 4096, PROT_READ, MAP_SHARED, 0, "read-only shared of O_RDONLY (0644)");
-    if (r)
+    if (r) {
         printf("[0] %c\n", r[0]);
+        /* Moved, it is the same mapping: still no PROT_WRITE for a file opened read-only. */
+        void *hole = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        char *m = mremap(r, 4096, 4096, MREMAP_MAYMOVE | MREMAP_FIXED, hole);
+        if (m == MAP_FAILED) {
+            printf("mremap: %s\n", err(errno));
+        } else {
+            errno = 0;
+            printf("moved [0] %c, mprotect PROT_WRITE: %s\n", m[0],
+                   mprotect(m, 4096, PROT_READ | PROT_WRITE) == 0 ? "ok" : err(errno));
+        }
+    }
     close(fd);
 }
 

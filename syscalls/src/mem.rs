@@ -572,9 +572,28 @@ impl Kernel {
             return err(libc::EFAULT);
         }
         let pieces: Vec<Region> = m.mem.regions().filter(|r| r.start < old_end && r.end > old).cloned().collect();
-        // A moved read-only shared mapping may be made writable where it lands: a rare case,
-        // left as an approximation.
-        self.mm.no_write.retain(|&(a, b)| b <= old || a >= old_end);
+        // A read-only shared file mapping stays one where it lands (and in what it grows by, the
+        // same mapping on Linux): `mprotect(PROT_WRITE)` is refused there as before the move.
+        let no_write: Vec<(u64, u64)> = self
+            .mm
+            .no_write
+            .iter()
+            .filter(|&&(a, b)| a < old_end && b > old)
+            .map(|&(a, b)| (a.max(old), b.min(old_end)))
+            .collect();
+        let last_read_only = no_write.iter().any(|&(_, b)| b == old_end);
+        // Called once the remap has succeeded: the range's refusals go where its pages went.
+        let moved_no_write = |mm: &mut MemLayout, to: u64, keep: u64| {
+            mm.no_write.retain(|&(a, b)| b <= old || a >= old_end);
+            for &(a, b) in &no_write {
+                if a < old + keep {
+                    mm.no_write.push((to + (a - old), to + (b.min(old + keep) - old)));
+                }
+            }
+            if last_read_only && new_len > keep {
+                mm.no_write.push((to + keep, to + new_len));
+            }
+        };
         let last = pieces.last().cloned().ok_or(Errno(libc::EFAULT))?;
         if flags & MREMAP_FIXED != 0 {
             // Linux's mremap_to: the target is page-aligned, within the user space, apart from
@@ -593,10 +612,12 @@ impl Kernel {
             let keep = old_len.min(new_len);
             let to = self.move_mapping(m, &pieces, old, keep, new_len, new_addr)?;
             m.unmap(old + keep, old_end);
+            moved_no_write(&mut self.mm, to, keep);
             return Ok(to);
         }
         if new_len <= old_len {
             m.unmap(old + new_len, old_end);
+            moved_no_write(&mut self.mm, old, new_len);
             return Ok(old);
         }
         let grow = new_len - old_len;
@@ -617,13 +638,16 @@ impl Kernel {
         }
         if let (true, Some(backing)) = (can_extend, self.shared_backing_at(&last, old_end)) {
             self.map_file_pages(m, old_end, grow, last.perm, backing)?;
+            moved_no_write(&mut self.mm, old, old_len);
             return Ok(old);
         }
         if flags & MREMAP_MAYMOVE == 0 {
             return err(libc::ENOMEM);
         }
         let start = m.mem.find_free(new_len, 0, MMAP_BOTTOM, MMAP_TOP).ok_or(Errno(libc::ENOMEM))?;
-        self.move_mapping(m, &pieces, old, old_len, new_len, start)
+        let to = self.move_mapping(m, &pieces, old, old_len, new_len, start)?;
+        moved_no_write(&mut self.mm, to, old_len);
+        Ok(to)
     }
 
     /// The shared file mapping (PM or not) that address `at`, just past region `r`, continues,
