@@ -1427,7 +1427,7 @@ mod tests {
         s.pass.set_code(&CodeInfo {
             library: vec![(0x1000, 0x2000)],
             copy: vec![(0x1800, 0x1900)],
-            atomic: Vec::new(),
+            ..CodeInfo::default()
         });
         s.write(2, 0x1100, X, 0, 1);
         s.write(3, 0x1200, X, 1, 2);
@@ -1436,7 +1436,7 @@ mod tests {
         s.pass.set_code(&CodeInfo {
             library: vec![(0x1000, 0x2000)],
             copy: vec![(0x1800, 0x1900)],
-            atomic: Vec::new(),
+            ..CodeInfo::default()
         });
         s.write(2, 0x1850, X, 0, 1);
         s.read(3, 0x300, X);
