@@ -259,6 +259,11 @@ impl CodeInfo {
         !self.atomic.is_empty() && CodeInfo::within(&self.atomic, pc)
     }
 
+    /// Whether `addr` is in one of the program's static C11 `_Atomic` objects.
+    pub fn is_atomic_object(&self, addr: u64) -> bool {
+        !self.atomic_objects.is_empty() && CodeInfo::within(&self.atomic_objects, addr)
+    }
+
     /// Whether an access at `pc` is a library's own (not a copy made for the caller).
     pub fn is_library(&self, pc: u64) -> bool {
         !self.library.is_empty() && CodeInfo::within(&self.library, pc) && !CodeInfo::within(&self.copy, pc)

@@ -504,7 +504,9 @@ impl Decoder {
     /// an absolute address, or a register the block itself loaded with a static address
     /// (`lea rax, [rip + head]`, `mov eax, OFFSET head`), directly or through a frame slot of
     /// `rbp` (-O0 spills the pointer of `atomic_store_explicit(&head, ...)` to its frame and
-    /// reloads it in the same statement). A register or slot is forgotten when anything else
+    /// reloads it in the same statement). An indexed operand (`[rcx + rdi*8]`, an element of
+    /// an atomic array) counts when its base and displacement alone fall in an object: an
+    /// over-approximation, as the hook checks each access's effective address. A register or slot is forgotten when anything else
     /// writes it, and every register at a call. Pointers that come from elsewhere (an argument,
     /// another block) are not followed: an access to an atomic object through a pointer the
     /// program passed around is not seen. Locked instructions are left out (they are
@@ -548,13 +550,15 @@ impl Decoder {
             if let Some((mm, _)) = &mem {
                 let (base, index, seg) = (name(mm.base()), mm.index().0, mm.segment().0);
                 let seg_ok = seg == 0 || !matches!(name(mm.segment()).as_str(), "fs" | "gs");
-                if index == 0 && seg_ok {
+                // With an index, the object the base names (an element of a global array,
+                // `progress[id]`): a candidate, which the hook checks by its effective address.
+                if seg_ok {
                     if base == "rip" {
                         target = Some((pc + i.len() as u64).wrapping_add(mm.disp() as u64));
                     } else if mm.base().0 == 0 {
-                        target = Some(mm.disp() as u64);
+                        target = (index != 0 || mm.disp() > 0).then_some(mm.disp() as u64);
                     } else if base == "rbp" {
-                        frame_slot = Some(mm.disp());
+                        frame_slot = (index == 0).then_some(mm.disp());
                     } else if let Some(v) = gpr_index(&base).and_then(|r| regs[r]) {
                         target = Some(v.wrapping_add(mm.disp() as u64));
                     }
@@ -810,13 +814,15 @@ mod tests {
         // 0x1019 mov eax, 0x2000           an absolute address (non-PIE)
         // 0x101e mov [rax+8], edi          the member at 0x2008: a store
         // 0x1021 mov [rcx+8], rsi          past the object: nothing
-        // 0x1025 cmp qword ptr [rip+0xda], 0   reads 0x1107
-        // 0x102d call 0x1032               forgets the registers
-        // 0x1032 mov [rcx], rsi            rcx unknown now: nothing
+        // 0x1025 mov [rcx+rdi*8], rsi      an element of an array at rcx: a candidate
+        // 0x1029 cmp qword ptr [rip+0xd6], 0   reads 0x1107
+        // 0x1031 call 0x1036               forgets the registers
+        // 0x1036 mov [rcx], rsi            rcx unknown now: nothing
         let code = [
             0x48, 0x8b, 0x05, 0x00, 0x01, 0x00, 0x00, 0x48, 0x8d, 0x15, 0xf9, 0x00, 0x00, 0x00, 0x48, 0x89, 0x55, 0xe0,
             0x48, 0x8b, 0x4d, 0xe0, 0x48, 0x89, 0x31, 0xb8, 0x00, 0x20, 0x00, 0x00, 0x89, 0x78, 0x08, 0x48, 0x89, 0x71,
-            0x08, 0x48, 0x83, 0x3d, 0xda, 0x00, 0x00, 0x00, 0x00, 0xe8, 0x00, 0x00, 0x00, 0x00, 0x48, 0x89, 0x31,
+            0x08, 0x48, 0x89, 0x34, 0xf9, 0x48, 0x83, 0x3d, 0xd6, 0x00, 0x00, 0x00, 0x00, 0xe8, 0x00, 0x00, 0x00, 0x00,
+            0x48, 0x89, 0x31,
         ];
         let objects = [(0x1100, 0x1108), (0x2008, 0x200c)];
         let got: Vec<(u64, u8, bool)> = d
@@ -827,7 +833,10 @@ mod tests {
                 other => panic!("{other:?}"),
             })
             .collect();
-        assert_eq!(got, vec![(0x1000, 8, false), (0x1016, 8, true), (0x101e, 4, true), (0x1025, 8, false)]);
+        assert_eq!(
+            got,
+            vec![(0x1000, 8, false), (0x1016, 8, true), (0x101e, 4, true), (0x1025, 8, true), (0x1029, 8, false)]
+        );
         // No objects, nothing decoded.
         assert!(d.object_accesses(0x1000, &code, &[]).is_empty());
     }

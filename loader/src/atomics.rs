@@ -13,6 +13,8 @@
 //! address in DWARF: instructions carry no types, so an `_Atomic` member of a `malloc`ed
 //! structure cannot be told from its neighbours).
 
+use std::collections::HashMap;
+
 use gimli::{AttributeValue, DwTag, Operation, Unit, UnitOffset};
 
 type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
@@ -31,6 +33,7 @@ pub(crate) fn atomic_objects(dwarf: &gimli::Dwarf<Reader>) -> Vec<(u64, u64)> {
     let mut units = dwarf.units();
     while let Ok(Some(header)) = units.next() {
         let Ok(unit) = dwarf.unit(header) else { continue };
+        let mut walk = Walk { unit: &unit, out: &mut out, holds: HashMap::new() };
         let mut entries = unit.entries();
         while let Ok(Some((_, entry))) = entries.next_dfs() {
             if entry.tag() != gimli::DW_TAG_variable {
@@ -38,9 +41,8 @@ pub(crate) fn atomic_objects(dwarf: &gimli::Dwarf<Reader>) -> Vec<(u64, u64)> {
             }
             let Some(addr) = static_address(dwarf, &unit, entry) else { continue };
             let Some(ty) = variable_type(&unit, entry) else { continue };
-            let mut walk = Walk { unit: &unit, out: &mut out };
             walk.object(ty, addr, 0);
-            if out.len() >= MAX_RANGES {
+            if walk.out.len() >= MAX_RANGES {
                 break;
             }
         }
@@ -100,6 +102,9 @@ fn type_of(entry: &gimli::DebuggingInformationEntry<'_, '_, Reader>) -> Option<U
 struct Walk<'a> {
     unit: &'a Unit<Reader>,
     out: &'a mut Vec<(u64, u64)>,
+    /// [`Walk::has_atomic`] of the unit's types already asked: a C++ unit's globals share
+    /// deep class types, whose members would otherwise be walked again for each.
+    holds: HashMap<UnitOffset, bool>,
 }
 
 impl Walk<'_> {
@@ -169,10 +174,21 @@ impl Walk<'_> {
 
     /// Whether type `ty` is or holds an atomic type (pointers do not: what they point to is
     /// elsewhere).
-    fn has_atomic(&self, ty: UnitOffset, depth: u32) -> bool {
+    fn has_atomic(&mut self, ty: UnitOffset, depth: u32) -> bool {
         if depth > MAX_DEPTH {
             return false;
         }
+        if let Some(&known) = self.holds.get(&ty) {
+            return known;
+        }
+        // A type that holds itself (through an array of its own kind, never legal) ends here.
+        self.holds.insert(ty, false);
+        let holds = self.holds_uncached(ty, depth);
+        self.holds.insert(ty, holds);
+        holds
+    }
+
+    fn holds_uncached(&mut self, ty: UnitOffset, depth: u32) -> bool {
         let Ok(entry) = self.unit.entry(ty) else { return false };
         match entry.tag() {
             gimli::DW_TAG_atomic_type => true,
