@@ -76,10 +76,12 @@ pub enum Special {
     /// `pause`, the spin-wait hint: a yield when another thread can run, so that a thread
     /// spinning on a flag lets the thread it waits for in.
     Pause,
-    /// A plain load or store in code compiled from C++'s `std::atomic` (a release store or an
-    /// acquire load is a plain `mov` on x86): an access to an atomic object, which orders
-    /// threads (`Interest::ATOMICS`). Found only where the machine is told which code is
-    /// atomic ([`Decoder::atomic_accesses`]), not by [`Decoder::insert`]'s decoding.
+    /// A plain load or store in code compiled from C++'s `std::atomic`, or naming one of a C
+    /// program's static `_Atomic` objects (a release store or an acquire load is a plain `mov`
+    /// on x86): an access to an atomic object, which orders threads (`Interest::ATOMICS`).
+    /// Found only where the machine is told which code or objects are atomic
+    /// ([`Decoder::atomic_accesses`], [`Decoder::object_accesses`]), not by
+    /// [`Decoder::insert`]'s decoding.
     AtomicAccess {
         /// The memory operand.
         mem: MemRef,
