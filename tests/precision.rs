@@ -858,5 +858,33 @@ fn an_msync_before_the_unlock_ends_the_window_under_the_lock() {
             let (_, r) = run("pm_msync_unlock_fixed", pass, seed, &[]);
             assert!(findings(&r).is_empty(), "{pass} seed {seed}:\n{r:#}");
         }
+
+/// The same publication in C: a PM record persisted and then published through a C11
+/// `_Atomic(struct record *)` global in DRAM (`atomic_store_explicit` release,
+/// `atomic_load_explicit` acquire: plain `mov`s at -O2, and at -O0 the pointer spilled to the
+/// frame and reloaded), which no line table marks: the machine knows the object from DWARF's
+/// `DW_TAG_atomic_type`, and its accesses order the threads. The fixed twin is no race at -O2
+/// and -O0, static or against the shared libc; the buggy twin is reported at the record's stores
+/// and the reader's load. gcc's `__atomic_store_n`/`__atomic_load_n` on a plain global leave no
+/// trace in the binary: that twin (ext_builtin_pub_fixed) is still reported, as documented in
+/// docs/analyses/hawkset.md.
+#[test]
+fn a_c11_atomic_in_dram_publishes_what_was_persisted_before_it() {
+    let file = "ext_catomic_pub.c";
+    let stores = marker_lines(file, "// REC_STORE:");
+    let loads = marker_lines(file, "// REC_LOAD");
+    for pass in ["hawkset", "vardalith"] {
+        for seed in 0..2 {
+            for name in ["ext_catomic_pub", "ext_catomic_pub.dyn", "ext_catomic_pub_o0", "ext_catomic_pub_o0.dyn"] {
+                let (_, r) = run(name, pass, seed, &[]);
+                assert!(reports_pair_at(&r, file, &stores, &loads), "{pass} on {name} seed {seed}:\n{r:#}");
+                let fixed = name.replacen("pub", "pub_fixed", 1).replacen("pub_fixed_o0", "pub_o0_fixed", 1);
+                let (_, r) = run(&fixed, pass, seed, &[]);
+                assert!(findings(&r).is_empty(), "{pass} on {fixed} seed {seed}:\n{r:#}");
+            }
+        }
+        // What cannot be seen: the builtins on a plain global.
+        let (_, r) = run("ext_builtin_pub_fixed", pass, 0, &[]);
+        assert!(reports_pair_at(&r, file, &stores, &loads), "{pass} on ext_builtin_pub_fixed:\n{r:#}");
     }
 }

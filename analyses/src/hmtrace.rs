@@ -249,7 +249,8 @@ struct Entry {
     site: SiteId,
     mask: u16,
     write: bool,
-    /// Made by an access compiled from C++'s `std::atomic` ([`CodeInfo::is_atomic`]): it
+    /// Made by an access compiled from C++'s `std::atomic` ([`CodeInfo::is_atomic`]) or to a C11
+    /// `_Atomic` object ([`CodeInfo::is_atomic_object`]): it
     /// conflicts with plain accesses only (in the byte the layout left free).
     atomic: bool,
 }
@@ -745,9 +746,13 @@ impl Hmtrace {
         let code = &self.code;
         let (site, library) = self.sites.lookup(ev.pc, ev.stack, |pc| code.is_library(pc));
         // C++'s std::atomic compiled into the program: a release store or an acquire load is a
-        // plain move, yet an access to an atomic object (never a race), as a locked one is.
-        let atomic =
-            !locked && !library && !code.atomic.is_empty() && self.atomic_pcs.get(ev.pc, |pc| code.is_atomic(pc));
+        // plain move, yet an access to an atomic object (never a race), as a locked one is. The
+        // same for the program's C11 `_Atomic` objects, known by address (C accesses them only
+        // atomically, but through a cast or a copy: library code's copies are left out).
+        let atomic = !locked
+            && !library
+            && ((!code.atomic.is_empty() && self.atomic_pcs.get(ev.pc, |pc| code.is_atomic(pc)))
+                || code.is_atomic_object(ev.addr));
         let (lo, hi) = (ev.addr, ev.addr.saturating_add(u64::from(ev.size.max(1))));
         let mut gi = lo >> GRANULE_SHIFT;
         while gi << GRANULE_SHIFT < hi {
@@ -1427,7 +1432,7 @@ mod tests {
         s.pass.set_code(&CodeInfo {
             library: vec![(0x1000, 0x2000)],
             copy: vec![(0x1800, 0x1900)],
-            atomic: Vec::new(),
+            ..CodeInfo::default()
         });
         s.write(2, 0x1100, X, 0, 1);
         s.write(3, 0x1200, X, 1, 2);
@@ -1436,7 +1441,7 @@ mod tests {
         s.pass.set_code(&CodeInfo {
             library: vec![(0x1000, 0x2000)],
             copy: vec![(0x1800, 0x1900)],
-            atomic: Vec::new(),
+            ..CodeInfo::default()
         });
         s.write(2, 0x1850, X, 0, 1);
         s.read(3, 0x300, X);

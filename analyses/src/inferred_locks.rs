@@ -374,7 +374,7 @@ mod tests {
     #[test]
     fn a_dram_word_taken_and_given_back_is_a_lock_unless_libc_took_it() {
         let mut l = InferredLocks::default();
-        l.set_code(&crate::CodeInfo { library: vec![(0x9000, 0xa000)], copy: Vec::new(), atomic: Vec::new() });
+        l.set_code(&crate::CodeInfo { library: vec![(0x9000, 0xa000)], ..crate::CodeInfo::default() });
         let word =
             |kind, tid, pc, old, new| Event { addr: 0x4c_0010, dev: 0, size: 4, ..ev(kind, tid, pc, 0, old, new) };
         let key = DRAM_WORD | 0x4c_0010;

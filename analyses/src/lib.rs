@@ -229,6 +229,11 @@ pub struct CodeInfo {
     /// (inlined at `-O1` and up, out of line at `-O0`): its accesses are to atomic objects,
     /// plain `mov`s included (a release store, an acquire load).
     pub atomic: Vec<(u64, u64)>,
+    /// `[start, end)` ranges of the program's static C11 `_Atomic` objects (from DWARF): the
+    /// machine reports its code's accesses to them as atomic ones (`Machine::set_atomic_objects`).
+    pub atomic_objects: Vec<(u64, u64)>,
+    /// `[start, end)` ranges of the objects (executable, shared objects) that declare them.
+    pub atomic_object_code: Vec<(u64, u64)>,
 }
 
 impl CodeInfo {
@@ -242,6 +247,9 @@ impl CodeInfo {
         self.library.sort_unstable();
         self.copy.sort_unstable();
         self.atomic.sort_unstable();
+        self.atomic_objects.sort_unstable();
+        self.atomic_objects.dedup();
+        self.atomic_object_code.sort_unstable();
         self
     }
 
@@ -249,6 +257,11 @@ impl CodeInfo {
     /// or store).
     pub fn is_atomic(&self, pc: u64) -> bool {
         !self.atomic.is_empty() && CodeInfo::within(&self.atomic, pc)
+    }
+
+    /// Whether `addr` is in one of the program's static C11 `_Atomic` objects.
+    pub fn is_atomic_object(&self, addr: u64) -> bool {
+        !self.atomic_objects.is_empty() && CodeInfo::within(&self.atomic_objects, addr)
     }
 
     /// Whether an access at `pc` is a library's own (not a copy made for the caller).

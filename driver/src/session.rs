@@ -64,6 +64,7 @@ fn give_code_info(m: &mut Machine, symbols: &mut Objects, custom: &[emu::sync::C
         passes.set_code(info);
         m.set_library_code(info.library.clone());
         m.set_atomic_code(info.atomic.clone());
+        m.set_atomic_objects(info.atomic_objects.clone(), info.atomic_object_code.clone());
     }
 }
 

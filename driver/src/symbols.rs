@@ -267,6 +267,12 @@ impl Objects {
                 // The program's own code compiled from `std::atomic`'s header: its plain moves
                 // are atomic loads and stores (a library's own atomics are its internals).
                 info.atomic.extend(o.sym.ranges_from_files(loader::is_cxx_atomic_header));
+                // Its C11 `_Atomic` objects, whose plain accesses are atomic ones too.
+                let objects = o.sym.atomic_objects();
+                if !objects.is_empty() {
+                    info.atomic_objects.extend(objects);
+                    info.atomic_object_code.push((o.start, o.end));
+                }
             }
             // The object's own symbols: a debug file's local ones (glibc's memcpy variants) would
             // make the passes' view depend on the host's debug packages.

@@ -76,10 +76,12 @@ pub enum Special {
     /// `pause`, the spin-wait hint: a yield when another thread can run, so that a thread
     /// spinning on a flag lets the thread it waits for in.
     Pause,
-    /// A plain load or store in code compiled from C++'s `std::atomic` (a release store or an
-    /// acquire load is a plain `mov` on x86): an access to an atomic object, which orders
-    /// threads (`Interest::ATOMICS`). Found only where the machine is told which code is
-    /// atomic ([`Decoder::atomic_accesses`]), not by [`Decoder::insert`]'s decoding.
+    /// A plain load or store in code compiled from C++'s `std::atomic`, or naming one of a C
+    /// program's static `_Atomic` objects (a release store or an acquire load is a plain `mov`
+    /// on x86): an access to an atomic object, which orders threads (`Interest::ATOMICS`).
+    /// Found only where the machine is told which code or objects are atomic
+    /// ([`Decoder::atomic_accesses`], [`Decoder::object_accesses`]), not by
+    /// [`Decoder::insert`]'s decoding.
     AtomicAccess {
         /// The memory operand.
         mem: MemRef,
@@ -498,6 +500,139 @@ impl Decoder {
         out
     }
 
+    /// The accesses to the program's static atomic objects (`objects`: sorted, disjoint
+    /// `[start, end)` ranges, C11 `_Atomic` globals from DWARF) in the block at `addr`
+    /// (`bytes`): each instruction whose memory operand addresses one of them, through `rip`,
+    /// an absolute address, or a register the block itself loaded with a static address
+    /// (`lea rax, [rip + head]`, `mov eax, OFFSET head`), directly or through a frame slot of
+    /// `rbp` (-O0 spills the pointer of `atomic_store_explicit(&head, ...)` to its frame and
+    /// reloads it in the same statement). An indexed operand (`[rcx + rdi*8]`, an element of
+    /// an atomic array) counts when its base and displacement alone fall in an object: an
+    /// over-approximation, as the hook checks each access's effective address. A register or slot is forgotten when anything else
+    /// writes it, and every register at a call. Pointers that come from elsewhere (an argument,
+    /// another block) are not followed: an access to an atomic object through a pointer the
+    /// program passed around is not seen. Locked instructions are left out (they are
+    /// [`Special::LockedRmw`]s or fences already). Decoded with operand details: called only for
+    /// programs with such objects, once per block of the program's own code.
+    pub fn object_accesses(&self, addr: u64, bytes: &[u8], objects: &[(u64, u64)]) -> Vec<(u64, Special)> {
+        let mut out = Vec::new();
+        if objects.is_empty() {
+            return out;
+        }
+        let within = |a: u64| {
+            let i = objects.partition_point(|r| r.0 <= a);
+            i > 0 && a < objects[i - 1].1
+        };
+        let Ok(list) = self.detailed.disasm_all(bytes, addr) else { return out };
+        // What the block put in each general register and `rbp` slot: a static address.
+        let mut regs: [Option<u64>; 16] = [None; 16];
+        let mut slots: Vec<(i64, u64)> = Vec::new();
+        for i in list.iter() {
+            let pc = i.address();
+            let (m, ops) = (i.mnemonic().unwrap_or(""), i.op_str().unwrap_or(""));
+            let Ok(detail) = self.detailed.insn_detail(i) else {
+                regs = [None; 16];
+                slots.clear();
+                continue;
+            };
+            let arch = detail.arch_detail();
+            let Some(x86) = arch.x86() else { continue };
+            let operands: Vec<_> = x86.operands().collect();
+            let name = |id: RegId| self.detailed.reg_name(id).unwrap_or_default();
+            let mut mem = None;
+            for op in &operands {
+                if let X86OperandType::Mem(mm) = op.op_type {
+                    mem = Some((mm, op.size));
+                    break;
+                }
+            }
+            // The static address the memory operand names, if the block knows it.
+            let mut target = None;
+            let mut frame_slot = None;
+            if let Some((mm, _)) = &mem {
+                let (base, index, seg) = (name(mm.base()), mm.index().0, mm.segment().0);
+                let seg_ok = seg == 0 || !matches!(name(mm.segment()).as_str(), "fs" | "gs");
+                // With an index, the object the base names (an element of a global array,
+                // `progress[id]`): a candidate, which the hook checks by its effective address.
+                if seg_ok {
+                    if base == "rip" {
+                        target = Some((pc + i.len() as u64).wrapping_add(mm.disp() as u64));
+                    } else if mm.base().0 == 0 {
+                        target = (index != 0 || mm.disp() > 0).then_some(mm.disp() as u64);
+                    } else if base == "rbp" {
+                        frame_slot = (index == 0).then_some(mm.disp());
+                    } else if let Some(v) = gpr_index(&base).and_then(|r| regs[r]) {
+                        target = Some(v.wrapping_add(mm.disp() as u64));
+                    }
+                }
+            }
+            let locked = has_lock_prefix(i.bytes());
+            let plain = m != "lea" && !m.starts_with("nop") && !m.starts_with("prefetch") && !m.starts_with("clflush");
+            if let (Some(t), true) = (target, plain) {
+                if within(t) && classify(m, ops, locked, true).is_none() && !m.starts_with("clwb") {
+                    if let Some((mem, size)) = self.mem_operand(i.bytes(), pc) {
+                        let dest_is_mem = ops.split(',').next().is_some_and(|d| d.contains('['));
+                        let store = dest_is_mem
+                            && !matches!(m, "cmp" | "test" | "bt" | "ucomiss" | "ucomisd" | "comiss" | "comisd");
+                        out.push((pc, Special::AtomicAccess { mem, size, store }));
+                    }
+                }
+            }
+            // What the instruction leaves in registers and slots.
+            let first_reg = match operands.first().map(|o| &o.op_type) {
+                Some(X86OperandType::Reg(r)) => Some(name(*r)),
+                _ => None,
+            };
+            let source = match operands.get(1).map(|o| &o.op_type) {
+                Some(X86OperandType::Reg(r)) => gpr_index(&name(*r)).and_then(|g| regs[g]),
+                Some(X86OperandType::Imm(v)) if m == "mov" || m == "movabs" => Some(*v as u64),
+                Some(X86OperandType::Mem(_)) if m == "lea" => target,
+                Some(X86OperandType::Mem(_)) if m == "mov" && mem.is_some_and(|(_, size)| size == 8) => {
+                    frame_slot.and_then(|d| slots.iter().find(|s| s.0 == d).map(|s| s.1))
+                }
+                _ => None,
+            };
+            // A write of a whole 64-bit register, or of its low half (which clears the rest).
+            let full = |r: &str| {
+                (r.starts_with('r') && !r.ends_with('d') && !r.ends_with('w') && !r.ends_with('b'))
+                    || (r.starts_with('e') && r.len() == 3)
+            };
+            let mut keep = None;
+            if matches!(m, "mov" | "movabs" | "lea") {
+                if let Some(r) = first_reg.as_deref().filter(|r| full(r)).and_then(gpr_index) {
+                    keep = source.map(|v| (r, v));
+                }
+            }
+            if let (Some(d), Some((_, size))) = (frame_slot, mem) {
+                let dest_is_mem = ops.split(',').next().is_some_and(|o| o.contains('['));
+                if dest_is_mem {
+                    slots.retain(|s| s.0 + 8 <= d || d + i64::from(size.max(1)) <= s.0);
+                    let value = match operands.get(1).map(|o| &o.op_type) {
+                        Some(X86OperandType::Reg(r)) if m == "mov" && size == 8 => {
+                            gpr_index(&name(*r)).and_then(|g| regs[g])
+                        }
+                        _ => None,
+                    };
+                    if let Some(v) = value {
+                        slots.push((d, v));
+                    }
+                }
+            }
+            if m == "call" || m.starts_with("syscall") {
+                regs = [None; 16];
+            }
+            for &w in detail.regs_write() {
+                if let Some(g) = gpr_index(&name(w)) {
+                    regs[g] = None;
+                }
+            }
+            if let Some((r, v)) = keep {
+                regs[r] = Some(v);
+            }
+        }
+        out
+    }
+
     /// The memory operand of the single instruction in `bytes` at `pc`.
     /// The instruction's memory operand and its size in bytes.
     fn mem_operand(&self, bytes: &[u8], pc: u64) -> Option<(MemRef, u8)> {
@@ -543,6 +678,31 @@ fn preamble_index(insn: &[u8]) -> Option<usize> {
 fn ends_with_preamble(recent: &[Option<usize>; 4], before: usize) -> bool {
     let k = before.min(4);
     (0..k).all(|t| recent[4 - k + t] == Some(4 - k + t))
+}
+
+/// The general register (0 = `rax` .. 15 = `r15`, in capstone's naming order of `rax`, `rcx`,
+/// `rdx`, `rbx`, `rsp`, `rbp`, `rsi`, `rdi`, `r8`..`r15`) that a register name of any width is
+/// part of.
+fn gpr_index(name: &str) -> Option<usize> {
+    const GPR: [[&str; 5]; 16] = [
+        ["rax", "eax", "ax", "al", "ah"],
+        ["rcx", "ecx", "cx", "cl", "ch"],
+        ["rdx", "edx", "dx", "dl", "dh"],
+        ["rbx", "ebx", "bx", "bl", "bh"],
+        ["rsp", "esp", "sp", "spl", ""],
+        ["rbp", "ebp", "bp", "bpl", ""],
+        ["rsi", "esi", "si", "sil", ""],
+        ["rdi", "edi", "di", "dil", ""],
+        ["r8", "r8d", "r8w", "r8b", ""],
+        ["r9", "r9d", "r9w", "r9b", ""],
+        ["r10", "r10d", "r10w", "r10b", ""],
+        ["r11", "r11d", "r11w", "r11b", ""],
+        ["r12", "r12d", "r12w", "r12b", ""],
+        ["r13", "r13d", "r13w", "r13b", ""],
+        ["r14", "r14d", "r14w", "r14b", ""],
+        ["r15", "r15d", "r15w", "r15b", ""],
+    ];
+    GPR.iter().position(|names| names.iter().any(|n| !n.is_empty() && *n == name))
 }
 
 /// Unicorn's register for a capstone register name (64-bit general registers and segments).
@@ -643,6 +803,44 @@ mod tests {
                 (0x1007, Special::AtomicAccess { mem: rdi, size: 1, store: false }),
             ]
         );
+    }
+
+    #[test]
+    fn static_atomic_objects_are_found_through_rip_registers_and_frame_slots() {
+        let d = Decoder::default();
+        // 0x1000 mov rax, [rip+0x100]      the object at 0x1107: a load
+        // 0x1007 lea rdx, [rip+0xf9]       rdx = 0x1107
+        // 0x100e mov [rbp-0x20], rdx       the slot holds it (-O0's spill)
+        // 0x1012 mov rcx, [rbp-0x20]       and rcx
+        // 0x1016 mov [rcx], rsi            a store through it
+        // 0x1019 mov eax, 0x2000           an absolute address (non-PIE)
+        // 0x101e mov [rax+8], edi          the member at 0x2008: a store
+        // 0x1021 mov [rcx+8], rsi          past the object: nothing
+        // 0x1025 mov [rcx+rdi*8], rsi      an element of an array at rcx: a candidate
+        // 0x1029 cmp qword ptr [rip+0xd6], 0   reads 0x1107
+        // 0x1031 call 0x1036               forgets the registers
+        // 0x1036 mov [rcx], rsi            rcx unknown now: nothing
+        let code = [
+            0x48, 0x8b, 0x05, 0x00, 0x01, 0x00, 0x00, 0x48, 0x8d, 0x15, 0xf9, 0x00, 0x00, 0x00, 0x48, 0x89, 0x55, 0xe0,
+            0x48, 0x8b, 0x4d, 0xe0, 0x48, 0x89, 0x31, 0xb8, 0x00, 0x20, 0x00, 0x00, 0x89, 0x78, 0x08, 0x48, 0x89, 0x71,
+            0x08, 0x48, 0x89, 0x34, 0xf9, 0x48, 0x83, 0x3d, 0xd6, 0x00, 0x00, 0x00, 0x00, 0xe8, 0x00, 0x00, 0x00, 0x00,
+            0x48, 0x89, 0x31,
+        ];
+        let objects = [(0x1100, 0x1108), (0x2008, 0x200c)];
+        let got: Vec<(u64, u8, bool)> = d
+            .object_accesses(0x1000, &code, &objects)
+            .into_iter()
+            .map(|(pc, s)| match s {
+                Special::AtomicAccess { size, store, .. } => (pc, size, store),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![(0x1000, 8, false), (0x1016, 8, true), (0x101e, 4, true), (0x1025, 8, true), (0x1029, 8, false)]
+        );
+        // No objects, nothing decoded.
+        assert!(d.object_accesses(0x1000, &code, &[]).is_empty());
     }
 
     #[test]

@@ -54,8 +54,9 @@ impl Interest {
     /// Accesses to atomic objects in DRAM made by code compiled from C++'s `std::atomic`
     /// ([`EventKind::AtomicAccess`]): the release stores and acquire loads through which C++
     /// programs publish data (plain `mov`s on x86, which no PM hook sees when the object is in
-    /// DRAM). Cheap: a code hook on each such instruction of the program, none elsewhere, and
-    /// nothing at all in programs without such code.
+    /// DRAM), and the accesses of a C program's own code to its static `_Atomic` objects
+    /// (known from DWARF). Cheap: a code hook on each such instruction of the program, none
+    /// elsewhere, and nothing at all in programs without such code or objects.
     pub const ATOMICS: Interest = Interest(512);
 
     /// Whether any kind of `other` is wanted.
@@ -119,7 +120,8 @@ pub enum EventKind {
     /// the block where it was noticed, `old` the value the word had when taken.
     WordRelease,
     /// The running thread is about to access the atomic object `[addr, addr + size)` in DRAM,
-    /// in code compiled from C++'s `std::atomic` (the event's PC): `new` has bit 0 set if the
+    /// in code compiled from C++'s `std::atomic` or one of the program's C11 `_Atomic`
+    /// objects (the event's PC is the instruction): `new` has bit 0 set if the
     /// instruction reads it (an acquire) and bit 1 if it writes it (a release); a locked
     /// read-modify-write does both. Reported with [`Interest::ATOMICS`] (atomics on PM come as
     /// the PM accesses they are).

@@ -412,6 +412,8 @@ impl Machine {
                 taint_began: None,
                 words: LockWords::default(),
                 atomic_code: Vec::new(),
+                atomic_objects: Vec::new(),
+                atomic_object_code: Vec::new(),
             },
             steer: Steering {
                 sched: Scheduler::new(config.strategy, config.sched_seed),
@@ -581,6 +583,33 @@ impl Machine {
         let new: Vec<(u64, u64)> = ranges.iter().copied().filter(|r| !st.obs.atomic_code.contains(r)).collect();
         st.obs.atomic_code = ranges;
         for (start, end) in new {
+            let st = self.uc.get_data_mut();
+            st.code.decoder.invalidate(start, end);
+            self.remove_translations(start, end);
+        }
+    }
+
+    /// The program's static C11 `_Atomic` objects (sorted, disjoint `[start, end)` ranges: its
+    /// DWARF's atomic globals and statics, and atomic members and elements of global structures
+    /// and arrays), and the address ranges of the objects (executable, shared objects) whose
+    /// code is searched for accesses to them (sorted). The plain loads and stores there that
+    /// address them (through `rip`, an absolute address, or a register the block loaded with
+    /// one: [`crate::decode::Decoder::object_accesses`]) are reported as
+    /// [`EventKind::AtomicAccess`] when the observer wants [`Interest::ATOMICS`], as are locked
+    /// instructions on them; library functions (no source line) are left out. Nothing changes
+    /// for a program without such objects. Code already decoded there is decoded (and
+    /// translated) again at its next execution when either changes.
+    pub fn set_atomic_objects(&mut self, objects: Vec<(u64, u64)>, code: Vec<(u64, u64)>) {
+        let st = self.uc.get_data_mut();
+        if !st.obs.interest.has(Interest::ATOMICS)
+            || (st.obs.atomic_objects == objects && st.obs.atomic_object_code == code)
+        {
+            return;
+        }
+        let mut stale = std::mem::replace(&mut st.obs.atomic_object_code, code.clone());
+        stale.extend(code);
+        st.obs.atomic_objects = objects;
+        for (start, end) in stale {
             let st = self.uc.get_data_mut();
             st.code.decoder.invalidate(start, end);
             self.remove_translations(start, end);

@@ -33,6 +33,7 @@
 
 #![deny(missing_docs)]
 
+mod atomics;
 mod elf;
 pub mod input;
 pub mod script;

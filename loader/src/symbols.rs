@@ -100,6 +100,9 @@ impl Rank {
 
 struct Dwarf {
     context: Context<Reader>,
+    /// The sections the context reads, for walks of the debugging entries of its own
+    /// ([`Symbolizer::atomic_objects`]).
+    sections: Arc<gimli::Dwarf<Reader>>,
     cache: HashMap<u64, SourceLoc>,
 }
 
@@ -222,7 +225,8 @@ impl Symbolizer {
         self.dwarf
             .get_or_init(|| {
                 let (sections, endian) = lock(&self.dwarf_sections).take()?;
-                load_dwarf(&sections, endian).map(|context| Mutex::new(Dwarf { context, cache: HashMap::new() }))
+                load_dwarf(&sections, endian)
+                    .map(|(context, sections)| Mutex::new(Dwarf { context, sections, cache: HashMap::new() }))
             })
             .as_ref()
     }
@@ -295,6 +299,19 @@ impl Symbolizer {
             }
         }
         merged
+    }
+
+    /// The guest address ranges of the static objects the object's DWARF declares `_Atomic`
+    /// (C11): atomic globals and statics, atomic members and elements of global structures and
+    /// arrays (`crate::atomics`), sorted and merged. Read once at start-up, not per access.
+    pub fn atomic_objects(&self) -> Vec<(u64, u64)> {
+        let Some(dwarf) = self.dwarf() else { return Vec::new() };
+        let sections = lock(dwarf).sections.clone();
+        let bias = self.load_bias;
+        crate::atomics::atomic_objects(&sections)
+            .into_iter()
+            .map(|(lo, hi)| (lo.wrapping_add(bias), hi.wrapping_add(bias)))
+            .collect()
     }
 
     /// The function of the guest address `pc` from the symbol tables alone
@@ -558,7 +575,10 @@ fn raw_dwarf(file: &ElfFile64<'_, Endianness>) -> (gimli::DwarfSections<RawSecti
 /// Builds the DWARF context from the debug sections [`raw_dwarf`] copied,
 /// decompressing them if needed (a section that does not decompress is
 /// empty). `None` when there is no usable DWARF.
-fn load_dwarf(sections: &gimli::DwarfSections<RawSection>, endian: RunTimeEndian) -> Option<Context<Reader>> {
+fn load_dwarf(
+    sections: &gimli::DwarfSections<RawSection>,
+    endian: RunTimeEndian,
+) -> Option<(Context<Reader>, Arc<gimli::Dwarf<Reader>>)> {
     let dwarf = sections.borrow(|raw| {
         if raw.format == object::CompressionFormat::None {
             return EndianArcSlice::new(raw.data.clone(), endian);
@@ -568,7 +588,8 @@ fn load_dwarf(sections: &gimli::DwarfSections<RawSection>, endian: RunTimeEndian
         let data = compressed.decompress().map(|d| Arc::from(d.as_ref())).unwrap_or_else(|_| Arc::from(&[][..]));
         EndianArcSlice::new(data, endian)
     });
-    Context::from_dwarf(dwarf).ok()
+    let dwarf = Arc::new(dwarf);
+    Context::from_arc_dwarf(dwarf.clone()).ok().map(|c| (c, dwarf))
 }
 
 /// The location of `addr`, and the function's raw (linkage) name when the

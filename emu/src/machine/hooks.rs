@@ -154,6 +154,20 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
                 };
                 specials.extend(st.code.decoder.atomic_accesses(addr, &bytes, wanted));
             }
+            if st.obs.interest.has(Interest::ATOMICS)
+                && !st.obs.atomic_objects.is_empty()
+                && overlaps(&st.obs.atomic_object_code, addr, size)
+                && !st.obs.words.in_library(addr)
+            {
+                // C11 `_Atomic` objects the program's own code names (not already hooked as
+                // C++ atomic code's).
+                let found = st.code.decoder.object_accesses(addr, &bytes, &st.obs.atomic_objects);
+                for (pc, special) in found {
+                    if !specials.iter().any(|s| s.0 == pc) {
+                        specials.push((pc, special));
+                    }
+                }
+            }
             for &(pc, special) in &specials {
                 st.code.own.insert(pc, special);
             }
@@ -583,15 +597,25 @@ fn settle_words_now(uc: &mut Unicorn<'_, HookState>, pc: u64) {
 }
 
 /// An access to an atomic object by the instruction at `pc` (`how`: bit 0 reads, bit 1 writes),
-/// if it is program code the machine was told is atomic and the object is in DRAM: reported as
+/// if it is program code the machine was told is atomic, or its address is one of the program's
+/// C11 `_Atomic` objects, and the object is in DRAM: reported as
 /// [`EventKind::AtomicAccess`] before the instruction runs, which no other thread can come
 /// between. On PM the access is reported by the PM hooks as what it is.
 fn atomic_access(uc: &mut Unicorn<'_, HookState>, pc: u64, mem: &MemRef, size: u8, how: u64) {
     let st = uc.get_data();
-    if st.pm.windows.is_empty() || !super::state::within(&st.obs.atomic_code, pc) {
+    if st.pm.windows.is_empty() {
+        return;
+    }
+    let code = super::state::within(&st.obs.atomic_code, pc);
+    if !code && st.obs.atomic_objects.is_empty() {
         return;
     }
     let addr = effective_address(uc, mem);
+    // Outside C++'s atomic code, only the program's C11 `_Atomic` objects (the block's decoding
+    // found the address; a locked instruction's word may be anything).
+    if !code && !super::state::within(&uc.get_data().obs.atomic_objects, addr) {
+        return;
+    }
     if uc.get_data().device_of(addr).is_some() {
         let st = uc.get_data_mut();
         let hits = st.code.atomic_pm.entry(pc).or_insert(0);

@@ -209,6 +209,13 @@ pub(super) struct Observing {
     /// plain accesses are hooked when the observer wants [`Interest::ATOMICS`]
     /// ([`super::Machine::set_atomic_code`]).
     pub(super) atomic_code: Vec<(u64, u64)>,
+    /// The program's static C11 `_Atomic` objects (sorted `[start, end)` ranges, from DWARF):
+    /// instructions of its own code that address them are hooked like [`Self::atomic_code`]'s
+    /// when the observer wants [`Interest::ATOMICS`] ([`super::Machine::set_atomic_objects`]).
+    pub(super) atomic_objects: Vec<(u64, u64)>,
+    /// The address ranges of the objects whose code is searched for accesses to
+    /// [`Self::atomic_objects`] (sorted).
+    pub(super) atomic_object_code: Vec<(u64, u64)>,
     /// Whether the taint engine's per-instruction and all-memory hooks are in the engine: from
     /// the first load the observer may name as a source ([`crate::events::Observer::may_taint`]).
     pub(super) taint_hooked: bool,
