@@ -858,6 +858,8 @@ fn an_msync_before_the_unlock_ends_the_window_under_the_lock() {
             let (_, r) = run("pm_msync_unlock_fixed", pass, seed, &[]);
             assert!(findings(&r).is_empty(), "{pass} seed {seed}:\n{r:#}");
         }
+    }
+}
 
 /// The same publication in C: a PM record persisted and then published through a C11
 /// `_Atomic(struct record *)` global in DRAM (`atomic_store_explicit` release,
