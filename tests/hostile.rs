@@ -184,8 +184,16 @@ fn one_pm_dir_has_one_writer() {
     let spin = guest("endless_loop");
     let mut first = ferrite();
     first.args(["run", "--quiet", "--pm-dir", "pm", "--"]).arg(&spin);
-    let mut first =
-        first.current_dir(d).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let first = first.current_dir(d).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    // Killed however the test ends (an assertion failing below would otherwise leave it spinning).
+    struct Reap(std::process::Child);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut first = Reap(first);
     // Until the first holds the directory: a shared lock of the test's own is refused.
     let held = || {
         use std::os::fd::AsRawFd as _;
@@ -211,8 +219,8 @@ fn one_pm_dir_has_one_writer() {
     );
     refused("a crash campaign reading a PM directory being written", &o, "in use by another ferrite");
     // SAFETY: kill(2) of the child this test started.
-    unsafe { libc::kill(first.id() as i32, libc::SIGINT) };
-    let _ = first.wait();
+    unsafe { libc::kill(first.0.id() as i32, libc::SIGINT) };
+    let _ = first.0.wait();
     let o = fx(&["run", "--quiet", "--pm-dir", "pm", "--", exit_status], d, Duration::from_secs(60));
     assert!(error_lines(&o.stderr).is_empty(), "the directory is free again\n{}", o.stderr);
     let o = fx(&["run", "--pm-dir", "pm", "--report", "pm/r.json", "--", exit_status], d, Duration::from_secs(20));
