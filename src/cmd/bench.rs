@@ -31,9 +31,13 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
                 Ok(())
             })
         };
+        let name = cmd.get_program().to_string_lossy().into_owned();
         let t = Instant::now();
-        let out =
-            cmd.stdout(Stdio::null()).stderr(Stdio::null()).output().context("cannot run the benchmark command")?;
+        let out = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .with_context(|| format!("cannot run the benchmark command `{name}`"))?;
         let secs = t.elapsed().as_secs_f64();
         // The native run's status is the guest's; under ferrite the same, or 66 with findings.
         let code = out.status.code();

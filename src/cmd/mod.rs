@@ -268,6 +268,14 @@ pub fn check_output(option: &str, path: &Path) -> Result<()> {
     if !dir.is_dir() {
         bail!("{option} `{}`: directory `{}` does not exist", path.display(), dir.display());
     }
+    // A read-only mount (or, for another user, a directory without write permission) would
+    // refuse the file only at the end.
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap_or_default();
+    // SAFETY: access(2) reads the NUL-terminated path `c`, alive through the call.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
+        let e = std::io::Error::last_os_error();
+        bail!("{option} `{}`: directory `{}` is not writable: {e}", path.display(), dir.display());
+    }
     Ok(())
 }
 
