@@ -392,3 +392,33 @@ fn a_shard_with_special_files_in_its_pm_dir_ends() {
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(d.join("part.json").is_file());
 }
+
+/// A report on a read-only mount is refused before the run (the base ran the whole program,
+/// then could not write it). Needs root for the mount; skipped, saying so, otherwise.
+#[test]
+fn a_report_on_a_read_only_mount_is_refused_before_the_run() {
+    let dir = scratch();
+    let d = dir.path();
+    let ro = d.join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    let mount =
+        |args: &[&OsStr]| Command::new("mount").args(args).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+    if !mount(&[OsStr::new("--bind"), ro.as_os_str(), ro.as_os_str()]) {
+        eprintln!("skipped: cannot bind-mount (not root?)");
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(ro.clone());
+    assert!(mount(&[OsStr::new("-o"), OsStr::new("remount,bind,ro"), ro.as_os_str()]), "cannot remount read-only");
+    let o = fx(
+        &["run", "--report", "ro/r.json", "--", guest("endless_loop").to_str().unwrap()],
+        d,
+        Duration::from_secs(20),
+    );
+    refused("a report on a read-only mount", &o, "not writable");
+}
