@@ -449,7 +449,8 @@ fn option_values_never_panic() {
 }
 
 /// Special files as the program, the interpreter-less recovery, a configuration file, a report
-/// and a suite: refused at once, each with one error line.
+/// (to replay and to triage), a part to merge and a suite: refused at once, each with one error
+/// line (merge read a FIFO or `/dev/zero` for ever before the fifth sweep).
 #[test]
 fn special_files_in_every_role() {
     let dir = scratch();
@@ -490,6 +491,8 @@ fn special_files_in_every_role() {
         cases.push(vec!["run".into(), "--".into(), f.clone()]);
         cases.push(vec!["run".into(), "--config".into(), f.clone(), "--".into(), prog.clone()]);
         cases.push(vec!["replay".into(), f.clone()]);
+        cases.push(vec!["triage".into(), f.clone()]);
+        cases.push(vec!["merge".into(), f.clone(), "--report".into(), "m.json".into()]);
         cases.push(vec!["compare".into(), "--suite".into(), f.clone()]);
         let mut recover = std::ffi::OsString::from("--recover=");
         recover.push(&f);
