@@ -484,10 +484,13 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         Some('T' | 't') => (&s[..s.len() - 1], 1 << 40),
         _ => (s, 1),
     };
-    num.parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mul))
-        .ok_or_else(|| format!("`{s}` is not a size (a number with an optional K, M, G or T suffix)"))
+    let not_a_size = || format!("`{s}` is not a size (a number with an optional K, M, G or T suffix)");
+    // A number of more digits than u64 holds is as much too large as one the suffix overflows.
+    let too_large = || format!("`{s}` is more than 2^64 - 1 bytes (16 EiB)");
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(not_a_size());
+    }
+    num.parse::<u64>().ok().and_then(|n| n.checked_mul(mul)).ok_or_else(too_large)
 }
 
 #[derive(Args, Debug)]

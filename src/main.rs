@@ -65,6 +65,12 @@ fn main() -> ExitCode {
     // Before ferrite writes anything: host files modified since are this run's (`stat` of them
     // shows virtual times).
     syscalls::fs::host_start();
+    // A file-size limit (`ulimit -f`) reached by a report would otherwise kill ferrite with
+    // SIGXFSZ mid-write; ignored, the write fails with EFBIG and is one `error:` line (status 2),
+    // and the report is written whole or not at all ([`report::write_whole`]). Guests are not
+    // affected: their signals are the emulated kernel's.
+    // SAFETY: signal(2) with SIG_IGN installs no handler; nothing else runs yet.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let cli = Cli::parse();
     // From here on the kernel lets ferrite write only where it means to (docs/sandbox.md).
     let _tmp = match confine(&cli.command) {
@@ -104,7 +110,12 @@ fn main() -> ExitCode {
 /// is made (docs/sandbox.md). Without Landlock, a warning.
 fn confine(cmd: &Command) -> anyhow::Result<syscalls::landlock::TempRoot> {
     use std::path::{Path, PathBuf};
-    let tmp = syscalls::landlock::TempRoot::new().context("temporary directory")?;
+    let tmp = syscalls::landlock::TempRoot::new().with_context(|| {
+        format!(
+            "cannot make ferrite's private temporary directory in `{}` ($TMPDIR, else /tmp): set TMPDIR to a writable directory",
+            std::env::temp_dir().display()
+        )
+    })?;
     if let Err(e) = signals::remove_on_signals(tmp.path().to_path_buf()) {
         driver::say!("warning: {} may be left behind if ferrite is interrupted: {e}", tmp.path().display());
     }

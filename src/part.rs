@@ -72,7 +72,8 @@ pub struct Part {
 pub fn write<T: Serialize>(path: &Path, header: Header, body: &T) -> Result<()> {
     let part = Part { part: header, body: serde_json::to_value(body).expect("parts serialise") };
     let json = serde_json::to_string_pretty(&part).expect("parts serialise");
-    std::fs::write(path, json + "\n").with_context(|| format!("cannot write part `{}`", path.display()))
+    crate::report::write_whole(path, (json + "\n").as_bytes())
+        .with_context(|| format!("cannot write part `{}`", path.display()))
 }
 
 /// Refuses a part path that is not `.json`, before any time is spent.
@@ -106,8 +107,19 @@ pub fn own_build() -> String {
 }
 
 /// BLAKE3 of a file's bytes, or of a directory's files (names and bytes, in name order), or
-/// `missing`.
+/// `missing`. Inside a directory, a link is hashed as its target's name and never followed (a
+/// link to `..` would be walked for ever), and a FIFO, socket or device as its kind alone
+/// (opening a FIFO would wait for a writer for ever, reading `/dev/zero` never end). Files are
+/// hashed as they are read, never held whole (a sparse pool of a terabyte is a PM input too).
 pub fn hash_path(path: &Path) -> String {
+    fn file(h: &mut blake3::Hasher, p: &Path, md: &std::fs::Metadata) {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let opened = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(p);
+        if let Ok(mut f) = opened {
+            h.update(&md.len().to_le_bytes());
+            let _ = std::io::copy(&mut f, h);
+        }
+    }
     fn walk(h: &mut blake3::Hasher, dir: &Path, rel: &str) {
         let Ok(rd) = std::fs::read_dir(dir) else { return };
         let mut entries: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.path()).collect();
@@ -115,24 +127,36 @@ pub fn hash_path(path: &Path) -> String {
         for p in entries {
             let name = format!("{rel}/{}", p.file_name().unwrap_or_default().to_string_lossy());
             h.update(name.as_bytes());
-            if p.is_dir() {
+            let Ok(md) = std::fs::symlink_metadata(&p) else { continue };
+            let ft = md.file_type();
+            if ft.is_symlink() {
+                h.update(b"link:");
+                h.update(std::fs::read_link(&p).unwrap_or_default().as_os_str().as_encoded_bytes());
+            } else if ft.is_dir() {
                 walk(h, &p, &name);
-            } else if let Ok(b) = std::fs::read(&p) {
-                h.update(&(b.len() as u64).to_le_bytes());
-                h.update(&b);
+            } else if ft.is_file() {
+                file(h, &p, &md);
+            } else {
+                h.update(b"special file");
             }
         }
     }
-    if path.is_dir() {
-        let mut h = blake3::Hasher::new();
-        walk(&mut h, path, "");
-        h.finalize().to_hex()[..16].to_string()
-    } else {
-        match std::fs::read(path) {
-            Ok(b) => blake3::hash(&b).to_hex()[..16].to_string(),
-            Err(_) => "missing".into(),
+    let mut h = blake3::Hasher::new();
+    match std::fs::metadata(path) {
+        Ok(md) if md.is_dir() => walk(&mut h, path, ""),
+        Ok(md) if md.is_file() => {
+            // As before, the bytes alone (without their length) for a single file.
+            use std::os::unix::fs::OpenOptionsExt as _;
+            let opened = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path);
+            match opened.map(|mut f| std::io::copy(&mut f, &mut h)) {
+                Ok(Ok(_)) => {}
+                _ => return "missing".into(),
+            }
         }
+        Ok(_) => return "special file".into(),
+        Err(_) => return "missing".into(),
     }
+    h.finalize().to_hex()[..16].to_string()
 }
 
 /// BLAKE3 of a text.
@@ -155,9 +179,12 @@ pub fn read_all(paths: &[std::path::PathBuf]) -> Result<Vec<Part>> {
     let mut parts: Vec<(String, Part)> = Vec::new();
     for p in paths {
         let name = p.display().to_string();
-        let text = std::fs::read_to_string(p).with_context(|| format!("cannot read part `{name}`"))?;
-        let v: serde_json::Value =
-            serde_json::from_str(&text).with_context(|| format!("part `{name}` is not valid JSON"))?;
+        let file = open_part(p).with_context(|| format!("cannot read part `{name}`"))?;
+        // Parsed as it is read: a file that is not JSON (a sparse file of zeros, a report in
+        // RON, a binary) is refused at its first bytes rather than after all of them are in
+        // memory; a JSON part's size is bounded by --max-host-memory alone.
+        let v: serde_json::Value = serde_json::from_reader(std::io::BufReader::new(file))
+            .with_context(|| format!("part `{name}` is not valid JSON"))?;
         if v.get("part").and_then(|h| h.get("format")).and_then(|f| f.as_str()) != Some(FORMAT) {
             bail!("`{name}` is not a part of a sharded campaign (a report written with --shard I/N, format {FORMAT})");
         }
@@ -228,6 +255,31 @@ pub fn read_all(paths: &[std::path::PathBuf]) -> Result<Vec<Part>> {
         );
     }
     Ok(by_index.into_values().map(|(_, p)| p).collect())
+}
+
+/// Opens a part for reading: a regular file (a FIFO would block merge for ever, `/dev/zero`
+/// never end, a directory not read).
+fn open_part(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)?;
+    let ft = file.metadata()?.file_type();
+    let what = if ft.is_file() {
+        return Ok(file);
+    } else if ft.is_dir() {
+        "a directory"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else {
+        "a block device"
+    };
+    Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("not a regular file ({what})")))
 }
 
 fn first_difference(a: &[String], b: &[String]) -> (String, String) {

@@ -10,6 +10,43 @@ use crashtest::CrashSummary;
 use driver::{RunInfo, RunReport, RunSpec};
 use serde::{Deserialize, Serialize};
 
+/// Writes `bytes` to `path` so that the file is never seen half-written: into a temporary file
+/// next to it, flushed to the disk, then renamed over it. A full file system or a file-size
+/// limit (`RLIMIT_FSIZE`) fails the write of the temporary, which is removed; an older file at
+/// `path` is left as it was. Two ferrites writing the same path each rename a whole file: the
+/// last to finish wins. A path that is not a regular file (`/dev/stdout`, a FIFO, a link to
+/// either) cannot be replaced by a rename and is written directly; a link to a regular file is
+/// followed, so that the link stays and its target gets the new contents.
+pub fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let target = match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => return std::fs::write(path, bytes),
+        Ok(_) => std::fs::canonicalize(path)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => path.to_path_buf(),
+        Err(e) => return Err(e),
+    };
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    // The temporary's name is unique among live processes by the pid (and a counter for the
+    // threads of one ferrite); `create_new` never reuses a leftover.
+    static COUNT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.ferrite-{}-{n}.tmp", std::process::id()));
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &target)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
 /// A report file.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Report {
@@ -79,7 +116,7 @@ impl Report {
             }
             Format::Sarif => serde_json::to_string_pretty(&self.sarif()).expect("reports serialise"),
         };
-        std::fs::write(path, text + "\n").map_err(|e| ReportError::Write(name, e))
+        write_whole(path, (text + "\n").as_bytes()).map_err(|e| ReportError::Write(name, e))
     }
 
     /// Reads a report (a regular file of at most [`loader::input::REPORT_CAP`] bytes) and

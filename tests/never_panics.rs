@@ -105,7 +105,8 @@ fn paths(v: &Value, depth: usize, prefix: String, out: &mut Vec<String>) {
     match v {
         Value::Object(m) => {
             for (k, x) in m {
-                paths(x, depth - 1, format!("{prefix}/{k}"), out);
+                // JSON Pointer's escapes: a part's inputs are named by paths.
+                paths(x, depth - 1, format!("{prefix}/{}", k.replace('~', "~0").replace('/', "~1")), out);
             }
         }
         Value::Array(a) => {
@@ -139,7 +140,7 @@ fn structural(seed: &Value, rng: &mut Rng) -> Vec<Value> {
         let (parent, key) = p.rsplit_once('/').unwrap();
         let mut m = seed.clone();
         if let Some(Value::Object(o)) = m.pointer_mut(parent) {
-            o.remove(key);
+            o.remove(&key.replace("~1", "/").replace("~0", "~"));
             out.push(m);
         }
     }
@@ -172,15 +173,19 @@ fn structural(seed: &Value, rng: &mut Rng) -> Vec<Value> {
 
 /// Byte mutations of `text`: flips, insertions, deletions, duplications and truncations.
 fn bytewise(text: &[u8], rng: &mut Rng, n: usize) -> Vec<Vec<u8>> {
-    const SPECIAL: &[u8] = b"{}[]\",:0-9e.\\nu \x00\xff";
+    bytewise_with(text, rng, n, b"{}[]\",:0-9e.\\nu \x00\xff")
+}
+
+/// [`bytewise`] with the bytes that matter to another syntax (RON's `()`, YAML's `- : # & *`).
+fn bytewise_with(text: &[u8], rng: &mut Rng, n: usize, special: &[u8]) -> Vec<Vec<u8>> {
     (0..n)
         .map(|_| {
             let mut t = text.to_vec();
             for _ in 0..1 + rng.below(4) {
                 let at = rng.below(t.len());
                 match rng.below(5) {
-                    0 => t[at] = SPECIAL[rng.below(SPECIAL.len())],
-                    1 => t.insert(at, SPECIAL[rng.below(SPECIAL.len())]),
+                    0 => t[at] = special[rng.below(special.len())],
+                    1 => t.insert(at, special[rng.below(special.len())]),
                     2 => {
                         t.remove(at);
                     }
@@ -289,6 +294,7 @@ fn ferrite_within(args: &[&std::ffi::OsStr], dir: &Path, limit: Duration) -> (i3
 fn assert_clean(what: &str, code: i32, stderr: &str) {
     assert!(!stderr.contains("panicked") && code != 101, "{what}: panic (status {code})\n{stderr}");
     assert!(!stderr.contains("memory allocation of"), "{what}: abort (status {code})\n{stderr}");
+    assert!(!stderr.contains("fatal runtime error"), "{what}: abort (status {code})\n{stderr}");
     if code == 2 {
         assert_eq!(error_lines(stderr).len(), 1, "{what}: not one error line\n{stderr}");
     }
@@ -443,7 +449,8 @@ fn option_values_never_panic() {
 }
 
 /// Special files as the program, the interpreter-less recovery, a configuration file, a report
-/// and a suite: refused at once, each with one error line.
+/// (to replay and to triage), a part to merge and a suite: refused at once, each with one error
+/// line (merge read a FIFO or `/dev/zero` for ever before the fifth sweep).
 #[test]
 fn special_files_in_every_role() {
     let dir = scratch();
@@ -484,6 +491,8 @@ fn special_files_in_every_role() {
         cases.push(vec!["run".into(), "--".into(), f.clone()]);
         cases.push(vec!["run".into(), "--config".into(), f.clone(), "--".into(), prog.clone()]);
         cases.push(vec!["replay".into(), f.clone()]);
+        cases.push(vec!["triage".into(), f.clone()]);
+        cases.push(vec!["merge".into(), f.clone(), "--report".into(), "m.json".into()]);
         cases.push(vec!["compare".into(), "--suite".into(), f.clone()]);
         let mut recover = std::ffi::OsString::from("--recover=");
         recover.push(&f);
@@ -539,4 +548,92 @@ fn guests_that_never_end_end_as_findings() {
     }
     let spin = Ferrite::run(&prog).opts(&["--max-instructions", "1000000"]).args(&["spin"]).go();
     assert!(spin.stderr.contains("Ctrl-C"), "{}", spin.describe());
+}
+
+/// The fifth sweep's mutations: a real part of a sharded crash campaign (structurally, as the
+/// reports above, and byte by byte) merged with the campaign's other part; a suite manifest
+/// (RON, byte by byte) through `ferrite compare`; lock configurations in RON and in HawkSet's
+/// YAML through `ferrite run --config`. Each ends cleanly and in time (before the sweep a
+/// HawkSet file of nested block sequences overflowed ferrite's stack: tests/hostile.rs).
+#[test]
+fn mutated_parts_manifests_and_configs_fail_cleanly() {
+    let dir = scratch();
+    let d = dir.path();
+    let pm_log = guest("pm_log");
+    let recover = format!("{} /mnt/pmem0/log check", pm_log.display());
+    let mut parts = Vec::new();
+    for i in 0..2 {
+        let name = format!("p{i}.json");
+        let run = Ferrite::crash(&pm_log)
+            .opts(&["--quiet", "--recover", &recover, "--shard", &format!("{i}/2"), "--report", &name])
+            .args(&["/mnt/pmem0/log"])
+            .go();
+        assert_eq!(run.code, 0, "{}", run.describe());
+        std::fs::copy(run.path(&name), d.join(&name)).unwrap();
+        parts.push(run.json(&name));
+    }
+    let mut rng = Rng(0xfe45);
+    let mut cases: Vec<Vec<std::ffi::OsString>> = Vec::new();
+    let add_part = |bytes: Vec<u8>, cases: &mut Vec<Vec<std::ffi::OsString>>| {
+        let p = d.join(format!("m{}.json", cases.len()));
+        std::fs::write(&p, bytes).unwrap();
+        let out = d.join(format!("out{}.json", cases.len()));
+        cases.push(vec![
+            "merge".into(),
+            "--quiet".into(),
+            p.into(),
+            d.join("p1.json").into(),
+            "--report".into(),
+            out.into(),
+        ]);
+    };
+    // The header's fields all, the body's a sample.
+    let mut structural_parts = structural(&parts[0], &mut rng);
+    structural_parts.retain(|_| rng.below(6) == 0);
+    for m in structural_parts {
+        add_part(serde_json::to_vec(&m).unwrap(), &mut cases);
+    }
+    for m in bytewise(&serde_json::to_vec(&parts[0]).unwrap(), &mut rng, 60) {
+        add_part(m, &mut cases);
+    }
+    let g = repo().join("guests");
+    let manifest = format!(
+        r#"(build: "{}", sources: "{}", cases: [
+    (name: "pm_unflushed_fence", program: "pm_unflushed_fence", analyses: ["unpersisted"],
+     options: ["--max-instructions", "20000000"],
+     truth: Bugs([(class: "unpersisted-store", at: [Marker("pm_unflushed_fence.c", "/* STORE: unfenced line */")]),
+                  (class: "flush-without-fence", at: [Offset("pm_unflushed_fence.c", "/* BUG: flush without fence */", 0)])])),
+    (name: "exit_status", program: "exit_status", seeds: [0, 1], truth: BugFree),
+])
+"#,
+        g.join("build").display(),
+        g.join("src").display()
+    );
+    for (i, m) in bytewise_with(manifest.as_bytes(), &mut rng, 60, b"()[]\",:0-9_ \n/*").into_iter().enumerate() {
+        let p = d.join(format!("s{i}.ron"));
+        std::fs::write(&p, m).unwrap();
+        cases.push(vec![
+            "compare".into(),
+            "--quiet".into(),
+            "--analyses".into(),
+            "unpersisted".into(),
+            "--suite".into(),
+            p.into(),
+        ]);
+    }
+    let ron_config = r#"(locks: [(symbol: "cas_lock", kind: TryAcquire(success: 1), lock_arg: 0, result_arg: 1, mode: Shared, lock_size: 8),
+    (symbol: "cas_unlock", kind: Release)], sync_vars: [(offset: 64, size: 8, init: 0)], pmrace_allow: ["x.c:12"])"#;
+    let yaml_config = "mutex_id_size: 8\nadquire:\n  my_lock: { mutex_id_arg: 0, type: regular }\ntry_adquire:\n  my_trylock:\n    mutex_id_arg: 0\n    success_value: 1\n    result_id_arg: 1\n    type: write\nrelease:\n  my_unlock: { mutex_id_arg: 0, type: regular }\n";
+    let prog = guest("exit_status");
+    let configs = bytewise_with(ron_config.as_bytes(), &mut rng, 50, b"()[]\",:0-9 ")
+        .into_iter()
+        .map(|m| (m, "ron"))
+        .chain(bytewise_with(yaml_config.as_bytes(), &mut rng, 50, b"-:#&*[]{} \n0-9").into_iter().map(|m| (m, "cfg")));
+    for (i, (m, ext)) in configs.enumerate() {
+        let p = d.join(format!("c{i}.{ext}"));
+        std::fs::write(&p, m).unwrap();
+        cases.push(vec!["run".into(), "--quiet".into(), "--config".into(), p.into(), "--".into(), prog.clone().into()]);
+    }
+    let n = through_the_binary(cases, Duration::from_secs(60));
+    assert!(n >= 250, "only {n} mutated inputs");
 }

@@ -20,9 +20,24 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
     let exe = std::env::current_exe().context("cannot find ferrite's own executable")?;
     let expected = std::cell::Cell::new(None::<i32>);
     let time = |cmd: &mut Proc| -> Result<(f64, u64)> {
+        // The program measured natively starts with the default SIGXFSZ action, not the
+        // ignored one ferrite itself runs with (main).
+        use std::os::unix::process::CommandExt as _;
+        // SAFETY: the closure runs in the child between fork and exec and only calls signal(2),
+        // which is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
+                Ok(())
+            })
+        };
+        let name = cmd.get_program().to_string_lossy().into_owned();
         let t = Instant::now();
-        let out =
-            cmd.stdout(Stdio::null()).stderr(Stdio::null()).output().context("cannot run the benchmark command")?;
+        let out = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .with_context(|| format!("cannot run the benchmark command `{name}`"))?;
         let secs = t.elapsed().as_secs_f64();
         // The native run's status is the guest's; under ferrite the same, or 66 with findings.
         let code = out.status.code();
@@ -168,16 +183,19 @@ fn bench_snapshots(a: &BenchArgs) -> Result<i32> {
         back.push(t.elapsed().as_secs_f64());
     }
     let ms = |v: Vec<f64>| super::median(v) * 1e3;
-    println!("program: {} ({total} guest instructions); median of {runs} runs, wall-clock time", a.command.join(" "));
-    println!("restores find the pages written since a snapshot by: {}", emu::dirty::mode());
-    println!();
-    println!(
+    driver::out!(
+        "program: {} ({total} guest instructions); median of {runs} runs, wall-clock time",
+        a.command.join(" ")
+    );
+    driver::out!("restores find the pages written since a snapshot by: {}", emu::dirty::mode());
+    driver::out!();
+    driver::out!(
         "| snapshot at | processes | live threads | held (MiB) | take (ms) | again a tenth later: copied (MiB) | take (ms) | \
          restore (ms) | reverse-stepi at the end (ms) |"
     );
-    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    driver::out!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     let mib = |b: usize| b as f64 / f64::from(1 << 20);
-    println!(
+    driver::out!(
         "| {half} | {processes} | {threads} | {:.1} | {:.2} | {:.1} | {:.2} | {:.2} | {:.1} |",
         mib(held),
         ms(take),

@@ -115,10 +115,8 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
             bail!("--report `{}`: use a .json file name (the .csv and .svg are written next to it)", r.display());
         }
     }
-    if let Some(dir) = a.report.as_ref().and_then(|r| r.parent()).filter(|d| !d.as_os_str().is_empty()) {
-        if !dir.is_dir() {
-            bail!("--report: directory `{}` does not exist", dir.display());
-        }
+    if let Some(r) = &a.report {
+        super::check_output("--report", r)?;
     }
     if a.explore == 0 {
         bail!("--explore needs at least one schedule");
@@ -351,9 +349,10 @@ pub fn emit(
     render::print_tables(report, cases, detectors);
     if let Some(path) = report_path {
         let json = serde_json::to_string_pretty(&report).expect("the report serialises");
-        std::fs::write(path, json + "\n").with_context(|| format!("cannot write report `{}`", path.display()))?;
+        crate::report::write_whole(path, (json + "\n").as_bytes())
+            .with_context(|| format!("cannot write report `{}`", path.display()))?;
         let csv = path.with_extension("csv");
-        std::fs::write(&csv, summary_csv(&report.summary))
+        crate::report::write_whole(&csv, summary_csv(&report.summary).as_bytes())
             .with_context(|| format!("cannot write `{}`", csv.display()))?;
         #[cfg(feature = "chart")]
         {

@@ -11,6 +11,7 @@ pub fn crash(a: CrashArgs) -> Result<i32> {
     let started = std::time::Instant::now();
     let opts = &a.opts;
     super::check_report_path("--report", opts.report.as_deref())?;
+    super::check_outside_pm_dir("--report", opts.report.as_deref(), opts.pm_dir.as_deref())?;
     let shard = super::merge::shard_of(&a.shard, opts.report.as_deref(), opts.quiet)?;
     if shard.is_some() && a.lazy {
         bail!("--lazy cannot be sharded: its crash points share what recovery read (run it unsharded)");
@@ -23,7 +24,7 @@ pub fn crash(a: CrashArgs) -> Result<i32> {
         bail!("--recover needs a program");
     }
     let check = a.check.as_deref().map(super::split_command).filter(|c| !c.is_empty());
-    let user = super::PmDir::new(opts.pm_dir.clone())?;
+    let user = super::PmDir::new(opts.pm_dir.clone(), super::PmUse::Reads)?;
     let base = super::run_spec(opts, &a.command, user.path())?;
     let options = options(&a, recover, check, a.jobs.unwrap_or_else(crate::cli::values::default_jobs), shard);
     if let (Some(shard), Some(path)) = (shard, &opts.report) {
@@ -123,7 +124,8 @@ fn host_stats(a: &CrashArgs, c: &crashtest::Campaign, started: std::time::Instan
         "restored_recoveries": c.restored,
         "exploration": super::exploration_json(&c.workloads),
     });
-    std::fs::write(path, stats.to_string()).with_context(|| format!("--host-stats {}", path.display()))
+    crate::report::write_whole(path, stats.to_string().as_bytes())
+        .with_context(|| format!("--host-stats {}", path.display()))
 }
 
 /// The header of a crash campaign's part: the options that define its results and the hashes

@@ -46,8 +46,40 @@ pub fn is_hawkset(text: &str) -> bool {
     !rest.is_empty() && !rest.starts_with('(')
 }
 
+/// Deepest nesting of sequences and mappings accepted: HawkSet's files nest three levels
+/// (the top mapping, a section, a function's settings).
+const MAX_DEPTH: usize = 16;
+
+/// Refuses YAML nested deeper than [`MAX_DEPTH`] before it is loaded: yaml-rust2 limits the
+/// nesting of flow collections (`[[[`) but not of block ones (`- - - -`), and a document of
+/// 50,000 nested sequences, loaded, overflowed ferrite's stack when it was dropped (an abort,
+/// status 134). The parser's events come from an explicit stack, so counting them is safe.
+fn check_depth(text: &str) -> Result<()> {
+    use yaml_rust2::parser::{Event, Parser};
+    let mut parser = Parser::new_from_str(text);
+    let mut depth = 0usize;
+    loop {
+        let (event, mark) = parser.next_token().map_err(|e| anyhow!("not valid YAML: {e}"))?;
+        match event {
+            Event::SequenceStart(..) | Event::MappingStart(..) => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    bail!(
+                        "nested deeper than {MAX_DEPTH} levels at line {} (a lock configuration has three)",
+                        mark.line()
+                    );
+                }
+            }
+            Event::SequenceEnd | Event::MappingEnd => depth = depth.saturating_sub(1),
+            Event::StreamEnd => return Ok(()),
+            _ => {}
+        }
+    }
+}
+
 /// The lock functions a HawkSet configuration declares, in the order it lists them.
 pub fn parse(text: &str) -> Result<Vec<CustomLock>> {
+    check_depth(text)?;
     let docs = YamlLoader::load_from_str(text).map_err(|e| anyhow!("not valid YAML: {e}"))?;
     let [root] = docs.as_slice() else { bail!("expected one YAML document, found {}", docs.len()) };
     let Yaml::Hash(map) = root else { bail!("the top level must be a mapping (mutex_id_size, adquire, ...)") };

@@ -63,6 +63,7 @@ pub fn write_crash_part(path: &Path, mut header: Header, c: crashtest::Campaign,
 
 /// `ferrite merge`.
 pub fn merge(a: MergeArgs) -> Result<i32> {
+    super::check_output("--report", &a.report)?;
     let parts = crate::part::read_all(&a.parts)?;
     match parts[0].part.kind.as_str() {
         "crash" => {

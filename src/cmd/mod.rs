@@ -27,21 +27,50 @@ pub fn runner() -> Runner<'static> {
 
 /// Holds the PM directory of a run: the user's, or a temporary one removed afterwards.
 pub enum PmDir {
-    /// `--pm-dir`.
-    User(PathBuf),
+    /// `--pm-dir`, and the open directory that holds its lock ([`PmDir::new`]) while ferrite
+    /// uses it.
+    User { path: PathBuf, _lock: std::fs::File },
     /// A fresh temporary directory.
     Temp(tempfile::TempDir),
 }
 
+/// How a ferrite uses `--pm-dir`: `run` and `replay` write its files (the guest's PM), `crash`
+/// only reads them (its campaign works on copies).
+#[derive(Clone, Copy, PartialEq)]
+pub enum PmUse {
+    Writes,
+    Reads,
+}
+
 impl PmDir {
-    /// The user's directory (which must exist), or a fresh temporary one.
-    pub fn new(user: Option<PathBuf>) -> Result<PmDir> {
+    /// The user's directory (which must exist), or a fresh temporary one. The user's is locked
+    /// (`flock`: exclusively by a ferrite that writes it, shared by one that only reads it), so
+    /// that a second ferrite writing the same directory at once is refused with an error instead
+    /// of both guests' PM files mixing; crash campaigns (shards on one machine) share it. The
+    /// lock is the host's and invisible to guests, whose `flock` is the emulated kernel's; it
+    /// goes with the process, also when ferrite is killed.
+    pub fn new(user: Option<PathBuf>, how: PmUse) -> Result<PmDir> {
         Ok(match user {
             Some(p) => {
                 if !p.is_dir() {
                     bail!("--pm-dir `{}` is not a directory", p.display());
                 }
-                PmDir::User(p)
+                let dir = std::fs::File::open(&p).with_context(|| format!("--pm-dir `{}`", p.display()))?;
+                let op = if how == PmUse::Writes { libc::LOCK_EX } else { libc::LOCK_SH };
+                use std::os::fd::AsRawFd as _;
+                // SAFETY: flock(2) on a descriptor this function owns and keeps open.
+                if unsafe { libc::flock(dir.as_raw_fd(), op | libc::LOCK_NB) } != 0 {
+                    let e = std::io::Error::last_os_error();
+                    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                        bail!(
+                            "--pm-dir `{}` is in use by another ferrite{}: wait for it to end, or give each its own directory",
+                            p.display(),
+                            if how == PmUse::Writes { "" } else { " that writes it (a run or a replay)" }
+                        );
+                    }
+                    // A file system without locks: nothing to guard with.
+                }
+                PmDir::User { path: p, _lock: dir }
             }
             None => PmDir::Temp(
                 tempfile::Builder::new()
@@ -55,7 +84,7 @@ impl PmDir {
     /// Its path.
     pub fn path(&self) -> PathBuf {
         match self {
-            PmDir::User(p) => p.clone(),
+            PmDir::User { path, .. } => path.clone(),
             PmDir::Temp(t) => t.path().to_path_buf(),
         }
     }
@@ -223,6 +252,45 @@ pub fn check_report_path(option: &str, path: Option<&Path>) -> Result<()> {
         if !matches!(ext.as_deref(), Some("json" | "ron" | "sarif")) {
             bail!("{option} `{}`: use a .json, .ron or .sarif file name", r.display());
         }
+        check_output(option, r)?;
+    }
+    Ok(())
+}
+
+/// Refuses, before anything runs, an output file that cannot be written where it is: a
+/// directory, or a file in a directory that does not exist. Otherwise a campaign of hours would
+/// end with nothing but the error of its last step.
+pub fn check_output(option: &str, path: &Path) -> Result<()> {
+    if path.is_dir() {
+        bail!("{option} `{}` is a directory: give a file name", path.display());
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        bail!("{option} `{}`: directory `{}` does not exist", path.display(), dir.display());
+    }
+    // A read-only mount (or, for another user, a directory without write permission) would
+    // refuse the file only at the end.
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap_or_default();
+    // SAFETY: access(2) reads the NUL-terminated path `c`, alive through the call.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
+        let e = std::io::Error::last_os_error();
+        bail!("{option} `{}`: directory `{}` is not writable: {e}", path.display(), dir.display());
+    }
+    Ok(())
+}
+
+/// Refuses an output file inside the PM directory: the guest would find it there in the next
+/// run, whose input the PM directory's contents are (a report would change its own replay).
+pub fn check_outside_pm_dir(option: &str, path: Option<&Path>, pm_dir: Option<&Path>) -> Result<()> {
+    let (Some(path), Some(pm)) = (path, pm_dir) else { return Ok(()) };
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let (Ok(dir), Ok(pm)) = (std::fs::canonicalize(dir), std::fs::canonicalize(pm)) else { return Ok(()) };
+    if dir.starts_with(&pm) {
+        bail!(
+            "{option} `{}` is inside --pm-dir `{}`: the guest would see it, and the PM directory's contents are the next run's input; write it elsewhere",
+            path.display(),
+            pm.display()
+        );
     }
     Ok(())
 }

@@ -11,8 +11,9 @@ use crate::report::Report;
 /// `ferrite replay`.
 pub fn replay(a: ReplayArgs) -> Result<i32> {
     super::check_report_path("--report-out", a.report_out.as_deref())?;
+    super::check_outside_pm_dir("--report-out", a.report_out.as_deref(), a.pm_dir.as_deref())?;
     let orig = Report::read(&a.report)?;
-    let pm = super::PmDir::new(a.pm_dir)?;
+    let pm = super::PmDir::new(a.pm_dir, super::PmUse::Writes)?;
     let (mut spec, wanted) = orig.replay_spec(a.finding, pm.path()).map_err(|e| anyhow!(e))?;
     // A FIFO or a device named as the program is refused before anything waits on it.
     let bytes = loader::input::read_regular(&spec.program, loader::input::PROGRAM_CAP)

@@ -42,6 +42,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let allocations = crate::HOST_ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed);
     let opts = a.opts;
     super::check_report_path("--report", opts.report.as_deref())?;
+    super::check_outside_pm_dir("--report", opts.report.as_deref(), opts.pm_dir.as_deref())?;
     let shard = super::merge::shard_of(&a.shard, opts.report.as_deref(), opts.quiet)?;
     if !a.listen.is_empty() {
         let clash = if opts.explore > 1 {
@@ -64,7 +65,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
             anyhow::bail!("--listen names a guest port twice");
         }
     }
-    let pm = super::PmDir::new(opts.pm_dir.clone())?;
+    let pm = super::PmDir::new(opts.pm_dir.clone(), super::PmUse::Writes)?;
     let mut spec = super::run_spec(&opts, &a.command, pm.path())?;
     if !a.listen.is_empty() {
         spec.listen = Some(syscalls::listen::ListenSpec::Record(a.listen.clone()));
@@ -151,7 +152,8 @@ pub fn run(a: RunArgs) -> Result<i32> {
         if let (Some(b), Some(map)) = (out.branching, stats.as_object_mut()) {
             map.insert("exploration".into(), super::exploration_json(&b));
         }
-        std::fs::write(path, stats.to_string()).with_context(|| format!("--host-stats {}", path.display()))?;
+        crate::report::write_whole(path, stats.to_string().as_bytes())
+            .with_context(|| format!("--host-stats {}", path.display()))?;
     }
     if let Some(s) = report.run.interrupted {
         return Ok(128 + s);

@@ -24,6 +24,9 @@ pub fn slurm(a: SlurmArgs) -> Result<i32> {
     if n == 0 {
         bail!("--shards needs at least one shard");
     }
+    if n > 4_000_001 {
+        bail!("--shards {n}: a Slurm job array has at most 4000001 tasks (the largest MaxArraySize Slurm accepts)");
+    }
     let sub = a.command[0].as_str();
     if !matches!(sub, "crash" | "compare") {
         bail!("`{sub}`: ferrite slurm shards `crash` and `compare` campaigns (give the subcommand first)");
@@ -36,6 +39,24 @@ pub fn slurm(a: SlurmArgs) -> Result<i32> {
     }
     if a.cpus == 0 {
         bail!("--cpus needs at least one CPU");
+    }
+    // The values go into `#SBATCH` lines and the script's own `sbatch` calls, where a newline
+    // or a `;` would be a line or a command of the script (`--mem '4G\nrm -rf ~'`).
+    slurm_value("--mem", &a.mem, "")?;
+    if let Some(t) = &a.time {
+        slurm_value("--time", t, "")?;
+    }
+    if let Some(p) = &a.partition {
+        slurm_value("--partition", p, ",")?;
+    }
+    let abs = std::path::absolute(&a.dir).unwrap_or_else(|_| a.dir.clone());
+    if let Some(c) =
+        abs.to_string_lossy().chars().find(|c| c.is_whitespace() || c.is_control() || "%\"'`$\\".contains(*c))
+    {
+        bail!(
+            "--dir `{}`: a Slurm directive (`#SBATCH --output=DIR/shard-%a.log`) cannot carry {c:?}; choose a directory without it",
+            abs.display()
+        );
     }
     // The campaign's command line must parse before anything is submitted.
     let mut probe: Vec<String> = vec!["ferrite".into(), sub.into()];
@@ -55,7 +76,8 @@ pub fn slurm(a: SlurmArgs) -> Result<i32> {
     let script = dir.join("campaign.sbatch");
     let report = dir.join(if sub == "compare" { "compare.json" } else { "crash.json" });
     let text = script_text(&a, &exe, &cwd, &dir, &report);
-    std::fs::write(&script, text).with_context(|| format!("cannot write `{}`", script.display()))?;
+    crate::report::write_whole(&script, text.as_bytes())
+        .with_context(|| format!("cannot write `{}`", script.display()))?;
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
         .with_context(|| format!("cannot make `{}` executable", script.display()))?;
@@ -69,6 +91,15 @@ pub fn slurm(a: SlurmArgs) -> Result<i32> {
 
 fn q(p: &Path) -> String {
     quote_all(&[p.display().to_string()])
+}
+
+/// Refuses a Slurm value that is not Slurm's notation: letters, digits, `:._+-` and the characters in `also`.
+fn slurm_value(option: &str, v: &str, also: &str) -> Result<()> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || ":._+-".contains(c) || also.contains(c);
+    if v.is_empty() || !v.chars().all(ok) {
+        bail!("{option} {v:?}: Slurm's notation is letters, digits and `:._+-{also}` (`4G`, `2:00:00`, `gpu`)");
+    }
+    Ok(())
 }
 
 fn script_text(a: &SlurmArgs, exe: &Path, cwd: &Path, dir: &Path, report: &Path) -> String {

@@ -108,6 +108,27 @@ enum Site {
     Offset(String, String, i32),
 }
 
+impl CaseSpec {
+    /// The source files the case's bugs name.
+    fn truth_files(&self) -> impl Iterator<Item = &String> {
+        let bugs = match &self.truth {
+            Truth::Bugs(b) => b.as_slice(),
+            Truth::BugFree => &[],
+        };
+        bugs.iter().flat_map(|b| b.at.iter()).map(|s| match s {
+            Site::Marker(f, _) | Site::Line(f, _) | Site::Offset(f, _, _) => f,
+        })
+    }
+}
+
+/// Whether `name` is a relative path that stays below the directory it is joined to.
+fn under(name: &str) -> bool {
+    let p = Path::new(name);
+    !name.is_empty()
+        && p.components().all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))
+        && p.components().any(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
 /// A case ready to run.
 #[derive(Debug, Clone)]
 pub struct Case {
@@ -185,6 +206,9 @@ pub fn load_suite(path: &Path) -> Result<(Vec<Case>, Vec<PathBuf>)> {
     for f in &files {
         cases.extend(load_manifest(f)?);
     }
+    if cases.is_empty() {
+        bail!("suite `{}` has no cases", path.display());
+    }
     let mut seen = BTreeSet::new();
     for c in &cases {
         if !seen.insert(c.name.clone()) {
@@ -214,6 +238,21 @@ fn load_manifest(path: &Path) -> Result<Vec<Case>> {
     let mut out = Vec::new();
     for spec in suite.cases {
         let ctx = |msg: String| anyhow!("suite `{}`, case `{}`: {msg}", path.display(), spec.name);
+        // `--cases` names cases by name, comma-separated; an empty name or one with a comma
+        // could never be chosen.
+        if spec.name.trim().is_empty() || spec.name.contains(',') {
+            return Err(ctx(
+                "a case's name must be non-empty and without commas (`--cases` lists names separated by commas)".into(),
+            ));
+        }
+        // A case names files under the manifest's build and source directories: a program or
+        // source out of them (`../x`, `/bin/sh`) would make the suite depend on files it does
+        // not hold (move `build` or `sources` instead).
+        if let Some(bad) = std::iter::once(&spec.program).chain(spec.truth_files()).find(|f| !under(f)) {
+            return Err(ctx(format!(
+                "`{bad}` is not a file name under the suite's build or source directory (no `..`, not absolute, not empty)"
+            )));
+        }
         let binary = build.join(&spec.program);
         let pool = spec.pool.clone().unwrap_or_else(|| "/mnt/pmem0/pool".into());
         let subst = |s: &str| {
@@ -268,6 +307,7 @@ fn load_manifest(path: &Path) -> Result<Vec<Case>> {
                 let mut sites = Vec::new();
                 for site in &b.at {
                     match site {
+                        Site::Line(_, 0) => return Err(ctx(format!("bug {}: `Line` numbers start at 1", i + 1))),
                         Site::Line(file, line) => sites.push((file.clone(), *line)),
                         Site::Marker(file, marker) | Site::Offset(file, marker, _) => {
                             if !sources_cache.contains_key(file) {

@@ -384,7 +384,11 @@ impl Bridge {
                         )
                     })?;
                     l.set_nonblocking(true)?;
-                    eprintln!("ferrite: listening on 127.0.0.1:{} for guest port {guest}", l.local_addr()?.port());
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "ferrite: listening on 127.0.0.1:{} for guest port {guest}",
+                        l.local_addr()?.port()
+                    );
                     listeners.push((guest, l));
                 }
                 let wake = interrupt_fd()?;
@@ -750,7 +754,8 @@ impl Kernel {
         }
         if full && !b.rec.truncated {
             b.rec.truncated = true;
-            eprintln!(
+            let _ = writeln!(
+                std::io::stderr(),
                 "ferrite: warning: --listen recorded {} bytes in {} events of host input, the most a report keeps \
                  ({MAX_INPUT_BYTES} bytes, {MAX_EVENTS} events); the host connections are closed",
                 b.input,
@@ -899,7 +904,7 @@ impl Kernel {
             if !hc.broken && hc.out.len() + n > MAX_PENDING_OUT {
                 if !h.overflowed {
                     h.overflowed = true;
-                    eprintln!(
+                    let _ = writeln!(std::io::stderr(),
                         "ferrite: warning: --listen: host connection {i} left more than {MAX_PENDING_OUT} bytes of the \
                          guest's output unread; it is shut down and what the guest sends it is dropped"
                     );

@@ -113,7 +113,9 @@ pub(crate) fn result(call: &str, nr: u64, d: &Dispatch) {
         Dispatch::ThreadExit => "= ? (the thread exits)".to_string(),
         Dispatch::Restored => "= ? (returns from the signal handler)".to_string(),
     };
-    eprintln!("{call} {out}");
+    // Not `eprintln!`, which panics when standard error is closed or full.
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{call} {out}");
 }
 
 /// The symbolic name of the errno values ferrite returns.
