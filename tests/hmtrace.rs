@@ -245,3 +245,31 @@ fn contexts_of_joined_threads_are_freed() {
     assert!(few >= 40, "20 rounds of two threads: {few} contexts (each thread has its own)");
     assert!(many <= 512, "300 rounds of two threads (600 threads): {many} contexts at most at once");
 }
+
+/// A parent and its forked child: their private memory (a global, stack slots) is two copies
+/// after the fork, never one location, while the page both map `MAP_SHARED` is one. The race on
+/// the shared counter is reported; the private updates were races keyed by address alone
+/// (`hm_fork_private`), and so were the stack slots of the PM programs that fork a writer
+/// (`ext_fork_pool_fixed`, `ext_fork_msync_fixed`, `pmdk_fork_pool_fixed`).
+#[test]
+fn a_forked_childs_private_memory_is_its_own() {
+    let src = "hm_fork_private.c";
+    let shared = marker_line(src, "/* SHARED_RACE:");
+    let (_, report) = run("hm_fork_private", "hmtrace", 0);
+    let fs = program_findings(&report);
+    assert!(!fs.is_empty(), "the shared counter's race:\n{report:#}");
+    for f in &fs {
+        let lines: Vec<u64> =
+            f["locations"].as_array().unwrap().iter().filter_map(|l| l["backtrace"][0]["line"].as_u64()).collect();
+        assert!(lines.iter().all(|&l| l == u64::from(shared)), "only the shared page races: {lines:?}\n{report:#}");
+    }
+    for (name, args) in [
+        ("ext_fork_pool_fixed", ["/mnt/pmem0/forkpool"]),
+        ("ext_fork_msync_fixed", ["/mnt/pmem0/forkpool"]),
+        ("pmdk_fork_pool_fixed", ["/mnt/pmem0/forkpool"]),
+    ] {
+        let run = Ferrite::run(&guest(name)).opts(&["--analyses", "hmtrace", "--report", "r.json"]).args(&args).go();
+        let report = run.json("r.json");
+        assert!(program_findings(&report).is_empty(), "{name}: parent and child share only the pool:\n{report:#}");
+    }
+}

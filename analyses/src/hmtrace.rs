@@ -85,7 +85,10 @@
 //! became shared can escape (Eraser's own initialisation blind spot). Accesses wider than 8
 //! bytes are not delivered by the machine (see docs/analyses/hmtrace.md). Races on memory freed
 //! and reallocated are missed or, without allocator visibility, wrongly attributed: `free` and
-//! `munmap` are not seen, so only thread exit clears records.
+//! `munmap` are not seen, so only thread exit clears records. After a `fork`, the parent's and
+//! the child's private memory are told apart ([`Spaces`]) and what they share is not: DRAM both
+//! map shared through the fork keeps one address, but a file or System V segment each maps on
+//! its own after it is told apart only if it lands at the same address in both.
 //!
 //! # Why it reports no false positives (and where it can)
 //! A report needs two accesses to overlapping bytes by different threads, one a write, that
@@ -223,6 +226,89 @@ impl LockSets {
         let v = self.intern(&out);
         self.meet.insert((a, b), v);
         v
+    }
+}
+
+/// Where a forked process's private memory goes in the shadow: its guest address with the
+/// process's tag in bits 48 to 62 (guest addresses are below 2^47; bit 63 is [`SYNC_KEY`]'s).
+const SPACE_SHIFT: u32 = 48;
+/// Tags go from 1 to this, then around again (a run with more forked processes than that
+/// alive at once is not one hmtrace is run on).
+const MAX_SPACE: u64 = 0x7fff;
+/// The bits of a shadow address that are a tag.
+const SPACE_BITS: u64 = MAX_SPACE << SPACE_SHIFT;
+
+/// The address spaces of forked processes. After a `fork` the child's private memory (its
+/// stack, globals, heap) is a copy: the same address in parent and child names two locations,
+/// which two accesses by the two processes never share. Keyed by address alone they looked like
+/// one, and a parent's stack slot written while its child wrote its copy was a race. Each
+/// forked process gets a tag, its threads (and `CLONE_VM` children) inherit it, and an access
+/// to private DRAM by a tagged thread is recorded at the tagged address. What parent and child
+/// do share keeps its address: PM (accesses with a device address) and the shared DRAM
+/// mappings the child inherited ([`EventKind::SharedMemory`]).
+#[derive(Clone, Default)]
+struct Spaces {
+    /// Tags of the threads outside the first process (absent: 0, the first process's).
+    of: FxHashMap<u32, u64>,
+    /// The last tag given; 0 until the first fork (nothing to do until then).
+    last: u64,
+    /// DRAM shared across a fork, as sorted, disjoint (start, end).
+    shared: Vec<(u64, u64)>,
+}
+
+impl Spaces {
+    /// Thread `child` was created by `parent`, in an address space of its own if `forked`.
+    fn created(&mut self, parent: u32, child: u32, forked: bool) {
+        let tag = if forked {
+            self.last = self.last % MAX_SPACE + 1;
+            self.last
+        } else {
+            self.tag(parent)
+        };
+        if tag != 0 {
+            self.of.insert(child, tag);
+        } else {
+            self.of.remove(&child);
+        }
+    }
+
+    /// DRAM `[start, start + len)` is shared by a process and its forked child.
+    fn share(&mut self, start: u64, len: u64) {
+        self.shared.push((start, start.saturating_add(len)));
+        self.shared.sort_unstable();
+        // Merged, so that a lookup is one search.
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(self.shared.len());
+        for &(a, b) in &self.shared {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        self.shared = merged;
+    }
+
+    fn tag(&self, tid: u32) -> u64 {
+        if self.last == 0 {
+            return 0;
+        }
+        self.of.get(&tid).copied().unwrap_or(0)
+    }
+
+    /// Where thread `tid`'s access to `addr` (device address `dev`, 0 outside PM) is recorded.
+    #[inline]
+    fn key(&self, tid: u32, addr: u64, dev: u64) -> u64 {
+        if self.last == 0 || dev != 0 {
+            return addr;
+        }
+        let tag = self.tag(tid);
+        if tag == 0 || addr == 0 || addr & SPACE_BITS != 0 {
+            return addr;
+        }
+        let i = self.shared.partition_point(|r| r.1 <= addr);
+        if self.shared.get(i).is_some_and(|r| r.0 <= addr) {
+            return addr;
+        }
+        addr | tag << SPACE_SHIFT
     }
 }
 
@@ -514,6 +600,8 @@ pub struct Hmtrace {
     /// Sizes of allocation calls in progress, per thread (calloc's and realloc's size is known
     /// only at entry).
     alloc_sizes: FxHashMap<u32, (u64, u64)>,
+    /// Forked processes' address spaces: where their private memory is recorded.
+    spaces: Spaces,
 }
 
 impl Default for Hmtrace {
@@ -562,6 +650,7 @@ impl Hmtrace {
             found: Vec::new(),
             allocs: FxHashMap::default(),
             alloc_sizes: FxHashMap::default(),
+            spaces: Spaces::default(),
         }
     }
 
@@ -655,6 +744,7 @@ impl Hmtrace {
                 let handle = self.thread(tid).handle;
                 self.threads.remove(&tid);
                 if let Some(h) = handle {
+                    let h = self.spaces.key(tid, h, 0);
                     self.forget(h.saturating_sub(STACK_SPAN), h.saturating_add(TCB_SPAN));
                 }
             }
@@ -686,11 +776,11 @@ impl Hmtrace {
                 self.alloc_sizes.insert(ev.tid, (ev.addr.saturating_mul(ev.old), 0));
             }
             EventKind::SyncEnter(SyncKind::Realloc) => {
-                self.alloc_sizes.insert(ev.tid, (ev.old, ev.addr));
+                self.alloc_sizes.insert(ev.tid, (ev.old, self.spaces.key(ev.tid, ev.addr, 0)));
             }
             // munmap(addr, len): the memory is gone; whatever is mapped there later is new.
             EventKind::Syscall if ev.addr == 11 => {
-                let (lo, len) = (ev.new, ev.old);
+                let (lo, len) = (self.spaces.key(ev.tid, ev.new, 0), ev.old);
                 self.allocs.retain(|a, _| *a < lo || *a >= lo.saturating_add(len));
                 self.forget_block(lo, lo.saturating_add(len));
             }
@@ -699,11 +789,12 @@ impl Hmtrace {
             // Not libgomp's own words: the order its barriers and task queue happen to take is
             // not what OpenMP guarantees (the entry points give that).
             EventKind::Syscall if ev.addr == 202 && !self.adapter.omp.in_runtime(ev.tid) => {
-                self.mark_sync(ev.new & !3, 4)
+                self.mark_sync(self.spaces.key(ev.tid, ev.new & !3, 0), 4)
             }
             EventKind::SyncEnter(SyncKind::Free) => {
-                if let Some(size) = self.allocs.remove(&ev.addr) {
-                    self.forget_block(ev.addr, ev.addr + size);
+                let at = self.spaces.key(ev.tid, ev.addr, 0);
+                if let Some(size) = self.allocs.remove(&at) {
+                    self.forget_block(at, at + size);
                 }
             }
             EventKind::SyncReturn(kind @ (SyncKind::Malloc | SyncKind::Calloc | SyncKind::Realloc)) => {
@@ -711,13 +802,14 @@ impl Hmtrace {
                     SyncKind::Malloc => (ev.addr, 0),
                     _ => self.alloc_sizes.remove(&ev.tid).unwrap_or((0, 0)),
                 };
-                if kind == SyncKind::Realloc && old != 0 && ev.new != old {
+                let new = self.spaces.key(ev.tid, ev.new, 0);
+                if kind == SyncKind::Realloc && old != 0 && new != old {
                     if let Some(s) = self.allocs.remove(&old) {
                         self.forget_block(old, old + s);
                     }
                 }
                 if ev.new != 0 {
-                    self.allocs.insert(ev.new, size);
+                    self.allocs.insert(new, size);
                 }
             }
             _ => {}
@@ -1146,17 +1238,26 @@ impl Analysis for Hmtrace {
                 }
                 self.refresh_clock(ev.tid);
                 if !self.cur.inside {
-                    self.access(ev)
+                    let addr = self.spaces.key(ev.tid, ev.addr, ev.dev);
+                    if addr == ev.addr {
+                        self.access(ev)
+                    } else {
+                        self.access(&Event { addr, ..*ev })
+                    }
                 }
             }
             EventKind::Syscall => self.allocation(ev),
+            EventKind::SharedMemory => self.spaces.share(ev.addr, ev.old),
             k if k.orders_threads() => {
                 self.cur.valid = false;
                 self.allocation(ev);
                 self.bracket.observe(ev);
                 self.calls.observe(ev);
-                if ev.kind == EventKind::ThreadCreate && ev.addr != 0 {
-                    self.thread(ev.new as u32).handle = Some(ev.addr);
+                if ev.kind == EventKind::ThreadCreate {
+                    if ev.addr != 0 {
+                        self.thread(ev.new as u32).handle = Some(ev.addr);
+                    }
+                    self.spaces.created(ev.tid, ev.new as u32, ev.old == 1);
                 }
                 let mut ops = std::mem::take(&mut self.ops);
                 self.adapter.translate_actors(ev, |who, op| ops.push((who, op)));
@@ -1165,7 +1266,8 @@ impl Analysis for Hmtrace {
                 }
                 self.ops = ops;
                 if let Some((lo, hi)) = self.adapter.omp.dead_stack.take() {
-                    self.forget(lo, hi);
+                    let at = self.spaces.key(ev.tid, lo, 0);
+                    self.forget(at, at.saturating_add(hi.saturating_sub(lo)));
                 }
                 for obj in self.adapter.omp.dead_objects.drain(..) {
                     self.hb.forget(obj);
@@ -1209,14 +1311,17 @@ impl Analysis for Hmtrace {
                         what(second.write),
                         r.second_tid,
                         r.len,
-                        r.addr,
+                        r.addr & !SPACE_BITS,
                         if r.locked { "holding no lock in common" } else { "with no lock held" }
                     )
                 } else {
                     format!(
                         "inconsistent lock usage: reads by thread {} and thread {} of {} byte(s) at {:#x}, not \
                          ordered by happens-before, each holding locks but none in common",
-                        r.first_tid, r.second_tid, r.len, r.addr
+                        r.first_tid,
+                        r.second_tid,
+                        r.len,
+                        r.addr & !SPACE_BITS
                     )
                 }
             };

@@ -148,7 +148,8 @@ pub struct SyncVar {
 /// - [`Interest::PERSIST`] brings `Flush`, `Fence`, and pmemcheck's `SetClean`, `PmRegister`,
 ///   `PmUnregister`;
 /// - [`Interest::SYNC`] brings `SyncEnter`/`SyncReturn` of recognised synchronisation and allocation
-///   functions, `ThreadCreate`, `ThreadExit`, `Syscall` (before the kernel handles it), and
+///   functions, `ThreadCreate` (and a fork's `SharedMemory` ranges before it), `ThreadExit`,
+///   `Syscall` (before the kernel handles it), and
 ///   pmemcheck's transaction events (`TxBegin`, `TxEnd`, `TxAdd`, `TxRemove`, `TxIgnore`);
 /// - [`Interest::MEMORY`] brings every DRAM load and store (`dev == 0`) and every PM access too
 ///   (a costly hook on every access: such passes are opt-in);
@@ -468,6 +469,7 @@ impl Observer for Passes {
             EventKind::SyncEnter(_)
             | EventKind::SyncReturn(_)
             | EventKind::ThreadCreate
+            | EventKind::SharedMemory
             | EventKind::ThreadExit
             | EventKind::FutexWake
             | EventKind::FutexWoken

@@ -672,9 +672,13 @@ impl Session {
                         *regions_seen = m.mem.regions().count();
                         give_code_info(m, symbols, &spec.custom_locks);
                     }
-                    for (tid, handle) in std::mem::take(&mut k.created) {
+                    for (tid, handle, forked) in std::mem::take(&mut k.created) {
                         symbols.thread_created(tid);
-                        m.emit_thread_event(emu::events::EventKind::ThreadCreate, handle, u64::from(tid));
+                        if forked {
+                            m.emit_fork_event(handle, tid);
+                        } else {
+                            m.emit_thread_event(emu::events::EventKind::ThreadCreate, handle, u64::from(tid));
+                        }
                     }
                     // Drained, not taken: the list keeps its capacity (no allocation per wake).
                     for (tid, addr) in k.woken.drain(..) {

@@ -99,8 +99,15 @@ pub enum EventKind {
     /// out-parameter of a custom lock that reports success there: [`SyncKind::result`]).
     SyncReturn(SyncKind),
     /// The running thread created thread `new` (`addr`: its handle, the TLS pointer glibc passes
-    /// to clone, which is also its `pthread_t`).
+    /// to clone, which is also its `pthread_t`). `old` is 1 when `new` is a forked process's,
+    /// in an address space of its own: its private memory is a copy of the creator's, which the
+    /// same addresses no longer name (the [`EventKind::SharedMemory`] events just before say
+    /// which memory both still share).
     ThreadCreate,
+    /// Just before a fork's [`EventKind::ThreadCreate`]: DRAM `[addr, addr + old)` is a shared
+    /// mapping (`MAP_SHARED`, System V shared memory) of the creator, which the child shares at
+    /// the same addresses. PM windows are not reported (their accesses carry a device address).
+    SharedMemory,
     /// The running thread exits.
     ThreadExit,
     /// The running thread's system call woke thread `new` from a futex wait on `addr`

@@ -653,6 +653,28 @@ impl Machine {
         self.emit_sync_event(kind, tid, handle, other);
     }
 
+    /// Reports that the running thread forked a process whose thread is `child`: the shared DRAM
+    /// mappings the child inherits ([`EventKind::SharedMemory`], one event each, in address
+    /// order), then the [`EventKind::ThreadCreate`] of `child` with `old` 1. Made while the
+    /// machine still holds the parent's address space (the child's copy maps the same).
+    pub fn emit_fork_event(&mut self, handle: u64, child: u32) {
+        let pc = self.pc();
+        hooks::settle_words(&mut self.uc, pc);
+        if !self.uc.get_data().obs.interest.has(Interest::SYNC) {
+            return;
+        }
+        // Rare (one per fork): collecting the ranges first keeps the memory table unborrowed
+        // while the observer runs.
+        let shared: Vec<(u64, u64)> = self.mem.shared_dram_ranges().collect();
+        let st = self.uc.get_data_mut();
+        for (start, len) in shared {
+            let ev = st.emit(EventKind::SharedMemory, pc, start, 0, 0, len, 0);
+            st.tell(&ev);
+        }
+        let ev = st.emit(EventKind::ThreadCreate, pc, handle, 0, 0, 1, u64::from(child));
+        st.tell(&ev);
+    }
+
     /// A [`Interest::SYNC`] event of thread `tid` at the running thread's PC.
     fn emit_sync_event(&mut self, kind: EventKind, tid: u32, addr: u64, new: u64) {
         let pc = self.pc();

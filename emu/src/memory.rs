@@ -1180,6 +1180,16 @@ impl Memory {
         Memory { base, ..Memory::default() }
     }
 
+    /// The DRAM mappings a `fork` leaves shared between parent and child, as (start, length) in
+    /// address order: shared mappings of ordinary files, shared anonymous memory, System V
+    /// segments (PM windows are not DRAM).
+    pub fn shared_dram_ranges(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.regions
+            .values()
+            .filter(|r| shared_mapping(r) && !matches!(r.backing, Backing::Pm { .. }))
+            .map(|r| (r.start, r.len()))
+    }
+
     /// The host address of `addr` if it lies in a mapping processes share after a `fork` (a
     /// shared file or PM mapping, shared anonymous memory): what a shared futex there is keyed
     /// by, the same in every process that maps it.

@@ -191,9 +191,11 @@ pub struct Kernel {
     pub(crate) next_tid: u32,
     pub(crate) max_threads: usize,
     pub(crate) wait_counter: u64,
-    /// Threads created by the last system call: (tid, handle), the handle being the TLS pointer
-    /// (glibc's `pthread_t`). The caller drains it to report thread creation.
-    pub created: Vec<(u32, u64)>,
+    /// Threads created by the last system call: (tid, handle, forked), the handle being the TLS
+    /// pointer (glibc's `pthread_t`), `forked` whether the thread is a new process's in an
+    /// address space of its own (a `fork`: its private memory is a copy, not the parent's). The
+    /// caller drains it to report thread creation.
+    pub created: Vec<(u32, u64, bool)>,
     /// Threads the last system call woke from a futex wait: (tid, futex address), in the order
     /// woken. The caller drains it to report the hand-off as an ordering edge.
     pub woken: Vec<(u32, u64)>,

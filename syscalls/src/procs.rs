@@ -340,7 +340,7 @@ impl Kernel {
             self.shm_fork(self.space_id(), space_id);
         }
         // The fork orders everything the parent did before it before everything the child does.
-        self.created.push((child, 0));
+        self.created.push((child, 0, !shares));
         if flags & CLONE_VFORK != 0 {
             // The parent waits until the child ends, with the child's pid as its result.
             m.set_reg(Reg::RAX, u64::from(child));

@@ -644,7 +644,7 @@ impl Kernel {
             t.clear_child_tid = ctid;
         }
         self.waits.add(tid, None, 0);
-        self.created.push((tid, if flags & CLONE_SETTLS != 0 { tls } else { 0 }));
+        self.created.push((tid, if flags & CLONE_SETTLS != 0 { tls } else { 0 }, false));
         Ok(u64::from(tid))
     }
 
