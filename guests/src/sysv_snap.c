@@ -11,6 +11,8 @@
  *                     the child receives and sums them.
  *   sysv_snap munmap  what munmap, mremap, MAP_FIXED and exec do to attachments (shm_nattch,
  *                     a removed segment freed at its last detach, shmdt of a non-start).
+ *   sysv_snap fifo    three processes wait in turn on one semaphore; the parent posts it once
+ *                     at a time: Linux serves the waiters in the order they came.
  *   sysv_snap proc    its objects' lines of /proc/sysvipc/{shm,sem,msg} and of `ipcs`
  *                     (util-linux), without what differs between machines (ids, pids, owners,
  *                     times), and `ipcs -l`'s limits. */
@@ -281,11 +283,46 @@ static int proc_probe(void) {
     return 0;
 }
 
+static int fifo(void) {
+    int sem = semget(IPC_PRIVATE, 2, 0600);
+    int log = shmget(IPC_PRIVATE, 4096, 0600);
+    if (sem < 0 || log < 0)
+        die("get");
+    volatile int *served = shmat(log, NULL, 0);
+    for (int k = 0; k < 3; k++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            struct sembuf take = {0, -1, 0}, ack = {1, 1, 0};
+            if (semop(sem, &take, 1) != 0)
+                die("semop");
+            served[1 + served[0]++] = k;
+            semop(sem, &ack, 1);
+            _exit(0);
+        }
+        /* The next one comes only once this one waits. */
+        for (int i = 0; i < 100000 && semctl(sem, 0, GETNCNT) != k + 1; i++)
+            usleep(1000);
+    }
+    for (int k = 0; k < 3; k++) {
+        struct sembuf post = {0, 1, 0}, ack = {1, -1, 0};
+        semop(sem, &post, 1);
+        semop(sem, &ack, 1);
+    }
+    while (wait(NULL) > 0)
+        ;
+    printf("served in order: %d %d %d\n", served[1], served[2], served[3]);
+    shmctl(log, IPC_RMID, NULL);
+    semctl(sem, 0, IPC_RMID);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "shm") == 0)
         return shm(atol(argv[2]));
     if (argc >= 3 && strcmp(argv[1], "mq") == 0)
         return mq(atol(argv[2]));
+    if (argc >= 2 && strcmp(argv[1], "fifo") == 0)
+        return fifo();
     if (argc >= 2 && strcmp(argv[1], "proc") == 0)
         return proc_probe();
     if (argc >= 2 && strcmp(argv[1], "munmap") == 0)

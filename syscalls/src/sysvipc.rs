@@ -263,6 +263,24 @@ pub(crate) struct Ipc {
     undo: BTreeMap<u32, BTreeMap<(i32, u16), i32>>,
     /// Threads blocked in a call on an object.
     waiting: BTreeMap<u32, Waiting>,
+    /// Blocked `semop` calls by set, in arrival order: Linux's pending queue, which a change of
+    /// the set's values serves first come, first served ([`Kernel::sem_update_queue`]).
+    pending: BTreeMap<i32, Vec<Pending>>,
+    /// Threads whose blocked `semop` was completed for them (as Linux's waker does): the set,
+    /// the result (0 or an errno) and the operations, returned when the thread's call is made
+    /// again.
+    served: BTreeMap<u32, (i32, i32, Vec<SemOp>)>,
+}
+
+/// One `struct sembuf`: the semaphore, the operation, its flags.
+type SemOp = (u16, i16, i16);
+
+/// A blocked `semop`: who waits, for which operations.
+#[derive(Clone, Debug)]
+struct Pending {
+    tid: u32,
+    pid: u32,
+    ops: Vec<(u16, i16, i16)>,
 }
 
 impl Ipc {
@@ -792,13 +810,25 @@ impl Kernel {
 
     /// semop(2) and semtimedop(2): the `nsops` operations at `sops` done at once, or none
     /// (Linux's `perform_atomic_semop`); waits, unless `IPC_NOWAIT`, until they can be, for at
-    /// most the relative `timeout` (a `struct timespec`, 0: none).
+    /// most the relative `timeout` (a `struct timespec`, 0: none). A waiting call joins the
+    /// set's queue, and a change of the values completes the calls it now allows in the order
+    /// they came (Linux's `update_queue`), whichever thread the scheduler runs first.
     pub(crate) fn semtimedop(&mut self, m: &mut Machine, id: i32, sops: u64, nsops: u64, timeout: u64) -> SysResult {
         if nsops < 1 || id < 0 {
             return err(libc::EINVAL);
         }
         if nsops > SEMOPM {
             return err(libc::E2BIG);
+        }
+        let cur = self.current;
+        if let Some((set, res, ops)) = self.ipc.served.remove(&cur) {
+            // Done for it while it waited: the call is made again only to return.
+            self.ipc.waiting.remove(&cur);
+            if res != 0 {
+                return err(res);
+            }
+            self.sem_handoffs(set, &ops);
+            return Ok(0);
         }
         let mut raw = vec![0u8; nsops as usize * 6];
         m.read(sops, &mut raw)?;
@@ -818,19 +848,58 @@ impl Kernel {
         }
         let alter = ops.iter().any(|&(_, op, _)| op != 0);
         set.perm.check(if alter { 0o200 } else { 0o400 })?;
+        let now = self.ipc_now(m);
+        let pid = self.pid;
+        match self.sem_perform(id, pid, &ops, now) {
+            Ok(None) => {
+                self.sem_dequeue(cur);
+                self.sem_handoffs(id, &ops);
+                self.sem_update_queue(id, now);
+                Ok(0)
+            }
+            Ok(Some((num, zero))) => {
+                if self.io_deadline(m, timeout) {
+                    self.sem_dequeue(cur);
+                    return err(libc::EAGAIN);
+                }
+                // Made again after a wake that did not serve it, it keeps its place.
+                let q = self.ipc.pending.entry(id).or_default();
+                if !q.iter().any(|p| p.tid == cur) {
+                    q.push(Pending { tid: cur, pid, ops });
+                }
+                self.ipc.waiting.insert(cur, Waiting { kind: Kind::Sem, id, sem: Some((num, zero)) });
+                self.block_keys.push(wait_key(Kind::Sem, id));
+                err(crate::RESTART)
+            }
+            Err(e) => {
+                self.sem_dequeue(cur);
+                Err(e)
+            }
+        }
+    }
+
+    /// Performs `ops` on set `id` for process `pid` if they can all be done now: `None` then,
+    /// or the semaphore the first that cannot waits on (and whether for zero); EAGAIN there
+    /// with `IPC_NOWAIT`, ERANGE past `SEMVMX` or the undo bound.
+    fn sem_perform(
+        &mut self,
+        id: i32,
+        pid: u32,
+        ops: &[(u16, i16, i16)],
+        now: i64,
+    ) -> Result<Option<(u16, bool)>, Errno> {
+        let set = self.ipc.sems.get(&id).ok_or(Errno(libc::EINVAL))?;
         // Try them all on a copy of the values.
         let mut vals: Vec<i32> = set.sems.iter().map(|s| s.val).collect();
-        let pid = self.pid;
         let mut adj = self.ipc.undo.get(&pid).cloned().unwrap_or_default();
-        for &(num, op, flg) in &ops {
-            let cur = vals[num as usize];
+        for &(num, op, flg) in ops {
+            let cur = *vals.get(num as usize).ok_or(Errno(libc::EFBIG))?;
             let blocked = if op == 0 { cur != 0 } else { cur + i32::from(op) < 0 };
             if blocked {
                 if flg & IPC_NOWAIT as i16 != 0 {
                     return err(libc::EAGAIN);
                 }
-                let w = Waiting { kind: Kind::Sem, id, sem: Some((num, op == 0)) };
-                return self.ipc_block(m, w, timeout);
+                return Ok(Some((num, op == 0)));
             }
             let v = cur + i32::from(op);
             if v > SEMVMX {
@@ -846,22 +915,11 @@ impl Kernel {
             }
             vals[num as usize] = v;
         }
-        let now = self.ipc_now(m);
         let set = self.ipc.sems.get_mut(&id).ok_or(Errno(libc::EINVAL))?;
-        let mut woke = false;
-        for &(num, op, _) in &ops {
+        for &(num, _, _) in ops {
             let s = &mut set.sems[num as usize];
             s.val = vals[num as usize];
             s.pid = pid;
-            let key = handoff_key(Kind::Sem, id, num);
-            if op > 0 {
-                self.handoffs.push((key, true));
-                woke = true;
-            } else if op < 0 {
-                self.handoffs.push((key, false));
-                // A value brought to 0 lets waiters for zero go on.
-                woke |= s.val == 0;
-            }
         }
         set.otime = now;
         adj.retain(|_, a| *a != 0);
@@ -870,10 +928,73 @@ impl Kernel {
         } else {
             self.ipc.undo.insert(pid, adj);
         }
-        if woke {
-            self.io_ready(wait_key(Kind::Sem, id));
+        Ok(None)
+    }
+
+    /// The running thread's successful `ops` on set `id` as hand-offs: a raise posts, a
+    /// decrement takes.
+    fn sem_handoffs(&mut self, id: i32, ops: &[(u16, i16, i16)]) {
+        for &(num, op, _) in ops {
+            let key = handoff_key(Kind::Sem, id, num);
+            if op > 0 {
+                self.handoffs.push((key, true));
+            } else if op < 0 {
+                self.handoffs.push((key, false));
+            }
         }
-        Ok(0)
+    }
+
+    /// Thread `tid` waits in no `semop` any more.
+    fn sem_dequeue(&mut self, tid: u32) {
+        if self.ipc.pending.is_empty() {
+            return;
+        }
+        for q in self.ipc.pending.values_mut() {
+            q.retain(|p| p.tid != tid);
+        }
+        self.ipc.pending.retain(|_, q| !q.is_empty());
+    }
+
+    /// The values of set `id` changed: the waiting calls are tried in the order they came,
+    /// each one that can complete is completed for its thread, and after one that changed the
+    /// values the queue is tried again from its start (Linux's `update_queue`); then every
+    /// waiter is woken to return or wait again.
+    fn sem_update_queue(&mut self, id: i32, now: i64) {
+        'scan: while let Some(q) = self.ipc.pending.get(&id) {
+            for p in q.clone() {
+                // A thread whose call a signal ended (its entry is dropped then) or that is gone.
+                if !self.threads.get(&p.tid).is_some_and(|t| t.in_call) {
+                    continue;
+                }
+                let res = match self.sem_perform(id, p.pid, &p.ops, now) {
+                    Ok(Some(_)) => continue,
+                    Ok(None) => 0,
+                    Err(e) => e.0,
+                };
+                self.sem_dequeue(p.tid);
+                let alter = res == 0 && p.ops.iter().any(|o| o.1 != 0);
+                self.ipc.served.insert(p.tid, (id, res, p.ops));
+                if alter {
+                    continue 'scan;
+                }
+            }
+            break;
+        }
+        self.io_ready(wait_key(Kind::Sem, id));
+    }
+
+    /// A signal ends the running thread's blocked call: it leaves the queues; if its `semop`
+    /// was completed for it meanwhile, that is the call's result (Linux returns it, the
+    /// handler runs after), not EINTR.
+    pub(crate) fn sem_interrupted(&mut self, tid: u32) -> Option<u64> {
+        self.sem_dequeue(tid);
+        let (set, res, ops) = self.ipc.served.remove(&tid)?;
+        self.ipc.waiting.remove(&tid);
+        if res != 0 {
+            return Some((-(i64::from(res))) as u64);
+        }
+        self.sem_handoffs(set, &ops);
+        Some(0)
     }
 
     /// How many threads wait on semaphore `num` of set `id` for it to grow (`zero`: to be 0).
@@ -948,6 +1069,7 @@ impl Kernel {
             IPC_RMID => {
                 self.ipc.sems.remove(&id).ok_or(Errno(libc::EINVAL))?;
                 self.clear_undo(id, None);
+                self.ipc.pending.remove(&id);
                 // Its waiters wake to EIDRM.
                 self.io_ready(wait_key(Kind::Sem, id));
                 Ok(0)
@@ -974,7 +1096,7 @@ impl Kernel {
                         s.sems[num as usize] = Sem { val, pid };
                         s.ctime = now;
                         self.clear_undo(id, Some(num as u16));
-                        self.io_ready(wait_key(Kind::Sem, id));
+                        self.sem_update_queue(id, now);
                         Ok(0)
                     }
                 }
@@ -1001,7 +1123,7 @@ impl Kernel {
                 }
                 s.ctime = now;
                 self.clear_undo(id, None);
-                self.io_ready(wait_key(Kind::Sem, id));
+                self.sem_update_queue(id, now);
                 Ok(0)
             }
             _ => err(libc::EINVAL),
@@ -1014,6 +1136,8 @@ impl Kernel {
         let tids: Vec<u32> = self.threads.values().filter(|t| t.pid == pid).map(|t| t.tid).collect();
         for t in tids {
             self.ipc.waiting.remove(&t);
+            self.ipc.served.remove(&t);
+            self.sem_dequeue(t);
         }
         let Some(adj) = self.ipc.undo.remove(&pid) else { return };
         let mut sets = Vec::new();
@@ -1027,7 +1151,10 @@ impl Kernel {
             }
         }
         for id in sets {
-            self.io_ready(wait_key(Kind::Sem, id));
+            // The calls they allow are served; the time of the last operation stays (a
+            // process's end is none).
+            let otime = self.ipc.sems.get(&id).map_or(0, |s| s.otime);
+            self.sem_update_queue(id, otime);
         }
     }
 
