@@ -543,3 +543,43 @@ fn reverse_steps_on_two_processes_go_back_to_a_snapshot_of_both() {
         .unwrap_or_else(|| panic!("no snapshot gone back to: {last}"));
     assert!(at >= 5_000_000 && at < end, "went back to the snapshot at {at}: {last}");
 }
+
+/// Reverse execution on two processes that share System V objects or a POSIX message queue
+/// (guests/src/sysv_snap.c: a counter in a segment under a semaphore, and a second segment the
+/// child attaches and detaches each time; a producer and a consumer over a queue): the
+/// timeline's snapshots hold them (no longer refused), so going back from the end restores a
+/// snapshot taken while both processes ran, and the steps land where they should.
+#[test]
+fn reverse_steps_over_sysv_ipc_and_message_queues_go_back_to_a_snapshot() {
+    if !gdb_available() {
+        eprintln!("skipped: gdb is not installed");
+        return;
+    }
+    let prog = guest("sysv_snap");
+    for args in [["shm", "50000"], ["mq", "150000"]] {
+        let dir = report(&prog, "none", &args, 0);
+        let run = read_json(&dir.path().join("r.json"));
+        let end = get(&run, "run.instructions").as_u64().unwrap();
+        assert!(end > 5_000_000, "{args:?}: {end} instructions: past the first snapshot interval");
+        let server = Server::start(dir.path(), Path::new("r.json"), None);
+        let cmds = [
+            "continue",
+            "monitor when",
+            "reverse-stepi",
+            "monitor when",
+            "reverse-stepi",
+            "monitor when",
+            "stepi",
+            "monitor when",
+        ];
+        let out = server.gdb(&prog, &cmds);
+        assert_eq!(whens(&out), [end, end - 1, end - 2, end - 1], "{args:?}\n{out}");
+        let last = out.lines().rfind(|l| l.starts_with("instruction ")).unwrap();
+        assert!(last.contains("run from its start 1 times"), "{args:?}: {last}");
+        let at: u64 = last
+            .split_once("the last at instruction ")
+            .and_then(|(_, r)| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+            .unwrap_or_else(|| panic!("{args:?}: no snapshot gone back to: {last}"));
+        assert!(at >= 5_000_000 && at < end, "{args:?}: went back to the snapshot at {at}: {last}");
+    }
+}

@@ -6,6 +6,9 @@
 //! each waiting on a semaphore only the other posts, reported as a deadlock where Linux hangs.
 //! And POSIX message queues (`posix_mq`: names, attributes and limits, priorities, timeouts,
 //! `mq_notify`, poll, a producer and a consumer process), compared with the host likewise.
+//! Snapshots of runs holding them (`sysv_snap`: `--explore` and exhaustive exploration go on
+//! from snapshots with the schedules running each from the start gives), and what `munmap`,
+//! `mremap`, `MAP_FIXED` and exec do to attachments, compared with the host.
 
 mod common;
 
@@ -92,4 +95,125 @@ fn posix_message_queues_match_native() {
             assert!(!emu.stderr.contains("unsupported"), "{}", emu.describe());
         }
     }
+}
+
+/// The `exploration` counters of `--host-stats`.
+fn exploration(run: &Run) -> serde_json::Value {
+    run.json("h.json")["exploration"].clone()
+}
+
+/// Two processes sharing a segment and a semaphore (and a second segment the child attaches
+/// and detaches, so snapshots are taken while nobody holds it: its bytes are the kernel's to
+/// save), and two over a POSIX message queue: `--explore 4` and exhaustive exploration go on
+/// from snapshots (none refused) and run the same schedules (the chained trace hashes), with
+/// the same report and output, as running every schedule from the start (`--no-snapshots`).
+#[test]
+fn explorations_of_sysv_ipc_and_message_queues_go_on_from_snapshots() {
+    let prog = guest("sysv_snap");
+    for mode in ["shm", "mq"] {
+        let nat = native(&prog, &[mode, "30"], &[]);
+        nat.assert_code(0);
+        for extra in
+            [&["--explore", "4"][..], &["--strategy", "exhaustive", "--max-preemptions", "1", "--explore", "10"]]
+        {
+            let go = |more: &[&str]| {
+                Ferrite::run(&prog)
+                    .opts(&["--quiet", "--report", "r.json", "--host-stats", "h.json"])
+                    .opts(extra)
+                    .opts(more)
+                    .args(&[mode, "30"])
+                    .go_within(Duration::from_secs(300))
+            };
+            let (with, without) = (go(&[]), go(&["--no-snapshots"]));
+            let what = format!("{mode} {extra:?}");
+            assert_same_stdout(&nat, &with);
+            assert_eq!(with.stdout, without.stdout, "{what}: the first schedule's output");
+            assert_eq!(with.code, without.code, "{what}");
+            assert_eq!(without_timings(&with.json("r.json")), without_timings(&without.json("r.json")), "{what}");
+            let (a, b) = (exploration(&with), exploration(&without));
+            assert_eq!(a["trace_hashes"], b["trace_hashes"], "{what}: the schedules' trace hashes");
+            assert_eq!(a["refused"], 0, "{what}: {a}");
+            assert!(a["from_snapshot"].as_u64().unwrap() >= 2, "{what}: {a}");
+        }
+    }
+}
+
+/// `munmap` of a whole attachment detaches it, of part of one splits it (each piece counted
+/// in `shm_nattch`, as Linux counts vmas); `mremap` moves one (`shmdt` then at its new start,
+/// EINVAL at the old) or shrinks it; `MAP_FIXED` over one replaces it; a removed segment goes
+/// with its last `munmap`; `shmdt` of an address inside one is EINVAL; exec detaches. Static
+/// and dynamic, compared with the host, one trace per seed.
+#[test]
+fn unmapping_attachments_detaches_them_as_linux_does() {
+    for name in ["sysv_snap", "sysv_snap.dyn"] {
+        let prog = guest(name);
+        let nat = native(&prog, &["munmap"], &[]);
+        nat.assert_code(0);
+        assert!(nat.stdout_str().contains("munmap of the middle page: ok, nattch 3\n"), "{}", nat.describe());
+        let emu = Ferrite::run(&prog).args(&["munmap"]).go_within(Duration::from_secs(120));
+        assert_same_stdout(&nat, &emu);
+        assert_same_status(&nat, &emu);
+    }
+    let hash = || {
+        let run = Ferrite::run(&guest("sysv_snap"))
+            .opts(&["--seed", "3", "--report", "r.json"])
+            .args(&["munmap"])
+            .go_within(Duration::from_secs(120));
+        run.assert_code(0);
+        get(&run.json("r.json"), "run.trace_hash").as_str().expect("trace_hash is a string").to_string()
+    };
+    assert_eq!(hash(), hash(), "one seed, one trace");
+}
+
+/// `/proc/sysvipc/{shm,sem,msg}` list the machine's objects with Linux's columns (a removed
+/// segment's `SHM_DEST` mode while attached, gone at its last detach), `ipcs` (util-linux, run
+/// by the guest through `popen`) lists them from there, and `ipcs -l` shows the limits
+/// `/proc/sys/kernel` gives, which are those enforced: the same as the host's lines but for
+/// what differs between machines (ids, pids, owners, times).
+#[test]
+fn proc_sysvipc_and_ipcs_list_the_guests_objects() {
+    if !std::path::Path::new("/usr/bin/ipcs").exists() {
+        eprintln!("skipped: ipcs (util-linux) is not installed");
+        return;
+    }
+    let prog = guest("sysv_snap");
+    let nat = native(&prog, &["proc"], &[]);
+    nat.assert_code(0);
+    assert!(nat.stdout_str().contains("shm: key 0 1640 10000\n"), "{}", nat.describe());
+    assert!(nat.stdout_str().contains("max ops per semop call = 500\n"), "{}", nat.describe());
+    let emu = Ferrite::run(&prog).args(&["proc"]).go_within(Duration::from_secs(120));
+    assert_same_stdout(&nat, &emu);
+    assert_same_status(&nat, &emu);
+}
+
+/// Three processes wait in turn on one semaphore and the parent posts it once at a time:
+/// Linux's `update_queue` completes the waiting calls in the order they came, so they are
+/// served 0, 1, 2 natively and under every seed and strategy (each run's order was the
+/// scheduler's before), and one seed gives one trace.
+#[test]
+fn semaphore_waiters_are_served_in_arrival_order() {
+    let prog = guest("sysv_snap");
+    let nat = native(&prog, &["fifo"], &[]);
+    nat.assert_code(0);
+    assert_eq!(nat.stdout_str(), "served in order: 0 1 2\n", "{}", nat.describe());
+    let seeds = ["1", "2", "3", "4", "5", "6", "7", "8"];
+    let runs = seeds.iter().map(|s| vec!["--seed", s]).chain([
+        vec!["--strategy", "pct", "--seed", "5"],
+        vec!["--strategy", "fifo"],
+        vec!["--strategy", "exhaustive", "--max-preemptions", "1", "--explore", "6"],
+    ]);
+    for opts in runs {
+        let emu = Ferrite::run(&prog).opts(&opts).args(&["fifo"]).go_within(Duration::from_secs(120));
+        assert_same_stdout(&nat, &emu);
+        assert_same_status(&nat, &emu);
+    }
+    let hash = || {
+        let run = Ferrite::run(&prog)
+            .opts(&["--seed", "4", "--report", "r.json"])
+            .args(&["fifo"])
+            .go_within(Duration::from_secs(120));
+        run.assert_code(0);
+        get(&run.json("r.json"), "run.trace_hash").as_str().expect("trace_hash is a string").to_string()
+    };
+    assert_eq!(hash(), hash(), "one seed, one trace");
 }

@@ -177,6 +177,69 @@ impl HostBlock {
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
+
+    /// A copy of the block's touched pages, for memory that no region maps and so no
+    /// [`MemorySnapshot`] holds (a System V segment nobody has attached), which its owner keeps
+    /// with its own snapshot and puts back with [`HostBlock::put_back`].
+    pub fn copy_out(&self) -> BlockCopy {
+        let pages = resident_pages(self)
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| **t)
+            .map(|(i, _)| {
+                let off = i * PAGE as usize;
+                let n = (PAGE as usize).min(self.len - off);
+                // SAFETY: `off..off+n` lies inside the block's mapping.
+                (i as u32, Box::from(unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(off), n) }))
+            })
+            .collect();
+        BlockCopy { pages }
+    }
+
+    /// Puts the block's bytes back as they were at [`HostBlock::copy_out`]: the pages that
+    /// differ are rewritten (a page the copy lacks read as zero), and the block counts as
+    /// touched for the snapshots taken since, as a [`Memory::restore`] that rewrites it does.
+    /// Nothing may refer to the bytes meanwhile (the engine is stopped).
+    pub fn put_back(&self, copy: &BlockCopy) {
+        let mut saved = copy.pages.iter().peekable();
+        let mut changed = false;
+        for (i, in_use) in resident_pages(self).iter().enumerate() {
+            let off = i * PAGE as usize;
+            let n = (PAGE as usize).min(self.len - off);
+            let old = match saved.peek() {
+                Some((p, data)) if *p as usize == i => {
+                    saved.next();
+                    Some(&data[..])
+                }
+                _ => None,
+            };
+            // SAFETY: `off..off+n` lies inside the block's mapping, and nothing else refers to it
+            // while the engine is stopped.
+            let page = unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(off), n) };
+            match old {
+                Some(old) if page != old => page.copy_from_slice(old),
+                None if *in_use && page.iter().any(|&x| x != 0) => page.fill(0),
+                _ => continue,
+            }
+            changed = true;
+        }
+        if changed {
+            self.touch();
+        }
+    }
+}
+
+/// A host block's touched pages ([`HostBlock::copy_out`]), by page index.
+#[derive(Debug)]
+pub struct BlockCopy {
+    pages: Vec<(u32, Box<[u8]>)>,
+}
+
+impl BlockCopy {
+    /// Bytes of page contents it holds.
+    pub fn bytes(&self) -> usize {
+        self.pages.iter().map(|(_, p)| p.len()).sum()
+    }
 }
 
 impl Drop for HostBlock {

@@ -349,6 +349,7 @@ impl Kernel {
             }
             VirtualFile::Pid(pid, crate::vfs::PidFile::Cmdline) => self.cmdline_of(m, pid),
             VirtualFile::Text(t) => t.as_bytes().to_vec(),
+            VirtualFile::SysvIpc(kind) => self.sysvipc_proc(kind).into_bytes(),
             VirtualFile::KernelStat => {
                 let ticks = m.icount() / 10_000_000;
                 let mut f = format!("cpu  {ticks} 0 0 0 0 0 0 0 0 0\n");

@@ -217,6 +217,8 @@ impl Kernel {
         let start = if fixed {
             if flags & MAP_FIXED != 0 {
                 m.unmap(addr, end);
+                // A System V attachment it replaced is detached.
+                self.shm_reconcile(m);
             }
             addr
         } else if self.cfg.remap_pm && matches!(backing, Backing::Pm { .. }) {
@@ -527,6 +529,7 @@ impl Kernel {
         let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(Errno(libc::EINVAL))?;
         m.unmap(addr, end);
         self.mm.no_write.retain(|&(a, b)| b <= addr || a >= end);
+        self.shm_reconcile(m);
         Ok(0)
     }
 
@@ -542,13 +545,34 @@ impl Kernel {
             return err(libc::EACCES);
         }
         match m.protect(addr, end, Perm::from_prot(prot)) {
-            Ok(()) => Ok(0),
+            Ok(()) => {
+                // A change of part of an attachment splits it (Linux counts the pieces).
+                self.shm_reconcile(m);
+                Ok(0)
+            }
             Err(MemError::Unmapped(_)) => err(libc::ENOMEM),
             Err(_) => err(libc::EACCES),
         }
     }
 
     pub(crate) fn mremap(
+        &mut self,
+        m: &mut Machine,
+        old: u64,
+        old_len: u64,
+        new_len: u64,
+        flags: u64,
+        new_addr: u64,
+    ) -> SysResult {
+        let r = self.mremap_pieces(m, old, old_len, new_len, flags, new_addr);
+        // What it moved, shrank or replaced of a System V segment's attachments.
+        if r.is_ok() {
+            self.shm_reconcile(m);
+        }
+        r
+    }
+
+    fn mremap_pieces(
         &mut self,
         m: &mut Machine,
         old: u64,
@@ -680,9 +704,13 @@ impl Kernel {
     ) -> SysResult {
         let first = &pieces[0];
         let last = &pieces[pieces.len() - 1];
-        let shared_file = pieces
-            .iter()
-            .all(|r| matches!(r.backing, Backing::Pm { .. } | Backing::SharedFile { .. }) || is_past_end(r));
+        // Shared anonymous memory and System V attachments move with their host memory too, so
+        // the processes sharing it still share it (without more pages: those grown by are
+        // fresh memory of the mover's, where Linux's would be the object's next pages).
+        let shared_anon = |r: &Region| matches!(r.backing, Backing::Anon { label: Some(l) } if l == emu::memory::SHARED_ANON || l == emu::memory::SYSV_SHM);
+        let shared_file = pieces.iter().all(|r| {
+            matches!(r.backing, Backing::Pm { .. } | Backing::SharedFile { .. }) || is_past_end(r) || shared_anon(r)
+        });
         if shared_file {
             let grow_backing = self.shared_backing_at(last, old + keep);
             for r in pieces {
@@ -712,6 +740,18 @@ impl Kernel {
             }
             if let (true, Some(backing)) = (new_len > keep, grow_backing) {
                 self.map_file_pages(m, to + keep, new_len - keep, last.perm, backing)?;
+            } else if new_len > keep && shared_anon(last) {
+                let block = HostBlock::anon((new_len - keep) as usize).map_err(|_| Errno(libc::ENOMEM))?;
+                let end = to + new_len;
+                let tail = Region {
+                    start: to + keep,
+                    end,
+                    perm: last.perm,
+                    block,
+                    block_off: 0,
+                    backing: last.backing.clone(),
+                };
+                m.map(tail).map_err(|_| Errno(libc::ENOMEM))?;
             }
         } else {
             let backing = backing_at(&first.backing, old - first.start);

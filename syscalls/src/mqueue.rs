@@ -23,9 +23,11 @@
 //! ferrite does not provide (`socket(AF_NETLINK)` is EAFNOSUPPORT): glibc's `mq_notify` then
 //! returns -1 with ENOSYS.
 //!
+//! Snapshots of a run copy each queue once, for its name and every description open on it
+//! (`crate::snapshot`'s copier, as pipes).
+//!
 //! Left out: `read` of the descriptor (Linux's `QSIZE:` line) is EINVAL here; a queue's mode is
-//! kept but only the owner's bits are checked; snapshots of a run are refused while a queue
-//! exists.
+//! kept but only the owner's bits are checked.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -59,7 +61,7 @@ struct Notify {
 }
 
 /// A message queue.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct MQueue {
     /// Messages by (priority descending, arrival): the next to receive first.
     msgs: BTreeMap<(std::cmp::Reverse<u32>, u64), Vec<u8>>,

@@ -921,7 +921,9 @@ impl Kernel {
             let absolute = matches!(nr, libc::SYS_mq_timedsend | libc::SYS_mq_timedreceive);
             let timed = !absolute && self.threads.get(&cur).is_some_and(|t| t.io_deadline.is_some());
             if !restart || timed || NEVER_RESTARTED.contains(&nr) {
-                m.set_reg(Reg::RAX, (-(libc::EINTR as i64)) as u64);
+                // A `semop` completed for the thread while it waited returns that instead.
+                let done = self.sem_interrupted(cur);
+                m.set_reg(Reg::RAX, done.unwrap_or((-(libc::EINTR as i64)) as u64));
                 m.set_reg(Reg::RIP, m.pc() + 2);
                 if let Some(t) = self.threads.get_mut(&cur) {
                     t.io_deadline = None;

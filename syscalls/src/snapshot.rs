@@ -10,8 +10,11 @@
 //! the copy for snapshots of one run at any instruction (the debugger's timeline, explorations),
 //! which opens host files again and copies pipes, sockets, epoll sets, eventfds and timerfds,
 //! over every process's descriptor table; the processes' address spaces are the machine's to
-//! snapshot and restore ([`Kernel::address_spaces`], [`Kernel::give_address_spaces`]). Only
-//! `--listen`'s bridge to host sockets is never copied.
+//! snapshot and restore ([`Kernel::address_spaces`], [`Kernel::give_address_spaces`]). Both
+//! copy System V IPC (`crate::sysvipc::Ipc::snapshot_copy`: the bytes of a segment nobody has
+//! attached go with the copy, an attached one's with the attachers' memory) and POSIX message
+//! queues (one copy per queue, shared by its name and descriptions). Only `--listen`'s bridge
+//! to host sockets is never copied.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -20,6 +23,7 @@ use std::rc::{Rc, Weak};
 use emu::{Machine, Reg};
 
 use crate::fd::{Description, Fd, FdTable, Kind, Pipe};
+use crate::mqueue::MQueue;
 use crate::net::Sock;
 use crate::poll::{Epoll, Interest};
 use crate::vfs::Target;
@@ -86,14 +90,6 @@ impl Kernel {
         if self.listen.is_some() {
             return Err("--listen's connections are host sockets");
         }
-        // A segment's bytes are host memory a copy would share rather than copy.
-        if self.ipc.has_segments() {
-            return Err("System V shared memory segments exist");
-        }
-        // A queue is shared by its name and its descriptors; not copied.
-        if !self.mqueues.is_empty() {
-            return Err("POSIX message queues exist");
-        }
         let mut c = Copier { files, ..Copier::default() };
         let fds = c.table(&self.fds)?;
         let mut procs = BTreeMap::new();
@@ -106,6 +102,8 @@ impl Kernel {
         }
         // A FIFO's pipe is the one its open descriptions (copied above) share; one nobody has
         // open starts afresh at its next open, and a copy without pipes has none.
+        // A queue is shared by its name and its descriptions: both get the one copy.
+        let mqueues = self.mqueues.iter().map(|(name, q)| (name.clone(), c.mqueue(q))).collect();
         let fifos = if files {
             self.fifos.iter().map(|(&k, f)| (k, f.with_pipe(c.pipe(&f.pipe)))).collect()
         } else {
@@ -161,8 +159,8 @@ impl Kernel {
             inotify: crate::inotify::Registry { instances: Vec::new(), cookie: self.inotify.cookie },
             first_killed: None,
             locks,
-            ipc: self.ipc.clone(),
-            mqueues: BTreeMap::new(),
+            ipc: self.ipc.snapshot_copy(),
+            mqueues,
         })
     }
 
@@ -212,6 +210,7 @@ struct Copier {
     copies: Vec<(*const RefCell<Description>, Rc<RefCell<Description>>)>,
     pipes: Vec<(*const RefCell<Pipe>, Rc<RefCell<Pipe>>)>,
     socks: Vec<(*const RefCell<Sock>, Rc<RefCell<Sock>>)>,
+    mqueues: Vec<(*const RefCell<MQueue>, Rc<RefCell<MQueue>>)>,
     /// Epoll sets and their copies, whose entries are filled in once every description is copied.
     epolls: Vec<(EpollRef, EpollRef)>,
     /// A socket holds descriptions passed with `SCM_RIGHTS` and not yet received: the copy
@@ -279,6 +278,17 @@ impl Copier {
         }
     }
 
+    /// The copy of a POSIX message queue, one however many descriptions and names share it.
+    fn mqueue(&mut self, q: &Rc<RefCell<MQueue>>) -> Rc<RefCell<MQueue>> {
+        let key = Rc::as_ptr(q);
+        if let Some((_, c)) = self.mqueues.iter().find(|(k, _)| *k == key) {
+            return c.clone();
+        }
+        let c = Rc::new(RefCell::new(q.borrow().clone()));
+        self.mqueues.push((key, c.clone()));
+        c
+    }
+
     fn pipe(&mut self, p: &Rc<RefCell<Pipe>>) -> Rc<RefCell<Pipe>> {
         let key = Rc::as_ptr(p);
         if let Some((_, c)) = self.pipes.iter().find(|(k, _)| *k == key) {
@@ -338,7 +348,9 @@ impl Copier {
                         | Kind::PipeRead(_)
                         | Kind::PipeWrite(_)
                         | Kind::PipeRdWr(_) => return Err("the guest holds a host file, directory or pipe open"),
-                        Kind::MQueue(_) => return Err("the guest holds a POSIX message queue open"),
+                        // Plain kernel data, as pipes are, but of no host file: copied for
+                        // a recovery's snapshot too.
+                        Kind::MQueue(q) => Kind::MQueue(self.mqueue(q)),
                         // A recovery's copy: restored on other crash images' files, it keeps
                         // to the plain descriptors.
                         Kind::Socket(_)

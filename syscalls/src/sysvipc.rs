@@ -32,9 +32,21 @@
 //! Segments together are held to `--max-memory` (ENOMEM beyond, as Linux's when it cannot
 //! commit the memory).
 //!
-//! Left out: `munmap` of an attached range does not detach it (`shm_nattch` stays until `shmdt`,
-//! exec or exit); `SHM_HUGETLB` and `SHM_NORESERVE` are accepted and change nothing; `IPC_SET`
-//! keeps the owner's rights whatever uid it sets; `/proc/sysvipc` is not provided.
+//! `munmap`, `mremap`, `mprotect` and `mmap` with `MAP_FIXED` of an attachment's range change
+//! its pieces as Linux changes its vmas ([`Kernel::shm_reconcile`]): each piece is counted in
+//! `shm_nattch`, one moved whole is detached at its new start, one with no piece left is
+//! detached (a removed segment freed with its last). `/proc/sysvipc/{shm,sem,msg}` list the
+//! objects with Linux's columns, and `/proc/sys/kernel/{shmmax,shmall,shmmni,sem,msgmax,msgmnb,
+//! msgmni}` the limits enforced, so `ipcs` works.
+//!
+//! Snapshots of a run ([`Ipc::snapshot_copy`]) copy sets, queues, adjustments and waiters; an
+//! attached segment's bytes are the attachers' guest memory, which the machine's snapshot
+//! saves and puts back in place, so every attacher sees one copy again; those of a segment
+//! nobody attached are saved with the kernel's copy.
+//!
+//! Left out: `SHM_HUGETLB` and `SHM_NORESERVE` are accepted and change nothing; `IPC_SET`
+//! keeps the owner's rights whatever uid it sets; `/proc/sysvipc/shm`'s `rss` and `swap` are 0;
+//! a `mremap` that grows an attachment gives fresh memory past the segment's end.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -104,9 +116,12 @@ const IPCMNI: u32 = 1 << IPCMNI_SHIFT;
 
 /// The three kinds, each with its own ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Kind {
+pub enum Kind {
+    /// Shared memory segments.
     Shm = 0,
+    /// Semaphore sets.
     Sem = 1,
+    /// Message queues.
     Msg = 2,
 }
 
@@ -174,6 +189,9 @@ pub(crate) struct Shm {
     size: u64,
     /// Its bytes, mapped by every attachment.
     block: Rc<HostBlock>,
+    /// In a snapshot's copy of the namespace ([`Ipc::snapshot_copy`]), the bytes of a segment
+    /// nobody had attached, which no snapshot of guest memory holds.
+    saved: Option<Rc<emu::memory::BlockCopy>>,
     atime: i64,
     dtime: i64,
     ctime: i64,
@@ -236,19 +254,55 @@ pub(crate) struct Ipc {
     msgs: BTreeMap<i32, MsgQueue>,
     /// The next sequence number of each kind.
     seq: [u16; 3],
-    /// Attachments: (address space id, address) → (segment id, mapped length).
-    attached: BTreeMap<(u32, u64), (i32, u64)>,
+    /// Attachments: (address space id, address) → (segment id, mapped length, pieces). The
+    /// pieces are the regions that map the segment in that range, each counted in
+    /// `shm_nattch` as Linux counts each vma (a `munmap` or `mprotect` of part of an attachment
+    /// splits it).
+    attached: BTreeMap<(u32, u64), (i32, u64, u64)>,
     /// `SEM_UNDO` adjustments by process: (set id, semaphore) → adjustment.
     undo: BTreeMap<u32, BTreeMap<(i32, u16), i32>>,
     /// Threads blocked in a call on an object.
     waiting: BTreeMap<u32, Waiting>,
+    /// Blocked `semop` calls by set, in arrival order: Linux's pending queue, which a change of
+    /// the set's values serves first come, first served ([`Kernel::sem_update_queue`]).
+    pending: BTreeMap<i32, Vec<Pending>>,
+    /// Threads whose blocked `semop` was completed for them (as Linux's waker does): the set,
+    /// the result (0 or an errno) and the operations, returned when the thread's call is made
+    /// again.
+    served: BTreeMap<u32, (i32, i32, Vec<SemOp>)>,
+}
+
+/// One `struct sembuf`: the semaphore, the operation, its flags.
+type SemOp = (u16, i16, i16);
+
+/// A blocked `semop`: who waits, for which operations.
+#[derive(Clone, Debug)]
+struct Pending {
+    tid: u32,
+    pid: u32,
+    ops: Vec<(u16, i16, i16)>,
 }
 
 impl Ipc {
-    /// Whether a copy of the kernel may share this namespace's state: segments are host memory
-    /// the copy would share, not copy.
-    pub(crate) fn has_segments(&self) -> bool {
-        !self.shms.is_empty()
+    /// A copy of the namespace for a snapshot of the run, or the live one restored from a
+    /// snapshot's copy. Semaphore sets, message queues, undo adjustments and waiters are plain
+    /// data; a segment shares its host block with the original, so every attacher still maps
+    /// one copy of its bytes. An attached segment's bytes are guest memory, which the machine's
+    /// snapshot of each attacher's address space saves and puts back in place (a block several
+    /// spaces map is restored once per space, to the same bytes). Those of a segment nobody
+    /// attached are saved here; a snapshot's copy puts them back when it is copied in turn.
+    pub(crate) fn snapshot_copy(&self) -> Ipc {
+        let mut c = self.clone();
+        for (id, s) in &mut c.shms {
+            match s.saved.take() {
+                Some(saved) => s.block.put_back(&saved),
+                None if !self.attached.values().any(|(i, _, _)| i == id) => {
+                    s.saved = Some(Rc::new(s.block.copy_out()));
+                }
+                None => {}
+            }
+        }
+        c
     }
 
     fn index_of(id: i32) -> u32 {
@@ -301,6 +355,80 @@ impl Ipc {
             Kind::Msg => self.msgs.keys().copied().collect(),
         };
         it.into_iter().map(|i| u64::from(Self::index_of(i))).max().unwrap_or(0)
+    }
+}
+
+impl Kernel {
+    /// `/proc/sysvipc/shm`, `sem` or `msg`, as Linux's `sysvipc_shm_proc_show`,
+    /// `sysvipc_sem_proc_show` and `sysvipc_msg_proc_show` print them: a header, then one line
+    /// per object in id order. Owner and creator are the machine's one user; a segment's `rss`
+    /// and `swap` are 0 (which of its pages the host holds is the host's business, not the run's).
+    pub(crate) fn sysvipc_proc(&self, kind: Kind) -> String {
+        use std::fmt::Write;
+        let ipc = &self.ipc;
+        let mut s = String::new();
+        let owner = |p: &Perm64| format!("{:5} {:5} {:5} {:5}", p.uid, p.gid, crate::process::UID, crate::process::UID);
+        match kind {
+            Kind::Shm => {
+                s += "       key      shmid perms                  size  cpid  lpid nattch   uid   gid  cuid  cgid      atime      dtime      ctime                   rss                  swap\n";
+                for (id, x) in &ipc.shms {
+                    let _ = writeln!(
+                        s,
+                        "{:10} {:10}  {:4o} {:21} {:5} {:5}  {:5} {} {:10} {:10} {:10} {:21} {:21}",
+                        x.perm.key,
+                        id,
+                        x.perm.mode,
+                        x.size,
+                        x.cpid,
+                        x.lpid,
+                        x.nattch,
+                        owner(&x.perm),
+                        x.atime,
+                        x.dtime,
+                        x.ctime,
+                        0,
+                        0
+                    );
+                }
+            }
+            Kind::Sem => {
+                s += "       key      semid perms      nsems   uid   gid  cuid  cgid      otime      ctime\n";
+                for (id, x) in &ipc.sems {
+                    let _ = writeln!(
+                        s,
+                        "{:10} {:10}  {:4o} {:10} {} {:10} {:10}",
+                        x.perm.key,
+                        id,
+                        x.perm.mode,
+                        x.sems.len(),
+                        owner(&x.perm),
+                        x.otime,
+                        x.ctime
+                    );
+                }
+            }
+            Kind::Msg => {
+                s += "       key      msqid perms      cbytes       qnum lspid lrpid   uid   gid  cuid  cgid      stime      rtime      ctime\n";
+                for (id, x) in &ipc.msgs {
+                    let _ = writeln!(
+                        s,
+                        "{:10} {:10}  {:4o}  {:10} {:10} {:5} {:5} {} {:10} {:10} {:10}",
+                        x.perm.key,
+                        id,
+                        x.perm.mode,
+                        x.cbytes,
+                        x.msgs.len(),
+                        x.lspid,
+                        x.lrpid,
+                        owner(&x.perm),
+                        x.stime,
+                        x.rtime,
+                        x.ctime
+                    );
+                }
+            }
+        }
+        s
     }
 }
 
@@ -372,7 +500,18 @@ impl Kernel {
                     return err(libc::ENOMEM);
                 }
                 let block = HostBlock::anon(len as usize).map_err(|_| Errno(libc::ENOMEM))?;
-                let shm = Shm { perm, size, block, atime: 0, dtime: 0, ctime: now, cpid: pid, lpid: 0, nattch: 0 };
+                let shm = Shm {
+                    perm,
+                    size,
+                    block,
+                    saved: None,
+                    atime: 0,
+                    dtime: 0,
+                    ctime: now,
+                    cpid: pid,
+                    lpid: 0,
+                    nattch: 0,
+                };
                 k.ipc.shms.insert(id, shm);
                 Ok(())
             },
@@ -413,6 +552,8 @@ impl Kernel {
                     return err(libc::EINVAL);
                 }
                 m.unmap(addr, end);
+                // Attachments it replaced are detached.
+                self.shm_reconcile(m);
             }
             addr
         } else {
@@ -433,27 +574,69 @@ impl Kernel {
         }
         let now = self.ipc_now(m);
         let space = self.space_id();
-        // A range replaced by SHM_REMAP was detached with it.
-        let replaced: Vec<u64> =
-            self.ipc.attached.range((space, start)..(space, start + len)).map(|(&(_, a), _)| a).collect();
-        for a in replaced {
-            self.detach(space, a, now);
-        }
         let shm = self.ipc.shms.get_mut(&id).ok_or(Errno(libc::EINVAL))?;
         shm.nattch += 1;
         shm.atime = now;
         shm.lpid = self.pid;
-        self.ipc.attached.insert((space, start), (id, len));
+        self.ipc.attached.insert((space, start), (id, len, 1));
         Ok(start)
+    }
+
+    /// After a change to the running process's mappings (`munmap`, `mremap`, `mprotect`,
+    /// `mmap` with `MAP_FIXED`, `shmat` with `SHM_REMAP`), as Linux's vma operations do to
+    /// `shm_nattch`: each attachment of its address space counts the regions still mapping its
+    /// segment in its range; one `mremap` moved whole follows its first page (where `shmdt`
+    /// finds it then); one with no region left is detached, and a removed segment goes with
+    /// its last.
+    pub(crate) fn shm_reconcile(&mut self, m: &Machine) {
+        if self.ipc.attached.is_empty() {
+            return;
+        }
+        let space = self.space_id();
+        let mine: Vec<(u64, (i32, u64, u64))> =
+            self.ipc.attached.range((space, 0)..=(space, u64::MAX)).map(|(&(_, a), &v)| (a, v)).collect();
+        let now = self.ipc_now(m);
+        for (addr, (id, len, pieces)) in mine {
+            let Some(block) = self.ipc.shms.get(&id).map(|s| s.block.clone()) else { continue };
+            let count = |at: u64| {
+                m.mem.regions().filter(|r| Rc::ptr_eq(&r.block, &block) && r.start >= at && r.start < at + len).count()
+                    as u64
+            };
+            let n = count(addr);
+            if n > 0 {
+                self.set_pieces(space, addr, id, n);
+                continue;
+            }
+            // Moved: a region mapping the segment's first page outside every attachment's range.
+            let held = |a: u64| self.ipc.attached.range((space, 0)..=(space, a)).any(|(&(_, s), v)| a < s + v.1);
+            let moved = m.mem.regions().find(|r| Rc::ptr_eq(&r.block, &block) && r.block_off == 0 && !held(r.start));
+            match moved.map(|r| r.start) {
+                Some(to) => {
+                    self.ipc.attached.remove(&(space, addr));
+                    self.ipc.attached.insert((space, to), (id, len, pieces));
+                    self.set_pieces(space, to, id, count(to));
+                }
+                None => self.detach(space, addr, now),
+            }
+        }
+    }
+
+    /// Attachment `addr` of `space` to segment `id` is now `n` pieces.
+    fn set_pieces(&mut self, space: u32, addr: u64, id: i32, n: u64) {
+        let Some(a) = self.ipc.attached.get_mut(&(space, addr)) else { return };
+        let old = std::mem::replace(&mut a.2, n);
+        if let Some(shm) = self.ipc.shms.get_mut(&id) {
+            shm.nattch = (shm.nattch + n).saturating_sub(old);
+        }
     }
 
     /// Detaches the attachment at `addr` of address space `space` from its segment (the
     /// caller unmaps it): its count goes down, and a removed segment goes with its last.
     fn detach(&mut self, space: u32, addr: u64, now: i64) {
-        let Some((id, _)) = self.ipc.attached.remove(&(space, addr)) else { return };
+        let Some((id, _, pieces)) = self.ipc.attached.remove(&(space, addr)) else { return };
         let pid = self.pid;
         let Some(shm) = self.ipc.shms.get_mut(&id) else { return };
-        shm.nattch = shm.nattch.saturating_sub(1);
+        shm.nattch = shm.nattch.saturating_sub(pieces);
         shm.dtime = now;
         shm.lpid = pid;
         if shm.nattch == 0 && shm.perm.mode & SHM_DEST != 0 {
@@ -461,14 +644,28 @@ impl Kernel {
         }
     }
 
-    /// shmdt(2): the attachment that starts at `addr` is unmapped and detached.
+    /// shmdt(2): the attachment whose first page is mapped at `addr` (Linux's vma there, of
+    /// the segment, at offset 0) is unmapped and detached: the regions of the segment in its
+    /// range, not what else was mapped in its holes.
     pub(crate) fn shmdt(&mut self, m: &mut Machine, addr: u64) -> SysResult {
         if !addr.is_multiple_of(PAGE) {
             return err(libc::EINVAL);
         }
         let space = self.space_id();
-        let (_, len) = *self.ipc.attached.get(&(space, addr)).ok_or(Errno(libc::EINVAL))?;
-        m.unmap(addr, addr + len);
+        let (id, len, _) = *self.ipc.attached.get(&(space, addr)).ok_or(Errno(libc::EINVAL))?;
+        let block = self.ipc.shms.get(&id).map(|s| s.block.clone()).ok_or(Errno(libc::EINVAL))?;
+        let mine: Vec<(u64, u64, usize)> = m
+            .mem
+            .regions()
+            .filter(|r| Rc::ptr_eq(&r.block, &block) && r.start >= addr && r.start < addr + len)
+            .map(|r| (r.start, r.end, r.block_off))
+            .collect();
+        if !mine.iter().any(|&(s, _, off)| s == addr && off == 0) {
+            return err(libc::EINVAL);
+        }
+        for (s, e, _) in mine {
+            m.unmap(s, e);
+        }
         let now = self.ipc_now(m);
         self.detach(space, addr, now);
         Ok(0)
@@ -486,12 +683,12 @@ impl Kernel {
 
     /// A fork's child (address space `child`) has its parent's (`parent`) attachments.
     pub(crate) fn shm_fork(&mut self, parent: u32, child: u32) {
-        let mine: Vec<(u64, (i32, u64))> =
+        let mine: Vec<(u64, (i32, u64, u64))> =
             self.ipc.attached.range((parent, 0)..=(parent, u64::MAX)).map(|(&(_, a), &v)| (a, v)).collect();
-        for (a, (id, len)) in mine {
+        for (a, (id, len, pieces)) in mine {
             if let Some(shm) = self.ipc.shms.get_mut(&id) {
-                shm.nattch += 1;
-                self.ipc.attached.insert((child, a), (id, len));
+                shm.nattch += pieces;
+                self.ipc.attached.insert((child, a), (id, len, pieces));
             }
         }
     }
@@ -613,13 +810,25 @@ impl Kernel {
 
     /// semop(2) and semtimedop(2): the `nsops` operations at `sops` done at once, or none
     /// (Linux's `perform_atomic_semop`); waits, unless `IPC_NOWAIT`, until they can be, for at
-    /// most the relative `timeout` (a `struct timespec`, 0: none).
+    /// most the relative `timeout` (a `struct timespec`, 0: none). A waiting call joins the
+    /// set's queue, and a change of the values completes the calls it now allows in the order
+    /// they came (Linux's `update_queue`), whichever thread the scheduler runs first.
     pub(crate) fn semtimedop(&mut self, m: &mut Machine, id: i32, sops: u64, nsops: u64, timeout: u64) -> SysResult {
         if nsops < 1 || id < 0 {
             return err(libc::EINVAL);
         }
         if nsops > SEMOPM {
             return err(libc::E2BIG);
+        }
+        let cur = self.current;
+        if let Some((set, res, ops)) = self.ipc.served.remove(&cur) {
+            // Done for it while it waited: the call is made again only to return.
+            self.ipc.waiting.remove(&cur);
+            if res != 0 {
+                return err(res);
+            }
+            self.sem_handoffs(set, &ops);
+            return Ok(0);
         }
         let mut raw = vec![0u8; nsops as usize * 6];
         m.read(sops, &mut raw)?;
@@ -639,19 +848,58 @@ impl Kernel {
         }
         let alter = ops.iter().any(|&(_, op, _)| op != 0);
         set.perm.check(if alter { 0o200 } else { 0o400 })?;
+        let now = self.ipc_now(m);
+        let pid = self.pid;
+        match self.sem_perform(id, pid, &ops, now) {
+            Ok(None) => {
+                self.sem_dequeue(cur);
+                self.sem_handoffs(id, &ops);
+                self.sem_update_queue(id, now);
+                Ok(0)
+            }
+            Ok(Some((num, zero))) => {
+                if self.io_deadline(m, timeout) {
+                    self.sem_dequeue(cur);
+                    return err(libc::EAGAIN);
+                }
+                // Made again after a wake that did not serve it, it keeps its place.
+                let q = self.ipc.pending.entry(id).or_default();
+                if !q.iter().any(|p| p.tid == cur) {
+                    q.push(Pending { tid: cur, pid, ops });
+                }
+                self.ipc.waiting.insert(cur, Waiting { kind: Kind::Sem, id, sem: Some((num, zero)) });
+                self.block_keys.push(wait_key(Kind::Sem, id));
+                err(crate::RESTART)
+            }
+            Err(e) => {
+                self.sem_dequeue(cur);
+                Err(e)
+            }
+        }
+    }
+
+    /// Performs `ops` on set `id` for process `pid` if they can all be done now: `None` then,
+    /// or the semaphore the first that cannot waits on (and whether for zero); EAGAIN there
+    /// with `IPC_NOWAIT`, ERANGE past `SEMVMX` or the undo bound.
+    fn sem_perform(
+        &mut self,
+        id: i32,
+        pid: u32,
+        ops: &[(u16, i16, i16)],
+        now: i64,
+    ) -> Result<Option<(u16, bool)>, Errno> {
+        let set = self.ipc.sems.get(&id).ok_or(Errno(libc::EINVAL))?;
         // Try them all on a copy of the values.
         let mut vals: Vec<i32> = set.sems.iter().map(|s| s.val).collect();
-        let pid = self.pid;
         let mut adj = self.ipc.undo.get(&pid).cloned().unwrap_or_default();
-        for &(num, op, flg) in &ops {
-            let cur = vals[num as usize];
+        for &(num, op, flg) in ops {
+            let cur = *vals.get(num as usize).ok_or(Errno(libc::EFBIG))?;
             let blocked = if op == 0 { cur != 0 } else { cur + i32::from(op) < 0 };
             if blocked {
                 if flg & IPC_NOWAIT as i16 != 0 {
                     return err(libc::EAGAIN);
                 }
-                let w = Waiting { kind: Kind::Sem, id, sem: Some((num, op == 0)) };
-                return self.ipc_block(m, w, timeout);
+                return Ok(Some((num, op == 0)));
             }
             let v = cur + i32::from(op);
             if v > SEMVMX {
@@ -667,22 +915,11 @@ impl Kernel {
             }
             vals[num as usize] = v;
         }
-        let now = self.ipc_now(m);
         let set = self.ipc.sems.get_mut(&id).ok_or(Errno(libc::EINVAL))?;
-        let mut woke = false;
-        for &(num, op, _) in &ops {
+        for &(num, _, _) in ops {
             let s = &mut set.sems[num as usize];
             s.val = vals[num as usize];
             s.pid = pid;
-            let key = handoff_key(Kind::Sem, id, num);
-            if op > 0 {
-                self.handoffs.push((key, true));
-                woke = true;
-            } else if op < 0 {
-                self.handoffs.push((key, false));
-                // A value brought to 0 lets waiters for zero go on.
-                woke |= s.val == 0;
-            }
         }
         set.otime = now;
         adj.retain(|_, a| *a != 0);
@@ -691,10 +928,73 @@ impl Kernel {
         } else {
             self.ipc.undo.insert(pid, adj);
         }
-        if woke {
-            self.io_ready(wait_key(Kind::Sem, id));
+        Ok(None)
+    }
+
+    /// The running thread's successful `ops` on set `id` as hand-offs: a raise posts, a
+    /// decrement takes.
+    fn sem_handoffs(&mut self, id: i32, ops: &[(u16, i16, i16)]) {
+        for &(num, op, _) in ops {
+            let key = handoff_key(Kind::Sem, id, num);
+            if op > 0 {
+                self.handoffs.push((key, true));
+            } else if op < 0 {
+                self.handoffs.push((key, false));
+            }
         }
-        Ok(0)
+    }
+
+    /// Thread `tid` waits in no `semop` any more.
+    fn sem_dequeue(&mut self, tid: u32) {
+        if self.ipc.pending.is_empty() {
+            return;
+        }
+        for q in self.ipc.pending.values_mut() {
+            q.retain(|p| p.tid != tid);
+        }
+        self.ipc.pending.retain(|_, q| !q.is_empty());
+    }
+
+    /// The values of set `id` changed: the waiting calls are tried in the order they came,
+    /// each one that can complete is completed for its thread, and after one that changed the
+    /// values the queue is tried again from its start (Linux's `update_queue`); then every
+    /// waiter is woken to return or wait again.
+    fn sem_update_queue(&mut self, id: i32, now: i64) {
+        'scan: while let Some(q) = self.ipc.pending.get(&id) {
+            for p in q.clone() {
+                // A thread whose call a signal ended (its entry is dropped then) or that is gone.
+                if !self.threads.get(&p.tid).is_some_and(|t| t.in_call) {
+                    continue;
+                }
+                let res = match self.sem_perform(id, p.pid, &p.ops, now) {
+                    Ok(Some(_)) => continue,
+                    Ok(None) => 0,
+                    Err(e) => e.0,
+                };
+                self.sem_dequeue(p.tid);
+                let alter = res == 0 && p.ops.iter().any(|o| o.1 != 0);
+                self.ipc.served.insert(p.tid, (id, res, p.ops));
+                if alter {
+                    continue 'scan;
+                }
+            }
+            break;
+        }
+        self.io_ready(wait_key(Kind::Sem, id));
+    }
+
+    /// A signal ends the running thread's blocked call: it leaves the queues; if its `semop`
+    /// was completed for it meanwhile, that is the call's result (Linux returns it, the
+    /// handler runs after), not EINTR.
+    pub(crate) fn sem_interrupted(&mut self, tid: u32) -> Option<u64> {
+        self.sem_dequeue(tid);
+        let (set, res, ops) = self.ipc.served.remove(&tid)?;
+        self.ipc.waiting.remove(&tid);
+        if res != 0 {
+            return Some((-(i64::from(res))) as u64);
+        }
+        self.sem_handoffs(set, &ops);
+        Some(0)
     }
 
     /// How many threads wait on semaphore `num` of set `id` for it to grow (`zero`: to be 0).
@@ -769,6 +1069,7 @@ impl Kernel {
             IPC_RMID => {
                 self.ipc.sems.remove(&id).ok_or(Errno(libc::EINVAL))?;
                 self.clear_undo(id, None);
+                self.ipc.pending.remove(&id);
                 // Its waiters wake to EIDRM.
                 self.io_ready(wait_key(Kind::Sem, id));
                 Ok(0)
@@ -795,7 +1096,7 @@ impl Kernel {
                         s.sems[num as usize] = Sem { val, pid };
                         s.ctime = now;
                         self.clear_undo(id, Some(num as u16));
-                        self.io_ready(wait_key(Kind::Sem, id));
+                        self.sem_update_queue(id, now);
                         Ok(0)
                     }
                 }
@@ -822,7 +1123,7 @@ impl Kernel {
                 }
                 s.ctime = now;
                 self.clear_undo(id, None);
-                self.io_ready(wait_key(Kind::Sem, id));
+                self.sem_update_queue(id, now);
                 Ok(0)
             }
             _ => err(libc::EINVAL),
@@ -835,6 +1136,8 @@ impl Kernel {
         let tids: Vec<u32> = self.threads.values().filter(|t| t.pid == pid).map(|t| t.tid).collect();
         for t in tids {
             self.ipc.waiting.remove(&t);
+            self.ipc.served.remove(&t);
+            self.sem_dequeue(t);
         }
         let Some(adj) = self.ipc.undo.remove(&pid) else { return };
         let mut sets = Vec::new();
@@ -848,7 +1151,10 @@ impl Kernel {
             }
         }
         for id in sets {
-            self.io_ready(wait_key(Kind::Sem, id));
+            // The calls they allow are served; the time of the last operation stays (a
+            // process's end is none).
+            let otime = self.ipc.sems.get(&id).map_or(0, |s| s.otime);
+            self.sem_update_queue(id, otime);
         }
     }
 

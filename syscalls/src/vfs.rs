@@ -127,6 +127,9 @@ pub enum VirtualFile {
     /// `/proc/self/task/TID/comm`: thread TID's name, `PR_SET_NAME`'s, read and written as
     /// Linux's `comm_show`/`comm_write` ([`crate::fd::Kind::Comm`]).
     Comm(u32),
+    /// `/proc/sysvipc/shm`, `sem` or `msg`: the machine's System V objects of that kind, as
+    /// Linux's `sysvipc_*_proc_show` lists them ([`crate::sysvipc`]).
+    SysvIpc(crate::sysvipc::Kind),
 }
 
 /// Which file of another process's `/proc/PID` ([`VirtualFile::Pid`]).
@@ -157,6 +160,22 @@ const VIRTUAL_FILES: &[(&str, VirtualFile)] = &[
     ("/proc/self/stat", VirtualFile::Stat),
     ("/proc/self/status", VirtualFile::Status),
     ("/proc/sys/kernel/random/uuid", VirtualFile::Uuid),
+    ("/proc/sysvipc/msg", VirtualFile::SysvIpc(crate::sysvipc::Kind::Msg)),
+    ("/proc/sysvipc/sem", VirtualFile::SysvIpc(crate::sysvipc::Kind::Sem)),
+    ("/proc/sysvipc/shm", VirtualFile::SysvIpc(crate::sysvipc::Kind::Shm)),
+    // The System V and POSIX message queue limits [`crate::sysvipc`] and [`crate::mqueue`]
+    // enforce (Linux's defaults), which `ipcs -l` shows.
+    ("/proc/sys/kernel/shmmax", VirtualFile::Text("18446744073692774399\n")),
+    ("/proc/sys/kernel/shmall", VirtualFile::Text("18446744073692774399\n")),
+    ("/proc/sys/kernel/shmmni", VirtualFile::Text("4096\n")),
+    ("/proc/sys/kernel/sem", VirtualFile::Text("32000\t1024000000\t500\t32000\n")),
+    ("/proc/sys/kernel/msgmax", VirtualFile::Text("8192\n")),
+    ("/proc/sys/kernel/msgmnb", VirtualFile::Text("16384\n")),
+    ("/proc/sys/kernel/msgmni", VirtualFile::Text("32000\n")),
+    ("/proc/sys/fs/mqueue/msg_default", VirtualFile::Text("10\n")),
+    ("/proc/sys/fs/mqueue/msg_max", VirtualFile::Text("10\n")),
+    ("/proc/sys/fs/mqueue/msgsize_default", VirtualFile::Text("8192\n")),
+    ("/proc/sys/fs/mqueue/msgsize_max", VirtualFile::Text("8192\n")),
     ("/proc/uptime", VirtualFile::Uptime),
     ("/proc/stat", VirtualFile::KernelStat),
     // The memory `sysinfo` describes (16 GiB, half free), no swap: procps reads it.
