@@ -260,26 +260,7 @@ pub fn read_all(paths: &[std::path::PathBuf]) -> Result<Vec<Part>> {
 /// Opens a part for reading: a regular file (a FIFO would block merge for ever, `/dev/zero`
 /// never end, a directory not read).
 fn open_part(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open(path)?;
-    let ft = file.metadata()?.file_type();
-    let what = if ft.is_file() {
-        return Ok(file);
-    } else if ft.is_dir() {
-        "a directory"
-    } else if ft.is_fifo() {
-        "a FIFO"
-    } else if ft.is_socket() {
-        "a socket"
-    } else if ft.is_char_device() {
-        "a character device"
-    } else {
-        "a block device"
-    };
-    Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("not a regular file ({what})")))
+    loader::input::open_regular(path).map(|(file, _)| file)
 }
 
 fn first_difference(a: &[String], b: &[String]) -> (String, String) {

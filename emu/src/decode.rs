@@ -684,6 +684,13 @@ fn ends_with_preamble(recent: &[Option<usize>; 4], before: usize) -> bool {
 /// `rdx`, `rbx`, `rsp`, `rbp`, `rsi`, `rdi`, `r8`..`r15`) that a register name of any width is
 /// part of.
 fn gpr_index(name: &str) -> Option<usize> {
+    gpr_part(name).map(|(r, _)| r)
+}
+
+/// A general register's name of any width as (register, width): register 0 = `rax` .. 15 =
+/// `r15` in capstone's naming order (`rax`, `rcx`, `rdx`, `rbx`, `rsp`, `rbp`, `rsi`, `rdi`,
+/// `r8`..`r15`), width 0 = 64 bits, 1 = 32, 2 = 16, 3 = the low byte, 4 = the high byte (`ah`).
+pub(crate) fn gpr_part(name: &str) -> Option<(usize, usize)> {
     const GPR: [[&str; 5]; 16] = [
         ["rax", "eax", "ax", "al", "ah"],
         ["rcx", "ecx", "cx", "cl", "ch"],
@@ -702,7 +709,7 @@ fn gpr_index(name: &str) -> Option<usize> {
         ["r14", "r14d", "r14w", "r14b", ""],
         ["r15", "r15d", "r15w", "r15b", ""],
     ];
-    GPR.iter().position(|names| names.iter().any(|n| !n.is_empty() && *n == name))
+    GPR.iter().enumerate().find_map(|(r, names)| names.iter().position(|n| !n.is_empty() && *n == name).map(|w| (r, w)))
 }
 
 /// Unicorn's register for a capstone register name (64-bit general registers and segments).

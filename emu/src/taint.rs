@@ -1024,29 +1024,9 @@ impl Taint {
 
 /// The shadow slot of a register named by capstone.
 fn slot(name: &str) -> Option<Slot> {
-    const GPR: [[&str; 5]; 16] = [
-        ["rax", "eax", "ax", "al", "ah"],
-        ["rcx", "ecx", "cx", "cl", "ch"],
-        ["rdx", "edx", "dx", "dl", "dh"],
-        ["rbx", "ebx", "bx", "bl", "bh"],
-        ["rsp", "esp", "sp", "spl", ""],
-        ["rbp", "ebp", "bp", "bpl", ""],
-        ["rsi", "esi", "si", "sil", ""],
-        ["rdi", "edi", "di", "dil", ""],
-        ["r8", "r8d", "r8w", "r8b", ""],
-        ["r9", "r9d", "r9w", "r9b", ""],
-        ["r10", "r10d", "r10w", "r10b", ""],
-        ["r11", "r11d", "r11w", "r11b", ""],
-        ["r12", "r12d", "r12w", "r12b", ""],
-        ["r13", "r13d", "r13w", "r13b", ""],
-        ["r14", "r14d", "r14w", "r14b", ""],
-        ["r15", "r15d", "r15w", "r15b", ""],
-    ];
-    for (i, names) in GPR.iter().enumerate() {
-        if let Some(k) = names.iter().position(|n| !n.is_empty() && *n == name) {
-            let (off, len) = [(0, 8), (0, 4), (0, 2), (0, 1), (1, 1)][k];
-            return Some(Slot { reg: i as u8, off, len, zext_to: 0 });
-        }
+    if let Some((reg, width)) = crate::decode::gpr_part(name) {
+        let (off, len) = [(0, 8), (0, 4), (0, 2), (0, 1), (1, 1)][width];
+        return Some(Slot { reg: reg as u8, off, len, zext_to: 0 });
     }
     let n: u8 = name.strip_prefix("xmm")?.parse().ok()?;
     (n < 16).then_some(Slot { reg: 16 + n, off: 0, len: 16, zext_to: 0 })

@@ -47,15 +47,7 @@ pub(crate) fn atomic_objects(dwarf: &gimli::Dwarf<Reader>) -> Vec<(u64, u64)> {
             }
         }
     }
-    out.sort_unstable();
-    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(out.len());
-    for (lo, hi) in out {
-        match merged.last_mut() {
-            Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
-            _ => merged.push((lo, hi)),
-        }
-    }
-    merged
+    crate::symbols::merge_ranges(out)
 }
 
 /// The address of a variable whose location is the single operation `DW_OP_addr` (or

@@ -28,28 +28,7 @@ pub const CONFIG_CAP: u64 = 16 << 20;
 /// ([`std::io::ErrorKind::InvalidInput`]) whose message says which; errors opening or reading
 /// are passed on.
 pub fn read_regular(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open(path)?;
-    let md = file.metadata()?;
-    let ft = md.file_type();
-    if !ft.is_file() {
-        let what = if ft.is_dir() {
-            "a directory"
-        } else if ft.is_fifo() {
-            "a FIFO"
-        } else if ft.is_socket() {
-            "a socket"
-        } else if ft.is_char_device() {
-            "a character device"
-        } else if ft.is_block_device() {
-            "a block device"
-        } else {
-            "not a file"
-        };
-        return Err(invalid(format!("not a regular file ({what})")));
-    }
+    let (file, md) = open_regular(path)?;
     if md.len() > cap {
         return Err(too_large(cap));
     }
@@ -60,6 +39,36 @@ pub fn read_regular(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
         return Err(too_large(cap));
     }
     Ok(bytes)
+}
+
+/// Opens the regular file at `path` for reading, with its metadata. Anything else is an error
+/// ([`std::io::ErrorKind::InvalidInput`]) saying what it is: a FIFO is opened without blocking
+/// and refused (reading it would wait for a writer for ever), as are `/dev/zero` (it never
+/// ends), directories, sockets and devices.
+pub fn open_regular(path: &Path) -> std::io::Result<(std::fs::File, std::fs::Metadata)> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)?;
+    let md = file.metadata()?;
+    let ft = md.file_type();
+    if ft.is_file() {
+        return Ok((file, md));
+    }
+    let what = if ft.is_dir() {
+        "a directory"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else {
+        "not a file"
+    };
+    Err(invalid(format!("not a regular file ({what})")))
 }
 
 /// [`read_regular`], as UTF-8 text.

@@ -290,15 +290,7 @@ impl Symbolizer {
             let (lo, hi) = (addr.wrapping_add(self.load_bias), addr.wrapping_add(self.load_bias).saturating_add(len));
             out.push((lo, hi));
         }
-        out.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(out.len());
-        for (lo, hi) in out {
-            match merged.last_mut() {
-                Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
-                _ => merged.push((lo, hi)),
-            }
-        }
-        merged
+        merge_ranges(out)
     }
 
     /// The guest address ranges of the static objects the object's DWARF declares `_Atomic`
@@ -677,6 +669,19 @@ fn cache_insert(cache: &mut HashMap<u64, SourceLoc>, addr: u64, loc: &SourceLoc)
 /// still consistent, so poisoning is ignored.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// `ranges` (half-open), sorted and merged where they overlap or touch.
+pub(crate) fn merge_ranges(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    ranges.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for (lo, hi) in ranges {
+        match merged.last_mut() {
+            Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
+            _ => merged.push((lo, hi)),
+        }
+    }
+    merged
 }
 
 #[cfg(test)]
