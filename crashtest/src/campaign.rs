@@ -112,7 +112,10 @@ pub fn test_shard(
         for ((i, key), e) in todo.into_iter().zip(explored) {
             let e = e?;
             tested.recoveries += e.runs.len() as u64;
-            if e.bypassed {
+            // A point whose recovery reads PM behind the machine's back is enumerated eagerly
+            // when its images fit the budget; a larger one keeps its lazy runs as its sample,
+            // which follow what recovery reads, where eager sampling draws blind.
+            if e.bypassed && points[i].space.count().is_some_and(|n| n <= plan.max_images as u128) {
                 eager.push(i);
                 continue;
             }

@@ -23,7 +23,11 @@
 //!
 //! What this relies on, and what it does when that fails: the recovery must see PM only through
 //! loads the machine observes. A recovery that reads a PM file with `read`/`pread` or maps it
-//! privately ([`syscalls::Kernel::pm_file_reads`]) gets the point tested eagerly instead. More
+//! privately ([`syscalls::Kernel::pm_file_reads`]; libpmemobj's `pmemobj_open` reads its pool's
+//! header with `pread` before mapping it) makes the runs stand for less than every image: such a
+//! point is enumerated eagerly when its images fit `--max-images`, and otherwise keeps its lazy
+//! runs as its sample (counted as sampled), which follow what recovery loads where an eager
+//! sample of a large space draws blind. More
 //! than `--max-images` runs at a point end its exploration; the point then counts as sampled.
 
 use std::cell::RefCell;
@@ -151,7 +155,8 @@ pub struct Explored {
     pub runs: Vec<LazyRun>,
     /// Every image of the point is covered by a run.
     pub exhaustive: bool,
-    /// Recovery read PM behind the machine's back: test the point eagerly.
+    /// Recovery read PM behind the machine's back: the runs do not cover every image (the
+    /// campaign enumerates the point eagerly if it is small enough).
     pub bypassed: bool,
 }
 
@@ -173,6 +178,7 @@ pub fn explore(point: &PointData, file_paths: &BTreeMap<u32, PathBuf>, plan: &Pl
     let mut stack: Vec<Node> = vec![Vec::new()];
     let mut runs = Vec::new();
     let mut exhaustive = true;
+    let mut bypassed = false;
     while let Some(node) = stack.pop() {
         if runs.len() >= plan.max_images.max(1) {
             exhaustive = false;
@@ -195,9 +201,10 @@ pub fn explore(point: &PointData, file_paths: &BTreeMap<u32, PathBuf>, plan: &Pl
             exhaustive = false;
             break;
         }
-        if bypass {
-            return Ok(Explored { runs, exhaustive: false, bypassed: true });
-        }
+        // Recovery read PM bytes no load showed (PMDK reads its pool header with `pread` before
+        // mapping it): the lines it read by loads still guide the search, but the runs no longer
+        // stand for every image.
+        bypassed |= bypass;
         let decided: BTreeSet<&LineKey> = node.iter().map(|(l, _)| l).collect();
         let mut path = node.clone();
         for line in order {
@@ -226,5 +233,5 @@ pub fn explore(point: &PointData, file_paths: &BTreeMap<u32, PathBuf>, plan: &Pl
             }
         }
     }
-    Ok(Explored { runs, exhaustive, bypassed: false })
+    Ok(Explored { runs, exhaustive: exhaustive && !bypassed, bypassed })
 }
