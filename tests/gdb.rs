@@ -506,21 +506,14 @@ fn thread_local_variables_of_dlopened_libraries_print_per_thread() {
     assert_eq!(values, ["42", "43", "11", "12"], "A and B in the worker, then in main\n{out}");
 }
 
-/// Reverse execution on a run of two processes (guests/src/proc_pingpong.c: a parent and its
-/// forked child answering each other over pipes, about 7 M instructions): going back from the
-/// end restores the timeline's snapshot taken while both processes ran (at 5 M instructions),
-/// not the run's start, and steps back and forth land where they should.
-#[test]
-fn reverse_steps_on_two_processes_go_back_to_a_snapshot_of_both() {
-    if !gdb_available() {
-        eprintln!("skipped: gdb is not installed");
-        return;
-    }
-    let prog = guest("proc_pingpong");
-    let dir = report(&prog, "none", &["procs", "100000"], 0);
+/// Runs `prog ARGS` (past the timeline's first snapshot interval), then in gdb goes to the end,
+/// steps back twice and forward once: the positions are the end and one and two instructions
+/// before it, and going back restored a snapshot taken after 5 M instructions, not the start.
+fn steps_back_at_the_end_restore_a_snapshot(prog: &Path, args: &[&str]) {
+    let dir = report(prog, "none", args, 0);
     let run = read_json(&dir.path().join("r.json"));
     let end = get(&run, "run.instructions").as_u64().unwrap();
-    assert!(end > 5_000_000, "{end} instructions: past the first snapshot interval");
+    assert!(end > 5_000_000, "{args:?}: {end} instructions: past the first snapshot interval");
     let server = Server::start(dir.path(), Path::new("r.json"), None);
     let cmds = [
         "continue",
@@ -532,16 +525,28 @@ fn reverse_steps_on_two_processes_go_back_to_a_snapshot_of_both() {
         "stepi",
         "monitor when",
     ];
-    let out = server.gdb(&prog, &cmds);
-    let w = whens(&out);
-    assert_eq!(w, [end, end - 1, end - 2, end - 1], "{out}");
+    let out = server.gdb(prog, &cmds);
+    assert_eq!(whens(&out), [end, end - 1, end - 2, end - 1], "{args:?}\n{out}");
     let last = out.lines().rfind(|l| l.starts_with("instruction ")).unwrap();
-    assert!(last.contains("run from its start 1 times"), "{last}");
+    assert!(last.contains("run from its start 1 times"), "{args:?}: {last}");
     let at: u64 = last
         .split_once("the last at instruction ")
         .and_then(|(_, r)| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no snapshot gone back to: {last}"));
-    assert!(at >= 5_000_000 && at < end, "went back to the snapshot at {at}: {last}");
+        .unwrap_or_else(|| panic!("{args:?}: no snapshot gone back to: {last}"));
+    assert!(at >= 5_000_000 && at < end, "{args:?}: went back to the snapshot at {at}: {last}");
+}
+
+/// Reverse execution on a run of two processes (guests/src/proc_pingpong.c: a parent and its
+/// forked child answering each other over pipes, about 7 M instructions): going back from the
+/// end restores the timeline's snapshot taken while both processes ran (at 5 M instructions),
+/// not the run's start, and steps back and forth land where they should.
+#[test]
+fn reverse_steps_on_two_processes_go_back_to_a_snapshot_of_both() {
+    if !gdb_available() {
+        eprintln!("skipped: gdb is not installed");
+        return;
+    }
+    steps_back_at_the_end_restore_a_snapshot(&guest("proc_pingpong"), &["procs", "100000"]);
 }
 
 /// Reverse execution on two processes that share System V objects or a POSIX message queue
@@ -555,31 +560,7 @@ fn reverse_steps_over_sysv_ipc_and_message_queues_go_back_to_a_snapshot() {
         eprintln!("skipped: gdb is not installed");
         return;
     }
-    let prog = guest("sysv_snap");
     for args in [["shm", "50000"], ["mq", "150000"]] {
-        let dir = report(&prog, "none", &args, 0);
-        let run = read_json(&dir.path().join("r.json"));
-        let end = get(&run, "run.instructions").as_u64().unwrap();
-        assert!(end > 5_000_000, "{args:?}: {end} instructions: past the first snapshot interval");
-        let server = Server::start(dir.path(), Path::new("r.json"), None);
-        let cmds = [
-            "continue",
-            "monitor when",
-            "reverse-stepi",
-            "monitor when",
-            "reverse-stepi",
-            "monitor when",
-            "stepi",
-            "monitor when",
-        ];
-        let out = server.gdb(&prog, &cmds);
-        assert_eq!(whens(&out), [end, end - 1, end - 2, end - 1], "{args:?}\n{out}");
-        let last = out.lines().rfind(|l| l.starts_with("instruction ")).unwrap();
-        assert!(last.contains("run from its start 1 times"), "{args:?}: {last}");
-        let at: u64 = last
-            .split_once("the last at instruction ")
-            .and_then(|(_, r)| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
-            .unwrap_or_else(|| panic!("{args:?}: no snapshot gone back to: {last}"));
-        assert!(at >= 5_000_000 && at < end, "{args:?}: went back to the snapshot at {at}: {last}");
+        steps_back_at_the_end_restore_a_snapshot(&guest("sysv_snap"), &args);
     }
 }
