@@ -473,6 +473,7 @@ impl Observer for Passes {
             | EventKind::ThreadExit
             | EventKind::FutexWake
             | EventKind::FutexWoken
+            | EventKind::ProcessReaped
             | EventKind::Syscall
             | EventKind::TxBegin
             | EventKind::TxEnd

@@ -147,6 +147,7 @@ pub(crate) fn dispatch<P: WindowPass>(pass: &mut P, ev: &Event, device: &PmDevic
         | EventKind::ThreadExit
         | EventKind::FutexWake
         | EventKind::FutexWoken
+        | EventKind::ProcessReaped
         | EventKind::AtomicAccess
         | EventKind::TxBegin
         | EventKind::TxEnd

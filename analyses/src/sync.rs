@@ -188,6 +188,8 @@ impl SyncAdapter {
             EventKind::FutexWoken if !self.releasing.contains_key(&(ev.new as u32)) => {
                 out(SyncOp::Wait { obj: futex_object(ev.addr) })
             }
+            // A reaped child process: its last thread joined, as a thread's by pthread_join.
+            EventKind::ProcessReaped => out(SyncOp::Join { child: ev.new as u32 }),
             // An atomic object of C++ in DRAM: a store releases it, a load acquires it (what the
             // store before it released), a read-modify-write does both. Keyed by its 8-byte word.
             EventKind::AtomicAccess => {

@@ -689,6 +689,9 @@ impl Session {
                             if post { emu::events::EventKind::FutexWake } else { emu::events::EventKind::FutexWoken };
                         m.emit_thread_event(kind, key, 0);
                     }
+                    for t in k.reaped.drain(..) {
+                        m.emit_thread_event(emu::events::EventKind::ProcessReaped, 0, u64::from(t));
+                    }
                     if outcome == Outcome::ThreadExit {
                         m.emit_thread_event(emu::events::EventKind::ThreadExit, 0, 0);
                     }

@@ -116,6 +116,12 @@ pub enum EventKind {
     /// The other side of a [`EventKind::FutexWake`], reported right after it with `tid` the thread
     /// woken (which runs nothing in between) and `new` the thread that woke it.
     FutexWoken,
+    /// The running thread's `wait4`/`waitid` reported that a child process exited, which thread
+    /// `new` ended (its `exit_group`, last `exit` or fatal signal): everything that thread did
+    /// happens before what the waiter does next, as after `pthread_join`. Reported right after
+    /// the exit hand-off's [`EventKind::FutexWoken`], so passes that order threads only by
+    /// creation and joins (HawkSet's model) order a forked child's work before its reaper's.
+    ProcessReaped,
     /// A locked `cmpxchg` or `xchg` (the event's PC) turned the DRAM word `[addr, addr + size)`
     /// from 0 (`old`) to `new` != 0: taken, if it is a lock. Reported with
     /// [`Interest::LOCK_WORDS`] before the thread's next event (PM words come as their own
@@ -209,6 +215,7 @@ impl EventKind {
                 | EventKind::ThreadExit
                 | EventKind::FutexWake
                 | EventKind::FutexWoken
+                | EventKind::ProcessReaped
         )
     }
 }

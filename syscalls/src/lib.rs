@@ -204,6 +204,10 @@ pub struct Kernel {
     /// reports each as one side of a futex hand-off on `key` (an address no futex can have), so
     /// what a child did happens before what its parent does after reaping it.
     pub handoffs: Vec<(u64, bool)>,
+    /// The threads whose process's end the last system call (a `wait4`/`waitid` reporting an
+    /// exit) told its caller: for each, the thread that ended the process. The caller drains it
+    /// and reports each as a join of that thread ([`emu::events::EventKind::ProcessReaped`]).
+    pub reaped: Vec<u32>,
     /// Each process's signals pending for it as a whole (Linux's `shared_pending`), by pid;
     /// a process with none has no entry. Signals sent to one thread are that thread's
     /// ([`thread::KThread::sigpending`]).
@@ -287,6 +291,7 @@ impl Kernel {
             created: Vec::new(),
             woken: Vec::new(),
             handoffs: Vec::new(),
+            reaped: Vec::new(),
             shared_pending: BTreeMap::new(),
             privileged: 0,
             pm_file_reads: 0,

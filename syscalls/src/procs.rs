@@ -102,6 +102,9 @@ pub(crate) struct Proc {
     pub(crate) sid: u32,
     /// How it ended: a zombie until its parent waits for it.
     pub(crate) ended: Option<ProcessExit>,
+    /// The thread whose `exit_group` (or last `exit`, or fatal signal) ended it, which posted
+    /// its end's hand-off; 0 while it runs, or when another process killed it.
+    pub(crate) end_tid: u32,
     /// Its state while another process runs.
     pub(crate) saved: Option<Saved>,
     /// The process whose address space it runs in: itself, or, for a child of `clone(CLONE_VM)`
@@ -141,6 +144,7 @@ impl Proc {
             pgid: PID,
             sid: PID,
             ended: None,
+            end_tid: 0,
             saved: None,
             space: PID,
             space_id: 1,
@@ -161,6 +165,7 @@ impl Proc {
             pgid: self.pgid,
             sid: self.sid,
             ended: self.ended,
+            end_tid: self.end_tid,
             saved: None,
             space: self.space,
             space_id: self.space_id,
@@ -323,6 +328,7 @@ impl Kernel {
                 pgid,
                 sid,
                 ended: None,
+                end_tid: 0,
                 saved: Some(saved),
                 space: in_space,
                 space_id,
@@ -491,6 +497,9 @@ impl Kernel {
         }
         let pid = self.pid;
         self.handoffs.push((exit_handoff(pid), true));
+        if let Some(p) = self.procs.get_mut(&pid) {
+            p.end_tid = self.current;
+        }
         self.end_process(m, pid, how);
         None
     }
@@ -683,6 +692,14 @@ impl Kernel {
     /// The running process reaps its ended child `pid`: the child's CPU time and its children's
     /// are added to the running process's children's (Linux's `wait_task_zombie`; a child
     /// reaped by nobody, as when `SIGCHLD` is ignored, adds nothing).
+    /// A wait told its caller that child `pid` exited: the thread that ended it is joined, as
+    /// `pthread_join` joins a thread (a child a signal from elsewhere killed posted nothing).
+    fn reaped_end(&mut self, pid: u32) {
+        if let Some(t) = self.procs.get(&pid).map(|p| p.end_tid).filter(|&t| t != 0) {
+            self.reaped.push(t);
+        }
+    }
+
     fn reap(&mut self, pid: u32) {
         let t = self.child_cpu_ns(pid);
         self.procs.remove(&pid);
@@ -734,6 +751,7 @@ impl Kernel {
                 match w {
                     Waited::Exited(_) => {
                         self.handoffs.push((exit_handoff(pid), false));
+                        self.reaped_end(pid);
                         self.reap(pid);
                     }
                     _ => self.reported(pid, w, options),
@@ -788,6 +806,7 @@ impl Kernel {
                 match w {
                     Waited::Exited(_) => {
                         self.handoffs.push((exit_handoff(pid), false));
+                        self.reaped_end(pid);
                         if options & WNOWAIT == 0 {
                             self.reap(pid);
                         }

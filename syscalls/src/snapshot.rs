@@ -135,6 +135,7 @@ impl Kernel {
             created: self.created.clone(),
             woken: self.woken.clone(),
             handoffs: self.handoffs.clone(),
+            reaped: self.reaped.clone(),
             shared_pending: self.shared_pending.clone(),
             privileged: self.privileged,
             pm_file_reads: self.pm_file_reads,
