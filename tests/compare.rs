@@ -346,3 +346,23 @@ fn a_run_does_not_see_the_files_other_runs_wrote() {
     };
     assert_eq!(findings("crash"), findings("unpersisted,crash"));
 }
+
+/// A seed a case lists twice runs once: `seeds: [1, 0, 1]` is seeds 1 and 0, in that order (the
+/// base dropped only adjacent repeats and ran seed 1 twice, scoring it twice).
+#[test]
+fn a_seed_listed_twice_runs_once() {
+    guest("thr_racy_counter");
+    let cases = r#"
+    (name: "thr_racy_counter", program: "thr_racy_counter", seeds: [1, 0, 1], analyses: ["hmtrace"],
+     truth: Bugs([(class: "data-race", at: [Marker("thr_racy_counter.c", "/* RACE: read */"),
+                                            Marker("thr_racy_counter.c", "/* RACE: write */")])])),
+"#;
+    let run = compare(&suite(cases), &["--analyses", "hmtrace", "--report", "cmp.json"]);
+    run.assert_code(0);
+    let report: Value = serde_json::from_slice(&std::fs::read(run.path("cmp.json")).unwrap()).unwrap();
+    let c = case(&report, "thr_racy_counter");
+    assert_eq!(c["seeds"], serde_json::json!([1, 0]), "{c:#}");
+    let seeds: Vec<u64> =
+        c["detectors"]["hmtrace"]["runs"].as_array().unwrap().iter().map(|r| r["seed"].as_u64().unwrap()).collect();
+    assert_eq!(seeds, [1, 0], "{c:#}");
+}

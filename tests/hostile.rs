@@ -252,6 +252,20 @@ fn slurm_values_that_would_be_script_lines_are_refused() {
         let o = fx(&args, d, Duration::from_secs(20));
         refused(&format!("slurm {extra:?}"), &o, mention);
     }
+    // A campaign every shard would fail at once: said now, not by the merge after the queue.
+    let missing: [(&[&str], &str); 2] = [
+        (&["--", "compare", "--suite", "no-such-suite.ron"], "no-such-suite.ron"),
+        (&["--", "crash", "--", "./no-such-program", "x"], "./no-such-program"),
+    ];
+    for (campaign, mention) in missing {
+        let mut args = vec!["slurm", "--shards", "2", "--dir", "s"];
+        args.extend(campaign);
+        let o = fx(&args, d, Duration::from_secs(20));
+        refused(&format!("slurm {campaign:?}"), &o, mention);
+    }
+    // Zero schedules is refused by `run` as by `compare`.
+    let o = fx(&["run", "--explore", "0", "--", g], d, Duration::from_secs(20));
+    refused("run --explore 0", &o, "--explore");
     assert!(!d.join("s").exists(), "a script was written");
     // Slurm's own notation passes.
     let mut args =

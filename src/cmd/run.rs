@@ -41,6 +41,10 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let started = Instant::now();
     let allocations = crate::HOST_ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed);
     let opts = a.opts;
+    if opts.explore == 0 {
+        // As `compare`: zero schedules would still run one, which the option did not ask for.
+        anyhow::bail!("--explore needs at least one schedule");
+    }
     super::check_report_path("--report", opts.report.as_deref())?;
     super::check_outside_pm_dir("--report", opts.report.as_deref(), opts.pm_dir.as_deref())?;
     let shard = super::merge::shard_of(&a.shard, opts.report.as_deref(), opts.quiet)?;

@@ -64,10 +64,28 @@ pub fn slurm(a: SlurmArgs) -> Result<i32> {
     probe.extend(rest[..at].iter().cloned());
     probe.extend(["--shard".into(), format!("0/{n}"), "--report".into(), "part.json".into()]);
     probe.extend(rest[at..].iter().cloned());
-    if let Err(e) = Cli::try_parse_from(&probe) {
-        let msg = e.to_string();
-        let first = msg.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim_start_matches("error: ").to_string();
-        bail!("the campaign `ferrite {}`: {first}", quote_all(&a.command));
+    let parsed = match Cli::try_parse_from(&probe) {
+        Ok(c) => c,
+        Err(e) => {
+            let msg = e.to_string();
+            let first =
+                msg.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim_start_matches("error: ").to_string();
+            bail!("the campaign `ferrite {}`: {first}", quote_all(&a.command));
+        }
+    };
+    // What every shard would fail on at once is said now, not by a merge after a queue's wait.
+    // (The tasks run here, in this directory, and a program is a path, never looked up in PATH.)
+    let needed = match &parsed.command {
+        crate::cli::Command::Compare(c) => {
+            Some(("suite", c.suite.clone().unwrap_or_else(crate::compare::suite::default_suite)))
+        }
+        crate::cli::Command::Crash(c) => c.command.first().map(|p| ("program", std::path::PathBuf::from(p))),
+        _ => None,
+    };
+    if let Some((what, path)) = needed {
+        if !path.exists() {
+            bail!("the campaign's {what} `{}` does not exist", path.display());
+        }
     }
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
     let dir = std::path::absolute(&a.dir).unwrap_or_else(|_| a.dir.clone());

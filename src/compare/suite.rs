@@ -352,8 +352,13 @@ fn load_manifest(path: &Path) -> Result<Vec<Case>> {
                 });
             }
         }
-        let mut seeds = if spec.seeds.is_empty() { vec![0] } else { spec.seeds.clone() };
-        seeds.dedup();
+        // A seed listed twice would run, and be scored, twice: each runs once, in the order given.
+        let mut seeds: Vec<u64> = Vec::with_capacity(spec.seeds.len().max(1));
+        for &s in if spec.seeds.is_empty() { &[0][..] } else { &spec.seeds[..] } {
+            if !seeds.contains(&s) {
+                seeds.push(s);
+            }
+        }
         out.push(Case {
             name: spec.name.clone(),
             program: spec.program.clone(),
