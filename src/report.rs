@@ -35,6 +35,7 @@ pub fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     static COUNT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = dir.join(format!(".{name}.ferrite-{}-{n}.tmp", std::process::id()));
+    crate::signals::writing(&tmp);
     let written = (|| {
         let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         f.write_all(bytes)?;
@@ -44,6 +45,7 @@ pub fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
+    crate::signals::written(&tmp);
     written
 }
 
