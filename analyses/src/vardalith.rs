@@ -382,8 +382,8 @@ struct Thread {
     /// Sizes asked of the PMDK allocations the thread is in (their entries), innermost last.
     allocs: Vec<u64>,
     /// Windows its exit would have closed (window mode), with their (thread, line, site, start)
-    /// to tell a freed and reused id: they stay open until a join of this thread, the only
-    /// acquire the exit synchronises with.
+    /// to tell a freed and reused id: they stay open until a join of this thread (`pthread_join`,
+    /// or the wait that reaps the process it ended), the only acquire the exit synchronises with.
     exit_pending: Vec<ExitPending>,
 }
 
