@@ -966,3 +966,12 @@ fn hostile_requests_as_natively() {
         assert_eq!(emu.code, 0, "{what}: {}", emu.describe());
     }
 }
+
+/// Shared anonymous memory and System V attachments that `mremap` grows, moved or in place: the
+/// kept pages stay shared with a forked child and the grown ones raise SIGBUS, as Linux's shmem
+/// object keeps its size (the base gave them fresh pages of the caller's own).
+#[test]
+fn grown_shared_memory_raises_sigbus_past_its_object() {
+    let (nat, _) = equivalent("mremap_shared_probe", &[], &[]);
+    assert!(nat.stdout_str().contains("grown 7"), "{}", nat.describe());
+}

@@ -96,6 +96,24 @@ fn is_past_end(r: &Region) -> bool {
     matches!(r.backing, Backing::Anon { label: Some(PAST_END) })
 }
 
+/// Whether `r` is shared anonymous memory (`MAP_SHARED | MAP_ANONYMOUS`) or a System V
+/// attachment: host memory of a fixed-size object that the processes sharing it map.
+fn is_shared_anon(r: &Region) -> bool {
+    matches!(r.backing, Backing::Anon { label: Some(l) } if l == emu::memory::SHARED_ANON || l == emu::memory::SYSV_SHM)
+}
+
+/// Maps `[a, b)` as pages past the end of the object a mapping grew beyond (a shared
+/// anonymous mapping or System V attachment that `mremap` grew: Linux's shmem object keeps its
+/// size, and its fault handler answers SIGBUS past it): touching them raises SIGBUS.
+fn map_past_object(m: &mut Machine, a: u64, b: u64, perm: Perm) -> Result<(), Errno> {
+    let block = HostBlock::anon((b - a) as usize).map_err(|_| Errno(libc::ENOMEM))?;
+    let region =
+        Region { start: a, end: b, perm, block, block_off: 0, backing: Backing::Anon { label: Some(PAST_END) } };
+    m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
+    m.add_sigbus_range(a, b);
+    Ok(())
+}
+
 /// The file offset of a file backing (0 for anonymous memory).
 fn backing_offset(backing: &Backing) -> u64 {
     match backing {
@@ -647,6 +665,12 @@ impl Kernel {
         let grow = new_len - old_len;
         self.check_budget(m, grow)?;
         let can_extend = !m.mem.overlaps(old_end, old_end + grow) && old_end + grow <= MMAP_TOP;
+        let past_object = is_past_end(&last) && self.shared_backing_at(&last, old_end).is_none();
+        if can_extend && (is_shared_anon(&last) || past_object) {
+            map_past_object(m, old_end, old_end + grow, last.perm)?;
+            moved_no_write(&mut self.mm, old, old_len);
+            return Ok(old);
+        }
         if can_extend && matches!(last.backing, Backing::Anon { .. }) && !is_past_end(&last) {
             let block = HostBlock::anon(grow as usize).map_err(|_| Errno(libc::ENOMEM))?;
             let ext = Region {
@@ -705,11 +729,10 @@ impl Kernel {
         let first = &pieces[0];
         let last = &pieces[pieces.len() - 1];
         // Shared anonymous memory and System V attachments move with their host memory too, so
-        // the processes sharing it still share it (without more pages: those grown by are
-        // fresh memory of the mover's, where Linux's would be the object's next pages).
-        let shared_anon = |r: &Region| matches!(r.backing, Backing::Anon { label: Some(l) } if l == emu::memory::SHARED_ANON || l == emu::memory::SYSV_SHM);
+        // the processes sharing it still share it; the pages they grow by are past the
+        // object's end, as on Linux.
         let shared_file = pieces.iter().all(|r| {
-            matches!(r.backing, Backing::Pm { .. } | Backing::SharedFile { .. }) || is_past_end(r) || shared_anon(r)
+            matches!(r.backing, Backing::Pm { .. } | Backing::SharedFile { .. }) || is_past_end(r) || is_shared_anon(r)
         });
         if shared_file {
             let grow_backing = self.shared_backing_at(last, old + keep);
@@ -740,18 +763,8 @@ impl Kernel {
             }
             if let (true, Some(backing)) = (new_len > keep, grow_backing) {
                 self.map_file_pages(m, to + keep, new_len - keep, last.perm, backing)?;
-            } else if new_len > keep && shared_anon(last) {
-                let block = HostBlock::anon((new_len - keep) as usize).map_err(|_| Errno(libc::ENOMEM))?;
-                let end = to + new_len;
-                let tail = Region {
-                    start: to + keep,
-                    end,
-                    perm: last.perm,
-                    block,
-                    block_off: 0,
-                    backing: last.backing.clone(),
-                };
-                m.map(tail).map_err(|_| Errno(libc::ENOMEM))?;
+            } else if new_len > keep {
+                map_past_object(m, to + keep, to + new_len, last.perm)?;
             }
         } else {
             let backing = backing_at(&first.backing, old - first.start);
