@@ -436,3 +436,17 @@ fn a_report_on_a_read_only_mount_is_refused_before_the_run() {
     );
     refused("a report on a read-only mount", &o, "not writable");
 }
+
+/// A `ferrite bench` configuration that ferrite itself refuses names why in bench's own error
+/// line (the base said only "exited with exit status: 2, natively 7").
+#[test]
+fn bench_says_why_a_configuration_failed() {
+    let dir = scratch();
+    let g = guest("exit_status");
+    let o = fx(
+        &["bench", "--runs", "1", "--config", "none --cpus 0", "--", g.to_str().unwrap()],
+        dir.path(),
+        Duration::from_secs(60),
+    );
+    refused("bench --config 'none --cpus 0'", &o, "--cpus");
+}

@@ -35,7 +35,7 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
         let t = Instant::now();
         let out = cmd
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .output()
             .with_context(|| format!("cannot run the benchmark command `{name}`"))?;
         let secs = t.elapsed().as_secs_f64();
@@ -45,7 +45,7 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
             None => expected.set(code),
             Some(e) if code == Some(e) || code == Some(66) => {}
             Some(e) => {
-                bail!("benchmark command exited with {}, natively {e}", out.status);
+                bail!("benchmark command exited with {}, natively {e}{}", out.status, why(&out.stderr));
             }
         }
         Ok((secs, peak_rss_children_kib()))
@@ -227,12 +227,12 @@ fn bench_crash(a: &BenchArgs, recover: &str) -> Result<i32> {
             .arg("--")
             .args(command)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
+            .stderr(Stdio::piped())
+            .output()
             .context("cannot run ferrite")?;
         let secs = children_cpu_secs() - t;
-        if !matches!(out.code(), Some(0 | 66)) {
-            bail!("`ferrite {}` exited with {out}", args.join(" "));
+        if !matches!(out.status.code(), Some(0 | 66)) {
+            bail!("`ferrite {}` exited with {}{}", args.join(" "), out.status, why(&out.stderr));
         }
         Ok((secs, Report::read(report.path())?))
     };
@@ -303,4 +303,14 @@ fn children_cpu_secs() -> f64 {
 /// Peak resident set of the largest child waited for so far (getrusage), in KiB.
 fn peak_rss_children_kib() -> u64 {
     super::rusage(libc::RUSAGE_CHILDREN).ru_maxrss.max(0) as u64
+}
+
+/// The `error:` line a failed ferrite run printed, as `: why` (empty if it printed none).
+fn why(stderr: &[u8]) -> String {
+    String::from_utf8_lossy(stderr)
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("error: "))
+        .map(|l| format!(": {l}"))
+        .unwrap_or_default()
 }
