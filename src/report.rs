@@ -19,10 +19,10 @@ use serde::{Deserialize, Serialize};
 /// followed, so that the link stays and its target gets the new contents.
 pub fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
-    let target = match std::fs::metadata(path) {
+    let (target, mode) = match std::fs::metadata(path) {
         Ok(m) if !m.is_file() => return std::fs::write(path, bytes),
-        Ok(_) => std::fs::canonicalize(path)?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => path.to_path_buf(),
+        Ok(m) => (std::fs::canonicalize(path)?, Some(std::os::unix::fs::PermissionsExt::mode(&m.permissions()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (path.to_path_buf(), None),
         Err(e) => return Err(e),
     };
     let dir = match target.parent() {
@@ -38,6 +38,10 @@ pub fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     crate::signals::writing(&tmp);
     let written = (|| {
         let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        if let Some(mode) = mode {
+            // A replaced report keeps the permissions its owner gave it, as an overwrite would.
+            f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode & 0o7777))?;
+        }
         f.write_all(bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, &target)

@@ -171,6 +171,26 @@ fn a_report_that_does_not_fit_leaves_the_older_one() {
     let names: Vec<String> =
         std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(names, ["r.json"], "a temporary was left behind");
+    // A report that fits replaces the older one and keeps the permissions its owner gave it.
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(d.join("r.json"), std::fs::Permissions::from_mode(0o640)).unwrap();
+    let o = fx(
+        &[
+            "run",
+            "--quiet",
+            "--env-clear",
+            "--report",
+            "r.json",
+            "--",
+            guest("pm_log").to_str().unwrap(),
+            "/mnt/pmem0/log",
+        ],
+        d,
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.code, 66, "{}", o.stderr);
+    assert_ne!(std::fs::read(d.join("r.json")).unwrap(), old);
+    assert_eq!(std::fs::metadata(d.join("r.json")).unwrap().permissions().mode() & 0o777, 0o640);
 }
 
 /// Two ferrites writing one `--pm-dir` at once: the second is refused (the guests' PM files
