@@ -139,3 +139,29 @@ fn bad_options_are_errors() {
     r.assert_code(2);
     assert!(error_lines(&r.stderr).iter().any(|l| l.contains("history")), "{}", r.describe());
 }
+
+/// A parent and its forked child each claim their own copy of a global record under their own
+/// copy of a global mutex: after the fork those are two locations and two locks, so no pair of
+/// sections is order-sensitive (the base keyed DRAM by address alone and reported the owner's
+/// write in every seed). With the record and a process-shared mutex in a `MAP_SHARED` page both
+/// inherit, the pair is real and reported at the owner's line, and nothing else is (the base
+/// also paired the two processes' stack slots).
+#[test]
+fn forked_processes_private_copies_are_not_one_location() {
+    let owner = line("oscs_fork_private.c", "/* SHARED_OWNER:");
+    for seed in 0..3 {
+        let r = Ferrite::run(&guest("oscs_fork_private"))
+            .opts(&["--analyses", "oscs", "--report", "r.json", "--seed", &seed.to_string()])
+            .go();
+        let report = r.json("r.json");
+        let fs = findings(&report);
+        assert!(fs.is_empty(), "private copies paired (seed {seed}):\n{}", show_findings(&fs));
+        let r = Ferrite::run(&guest("oscs_fork_private"))
+            .opts(&["--analyses", "oscs", "--report", "r.json", "--seed", &seed.to_string()])
+            .args(&["shared"])
+            .go();
+        let report = r.json("r.json");
+        let fs = findings(&report);
+        assert!(!fs.is_empty() && all_lines(&fs) == [owner], "seed {seed}:\n{}", show_findings(&fs));
+    }
+}

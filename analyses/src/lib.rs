@@ -33,6 +33,7 @@ pub mod pmrace;
 mod registry;
 mod screen;
 pub mod shadow;
+mod spaces;
 pub mod sync;
 #[cfg(test)]
 mod testkit;

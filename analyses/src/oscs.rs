@@ -65,6 +65,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::options::parse_bool;
 use crate::pair::{what, PairFindings, Side};
 use crate::shadow::{PcCache, Shadow, SiteId, Sites, Small, Spill};
+use crate::spaces::{Spaces, SPACE_BITS};
 use crate::sync::{ClockCopy, Edges, HappensBefore, SyncAdapter, SyncBracket, SyncOp, VectorClock};
 use crate::{Analysis, CodeInfo, RawFinding};
 
@@ -333,6 +334,8 @@ pub struct Oscs {
     ops: Vec<SyncOp>,
     /// The accessing thread's clock, copied here for one access.
     vc_scratch: ClockCopy,
+    /// Forked processes' address spaces: where their private memory is recorded.
+    spaces: Spaces,
 }
 
 impl Default for Oscs {
@@ -363,6 +366,7 @@ impl Oscs {
             reports: BTreeMap::new(),
             ops: Vec::new(),
             vc_scratch: ClockCopy::default(),
+            spaces: Spaces::default(),
         }
     }
 
@@ -691,15 +695,26 @@ impl Analysis for Oscs {
                 }
                 let code = &self.code;
                 if !self.library.get(ev.pc, |pc| code.is_library(pc)) && !self.bracket.inside(ev.tid) {
-                    self.access(ev)
+                    // A forked process's private bytes are its own location, not its parent's.
+                    let addr = self.spaces.key(ev.tid, ev.addr, ev.dev);
+                    if addr == ev.addr {
+                        self.access(ev)
+                    } else {
+                        self.access(&Event { addr, ..*ev })
+                    }
                 }
             }
             // munmap(addr, len): the memory's history goes with it.
             EventKind::Syscall if ev.addr == 11 => {
                 let hist = &mut self.hist;
-                self.locs.clear_with(ev.new, ev.new.saturating_add(ev.old), |id| hist.release(*id));
+                let at = self.spaces.key(ev.tid, ev.new, 0);
+                self.locs.clear_with(at, at.saturating_add(ev.old), |id| hist.release(*id));
             }
+            EventKind::SharedMemory => self.spaces.share(ev.addr, ev.old),
             k if k.orders_threads() => {
+                if ev.kind == EventKind::ThreadCreate {
+                    self.spaces.created(ev.tid, ev.new as u32, ev.old == 1);
+                }
                 if self.opts.condflag {
                     match ev.kind {
                         EventKind::SyncEnter(k) if k.is_cond_wait() => self.mark_condflags(ev.tid, false),
@@ -750,7 +765,7 @@ impl Analysis for Oscs {
                     r.second_tid,
                     r.second_instance,
                     rw(r.second_rw),
-                    r.addr
+                    r.addr & !SPACE_BITS
                 )
             };
             out.add(
