@@ -168,6 +168,7 @@ int main(int argc, char **argv)
     pthread_create(&th[TELLERS], NULL, archiver, NULL);
     for (int t = 0; t <= TELLERS; t++)
         pthread_join(th[t], NULL);
-    printf("journal holds %llu entries\n", (unsigned long long)pool->count);
+    /* Not the count: natively the unlocked archiver can lose an append (schedule-dependent). */
+    printf("journal written\n");
     return 0;
 }
