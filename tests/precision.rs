@@ -23,6 +23,8 @@
 //!   `lock xadd` is no racing load (`rmw_loads`);
 //! - a store its writer never persisted but another thread's flush and fence made durable
 //!   (`vd_helper_persist`): its `vardalith` window ends at the writer's next release;
+//! - OpenMP over PM (`ext_omp_fill`): a fence inside a barrier call (the arrival's locked add)
+//!   persists before the barrier's release (`unlock_fence`);
 //! - grouping by site with the call stacks kept, and `ferrite triage`.
 //!
 //! Code: analyses/src/{screen,sync,inferred_locks,group,hawkset,vardalith,irh}.rs, emu/src/sync.rs, src/cmd/triage.rs;
@@ -157,6 +159,35 @@ fn a_store_another_thread_persisted_ends_its_window_at_the_writers_next_release(
         assert!(reports_marked_race(&r, "vd_helper_persist"), "seed {seed}:\n{r:#}");
         let (_, r) = run("vd_helper_persist_fixed", "vardalith", seed, &[]);
         assert!(findings(&r).is_empty(), "seed {seed}: the fixed twin must be silent:\n{r:#}");
+    }
+}
+
+/// OpenMP over PM (`ext_omp_fill`): every thread flushes its cells and arrives at
+/// `#pragma omp for`'s implicit barrier, whose arrival (libgomp's locked add) is the fence that
+/// persists them, before the `single` block checksums the cells and persists a valid header.
+/// A fence inside a barrier call is made at the barrier's release (`unlock_fence`): the fixed
+/// twin was reported by both passes in every seed (the fence came after the arrival's post). The
+/// `nowait` twin, whose single block runs while other threads still store, stays reported.
+#[test]
+fn a_fence_inside_a_barrier_persists_before_the_threads_leave_it() {
+    let file = "ext_omp_fill.c";
+    let (store, load) = (marker_line(file, "/* CELL_STORE */"), marker_line(file, "/* CELL_LOAD */"));
+    for pass in ["hawkset", "vardalith"] {
+        for seed in [0, 1, 2] {
+            let (_, r) = run("ext_omp_fill", pass, seed, &[]);
+            let found = findings(&r).iter().any(|f| {
+                let locs = get(f, "locations").as_array().unwrap();
+                locs.iter().any(|l| is_at(l, "store", file, store)) && locs.iter().any(|l| is_at(l, "load", file, load))
+            });
+            assert!(found, "{pass} on ext_omp_fill (seed {seed}):\n{r:#}");
+            let (_, r) = run("ext_omp_fill_fixed", pass, seed, &[]);
+            assert!(findings(&r).is_empty(), "{pass} on ext_omp_fill_fixed (seed {seed}) must be silent:\n{r:#}");
+        }
+        let (_, r) = run("ext_omp_fill_fixed", &format!("{pass}:unlock_fence=off"), 0, &[]);
+        assert!(
+            !findings(&r).is_empty(),
+            "{pass}:unlock_fence=off on ext_omp_fill_fixed reports what the rule leaves out"
+        );
     }
 }
 

@@ -168,10 +168,22 @@ pub(crate) fn durable_bytes(
     out
 }
 
-/// Which operations are releases for a pass's `unlock_fence` option: the unlock-like calls.
+/// Which operations are releases for a pass's `unlock_fence` option: the unlock-like calls, and
+/// the calls that release by a locked read-modify-write, which is also a fence: a barrier's
+/// arrival (glibc's `pthread_barrier_wait`, libgomp's barriers: an atomic add to the count of
+/// arrivals) and `sem_post` (an atomic add to the value). A `clwb` just before
+/// `#pragma omp for`'s implicit barrier is persisted by the arrival itself, before any thread
+/// can leave the barrier.
 pub(crate) fn is_release_call(kind: SyncKind) -> bool {
-    matches!(kind, SyncKind::MutexUnlock | SyncKind::RwUnlock | SyncKind::SpinUnlock)
-        || matches!(kind, SyncKind::Custom(c) if c.op == CustomOp::Release)
+    matches!(
+        kind,
+        SyncKind::MutexUnlock
+            | SyncKind::RwUnlock
+            | SyncKind::SpinUnlock
+            | SyncKind::BarrierWait
+            | SyncKind::OmpBarrier
+            | SyncKind::SemPost
+    ) || matches!(kind, SyncKind::Custom(c) if c.op == CustomOp::Release)
         || kind.is_cond_wait()
 }
 

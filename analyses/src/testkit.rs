@@ -172,6 +172,18 @@ impl<P: Analysis> Sim<P> {
         }
     }
 
+    /// `tids` arrive at one barrier, each by a locked instruction (a fence, as glibc's and
+    /// libgomp's arrivals are), and all leave it.
+    pub(crate) fn barrier_fencing(&mut self, tids: &[u32]) {
+        for t in tids {
+            self.enter(*t, SyncKind::BarrierWait, BARRIER, 0);
+            self.fence_kind(*t, 0x5002, FenceKind::Locked, FenceOp::Locked);
+        }
+        for t in tids {
+            self.ret(*t, SyncKind::BarrierWait, BARRIER, 0);
+        }
+    }
+
     /// `parent` creates `child`, whose handle ([`handle`]) is at the top of its stack block.
     pub(crate) fn create(&mut self, parent: u32, child: u32) {
         self.send(ev(EventKind::ThreadCreate, parent, 0x6000, handle(child), 0, 0, 0, u64::from(child)));

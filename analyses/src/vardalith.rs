@@ -72,7 +72,8 @@
 //! - **A fence inside an unlock call** (`unlock_fence=on`, the default): glibc's mutex and rwlock
 //!   unlocks release with a locked instruction, which also fences; a store flushed just before
 //!   the unlock is therefore persisted by the releasing instruction itself. Its window closes at
-//!   that release rather than at the next one.
+//!   that release rather than at the next one. The same for a barrier's arrival (glibc's and
+//!   libgomp's are a locked add) and `sem_post`.
 //! - **A store overwritten** by its own thread before being persisted keeps its window; it closes
 //!   with the overwriting store's persistence.
 //! - **msync, fsync and durable pwrite** ([`emu::events::EventKind::Persist`]) persist their
@@ -1981,6 +1982,30 @@ mod tests {
         assert_eq!(run("mode=hb", body), race());
         assert!(run("release_fence=on", body).is_empty());
         assert!(run("release_fence=on:mode=hb", body).is_empty());
+    }
+
+    /// A `clwb` before a barrier, persisted by the thread's arrival (a locked instruction inside
+    /// the wait): the window closes at the arrival's release, before the reader leaves the
+    /// barrier (guest `ext_omp_fill_fixed`). Before, it stayed open to the next release.
+    #[test]
+    fn a_fence_inside_a_barrier_wait_closes_the_window_at_the_arrival() {
+        let body = |s: &mut Sim| {
+            s.store(2, 0xa, 0, 8);
+            s.clwb(2, 0);
+            s.barrier_fencing(&[2, 3]);
+            s.load(3, 0xb, 0, 8);
+        };
+        assert!(run("", body).is_empty());
+        assert!(run("mode=hb", body).is_empty());
+        assert_eq!(run("unlock_fence=off", body), race());
+        let unfenced = |s: &mut Sim| {
+            s.store(2, 0xa, 0, 8);
+            s.clwb(2, 0);
+            s.barrier(&[2, 3]);
+            s.load(3, 0xb, 0, 8);
+            s.sfence(2, 0xf);
+        };
+        assert_eq!(run("", unfenced), race());
     }
 
     #[test]
