@@ -173,7 +173,7 @@ fn exceptions_caught_inside_a_region_leave_its_synchronisation_intact() {
     // of `tally`, which then ends with `jmp pthread_mutex_unlock`. The unwinder leaves the
     // thrower's frames on the shadow stack. Before, the jump to the `.cold` part was taken for a
     // body started in them (the region's join was lost: `out`'s slots were reported against
-    // main's reads, seeds 0 and 2) and the unlock for a call made in a stale frame (its return
+    // main's reads, seed 4) and the unlock for a call made in a stale frame (its return
     // never seen, the thread's later accesses taken for the mutex's own: `seen`'s race missed).
     for program in ["omp_cxx_catch_no", "omp_cxx_catch_no.dyn"] {
         let out = std::process::Command::new("objdump")
@@ -191,10 +191,12 @@ fn exceptions_caught_inside_a_region_leave_its_synchronisation_intact() {
     }
     let mut failures = Vec::new();
     for name in ["omp_cxx_catch_no", "omp_cxx_catch_yes"] {
-        for seed in [0, 1, 2] {
+        for seed in [0, 1, 2, 4] {
             failures.extend(classify(name, name, seed));
         }
-        failures.extend(classify(name, &format!("{name}.dyn"), 0));
+        for seed in [0, 4] {
+            failures.extend(classify(name, &format!("{name}.dyn"), seed));
+        }
     }
     assert!(failures.is_empty(), "misclassified kernels:\n{}", failures.join("\n"));
 }
