@@ -6,7 +6,8 @@
 //! the next block, the call site is pushed; when a block that ended in `ret` is followed by its
 //! return address, frames are popped down to the one that call returns to. A `longjmp`, a C++
 //! unwind or a thread switch that skips returns is repaired at the next `ret` whose target is found
-//! deeper in the stack; a `ret` to an address no frame expects (hand-written code pushing its own
+//! deeper in the stack, or at the next jump into a recognised function, whose return address (the
+//! word at the top of the stack) names the frame it runs in; a `ret` to an address no frame expects (hand-written code pushing its own
 //! return address) leaves the stack unchanged. A recognised function reached by a jump runs in
 //! the innermost frame and returns with it; a frame of an outlined OpenMP body can hold one
 //! more, the function the body tail-calls (`jmp GOMP_taskwait` at -O2), which returns first. Depth is capped so runaway recursion costs bounded
@@ -134,6 +135,17 @@ impl CallStack {
         let f = self.frames[i];
         self.frames.truncate(i);
         [f.tail, f.sync]
+    }
+
+    /// A function entered by a jump will return to `ret` (the word at the top of the stack at
+    /// its entry): the innermost frame returning there is the one it runs in, and frames above
+    /// it were left without a `ret` (a C++ exception caught below them, a `longjmp`) and are
+    /// dropped, so the entry marks the frame that will see its return. No frame returning there:
+    /// nothing changes.
+    pub fn unwound_to(&mut self, ret: u64) {
+        if let Some(i) = self.frames.iter().rposition(|f| f.ret == ret) {
+            self.frames.truncate(i + 1);
+        }
     }
 
     /// Whether a jump to the recognised function `kind` starts a call of it in the innermost
@@ -282,6 +294,29 @@ mod tests {
         assert_eq!(s.top_sync(), Some((SyncKind::MutexLock, 0x100, 0)));
         assert_eq!(s.returned_to(0x15), [None, Some((SyncKind::MutexLock, 0x100, 0))]);
         assert_eq!(s.depth(), 0);
+    }
+
+    #[test]
+    fn a_jump_entry_drops_the_frames_an_exception_left() {
+        let mut s = CallStack::default();
+        let body = (SyncKind::OmpBody, 0x200, 0);
+        let wait = (SyncKind::OmpTaskwait, 0, 0);
+        // A body called from the runtime catches an exception its callee threw: the callee's
+        // frame and the unwinder's stay on the shadow stack (no `ret` reached them).
+        s.push_sync(0x10, 0x15, Some(body));
+        s.push(0x20, 0x25);
+        s.push(0x30, 0x35);
+        // The body then tail-calls taskwait, which will return to the body's return address.
+        s.unwound_to(0x15);
+        assert_eq!(s.depth(), 1);
+        assert!(s.jump_enters(SyncKind::OmpTaskwait));
+        s.enter_by_jump(wait);
+        assert_eq!(s.returned_to(0x15), [Some(wait), Some(body)]);
+        // A word that no frame returns to changes nothing.
+        s.push(0x10, 0x15);
+        s.push(0x20, 0x25);
+        s.unwound_to(0x99);
+        assert_eq!(s.depth(), 2);
     }
 
     #[test]

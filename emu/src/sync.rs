@@ -372,7 +372,15 @@ impl SyncKind {
         if base.starts_with("GOMP_") {
             return Some(SyncKind::OmpRuntime);
         }
-        base.contains("._omp_fn.").then_some(SyncKind::OmpBody)
+        // Only the body itself (renamed or not by LTO's `.lto_priv.N`): gcc's hot/cold split
+        // (`main._omp_fn.0.cold`, reached by a jump from inside the body) and partial inlining's
+        // `.part.N` (called from it) are parts of a body's code, not bodies the runtime starts.
+        let number = |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+        let body = base.split_once("._omp_fn.").is_some_and(|(_, rest)| match rest.split_once(".lto_priv.") {
+            Some((n, m)) => number(n) && number(m),
+            None => number(rest),
+        });
+        body.then_some(SyncKind::OmpBody)
     }
 
     /// Whether the function creates units of concurrency that are not threads (OpenMP tasks
@@ -988,6 +996,11 @@ mod tests {
         assert_eq!(SyncKind::omp("omp_set_lock@@OMP_3.0"), Some(SyncKind::OmpAcquire(OmpLock::Lock)));
         assert_eq!(SyncKind::omp("GOMP_loop_dynamic_next"), Some(SyncKind::OmpRuntime));
         assert_eq!(SyncKind::omp("main._omp_fn.3"), Some(SyncKind::OmpBody));
+        assert_eq!(SyncKind::omp("main._omp_fn.12"), Some(SyncKind::OmpBody));
+        assert_eq!(SyncKind::omp("main._omp_fn.0.cold"), None);
+        assert_eq!(SyncKind::omp("foo._omp_fn.1.part.0"), None);
+        assert_eq!(SyncKind::omp("foo._omp_fn.1.lto_priv.0"), Some(SyncKind::OmpBody));
+        assert_eq!(SyncKind::omp("foo._omp_fn.1.lto_priv.0.cold"), None);
         assert_eq!(SyncKind::omp("omp_get_thread_num"), None);
         // depend array, gcc's old layout: 3 dependences, the first 2 out/inout.
         let (a, b, c) = (0x5000u64, 0x5008u64, 0x5010u64);

@@ -124,6 +124,17 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
                 && st.callstack.top_sync().is_none_or(|(k, _, _)| k == SyncKind::OmpBody)
             {
                 if let Some(kind) = st.code.sync_fns.get(&addr).copied() {
+                    // A function entered by a jump returns to the word at the top of the stack:
+                    // frames above the one returning there were left by a C++ exception caught
+                    // (or a `longjmp`) since, and must not take this entry (its return would
+                    // never be seen: a lock's release lost, the thread's accesses taken for the
+                    // lock's own from then on).
+                    let rsp = uc.reg_read(Reg::RSP).unwrap_or(0);
+                    let mut word = [0u8; 8];
+                    if read_guest(uc, rsp, &mut word).is_ok() {
+                        uc.get_data_mut().callstack.unwound_to(u64::from_le_bytes(word));
+                    }
+                    let st = uc.get_data_mut();
                     if st.callstack.jump_enters(kind) {
                         enter_sync(uc, kind, addr, None);
                     }
