@@ -975,3 +975,44 @@ fn grown_shared_memory_raises_sigbus_past_its_object() {
     let (nat, _) = equivalent("mremap_shared_probe", &[], &[]);
     assert!(nat.stdout_str().contains("grown 7"), "{}", nat.describe());
 }
+
+/// What a guest does to the machine itself (the sixth sweep, guest `machine_probe`), as Linux
+/// answers it, with the default analyses and with none:
+/// - `syscalls`: numbers no Linux call has (ENOSYS, and a warning naming them as such), a
+///   number with bits above 32 (Linux ignores them: 2^32 + 39 is getpid; the base said
+///   ENOSYS), clone flags `copy_process` refuses (EINVAL; the base gave ENOSYS), futex wakes
+///   and requeues on unaligned, kernel and unmapped words (EINVAL, EFAULT; the base woke 0),
+///   and what `FUTEX_REQUEUE` returns (woken and requeued; the base counted only the woken);
+/// - `prctl`: the parent-death signal, subreaper, no_new_privs, timer slack, THP, keepcaps,
+///   seccomp, TSC settings read back (the base answered EINVAL to all), `personality`
+///   (ENOSYS on the base) kept across fork, `arch_prctl`'s CPUID controls and a non-canonical
+///   GS base (EPERM; the base set it);
+/// - `reaper`: a subreaper adopts and reaps its orphaned grandchild, which gets its
+///   parent-death signal (the base: neither);
+/// - `mem`: `mincore`, `mlockall`, `membarrier` (ENOSYS on the base), madvise's unknown
+///   advice (EINVAL; the base said 0);
+/// - `alias`: a memfd mapped shared read-write and read-only, stores and `pwrite` seen through
+///   both (the base made the read-only view a copy taken at `mmap`).
+#[test]
+fn what_guests_do_to_the_machine_as_natively() {
+    let prog = guest("machine_probe");
+    for what in ["syscalls", "prctl", "reaper", "mem", "alias"] {
+        let nat = native(&prog, &[what], &[]);
+        assert_eq!(nat.code, 0, "{what}: {}", nat.describe());
+        for analyses in ["all", "none"] {
+            let emu = Ferrite::run(&prog).args(&[what]).opts(&["--analyses", analyses]).allow_unsupported().go();
+            assert_same_stdout(&nat, &emu);
+            assert_same_status(&nat, &emu);
+            if what == "syscalls" {
+                assert!(
+                    emu.stderr.contains("unsupported system call unknown to Linux (number 1000)"),
+                    "{}",
+                    emu.describe()
+                );
+                assert!(emu.stderr.contains("of the x32 ABI"), "{}", emu.describe());
+            } else {
+                assert!(!emu.stderr.contains(UNSUPPORTED), "{what}: {}", emu.describe());
+            }
+        }
+    }
+}

@@ -617,6 +617,9 @@ impl Session {
             };
             match exit {
                 Exit::Syscall => {
+                    // Linux reads the number as an `int` (`do_syscall_64(regs, int nr)`): the
+                    // upper half of RAX is ignored, so 2^32 + 39 is getpid and -1 no call.
+                    m.set_reg(Reg::RAX, m.reg(Reg::RAX) & 0xffff_ffff);
                     if pause && k.snapshot_boundary(m) {
                         *syscall_pending = true;
                         return Driven::Paused;

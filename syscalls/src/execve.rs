@@ -147,6 +147,7 @@ impl Kernel {
         // Linux's begin_new_exec: an ordinary program is dumpable again (SUID_DUMP_USER).
         if let Some(p) = self.procs.get_mut(&pid) {
             p.dumpable = 1;
+            p.ctl.keepcaps = false;
         }
         self.proc.fs_base = 0;
         self.proc.exe = Some(program.path.clone());

@@ -558,7 +558,25 @@ impl Kernel {
             libc::SYS_mremap => self.mremap(m, a[0], a[1], a[2], a[3], a[4]),
             libc::SYS_msync => self.msync(m, a[0], a[1], i(a[2])),
             libc::SYS_madvise => self.madvise(m, a[0], a[1], i(a[2])),
-            libc::SYS_mlock | libc::SYS_munlock => Ok(0), // mlock, munlock: nothing is ever swapped
+            // mlock, munlock and their kin: nothing is ever swapped out.
+            libc::SYS_mlock | libc::SYS_munlock | libc::SYS_munlockall => Ok(0),
+            libc::SYS_mlock2 => {
+                if a[2] & !1 != 0 {
+                    err(libc::EINVAL)
+                } else {
+                    Ok(0)
+                }
+            }
+            // mlockall: MCL_CURRENT, MCL_FUTURE, MCL_ONFAULT (only with one of the others).
+            libc::SYS_mlockall => {
+                if a[0] == 0 || a[0] & !7 != 0 || a[0] == 4 {
+                    err(libc::EINVAL)
+                } else {
+                    Ok(0)
+                }
+            }
+            libc::SYS_mincore => self.mincore(m, a[0], a[1], a[2]),
+            libc::SYS_membarrier => self.membarrier(i(a[0]), a[1] as u32),
             // process
             libc::SYS_getpid => Ok(u64::from(self.pid)),
             libc::SYS_gettid => Ok(u64::from(self.current)),
@@ -703,7 +721,8 @@ impl Kernel {
             libc::SYS_pkey_mprotect => err(libc::EINVAL),
             libc::SYS_times => self.times(m, a[0]),
             libc::SYS_arch_prctl => self.arch_prctl(m, i(a[0]), a[1]),
-            libc::SYS_prctl => self.prctl(m, i(a[0]), a[1]),
+            libc::SYS_prctl => self.prctl(m, i(a[0]), a[1], [a[2], a[3], a[4]]),
+            libc::SYS_personality => self.personality(a[0]),
             libc::SYS_set_tid_address => self.set_tid_address(a[0]),
             libc::SYS_set_robust_list => self.set_robust_list(a[0], a[1]),
             libc::SYS_rseq => err(libc::ENOSYS), // rseq: glibc falls back cleanly

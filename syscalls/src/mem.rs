@@ -174,6 +174,35 @@ impl Kernel {
         Ok(want)
     }
 
+    /// Whether one file is mapped shared twice, once executable and once writable (a JIT's
+    /// dual mapping): code rewritten through the writable view is not translated again when
+    /// it runs through the other, so that case is said ([`Kernel::note_refused`]; a region
+    /// both writable and executable is followed, `jit_rewrite_flush`).
+    fn note_dual_code_mapping(&mut self, m: &Machine) {
+        let shared = |want: fn(&Region) -> bool| -> Vec<u64> {
+            m.mem
+                .regions()
+                .filter(|r| want(r) && !(r.perm.write() && r.perm.exec()))
+                .filter_map(|r| match r.backing {
+                    Backing::SharedFile { ino, .. } => Some(ino),
+                    _ => None,
+                })
+                .collect()
+        };
+        let code = shared(|r| r.perm.exec());
+        if code.is_empty() {
+            return;
+        }
+        if shared(|r| r.perm.write()).iter().any(|ino| code.contains(ino)) {
+            self.note_refused(
+                m,
+                9,
+                "a file mapped shared both writable and executable (code rewritten through the writable view runs as first translated)",
+                "success",
+            );
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn mmap(
         &mut self,
@@ -216,6 +245,7 @@ impl Kernel {
         } else {
             self.file_block(fd, off, len, kind, perm, flags)?
         };
+        let backing_kind = matches!(backing, Backing::SharedFile { .. }).then_some(perm.exec() || perm.write());
         if let Backing::Pm { offset, .. } = &backing {
             // Device addresses give each PM file 1 TiB (`emu::pm::FILE_SHIFT`): a mapping past
             // that would name another file's lines, and crash images would mix the two.
@@ -282,6 +312,9 @@ impl Kernel {
         if perm.exec() {
             m.code_changed(start, start + len);
         }
+        if matches!(backing_kind, Some(true)) {
+            self.note_dual_code_mapping(m);
+        }
         self.mm.no_write.retain(|&(a, b)| b <= start || a >= start + len);
         if read_only_shared {
             self.mm.no_write.push((start, start + len));
@@ -331,7 +364,13 @@ impl Kernel {
                     // MAP_SYNC needs a DAX file: only the PM mount is one.
                     return err(libc::EOPNOTSUPP);
                 }
-                if shared && perm.write() {
+                // A shared mapping is the file's pages whenever the descriptor could write them,
+                // whatever the protection asked now: a later `mprotect` may add PROT_WRITE, and
+                // another mapping of the file (a JIT's read-write view of the code it runs
+                // through a read-execute one, a ring buffer mapped twice) or `write(2)` must show
+                // through it. A read-only descriptor's shared mapping is still a copy made at
+                // `mmap` (docs/syscalls.md, "Memory").
+                if shared && (perm.write() || acc == libc::O_RDWR) {
                     let block =
                         HostBlock::file_shared(file.as_raw_fd(), off, len as usize).map_err(|_| Errno(libc::ENOMEM))?;
                     let ino = self.inode(&file.metadata()?, &d.guest_path);
@@ -566,6 +605,9 @@ impl Kernel {
             Ok(()) => {
                 // A change of part of an attachment splits it (Linux counts the pieces).
                 self.shm_reconcile(m);
+                if prot & (libc::PROT_EXEC | libc::PROT_WRITE) as u64 != 0 {
+                    self.note_dual_code_mapping(m);
+                }
                 Ok(0)
             }
             Err(MemError::Unmapped(_)) => err(libc::ENOMEM),
@@ -847,8 +889,23 @@ impl Kernel {
     }
 
     pub(crate) fn madvise(&mut self, m: &mut Machine, addr: u64, len: u64, advice: i32) -> SysResult {
-        if !addr.is_multiple_of(PAGE) {
+        // Linux's `madvise_behavior_valid`: advice it does not know is EINVAL, whatever the range.
+        const KNOWN: &[i32] =
+            &[0, 1, 2, 3, 4, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 100, 101, 102, 103];
+        if !addr.is_multiple_of(PAGE) || !KNOWN.contains(&advice) {
             return err(libc::EINVAL);
+        }
+        match advice {
+            // MADV_HWPOISON, MADV_SOFT_OFFLINE: CAP_SYS_ADMIN's.
+            100 | 101 => return err(libc::EPERM),
+            // MADV_GUARD_INSTALL/REMOVE (guard pages that fault): not modelled, said.
+            102 | 103 => {
+                self.note_refused(m, 28, "madvise(MADV_GUARD_INSTALL/REMOVE)", "EINVAL");
+                return err(libc::EINVAL);
+            }
+            // MADV_WIPEONFORK: accepted, but a child still sees the pages' contents.
+            18 => self.note_refused(m, 28, "madvise(MADV_WIPEONFORK) (a child still sees the contents)", "0"),
+            _ => {}
         }
         let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(Errno(libc::EINVAL))?;
         if m.mem.first_hole(addr, end).is_some() {
@@ -900,6 +957,27 @@ impl Kernel {
             for (a, b) in parts {
                 let _ = m.mem.zero(a, b - a);
             }
+        }
+        Ok(0)
+    }
+
+    /// `mincore`: every page of a mapped range is resident (nothing is ever swapped out, and
+    /// guest memory is the host's); ENOMEM where the range is not all mapped, as Linux.
+    pub(crate) fn mincore(&mut self, m: &mut Machine, addr: u64, len: u64, vec: u64) -> SysResult {
+        if !addr.is_multiple_of(PAGE) {
+            return err(libc::EINVAL);
+        }
+        let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(Errno(libc::ENOMEM))?;
+        if end > STACK_TOP || m.mem.first_hole(addr, end).is_some() {
+            return err(libc::ENOMEM);
+        }
+        let pages = ((end - addr) / PAGE) as usize;
+        let ones = [1u8; 256];
+        let mut done = 0;
+        while done < pages {
+            let n = (pages - done).min(ones.len());
+            m.write(vec + done as u64, &ones[..n], false)?;
+            done += n;
         }
         Ok(0)
     }

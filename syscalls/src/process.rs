@@ -638,6 +638,10 @@ impl Kernel {
                 Ok(0)
             }
             0x1001 => {
+                // ARCH_SET_GS: a canonical user address, as ARCH_SET_FS.
+                if addr >= 0x8000_0000_0000 {
+                    return err(libc::EPERM);
+                }
                 m.set_reg(Reg::GS_BASE, addr);
                 Ok(0)
             }
@@ -645,12 +649,27 @@ impl Kernel {
                 m.write_u64(addr, m.reg(Reg::GS_BASE))?;
                 Ok(0)
             }
+            // ARCH_GET_CPUID: CPUID runs (1). ARCH_SET_CPUID: left so; making it fault needs
+            // the CPU's CPUID faulting, which ferrite's CPU lacks (Linux's ENODEV there; rr
+            // and similar tools take that as "not available").
+            0x1011 => Ok(1),
+            0x1012 if addr != 0 => Ok(0),
+            0x1012 => err(libc::ENODEV),
+            // ARCH_GET_XCOMP_SUPP, ARCH_GET_XCOMP_PERM (and the guest's): the state components
+            // of a CPU without XSAVE, x87 and SSE (`fpu_user_cfg`'s legacy features).
+            0x1021 | 0x1022 | 0x1024 => {
+                m.write_u64(addr, 0b11)?;
+                Ok(0)
+            }
+            // ARCH_REQ_XCOMP_PERM (AMX's tiles, say): only the legacy components exist.
+            0x1023 | 0x1025 if addr < 2 => Ok(0),
+            0x1023 | 0x1025 => err(libc::EOPNOTSUPP),
             0x3001 => err(libc::EINVAL), // ARCH_CET_STATUS: no shadow stack
             _ => err(libc::EINVAL),
         }
     }
 
-    pub(crate) fn prctl(&mut self, m: &mut Machine, option: i32, arg2: u64) -> SysResult {
+    pub(crate) fn prctl(&mut self, m: &mut Machine, option: i32, arg2: u64, args: [u64; 3]) -> SysResult {
         match option {
             // PR_SET_NAME: the calling thread's name, at most 15 bytes of the string (Linux's
             // `strncpy_from_user` into `comm`), NUL-padded; EFAULT for an unreadable string.
@@ -689,8 +708,138 @@ impl Kernel {
             }
             // PR_SET_VMA: accepted, no effect (it names anonymous memory for /proc/PID/maps).
             0x53564d41 => Ok(0),
-            _ => err(libc::EINVAL),
+            // PR_SET_PDEATHSIG: a valid signal or 0; sent when the parent ends ([`Kernel::exit_process`]).
+            libc::PR_SET_PDEATHSIG => {
+                if arg2 > 64 {
+                    return err(libc::EINVAL);
+                }
+                self.ctl_mut().pdeathsig = arg2 as i32;
+                Ok(0)
+            }
+            libc::PR_GET_PDEATHSIG => {
+                m.write(arg2, &self.ctl().pdeathsig.to_le_bytes(), false)?;
+                Ok(0)
+            }
+            libc::PR_SET_CHILD_SUBREAPER => {
+                self.ctl_mut().subreaper = arg2 != 0;
+                Ok(0)
+            }
+            libc::PR_GET_CHILD_SUBREAPER => {
+                m.write(arg2, &i32::from(self.ctl().subreaper).to_le_bytes(), false)?;
+                Ok(0)
+            }
+            // PR_SET_NO_NEW_PRIVS: only 1 (it cannot be unset); the other arguments must be 0.
+            libc::PR_SET_NO_NEW_PRIVS => {
+                if arg2 != 1 || args[..3].iter().any(|&a| a != 0) {
+                    return err(libc::EINVAL);
+                }
+                self.ctl_mut().no_new_privs = true;
+                Ok(0)
+            }
+            libc::PR_GET_NO_NEW_PRIVS => {
+                if arg2 != 0 || args[..3].iter().any(|&a| a != 0) {
+                    return err(libc::EINVAL);
+                }
+                Ok(u64::from(self.ctl().no_new_privs))
+            }
+            // PR_SET_TIMERSLACK: 0 restores the default (a process's is its parent's).
+            libc::PR_SET_TIMERSLACK => {
+                self.ctl_mut().timerslack_ns = if arg2 == 0 { 50_000 } else { arg2 };
+                Ok(0)
+            }
+            libc::PR_GET_TIMERSLACK => Ok(self.ctl().timerslack_ns),
+            libc::PR_SET_THP_DISABLE => {
+                if args[..3].iter().any(|&a| a != 0) {
+                    return err(libc::EINVAL);
+                }
+                self.ctl_mut().thp_disable = arg2 != 0;
+                Ok(0)
+            }
+            libc::PR_GET_THP_DISABLE => {
+                if arg2 != 0 || args[..3].iter().any(|&a| a != 0) {
+                    return err(libc::EINVAL);
+                }
+                Ok(u64::from(self.ctl().thp_disable))
+            }
+            // PR_GET_SPECULATION_CTRL: the machine is affected by none of the speculation
+            // flaws Linux controls (PR_SPEC_NOT_AFFECTED); ENODEV for one it does not know.
+            libc::PR_GET_SPECULATION_CTRL => {
+                if arg2 <= 2 {
+                    Ok(0)
+                } else {
+                    err(libc::ENODEV)
+                }
+            }
+            libc::PR_SET_KEEPCAPS => {
+                if arg2 > 1 {
+                    return err(libc::EINVAL);
+                }
+                self.ctl_mut().keepcaps = arg2 == 1;
+                Ok(0)
+            }
+            libc::PR_GET_KEEPCAPS => Ok(u64::from(self.ctl().keepcaps)),
+            // PR_GET_SECCOMP: no filter or strict mode is ever installed (`seccomp` is refused).
+            libc::PR_GET_SECCOMP => Ok(0),
+            // PR_GET_TIMING: statistical, the only timing Linux has.
+            libc::PR_GET_TIMING => Ok(0),
+            // PR_GET_TSC: RDTSC is allowed (PR_TSC_ENABLE); PR_SET_TSC keeps it so, and making
+            // it fault (PR_TSC_SIGSEGV) is refused with a warning.
+            libc::PR_GET_TSC => {
+                m.write(arg2, &libc::PR_TSC_ENABLE.to_le_bytes(), false)?;
+                Ok(0)
+            }
+            libc::PR_SET_TSC if arg2 == libc::PR_TSC_ENABLE as u64 => Ok(0),
+            libc::PR_SET_TSC if arg2 == libc::PR_TSC_SIGSEGV as u64 => {
+                self.note_refused(m, 157, "prctl(PR_SET_TSC, PR_TSC_SIGSEGV): RDTSC cannot be made to fault", "EINVAL");
+                err(libc::EINVAL)
+            }
+            libc::PR_SET_TSC => err(libc::EINVAL),
+            // PR_CAPBSET_READ: every capability Linux knows is in the bounding set of an
+            // unprivileged process too (`capget` shows none effective).
+            libc::PR_CAPBSET_READ => {
+                if arg2 > 40 {
+                    return err(libc::EINVAL);
+                }
+                Ok(1)
+            }
+            libc::PR_GET_SECUREBITS => Ok(0),
+            // Options that need a capability the guest's unprivileged user lacks (57 and 58:
+            // PR_SET_IO_FLUSHER, PR_GET_IO_FLUSHER).
+            libc::PR_SET_MM | libc::PR_CAPBSET_DROP | 57 | 58 => err(libc::EPERM),
+            // PR_SET_SECCOMP: seccomp is not modelled (its system call is ENOSYS), said by name.
+            libc::PR_SET_SECCOMP => {
+                self.note_refused(m, 157, "prctl(PR_SET_SECCOMP): seccomp filters are not modelled", "EINVAL");
+                err(libc::EINVAL)
+            }
+            // Linux has no option of this number.
+            o if !(1..=80).contains(&o) => err(libc::EINVAL),
+            // The others (speculation control, memory tagging, shadow stacks, ...): refused
+            // by name, so that a program that relies on one says why it fails.
+            _ => {
+                self.note_refused(m, 157, "prctl with an option ferrite does not model", "EINVAL");
+                err(libc::EINVAL)
+            }
         }
+    }
+
+    /// The running process's `prctl` settings.
+    fn ctl(&self) -> crate::procs::Ctl {
+        self.procs.get(&self.pid).map(|p| p.ctl).unwrap_or_default()
+    }
+
+    fn ctl_mut(&mut self) -> &mut crate::procs::Ctl {
+        &mut self.procs.get_mut(&self.pid).expect("the running process has a record").ctl
+    }
+
+    /// `personality(2)`: 0xffffffff reads the persona; another value sets it. Either returns
+    /// the old one.
+    pub(crate) fn personality(&mut self, persona: u64) -> SysResult {
+        let old = self.ctl().personality;
+        let p = persona as u32;
+        if p != 0xffff_ffff {
+            self.ctl_mut().personality = p;
+        }
+        Ok(u64::from(old))
     }
 
     /// Names the first thread after `path`'s file name (cut to 15 bytes), the program's path as

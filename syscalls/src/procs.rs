@@ -134,6 +134,52 @@ pub(crate) struct Proc {
     pub(crate) start_ns: u64,
     /// Its name when it ended (its threads are gone): what a zombie's `/proc/PID/stat` shows.
     pub(crate) end_comm: [u8; 16],
+    /// What `prctl` and `personality` set ([`Ctl`]).
+    pub(crate) ctl: Ctl,
+}
+
+/// A process's settings made by `prctl` and `personality`, each kept as Linux keeps it (Linux
+/// keeps some per thread; ferrite per process, which only a program setting them differently in
+/// two of its threads could tell).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Ctl {
+    /// `PR_SET_PDEATHSIG`: the signal it is sent when its parent ends; a child starts with none.
+    pub(crate) pdeathsig: i32,
+    /// `PR_SET_CHILD_SUBREAPER`: its orphaned descendants become its children, not init's.
+    /// Not inherited.
+    pub(crate) subreaper: bool,
+    /// `PR_SET_NO_NEW_PRIVS`: once set, kept across fork and exec.
+    pub(crate) no_new_privs: bool,
+    /// `PR_SET_TIMERSLACK`, in ns (Linux's default is 50,000); no timer here is late by it.
+    pub(crate) timerslack_ns: u64,
+    /// `PR_SET_THP_DISABLE`: kept across fork and exec.
+    pub(crate) thp_disable: bool,
+    /// `PR_SET_KEEPCAPS`: cleared at exec.
+    pub(crate) keepcaps: bool,
+    /// `personality(2)`'s persona (`PER_LINUX`, 0, with flags such as `ADDR_NO_RANDOMIZE`):
+    /// inherited, kept across exec. No flag changes what ferrite does (its layout is fixed).
+    pub(crate) personality: u32,
+}
+
+impl Default for Ctl {
+    fn default() -> Ctl {
+        Ctl {
+            pdeathsig: 0,
+            subreaper: false,
+            no_new_privs: false,
+            timerslack_ns: 50_000,
+            thp_disable: false,
+            keepcaps: false,
+            personality: 0,
+        }
+    }
+}
+
+impl Ctl {
+    /// A child's settings (`copy_process`): no parent-death signal, not a subreaper.
+    pub(crate) fn forked(self) -> Ctl {
+        Ctl { pdeathsig: 0, subreaper: false, ..self }
+    }
 }
 
 impl Proc {
@@ -155,6 +201,7 @@ impl Proc {
             args: [0; 4],
             start_ns: crate::time::BOOT_UPTIME_S * 1_000_000_000,
             end_comm: [0; 16],
+            ctl: Ctl::default(),
         }
     }
 
@@ -176,6 +223,7 @@ impl Proc {
             args: self.args,
             start_ns: self.start_ns,
             end_comm: self.end_comm,
+            ctl: self.ctl,
         }
     }
 }
@@ -319,7 +367,8 @@ impl Kernel {
         };
         let in_space = if shares { self.space_pid } else { child };
         let space_id = if shares { self.space_id() } else { self.new_space_id() };
-        let (dumpable, args) = self.procs.get(&self.pid).map_or((1, [0; 4]), |p| (p.dumpable, p.args));
+        let (dumpable, args, ctl) =
+            self.procs.get(&self.pid).map_or((1, [0; 4], Ctl::default()), |p| (p.dumpable, p.args, p.ctl.forked()));
         let start_ns = self.now_ns(m);
         self.procs.insert(
             child,
@@ -339,6 +388,7 @@ impl Kernel {
                 args,
                 start_ns,
                 end_comm: [0; 16],
+                ctl,
             },
         );
         if !shares {
@@ -575,8 +625,35 @@ impl Kernel {
         } else if let Some((space, _)) = p.saved.take().and_then(|s| s.space) {
             m.release_address_space(space);
         }
-        for child in self.procs.values_mut().filter(|c| c.ppid == pid) {
-            child.ppid = 1;
+        // Its children go to the nearest living ancestor that is a subreaper, else to init
+        // (Linux's `find_new_reaper`); each that asked for a parent-death signal gets it.
+        let mut reaper = ppid;
+        while reaper != 1 && !self.procs.get(&reaper).is_some_and(|r| r.ended.is_none() && r.ctl.subreaper) {
+            reaper = self.procs.get(&reaper).map_or(1, |r| r.ppid);
+        }
+        let children: Vec<(u32, i32, Option<ProcessExit>)> =
+            self.procs.iter().filter(|(_, c)| c.ppid == pid).map(|(&c, p)| (c, p.ctl.pdeathsig, p.ended)).collect();
+        for &(child, _, _) in &children {
+            if let Some(c) = self.procs.get_mut(&child) {
+                c.ppid = reaper;
+            }
+        }
+        for (child, deathsig, ended) in children {
+            match ended {
+                // A zombie's new parent is told of it, or reaps it at once if it reaps its
+                // children itself (Linux's `reparent_leader`); init reaps it.
+                Some(_) if reaper == 1 || self.reaps_children(reaper) => {
+                    self.procs.remove(&child);
+                }
+                Some(e) => {
+                    self.signal_process(m, reaper, crate::signal::SigInfo::child(child, e));
+                    self.io_ready(CHILD_KEY | u64::from(reaper));
+                }
+                None if deathsig > 0 => {
+                    self.signal_process(m, child, crate::signal::SigInfo::user(deathsig, pid));
+                }
+                None => {}
+            }
         }
         // An orphan is reaped at once: no one waits for it; so is the child of a parent that
         // ignores SIGCHLD. Any other parent is sent SIGCHLD.

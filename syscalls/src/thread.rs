@@ -604,6 +604,20 @@ impl Kernel {
     }
 
     /// clone(2): `flags, stack, parent_tid, child_tid, tls`.
+    /// `membarrier`: every command is a no-op that succeeds, since the machine runs one thread
+    /// at a time and each switch orders memory as a barrier would. The query lists the
+    /// commands Linux 6.x has (`MEMBARRIER_CMD_*`, glibc's and liburcu's choices among them).
+    pub(crate) fn membarrier(&mut self, cmd: i32, flags: u32) -> SysResult {
+        // Up to MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE; the RSEQ pair is left
+        // out, as ferrite has no rseq (its registration is ENOSYS).
+        const ALL: i32 = 1 | 2 | 4 | 8 | 16 | 32 | 64;
+        match cmd {
+            0 if flags == 0 => Ok(ALL as u64),
+            c if flags == 0 && c > 0 && c & (c - 1) == 0 && c & ALL != 0 => Ok(0),
+            _ => err(libc::EINVAL),
+        }
+    }
+
     pub(crate) fn clone_thread(
         &mut self,
         m: &mut Machine,
@@ -613,6 +627,18 @@ impl Kernel {
         ctid: u64,
         tls: u64,
     ) -> SysResult {
+        // Linux's `copy_process` refuses these combinations before anything else: a thread
+        // shares its signal handlers, and shared handlers need a shared address space (and a
+        // new mount or user namespace cannot share the file-system root).
+        const CLONE_FS: u64 = 0x200;
+        const CLONE_NEWNS: u64 = 0x2_0000;
+        const CLONE_NEWUSER: u64 = 0x1000_0000;
+        if (flags & CLONE_THREAD != 0 && flags & CLONE_SIGHAND == 0)
+            || (flags & CLONE_SIGHAND != 0 && flags & CLONE_VM == 0)
+            || (flags & CLONE_FS != 0 && flags & (CLONE_NEWNS | CLONE_NEWUSER) != 0)
+        {
+            return err(libc::EINVAL);
+        }
         if flags & CLONE_VM == 0 || flags & CLONE_THREAD == 0 {
             // A new process: a copy of the address space, or (CLONE_VM) the same one.
             return match self.fork(m, flags, stack, ptid, ctid, tls)? {
@@ -828,6 +854,23 @@ impl Kernel {
         Ok((s as u64).saturating_mul(1_000_000_000).saturating_add(ns as u64))
     }
 
+    /// Linux's `get_futex_key` checks of a futex word that is not read: 4-byte aligned
+    /// (EINVAL), below the top of user space (EFAULT), and, for a shared futex, whose key is
+    /// its page, mapped (EFAULT). A wake on a bad address is then an error, not 0 woken.
+    fn futex_word_ok(m: &Machine, addr: u64, private: bool) -> Result<(), Errno> {
+        if !addr.is_multiple_of(4) {
+            return err(libc::EINVAL);
+        }
+        if addr.checked_add(4).is_none_or(|e| e > crate::mem::STACK_TOP) {
+            return err(libc::EFAULT);
+        }
+        let page = addr & !(emu::PAGE - 1);
+        if !private && m.mem.first_hole(page, page + emu::PAGE).is_some() {
+            return err(libc::EFAULT);
+        }
+        Ok(())
+    }
+
     /// futex(2). Returns `Ok(None)` when the calling thread blocked.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn futex(
@@ -891,12 +934,15 @@ impl Kernel {
             }
             1 | 10 => {
                 let bits = if cmd == 10 { val3 as u32 } else { ALL_BITS };
+                Self::futex_word_ok(m, addr, private)?;
                 if bits == 0 || self.has_pi_waiters(key) {
                     return err(libc::EINVAL);
                 }
                 Ok(Some(self.wake(m, key, addr, val.min(i32::MAX as u64), bits)))
             }
             3 | 4 => {
+                Self::futex_word_ok(m, addr, private)?;
+                Self::futex_word_ok(m, addr2, private)?;
                 if self.has_pi_waiters(key) {
                     return err(libc::EINVAL);
                 }
@@ -907,7 +953,9 @@ impl Kernel {
                 let key2 = self.futex_key(m, addr2, private);
                 // The requeue count is passed in the timeout argument's register.
                 let moved = self.requeue(key, key2, timeout);
-                Ok(Some(woken + if cmd == 4 { moved } else { 0 }))
+                // Both count the waiters woken and requeued (`futex_requeue`'s `task_count`;
+                // the man page's "woken" for FUTEX_REQUEUE is not what Linux returns).
+                Ok(Some(woken + moved))
             }
             5 => {
                 // WAKE_OP: *addr2 = op(*addr2, oparg); wake val on addr; if cmp(old, cmparg) wake val2 on addr2.
