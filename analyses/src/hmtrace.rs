@@ -578,10 +578,17 @@ impl Hmtrace {
 
     /// Makes `self.cur` the state of `tid` (copied into its buffers only after a thread switch
     /// or a synchronisation event).
+    #[inline]
     fn refresh_clock(&mut self, tid: u32) {
-        if self.cur.valid && self.cur.tid == tid {
-            return;
+        // Called two or three times per access: the test inline, the copy out of line.
+        if !(self.cur.valid && self.cur.tid == tid) {
+            self.load_clock(tid);
         }
+    }
+
+    /// [`Hmtrace::refresh_clock`]'s copy of `tid`'s state into `self.cur`.
+    #[inline(never)]
+    fn load_clock(&mut self, tid: u32) {
         let actor = self.adapter.omp.actor(tid);
         let slot = self.hb.slot(actor);
         self.hb.clock_into(actor, &mut self.cur.vc);

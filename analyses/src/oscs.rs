@@ -494,17 +494,24 @@ impl Oscs {
         }
     }
 
+    /// Whether the access `ev` changes nothing: its thread is outside critical sections and no
+    /// byte it touches has a history. Outside critical sections only locations with history
+    /// matter (the flag is cleared, the thread's latest access replaced), and a location gets
+    /// one only from an access inside a critical section.
+    #[inline]
+    fn idle(&self, ev: &Event) -> bool {
+        let cs = self.threads.get(&ev.tid).map(|t| t.cs_id).unwrap_or(0);
+        let size = u64::from(ev.size.max(1));
+        cs == 0 && !self.locs.has_page(ev.addr) && !self.locs.has_page(ev.addr + size - 1)
+    }
+
     fn access(&mut self, ev: &Event) {
         let write = !matches!(ev.kind, EventKind::Load);
         let tid = ev.tid;
         let cs = self.threads.get(&tid).map(|t| t.cs_id).unwrap_or(0);
         let size = u64::from(ev.size.max(1));
-        if cs == 0 {
-            // Outside critical sections only locations with history matter (the flag is
-            // cleared, the thread's latest access replaced).
-            if !self.locs.has_page(ev.addr) && !self.locs.has_page(ev.addr + size - 1) {
-                return;
-            }
+        if self.idle(ev) {
+            return;
         }
         let slot = self.hb.slot(tid) as u32;
         let site = self.sites.id(ev.pc, ev.stack);
@@ -679,8 +686,15 @@ impl Analysis for Oscs {
     }
 
     fn interest(&self) -> Interest {
-        // The overwritten bytes: a store that changes nothing is dropped.
-        Interest::MEMORY.union(Interest::SYNC).union(Interest::DRAM_OLD)
+        // The overwritten bytes only for the redundant-write filter (a store that changes
+        // nothing is dropped), the one user of an event's `old`: reading them back through
+        // Unicorn was about a sixth of a run on CPU-bound code (docs/performance.md).
+        let base = Interest::MEMORY.union(Interest::SYNC);
+        if self.opts.redundant_write {
+            base.union(Interest::DRAM_OLD)
+        } else {
+            base
+        }
     }
 
     fn on_event(&mut self, ev: &Event, _device: &PmDevice) {
@@ -692,6 +706,11 @@ impl Analysis for Oscs {
                         self.apply(ev.tid, SyncOp::Release { lock });
                         return;
                     }
+                }
+                // Most accesses of most programs change nothing (`access`'s first test), known
+                // before the library and bracket lookups.
+                if self.idle(ev) {
+                    return;
                 }
                 let code = &self.code;
                 if !self.library.get(ev.pc, |pc| code.is_library(pc)) && !self.bracket.inside(ev.tid) {

@@ -1006,7 +1006,12 @@ pub(super) fn on_dram_access(uc: *mut ffi::uc_engine, st: &mut HookState, addr: 
     // tenth of the hook (Unicorn's address translation).
     let mut cur = [0u8; 8];
     if value.is_some() && st.obs.interest.has(Interest::DRAM_OLD) {
-        let _ = raw_read_guest(uc, st, addr, &mut cur[..size]);
+        // From ferrite's table, whose host memory is Unicorn's (a tenth of Unicorn's read, which
+        // translates the address through its flat view); the long way only across regions.
+        // SAFETY: as in `read_table`.
+        if !unsafe { &*st.table }.read_in_region(addr, &mut cur[..size]) {
+            let _ = raw_read_guest(uc, st, addr, &mut cur[..size]);
+        }
     }
     if st.stop.is_some() {
         return;
