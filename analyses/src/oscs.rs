@@ -707,6 +707,8 @@ impl Analysis for Oscs {
                         return;
                     }
                 }
+                // A forked process's private bytes are its own location, not its parent's.
+                let ev = &Event { addr: self.spaces.key(ev.tid, ev.addr, ev.dev), ..*ev };
                 // Most accesses of most programs change nothing (`access`'s first test), known
                 // before the library and bracket lookups.
                 if self.idle(ev) {
@@ -714,13 +716,7 @@ impl Analysis for Oscs {
                 }
                 let code = &self.code;
                 if !self.library.get(ev.pc, |pc| code.is_library(pc)) && !self.bracket.inside(ev.tid) {
-                    // A forked process's private bytes are its own location, not its parent's.
-                    let addr = self.spaces.key(ev.tid, ev.addr, ev.dev);
-                    if addr == ev.addr {
-                        self.access(ev)
-                    } else {
-                        self.access(&Event { addr, ..*ev })
-                    }
+                    self.access(ev)
                 }
             }
             // munmap(addr, len): the memory's history goes with it.
