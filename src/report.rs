@@ -10,6 +10,17 @@ use crashtest::CrashSummary;
 use driver::{RunInfo, RunReport, RunSpec};
 use serde::{Deserialize, Serialize};
 
+/// Files being written whole beside their destination ([`write_whole`]'s temporaries), for a
+/// signal that ends ferrite meanwhile (a second interrupt during the first one's report).
+static WRITING: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Removes the temporaries of reports being written (ferrite is ending on a signal).
+pub fn remove_unfinished() {
+    for p in WRITING.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
 /// Writes `bytes` to `path` so that the file is never seen half-written: into a temporary file
 /// next to it, flushed to the disk, then renamed over it. A full file system or a file-size
 /// limit (`RLIMIT_FSIZE`) fails the write of the temporary, which is removed; an older file at
@@ -35,7 +46,7 @@ pub fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     static COUNT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = dir.join(format!(".{name}.ferrite-{}-{n}.tmp", std::process::id()));
-    crate::signals::writing(&tmp);
+    WRITING.lock().unwrap_or_else(|e| e.into_inner()).push(tmp.clone());
     let written = (|| {
         let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         if let Some(mode) = mode {
@@ -49,7 +60,7 @@ pub fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    crate::signals::written(&tmp);
+    WRITING.lock().unwrap_or_else(|e| e.into_inner()).retain(|p| *p != tmp);
     written
 }
 

@@ -24,21 +24,6 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 /// The pipe's write end, for the handler (-1 before [`remove_on_signals`]).
 static PIPE: AtomicI32 = AtomicI32::new(-1);
 
-/// Files being written whole beside their destination ([`crate::report::write_whole`]'s
-/// temporaries): removed with the directory when a signal ends ferrite, which may come while a
-/// report is being written (a second interrupt during the first one's report).
-static WRITING: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
-
-/// `path` is a temporary being written: a signal that ends ferrite now removes it.
-pub fn writing(path: &std::path::Path) {
-    WRITING.lock().unwrap_or_else(|e| e.into_inner()).push(path.to_path_buf());
-}
-
-/// `path` is written (renamed into place) or removed.
-pub fn written(path: &std::path::Path) {
-    WRITING.lock().unwrap_or_else(|e| e.into_inner()).retain(|p| p != path);
-}
-
 /// The signals that end ferrite after cleaning up.
 const SIGNALS: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGABRT];
 
@@ -141,9 +126,7 @@ pub fn remove_on_signals(dir: PathBuf) -> std::io::Result<()> {
             return;
         }
         // (A writer renaming its temporary just now may win: the report is then whole.)
-        for p in WRITING.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            let _ = std::fs::remove_file(p);
-        }
+        crate::report::remove_unfinished();
         for _ in 0..100 {
             match std::fs::remove_dir_all(&dir) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => continue,

@@ -139,12 +139,7 @@ fn a_task_body_ending_in_a_tail_call_to_taskwait_waits() {
     // returns at its `ret`. Checked first, so that a compiler that stops tail-calling fails here
     // rather than making the rest vacuous.
     for program in ["omp_tailcall_taskwait_no", "omp_tailcall_taskwait_no.dyn"] {
-        let out = std::process::Command::new("objdump")
-            .args(["-d", "--no-show-raw-insn"])
-            .arg(guest(program))
-            .output()
-            .expect("objdump (binutils) runs");
-        let text = String::from_utf8_lossy(&out.stdout);
+        let text = disassembly(program);
         let tail_calls = text
             .lines()
             .filter(|l| {
@@ -176,12 +171,7 @@ fn exceptions_caught_inside_a_region_leave_its_synchronisation_intact() {
     // main's reads, seed 4) and the unlock for a call made in a stale frame (its return
     // never seen, the thread's later accesses taken for the mutex's own: `seen`'s race missed).
     for program in ["omp_cxx_catch_no", "omp_cxx_catch_no.dyn"] {
-        let out = std::process::Command::new("objdump")
-            .args(["-d", "--no-show-raw-insn"])
-            .arg(guest(program))
-            .output()
-            .expect("objdump (binutils) runs");
-        let text = String::from_utf8_lossy(&out.stdout);
+        let text = disassembly(program);
         let jumps = |target: &str| text.lines().filter(|l| l.contains("\tj") && l.trim_end().ends_with(target)).count();
         assert!(jumps("<main._omp_fn.0.cold>") > 0, "{program}: expected the body to jump to its .cold part");
         assert!(
@@ -229,4 +219,14 @@ fn races_seen_before_the_run_stops_are_reported() {
             assert_eq!(kinds, ["instruction-budget"], "{program}");
         }
     }
+}
+
+/// `objdump -d` of a guest (binutils), for tests that first check the shape the compiler gave it.
+fn disassembly(program: &str) -> String {
+    let out = std::process::Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(guest(program))
+        .output()
+        .expect("objdump (binutils) runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
