@@ -475,11 +475,10 @@ struct Thread {
     /// Cached ids of the current timed lockset and vector clock.
     ls: Option<u32>,
     vc: Option<u32>,
-    /// Inside an unlock call: the timed lockset before the release.
-    pre_release: Option<u32>,
-    /// Inside a release call: the vector clock before its release (a barrier's arrival posts,
-    /// and a fence inside the call persists before any thread can leave the barrier).
-    pre_release_vc: Option<u32>,
+    /// Inside a release call: the timed lockset and the vector clock before its release (a
+    /// fence inside the call persists under the lock, and before any thread can leave a
+    /// barrier whose arrival posts).
+    pre_release: Option<(u32, u32)>,
     /// Lines where the thread has pending pieces, for its exit: those it stored to, each once
     /// in a row, and compacted to the lines still pending when the list fills its buffer (so it
     /// holds about what is pending, not every line the thread ever stored to).
@@ -665,21 +664,13 @@ impl Hawkset {
         id
     }
 
-    /// The lockset a fence by `tid` persists under (see `unlock_fence`).
-    fn fence_lockset(&mut self, tid: u32) -> u32 {
+    /// The lockset a fence by `tid` persists under, and its clock if not the current one (see
+    /// `unlock_fence`).
+    fn fence_context(&mut self, tid: u32) -> (u32, Option<u32>) {
         let pre = self.thread(tid).pre_release;
         match pre {
-            Some(ls) if self.opts.unlock_fence => ls,
-            _ => self.lockset(tid),
-        }
-    }
-
-    /// The clock a fence by `tid` persists at, if not its current one (see `unlock_fence`).
-    fn fence_clock(&mut self, tid: u32) -> Option<u32> {
-        if self.opts.unlock_fence {
-            self.thread(tid).pre_release_vc
-        } else {
-            None
+            Some((ls, vc)) if self.opts.unlock_fence => (ls, Some(vc)),
+            _ => (self.lockset(tid), None),
         }
     }
 
@@ -999,11 +990,8 @@ impl Hawkset {
                 self.forget_line(line);
             }
             for &(p, m) in &closed {
-                let (end_ls, end_vc) = if p.tid() == tid {
-                    (self.fence_lockset(tid), self.fence_clock(tid))
-                } else {
-                    (self.lockset(p.tid()), None)
-                };
+                let (end_ls, end_vc) =
+                    if p.tid() == tid { self.fence_context(tid) } else { (self.lockset(p.tid()), None) };
                 self.record(line, p, m, end, end_ls, end_vc);
             }
             self.closed = closed;
@@ -1146,16 +1134,12 @@ impl Hawkset {
             if is_release_call(k) && self.thread(tid).pre_release.is_none() {
                 let ls = self.lockset(tid);
                 let vc = self.clock(tid);
-                let t = self.thread(tid);
-                t.pre_release = Some(ls);
-                t.pre_release_vc = Some(vc);
+                self.thread(tid).pre_release = Some((ls, vc));
             }
         }
         if let EventKind::SyncReturn(k) = ev.kind {
             if is_release_call(k) {
-                let t = self.thread(tid);
-                t.pre_release = None;
-                t.pre_release_vc = None;
+                self.thread(tid).pre_release = None;
             }
         }
         let mut ops = std::mem::take(&mut self.ops);

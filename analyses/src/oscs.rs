@@ -505,14 +505,12 @@ impl Oscs {
         cs == 0 && !self.locs.has_page(ev.addr) && !self.locs.has_page(ev.addr + size - 1)
     }
 
+    /// An access that is not [`Oscs::idle`] (the caller tested it).
     fn access(&mut self, ev: &Event) {
         let write = !matches!(ev.kind, EventKind::Load);
         let tid = ev.tid;
         let cs = self.threads.get(&tid).map(|t| t.cs_id).unwrap_or(0);
         let size = u64::from(ev.size.max(1));
-        if self.idle(ev) {
-            return;
-        }
         let slot = self.hb.slot(tid) as u32;
         let site = self.sites.id(ev.pc, ev.stack);
         // The clock, copied into a buffer kept for the purpose (no allocation per access).

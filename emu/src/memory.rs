@@ -555,23 +555,6 @@ impl Memory {
         self.residency
     }
 
-    /// Copies the bytes at `addr` into `buf` if they lie in one region that is not `PROT_NONE`
-    /// (returns whether it did): the same bytes Unicorn reads there, since every region's host
-    /// memory is the one it was handed (`mem_map_ptr`). A memory hook's read of what a store
-    /// overwrites, without Unicorn's address translation (`uc_mem_read`); anything else (a read
-    /// across regions, an unmapped or `PROT_NONE` byte) is the caller's to do the long way.
-    #[inline]
-    pub fn read_in_region(&self, addr: u64, buf: &mut [u8]) -> bool {
-        let Some(r) = self.find(addr) else { return false };
-        let Some(end) = addr.checked_add(buf.len() as u64) else { return false };
-        if end > r.end || r.perm == Perm::NONE {
-            return false;
-        }
-        // SAFETY: `addr..end` lies inside region `r`, whose host memory is mapped.
-        unsafe { std::ptr::copy_nonoverlapping(r.host(addr), buf.as_mut_ptr(), buf.len()) };
-        true
-    }
-
     /// Copies guest memory into `buf` as Unicorn's own read of the engine would if it held every
     /// region: every byte must be mapped, in a region that is not `PROT_NONE`. What the hooks
     /// read of a region Unicorn does not hold now.

@@ -102,10 +102,10 @@ fn is_shared_anon(r: &Region) -> bool {
     matches!(r.backing, Backing::Anon { label: Some(l) } if l == emu::memory::SHARED_ANON || l == emu::memory::SYSV_SHM)
 }
 
-/// Maps `[a, b)` as pages past the end of the object a mapping grew beyond (a shared
-/// anonymous mapping or System V attachment that `mremap` grew: Linux's shmem object keeps its
-/// size, and its fault handler answers SIGBUS past it): touching them raises SIGBUS.
-fn map_past_object(m: &mut Machine, a: u64, b: u64, perm: Perm) -> Result<(), Errno> {
+/// Maps `[a, b)` as pages past the end of what a mapping maps (its file's end, or the fixed size
+/// of a shared anonymous object or System V segment that `mremap` grew it beyond): fresh pages
+/// that raise SIGBUS when touched, as Linux's fault handlers answer past the end.
+fn map_sigbus_pages(m: &mut Machine, a: u64, b: u64, perm: Perm) -> Result<(), Errno> {
     let block = HostBlock::anon((b - a) as usize).map_err(|_| Errno(libc::ENOMEM))?;
     let region =
         Region { start: a, end: b, perm, block, block_off: 0, backing: Backing::Anon { label: Some(PAST_END) } };
@@ -245,7 +245,7 @@ impl Kernel {
         } else {
             self.file_block(fd, off, len, kind, perm, flags)?
         };
-        let backing_kind = matches!(backing, Backing::SharedFile { .. }).then_some(perm.exec() || perm.write());
+        let shared_code_or_data = matches!(backing, Backing::SharedFile { .. }) && (perm.exec() || perm.write());
         if let Backing::Pm { offset, .. } = &backing {
             // Device addresses give each PM file 1 TiB (`emu::pm::FILE_SHIFT`): a mapping past
             // that would name another file's lines, and crash images would mix the two.
@@ -297,22 +297,12 @@ impl Kernel {
             m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
         }
         if file_part < len {
-            let tail = HostBlock::anon((len - file_part) as usize).map_err(|_| Errno(libc::ENOMEM))?;
-            let region = Region {
-                start: start + file_part,
-                end: start + len,
-                perm,
-                block: tail,
-                block_off: 0,
-                backing: Backing::Anon { label: Some(PAST_END) },
-            };
-            m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
-            m.add_sigbus_range(start + file_part, start + len);
+            map_sigbus_pages(m, start + file_part, start + len, perm)?;
         }
         if perm.exec() {
             m.code_changed(start, start + len);
         }
-        if matches!(backing_kind, Some(true)) {
+        if shared_code_or_data {
             self.note_dual_code_mapping(m);
         }
         self.mm.no_write.retain(|&(a, b)| b <= start || a >= start + len);
@@ -434,11 +424,7 @@ impl Kernel {
             .collect();
         for (a, b, perm, backing) in cuts {
             m.unmap(a, b);
-            let Ok(block) = HostBlock::anon((b - a) as usize) else { continue };
-            let label = Some(PAST_END);
-            let region = Region { start: a, end: b, perm, block, block_off: 0, backing: Backing::Anon { label } };
-            if m.map(region).is_ok() {
-                m.add_sigbus_range(a, b);
+            if map_sigbus_pages(m, a, b, perm).is_ok() {
                 self.note_past_end(PastEnd { start: a, end: b, backing, host: host.to_path_buf() });
             }
         }
@@ -544,11 +530,7 @@ impl Kernel {
             }
             if e.start + n < e.end {
                 let (a, b) = (e.start + n, e.end);
-                let Ok(block) = HostBlock::anon((b - a) as usize) else { continue };
-                let label = Some(PAST_END);
-                let region = Region { start: a, end: b, perm, block, block_off: 0, backing: Backing::Anon { label } };
-                if m.map(region).is_ok() {
-                    m.add_sigbus_range(a, b);
+                if map_sigbus_pages(m, a, b, perm).is_ok() {
                     let backing = backing_at(&e.backing, n);
                     self.mm.past_end.push(PastEnd { start: a, end: b, backing, host: e.host });
                 }
@@ -709,7 +691,7 @@ impl Kernel {
         let can_extend = !m.mem.overlaps(old_end, old_end + grow) && old_end + grow <= MMAP_TOP;
         let past_object = is_past_end(&last) && self.shared_backing_at(&last, old_end).is_none();
         if can_extend && (is_shared_anon(&last) || past_object) {
-            map_past_object(m, old_end, old_end + grow, last.perm)?;
+            map_sigbus_pages(m, old_end, old_end + grow, last.perm)?;
             moved_no_write(&mut self.mm, old, old_len);
             return Ok(old);
         }
@@ -806,7 +788,7 @@ impl Kernel {
             if let (true, Some(backing)) = (new_len > keep, grow_backing) {
                 self.map_file_pages(m, to + keep, new_len - keep, last.perm, backing)?;
             } else if new_len > keep {
-                map_past_object(m, to + keep, to + new_len, last.perm)?;
+                map_sigbus_pages(m, to + keep, to + new_len, last.perm)?;
             }
         } else {
             let backing = backing_at(&first.backing, old - first.start);
@@ -878,11 +860,7 @@ impl Kernel {
         }
         if file_part < len {
             let (a, b) = (start + file_part, start + len);
-            let block = HostBlock::anon((b - a) as usize).map_err(|_| Errno(libc::ENOMEM))?;
-            let label = Some(PAST_END);
-            let region = Region { start: a, end: b, perm, block, block_off: 0, backing: Backing::Anon { label } };
-            m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
-            m.add_sigbus_range(a, b);
+            map_sigbus_pages(m, a, b, perm)?;
             self.note_past_end(PastEnd { start: a, end: b, backing: backing_at(&backing, file_part), host });
         }
         Ok(())

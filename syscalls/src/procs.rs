@@ -766,9 +766,6 @@ impl Kernel {
         [self.child_cpu_ns(pid) / 10_000_000, 0]
     }
 
-    /// The running process reaps its ended child `pid`: the child's CPU time and its children's
-    /// are added to the running process's children's (Linux's `wait_task_zombie`; a child
-    /// reaped by nobody, as when `SIGCHLD` is ignored, adds nothing).
     /// A wait told its caller that child `pid` exited: the thread that ended it is joined, as
     /// `pthread_join` joins a thread (a child a signal from elsewhere killed posted nothing).
     fn reaped_end(&mut self, pid: u32) {
@@ -777,6 +774,9 @@ impl Kernel {
         }
     }
 
+    /// The running process reaps its ended child `pid`: the child's CPU time and its children's
+    /// are added to the running process's children's (Linux's `wait_task_zombie`; a child
+    /// reaped by nobody, as when `SIGCHLD` is ignored, adds nothing).
     fn reap(&mut self, pid: u32) {
         let t = self.child_cpu_ns(pid);
         self.procs.remove(&pid);

@@ -603,7 +603,6 @@ impl Kernel {
         self.threads.keys().copied().collect()
     }
 
-    /// clone(2): `flags, stack, parent_tid, child_tid, tls`.
     /// `membarrier`: every command is a no-op that succeeds, since the machine runs one thread
     /// at a time and each switch orders memory as a barrier would. The query lists the
     /// commands Linux 6.x has (`MEMBARRIER_CMD_*`, glibc's and liburcu's choices among them).
@@ -618,6 +617,7 @@ impl Kernel {
         }
     }
 
+    /// clone(2): `flags, stack, parent_tid, child_tid, tls`.
     pub(crate) fn clone_thread(
         &mut self,
         m: &mut Machine,

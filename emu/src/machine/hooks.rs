@@ -1007,9 +1007,9 @@ pub(super) fn on_dram_access(uc: *mut ffi::uc_engine, st: &mut HookState, addr: 
     let mut cur = [0u8; 8];
     if value.is_some() && st.obs.interest.has(Interest::DRAM_OLD) {
         // From ferrite's table, whose host memory is Unicorn's (a tenth of Unicorn's read, which
-        // translates the address through its flat view); the long way only across regions.
-        // SAFETY: as in `read_table`.
-        if !unsafe { &*st.table }.read_in_region(addr, &mut cur[..size]) {
+        // translates the address through its flat view); Unicorn's read only where the table
+        // cannot answer.
+        if read_table(st, addr, &mut cur[..size]).is_err() {
             let _ = raw_read_guest(uc, st, addr, &mut cur[..size]);
         }
     }
