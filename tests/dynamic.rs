@@ -55,6 +55,44 @@ fn library_frames_are_named_from_the_librarys_symbols() {
     assert!(names.contains(&"abort") && names.contains(&"__assert_fail"), "{names:?}");
 }
 
+/// A frame without a line names the file its PC is in and the address in that file, which must
+/// fall inside the named function as the file's own symbol table places it (`nm -S`): the load
+/// bias is taken off, for the PIE program and for libc alike.
+#[test]
+fn frames_without_lines_name_their_object_and_the_address_in_it() {
+    // No separate debug files, so libc's frames have no lines wherever the test runs.
+    let run = Ferrite::run(&guest("assert_fail.dyn")).opts(&["--report", "r.json", "--debug-dir"]).go();
+    run.assert_code(134);
+    let r = run.json("r.json");
+    let mut checked = Vec::new();
+    for fr in r["findings"][0]["locations"][0]["backtrace"].as_array().unwrap() {
+        if fr["line"].is_u64() {
+            assert!(fr.get("object").is_none(), "a frame with a line needs no object: {fr}");
+            continue;
+        }
+        let path = fr["object"]["path"].as_str().unwrap_or_else(|| panic!("no object: {fr}"));
+        let offset = fr["object"]["offset"].as_u64().unwrap();
+        let Some(function) = fr["function"].as_str() else { continue };
+        let nm = std::process::Command::new("nm").args(["-S", "--defined-only", "-D", path]).output().unwrap();
+        let nm_own = std::process::Command::new("nm").args(["-S", "--defined-only", path]).output().unwrap();
+        let table = format!("{}{}", String::from_utf8_lossy(&nm.stdout), String::from_utf8_lossy(&nm_own.stdout));
+        let inside = table.lines().any(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.len() == 4
+                && w[3].split('@').next() == Some(function)
+                && u64::from_str_radix(w[0], 16).is_ok_and(|a| {
+                    let size = u64::from_str_radix(w[1], 16).unwrap_or(0);
+                    a <= offset && offset < a + size.max(1)
+                })
+        });
+        assert!(inside, "{function} at {path}+{offset:#x} is not inside the symbol nm lists");
+        checked.push(format!("{function}@{}", path.rsplit('/').next().unwrap()));
+    }
+    // abort is libc's; the program's own _start is the PIE's.
+    assert!(checked.iter().any(|c| c.starts_with("abort@libc")), "{checked:?}");
+    assert!(run.stderr.contains("abort (libc.so.6+0x"), "{}", run.stderr);
+}
+
 #[test]
 fn the_interpreter_and_libraries_are_recorded_as_inputs() {
     let run = Ferrite::run(&guest("setjmp_longjmp.dyn")).opts(&["--report", "r.json"]).go();

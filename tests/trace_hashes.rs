@@ -283,7 +283,7 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
             "exit {\"code\":0}",
             "unpersisted/unpersisted-store x40: store@pm_log.c:62 | store to PM never made durable (no flush and fence of its line) before the program ended",
             "crash/recovery-failed x122: crash point@pm.h:62 lost store@pm_log.c:62 | recovery failed (recovery exited with status 1) after a crash at instruction 9453 in persist (pm.h:62) that left one line unpersisted: log+0x40 without its last 8 version(s)",
-            "crash/recovery-failed x1: crash point@:0 lost store@pm_log.c:62 | recovery failed (recovery exited with status 1) after a crash at instruction 24481 in _exit (pc 0x43bda9) that left one line unpersisted: log+0x40 without its last 8 version(s)",
+            "crash/recovery-failed x1: crash point@:0 lost store@pm_log.c:62 | recovery failed (recovery exited with status 1) after a crash at instruction 24481 in _exit (pm_log+0x43bda9) that left one line unpersisted: log+0x40 without its last 8 version(s)",
             "stat hawkset.clipped_loads=5",
             "stat hawkset.deferred_records=0",
             "stat hawkset.dropped_loads=25",

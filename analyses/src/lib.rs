@@ -537,16 +537,40 @@ pub struct Frame {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     /// The source line.
     pub line: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    /// For a frame without a source line: the object file the PC is in and the PC's address
+    /// in it.
+    pub object: Option<InObject>,
+}
+
+/// Where a PC is in the object file that holds it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InObject {
+    /// The file's path, as the guest named it.
+    pub path: String,
+    /// The PC less the object's load bias: the address `addr2line -e PATH` or a debugger given
+    /// the file wants.
+    pub offset: u64,
 }
 
 impl Frame {
-    /// `function (file:line)`, as much of it as is known.
+    /// A frame of `pc` with what symbols say about it.
+    pub fn new(pc: u64, function: Option<String>, file: Option<String>, line: Option<u32>) -> Frame {
+        Frame { pc, function, file, line, object: None }
+    }
+
+    /// `function (file:line)`, as much of it as is known; without a line, the object and the
+    /// address in it, as the sanitizers print them (`?? (libpmem.so.1+0x1ac30)`).
     pub fn describe(&self) -> String {
         let f = self.function.as_deref().unwrap_or("??");
-        match (&self.file, self.line) {
-            (Some(file), Some(line)) => {
+        match (&self.file, self.line, &self.object) {
+            (Some(file), Some(line), _) => {
                 let short = file.rsplit('/').next().unwrap_or(file);
                 format!("{f} ({short}:{line})")
+            }
+            (_, _, Some(o)) => {
+                let short = o.path.rsplit('/').next().unwrap_or(&o.path);
+                format!("{f} ({short}+{:#x})", o.offset)
             }
             _ => format!("{f} (pc {:#x})", self.pc),
         }
@@ -580,12 +604,12 @@ impl Location {
     /// A location whose summary is the innermost frame with a source line (the program's own
     /// code rather than the libc function it called), keeping the whole backtrace.
     pub fn from_backtrace(role: &str, thread: u32, backtrace: Vec<Frame>) -> Location {
-        let top = backtrace.iter().find(|f| f.line.is_some()).or(backtrace.first()).cloned().unwrap_or(Frame {
-            pc: 0,
-            function: None,
-            file: None,
-            line: None,
-        });
+        let top = backtrace
+            .iter()
+            .find(|f| f.line.is_some())
+            .or(backtrace.first())
+            .cloned()
+            .unwrap_or(Frame::new(0, None, None, None));
         Location {
             role: role.to_string(),
             pc: top.pc,

@@ -22,7 +22,7 @@
 //! before its `execve` too (between a `fork` and its `execve` a shell's child runs the shell's
 //! code only briefly).
 
-use analyses::{CodeInfo, Finding, Frame, Location, RawFinding};
+use analyses::{CodeInfo, Finding, Frame, InObject, Location, RawFinding};
 use emu::sync::{CustomLock, SyncKind};
 use emu::{Backing, Machine};
 use loader::Symbolizer;
@@ -34,6 +34,8 @@ struct Object {
     /// The image it belongs to.
     image: u32,
     path: String,
+    /// The load bias: a PC less it is the address in the file.
+    bias: u64,
     start: u64,
     end: u64,
     sym: Arc<Symbolizer>,
@@ -163,7 +165,7 @@ impl Objects {
     /// the run's program, whose hash is the run's `program_hash` too.
     pub fn add_hashed(&mut self, path: &str, bytes: &[u8], hash: blake3::Hash, bias: u64, start: u64, end: u64) {
         let sym = symbolizer(path, bytes, hash, bias, &self.debug_dirs);
-        self.objects.push(Object { image: self.image, path: path.to_string(), start, end, sym });
+        self.objects.push(Object { image: self.image, path: path.to_string(), bias, start, end, sym });
         self.image_code.remove(&self.image);
     }
 
@@ -372,9 +374,13 @@ impl Objects {
                     } else {
                         o.sym.lookup(pc)
                     };
-                    Frame { pc, function: l.function, file: l.file, line: l.line }
+                    let mut f = Frame::new(pc, l.function, l.file, l.line);
+                    if f.line.is_none() {
+                        f.object = Some(InObject { path: o.path.clone(), offset: pc.wrapping_sub(o.bias) });
+                    }
+                    f
                 }
-                None => Frame { pc, function: None, file: None, line: None },
+                None => Frame::new(pc, None, None, None),
             })
             .collect()
     }
