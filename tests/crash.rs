@@ -490,3 +490,31 @@ fn lazy_exploration_guides_the_sample_of_a_recovery_that_reads_its_pool_with_pre
     run.assert_code(0);
     assert_eq!(run.json("r.json")["crash"]["failures"], 0);
 }
+
+/// A crash point inside a helper the compiler inlined (`pm.h`'s `persist`) names the call it was
+/// inlined at, as `addr2line -i` and gdb's `bt` do: the report's frame lists it, and the text
+/// output prints it under the frame.
+#[test]
+fn a_crash_point_in_inlined_code_names_the_call_it_was_inlined_at() {
+    let run = pm_log_crash();
+    let call = marker_line("pm_log.c", "persist(&p->count, sizeof p->count);");
+    let r = run.json("r.json");
+    let point = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|f| f["locations"].as_array().unwrap())
+        .find(|l| l["role"] == "crash point" && l["backtrace"][0]["function"] == "persist")
+        .unwrap_or_else(|| panic!("no crash point in persist: {}", run.describe()));
+    let frame = &point["backtrace"][0];
+    assert!(frame["file"].as_str().unwrap().ends_with("pm.h"), "{frame}");
+    let at = &frame["inlined_at"][0];
+    assert_eq!(at["function"], "append", "{frame}");
+    assert!(at["file"].as_str().unwrap().ends_with("pm_log.c"), "{frame}");
+    assert_eq!(at["line"].as_u64(), Some(u64::from(call)), "{frame}");
+    let prog = guest("pm_log");
+    let recover = format!("{} /mnt/pmem0/log check", prog.display());
+    let text =
+        Ferrite::crash(&prog).opts(&["--analyses", "none", "--recover", &recover]).args(&["/mnt/pmem0/log"]).go();
+    assert!(text.stderr.contains(&format!("inlined in append (pm_log.c:{call})")), "{}", text.stderr);
+}

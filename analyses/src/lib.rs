@@ -541,6 +541,36 @@ pub struct Frame {
     /// For a frame without a source line: the object file the PC is in and the PC's address
     /// in it.
     pub object: Option<InObject>,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    /// Where the frame's function was inlined, innermost first: the function holding each
+    /// inlined call and the call's line, up to the function whose body the PC is in (what
+    /// `addr2line -i` and gdb's `bt` show as frames of their own at the same PC).
+    pub inlined_at: Vec<InlinedAt>,
+}
+
+/// A call that was inlined: the function it is in and its line.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InlinedAt {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    /// The function holding the inlined call.
+    pub function: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    /// Its source file.
+    pub file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    /// The line of the inlined call.
+    pub line: Option<u32>,
+}
+
+impl InlinedAt {
+    /// `function (file:line)`, as much of it as is known.
+    pub fn describe(&self) -> String {
+        let f = self.function.as_deref().unwrap_or("??");
+        match (&self.file, self.line) {
+            (Some(file), Some(line)) => format!("{f} ({}:{line})", file.rsplit('/').next().unwrap_or(file)),
+            _ => f.to_string(),
+        }
+    }
 }
 
 /// Where a PC is in the object file that holds it.
@@ -556,7 +586,7 @@ pub struct InObject {
 impl Frame {
     /// A frame of `pc` with what symbols say about it.
     pub fn new(pc: u64, function: Option<String>, file: Option<String>, line: Option<u32>) -> Frame {
-        Frame { pc, function, file, line, object: None }
+        Frame { pc, function, file, line, object: None, inlined_at: Vec::new() }
     }
 
     /// `function (file:line)`, as much of it as is known; without a line, the object and the

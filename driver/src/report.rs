@@ -283,6 +283,9 @@ pub fn print_findings(findings: &[Finding]) {
             for (i, fr) in l.backtrace.iter().take(PRINTED_FRAMES).enumerate() {
                 let lead = if i == 0 { format!("  {:>8}", l.role) } else { format!("  {:>8}", format!("#{i}")) };
                 let _ = writeln!(err, "{lead}  {}  [{:#x}]", fr.describe(), fr.pc);
+                for at in &fr.inlined_at {
+                    let _ = writeln!(err, "  {:>8}    inlined in {}", "", at.describe());
+                }
             }
             if l.backtrace.len() > PRINTED_FRAMES {
                 let _ = writeln!(err, "  {:>8}  ... {} more frames", "", l.backtrace.len() - PRINTED_FRAMES);

@@ -22,7 +22,7 @@
 //! before its `execve` too (between a `fork` and its `execve` a shell's child runs the shell's
 //! code only briefly).
 
-use analyses::{CodeInfo, Finding, Frame, InObject, Location, RawFinding};
+use analyses::{CodeInfo, Finding, Frame, InObject, InlinedAt, Location, RawFinding};
 use emu::sync::{CustomLock, SyncKind};
 use emu::{Backing, Machine};
 use loader::Symbolizer;
@@ -377,6 +377,13 @@ impl Objects {
                     let mut f = Frame::new(pc, l.function, l.file, l.line);
                     if f.line.is_none() {
                         f.object = Some(InObject { path: o.path.clone(), offset: pc.wrapping_sub(o.bias) });
+                    } else {
+                        f.inlined_at = o
+                            .sym
+                            .inlined_at(pc)
+                            .into_iter()
+                            .map(|c| InlinedAt { function: c.function, file: c.file, line: c.line })
+                            .collect();
                     }
                     f
                 }

@@ -19,9 +19,9 @@
 //! `.dynsym`.
 //!
 //! Left out: split DWARF (`.dwo`/`.dwp`), dwz supplementary files
-//! (`.gnu_debugaltlink`), debuginfod, the call chain of inlined frames
-//! beyond the innermost one, and symbol versions (`memcpy@GLIBC_2.14` is
-//! simply `memcpy`).
+//! (`.gnu_debugaltlink`), debuginfod, and symbol versions (`memcpy@GLIBC_2.14` is
+//! simply `memcpy`). The call chain of inlined frames beyond the innermost one is read only
+//! when asked ([`Symbolizer::inlined_at`]: findings' backtraces), never cached.
 
 use std::borrow::Cow;
 use std::cmp::Reverse;
@@ -253,6 +253,34 @@ impl Symbolizer {
             }
             None => self.symbol_lookup(pc),
         }
+    }
+
+    /// The calls `pc`'s innermost function was inlined at, innermost first: each the function
+    /// that holds the inlined call and the line of that call, up to the function whose own body
+    /// it is. Empty where `pc` is in no inlined code or the object has no DWARF. Code of a system
+    /// header inlined into the program starts the chain where [`Symbolizer::lookup`] names the
+    /// program's line (the header's frames are not repeated).
+    pub fn inlined_at(&self, pc: u64) -> Vec<SourceLoc> {
+        let addr = pc.wrapping_sub(self.load_bias);
+        // addr2line computes `addr + 1` unchecked, and no code lives there.
+        let Some(dwarf) = self.dwarf().filter(|_| addr != u64::MAX) else { return Vec::new() };
+        let dwarf = lock(dwarf);
+        let Ok(mut frames) = dwarf.context.find_frames(addr).skip_all_loads() else { return Vec::new() };
+        let mut chain = Vec::new();
+        while let Ok(Some(f)) = frames.next() {
+            let function = f.function.as_ref().and_then(|n| n.demangle().ok()).map(Cow::into_owned);
+            let (file, line) = f.location.map_or((None, None), |l| (l.file.map(str::to_string), l.line));
+            chain.push(SourceLoc { function: function.filter(|n| !n.is_empty()), file, line });
+        }
+        // The frame `lookup` names: the innermost, or for header code the first of the program's.
+        let named = match chain.first() {
+            Some(first) if first.file.as_deref().is_some_and(in_system_header) => {
+                chain.iter().position(|f| f.file.as_deref().is_some_and(|p| !in_system_header(p))).unwrap_or(0)
+            }
+            _ => 0,
+        };
+        chain.drain(..(named + 1).min(chain.len()));
+        chain
     }
 
     /// Whether the guest address `pc` has a source line: the same as
