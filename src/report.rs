@@ -253,10 +253,17 @@ impl Report {
                         let frames: Vec<serde_json::Value> = l
                             .backtrace
                             .iter()
-                            .map(|fr| {
-                                json!({ "location": {
+                            .flat_map(|fr| {
+                                // A frame in inlined code, then each call it was inlined at, as
+                                // code flow steps of their own (viewers show their lines).
+                                let own = json!({ "location": {
                                     "physicalLocation": phys(&fr.file, fr.line),
-                                    "message": { "text": fr.describe() } } })
+                                    "message": { "text": fr.describe() } } });
+                                std::iter::once(own).chain(fr.inlined_at.iter().map(|at| {
+                                    json!({ "location": {
+                                        "physicalLocation": phys(&at.file, at.line),
+                                        "message": { "text": format!("inlined in {}", at.describe()) } } })
+                                }))
                             })
                             .collect();
                         json!({ "threadFlows": [ { "locations": frames } ], "message": { "text": l.role } })

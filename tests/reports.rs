@@ -265,3 +265,32 @@ fn replay_notices_changed_arguments() {
     replay.assert_code(1);
     assert!(replay.stderr.contains("diverged"), "{}", replay.describe());
 }
+
+/// A SARIF code flow steps through the calls a frame's inlined function was inlined at, each
+/// at its own line (viewers show what `addr2line -i` would): `pm.h`'s `persist` at `append`'s
+/// call of it.
+#[test]
+fn sarif_code_flows_step_through_inlined_calls() {
+    let call = marker_line("pm_log.c", "persist(&p->count, sizeof p->count);");
+    let prog = guest("pm_log");
+    let recover = format!("{} /mnt/pmem0/log check", prog.display());
+    let run = Ferrite::crash(&prog)
+        .opts(&["--quiet", "--analyses", "none", "--report", "r.sarif", "--recover", &recover])
+        .args(&["/mnt/pmem0/log"])
+        .go();
+    let s = run.json("r.sarif");
+    let steps: Vec<&serde_json::Value> = get(&s, "runs.0.results")
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["codeFlows"].as_array().unwrap())
+        .flat_map(|f| f["threadFlows"][0]["locations"].as_array().unwrap())
+        .collect();
+    let i = steps
+        .iter()
+        .position(|st| st["location"]["message"]["text"].as_str().is_some_and(|t| t.starts_with("persist (pm.h:")))
+        .unwrap_or_else(|| panic!("no step in persist: {}", run.describe()));
+    let next = &steps[i + 1]["location"];
+    assert_eq!(next["message"]["text"], format!("inlined in append (pm_log.c:{call})"));
+    assert_eq!(next["physicalLocation"]["region"]["startLine"].as_u64(), Some(u64::from(call)));
+}
