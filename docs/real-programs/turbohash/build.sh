@@ -21,6 +21,7 @@ sed -e 's#RegistPool (0, "/mnt/pmem/turbohash",#RegistPool (0, turbo_pool_path,#
 [ "$(wc -l < "$TURBO/build/turbo/turbo_hash_pmem_pmdk.h")" = 2676 ]
 [ "$(grep -c turbo_pool_ "$TURBO/build/turbo/turbo_hash_pmem_pmdk.h")" = 3 ]
 cp "$HERE/logger.h" "$TURBO/build/util/logger.h"
-cp "$HERE/turbo_driver.cpp" "$TURBO/build/"
-g++ -std=c++17 -O0 -g -w -I"$TURBO/build" -o "$TURBO/turbo_driver" "$TURBO/build/turbo_driver.cpp" \
-    -lpmemobj -ltbb -lpthread
+for p in turbo_driver turbo_meta_crash; do
+  cp "$HERE/$p.cpp" "$TURBO/build/"
+  g++ -std=c++17 -O0 -g -w -I"$TURBO/build" -o "$TURBO/$p" "$TURBO/build/$p.cpp" -lpmemobj -ltbb -lpthread
+done
