@@ -201,7 +201,8 @@ pub struct Decoder {
     /// ranges (a JIT's code cache; nothing for ordinary programs). The guest's own stores can
     /// rewrite code there without any system call: Unicorn notices and translates such code
     /// again, but a decoding cached by address and size would then describe the old
-    /// instructions, so blocks there keep their bytes ([`Decoder::rewritten`]).
+    /// instructions, so blocks there keep their bytes ([`Decoder::rewritten`]). Shared files'
+    /// executable views are here too ([`Decoder::aliased_code`]).
     writable_code: Vec<(u64, u64)>,
     /// The part of [`Decoder::writable_code`] that is executable but not writable through its
     /// own address: a file mapped shared and executable (a JIT's dual mapping writes code
