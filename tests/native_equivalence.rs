@@ -992,11 +992,25 @@ fn grown_shared_memory_raises_sigbus_past_its_object() {
 /// - `mem`: `mincore`, `mlockall`, `membarrier` (ENOSYS on the base), madvise's unknown
 ///   advice (EINVAL; the base said 0);
 /// - `alias`: a memfd mapped shared read-write and read-only, stores and `pwrite` seen through
-///   both (the base made the read-only view a copy taken at `mmap`).
+///   both (the base made the read-only view a copy taken at `mmap`);
+/// - `jit` (the seventh sweep): a memfd mapped shared read-write and read-execute, code
+///   written through the first (and by `pwrite`, and through a third view) and run through
+///   the second, again and again (session 46's base ran the first translation every time);
+/// - `leftover` (the seventh sweep): `sendto`/`recvfrom` of a buffer above user space on a
+///   pipe (EFAULT; the base said ENOTSOCK), `PR_SET_VMA` (EINVAL; the base said 0), the
+///   private expedited `membarrier` before its registration (EPERM; the base said 0), `int
+///   $n` of vectors user mode may not raise (SIGSEGV at the instruction; the base raised the
+///   vector's exception after it), `MADV_WIPEONFORK` and `MADV_DONTFORK` as a child and a
+///   grandchild see them (the base copied both);
+/// - `seventh` (the seventh sweep): `sched_setaffinity` to one CPU then `sched_getcpu`, in the
+///   thread and a thread it makes, and to no CPU that exists (EINVAL; the base ignored the
+///   mask), `posix_fadvise`'s unknown advice (EINVAL; the base said 0), a pipe's two ends one
+///   inode that `/proc/self/fd/N` names (the base: `pipe:`), `RLIMIT_AS` lowered leaving the
+///   hard limit unlimited (the base: EPERM, its hard limit being `--max-memory`).
 #[test]
 fn what_guests_do_to_the_machine_as_natively() {
     let prog = guest("machine_probe");
-    for what in ["syscalls", "prctl", "reaper", "mem", "alias"] {
+    for what in ["syscalls", "prctl", "reaper", "mem", "alias", "jit", "leftover", "seventh"] {
         let nat = native(&prog, &[what], &[]);
         assert_eq!(nat.code, 0, "{what}: {}", nat.describe());
         for analyses in ["all", "none"] {
@@ -1014,5 +1028,15 @@ fn what_guests_do_to_the_machine_as_natively() {
                 assert!(!emu.stderr.contains(UNSUPPORTED), "{what}: {}", emu.describe());
             }
         }
+    }
+    // The probes that make threads and processes run the same way every time.
+    for what in ["leftover", "seventh"] {
+        let hash = || {
+            let run = Ferrite::run(&prog).args(&[what]).opts(&["--report", "r.json"]).allow_unsupported().go();
+            get(&run.json("r.json"), "run.trace_hash").as_str().unwrap_or_default().to_string()
+        };
+        let first = hash();
+        assert!(!first.is_empty(), "{what}");
+        assert_eq!(first, hash(), "{what}: the trace hash of two runs");
     }
 }

@@ -201,8 +201,15 @@ pub struct Decoder {
     /// ranges (a JIT's code cache; nothing for ordinary programs). The guest's own stores can
     /// rewrite code there without any system call: Unicorn notices and translates such code
     /// again, but a decoding cached by address and size would then describe the old
-    /// instructions, so blocks there keep their bytes ([`Decoder::rewritten`]).
+    /// instructions, so blocks there keep their bytes ([`Decoder::rewritten`]). Shared files'
+    /// executable views are here too ([`Decoder::aliased_code`]).
     writable_code: Vec<(u64, u64)>,
+    /// The part of [`Decoder::writable_code`] that is executable but not writable through its
+    /// own address: a file mapped shared and executable (a JIT's dual mapping writes code
+    /// through another view, or `pwrite`s it). Unicorn sees no store to those addresses, so
+    /// its translations there go stale when the code changes: a block found rewritten is
+    /// translated again by the block hook (`hooks::forget_if_rewritten`).
+    aliased_code: Vec<(u64, u64)>,
     /// The bytes each block decoded in writable code had, by slot.
     code_bytes: FxHashMap<u32, Box<[u8]>>,
 }
@@ -249,6 +256,7 @@ impl Default for Decoder {
             index: FxHashMap::default(),
             free: Vec::new(),
             writable_code: Vec::new(),
+            aliased_code: Vec::new(),
             code_bytes: FxHashMap::default(),
         }
     }
@@ -330,9 +338,24 @@ impl Decoder {
         });
     }
 
-    /// The address space's writable and executable memory is now `ranges` (sorted, disjoint).
-    pub fn set_writable_code(&mut self, ranges: Vec<(u64, u64)>) {
+    /// The address space's code that may change without a system call is now `ranges`
+    /// (sorted, disjoint; writable and executable memory, and `aliased`), of which `aliased`
+    /// (sorted, disjoint) is what Unicorn does not see written ([`Decoder::aliased_code`]).
+    pub fn set_writable_code(&mut self, ranges: Vec<(u64, u64)>, aliased: Vec<(u64, u64)>) {
         self.writable_code = ranges;
+        self.aliased_code = aliased;
+    }
+
+    /// The ranges [`Decoder::set_writable_code`] set last.
+    pub fn writable_code(&self) -> &[(u64, u64)] {
+        &self.writable_code
+    }
+
+    /// Whether `addr` is in code that Unicorn does not see written (a shared file's
+    /// executable view).
+    pub fn in_aliased_code(&self, addr: u64) -> bool {
+        let i = self.aliased_code.partition_point(|r| r.1 <= addr);
+        self.aliased_code.get(i).is_some_and(|r| r.0 <= addr)
     }
 
     /// Whether the address space has writable and executable memory.

@@ -320,6 +320,18 @@ pub struct Region {
     pub block_off: usize,
     /// What the range holds: anonymous memory, a private file copy, a PM file or a shared file.
     pub backing: Backing,
+    /// What `fork` does with it (`madvise`'s fork advice); the default copies it.
+    pub on_fork: OnFork,
+}
+
+/// What `fork` does with a region, as `madvise` set it (Linux's `VM_DONTCOPY` and
+/// `VM_WIPEONFORK`, both inherited by a child that gets the region).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OnFork {
+    /// `MADV_DONTFORK`: a child does not have the region at all.
+    pub dont_copy: bool,
+    /// `MADV_WIPEONFORK` (private anonymous memory only): a child's copy reads zeros.
+    pub wipe: bool,
 }
 
 impl Region {
@@ -347,6 +359,7 @@ impl Region {
             block: self.block.clone(),
             block_off: self.block_off + (start - self.start) as usize,
             backing: self.backing.advanced(start - self.start),
+            on_fork: self.on_fork,
         }
     }
 
@@ -357,6 +370,7 @@ impl Region {
             && Rc::ptr_eq(&self.block, &next.block)
             && self.block_off + self.len() as usize == next.block_off
             && self.backing.advanced(self.len()) == next.backing
+            && self.on_fork == next.on_fork
     }
 }
 
@@ -1168,7 +1182,15 @@ fn private_copy(r: &Region) -> std::io::Result<Region> {
         unsafe { std::ptr::copy_nonoverlapping(r.host(r.start + off as u64), block.as_ptr().add(off), n) };
     }
     block.touch();
-    Ok(Region { start: r.start, end: r.end, perm: r.perm, block, block_off: 0, backing: r.backing.clone() })
+    Ok(Region {
+        start: r.start,
+        end: r.end,
+        perm: r.perm,
+        block,
+        block_off: 0,
+        backing: r.backing.clone(),
+        on_fork: r.on_fork,
+    })
 }
 
 /// Processes: several address spaces over one engine, each registered at its own base.
@@ -1180,20 +1202,64 @@ impl Memory {
     /// [`Memory::unshare`] gives a process its own copy before such a region becomes writable.
     pub fn fork_copy(&self, base: u64) -> std::io::Result<Memory> {
         let mut regions = BTreeMap::new();
+        let mut mapped = self.mapped;
         for r in self.regions.values() {
-            let copy = if shared_mapping(r) || !r.perm.write() { r.clone() } else { private_copy(r)? };
+            let copy = if r.on_fork.dont_copy {
+                // MADV_DONTFORK: the child has a hole there.
+                mapped -= r.len();
+                continue;
+            } else if r.on_fork.wipe {
+                // MADV_WIPEONFORK: fresh zeros (private anonymous memory, as madvise checked).
+                Region { block: HostBlock::anon(r.len() as usize)?, block_off: 0, ..r.clone() }
+            } else if shared_mapping(r) || !r.perm.write() {
+                r.clone()
+            } else {
+                private_copy(r)?
+            };
             regions.insert(copy.start, copy);
         }
         // The child's working set is the parent's: registered at the child's slot, it holds
-        // the same starts, which the copy keeps.
-        Ok(Memory {
-            regions,
-            mapped: self.mapped,
-            base,
-            resident: self.resident.clone(),
-            tick: self.tick,
-            residency: Residency::default(),
-        })
+        // the same starts, which the copy keeps (but those of regions it does not get).
+        let mut resident = self.resident.clone();
+        resident.retain(|s, _| regions.contains_key(s));
+        Ok(Memory { regions, mapped, base, resident, tick: self.tick, residency: Residency::default() })
+    }
+
+    /// Sets what `fork` does with `[start, end)` (which must be mapped): `set` changes each
+    /// region's [`OnFork`] there, splitting regions at the bounds.
+    pub fn set_on_fork<D>(&mut self, uc: &mut Unicorn<'_, D>, start: u64, end: u64, set: impl Fn(&mut OnFork)) {
+        let keys: Vec<u64> =
+            self.regions.range(..end).rev().take_while(|(_, r)| r.end > start).map(|(k, _)| *k).collect();
+        for k in keys {
+            let r = &self.regions[&k];
+            let mut want = r.on_fork;
+            set(&mut want);
+            if want == r.on_fork {
+                continue;
+            }
+            let (lo, hi) = (r.start.max(start), r.end.min(end));
+            if lo == r.start && hi == r.end {
+                // The whole region: no split, Unicorn holds the same memory as before.
+                self.regions.get_mut(&k).expect("key from the table").on_fork = want;
+                continue;
+            }
+            let r = self.regions.remove(&k).expect("key from the table");
+            let stamp = self.leave(uc, &r);
+            let mut pieces = vec![r.piece(lo, hi)];
+            pieces[0].on_fork = want;
+            if r.start < lo {
+                pieces.push(r.piece(r.start, lo));
+            }
+            if hi < r.end {
+                pieces.push(r.piece(hi, r.end));
+            }
+            for p in pieces {
+                // Re-registering memory that was registered a moment ago cannot overlap.
+                let _ = self.enter(uc, &p, stamp);
+                self.regions.insert(p.start, p);
+            }
+        }
+        self.merge_range(uc, start, end);
     }
 
     /// Gives the private regions of `[start, end)` that cannot be written now host memory of

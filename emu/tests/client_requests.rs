@@ -31,7 +31,15 @@ impl Observer for Recorder {
 }
 
 fn region(start: u64, len: u64, perm: Perm, backing: Backing) -> Region {
-    Region { start, end: start + len, perm, block: HostBlock::anon(len as usize).unwrap(), block_off: 0, backing }
+    Region {
+        start,
+        end: start + len,
+        perm,
+        block: HostBlock::anon(len as usize).unwrap(),
+        block_off: 0,
+        backing,
+        on_fork: Default::default(),
+    }
 }
 
 /// `mov rax, args; mov rdx, default; <magic sequence>; mov reg, rdx` (reg: r8 + `save`).

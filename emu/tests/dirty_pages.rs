@@ -33,6 +33,7 @@ impl Rig {
             block: HostBlock::anon(len as usize).unwrap(),
             block_off: 0,
             backing: Backing::Anon { label: None },
+            on_fork: Default::default(),
         };
         m.map(anon(CODE, 4096, Perm::RX)).unwrap();
         m.map(anon(DATA, LEN, Perm::RW)).unwrap();

@@ -11,11 +11,22 @@
  *   mem       mincore, mlockall, madvise's unknown advice, membarrier
  *   alias     one memfd mapped shared twice, read-write and read-only: stores through one and
  *             write(2) show through the other
+ *   jit       one memfd mapped shared read-write and read-execute (a JIT's dual mapping): code
+ *             written through the first, run through the second, rewritten and run again
+ *   leftover  the sixth sweep's leftovers: sendto/recvfrom of a bad buffer on a pipe,
+ *             PR_SET_VMA, membarrier before registering, int $n for every kind of vector,
+ *             MADV_WIPEONFORK and MADV_DONTFORK seen from a child
+ *   seventh   the seventh sweep's finds: sched_setaffinity then sched_getcpu (also in a
+ *             thread), fadvise's advice checked, a pipe's /proc/self/fd link and inode,
+ *             RLIMIT_AS lowered with the hard limit left unlimited
  * Exits 0. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +34,9 @@
 #include <sys/mman.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -213,6 +227,190 @@ static void alias(void)
     printf("store through it, read through the first: %c\n", rw[2] ? rw[2] : '0');
 }
 
+/* Code for x86-64 that returns `v`: mov eax, imm32; ret. */
+static void put_ret(unsigned char *at, unsigned v)
+{
+    at[0] = 0xb8;
+    memcpy(at + 1, &v, 4);
+    at[5] = 0xc3;
+}
+
+static void jit(void)
+{
+    int fd = memfd_create("jit", 0);
+    ftruncate(fd, 2 * 4096);
+    unsigned char *w = mmap(0, 2 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    unsigned char *x = mmap(0, 2 * 4096, PROT_READ | PROT_EXEC, MAP_SHARED, fd, 0);
+    int (*f)(void) = (int (*)(void))x, (*g)(void) = (int (*)(void))(x + 4096 + 64);
+    put_ret(w, 1);
+    printf("written through the writable view, run through the other: %d\n", f());
+    for (unsigned i = 2; i <= 5; i++) {
+        put_ret(w, i);
+        printf("rewritten, run again: %d\n", f());
+    }
+    /* Code in the executable view first run before the writable view wrote it anew. */
+    put_ret(w + 4096 + 64, 7);
+    int a = g();
+    put_ret(w + 4096 + 64, 8);
+    printf("second page: %d then %d\n", a, g());
+    /* Rewritten by pwrite(2), and through a third mapping made after the code first ran. */
+    unsigned char code[6];
+    put_ret(code, 9);
+    pwrite(fd, code, sizeof code, 0);
+    printf("pwrite, run: %d\n", f());
+    unsigned char *w2 = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    put_ret(w2, 10);
+    printf("a third view's store, run: %d\n", f());
+    munmap(w, 2 * 4096);
+    put_ret(w2, 11);
+    printf("the first writable view gone, the third's store, run: %d\n", f());
+}
+
+static sigjmp_buf jb;
+static volatile int got_sig, got_code;
+static volatile unsigned long got_addr, got_rip, int_at;
+
+static void on_fault(int s, siginfo_t *si, void *uc)
+{
+    got_sig = s;
+    got_code = si->si_code;
+    got_addr = (unsigned long)si->si_addr;
+    got_rip = ((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
+    siglongjmp(jb, 1);
+}
+
+/* `int $n`, the address of the instruction in int_at. */
+#define INT(n)                                                                                                 \
+    do {                                                                                                       \
+        got_sig = 0;                                                                                           \
+        if (!sigsetjmp(jb, 1))                                                                                 \
+            __asm__ volatile("lea 1f(%%rip), %%rax; mov %%rax, %0; 1: int $" #n : "=m"(int_at) : : "rax", "memory"); \
+        printf("int $%#x: signal %d code %#x addr %s rip %s\n", n, got_sig, got_code, got_addr ? "set" : "0",     \
+               got_rip == int_at ? "at it" : got_rip == int_at + 2 ? "after it" : "elsewhere");                  \
+    } while (0)
+
+static void leftover(void)
+{
+    int p[2];
+    pipe(p);
+    printf("pipe: sendto non-canonical buffer %ld, unmapped %ld; recvfrom -4096 %ld, unmapped %ld\n",
+           sys(SYS_sendto, p[1], (long)0x8000000000000000UL, 1, 0, 0, 0), sys(SYS_sendto, p[1], 0x1000, 1, 0, 0, 0),
+           sys(SYS_recvfrom, p[0], -4096, 1, 0, 0, 0), sys(SYS_recvfrom, p[0], 0x1000, 1, 0, 0, 0));
+    char *a = mmap(0, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    printf("PR_SET_VMA anon name %ld\n", sys(SYS_prctl, 0x53564d41, 0, (long)a, 4096, (long)"probe", 0));
+    printf("membarrier private expedited %ld", sys(SYS_membarrier, 8, 0, 0, 0, 0, 0));
+    printf(" sync_core %ld", sys(SYS_membarrier, 32, 0, 0, 0, 0, 0));
+    printf(" register %ld", sys(SYS_membarrier, 16, 0, 0, 0, 0, 0));
+    printf(" private expedited %ld", sys(SYS_membarrier, 8, 0, 0, 0, 0, 0));
+    printf(" sync_core %ld\n", sys(SYS_membarrier, 32, 0, 0, 0, 0, 0));
+    struct sigaction sa = {0};
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    for (int s = 1; s < 32; s++)
+        sigaction(s, &sa, 0);
+    INT(0);
+    INT(1);
+    INT(2);
+    INT(3);
+    INT(4);
+    INT(5);
+    INT(6);
+    INT(7);
+    INT(8);
+    INT(13);
+    INT(14);
+    INT(16);
+    INT(17);
+    INT(18);
+    INT(19);
+    INT(0x21);
+    INT(0xff);
+    sa.sa_handler = SIG_DFL;
+    sa.sa_flags = 0;
+    for (int s = 1; s < 32; s++)
+        sigaction(s, &sa, 0);
+    memset(a, 'a', 3 * 4096);
+    printf("WIPEONFORK %d", madvise(a, 4096, MADV_WIPEONFORK) ? -errno : 0);
+    printf(" DONTFORK %d", madvise(a + 4096, 4096, MADV_DONTFORK) ? -errno : 0);
+    char *sh = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    printf(" WIPEONFORK of shared memory %d\n", madvise(sh, 4096, MADV_WIPEONFORK) ? -errno : 0);
+    pid_t c = fork();
+    if (c == 0) {
+        unsigned char v;
+        printf("child: wiped page %s, not-forked page %s, the third page %c\n", a[0] || a[4095] ? "kept" : "zeros",
+               mincore(a + 4096, 4096, &v) && errno == ENOMEM ? "absent" : "present", a[2 * 4096]);
+        a[1] = 'c';
+        pid_t g = fork();
+        if (g == 0) {
+            printf("grandchild: wiped page %s\n", a[1] ? "kept" : "zeros");
+            _exit(0);
+        }
+        waitpid(g, 0, 0);
+        _exit(0);
+    }
+    waitpid(c, 0, 0);
+    printf("parent: pages %c %c %c\n", a[0], a[4096], a[2 * 4096]);
+    printf("KEEPONFORK %d DOFORK %d\n", madvise(a, 4096, MADV_KEEPONFORK) ? -errno : 0,
+           madvise(a + 4096, 4096, MADV_DOFORK) ? -errno : 0);
+    c = fork();
+    if (c == 0) {
+        printf("child after KEEPONFORK/DOFORK: %c %c\n", a[0], a[4096]);
+        _exit(0);
+    }
+    waitpid(c, 0, 0);
+}
+
+static void *on_cpu(void *arg)
+{
+    (void)arg;
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    sched_getaffinity(0, sizeof s, &s);
+    printf("a new thread: %d CPU(s), on CPU %d\n", CPU_COUNT(&s), sched_getcpu());
+    return 0;
+}
+
+static void seventh(void)
+{
+    cpu_set_t s, all;
+    CPU_ZERO(&all);
+    sched_getaffinity(0, sizeof all, &all);
+    CPU_ZERO(&s);
+    CPU_SET(1000, &s);
+    printf("setaffinity to no CPU that exists %d\n", sched_setaffinity(0, sizeof s, &s) ? -errno : 0);
+    CPU_ZERO(&s);
+    CPU_SET(1, &s);
+    printf("setaffinity to CPU 1 %d", sched_setaffinity(0, sizeof s, &s) ? -errno : 0);
+    CPU_ZERO(&s);
+    sched_getaffinity(0, sizeof s, &s);
+    printf(": %d CPU(s), CPU 1 among them %d, on CPU %d\n", CPU_COUNT(&s), CPU_ISSET(1, &s), sched_getcpu());
+    pthread_t t;
+    pthread_create(&t, 0, on_cpu, 0);
+    pthread_join(t, 0);
+    printf("setaffinity of no such thread %ld\n", sys(SYS_sched_setaffinity, 999999, sizeof s, (long)&s, 0, 0, 0));
+    /* (Which CPU a thread free to run anywhere is on is the host's.) */
+    printf("back to all %d\n", sched_setaffinity(0, sizeof all, &all) ? -errno : 0);
+    int p[2];
+    pipe(p);
+    int f = open("/proc/self/exe", O_RDONLY);
+    printf("fadvise sequential %d unknown %d negative length %d; pipe %d\n", posix_fadvise(f, 0, 0, POSIX_FADV_SEQUENTIAL),
+           posix_fadvise(f, 0, 0, 99), posix_fadvise(f, 0, -1, 0), posix_fadvise(p[0], 0, 0, 0));
+    struct stat a, b;
+    fstat(p[0], &a);
+    fstat(p[1], &b);
+    char path[64], link[64] = {0}, want[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", p[1]);
+    readlink(path, link, sizeof link - 1);
+    snprintf(want, sizeof want, "pipe:[%lu]", (unsigned long)a.st_ino);
+    printf("a pipe's two ends one inode %d, its link names it %d\n", a.st_ino == b.st_ino, !strcmp(link, want));
+    struct rlimit as, lower = {64 << 20, RLIM_INFINITY};
+    getrlimit(RLIMIT_AS, &as);
+    printf("RLIMIT_AS hard unlimited %d; soft 64 MiB, hard unlimited %d", as.rlim_max == RLIM_INFINITY,
+           setrlimit(RLIMIT_AS, &lower) ? -errno : 0);
+    void *m = mmap(0, 128 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    printf("; mmap of 128 MiB %d\n", m == MAP_FAILED ? -errno : 0);
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, 0, _IOLBF, 0);
@@ -227,8 +425,14 @@ int main(int argc, char **argv)
         mem();
     else if (!strcmp(c, "alias"))
         alias();
+    else if (!strcmp(c, "jit"))
+        jit();
+    else if (!strcmp(c, "leftover"))
+        leftover();
+    else if (!strcmp(c, "seventh"))
+        seventh();
     else {
-        fprintf(stderr, "usage: machine_probe syscalls|prctl|reaper|mem|alias\n");
+        fprintf(stderr, "usage: machine_probe syscalls|prctl|reaper|mem|alias|jit|leftover|seventh\n");
         return 2;
     }
     return 0;

@@ -148,6 +148,7 @@ impl Kernel {
         if let Some(p) = self.procs.get_mut(&pid) {
             p.dumpable = 1;
             p.ctl.keepcaps = false;
+            p.ctl.membarrier = 0;
         }
         self.proc.fs_base = 0;
         self.proc.exe = Some(program.path.clone());

@@ -1006,11 +1006,14 @@ impl Kernel {
         if flags & !(libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_DIRECT) != 0 {
             return err(libc::EINVAL);
         }
-        let p = Rc::new(RefCell::new(Pipe { readers: 1, writers: 1, id: self.net.key(), ..Pipe::default() }));
+        let id = self.net.key();
+        let p = Rc::new(RefCell::new(Pipe { readers: 1, writers: 1, id, ..Pipe::default() }));
         let cloexec = flags & libc::O_CLOEXEC != 0;
+        // `/proc/self/fd/N` of either end reads `pipe:[INODE]`, the inode `fstat` shows.
+        let name = format!("pipe:[{}]", crate::fs::pipe_ino(id));
         let r =
-            Description { kind: Kind::PipeRead(p.clone()), guest_path: "pipe:".into(), flags: libc::O_RDONLY | flags };
-        let w = Description { kind: Kind::PipeWrite(p), guest_path: "pipe:".into(), flags: libc::O_WRONLY | flags };
+            Description { kind: Kind::PipeRead(p.clone()), guest_path: name.clone(), flags: libc::O_RDONLY | flags };
+        let w = Description { kind: Kind::PipeWrite(p), guest_path: name, flags: libc::O_WRONLY | flags };
         let rfd = self.fds.insert(r, cloexec)?;
         let wfd = match self.fds.insert(w, cloexec) {
             Ok(n) => n,

@@ -648,8 +648,9 @@ impl Kernel {
             // A file of the mqueue file system, as Linux shows it.
             Kind::MQueue(_) => StatInfo::anonymous(19, fd as u64 + 4000, libc::S_IFREG | 0o600),
             Kind::Socket(_) => StatInfo::anonymous(8, fd as u64 + 2000, libc::S_IFSOCK | 0o777),
-            Kind::PipeRead(_) | Kind::PipeWrite(_) | Kind::PipeRdWr(_) => {
-                StatInfo::anonymous(12, fd as u64 + 1000, libc::S_IFIFO | 0o600)
+            // Both ends of a pipe (and every descriptor of it) are one inode, as on Linux.
+            Kind::PipeRead(p) | Kind::PipeWrite(p) | Kind::PipeRdWr(p) => {
+                StatInfo::anonymous(12, pipe_ino(p.borrow().id), libc::S_IFIFO | 0o600)
             }
             // Standard streams look like pipes whatever ferrite's own are, so the guest's
             // buffering does not depend on how ferrite was started.
@@ -1564,4 +1565,11 @@ impl Kernel {
         }
         answer
     }
+}
+
+/// The inode number of the pipe whose readiness key is `id` (`fstat`'s, and the one
+/// `/proc/self/fd/N` names): distinct from the other anonymous files' (numbered by descriptor
+/// below 10,000).
+pub(crate) fn pipe_ino(id: u64) -> u64 {
+    100_000 + id
 }

@@ -473,9 +473,11 @@ impl Kernel {
             libc::SYS_timerfd_settime => self.timerfd_settime(m, i(a[0]), i(a[1]), a[2], a[3]),
             libc::SYS_timerfd_gettime => self.timerfd_gettime(m, i(a[0]), a[1]),
             libc::SYS_flock => self.flock(i(a[0]), i(a[1])),
-            // fadvise64: advice changes nothing the guest can observe (ESPIPE on a pipe).
+            // fadvise64: advice changes nothing the guest can observe (ESPIPE on a pipe; as
+            // `generic_fadvise`, a negative length or advice Linux does not know EINVAL).
             libc::SYS_fadvise64 => self.fds.get(i(a[0])).and_then(|f| match f.desc.borrow().kind {
                 fd::Kind::PipeRead(_) | fd::Kind::PipeWrite(_) | fd::Kind::PipeRdWr(_) => err(libc::ESPIPE),
+                _ if (a[2] as i64) < 0 || a[3] > 5 => err(libc::EINVAL),
                 _ => Ok(0),
             }),
             libc::SYS_fsync | libc::SYS_fdatasync => self.fsync(m, i(a[0])),
@@ -735,8 +737,8 @@ impl Kernel {
             | libc::SYS_migrate_pages
             | libc::SYS_move_pages
             | 450 => err(libc::ENOSYS), // 450: set_mempolicy_home_node
-            libc::SYS_sched_getaffinity => self.sched_getaffinity(m, a[1], a[2]),
-            libc::SYS_sched_setaffinity => Ok(0), // sched_setaffinity
+            libc::SYS_sched_getaffinity => self.sched_getaffinity(m, a[0], a[1], a[2]),
+            libc::SYS_sched_setaffinity => self.sched_setaffinity(m, a[0], a[1], a[2]),
             libc::SYS_getcpu => self.getcpu(m, a[0], a[1]),
             libc::SYS_execve | libc::SYS_execveat => {
                 let (dirfd, p, flags) = if nr == libc::SYS_execve as u64 {

@@ -107,8 +107,15 @@ fn is_shared_anon(r: &Region) -> bool {
 /// that raise SIGBUS when touched, as Linux's fault handlers answer past the end.
 fn map_sigbus_pages(m: &mut Machine, a: u64, b: u64, perm: Perm) -> Result<(), Errno> {
     let block = HostBlock::anon((b - a) as usize).map_err(|_| Errno(libc::ENOMEM))?;
-    let region =
-        Region { start: a, end: b, perm, block, block_off: 0, backing: Backing::Anon { label: Some(PAST_END) } };
+    let region = Region {
+        start: a,
+        end: b,
+        perm,
+        block,
+        block_off: 0,
+        backing: Backing::Anon { label: Some(PAST_END) },
+        on_fork: Default::default(),
+    };
     m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
     m.add_sigbus_range(a, b);
     Ok(())
@@ -163,6 +170,7 @@ impl Kernel {
                 block,
                 block_off: 0,
                 backing: Backing::Anon { label: Some("[heap]") },
+                on_fork: Default::default(),
             };
             if m.map(r).is_err() {
                 return Ok(cur);
@@ -172,35 +180,6 @@ impl Kernel {
         }
         self.mm.brk = want;
         Ok(want)
-    }
-
-    /// Whether one file is mapped shared twice, once executable and once writable (a JIT's
-    /// dual mapping): code rewritten through the writable view is not translated again when
-    /// it runs through the other, so that case is said ([`Kernel::note_refused`]; a region
-    /// both writable and executable is followed, `jit_rewrite_flush`).
-    fn note_dual_code_mapping(&mut self, m: &Machine) {
-        let shared = |want: fn(&Region) -> bool| -> Vec<u64> {
-            m.mem
-                .regions()
-                .filter(|r| want(r) && !(r.perm.write() && r.perm.exec()))
-                .filter_map(|r| match r.backing {
-                    Backing::SharedFile { ino, .. } => Some(ino),
-                    _ => None,
-                })
-                .collect()
-        };
-        let code = shared(|r| r.perm.exec());
-        if code.is_empty() {
-            return;
-        }
-        if shared(|r| r.perm.write()).iter().any(|ino| code.contains(ino)) {
-            self.note_refused(
-                m,
-                9,
-                "a file mapped shared both writable and executable (code rewritten through the writable view runs as first translated)",
-                "success",
-            );
-        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -245,7 +224,6 @@ impl Kernel {
         } else {
             self.file_block(fd, off, len, kind, perm, flags)?
         };
-        let shared_code_or_data = matches!(backing, Backing::SharedFile { .. }) && (perm.exec() || perm.write());
         if let Backing::Pm { offset, .. } = &backing {
             // Device addresses give each PM file 1 TiB (`emu::pm::FILE_SHIFT`): a mapping past
             // that would name another file's lines, and crash images would mix the two.
@@ -293,7 +271,8 @@ impl Kernel {
             }
         }
         if file_part > 0 {
-            let region = Region { start, end: start + file_part, perm, block, block_off, backing };
+            let region =
+                Region { start, end: start + file_part, perm, block, block_off, backing, on_fork: Default::default() };
             m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
         }
         if file_part < len {
@@ -301,9 +280,6 @@ impl Kernel {
         }
         if perm.exec() {
             m.code_changed(start, start + len);
-        }
-        if shared_code_or_data {
-            self.note_dual_code_mapping(m);
         }
         self.mm.no_write.retain(|&(a, b)| b <= start || a >= start + len);
         if read_only_shared {
@@ -520,8 +496,15 @@ impl Kernel {
             };
             let perm = pieces[0];
             m.unmap(e.start, e.end);
-            let region =
-                Region { start: e.start, end: e.start + n, perm, block, block_off: 0, backing: e.backing.clone() };
+            let region = Region {
+                start: e.start,
+                end: e.start + n,
+                perm,
+                block,
+                block_off: 0,
+                backing: e.backing.clone(),
+                on_fork: Default::default(),
+            };
             if m.map(region).is_err() {
                 continue;
             }
@@ -587,9 +570,6 @@ impl Kernel {
             Ok(()) => {
                 // A change of part of an attachment splits it (Linux counts the pieces).
                 self.shm_reconcile(m);
-                if prot & (libc::PROT_EXEC | libc::PROT_WRITE) as u64 != 0 {
-                    self.note_dual_code_mapping(m);
-                }
                 Ok(0)
             }
             Err(MemError::Unmapped(_)) => err(libc::ENOMEM),
@@ -704,6 +684,7 @@ impl Kernel {
                 block,
                 block_off: 0,
                 backing: last.backing.clone(),
+                on_fork: last.on_fork,
             };
             m.map(ext).map_err(|_| Errno(libc::ENOMEM))?;
             return Ok(old);
@@ -773,6 +754,7 @@ impl Kernel {
                     block: r.block.clone(),
                     block_off: r.block_off + (a - r.start) as usize,
                     backing: backing_at(&r.backing, a - r.start),
+                    on_fork: r.on_fork,
                 };
                 let entry = self.mm.past_end.iter().find(|e| e.start <= a && a < e.end).cloned();
                 m.unmap(a, b);
@@ -817,7 +799,15 @@ impl Kernel {
                     }
                 }
             }
-            let region = Region { start: to, end: to + new_len, perm: first.perm, block, block_off: 0, backing };
+            let region = Region {
+                start: to,
+                end: to + new_len,
+                perm: first.perm,
+                block,
+                block_off: 0,
+                backing,
+                on_fork: first.on_fork,
+            };
             m.unmap(old, old + keep);
             m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
         }
@@ -855,7 +845,15 @@ impl Kernel {
         if file_part > 0 {
             let block =
                 HostBlock::file_shared(file.as_raw_fd(), off, file_part as usize).map_err(|_| Errno(libc::ENOMEM))?;
-            let region = Region { start, end: start + file_part, perm, block, block_off: 0, backing: backing.clone() };
+            let region = Region {
+                start,
+                end: start + file_part,
+                perm,
+                block,
+                block_off: 0,
+                backing: backing.clone(),
+                on_fork: Default::default(),
+            };
             m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
         }
         if file_part < len {
@@ -881,13 +879,35 @@ impl Kernel {
                 self.note_refused(m, 28, "madvise(MADV_GUARD_INSTALL/REMOVE)", "EINVAL");
                 return err(libc::EINVAL);
             }
-            // MADV_WIPEONFORK: accepted, but a child still sees the pages' contents.
-            18 => self.note_refused(m, 28, "madvise(MADV_WIPEONFORK) (a child still sees the contents)", "0"),
             _ => {}
         }
         let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(Errno(libc::EINVAL))?;
         if m.mem.first_hole(addr, end).is_some() {
             return err(libc::ENOMEM);
+        }
+        // What fork does with the range (Linux's VM_DONTCOPY and VM_WIPEONFORK, which
+        // `emu::memory::Memory::fork_copy` honours): MADV_DONTFORK, MADV_DOFORK,
+        // MADV_WIPEONFORK (private anonymous memory only, else EINVAL), MADV_KEEPONFORK.
+        const DONTFORK: i32 = 10;
+        const DOFORK: i32 = 11;
+        const WIPEONFORK: i32 = 18;
+        const KEEPONFORK: i32 = 19;
+        if advice == WIPEONFORK {
+            let private_anon = |r: &Region| {
+                matches!(r.backing, Backing::Anon { label } if label.is_none_or(|l| {
+                    l != emu::memory::SHARED_ANON && l != emu::memory::SYSV_SHM && l != PAST_END
+                }))
+            };
+            if m.mem.regions().any(|r| r.start < end && r.end > addr && !private_anon(r)) {
+                return err(libc::EINVAL);
+            }
+        }
+        match advice {
+            DONTFORK => m.set_on_fork(addr, end, |f| f.dont_copy = true),
+            DOFORK => m.set_on_fork(addr, end, |f| f.dont_copy = false),
+            WIPEONFORK => m.set_on_fork(addr, end, |f| f.wipe = true),
+            KEEPONFORK => m.set_on_fork(addr, end, |f| f.wipe = false),
+            _ => {}
         }
         if advice == libc::MADV_REMOVE {
             // Linux's madvise_remove: a hole punched in the file behind a shared mapping; the

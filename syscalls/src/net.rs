@@ -408,6 +408,16 @@ impl Kernel {
         self.fds.insert(d, flags & libc::SOCK_CLOEXEC != 0)
     }
 
+    /// Linux's `import_ubuf`, which `sendto` and `recvfrom` call before they look at the
+    /// descriptor: a buffer reaching above user space (`access_ok`, after the length is cut to
+    /// `MAX_RW_COUNT`) is EFAULT even on a descriptor that is no socket.
+    fn user_buffer(buf: u64, len: u64) -> Result<(), Errno> {
+        match buf.checked_add(len.min(crate::fd::MAX_RW)) {
+            Some(end) if end <= crate::mem::STACK_TOP => Ok(()),
+            _ => err(libc::EFAULT),
+        }
+    }
+
     /// The socket behind `fd` and whether its description is non-blocking.
     fn sock(&self, fd: i32) -> Result<(Rc<RefCell<Sock>>, bool), Errno> {
         let d = self.fds.get(fd)?.desc.borrow();
@@ -1209,6 +1219,7 @@ impl Kernel {
         addr: u64,
         alen: u32,
     ) -> SysResult {
+        Self::user_buffer(buf, len)?;
         let (s, nonblock) = self.sock(fd)?;
         let mut data = vec![0u8; len.min(crate::fd::MAX_RW) as usize];
         m.read(buf, &mut data)?;
@@ -1228,6 +1239,7 @@ impl Kernel {
         addr: u64,
         lenp: u64,
     ) -> SysResult {
+        Self::user_buffer(buf, len)?;
         let (s, nonblock) = self.sock(fd)?;
         // Descriptors passed with the bytes close here: there is nowhere to put them (Linux
         // receives with an empty control buffer).

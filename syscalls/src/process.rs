@@ -183,6 +183,7 @@ pub fn exec(
         block: stack,
         block_off: 0,
         backing: Backing::Anon { label: Some("[stack]") },
+        on_fork: Default::default(),
     };
     m.map(r).map_err(|e| mem_err("stack", e))?;
     // The environment is the guest's own: dynamic programs bind their PLT entries lazily, as
@@ -257,6 +258,7 @@ fn map_image(m: &mut Machine, image: &Image, path: &str) -> Result<(), ExecError
             block: block.clone(),
             block_off: (start - image.lowest) as usize,
             backing: Backing::File { path: path.to_string(), offset: start - image.lowest },
+            on_fork: Default::default(),
         };
         m.map(r).map_err(|e| mem_err("program segments", e))?;
     }
@@ -438,7 +440,7 @@ impl Kernel {
             6 => (63_704, 63_704),                              // NPROC
             7 => (self.fds.limit as u64, self.fds.hard as u64), // NOFILE
             8 => (8 << 20, 8 << 20),                            // MEMLOCK
-            9 => (self.cfg.max_memory, self.cfg.max_memory),    // AS
+            9 => (self.cfg.max_memory, INF),                    // AS (hard: Linux's default)
             10 => (INF, INF),                                   // LOCKS
             11 => self.proc.sigpending_limit,                   // SIGPENDING
             12 => (819_200, 819_200),                           // MSGQUEUE
@@ -706,8 +708,10 @@ impl Kernel {
                 }
                 Ok(0)
             }
-            // PR_SET_VMA: accepted, no effect (it names anonymous memory for /proc/PID/maps).
-            0x53564d41 => Ok(0),
+            // PR_SET_VMA: EINVAL, as from a kernel built without CONFIG_ANON_VMA_NAME (Debian's):
+            // the names would show in /proc/PID/maps, which ferrite does not keep; its callers
+            // (jemalloc, Go, Chromium) go on without.
+            0x53564d41 => err(libc::EINVAL),
             // PR_SET_PDEATHSIG: a valid signal or 0; sent when the parent ends ([`Kernel::exit_process`]).
             libc::PR_SET_PDEATHSIG => {
                 if arg2 > 64 {
@@ -867,7 +871,27 @@ impl Kernel {
         comm
     }
 
-    pub(crate) fn sched_getaffinity(&mut self, m: &mut Machine, len: u64, mask: u64) -> SysResult {
+    /// The thread `pid` names for the affinity calls (0: the caller), ESRCH for another.
+    fn affinity_thread(&self, pid: u64) -> Result<u32, Errno> {
+        match pid as u32 {
+            0 => Ok(self.current),
+            t if pid <= u64::from(u32::MAX) && self.threads.contains_key(&t) => Ok(t),
+            _ => err(libc::ESRCH),
+        }
+    }
+
+    /// The CPUs `tid` may run on, a bit each over `--cpus`.
+    fn affinity_of(&self, tid: u32) -> Vec<u64> {
+        let cpus = self.cfg.cpus.max(1) as usize;
+        match self.threads.get(&tid).map(|t| &t.affinity) {
+            Some(a) if !a.is_empty() => a.clone(),
+            _ => (0..cpus.div_ceil(64))
+                .map(|w| if (w + 1) * 64 <= cpus { u64::MAX } else { (1u64 << (cpus % 64)) - 1 })
+                .collect(),
+        }
+    }
+
+    pub(crate) fn sched_getaffinity(&mut self, m: &mut Machine, pid: u64, len: u64, mask: u64) -> SysResult {
         // As Linux: the mask is as many longs as the CPUs need (`--cpus` is at most 1024, glibc's
         // `cpu_set_t`), and a smaller buffer is EINVAL.
         let cpus = self.cfg.cpus.max(1) as usize;
@@ -875,17 +899,40 @@ impl Kernel {
         if len < bytes as u64 || !len.is_multiple_of(8) {
             return err(libc::EINVAL);
         }
-        let mut bits = vec![0u8; bytes];
-        for cpu in 0..cpus {
-            bits[cpu / 8] |= 1 << (cpu % 8);
-        }
+        let tid = self.affinity_thread(pid)?;
+        let bits: Vec<u8> = self.affinity_of(tid).iter().flat_map(|w| w.to_le_bytes()).collect();
         m.write(mask, &bits, false)?;
         Ok(bytes as u64)
     }
 
+    /// `sched_setaffinity`: the CPUs of the mask that exist (`--cpus`); none of them EINVAL,
+    /// as Linux's `__sched_setaffinity`. A shorter mask than Linux's counts the rest as
+    /// zeros, a longer one is read only as far as the CPUs go. The thread then runs, as far as
+    /// `getcpu` says, on the first of them (the machine runs one thread at a time whatever the
+    /// mask).
+    pub(crate) fn sched_setaffinity(&mut self, m: &mut Machine, pid: u64, len: u64, mask: u64) -> SysResult {
+        let cpus = self.cfg.cpus.max(1) as usize;
+        let tid = self.affinity_thread(pid)?;
+        let mut bytes = vec![0u8; cpus.div_ceil(64) * 8];
+        let n = (len as usize).min(bytes.len());
+        m.read(mask, &mut bytes[..n])?;
+        let all = self.affinity_of(u32::MAX);
+        let want: Vec<u64> =
+            bytes.chunks(8).zip(&all).map(|(c, a)| u64::from_le_bytes(c.try_into().expect("8 bytes")) & a).collect();
+        if want.iter().all(|&w| w == 0) {
+            return err(libc::EINVAL);
+        }
+        self.thread_mut(tid).affinity = if want == all { Vec::new() } else { want };
+        Ok(0)
+    }
+
     pub(crate) fn getcpu(&mut self, m: &mut Machine, cpu: u64, node: u64) -> SysResult {
         if cpu != 0 {
-            m.write(cpu, &0u32.to_le_bytes(), false)?;
+            // The first CPU the thread may run on (0 unless `sched_setaffinity` excluded it).
+            let mask = self.affinity_of(self.current);
+            let first =
+                mask.iter().enumerate().find(|(_, w)| **w != 0).map_or(0, |(i, w)| i as u32 * 64 + w.trailing_zeros());
+            m.write(cpu, &first.to_le_bytes(), false)?;
         }
         if node != 0 {
             m.write(node, &0u32.to_le_bytes(), false)?;

@@ -159,6 +159,10 @@ pub(crate) struct Ctl {
     /// `personality(2)`'s persona (`PER_LINUX`, 0, with flags such as `ADDR_NO_RANDOMIZE`):
     /// inherited, kept across exec. No flag changes what ferrite does (its layout is fixed).
     pub(crate) personality: u32,
+    /// The `membarrier` registrations made (`MEMBARRIER_CMD_REGISTER_*` bits): the private
+    /// expedited commands are EPERM before theirs. Kept across fork (the `mm` is copied),
+    /// cleared at exec.
+    pub(crate) membarrier: u8,
 }
 
 impl Default for Ctl {
@@ -171,6 +175,7 @@ impl Default for Ctl {
             thp_disable: false,
             keepcaps: false,
             personality: 0,
+            membarrier: 0,
         }
     }
 }
@@ -340,6 +345,7 @@ impl Kernel {
         t.sigmask = parent.sigmask;
         t.altstack = parent.altstack;
         t.comm = parent.comm;
+        t.affinity = parent.affinity.clone();
         if flags & CLONE_CHILD_CLEARTID != 0 {
             t.clear_child_tid = ctid;
         }

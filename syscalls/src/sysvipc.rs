@@ -567,6 +567,7 @@ impl Kernel {
             block,
             block_off: 0,
             backing: Backing::Anon { label: Some(emu::memory::SYSV_SHM) },
+            on_fork: Default::default(),
         };
         m.map(region).map_err(|_| Errno(libc::ENOMEM))?;
         if prot & libc::PROT_EXEC != 0 {

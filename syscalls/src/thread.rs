@@ -168,6 +168,9 @@ pub struct KThread {
     /// The futex keys a [`Wait::FutexV`] waits on, in the order of `futex_waitv`'s vector (a
     /// key named twice is queued once, at its first index).
     pub futexv: Vec<u64>,
+    /// `sched_setaffinity`'s CPUs (a bit each, as Linux's mask), none of them above `--cpus`;
+    /// empty: every CPU. Inherited by the threads and processes it makes.
+    pub affinity: Vec<u64>,
 }
 
 /// A wait a signal cut short, parked after its `syscall` with RAX still the call's number.
@@ -431,6 +434,7 @@ impl KThread {
             cpu_ns: 0,
             pi_wait: PiWait::Lock,
             futexv: Vec::new(),
+            affinity: Vec::new(),
         }
     }
 }
@@ -606,15 +610,29 @@ impl Kernel {
     /// `membarrier`: every command is a no-op that succeeds, since the machine runs one thread
     /// at a time and each switch orders memory as a barrier would. The query lists the
     /// commands Linux 6.x has (`MEMBARRIER_CMD_*`, glibc's and liburcu's choices among them).
+    /// The private expedited commands need their registration first (EPERM, as Linux's
+    /// `membarrier_private_expedited`): liburcu and .NET register, then test that they did.
     pub(crate) fn membarrier(&mut self, cmd: i32, flags: u32) -> SysResult {
         // Up to MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE; the RSEQ pair is left
         // out, as ferrite has no rseq (its registration is ENOSYS).
         const ALL: i32 = 1 | 2 | 4 | 8 | 16 | 32 | 64;
-        match cmd {
-            0 if flags == 0 => Ok(ALL as u64),
-            c if flags == 0 && c > 0 && c & (c - 1) == 0 && c & ALL != 0 => Ok(0),
-            _ => err(libc::EINVAL),
+        // PRIVATE_EXPEDITED (8) and its _SYNC_CORE (32): each registered by the next bit up.
+        const PRIVATE: i32 = 8 | 32;
+        const REGISTER: i32 = 4 | 16 | 64;
+        if flags != 0 || cmd < 0 || cmd & (cmd - 1) != 0 || (cmd != 0 && cmd & ALL == 0) {
+            return err(libc::EINVAL);
         }
+        if cmd == 0 {
+            return Ok(ALL as u64);
+        }
+        let pid = self.pid;
+        let Some(p) = self.procs.get_mut(&pid) else { return Ok(0) };
+        if cmd & REGISTER != 0 {
+            p.ctl.membarrier |= cmd as u8;
+        } else if cmd & PRIVATE != 0 && p.ctl.membarrier & (cmd << 1) as u8 == 0 {
+            return err(libc::EPERM);
+        }
+        Ok(0)
     }
 
     /// clone(2): `flags, stack, parent_tid, child_tid, tls`.
@@ -658,13 +676,15 @@ impl Kernel {
             m.write(ctid, &tid.to_le_bytes(), false)?;
         }
         spawn_child(m, tid, flags, stack, tls)?;
-        let (mask, comm) = self.threads.get(&self.current).map(|t| (t.sigmask, t.comm)).unwrap_or_default();
+        let (mask, comm, affinity) =
+            self.threads.get(&self.current).map(|t| (t.sigmask, t.comm, t.affinity.clone())).unwrap_or_default();
         let pid = self.pid;
         let t = self.thread_mut(tid);
-        // The child inherits the signal mask and the name; a thread sharing the address space
-        // starts without an alternate stack.
+        // The child inherits the signal mask, the name and the CPUs it may run on; a thread
+        // sharing the address space starts without an alternate stack.
         t.sigmask = mask;
         t.comm = comm;
+        t.affinity = affinity;
         t.pid = pid;
         if flags & CLONE_CHILD_CLEARTID != 0 {
             t.clear_child_tid = ctid;

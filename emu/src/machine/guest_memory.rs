@@ -11,7 +11,7 @@ impl Machine {
             Backing::Pm { file_id, offset, .. } => Some((region.start, region.end, device_addr(*file_id, *offset))),
             _ => None,
         };
-        let wx = region.perm.write() && region.perm.exec();
+        let wx = region.perm.write() && region.perm.exec() || shared_code(&region);
         let raw = self.raw_begin();
         let mapped = self.mem.map(&mut self.uc, region);
         self.raw_end(raw);
@@ -23,13 +23,22 @@ impl Machine {
         Ok(())
     }
 
-    /// Tells the decoder which memory is writable and executable, after a change of mappings
-    /// or protections that may have changed it (`maybe`: the change made some; or the space
-    /// had some before). Nothing to do for programs that never map writable code.
+    /// Tells the decoder which code may change without a system call (memory writable and
+    /// executable, and shared files' executable views), after a change of mappings or
+    /// protections that may have changed it (`maybe`: the change made some; or the space had
+    /// some before). Nothing to do for programs that never map such code. Code that has
+    /// just become such was decoded without its bytes, and may have been translated from
+    /// bytes since rewritten through another view: both are forgotten.
     pub(super) fn note_writable_code(&mut self, maybe: bool) {
         if maybe || self.uc.get_data().code.decoder.has_writable_code() {
-            let ranges = writable_code(&self.mem);
-            self.uc.get_data_mut().code.decoder.set_writable_code(ranges);
+            let (ranges, aliased) = writable_code(&self.mem);
+            let old = self.uc.get_data().code.decoder.writable_code();
+            let new: Vec<(u64, u64)> =
+                ranges.iter().copied().filter(|r| !old.iter().any(|o| o.0 <= r.0 && r.1 <= o.1)).collect();
+            self.uc.get_data_mut().code.decoder.set_writable_code(ranges, aliased);
+            for (start, end) in new {
+                self.code_changed(start, end);
+            }
         }
     }
 
@@ -71,8 +80,17 @@ impl Machine {
         done?;
         // Code may become executable, or stop being so: forget translations either way.
         self.code_changed(start, end);
-        self.note_writable_code(perm.write() && perm.exec());
+        let shared = perm.exec() && self.mem.regions().any(|r| r.start < end && r.end > start && shared_code(r));
+        self.note_writable_code(perm.write() && perm.exec() || shared);
         Ok(())
+    }
+
+    /// Sets what `fork` does with `[start, end)`, which must be mapped (`madvise`'s fork
+    /// advice; [`crate::memory::OnFork`]).
+    pub fn set_on_fork(&mut self, start: u64, end: u64, set: impl Fn(&mut crate::memory::OnFork)) {
+        let raw = self.raw_begin();
+        self.mem.set_on_fork(&mut self.uc, start, end, set);
+        self.raw_end(raw);
     }
 
     fn protect_raw(&mut self, start: u64, end: u64, perm: Perm) -> Result<(), MemError> {
@@ -158,14 +176,31 @@ impl Machine {
     }
 }
 
-/// The writable and executable memory of `mem`, as sorted, disjoint ranges.
-pub(super) fn writable_code(mem: &Memory) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    for r in mem.regions().filter(|r| r.perm.write() && r.perm.exec()) {
-        match out.last_mut() {
-            Some(last) if last.1 == r.start => last.1 = r.end,
-            _ => out.push((r.start, r.end)),
+/// Sorted, disjoint `[start, end)` address ranges.
+type Ranges = Vec<(u64, u64)>;
+
+/// Whether `r` is an executable view of a shared file, whose code another view, another
+/// process or `write(2)` may change while Unicorn sees no store to it (a JIT's dual mapping).
+/// Shared libraries are mapped private: only programs that ask for it have such code.
+fn shared_code(r: &Region) -> bool {
+    r.perm.exec() && !r.perm.write() && matches!(r.backing, Backing::SharedFile { .. })
+}
+
+/// The code of `mem` that may change without a system call, as sorted, disjoint ranges: what
+/// is writable and executable, and shared files' executable views; and those views alone.
+pub(super) fn writable_code(mem: &Memory) -> (Ranges, Ranges) {
+    let add = |out: &mut Vec<(u64, u64)>, r: &Region| match out.last_mut() {
+        Some(last) if last.1 == r.start => last.1 = r.end,
+        _ => out.push((r.start, r.end)),
+    };
+    let (mut all, mut aliased) = (Vec::new(), Vec::new());
+    for r in mem.regions() {
+        if shared_code(r) {
+            add(&mut aliased, r);
+            add(&mut all, r);
+        } else if r.perm.write() && r.perm.exec() {
+            add(&mut all, r);
         }
     }
-    out
+    (all, aliased)
 }

@@ -142,8 +142,8 @@ pub(super) fn on_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
             }
         }
     }
-    if uc.get_data().code.decoder.in_writable_code(addr, size) {
-        forget_if_rewritten(uc, addr, size);
+    if uc.get_data().code.decoder.in_writable_code(addr, size) && forget_if_rewritten(uc, addr, size) {
+        return;
     }
     let st = uc.get_data_mut();
     let found = st.code.decoder.slot(addr, size).and_then(|slot| Some((slot, st.code.decoder.at(slot)?)));
@@ -215,15 +215,18 @@ fn overlaps(ranges: &[(u64, u64)], addr: u64, size: u32) -> bool {
 
 /// If the guest's own stores rewrote the block at `addr` of `size` bytes, in writable code (a
 /// JIT's code cache), since it was decoded, Unicorn translated it again, and what was known of the
-/// old instructions goes: the block is then decoded as a new one. Out of line: its buffer would
-/// otherwise sit in the block hook's frame.
+/// old instructions goes: the block is then decoded as a new one. In a shared file's executable
+/// view the stores went through another view (or `write(2)`), which Unicorn does not connect
+/// with this one: its translation is stale, so it is dropped and the block left before it runs
+/// (true: the caller returns), to be translated from the new bytes. Out of line: its buffer
+/// would otherwise sit in the block hook's frame.
 #[cold]
 #[inline(never)]
-fn forget_if_rewritten(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
+fn forget_if_rewritten(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) -> bool {
     let dec = &uc.get_data().code.decoder;
-    let Some(slot) = dec.slot(addr, size) else { return };
+    let Some(slot) = dec.slot(addr, size) else { return false };
     if !dec.rewritten(slot, |buf| read_guest(uc, addr, buf).is_ok()) {
-        return;
+        return false;
     }
     let end = addr + u64::from(size);
     let st = uc.get_data_mut();
@@ -232,6 +235,14 @@ fn forget_if_rewritten(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32) {
     if let Some(t) = st.obs.taint.as_deref_mut() {
         t.forget_code(addr, end);
     }
+    if !st.code.decoder.in_aliased_code(addr) {
+        return false;
+    }
+    st.clock.prev_term = Term::Other;
+    st.tcg.ranges_removed += 1;
+    let _ = uc.ctl_remove_cache(addr, end);
+    let _ = uc.set_pc(addr);
+    true
 }
 
 /// The rest of [`on_block`] once the block is decoded (`slot`, `n` instructions, ending in

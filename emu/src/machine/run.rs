@@ -169,6 +169,9 @@ impl Machine {
     }
 
     pub(super) fn interrupt_fault(&mut self, intno: u32, pc: u64) -> Fault {
+        if let Some(f) = self.software_interrupt_fault(intno, pc) {
+            return f;
+        }
         // Faults leave RIP at the instruction; traps (int3) leave it after, where Linux also
         // reports it.
         let (signal, code, what) = match intno {
@@ -194,7 +197,51 @@ impl Machine {
         Fault { signal, code, addr, pc, what }
     }
 
+    /// Where the `int $intno` instruction (`CD intno`) that raised the interrupt Unicorn stopped
+    /// at `pc` is, if one did and its vector is not one user mode may raise (3, 4, 0x80). Unicorn
+    /// reports a software interrupt after its instruction (before it for some vectors), and an
+    /// exception at the faulting instruction, which cannot be `CD intno`; the two bytes before
+    /// an exception's instruction being `CD intno` by chance would be taken for the software
+    /// interrupt.
+    /// The fault of an `int $intno` user mode may not execute (see
+    /// [`Machine::software_interrupt`]), RIP moved back to the instruction.
+    fn software_interrupt_fault(&mut self, intno: u32, pc: u64) -> Option<Fault> {
+        let at = self.software_interrupt(intno, pc)?;
+        // Linux's interrupt gates but 3, 4 and 0x80 are the kernel's alone (DPL 0): from user
+        // mode the instruction is a general protection fault, which leaves RIP at it.
+        self.set_reg(Reg::RIP, at);
+        Some(Fault {
+            signal: sig::SIGSEGV,
+            code: 0x80,
+            addr: 0,
+            pc: at,
+            what: format!("int {intno:#x} (a general protection fault in user mode)"),
+        })
+    }
+
+    fn software_interrupt(&self, intno: u32, pc: u64) -> Option<u64> {
+        if matches!(intno, 3 | 4 | 0x80) || intno > 0xff {
+            return None;
+        }
+        let want = [0xcd, intno as u8];
+        let is_int = |at: u64| {
+            let mut b = [0u8; 2];
+            self.mem.read(at, &mut b).is_ok() && b == want
+        };
+        if is_int(pc) {
+            Some(pc)
+        } else {
+            pc.checked_sub(2).filter(|&at| is_int(at))
+        }
+    }
+
     pub(super) fn error_fault(&mut self, e: uc_error, pc: u64) -> Fault {
+        if e == uc_error::INSN_INVALID {
+            // Unicorn stops an `int $6` as it stops an invalid opcode (#UD, vector 6).
+            if let Some(f) = self.software_interrupt_fault(6, pc) {
+                return f;
+            }
+        }
         let st = self.uc.get_data_mut();
         let addr = st.invalid.map(|x| x.1).unwrap_or(pc);
         let mapped = self.mem.find(addr).is_some();

@@ -117,7 +117,8 @@ impl Machine {
         let base = u64::from(slot) << state::SLOT_SHIFT;
         let mut child = AddressSpace::empty(base);
         child.mem = self.mem.fork_copy(base).map_err(EmuError::Host)?;
-        child.decoder.set_writable_code(guest_memory::writable_code(&child.mem));
+        let (code, aliased) = guest_memory::writable_code(&child.mem);
+        child.decoder.set_writable_code(code, aliased);
         // One raw section (and one TLB flush) for the registrations and the hooks.
         let raw = self.raw_begin();
         // Past the bound, the child is registered when it first runs.
