@@ -2,8 +2,8 @@
 //! writes, the scores it gives (unpersisted finds pm_log's entry store at its BUG line and
 //! reports nothing on the fixed twin; crash finds the harmful bug; hmtrace is scored k/N over
 //! seeds), that every run's findings are exactly what `ferrite run` / `ferrite crash` give on
-//! the case alone, and the errors for a missing binary, a marker that is not in the sources and
-//! an unknown bug class.
+//! the case alone, the options a case gives one detector (`pass_options`), and the errors for a
+//! missing binary, a marker that is not in the sources and an unknown bug class.
 
 mod common;
 
@@ -365,4 +365,36 @@ fn a_seed_listed_twice_runs_once() {
     let seeds: Vec<u64> =
         c["detectors"]["hmtrace"]["runs"].as_array().unwrap().iter().map(|r| r["seed"].as_u64().unwrap()).collect();
     assert_eq!(seeds, [1, 0], "{c:#}");
+}
+
+/// A case's `pass_options` go to one detector's runs only (after the case's `options`), and a
+/// `--explore` among them keeps `compare --explore` from that detector; an unknown detector
+/// there is an error.
+#[test]
+fn a_case_gives_one_detector_options_of_its_own() {
+    guest("thr_racy_counter");
+    let cases = r#"
+    (name: "thr_racy_counter", program: "thr_racy_counter", analyses: ["hmtrace", "oscs"],
+     options: ["--max-instructions", "50000000"],
+     pass_options: {"oscs": ["--explore", "2"]},
+     truth: Bugs([(class: "data-race", at: [Marker("thr_racy_counter.c", "/* RACE: read */"),
+                                            Marker("thr_racy_counter.c", "/* RACE: write */")])])),
+"#;
+    let run =
+        compare(&suite(cases), &["--analyses", "hmtrace,oscs", "--explore", "3", "--report", "c.json", "--jobs", "1"]);
+    run.assert_code(0);
+    let r = run.json("c.json");
+    let command = |d: &str| {
+        let runs = case(&r, "thr_racy_counter")["detectors"][d]["runs"].as_array().expect("runs").clone();
+        runs[0]["command"].as_str().unwrap().to_string()
+    };
+    let (oscs, hmtrace) = (command("oscs"), command("hmtrace"));
+    assert!(oscs.contains("--max-instructions 50000000 --explore 2 --"), "{oscs}");
+    assert!(!oscs.contains("--explore 3"), "{oscs}");
+    assert!(hmtrace.contains("--explore 3") && !hmtrace.contains("--explore 2"), "{hmtrace}");
+
+    let m = suite(r#"(name: "x", program: "thr_racy_counter", pass_options: {"nonesuch": []}, truth: BugFree),"#);
+    let run = compare(&m, &[]);
+    run.assert_code(2);
+    assert!(run.stderr.contains("unknown detector `nonesuch` in `pass_options`"), "{}", run.describe());
 }

@@ -25,6 +25,9 @@
 //!   (`vd_helper_persist`): its `vardalith` window ends at the writer's next release;
 //! - OpenMP over PM (`ext_omp_fill`): a fence inside a barrier call (the arrival's locked add)
 //!   persists before the barrier's release (`unlock_fence`);
+//! - lazy initialisation by `pthread_once` and C11 `call_once` (`ext_once_init`,
+//!   `ext_once_c11`): every return from the once call happens after the routine, so geometry it
+//!   persisted there is no race with the loads after the call;
 //! - grouping by site with the call stacks kept, and `ferrite triage`.
 //!
 //! Code: analyses/src/{screen,sync,inferred_locks,group,hawkset,vardalith,irh}.rs, emu/src/sync.rs, src/cmd/triage.rs;
@@ -189,6 +192,39 @@ fn a_fence_inside_a_barrier_persists_before_the_threads_leave_it() {
             "{pass}:unlock_fence=off on ext_omp_fill_fixed reports what the rule leaves out"
         );
     }
+}
+
+#[test]
+fn a_once_routines_persist_happens_before_every_return_from_the_once_call() {
+    let file = "ext_once_init.c";
+    let (store, load) = (marker_line(file, "/* GEO_STORE: nbuckets */"), marker_line(file, "/* GEO_LOAD */"));
+    for pass in ["hawkset", "vardalith"] {
+        for seed in [0, 1, 2] {
+            let (_, r) = run("ext_once_init", pass, seed, &[]);
+            let found = findings(&r).iter().any(|f| {
+                let locs = get(f, "locations").as_array().unwrap();
+                locs.iter().any(|l| is_at(l, "store", file, store)) && locs.iter().any(|l| is_at(l, "load", file, load))
+            });
+            assert!(found, "{pass} on ext_once_init (seed {seed}):\n{r:#}");
+            // pthread_once (-O2), and C11 call_once (-O0, static and dynamic: glibc's call_once
+            // jumps to pthread_once).
+            for fixed in ["ext_once_init_fixed", "ext_once_c11_fixed", "ext_once_c11_fixed.dyn"] {
+                let (_, r) = run(fixed, pass, seed, &[]);
+                assert!(findings(&r).is_empty(), "{pass} on {fixed} (seed {seed}) must be silent:\n{r:#}");
+            }
+        }
+    }
+    // The edge itself, not only the IRH's causal order (which follows it too): silent without
+    // the IRH, and reported with HawkSet's own edges (creation and join) alone.
+    for pass in ["hawkset:irh=0", "vardalith:irh=0"] {
+        let (_, r) = run("ext_once_init_fixed", pass, 0, &[]);
+        assert!(findings(&r).is_empty(), "{pass} on ext_once_init_fixed must be silent:\n{r:#}");
+    }
+    let (_, r) = run("ext_once_init_fixed", "hawkset:edges=paper:irh=0", 0, &[]);
+    assert!(
+        !findings(&r).is_empty(),
+        "hawkset:edges=paper:irh=0 on ext_once_init_fixed reports what the once edge orders"
+    );
 }
 
 #[test]

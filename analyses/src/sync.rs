@@ -14,6 +14,9 @@
 //!   all its departures, and nothing of the next round does); `sem_post` posts, a successful `sem_wait`/`sem_trywait` waits;
 //! - thread creation, join (the joined thread found by its handle, glibc's `pthread_t`, which is
 //!   the TLS pointer passed to clone) and exit;
+//! - `pthread_once` (C11 `call_once` jumps to it): every return waits on the once control, and
+//!   the returns of the calls entered before any call on that control returned post to it
+//!   first ([`SyncAdapter::once_early`]);
 //! - libpmemobj's locks (`pmemobj_mutex_*`, `pmemobj_rwlock_*`) are locks on the `PMEMmutex`
 //!   (`PMEMrwlock`) object (the second argument: the machine reports it as the event's address),
 //!   and its condition variables (`pmemobj_cond_wait(pop, cond, mutex)`, `_timedwait`,
@@ -106,12 +109,30 @@ pub struct SyncAdapter {
     releasing: FxHashMap<u32, u32>,
     /// OpenMP's synchronisation, from libgomp's entry points ([`Omp`]).
     pub omp: Omp,
+    /// `pthread_once` controls some call on which has returned: the init routine has completed
+    /// (POSIX: "on return from pthread_once(), init_routine shall have completed").
+    once_done: rustc_hash::FxHashSet<u64>,
+    /// Per thread, its `pthread_once` calls under way (innermost last; an init routine may call
+    /// pthread_once on another control): the control, and whether the call was entered before
+    /// any call on it returned. Such a call may be the one that runs the init routine, so its
+    /// return posts to the control before it waits on it: every later return then happens
+    /// after the routine's completion (a fast-path call, which only reads the control's done
+    /// state with an acquire load, posts nothing). The calls that arrived while the routine ran
+    /// post their history before the call too, which orders a little more than the routine; the
+    /// machine does not tell which of them ran it.
+    once_early: FxHashMap<u32, Vec<(u64, bool)>>,
 }
 
 /// The sync object of a futex word's hand-offs: its address with the top bit set (guest
 /// addresses stay below 2^48, barrier generations use bits 48–62).
 fn futex_object(addr: u64) -> u64 {
     addr | 1 << 63
+}
+
+/// The sync object of a `pthread_once` control: its address with bits 61 and 63 set (apart from
+/// futex words' objects, atomic objects' and OpenMP's).
+fn once_object(addr: u64) -> u64 {
+    addr | 5 << 61
 }
 
 /// The sync object of a C++ atomic object's word ([`EventKind::AtomicAccess`]): its 8-byte word
@@ -249,6 +270,10 @@ impl SyncAdapter {
                     out(SyncOp::Acquire { lock: PMDK_PSEUDO_LOCK, mode: Mode::Exclusive });
                 }
             }
+            SyncKind::Once => {
+                let early = !self.once_done.contains(&ev.addr);
+                self.once_early.entry(ev.tid).or_default().push((ev.addr, early));
+            }
             SyncKind::BarrierWait => {
                 let round = self.barrier_rounds.entry((ev.addr, ev.tid)).or_insert(0);
                 *round += 1;
@@ -300,6 +325,15 @@ impl SyncAdapter {
                 out(SyncOp::Wait { obj: barrier_round(ev.addr, round) })
             }
             SyncKind::SemWait | SyncKind::SemTrywait if ok => out(SyncOp::Wait { obj: ev.addr }),
+            SyncKind::Once => {
+                let calls = self.once_early.get_mut(&ev.tid);
+                let early = calls.and_then(|c| c.pop()).is_some_and(|(_, early)| early);
+                if early {
+                    out(SyncOp::Post { obj: once_object(ev.addr) });
+                }
+                self.once_done.insert(ev.addr);
+                out(SyncOp::Wait { obj: once_object(ev.addr) });
+            }
             SyncKind::PmemobjLock | SyncKind::PmemobjRdlock | SyncKind::PmemobjUnlock => {
                 out(SyncOp::Release { lock: PMDK_PSEUDO_LOCK });
                 if ok && kind != SyncKind::PmemobjUnlock {

@@ -1953,6 +1953,33 @@ mod tests {
     }
 
     #[test]
+    fn a_once_routines_persist_is_ordered_before_every_later_return() {
+        // Thread 2 runs the routine inside its pthread_once (store, persist); thread 3's call
+        // starts after thread 2's returned (the fast path: it only reads the control) and loads.
+        for r in both(|s| {
+            s.enter(2, SyncKind::Once, 0x400, 0);
+            s.store(2, 0xa, 0, 8);
+            s.persist(2, 0xf, 0);
+            s.ret(2, SyncKind::Once, 0x400, 0);
+            s.call(3, SyncKind::Once, 0x400, 0);
+            s.load(3, 0xb, 0, 8);
+        }) {
+            assert!(r.is_empty(), "{r:x?}");
+        }
+        // A call on another control orders nothing (by Definition 1; the windows closed at the
+        // first call's return, before the load's began).
+        let r = run("mode=hb", |s| {
+            s.enter(2, SyncKind::Once, 0x400, 0);
+            s.store(2, 0xa, 0, 8);
+            s.persist(2, 0xf, 0);
+            s.ret(2, SyncKind::Once, 0x400, 0);
+            s.call(3, SyncKind::Once, 0x440, 0);
+            s.load(3, 0xb, 0, 8);
+        });
+        assert_eq!(r, race());
+    }
+
+    #[test]
     fn stores_never_persisted_stay_open_until_the_end() {
         for r in both(|s| {
             s.lock(2, L);

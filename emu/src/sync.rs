@@ -63,6 +63,9 @@ pub enum SyncKind {
     SemPost,
     /// `pthread_join(thread, ...)`: the joined thread's handle is the first argument.
     Join,
+    /// `pthread_once(control, init)` (and C11 `call_once`, which glibc implements by a jump to
+    /// it): every return happens after the init routine's completion.
+    Once,
     /// A lock function named in the user's configuration (`--config`, HawkSet's custom locks):
     /// which argument is the lock, how it is held and how success is told ([`CustomSpec`]).
     Custom(CustomSpec),
@@ -270,6 +273,7 @@ impl SyncKind {
         ("pthread_join", SyncKind::Join),
         ("pthread_timedjoin_np", SyncKind::Join),
         ("pthread_clockjoin_np", SyncKind::Join),
+        ("pthread_once", SyncKind::Once),
         ("malloc", SyncKind::Malloc),
         ("calloc", SyncKind::Calloc),
         ("realloc", SyncKind::Realloc),
@@ -586,6 +590,8 @@ impl SyncKind {
             SyncKind::CondWait | SyncKind::CondSignal | SyncKind::CondBroadcast => Some(48),
             SyncKind::BarrierWait => Some(32),
             SyncKind::SemWait | SyncKind::SemTrywait | SyncKind::SemPost => Some(32),
+            // pthread_once_t is an int (C11's once_flag a struct of one).
+            SyncKind::Once => Some(4),
             // PMEMmutex, PMEMrwlock and PMEMcondvar are 64-byte unions.
             SyncKind::PmemobjLock
             | SyncKind::PmemobjRdlock

@@ -50,6 +50,10 @@ struct CaseSpec {
     /// More `ferrite run` options for every run of the case (`--max-instructions`, `--cpus`).
     #[serde(default)]
     options: Vec<String>,
+    /// More options for one detector's runs only, by its name (`{"pmrace": ["--strategy",
+    /// "pmrace", "--explore", "16"]}`), after `options`.
+    #[serde(default)]
+    pass_options: std::collections::BTreeMap<String, Vec<String>>,
     /// How `crash` recovers this case; without it, `crash` runs only if a bug is harmful.
     #[serde(default)]
     crash: Option<CrashSpec>,
@@ -139,6 +143,8 @@ pub struct Case {
     pub seeds: Vec<u64>,
     pub analyses: Vec<String>,
     pub options: Vec<String>,
+    /// More options for one detector's runs, by its base name (placeholders replaced).
+    pub pass_options: std::collections::BTreeMap<String, Vec<String>>,
     pub crash: Option<ResolvedCrash>,
     pub bugs: Vec<Bug>,
     pub note: Option<String>,
@@ -274,6 +280,12 @@ fn load_manifest(path: &Path) -> Result<Vec<Case>> {
                 claims().iter().map(|c| c.name).collect::<Vec<_>>().join(", ")
             )));
         }
+        if let Some(bad) = spec.pass_options.keys().find(|a| claim_of(a).is_none()) {
+            return Err(ctx(format!(
+                "unknown detector `{bad}` in `pass_options` (known: {})",
+                claims().iter().map(|c| c.name).collect::<Vec<_>>().join(", ")
+            )));
+        }
         let mut bugs = Vec::new();
         if let Truth::Bugs(list) = &spec.truth {
             if list.is_empty() {
@@ -366,6 +378,11 @@ fn load_manifest(path: &Path) -> Result<Vec<Case>> {
             seeds,
             analyses: spec.analyses.clone(),
             options: spec.options.iter().map(|a| subst(a)).collect(),
+            pass_options: spec
+                .pass_options
+                .iter()
+                .map(|(d, o)| (d.clone(), o.iter().map(|a| subst(a)).collect()))
+                .collect(),
             crash,
             bugs,
             note: spec.note.clone(),
@@ -407,7 +424,11 @@ fn command_line(d: &Detector, case: &Case, seed: u64, explore: u32) -> Vec<Strin
     let sub = if d.claim.runner == RunsAs::Crash { "crash" } else { "run" };
     let mut v: Vec<String> = vec!["ferrite".into(), sub.into(), "--quiet".into(), "--env-clear".into()];
     v.extend(["--analyses".into(), d.analyses_option().to_string(), "--seed".into(), seed.to_string()]);
-    if explore > 1 && d.claim.runner != RunsAs::Crash && !case.options.iter().any(|o| o.starts_with("--explore")) {
+    let own = case.pass_options.get(d.base()).map_or(&[][..], |o| &o[..]);
+    if explore > 1
+        && d.claim.runner != RunsAs::Crash
+        && !case.options.iter().chain(own).any(|o| o.starts_with("--explore"))
+    {
         v.extend(["--explore".into(), explore.to_string()]);
     }
     if d.claim.runner == RunsAs::Crash {
@@ -426,6 +447,9 @@ fn command_line(d: &Detector, case: &Case, seed: u64, explore: u32) -> Vec<Strin
     } else {
         v.extend(case.options.iter().cloned());
     }
+    // The detector's own options, after the case's (one given in both is refused, as on the
+    // command line).
+    v.extend(own.iter().cloned());
     if let (RunsAs::Crash, Some(c)) = (d.claim.runner, &case.crash) {
         v.extend(c.options.iter().cloned());
     }
