@@ -172,9 +172,9 @@ fn forked_processes_private_copies_are_not_one_location() {
 /// history: each change is one translation flush, counted by `--host-stats`. In
 /// `omp_truedep_rows_no` (an OpenMP kernel whose threads take no lock of their own) they go in
 /// and out again around the runtime's own short sections (an even number of flushes), so `oscs`
-/// runs at about the speed of plain emulation (it was 11× on the base); in `os_balance` they go
-/// in for good (an odd number), and its findings are those of the other tests here. `hmtrace`
-/// hooks once, at the second thread.
+/// runs at about the speed of plain emulation (1.7×; 14× on the base, docs/performance.md); in
+/// `os_balance` they go in for good (an odd number), and its findings are those of the other
+/// tests here. `hmtrace` hooks once, at the second thread.
 #[test]
 fn all_memory_hooks_are_in_only_while_a_critical_section_can_matter() {
     let flushes = |analyses: &str, program: &str, args: &[&str]| {
