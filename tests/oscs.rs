@@ -165,3 +165,33 @@ fn forked_processes_private_copies_are_not_one_location() {
         assert!(!fs.is_empty() && all_lines(&fs) == [owner], "seed {seed}:\n{}", show_findings(&fs));
     }
 }
+
+/// `oscs` needs no access made while no thread is inside a critical section and no byte has a
+/// critical-section history (every such access is idle), so its all-memory hooks are in the
+/// engine only while some thread is inside a section, and for good once a section left a
+/// history: each change is one translation flush, counted by `--host-stats`. In
+/// `omp_truedep_rows_no` (an OpenMP kernel whose threads take no lock of their own) they go in
+/// and out again around the runtime's own short sections (an even number of flushes), so `oscs`
+/// runs at about the speed of plain emulation (1.7×; 14× on the base, docs/performance.md); in
+/// `os_balance` they go in for good (an odd number), and its findings are those of the other
+/// tests here. `hmtrace` hooks once, at the second thread.
+#[test]
+fn all_memory_hooks_are_in_only_while_a_critical_section_can_matter() {
+    let flushes = |analyses: &str, program: &str, args: &[&str]| {
+        let dir = scratch();
+        let stats = dir.path().join("host.json");
+        let run = Ferrite::run(&guest(program))
+            .opts(&["--quiet", "--analyses", analyses, "--seed", "1", "--host-stats", stats.to_str().unwrap()])
+            .args(args)
+            .go();
+        assert!(!run.stderr.contains("panicked"), "{}", run.describe());
+        read_json(&stats)["cache_flushes"].as_u64().unwrap()
+    };
+    for (program, args, stay) in [("omp_truedep_rows_no", &["100"][..], false), ("os_balance", &[][..], true)] {
+        let none = flushes("none", program, args);
+        let oscs = flushes("oscs", program, args) - none;
+        let hmtrace = flushes("hmtrace", program, args) - none;
+        assert!(oscs % 2 == u64::from(stay) && oscs < 16, "{program}: {oscs} more translation flushes with oscs");
+        assert_eq!(hmtrace, 1, "{program}: {hmtrace} more translation flushes with hmtrace");
+    }
+}

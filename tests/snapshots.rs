@@ -213,6 +213,49 @@ fn a_run_with_passes_restores_with_their_state() {
     assert!(taken >= 2, "{taken} snapshots");
 }
 
+/// A run watched by oscs, whose all-memory hooks are in only while a critical section can matter
+/// (in and out again around glibc's own sections, then for good): a snapshot holds whether they
+/// were in, and a run restored from one taken anywhere after the second thread reports the same
+/// pairs, trace hash and schedule, every time.
+#[test]
+fn a_run_with_oscs_restores_after_its_first_lock() {
+    fn spec_os() -> RunSpec {
+        let mut sp = spec("os_balance", &[], 0, std::path::Path::new("/nonexistent"));
+        sp.analyses = vec!["oscs".into()];
+        sp
+    }
+    let run = |s: &mut Session| {
+        let end = s.drive_to_end();
+        let out = driver::validation::complete(&spec_os(), s.finish(end));
+        let findings: Vec<String> =
+            out.findings.iter().map(|f| format!("{} {} {:?}", f.kind, f.message, f.locations)).collect();
+        (out.trace_hash, out.instructions, findings)
+    };
+    let start = |pm: &std::path::Path| {
+        let mut sp = spec_os();
+        sp.pm_dir = pm.to_path_buf();
+        Session::start(&sp, None, Vec::new(), false, None).unwrap()
+    };
+    let pm = scratch();
+    let whole = run(&mut start(pm.path()));
+    assert!(!whole.2.is_empty(), "oscs finds os_balance's pair");
+    let mut taken = 0;
+    for frac in [1, 5, 7, 9] {
+        let pm = scratch();
+        let mut s = start(pm.path());
+        s.enable_debugging();
+        run_to(&mut s, whole.1 * frac / 10);
+        let Some(c) = s.checkpoint() else { continue };
+        taken += 1;
+        assert_eq!(run(&mut s), whole, "snapshotted at {frac}/10, first run on");
+        for again in 1..=2 {
+            s.rewind(&c).unwrap();
+            assert_eq!(run(&mut s), whole, "restored at {frac}/10, run {again}");
+        }
+    }
+    assert!(taken >= 2, "{taken} snapshots");
+}
+
 /// A run watched by pmrace (taint tracking: label sets, memory and register shadows, the taint
 /// hooks put in at the first source) snapshotted anywhere reports the same findings, counters,
 /// trace hash and schedule from the snapshot, every time it is restored.

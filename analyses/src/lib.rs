@@ -43,7 +43,7 @@ pub mod vardalith;
 pub use registry::{available, build, class_of_kind, info, PassInfo, PASSES};
 
 use emu::callstack::StackId;
-use emu::events::{Event, Interest, Observer};
+use emu::events::{Event, Interest, MemoryWant, Observer};
 use emu::pm::PmDevice;
 use serde::{Deserialize, Serialize};
 
@@ -197,6 +197,10 @@ pub trait Analysis {
     /// See [`Observer::may_taint`].
     fn may_taint(&self, _ev: &Event, _device: &PmDevice) -> bool {
         true
+    }
+    /// See [`Observer::wants_memory`] (with [`Interest::MEMORY`]).
+    fn wants_memory(&self) -> MemoryWant {
+        MemoryWant::Always
     }
     /// See [`Observer::on_tainted_store`].
     fn on_tainted_store(&mut self, _ev: &Event, _content: &[u32], _address: &[u32], _device: &PmDevice) {}
@@ -512,6 +516,11 @@ impl Observer for Passes {
 
     fn may_taint(&self, ev: &Event, device: &PmDevice) -> bool {
         self.passes.iter().any(|(i, p)| i.has(Interest::TAINT) && p.may_taint(ev, device))
+    }
+
+    fn wants_memory(&self) -> MemoryWant {
+        let watching = self.passes.iter().filter(|(i, _)| i.has(Interest::MEMORY));
+        watching.map(|(_, p)| p.wants_memory()).max().unwrap_or(MemoryWant::No)
     }
 
     fn on_tainted_store(&mut self, ev: &Event, content: &[u32], address: &[u32], device: &PmDevice) {

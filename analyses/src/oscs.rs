@@ -58,7 +58,7 @@
 
 use std::collections::BTreeMap;
 
-use emu::events::{Event, EventKind, Interest};
+use emu::events::{Event, EventKind, Interest, MemoryWant};
 use emu::pm::PmDevice;
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -681,6 +681,24 @@ impl Analysis for Oscs {
 
     fn fork(&self) -> Option<Box<dyn Analysis>> {
         Some(Box::new(self.clone()))
+    }
+
+    /// While no thread is inside a critical section and no byte has a history, every access is
+    /// [`Oscs::idle`]: it changes nothing and can be one side of no pair, now or later (only an
+    /// access inside a section makes a history; `redundant` and `condflag` look only at such
+    /// accesses too). So the accesses are wanted only while some thread is inside a section
+    /// (entered at a synchronisation event, as the machine needs), and for good once some byte
+    /// has a history. On threads that take no lock the all-memory hooks then stay out of the
+    /// engine (plain emulation's speed), but for the short sections glibc opens itself
+    /// (`pthread_create` takes the loader's lock while it sets up the new thread's TLS).
+    fn wants_memory(&self) -> MemoryWant {
+        if self.locs.pages() > 0 {
+            MemoryWant::Always
+        } else if self.threads.values().any(|t| t.cs_id != 0) {
+            MemoryWant::Now
+        } else {
+            MemoryWant::No
+        }
     }
 
     fn interest(&self) -> Interest {

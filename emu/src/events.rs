@@ -252,6 +252,24 @@ pub struct Event {
     pub fence: Option<FenceOutcome>,
 }
 
+/// How much an observer with [`Interest::MEMORY`] wants the all-memory events
+/// ([`Observer::wants_memory`]). The machine puts the all-memory hooks in when the answer is not
+/// [`MemoryWant::No`], before the next block runs (so the answer may turn from `No` only at an
+/// event that orders threads, which is reported at a block's start or outside the engine), and
+/// takes them out again, lazily, when it is `No` again (one translation flush each way).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum MemoryWant {
+    /// No access from now until the next event that orders threads can change what the observer
+    /// reports: oscs while no thread is inside a critical section and no byte has a history.
+    No,
+    /// Accesses matter now, and may stop mattering again (a critical section that may leave no
+    /// history: glibc takes its loader's lock inside `pthread_create`).
+    Now,
+    /// Accesses matter from now on: the hooks stay in for the rest of the run.
+    #[default]
+    Always,
+}
+
 /// Something that watches the execution: the analyses' side of the stream.
 pub trait Observer: std::any::Any {
     /// The kinds of event it wants; asked when it is installed.
@@ -270,6 +288,13 @@ pub trait Observer: std::any::Any {
     /// first says yes.
     fn may_taint(&self, _ev: &Event, _device: &PmDevice) -> bool {
         true
+    }
+    /// With [`Interest::MEMORY`]: whether the all-memory events are wanted now
+    /// ([`MemoryWant`]). Asked once the guest has a second thread (before, the machine never
+    /// puts the all-memory hooks in), then after each event that orders threads
+    /// ([`EventKind::orders_threads`]) until the answer is [`MemoryWant::Always`].
+    fn wants_memory(&self) -> MemoryWant {
+        MemoryWant::Always
     }
     /// With [`Interest::TAINT`]: the PM store `ev` (kind `Store`, after it executed) wrote bytes
     /// derived from the sources `content`, or through an address derived from `address`.

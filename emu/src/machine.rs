@@ -39,7 +39,7 @@ use crate::callstack::{CallStack, StackId, StackTable};
 use crate::client::{self, ClientState, Request};
 use crate::cpuid::CpuidTable;
 use crate::decode::{AccessKind, Decoder, FenceOp, FlushOp, MemRef, Special, Term};
-use crate::events::{Event, EventKind, Interest, Observer};
+use crate::events::{Event, EventKind, Interest, MemoryWant, Observer};
 use crate::memory::{Backing, FixedMemory, MemError, Memory, Perm, Region};
 use crate::pm::{device_addr, FenceKind, FlushKind, PmConfig, PmDevice, StoreKind};
 use crate::sched::{Scheduler, Strategy};
@@ -242,6 +242,10 @@ enum Stop {
     /// A stop requested from outside the run ([`crate::interrupt`]), at the start of the block
     /// about to run.
     Interrupted,
+    /// The observer asked for the all-memory hooks at an event of this block's start
+    /// ([`Machine::hook_all_memory`]), which has not run: they go in and the machine goes on,
+    /// nothing else sees it.
+    Memory,
 }
 
 /// What Unicorn's translation cache did during a run. A thread switch, a quantum end or a
@@ -302,9 +306,12 @@ pub struct Machine {
     budget: u64,
     /// The debugger's breakpoints and watchpoints.
     debug_hooks: Vec<(debug::DebugHook, unicorn_engine::UcHookId)>,
-    /// Whether the all-memory hooks of an observer with [`Interest::MEMORY`] are in the engine.
-    /// They go in when the guest first has a second thread (see [`Machine::hook_all_memory`]).
-    dram_hooked: bool,
+    /// The all-memory hooks of an observer with [`Interest::MEMORY`] (write, read), while they are
+    /// in the engine: from the guest's second thread, while the observer wants them (see
+    /// [`Machine::hook_all_memory`]).
+    dram_hooks: Option<[ffi::uc_hook; 2]>,
+    /// Whether they stay in for the rest of the run (the observer wants them for good).
+    dram_final: bool,
     /// Whether a `fork` ever made a second address space ([`Machine::fork_address_space`]).
     processes: bool,
     /// The physical slots other processes' address spaces hold (`spaces.rs`; the first
@@ -414,6 +421,9 @@ impl Machine {
                 atomic_code: Vec::new(),
                 atomic_objects: Vec::new(),
                 atomic_object_code: Vec::new(),
+                memory_asking: false,
+                memory_want: MemoryWant::No,
+                memory_due: false,
             },
             steer: Steering {
                 sched: Scheduler::new(config.strategy, config.sched_seed),
@@ -489,7 +499,8 @@ impl Machine {
             limit_hook: None,
             budget: config.max_instructions,
             debug_hooks: Vec::new(),
-            dram_hooked: false,
+            dram_hooks: None,
+            dram_final: false,
             processes: false,
             rand_state: (config.rand_seed ^ 0x9e37_79b9_7f4a_7c15).wrapping_mul(0xbf58_476d_1ce4_e5b9) | 1,
         })
@@ -736,17 +747,72 @@ impl Machine {
     /// a program with them is watched from the moment their entry points are known
     /// ([`Machine::set_sync_functions`]). What it costs: an atomic (`lock`-prefixed) access made before the first thread is
     /// created does not mark its bytes as a synchronisation location (hmtrace's documentation says
-    /// so). Installed once and kept: a later return to one thread may still race with threads that
-    /// exited unjoined.
+    /// so). Kept once in (when the observer wants them for good): a later return to one thread may
+    /// still race with threads that exited unjoined.
+    ///
+    /// Nor while the observer does not want them ([`crate::events::Observer::wants_memory`]):
+    /// oscs needs no access made while no thread is inside a critical section and no byte has a
+    /// critical-section history, so on threads that take no lock it costs what plain emulation
+    /// does. This marks the run as one with threads; the observer is asked now and after each
+    /// event that orders threads (`HookState::tell`), and [`Machine::settle_memory_hooks`] acts
+    /// on its answer.
     fn hook_all_memory(&mut self) {
         let st = self.uc.get_data_mut();
-        if self.dram_hooked || !st.obs.interest.has(Interest::MEMORY) {
+        if self.dram_final || !st.obs.interest.has(Interest::MEMORY) {
             return;
         }
-        self.dram_hooked = true;
-        let _ = add_raw_dram_hook(&mut self.uc, HookType::MEM_WRITE);
-        let _ = add_raw_dram_hook(&mut self.uc, HookType::MEM_READ);
-        self.flush_translations();
+        st.obs.memory_asking = true;
+        st.obs.memory_want = st.obs.observer.as_ref().map_or(MemoryWant::Always, |o| o.wants_memory());
+        self.settle_memory_hooks();
+    }
+
+    /// Puts the all-memory hooks in or takes them out as the observer's latest answer says
+    /// ([`Machine::hook_all_memory`]), each change with one translation flush (translations made
+    /// with the hooks send every access down Unicorn's slow path). Taken out lazily (an access
+    /// the observer no longer wants changes nothing it reports), put in before the next block
+    /// runs: an answer that turns from no is given at an event that orders threads, reported at a
+    /// block's start (whose block then stops before it runs, `hooks::finish_block`) or outside
+    /// the engine (a thread created), and this runs at [`Machine::run`]'s next start.
+    pub(super) fn settle_memory_hooks(&mut self) {
+        let st = self.uc.get_data_mut();
+        st.obs.memory_due = false;
+        if self.dram_final || !st.obs.memory_asking || !st.obs.interest.has(Interest::MEMORY) {
+            return;
+        }
+        let want = st.obs.memory_want;
+        if want == MemoryWant::Always {
+            self.dram_final = true;
+            st.obs.memory_asking = false;
+        }
+        self.set_dram_hooks(want != MemoryWant::No);
+    }
+
+    /// Puts the all-memory hooks in (`on`) or takes them out, with a translation flush, if they
+    /// are not so already.
+    pub(super) fn set_dram_hooks(&mut self, on: bool) {
+        match (on, self.dram_hooks) {
+            (false, Some(ids)) => {
+                self.dram_hooks = None;
+                let handle = self.uc.get_handle();
+                for id in ids {
+                    // SAFETY: `id` is a hook of this engine, added by `add_raw_dram_hook` and not
+                    // deleted since; the engine is not running.
+                    let _ = unsafe { ffi::uc_hook_del(handle, id) };
+                }
+                self.flush_translations();
+            }
+            (true, None) => {
+                let (Ok(w), Ok(r)) = (
+                    add_raw_dram_hook(&mut self.uc, HookType::MEM_WRITE),
+                    add_raw_dram_hook(&mut self.uc, HookType::MEM_READ),
+                ) else {
+                    return;
+                };
+                self.dram_hooks = Some([w, r]);
+                self.flush_translations();
+            }
+            _ => {}
+        }
     }
 
     /// The installed observer, if any, to look at.
@@ -754,12 +820,16 @@ impl Machine {
         self.uc.get_data().obs.observer.as_deref()
     }
 
-    /// Whether the memory hooks are as they will stay for the rest of the run: the observer
-    /// watches no DRAM, or the all-memory hooks are in ([`Machine::hook_all_memory`], installed
-    /// once and never removed). A snapshot of an observed run taken before that would, restored
-    /// later, show its observer the accesses of a single-threaded stretch a fresh run hides.
+    /// Whether a snapshot can hold the memory hooks' state: the observer watches no DRAM, or the
+    /// guest has a second thread ([`Machine::hook_all_memory`]), from when the hooks follow the
+    /// observer's answers ([`crate::events::Observer::wants_memory`]), which the snapshot keeps
+    /// with the hooks' state and a restore puts back (the passes copied with it answer alike).
+    /// Not before: the hooks go in at a thread's creation, not at an answer, and a snapshot of
+    /// the single-threaded stretch restored into a run with the hooks in would show its observer
+    /// the accesses a fresh run hides.
     pub fn memory_hooks_final(&self) -> bool {
-        self.dram_hooked || !self.uc.get_data().obs.interest.has(Interest::MEMORY)
+        let obs = &self.uc.get_data().obs;
+        self.dram_final || obs.memory_asking || !obs.interest.has(Interest::MEMORY)
     }
 
     /// Puts the taint engine's hooks in the engine: a code hook before every instruction and a

@@ -283,6 +283,9 @@ fn finish_block(uc: &mut Unicorn<'_, HookState>, addr: u64, size: u32, slot: u32
         // kernel sees their patience run out while it spins on a lock one of them holds.
         st.clock.last_point = base;
         Some(Stop::Quantum)
+    } else if st.obs.memory_due && st.obs.memory_want != crate::events::MemoryWant::No {
+        // Not a scheduling point either: the all-memory hooks go in, and the block runs with them.
+        Some(Stop::Memory)
     } else if base >= st.clock.sweep_at {
         // Not a scheduling point: `last_point` stays, and the machine goes on at once.
         Some(Stop::Sweep)
@@ -915,7 +918,10 @@ pub(super) fn raw_read_guest(uc: *mut ffi::uc_engine, st: &HookState, va: u64, b
 /// translated the address: 2.4 % of an `hmtrace` run on `thr_cpu_bound` for a hook on every
 /// access. The raw callback gets the engine's [`HookState`] as its user pointer, as the
 /// CPUID/RDTSC hooks do ([`add_raw_insn_hook`]). The hook lives as long as the engine.
-pub(super) fn add_raw_dram_hook(uc: &mut Unicorn<'static, HookState>, kind: HookType) -> Result<(), EmuError> {
+pub(super) fn add_raw_dram_hook(
+    uc: &mut Unicorn<'static, HookState>,
+    kind: HookType,
+) -> Result<ffi::uc_hook, EmuError> {
     add_raw_mem_hook(uc, kind, if kind == HookType::MEM_WRITE { dram_write_hook } else { dram_read_hook })
 }
 
@@ -929,7 +935,7 @@ pub(super) fn add_raw_mem_hook(
     uc: &mut Unicorn<'static, HookState>,
     kind: HookType,
     cb: RawMemHook,
-) -> Result<(), EmuError> {
+) -> Result<ffi::uc_hook, EmuError> {
     let user = (uc.get_data() as *const HookState).cast_mut().cast::<c_void>();
     let mut hh: ffi::uc_hook = 0;
     // SAFETY: the callback has Unicorn's memory-hook signature (`uc_cb_hookmem_t`: engine, access
@@ -939,7 +945,7 @@ pub(super) fn add_raw_mem_hook(
     if err != uc_error::OK {
         return Err(engine(err));
     }
-    Ok(())
+    Ok(hh)
 }
 
 extern "C" fn dram_write_hook(

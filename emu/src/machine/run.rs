@@ -33,6 +33,10 @@ impl Machine {
                     hooks::sweep_special_hooks(&mut self.uc);
                 }
             }
+            if self.uc.get_data().obs.memory_due {
+                // The observer's want changed (in the engine, or at an event outside it).
+                self.settle_memory_hooks();
+            }
             let begin = self.pc();
             {
                 let st = self.uc.get_data_mut();
@@ -66,6 +70,7 @@ impl Machine {
                             | Stop::Quantum
                             | Stop::Timer
                             | Stop::Sweep
+                            | Stop::Memory
                             | Stop::ArmLimit(_)
                             | Stop::Interrupted
                     )
@@ -85,7 +90,8 @@ impl Machine {
                 (_, Some(Stop::Interrupted)) => return Exit::Interrupted,
                 (_, Some(Stop::Timer)) => return Exit::Timer,
                 // Swept at the loop's top; the block runs next, as if nothing had stopped.
-                (_, Some(Stop::Sweep)) => {}
+                // Hooked at the loop's top, likewise.
+                (_, Some(Stop::Sweep | Stop::Memory)) => {}
                 // The load that stopped runs again, now with the taint hooks.
                 (_, Some(Stop::Taint)) => self.hook_taint(),
                 (_, Some(Stop::Hold)) => {

@@ -76,6 +76,10 @@ struct RunState {
     /// The loads of the instruction stopped at the first taint source (its count could be an
     /// instruction's of the restored run).
     taint_replay: super::state::TaintReplay,
+    /// The all-memory hooks: whether they were in, in for good, the observer still asked, its
+    /// latest answer, and whether that answer was still to be acted on
+    /// ([`Machine::settle_memory_hooks`]).
+    dram: (bool, bool, bool, crate::events::MemoryWant, bool),
 }
 
 /// A parked thread: its registers and shadow call stack.
@@ -248,6 +252,13 @@ impl Machine {
                 taint: st.obs.taint.as_deref().map(crate::taint::Taint::save),
                 taint_hooked: st.obs.taint_hooked,
                 taint_replay: st.obs.replay.clone(),
+                dram: (
+                    self.dram_hooks.is_some(),
+                    self.dram_final,
+                    st.obs.memory_asking,
+                    st.obs.memory_want,
+                    st.obs.memory_due,
+                ),
             },
             parked,
             windows: st.pm.windows.clone(),
@@ -456,6 +467,16 @@ impl Machine {
         }
         st.obs.replay = r.taint_replay.clone();
         st.obs.taint_began = None;
+        // The all-memory hooks as they were (a snapshot is taken only where they follow the
+        // observer's answers, [`Machine::memory_hooks_final`]): this run may have put them in or
+        // out since, or for good. An observer installed next is asked afresh
+        // ([`Machine::set_observer`]).
+        let (hooked, dram_final, asking, want, due) = r.dram;
+        st.obs.memory_asking = asking;
+        st.obs.memory_want = want;
+        st.obs.memory_due = due;
+        self.dram_final = dram_final;
+        self.set_dram_hooks(hooked);
         // The taint hooks are never taken out again: a snapshot taken before they went in is
         // restored with them in. That run is the same: until the first source nothing is tainted,
         // so the taint hook and the engine's memory hook change nothing, and the first source is

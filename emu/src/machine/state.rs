@@ -224,6 +224,15 @@ pub(super) struct Observing {
     /// The PC of the instruction the taint engine began last in this run of the engine, and
     /// whether a code hook other than the taint hook began it (`hooks::taint_first`).
     pub(super) taint_began: Option<(u64, bool)>,
+    /// The guest has a second thread and the observer has not yet said it wants all memory for
+    /// good ([`crate::events::Observer::wants_memory`]): it is asked after each event that orders
+    /// threads.
+    pub(super) memory_asking: bool,
+    /// Its latest answer.
+    pub(super) memory_want: crate::events::MemoryWant,
+    /// The answer changed: the hooks go in (before the next block runs, if wanted) or out (at the
+    /// run's next start) ([`super::Machine::settle_memory_hooks`]).
+    pub(super) memory_due: bool,
 }
 
 /// DRAM words the program's own atomics take and give back ([`Interest::LOCK_WORDS`]): what a
@@ -388,6 +397,13 @@ impl HookState {
     pub(super) fn tell(&mut self, ev: &Event) {
         if let Some(o) = self.obs.observer.as_mut() {
             o.on_event(ev, &self.pm.device);
+            if self.obs.memory_asking && ev.kind.orders_threads() {
+                let want = o.wants_memory();
+                if want != self.obs.memory_want {
+                    self.obs.memory_want = want;
+                    self.obs.memory_due = true;
+                }
+            }
         }
     }
 
