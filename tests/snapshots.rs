@@ -218,7 +218,7 @@ fn a_run_with_passes_restores_with_their_state() {
 /// were in, and a run restored from one taken anywhere after the second thread reports the same
 /// pairs, trace hash and schedule, every time.
 #[test]
-fn a_run_with_oscs_restores_after_its_first_lock() {
+fn a_run_with_oscs_restores_with_its_memory_hooks() {
     fn spec_os() -> RunSpec {
         let mut sp = spec("os_balance", &[], 0, std::path::Path::new("/nonexistent"));
         sp.analyses = vec!["oscs".into()];
