@@ -168,39 +168,34 @@ fn a_run_with_a_pass_that_cannot_be_copied_gives_no_snapshot() {
     assert!(s.checkpoint().is_none());
 }
 
-/// A run watched by hmtrace (all memory, vector clocks, locksets) snapshotted mid-run reports
-/// the same races, trace hash and schedule from the snapshot, every time it is restored.
-#[test]
-fn a_run_with_passes_restores_with_their_state() {
+/// Runs `sp` whole, then again snapshotted at each of `tenths` of its instructions, on from the
+/// snapshot and twice more restored from it: every one must be the whole run (trace hash,
+/// instructions, findings). A point where the session gives no snapshot is shown to `refused`
+/// (with the tenth). Returns how many snapshots were taken.
+fn restored_runs_are_the_whole_run(sp: &RunSpec, tenths: &[u64], refused: impl Fn(&Session, u64)) -> usize {
     let run = |s: &mut Session| {
         let end = s.drive_to_end();
-        let out = driver::validation::complete(&spec_hm(), s.finish(end));
+        let out = driver::validation::complete(sp, s.finish(end));
         let findings: Vec<String> =
             out.findings.iter().map(|f| format!("{} {} {:?}", f.kind, f.message, f.locations)).collect();
         (out.trace_hash, out.instructions, findings)
     };
-    fn spec_hm() -> RunSpec {
-        let mut sp = spec("thr_racy_counter_n", &["3", "300"], 2, std::path::Path::new("/nonexistent"));
-        sp.analyses = vec!["hmtrace".into()];
-        sp
-    }
     let start = |pm: &std::path::Path| {
-        let mut sp = spec_hm();
+        let mut sp = sp.clone();
         sp.pm_dir = pm.to_path_buf();
         Session::start(&sp, None, Vec::new(), false, None).unwrap()
     };
     let pm = scratch();
     let whole = run(&mut start(pm.path()));
-    assert!(!whole.2.is_empty(), "hmtrace finds the racy counter's race");
+    assert!(!whole.2.is_empty(), "{:?} finds something", sp.analyses);
     let mut taken = 0;
-    for frac in [1, 6, 8, 9] {
+    for &frac in tenths {
         let pm = scratch();
         let mut s = start(pm.path());
         s.enable_debugging();
         run_to(&mut s, whole.1 * frac / 10);
-        // Not before the second thread exists: hmtrace watches all memory from then on only.
         let Some(c) = s.checkpoint() else {
-            assert_eq!(s.kernel().live_threads(), 1, "at {frac}/10: hmtrace's state can be copied");
+            refused(&s, frac);
             continue;
         };
         taken += 1;
@@ -210,6 +205,19 @@ fn a_run_with_passes_restores_with_their_state() {
             assert_eq!(run(&mut s), whole, "restored at {frac}/10, run {again}");
         }
     }
+    taken
+}
+
+/// A run watched by hmtrace (all memory, vector clocks, locksets) snapshotted mid-run reports
+/// the same races, trace hash and schedule from the snapshot, every time it is restored.
+#[test]
+fn a_run_with_passes_restores_with_their_state() {
+    let mut sp = spec("thr_racy_counter_n", &["3", "300"], 2, std::path::Path::new("/nonexistent"));
+    sp.analyses = vec!["hmtrace".into()];
+    let taken = restored_runs_are_the_whole_run(&sp, &[1, 6, 8, 9], |s, frac| {
+        // Not before the second thread exists: hmtrace watches all memory from then on only.
+        assert_eq!(s.kernel().live_threads(), 1, "at {frac}/10: hmtrace's state can be copied");
+    });
     assert!(taken >= 2, "{taken} snapshots");
 }
 
@@ -219,40 +227,9 @@ fn a_run_with_passes_restores_with_their_state() {
 /// pairs, trace hash and schedule, every time.
 #[test]
 fn a_run_with_oscs_restores_with_its_memory_hooks() {
-    fn spec_os() -> RunSpec {
-        let mut sp = spec("os_balance", &[], 0, std::path::Path::new("/nonexistent"));
-        sp.analyses = vec!["oscs".into()];
-        sp
-    }
-    let run = |s: &mut Session| {
-        let end = s.drive_to_end();
-        let out = driver::validation::complete(&spec_os(), s.finish(end));
-        let findings: Vec<String> =
-            out.findings.iter().map(|f| format!("{} {} {:?}", f.kind, f.message, f.locations)).collect();
-        (out.trace_hash, out.instructions, findings)
-    };
-    let start = |pm: &std::path::Path| {
-        let mut sp = spec_os();
-        sp.pm_dir = pm.to_path_buf();
-        Session::start(&sp, None, Vec::new(), false, None).unwrap()
-    };
-    let pm = scratch();
-    let whole = run(&mut start(pm.path()));
-    assert!(!whole.2.is_empty(), "oscs finds os_balance's pair");
-    let mut taken = 0;
-    for frac in [1, 5, 7, 9] {
-        let pm = scratch();
-        let mut s = start(pm.path());
-        s.enable_debugging();
-        run_to(&mut s, whole.1 * frac / 10);
-        let Some(c) = s.checkpoint() else { continue };
-        taken += 1;
-        assert_eq!(run(&mut s), whole, "snapshotted at {frac}/10, first run on");
-        for again in 1..=2 {
-            s.rewind(&c).unwrap();
-            assert_eq!(run(&mut s), whole, "restored at {frac}/10, run {again}");
-        }
-    }
+    let mut sp = spec("os_balance", &[], 0, std::path::Path::new("/nonexistent"));
+    sp.analyses = vec!["oscs".into()];
+    let taken = restored_runs_are_the_whole_run(&sp, &[1, 5, 7, 9], |_, _| {});
     assert!(taken >= 2, "{taken} snapshots");
 }
 

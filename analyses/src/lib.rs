@@ -574,12 +574,18 @@ pub struct InlinedAt {
 impl InlinedAt {
     /// `function (file:line)`, as much of it as is known.
     pub fn describe(&self) -> String {
-        let f = self.function.as_deref().unwrap_or("??");
-        match (&self.file, self.line) {
-            (Some(file), Some(line)) => format!("{f} ({}:{line})", file.rsplit('/').next().unwrap_or(file)),
-            _ => f.to_string(),
-        }
+        with_line(&self.function, &self.file, self.line).unwrap_or_else(|| name_or_unknown(&self.function).to_string())
     }
+}
+
+/// `function (file:line)` with the file's last component, if the line is known.
+fn with_line(function: &Option<String>, file: &Option<String>, line: Option<u32>) -> Option<String> {
+    let (file, line) = (file.as_deref()?, line?);
+    Some(format!("{} ({}:{line})", name_or_unknown(function), file.rsplit('/').next().unwrap_or(file)))
+}
+
+fn name_or_unknown(function: &Option<String>) -> &str {
+    function.as_deref().unwrap_or("??")
 }
 
 /// Where a PC is in the object file that holds it.
@@ -601,17 +607,13 @@ impl Frame {
     /// `function (file:line)`, as much of it as is known; without a line, the object and the
     /// address in it, as the sanitizers print them (`?? (libpmem.so.1+0x1ac30)`).
     pub fn describe(&self) -> String {
-        let f = self.function.as_deref().unwrap_or("??");
-        match (&self.file, self.line, &self.object) {
-            (Some(file), Some(line), _) => {
-                let short = file.rsplit('/').next().unwrap_or(file);
-                format!("{f} ({short}:{line})")
-            }
-            (_, _, Some(o)) => {
-                let short = o.path.rsplit('/').next().unwrap_or(&o.path);
-                format!("{f} ({short}+{:#x})", o.offset)
-            }
-            _ => format!("{f} (pc {:#x})", self.pc),
+        if let Some(s) = with_line(&self.function, &self.file, self.line) {
+            return s;
+        }
+        let f = name_or_unknown(&self.function);
+        match &self.object {
+            Some(o) => format!("{f} ({}+{:#x})", o.path.rsplit('/').next().unwrap_or(&o.path), o.offset),
+            None => format!("{f} (pc {:#x})", self.pc),
         }
     }
 }
