@@ -325,6 +325,15 @@ static void leftover(void)
     INT(19);
     INT(0x21);
     INT(0xff);
+    /* A divide error whose instruction follows one ending in the bytes of `int $0` (CD 00, the
+       top of an immediate): an exception, not an interrupt. */
+    got_sig = 0;
+    if (!sigsetjmp(jb, 1))
+        __asm__ volatile("xor %%edx, %%edx; xor %%esi, %%esi; mov $1, %%eax; mov $0x00cd0000, %%ecx; div %%esi"
+                         :
+                         :
+                         : "rax", "rcx", "rdx", "rsi", "memory");
+    printf("div by zero after bytes CD 00: signal %d code %#x\n", got_sig, got_code);
     sa.sa_handler = SIG_DFL;
     sa.sa_flags = 0;
     for (int s = 1; s < 32; s++)

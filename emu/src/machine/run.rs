@@ -206,9 +206,10 @@ impl Machine {
     /// Where the `int $intno` instruction (`CD intno`) that raised the interrupt Unicorn stopped
     /// at `pc` is, if one did and its vector is not one user mode may raise (3, 4, 0x80). Unicorn
     /// reports a software interrupt after its instruction (before it for some vectors), and an
-    /// exception at the faulting instruction, which cannot be `CD intno`; the two bytes before
-    /// an exception's instruction being `CD intno` by chance would be taken for the software
-    /// interrupt.
+    /// exception at the faulting instruction, which cannot be `CD intno`. The candidate must
+    /// start an instruction of the block running: two bytes `CD intno` ending the instruction
+    /// before an exception's (an immediate) are not an `int` (one that was would have raised
+    /// first).
     /// The fault of an `int $intno` user mode may not execute (see
     /// [`Machine::software_interrupt`]), RIP moved back to the instruction.
     fn software_interrupt_fault(&mut self, intno: u32, pc: u64) -> Option<Fault> {
@@ -230,9 +231,10 @@ impl Machine {
             return None;
         }
         let want = [0xcd, intno as u8];
+        let starts = |at: u64| self.uc.get_data().running_block().is_none_or(|b| b.insns.contains(&at));
         let is_int = |at: u64| {
             let mut b = [0u8; 2];
-            self.mem.read(at, &mut b).is_ok() && b == want
+            starts(at) && self.mem.read(at, &mut b).is_ok() && b == want
         };
         if is_int(pc) {
             Some(pc)

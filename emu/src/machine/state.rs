@@ -356,7 +356,7 @@ impl HookState {
     }
 
     /// The decoded block the engine is running, if the block hook saw it start.
-    fn running_block(&self) -> Option<&crate::decode::BlockInfo> {
+    pub(super) fn running_block(&self) -> Option<&crate::decode::BlockInfo> {
         let (addr, _, _) = self.clock.block;
         self.code.decoder.at(self.clock.slot).filter(|b| b.insns.first() == Some(&addr))
     }
