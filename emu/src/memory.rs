@@ -639,7 +639,17 @@ impl Memory {
         if let Some(hole) = self.first_hole(start, end) {
             return Err(MemError::Unmapped(hole));
         }
-        self.carve(uc, start, end, Some(perm));
+        self.carve(
+            uc,
+            start,
+            end,
+            Some(&|middle: &mut Region| {
+                if perm.write() {
+                    middle.block.touch();
+                }
+                middle.perm = perm;
+            }),
+        );
         Ok(())
     }
 
@@ -655,9 +665,15 @@ impl Memory {
         None
     }
 
-    /// Takes `[start, end)` out of the engine; with `perm`, puts it back with that protection
-    /// (mprotect), otherwise returns the removed pieces (munmap).
-    fn carve<D>(&mut self, uc: &mut Unicorn<'_, D>, start: u64, end: u64, perm: Option<Perm>) -> Vec<Region> {
+    /// Takes `[start, end)` out of the engine; with `change`, puts it back changed so (mprotect's
+    /// protection, madvise's fork advice), otherwise returns the removed pieces (munmap).
+    fn carve<D>(
+        &mut self,
+        uc: &mut Unicorn<'_, D>,
+        start: u64,
+        end: u64,
+        change: Option<&dyn Fn(&mut Region)>,
+    ) -> Vec<Region> {
         let keys: Vec<u64> =
             self.regions.range(..end).rev().take_while(|(_, r)| r.end > start).map(|(k, _)| *k).collect();
         let mut removed = Vec::new();
@@ -672,11 +688,8 @@ impl Memory {
                 pieces.push(r.piece(r.start, lo));
             }
             let mut middle = r.piece(lo, hi);
-            if let Some(p) = perm {
-                if p.write() {
-                    middle.block.touch();
-                }
-                middle.perm = p;
+            if let Some(change) = change {
+                change(&mut middle);
                 pieces.push(middle);
             } else {
                 removed.push(middle);
@@ -691,7 +704,7 @@ impl Memory {
                 self.regions.insert(p.start, p);
             }
         }
-        if perm.is_some() {
+        if change.is_some() {
             self.merge_range(uc, start, end);
         }
         removed
@@ -1228,38 +1241,7 @@ impl Memory {
     /// Sets what `fork` does with `[start, end)` (which must be mapped): `set` changes each
     /// region's [`OnFork`] there, splitting regions at the bounds.
     pub fn set_on_fork<D>(&mut self, uc: &mut Unicorn<'_, D>, start: u64, end: u64, set: impl Fn(&mut OnFork)) {
-        let keys: Vec<u64> =
-            self.regions.range(..end).rev().take_while(|(_, r)| r.end > start).map(|(k, _)| *k).collect();
-        for k in keys {
-            let r = &self.regions[&k];
-            let mut want = r.on_fork;
-            set(&mut want);
-            if want == r.on_fork {
-                continue;
-            }
-            let (lo, hi) = (r.start.max(start), r.end.min(end));
-            if lo == r.start && hi == r.end {
-                // The whole region: no split, Unicorn holds the same memory as before.
-                self.regions.get_mut(&k).expect("key from the table").on_fork = want;
-                continue;
-            }
-            let r = self.regions.remove(&k).expect("key from the table");
-            let stamp = self.leave(uc, &r);
-            let mut pieces = vec![r.piece(lo, hi)];
-            pieces[0].on_fork = want;
-            if r.start < lo {
-                pieces.push(r.piece(r.start, lo));
-            }
-            if hi < r.end {
-                pieces.push(r.piece(hi, r.end));
-            }
-            for p in pieces {
-                // Re-registering memory that was registered a moment ago cannot overlap.
-                let _ = self.enter(uc, &p, stamp);
-                self.regions.insert(p.start, p);
-            }
-        }
-        self.merge_range(uc, start, end);
+        self.carve(uc, start, end, Some(&|middle: &mut Region| set(&mut middle.on_fork)));
     }
 
     /// Gives the private regions of `[start, end)` that cannot be written now host memory of
